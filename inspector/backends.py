@@ -1,0 +1,76 @@
+"""Where a target compiles: jax's local backend, or a TPU chip through libtpu without a TPU.
+
+A TPU target compiles deviceless on a host-sized topology, using one chip of it (facts.md s1);
+``jax.set_mesh`` makes Pallas see that chip's device kind while lowering.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+
+from .chips import Chip
+from .errors import UsageError
+
+
+def libtpu_available() -> bool:
+    return importlib.util.find_spec("libtpu") is not None
+
+
+@functools.cache
+def _tpu_mesh(topology: str):
+    import numpy as np
+    from jax.experimental import topologies
+    from jax.sharding import Mesh
+
+    topo = topologies.get_topology_desc(platform="tpu", topology_name=topology)
+    return Mesh(np.array(topo.devices[:1]), ("x",))
+
+
+class Backend:
+    """Places abstract inputs on the chip and provides the context to trace and lower under."""
+
+    def __init__(self, chip: Chip):
+        self.chip = chip
+        if chip.is_tpu and not libtpu_available():
+            raise UsageError(f"target {chip.name} needs libtpu, which is not installed: "
+                             "pip install 'jax[tpu]==0.10.2' (local targets such as cpu work without it)")
+        if chip.kind == "gpu":
+            raise UsageError(f"{chip.name} is a spec-only target (budgets and roofline); it cannot compile here. "
+                             "Compile with --target gpu on a machine with a GPU, or a TPU target")
+        self.mesh = _tpu_mesh(chip.topology) if chip.is_tpu else None
+        if chip.name == "gpu":
+            import jax
+            if not any(d.platform == "gpu" for d in jax.devices()):
+                raise UsageError("--target gpu: jax sees no GPU here (install jax[cuda12] on a GPU machine), use cpu or a TPU target")
+
+    @property
+    def platform(self) -> str:
+        return "tpu" if self.chip.is_tpu else self.chip.name
+
+    @property
+    def device_kind(self) -> str:
+        if self.mesh is not None:
+            return self.mesh.devices.flat[0].device_kind
+        import jax
+        return jax.devices(self.platform)[0].device_kind
+
+    def place(self, tree):
+        """Turn every array-like leaf into a ShapeDtypeStruct on this backend's chip."""
+        import jax
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        sharding = NamedSharding(self.mesh, PartitionSpec()) if self.mesh is not None else None
+
+        def leaf(x):
+            if hasattr(x, "shape") and hasattr(x, "dtype"):
+                return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
+            return x
+
+        return jax.tree.map(leaf, tree)
+
+    def context(self):
+        if self.mesh is None:
+            return contextlib.nullcontext()
+        import jax
+        return jax.set_mesh(self.mesh)

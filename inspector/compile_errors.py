@@ -1,0 +1,142 @@
+"""A compile failure is a finding: XLA:TPU's VMEM out-of-memory text parsed into data.
+
+Two shapes of the message are seen with libtpu 0.0.42.1 (examples in tests/data/):
+- scoped limit: "Scoped allocation with size 20.00M and limit 16.00M exceeded scoped vmem limit
+  by 4.00M", naming the custom call it was allocating for;
+- capacity: "Used 96.00M of 64.00M vmem. Exceeded vmem capacity by 32.00M." followed by the
+  largest allocations, each with size, operator, shape, and a tag that names the operand, the
+  window shape and the buffering levels.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+_UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+_SIZE = r"([\d.]+)\s*([KMGT]?)i?B?"
+
+
+def parse_size(text: str) -> int:
+    """XLA's human-readable sizes (``20.00M``, ``512B``, ``1.5G``) use powers of 1024."""
+    m = re.fullmatch(r"\s*" + _SIZE + r"\s*", text)
+    if not m:
+        raise ValueError(f"not a size: {text!r}")
+    return round(float(m[1]) * _UNITS[m[2]])
+
+
+@dataclasses.dataclass
+class VmemAllocation:
+    size_bytes: int
+    operator: str | None = None  # the op_name of the operator that owns it
+    shape: str | None = None
+    role: str | None = None  # "input", "output", "scratch" or what the tag says
+    operand_index: int | None = None
+    window_shape: str | None = None
+    full_shape: str | None = None
+    buffering: int | None = None
+    tag: str | None = None
+
+
+@dataclasses.dataclass
+class VmemOom:
+    """The compiler's own figures for a kernel that does not fit VMEM."""
+
+    used_bytes: int
+    limit_bytes: int
+    exceeded_by_bytes: int
+    scope: str  # "scoped" (the per-kernel scoped limit) or "capacity" (physical VMEM)
+    kernel: str | None = None  # the HLO instruction it was allocating for
+    op_name: str | None = None
+    allocations: list[VmemAllocation] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class CompileError:
+    """Why the compile failed: the compiler's message, and its VMEM figures when that was the cause."""
+
+    message: str
+    status: str | None = None  # e.g. RESOURCE_EXHAUSTED
+    code: str | None = None  # e.g. E1001
+    vmem: VmemOom | None = None
+
+    @property
+    def headline(self) -> str:
+        if self.vmem:
+            v = self.vmem
+            return (f"VMEM out of memory ({v.scope}): needs {fmt_bytes(v.used_bytes)} of {fmt_bytes(v.limit_bytes)}, "
+                    f"over by {fmt_bytes(v.exceeded_by_bytes)}" + (f" in {v.kernel}" if v.kernel else ""))
+        first = next((line.strip() for line in self.message.splitlines() if line.strip()), "compile failed")
+        return first[:300]
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+_SCOPED = re.compile(r"Scoped allocation with size " + _SIZE + r" and limit " + _SIZE + r" exceeded scoped vmem limit by " + _SIZE)
+_CAPACITY = re.compile(r"Used " + _SIZE + r" of " + _SIZE + r" vmem\. Exceeded vmem capacity by " + _SIZE)
+_FOR = re.compile(r"allocating on stack for %([\w.\-]+) = ")
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+_STATUS = re.compile(r"^\s*([A-Z_]{4,}):\s*(?:(E\d{3,5}):)?")
+_ALLOC_START = re.compile(r"^\s*\d+\.\s+Size:\s*(\S+)", re.M)
+_TAG = re.compile(r"(input|output) window allocation for operator (?:input|output) (\d+)\. The window shape is (\S+), while the full shape is (\S+?)\.")
+_BUFFERS = re.compile(r"has (\d+) buffering levels?")
+
+
+def _size(m: re.Match, group: int) -> int:
+    return parse_size(m[group] + m[group + 1])
+
+
+def _allocations(text: str) -> list[VmemAllocation]:
+    starts = list(_ALLOC_START.finditer(text))
+    found = []
+    for m, nxt in zip(starts, starts[1:] + [None]):
+        block = text[m.start(): nxt.start() if nxt else len(text)]
+        field = lambda key: (re.search(rf"^\s*{key}:\s*(.*)$", block, re.M) or [None, None])[1]
+        alloc = VmemAllocation(size_bytes=parse_size(m[1]), shape=field("Shape"), tag=field("Tag"))
+        op = _OP_NAME.search(field("Operator") or "")
+        alloc.operator = op[1] if op else field("Operator")
+        if alloc.tag:
+            t = _TAG.search(alloc.tag)
+            if t:
+                alloc.role, alloc.operand_index, alloc.window_shape, alloc.full_shape = t[1], int(t[2]), t[3], t[4]
+            elif "scratch" in alloc.tag.lower():
+                alloc.role = "scratch"
+            b = _BUFFERS.search(alloc.tag)
+            alloc.buffering = int(b[1]) if b else None
+        found.append(alloc)
+    return found
+
+
+def parse_vmem_oom(text: str) -> VmemOom | None:
+    m = _SCOPED.search(text)
+    if m:
+        oom = VmemOom(_size(m, 1), _size(m, 3), _size(m, 5), scope="scoped")
+    else:
+        m = _CAPACITY.search(text)
+        if not m:
+            return None
+        oom = VmemOom(_size(m, 1), _size(m, 3), _size(m, 5), scope="capacity")
+    target = _FOR.search(text)
+    oom.kernel = target[1] if target else None
+    op = _OP_NAME.search(text)
+    oom.op_name = op[1] if op else None
+    oom.allocations = _allocations(text)
+    return oom
+
+
+def parse_compile_error(text: str) -> CompileError:
+    # libtpu appends the serialized status proto; the readable text is before it.
+    message = text.split(" [type.googleapis.com/", 1)[0].rstrip()
+    status = _STATUS.match(message)
+    return CompileError(
+        message=message,
+        status=status[1] if status else None,
+        code=status[2] if status and status[2] else (re.search(r"\b(E\d{4})\b", message) or [None, None])[1],
+        vmem=parse_vmem_oom(message),
+    )

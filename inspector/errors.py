@@ -1,0 +1,22 @@
+"""Errors that reach the user as one line and an exit code, never as a traceback."""
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1  # the analysed function failed, or a check found an error
+EXIT_USAGE = 2  # the command line or the target file is wrong
+
+
+class InspectorError(Exception):
+    """A failure the user can act on; ``str(err)`` is the one line they see."""
+
+    exit_code = EXIT_USAGE
+
+
+class UsageError(InspectorError):
+    """Bad input: a missing file, a malformed shape spec, an unknown parameter."""
+
+
+class TargetFailure(InspectorError):
+    """The user's function itself failed (raised while tracing)."""
+
+    exit_code = EXIT_FINDINGS

@@ -1,0 +1,109 @@
+"""The Report: plain, JSON-serialisable data that every view renders. No UI types here."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .chips import Chip
+from .specs import hlo_type
+from .stages import STAGES, Stages
+from .target import Target
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclasses.dataclass
+class Finding:
+    severity: str  # error | warning | info
+    code: str  # stable identifier, e.g. compile-vmem-oom
+    message: str
+    kernel: str | None = None
+    operand: str | None = None
+    view: str | None = None  # the view that shows the evidence
+    data: dict | None = None
+
+
+@dataclasses.dataclass
+class InputInfo:
+    name: str
+    type: str  # HLO spelling, e.g. bf16[4,2048,128]
+    shape: list[int]
+    dtype: str
+
+
+@dataclasses.dataclass
+class TargetInfo:
+    spec: str
+    function: str
+    file: str | None
+    line: int | None
+    params: dict
+    param_choices: dict
+    reference: str | None
+
+
+@dataclasses.dataclass
+class Report:
+    target: TargetInfo
+    inputs: list[InputInfo]
+    chip: Chip
+    stages: Stages
+    findings: list[Finding]
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+    def to_dict(self, texts: tuple[str, ...] = ()) -> dict[str, Any]:
+        """JSON-ready dict. Stage texts are large, so only those named in ``texts`` are included."""
+        stages = dataclasses.asdict(self.stages)
+        for name in (*STAGES, "mosaic"):
+            if name not in texts:
+                stages.pop(name, None)
+        stages["op_counts"] = self.stages.op_counts
+        if "jaxpr" not in texts:
+            stages.pop("jaxpr_eqns", None)
+        return {
+            "ok": self.ok,
+            "target": dataclasses.asdict(self.target),
+            "inputs": [dataclasses.asdict(i) for i in self.inputs],
+            "chip": {"name": self.chip.name, "kind": self.chip.kind, "description": self.chip.description},
+            "stages": stages,
+            "findings": [dataclasses.asdict(f) for f in self.findings],
+        }
+
+
+def _inputs(target: Target) -> list[InputInfo]:
+    import jax
+
+    found = []
+    named = dict(zip(target.arg_names, target.args), **target.kwargs)
+    for top, tree in named.items():
+        for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+            if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+                name = top + jax.tree_util.keystr(path)
+                shape = [int(d) for d in leaf.shape]
+                found.append(InputInfo(name, hlo_type(str(leaf.dtype), tuple(shape)), shape, str(leaf.dtype)))
+    return found
+
+
+def _stage_findings(stages: Stages) -> list[Finding]:
+    found = []
+    err = stages.compile_error
+    if err is not None:
+        code = "compile-vmem-oom" if err.vmem else "compile-error"
+        data = dataclasses.asdict(err.vmem) if err.vmem else None
+        found.append(Finding("error", code, f"{stages.backend}: {err.headline}", kernel=err.vmem.kernel if err.vmem else None,
+                             view="overview", data=data))
+    if stages.pallas_interpreted:
+        found.append(Finding("info", "pallas-interpreted",
+                             "Pallas kernels are interpreted on the CPU backend: the HLO shows the interpreter, "
+                             "not Mosaic. Use --target tpu-v5e (or another TPU) for the real kernel", view="hlo"))
+    return found
+
+
+def build_report(target: Target, chip: Chip, stages: Stages) -> Report:
+    info = TargetInfo(target.spec, target.name, target.file, target.line, dict(target.params),
+                      dict(target.param_choices), target.reference_name)
+    findings = sorted(_stage_findings(stages), key=lambda f: SEVERITIES.index(f.severity))
+    return Report(info, _inputs(target), chip, stages, findings)

@@ -1,0 +1,185 @@
+"""Trace, lower and compile a Target once; keep every stage's text and XLA's own analyses.
+
+A compile failure is kept as data (``Stages.compile_error``). The compile result is cached on
+disk keyed by the lowered module itself (see compile_cache), and in this process by
+(target, inputs, params, backend).
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import functools
+import os
+import time
+
+from . import compile_cache
+from .backends import Backend
+from .compile_errors import CompileError, parse_compile_error
+from .errors import TargetFailure
+from .hlo_text import count_hlo_ops, count_mlir_ops
+from .mosaic import MosaicKernel, capture_mosaic
+from .target import Target, _short, _user_frame
+
+STAGES = ("jaxpr", "stablehlo", "hlo")
+
+
+@dataclasses.dataclass
+class JaxprEqn:
+    primitive: str
+    source: str | None  # file:line of the user's code that made it
+    outputs: str  # e.g. "f32[2,256,256]"
+
+
+@dataclasses.dataclass
+class Stages:
+    backend: str  # chip name, e.g. cpu or tpu-v5e
+    platform: str
+    device_kind: str
+    jaxpr: str
+    jaxpr_eqns: list[JaxprEqn]
+    stablehlo: str
+    hlo: str | None = None
+    cost: dict | None = None  # XLA's compiled.cost_analysis()
+    memory: dict | None = None  # XLA's compiled.memory_analysis(), as a dict
+    compile_error: CompileError | None = None
+    mosaic: list[MosaicKernel] = dataclasses.field(default_factory=list)
+    pallas_interpreted: bool = False  # Pallas kernels ran through the interpreter (CPU)
+    compile_cached: bool = False
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def op_counts(self) -> dict[str, dict[str, int]]:
+        counts = {"jaxpr": dict(collections.Counter(e.primitive for e in self.jaxpr_eqns).most_common()),
+                  "stablehlo": count_mlir_ops(self.stablehlo)}
+        if self.hlo is not None:
+            counts["hlo"] = count_hlo_ops(self.hlo)
+        return counts
+
+
+def _walk_eqns(jaxpr):
+    """Every equation, nested jaxprs (jit, scan, cond, custom_vjp, pallas kernels) included."""
+    from jax._src import core
+
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in core.jaxprs_in_params(eqn.params):
+            yield from _walk_eqns(sub)
+
+
+def _eqn_record(eqn) -> JaxprEqn:
+    from jax._src import source_info_util
+
+    frame = source_info_util.user_frame(eqn.source_info.traceback)
+    source = f"{_short(frame.file_name)}:{frame.start_line}" if frame else None
+    outs = " ".join(str(v.aval.str_short()) if hasattr(v.aval, "str_short") else str(v.aval) for v in eqn.outvars)
+    return JaxprEqn(eqn.primitive.name, source, outs)
+
+
+def _memory_dict(stats) -> dict | None:
+    if stats is None:
+        return None
+    names = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
+             "temp_size_in_bytes", "generated_code_size_in_bytes")
+    return {n: int(getattr(stats, n)) for n in names if hasattr(stats, n)}
+
+
+def _cost_dict(cost) -> dict | None:
+    if isinstance(cost, (list, tuple)):  # older jax: a one-element list
+        cost = cost[0] if cost else None
+    return {k: float(v) for k, v in cost.items()} if cost else None
+
+
+def _trace(target: Target, backend: Backend):
+    import jax
+
+    fn = functools.partial(target.fn, **target.params)
+    fn.__name__ = target.name  # jit names the module after it
+    try:
+        return jax.jit(fn).trace(*backend.place(target.args), **backend.place(target.kwargs))
+    except Exception as err:
+        where = _user_frame(err.__traceback__, target.file)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise TargetFailure(f"{where}: {type(err).__name__}: {first} (raised while tracing {target.name}; --debug shows the traceback)") from err
+
+
+def _has_pallas(eqns: list[JaxprEqn]) -> bool:
+    return any(e.primitive == "pallas_call" for e in eqns)
+
+
+def _interpret_context(stages_needs: bool):
+    if not stages_needs:
+        return contextlib.nullcontext()
+    from jax.experimental.pallas import tpu as pltpu
+    return pltpu.force_tpu_interpret_mode()
+
+
+def _compile(lowered, backend: Backend, use_cache: bool) -> tuple[dict, bool]:
+    key = compile_cache.key(lowered.as_text(), backend.chip.name) if use_cache else None
+    if key and (hit := compile_cache.load(key)):
+        return hit, True
+    try:
+        compiled = lowered.compile()
+        result = {"hlo": compiled.as_text(), "cost": _cost_dict(compiled.cost_analysis()),
+                  "memory": _memory_dict(compiled.memory_analysis()), "error": None}
+    except Exception as err:  # XLA raises JaxRuntimeError / XlaRuntimeError / ValueError
+        result = {"hlo": None, "cost": None, "memory": None, "error": str(err)}
+    if key:
+        compile_cache.store(key, result)
+    return result, False
+
+
+_MEMO: dict = {}
+
+
+def _memo_key(target: Target, backend: Backend, compile: bool):
+    def shapes(tree):
+        import jax
+        return tuple((str(getattr(x, "shape", x)), str(getattr(x, "dtype", ""))) for x in jax.tree.leaves(tree))
+
+    return (target.spec, target.source_hash, shapes(target.args), shapes(target.kwargs),
+            tuple(sorted((k, repr(v)) for k, v in target.params.items())), backend.chip.name, compile)
+
+
+def capture(target: Target, backend: Backend, *, compile: bool = True, use_cache: bool = True) -> Stages:
+    """Every stage of ``target`` on ``backend``; compiles only when ``compile`` is set."""
+    memo = _memo_key(target, backend, compile)
+    if memo in _MEMO:
+        return _MEMO[memo]
+    timings = {}
+    t0 = time.perf_counter()
+    with backend.context():
+        traced = _trace(target, backend)
+        closed = traced.jaxpr
+        eqns = [_eqn_record(e) for e in _walk_eqns(closed.jaxpr)]
+        timings["trace_s"] = time.perf_counter() - t0
+        interpret = backend.platform == "cpu" and _has_pallas(eqns)
+        mosaic_capture = capture_mosaic() if backend.chip.is_tpu else contextlib.nullcontext([])
+        t1 = time.perf_counter()
+        with _interpret_context(interpret), mosaic_capture as mosaic:
+            try:
+                lowered = traced.lower()
+            except Exception as err:
+                where = _user_frame(err.__traceback__, target.file)
+                raise TargetFailure(f"{where}: {type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''} "
+                                    f"(raised while lowering {target.name} for {backend.chip.name}; --debug shows the traceback)") from err
+            stablehlo = lowered.as_text()
+            timings["lower_s"] = time.perf_counter() - t1
+            stages = Stages(
+                backend=backend.chip.name, platform=backend.platform, device_kind=backend.device_kind,
+                jaxpr=closed.jaxpr.pretty_print(source_info=True), jaxpr_eqns=eqns, stablehlo=stablehlo,
+                mosaic=list(mosaic), pallas_interpreted=interpret, timings=timings,
+            )
+            if compile:
+                t2 = time.perf_counter()
+                result, stages.compile_cached = _compile(lowered, backend, use_cache)
+                timings["compile_s"] = time.perf_counter() - t2
+                stages.hlo, stages.cost, stages.memory = result["hlo"], result["cost"], result["memory"]
+                if result["error"]:
+                    stages.compile_error = parse_compile_error(result["error"])
+    _MEMO[memo] = stages
+    return stages
+
+
+def cache_enabled() -> bool:
+    return os.environ.get("INSPECTOR_NO_CACHE", "") in ("", "0")

@@ -1,0 +1,258 @@
+"""Load ``path/to/file.py:func`` or ``package.module:func`` with its inputs, reference and params.
+
+Inputs, reference and static params come from the command line or from the file's optional
+``INSPECT`` dict (see the README); the command line wins. Nothing here imports jax at module
+level so that argument errors answer before jax loads.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import UsageError
+from .specs import ArgSpec, parse_specs
+
+
+@dataclasses.dataclass
+class Target:
+    """A function ready to trace: example inputs, static params and an optional reference."""
+
+    spec: str  # what the user typed, e.g. samples/attention.py:flash
+    name: str
+    fn: Callable
+    file: str | None
+    line: int | None
+    args: tuple  # positional example inputs (ShapeDtypeStructs or arrays, any pytree)
+    kwargs: dict  # keyword example inputs
+    params: dict  # static keyword params, baked into the trace
+    param_choices: dict  # every value INSPECT offers per param (first is the default)
+    reference: Callable | None
+    reference_name: str | None
+    source_hash: str  # of the target file, part of the in-process cache key
+    arg_names: list[str]  # a name for each positional input, from the signature where it has one
+
+    def call(self, *args, **kwargs):
+        return self.fn(*args, **kwargs, **self.params)
+
+
+def _user_frame(tb, path: str | None) -> str:
+    """The deepest frame in the user's file, as 'file:line', else the deepest frame overall."""
+    frames = traceback.extract_tb(tb)
+    if not frames:
+        return "?"
+    chosen = frames[-1]
+    if path is not None:
+        mine = [f for f in frames if os.path.samefile(f.filename, path)] if os.path.exists(path) else []
+        chosen = mine[-1] if mine else chosen
+    return f"{_short(chosen.filename)}:{chosen.lineno}"
+
+
+def _short(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+        return rel if not rel.startswith("..") else path
+    except ValueError:
+        return path
+
+
+def _import_file(path: Path):
+    if not path.exists():
+        raise UsageError(f"no such file: {path} (give path/to/file.py:function)")
+    if path.suffix != ".py":
+        raise UsageError(f"{path} is not a Python file (give path/to/file.py:function)")
+    resolved = path.resolve()
+    module_name = "_inspected_" + hashlib.sha1(str(resolved).encode()).hexdigest()[:12]
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    sys.path.insert(0, str(resolved.parent))  # let the file import its neighbours
+    spec = importlib.util.spec_from_file_location(module_name, resolved)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as err:
+        del sys.modules[module_name]
+        where = f"{_short(err.filename or str(path))}:{err.lineno}"
+        raise UsageError(f"{where}: SyntaxError: {err.msg} (fix the file and run again)") from err
+    except Exception as err:
+        del sys.modules[module_name]
+        where = _user_frame(err.__traceback__, str(resolved))
+        raise UsageError(f"{where}: {type(err).__name__}: {err} (raised while importing {path}; --debug shows the traceback)") from err
+    return module
+
+
+def _import_module(name: str):
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        raise UsageError(f"cannot import module {name!r}: {err} (give path/to/file.py:function or an installed package.module:function)") from err
+    except Exception as err:
+        where = _user_frame(err.__traceback__, None)
+        raise UsageError(f"{where}: {type(err).__name__}: {err} (raised while importing {name}; --debug shows the traceback)") from err
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    where, sep, func = spec.rpartition(":")
+    if not sep or not where or not func:
+        raise UsageError(f"target {spec!r} must be path/to/file.py:function or package.module:function")
+    return where, func
+
+
+def load_module(where: str):
+    """Import a file path or a dotted module name; returns (module, file path or None)."""
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        return _import_file(Path(where))
+    return _import_module(where)
+
+
+def resolve_callable(module, func: str, spec: str) -> Callable:
+    obj = module
+    for part in func.split("."):
+        if not hasattr(obj, part):
+            names = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
+            hint = f"; functions there: {', '.join(names[:12])}" if names else ""
+            raise UsageError(f"{spec}: no function named {func!r}{hint}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise UsageError(f"{spec}: {func!r} is a {type(obj).__name__}, not a function")
+    return obj
+
+
+def _signature(fn: Callable) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)  # follows __wrapped__, so jax.jit-wrapped functions work
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_value(text: str) -> Any:
+    """``--set`` values: ints, floats, bools, else the string itself."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _params(fn_sig, entry: dict, sets: list[str], spec: str) -> tuple[dict, dict]:
+    choices: dict[str, list] = {}
+    for name, value in (entry.get("params") or {}).items():
+        choices[name] = list(value) if isinstance(value, (list, tuple)) else [value]
+    params = {name: values[0] for name, values in choices.items() if values}
+    for item in sets:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--set {item!r}: write --set name=value, e.g. --set block_q=256")
+        params[name.strip()] = parse_value(raw.strip())
+    if fn_sig is not None:
+        accepts_any = any(p.kind is p.VAR_KEYWORD for p in fn_sig.parameters.values())
+        for name in params:
+            if name not in fn_sig.parameters and not accepts_any:
+                takes = ", ".join(fn_sig.parameters)
+                raise UsageError(f"{spec}: --set {name}=... but the function takes no parameter {name!r} (it takes: {takes})")
+    return params, choices
+
+
+def _abstract(specs: list[ArgSpec]) -> tuple[tuple, dict]:
+    import jax
+    import jax.numpy as jnp
+
+    def sds(s: ArgSpec):
+        return jax.ShapeDtypeStruct(s.shape, jnp.dtype(s.dtype))
+
+    args = tuple(sds(s) for s in specs if s.name is None)
+    kwargs = {s.name: sds(s) for s in specs if s.name is not None}
+    return args, kwargs
+
+
+def _from_callable(make: Callable, spec: str) -> tuple[tuple, dict]:
+    try:
+        made = make()
+    except Exception as err:
+        where = _user_frame(err.__traceback__, None)
+        raise UsageError(f"{where}: {type(err).__name__}: {err} (raised by INSPECT args of {spec})") from err
+    if isinstance(made, dict):
+        return (), dict(made)
+    if isinstance(made, (tuple, list)):
+        return tuple(made), {}
+    return (made,), {}
+
+
+def _no_inputs(spec: str, func: str, sig) -> UsageError:
+    params = [p for p in (sig.parameters.values() if sig else []) if p.default is p.empty]
+    example = " ".join("f32[8,128]" for _ in params) or "f32[8,128]"
+    return UsageError(
+        f"{spec}: no example inputs. Give them with --args \"{example}\" or in the file: "
+        f"INSPECT = {{\"{func}\": {{\"args\": \"{example}\"}}}}"
+    )
+
+
+def _check_arity(sig, args: tuple, kwargs: dict, params: dict, spec: str) -> None:
+    if sig is None:
+        return
+    try:
+        sig.bind(*args, **kwargs, **params)
+    except TypeError as err:
+        required = [p.name for p in sig.parameters.values() if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        raise UsageError(f"{spec}: the inputs do not match the signature ({err}); it needs {len(required)} inputs ({', '.join(required)}) and got {len(args)} positional, {len(kwargs)} keyword") from err
+
+
+def _reference(module, ref_cli: str | None, entry: dict, spec: str) -> tuple[Callable | None, str | None]:
+    if ref_cli:
+        where, func = split_spec(ref_cli) if ":" in ref_cli else (None, ref_cli)
+        mod = load_module(where) if where else module
+        return resolve_callable(mod, func, ref_cli), ref_cli
+    ref = entry.get("reference")
+    if ref is None:
+        return None, None
+    if callable(ref):
+        return ref, getattr(ref, "__name__", "reference")
+    return resolve_callable(module, str(ref), f"{spec} (INSPECT reference)"), str(ref)
+
+
+def load_target(spec: str, args: str | None = None, ref: str | None = None, sets: list[str] | None = None) -> Target:
+    """Everything the stages need to trace ``spec``; raises UsageError with a one-line message."""
+    where, func = split_spec(spec)
+    module = load_module(where)
+    fn = resolve_callable(module, func, spec)
+    table = getattr(module, "INSPECT", None) or {}
+    if not isinstance(table, dict):
+        raise UsageError(f"{spec}: INSPECT must be a dict keyed by function name")
+    entry = table.get(func) or {}
+    sig = _signature(fn)
+    params, choices = _params(sig, entry, sets or [], spec)
+
+    if args is not None:
+        pos, kw = _abstract(parse_specs(args))
+    elif "args" in entry:
+        given = entry["args"]
+        pos, kw = _abstract(parse_specs(given)) if isinstance(given, str) else _from_callable(given, spec)
+    else:
+        raise _no_inputs(spec, func, sig)
+    _check_arity(sig, pos, kw, params, spec)
+    reference, reference_name = _reference(module, ref, entry, spec)
+
+    file = getattr(module, "__file__", None)
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    source_hash = hashlib.sha256(Path(file).read_bytes()).hexdigest() if file else ""
+    names = [p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] if sig else []
+    arg_names = [names[i] if i < len(names) else f"arg{i}" for i in range(len(pos))]
+    return Target(
+        arg_names=arg_names, spec=spec, name=func, fn=fn, file=file, line=code.co_firstlineno if code else None,
+        args=pos, kwargs=kw, params=params, param_choices=choices,
+        reference=reference, reference_name=reference_name, source_hash=source_hash,
+    )

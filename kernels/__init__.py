@@ -1,0 +1,1 @@
+"""The Pallas kernel library: each kernel beside its pure-jnp reference."""

@@ -1,0 +1,136 @@
+"""Rich printers for `inspector show` and `inspector chips`: colour on a terminal, plain in a pipe."""
+from __future__ import annotations
+
+import json
+import sys
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from inspector.chips import CHIPS, Chip
+from inspector.compile_errors import fmt_bytes
+from inspector.report import Report
+
+from .highlight import THEME, IrHighlighter
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
+
+
+def make_console(file=None) -> Console:
+    return Console(file=file or sys.stdout, theme=THEME, highlight=False, soft_wrap=True)
+
+
+def _fmt_count(x: float | None) -> str:
+    if x is None:
+        return "-"
+    for unit, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= size:
+            return f"{x / size:.2f} {unit}"
+    return f"{x:g}"
+
+
+def _kv_table(rows: list[tuple[str, str]]) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+def _top_ops(counts: dict[str, int], n: int = 6) -> str:
+    total = sum(counts.values())
+    top = ", ".join(f"{op} {c}" for op, c in list(counts.items())[:n])
+    return f"{total} ops ({top}{', ...' if len(counts) > n else ''})"
+
+
+def overview(report: Report):
+    t, s = report.target, report.stages
+    params = ", ".join(f"{k}={v!r}" for k, v in t.params.items()) or "-"
+    where = f"{t.file}:{t.line}" if t.file else "-"
+    rows = [
+        ("function", f"{t.function}  ({where})"),
+        ("inputs", "  ".join(f"{i.name}: {i.type}" for i in report.inputs) or "-"),
+        ("params", params),
+        ("reference", t.reference or "-"),
+        ("target", f"{report.chip.name} ({s.device_kind}; {report.chip.description})"),
+    ]
+    for stage, counts in s.op_counts.items():
+        rows.append((f"{stage} ops", _top_ops(counts)))
+    if s.cost:
+        rows.append(("XLA cost", f"flops {_fmt_count(s.cost.get('flops'))}, transcendentals "
+                                 f"{_fmt_count(s.cost.get('transcendentals'))}, bytes accessed {fmt_bytes(s.cost.get('bytes accessed'))}"))
+    if s.memory:
+        m = s.memory
+        rows.append(("XLA memory", f"arguments {fmt_bytes(m.get('argument_size_in_bytes'))}, outputs "
+                                   f"{fmt_bytes(m.get('output_size_in_bytes'))}, temporaries {fmt_bytes(m.get('temp_size_in_bytes'))}, "
+                                   f"aliased {fmt_bytes(m.get('alias_size_in_bytes'))}"))
+    if s.mosaic:
+        rows.append(("pallas kernels", ", ".join(f"{k.name} ({k.source})" for k in s.mosaic)))
+    timing = ", ".join(f"{k.removesuffix('_s')} {v:.2f}s" for k, v in s.timings.items())
+    rows.append(("time", timing + (" (compile from cache)" if s.compile_cached else "")))
+    parts = [_kv_table(rows)]
+    if report.findings:
+        parts.append(Text("\nfindings", style="bold"))
+        for f in report.findings:
+            parts.append(Text.assemble((f"  {f.severity:<8}", SEVERITY_STYLE[f.severity]), (f"{f.code}  ", "dim"), f.message))
+            vmem = (f.data or {}) if f.code == "compile-vmem-oom" else {}
+            for a in vmem.get("allocations", [])[:5]:
+                what = f"{a['role'] or 'allocation'} {a['operand_index'] if a['operand_index'] is not None else ''}".strip()
+                window = f", window {a['window_shape']}" if a.get("window_shape") else ""
+                buffers = f" x{a['buffering']} buffers" if a.get("buffering") else ""
+                parts.append(Text(f"            {fmt_bytes(a['size_bytes'])}: {what}{window}{buffers}", style="dim"))
+    else:
+        parts.append(Text("\nno findings", style="green"))
+    return Panel(Group(*parts), title=f"[bold]{t.spec}[/] on {report.chip.name}", expand=False)
+
+
+def _stage_text(report: Report, view: str) -> str:
+    s = report.stages
+    if view == "hlo":
+        if s.hlo is None:
+            reason = s.compile_error.headline if s.compile_error else "not compiled"
+            return f"// no optimized HLO: {reason}\n"
+        return s.hlo
+    if view == "mosaic":
+        if not s.mosaic:
+            why = ("this target is not a TPU: Mosaic runs only when lowering for a TPU (try --target tpu-v5e)"
+                   if not report.chip.is_tpu else "the function has no pallas_call")
+            return f"// no Mosaic kernels: {why}\n"
+        return "\n".join(f"// ===== {k.name}  ({k.source})\n{k.mlir}" for k in s.mosaic)
+    return getattr(s, view)
+
+
+def print_view(report: Report, view: str, console: Console) -> None:
+    if view == "overview":
+        console.print(overview(report))
+        return
+    text = _stage_text(report, view)
+    if console.is_terminal and not console.no_color:
+        console.print(IrHighlighter()(Text(text)))
+    else:  # plain and fast for pipes: no markup, no wrapping
+        console.file.write(text if text.endswith("\n") else text + "\n")
+
+
+def print_json(data, console: Console) -> None:
+    console.file.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def chip_rows(chips: tuple[Chip, ...] = CHIPS) -> list[dict]:
+    return [{k: v for k, v in vars(c).items()} for c in chips]
+
+
+def chips_table(chips: tuple[Chip, ...] = CHIPS) -> Table:
+    table = Table(title="targets (--target NAME); per chip, VMEM per TensorCore", title_justify="left")
+    for col in ("target", "kind", "TCs", "VMEM", "scoped", "smem/block", "HBM", "HBM GB/s", "bf16 TFLOP/s", "MXU", "topology"):
+        table.add_column(col, justify="left" if col in ("target", "kind", "topology") else "right")
+    for c in chips:
+        table.add_row(
+            c.name + (f" ({', '.join(c.aliases)})" if c.aliases else ""), c.kind, str(c.tensor_cores or "-"),
+            fmt_bytes(c.vmem_bytes), fmt_bytes(c.scoped_vmem_bytes), fmt_bytes(c.shared_mem_per_block),
+            fmt_bytes(c.hbm_bytes), f"{c.hbm_bytes_per_s / 1e9:,.0f}" if c.hbm_bytes_per_s else "-",
+            f"{c.bf16_flops / 1e12:,.0f}" if c.bf16_flops else "-", str(c.mxu or "-"), c.topology or "-",
+        )
+    return table
