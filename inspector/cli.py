@@ -81,7 +81,7 @@ def _chips(opts) -> int:
     if opts.json:
         print_json(chip_rows(), console)
     else:
-        console.print(chips_table())
+        console.print(chips_table(), soft_wrap=False)
     return EXIT_OK
 
 

@@ -74,7 +74,7 @@ def fmt_bytes(n: float | None) -> str:
         return "-"
     for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
+            return f"{n / size:.2f}".rstrip("0").rstrip(".") + f" {unit}"
     return f"{int(n)} B"
 
 

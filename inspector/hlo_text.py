@@ -4,7 +4,8 @@ from __future__ import annotations
 import collections
 import re
 
-_MLIR_OP = re.compile(r'(?:^|=\s*|\s)"?((?:stablehlo|chlo|mhlo|sdy|func|tpu|tensor|arith|vector|memref|scf)\.[a-z_][\w.]*)')
+# An op starts its line, after an optional "%results = ": attributes such as mhlo.num_replicas do not.
+_MLIR_OP = re.compile(r'^\s*(?:%[^=]*=\s*)?"?([a-z_]+\.[a-z_][\w.]*)')
 _HLO_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*")
 
 
@@ -39,7 +40,7 @@ def count_hlo_ops(text: str) -> dict[str, int]:
 def count_mlir_ops(text: str) -> dict[str, int]:
     counts = collections.Counter()
     for line in text.splitlines():
-        m = _MLIR_OP.search(line)
-        if m and not line.lstrip().startswith(("//", "#", "}")):
+        m = _MLIR_OP.match(line)
+        if m:
             counts[m[1]] += 1
     return dict(counts.most_common())

@@ -57,6 +57,13 @@ class Stages:
         return counts
 
 
+def exclude_own_frames() -> None:
+    """Source locations (jaxpr, HLO metadata) should name the user's code, never the inspector's."""
+    from jax._src import source_info_util
+
+    source_info_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)))
+
+
 def _walk_eqns(jaxpr):
     """Every equation, nested jaxprs (jit, scan, cond, custom_vjp, pallas kernels) included."""
     from jax._src import core
@@ -103,6 +110,14 @@ def _trace(target: Target, backend: Backend):
         raise TargetFailure(f"{where}: {type(err).__name__}: {first} (raised while tracing {target.name}; --debug shows the traceback)") from err
 
 
+def _attach_sources(kernels: list[MosaicKernel], eqns: list[JaxprEqn]) -> None:
+    """Lowering keeps no traceback for pallas_call; the kernels lower in the order of their eqns."""
+    calls = [e for e in eqns if e.primitive == "pallas_call"]
+    if len(calls) == len(kernels):
+        for kernel, eqn in zip(kernels, calls):
+            kernel.source = kernel.source or eqn.source
+
+
 def _has_pallas(eqns: list[JaxprEqn]) -> bool:
     return any(e.primitive == "pallas_call" for e in eqns)
 
@@ -143,6 +158,7 @@ def _memo_key(target: Target, backend: Backend, compile: bool):
 
 def capture(target: Target, backend: Backend, *, compile: bool = True, use_cache: bool = True) -> Stages:
     """Every stage of ``target`` on ``backend``; compiles only when ``compile`` is set."""
+    exclude_own_frames()
     memo = _memo_key(target, backend, compile)
     if memo in _MEMO:
         return _MEMO[memo]
@@ -165,6 +181,7 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, use_cache
                                     f"(raised while lowering {target.name} for {backend.chip.name}; --debug shows the traceback)") from err
             stablehlo = lowered.as_text()
             timings["lower_s"] = time.perf_counter() - t1
+            _attach_sources(mosaic, eqns)
             stages = Stages(
                 backend=backend.chip.name, platform=backend.platform, device_kind=backend.device_kind,
                 jaxpr=closed.jaxpr.pretty_print(source_info=True), jaxpr_eqns=eqns, stablehlo=stablehlo,

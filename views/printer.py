@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
+from rich import box
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -105,7 +106,7 @@ def _stage_text(report: Report, view: str) -> str:
 
 def print_view(report: Report, view: str, console: Console) -> None:
     if view == "overview":
-        console.print(overview(report))
+        console.print(overview(report), soft_wrap=False)
         return
     text = _stage_text(report, view)
     if console.is_terminal and not console.no_color:
@@ -123,14 +124,18 @@ def chip_rows(chips: tuple[Chip, ...] = CHIPS) -> list[dict]:
 
 
 def chips_table(chips: tuple[Chip, ...] = CHIPS) -> Table:
-    table = Table(title="targets (--target NAME); per chip, VMEM per TensorCore", title_justify="left")
-    for col in ("target", "kind", "TCs", "VMEM", "scoped", "smem/block", "HBM", "HBM GB/s", "bf16 TFLOP/s", "MXU", "topology"):
-        table.add_column(col, justify="left" if col in ("target", "kind", "topology") else "right")
+    table = Table(title="targets for --target (figures per chip; VMEM per TensorCore)", title_justify="left",
+                  box=box.SIMPLE_HEAD, padding=(0, 1),
+                  caption="aliases: " + "; ".join(f"{c.name} = {', '.join(c.aliases)}" for c in chips if c.aliases),
+                  caption_justify="left")
+    for col in ("target", "TCs", "VMEM", "scoped", "SMEM*", "HBM", "GB/s", "TFLOP/s", "MXU"):
+        table.add_column(col, justify="left" if col == "target" else "right", no_wrap=True)
     for c in chips:
         table.add_row(
-            c.name + (f" ({', '.join(c.aliases)})" if c.aliases else ""), c.kind, str(c.tensor_cores or "-"),
-            fmt_bytes(c.vmem_bytes), fmt_bytes(c.scoped_vmem_bytes), fmt_bytes(c.shared_mem_per_block),
-            fmt_bytes(c.hbm_bytes), f"{c.hbm_bytes_per_s / 1e9:,.0f}" if c.hbm_bytes_per_s else "-",
-            f"{c.bf16_flops / 1e12:,.0f}" if c.bf16_flops else "-", str(c.mxu or "-"), c.topology or "-",
+            c.name, str(c.tensor_cores or "-"), fmt_bytes(c.vmem_bytes), fmt_bytes(c.scoped_vmem_bytes),
+            fmt_bytes(c.smem_bytes or c.shared_mem_per_block),
+            f"{c.hbm_bytes / 2**30:.0f} GiB" if c.hbm_bytes else "-", f"{c.hbm_bytes_per_s / 1e9:.0f}" if c.hbm_bytes_per_s else "-",
+            f"{c.bf16_flops / 1e12:.0f}" if c.bf16_flops else "-", str(c.mxu or "-"),
         )
+    table.caption += "\n*SMEM on TPUs, opt-in shared memory per block on GPUs; TFLOP/s is dense bf16; sources: inspector chips --json"
     return table
