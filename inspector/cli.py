@@ -63,7 +63,8 @@ def _show(opts) -> int:
     target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
     backend = Backend(chip)
     needs_compile = opts.view in ("overview", "hlo")
-    stages = capture(target, backend, compile=needs_compile, use_cache=cache_enabled() and not opts.no_cache)
+    stages = capture(target, backend, compile=needs_compile, jaxpr_text=opts.view == "jaxpr",
+                     use_cache=cache_enabled() and not opts.no_cache)
     report = build_report(target, chip, stages)
     console = make_console()
     if opts.json:

@@ -7,7 +7,7 @@ from typing import Any
 from .chips import Chip
 from .specs import hlo_type
 from .stages import STAGES, Stages
-from .target import Target
+from .target import Target, short_path
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -29,6 +29,7 @@ class InputInfo:
     type: str  # HLO spelling, e.g. bf16[4,2048,128]
     shape: list[int]
     dtype: str
+    bytes: int
 
 
 @dataclasses.dataclass
@@ -75,6 +76,7 @@ class Report:
 
 def _inputs(target: Target) -> list[InputInfo]:
     import jax
+    import numpy as np
 
     found = []
     named = dict(zip(target.arg_names, target.args), **target.kwargs)
@@ -83,7 +85,8 @@ def _inputs(target: Target) -> list[InputInfo]:
             if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
                 name = top + jax.tree_util.keystr(path)
                 shape = [int(d) for d in leaf.shape]
-                found.append(InputInfo(name, hlo_type(str(leaf.dtype), tuple(shape)), shape, str(leaf.dtype)))
+                nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(leaf.dtype).itemsize
+                found.append(InputInfo(name, hlo_type(str(leaf.dtype), tuple(shape)), shape, str(leaf.dtype), nbytes))
     return found
 
 
@@ -103,7 +106,7 @@ def _stage_findings(stages: Stages) -> list[Finding]:
 
 
 def build_report(target: Target, chip: Chip, stages: Stages) -> Report:
-    info = TargetInfo(target.spec, target.name, target.file, target.line, dict(target.params),
+    info = TargetInfo(target.spec, target.name, short_path(target.file) if target.file else None, target.line, dict(target.params),
                       dict(target.param_choices), target.reference_name)
     findings = sorted(_stage_findings(stages), key=lambda f: SEVERITIES.index(f.severity))
     return Report(info, _inputs(target), chip, stages, findings)

@@ -19,7 +19,7 @@ from .compile_errors import CompileError, parse_compile_error
 from .errors import TargetFailure
 from .hlo_text import count_hlo_ops, count_mlir_ops
 from .mosaic import MosaicKernel, capture_mosaic
-from .target import Target, _short, _user_frame
+from .target import Target, short_path, describe_error
 
 STAGES = ("jaxpr", "stablehlo", "hlo")
 
@@ -36,7 +36,7 @@ class Stages:
     backend: str  # chip name, e.g. cpu or tpu-v5e
     platform: str
     device_kind: str
-    jaxpr: str
+    jaxpr: str | None  # the printed jaxpr with source lines; None when not asked for (it is slow on big programs)
     jaxpr_eqns: list[JaxprEqn]
     stablehlo: str
     hlo: str | None = None
@@ -78,7 +78,7 @@ def _eqn_record(eqn) -> JaxprEqn:
     from jax._src import source_info_util
 
     frame = source_info_util.user_frame(eqn.source_info.traceback)
-    source = f"{_short(frame.file_name)}:{frame.start_line}" if frame else None
+    source = f"{short_path(frame.file_name)}:{frame.start_line}" if frame else None
     outs = " ".join(str(v.aval.str_short()) if hasattr(v.aval, "str_short") else str(v.aval) for v in eqn.outvars)
     return JaxprEqn(eqn.primitive.name, source, outs)
 
@@ -105,9 +105,7 @@ def _trace(target: Target, backend: Backend):
     try:
         return jax.jit(fn).trace(*backend.place(target.args), **backend.place(target.kwargs))
     except Exception as err:
-        where = _user_frame(err.__traceback__, target.file)
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise TargetFailure(f"{where}: {type(err).__name__}: {first} (raised while tracing {target.name}; --debug shows the traceback)") from err
+        raise TargetFailure(describe_error(err, target.file, f"raised while tracing {target.name}")) from err
 
 
 def _attach_sources(kernels: list[MosaicKernel], eqns: list[JaxprEqn]) -> None:
@@ -122,8 +120,10 @@ def _has_pallas(eqns: list[JaxprEqn]) -> bool:
     return any(e.primitive == "pallas_call" for e in eqns)
 
 
-def _interpret_context(stages_needs: bool):
-    if not stages_needs:
+def _interpret_context(backend: Backend):
+    """On the CPU, Pallas TPU kernels can only run interpreted; pallas_call decides that when it
+    is traced, so the whole trace and lowering run under TPU interpret mode."""
+    if backend.platform != "cpu":
         return contextlib.nullcontext()
     from jax.experimental.pallas import tpu as pltpu
     return pltpu.force_tpu_interpret_mode()
@@ -147,24 +147,25 @@ def _compile(lowered, backend: Backend, use_cache: bool) -> tuple[dict, bool]:
 _MEMO: dict = {}
 
 
-def _memo_key(target: Target, backend: Backend, compile: bool):
+def _memo_key(target: Target, backend: Backend, compile: bool, jaxpr_text: bool):
     def shapes(tree):
         import jax
         return tuple((str(getattr(x, "shape", x)), str(getattr(x, "dtype", ""))) for x in jax.tree.leaves(tree))
 
     return (target.spec, target.source_hash, shapes(target.args), shapes(target.kwargs),
-            tuple(sorted((k, repr(v)) for k, v in target.params.items())), backend.chip.name, compile)
+            tuple(sorted((k, repr(v)) for k, v in target.params.items())), backend.chip.name, compile, jaxpr_text)
 
 
-def capture(target: Target, backend: Backend, *, compile: bool = True, use_cache: bool = True) -> Stages:
+def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_text: bool = True,
+            use_cache: bool = True) -> Stages:
     """Every stage of ``target`` on ``backend``; compiles only when ``compile`` is set."""
     exclude_own_frames()
-    memo = _memo_key(target, backend, compile)
+    memo = _memo_key(target, backend, compile, jaxpr_text)
     if memo in _MEMO:
         return _MEMO[memo]
     timings = {}
     t0 = time.perf_counter()
-    with backend.context():
+    with backend.context(), _interpret_context(backend):
         traced = _trace(target, backend)
         closed = traced.jaxpr
         eqns = [_eqn_record(e) for e in _walk_eqns(closed.jaxpr)]
@@ -172,19 +173,17 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, use_cache
         interpret = backend.platform == "cpu" and _has_pallas(eqns)
         mosaic_capture = capture_mosaic() if backend.chip.is_tpu else contextlib.nullcontext([])
         t1 = time.perf_counter()
-        with _interpret_context(interpret), mosaic_capture as mosaic:
+        with mosaic_capture as mosaic:
             try:
                 lowered = traced.lower()
             except Exception as err:
-                where = _user_frame(err.__traceback__, target.file)
-                raise TargetFailure(f"{where}: {type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''} "
-                                    f"(raised while lowering {target.name} for {backend.chip.name}; --debug shows the traceback)") from err
+                raise TargetFailure(describe_error(err, target.file, f"raised while lowering {target.name} for {backend.chip.name}")) from err
             stablehlo = lowered.as_text()
             timings["lower_s"] = time.perf_counter() - t1
             _attach_sources(mosaic, eqns)
             stages = Stages(
                 backend=backend.chip.name, platform=backend.platform, device_kind=backend.device_kind,
-                jaxpr=closed.jaxpr.pretty_print(source_info=True), jaxpr_eqns=eqns, stablehlo=stablehlo,
+                jaxpr=closed.jaxpr.pretty_print(source_info=True) if jaxpr_text else None, jaxpr_eqns=eqns, stablehlo=stablehlo,
                 mosaic=list(mosaic), pallas_interpreted=interpret, timings=timings,
             )
             if compile:

@@ -43,19 +43,28 @@ class Target:
         return self.fn(*args, **kwargs, **self.params)
 
 
-def _user_frame(tb, path: str | None) -> str:
-    """The deepest frame in the user's file, as 'file:line', else the deepest frame overall."""
-    frames = traceback.extract_tb(tb)
-    if not frames:
-        return "?"
-    chosen = frames[-1]
-    if path is not None:
-        mine = [f for f in frames if os.path.samefile(f.filename, path)] if os.path.exists(path) else []
-        chosen = mine[-1] if mine else chosen
-    return f"{_short(chosen.filename)}:{chosen.lineno}"
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def _short(path: str) -> str:
+def _is_library(filename: str) -> bool:
+    return (filename.startswith("<") or filename.startswith(_OWN_DIR)
+            or f"{os.sep}site-packages{os.sep}" in filename or f"{os.sep}lib{os.sep}python3" in filename)
+
+
+def describe_error(err: BaseException, path: str | None, doing: str) -> str:
+    """One line: where the user's code raised (the deepest frame in ``path``, else the deepest
+    outside jax, the standard library and the inspector), the error, and what we were doing."""
+    frames = traceback.extract_tb(err.__traceback__)
+    wanted = os.path.abspath(path) if path else None
+    mine = [f for f in frames if wanted and os.path.abspath(f.filename) == wanted]
+    mine = mine or [f for f in frames if not _is_library(f.filename)]
+    where = f"{short_path(mine[-1].filename)}:{mine[-1].lineno}: " if mine else ""
+    text = str(err).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{where}{type(err).__name__}: {first} ({doing}; --debug shows the traceback)"
+
+
+def short_path(path: str) -> str:
     try:
         rel = os.path.relpath(path)
         return rel if not rel.startswith("..") else path
@@ -80,12 +89,11 @@ def _import_file(path: Path):
         spec.loader.exec_module(module)
     except SyntaxError as err:
         del sys.modules[module_name]
-        where = f"{_short(err.filename or str(path))}:{err.lineno}"
+        where = f"{short_path(err.filename or str(path))}:{err.lineno}"
         raise UsageError(f"{where}: SyntaxError: {err.msg} (fix the file and run again)") from err
     except Exception as err:
         del sys.modules[module_name]
-        where = _user_frame(err.__traceback__, str(resolved))
-        raise UsageError(f"{where}: {type(err).__name__}: {err} (raised while importing {path}; --debug shows the traceback)") from err
+        raise UsageError(describe_error(err, str(resolved), f"raised while importing {path}")) from err
     return module
 
 
@@ -95,8 +103,7 @@ def _import_module(name: str):
     except ModuleNotFoundError as err:
         raise UsageError(f"cannot import module {name!r}: {err} (give path/to/file.py:function or an installed package.module:function)") from err
     except Exception as err:
-        where = _user_frame(err.__traceback__, None)
-        raise UsageError(f"{where}: {type(err).__name__}: {err} (raised while importing {name}; --debug shows the traceback)") from err
+        raise UsageError(describe_error(err, None, f"raised while importing {name}")) from err
 
 
 def split_spec(spec: str) -> tuple[str, str]:
@@ -117,7 +124,9 @@ def resolve_callable(module, func: str, spec: str) -> Callable:
     obj = module
     for part in func.split("."):
         if not hasattr(obj, part):
-            names = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
+            own = getattr(module, "__name__", None)
+            names = sorted(n for n, v in vars(module).items()
+                           if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == own)
             hint = f"; functions there: {', '.join(names[:12])}" if names else ""
             raise UsageError(f"{spec}: no function named {func!r}{hint}")
         obj = getattr(obj, part)
@@ -183,8 +192,7 @@ def _from_callable(make: Callable, spec: str) -> tuple[tuple, dict]:
     try:
         made = make()
     except Exception as err:
-        where = _user_frame(err.__traceback__, None)
-        raise UsageError(f"{where}: {type(err).__name__}: {err} (raised by INSPECT args of {spec})") from err
+        raise UsageError(describe_error(err, None, f"raised by the INSPECT args of {spec}")) from err
     if isinstance(made, dict):
         return (), dict(made)
     if isinstance(made, (tuple, list)):

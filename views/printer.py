@@ -47,22 +47,55 @@ def _top_ops(counts: dict[str, int], n: int = 6) -> str:
     return f"{total} ops ({top}{', ...' if len(counts) > n else ''})"
 
 
+def _inputs_line(report: Report, limit: int = 6) -> str:
+    inputs = report.inputs
+    if len(inputs) <= limit:
+        return "  ".join(f"{i.name}: {i.type}" for i in inputs) or "-"
+    groups: dict[str, list] = {}
+    for i in inputs:
+        groups.setdefault(i.name.split("[", 1)[0], []).append(i)
+    return "  ".join(f"{name}: {len(g)} arrays, {fmt_bytes(sum(i.bytes for i in g))}" if len(g) > 1 else f"{name}: {g[0].type}"
+                     for name, g in groups.items())
+
+
+def _cost_line(cost: dict | None) -> str:
+    if not cost or "flops" not in cost:
+        return "not reported (XLA has no cost for a Pallas custom call without a pl.CostEstimate)"
+    return (f"flops {_fmt_count(cost.get('flops'))}, transcendentals {_fmt_count(cost.get('transcendentals'))}, "
+            f"bytes accessed {fmt_bytes(cost.get('bytes accessed'))}")
+
+
+def _findings_table(report: Report) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True)
+    table.add_column(no_wrap=True, style="dim")
+    table.add_column()
+    for f in report.findings:
+        table.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.code, f.message)
+        for a in ((f.data or {}).get("allocations") or [])[:5] if f.code == "compile-vmem-oom" else []:
+            what = " ".join(str(x) for x in (a.get("role") or "allocation", a.get("operand_index")) if x is not None)
+            window = f", window {a['window_shape']}" if a.get("window_shape") else ""
+            buffers = f" x {a['buffering']} buffers" if a.get("buffering") else ""
+            table.add_row("", "", Text(f"{fmt_bytes(a['size_bytes'])}: {what}{window}{buffers}", style="dim"))
+    return table
+
+
 def overview(report: Report):
     t, s = report.target, report.stages
     params = ", ".join(f"{k}={v!r}" for k, v in t.params.items()) or "-"
     where = f"{t.file}:{t.line}" if t.file else "-"
     rows = [
         ("function", f"{t.function}  ({where})"),
-        ("inputs", "  ".join(f"{i.name}: {i.type}" for i in report.inputs) or "-"),
+        ("inputs", _inputs_line(report)),
         ("params", params),
         ("reference", t.reference or "-"),
-        ("target", f"{report.chip.name} ({s.device_kind}; {report.chip.description})"),
+        ("target", f"{report.chip.name}: {report.chip.description}"
+                   + (f", compiled by libtpu for a '{s.device_kind}' without a TPU" if report.chip.is_tpu else "")),
     ]
     for stage, counts in s.op_counts.items():
         rows.append((f"{stage} ops", _top_ops(counts)))
-    if s.cost:
-        rows.append(("XLA cost", f"flops {_fmt_count(s.cost.get('flops'))}, transcendentals "
-                                 f"{_fmt_count(s.cost.get('transcendentals'))}, bytes accessed {fmt_bytes(s.cost.get('bytes accessed'))}"))
+    if s.hlo is not None:
+        rows.append(("XLA cost", _cost_line(s.cost)))
     if s.memory:
         m = s.memory
         rows.append(("XLA memory", f"arguments {fmt_bytes(m.get('argument_size_in_bytes'))}, outputs "
@@ -74,15 +107,7 @@ def overview(report: Report):
     rows.append(("time", timing + (" (compile from cache)" if s.compile_cached else "")))
     parts = [_kv_table(rows)]
     if report.findings:
-        parts.append(Text("\nfindings", style="bold"))
-        for f in report.findings:
-            parts.append(Text.assemble((f"  {f.severity:<8}", SEVERITY_STYLE[f.severity]), (f"{f.code}  ", "dim"), f.message))
-            vmem = (f.data or {}) if f.code == "compile-vmem-oom" else {}
-            for a in vmem.get("allocations", [])[:5]:
-                what = f"{a['role'] or 'allocation'} {a['operand_index'] if a['operand_index'] is not None else ''}".strip()
-                window = f", window {a['window_shape']}" if a.get("window_shape") else ""
-                buffers = f" x{a['buffering']} buffers" if a.get("buffering") else ""
-                parts.append(Text(f"            {fmt_bytes(a['size_bytes'])}: {what}{window}{buffers}", style="dim"))
+        parts += [Text("\nfindings", style="bold"), _findings_table(report)]
     else:
         parts.append(Text("\nno findings", style="green"))
     return Panel(Group(*parts), title=f"[bold]{t.spec}[/] on {report.chip.name}", expand=False)

@@ -1,0 +1,31 @@
+"""Shared set-up: a quiet jax, a private compile cache, and helpers to run the CLI."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "data"
+
+# Before jax loads: the same environment the CLI sets, and a cache no other run shares.
+os.environ.setdefault("INSPECTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inspector-test-cache-"))
+from inspector import environment  # noqa: E402
+
+environment.prepare()
+
+
+@pytest.fixture
+def run_cli():
+    """Run `python -m inspector ARGS` in a subprocess; returns CompletedProcess (text)."""
+
+    def run(*args: str, env: dict | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+        full_env = dict(os.environ, NO_COLOR="1", COLUMNS="100", **(env or {}))
+        return subprocess.run([sys.executable, "-m", "inspector", *args], capture_output=True, text=True,
+                              cwd=cwd, env=full_env, timeout=600)
+
+    return run

@@ -1,0 +1,5 @@
+import jax.numpy as jnp
+
+
+def double(x):
+    return 2 * x

@@ -1,0 +1,89 @@
+"""The CLI end to end, as a subprocess: views, JSON, exit codes, one-line errors."""
+import json
+
+import pytest
+
+from conftest import DATA
+
+FUNCS = str(DATA / "funcs.py")
+NAIVE = "samples/attention.py:naive"
+SMALL = ["--args", "f32[2,128,32] f32[2,128,32] f32[2,128,32]"]
+
+
+def test_overview_json_shape(run_cli):
+    out = run_cli("show", NAIVE, *SMALL, "--view", "overview", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["ok"] is True
+    assert report["target"]["function"] == "naive"
+    assert [i["name"] for i in report["inputs"]] == ["q", "k", "v"]
+    assert report["inputs"][0]["type"] == "f32[2,128,32]"
+    stages = report["stages"]
+    assert stages["backend"] == "cpu"
+    assert stages["cost"]["flops"] > 2 * 2 * 128 * 128 * 32  # two batched matmuls at least
+    assert stages["memory"]["argument_size_in_bytes"] == 3 * 2 * 128 * 32 * 4
+    assert set(stages["op_counts"]) == {"jaxpr", "stablehlo", "hlo"}
+    assert "hlo" not in stages and "jaxpr" not in stages  # texts only for their views
+    assert report["findings"] == []
+
+
+@pytest.mark.parametrize("view, needle", [
+    ("jaxpr", "dot_general"),
+    ("stablehlo", "stablehlo.dot_general"),
+    ("hlo", "HloModule jit_naive"),
+])
+def test_text_views_print_plain_when_piped(run_cli, view, needle):
+    out = run_cli("show", NAIVE, *SMALL, "--view", view)
+    assert out.returncode == 0, out.stderr
+    assert needle in out.stdout
+    assert "\x1b[" not in out.stdout  # no colour codes in a pipe
+    if view == "jaxpr":
+        assert "samples/attention.py:17" in out.stdout  # each equation's source line
+
+
+def test_inspect_defaults_and_set(run_cli):
+    out = run_cli("show", "samples/attention.py:flash", "--set", "block_q=256", "--view", "jaxpr")
+    assert out.returncode == 0, out.stderr
+    assert "pallas_call" in out.stdout and "bf16[4,4096,128]" in out.stdout
+    assert "256" in out.stdout
+
+
+def test_bare_target_prints_the_overview(run_cli):
+    out = run_cli(NAIVE, *SMALL)
+    assert out.returncode == 0, out.stderr
+    assert "naive" in out.stdout and "XLA cost" in out.stdout
+
+
+def test_chips_lists_every_target(run_cli):
+    out = run_cli("chips")
+    assert out.returncode == 0
+    for name in ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x", "a100", "h100", "h200", "b200"):
+        assert name in out.stdout
+    rows = json.loads(run_cli("chips", "--json").stdout)
+    v5e = next(r for r in rows if r["name"] == "tpu-v5e")
+    assert v5e["scoped_vmem_bytes"] == 16 * 2**20 and v5e["sources"]["scoped_vmem_bytes"].startswith("measured")
+
+
+@pytest.mark.parametrize("args, code, needle", [
+    (["show", "missing.py:f"], 2, "no such file"),
+    (["show", f"{FUNCS}:nope"], 2, "no function named"),
+    (["show", NAIVE, "--args", "f32[2,x]"], 2, "bad dimension 'x'"),
+    (["show", NAIVE, "--args", "zz[2]"], 2, "unknown dtype 'zz'"),
+    (["show", NAIVE, "--args", "f32[2,8,4]"], 2, "needs 3 inputs"),
+    (["show", NAIVE, "--set", "nope=1"], 2, "takes no parameter 'nope'"),
+    (["show", NAIVE, "--view", "nope"], 2, "invalid choice"),
+    (["show", NAIVE, "--target", "tpu-v9"], 2, "unknown target"),
+    (["show", f"{FUNCS}:raises_in_trace"], 1, "funcs.py:23"),
+    ([], 2, "give a target"),
+])
+def test_bad_input_is_one_line_and_an_exit_code(run_cli, args, code, needle):
+    out = run_cli(*args)
+    assert out.returncode == code, out.stderr
+    assert needle in out.stderr
+    assert "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_debug_shows_the_traceback(run_cli):
+    out = run_cli("--debug", "show", f"{FUNCS}:raises_in_trace")
+    assert out.returncode != 0 and "Traceback" in out.stderr

@@ -1,0 +1,85 @@
+"""Stage extraction on small functions for the local backend (one compile per function, shared)."""
+import pytest
+
+from conftest import DATA
+from inspector.backends import Backend
+from inspector.chips import get_chip
+from inspector.errors import TargetFailure
+from inspector.stages import capture
+from inspector.target import load_target
+
+FUNCS = str(DATA / "funcs.py")
+
+
+@pytest.fixture(scope="module")
+def matmul_stages():
+    return capture(load_target(f"{FUNCS}:matmul"), Backend(get_chip("cpu")))
+
+
+def test_jaxpr_has_each_equation_with_its_source_line(matmul_stages):
+    s = matmul_stages
+    prims = [e.primitive for e in s.jaxpr_eqns]
+    assert prims == ["dot_general", "tanh"]
+    assert all(e.source and e.source.endswith("funcs.py:9") for e in s.jaxpr_eqns)
+    assert "funcs.py:9" in s.jaxpr and "dot_general" in s.jaxpr
+
+
+def test_stablehlo_and_optimized_hlo(matmul_stages):
+    s = matmul_stages
+    assert "stablehlo.dot_general" in s.stablehlo and "stablehlo.tanh" in s.stablehlo
+    assert s.hlo.startswith("HloModule") and "ENTRY" in s.hlo
+    counts = s.op_counts
+    assert counts["jaxpr"] == {"dot_general": 1, "tanh": 1}
+    assert counts["stablehlo"]["stablehlo.dot_general"] == 1
+    assert counts["hlo"]["parameter"] >= 2
+
+
+def test_xla_cost_and_memory_analysis(matmul_stages):
+    s = matmul_stages
+    # (8,16) @ (16,4): 2*8*16*4 flops; tanh of 32 elements
+    assert s.cost["flops"] == pytest.approx(2 * 8 * 16 * 4, rel=0.1)
+    assert s.cost["transcendentals"] == 32
+    assert s.memory["argument_size_in_bytes"] == (8 * 16 + 16 * 4) * 4
+    assert s.memory["output_size_in_bytes"] == 8 * 4 * 4
+    assert s.compile_error is None
+
+
+def test_compiled_once_per_process(matmul_stages):
+    again = capture(load_target(f"{FUNCS}:matmul"), Backend(get_chip("cpu")))
+    assert again is matmul_stages
+
+
+def test_params_reach_the_trace():
+    cpu = Backend(get_chip("cpu"))
+    cube = capture(load_target(f"{FUNCS}:with_params"), cpu, compile=False)
+    square = capture(load_target(f"{FUNCS}:with_params", sets=["power=2", "flag=true"]), cpu, compile=False)
+    assert "integer_pow[y=3]" in cube.jaxpr and "integer_pow[y=2]" in square.jaxpr
+    assert "neg" in [e.primitive for e in square.jaxpr_eqns]
+    assert cube.hlo is None  # compile=False stops after lowering
+
+
+def test_jitted_function_and_pytree_inputs():
+    cpu = Backend(get_chip("cpu"))
+    assert "mul" in capture(load_target(f"{FUNCS}:jitted"), cpu, compile=False).jaxpr
+    tree = capture(load_target(f"{FUNCS}:tree_fn"), cpu)
+    assert tree.memory["argument_size_in_bytes"] == 4 * 4 + 2 * 2 * 2
+
+
+def test_disk_cache_skips_the_second_compile(tmp_path, monkeypatch):
+    from inspector import stages as stages_mod
+
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(stages_mod, "_MEMO", {})
+    target = load_target(f"{FUNCS}:matmul", args="f32[4,8] f32[8,2]")
+    first = capture(target, Backend(get_chip("cpu")))
+    monkeypatch.setattr(stages_mod, "_MEMO", {})
+    second = capture(target, Backend(get_chip("cpu")))
+    assert not first.compile_cached and second.compile_cached
+    assert second.hlo == first.hlo and second.cost == first.cost
+    assert len(list(tmp_path.glob("*.json"))) == 1
+
+
+def test_trace_failure_names_the_users_line():
+    with pytest.raises(TargetFailure) as err:
+        capture(load_target(f"{FUNCS}:raises_in_trace"), Backend(get_chip("cpu")))
+    assert "funcs.py:23" in str(err.value) and "TypeError" in str(err.value)
