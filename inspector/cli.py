@@ -9,8 +9,8 @@ import sys
 
 from .errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, InspectorError
 
-VIEWS = ("overview", "jaxpr", "stablehlo", "hlo", "mosaic")
-VERBS = ("show", "chips")
+VIEWS = ("overview", "jaxpr", "stablehlo", "hlo", "mosaic", "fusions")
+VERBS = ("show", "export", "chips")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -18,14 +18,15 @@ class _Parser(argparse.ArgumentParser):
         raise InspectorError(f"{message} (see `{self.prog} --help`)")
 
 
-def _target_options(p: argparse.ArgumentParser) -> None:
+def _target_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
     p.add_argument("target", help="path/to/file.py:function or package.module:function")
     p.add_argument("--target", dest="chip", default="cpu", metavar="CHIP",
                    help="where to compile: cpu (default), gpu, or a TPU such as tpu-v5e (see `inspector chips`)")
     p.add_argument("--args", help='example inputs as shape specs, e.g. "bf16[4,2048,128] f32[] k=i32[16]"')
     p.add_argument("--ref", help="reference function: name in the same file, or file.py:function")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="static keyword parameter (repeatable)")
-    p.add_argument("--json", action="store_true", help="print the Report as JSON")
+    if json_flag:
+        p.add_argument("--json", action="store_true", help="print the Report as JSON")
     p.add_argument("--no-cache", action="store_true", help="compile even when the on-disk cache has this module")
 
 
@@ -36,6 +37,17 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print one view of a target")
     _target_options(show)
     show.add_argument("--view", choices=VIEWS, default="overview")
+    show.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: the target; e.g. h100 for --target cpu)")
+    show.add_argument("--sort", choices=("order", "bytes", "flops", "time"), default="order", help="fusions view: row order")
+    show.add_argument("--top", type=int, default=40, metavar="N", help="fusions view: rows to print (0 for all)")
+    export = sub.add_parser("export", help="write the kernel graph (SVG, DOT) and the Report (JSON) to files")
+    _target_options(export, json_flag=False)
+    export.add_argument("--svg", metavar="PATH", help="kernel graph as SVG (needs Graphviz's dot)")
+    export.add_argument("--dot", metavar="PATH", help="kernel graph as Graphviz DOT source")
+    export.add_argument("--json", dest="json_path", metavar="PATH", help="the whole Report as JSON")
+    export.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: the target)")
+    export.add_argument("--max-nodes", type=int, default=200, metavar="N", help="collapse scopes (layers) past N nodes (default 200)")
+    export.add_argument("--expand", action="append", default=[], metavar="SCOPE", help="keep this scope's kernels when collapsing (repeatable)")
     chips = sub.add_parser("chips", help="list the hardware targets and their figures")
     chips.add_argument("--json", action="store_true")
     return parser
@@ -50,28 +62,70 @@ def _normalise(argv: list[str]) -> list[str]:
     return argv
 
 
-def _show(opts) -> int:
-    from views.printer import make_console, print_json, print_view
-
+def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool):
+    """Load the target, capture its stages and gather the Report: the one path every verb takes."""
     from .backends import Backend
     from .chips import get_chip
     from .report import build_report
-    from .stages import capture, cache_enabled
+    from .stages import cache_enabled, capture
     from .target import load_target
 
     chip = get_chip(opts.chip)
+    roofline = get_chip(opts.roofline) if getattr(opts, "roofline", None) else None
     target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
-    backend = Backend(chip)
-    needs_compile = opts.view in ("overview", "hlo")
-    stages = capture(target, backend, compile=needs_compile, jaxpr_text=opts.view == "jaxpr",
+    stages = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text,
                      use_cache=cache_enabled() and not opts.no_cache)
-    report = build_report(target, chip, stages)
+    return build_report(target, chip, stages, fusions=fusions, roofline_chip=roofline)
+
+
+def _show(opts) -> int:
+    from views.printer import make_console, print_json, print_view
+
+    report = _report(opts, compile=opts.view in ("overview", "hlo", "fusions"), jaxpr_text=opts.view == "jaxpr",
+                     fusions=opts.view in ("overview", "fusions"))
     console = make_console()
     if opts.json:
-        texts = () if opts.view == "overview" else (opts.view,)
+        texts = () if opts.view in ("overview", "fusions") else (opts.view,)
         print_json(report.to_dict(texts=texts), console)
     else:
-        print_view(report, opts.view, console)
+        print_view(report, opts.view, console, sort=opts.sort, top=opts.top)
+    return EXIT_OK if report.ok else EXIT_FINDINGS
+
+
+def _export(opts) -> int:
+    import json
+
+    from .atomic import write_atomic
+    from .graph import build_dot, render_svg
+    from .units import fmt_bytes, fmt_time
+
+    if not (opts.svg or opts.dot or opts.json_path):
+        raise InspectorError("export needs at least one of --svg PATH, --dot PATH, --json PATH")
+    if opts.svg or opts.dot:  # fail before the compile when the SVG cannot be drawn
+        from .graph import dot_available
+        if opts.svg and not dot_available():
+            render_svg(None)  # raises the how-to-install message
+    report = _report(opts, compile=True, jaxpr_text=bool(opts.json_path), fusions=True)
+    written = []
+    if opts.json_path:
+        data = report.to_dict(texts=("jaxpr", "stablehlo", "hlo", "mosaic"))
+        written.append(f"{write_atomic(opts.json_path, json.dumps(data, indent=2, default=str))} (the Report)")
+    if (opts.svg or opts.dot) and report.fusions is None:
+        reason = report.stages.compile_error.headline if report.stages.compile_error else "not compiled"
+        raise InspectorError(f"no kernel graph: {reason}")
+    if opts.svg or opts.dot:
+        a = report.fusions
+        hbm = a.totals["hbm_bytes"]
+        title = (f"{report.target.spec} on {report.chip.name}: {len(a.kernels)} kernels, HBM {fmt_bytes(hbm)}"
+                 + (f", roofline {fmt_time(a.totals['roofline_s'])} on {a.chip}" if a.totals.get("roofline_s") else ""))
+        graph, summary = build_dot(a, title, max_nodes=opts.max_nodes, expand=tuple(opts.expand))
+        what = f"{summary.nodes} nodes" + (f", {len(summary.collapsed)} scopes collapsed (--expand SCOPE to open one)" if summary.collapsed else "")
+        if opts.dot:
+            written.append(f"{write_atomic(opts.dot, graph.source)} ({what})")
+        if opts.svg:
+            written.append(f"{write_atomic(opts.svg, render_svg(graph, summary.nodes))} ({what})")
+    for line in written:
+        print(f"wrote {line}")
     return EXIT_OK if report.ok else EXIT_FINDINGS
 
 
@@ -96,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         opts = build_parser().parse_args(_normalise(argv))
         if opts.verb is None:
             raise InspectorError("give a target (inspector samples/attention.py:naive) or a verb: " + ", ".join(VERBS))
-        return {"show": _show, "chips": _chips}[opts.verb](opts)
+        return {"show": _show, "export": _export, "chips": _chips}[opts.verb](opts)
     except InspectorError as err:
         if debug:
             raise

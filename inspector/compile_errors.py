@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from .units import fmt_bytes
+
 _UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 _SIZE = r"([\d.]+)\s*([KMGT]?)i?B?"
 
@@ -67,15 +69,6 @@ class CompileError:
                     f"over by {fmt_bytes(v.exceeded_by_bytes)}" + (f" in {v.kernel}" if v.kernel else ""))
         first = next((line.strip() for line in self.message.splitlines() if line.strip()), "compile failed")
         return first[:300]
-
-
-def fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if abs(n) >= size:
-            return f"{n / size:.2f}".rstrip("0").rstrip(".") + f" {unit}"
-    return f"{int(n)} B"
 
 
 _SCOPED = re.compile(r"Scoped allocation with size " + _SIZE + r" and limit " + _SIZE + r" exceeded scoped vmem limit by " + _SIZE)

@@ -5,6 +5,7 @@ import dataclasses
 from typing import Any
 
 from .chips import Chip
+from .fusions import FusionAnalysis, analyse_fusions
 from .specs import hlo_type
 from .stages import STAGES, Stages
 from .target import Target, short_path
@@ -50,6 +51,7 @@ class Report:
     chip: Chip
     stages: Stages
     findings: list[Finding]
+    fusions: FusionAnalysis | None = None  # kernels with HBM traffic and roofline (when compiled)
 
     @property
     def ok(self) -> bool:
@@ -71,6 +73,7 @@ class Report:
             "chip": {"name": self.chip.name, "kind": self.chip.kind, "description": self.chip.description},
             "stages": stages,
             "findings": [dataclasses.asdict(f) for f in self.findings],
+            **(_fusions_json(self.fusions) if self.fusions else {}),
         }
 
 
@@ -105,8 +108,18 @@ def _stage_findings(stages: Stages) -> list[Finding]:
     return found
 
 
-def build_report(target: Target, chip: Chip, stages: Stages) -> Report:
+def _fusions_json(analysis: FusionAnalysis) -> dict:
+    data = dataclasses.asdict(analysis)
+    return {"kernels": data.pop("kernels"), "totals": data.pop("totals"), "xla_cost": data.pop("xla_cost"),
+            "fusion_analysis": data}
+
+
+def build_report(target: Target, chip: Chip, stages: Stages, *, fusions: bool = False,
+                 roofline_chip: Chip | None = None) -> Report:
+    """Gather the analyses into a Report; ``fusions`` adds the kernel analysis of the optimized HLO
+    (its roofline on ``roofline_chip``, else on the target chip)."""
     info = TargetInfo(target.spec, target.name, short_path(target.file) if target.file else None, target.line, dict(target.params),
                       dict(target.param_choices), target.reference_name)
     findings = sorted(_stage_findings(stages), key=lambda f: SEVERITIES.index(f.severity))
-    return Report(info, _inputs(target), chip, stages, findings)
+    analysis = analyse_fusions(stages.hlo, roofline_chip or chip, stages.cost) if fusions and stages.hlo else None
+    return Report(info, _inputs(target), chip, stages, findings, analysis)

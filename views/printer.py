@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from rich import box
@@ -11,25 +12,20 @@ from rich.table import Table
 from rich.text import Text
 
 from inspector.chips import CHIPS, Chip
-from inspector.compile_errors import fmt_bytes
+from inspector.units import fmt_bytes, fmt_count, fmt_time
 from inspector.report import Report
 
+from .fusions import fusions_view
 from .highlight import THEME, IrHighlighter
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
 
 
 def make_console(file=None) -> Console:
-    return Console(file=file or sys.stdout, theme=THEME, highlight=False, soft_wrap=True)
-
-
-def _fmt_count(x: float | None) -> str:
-    if x is None:
-        return "-"
-    for unit, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= size:
-            return f"{x / size:.2f} {unit}"
-    return f"{x:g}"
+    """Colour on a terminal; in a pipe, plain and wide (tables are for files and grep, not 80 columns)."""
+    file = file or sys.stdout
+    width = None if file.isatty() or os.environ.get("COLUMNS") else 140
+    return Console(file=file, theme=THEME, highlight=False, soft_wrap=True, width=width)
 
 
 def _kv_table(rows: list[tuple[str, str]]) -> Table:
@@ -61,7 +57,7 @@ def _inputs_line(report: Report, limit: int = 6) -> str:
 def _cost_line(cost: dict | None) -> str:
     if not cost or "flops" not in cost:
         return "not reported (XLA has no cost for a Pallas custom call without a pl.CostEstimate)"
-    return (f"flops {_fmt_count(cost.get('flops'))}, transcendentals {_fmt_count(cost.get('transcendentals'))}, "
+    return (f"flops {fmt_count(cost.get('flops'))}, transcendentals {fmt_count(cost.get('transcendentals'))}, "
             f"bytes accessed {fmt_bytes(cost.get('bytes accessed'))}")
 
 
@@ -101,6 +97,17 @@ def overview(report: Report):
         rows.append(("XLA memory", f"arguments {fmt_bytes(m.get('argument_size_in_bytes'))}, outputs "
                                    f"{fmt_bytes(m.get('output_size_in_bytes'))}, temporaries {fmt_bytes(m.get('temp_size_in_bytes'))}, "
                                    f"aliased {fmt_bytes(m.get('alias_size_in_bytes'))}"))
+    if report.fusions:
+        a = report.fusions
+        bound = sum(1 for k in a.kernels if k.bound == "memory")
+        roof = (f", roofline {fmt_time(a.totals['roofline_s'])} on {a.chip} ({bound} of {len(a.kernels)} memory-bound)"
+                if a.totals.get("roofline_s") else " (roofline: --roofline CHIP)")
+        rows.append(("kernels", f"{len(a.kernels)} launched, HBM traffic {fmt_bytes(a.totals['hbm_bytes'])}{roof}"))
+        top = a.intermediates[0] if a.intermediates else None
+        if top is not None:
+            where = "HBM" if top.memory_space == 0 else "VMEM"
+            rows.append(("largest intermediate", f"{top.shape} {fmt_bytes(top.bytes)} in {where}, made at {top.source or top.producer} "
+                                                 "(--view fusions)"))
     if s.mosaic:
         rows.append(("pallas kernels", ", ".join(f"{k.name} ({k.source})" for k in s.mosaic)))
     timing = ", ".join(f"{k.removesuffix('_s')} {v:.2f}s" for k, v in s.timings.items())
@@ -129,9 +136,16 @@ def _stage_text(report: Report, view: str) -> str:
     return getattr(s, view)
 
 
-def print_view(report: Report, view: str, console: Console) -> None:
+def print_view(report: Report, view: str, console: Console, sort: str = "order", top: int = 40) -> None:
     if view == "overview":
         console.print(overview(report), soft_wrap=False)
+        return
+    if view == "fusions":
+        if report.fusions is None:
+            reason = report.stages.compile_error.headline if report.stages.compile_error else "not compiled"
+            console.print(f"no kernels: {reason}", soft_wrap=False)
+        else:
+            console.print(fusions_view(report.fusions, sort, top), soft_wrap=False)
         return
     text = _stage_text(report, view)
     if console.is_terminal and not console.no_color:

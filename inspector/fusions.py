@@ -1,0 +1,396 @@
+"""What the compiled program launches: kernels in schedule order, each with its HBM traffic,
+flops, arithmetic intensity and roofline time on a chip; and the intermediates it materializes.
+
+Counting follows XLA's HloCostAnalysis where it can (tests compare the totals with
+``compiled.cost_analysis()``): a dot costs 2 flops per multiply-add, an elementwise op one flop
+per element, a transcendental one transcendental per element, a reduction one reducer op per
+element folded. Bytes are the sizes of a kernel's operands and results in memory: on TPU the
+tiled layout's padding counts, and arrays in VMEM (layout memory space S(1)) are not HBM traffic.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections import Counter
+
+from .chips import Chip
+from .units import fmt_bytes
+from .hlo_module import ArrayShape, Computation, HloModule, Instruction, parse_hlo, parse_shape
+
+NOT_KERNELS = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all", "partition-id",
+               "replica-id", "opt-barrier", "copy-done", "slice-done", "add-dependency", "domain", "async-done",
+               "all-reduce-done", "all-gather-done", "collective-permute-done", "send-done", "recv-done"}
+COLLECTIVES = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+               "all-reduce-start", "all-gather-start", "collective-permute-start", "send", "recv"}
+CONTROL_FLOW = {"while", "call", "conditional"}
+TRANSCENDENTAL = {"exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "power", "rsqrt",
+                  "sqrt", "cbrt", "sine", "cosine", "tan", "tanh", "erf", "atan2"}
+ELEMENTWISE = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "negate", "abs", "compare",
+               "select", "and", "or", "xor", "not", "remainder", "clamp", "sign", "floor", "ceil",
+               "round-nearest-afz", "round-nearest-even", "shift-left", "shift-right-logical",
+               "shift-right-arithmetic", "is-finite", "real", "imag", "popcnt", "count-leading-zeros"}
+HBM = 0  # layout memory space of device memory; S(1) is VMEM on TPU
+
+
+@dataclasses.dataclass
+class TensorRef:
+    producer: str  # the kernel or parameter that made it (pass-through ops such as bitcast skipped)
+    shape: str
+    bytes: int
+    memory_space: int
+
+
+@dataclasses.dataclass
+class Kernel:
+    name: str
+    kind: str  # fusion:loop | fusion:input | fusion:output | fusion:custom | custom-call:pallas | copy | collective | ...
+    opcode: str
+    ops: dict[str, int]  # ops inside, by opcode (nested fusions and reducers included)
+    op_name: str | None
+    source: str | None  # file:line of the kernel's own metadata
+    sources: list[str]  # every file:line the fused ops come from
+    inputs: list[TensorRef]
+    outputs: list[TensorRef]
+    bytes_read: int
+    bytes_written: int
+    hbm_bytes_read: int
+    hbm_bytes_written: int
+    flops: float
+    transcendentals: float
+    intensity: float | None  # flops per HBM byte
+    roofline_s: float | None
+    bound: str | None  # "memory" | "compute" | None when the chip has no figures
+    compiler_cycles: int | None = None  # XLA:TPU's own estimate (backend_config estimated_cycles)
+    compiler_scoped_vmem_bytes: int | None = None  # used_scoped_memory_configs
+    reduce_window_flops: float = 0.0  # part of flops; XLA:TPU counts these differently
+    repeat: int = 1  # times it runs (a while body with a known trip count)
+    scope: str | None = None  # op_name scope, e.g. jit(train_step)/layer3
+    note: str | None = None
+
+
+@dataclasses.dataclass
+class Intermediate:
+    """A buffer one kernel writes and another reads back."""
+
+    producer: str
+    shape: str
+    bytes: int
+    memory_space: int  # 0 HBM; 1 VMEM on TPU
+    source: str | None
+    consumers: list[str]
+
+
+@dataclasses.dataclass
+class FusionAnalysis:
+    chip: str | None  # whose figures the roofline uses
+    kernels: list[Kernel]
+    parameters: list[TensorRef]  # the program's inputs (producer is the parameter's name)
+    results: list[str]  # kernels or parameters whose values the program returns
+    totals: dict[str, float]
+    xla_cost: dict[str, float] | None
+    agreement: dict[str, object]
+    intermediates: list[Intermediate]
+
+
+def _sum_bytes(shapes: list[ArrayShape], space: int | None = None) -> int:
+    return sum(s.bytes for s in shapes if space is None or s.memory_space == space)
+
+
+@dataclasses.dataclass
+class _Cost:
+    flops: float = 0.0
+    transcendentals: float = 0.0
+    reduce_window_flops: float = 0.0  # included in flops
+    ops: Counter = dataclasses.field(default_factory=Counter)
+    sources: set = dataclasses.field(default_factory=set)
+
+    def add(self, other: "_Cost") -> None:
+        self.flops += other.flops
+        self.transcendentals += other.transcendentals
+        self.reduce_window_flops += other.reduce_window_flops
+        self.ops.update(other.ops)
+        self.sources |= other.sources
+
+
+class _Costs:
+    """Flops and transcendentals of instructions and computations, memoised (fusions share reducers)."""
+
+    def __init__(self, module: HloModule):
+        self.module = module
+        self.memo: dict[str, _Cost] = {}
+
+    def computation(self, name: str) -> _Cost:
+        if name not in self.memo:
+            total = _Cost()
+            comp = self.module.computations.get(name)
+            if comp is not None:
+                shapes = {i.name: i.shapes for i in comp.instructions}
+                for instr in comp.instructions:
+                    total.add(self.instruction(instr, shapes))
+            self.memo[name] = total
+        return self.memo[name]
+
+    def instruction(self, instr: Instruction, shapes: dict[str, list[ArrayShape]]) -> _Cost:
+        op = instr.opcode
+        out_elems = instr.shapes[0].elements if instr.shapes else 0
+        src = self.module.source(instr)
+        cost = _Cost(ops=Counter() if op in ("parameter", "constant", "fusion") else Counter({op: 1}),
+                     sources={src} if src else set())
+        operand = lambda i: shapes.get(instr.operands[i], [None])[0] if len(instr.operands) > i else None
+        if op in ("fusion", "call", "while", "conditional") or (op == "custom-call" and instr.calls):
+            for called in instr.calls:
+                cost.add(self.computation(called))
+        elif op in TRANSCENDENTAL:
+            cost.transcendentals = out_elems
+        elif op in ELEMENTWISE:
+            cost.flops = out_elems
+        elif op == "dot":
+            lhs = operand(0)
+            dims = re.findall(r"\d+", instr.attr("lhs_contracting_dims") or "")
+            cost.flops = 2.0 * out_elems * (math.prod(lhs.dims[int(d)] for d in dims) if lhs else 1)
+        elif op == "convolution":
+            cost.flops = self._convolution(instr, shapes)
+        elif op in ("reduce", "reduce-window"):
+            reducer = self.computation(instr.calls[0]) if instr.calls else _Cost()
+            cost.ops.update(reducer.ops)
+            per_element = reducer.flops or 1
+            if op == "reduce":
+                inp = operand(0)
+                cost.flops = max((inp.elements if inp else 0) - out_elems, 0) * per_element
+            else:
+                window = re.search(r"size=([\dx]+)", instr.attrs)
+                size = math.prod(int(x) for x in window[1].split("x")) if window else 1
+                cost.flops = cost.reduce_window_flops = out_elems * (size - 1) * per_element
+        return cost
+
+    @staticmethod
+    def _convolution(instr: Instruction, shapes) -> float:
+        """2 x batch x out features x in features x the (output, kernel) position pairs that land
+        on real input elements: XLA writes batched matmuls as convolutions with lhs dilation, where
+        most window positions hit holes."""
+        lhs = shapes.get(instr.operands[0], [None])[0] if instr.operands else None
+        rhs = shapes.get(instr.operands[1], [None])[0] if len(instr.operands) > 1 else None
+        out = instr.shapes[0] if instr.shapes else None
+        m = re.match(r"(\w+)_(\w+)->(\w+)", instr.attr("dim_labels") or "")
+        if lhs is None or rhs is None or out is None or not m:
+            return 0.0
+        in_l, k_l, o_l = m[1], m[2], m[3]
+        window = _window(instr.attr("window") or "", sum(c.isdigit() for c in in_l))
+        pairs = 1
+        for d, (size, stride, pad_lo, lhs_dil, rhs_dil) in enumerate(window):
+            i_size, o_size = lhs.dims[in_l.index(str(d))], out.dims[o_l.index(str(d))]
+            k_size = rhs.dims[k_l.index(str(d))]
+            span = (i_size - 1) * lhs_dil + 1
+            pairs *= sum(1 for o in range(o_size) for k in range(k_size)
+                         if 0 <= (p := o * stride + k * rhs_dil - pad_lo) < span and p % lhs_dil == 0)
+        batch, out_features = out.dims[o_l.index("b")], out.dims[o_l.index("f")]
+        return 2.0 * batch * out_features * rhs.dims[k_l.index("i")] * pairs
+
+
+def _window(text: str, spatial: int) -> list[tuple[int, int, int, int, int]]:
+    """Per spatial dim: (size, stride, low padding, lhs dilation, rhs dilation)."""
+    fields = dict(re.findall(r"(\w+)=([\w\-]+)", text.strip("{}")))
+    def per_dim(key, default):
+        vals = fields.get(key, "").split("x") if key in fields else []
+        return [v for v in vals] + [default] * (spatial - len(vals))
+    sizes = [int(v) for v in per_dim("size", "1")]
+    strides = [int(v) for v in per_dim("stride", "1")]
+    pads = [int(str(v).split("_")[0]) for v in per_dim("pad", "0_0")]
+    lhs = [int(v) for v in per_dim("lhs_dilate", "1")]
+    rhs = [int(v) for v in per_dim("rhs_dilate", "1")]
+    return list(zip(sizes, strides, pads, lhs, rhs))
+
+
+def _results(instr: Instruction) -> list[ArrayShape]:
+    """The arrays an instruction makes. Async starts return (operands, results..., context):
+    copy-start (dest, src, context), slice-start ((operand), dest, context); a done op passes
+    the start's result on."""
+    shapes = instr.shapes
+    if instr.opcode == "copy-start":
+        return shapes[:1]
+    if instr.opcode.endswith("-start"):
+        return shapes[len(instr.operands):len(instr.operands) + 1]
+    return shapes
+
+
+def _kind(instr: Instruction) -> str:
+    op = instr.opcode
+    if op == "fusion":
+        return "fusion:" + (instr.attr("kind") or "k?").removeprefix("k").lower()
+    if op == "custom-call":
+        target = instr.attr("custom_call_target") or "?"
+        if target == "tpu_custom_call":
+            return "custom-call:pallas" if "pallas_call" in (instr.op_name or "") else "custom-call:mosaic"
+        return f"custom-call:{target}"
+    if op in ("copy", "copy-start"):
+        return "copy"
+    if op in COLLECTIVES:
+        return "collective"
+    return op
+
+
+def _compiler_figures(instr: Instruction) -> tuple[int | None, int | None]:
+    cfg = instr.backend_config or {}
+    cycles = (cfg.get("window_config") or {}).get("estimated_cycles") or cfg.get("estimated_cycles")
+    used = cfg.get("used_scoped_memory_configs") or []
+    scoped = sum(int(u.get("size", 0)) for u in used) if used else None
+    return (int(cycles) if cycles not in (None, "", "0") else None), scoped
+
+
+def _scope(op_name: str | None) -> str | None:
+    if not op_name or "/" not in op_name:
+        return None
+    return op_name.rsplit("/", 1)[0]
+
+
+def _roofline(chip: Chip | None, flops: float, hbm_bytes: int) -> tuple[float | None, float | None, str | None]:
+    intensity = flops / hbm_bytes if hbm_bytes else None
+    if chip is None or not chip.hbm_bytes_per_s or not chip.bf16_flops:
+        return intensity, None, None
+    memory_s, compute_s = hbm_bytes / chip.hbm_bytes_per_s, flops / chip.bf16_flops
+    return intensity, max(memory_s, compute_s), "compute" if compute_s > memory_s else "memory"
+
+
+PASS_THROUGH = {"bitcast", "get-tuple-element", "copy-done", "slice-done", "async-done", "all-reduce-done",
+                "all-gather-done", "collective-permute-done", "opt-barrier", "add-dependency"}
+
+
+def _origin(name: str, by_name: dict[str, Instruction]) -> str:
+    """The kernel or parameter behind a value, looking through ops that only pass it on."""
+    seen = 0
+    while name in by_name and by_name[name].opcode in PASS_THROUGH and by_name[name].operands and seen < 64:
+        name, seen = by_name[name].operands[0], seen + 1
+    return name
+
+
+def _kernels_of(module: HloModule, comp: Computation, costs: _Costs, chip: Chip | None,
+                repeat: int = 1) -> list[Kernel]:
+    shapes = {i.name: i.shapes for i in comp.instructions}
+    by_name = comp.by_name()
+    found = []
+    for instr in comp.instructions:
+        if instr.opcode in NOT_KERNELS:
+            continue
+        if instr.opcode == "while":  # list the body's kernels, repeated by the known trip count
+            trips = ((instr.backend_config or {}).get("known_trip_count") or {}).get("n")
+            body = instr.attr("body")
+            if body and body.lstrip("%") in module.computations:
+                found += _kernels_of(module, module.computations[body.lstrip("%")], costs, chip,
+                                     repeat * int(trips or 1))
+                if not trips:
+                    found[-1:] and setattr(found[-1], "note", "inside a while loop of unknown trip count: counted once")
+            continue
+        cost = costs.instruction(instr, shapes)
+        out_shapes = _results(instr)
+        if instr.opcode == "slice-start":  # an async slice reads only the slice it copies
+            inputs = [TensorRef(_origin(instr.operands[0], by_name), str(s), s.bytes, HBM) for s in out_shapes]
+        else:
+            inputs = [TensorRef(_origin(operand, by_name), str(s), s.bytes, s.memory_space)
+                      for operand in dict.fromkeys(instr.operands)  # an operand read twice is fetched once
+                      for s in _results(by_name[operand]) if operand in by_name]
+        outputs = [TensorRef(instr.name, str(s), s.bytes, s.memory_space) for s in out_shapes]
+        read, written = sum(t.bytes for t in inputs), sum(t.bytes for t in outputs)
+        hbm_read = sum(t.bytes for t in inputs if t.memory_space == HBM)
+        hbm_written = sum(t.bytes for t in outputs if t.memory_space == HBM)
+        intensity, roofline_s, bound = _roofline(chip, cost.flops, hbm_read + hbm_written)
+        cycles, scoped = _compiler_figures(instr)
+        kind = _kind(instr)
+        found.append(Kernel(
+            name=instr.name, kind=kind, opcode=instr.opcode, ops=dict(cost.ops.most_common()), op_name=instr.op_name,
+            source=module.source(instr), sources=sorted(cost.sources), inputs=inputs, outputs=outputs,
+            bytes_read=read, bytes_written=written, hbm_bytes_read=hbm_read, hbm_bytes_written=hbm_written,
+            flops=cost.flops, transcendentals=cost.transcendentals, intensity=intensity, roofline_s=roofline_s,
+            bound=bound, compiler_cycles=cycles, compiler_scoped_vmem_bytes=scoped,
+            reduce_window_flops=cost.reduce_window_flops, repeat=repeat, scope=_scope(instr.op_name),
+            note=("HBM traffic counts each operand once: a lower bound until the BlockSpec walk (issue 5) "
+                  "counts re-fetched blocks") if kind == "custom-call:pallas" else None,
+        ))
+    return found
+
+
+def _intermediates(kernels: list[Kernel], limit: int = 10) -> list[Intermediate]:
+    """Buffers one kernel writes and another reads: HBM ones first (the traffic a fused kernel
+    would save), then those XLA kept in VMEM, each by size."""
+    made = {t.producer: (k, t) for k in kernels for t in k.outputs}
+    readers: dict[str, list[str]] = {}
+    for k in kernels:
+        for t in k.inputs:
+            if t.producer in made and k.name not in readers.get(t.producer, []):
+                readers.setdefault(t.producer, []).append(k.name)
+    found = [Intermediate(name, made[name][1].shape, made[name][1].bytes, made[name][1].memory_space,
+                          made[name][0].source, users) for name, users in readers.items()]
+    return sorted(found, key=lambda i: (i.memory_space != HBM, -i.bytes))[:limit]
+
+
+def _agreement(totals: dict, xla: dict | None) -> dict:
+    """Our totals against XLA's cost analysis, with what is known to count differently.
+
+    XLA counts a custom call's result but not its operands: the bytes compared leave those out.
+    Where the rest still differs by more than 5%, the note names the known causes and their size,
+    as measured on the samples with libtpu 0.0.42.1: XLA:TPU counts an async copy's result twice
+    more at copy-done (read and write; we count the transfer once, at copy-start), and counts far
+    fewer flops for a reduce-window than window x output (log_softmax's padded-window max)."""
+    if not xla or "flops" not in xla:
+        return {"flops_ratio": None, "bytes_ratio": None, "note": "XLA reported no cost analysis for this module"}
+
+    def ratio(ours, theirs):
+        return ours / theirs if theirs else (1.0 if not ours else None)
+
+    compared = totals["bytes"] - totals["custom_call_operand_bytes"]
+    out = {"flops_ratio": ratio(totals["flops"], xla.get("flops", 0)),
+           "bytes_ratio": ratio(compared, xla.get("bytes accessed", 0)), "bytes_compared": compared}
+    notes = []
+    if totals["custom_call_operand_bytes"]:
+        notes.append(f"bytes compared leave out {fmt_bytes(totals['custom_call_operand_bytes'])} of custom-call operands "
+                     "(XLA does not count them)")
+    for what, key, known, label in (
+        ("flops", "flops_ratio", totals["reduce_window_flops"], "reduce-window flops"),
+        ("bytes", "bytes_ratio", 2 * totals["async_copy_bytes"], "async copy results XLA counts again at copy-done"),
+    ):
+        r = out[key]
+        if r is not None and abs(r - 1) > 0.05:
+            cause = f": {fmt_bytes(known) if what == 'bytes' else f'{known:.3g}'} of {label}" if known else ""
+            notes.append(f"{what} differ by {100 * (r - 1):+.1f}%{cause}")
+    if totals["padding_bytes"]:
+        notes.append(f"tiled-layout padding is {totals['padding_bytes'] / max(totals['bytes'], 1):.0%} of the bytes (XLA counts it too)")
+    out["note"] = "; ".join(notes) or "within 5% of XLA's cost analysis"
+    return out
+
+
+def analyse_fusions(hlo_text: str, chip: Chip | None, xla_cost: dict | None) -> FusionAnalysis:
+    """Kernels, totals, agreement with XLA and materialized intermediates of one compiled module."""
+    module = parse_hlo(hlo_text)
+    figures = chip if chip is not None and chip.hbm_bytes_per_s else None
+    kernels = _kernels_of(module, module.entry_computation, _Costs(module), figures)
+    r = lambda k, v: v * k.repeat
+    logical = sum(r(k, sum(_logical(t) for t in k.inputs + k.outputs)) for k in kernels)
+    totals = {
+        "kernels": len(kernels),
+        "bytes_read": sum(r(k, k.bytes_read) for k in kernels),
+        "bytes_written": sum(r(k, k.bytes_written) for k in kernels),
+        "hbm_bytes": sum(r(k, k.hbm_bytes_read + k.hbm_bytes_written) for k in kernels),
+        "flops": sum(r(k, k.flops) for k in kernels),
+        "transcendentals": sum(r(k, k.transcendentals) for k in kernels),
+        "pallas_kernels": sum(k.kind == "custom-call:pallas" for k in kernels),
+        "custom_call_operand_bytes": sum(r(k, k.bytes_read) for k in kernels if k.opcode == "custom-call"),
+        "async_copy_bytes": sum(r(k, k.bytes_written) for k in kernels if k.opcode == "copy-start"),
+        "reduce_window_flops": sum(r(k, k.reduce_window_flops) for k in kernels),
+    }
+    totals["bytes"] = totals["bytes_read"] + totals["bytes_written"]
+    totals["padding_bytes"] = totals["bytes"] - logical
+    totals["roofline_s"] = sum(r(k, k.roofline_s) for k in kernels if k.roofline_s) if figures else None
+    entry = module.entry_computation
+    by_name = entry.by_name()
+    parameters = [TensorRef(i.name, str(s), s.bytes, s.memory_space)
+                  for i in entry.instructions if i.opcode == "parameter" for s in i.shapes[:1]]
+    root = next((i for i in entry.instructions if i.is_root), None)
+    results = [] if root is None else list(dict.fromkeys(
+        _origin(o, by_name) for o in (root.operands if root.opcode == "tuple" else [root.name])))
+    return FusionAnalysis(figures.name if figures else None, kernels, parameters, results, totals, xla_cost,
+                          _agreement(totals, xla_cost), _intermediates(kernels))
+
+
+def _logical(t: TensorRef) -> int:
+    shapes = parse_shape(t.shape)
+    return shapes[0].logical_bytes if shapes else t.bytes

@@ -1,0 +1,270 @@
+"""A parser for optimized HLO text: computations, instructions, shapes with layouts, and the
+stack-frame table that maps each op to a source line.
+
+We read the text (not jaxlib's private HloModule bindings, which have no shape accessors): it is
+what XLA prints for every backend, and what users paste into bug reports.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+
+from .target import short_path
+
+# Bits per element; sub-byte types are packed.
+_BITS = {"pred": 8, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "f16": 16, "bf16": 16,
+         "s32": 32, "u32": 32, "f32": 32, "s64": 64, "u64": 64, "f64": 64, "c64": 64, "c128": 128,
+         "f8e4m3fn": 8, "f8e5m2": 8, "f8e4m3b11fnuz": 8, "f8e5m2fnuz": 8, "f8e4m3fnuz": 8, "token": 0}
+
+_ARRAY = re.compile(r"([a-z0-9]+)\[([\d,]*)\](?:\{([^}]*)\})?")
+_TILE = re.compile(r"T\(([\d,]*)\)")
+_MEMSPACE = re.compile(r"S\((\d+)\)")
+
+
+@dataclasses.dataclass(frozen=True)
+class ArrayShape:
+    dtype: str
+    dims: tuple[int, ...]
+    minor_to_major: tuple[int, ...] | None = None
+    tile: tuple[int, ...] | None = None  # the first (outer) tile of a TPU layout, e.g. (8, 128)
+    memory_space: int = 0  # S(n): 0 is HBM (device memory), 1 is VMEM on TPU
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.dims)
+
+    @property
+    def logical_bytes(self) -> int:
+        return math.ceil(self.elements * _BITS.get(self.dtype, 32) / 8)
+
+    @property
+    def bytes(self) -> int:
+        """Bytes in memory: the most-minor dims padded up to the layout's tile (TPU (8,128) tiles)."""
+        if not self.tile or not self.dims:
+            return self.logical_bytes
+        order = list(reversed(self.minor_to_major)) if self.minor_to_major else list(range(len(self.dims)))
+        physical = [self.dims[i] for i in order]  # major to minor
+        k = min(len(self.tile), len(physical))
+        for j in range(1, k + 1):
+            t = self.tile[-j]
+            physical[-j] = math.ceil(physical[-j] / t) * t if t else physical[-j]
+        return math.ceil(math.prod(physical) * _BITS.get(self.dtype, 32) / 8)
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{','.join(map(str, self.dims))}]"
+
+
+def parse_shape(text: str) -> list[ArrayShape]:
+    """All arrays in a shape (a tuple shape gives several)."""
+    found = []
+    for m in _ARRAY.finditer(text):
+        dtype, dims, layout = m[1], m[2], m[3]
+        if dtype not in _BITS:
+            continue
+        m2m, tile, space = None, None, 0
+        if layout:
+            order, _, rest = layout.partition(":")
+            m2m = tuple(int(x) for x in order.split(",") if x.strip().isdigit()) or None
+            t = _TILE.search(rest)
+            tile = tuple(int(x) for x in t[1].split(",") if x) if t else None
+            s = _MEMSPACE.search(rest)
+            space = int(s[1]) if s else 0
+        found.append(ArrayShape(dtype, tuple(int(d) for d in dims.split(",") if d), m2m, tile, space))
+    return found
+
+
+@dataclasses.dataclass
+class Instruction:
+    name: str
+    shape_text: str
+    opcode: str
+    operands: list[str]
+    attrs: str  # everything after the operand list
+    is_root: bool = False
+
+    @property
+    def shapes(self) -> list[ArrayShape]:
+        return parse_shape(self.shape_text)
+
+    def attr(self, key: str) -> str | None:
+        """A simple attribute value: kind=kLoop, calls=%x, custom_call_target="..."."""
+        m = re.search(rf"(?:^|, ){re.escape(key)}=(\"[^\"]*\"|\{{[^}}]*\}}|[^,\s]+)", self.attrs)
+        if not m:
+            return None
+        v = m[1]
+        return v[1:-1] if v.startswith('"') else v
+
+    @property
+    def calls(self) -> list[str]:
+        names = []
+        for key in ("calls", "to_apply", "body", "condition", "branch_computations", "true_computation", "false_computation"):
+            v = self.attr(key)
+            if v:
+                names += [n.strip().lstrip("%") for n in v.strip("{}").split(",") if n.strip()]
+        return names
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        block = _braced(self.attrs, "metadata=")
+        return dict(re.findall(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)', block[1:-1])) if block else {}
+
+    @property
+    def op_name(self) -> str | None:
+        v = self.metadata.get("op_name")
+        return v[1:-1] if v else None
+
+    @property
+    def stack_frame_id(self) -> int | None:
+        v = self.metadata.get("stack_frame_id")
+        return int(v) if v and v.isdigit() else None
+
+    @property
+    def backend_config(self) -> dict | None:
+        block = _braced(self.attrs, "backend_config=")
+        if block is None:
+            return None
+        try:
+            return json.loads(block)
+        except ValueError:
+            return None
+
+
+def _braced(text: str, key: str) -> str | None:
+    """The {...} value after ``key``, braces balanced."""
+    i = text.find(key)
+    if i < 0 or i + len(key) >= len(text) or text[i + len(key)] != "{":
+        return None
+    start = i + len(key)
+    depth = 0
+    in_str = False
+    for j in range(start, len(text)):
+        ch = text[j]
+        if in_str:
+            if ch == "\\":
+                continue
+            if ch == '"' and text[j - 1] != "\\":
+                in_str = False
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:j + 1]
+    return None
+
+
+@dataclasses.dataclass
+class Computation:
+    name: str
+    instructions: list[Instruction]
+    is_entry: bool = False
+
+    def by_name(self) -> dict[str, Instruction]:
+        return {i.name: i for i in self.instructions}
+
+
+@dataclasses.dataclass
+class HloModule:
+    name: str
+    computations: dict[str, Computation]
+    entry: str
+    frames: dict[int, str]  # stack_frame_id -> "file:line" of the innermost frame
+
+    @property
+    def entry_computation(self) -> Computation:
+        return self.computations[self.entry]
+
+    def source(self, instr: Instruction) -> str | None:
+        return self.frames.get(instr.stack_frame_id) if instr.stack_frame_id is not None else None
+
+
+_COMP_HEADER = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s+\(.*\)\s+->\s+.*\{\s*$")
+_INSTR = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*")
+
+
+def _split_instruction(line: str) -> Instruction | None:
+    m = _INSTR.match(line)
+    if not m:
+        return None
+    rest = line[m.end():]
+    # shape: a tuple in balanced parens, or one token
+    if rest.startswith("("):
+        depth = 0
+        for i, ch in enumerate(rest):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0:
+                break
+        shape, rest = rest[:i + 1], rest[i + 1:].lstrip()
+    else:
+        shape, _, rest = rest.partition(" ")
+    opcode, paren, rest = rest.partition("(")
+    if not paren:
+        return None
+    depth, i = 1, 0
+    while i < len(rest) and depth:
+        depth += rest[i] == "("
+        depth -= rest[i] == ")"
+        i += 1
+    operand_text, attrs = rest[:i - 1], rest[i:].lstrip(", ")
+    operands = re.findall(r"%([\w.\-]+)", operand_text)
+    return Instruction(m[2], shape, opcode.strip(), operands, attrs, is_root=bool(m[1]))
+
+
+def _frames(text: str) -> dict[int, str]:
+    """The FileNames / FileLocations / StackFrames tables jax adds to the module."""
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+            current = line
+            sections[current] = []
+        elif not line.strip() or line.startswith(("%", "ENTRY", "HloModule")):
+            current = None if not line.strip() or line.startswith(("%", "ENTRY")) else current
+        elif current:
+            sections[current].append(line)
+    files = {int(k): v.strip('"') for k, v in (l.split(" ", 1) for l in sections.get("FileNames", []))}
+    locations = {}
+    for line in sections.get("FileLocations", []):
+        k, body = line.split(" ", 1)
+        f = re.search(r"file_name_id=(\d+)", body)
+        ln = re.search(r"\bline=(\d+)", body)
+        if f and ln:
+            locations[int(k)] = f"{short_path(files.get(int(f[1]), '?'))}:{ln[1]}"
+    frames = {}
+    for line in sections.get("StackFrames", []):
+        k, body = line.split(" ", 1)
+        loc = re.search(r"file_location_id=(\d+)", body)
+        if loc and int(loc[1]) in locations:
+            frames[int(k)] = locations[int(loc[1])]
+    return frames
+
+
+def parse_hlo(text: str) -> HloModule:
+    name_m = re.match(r"HloModule\s+([\w.\-]+)", text)
+    computations: dict[str, Computation] = {}
+    entry = None
+    current: Computation | None = None
+    for line in text.splitlines():
+        if current is None:
+            m = _COMP_HEADER.match(line)
+            if m:
+                current = Computation(m[2], [], is_entry=bool(m[1]))
+                if m[1]:
+                    entry = m[2]
+            continue
+        if line.startswith("}"):
+            computations[current.name] = current
+            current = None
+            continue
+        instr = _split_instruction(line)
+        if instr:
+            current.instructions.append(instr)
+    if entry is None:
+        raise ValueError("no ENTRY computation in the HLO text")
+    return HloModule(name_m[1] if name_m else "module", computations, entry, _frames(text))

@@ -1,0 +1,86 @@
+"""The fusions view: kernels with HBM traffic and roofline, totals against XLA, intermediates."""
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from inspector.units import fmt_bytes, fmt_count, fmt_time
+from inspector.fusions import FusionAnalysis, Kernel
+
+SORT_KEYS = {
+    "order": None,
+    "bytes": lambda k: -(k.hbm_bytes_read + k.hbm_bytes_written) * k.repeat,
+    "flops": lambda k: -k.flops * k.repeat,
+    "time": lambda k: -(k.roofline_s or 0) * k.repeat,
+}
+BOUND_STYLE = {"memory": "yellow", "compute": "cyan"}
+
+
+def _short_source(k: Kernel) -> str:
+    src = k.source or (k.sources[0] if k.sources else "")
+    return src.rsplit("/", 1)[-1] + (f" +{len(k.sources) - 1}" if len(k.sources) > 1 else "")
+
+
+def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) -> Table:
+    kernels = list(analysis.kernels)
+    if SORT_KEYS.get(sort):
+        kernels.sort(key=SORT_KEYS[sort])
+    shown = kernels if top <= 0 else kernels[:top]
+    chip = analysis.chip or "no chip figures (use --roofline CHIP)"
+    table = Table(title=f"kernels in schedule order{'' if sort == 'order' else f', by {sort}'}; roofline on {chip}",
+                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("kernel", min_width=14, ratio=1, overflow="fold")
+    for col in ("kind", "source", "HBM r+w", "flops", "flop/B", "time", "bound", "XLA cycles"):
+        table.add_column(col, justify="left" if col in ("kind", "source", "bound") else "right", no_wrap=True)
+    order = {id(k): i for i, k in enumerate(analysis.kernels)}
+    for k in shown:
+        table.add_row(
+            str(order[id(k)]), k.name + (f" x{k.repeat}" if k.repeat > 1 else ""), k.kind.replace("custom-call:", "cc:"),
+            _short_source(k), fmt_bytes(k.hbm_bytes_read + k.hbm_bytes_written), fmt_count(k.flops),
+            f"{k.intensity:.1f}" if k.intensity is not None else "-", fmt_time(k.roofline_s),
+            Text(k.bound or "-", style=BOUND_STYLE.get(k.bound, "")), fmt_count(k.compiler_cycles),
+        )
+    if len(shown) < len(kernels):
+        table.caption = f"{len(kernels) - len(shown)} more kernels: --top 0 shows all, --sort bytes|flops|time ranks them"
+        table.caption_justify = "left"
+    return table
+
+
+def totals_table(analysis: FusionAnalysis) -> Table:
+    t, xla, agree = analysis.totals, analysis.xla_cost or {}, analysis.agreement
+    table = Table(title="totals against XLA's cost analysis", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for col in ("", "estimate", "XLA", "ratio"):
+        table.add_column(col, justify="left" if not col else "right")
+    ratio = lambda r: f"{r:.3f}" if r is not None else "-"
+    table.add_row("flops", fmt_count(t["flops"]), fmt_count(xla.get("flops")), ratio(agree.get("flops_ratio")))
+    table.add_row("bytes accessed", fmt_bytes(agree.get("bytes_compared", t["bytes"])), fmt_bytes(xla.get("bytes accessed")),
+                  ratio(agree.get("bytes_ratio")))
+    table.add_row("transcendentals", fmt_count(t["transcendentals"]), fmt_count(xla.get("transcendentals")), "")
+    table.add_row("HBM traffic", fmt_bytes(t["hbm_bytes"]), "", "")
+    table.add_row("roofline time", fmt_time(t["roofline_s"]), "", "")
+    return table
+
+
+def intermediates_table(analysis: FusionAnalysis) -> Table | Text:
+    if not analysis.intermediates:
+        return Text("no buffer passes from one kernel to another", style="green")
+    table = Table(title="materialized intermediates (written by one kernel, read by another)",
+                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for col in ("shape", "bytes", "in", "made by", "source", "read by"):
+        table.add_column(col, justify="right" if col == "bytes" else "left", overflow="fold")
+    for i in analysis.intermediates:
+        where = Text("HBM", style="bold yellow") if i.memory_space == 0 else Text("VMEM" if i.memory_space == 1 else f"S({i.memory_space})", style="dim")
+        table.add_row(i.shape, fmt_bytes(i.bytes), where, i.producer, (i.source or "-").rsplit("/", 1)[-1],
+                      ", ".join(i.consumers[:4]) + (f" +{len(i.consumers) - 4}" if len(i.consumers) > 4 else ""))
+    return table
+
+
+def fusions_view(analysis: FusionAnalysis, sort: str = "order", top: int = 40) -> Group:
+    notes = sorted({k.note for k in analysis.kernels if k.note})
+    parts = [kernels_table(analysis, sort, top), totals_table(analysis),
+             Text(analysis.agreement.get("note") or "", style="dim"), Text(""), intermediates_table(analysis)]
+    parts += [Text(f"note: {n}", style="dim") for n in notes]
+    return Group(*parts)
