@@ -10,6 +10,7 @@ tiled layout's padding counts, and arrays in VMEM (layout memory space S(1)) are
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import re
 from collections import Counter
@@ -93,10 +94,6 @@ class FusionAnalysis:
     intermediates: list[Intermediate]
 
 
-def _sum_bytes(shapes: list[ArrayShape], space: int | None = None) -> int:
-    return sum(s.bytes for s in shapes if space is None or s.memory_space == space)
-
-
 @dataclasses.dataclass
 class _Cost:
     flops: float = 0.0
@@ -127,41 +124,46 @@ class _Costs:
             if comp is not None:
                 shapes = {i.name: i.shapes for i in comp.instructions}
                 for instr in comp.instructions:
-                    total.add(self.instruction(instr, shapes))
+                    self.instruction(instr, shapes, into=total)
             self.memo[name] = total
         return self.memo[name]
 
-    def instruction(self, instr: Instruction, shapes: dict[str, list[ArrayShape]]) -> _Cost:
+    def instruction(self, instr: Instruction, shapes: dict, into: _Cost | None = None) -> _Cost:
+        """The cost of ``instr``, added into ``into`` (a computation's running total) when given."""
+        cost = into if into is not None else _Cost()
         op = instr.opcode
         out_elems = instr.shapes[0].elements if instr.shapes else 0
-        src = self.module.source(instr)
-        cost = _Cost(ops=Counter() if op in ("parameter", "constant", "fusion") else Counter({op: 1}),
-                     sources={src} if src else set())
+        if op not in ("parameter", "constant", "fusion"):
+            cost.ops[op] += 1
+        if (src := self.module.source(instr)) is not None:
+            cost.sources.add(src)
         operand = lambda i: shapes.get(instr.operands[i], [None])[0] if len(instr.operands) > i else None
         if op in ("fusion", "call", "while", "conditional") or (op == "custom-call" and instr.calls):
             for called in instr.calls:
                 cost.add(self.computation(called))
         elif op in TRANSCENDENTAL:
-            cost.transcendentals = out_elems
+            cost.transcendentals += out_elems
         elif op in ELEMENTWISE:
-            cost.flops = out_elems
+            cost.flops += out_elems
         elif op == "dot":
             lhs = operand(0)
             dims = re.findall(r"\d+", instr.attr("lhs_contracting_dims") or "")
-            cost.flops = 2.0 * out_elems * (math.prod(lhs.dims[int(d)] for d in dims) if lhs else 1)
+            cost.flops += 2.0 * out_elems * (math.prod(lhs.dims[int(d)] for d in dims) if lhs else 1)
         elif op == "convolution":
-            cost.flops = self._convolution(instr, shapes)
+            cost.flops += self._convolution(instr, shapes)
         elif op in ("reduce", "reduce-window"):
             reducer = self.computation(instr.calls[0]) if instr.calls else _Cost()
             cost.ops.update(reducer.ops)
             per_element = reducer.flops or 1
             if op == "reduce":
                 inp = operand(0)
-                cost.flops = max((inp.elements if inp else 0) - out_elems, 0) * per_element
+                cost.flops += max((inp.elements if inp else 0) - out_elems, 0) * per_element
             else:
                 window = re.search(r"size=([\dx]+)", instr.attrs)
                 size = math.prod(int(x) for x in window[1].split("x")) if window else 1
-                cost.flops = cost.reduce_window_flops = out_elems * (size - 1) * per_element
+                folded = out_elems * (size - 1) * per_element
+                cost.flops += folded
+                cost.reduce_window_flops += folded
         return cost
 
     @staticmethod
@@ -360,6 +362,18 @@ def _agreement(totals: dict, xla: dict | None) -> dict:
 
 def analyse_fusions(hlo_text: str, chip: Chip | None, xla_cost: dict | None) -> FusionAnalysis:
     """Kernels, totals, agreement with XLA and materialized intermediates of one compiled module."""
+    # Tens of thousands of small objects and no cycles: the cyclic GC would only rescan the
+    # compiler's heap again and again (a third of the time on a 24-layer step).
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _analyse(hlo_text, chip, xla_cost)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None) -> FusionAnalysis:
     module = parse_hlo(hlo_text)
     figures = chip if chip is not None and chip.hbm_bytes_per_s else None
     kernels = _kernels_of(module, module.entry_computation, _Costs(module), figures)

@@ -7,6 +7,7 @@ what XLA prints for every backend, and what users paste into bug reports.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -56,8 +57,10 @@ class ArrayShape:
         return f"{self.dtype}[{','.join(map(str, self.dims))}]"
 
 
-def parse_shape(text: str) -> list[ArrayShape]:
-    """All arrays in a shape (a tuple shape gives several)."""
+@functools.lru_cache(maxsize=8192)
+def parse_shape(text: str) -> tuple[ArrayShape, ...]:
+    """All arrays in a shape (a tuple shape gives several). Programs repeat a few shapes many
+    times, so results are cached."""
     found = []
     for m in _ARRAY.finditer(text):
         dtype, dims, layout = m[1], m[2], m[3]
@@ -72,7 +75,12 @@ def parse_shape(text: str) -> list[ArrayShape]:
             s = _MEMSPACE.search(rest)
             space = int(s[1]) if s else 0
         found.append(ArrayShape(dtype, tuple(int(d) for d in dims.split(",") if d), m2m, tile, space))
-    return found
+    return tuple(found)
+
+
+@functools.cache
+def _attr_pattern(key: str) -> re.Pattern:
+    return re.compile(rf"(?:^|, ){re.escape(key)}=(\"[^\"]*\"|\{{[^}}]*\}}|[^,\s]+)")
 
 
 @dataclasses.dataclass
@@ -83,21 +91,34 @@ class Instruction:
     operands: list[str]
     attrs: str  # everything after the operand list
     is_root: bool = False
+    shapes: tuple[ArrayShape, ...] = ()
+    op_name: str | None = None
+    stack_frame_id: int | None = None
 
-    @property
-    def shapes(self) -> list[ArrayShape]:
-        return parse_shape(self.shape_text)
+    def __post_init__(self):
+        # Read once here: plain fields are far cheaper than cached properties on 100k-line modules.
+        self.shapes = parse_shape(self.shape_text)
+        start = self.attrs.find("metadata={")
+        if start >= 0:  # string search, not regex: this runs for every instruction
+            block = self.attrs[start + 10:self.attrs.find("}", start)]
+            name = block.find('op_name="')
+            if name >= 0:
+                self.op_name = block[name + 9:block.find('"', name + 9)]
+            frame = block.find("stack_frame_id=")
+            if frame >= 0:
+                digits = re.match(r"\d+", block[frame + 15:])
+                self.stack_frame_id = int(digits[0]) if digits else None
 
     def attr(self, key: str) -> str | None:
         """A simple attribute value: kind=kLoop, calls=%x, custom_call_target="..."."""
-        m = re.search(rf"(?:^|, ){re.escape(key)}=(\"[^\"]*\"|\{{[^}}]*\}}|[^,\s]+)", self.attrs)
+        m = _attr_pattern(key).search(self.attrs)
         if not m:
             return None
         v = m[1]
         return v[1:-1] if v.startswith('"') else v
 
-    @property
-    def calls(self) -> list[str]:
+    @functools.cached_property
+    def calls(self) -> list[str]:  # few instructions call computations: computed on first use
         names = []
         for key in ("calls", "to_apply", "body", "condition", "branch_computations", "true_computation", "false_computation"):
             v = self.attr(key)
@@ -105,22 +126,7 @@ class Instruction:
                 names += [n.strip().lstrip("%") for n in v.strip("{}").split(",") if n.strip()]
         return names
 
-    @property
-    def metadata(self) -> dict[str, str]:
-        block = _braced(self.attrs, "metadata=")
-        return dict(re.findall(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)', block[1:-1])) if block else {}
-
-    @property
-    def op_name(self) -> str | None:
-        v = self.metadata.get("op_name")
-        return v[1:-1] if v else None
-
-    @property
-    def stack_frame_id(self) -> int | None:
-        v = self.metadata.get("stack_frame_id")
-        return int(v) if v and v.isdigit() else None
-
-    @property
+    @functools.cached_property
     def backend_config(self) -> dict | None:
         block = _braced(self.attrs, "backend_config=")
         if block is None:
@@ -206,12 +212,15 @@ def _split_instruction(line: str) -> Instruction | None:
     opcode, paren, rest = rest.partition("(")
     if not paren:
         return None
-    depth, i = 1, 0
-    while i < len(rest) and depth:
-        depth += rest[i] == "("
-        depth -= rest[i] == ")"
-        i += 1
-    operand_text, attrs = rest[:i - 1], rest[i:].lstrip(", ")
+    close = rest.find(")")
+    if "(" in rest[:close]:  # nested parentheses in the operand list: match them properly
+        depth, close = 1, 0
+        while close < len(rest) and depth:
+            depth += rest[close] == "("
+            depth -= rest[close] == ")"
+            close += 1
+        close -= 1
+    operand_text, attrs = rest[:close], rest[close + 1:].lstrip(", ")
     operands = re.findall(r"%([\w.\-]+)", operand_text)
     return Instruction(m[2], shape, opcode.strip(), operands, attrs, is_root=bool(m[1]))
 
