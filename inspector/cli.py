@@ -9,8 +9,8 @@ import sys
 
 from .errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, InspectorError
 
-VIEWS = ("overview", "jaxpr", "stablehlo", "hlo", "mosaic", "fusions")
-VERBS = ("show", "export", "chips")
+VIEWS = ("overview", "jaxpr", "stablehlo", "hlo", "mosaic", "fusions", "pallas")
+VERBS = ("show", "check", "export", "chips")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: the target)")
     export.add_argument("--max-nodes", type=int, default=200, metavar="N", help="collapse scopes (layers) past N nodes (default 200)")
     export.add_argument("--expand", action="append", default=[], metavar="SCOPE", help="keep this scope's kernels when collapsing (repeatable)")
+    check = sub.add_parser("check", help="VMEM fit, layout rules and BlockSpec bugs of every pallas_call; exit 1 on a problem")
+    _target_options(check)
+    check.set_defaults(chip="tpu-v5e")
+    check.add_argument("--estimate-only", action="store_true", help="skip the real TPU compiles (libtpu); the static estimate only")
     chips = sub.add_parser("chips", help="list the hardware targets and their figures")
     chips.add_argument("--json", action="store_true")
     return parser
@@ -62,7 +66,7 @@ def _normalise(argv: list[str]) -> list[str]:
     return argv
 
 
-def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool):
+def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool, pallas: bool = False):
     """Load the target, capture its stages and gather the Report: the one path every verb takes."""
     from .backends import Backend
     from .chips import get_chip
@@ -75,14 +79,14 @@ def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool):
     target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
     stages = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text,
                      use_cache=cache_enabled() and not opts.no_cache)
-    return build_report(target, chip, stages, fusions=fusions, roofline_chip=roofline)
+    return build_report(target, chip, stages, fusions=fusions, pallas=pallas, roofline_chip=roofline)
 
 
 def _show(opts) -> int:
     from views.printer import make_console, print_json, print_view
 
     report = _report(opts, compile=opts.view in ("overview", "hlo", "fusions"), jaxpr_text=opts.view == "jaxpr",
-                     fusions=opts.view in ("overview", "fusions"))
+                     fusions=opts.view in ("overview", "fusions"), pallas=opts.view in ("overview", "pallas"))
     console = make_console()
     if opts.json:
         texts = () if opts.view in ("overview", "fusions") else (opts.view,)
@@ -105,7 +109,7 @@ def _export(opts) -> int:
         from .graph import dot_available
         if opts.svg and not dot_available():
             render_svg(None)  # raises the how-to-install message
-    report = _report(opts, compile=True, jaxpr_text=bool(opts.json_path), fusions=True)
+    report = _report(opts, compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True)
     written = []
     if opts.json_path:
         data = report.to_dict(texts=("jaxpr", "stablehlo", "hlo", "mosaic"))
@@ -129,6 +133,31 @@ def _export(opts) -> int:
     return EXIT_OK if report.ok else EXIT_FINDINGS
 
 
+def _check(opts) -> int:
+    import dataclasses
+
+    from views.pallas import check_view
+    from views.printer import make_console, print_json
+
+    from .check import run_check
+    from .chips import parse_targets
+    from .stages import cache_enabled
+    from .target import load_target
+
+    chips = parse_targets(opts.chip)
+    local = [c.name for c in chips if c.is_local]
+    if local:
+        raise InspectorError(f"check is about TPU and GPU targets, not {', '.join(local)}: e.g. --target tpu-v5e,tpu-v6e,h100")
+    target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
+    result = run_check(target, chips, estimate_only=opts.estimate_only, use_cache=cache_enabled() and not opts.no_cache)
+    console = make_console()
+    if opts.json:
+        print_json(dataclasses.asdict(result), console)
+    else:
+        console.print(check_view(result), soft_wrap=False)
+    return EXIT_OK if result.ok else EXIT_FINDINGS
+
+
 def _chips(opts) -> int:
     from views.printer import chip_rows, chips_table, make_console, print_json
 
@@ -150,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         opts = build_parser().parse_args(_normalise(argv))
         if opts.verb is None:
             raise InspectorError("give a target (inspector samples/attention.py:naive) or a verb: " + ", ".join(VERBS))
-        return {"show": _show, "export": _export, "chips": _chips}[opts.verb](opts)
+        return {"show": _show, "check": _check, "export": _export, "chips": _chips}[opts.verb](opts)
     except InspectorError as err:
         if debug:
             raise

@@ -68,7 +68,7 @@ class CompileError:
             return (f"VMEM out of memory ({v.scope}): needs {fmt_bytes(v.used_bytes)} of {fmt_bytes(v.limit_bytes)}, "
                     f"over by {fmt_bytes(v.exceeded_by_bytes)}" + (f" in {v.kernel}" if v.kernel else ""))
         first = next((line.strip() for line in self.message.splitlines() if line.strip()), "compile failed")
-        return first[:300]
+        return first if len(first) <= 400 else first[:397] + "..."
 
 
 _SCOPED = re.compile(r"Scoped allocation with size " + _SIZE + r" and limit " + _SIZE + r" exceeded scoped vmem limit by " + _SIZE)

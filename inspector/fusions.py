@@ -360,23 +360,39 @@ def _agreement(totals: dict, xla: dict | None) -> dict:
     return out
 
 
-def analyse_fusions(hlo_text: str, chip: Chip | None, xla_cost: dict | None) -> FusionAnalysis:
-    """Kernels, totals, agreement with XLA and materialized intermediates of one compiled module."""
+def analyse_fusions(hlo_text: str, chip: Chip | None, xla_cost: dict | None,
+                    pallas_traffic: list[tuple[int, int, float]] | None = None) -> FusionAnalysis:
+    """Kernels, totals, agreement with XLA and materialized intermediates of one compiled module.
+    ``pallas_traffic``: (HBM bytes read, written, flops) of each pallas_call from its BlockSpec
+    walk, in program order; it replaces the operands-once lower bound of those custom calls."""
     # Tens of thousands of small objects and no cycles: the cyclic GC would only rescan the
     # compiler's heap again and again (a third of the time on a 24-layer step).
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _analyse(hlo_text, chip, xla_cost)
+        return _analyse(hlo_text, chip, xla_cost, pallas_traffic)
     finally:
         if paused:
             gc.enable()
 
 
-def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None) -> FusionAnalysis:
+def _apply_walk(kernels: list[Kernel], traffic: list[tuple[int, int, float]], chip: Chip | None) -> None:
+    pallas = [k for k in kernels if k.kind == "custom-call:pallas"]
+    if len(pallas) != len(traffic):
+        return  # cannot pair them safely: keep the labelled lower bound
+    for k, (read, written, flops) in zip(pallas, traffic):
+        k.hbm_bytes_read, k.hbm_bytes_written, k.flops = read, written, flops
+        k.intensity, k.roofline_s, k.bound = _roofline(chip, flops, read + written)
+        k.note = ("HBM traffic from the BlockSpec walk (a block is fetched when its index changes); flops from the "
+                  "kernel body with every pl.when branch taken (an upper bound)")
+
+
+def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None, pallas_traffic=None) -> FusionAnalysis:
     module = parse_hlo(hlo_text)
     figures = chip if chip is not None and chip.hbm_bytes_per_s else None
     kernels = _kernels_of(module, module.entry_computation, _Costs(module), figures)
+    if pallas_traffic:
+        _apply_walk(kernels, pallas_traffic, figures)
     r = lambda k, v: v * k.repeat
     logical = sum(r(k, sum(_logical(t) for t in k.inputs + k.outputs)) for k in kernels)
     totals = {

@@ -99,6 +99,8 @@ class Instruction:
         # Read once here: plain fields are far cheaper than cached properties on 100k-line modules.
         self.shapes = parse_shape(self.shape_text)
         start = self.attrs.find("metadata={")
+        while start > 0 and (self.attrs[start - 1].isalnum() or self.attrs[start - 1] == "_"):
+            start = self.attrs.find("metadata={", start + 1)  # skip kernel_metadata={} and friends
         if start >= 0:  # string search, not regex: this runs for every instruction
             block = self.attrs[start + 10:self.attrs.find("}", start)]
             name = block.find('op_name="')

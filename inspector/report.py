@@ -4,25 +4,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .chips import Chip
+from .chips import CHIPS, Chip
+from .kernel_analysis import PallasReport, analyse_pallas
+from .findings import Finding, by_severity
 from .fusions import FusionAnalysis, analyse_fusions
 from .specs import hlo_type
 from .stages import STAGES, Stages
 from .target import Target, short_path
-
-SEVERITIES = ("error", "warning", "info")
-
-
-@dataclasses.dataclass
-class Finding:
-    severity: str  # error | warning | info
-    code: str  # stable identifier, e.g. compile-vmem-oom
-    message: str
-    kernel: str | None = None
-    operand: str | None = None
-    view: str | None = None  # the view that shows the evidence
-    data: dict | None = None
-
 
 @dataclasses.dataclass
 class InputInfo:
@@ -52,6 +40,7 @@ class Report:
     stages: Stages
     findings: list[Finding]
     fusions: FusionAnalysis | None = None  # kernels with HBM traffic and roofline (when compiled)
+    pallas: list[PallasReport] | None = None  # every pallas_call: BlockSpecs, grid walk, budgets
 
     @property
     def ok(self) -> bool:
@@ -59,7 +48,8 @@ class Report:
 
     def to_dict(self, texts: tuple[str, ...] = ()) -> dict[str, Any]:
         """JSON-ready dict. Stage texts are large, so only those named in ``texts`` are included."""
-        stages = dataclasses.asdict(self.stages)
+        stages = dataclasses.asdict(dataclasses.replace(self.stages, closed_jaxpr=None))
+        stages.pop("closed_jaxpr")
         for name in (*STAGES, "mosaic"):
             if name not in texts:
                 stages.pop(name, None)
@@ -74,6 +64,7 @@ class Report:
             "stages": stages,
             "findings": [dataclasses.asdict(f) for f in self.findings],
             **(_fusions_json(self.fusions) if self.fusions else {}),
+            **({"pallas": [dataclasses.asdict(p) for p in self.pallas]} if self.pallas is not None else {}),
         }
 
 
@@ -114,12 +105,27 @@ def _fusions_json(analysis: FusionAnalysis) -> dict:
             "fusion_analysis": data}
 
 
-def build_report(target: Target, chip: Chip, stages: Stages, *, fusions: bool = False,
+def budget_chips(target_chip: Chip) -> tuple[list[Chip], list[Chip]]:
+    """(chips to budget, chips whose rules become findings): every TPU generation is budgeted;
+    layout and budget findings are for the target chip, none for the local backend."""
+    tpus = [c for c in CHIPS if c.is_tpu]
+    return tpus, [] if target_chip.is_local else [target_chip]
+
+
+def build_report(target: Target, chip: Chip, stages: Stages, *, fusions: bool = False, pallas: bool = False,
                  roofline_chip: Chip | None = None) -> Report:
     """Gather the analyses into a Report; ``fusions`` adds the kernel analysis of the optimized HLO
-    (its roofline on ``roofline_chip``, else on the target chip)."""
+    (its roofline on ``roofline_chip``, else on the target chip); ``pallas`` the BlockSpec walk,
+    layout rules and VMEM budgets of every pallas_call (it also feeds the fusions' Pallas traffic)."""
     info = TargetInfo(target.spec, target.name, short_path(target.file) if target.file else None, target.line, dict(target.params),
                       dict(target.param_choices), target.reference_name)
-    findings = sorted(_stage_findings(stages), key=lambda f: SEVERITIES.index(f.severity))
-    analysis = analyse_fusions(stages.hlo, roofline_chip or chip, stages.cost) if fusions and stages.hlo else None
-    return Report(info, _inputs(target), chip, stages, findings, analysis)
+    findings = _stage_findings(stages)
+    kernels = None
+    if (pallas or fusions) and stages.closed_jaxpr is not None:
+        kernels = analyse_pallas(stages.closed_jaxpr, *budget_chips(chip))
+        for k in kernels:
+            findings += k.findings
+    traffic = [(k.walk.hbm_bytes_read, k.walk.hbm_bytes_written, k.flops) for k in kernels or [] if not k.walk.skipped]
+    analysis = (analyse_fusions(stages.hlo, roofline_chip or chip, stages.cost, traffic or None)
+                if fusions and stages.hlo else None)
+    return Report(info, _inputs(target), chip, stages, by_severity(findings), analysis, kernels if pallas else None)

@@ -47,6 +47,8 @@ class Stages:
     pallas_interpreted: bool = False  # Pallas kernels ran through the interpreter (CPU)
     compile_cached: bool = False
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    # The traced program itself, for analyses that read jax objects (the Pallas walk); never serialised.
+    closed_jaxpr: object = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def op_counts(self) -> dict[str, dict[str, int]]:
@@ -116,6 +118,10 @@ def _attach_sources(kernels: list[MosaicKernel], eqns: list[JaxprEqn]) -> None:
             kernel.source = kernel.source or eqn.source
 
 
+def lowering_failure(err: Exception) -> CompileError:
+    return CompileError(message=f"{type(err).__name__} while lowering: {str(err).strip()}", status="LOWERING_FAILED")
+
+
 def _has_pallas(eqns: list[JaxprEqn]) -> bool:
     return any(e.primitive == "pallas_call" for e in eqns)
 
@@ -174,19 +180,23 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
         mosaic_capture = capture_mosaic() if backend.chip.is_tpu else contextlib.nullcontext([])
         t1 = time.perf_counter()
         with mosaic_capture as mosaic:
+            # A lowering error (a Pallas block shape Mosaic refuses, say) is a compile failure:
+            # a finding, with the jaxpr still there for the other analyses.
             try:
-                lowered = traced.lower()
+                lowered, lowering_error = traced.lower(), None
             except Exception as err:
-                raise TargetFailure(describe_error(err, target.file, f"raised while lowering {target.name} for {backend.chip.name}")) from err
-            stablehlo = lowered.as_text()
+                lowered, lowering_error = None, err
             timings["lower_s"] = time.perf_counter() - t1
             _attach_sources(mosaic, eqns)
             stages = Stages(
                 backend=backend.chip.name, platform=backend.platform, device_kind=backend.device_kind,
-                jaxpr=closed.jaxpr.pretty_print(source_info=True) if jaxpr_text else None, jaxpr_eqns=eqns, stablehlo=stablehlo,
-                mosaic=list(mosaic), pallas_interpreted=interpret, timings=timings,
+                jaxpr=closed.jaxpr.pretty_print(source_info=True) if jaxpr_text else None, jaxpr_eqns=eqns,
+                stablehlo=lowered.as_text() if lowered is not None else "",
+                mosaic=list(mosaic), pallas_interpreted=interpret, timings=timings, closed_jaxpr=closed,
             )
-            if compile:
+            if lowering_error is not None:
+                stages.compile_error = lowering_failure(lowering_error)
+            elif compile:
                 t2 = time.perf_counter()
                 result, stages.compile_cached = _compile(lowered, backend, use_cache)
                 timings["compile_s"] = time.perf_counter() - t2

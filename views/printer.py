@@ -17,6 +17,7 @@ from inspector.report import Report
 
 from .fusions import fusions_view
 from .highlight import THEME, IrHighlighter
+from .pallas import pallas_view
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
 
@@ -139,6 +140,9 @@ def _stage_text(report: Report, view: str) -> str:
 def print_view(report: Report, view: str, console: Console, sort: str = "order", top: int = 40) -> None:
     if view == "overview":
         console.print(overview(report), soft_wrap=False)
+        return
+    if view == "pallas":
+        console.print(pallas_view(report.pallas or []), soft_wrap=False)
         return
     if view == "fusions":
         if report.fusions is None:

@@ -1,0 +1,85 @@
+"""`inspector check`: will each pallas_call fit and is it free of silent-corruption bugs, per
+chip. The estimate is static (BlockSpecs, scratch); unless told not to, the real compiler
+(libtpu, no TPU needed) gives its verdict beside it."""
+from __future__ import annotations
+
+import dataclasses
+
+from .backends import Backend
+from .chips import Chip
+from .findings import Finding, by_severity
+from .hlo_module import parse_hlo
+from .kernel_analysis import PallasReport, analyse_pallas
+from .stages import capture
+from .target import Target
+
+
+@dataclasses.dataclass
+class TargetCheck:
+    chip: str
+    fits: bool  # the estimate's verdict, every kernel
+    vmem_bytes: int | None  # estimated peak of the largest kernel
+    vmem_limit_bytes: int | None
+    compiler_fits: bool | None  # None: not compiled (--estimate-only, or not a TPU); False also when it failed otherwise
+    compiler_vmem_bytes: int | None = None  # the compiler's own figure (scoped VMEM used, or needed when it failed)
+    compiler_message: str | None = None
+
+
+@dataclasses.dataclass
+class CheckResult:
+    ok: bool
+    target: str
+    targets: list[TargetCheck]
+    kernels: list[PallasReport]
+    findings: list[Finding]
+
+
+def _compiler_verdict(target: Target, chip: Chip, use_cache: bool) -> tuple[bool, int | None, str | None, list[Finding]]:
+    stages = capture(target, Backend(chip), use_cache=use_cache)
+    err = stages.compile_error
+    if err is not None:
+        used = err.vmem.used_bytes if err.vmem else None
+        code = "compile-vmem-oom" if err.vmem else "compile-error"
+        return False, used, err.headline, [Finding("error", code, f"{chip.name}: {err.headline}", kernel=err.vmem.kernel if err.vmem else None,
+                                                  view="pallas", data={"chip": chip.name})]
+    used = [sum(int(u.get("size", 0)) for u in (i.backend_config or {}).get("used_scoped_memory_configs", []))
+            for i in parse_hlo(stages.hlo).entry_computation.instructions
+            if i.opcode == "custom-call" and i.attr("custom_call_target") == "tpu_custom_call"]
+    return True, max(used) if used else None, None, []
+
+
+def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False, use_cache: bool = True) -> CheckResult:
+    findings: list[Finding] = []
+    rows: list[TargetCheck] = []
+    kernels: list[PallasReport] = []
+    for chip in chips:
+        if chip.is_local:
+            raise ValueError("check needs TPU or GPU targets")
+        traced = capture(target, Backend(chip) if chip.is_tpu else Backend(_cpu()), compile=False)
+        reports = analyse_pallas(traced.closed_jaxpr, [chip], [chip])
+        if not kernels:
+            kernels = reports
+            findings += [f for r in reports for f in r.findings if f.code not in _CHIP_CODES]
+        findings += [f for r in reports for f in r.findings if f.code in _CHIP_CODES]
+        budgets = [b for r in reports for b in r.budgets if b.chip == chip.name]
+        peak = max(budgets, key=lambda b: b.total_bytes, default=None)
+        row = TargetCheck(chip.name, all(b.fits for b in budgets), peak.total_bytes if peak else None,
+                          peak.limit_bytes if peak else None, None)
+        if chip.is_tpu and not estimate_only:
+            row.compiler_fits, row.compiler_vmem_bytes, row.compiler_message, compile_findings = _compiler_verdict(target, chip, use_cache)
+            findings += compile_findings
+        rows.append(row)
+    if not kernels:
+        findings.append(Finding("info", "no-pallas-call", f"{target.spec} has no pallas_call: nothing to check"))
+    ok = not any(f.severity == "error" for f in findings) and all(r.fits and r.compiler_fits is not False for r in rows)
+    return CheckResult(ok, target.spec, rows, kernels, by_severity(findings))
+
+
+# Findings that depend on the chip; the rest (the grid walk) are the same on every chip and reported once.
+_CHIP_CODES = {"tiling", "tiling-packing", "mxu-padding", "vmem-over-limit", "smem-over-limit",
+               "triton-block-pow2", "mosaic-gpu-minor-bytes"}
+
+
+def _cpu() -> Chip:
+    from .chips import get_chip
+    return get_chip("cpu")

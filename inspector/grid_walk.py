@@ -1,0 +1,237 @@
+"""Walk a pallas_call's grid: evaluate every index map at every grid point (vectorised, in
+chunks) and find what silently corrupts results on a TPU, plus the HBM traffic the BlockSpecs
+imply.
+
+The grid runs in row-major order, the last axis fastest (how Pallas TPU iterates it). A block
+is fetched again only when its index changes between consecutive steps; an output block is
+written back when its index changes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import numpy as np
+
+from .findings import Finding
+from .pallas import BlockSpecInfo, FoundCall
+
+MAX_STEPS = 1 << 24  # past this the walk covers the first MAX_STEPS steps and says so
+CHUNK = 1 << 20
+MULTI_CORE_CHIPS = "v4 and v5p (megacore) and TPU7x"
+
+
+@dataclasses.dataclass
+class OperandWalk:
+    operand: str
+    role: str
+    block_bytes: int
+    distinct_blocks: int
+    transfers: int  # fetches (inputs) or write-backs (outputs): runs of an unchanged block index
+    bytes: int  # transfers x block bytes
+    constant: bool  # the index never changes: one buffer is enough
+
+
+@dataclasses.dataclass
+class GridWalk:
+    kernel: str
+    steps: int
+    walked_steps: int  # < steps when the grid was too large to walk whole
+    operands: list[OperandWalk]
+    hbm_bytes_read: int
+    hbm_bytes_written: int
+    findings: list[Finding]
+    seconds: float
+    skipped: str | None = None  # why no walk was possible (index maps that read scalar-prefetch data)
+
+    @property
+    def sampled(self) -> bool:
+        return self.walked_steps < self.steps
+
+
+def _grid_points(grid: list[int], start: int, stop: int) -> list[np.ndarray]:
+    flat = np.arange(start, stop, dtype=np.int64)
+    return [a.astype(np.int32) for a in np.unravel_index(flat, grid)] if grid else []
+
+
+def _block_geometry(op: BlockSpecInfo) -> tuple[list[int], list[int], bool]:
+    """Per dim: element size of one block index step, number of blocks; and whether block
+    indices are ordinary block indices (no pl.Element / BoundedSlice dims)."""
+    steps, counts, regular = [], [], True
+    for kind, block, dim in zip(op.dim_kinds, op.block_shape, op.array_shape):
+        if kind == "squeezed":
+            steps.append(1), counts.append(dim)
+        elif kind == "blocked":
+            steps.append(block), counts.append(math.ceil(dim / block) if block else 1)
+        else:
+            regular = False
+            steps.append(1), counts.append(dim)
+    return steps, counts, regular
+
+
+def _ranges(op: BlockSpecInfo, block: tuple[int, ...]) -> str:
+    """Element slices of one block, e.g. [0, 896:1024, 0:128]."""
+    parts = []
+    for kind, size, idx, dim in zip(op.dim_kinds, op.block_shape, block, op.array_shape):
+        if kind == "squeezed":
+            parts.append(str(idx))
+        else:
+            size = size or 1
+            parts.append(f"{idx * size}:{min((idx + 1) * size, dim)}")
+    return "[" + ", ".join(parts) + "]"
+
+
+class _OperandState:
+    def __init__(self, op: BlockSpecInfo, grid: list[int], semantics: list[str]):
+        self.op = op
+        self.sizes, self.counts, self.regular = _block_geometry(op)
+        self.prev = None  # block id at the end of the previous chunk
+        self.runs: list[np.ndarray] = []  # block ids where a run starts
+        self.first_step: dict[int, int] = {}
+        self.oob: tuple | None = None
+        self.parallel = [a for a, s in enumerate(semantics) if s == "parallel" and grid[a] > 1]
+        self.pairs: dict[int, list[np.ndarray]] = {a: [] for a in self.parallel}
+        self.grid = grid
+
+    def add(self, blocks: list[np.ndarray], points: list[np.ndarray], start: int) -> None:
+        n = len(points[0]) if points else 1
+        blocks = [np.broadcast_to(np.asarray(b, dtype=np.int64), (n,)) for b in blocks]
+        if not self.regular:
+            ids = np.ravel_multi_index([np.clip(b, 0, c - 1) for b, c in zip(blocks, self.counts)], self.counts) if blocks else np.zeros(n, np.int64)
+        else:
+            bad = np.zeros(n, bool)
+            for b, size, dim in zip(blocks, self.sizes, self.op.array_shape):
+                bad |= (b < 0) | (b * size >= dim)
+            if bad.any() and self.oob is None:
+                i = int(np.argmax(bad))
+                self.oob = (start + i, tuple(int(b[i]) for b in blocks), tuple(int(p[i]) for p in points))
+            clipped = [np.clip(b, 0, c - 1) for b, c in zip(blocks, self.counts)]
+            ids = np.ravel_multi_index(clipped, self.counts) if clipped else np.zeros(n, np.int64)
+        change = np.empty(n, bool)
+        change[0] = self.prev is None or ids[0] != self.prev
+        change[1:] = ids[1:] != ids[:-1]
+        self.runs.append(ids[change])
+        self.prev = ids[-1]
+        if self.op.role == "output":
+            for a in self.parallel:
+                key = ids.astype(np.int64) * self.grid[a] + points[a]
+                self.pairs[a].append(np.unique(key))
+
+    def result(self) -> tuple[OperandWalk, np.ndarray]:
+        runs = np.concatenate(self.runs) if self.runs else np.zeros(0, np.int64)
+        distinct = np.unique(runs)
+        walk = OperandWalk(self.op.operand, self.op.role, self.op.block_bytes, int(len(distinct)), int(len(runs)),
+                           int(len(runs)) * self.op.block_bytes, len(distinct) <= 1)
+        return walk, runs
+
+
+def _block_of(state: _OperandState, block_id: int) -> tuple[int, ...]:
+    return tuple(int(x) for x in np.unravel_index(block_id, state.counts))
+
+
+def _findings(call: FoundCall, state: _OperandState, runs: np.ndarray) -> list[Finding]:
+    op, info = state.op, call.info
+    found = []
+    where = dict(kernel=info.name, operand=op.operand, view="pallas")
+    if state.oob is not None:
+        step, block, point = state.oob
+        dims = [f"dim {d}: block {b} starts at element {b * s} of {n}"
+                for d, (b, s, n) in enumerate(zip(block, state.sizes, op.array_shape)) if b * s >= n or b < 0]
+        found.append(Finding("error", "block-out-of-bounds",
+                             f"{op.operand}: grid point {point} maps to block {block}, past the array {op.array_shape} "
+                             f"({'; '.join(dims)}). index_map must return block indices, not element offsets "
+                             f"(index map {op.index_map})", data={"grid_point": list(point), "block": list(block)}, **where))
+    if not state.regular:
+        return found
+    partial = [(d, n, s) for d, (n, s, k) in enumerate(zip(op.array_shape, state.sizes, op.dim_kinds))
+               if k == "blocked" and n % s]
+    distinct = set(np.unique(runs).tolist())
+    for d, n, s in partial:
+        last = state.counts[d] - 1
+        if any(_block_of(state, b)[d] == last for b in distinct):
+            sev, what = ("warning", "writes past the edge are dropped") if op.role == "output" else (
+                "warning", "reads past the edge return unspecified values (NaN in interpret mode): mask them")
+            found.append(Finding(sev, "partial-block", f"{op.operand}: the last block along dim {d} covers elements "
+                                 f"{last * s}:{(last + 1) * s} of {n}: padded; {what}",
+                                 data={"dim": d, "array": n, "block": s}, **where))
+    if op.role != "output":
+        return found
+    needed = math.prod(state.counts)
+    if len(distinct) < needed and needed <= 4_000_000:
+        missing = sorted(set(range(needed)) - distinct)
+        examples = ", ".join(_ranges(op, _block_of(state, b)) for b in missing[:4])
+        found.append(Finding("error", "output-not-written",
+                             f"{op.operand}: {len(missing)} of {needed} output blocks are never written, e.g. elements "
+                             f"{examples}{' ...' if len(missing) > 4 else ''}: they keep whatever the buffer held "
+                             "(check the grid covers the array: cdiv, not //)",
+                             data={"missing_blocks": [list(_block_of(state, b)) for b in missing[:64]], "count": len(missing)},
+                             **where))
+    values, counts = np.unique(runs, return_counts=True)
+    revisited = values[counts > 1]
+    if len(revisited):
+        block = _block_of(state, int(revisited[0]))
+        found.append(Finding("error", "output-revisit",
+                             f"{op.operand}: {len(revisited)} output block(s) are written in runs of steps that are not "
+                             f"consecutive, e.g. block {block} (elements {_ranges(op, block)}); on TPU the block is written "
+                             "back when the index changes, so the later visit overwrites the earlier result: make the "
+                             "revisiting axis the last (innermost) one",
+                             data={"blocks": [list(_block_of(state, int(b))) for b in revisited[:64]], "count": int(len(revisited))},
+                             **where))
+    for a, chunks in state.pairs.items():
+        keys = np.unique(np.concatenate(chunks)) if chunks else np.zeros(0, np.int64)
+        blocks, per_block = np.unique(keys // info.grid[a], return_counts=True)
+        shared = blocks[per_block > 1]
+        if len(shared):
+            block = _block_of(state, int(shared[0]))
+            found.append(Finding("error", "parallel-axis-race",
+                                 f"{op.operand}: output block {block} is written from {int(per_block.max())} different "
+                                 f"indices of grid axis {a} ({info.grid_names[a]}), marked \"parallel\": on chips that split "
+                                 f"parallel axes across TensorCores ({MULTI_CORE_CHIPS}) two cores write the same block. "
+                                 "Mark the axis \"arbitrary\" or give each index its own block",
+                                 data={"axis": a, "blocks": int(len(shared))}, **where))
+    return found
+
+
+_WALKS: dict[tuple[str, int, tuple], GridWalk] = {}
+
+
+def walk_grid(call: FoundCall, max_steps: int = MAX_STEPS) -> GridWalk:
+    """The walk of ``call``; a kernel met again (another chip, another view) is walked once."""
+    key = (call.signature, max_steps, tuple(call.info.dimension_semantics))
+    if key not in _WALKS:
+        _WALKS[key] = _walk(call, max_steps)
+    return _WALKS[key]
+
+
+def _walk(call: FoundCall, max_steps: int) -> GridWalk:
+    info = call.info
+    t0 = time.perf_counter()
+    if info.scalar_prefetch:
+        return GridWalk(info.name, info.steps, 0, [], 0, 0, [Finding(
+            "info", "walk-needs-prefetch", f"{info.name}: index maps read {info.scalar_prefetch} scalar-prefetch "
+            "operand(s), whose values are data: the grid walk needs concrete inputs (not done yet)",
+            kernel=info.name, view="pallas")], 0.0, skipped="scalar prefetch")
+    steps = info.steps
+    walked = min(steps, max_steps)
+    states = [_OperandState(op, info.grid, info.dimension_semantics) for op in info.operands]
+    for start in range(0, walked, CHUNK):
+        stop = min(walked, start + CHUNK)
+        points = _grid_points(info.grid, start, stop)
+        for state, index_map in zip(states, call.index_maps):
+            blocks = index_map(*points) if points else index_map()
+            state.add([np.asarray(b) for b in blocks], points, start)
+    walks, findings = [], []
+    for state in states:
+        walk, runs = state.result()
+        walks.append(walk)
+        findings += _findings(call, state, runs)
+    if walked < steps:
+        findings.append(Finding("info", "walk-sampled", f"{info.name}: the grid has {steps:,} steps; the walk covered "
+                                f"the first {walked:,}", kernel=info.name, view="pallas"))
+    return GridWalk(
+        kernel=info.name, steps=steps, walked_steps=walked, operands=walks,
+        hbm_bytes_read=sum(w.bytes for w in walks if w.role == "input"),
+        hbm_bytes_written=sum(w.bytes for w in walks if w.role == "output"),
+        findings=findings, seconds=time.perf_counter() - t0,
+    )

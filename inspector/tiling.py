@@ -1,0 +1,91 @@
+"""Block-shape rules per target (facts.md s4, jax/_src/pallas/mosaic/lowering.py): TPU (8,128)
+tiling with its full-dimension and rank-1 exceptions, dtype packing, MXU padding waste; Triton's
+power-of-two blocks and Mosaic GPU's 16-byte minor dimension on GPU targets."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .chips import Chip
+from .findings import Finding
+from .pallas import BlockSpecInfo, PallasCall
+
+MXU_WASTE_WARN = 0.10
+
+
+def packing(dtype: str) -> int:
+    """Elements per 32-bit word: bf16 packs 2 rows per sublane, int8 and fp8 4."""
+    return max(1, 4 // np.dtype(dtype).itemsize) if np.dtype(dtype).itemsize < 4 else 1
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def _tpu_block_findings(op: BlockSpecInfo, chip: Chip, kernel: str) -> list[Finding]:
+    if op.memory_space != "vmem":
+        return []
+    where = dict(kernel=kernel, operand=op.operand, view="pallas")
+    dims = [(p, b, n) for p, (b, n, k) in enumerate(zip(op.block_shape, op.array_shape, op.dim_kinds)) if k != "squeezed"]
+    found = []
+    bits = np.dtype(op.dtype).itemsize * 8
+    if len(op.block_shape) == 1 and dims:
+        _, b, n = dims[0]
+        if not (b == n or b % 1024 == 0 or (_is_pow2(b) and b >= 128 * (32 // bits))):
+            found.append(Finding("error", "tiling", f"{op.operand} on {chip.name}: rank-1 block of {b} elements must equal the array "
+                                 f"({n}), be a multiple of 1024, or a power of two >= {128 * (32 // bits)}", **where))
+        return found
+    rank = len(op.block_shape)
+    for pos, need, name in ((rank - 1, chip.lanes or 128, "last"), (rank - 2, chip.sublanes or 8, "second-to-last")):
+        if pos < 0 or op.dim_kinds[pos] == "squeezed":
+            continue
+        b, n = op.block_shape[pos], op.array_shape[pos]
+        if b != n and b % need:
+            found.append(Finding("error", "tiling", f"{op.operand}: block {op.block_shape} on {chip.name}: the {name} dim "
+                                 f"({b}) must be a multiple of {need} or equal the array's {n}", **where))
+        elif name == "second-to-last" and b != n and packing(op.dtype) > 1 and b % (need * packing(op.dtype)):
+            rows = need * packing(op.dtype)
+            seventh = (chip.jax_chip_version or "").startswith("7")
+            found.append(Finding("error" if seventh else "warning", "tiling-packing",
+                                 f"{op.operand} on {chip.name}: {op.dtype} packs {packing(op.dtype)} rows per sublane, so the "
+                                 f"second-to-last block dim ({b}) should be a multiple of {rows}"
+                                 + (f": {chip.name} requires it" if seventh else ": relayouts cost time (TPU7x requires it)"),
+                                 **where))
+    return found
+
+
+def _mxu_findings(info: PallasCall, chip: Chip) -> list[Finding]:
+    found, mxu = [], chip.mxu
+    for m, k, n in dict.fromkeys(tuple(d) for d in info.dots):
+        used = k * n
+        padded = math.ceil(k / mxu) * mxu * math.ceil(n / mxu) * mxu
+        waste = 1 - used / padded if padded else 0.0
+        if waste >= MXU_WASTE_WARN:
+            found.append(Finding("warning", "mxu-padding", f"{info.name}: a ({m}x{k}) @ ({k}x{n}) matmul on {chip.name}'s "
+                                 f"{mxu}x{mxu} MXU pads k and n to multiples of {mxu}: {waste:.0%} of the MXU work is zeros",
+                                 kernel=info.name, view="pallas", data={"m": m, "k": k, "n": n, "waste": waste}))
+    return found
+
+
+def _gpu_findings(info: PallasCall, chip: Chip) -> list[Finding]:
+    found = []
+    for op in info.operands:
+        where = dict(kernel=info.name, operand=op.operand, view="pallas")
+        if not _is_pow2(op.block_elements):
+            found.append(Finding("error", "triton-block-pow2", f"{op.operand}: block {op.block_shape} has "
+                                 f"{op.block_elements} elements; Triton needs a power of two on {chip.name}", **where))
+        minor = (op.block_shape[-1] or 1) * op.itemsize if op.block_shape else 0
+        if minor % 16:
+            found.append(Finding("warning", "mosaic-gpu-minor-bytes", f"{op.operand}: the minor block dim is {minor} bytes; "
+                                 "Mosaic GPU needs a multiple of 16", **where))
+    return found
+
+
+def tiling_findings(info: PallasCall, chip: Chip) -> list[Finding]:
+    if chip.is_tpu:
+        found = [f for op in info.operands for f in _tpu_block_findings(op, chip, info.name)]
+        return found + _mxu_findings(info, chip)
+    if chip.kind == "gpu":
+        return _gpu_findings(info, chip)
+    return []

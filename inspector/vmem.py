@@ -1,0 +1,113 @@
+"""VMEM (TPU) and shared-memory (GPU) budgets of a pallas_call, per target.
+
+TPU: each pipelined block padded to its tile layout x its buffer count (2 by default, n for
+pl.Buffered(n); measured with libtpu 0.0.42.1, a block whose index never changes still gets two
+buffers unless the BlockSpec asks for one), plus scratch, plus the largest value
+the kernel body builds when it outgrows the vector registers (the compiler keeps it in VMEM).
+Compared with the scoped limit (the chip's default or the kernel's vmem_limit_bytes) and the
+physical VMEM. A static estimate: register spills and compiler temporaries come on top.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from .chips import Chip
+from .pallas import PallasCall
+from .tiling import packing
+
+VREG_FILE_BYTES = 64 * 4096  # 64 vector registers of 8x128x32 bits
+TRITON_DEFAULT_STAGES = 3
+
+
+@dataclasses.dataclass
+class VmemItem:
+    what: str  # operand or scratch name, or "kernel intermediate"
+    shape: list[int]
+    dtype: str
+    bytes_each: int  # padded to the tile layout
+    buffers: int
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_each * self.buffers
+
+
+@dataclasses.dataclass
+class VmemBudget:
+    chip: str
+    kernel: str
+    memory: str  # "VMEM" or "shared memory"
+    items: list[VmemItem]
+    total_bytes: int
+    limit_bytes: int
+    limit_source: str  # "scoped default", "vmem_limit_bytes", "opt-in shared memory per block"
+    physical_bytes: int | None
+    smem_bytes: int  # scalar prefetch and SMEM scratch (TPU)
+    fits: bool
+    headroom_bytes: int
+    block_growth: float | None  # how much every pipelined block could grow and still fit
+    note: str = "a lower bound: register spills and compiler temporaries come on top"
+
+
+def padded_bytes(shape: list[int], dtype: str) -> int:
+    """Bytes in VMEM: the two minor dims padded to (8 x packing, 128) tiles."""
+    itemsize = np.dtype(dtype).itemsize
+    dims = [d for d in shape] or [1]
+    if len(dims) == 1:
+        return math.ceil(dims[0] / 128) * 128 * itemsize
+    rows = 8 * packing(dtype)
+    dims[-1] = math.ceil(dims[-1] / 128) * 128
+    dims[-2] = math.ceil(dims[-2] / rows) * rows
+    return math.prod(dims) * itemsize
+
+
+def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
+    items, smem = [], 0
+    for op in info.operands:
+        if op.memory_space == "smem":
+            smem += op.block_bytes
+            continue
+        if op.memory_space != "vmem":
+            continue  # memory_space=ANY stays in HBM: the kernel copies what it needs itself
+        block = [b or 1 for b in op.block_shape]
+        buffers = op.buffer_count or 2
+        items.append(VmemItem(op.operand, block, op.dtype, padded_bytes(block, op.dtype), buffers))
+    for i, s in enumerate(info.scratch):
+        if s.memory_space == "vmem" and s.shape:
+            items.append(VmemItem(f"scratch {i}", s.shape, s.dtype, padded_bytes(s.shape, s.dtype), 1))
+        elif s.memory_space == "smem":
+            smem += math.prod(s.shape or [1]) * (np.dtype(s.dtype).itemsize if s.dtype else 4)
+    largest = info.intermediates_bytes[0] if info.intermediates_bytes else 0
+    if largest > VREG_FILE_BYTES:
+        items.append(VmemItem("kernel intermediate (largest value in the body)", [], "", largest, 1))
+    total = sum(i.bytes for i in items)
+    limit, source = (info.vmem_limit_bytes, "vmem_limit_bytes") if info.vmem_limit_bytes else (chip.scoped_vmem_bytes, "scoped default")
+    pipelined = sum(i.bytes for i in items[:len([o for o in info.operands if o.memory_space == "vmem"])])
+    fixed = total - pipelined
+    growth = (limit - fixed) / pipelined if pipelined and limit > fixed else None
+    return VmemBudget(chip.name, info.name, "VMEM", items, total, limit, source, chip.vmem_bytes, smem,
+                      total <= limit, limit - total, growth)
+
+
+def gpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
+    """Triton keeps num_stages copies of each input block in shared memory (default 3)."""
+    stages = info.num_stages or TRITON_DEFAULT_STAGES
+    items = [VmemItem(op.operand, [b or 1 for b in op.block_shape], op.dtype, op.block_bytes,
+                      stages if op.role == "input" else 1) for op in info.operands]
+    total = sum(i.bytes for i in items)
+    limit = chip.shared_mem_per_block
+    pipelined = sum(i.bytes for i in items)
+    return VmemBudget(chip.name, info.name, "shared memory", items, total, limit, "opt-in shared memory per block",
+                      None, 0, total <= limit, limit - total, limit / pipelined if pipelined else None,
+                      note=f"inputs x {stages} pipeline stages; a lower bound: Triton's own scratch comes on top")
+
+
+def budget(info: PallasCall, chip: Chip) -> VmemBudget | None:
+    if chip.is_tpu:
+        return tpu_budget(info, chip)
+    if chip.kind == "gpu" and chip.shared_mem_per_block:
+        return gpu_budget(info, chip)
+    return None

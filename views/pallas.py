@@ -1,0 +1,95 @@
+"""The Pallas view (BlockSpecs, grid walk, VMEM budgets) and the `check` verdict table."""
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from inspector.check import CheckResult
+from inspector.findings import Finding
+from inspector.kernel_analysis import PallasReport
+from inspector.units import fmt_bytes, fmt_count
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
+
+
+def _shape(dims) -> str:
+    return "(" + ", ".join("None" if d is None else str(d) for d in dims) + ")"
+
+
+def blockspec_table(k: PallasReport) -> Table:
+    walk = {w.operand: w for w in k.walk.operands}
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title="BlockSpecs", title_justify="left")
+    for col in ("operand", "array", "block", "index map", "mem", "bufs", "distinct", "transfers", "HBM"):
+        table.add_column(col, justify="right" if col in ("bufs", "distinct", "transfers", "HBM") else "left",
+                         overflow="fold", no_wrap=col in ("operand", "mem"))
+    for op in k.call.operands:
+        w = walk.get(op.operand)
+        table.add_row(
+            f"{op.operand} ({op.role[:3]} {op.position})", f"{op.dtype}{list(op.array_shape)}", _shape(op.block_shape),
+            op.index_map, op.memory_space, str(op.buffer_count or 2), str(w.distinct_blocks) if w else "-",
+            f"{w.transfers:,}" if w else "-", fmt_bytes(w.bytes) if w else "-")
+    for i, s in enumerate(k.call.scratch):
+        table.add_row(f"scratch {i}", f"{s.dtype}{list(s.shape)}", "", "persists across steps", s.memory_space, "1", "", "", "")
+    return table
+
+
+def budget_table(k: PallasReport) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title="on-chip memory per target (estimate, a lower bound)",
+                  title_justify="left")
+    for col in ("target", "needs", "limit", "fits", "headroom", "blocks could grow", "physical"):
+        table.add_column(col, justify="left" if col in ("target", "fits") else "right", no_wrap=True)
+    for b in k.budgets:
+        fits = Text("yes", style="green") if b.fits else Text("NO", style="bold red")
+        table.add_row(f"{b.chip} ({b.memory})", fmt_bytes(b.total_bytes), f"{fmt_bytes(b.limit_bytes)} {b.limit_source}", fits,
+                      fmt_bytes(b.headroom_bytes), f"{b.block_growth:.2f}x" if b.block_growth else "-", fmt_bytes(b.physical_bytes))
+    return table
+
+
+def findings_table(findings: list[Finding]) -> Table | Text:
+    if not findings:
+        return Text("no findings", style="green")
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True)
+    table.add_column(no_wrap=True, style="dim")
+    table.add_column()
+    for f in findings:
+        table.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.code, f.message)
+    return table
+
+
+def kernel_view(k: PallasReport) -> Group:
+    c, w = k.call, k.walk
+    axes = ", ".join(f"{n}={g} {s}" for n, g, s in zip(c.grid_names, c.grid, c.dimension_semantics))
+    walked = "" if not w.sampled else f" (walked the first {w.walked_steps:,})"
+    head = [
+        Text.assemble((c.name, "bold"), f"  pallas_call at {c.source or '?'}; kernel {c.kernel_source or '?'}"),
+        Text(f"grid ({axes}): {c.steps:,} steps{walked}" + (f", {c.scalar_prefetch} scalar-prefetch operand(s)" if c.scalar_prefetch else "")),
+        Text(f"HBM traffic from the walk: read {fmt_bytes(w.hbm_bytes_read)}, write {fmt_bytes(w.hbm_bytes_written)}"
+             f"  (walk {w.seconds:.2f} s)" if not w.skipped else f"grid walk skipped: {w.skipped}"),
+        Text("suggested pl.CostEstimate(" + ", ".join(f"{key}={v}" for key, v in k.cost_estimate.items())
+             + "): flops count every pl.when branch (an upper bound)", style="dim"),
+    ]
+    return Group(*head, blockspec_table(k), budget_table(k), findings_table(k.findings), Text(""))
+
+
+def pallas_view(kernels: list[PallasReport]) -> Group | Text:
+    if not kernels:
+        return Text("no pallas_call in this function")
+    return Group(*(kernel_view(k) for k in kernels))
+
+
+def check_view(result: CheckResult) -> Group:
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title=f"check {result.target}", title_justify="left")
+    for col in ("target", "estimate", "limit", "fits", "compiler", "compiler figure"):
+        table.add_column(col, justify="left" if col in ("target", "fits", "compiler") else "right", no_wrap=True)
+    verdict = lambda v: Text("-", style="dim") if v is None else (Text("fits", style="green") if v else Text("DOES NOT FIT", style="bold red"))
+    for t in result.targets:
+        failed_otherwise = t.compiler_fits is False and t.compiler_message and "VMEM" not in t.compiler_message
+        compiler = Text("COMPILE ERROR", style="bold red") if failed_otherwise else verdict(t.compiler_fits)
+        table.add_row(t.chip, fmt_bytes(t.vmem_bytes), fmt_bytes(t.vmem_limit_bytes), verdict(t.fits),
+                      compiler, fmt_bytes(t.compiler_vmem_bytes))
+    kernels = ", ".join(f"{k.call.name} ({k.call.source}, grid {tuple(k.call.grid)})" for k in result.kernels) or "none"
+    status = Text("ok" if result.ok else "FAILED", style="bold green" if result.ok else "bold red")
+    return Group(table, Text(f"kernels: {kernels}"), Text(""), findings_table(result.findings), Text(""), status)
