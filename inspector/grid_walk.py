@@ -116,21 +116,32 @@ class _OperandState:
         if self.op.role == "output":
             for a in self.parallel:
                 key = ids.astype(np.int64) * self.grid[a] + points[a]
-                self.pairs[a].append(np.unique(key))
+                self.pairs[a].append(_unique_counts(key)[0])
 
-    def result(self) -> tuple[OperandWalk, np.ndarray]:
+    def result(self) -> tuple[OperandWalk, np.ndarray, np.ndarray]:
+        """The operand's totals, and each block visited with its number of runs."""
         runs = np.concatenate(self.runs) if self.runs else np.zeros(0, np.int64)
-        distinct = np.unique(runs)
-        walk = OperandWalk(self.op.operand, self.op.role, self.op.block_bytes, int(len(distinct)), int(len(runs)),
-                           int(len(runs)) * self.op.block_bytes, len(distinct) <= 1)
-        return walk, runs
+        values, counts = _unique_counts(runs)
+        walk = OperandWalk(self.op.operand, self.op.role, self.op.block_bytes, int(len(values)), int(len(runs)),
+                           int(len(runs)) * self.op.block_bytes, len(values) <= 1)
+        return walk, values, counts
+
+
+def _unique_counts(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(a, return_counts=True) by sorting: numpy 2's hash-based unique takes seconds on
+    millions of ints."""
+    if not len(a):
+        return a, a
+    s = np.sort(a)
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    return s[starts], np.diff(np.r_[starts, len(s)])
 
 
 def _block_of(state: _OperandState, block_id: int) -> tuple[int, ...]:
     return tuple(int(x) for x in np.unravel_index(block_id, state.counts))
 
 
-def _findings(call: FoundCall, state: _OperandState, runs: np.ndarray) -> list[Finding]:
+def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts: np.ndarray) -> list[Finding]:
     op, info = state.op, call.info
     found = []
     where = dict(kernel=info.name, operand=op.operand, view="pallas")
@@ -146,28 +157,27 @@ def _findings(call: FoundCall, state: _OperandState, runs: np.ndarray) -> list[F
         return found
     partial = [(d, n, s) for d, (n, s, k) in enumerate(zip(op.array_shape, state.sizes, op.dim_kinds))
                if k == "blocked" and n % s]
-    distinct = set(np.unique(runs).tolist())
+    visited = np.unravel_index(values, state.counts) if len(values) else [np.zeros(0, np.int64)] * len(state.counts)
     for d, n, s in partial:
         last = state.counts[d] - 1
-        if any(_block_of(state, b)[d] == last for b in distinct):
-            sev, what = ("warning", "writes past the edge are dropped") if op.role == "output" else (
-                "warning", "reads past the edge return unspecified values (NaN in interpret mode): mask them")
-            found.append(Finding(sev, "partial-block", f"{op.operand}: the last block along dim {d} covers elements "
+        if (visited[d] == last).any():
+            what = ("writes past the edge are dropped" if op.role == "output" else
+                    "reads past the edge return unspecified values (NaN in interpret mode): mask them")
+            found.append(Finding("warning", "partial-block", f"{op.operand}: the last block along dim {d} covers elements "
                                  f"{last * s}:{(last + 1) * s} of {n}: padded; {what}",
                                  data={"dim": d, "array": n, "block": s}, **where))
     if op.role != "output":
         return found
     needed = math.prod(state.counts)
-    if len(distinct) < needed and needed <= 4_000_000:
-        missing = sorted(set(range(needed)) - distinct)
-        examples = ", ".join(_ranges(op, _block_of(state, b)) for b in missing[:4])
+    if len(values) < needed and needed <= MAX_STEPS:
+        missing = np.setdiff1d(np.arange(needed), values, assume_unique=True)
+        examples = ", ".join(_ranges(op, _block_of(state, int(b))) for b in missing[:4])
         found.append(Finding("error", "output-not-written",
                              f"{op.operand}: {len(missing)} of {needed} output blocks are never written, e.g. elements "
                              f"{examples}{' ...' if len(missing) > 4 else ''}: they keep whatever the buffer held "
                              "(check the grid covers the array: cdiv, not //)",
-                             data={"missing_blocks": [list(_block_of(state, b)) for b in missing[:64]], "count": len(missing)},
-                             **where))
-    values, counts = np.unique(runs, return_counts=True)
+                             data={"missing_blocks": [list(_block_of(state, int(b))) for b in missing[:64]],
+                                   "count": int(len(missing))}, **where))
     revisited = values[counts > 1]
     if len(revisited):
         block = _block_of(state, int(revisited[0]))
@@ -179,8 +189,8 @@ def _findings(call: FoundCall, state: _OperandState, runs: np.ndarray) -> list[F
                              data={"blocks": [list(_block_of(state, int(b))) for b in revisited[:64]], "count": int(len(revisited))},
                              **where))
     for a, chunks in state.pairs.items():
-        keys = np.unique(np.concatenate(chunks)) if chunks else np.zeros(0, np.int64)
-        blocks, per_block = np.unique(keys // info.grid[a], return_counts=True)
+        keys = _unique_counts(np.concatenate(chunks))[0] if chunks else np.zeros(0, np.int64)
+        blocks, per_block = _unique_counts(keys // info.grid[a])
         shared = blocks[per_block > 1]
         if len(shared):
             block = _block_of(state, int(shared[0]))
@@ -223,9 +233,9 @@ def _walk(call: FoundCall, max_steps: int) -> GridWalk:
             state.add([np.asarray(b) for b in blocks], points, start)
     walks, findings = [], []
     for state in states:
-        walk, runs = state.result()
+        walk, values, counts = state.result()
         walks.append(walk)
-        findings += _findings(call, state, runs)
+        findings += _findings(call, state, values, counts)
     if walked < steps:
         findings.append(Finding("info", "walk-sampled", f"{info.name}: the grid has {steps:,} steps; the walk covered "
                                 f"the first {walked:,}", kernel=info.name, view="pallas"))

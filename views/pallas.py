@@ -23,7 +23,7 @@ def blockspec_table(k: PallasReport) -> Table:
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title="BlockSpecs", title_justify="left")
     for col in ("operand", "array", "block", "index map", "mem", "bufs", "distinct", "transfers", "HBM"):
         table.add_column(col, justify="right" if col in ("bufs", "distinct", "transfers", "HBM") else "left",
-                         overflow="fold", no_wrap=col in ("operand", "mem"))
+                         overflow="fold", no_wrap=col in ("operand", "mem"), min_width=24 if col == "index map" else None)
     for op in k.call.operands:
         w = walk.get(op.operand)
         table.add_row(

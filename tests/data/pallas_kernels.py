@@ -1,0 +1,61 @@
+"""Small Pallas kernels for the tests: correct ones (no finding expected) and ones nested in
+jit, vmap, scan, cond and custom_vjp (to be found there)."""
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+
+def _double(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2
+
+
+def double(x, block_rows: int = 128):
+    m, n = x.shape
+    return pl.pallas_call(
+        _double, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(pl.cdiv(m, block_rows),),
+        in_specs=[pl.BlockSpec((block_rows, n), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((block_rows, n), lambda i: (i, 0)),
+    )(x)
+
+
+def _acc(x_ref, o_ref):
+    @pl.when(pl.program_id(1) == 0)
+    def _():
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+    o_ref[...] += x_ref[...]
+
+
+def row_block_sum(x, block: int = 128):
+    """Correct reduction: the reduction axis innermost and "arbitrary"."""
+    m, n = x.shape
+    return pl.pallas_call(
+        _acc, out_shape=jax.ShapeDtypeStruct((m, block), x.dtype), grid=(m // block, n // block),
+        in_specs=[pl.BlockSpec((block, block), lambda i, k: (i, k))],
+        out_specs=pl.BlockSpec((block, block), lambda i, k: (i, 0)),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
+    )(x)
+
+
+def nested(x):
+    """The same kernel inside vmap, scan, cond and custom_vjp: four pallas_calls."""
+    y = jax.vmap(double)(x[None])[0]
+    y, _ = jax.lax.scan(lambda c, _: (double(c), None), y, None, length=2)
+    y = jax.lax.cond(y.sum() > 0, double, lambda a: a, y)
+
+    @jax.custom_vjp
+    def f(a):
+        return double(a)
+
+    f.defvjp(lambda a: (double(a), None), lambda _, g: (g * 2,))
+    return f(y)
+
+
+INSPECT = {
+    "double": {"args": "f32[1024,128]"},
+    "row_block_sum": {"args": "f32[512,512]"},
+    "nested": {"args": "f32[256,128]"},
+}

@@ -1,0 +1,164 @@
+"""Pallas analysis: discovery, the grid walk's checks (each on a kernel with the bug and one
+without), budgets against hand-computed figures and against libtpu, and `inspector check`."""
+import json
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from conftest import DATA
+from inspector.backends import Backend
+from inspector.check import run_check
+from inspector.chips import get_chip
+from inspector.grid_walk import walk_grid
+from inspector.kernel_analysis import analyse_pallas
+from inspector.pallas import find_pallas_calls
+from inspector.stages import capture
+from inspector.target import load_target
+from inspector.tiling import tiling_findings
+from inspector.vmem import budget, padded_bytes
+
+KERNELS = str(DATA / "pallas_kernels.py")
+KiB, MiB = 1024, 2**20
+
+
+def calls(spec, args=None, sets=None):
+    target = load_target(spec, args=args, sets=sets)
+    return find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).closed_jaxpr)
+
+
+def codes(spec, args=None, sets=None, chip=None):
+    chips = [get_chip(chip)] if chip else []
+    return sorted({f.code for r in analyse_pallas(capture(load_target(spec, args=args, sets=sets), Backend(get_chip("cpu")),
+                                                           compile=False).closed_jaxpr, chips, chips) for f in r.findings})
+
+
+def test_flash_attention_is_described():
+    [call] = calls("samples/attention.py:flash", args="bf16[2,512,128] bf16[2,512,128] bf16[2,512,128]",
+                   sets=["block_q=128", "block_k=256"])
+    info = call.info
+    assert info.name == "flash_attention_fwd" and info.source == "kernels/flash_attention.py:102"
+    assert info.grid == [2, 4, 2] and info.dimension_semantics == ["parallel", "parallel", "arbitrary"]
+    q, k, v, o = info.operands
+    assert (q.operand, q.role, o.operand, o.role) == ("q_ref", "input", "o_ref", "output")
+    assert q.block_shape == [None, 128, 128] and k.block_shape == [None, 256, 128]
+    assert q.index_map == "(i, j, k) -> (i, j, 0)"
+    assert k.index_map == "(i, j, k) -> (i, min(k, (j * 128 + 128 - 1) // 256), 0)"
+    assert [s.shape for s in info.scratch] == [[128, 128]] * 3
+    assert info.step_flops == 2 * (2 * 128 * 256 * 128)  # q k^T and p v, per grid step
+
+
+def test_pallas_calls_are_found_inside_vmap_scan_cond_and_custom_vjp():
+    assert len(calls(f"{KERNELS}:nested")) == 4
+
+
+def test_walk_counts_fetches_only_when_the_block_changes():
+    [call] = calls("samples/attention.py:flash", args="bf16[1,1024,128] bf16[1,1024,128] bf16[1,1024,128]")
+    walk = walk_grid(call)
+    per = {w.operand: w for w in walk.operands}
+    assert per["q_ref"].transfers == 8  # one q block per row of the grid
+    # causal: q block j needs k blocks 0..j; the clamped index repeats past the diagonal, so no
+    # refetch; and row j=1 starts on block 0, which row 0 ended on: 36 - 1 fetches
+    assert per["k_ref"].transfers == sum(j + 1 for j in range(8)) - 1 == 35
+    assert walk.hbm_bytes_read == (8 + 35 + 35) * 128 * 128 * 2
+    assert walk.hbm_bytes_written == 8 * 128 * 128 * 2
+
+
+@pytest.mark.parametrize("bug, clean, code", [
+    ("samples/bugs.py:dropped_tail", f"{KERNELS}:double", "output-not-written"),
+    ("samples/bugs.py:element_offset", f"{KERNELS}:double", "block-out-of-bounds"),
+    ("samples/bugs.py:revisit_not_consecutive", f"{KERNELS}:row_block_sum", "output-revisit"),
+    ("samples/bugs.py:parallel_reduction", f"{KERNELS}:row_block_sum", "parallel-axis-race"),
+])
+def test_each_walk_check_fires_on_the_bug_only(bug, clean, code):
+    assert code in codes(bug)
+    assert codes(clean) == []
+
+
+def test_dropped_tail_names_the_rows():
+    [report] = analyse_pallas(capture(load_target("samples/bugs.py:dropped_tail"), Backend(get_chip("cpu")),
+                                      compile=False).closed_jaxpr, [], [])
+    [finding] = [f for f in report.findings if f.code == "output-not-written"]
+    assert "[896:1000, 0:128]" in finding.message and finding.operand == "o_ref"
+
+
+def test_partial_edge_block_is_a_warning():
+    assert codes(f"{KERNELS}:double", args="f32[1000,128]") == ["partial-block"]
+
+
+@pytest.mark.parametrize("spec, chip, code", [
+    ("samples/bugs.py:bad_tiling", "tpu-v5e", "tiling"),
+    ("samples/bugs.py:head_dim_192", "tpu-v6e", "mxu-padding"),
+    ("samples/bugs.py:too_big_for_vmem", "tpu-v5e", "vmem-over-limit"),
+])
+def test_chip_rules_fire_on_the_bug_only(spec, chip, code):
+    assert code in codes(spec, chip=chip)
+    assert codes(f"{KERNELS}:double", chip=chip) == []
+
+
+def test_bf16_packing_warns_before_v7_and_is_an_error_on_tpu7x():
+    [call] = calls("samples/bugs.py:bf16_half_tiles")
+    severity = lambda chip: {f.severity for f in tiling_findings(call.info, get_chip(chip))}
+    assert severity("tpu-v5e") == {"warning"} and severity("tpu-7x") == {"error"}
+
+
+def test_triton_rules_on_gpu_targets():
+    [call] = calls("samples/bugs.py:bad_tiling")
+    assert "triton-block-pow2" in {f.code for f in tiling_findings(call.info, get_chip("h100"))}
+
+
+def test_budget_arithmetic_by_hand():
+    assert padded_bytes([8, 128], "bfloat16") == 16 * 128 * 2  # bf16 tiles are (16, 128)
+    assert padded_bytes([100, 100], "float32") == 104 * 128 * 4
+    [call] = calls("samples/attention.py:flash", args="bf16[1,1024,128] bf16[1,1024,128] bf16[1,1024,128]")
+    b = budget(call.info, get_chip("tpu-v5e"))
+    # q, k, v, o: (128, 128) bf16 = 32 KiB, two buffers each; m, l, acc scratch: (128, 128) f32 = 64 KiB
+    assert b.total_bytes == 4 * 2 * 32 * KiB + 3 * 64 * KiB == 448 * KiB
+    assert (b.limit_bytes, b.limit_source, b.fits) == (16 * MiB, "scoped default", True)
+    assert b.headroom_bytes == 16 * MiB - 448 * KiB
+
+
+@pytest.mark.tpu
+def test_estimate_matches_the_compilers_own_figure():
+    target = load_target("samples/attention.py:flash", args="bf16[1,1024,128] bf16[1,1024,128] bf16[1,1024,128]")
+    result = run_check(target, [get_chip("tpu-v5e")])
+    [row] = result.targets
+    assert row.compiler_fits and row.vmem_bytes == row.compiler_vmem_bytes == 448 * KiB
+
+
+SWEEP = [("samples/bugs.py:too_big_for_vmem", "f32[16384,768]", [f"block_rows={r}"]) for r in (512, 1024, 2048, 4096)] + [
+    ("samples/attention.py:flash", "bf16[1,4096,128] bf16[1,4096,128] bf16[1,4096,128]", [f"block_q={q}", f"block_k={k}"])
+    for q, k in ((2048, 512), (4096, 128), (4096, 512))]
+
+
+@pytest.mark.tpu
+@pytest.mark.parametrize("spec, args, sets", SWEEP, ids=lambda x: str(x) if isinstance(x, str) else "-".join(x))
+def test_estimate_and_compiler_agree_across_each_chips_limit(spec, args, sets):
+    """Block sizes from 6 to 48 MiB cross the 16 MiB (v5e) and 32 MiB (v6e) scoped limits."""
+    result = run_check(load_target(spec, args=args, sets=sets), [get_chip("tpu-v5e"), get_chip("tpu-v6e")])
+    for row in result.targets:
+        assert row.fits == row.compiler_fits, (row.chip, row.vmem_bytes, row.compiler_vmem_bytes)
+
+
+def test_check_cli_exit_codes_and_json(run_cli):
+    out = run_cli("check", "samples/bugs.py:dropped_tail", "--target", "tpu-v5e", "--estimate-only", "--json")
+    assert out.returncode == 1, out.stderr
+    data = json.loads(out.stdout)
+    assert data["ok"] is False
+    [t] = data["targets"]
+    assert set(t) >= {"chip", "fits", "vmem_bytes", "vmem_limit_bytes", "compiler_fits"} and t["compiler_fits"] is None
+    f = next(f for f in data["findings"] if f["code"] == "output-not-written")
+    assert {"severity", "code", "message", "kernel", "operand"} <= set(f) and f["operand"] == "o_ref"
+    clean = run_cli("check", f"{KERNELS}:double", "--target", "tpu-v5e,tpu-7x", "--estimate-only")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    usage = run_cli("check", f"{KERNELS}:double", "--target", "cpu")
+    assert usage.returncode == 2 and "TPU and GPU targets" in usage.stderr
+
+
+def test_pallas_view_prints_blockspecs_and_budgets(run_cli):
+    out = run_cli("show", "samples/attention.py:flash", "--args", "bf16[1,512,128] bf16[1,512,128] bf16[1,512,128]",
+                  "--view", "pallas")
+    assert out.returncode == 0, out.stderr
+    for needle in ("flash_attention_fwd", "q_ref", "(i, j, k) -> (i, j, 0)", "tpu-v5e (VMEM)", "tpu-7x (VMEM)",
+                   "pl.CostEstimate(flops="):
+        assert needle in out.stdout
