@@ -217,11 +217,11 @@ def walk_grid(call: FoundCall, max_steps: int = MAX_STEPS) -> GridWalk:
 def _walk(call: FoundCall, max_steps: int) -> GridWalk:
     info = call.info
     t0 = time.perf_counter()
-    if info.scalar_prefetch:
+    if info.scalar_prefetch and not call.prefetch_known:
         return GridWalk(info.name, info.steps, 0, [], 0, 0, [Finding(
             "info", "walk-needs-prefetch", f"{info.name}: index maps read {info.scalar_prefetch} scalar-prefetch "
-            "operand(s), whose values are data: the grid walk needs concrete inputs (not done yet)",
-            kernel=info.name, view="pallas")], 0.0, skipped="scalar prefetch")
+            "operand(s) computed at run time (not constants of the program), so the grid walk cannot follow them",
+            kernel=info.name, view="pallas")], 0.0, skipped="scalar prefetch computed at run time")
     steps = info.steps
     walked = min(steps, max_steps)
     states = [_OperandState(op, info.grid, info.dimension_semantics) for op in info.operands]

@@ -80,7 +80,8 @@ class FoundCall:
     info: PallasCall
     index_maps: list[Callable]  # per operand: f(*grid_index_arrays) -> tuple of block-index arrays
     kernel_jaxpr: object
-    signature: str  # same grid, shapes and index maps: the same walk
+    signature: str  # same grid, shapes, index maps and prefetch data: the same walk
+    prefetch_known: bool = False  # scalar-prefetch operands are constants, so the walk can use them
 
 
 def _dim_kind(dim) -> tuple[str, int | None]:
@@ -148,6 +149,8 @@ def expr_text(jaxpr, names: list[str]) -> list[str]:
                 out = [(t, _ATOM if t.isidentifier() or t.isdigit() else 0) for t in texts]
             else:
                 out = call(name)
+        elif p == "get" and args:
+            out = [(f"{args[0][0]}[{', '.join(a[0] for a in args[1:])}]", _ATOM)]
         elif p == "select_n" and len(args) == 3:
             out = [(f"{args[2][0]} if {args[0][0]} else {args[1][0]}", 0)]
         else:
@@ -157,14 +160,57 @@ def expr_text(jaxpr, names: list[str]) -> list[str]:
     return [read(v)[0] for v in jaxpr.outvars]
 
 
-def _index_map_callable(closed) -> Callable:
+def _index_map_callable(closed, prefetch: list | None, n_grid: int) -> Callable:
+    """f(*grid index arrays) -> block index arrays. Index maps that read scalar-prefetch refs get
+    them discharged into plain values and bound to the prefetch data (when it is a constant)."""
     import jax
     from jax._src import core
+    from jax._src.state import discharge
 
-    def one(*idx):
-        return tuple(core.eval_jaxpr(closed.jaxpr, closed.consts, *idx))
+    if prefetch is None:
+        def one(*idx):
+            return tuple(core.eval_jaxpr(closed.jaxpr, closed.consts, *idx))
+    else:
+        pure = discharge.discharge_state(closed)
+        values = [jax.numpy.asarray(v) for v in prefetch]
+
+        def one(*idx):
+            outs = core.eval_jaxpr(pure.jaxpr, pure.consts, *idx, *values)
+            return tuple(outs[:len(closed.jaxpr.outvars)])  # the rest are the (unchanged) refs
 
     return jax.jit(jax.vmap(one))
+
+
+# Primitives that call a jaxpr with their own operands, and the param that holds it.
+_CALL_PARAMS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+                "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr", "custom_jvp_call": "call_jaxpr"}
+
+
+def _constants(closed_jaxpr) -> dict:
+    """Values known before run time: the program's constants, followed into nested jit calls."""
+    known = {id(v): np.asarray(c) for v, c in zip(closed_jaxpr.jaxpr.constvars, closed_jaxpr.consts)}
+
+    def visit(jaxpr):
+        for eqn in jaxpr.eqns:
+            inner = eqn.params.get(_CALL_PARAMS.get(eqn.primitive.name, ""))
+            if inner is not None:
+                j = getattr(inner, "jaxpr", inner)
+                for outer, var in zip(eqn.invars, j.invars):
+                    value = _literal_value(outer, known)
+                    if value is not None:
+                        known[id(var)] = value
+                for var, c in zip(j.constvars, getattr(inner, "consts", ())):
+                    known[id(var)] = np.asarray(c)
+                visit(j)
+
+    visit(closed_jaxpr.jaxpr)
+    return known
+
+
+def _literal_value(v, known: dict):
+    if hasattr(v, "val"):
+        return np.asarray(v.val)
+    return known.get(id(v))
 
 
 def _memory_space(aval) -> str:
@@ -233,10 +279,11 @@ def _short_src(src: str | None) -> str | None:
     return f"{name} at {short_path(path)}:{line}" if path else src
 
 
-def _signature(gm) -> str:
+def _signature(gm, prefetch) -> str:
     import hashlib
 
     parts = [repr(tuple(gm.grid))] + [f"{bm.block_shape}|{bm.array_aval}|{bm.index_map_jaxpr}" for bm in gm.block_mappings]
+    parts += [hashlib.sha256(np.ascontiguousarray(p).tobytes()).hexdigest() for p in prefetch or []]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
@@ -248,6 +295,7 @@ def find_pallas_calls(closed_jaxpr, eqn_sources: dict | None = None) -> list[Fou
     from .target import short_path
 
     found = []
+    known = _constants(closed_jaxpr)
     for eqn in _walk_eqns(closed_jaxpr.jaxpr):
         if eqn.primitive.name != "pallas_call":
             continue
@@ -260,6 +308,8 @@ def find_pallas_calls(closed_jaxpr, eqn_sources: dict | None = None) -> list[Fou
         info = getattr(kernel, "debug_info", None)
         arg_names = list(getattr(info, "arg_names", None) or [])
         operands, maps = [], []
+        prefetch = [_literal_value(v, known) for v in eqn.invars[:gm.num_index_operands]]
+        prefetch = prefetch if prefetch and all(p is not None for p in prefetch) else None
         for pos, bm in enumerate(gm.block_mappings):
             role = "input" if pos < n_in else "output"
             index = pos if role == "input" else pos - n_in
@@ -275,7 +325,7 @@ def find_pallas_calls(closed_jaxpr, eqn_sources: dict | None = None) -> list[Fou
                 buffer_count=getattr(bm.pipeline_mode, "buffer_count", None),
                 index_map=f"({', '.join(names)}) -> ({', '.join(text)})",
             ))
-            maps.append(_index_map_callable(bm.index_map_jaxpr))
+            maps.append(_index_map_callable(bm.index_map_jaxpr, prefetch, len(grid)))
         scratch = [ScratchInfo([int(d) for d in getattr(a, "shape", ())], str(getattr(a, "dtype", "")), _memory_space(a))
                    for a in gm.scratch_avals]
         flops, trans, dots, sizes = _body_costs(kernel)
@@ -289,5 +339,5 @@ def find_pallas_calls(closed_jaxpr, eqn_sources: dict | None = None) -> list[Fou
             scalar_prefetch=int(gm.num_index_operands), operands=operands, scratch=scratch,
             vmem_limit_bytes=getattr(cp, "vmem_limit_bytes", None), num_stages=getattr(cp, "num_stages", None),
             step_flops=flops, step_transcendentals=trans, dots=dots, intermediates_bytes=sizes,
-        ), maps, kernel, _signature(gm)))
+        ), maps, kernel, _signature(gm, prefetch), prefetch is not None))
     return found

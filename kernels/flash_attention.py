@@ -1,10 +1,14 @@
-"""FlashAttention forward pass as a Pallas TPU kernel, with its jnp reference.
+"""FlashAttention as Pallas TPU kernels (forward and backward), with the jnp reference.
 
 Online softmax: a running max ``m`` and sum ``l`` per query row, the accumulator rescaled by
-``exp(m_prev - m_new)`` at each kv block, one division at the end. The grid is
-(batch*heads, q blocks, kv blocks) with the kv axis last and "arbitrary" because the scratch
-accumulators carry across it. Causal blocks above the diagonal are skipped: their compute is
-guarded by ``pl.when`` and their k/v index maps are clamped so no DMA fetches them.
+``exp(m_prev - m_new)`` at each kv block, one division at the end. The forward grid is
+(batch*heads, q blocks, kv blocks) with the kv axis last and "arbitrary": the scratch
+accumulators carry across it. Causal blocks above the diagonal are skipped, not masked: their
+compute is guarded by ``pl.when`` and their index maps are clamped so no DMA fetches them.
+
+The backward pass (FlashAttention-2) recomputes the probabilities from the saved logsumexp:
+one kernel accumulates dk and dv over q blocks, another dq over kv blocks. ``jax.grad`` works
+through ``jax.custom_vjp``.
 """
 from __future__ import annotations
 
@@ -45,7 +49,25 @@ def reference(q, k, v, *, causal: bool = True, sm_scale: float | None = None):
     return jnp.einsum("bqk,bkd->bqd", p, v.astype(jnp.float32)).astype(q.dtype)
 
 
-def _fwd_kernel(q_ref, k_ref, v_ref, o_ref, m_sc, l_sc, acc_sc, *, causal, sm_scale, block_q, block_k):
+def _causal_mask(s, qi, kj, block_q, block_k):
+    rows = qi * block_q + jax.lax.broadcasted_iota(jnp.int32, s.shape, 0)
+    cols = kj * block_k + jax.lax.broadcasted_iota(jnp.int32, s.shape, 1)
+    return jnp.where(rows >= cols, s, MASK_VALUE)
+
+
+def _needed(qi, kj, block_q, block_k):
+    """Does q block qi see any key of kv block kj under the causal mask?"""
+    return kj * block_k <= qi * block_q + block_q - 1
+
+
+def _dot(a, b, contract_a: int, contract_b: int):
+    return jax.lax.dot_general(a, b, (((contract_a,), (contract_b,)), ((), ())), preferred_element_type=jnp.float32)
+
+
+# ----------------------------------------------------------------------------- forward
+
+
+def _fwd_kernel(q_ref, k_ref, v_ref, o_ref, lse_ref, m_sc, l_sc, acc_sc, *, causal, sm_scale, block_q, block_k):
     qi, kj = pl.program_id(1), pl.program_id(2)
 
     @pl.when(kj == 0)
@@ -55,60 +77,53 @@ def _fwd_kernel(q_ref, k_ref, v_ref, o_ref, m_sc, l_sc, acc_sc, *, causal, sm_sc
         acc_sc[...] = jnp.zeros(acc_sc.shape, jnp.float32)
 
     def _step():
-        s = jax.lax.dot_general(
-            q_ref[...], k_ref[...], (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32
-        ) * sm_scale
+        s = _dot(q_ref[...], k_ref[...], 1, 1) * sm_scale
         if causal:
-            rows = qi * block_q + jax.lax.broadcasted_iota(jnp.int32, s.shape, 0)
-            cols = kj * block_k + jax.lax.broadcasted_iota(jnp.int32, s.shape, 1)
-            s = jnp.where(rows >= cols, s, MASK_VALUE)
+            s = _causal_mask(s, qi, kj, block_q, block_k)
         m_prev = m_sc[:, :1]
         m_new = jnp.maximum(m_prev, s.max(axis=-1, keepdims=True))
         p = jnp.exp(s - m_new)
         alpha = jnp.exp(m_prev - m_new)
         l_sc[...] = jnp.broadcast_to(alpha * l_sc[:, :1] + p.sum(axis=-1, keepdims=True), l_sc.shape)
         m_sc[...] = jnp.broadcast_to(m_new, m_sc.shape)
-        pv = jax.lax.dot_general(
-            p.astype(v_ref.dtype), v_ref[...], (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32
-        )
-        acc_sc[...] = acc_sc[...] * alpha + pv
+        acc_sc[...] = acc_sc[...] * alpha + _dot(p.astype(v_ref.dtype), v_ref[...], 1, 0)
 
     if causal:
-        # Skip kv blocks that lie wholly above the diagonal for this q block.
-        pl.when(kj * block_k <= qi * block_q + block_q - 1)(_step)
+        pl.when(_needed(qi, kj, block_q, block_k))(_step)  # skip blocks above the diagonal
     else:
         _step()
 
     @pl.when(kj == pl.num_programs(2) - 1)
     def _finish():
         o_ref[...] = (acc_sc[...] / l_sc[:, :1]).astype(o_ref.dtype)
+        lse_ref[...] = m_sc[...] + jnp.log(l_sc[...])
 
 
-def flash_attention(q, k, v, *, causal: bool = True, sm_scale: float | None = None,
-                    block_sizes: BlockSizes = BlockSizes()):
-    """Attention over q, k, v of shape (batch*heads, seq, head_dim)."""
+def _forward(q, k, v, causal, sm_scale, block_sizes):
     bh, seq_q, d = q.shape
     seq_k = k.shape[1]
     block_sizes.check(seq_q, seq_k)
     bq, bk = block_sizes.block_q, block_sizes.block_k
-    scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(d)
 
     def kv_index(b, i, j):
         if causal:  # clamp to the last block this q block needs: unchanged index, no new DMA
             j = jnp.minimum(j, (i * bq + bq - 1) // bk)
         return (b, j, 0)
 
-    kernel = functools.partial(_fwd_kernel, causal=causal, sm_scale=scale, block_q=bq, block_k=bk)
-    return pl.pallas_call(
+    kernel = functools.partial(_fwd_kernel, causal=causal, sm_scale=sm_scale, block_q=bq, block_k=bk)
+    out, lse = pl.pallas_call(
         kernel,
-        out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
+        out_shape=(jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((bh, seq_q, LANES), jnp.float32)),
         grid=(bh, seq_q // bq, seq_k // bk),
         in_specs=[
             pl.BlockSpec((None, bq, d), lambda b, i, j: (b, i, 0)),
             pl.BlockSpec((None, bk, d), kv_index),
             pl.BlockSpec((None, bk, d), kv_index),
         ],
-        out_specs=pl.BlockSpec((None, bq, d), lambda b, i, j: (b, i, 0)),
+        out_specs=[
+            pl.BlockSpec((None, bq, d), lambda b, i, j: (b, i, 0)),
+            pl.BlockSpec((None, bq, LANES), lambda b, i, j: (b, i, 0)),
+        ],
         scratch_shapes=[
             pltpu.VMEM((bq, LANES), jnp.float32),
             pltpu.VMEM((bq, LANES), jnp.float32),
@@ -117,3 +132,140 @@ def flash_attention(q, k, v, *, causal: bool = True, sm_scale: float | None = No
         compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "arbitrary")),
         name="flash_attention_fwd",
     )(q, k, v)
+    return out, lse
+
+
+# ----------------------------------------------------------------------------- backward
+
+
+def _dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref, dk_sc, dv_sc, *,
+                 causal, sm_scale, block_q, block_k):
+    kj, qi = pl.program_id(1), pl.program_id(2)
+
+    @pl.when(qi == 0)
+    def _init():
+        dk_sc[...] = jnp.zeros(dk_sc.shape, jnp.float32)
+        dv_sc[...] = jnp.zeros(dv_sc.shape, jnp.float32)
+
+    def _step():
+        q, k, v, do = q_ref[...], k_ref[...], v_ref[...], do_ref[...]
+        s = _dot(q, k, 1, 1) * sm_scale  # (bq, bk)
+        if causal:
+            s = _causal_mask(s, qi, kj, block_q, block_k)
+        p = jnp.exp(s - lse_ref[:, :1])
+        dv_sc[...] += _dot(p.astype(do.dtype), do, 0, 0)  # p^T do
+        dp = _dot(do, v, 1, 1)  # do v^T
+        ds = p * (dp - delta_ref[:, :1]) * sm_scale
+        dk_sc[...] += _dot(ds.astype(q.dtype), q, 0, 0)  # ds^T q
+
+    if causal:
+        pl.when(_needed(qi, kj, block_q, block_k))(_step)
+    else:
+        _step()
+
+    @pl.when(qi == pl.num_programs(2) - 1)
+    def _finish():
+        dk_ref[...] = dk_sc[...].astype(dk_ref.dtype)
+        dv_ref[...] = dv_sc[...].astype(dv_ref.dtype)
+
+
+def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dq_ref, dq_sc, *, causal, sm_scale, block_q, block_k):
+    qi, kj = pl.program_id(1), pl.program_id(2)
+
+    @pl.when(kj == 0)
+    def _init():
+        dq_sc[...] = jnp.zeros(dq_sc.shape, jnp.float32)
+
+    def _step():
+        q, k, v, do = q_ref[...], k_ref[...], v_ref[...], do_ref[...]
+        s = _dot(q, k, 1, 1) * sm_scale
+        if causal:
+            s = _causal_mask(s, qi, kj, block_q, block_k)
+        p = jnp.exp(s - lse_ref[:, :1])
+        ds = p * (_dot(do, v, 1, 1) - delta_ref[:, :1]) * sm_scale
+        dq_sc[...] += _dot(ds.astype(k.dtype), k, 1, 0)
+
+    if causal:
+        pl.when(_needed(qi, kj, block_q, block_k))(_step)
+    else:
+        _step()
+
+    @pl.when(kj == pl.num_programs(2) - 1)
+    def _finish():
+        dq_ref[...] = dq_sc[...].astype(dq_ref.dtype)
+
+
+def _backward(q, k, v, out, lse, do, causal, sm_scale, block_sizes):
+    bh, seq_q, d = q.shape
+    seq_k = k.shape[1]
+    bq, bk = block_sizes.block_q, block_sizes.block_k
+    delta = jnp.sum(do.astype(jnp.float32) * out.astype(jnp.float32), axis=-1, keepdims=True)
+    delta = jnp.broadcast_to(delta, (bh, seq_q, LANES))
+    params = dict(causal=causal, sm_scale=sm_scale, block_q=bq, block_k=bk)
+    semantics = pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "arbitrary"))
+
+    def q_rows(b, j, i):  # dk/dv grid (b, kv block j, q block i): skip q blocks wholly above the diagonal
+        if causal:
+            i = jnp.maximum(i, (j * bk) // bq)
+        return (b, i, 0)
+
+    kv_block = lambda b, j, i: (b, j, 0)
+    dk, dv = pl.pallas_call(
+        functools.partial(_dkdv_kernel, **params),
+        out_shape=(jax.ShapeDtypeStruct(k.shape, k.dtype), jax.ShapeDtypeStruct(v.shape, v.dtype)),
+        grid=(bh, seq_k // bk, seq_q // bq),
+        in_specs=[pl.BlockSpec((None, bq, d), q_rows), pl.BlockSpec((None, bk, d), kv_block),
+                  pl.BlockSpec((None, bk, d), kv_block), pl.BlockSpec((None, bq, d), q_rows),
+                  pl.BlockSpec((None, bq, LANES), q_rows), pl.BlockSpec((None, bq, LANES), q_rows)],
+        out_specs=[pl.BlockSpec((None, bk, d), kv_block), pl.BlockSpec((None, bk, d), kv_block)],
+        scratch_shapes=[pltpu.VMEM((bk, d), jnp.float32), pltpu.VMEM((bk, d), jnp.float32)],
+        compiler_params=semantics, name="flash_attention_bwd_dkdv",
+    )(q, k, v, do, lse, delta)
+
+    def kv_cols(b, i, j):
+        if causal:
+            j = jnp.minimum(j, (i * bq + bq - 1) // bk)
+        return (b, j, 0)
+
+    q_block = lambda b, i, j: (b, i, 0)
+    dq = pl.pallas_call(
+        functools.partial(_dq_kernel, **params),
+        out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
+        grid=(bh, seq_q // bq, seq_k // bk),
+        in_specs=[pl.BlockSpec((None, bq, d), q_block), pl.BlockSpec((None, bk, d), kv_cols),
+                  pl.BlockSpec((None, bk, d), kv_cols), pl.BlockSpec((None, bq, d), q_block),
+                  pl.BlockSpec((None, bq, LANES), q_block), pl.BlockSpec((None, bq, LANES), q_block)],
+        out_specs=pl.BlockSpec((None, bq, d), q_block),
+        scratch_shapes=[pltpu.VMEM((bq, d), jnp.float32)],
+        compiler_params=semantics, name="flash_attention_bwd_dq",
+    )(q, k, v, do, lse, delta)
+    return dq, dk, dv
+
+
+# ----------------------------------------------------------------------------- public
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
+def _flash(q, k, v, causal, sm_scale, block_sizes):
+    return _forward(q, k, v, causal, sm_scale, block_sizes)[0]
+
+
+def _flash_fwd(q, k, v, causal, sm_scale, block_sizes):
+    out, lse = _forward(q, k, v, causal, sm_scale, block_sizes)
+    return out, (q, k, v, out, lse)
+
+
+def _flash_bwd(causal, sm_scale, block_sizes, residuals, do):
+    return _backward(*residuals, do, causal, sm_scale, block_sizes)
+
+
+_flash.defvjp(_flash_fwd, _flash_bwd)
+
+
+def flash_attention(q, k, v, *, causal: bool = True, sm_scale: float | None = None,
+                    block_sizes: BlockSizes = BlockSizes()):
+    """Attention over q, k, v of shape (batch*heads, seq, head_dim); differentiable."""
+    if q.ndim != 3 or k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2]:
+        raise ValueError(f"flash_attention wants q (BH, Sq, D) and k, v (BH, Sk, D); got {q.shape}, {k.shape}, {v.shape}")
+    scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    return _flash(q, k, v, causal, scale, block_sizes)

@@ -1,14 +1,16 @@
-"""Attention two ways: what XLA makes of plain jnp, and a Pallas FlashAttention kernel.
+"""Attention three ways: what XLA makes of plain jnp, a Pallas FlashAttention kernel, and a
+block-sparse (local window + global tokens) Pallas kernel. Inputs are (batch*heads, seq, head_dim).
 
-Open it with `inspector show samples/attention.py:naive --view hlo` or
-`inspector show samples/attention.py:flash --target tpu-v5e --view mosaic`.
-Inputs are (batch*heads, seq, head_dim).
+    inspector show samples/attention.py:naive --view fusions --target tpu-v5e
+    inspector show samples/attention.py:flash --target tpu-v6e --view mosaic
+    inspector check samples/attention.py:flash --target tpu-v5e,tpu-v6e,tpu-7x
 """
 import math
 
 import jax
 import jax.numpy as jnp
 
+from kernels import block_sparse_attention as bsa
 from kernels.flash_attention import BlockSizes, flash_attention
 
 
@@ -23,8 +25,27 @@ def naive(q, k, v, causal: bool = True):
 
 
 def flash(q, k, v, block_q: int = 128, block_k: int = 128, causal: bool = True):
-    """The Pallas FlashAttention forward kernel (kernels/flash_attention.py)."""
+    """The Pallas FlashAttention kernel (kernels/flash_attention.py); jax.grad works through it."""
     return flash_attention(q, k, v, causal=causal, block_sizes=BlockSizes(block_q, block_k))
+
+
+def block_sparse(q, k, v, window: int = 256, global_tokens: int = 64, block_q: int = 128, block_k: int = 128):
+    """Each query sees the previous `window` keys and the first `global_tokens`: most kv blocks
+    are never loaded (kernels/block_sparse_attention.py)."""
+    mask = bsa.LocalGlobalMask(window=window, global_tokens=global_tokens, causal=True)
+    return bsa.block_sparse_attention(q, k, v, mask=mask, block_sizes=bsa.BlockSizes(block_q, block_k))
+
+
+def block_sparse_dense(q, k, v, window: int = 256, global_tokens: int = 64, block_q: int = 128, block_k: int = 128):
+    """The same mask applied to dense attention: the reference for block_sparse."""
+    del block_q, block_k  # same signature as block_sparse, so --set works on both
+    return bsa.reference(q, k, v, mask=bsa.LocalGlobalMask(window=window, global_tokens=global_tokens, causal=True))
+
+
+def reference(q, k, v, block_q: int = 128, block_k: int = 128, causal: bool = True):
+    """naive with flash's signature (block sizes ignored), in f32 so bf16 inputs are compared fairly."""
+    del block_q, block_k
+    return naive(q.astype(jnp.float32), k.astype(jnp.float32), v.astype(jnp.float32), causal).astype(q.dtype)
 
 
 INSPECT = {
@@ -35,7 +56,12 @@ INSPECT = {
     },
     "flash": {
         "args": "bf16[4,4096,128] bf16[4,4096,128] bf16[4,4096,128]",
-        "reference": "naive",
+        "reference": "reference",
         "params": {"block_q": [128, 256, 512, 1024, 4096], "block_k": [128, 256, 512]},
+    },
+    "block_sparse": {
+        "args": "bf16[4,4096,128] bf16[4,4096,128] bf16[4,4096,128]",
+        "reference": "block_sparse_dense",
+        "params": {"window": [256, 512, 1024], "global_tokens": [64, 128], "block_q": [128, 256], "block_k": [128, 256]},
     },
 }

@@ -19,6 +19,23 @@ from inspector import environment  # noqa: E402
 environment.prepare()
 
 
+def line_of(path: str, text: str) -> int:
+    """The line number of the first line of ROOT/path that contains text: tests name source
+    lines without hard-coding numbers that move when the file is edited."""
+    for number, line in enumerate((ROOT / path).read_text().splitlines(), 1):
+        if text in line:
+            return number
+    raise AssertionError(f"{text!r} not in {path}")
+
+
+def lines_of_function(path: str, name: str) -> range:
+    import ast
+
+    tree = ast.parse((ROOT / path).read_text())
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
+    return range(node.lineno, node.end_lineno + 1)
+
+
 @pytest.fixture
 def run_cli():
     """Run `python -m inspector ARGS` in a subprocess; returns CompletedProcess (text)."""

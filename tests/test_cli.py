@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from conftest import DATA
+from conftest import DATA, line_of
 
 FUNCS = str(DATA / "funcs.py")
 NAIVE = "samples/attention.py:naive"
@@ -38,7 +38,8 @@ def test_text_views_print_plain_when_piped(run_cli, view, needle):
     assert needle in out.stdout
     assert "\x1b[" not in out.stdout  # no colour codes in a pipe
     if view == "jaxpr":
-        assert "samples/attention.py:17" in out.stdout  # each equation's source line
+        scores = line_of("samples/attention.py", 'jnp.einsum("bqd,bkd->bqk"')
+        assert f"samples/attention.py:{scores}" in out.stdout  # each equation's source line
 
 
 def test_inspect_defaults_and_set(run_cli):

@@ -2,7 +2,7 @@
 against XLA's own cost analysis on cpu and tpu-v5e."""
 import pytest
 
-from conftest import DATA
+from conftest import DATA, lines_of_function
 from inspector.backends import Backend
 from inspector.chips import get_chip
 from inspector.fusions import analyse_fusions
@@ -92,7 +92,8 @@ def test_naive_attention_materializes_the_scores(naive_reports, chip):
     top = naive_reports[chip].fusions.intermediates[0]
     assert top.shape.endswith("[4,4096,4096]") and top.memory_space == 0
     assert top.bytes >= 4 * 4096 * 4096 * 4
-    assert top.source.endswith("samples/attention.py:17")
+    path, line = top.source.rsplit(":", 1)
+    assert path == "samples/attention.py" and int(line) in lines_of_function(path, "naive")
 
 
 def test_transformer_step_agrees_with_xla_on_cpu():

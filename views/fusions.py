@@ -6,8 +6,10 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from inspector.units import fmt_bytes, fmt_count, fmt_time
 from inspector.fusions import FusionAnalysis, Kernel
+from inspector.units import fmt_bytes, fmt_count, fmt_time
+
+from .cells import add_row
 
 SORT_KEYS = {
     "order": None,
@@ -37,7 +39,7 @@ def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) 
         table.add_column(col, justify="left" if col in ("kind", "source", "bound") else "right", no_wrap=True)
     order = {id(k): i for i, k in enumerate(analysis.kernels)}
     for k in shown:
-        table.add_row(
+        add_row(table, 
             str(order[id(k)]), k.name + (f" x{k.repeat}" if k.repeat > 1 else ""), k.kind.replace("custom-call:", "cc:"),
             _short_source(k), fmt_bytes(k.hbm_bytes_read + k.hbm_bytes_written), fmt_count(k.flops),
             f"{k.intensity:.1f}" if k.intensity is not None else "-", fmt_time(k.roofline_s),
@@ -55,12 +57,12 @@ def totals_table(analysis: FusionAnalysis) -> Table:
     for col in ("", "estimate", "XLA", "ratio"):
         table.add_column(col, justify="left" if not col else "right")
     ratio = lambda r: f"{r:.3f}" if r is not None else "-"
-    table.add_row("flops", fmt_count(t["flops"]), fmt_count(xla.get("flops")), ratio(agree.get("flops_ratio")))
-    table.add_row("bytes accessed", fmt_bytes(agree.get("bytes_compared", t["bytes"])), fmt_bytes(xla.get("bytes accessed")),
+    add_row(table, "flops", fmt_count(t["flops"]), fmt_count(xla.get("flops")), ratio(agree.get("flops_ratio")))
+    add_row(table, "bytes accessed", fmt_bytes(agree.get("bytes_compared", t["bytes"])), fmt_bytes(xla.get("bytes accessed")),
                   ratio(agree.get("bytes_ratio")))
-    table.add_row("transcendentals", fmt_count(t["transcendentals"]), fmt_count(xla.get("transcendentals")), "")
-    table.add_row("HBM traffic", fmt_bytes(t["hbm_bytes"]), "", "")
-    table.add_row("roofline time", fmt_time(t["roofline_s"]), "", "")
+    add_row(table, "transcendentals", fmt_count(t["transcendentals"]), fmt_count(xla.get("transcendentals")), "")
+    add_row(table, "HBM traffic", fmt_bytes(t["hbm_bytes"]), "", "")
+    add_row(table, "roofline time", fmt_time(t["roofline_s"]), "", "")
     return table
 
 
@@ -73,7 +75,7 @@ def intermediates_table(analysis: FusionAnalysis) -> Table | Text:
         table.add_column(col, justify="right" if col == "bytes" else "left", overflow="fold")
     for i in analysis.intermediates:
         where = Text("HBM", style="bold yellow") if i.memory_space == 0 else Text("VMEM" if i.memory_space == 1 else f"S({i.memory_space})", style="dim")
-        table.add_row(i.shape, fmt_bytes(i.bytes), where, i.producer, (i.source or "-").rsplit("/", 1)[-1],
+        add_row(table, i.shape, fmt_bytes(i.bytes), where, i.producer, (i.source or "-").rsplit("/", 1)[-1],
                       ", ".join(i.consumers[:4]) + (f" +{len(i.consumers) - 4}" if len(i.consumers) > 4 else ""))
     return table
 

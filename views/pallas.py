@@ -7,12 +7,10 @@ from rich.table import Table
 from rich.text import Text
 
 from inspector.check import CheckResult
-from inspector.findings import Finding
 from inspector.kernel_analysis import PallasReport
-from inspector.units import fmt_bytes, fmt_count
+from inspector.units import fmt_bytes
 
-SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
-
+from .cells import add_row, findings_table
 
 def _shape(dims) -> str:
     return "(" + ", ".join("None" if d is None else str(d) for d in dims) + ")"
@@ -26,12 +24,12 @@ def blockspec_table(k: PallasReport) -> Table:
                          overflow="fold", no_wrap=col in ("operand", "mem"), min_width=24 if col == "index map" else None)
     for op in k.call.operands:
         w = walk.get(op.operand)
-        table.add_row(
+        add_row(table, 
             f"{op.operand} ({op.role[:3]} {op.position})", f"{op.dtype}{list(op.array_shape)}", _shape(op.block_shape),
             op.index_map, op.memory_space, str(op.buffer_count or 2), str(w.distinct_blocks) if w else "-",
             f"{w.transfers:,}" if w else "-", fmt_bytes(w.bytes) if w else "-")
     for i, s in enumerate(k.call.scratch):
-        table.add_row(f"scratch {i}", f"{s.dtype}{list(s.shape)}", "", "persists across steps", s.memory_space, "1", "", "", "")
+        add_row(table, f"scratch {i}", f"{s.dtype}{list(s.shape)}", "", "persists across steps", s.memory_space, "1", "", "", "")
     return table
 
 
@@ -42,20 +40,8 @@ def budget_table(k: PallasReport) -> Table:
         table.add_column(col, justify="left" if col in ("target", "fits") else "right", no_wrap=True)
     for b in k.budgets:
         fits = Text("yes", style="green") if b.fits else Text("NO", style="bold red")
-        table.add_row(f"{b.chip} ({b.memory})", fmt_bytes(b.total_bytes), f"{fmt_bytes(b.limit_bytes)} {b.limit_source}", fits,
+        add_row(table, f"{b.chip} ({b.memory})", fmt_bytes(b.total_bytes), f"{fmt_bytes(b.limit_bytes)} {b.limit_source}", fits,
                       fmt_bytes(b.headroom_bytes), f"{b.block_growth:.2f}x" if b.block_growth else "-", fmt_bytes(b.physical_bytes))
-    return table
-
-
-def findings_table(findings: list[Finding]) -> Table | Text:
-    if not findings:
-        return Text("no findings", style="green")
-    table = Table.grid(padding=(0, 2))
-    table.add_column(no_wrap=True)
-    table.add_column(no_wrap=True, style="dim")
-    table.add_column()
-    for f in findings:
-        table.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.code, f.message)
     return table
 
 
@@ -88,7 +74,7 @@ def check_view(result: CheckResult) -> Group:
     for t in result.targets:
         failed_otherwise = t.compiler_fits is False and t.compiler_message and "VMEM" not in t.compiler_message
         compiler = Text("COMPILE ERROR", style="bold red") if failed_otherwise else verdict(t.compiler_fits)
-        table.add_row(t.chip, fmt_bytes(t.vmem_bytes), fmt_bytes(t.vmem_limit_bytes), verdict(t.fits),
+        add_row(table, t.chip, fmt_bytes(t.vmem_bytes), fmt_bytes(t.vmem_limit_bytes), verdict(t.fits),
                       compiler, fmt_bytes(t.compiler_vmem_bytes))
     kernels = ", ".join(f"{k.call.name} ({k.call.source}, grid {tuple(k.call.grid)})" for k in result.kernels) or "none"
     status = Text("ok" if result.ok else "FAILED", style="bold green" if result.ok else "bold red")

@@ -12,15 +12,13 @@ from rich.table import Table
 from rich.text import Text
 
 from inspector.chips import CHIPS, Chip
-from inspector.units import fmt_bytes, fmt_count, fmt_time
 from inspector.report import Report
+from inspector.units import fmt_bytes, fmt_count, fmt_time
 
+from .cells import add_row, findings_table
 from .fusions import fusions_view
 from .highlight import THEME, IrHighlighter
 from .pallas import pallas_view
-
-SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
-
 
 def make_console(file=None) -> Console:
     """Colour on a terminal; in a pipe, plain and wide (tables are for files and grep, not 80 columns)."""
@@ -34,7 +32,7 @@ def _kv_table(rows: list[tuple[str, str]]) -> Table:
     table.add_column(style="bold")
     table.add_column()
     for key, value in rows:
-        table.add_row(key, value)
+        add_row(table, key, value)
     return table
 
 
@@ -60,21 +58,6 @@ def _cost_line(cost: dict | None) -> str:
         return "not reported (XLA has no cost for a Pallas custom call without a pl.CostEstimate)"
     return (f"flops {fmt_count(cost.get('flops'))}, transcendentals {fmt_count(cost.get('transcendentals'))}, "
             f"bytes accessed {fmt_bytes(cost.get('bytes accessed'))}")
-
-
-def _findings_table(report: Report) -> Table:
-    table = Table.grid(padding=(0, 2))
-    table.add_column(no_wrap=True)
-    table.add_column(no_wrap=True, style="dim")
-    table.add_column()
-    for f in report.findings:
-        table.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.code, f.message)
-        for a in ((f.data or {}).get("allocations") or [])[:5] if f.code == "compile-vmem-oom" else []:
-            what = " ".join(str(x) for x in (a.get("role") or "allocation", a.get("operand_index")) if x is not None)
-            window = f", window {a['window_shape']}" if a.get("window_shape") else ""
-            buffers = f" x {a['buffering']} buffers" if a.get("buffering") else ""
-            table.add_row("", "", Text(f"{fmt_bytes(a['size_bytes'])}: {what}{window}{buffers}", style="dim"))
-    return table
 
 
 def overview(report: Report):
@@ -115,7 +98,7 @@ def overview(report: Report):
     rows.append(("time", timing + (" (compile from cache)" if s.compile_cached else "")))
     parts = [_kv_table(rows)]
     if report.findings:
-        parts += [Text("\nfindings", style="bold"), _findings_table(report)]
+        parts += [Text("\nfindings", style="bold"), findings_table(report.findings)]
     else:
         parts.append(Text("\nno findings", style="green"))
     return Panel(Group(*parts), title=f"[bold]{t.spec}[/] on {report.chip.name}", expand=False)
@@ -174,7 +157,7 @@ def chips_table(chips: tuple[Chip, ...] = CHIPS) -> Table:
     for col in ("target", "TCs", "VMEM", "scoped", "SMEM*", "HBM", "GB/s", "TFLOP/s", "MXU"):
         table.add_column(col, justify="left" if col == "target" else "right", no_wrap=True)
     for c in chips:
-        table.add_row(
+        add_row(table, 
             c.name, str(c.tensor_cores or "-"), fmt_bytes(c.vmem_bytes), fmt_bytes(c.scoped_vmem_bytes),
             fmt_bytes(c.smem_bytes or c.shared_mem_per_block),
             f"{c.hbm_bytes / 2**30:.0f} GiB" if c.hbm_bytes else "-", f"{c.hbm_bytes_per_s / 1e9:.0f}" if c.hbm_bytes_per_s else "-",

@@ -1,0 +1,181 @@
+"""Block-sparse attention (the seed's sparse attention, done right) as a Pallas TPU kernel.
+
+The element mask (here: a local window plus global tokens, optionally causal, optionally
+segment ids) is classified per (q block, kv block) on the host: empty, partial or full. Each q
+block row gets the list of its non-empty kv blocks, scalar-prefetched into SMEM; the grid walks
+that list, so empty blocks are never loaded, full blocks skip the element mask, partial ones
+apply it. The backward pass uses the dense masked reference (labelled: it is not a kernel).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+from .flash_attention import LANES, MASK_VALUE, _dot
+
+EMPTY, PARTIAL, FULL = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalGlobalMask:
+    """Query q sees key k when |q - k| <= window (k <= q too if causal), or either is one of the
+    first ``global_tokens`` positions."""
+
+    window: int = 256
+    global_tokens: int = 16
+    causal: bool = True
+
+    def __call__(self, q, k):
+        """q, k: broadcastable integer arrays (numpy or jnp)."""
+        xp = jnp if isinstance(q, jax.Array) or isinstance(k, jax.Array) else np
+        near = xp.abs(q - k) <= self.window
+        if self.causal:
+            near = near & (k <= q)
+        glob = (k < self.global_tokens) | (q < self.global_tokens)
+        return near | (glob & (k <= q) if self.causal else glob)
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockSizes:
+    block_q: int = 128
+    block_k: int = 128
+
+
+def block_layout(mask: LocalGlobalMask, seq_q: int, seq_k: int, bq: int, bk: int):
+    """Per q block row: its non-empty kv blocks (padded by repeating the last) and their kinds."""
+    nq, nk = seq_q // bq, seq_k // bk
+    kinds = np.zeros((nq, nk), np.int32)
+    for i in range(nq):
+        rows = np.arange(i * bq, (i + 1) * bq)[:, None]
+        for j in range(nk):
+            m = mask(rows, np.arange(j * bk, (j + 1) * bk)[None, :])
+            kinds[i, j] = FULL if m.all() else PARTIAL if m.any() else EMPTY
+    counts = (kinds != EMPTY).sum(axis=1)
+    width = max(int(counts.max()), 1)
+    ids = np.zeros((nq, width), np.int32)
+    row_kinds = np.zeros((nq, width), np.int32)
+    for i in range(nq):
+        nonempty = np.flatnonzero(kinds[i])
+        ids[i, :len(nonempty)] = nonempty
+        ids[i, len(nonempty):] = nonempty[-1] if len(nonempty) else 0  # same block again: no new DMA
+        row_kinds[i, :len(nonempty)] = kinds[i, nonempty]
+    return ids, row_kinds, kinds
+
+
+def reference(q, k, v, *, mask: LocalGlobalMask, segment_ids=None, sm_scale: float | None = None):
+    """Dense masked attention in f32."""
+    scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    s = jnp.einsum("bqd,bkd->bqk", q.astype(jnp.float32), k.astype(jnp.float32)) * scale
+    visible = mask(jnp.arange(q.shape[1])[:, None], jnp.arange(k.shape[1])[None, :])[None]
+    if segment_ids is not None:
+        visible = visible & (segment_ids[:, :, None] == segment_ids[:, None, :])
+    p = jax.nn.softmax(jnp.where(visible, s, MASK_VALUE), axis=-1)
+    return jnp.einsum("bqk,bkd->bqd", p, v.astype(jnp.float32)).astype(q.dtype)
+
+
+def _kernel(ids_ref, kinds_ref, q_ref, k_ref, v_ref, *rest, mask, sm_scale, bq, bk, width, segments):
+    if segments:
+        qseg_ref, kseg_ref, o_ref, m_sc, l_sc, acc_sc = rest
+    else:
+        o_ref, m_sc, l_sc, acc_sc = rest
+    i, t = pl.program_id(1), pl.program_id(2)
+    kind = kinds_ref[i * width + t]
+
+    @pl.when(t == 0)
+    def _init():
+        m_sc[...] = jnp.full(m_sc.shape, MASK_VALUE, jnp.float32)
+        l_sc[...] = jnp.zeros(l_sc.shape, jnp.float32)
+        acc_sc[...] = jnp.zeros(acc_sc.shape, jnp.float32)
+
+    def _step(apply_mask: bool):
+        s = _dot(q_ref[...], k_ref[...], 1, 1) * sm_scale
+        visible = None
+        if apply_mask:
+            j = ids_ref[i * width + t]
+            rows = i * bq + jax.lax.broadcasted_iota(jnp.int32, s.shape, 0)
+            cols = j * bk + jax.lax.broadcasted_iota(jnp.int32, s.shape, 1)
+            visible = mask(rows, cols)
+        if segments:
+            same = qseg_ref[...] == kseg_ref[...]  # (bq, 1) == (1, bk)
+            visible = same if visible is None else visible & same
+        if visible is not None:
+            s = jnp.where(visible, s, MASK_VALUE)
+        m_prev = m_sc[:, :1]
+        m_new = jnp.maximum(m_prev, s.max(axis=-1, keepdims=True))
+        p = jnp.exp(s - m_new)
+        alpha = jnp.exp(m_prev - m_new)
+        l_sc[...] = jnp.broadcast_to(alpha * l_sc[:, :1] + p.sum(axis=-1, keepdims=True), l_sc.shape)
+        m_sc[...] = jnp.broadcast_to(m_new, m_sc.shape)
+        acc_sc[...] = acc_sc[...] * alpha + _dot(p.astype(v_ref.dtype), v_ref[...], 1, 0)
+
+    pl.when(kind == FULL)(lambda: _step(apply_mask=False))  # fully visible: no element mask
+    pl.when(kind == PARTIAL)(lambda: _step(apply_mask=True))
+
+    @pl.when(t == pl.num_programs(2) - 1)
+    def _finish():
+        o_ref[...] = (acc_sc[...] / l_sc[:, :1]).astype(o_ref.dtype)
+
+
+def _forward(q, k, v, segment_ids, mask, sm_scale, block_sizes):
+    bh, seq_q, d = q.shape
+    seq_k = k.shape[1]
+    bq, bk = block_sizes.block_q, block_sizes.block_k
+    if seq_q % bq or seq_k % bk:
+        raise ValueError(f"block_q={bq} and block_k={bk} must divide the sequence lengths {seq_q}, {seq_k}")
+    ids, kinds, _ = block_layout(mask, seq_q, seq_k, bq, bk)
+    width = ids.shape[1]
+    segments = segment_ids is not None
+    kv_index = lambda b, i, t, ids_ref, kinds_ref: (b, ids_ref[i * width + t], 0)
+    in_specs = [pl.BlockSpec((None, bq, d), lambda b, i, t, *_: (b, i, 0)),
+                pl.BlockSpec((None, bk, d), kv_index), pl.BlockSpec((None, bk, d), kv_index)]
+    operands = [q, k, v]
+    if segments:
+        in_specs += [pl.BlockSpec((None, bq, 1), lambda b, i, t, *_: (b, i, 0)),
+                     pl.BlockSpec((None, 1, bk), lambda b, i, t, ids_ref, kinds_ref: (b, 0, ids_ref[i * width + t]))]
+        operands += [segment_ids[:, :, None], segment_ids[:, None, :]]
+    spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=2, grid=(bh, seq_q // bq, width), in_specs=in_specs,
+        out_specs=pl.BlockSpec((None, bq, d), lambda b, i, t, *_: (b, i, 0)),
+        scratch_shapes=[pltpu.VMEM((bq, LANES), jnp.float32), pltpu.VMEM((bq, LANES), jnp.float32),
+                        pltpu.VMEM((bq, d), jnp.float32)],
+    )
+    kernel = functools.partial(_kernel, mask=mask, sm_scale=sm_scale, bq=bq, bk=bk, width=width, segments=segments)
+    return pl.pallas_call(
+        kernel, grid_spec=spec, out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "arbitrary")),
+        name="block_sparse_attention",
+    )(jnp.asarray(ids.reshape(-1)), jnp.asarray(kinds.reshape(-1)), *operands)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
+def _attention(q, k, v, segment_ids, mask, sm_scale, block_sizes):
+    return _forward(q, k, v, segment_ids, mask, sm_scale, block_sizes)
+
+
+def _fwd(q, k, v, segment_ids, mask, sm_scale, block_sizes):
+    return _forward(q, k, v, segment_ids, mask, sm_scale, block_sizes), (q, k, v, segment_ids)
+
+
+def _bwd(mask, sm_scale, block_sizes, residuals, do):
+    """Gradient through the dense reference: correct, but not a kernel (it materializes S x S)."""
+    q, k, v, segment_ids = residuals
+    _, vjp = jax.vjp(lambda q, k, v: reference(q, k, v, mask=mask, segment_ids=segment_ids, sm_scale=sm_scale), q, k, v)
+    return (*vjp(do), None)
+
+
+_attention.defvjp(_fwd, _bwd)
+
+
+def block_sparse_attention(q, k, v, *, mask: LocalGlobalMask = LocalGlobalMask(), segment_ids=None,
+                           sm_scale: float | None = None, block_sizes: BlockSizes = BlockSizes()):
+    """Attention over q, k, v (batch*heads, seq, head_dim) where ``mask`` says which keys each
+    query sees; ``segment_ids`` (batch*heads, seq) int32 further restricts it to equal ids."""
+    scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    return _attention(q, k, v, segment_ids, mask, scale, block_sizes)

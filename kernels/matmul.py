@@ -1,0 +1,59 @@
+"""Tiled matmul as a Pallas TPU kernel: (bm, bk) x (bk, bn) tiles, an f32 accumulator in VMEM
+scratch, the reduction axis last and "arbitrary"."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+
+@dataclasses.dataclass(frozen=True)
+class TileSizes:
+    bm: int = 256
+    bk: int = 512
+    bn: int = 256
+
+
+# Defaults per chip: the 256-wide MXU of v6e and TPU7x wants n and k tiles in multiples of 256.
+DEFAULT_TILES = {"tpu-v5e": TileSizes(256, 512, 256), "tpu-v6e": TileSizes(512, 512, 512)}
+
+
+def reference(a, b):
+    return jnp.dot(a, b, preferred_element_type=jnp.float32).astype(a.dtype)
+
+
+def _kernel(a_ref, b_ref, o_ref, acc_ref):
+    @pl.when(pl.program_id(2) == 0)
+    def _init():
+        acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
+
+    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
+
+    @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
+    def _store():
+        o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+
+
+def matmul(a, b, tiles: TileSizes = TileSizes()):
+    """a (m, k) @ b (k, n); each dim must be a multiple of its tile."""
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        raise ValueError(f"matmul: contraction dims differ: a {a.shape}, b {b.shape}")
+    for name, dim, tile in (("m", m, tiles.bm), ("k", k, tiles.bk), ("n", n, tiles.bn)):
+        if dim % tile:
+            raise ValueError(f"matmul: {name}={dim} is not a multiple of its tile {tile}: pad it or pick another tile")
+    return pl.pallas_call(
+        _kernel,
+        out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
+        grid=(m // tiles.bm, n // tiles.bn, k // tiles.bk),
+        in_specs=[pl.BlockSpec((tiles.bm, tiles.bk), lambda i, j, kk: (i, kk)),
+                  pl.BlockSpec((tiles.bk, tiles.bn), lambda i, j, kk: (kk, j))],
+        out_specs=pl.BlockSpec((tiles.bm, tiles.bn), lambda i, j, kk: (i, j)),
+        scratch_shapes=[pltpu.VMEM((tiles.bm, tiles.bn), jnp.float32)],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "arbitrary")),
+        name="matmul",
+    )(a, b)

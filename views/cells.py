@@ -1,0 +1,33 @@
+"""Table helpers shared by the printers: cells that never parse as markup, and the findings table."""
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from inspector.findings import Finding
+from inspector.units import fmt_bytes
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
+
+
+def add_row(table: Table, *cells) -> None:
+    """Add a row; strings become Text, so user data such as "s0[j * 4 + k]" is never read as markup."""
+    table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
+
+
+def findings_table(findings: list[Finding]) -> Table | Text:
+    if not findings:
+        return Text("no findings", style="green")
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True)
+    table.add_column(no_wrap=True, style="dim")
+    table.add_column()
+    for f in findings:
+        add_row(table, Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.code, f.message)
+        allocations = (f.data or {}).get("allocations") or [] if f.code == "compile-vmem-oom" else []
+        for a in allocations[:5]:  # the compiler's largest VMEM allocations
+            what = " ".join(str(x) for x in (a.get("role") or "allocation", a.get("operand_index")) if x is not None)
+            window = f", window {a['window_shape']}" if a.get("window_shape") else ""
+            buffers = f" x {a['buffering']} buffers" if a.get("buffering") else ""
+            add_row(table, "", "", Text(f"{fmt_bytes(a['size_bytes'])}: {what}{window}{buffers}", style="dim"))
+    return table
