@@ -37,6 +37,12 @@ class BlockSizes:
                 raise ValueError(f"{name}={block} must divide the sequence length {seq}")
 
 
+# Per-chip starting points, not tuned on hardware (this project has no TPU): the largest blocks
+# whose VMEM estimate stays under half the chip's scoped limit at head dim 128, with block_k a
+# multiple of the MXU width (128 on v5e, 256 on v6e) so the q k^T product fills it.
+DEFAULT_BLOCK_SIZES = {"tpu-v5e": BlockSizes(512, 512), "tpu-v6e": BlockSizes(1024, 512)}
+
+
 def reference(q, k, v, *, causal: bool = True, sm_scale: float | None = None):
     """Plain softmax(q k^T) v in f32: what XLA makes of attention without a kernel."""
     scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[-1])
