@@ -31,10 +31,13 @@ class BlockSizes:
     block_q: int = 128
     block_k: int = 128
 
-    def check(self, seq_q: int, seq_k: int) -> None:
-        for name, block, seq in (("block_q", self.block_q, seq_q), ("block_k", self.block_k, seq_k)):
+    def fit(self, seq_q: int, seq_k: int) -> "BlockSizes":
+        """Blocks no longer than the sequences; each must divide its sequence length."""
+        fitted = BlockSizes(min(self.block_q, seq_q), min(self.block_k, seq_k))
+        for name, block, seq in (("block_q", fitted.block_q, seq_q), ("block_k", fitted.block_k, seq_k)):
             if block <= 0 or seq % block:
                 raise ValueError(f"{name}={block} must divide the sequence length {seq}")
+        return fitted
 
 
 # Per-chip starting points, not tuned on hardware (this project has no TPU): the largest blocks
@@ -108,7 +111,7 @@ def _fwd_kernel(q_ref, k_ref, v_ref, o_ref, lse_ref, m_sc, l_sc, acc_sc, *, caus
 def _forward(q, k, v, causal, sm_scale, block_sizes):
     bh, seq_q, d = q.shape
     seq_k = k.shape[1]
-    block_sizes.check(seq_q, seq_k)
+    block_sizes = block_sizes.fit(seq_q, seq_k)
     bq, bk = block_sizes.block_q, block_sizes.block_k
 
     def kv_index(b, i, j):
@@ -204,6 +207,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dq_ref, dq_sc, *
 def _backward(q, k, v, out, lse, do, causal, sm_scale, block_sizes):
     bh, seq_q, d = q.shape
     seq_k = k.shape[1]
+    block_sizes = block_sizes.fit(seq_q, seq_k)
     bq, bk = block_sizes.block_q, block_sizes.block_k
     delta = jnp.sum(do.astype(jnp.float32) * out.astype(jnp.float32), axis=-1, keepdims=True)
     delta = jnp.broadcast_to(delta, (bh, seq_q, LANES))

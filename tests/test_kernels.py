@@ -45,6 +45,8 @@ def test_flash_attention_rejects_blocks_that_do_not_divide():
     q = jax.ShapeDtypeStruct((1, 200, 128), jnp.float32)
     with pytest.raises(ValueError, match="block_q=128 must divide the sequence length 200"):
         jax.eval_shape(lambda q: fa.flash_attention(q, q, q), q)
+    short = jax.ShapeDtypeStruct((1, 64, 128), jnp.float32)  # blocks longer than the sequence shrink to it
+    assert jax.eval_shape(lambda q: fa.flash_attention(q, q, q), short).shape == (1, 64, 128)
 
 
 def test_causal_blocks_above_the_diagonal_are_never_fetched():

@@ -55,7 +55,8 @@ def test_pallas_calls_are_found_inside_vmap_scan_cond_and_custom_vjp():
 
 
 def test_walk_counts_fetches_only_when_the_block_changes():
-    [call] = calls("samples/attention.py:flash", args="bf16[1,1024,128] bf16[1,1024,128] bf16[1,1024,128]")
+    [call] = calls("samples/attention.py:flash", args="bf16[1,1024,128] bf16[1,1024,128] bf16[1,1024,128]",
+                   sets=["block_q=128", "block_k=128"])
     walk = walk_grid(call)
     per = {w.operand: w for w in walk.operands}
     assert per["q_ref"].transfers == 8  # one q block per row of the grid
@@ -112,7 +113,8 @@ def test_triton_rules_on_gpu_targets():
 def test_budget_arithmetic_by_hand():
     assert padded_bytes([8, 128], "bfloat16") == 16 * 128 * 2  # bf16 tiles are (16, 128)
     assert padded_bytes([100, 100], "float32") == 104 * 128 * 4
-    [call] = calls("samples/attention.py:flash", args="bf16[1,1024,128] bf16[1,1024,128] bf16[1,1024,128]")
+    [call] = calls("samples/attention.py:flash", args="bf16[1,1024,128] bf16[1,1024,128] bf16[1,1024,128]",
+                   sets=["block_q=128", "block_k=128"])
     b = budget(call.info, get_chip("tpu-v5e"))
     # q, k, v, o: (128, 128) bf16 = 32 KiB and lse: (128, 128) f32 = 64 KiB, two buffers each;
     # m, l, acc scratch: (128, 128) f32 = 64 KiB
@@ -123,7 +125,8 @@ def test_budget_arithmetic_by_hand():
 
 @pytest.mark.tpu
 def test_estimate_matches_the_compilers_own_figure():
-    target = load_target("samples/attention.py:flash", args="bf16[1,1024,128] bf16[1,1024,128] bf16[1,1024,128]")
+    target = load_target("samples/attention.py:flash", args="bf16[1,1024,128] bf16[1,1024,128] bf16[1,1024,128]",
+                         sets=["block_q=128", "block_k=128"])
     result = run_check(target, [get_chip("tpu-v5e")])
     [row] = result.targets
     assert row.compiler_fits and row.vmem_bytes == row.compiler_vmem_bytes == 576 * KiB
