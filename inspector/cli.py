@@ -10,7 +10,7 @@ import sys
 from .errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, InspectorError
 
 VIEWS = ("overview", "jaxpr", "stablehlo", "hlo", "mosaic", "fusions", "pallas")
-VERBS = ("show", "check", "export", "chips")
+VERBS = ("show", "check", "diff", "export", "chips")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,6 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
     _target_options(check)
     check.set_defaults(chip="tpu-v5e")
     check.add_argument("--estimate-only", action="store_true", help="skip the real TPU compiles (libtpu); the static estimate only")
+    diff = sub.add_parser("diff", help="run the function and its reference on the same inputs; where do they differ")
+    _target_options(diff)
+    diff.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    diff.add_argument("--atol", type=float, help="absolute tolerance (default per dtype)")
+    diff.add_argument("--rtol", type=float, help="relative tolerance (default per dtype)")
+    diff.add_argument("--grad", action="store_true", help="compare gradients too (vjp with a random cotangent)")
+    diff.add_argument("--runs", type=int, default=3, metavar="N", help="timed runs after the checked one (0: no timing)")
     chips = sub.add_parser("chips", help="list the hardware targets and their figures")
     chips.add_argument("--json", action="store_true")
     return parser
@@ -158,6 +165,30 @@ def _check(opts) -> int:
     return EXIT_OK if result.ok else EXIT_FINDINGS
 
 
+def _diff(opts) -> int:
+    import dataclasses
+
+    from views.diff import diff_view
+    from views.printer import make_console, print_json
+
+    from .diff import run_diff
+    from .target import load_target
+
+    if opts.chip != "cpu":
+        raise InspectorError("diff runs on this machine (an accelerator when jax has one, else the CPU): drop --target")
+    target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
+    try:
+        result = run_diff(target, seed=opts.seed, atol=opts.atol, rtol=opts.rtol, grad=opts.grad, runs=opts.runs)
+    except ValueError as err:
+        raise InspectorError(str(err)) from err
+    console = make_console()
+    if opts.json:
+        print_json(dataclasses.asdict(result), console)
+    else:
+        console.print(diff_view(result), soft_wrap=False)
+    return EXIT_OK if result.ok else EXIT_FINDINGS
+
+
 def _chips(opts) -> int:
     from views.printer import chip_rows, chips_table, make_console, print_json
 
@@ -179,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         opts = build_parser().parse_args(_normalise(argv))
         if opts.verb is None:
             raise InspectorError("give a target (inspector samples/attention.py:naive) or a verb: " + ", ".join(VERBS))
-        return {"show": _show, "check": _check, "export": _export, "chips": _chips}[opts.verb](opts)
+        return {"show": _show, "check": _check, "diff": _diff, "export": _export, "chips": _chips}[opts.verb](opts)
     except InspectorError as err:
         if debug:
             raise

@@ -34,6 +34,7 @@ class Target:
     kwargs: dict  # keyword example inputs
     params: dict  # static keyword params, baked into the trace
     param_choices: dict  # every value INSPECT offers per param (first is the default)
+    options: dict  # the rest of the INSPECT entry: atol, rtol, int_ranges (used by diff)
     reference: Callable | None
     reference_name: str | None
     source_hash: str  # of the target file, part of the in-process cache key
@@ -260,7 +261,7 @@ def load_target(spec: str, args: str | None = None, ref: str | None = None, sets
     names = [p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] if sig else []
     arg_names = [names[i] if i < len(names) else f"arg{i}" for i in range(len(pos))]
     return Target(
-        arg_names=arg_names, spec=spec, name=func, fn=fn, file=file, line=code.co_firstlineno if code else None,
+        arg_names=arg_names, spec=spec, options={k: v for k, v in entry.items() if k not in ("args", "reference", "params")}, name=func, fn=fn, file=file, line=code.co_firstlineno if code else None,
         args=pos, kwargs=kw, params=params, param_choices=choices,
         reference=reference, reference_name=reference_name, source_hash=source_hash,
     )
