@@ -59,17 +59,20 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--rtol", type=float, help="relative tolerance (default per dtype)")
     diff.add_argument("--grad", action="store_true", help="compare gradients too (vjp with a random cotangent)")
     diff.add_argument("--runs", type=int, default=3, metavar="N", help="timed runs after the checked one (0: no timing)")
+    tui = sub.add_parser("tui", help="the terminal UI (what `inspector TARGET` opens)")
+    _target_options(tui)
+    tui.add_argument("--watch", action="store_true", help="re-analyse when the target file is saved")
     chips = sub.add_parser("chips", help="list the hardware targets and their figures")
     chips.add_argument("--json", action="store_true")
     return parser
 
 
 def _normalise(argv: list[str]) -> list[str]:
-    """`inspector TARGET ...` is `inspector show TARGET ...` (the terminal UI is not built yet)."""
+    """`inspector TARGET ...` is `inspector tui TARGET ...`."""
     rest = [a for a in argv if a != "--debug"]
-    if rest and not rest[0].startswith("-") and rest[0] not in VERBS:
+    if rest and not rest[0].startswith("-") and rest[0] not in VERBS + ("tui",):
         i = argv.index(rest[0])
-        return argv[:i] + ["show"] + argv[i:]
+        return argv[:i] + ["tui"] + argv[i:]
     return argv
 
 
@@ -189,6 +192,25 @@ def _diff(opts) -> int:
     return EXIT_OK if result.ok else EXIT_FINDINGS
 
 
+def _tui(opts) -> int:
+    """The terminal UI; when stdout is not a terminal (a pipe, CI), the overview instead."""
+    import sys as _sys
+
+    if not _sys.stdout.isatty() or opts.json:
+        opts.view, opts.roofline, opts.sort, opts.top = "overview", None, "order", 40
+        return _show(opts)
+    from views.tui.app import InspectorApp
+
+    from .chips import get_chip
+    from .session import Session
+    from .stages import cache_enabled
+
+    get_chip(opts.chip)  # a bad --target is a usage error before the screen opens
+    session = Session(opts.target, opts.chip, opts.args, opts.ref, list(opts.set), cache_enabled() and not opts.no_cache)
+    InspectorApp(session, watch=opts.watch).run()
+    return EXIT_OK
+
+
 def _chips(opts) -> int:
     from views.printer import chip_rows, chips_table, make_console, print_json
 
@@ -210,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         opts = build_parser().parse_args(_normalise(argv))
         if opts.verb is None:
             raise InspectorError("give a target (inspector samples/attention.py:naive) or a verb: " + ", ".join(VERBS))
-        return {"show": _show, "check": _check, "diff": _diff, "export": _export, "chips": _chips}[opts.verb](opts)
+        verbs = {"show": _show, "check": _check, "diff": _diff, "export": _export, "chips": _chips, "tui": _tui}
+        return verbs[opts.verb](opts)
     except InspectorError as err:
         if debug:
             raise

@@ -92,6 +92,7 @@ class FusionAnalysis:
     xla_cost: dict[str, float] | None
     agreement: dict[str, object]
     intermediates: list[Intermediate]
+    frames: dict[int, str] = dataclasses.field(default_factory=dict)  # HLO stack_frame_id -> file:line
 
 
 @dataclasses.dataclass
@@ -418,7 +419,7 @@ def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None, pallas_tra
     results = [] if root is None else list(dict.fromkeys(
         _origin(o, by_name) for o in (root.operands if root.opcode == "tuple" else [root.name])))
     return FusionAnalysis(figures.name if figures else None, kernels, parameters, results, totals, xla_cost,
-                          _agreement(totals, xla_cost), _intermediates(kernels))
+                          _agreement(totals, xla_cost), _intermediates(kernels), dict(module.frames))
 
 
 def _logical(t: TensorRef) -> int:

@@ -18,6 +18,7 @@ from .findings import Finding
 from .pallas import BlockSpecInfo, FoundCall
 
 MAX_STEPS = 1 << 24  # past this the walk covers the first MAX_STEPS steps and says so
+TRACE_STEPS = 4096  # per-step block indices kept for the first steps, for stepping through the grid in the UI
 CHUNK = 1 << 20
 MULTI_CORE_CHIPS = "v4 and v5p (megacore) and TPU7x"
 
@@ -44,6 +45,9 @@ class GridWalk:
     findings: list[Finding]
     seconds: float
     skipped: str | None = None  # why no walk was possible (index maps that read scalar-prefetch data)
+    # For the first TRACE_STEPS steps: the grid point and, per operand, the block it touches.
+    trace_points: list[list[int]] = dataclasses.field(default_factory=list)
+    trace_blocks: dict[str, list[list[int]]] = dataclasses.field(default_factory=dict)
 
     @property
     def sampled(self) -> bool:
@@ -225,12 +229,19 @@ def _walk(call: FoundCall, max_steps: int) -> GridWalk:
     steps = info.steps
     walked = min(steps, max_steps)
     states = [_OperandState(op, info.grid, info.dimension_semantics) for op in info.operands]
+    trace_points, trace_blocks = [], {}
     for start in range(0, walked, CHUNK):
         stop = min(walked, start + CHUNK)
         points = _grid_points(info.grid, start, stop)
         for state, index_map in zip(states, call.index_maps):
-            blocks = index_map(*points) if points else index_map()
-            state.add([np.asarray(b) for b in blocks], points, start)
+            blocks = [np.asarray(b) for b in (index_map(*points) if points else index_map())]
+            state.add(blocks, points, start)
+            if start == 0:
+                n = min(TRACE_STEPS, stop)
+                trace_blocks[state.op.operand] = np.stack(
+                    [np.broadcast_to(b, (stop - start,))[:n] for b in blocks], axis=1).tolist() if blocks else []
+        if start == 0:
+            trace_points = np.stack(points, axis=1)[:TRACE_STEPS].tolist() if points else [[]]
     walks, findings = [], []
     for state in states:
         walk, values, counts = state.result()
@@ -243,5 +254,5 @@ def _walk(call: FoundCall, max_steps: int) -> GridWalk:
         kernel=info.name, steps=steps, walked_steps=walked, operands=walks,
         hbm_bytes_read=sum(w.bytes for w in walks if w.role == "input"),
         hbm_bytes_written=sum(w.bytes for w in walks if w.role == "output"),
-        findings=findings, seconds=time.perf_counter() - t0,
+        findings=findings, seconds=time.perf_counter() - t0, trace_points=trace_points, trace_blocks=trace_blocks,
     )

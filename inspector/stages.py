@@ -110,6 +110,11 @@ def _trace(target: Target, backend: Backend):
         raise TargetFailure(describe_error(err, target.file, f"raised while tracing {target.name}")) from err
 
 
+def _relative(text: str) -> str:
+    """Source paths in the printed jaxpr relative to the working directory, as everywhere else."""
+    return text.replace(os.getcwd() + os.sep, "")
+
+
 def _attach_sources(kernels: list[MosaicKernel], eqns: list[JaxprEqn]) -> None:
     """Lowering keeps no traceback for pallas_call; the kernels lower in the order of their eqns."""
     calls = [e for e in eqns if e.primitive == "pallas_call"]
@@ -190,7 +195,8 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
             _attach_sources(mosaic, eqns)
             stages = Stages(
                 backend=backend.chip.name, platform=backend.platform, device_kind=backend.device_kind,
-                jaxpr=closed.jaxpr.pretty_print(source_info=True) if jaxpr_text else None, jaxpr_eqns=eqns,
+                jaxpr=_relative(closed.jaxpr.pretty_print(source_info=True, use_color=False)) if jaxpr_text else None,
+                jaxpr_eqns=eqns,
                 stablehlo=lowered.as_text() if lowered is not None else "",
                 mosaic=list(mosaic), pallas_interpreted=interpret, timings=timings, closed_jaxpr=closed,
             )

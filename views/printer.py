@@ -60,7 +60,7 @@ def _cost_line(cost: dict | None) -> str:
             f"bytes accessed {fmt_bytes(cost.get('bytes accessed'))}")
 
 
-def overview(report: Report):
+def overview(report: Report, timings: bool = True, findings: bool = True):
     t, s = report.target, report.stages
     params = ", ".join(f"{k}={v!r}" for k, v in t.params.items()) or "-"
     where = f"{t.file}:{t.line}" if t.file else "-"
@@ -94,14 +94,17 @@ def overview(report: Report):
                                                  "(--view fusions)"))
     if s.mosaic:
         rows.append(("pallas kernels", ", ".join(f"{k.name} ({k.source})" for k in s.mosaic)))
-    timing = ", ".join(f"{k.removesuffix('_s')} {v:.2f}s" for k, v in s.timings.items())
-    rows.append(("time", timing + (" (compile from cache)" if s.compile_cached else "")))
+    if timings:
+        timing = ", ".join(f"{k.removesuffix('_s')} {v:.2f}s" for k, v in s.timings.items())
+        rows.append(("time", timing + (" (compile from cache)" if s.compile_cached else "")))
     parts = [_kv_table(rows)]
-    if report.findings:
+    if not findings:
+        pass
+    elif report.findings:
         parts += [Text("\nfindings", style="bold"), findings_table(report.findings)]
     else:
         parts.append(Text("\nno findings", style="green"))
-    return Panel(Group(*parts), title=f"[bold]{t.spec}[/] on {report.chip.name}", expand=False)
+    return Panel(Group(*parts), title=Text.assemble((t.spec, "bold"), f" on {report.chip.name}"), expand=False)
 
 
 def _stage_text(report: Report, view: str) -> str:

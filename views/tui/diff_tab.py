@@ -1,0 +1,24 @@
+"""The diff tab: runs on demand (d), then shows the error summary and the error map."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from inspector.diff import DiffResult
+
+from ..diff import diff_view
+
+
+class DiffTab(VerticalScroll):
+    def compose(self):
+        yield Static(Text("press d to run the function and its reference and compare them"), id="diff-body")
+
+    def running(self) -> None:
+        self.query_one("#diff-body", Static).update(Text("running the kernel and the reference… (Esc cancels)"))
+
+    def show(self, result: DiffResult) -> None:
+        self.query_one("#diff-body", Static).update(diff_view(result))
+
+    def show_error(self, message: str) -> None:
+        self.query_one("#diff-body", Static).update(Text(message, style="bold red"))

@@ -1,0 +1,86 @@
+"""The fusions tab: a sortable table of kernels, the selected kernel's ops and source lines, and
+the materialized intermediates."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import DataTable, Static
+
+from inspector.fusions import FusionAnalysis
+from inspector.units import fmt_bytes, fmt_count, fmt_time
+
+from ..fusions import SORT_KEYS, intermediates_table, totals_table
+
+COLUMNS = ("#", "kernel", "kind", "source", "HBM r+w", "flops", "flop/B", "time", "bound")
+SORTS = ("order", "bytes", "flops", "time")
+
+
+class FusionsTab(Vertical):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.analysis: FusionAnalysis | None = None
+        self.sort = "order"
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="fusions-summary")
+        yield DataTable(id="fusions-table", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="fusions-detail"):
+            yield Static("", id="fusions-kernel")
+            yield Static("", id="fusions-intermediates")
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns(*COLUMNS)
+
+    def show(self, analysis: FusionAnalysis | None, why_not: str = "") -> None:
+        self.analysis = analysis
+        summary = self.query_one("#fusions-summary", Static)
+        if analysis is None:
+            summary.update(Text(f"no kernels: {why_not}", style="yellow"))
+            self.query_one(DataTable).clear()
+            return
+        summary.update(Text(f"{len(analysis.kernels)} kernels, HBM {fmt_bytes(analysis.totals['hbm_bytes'])}, sorted by "
+                            f"{self.sort} (press s to change); {analysis.agreement.get('note')}"))
+        self.query_one("#fusions-intermediates", Static).update(intermediates_table(analysis))
+        self._fill()
+
+    def cycle_sort(self) -> None:
+        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+        if self.analysis is not None:
+            self.show(self.analysis)
+
+    def _fill(self) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        kernels = list(enumerate(self.analysis.kernels))
+        if SORT_KEYS.get(self.sort):
+            kernels.sort(key=lambda ik: SORT_KEYS[self.sort](ik[1]))
+        for i, k in kernels:
+            table.add_row(str(i), k.name, k.kind.replace("custom-call:", "cc:"), (k.source or "").rsplit("/", 1)[-1],
+                          fmt_bytes(k.hbm_bytes_read + k.hbm_bytes_written), fmt_count(k.flops),
+                          f"{k.intensity:.1f}" if k.intensity is not None else "-", fmt_time(k.roofline_s),
+                          k.bound or "-", key=str(i))
+        if kernels:
+            self._detail(kernels[0][0])
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if self.analysis is not None and event.row_key is not None and event.row_key.value is not None:
+            self._detail(int(event.row_key.value))
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        label = str(event.label)
+        wanted = {"HBM r+w": "bytes", "flops": "flops", "time": "time", "#": "order"}.get(label)
+        if wanted:
+            self.sort = wanted
+            self.show(self.analysis)
+
+    def _detail(self, index: int) -> None:
+        k = self.analysis.kernels[index]
+        ops = ", ".join(f"{op} x{n}" for op, n in k.ops.items()) or "-"
+        text = Text.assemble((k.name, "bold"), f"  {k.kind}\n", f"ops: {ops}\n",
+                             f"sources: {', '.join(k.sources) or k.source or '-'}\n", f"op_name: {k.op_name or '-'}\n",
+                             f"reads {fmt_bytes(k.hbm_bytes_read)} from HBM, writes {fmt_bytes(k.hbm_bytes_written)}; "
+                             f"{fmt_count(k.flops)} flops, {fmt_count(k.transcendentals)} transcendentals"
+                             + (f"; XLA estimates {fmt_count(k.compiler_cycles)} cycles" if k.compiler_cycles else "")
+                             + (f"\n{k.note}" if k.note else ""))
+        self.query_one("#fusions-kernel", Static).update(text)

@@ -1,0 +1,63 @@
+"""A stage's text (jaxpr, StableHLO, HLO, Mosaic): read-only, virtualised (TextArea renders only
+the visible lines, so a 90,000-line HLO scrolls), searchable, and each line's source location."""
+from __future__ import annotations
+
+import re
+
+from textual.widgets import TextArea
+from textual.widgets.text_area import Selection
+
+_JAXPR_SOURCE = re.compile(r"#\s+(\S+?:\d+)(?::\d+)?\s")
+_HLO_FRAME = re.compile(r"stack_frame_id=(\d+)")
+
+
+class StageText(TextArea):
+    """One stage's text. ``frames`` maps HLO stack_frame_ids to file:line."""
+
+    def __init__(self, stage: str, **kwargs):
+        super().__init__("", read_only=True, soft_wrap=False, show_line_numbers=True, id=f"text-{stage}", **kwargs)
+        self.stage = stage
+        self.frames: dict[int, str] = {}
+
+    def show(self, text: str, frames: dict[int, str] | None = None) -> None:
+        self.load_text(text)
+        self.frames = frames or {}
+
+    def source_of(self, row: int) -> str | None:
+        """The user's file:line behind a line of this stage, when the text says."""
+        if row >= self.document.line_count:
+            return None
+        line = self.document.get_line(row)
+        m = _JAXPR_SOURCE.search(line + " ")
+        if m:
+            return m[1]
+        m = _HLO_FRAME.search(line)
+        return self.frames.get(int(m[1])) if m else None
+
+    def rows_with_source(self, source: str) -> list[int]:
+        return [r for r in range(self.document.line_count) if self.source_of(r) == source]
+
+    def find(self, needle: str, forward: bool = True) -> bool:
+        """Select the next (or previous) occurrence of ``needle`` after the cursor; wraps around."""
+        if not needle:
+            return False
+        lines = self.text.split("\n")
+        start, end = sorted((self.selection.start, self.selection.end))
+        row, col = end if forward else start
+        count = len(lines)
+        for step in range(count + 1):
+            r = (row + step) % count if forward else (row - step) % count
+            line = lines[r]
+            if forward:
+                at = line.find(needle, col if step == 0 else 0)
+            else:
+                at = line.rfind(needle, 0, col if step == 0 else len(line))
+            if at >= 0:
+                self.selection = Selection((r, at), (r, at + len(needle)))
+                self.scroll_cursor_visible(center=True)
+                return True
+        return False
+
+    def go_to_row(self, row: int) -> None:
+        self.selection = Selection((row, 0), (row, len(self.document.get_line(row))))
+        self.scroll_cursor_visible(center=True)
