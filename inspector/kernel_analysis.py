@@ -35,7 +35,7 @@ def _budget_findings(b: VmemBudget) -> list[Finding]:
         return []
     over = b.total_bytes - b.limit_bytes
     mib = lambda n: f"{n / 2**20:.2f} MiB"
-    growth = f"; blocks must shrink to {b.block_growth:.2f}x" if b.block_growth else ""
+    growth = f"; the pipelined blocks alone would have to shrink to {b.block_growth:.2f}x" if b.block_growth else ""
     return [Finding("error", "vmem-over-limit" if b.memory == "VMEM" else "smem-over-limit",
                     f"{b.kernel} on {b.chip}: needs at least {mib(b.total_bytes)} of {b.memory} but the "
                     f"{b.limit_source} is {mib(b.limit_bytes)} (over by {mib(over)}){growth}",
