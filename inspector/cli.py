@@ -143,11 +143,22 @@ def _export(opts) -> int:
     return EXIT_OK if report.ok else EXIT_FINDINGS
 
 
-def _check(opts) -> int:
+def _emit(opts, result, view) -> int:
+    """Print a check or diff result (JSON with --json) and turn its verdict into the exit code."""
     import dataclasses
 
-    from views.pallas import check_view
     from views.printer import make_console, print_json
+
+    console = make_console()
+    if opts.json:
+        print_json(dataclasses.asdict(result), console)
+    else:
+        console.print(view(result), soft_wrap=False)
+    return EXIT_OK if result.ok else EXIT_FINDINGS
+
+
+def _check(opts) -> int:
+    from views.pallas import check_view
 
     from .check import run_check
     from .chips import parse_targets
@@ -160,19 +171,11 @@ def _check(opts) -> int:
         raise InspectorError(f"check is about TPU and GPU targets, not {', '.join(local)}: e.g. --target tpu-v5e,tpu-v6e,h100")
     target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
     result = run_check(target, chips, estimate_only=opts.estimate_only, use_cache=cache_enabled() and not opts.no_cache)
-    console = make_console()
-    if opts.json:
-        print_json(dataclasses.asdict(result), console)
-    else:
-        console.print(check_view(result), soft_wrap=False)
-    return EXIT_OK if result.ok else EXIT_FINDINGS
+    return _emit(opts, result, check_view)
 
 
 def _diff(opts) -> int:
-    import dataclasses
-
     from views.diff import diff_view
-    from views.printer import make_console, print_json
 
     from .diff import run_diff
     from .target import load_target
@@ -184,12 +187,7 @@ def _diff(opts) -> int:
         result = run_diff(target, seed=opts.seed, atol=opts.atol, rtol=opts.rtol, grad=opts.grad, runs=opts.runs)
     except ValueError as err:
         raise InspectorError(str(err)) from err
-    console = make_console()
-    if opts.json:
-        print_json(dataclasses.asdict(result), console)
-    else:
-        console.print(diff_view(result), soft_wrap=False)
-    return EXIT_OK if result.ok else EXIT_FINDINGS
+    return _emit(opts, result, diff_view)
 
 
 def _tui(opts) -> int:

@@ -195,7 +195,8 @@ _COMP_HEADER = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s+\(.*\)\s+->\s+.*\{\s*$")
 _INSTR = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*")
 
 
-def _split_instruction(line: str) -> Instruction | None:
+def split_instruction(line: str) -> Instruction | None:
+    """One instruction line of HLO text, or None for any other line."""
     m = _INSTR.match(line)
     if not m:
         return None
@@ -273,7 +274,7 @@ def parse_hlo(text: str) -> HloModule:
             computations[current.name] = current
             current = None
             continue
-        instr = _split_instruction(line)
+        instr = split_instruction(line)
         if instr:
             current.instructions.append(instr)
     if entry is None:

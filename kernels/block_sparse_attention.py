@@ -18,7 +18,7 @@ import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from .flash_attention import LANES, MASK_VALUE, _dot
+from .flash_attention import LANES, MASK_VALUE, _dot, online_softmax_update
 
 EMPTY, PARTIAL, FULL = 0, 1, 2
 
@@ -107,13 +107,7 @@ def _kernel(ids_ref, kinds_ref, q_ref, k_ref, v_ref, *rest, mask, sm_scale, bq, 
             visible = same if visible is None else visible & same
         if visible is not None:
             s = jnp.where(visible, s, MASK_VALUE)
-        m_prev = m_sc[:, :1]
-        m_new = jnp.maximum(m_prev, s.max(axis=-1, keepdims=True))
-        p = jnp.exp(s - m_new)
-        alpha = jnp.exp(m_prev - m_new)
-        l_sc[...] = jnp.broadcast_to(alpha * l_sc[:, :1] + p.sum(axis=-1, keepdims=True), l_sc.shape)
-        m_sc[...] = jnp.broadcast_to(m_new, m_sc.shape)
-        acc_sc[...] = acc_sc[...] * alpha + _dot(p.astype(v_ref.dtype), v_ref[...], 1, 0)
+        online_softmax_update(s, v_ref, m_sc, l_sc, acc_sc)
 
     pl.when(kind == FULL)(lambda: _step(apply_mask=False))  # fully visible: no element mask
     pl.when(kind == PARTIAL)(lambda: _step(apply_mask=True))

@@ -73,6 +73,17 @@ def _dot(a, b, contract_a: int, contract_b: int):
     return jax.lax.dot_general(a, b, (((contract_a,), (contract_b,)), ((), ())), preferred_element_type=jnp.float32)
 
 
+def online_softmax_update(s, v_ref, m_sc, l_sc, acc_sc):
+    """Fold one block of scores ``s`` (bq, bk) into the running max, sum and accumulator."""
+    m_prev = m_sc[:, :1]
+    m_new = jnp.maximum(m_prev, s.max(axis=-1, keepdims=True))
+    p = jnp.exp(s - m_new)
+    alpha = jnp.exp(m_prev - m_new)
+    l_sc[...] = jnp.broadcast_to(alpha * l_sc[:, :1] + p.sum(axis=-1, keepdims=True), l_sc.shape)
+    m_sc[...] = jnp.broadcast_to(m_new, m_sc.shape)
+    acc_sc[...] = acc_sc[...] * alpha + _dot(p.astype(v_ref.dtype), v_ref[...], 1, 0)
+
+
 # ----------------------------------------------------------------------------- forward
 
 
@@ -89,13 +100,7 @@ def _fwd_kernel(q_ref, k_ref, v_ref, o_ref, lse_ref, m_sc, l_sc, acc_sc, *, caus
         s = _dot(q_ref[...], k_ref[...], 1, 1) * sm_scale
         if causal:
             s = _causal_mask(s, qi, kj, block_q, block_k)
-        m_prev = m_sc[:, :1]
-        m_new = jnp.maximum(m_prev, s.max(axis=-1, keepdims=True))
-        p = jnp.exp(s - m_new)
-        alpha = jnp.exp(m_prev - m_new)
-        l_sc[...] = jnp.broadcast_to(alpha * l_sc[:, :1] + p.sum(axis=-1, keepdims=True), l_sc.shape)
-        m_sc[...] = jnp.broadcast_to(m_new, m_sc.shape)
-        acc_sc[...] = acc_sc[...] * alpha + _dot(p.astype(v_ref.dtype), v_ref[...], 1, 0)
+        online_softmax_update(s, v_ref, m_sc, l_sc, acc_sc)
 
     if causal:
         pl.when(_needed(qi, kj, block_q, block_k))(_step)  # skip blocks above the diagonal
