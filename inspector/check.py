@@ -32,6 +32,7 @@ class CheckResult:
     targets: list[TargetCheck]
     kernels: list[PallasReport]
     findings: list[Finding]
+    sweep: list | None = None  # SweepRow per combination of INSPECT params, with --sweep
 
 
 def _compiler_verdict(target: Target, chip: Chip, use_cache: bool) -> tuple[bool, int | None, str | None, list[Finding]]:

@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     _target_options(check)
     check.set_defaults(chip="tpu-v5e")
     check.add_argument("--estimate-only", action="store_true", help="skip the real TPU compiles (libtpu); the static estimate only")
+    check.add_argument("--sweep", action="store_true", help="also estimate every combination of INSPECT's params: which block sizes fit")
     diff = sub.add_parser("diff", help="run the function and its reference on the same inputs; where do they differ")
     _target_options(diff)
     diff.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
@@ -171,6 +172,10 @@ def _check(opts) -> int:
         raise InspectorError(f"check is about TPU and GPU targets, not {', '.join(local)}: e.g. --target tpu-v5e,tpu-v6e,h100")
     target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
     result = run_check(target, chips, estimate_only=opts.estimate_only, use_cache=cache_enabled() and not opts.no_cache)
+    if opts.sweep:
+        from .sweep import sweep
+
+        result.sweep = sweep(target, [c for c in chips if c.is_tpu or c.kind == "gpu"])
     return _emit(opts, result, check_view)
 
 

@@ -168,3 +168,15 @@ def test_pallas_view_prints_blockspecs_and_budgets(run_cli):
     for needle in ("flash_attention_fwd", "q_ref", "(i, j, k) -> (i, j, 0)", "tpu-v5e (VMEM)", "tpu-7x (VMEM)",
                    "pl.CostEstimate(flops="):
         assert needle in out.stdout
+
+
+def test_sweep_estimates_every_inspect_combination():
+    from inspector.sweep import sweep
+
+    target = load_target("samples/attention.py:flash", args="bf16[1,4096,128] bf16[1,4096,128] bf16[1,4096,128]")
+    rows = sweep(target, [get_chip("tpu-v5e"), get_chip("tpu-v6e")])
+    assert len(rows) == 5 * 3  # block_q x block_k choices
+    by = {(r.params["block_q"], r.params["block_k"]): r for r in rows}
+    assert by[(4096, 512)].fits == {"tpu-v5e": False, "tpu-v6e": True}  # the compiler agrees (test above)
+    assert by[(512, 512)].fits == {"tpu-v5e": True, "tpu-v6e": True}
+    assert by[(128, 128)].needs["tpu-v5e"] == 576 * KiB

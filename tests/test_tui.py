@@ -225,3 +225,24 @@ def test_in_a_real_terminal():
             pytest.fail("the UI did not quit on q")
     finally:
         subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+def test_watch_reanalyses_when_the_file_is_saved(tmp_path):
+    source = tmp_path / "watched.py"
+    source.write_text("import jax.numpy as jnp\ndef f(x):\n    return jnp.sin(x)\nINSPECT = {'f': {'args': 'f32[8]'}}\n")
+
+    async def run():
+        app = InspectorApp(Session(f"{source}:f", "cpu"), watch=True)
+        async with app.run_test(size=SIZE) as pilot:
+            await loaded(pilot)
+            assert "sin" in app.report.stages.jaxpr
+            await asyncio.sleep(1.2)  # the first tick records the file's time
+            source.write_text(source.read_text().replace("jnp.sin", "jnp.cos"))
+            os.utime(source, (time.time() + 5, time.time() + 5))
+            for _ in range(40):
+                await asyncio.sleep(0.25)
+                await app.workers.wait_for_complete()
+                if "cos" in (app.report.stages.jaxpr or ""):
+                    break
+            assert "cos" in app.report.stages.jaxpr
+    asyncio.run(run())

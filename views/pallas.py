@@ -78,4 +78,25 @@ def check_view(result: CheckResult) -> Group:
                       compiler, fmt_bytes(t.compiler_vmem_bytes))
     kernels = ", ".join(f"{k.call.name} ({k.call.source}, grid {tuple(k.call.grid)})" for k in result.kernels) or "none"
     status = Text("ok" if result.ok else "FAILED", style="bold green" if result.ok else "bold red")
-    return Group(table, Text(f"kernels: {kernels}"), Text(""), findings_table(result.findings), Text(""), status)
+    parts = [table, Text(f"kernels: {kernels}"), Text("")]
+    if result.sweep:
+        parts += [sweep_table(result.sweep), Text("")]
+    return Group(*parts, findings_table(result.findings), Text(""), status)
+
+
+def sweep_table(rows) -> Table:
+    chips = list(dict.fromkeys(c for r in rows for c in r.needs))
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title="every combination of INSPECT's params (VMEM estimate)",
+                  title_justify="left")
+    table.add_column("params")
+    for chip in chips:
+        table.add_column(chip, justify="right", no_wrap=True)
+    for r in rows:
+        label = ", ".join(f"{k}={v}" for k, v in r.params.items())
+        if r.error:
+            add_row(table, label, *([Text(r.error[:60], style="dim")] + [""] * (len(chips) - 1) if chips else []))
+            continue
+        cells = [Text(f"{fmt_bytes(r.needs[c])} " + ("fits" if r.fits[c] else "NO"), style="green" if r.fits[c] else "red")
+                 if r.needs.get(c) is not None else Text("-") for c in chips]
+        add_row(table, label, *cells)
+    return table

@@ -98,12 +98,9 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
         timing = ", ".join(f"{k.removesuffix('_s')} {v:.2f}s" for k, v in s.timings.items())
         rows.append(("time", timing + (" (compile from cache)" if s.compile_cached else "")))
     parts = [_kv_table(rows)]
-    if not findings:
-        pass
-    elif report.findings:
-        parts += [Text("\nfindings", style="bold"), findings_table(report.findings)]
-    else:
-        parts.append(Text("\nno findings", style="green"))
+    if findings:  # the TUI lists the findings in a table of its own
+        parts += ([Text("\nfindings", style="bold"), findings_table(report.findings)] if report.findings
+                  else [Text("\nno findings", style="green")])
     return Panel(Group(*parts), title=Text.assemble((t.spec, "bold"), f" on {report.chip.name}"), expand=False)
 
 

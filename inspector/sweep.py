@@ -1,0 +1,49 @@
+"""Which block sizes fit: the VMEM estimate of every combination of the params INSPECT offers,
+per chip, without compiling (a trace each, no walk). Feeds `check --sweep`."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+from .backends import Backend
+from .chips import Chip, get_chip
+from .errors import InspectorError
+from .pallas import find_pallas_calls
+from .stages import capture
+from .target import Target
+from .vmem import budget
+
+MAX_COMBINATIONS = 64
+
+
+@dataclasses.dataclass
+class SweepRow:
+    params: dict
+    needs: dict[str, int | None]  # chip -> estimated peak VMEM of the largest kernel (None: did not trace)
+    fits: dict[str, bool | None]
+    error: str | None = None  # why this combination does not even trace (a block that does not divide, say)
+
+
+def sweep(target: Target, chips: list[Chip]) -> list[SweepRow]:
+    names = list(target.param_choices)
+    if not names:
+        raise InspectorError(f"{target.spec}: INSPECT offers no params to sweep (give \"params\": {{name: [values]}})")
+    combos = list(itertools.product(*(target.param_choices[n] for n in names)))[:MAX_COMBINATIONS]
+    rows = []
+    for values in combos:
+        params = dict(target.params, **dict(zip(names, values)))
+        candidate = dataclasses.replace(target, params=params)
+        try:
+            traced = capture(candidate, Backend(get_chip("cpu")), compile=False).closed_jaxpr
+        except InspectorError as err:
+            rows.append(SweepRow(dict(zip(names, values)), {}, {}, str(err).split(" (raised", 1)[0]))
+            continue
+        calls = find_pallas_calls(traced)
+        needs, fits = {}, {}
+        for chip in chips:
+            budgets = [b for c in calls if (b := budget(c.info, chip))]
+            peak = max(budgets, key=lambda b: b.total_bytes, default=None)
+            needs[chip.name] = peak.total_bytes if peak else None
+            fits[chip.name] = all(b.fits for b in budgets) if budgets else None
+        rows.append(SweepRow(dict(zip(names, values)), needs, fits))
+    return rows
