@@ -191,8 +191,8 @@ def _snapshot_app(tab_keys):
     pytest.param(NAIVE, ["1"], id="overview"),
     pytest.param(NAIVE, ["2"], id="jaxpr"),
     pytest.param(NAIVE, ["3"], id="stablehlo"),
-    # the HLO's first lines list the machine's file paths: show its ENTRY computation instead
-    pytest.param(NAIVE, ["4", "slash", *"ENTRY", "enter"], id="hlo"),
+    # No HLO snapshot: its stack-frame table (and so every line number) depends on who compiled
+    # the module first (the compile cache keeps that text); the pilot tests above cover the tab.
     pytest.param(NAIVE, ["5"], id="fusions"),
     pytest.param(FLASH, ["6", "right"], id="pallas"),
     pytest.param(NAIVE, ["7"], id="diff"),
