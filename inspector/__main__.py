@@ -1,3 +1,4 @@
 from .cli import entry
 
-entry()
+if __name__ == "__main__":  # the terminal UI's worker process imports this module again: do nothing then
+    entry()

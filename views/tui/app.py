@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static, TabbedCont
 
 from inspector.chips import CHIPS
 from inspector.errors import InspectorError
+from inspector.remote import Remote
 from inspector.session import Session
 
 from .diff_tab import DiffTab
@@ -26,6 +27,8 @@ TARGETS = [c.name for c in CHIPS if c.kind != "gpu" and c.name != "gpu"]
 
 
 def _message(err: BaseException) -> str:
+    if type(err).__name__ == "BrokenProcessPool":
+        return "cancelled"
     return str(err) if isinstance(err, InspectorError) else f"{type(err).__name__}: {err}"
 
 
@@ -58,6 +61,7 @@ class InspectorApp(App):
         self.diff_verdict: str | None = None
         self.last_search = ""
         self._mtime = None
+        self.remote = Remote()  # the core runs in a child process: the UI keeps the GIL to itself
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -93,7 +97,7 @@ class InspectorApp(App):
     def load(self, fresh: bool = False) -> None:
         self.call_from_thread(self.status, f"compiling {self.session.spec} for {self.session.chip}…", "yellow")
         try:
-            report = self.session.report(fresh=fresh)
+            report = self.remote.call(self.session, "report", fresh)
         except Exception as err:  # a failure is shown where the report would be
             self.call_from_thread(self._failed, _message(err))
             return
@@ -215,7 +219,7 @@ class InspectorApp(App):
     @work(thread=True, exclusive=True, group="diff")
     def run_diff(self) -> None:
         try:
-            result = self.session.diff()
+            result = self.remote.call(self.session, "diff")
         except Exception as err:
             self.call_from_thread(self.query_one(DiffTab).show_error, _message(err))
             return
@@ -270,7 +274,11 @@ class InspectorApp(App):
             return
         self.workers.cancel_group(self, "load")
         self.workers.cancel_group(self, "diff")
-        self.status("cancelled (a compile already inside XLA finishes in the background; its result is dropped)", "yellow")
+        self.remote.cancel()
+        self.status("cancelled: the compile was stopped (r starts it again)", "yellow")
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def on_unmount(self) -> None:
+        self.remote.close()
