@@ -10,6 +10,36 @@ from textual.widgets.text_area import Selection
 _JAXPR_SOURCE = re.compile(r"#\s+(\S+?:\d+)(?::\d+)?\s")
 _HLO_FRAME = re.compile(r"stack_frame_id=(\d+)")
 
+# Syntax colour for jaxpr, MLIR and HLO (no tree-sitter grammar knows HLO): regex -> the
+# TextArea theme's style names.
+_RULES = [
+    (re.compile(r"(?:#|//) .*$"), "comment"),
+    (re.compile(r'"[^"\n]*"'), "string"),
+    (re.compile(r"\b(?:pred|[suf]\d+|bf16|c64|c128|f8e\w+)\[[\d,]*\](?:\{[^}\s]*\})?|tensor<[^>]*>|memref<[^>]*>|vector<[^>]*>"), "type"),
+    (re.compile(r"%[\w.\-#]+"), "variable"),
+    (re.compile(r"\b(?:stablehlo|tpu|arith|vector|memref|scf|func|sdy|chlo)\.[\w.]+|(?<== )[a-z][\w\-]*(?=\()"), "function"),
+    (re.compile(r"\b(?:ENTRY|ROOT|HloModule|lambda|let|in)\b"), "keyword"),
+]
+
+
+class _LineHighlights(dict):
+    """Highlights computed per line when the line is first drawn: a 90,000-line HLO costs only
+    what is on screen. Offsets are in UTF-8 bytes, as the TextArea expects."""
+
+    def __init__(self, document):
+        super().__init__()
+        self.document = document
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __missing__(self, row: int) -> list:
+        line = self.document.get_line(row) if row < self.document.line_count else ""
+        to_bytes = (lambda i: i) if line.isascii() else (lambda i: len(line[:i].encode()))
+        found = [(to_bytes(m.start()), to_bytes(m.end()), name) for rule, name in _RULES for m in rule.finditer(line)]
+        self[row] = found
+        return found
+
 
 class StageText(TextArea):
     """One stage's text. ``frames`` maps HLO stack_frame_ids to file:line."""
@@ -18,6 +48,10 @@ class StageText(TextArea):
         super().__init__("", read_only=True, soft_wrap=False, show_line_numbers=True, id=f"text-{stage}", **kwargs)
         self.stage = stage
         self.frames: dict[int, str] = {}
+
+    def _build_highlight_map(self) -> None:  # Textual's hook (pinned textual 8): our rules, lazily
+        self._line_cache.clear()
+        self._highlights = _LineHighlights(self.document)
 
     def show(self, text: str, frames: dict[int, str] | None = None) -> None:
         self.load_text(text)
