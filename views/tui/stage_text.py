@@ -48,6 +48,7 @@ class StageText(TextArea):
         super().__init__("", read_only=True, soft_wrap=False, show_line_numbers=True, id=f"text-{stage}", **kwargs)
         self.stage = stage
         self.frames: dict[int, str] = {}
+        self._rows_by_source: dict[str, list[int]] | None = None  # built on first use, per text
 
     def _build_highlight_map(self) -> None:  # Textual's hook (pinned textual 8): our rules, lazily
         self._line_cache.clear()
@@ -56,6 +57,7 @@ class StageText(TextArea):
     def show(self, text: str, frames: dict[int, str] | None = None) -> None:
         self.load_text(text)
         self.frames = frames or {}
+        self._rows_by_source = None
 
     def source_of(self, row: int) -> str | None:
         """The user's file:line behind a line of this stage, when the text says."""
@@ -69,7 +71,15 @@ class StageText(TextArea):
         return self.frames.get(int(m[1])) if m else None
 
     def rows_with_source(self, source: str) -> list[int]:
-        return [r for r in range(self.document.line_count) if self.source_of(r) == source]
+        """Rows whose line comes from ``source``; indexed once per text (the cursor asks on every move)."""
+        if self._rows_by_source is None:
+            index: dict[str, list[int]] = {}
+            for row in range(self.document.line_count):
+                where = self.source_of(row)
+                if where:
+                    index.setdefault(where, []).append(row)
+            self._rows_by_source = index
+        return self._rows_by_source.get(source, [])
 
     def find(self, needle: str, forward: bool = True) -> bool:
         """Select the next (or previous) occurrence of ``needle`` after the cursor; wraps around."""
