@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, InspectorError
+from .errors import EXIT_FINDINGS, EXIT_OK, InspectorError
 
 VIEWS = ("overview", "jaxpr", "stablehlo", "hlo", "mosaic", "fusions", "pallas")
 VERBS = ("show", "check", "diff", "export", "chips")

@@ -3,7 +3,6 @@ scratch, the reduction axis last and "arbitrary"."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import jax
 import jax.numpy as jnp

@@ -4,7 +4,6 @@ import json
 
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 from conftest import DATA
 from inspector.diff import TOLERANCES, compare, error_map, run_diff

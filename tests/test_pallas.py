@@ -2,8 +2,6 @@
 without), budgets against hand-computed figures and against libtpu, and `inspector check`."""
 import json
 
-import jax
-import jax.numpy as jnp
 import pytest
 
 from conftest import DATA, lines_of_function

@@ -89,7 +89,7 @@ def main(n: int = 3) -> None:
         with tempfile.TemporaryDirectory() as cache:
             cached = dict(quiet, INSPECTOR_NO_CACHE="0", INSPECTOR_CACHE_DIR=cache)
             run(ours, cached)  # fill the cache
-            rows.append((f"  same, second run (compile cached)", f, median_wall(ours, cached, n), -1, rss_of(ours, cached)))
+            rows.append(("  same, second run (compile cached)", f, median_wall(ours, cached, n), -1, rss_of(ours, cached)))
     with tempfile.TemporaryDirectory() as tmp:
         tiny = Path(tmp) / "tiny.py"
         tiny.write_text(TINY)

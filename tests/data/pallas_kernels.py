@@ -1,6 +1,5 @@
 """Small Pallas kernels for the tests: correct ones (no finding expected) and ones nested in
 jit, vmap, scan, cond and custom_vjp (to be found there)."""
-import functools
 
 import jax
 import jax.numpy as jnp

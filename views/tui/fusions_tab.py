@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Static
 from inspector.fusions import FusionAnalysis
 from inspector.units import fmt_bytes, fmt_count, fmt_time
 
-from ..fusions import SORT_KEYS, intermediates_table, totals_table
+from ..fusions import SORT_KEYS, intermediates_table
 
 COLUMNS = ("#", "kernel", "kind", "source", "HBM r+w", "flops", "flop/B", "time", "bound")
 SORTS = ("order", "bytes", "flops", "time")

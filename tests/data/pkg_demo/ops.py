@@ -1,4 +1,3 @@
-import jax.numpy as jnp
 
 
 def double(x):
