@@ -77,7 +77,7 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
 
 
 # Findings that depend on the chip; the rest (the grid walk) are the same on every chip and reported once.
-_CHIP_CODES = {"tiling", "tiling-packing", "mxu-padding", "vmem-over-limit", "smem-over-limit",
+_CHIP_CODES = {"tiling", "tiling-packing", "mxu-padding", "vmem-over-limit", "smem-over-limit", "shared-memory-over-limit",
                "triton-block-pow2", "mosaic-gpu-minor-bytes"}
 
 

@@ -30,13 +30,19 @@ class PallasReport:
                 "bytes_accessed": int(self.walk.hbm_bytes_read + self.walk.hbm_bytes_written)}
 
 
-def _budget_findings(b: VmemBudget) -> list[Finding]:
+def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
+    found = []
+    if chip.smem_bytes and b.smem_bytes > chip.smem_bytes:
+        found.append(Finding("error", "smem-over-limit", f"{b.kernel} on {b.chip}: scalar prefetch and SMEM scratch need "
+                             f"{b.smem_bytes:,} B of SMEM, more than its {chip.smem_bytes:,} B: prefetch less (per row "
+                             "block, not the whole table)", kernel=b.kernel, view="pallas",
+                             data={"chip": b.chip, "bytes": b.smem_bytes, "limit": chip.smem_bytes}))
     if b.fits:
-        return []
+        return found
     over = b.total_bytes - b.limit_bytes
     mib = lambda n: f"{n / 2**20:.2f} MiB"
     growth = f"; the pipelined blocks alone would have to shrink to {b.block_growth:.2f}x" if b.block_growth else ""
-    return [Finding("error", "vmem-over-limit" if b.memory == "VMEM" else "smem-over-limit",
+    return found + [Finding("error", "vmem-over-limit" if b.memory == "VMEM" else "shared-memory-over-limit",
                     f"{b.kernel} on {b.chip}: needs at least {mib(b.total_bytes)} of {b.memory} but the "
                     f"{b.limit_source} is {mib(b.limit_bytes)} (over by {mib(over)}){growth}",
                     kernel=b.kernel, view="pallas", data={"chip": b.chip, "bytes": b.total_bytes, "limit": b.limit_bytes})]
@@ -53,6 +59,6 @@ def analyse_pallas(closed_jaxpr, budget_chips: list[Chip], rule_chips: list[Chip
         for chip in rule_chips:
             findings += tiling_findings(found.info, chip)
             if chip.name in budgets:
-                findings += _budget_findings(budgets[chip.name])
+                findings += _budget_findings(budgets[chip.name], chip)
         reports.append(PallasReport(found.info, walk, list(budgets.values()), findings))
     return reports

@@ -59,6 +59,7 @@ class PallasCall:
     grid_names: list[str]
     dimension_semantics: list[str]  # per grid axis; "arbitrary" when unspecified
     scalar_prefetch: int
+    prefetch_bytes: int  # the scalar-prefetch operands, which live in SMEM for the whole kernel
     operands: list[BlockSpecInfo]
     scratch: list[ScratchInfo]
     vmem_limit_bytes: int | None  # CompilerParams(vmem_limit_bytes=...)
@@ -336,7 +337,10 @@ def find_pallas_calls(closed_jaxpr, eqn_sources: dict | None = None) -> list[Fou
             source=f"{short_path(frame.file_name)}:{frame.start_line}" if frame else None,
             kernel_source=_short_src(getattr(info, "func_src_info", None)),
             grid=grid, grid_names=names, dimension_semantics=_semantics(cp, len(grid)),
-            scalar_prefetch=int(gm.num_index_operands), operands=operands, scratch=scratch,
+            scalar_prefetch=int(gm.num_index_operands),
+            prefetch_bytes=sum(math.prod(v.aval.shape) * np.dtype(v.aval.dtype).itemsize
+                               for v in eqn.invars[:gm.num_index_operands]),
+            operands=operands, scratch=scratch,
             vmem_limit_bytes=getattr(cp, "vmem_limit_bytes", None), num_stages=getattr(cp, "num_stages", None),
             step_flops=flops, step_transcendentals=trans, dots=dots, intermediates_bytes=sizes,
         ), maps, kernel, _signature(gm, prefetch), prefetch is not None))

@@ -65,7 +65,7 @@ def padded_bytes(shape: list[int], dtype: str) -> int:
 
 
 def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
-    items, smem = [], 0
+    items, smem = [], info.prefetch_bytes
     for op in info.operands:
         if op.memory_space == "smem":
             smem += op.block_bytes

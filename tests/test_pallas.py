@@ -1,5 +1,6 @@
 """Pallas analysis: discovery, the grid walk's checks (each on a kernel with the bug and one
 without), budgets against hand-computed figures and against libtpu, and `inspector check`."""
+import dataclasses
 import json
 
 import pytest
@@ -178,3 +179,15 @@ def test_sweep_estimates_every_inspect_combination():
     assert by[(4096, 512)].fits == {"tpu-v5e": False, "tpu-v6e": True}  # the compiler agrees (test above)
     assert by[(512, 512)].fits == {"tpu-v5e": True, "tpu-v6e": True}
     assert by[(128, 128)].needs["tpu-v5e"] == 576 * KiB
+
+
+def test_scalar_prefetch_counts_against_smem():
+    [call] = calls("samples/attention.py:block_sparse", args="bf16[1,1024,128] bf16[1,1024,128] bf16[1,1024,128]")
+    info = call.info
+    assert info.scalar_prefetch == 2 and info.prefetch_bytes > 0
+    b = budget(info, get_chip("tpu-v5e"))
+    assert b.smem_bytes == info.prefetch_bytes  # two int32 tables: kv block ids and their kinds
+    from inspector.kernel_analysis import _budget_findings
+
+    tight = dataclasses.replace(get_chip("tpu-v5e"), smem_bytes=8)
+    assert [f.code for f in _budget_findings(b, tight)] == ["smem-over-limit"]

@@ -35,13 +35,16 @@ def blockspec_table(k: PallasReport) -> Table:
 
 def budget_table(k: PallasReport) -> Table:
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title="on-chip memory per target (estimate, a lower bound)",
-                  title_justify="left")
-    for col in ("target", "needs", "limit", "fits", "headroom", "blocks could grow", "physical"):
+                  title_justify="left", caption="limit: the chip's default scoped VMEM, or the kernel's vmem_limit_bytes "
+                  "(set); grow: how far the pipelined blocks could grow and still fit", caption_justify="left")
+    for col in ("target", "needs", "limit", "fits", "headroom", "grow", "physical", "SMEM"):
         table.add_column(col, justify="left" if col in ("target", "fits") else "right", no_wrap=True)
     for b in k.budgets:
         fits = Text("yes", style="green") if b.fits else Text("NO", style="bold red")
-        add_row(table, f"{b.chip} ({b.memory})", fmt_bytes(b.total_bytes), f"{fmt_bytes(b.limit_bytes)} {b.limit_source}", fits,
-                      fmt_bytes(b.headroom_bytes), f"{b.block_growth:.2f}x" if b.block_growth else "-", fmt_bytes(b.physical_bytes))
+        limit = fmt_bytes(b.limit_bytes) + ("" if b.limit_source == "scoped default" else " (set)")
+        add_row(table, f"{b.chip} ({b.memory})", fmt_bytes(b.total_bytes), limit, fits,
+                      fmt_bytes(b.headroom_bytes), f"{b.block_growth:.2f}x" if b.block_growth else "-", fmt_bytes(b.physical_bytes),
+                      fmt_bytes(b.smem_bytes) if b.memory == "VMEM" else "-")
     return table
 
 
