@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 
 from .backends import Backend
-from .chips import Chip
+from .chips import Chip, get_chip
 from .findings import Finding, by_severity
 from .hlo_module import parse_hlo
 from .kernel_analysis import PallasReport, analyse_pallas
-from .stages import capture
+from .stages import Stages, capture
 from .target import Target
 
 
@@ -35,18 +35,18 @@ class CheckResult:
     sweep: list | None = None  # SweepRow per combination of INSPECT params, with --sweep
 
 
-def _compiler_verdict(target: Target, chip: Chip, use_cache: bool) -> tuple[bool, int | None, str | None, list[Finding]]:
-    stages = capture(target, Backend(chip), use_cache=use_cache)
+def _compiler_verdict(stages: Stages, row: TargetCheck) -> list[Finding]:
+    """Fill the row with what the compile said: fits or not, and its own VMEM figure."""
     err = stages.compile_error
     if err is not None:
-        used = err.vmem.used_bytes if err.vmem else None
-        code = "compile-vmem-oom" if err.vmem else "compile-error"
-        return False, used, err.headline, [Finding("error", code, f"{chip.name}: {err.headline}", kernel=err.vmem.kernel if err.vmem else None,
-                                                  view="pallas", data={"chip": chip.name})]
+        row.compiler_fits, row.compiler_message = False, err.headline
+        row.compiler_vmem_bytes = err.vmem.used_bytes if err.vmem else None
+        return [err.finding(stages.backend, view="pallas")]
     used = [sum(int(u.get("size", 0)) for u in (i.backend_config or {}).get("used_scoped_memory_configs", []))
             for i in parse_hlo(stages.hlo).entry_computation.instructions
             if i.opcode == "custom-call" and i.attr("custom_call_target") == "tpu_custom_call"]
-    return True, max(used) if used else None, None, []
+    row.compiler_fits, row.compiler_vmem_bytes = True, max(used) if used else None
+    return []
 
 
 def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False, use_cache: bool = True) -> CheckResult:
@@ -56,8 +56,9 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
     for chip in chips:
         if chip.is_local:
             raise ValueError("check needs TPU or GPU targets")
-        traced = capture(target, Backend(chip) if chip.is_tpu else Backend(_cpu()), compile=False)
-        reports = analyse_pallas(traced.closed_jaxpr, [chip], [chip])
+        compile = chip.is_tpu and not estimate_only  # one trace serves the estimate and the compile
+        stages = capture(target, Backend(chip if chip.is_tpu else get_chip("cpu")), compile=compile, use_cache=use_cache)
+        reports = analyse_pallas(stages.closed_jaxpr, [chip], [chip])
         if not kernels:
             kernels = reports
             findings += [f for r in reports for f in r.findings if f.code not in _CHIP_CODES]
@@ -66,9 +67,8 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
         peak = max(budgets, key=lambda b: b.total_bytes, default=None)
         row = TargetCheck(chip.name, all(b.fits for b in budgets), peak.total_bytes if peak else None,
                           peak.limit_bytes if peak else None, None)
-        if chip.is_tpu and not estimate_only:
-            row.compiler_fits, row.compiler_vmem_bytes, row.compiler_message, compile_findings = _compiler_verdict(target, chip, use_cache)
-            findings += compile_findings
+        if compile:
+            findings += _compiler_verdict(stages, row)
         rows.append(row)
     if not kernels:
         findings.append(Finding("info", "no-pallas-call", f"{target.spec} has no pallas_call: nothing to check"))
@@ -79,8 +79,3 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
 # Findings that depend on the chip; the rest (the grid walk) are the same on every chip and reported once.
 _CHIP_CODES = {"tiling", "tiling-packing", "mxu-padding", "vmem-over-limit", "smem-over-limit", "shared-memory-over-limit",
                "triton-block-pow2", "mosaic-gpu-minor-bytes"}
-
-
-def _cpu() -> Chip:
-    from .chips import get_chip
-    return get_chip("cpu")

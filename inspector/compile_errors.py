@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from .findings import Finding
 from .units import fmt_bytes
 
 _UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
@@ -60,6 +61,12 @@ class CompileError:
     status: str | None = None  # e.g. RESOURCE_EXHAUSTED
     code: str | None = None  # e.g. E1001
     vmem: VmemOom | None = None
+
+    def finding(self, chip: str, view: str) -> Finding:
+        """The compile failure as a finding, with the compiler's VMEM figures as its data."""
+        return Finding("error", "compile-vmem-oom" if self.vmem else "compile-error", f"{chip}: {self.headline}",
+                       kernel=self.vmem.kernel if self.vmem else None, view=view,
+                       data=dict(dataclasses.asdict(self.vmem), chip=chip) if self.vmem else {"chip": chip})
 
     @property
     def headline(self) -> str:

@@ -4,13 +4,13 @@ from __future__ import annotations
 import collections
 import re
 
+from .hlo_module import split_instruction
+
 # An op starts its line, after an optional "%results = ": attributes such as mhlo.num_replicas do not.
 _MLIR_OP = re.compile(r'^\s*(?:%[^=]*=\s*)?"?([a-z_]+\.[a-z_][\w.]*)')
 
 
 def count_hlo_ops(text: str) -> dict[str, int]:
-    from .hlo_module import split_instruction
-
     counts = collections.Counter(i.opcode for i in map(split_instruction, text.splitlines()) if i)
     return dict(counts.most_common())
 

@@ -86,12 +86,8 @@ def _inputs(target: Target) -> list[InputInfo]:
 
 def _stage_findings(stages: Stages) -> list[Finding]:
     found = []
-    err = stages.compile_error
-    if err is not None:
-        code = "compile-vmem-oom" if err.vmem else "compile-error"
-        data = dataclasses.asdict(err.vmem) if err.vmem else None
-        found.append(Finding("error", code, f"{stages.backend}: {err.headline}", kernel=err.vmem.kernel if err.vmem else None,
-                             view="overview", data=data))
+    if stages.compile_error is not None:
+        found.append(stages.compile_error.finding(stages.backend, view="overview"))
     if stages.pallas_interpreted:
         found.append(Finding("info", "pallas-interpreted",
                              "Pallas kernels are interpreted on the CPU backend: the HLO shows the interpreter, "
