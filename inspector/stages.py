@@ -50,7 +50,7 @@ class Stages:
     # The traced program itself, for analyses that read jax objects (the Pallas walk); never serialised.
     closed_jaxpr: object = dataclasses.field(default=None, repr=False, compare=False)
 
-    @property
+    @functools.cached_property  # parses the whole HLO: once, in whichever process made the stages
     def op_counts(self) -> dict[str, dict[str, int]]:
         counts = {"jaxpr": dict(collections.Counter(e.primitive for e in self.jaxpr_eqns).most_common()),
                   "stablehlo": count_mlir_ops(self.stablehlo)}
