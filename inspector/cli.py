@@ -94,7 +94,7 @@ def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool, pallas: boo
 
 
 def _show(opts) -> int:
-    from views.printer import make_console, print_json, print_view
+    from .views.printer import make_console, print_json, print_view
 
     report = _report(opts, compile=opts.view in ("overview", "hlo", "fusions"), jaxpr_text=opts.view == "jaxpr",
                      fusions=opts.view in ("overview", "fusions"), pallas=opts.view in ("overview", "pallas"))
@@ -111,13 +111,13 @@ def _export(opts) -> int:
     import json
 
     from .atomic import write_atomic
-    from .graph import build_dot, render_svg
+    from .hlo.graph import build_dot, render_svg
     from .units import fmt_bytes, fmt_time
 
     if not (opts.svg or opts.dot or opts.json_path):
         raise InspectorError("export needs at least one of --svg PATH, --dot PATH, --json PATH")
     if opts.svg or opts.dot:  # fail before the compile when the SVG cannot be drawn
-        from .graph import dot_available
+        from .hlo.graph import dot_available
         if opts.svg and not dot_available():
             render_svg(None)  # raises the how-to-install message
     report = _report(opts, compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True)
@@ -148,7 +148,7 @@ def _emit(opts, result, view) -> int:
     """Print a check or diff result (JSON with --json) and turn its verdict into the exit code."""
     import dataclasses
 
-    from views.printer import make_console, print_json
+    from .views.printer import make_console, print_json
 
     console = make_console()
     if opts.json:
@@ -159,9 +159,9 @@ def _emit(opts, result, view) -> int:
 
 
 def _check(opts) -> int:
-    from views.pallas import check_view
+    from .views.pallas import check_view
 
-    from .check import run_check
+    from .pallas.check import run_check
     from .chips import parse_targets
     from .stages import cache_enabled
     from .target import load_target
@@ -173,14 +173,14 @@ def _check(opts) -> int:
     target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
     result = run_check(target, chips, estimate_only=opts.estimate_only, use_cache=cache_enabled() and not opts.no_cache)
     if opts.sweep:
-        from .sweep import sweep
+        from .pallas.sweep import sweep
 
         result.sweep = sweep(target, [c for c in chips if c.is_tpu or c.kind == "gpu"])
     return _emit(opts, result, check_view)
 
 
 def _diff(opts) -> int:
-    from views.diff import diff_view
+    from .views.diff import diff_view
 
     from .diff import run_diff
     from .target import load_target
@@ -202,7 +202,7 @@ def _tui(opts) -> int:
     if not _sys.stdout.isatty() or opts.json:
         opts.view, opts.roofline, opts.sort, opts.top = "overview", None, "order", 40
         return _show(opts)
-    from views.tui.app import InspectorApp
+    from .views.tui.app import InspectorApp
 
     from .chips import get_chip
     from .session import Session
@@ -215,7 +215,7 @@ def _tui(opts) -> int:
 
 
 def _chips(opts) -> int:
-    from views.printer import chip_rows, chips_table, make_console, print_json
+    from .views.printer import chip_rows, chips_table, make_console, print_json
 
     console = make_console()
     if opts.json:

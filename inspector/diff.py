@@ -303,7 +303,7 @@ def _output_blockspec(found_calls, shape: tuple[int, ...], dtype: str):
 
 def _writers(call, operand: int):
     """block -> the first grid points whose output block it is."""
-    from .grid_walk import MAX_STEPS, _grid_points
+    from .pallas.grid_walk import MAX_STEPS, _grid_points
 
     info = call.info
     if info.steps > MAX_STEPS // 4 or (info.scalar_prefetch and not call.prefetch_known):
@@ -353,7 +353,7 @@ def run_diff(target: Target, *, seed: int = 0, atol: float | None = None, rtol: 
 
     from .backends import Backend
     from .chips import get_chip
-    from .pallas import find_pallas_calls
+    from .pallas.discovery import find_pallas_calls
     from .stages import capture
 
     if target.reference is None:

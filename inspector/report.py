@@ -5,9 +5,9 @@ import dataclasses
 from typing import Any
 
 from .chips import CHIPS, Chip
-from .kernel_analysis import PallasReport, analyse_pallas
+from .pallas.analysis import PallasReport, analyse_pallas
 from .findings import Finding, by_severity
-from .fusions import FusionAnalysis, analyse_fusions
+from .hlo.fusions import FusionAnalysis, analyse_fusions
 from .specs import hlo_type
 from .stages import STAGES, Stages
 from .target import Target, short_path

@@ -65,7 +65,7 @@ class Session:
         import json
 
         from .atomic import write_atomic
-        from .graph import build_dot, dot_available, render_svg
+        from .hlo.graph import build_dot, dot_available, render_svg
 
         stem = Path(directory) / f"inspector-{report.target.function}-{report.chip.name}"
         written = [str(write_atomic(f"{stem}.json", json.dumps(report.to_dict(texts=("jaxpr", "stablehlo", "hlo", "mosaic")),

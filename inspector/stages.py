@@ -17,8 +17,8 @@ from . import compile_cache
 from .backends import Backend
 from .compile_errors import CompileError, parse_compile_error
 from .errors import TargetFailure
-from .hlo_text import count_hlo_ops, count_mlir_ops
-from .mosaic import MosaicKernel, capture_mosaic
+from .hlo.text import count_hlo_ops, count_mlir_ops
+from .pallas.mosaic import MosaicKernel, capture_mosaic
 from .target import Target, short_path, describe_error
 
 STAGES = ("jaxpr", "stablehlo", "hlo")

@@ -10,8 +10,8 @@ import math
 import jax
 import jax.numpy as jnp
 
-from kernels import block_sparse_attention as bsa
-from kernels.flash_attention import BlockSizes, flash_attention
+from inspector.kernels import block_sparse_attention as bsa
+from inspector.kernels.flash_attention import BlockSizes, flash_attention
 
 
 def naive(q, k, v, causal: bool = True):

@@ -6,7 +6,7 @@ only the tile size changed and the kernel got 2.75x faster), scaled by 1/4 per d
 """
 import jax.numpy as jnp
 
-from kernels.matmul import TileSizes, matmul
+from inspector.kernels.matmul import TileSizes, matmul
 
 
 def tiled(a, b, bm: int = 256, bk: int = 256, bn: int = 256):

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels.ragged_dot import TileSizes, ragged_dot
+from inspector.kernels.ragged_dot import TileSizes, ragged_dot
 
 TOKENS, D_MODEL, D_FF = 2048, 512, 1024
 # tokens per expert as sorted by a top-1 router on a skewed batch: sums to TOKENS, expert 7 idle

@@ -5,8 +5,8 @@ import pytest
 from conftest import DATA, lines_of_function
 from inspector.backends import Backend
 from inspector.chips import get_chip
-from inspector.fusions import analyse_fusions
-from inspector.hlo_module import ArrayShape, parse_hlo, parse_shape
+from inspector.hlo.fusions import analyse_fusions
+from inspector.hlo.module import ArrayShape, parse_hlo, parse_shape
 from inspector.report import build_report
 from inspector.stages import capture
 from inspector.target import load_target

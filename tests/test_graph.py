@@ -9,8 +9,8 @@ from conftest import DATA
 from inspector.backends import Backend
 from inspector.chips import get_chip
 from inspector.errors import UsageError
-from inspector.fusions import analyse_fusions
-from inspector.graph import SVG_NODE_LIMIT, build_dot, dot_available, render_svg
+from inspector.hlo.fusions import analyse_fusions
+from inspector.hlo.graph import SVG_NODE_LIMIT, build_dot, dot_available, render_svg
 from inspector.stages import capture
 from inspector.target import load_target
 

@@ -8,10 +8,10 @@ from jax.experimental.pallas import tpu as pltpu
 
 from inspector.backends import Backend
 from inspector.chips import get_chip
-from kernels import block_sparse_attention as bsa
-from kernels import flash_attention as fa
-from kernels import matmul as mm
-from kernels import ragged_dot as rd
+from inspector.kernels import block_sparse_attention as bsa
+from inspector.kernels import flash_attention as fa
+from inspector.kernels import matmul as mm
+from inspector.kernels import ragged_dot as rd
 
 TOL = {jnp.float32: 5e-5, jnp.bfloat16: 3e-2}
 
@@ -50,8 +50,8 @@ def test_flash_attention_rejects_blocks_that_do_not_divide():
 
 
 def test_causal_blocks_above_the_diagonal_are_never_fetched():
-    from inspector.grid_walk import walk_grid
-    from inspector.pallas import find_pallas_calls
+    from inspector.pallas.grid_walk import walk_grid
+    from inspector.pallas.discovery import find_pallas_calls
 
     q = jax.ShapeDtypeStruct((1, 1024, 128), jnp.bfloat16)
     causal, full = (find_pallas_calls(jax.jit(lambda q, c=c: fa.flash_attention(q, q, q, causal=c)).trace(q).jaxpr)[0]

@@ -7,15 +7,15 @@ import pytest
 
 from conftest import DATA, lines_of_function
 from inspector.backends import Backend
-from inspector.check import run_check
+from inspector.pallas.check import run_check
 from inspector.chips import get_chip
-from inspector.grid_walk import walk_grid
-from inspector.kernel_analysis import analyse_pallas
-from inspector.pallas import find_pallas_calls
+from inspector.pallas.grid_walk import walk_grid
+from inspector.pallas.analysis import analyse_pallas
+from inspector.pallas.discovery import find_pallas_calls
 from inspector.stages import capture
 from inspector.target import load_target
-from inspector.tiling import tiling_findings
-from inspector.vmem import budget, padded_bytes
+from inspector.pallas.tiling import tiling_findings
+from inspector.pallas.vmem import budget, padded_bytes
 
 KERNELS = str(DATA / "pallas_kernels.py")
 KiB, MiB = 1024, 2**20
@@ -170,7 +170,7 @@ def test_pallas_view_prints_blockspecs_and_budgets(run_cli):
 
 
 def test_sweep_estimates_every_inspect_combination():
-    from inspector.sweep import sweep
+    from inspector.pallas.sweep import sweep
 
     target = load_target("samples/attention.py:flash", args="bf16[1,4096,128] bf16[1,4096,128] bf16[1,4096,128]")
     rows = sweep(target, [get_chip("tpu-v5e"), get_chip("tpu-v6e")])
@@ -187,7 +187,7 @@ def test_scalar_prefetch_counts_against_smem():
     assert info.scalar_prefetch == 2 and info.prefetch_bytes > 0
     b = budget(info, get_chip("tpu-v5e"))
     assert b.smem_bytes == info.prefetch_bytes  # two int32 tables: kv block ids and their kinds
-    from inspector.kernel_analysis import _budget_findings
+    from inspector.pallas.analysis import _budget_findings
 
     tight = dataclasses.replace(get_chip("tpu-v5e"), smem_bytes=8)
     assert [f.code for f in _budget_findings(b, tight)] == ["smem-over-limit"]

@@ -15,9 +15,9 @@ from textual.widgets import DataTable, Static, TabbedContent
 
 from conftest import DATA, ROOT
 from inspector.session import Session
-from views.tui.app import InspectorApp
-from views.tui.pallas_tab import PallasTab
-from views.tui.stage_text import StageText
+from inspector.views.tui.app import InspectorApp
+from inspector.views.tui.pallas_tab import PallasTab
+from inspector.views.tui.stage_text import StageText
 
 NAIVE = Session("samples/attention.py:naive", "cpu", "f32[1,128,32] f32[1,128,32] f32[1,128,32]")
 FLASH = Session("samples/attention.py:flash", "cpu", "bf16[1,512,128] bf16[1,512,128] bf16[1,512,128]",

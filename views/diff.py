@@ -6,8 +6,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from inspector.diff import DiffResult, LeafDiff
-from inspector.units import fmt_time
+from ..diff import DiffResult, LeafDiff
+from ..units import fmt_time
 
 from .cells import add_row, findings_table
 

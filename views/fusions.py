@@ -6,8 +6,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from inspector.fusions import FusionAnalysis, Kernel
-from inspector.units import fmt_bytes, fmt_count, fmt_time
+from ..hlo.fusions import FusionAnalysis, Kernel
+from ..units import fmt_bytes, fmt_count, fmt_time
 
 from .cells import add_row
 

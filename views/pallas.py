@@ -6,9 +6,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from inspector.check import CheckResult
-from inspector.kernel_analysis import PallasReport
-from inspector.units import fmt_bytes
+from ..pallas.check import CheckResult
+from ..pallas.analysis import PallasReport
+from ..units import fmt_bytes
 
 from .cells import add_row, findings_table
 

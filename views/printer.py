@@ -11,9 +11,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from inspector.chips import CHIPS, Chip
-from inspector.report import Report
-from inspector.units import fmt_bytes, fmt_count, fmt_time
+from ..chips import CHIPS, Chip
+from ..report import Report
+from ..units import fmt_bytes, fmt_count, fmt_time
 
 from .cells import add_row, findings_table
 from .fusions import fusions_view

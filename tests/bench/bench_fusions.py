@@ -27,7 +27,7 @@ environment.prepare()
 
 from inspector.backends import Backend  # noqa: E402
 from inspector.chips import get_chip  # noqa: E402
-from inspector.fusions import analyse_fusions  # noqa: E402
+from inspector.hlo.fusions import analyse_fusions  # noqa: E402
 from inspector.stages import capture  # noqa: E402
 from inspector.target import load_target  # noqa: E402
 

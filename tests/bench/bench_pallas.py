@@ -22,8 +22,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from jax.experimental import pallas as pl  # noqa: E402
 
-from inspector.grid_walk import walk_grid  # noqa: E402
-from inspector.pallas import find_pallas_calls  # noqa: E402
+from inspector.pallas.grid_walk import walk_grid  # noqa: E402
+from inspector.pallas.discovery import find_pallas_calls  # noqa: E402
 
 
 def big_grid(x):

@@ -22,7 +22,7 @@ def process_age():
 sys.path.insert(0, {root!r})
 from inspector import environment; environment.prepare()
 from inspector.session import Session
-from views.tui.app import InspectorApp
+from inspector.views.tui.app import InspectorApp
 from textual import events
 from textual.widgets import TabbedContent
 

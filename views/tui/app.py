@@ -9,10 +9,10 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Input, Static, TabbedContent, TabPane
 
-from inspector.chips import CHIPS
-from inspector.errors import InspectorError
-from inspector.remote import Remote
-from inspector.session import Session
+from ...chips import CHIPS
+from ...errors import InspectorError
+from ...remote import Remote
+from ...session import Session
 
 from .diff_tab import DiffTab
 from .fusions_tab import FusionsTab

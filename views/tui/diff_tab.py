@@ -5,7 +5,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from inspector.diff import DiffResult
+from ...diff import DiffResult
 
 from ..diff import diff_view
 

@@ -7,8 +7,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
-from inspector.fusions import FusionAnalysis
-from inspector.units import fmt_bytes, fmt_count, fmt_time
+from ...hlo.fusions import FusionAnalysis
+from ...units import fmt_bytes, fmt_count, fmt_time
 
 from ..fusions import SORT_KEYS, intermediates_table
 

@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from inspector.report import Report
+from ...report import Report
 
 from ..cells import SEVERITY_STYLE
 from ..printer import overview

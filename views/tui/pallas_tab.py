@@ -10,8 +10,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from inspector.kernel_analysis import PallasReport
-from inspector.units import fmt_bytes
+from ...pallas.analysis import PallasReport
+from ...units import fmt_bytes
 
 from ..cells import add_row, findings_table
 from ..pallas import blockspec_table

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from .backends import Backend
-from .chips import Chip, get_chip
-from .findings import Finding, by_severity
-from .hlo_module import parse_hlo
-from .kernel_analysis import PallasReport, analyse_pallas
-from .stages import Stages, capture
-from .target import Target
+from ..backends import Backend
+from ..chips import Chip, get_chip
+from ..findings import Finding, by_severity
+from ..hlo.module import parse_hlo
+from .analysis import PallasReport, analyse_pallas
+from ..stages import Stages, capture
+from ..target import Target
 
 
 @dataclasses.dataclass

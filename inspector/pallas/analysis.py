@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from .chips import Chip
-from .findings import Finding
+from ..chips import Chip
+from ..findings import Finding
 from .grid_walk import GridWalk, walk_grid
-from .pallas import PallasCall, find_pallas_calls
+from .discovery import PallasCall, find_pallas_calls
 from .tiling import tiling_findings
 from .vmem import VmemBudget, budget
 

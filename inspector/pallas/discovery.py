@@ -271,7 +271,7 @@ def _semantics(compiler_params, ndim: int) -> list[str]:
 
 def _short_src(src: str | None) -> str | None:
     """'kernel at /abs/path/file.py:48' -> 'kernel at path/file.py:48'."""
-    from .target import short_path
+    from ..target import short_path
 
     if not src or " at " not in src:
         return src
@@ -292,8 +292,8 @@ def find_pallas_calls(closed_jaxpr, eqn_sources: dict | None = None) -> list[Fou
     """Every pallas_call in the program (inside jit, custom_vjp, scan, cond, vmap'd code too)."""
     from jax._src import source_info_util
 
-    from .stages import _walk_eqns
-    from .target import short_path
+    from ..stages import _walk_eqns
+    from ..target import short_path
 
     found = []
     known = _constants(closed_jaxpr)

@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
-from .chips import Chip
-from .findings import Finding
-from .pallas import BlockSpecInfo, PallasCall
+from ..chips import Chip
+from ..findings import Finding
+from .discovery import BlockSpecInfo, PallasCall
 
 MXU_WASTE_WARN = 0.10
 

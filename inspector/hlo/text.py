@@ -4,7 +4,7 @@ from __future__ import annotations
 import collections
 import re
 
-from .hlo_module import split_instruction
+from .module import split_instruction
 
 # An op starts its line, after an optional "%results = ": attributes such as mhlo.num_replicas do not.
 _MLIR_OP = re.compile(r'^\s*(?:%[^=]*=\s*)?"?([a-z_]+\.[a-z_][\w.]*)')

@@ -15,9 +15,9 @@ import math
 import re
 from collections import Counter
 
-from .chips import Chip
-from .units import fmt_bytes
-from .hlo_module import ArrayShape, Computation, HloModule, Instruction, parse_hlo, parse_shape
+from ..chips import Chip
+from ..units import fmt_bytes
+from .module import ArrayShape, Computation, HloModule, Instruction, parse_hlo, parse_shape
 
 NOT_KERNELS = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all", "partition-id",
                "replica-id", "opt-barrier", "copy-done", "slice-done", "add-dependency", "domain", "async-done",

@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from .findings import Finding
-from .pallas import BlockSpecInfo, FoundCall
+from ..findings import Finding
+from .discovery import BlockSpecInfo, FoundCall
 
 MAX_STEPS = 1 << 24  # past this the walk covers the first MAX_STEPS steps and says so
 TRACE_STEPS = 4096  # per-step block indices kept for the first steps, for stepping through the grid in the UI

@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from .chips import Chip
-from .pallas import PallasCall
+from ..chips import Chip
+from .discovery import PallasCall
 from .tiling import packing
 
 VREG_FILE_BYTES = 64 * 4096  # 64 vector registers of 8x128x32 bits

@@ -9,8 +9,8 @@ import re
 import shutil
 import subprocess
 
-from .units import fmt_bytes, fmt_count, fmt_time
-from .errors import UsageError
+from ..units import fmt_bytes, fmt_count, fmt_time
+from ..errors import UsageError
 from .fusions import FusionAnalysis, Kernel
 
 BOUND_FILL = {"memory": "#f6c177", "compute": "#8ec5ff", None: "#dddddd"}
