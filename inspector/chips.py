@@ -14,7 +14,7 @@ from .errors import UsageError
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 
 TPU_INFO = "jax tpu_info (pltpu.get_tpu_info_for_chip), per core x cores"
-MEASURED = "measured: libtpu 0.0.42.1 deviceless compiles (facts.md s1)"
+MEASURED = "measured: libtpu 0.0.42.1 deviceless compiles of kernels of growing VMEM use (fits at the limit, fails past it)"
 CLOUD_TPU = "Cloud TPU system architecture pages"
 
 
@@ -56,7 +56,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
         "tensor_cores": CLOUD_TPU, "vmem_bytes": TPU_INFO, "smem_bytes": TPU_INFO, "hbm_bytes": TPU_INFO,
         "hbm_bytes_per_s": TPU_INFO, "bf16_flops": TPU_INFO, "int8_ops": TPU_INFO, "mxu": TPU_INFO,
         "sublanes": TPU_INFO, "lanes": TPU_INFO, "scoped_vmem_bytes": MEASURED,
-        "topology": "libtpu 0.0.42.1 accepted names (facts.md s1)",
+        "topology": "topology names libtpu 0.0.42.1 accepts for a deviceless compile",
     }
     base.update(sources or {})
     return Chip(name, "tpu", description, aliases, tensor_cores=cores, vmem_bytes=vmem, scoped_vmem_bytes=scoped,

@@ -88,9 +88,9 @@ def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool, pallas: boo
     chip = get_chip(opts.chip)
     roofline = get_chip(opts.roofline) if getattr(opts, "roofline", None) else None
     target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
-    stages = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text,
+    captured = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text,
                      use_cache=cache_enabled() and not opts.no_cache)
-    return build_report(target, chip, stages, fusions=fusions, pallas=pallas, roofline_chip=roofline)
+    return build_report(target, chip, captured, fusions=fusions, pallas=pallas, roofline_chip=roofline)
 
 
 def _show(opts) -> int:

@@ -362,7 +362,7 @@ def run_diff(target: Target, *, seed: int = 0, atol: float | None = None, rtol: 
     rtol = target.options.get("rtol") if rtol is None else rtol
     accelerator = next((d.platform for d in jax.devices() if d.platform in ("gpu", "tpu")), None)
     interpret = accelerator is None
-    found = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).closed_jaxpr)
+    found = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
     interpret = interpret and bool(found)
     args, kwargs = make_inputs(target, seed)
     kernel = jax.jit(functools.partial(target.fn, **target.params))

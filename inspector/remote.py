@@ -20,11 +20,7 @@ def _start() -> None:
 
 
 def _call(session, method: str, args: tuple):
-    result = getattr(session, method)(*args)
-    stages = getattr(result, "stages", None)
-    if stages is not None:  # the traced jaxpr is a jax object; the UI never needs it
-        stages.closed_jaxpr = None
-    return result
+    return getattr(session, method)(*args)  # Reports are plain data: they pickle as they are
 
 
 class Remote:

@@ -9,7 +9,7 @@ from .pallas.analysis import PallasReport, analyse_pallas
 from .findings import Finding, by_severity
 from .hlo.fusions import FusionAnalysis, analyse_fusions
 from .specs import hlo_type
-from .stages import STAGES, Stages
+from .stages import STAGES, Capture, Stages
 from .target import Target, short_path
 
 @dataclasses.dataclass
@@ -48,8 +48,7 @@ class Report:
 
     def to_dict(self, texts: tuple[str, ...] = ()) -> dict[str, Any]:
         """JSON-ready dict. Stage texts are large, so only those named in ``texts`` are included."""
-        stages = dataclasses.asdict(dataclasses.replace(self.stages, closed_jaxpr=None))
-        stages.pop("closed_jaxpr")
+        stages = dataclasses.asdict(self.stages)
         for name in (*STAGES, "mosaic"):
             if name not in texts:
                 stages.pop(name, None)
@@ -108,20 +107,26 @@ def budget_chips(target_chip: Chip) -> tuple[list[Chip], list[Chip]]:
     return tpus, [] if target_chip.is_local else [target_chip]
 
 
-def build_report(target: Target, chip: Chip, stages: Stages, *, fusions: bool = False, pallas: bool = False,
+def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool = False, pallas: bool = False,
                  roofline_chip: Chip | None = None) -> Report:
     """Gather the analyses into a Report; ``fusions`` adds the kernel analysis of the optimized HLO
     (its roofline on ``roofline_chip``, else on the target chip); ``pallas`` the BlockSpec walk,
     layout rules and VMEM budgets of every pallas_call (it also feeds the fusions' Pallas traffic)."""
     info = TargetInfo(target.spec, target.name, short_path(target.file) if target.file else None, target.line, dict(target.params),
                       dict(target.param_choices), target.reference_name)
+    stages = captured.stages
     findings = _stage_findings(stages)
     kernels = None
-    if (pallas or fusions) and stages.closed_jaxpr is not None:
-        kernels = analyse_pallas(stages.closed_jaxpr, *budget_chips(chip))
-        for k in kernels:
-            findings += k.findings
-    traffic = [(k.walk.hbm_bytes_read, k.walk.hbm_bytes_written, k.flops) for k in kernels or [] if not k.walk.skipped]
-    analysis = (analyse_fusions(stages.hlo, roofline_chip or chip, stages.cost, traffic or None)
-                if fusions and stages.hlo else None)
+    if pallas or fusions:
+        kernels, unread = analyse_pallas(captured.program, *budget_chips(chip))
+        findings += unread + [f for k in kernels for f in k.findings]
+    traffic = [None if k.walk.skipped else (k.walk.hbm_bytes_read, k.walk.hbm_bytes_written, k.flops) for k in kernels or []]
+    analysis = None
+    if fusions and stages.hlo:
+        try:
+            analysis = analyse_fusions(stages.hlo, roofline_chip or chip, stages.cost, traffic or None)
+        except Exception as err:  # an HLO this parser cannot follow: a finding, the other views still show
+            findings.append(Finding("warning", "analysis-failed", f"could not analyse the fusions of the optimized HLO: "
+                                    f"{type(err).__name__}: {err}; the other views still hold", view="fusions",
+                                    data={"what": "fusions", "why": str(err)}))
     return Report(info, _inputs(target), chip, stages, by_severity(findings), analysis, kernels if pallas else None)

@@ -38,9 +38,9 @@ class Session:
 
         target = self.target(fresh)
         chip = get_chip(self.chip)
-        stages = capture(target, Backend(chip), jaxpr_text=True, use_cache=self.use_cache)
-        stages.op_counts  # counted here, in the worker process, not in the UI's thread
-        return build_report(target, chip, stages, fusions=True, pallas=True)
+        captured = capture(target, Backend(chip), jaxpr_text=True, use_cache=self.use_cache)
+        captured.stages.op_counts  # counted here, in the worker process, not in the UI's thread
+        return build_report(target, chip, captured, fusions=True, pallas=True)
 
     def diff(self):
         from .diff import run_diff

@@ -1,8 +1,11 @@
 """Trace, lower and compile a Target once; keep every stage's text and XLA's own analyses.
 
-A compile failure is kept as data (``Stages.compile_error``). The compile result is cached on
-disk keyed by the lowered module itself (see compile_cache), and in this process by
-(target, inputs, params, backend).
+``capture`` returns a Capture: the Stages (plain data: texts, counts, XLA's analyses, a compile
+error; cached on disk, sent between processes) and the Program (the traced jaxpr and the
+example values, jax objects that stay in this process for the analyses that read them). Neither
+is mutated after capture. A compile failure is kept as data (``Stages.compile_error``). The
+compile result is cached on disk keyed by the lowered module itself (see compile_cache), and in
+this process by (target, inputs, params, backend).
 """
 from __future__ import annotations
 
@@ -18,7 +21,9 @@ from .backends import Backend
 from .compile_errors import CompileError, parse_compile_error
 from .errors import TargetFailure
 from .hlo.text import count_hlo_ops, count_mlir_ops
-from .pallas.mosaic import MosaicKernel, capture_mosaic
+from .jax_internals import tracing
+from .jax_internals.mosaic import capture_mosaic
+from .pallas.model import MosaicKernel
 from .target import Target, short_path, describe_error
 
 STAGES = ("jaxpr", "stablehlo", "hlo")
@@ -33,6 +38,8 @@ class JaxprEqn:
 
 @dataclasses.dataclass
 class Stages:
+    """What the compiler made of a target on one chip, as plain data (no jax objects)."""
+
     backend: str  # chip name, e.g. cpu or tpu-v5e
     platform: str
     device_kind: str
@@ -47,8 +54,6 @@ class Stages:
     pallas_interpreted: bool = False  # Pallas kernels ran through the interpreter (CPU)
     compile_cached: bool = False
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
-    # The traced program itself, for analyses that read jax objects (the Pallas walk); never serialised.
-    closed_jaxpr: object = dataclasses.field(default=None, repr=False, compare=False)
 
     @functools.cached_property  # parses the whole HLO: once, in whichever process made the stages
     def op_counts(self) -> dict[str, dict[str, int]]:
@@ -59,30 +64,32 @@ class Stages:
         return counts
 
 
-def exclude_own_frames() -> None:
-    """Source locations (jaxpr, HLO metadata) should name the user's code, never the inspector's."""
-    from jax._src import source_info_util
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """The traced program, for analyses that read jax objects (the Pallas readers). It lives in
+    the process that traced it: never cached, pickled or changed."""
 
-    source_info_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)))
+    closed_jaxpr: object
+    example_values: tuple | None  # the flat inputs where the target gave concrete arrays (None per abstract one)
 
 
-def _walk_eqns(jaxpr):
-    """Every equation, nested jaxprs (jit, scan, cond, custom_vjp, pallas kernels) included."""
-    from jax._src import core
-
-    for eqn in jaxpr.eqns:
-        yield eqn
-        for sub in core.jaxprs_in_params(eqn.params):
-            yield from _walk_eqns(sub)
+@dataclasses.dataclass(frozen=True)
+class Capture:
+    stages: Stages
+    program: Program
 
 
 def _eqn_record(eqn) -> JaxprEqn:
-    from jax._src import source_info_util
+    frame = tracing.eqn_frame(eqn)
+    return JaxprEqn(eqn.primitive.name, f"{short_path(frame[0])}:{frame[1]}" if frame else None, tracing.eqn_outputs(eqn))
 
-    frame = source_info_util.user_frame(eqn.source_info.traceback)
-    source = f"{short_path(frame.file_name)}:{frame.start_line}" if frame else None
-    outs = " ".join(str(v.aval.str_short()) if hasattr(v.aval, "str_short") else str(v.aval) for v in eqn.outvars)
-    return JaxprEqn(eqn.primitive.name, source, outs)
+
+def _example_values(target: Target) -> tuple:
+    """The flat inputs in the order the traced program takes them; abstract ones (shape specs) as None."""
+    import jax
+
+    leaves = jax.tree.leaves((tuple(target.args), dict(target.kwargs)))
+    return tuple(None if isinstance(x, jax.ShapeDtypeStruct) or not hasattr(x, "shape") else x for x in leaves)
 
 
 def _memory_dict(stats) -> dict | None:
@@ -131,13 +138,24 @@ def _has_pallas(eqns: list[JaxprEqn]) -> bool:
     return any(e.primitive == "pallas_call" for e in eqns)
 
 
+SIMULATED_CHIP = "tpu-v5e"  # whose figures a TPU kernel's own chip lookups get on the CPU
+
+
+@contextlib.contextmanager
 def _interpret_context(backend: Backend):
     """On the CPU, Pallas TPU kernels can only run interpreted; pallas_call decides that when it
-    is traced, so the whole trace and lowering run under TPU interpret mode."""
+    is traced, so the whole trace and lowering run under TPU interpret mode, with chip lookups
+    (emit_pipeline's) answered for a TPU rather than refused for the CPU."""
     if backend.platform != "cpu":
-        return contextlib.nullcontext()
+        yield
+        return
     from jax.experimental.pallas import tpu as pltpu
-    return pltpu.force_tpu_interpret_mode()
+
+    from .chips import get_chip
+    from .jax_internals.chip_lookup import simulated_chip
+
+    with pltpu.force_tpu_interpret_mode(), simulated_chip(get_chip(SIMULATED_CHIP).jax_chip_version):
+        yield
 
 
 def _compile(lowered, backend: Backend, use_cache: bool) -> tuple[dict, bool]:
@@ -168,9 +186,9 @@ def _memo_key(target: Target, backend: Backend, compile: bool, jaxpr_text: bool)
 
 
 def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_text: bool = True,
-            use_cache: bool = True) -> Stages:
+            use_cache: bool = True) -> Capture:
     """Every stage of ``target`` on ``backend``; compiles only when ``compile`` is set."""
-    exclude_own_frames()
+    tracing.exclude_own_frames()
     memo = _memo_key(target, backend, compile, jaxpr_text)
     if memo in _MEMO:
         return _MEMO[memo]
@@ -179,7 +197,7 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
     with backend.context(), _interpret_context(backend):
         traced = _trace(target, backend)
         closed = traced.jaxpr
-        eqns = [_eqn_record(e) for e in _walk_eqns(closed.jaxpr)]
+        eqns = [_eqn_record(e) for e in tracing.walk_eqns(closed.jaxpr)]
         timings["trace_s"] = time.perf_counter() - t0
         interpret = backend.platform == "cpu" and _has_pallas(eqns)
         mosaic_capture = capture_mosaic() if backend.chip.is_tpu else contextlib.nullcontext([])
@@ -195,10 +213,10 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
             _attach_sources(mosaic, eqns)
             stages = Stages(
                 backend=backend.chip.name, platform=backend.platform, device_kind=backend.device_kind,
-                jaxpr=_relative(closed.jaxpr.pretty_print(source_info=True, use_color=False)) if jaxpr_text else None,
+                jaxpr=_relative(tracing.print_jaxpr(closed)) if jaxpr_text else None,
                 jaxpr_eqns=eqns,
                 stablehlo=lowered.as_text() if lowered is not None else "",
-                mosaic=list(mosaic), pallas_interpreted=interpret, timings=timings, closed_jaxpr=closed,
+                mosaic=list(mosaic), pallas_interpreted=interpret, timings=timings,
             )
             if lowering_error is not None:
                 stages.compile_error = lowering_failure(lowering_error)
@@ -209,8 +227,9 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
                 stages.hlo, stages.cost, stages.memory = result["hlo"], result["cost"], result["memory"]
                 if result["error"]:
                     stages.compile_error = parse_compile_error(result["error"])
-    _MEMO[memo] = stages
-    return stages
+    captured = Capture(stages, Program(closed, _example_values(target)))
+    _MEMO[memo] = captured
+    return captured
 
 
 def cache_enabled() -> bool:

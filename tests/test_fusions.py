@@ -98,7 +98,7 @@ def test_naive_attention_materializes_the_scores(naive_reports, chip):
 
 def test_transformer_step_agrees_with_xla_on_cpu():
     target = load_target("samples/transformer.py:train_step")
-    stages = capture(target, Backend(get_chip("cpu")))
+    stages = capture(target, Backend(get_chip("cpu"))).stages
     a = analyse_fusions(stages.hlo, get_chip("tpu-v5e"), stages.cost)
     assert a.agreement["flops_ratio"] == pytest.approx(1, abs=0.05)
     assert a.agreement["bytes_ratio"] == pytest.approx(1, abs=0.05)
@@ -116,7 +116,7 @@ def test_transformer_step_on_tpu_explains_where_it_differs_from_xla():
     target = load_target("samples/transformer.py:loss_fn")
     target.args = (transformer.init_shapes(layers=2), jax.ShapeDtypeStruct((transformer.BATCH, transformer.SEQ + 1), jnp.int32))
     target.source_hash += "-2-layers"
-    stages = capture(target, Backend(get_chip("tpu-v5e")))
+    stages = capture(target, Backend(get_chip("tpu-v5e"))).stages
     a = analyse_fusions(stages.hlo, get_chip("tpu-v5e"), stages.cost)
     t, xla = a.totals, stages.cost
     assert (t["flops"] - t["reduce_window_flops"]) / xla["flops"] == pytest.approx(1, abs=0.05)

@@ -34,7 +34,7 @@ def test_small_graph_has_every_kernel_parameter_and_edge():
 
 @pytest.fixture(scope="module")
 def step_analysis():
-    stages = capture(load_target("samples/transformer.py:train_step"), Backend(get_chip("cpu")))
+    stages = capture(load_target("samples/transformer.py:train_step"), Backend(get_chip("cpu"))).stages
     return analyse_fusions(stages.hlo, get_chip("tpu-v5e"), stages.cost)
 
 

@@ -13,7 +13,7 @@ FUNCS = str(DATA / "funcs.py")
 
 @pytest.fixture(scope="module")
 def matmul_stages():
-    return capture(load_target(f"{FUNCS}:matmul"), Backend(get_chip("cpu")))
+    return capture(load_target(f"{FUNCS}:matmul"), Backend(get_chip("cpu"))).stages
 
 
 def test_jaxpr_has_each_equation_with_its_source_line(matmul_stages):
@@ -45,14 +45,14 @@ def test_xla_cost_and_memory_analysis(matmul_stages):
 
 
 def test_compiled_once_per_process(matmul_stages):
-    again = capture(load_target(f"{FUNCS}:matmul"), Backend(get_chip("cpu")))
+    again = capture(load_target(f"{FUNCS}:matmul"), Backend(get_chip("cpu"))).stages
     assert again is matmul_stages
 
 
 def test_params_reach_the_trace():
     cpu = Backend(get_chip("cpu"))
-    cube = capture(load_target(f"{FUNCS}:with_params"), cpu, compile=False)
-    square = capture(load_target(f"{FUNCS}:with_params", sets=["power=2", "flag=true"]), cpu, compile=False)
+    cube = capture(load_target(f"{FUNCS}:with_params"), cpu, compile=False).stages
+    square = capture(load_target(f"{FUNCS}:with_params", sets=["power=2", "flag=true"]), cpu, compile=False).stages
     assert "integer_pow[y=3]" in cube.jaxpr and "integer_pow[y=2]" in square.jaxpr
     assert "neg" in [e.primitive for e in square.jaxpr_eqns]
     assert cube.hlo is None  # compile=False stops after lowering
@@ -60,8 +60,8 @@ def test_params_reach_the_trace():
 
 def test_jitted_function_and_pytree_inputs():
     cpu = Backend(get_chip("cpu"))
-    assert "mul" in capture(load_target(f"{FUNCS}:jitted"), cpu, compile=False).jaxpr
-    tree = capture(load_target(f"{FUNCS}:tree_fn"), cpu)
+    assert "mul" in capture(load_target(f"{FUNCS}:jitted"), cpu, compile=False).stages.jaxpr
+    tree = capture(load_target(f"{FUNCS}:tree_fn"), cpu).stages
     assert tree.memory["argument_size_in_bytes"] == 4 * 4 + 2 * 2 * 2
 
 
@@ -71,9 +71,9 @@ def test_disk_cache_skips_the_second_compile(tmp_path, monkeypatch):
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(stages_mod, "_MEMO", {})
     target = load_target(f"{FUNCS}:matmul", args="f32[4,8] f32[8,2]")
-    first = capture(target, Backend(get_chip("cpu")))
+    first = capture(target, Backend(get_chip("cpu"))).stages
     monkeypatch.setattr(stages_mod, "_MEMO", {})
-    second = capture(target, Backend(get_chip("cpu")))
+    second = capture(target, Backend(get_chip("cpu"))).stages
     assert not first.compile_cached and second.compile_cached
     assert second.hlo == first.hlo and second.cost == first.cost
     assert len(list(tmp_path.glob("*.json"))) == 1

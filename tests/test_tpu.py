@@ -17,7 +17,7 @@ pytestmark = pytest.mark.tpu
 
 @pytest.mark.parametrize("chip", [c for c in CHIPS if c.is_tpu], ids=lambda c: c.name)
 def test_compiles_for_each_generation(chip):
-    stages = capture(load_target(f"{FUNCS}:matmul", args="f32[256,512] f32[512,256]"), Backend(chip))
+    stages = capture(load_target(f"{FUNCS}:matmul", args="f32[256,512] f32[512,256]"), Backend(chip)).stages
     assert stages.compile_error is None
     assert stages.device_kind == chip.device_kind
     # TPU-optimized HLO keeps tiled layouts and the per-op backend_config the fusion view reads.
@@ -45,7 +45,7 @@ def test_live_vmem_failure_is_a_finding_with_the_compilers_figures(run_cli):
 def test_same_kernel_fits_the_larger_v6e_scoped_limit():
     target = load_target("samples/attention.py:flash", args="bf16[1,4096,128] bf16[1,4096,128] bf16[1,4096,128]",
                          sets=["block_q=4096", "block_k=512"])
-    assert capture(target, Backend(get_chip("tpu-v6e"))).compile_error is None
+    assert capture(target, Backend(get_chip("tpu-v6e"))).stages.compile_error is None
 
 
 def test_mosaic_view_titles_each_kernel(run_cli):

@@ -24,12 +24,31 @@ def blockspec_table(k: PallasReport) -> Table:
                          overflow="fold", no_wrap=col in ("operand", "mem"), min_width=24 if col == "index map" else None)
     for op in k.call.operands:
         w = walk.get(op.operand)
-        add_row(table, 
+        if not op.pipelined:  # left in HBM: the kernel copies what it needs (see the DMAs)
+            add_row(table, f"{op.operand} ({op.role[:3]} {op.position})", f"{op.dtype}{list(op.array_shape)}", "whole array",
+                    "not a block of the grid", op.memory_space, "-", "-", "-", "-")
+            continue
+        add_row(table,
             f"{op.operand} ({op.role[:3]} {op.position})", f"{op.dtype}{list(op.array_shape)}", _shape(op.block_shape),
             op.index_map, op.memory_space, str(op.buffer_count or 2), str(w.distinct_blocks) if w else "-",
             f"{w.transfers:,}" if w else "-", fmt_bytes(w.bytes) if w else "-")
     for i, s in enumerate(k.call.scratch):
-        add_row(table, f"scratch {i}", f"{s.dtype}{list(s.shape)}", "", "persists across steps", s.memory_space, "1", "", "", "")
+        what, note = ("run_scoped", "allocated in the body") if s.scoped else ("scratch", "persists across steps")
+        add_row(table, f"{what} {i}", f"{s.dtype}{list(s.shape)}", "", note, s.memory_space, "1", "", "", "")
+    return table
+
+
+def dma_table(k: PallasReport) -> Table:
+    """The body's async copies: what moves where, how much, how often per grid step."""
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title="DMAs in the kernel body (per grid step)", title_justify="left")
+    for col in ("from", "to", "shape", "bytes", "per step", "HBM per step"):
+        table.add_column(col, justify="right" if col in ("bytes", "per step", "HBM per step") else "left", overflow="fold")
+    for d in k.call.dmas:
+        lo, hi = d.per_step
+        times = f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
+        hbm = (fmt_bytes(d.bytes * hi) if lo == hi else f"{fmt_bytes(d.bytes * lo)}-{fmt_bytes(d.bytes * hi)}") if d.touches_hbm else "-"
+        add_row(table, f"{d.source} ({d.src_space})", d.dst_space + (" (remote)" if d.remote else ""),
+                f"{d.dtype}{list(d.shape)}", fmt_bytes(d.bytes), times, hbm)
     return table
 
 
@@ -50,17 +69,43 @@ def budget_table(k: PallasReport) -> Table:
 
 def kernel_view(k: PallasReport) -> Group:
     c, w = k.call, k.walk
-    axes = ", ".join(f"{n}={g} {s}" for n, g, s in zip(c.grid_names, c.grid, c.dimension_semantics))
-    walked = "" if not w.sampled else f" (walked the first {w.walked_steps:,})"
     head = [
         Text.assemble((c.name, "bold"), f"  pallas_call at {c.source or '?'}; kernel {c.kernel_source or '?'}"),
-        Text(f"grid ({axes}): {c.steps:,} steps{walked}" + (f", {c.scalar_prefetch} scalar-prefetch operand(s)" if c.scalar_prefetch else "")),
+        Text(grid_line(k)),
         Text(f"HBM traffic from the walk: read {fmt_bytes(w.hbm_bytes_read)}, write {fmt_bytes(w.hbm_bytes_written)}"
-             f"  (walk {w.seconds:.2f} s)" if not w.skipped else f"grid walk skipped: {w.skipped}"),
-        Text("suggested pl.CostEstimate(" + ", ".join(f"{key}={v}" for key, v in k.cost_estimate.items())
-             + "): flops count every pl.when branch (an upper bound)", style="dim"),
+             + (f" (the body's DMAs: {_range(w.dma_bytes, fmt_bytes)})" if c.dmas else "")
+             + f"  (walk {w.seconds:.2f} s)" if not w.skipped else f"grid walk skipped: {w.skipped}"),
+        Text(cost_estimate_line(k), style="dim"),
     ]
-    return Group(*head, blockspec_table(k), budget_table(k), findings_table(k.findings), Text(""))
+    parts = [blockspec_table(k)] + ([dma_table(k)] if c.dmas else [])
+    return Group(*head, *parts, budget_table(k), findings_table(k.findings), Text(""))
+
+
+def _range(pair, fmt) -> str:
+    lo, hi = pair
+    return fmt(hi) if lo == hi else f"{fmt(lo)} to {fmt(hi)}"
+
+
+def grid_line(k: PallasReport) -> str:
+    """"grid (i=4 parallel, j=? arbitrary): ... steps" with run-time dimensions marked."""
+    c, w = k.call, k.walk
+    axes = ", ".join(f"{n}={'?' if g is None else g}{' (run time)' if d else ''}{' (vmap)' if a in c.vmapped_dims else ''} {s}"
+                     for a, (n, g, d, s) in enumerate(zip(c.grid_names, c.grid, c.grid_dynamic, c.dimension_semantics)))
+    steps = "steps unknown until run time" if c.steps is None else f"{c.steps:,} steps"
+    walked = f" (walked the first {w.walked_steps:,})" if w.sampled and not w.skipped else ""
+    prefetch = f", {c.scalar_prefetch} scalar-prefetch operand(s)" if c.scalar_prefetch else ""
+    return f"grid ({axes}): {steps}{walked}{prefetch}"
+
+
+def cost_estimate_line(k: PallasReport) -> str:
+    estimate = k.cost_estimate
+    if estimate is None:
+        return "no pl.CostEstimate to suggest: the walk could not follow the kernel"
+    flops = k.flops_range
+    spread = f" (the cheapest branches: {flops[0]:,.0f})" if flops and flops[0] != flops[1] else ""
+    given = f"; the kernel gives {k.call.cost_estimate}" if k.call.cost_estimate else ""
+    return ("suggested pl.CostEstimate(" + ", ".join(f"{key}={v}" for key, v in estimate.items())
+            + f"): flops with the costliest pl.when / cond branches{spread}{given}")
 
 
 def pallas_view(kernels: list[PallasReport]) -> Group | Text:
@@ -79,7 +124,7 @@ def check_view(result: CheckResult) -> Group:
         compiler = Text("COMPILE ERROR", style="bold red") if failed_otherwise else verdict(t.compiler_fits)
         add_row(table, t.chip, fmt_bytes(t.vmem_bytes), fmt_bytes(t.vmem_limit_bytes), verdict(t.fits),
                       compiler, fmt_bytes(t.compiler_vmem_bytes))
-    kernels = ", ".join(f"{k.call.name} ({k.call.source}, grid {tuple(k.call.grid)})" for k in result.kernels) or "none"
+    kernels = ", ".join(f"{k.call.name} ({k.call.source}, grid {k.call.grid_text})" for k in result.kernels) or "none"
     status = Text("ok" if result.ok else "FAILED", style="bold green" if result.ok else "bold red")
     parts = [table, Text(f"kernels: {kernels}"), Text("")]
     if result.sweep:

@@ -306,8 +306,8 @@ def _kernels_of(module: HloModule, comp: Computation, costs: _Costs, chip: Chip 
             flops=cost.flops, transcendentals=cost.transcendentals, intensity=intensity, roofline_s=roofline_s,
             bound=bound, compiler_cycles=cycles, compiler_scoped_vmem_bytes=scoped,
             reduce_window_flops=cost.reduce_window_flops, repeat=repeat, scope=_scope(instr.op_name),
-            note=("HBM traffic counts each operand once: a lower bound until the BlockSpec walk (issue 5) "
-                  "counts re-fetched blocks") if kind == "custom-call:pallas" else None,
+            note=("HBM traffic counts each operand once: a lower bound (the BlockSpec walk, where it can follow "
+                  "the kernel, counts re-fetched blocks)") if kind == "custom-call:pallas" else None,
         ))
     return found
 
@@ -365,7 +365,8 @@ def analyse_fusions(hlo_text: str, chip: Chip | None, xla_cost: dict | None,
                     pallas_traffic: list[tuple[int, int, float]] | None = None) -> FusionAnalysis:
     """Kernels, totals, agreement with XLA and materialized intermediates of one compiled module.
     ``pallas_traffic``: (HBM bytes read, written, flops) of each pallas_call from its BlockSpec
-    walk, in program order; it replaces the operands-once lower bound of those custom calls."""
+    walk and DMAs, in program order (None where the walk could not follow it); it replaces the
+    operands-once lower bound of those custom calls."""
     # Tens of thousands of small objects and no cycles: the cyclic GC would only rescan the
     # compiler's heap again and again (a third of the time on a 24-layer step).
     paused = gc.isenabled()
@@ -377,15 +378,18 @@ def analyse_fusions(hlo_text: str, chip: Chip | None, xla_cost: dict | None,
             gc.enable()
 
 
-def _apply_walk(kernels: list[Kernel], traffic: list[tuple[int, int, float]], chip: Chip | None) -> None:
+def _apply_walk(kernels: list[Kernel], traffic: list[tuple[int, int, float] | None], chip: Chip | None) -> None:
     pallas = [k for k in kernels if k.kind == "custom-call:pallas"]
     if len(pallas) != len(traffic):
         return  # cannot pair them safely: keep the labelled lower bound
-    for k, (read, written, flops) in zip(pallas, traffic):
+    for k, walked in zip(pallas, traffic):
+        if walked is None:  # the walk could not follow this kernel: keep the labelled lower bound
+            continue
+        read, written, flops = walked
         k.hbm_bytes_read, k.hbm_bytes_written, k.flops = read, written, flops
         k.intensity, k.roofline_s, k.bound = _roofline(chip, flops, read + written)
-        k.note = ("HBM traffic from the BlockSpec walk (a block is fetched when its index changes); flops from the "
-                  "kernel body with every pl.when branch taken (an upper bound)")
+        k.note = ("HBM traffic from the BlockSpec walk (a block is fetched when its index changes) and the body's "
+                  "DMAs; flops from the kernel body with the costliest pl.when / cond branches taken (an upper bound)")
 
 
 def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None, pallas_traffic=None) -> FusionAnalysis:

@@ -7,7 +7,8 @@ import dataclasses
 from ..chips import Chip
 from ..findings import Finding
 from .grid_walk import GridWalk, walk_grid
-from .discovery import PallasCall, find_pallas_calls
+from .discovery import read_program
+from .model import PallasCall
 from .tiling import tiling_findings
 from .vmem import VmemBudget, budget
 
@@ -20,14 +21,25 @@ class PallasReport:
     findings: list[Finding]
 
     @property
-    def flops(self) -> float:
-        return self.call.step_flops * self.call.steps
+    def flops(self) -> float | None:
+        """The most the grid computes (the costliest pl.when / cond branches); None when the grid
+        size is known only at run time."""
+        steps = self.call.steps
+        return None if steps is None else self.call.step_flops * steps
 
     @property
-    def cost_estimate(self) -> dict:
-        """What to pass to pl.CostEstimate: flops counts every pl.when branch, so an upper bound."""
+    def flops_range(self) -> list[float] | None:
+        steps = self.call.steps
+        return None if steps is None else [self.call.step_flops_min * steps, self.call.step_flops * steps]
+
+    @property
+    def cost_estimate(self) -> dict | None:
+        """What to pass to pl.CostEstimate (upper bounds: every branch's costliest side); None when
+        the walk could not follow the kernel."""
+        if self.walk.skipped or self.call.steps is None:
+            return None
         return {"flops": int(self.flops), "transcendentals": int(self.call.step_transcendentals * self.call.steps),
-                "bytes_accessed": int(self.walk.hbm_bytes_read + self.walk.hbm_bytes_written)}
+                "bytes_accessed": int(self.walk.hbm_bytes)}
 
 
 def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
@@ -48,17 +60,39 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
                     kernel=b.kernel, view="pallas", data={"chip": b.chip, "bytes": b.total_bytes, "limit": b.limit_bytes})]
 
 
-def analyse_pallas(closed_jaxpr, budget_chips: list[Chip], rule_chips: list[Chip]) -> list[PallasReport]:
+def _could_not(what: str, kernel: str, err: Exception) -> Finding:
+    return Finding("warning", "analysis-failed", f"could not analyse {what} of {kernel}: {type(err).__name__}: {err}; "
+                   "the other views still hold", kernel=kernel, view="pallas", data={"what": what, "why": str(err)})
+
+
+def analyse_pallas(program, budget_chips: list[Chip], rule_chips: list[Chip]) -> tuple[list[PallasReport], list[Finding]]:
     """Walk each kernel once; budget it on ``budget_chips``; turn layout rules and budgets into
-    findings for ``rule_chips`` only (the chips the user targets)."""
+    findings for ``rule_chips`` only (the chips the user targets). Returns the reports and the
+    findings about calls that could not be read at all. Each analysis that fails on a kernel
+    becomes a finding; the rest still run."""
+    calls, unread = read_program(program)
     reports = []
-    for found in find_pallas_calls(closed_jaxpr):
-        walk = walk_grid(found)
+    for found in calls:
+        info = found.info
+        try:
+            walk = walk_grid(found)
+        except Exception as err:
+            walk = GridWalk(info.name, info.steps or 0, 0, [], 0, 0, [_could_not("the grid walk", info.name, err)], 0.0,
+                            skipped=f"walk failed: {type(err).__name__}")
         findings = list(walk.findings)
-        budgets = {c.name: b for c in budget_chips + rule_chips if (b := budget(found.info, c))}
+        budgets = {}
+        for chip in budget_chips + [c for c in rule_chips if c not in budget_chips]:
+            try:
+                if b := budget(info, chip):
+                    budgets[chip.name] = b
+            except Exception as err:
+                findings.append(_could_not(f"the VMEM budget on {chip.name}", info.name, err))
         for chip in rule_chips:
-            findings += tiling_findings(found.info, chip)
+            try:
+                findings += tiling_findings(info, chip)
+            except Exception as err:
+                findings.append(_could_not(f"the layout rules on {chip.name}", info.name, err))
             if chip.name in budgets:
                 findings += _budget_findings(budgets[chip.name], chip)
-        reports.append(PallasReport(found.info, walk, list(budgets.values()), findings))
-    return reports
+        reports.append(PallasReport(info, walk, list(budgets.values()), findings))
+    return reports, unread

@@ -45,7 +45,8 @@ def _compiler_verdict(stages: Stages, row: TargetCheck) -> list[Finding]:
     used = [sum(int(u.get("size", 0)) for u in (i.backend_config or {}).get("used_scoped_memory_configs", []))
             for i in parse_hlo(stages.hlo).entry_computation.instructions
             if i.opcode == "custom-call" and i.attr("custom_call_target") == "tpu_custom_call"]
-    row.compiler_fits, row.compiler_vmem_bytes = True, max(used) if used else None
+    # a kernel whose config names no scoped memory says nothing about its VMEM: unknown, not 0 B
+    row.compiler_fits, row.compiler_vmem_bytes = True, max(used) if used and max(used) > 0 else None
     return []
 
 
@@ -57,11 +58,12 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
         if chip.is_local:
             raise ValueError("check needs TPU or GPU targets")
         compile = chip.is_tpu and not estimate_only  # one trace serves the estimate and the compile
-        stages = capture(target, Backend(chip if chip.is_tpu else get_chip("cpu")), compile=compile, use_cache=use_cache)
-        reports = analyse_pallas(stages.closed_jaxpr, [chip], [chip])
+        captured = capture(target, Backend(chip if chip.is_tpu else get_chip("cpu")), compile=compile, use_cache=use_cache)
+        stages = captured.stages
+        reports, unread = analyse_pallas(captured.program, [chip], [chip])
         if not kernels:
             kernels = reports
-            findings += [f for r in reports for f in r.findings if f.code not in _CHIP_CODES]
+            findings += unread + [f for r in reports for f in r.findings if f.code not in _CHIP_CODES]
         findings += [f for r in reports for f in r.findings if f.code in _CHIP_CODES]
         budgets = [b for r in reports for b in r.budgets if b.chip == chip.name]
         peak = max(budgets, key=lambda b: b.total_bytes, default=None)

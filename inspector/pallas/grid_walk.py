@@ -4,7 +4,8 @@ imply.
 
 The grid runs in row-major order, the last axis fastest (how Pallas TPU iterates it). A block
 is fetched again only when its index changes between consecutive steps; an output block is
-written back when its index changes.
+written back when its index changes. Operands left in HBM (memory_space=ANY) are not blocks of
+the grid: the kernel's own DMAs move them, counted per step from the body.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import time
 import numpy as np
 
 from ..findings import Finding
-from .discovery import BlockSpecInfo, FoundCall
+from .model import BlockSpecInfo, FoundCall
 
 MAX_STEPS = 1 << 24  # past this the walk covers the first MAX_STEPS steps and says so
 TRACE_STEPS = 4096  # per-step block indices kept for the first steps, for stepping through the grid in the UI
@@ -40,11 +41,12 @@ class GridWalk:
     steps: int
     walked_steps: int  # < steps when the grid was too large to walk whole
     operands: list[OperandWalk]
-    hbm_bytes_read: int
+    hbm_bytes_read: int  # blocks fetched plus the body's DMAs from HBM (their most, when branches decide)
     hbm_bytes_written: int
     findings: list[Finding]
     seconds: float
-    skipped: str | None = None  # why no walk was possible (index maps that read scalar-prefetch data)
+    skipped: str | None = None  # why no walk was possible (grid sizes or index-map data known only at run time)
+    dma_bytes: list[int] = dataclasses.field(default_factory=lambda: [0, 0])  # [min, max] moved by the body's DMAs
     # For the first TRACE_STEPS steps: the grid point and, per operand, the block it touches.
     trace_points: list[list[int]] = dataclasses.field(default_factory=list)
     trace_blocks: dict[str, list[list[int]]] = dataclasses.field(default_factory=dict)
@@ -52,6 +54,10 @@ class GridWalk:
     @property
     def sampled(self) -> bool:
         return self.walked_steps < self.steps
+
+    @property
+    def hbm_bytes(self) -> int:
+        return self.hbm_bytes_read + self.hbm_bytes_written
 
 
 def _grid_points(grid: list[int], start: int, stop: int) -> list[np.ndarray]:
@@ -218,22 +224,41 @@ def walk_grid(call: FoundCall, max_steps: int = MAX_STEPS) -> GridWalk:
     return _WALKS[key]
 
 
+def _skipped(info, why: str, message: str) -> GridWalk:
+    return GridWalk(info.name, info.steps or 0, 0, [], 0, 0, [Finding(
+        "info", "walk-needs-values", f"{info.name}: {message}, so the grid walk (coverage, revisits, block traffic) "
+        "cannot follow it; give concrete example inputs (INSPECT \"args\" as a function returning arrays) to walk it",
+        kernel=info.name, view="pallas", data={"why": why})], 0.0, skipped=why)
+
+
+def _dma_traffic(info, steps: int) -> tuple[list[int], int, int]:
+    """[min, max] bytes of the body's HBM DMAs over the grid, and the (max) bytes read and written."""
+    hbm = [d for d in info.dmas if d.touches_hbm]
+    low = sum(d.bytes * d.per_step[0] for d in hbm) * steps
+    high = sum(d.bytes * d.per_step[1] for d in hbm) * steps
+    read = sum(d.bytes * d.per_step[1] for d in hbm if d.src_space in ("any", "hbm")) * steps
+    return [int(low), int(high)], int(read), int(high - read)
+
+
 def _walk(call: FoundCall, max_steps: int) -> GridWalk:
     info = call.info
     t0 = time.perf_counter()
+    if info.steps is None:
+        dims = [n for n, g in zip(info.grid_names, info.grid) if g is None]
+        return _skipped(info, "grid computed at run time", f"grid dimension(s) {', '.join(dims)} are computed at run time "
+                        "from values the example inputs do not decide")
     if info.scalar_prefetch and not call.prefetch_known:
-        return GridWalk(info.name, info.steps, 0, [], 0, 0, [Finding(
-            "info", "walk-needs-prefetch", f"{info.name}: index maps read {info.scalar_prefetch} scalar-prefetch "
-            "operand(s) computed at run time (not constants of the program), so the grid walk cannot follow them",
-            kernel=info.name, view="pallas")], 0.0, skipped="scalar prefetch computed at run time")
+        return _skipped(info, "scalar prefetch computed at run time", f"index maps read {info.scalar_prefetch} "
+                        "scalar-prefetch operand(s) computed at run time from values the example inputs do not decide")
     steps = info.steps
     walked = min(steps, max_steps)
-    states = [_OperandState(op, info.grid, info.dimension_semantics) for op in info.operands]
+    pipelined = [(op, m) for op, m in zip(info.operands, call.index_maps) if op.pipelined]
+    states = [_OperandState(op, info.grid, info.dimension_semantics) for op, _ in pipelined]
     trace_points, trace_blocks = [], {}
     for start in range(0, walked, CHUNK):
         stop = min(walked, start + CHUNK)
         points = _grid_points(info.grid, start, stop)
-        for state, index_map in zip(states, call.index_maps):
+        for state, (_, index_map) in zip(states, pipelined):
             blocks = [np.asarray(b) for b in (index_map(*points) if points else index_map())]
             state.add(blocks, points, start)
             if start == 0:
@@ -250,9 +275,11 @@ def _walk(call: FoundCall, max_steps: int) -> GridWalk:
     if walked < steps:
         findings.append(Finding("info", "walk-sampled", f"{info.name}: the grid has {steps:,} steps; the walk covered "
                                 f"the first {walked:,}", kernel=info.name, view="pallas"))
+    dma, dma_read, dma_written = _dma_traffic(info, steps)
     return GridWalk(
         kernel=info.name, steps=steps, walked_steps=walked, operands=walks,
-        hbm_bytes_read=sum(w.bytes for w in walks if w.role == "input"),
-        hbm_bytes_written=sum(w.bytes for w in walks if w.role == "output"),
+        hbm_bytes_read=sum(w.bytes for w in walks if w.role == "input") + dma_read,
+        hbm_bytes_written=sum(w.bytes for w in walks if w.role == "output") + dma_written,
         findings=findings, seconds=time.perf_counter() - t0, trace_points=trace_points, trace_blocks=trace_blocks,
+        dma_bytes=dma,
     )

@@ -34,11 +34,11 @@ def sweep(target: Target, chips: list[Chip]) -> list[SweepRow]:
         params = dict(target.params, **dict(zip(names, values)))
         candidate = dataclasses.replace(target, params=params)
         try:
-            traced = capture(candidate, Backend(get_chip("cpu")), compile=False).closed_jaxpr
+            program = capture(candidate, Backend(get_chip("cpu")), compile=False).program
         except InspectorError as err:
             rows.append(SweepRow(dict(zip(names, values)), {}, {}, str(err).split(" (raised", 1)[0]))
             continue
-        calls = find_pallas_calls(traced)
+        calls = find_pallas_calls(program)
         needs, fits = {}, {}
         for chip in chips:
             budgets = [b for c in calls if (b := budget(c.info, chip))]

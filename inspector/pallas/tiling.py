@@ -1,4 +1,4 @@
-"""Block-shape rules per target (facts.md s4, jax/_src/pallas/mosaic/lowering.py): TPU (8,128)
+"""Block-shape rules per target (as Pallas's Mosaic lowering enforces them): TPU (8,128)
 tiling with its full-dimension and rank-1 exceptions, dtype packing, MXU padding waste; Triton's
 power-of-two blocks and Mosaic GPU's 16-byte minor dimension on GPU targets."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 
 from ..chips import Chip
 from ..findings import Finding
-from .discovery import BlockSpecInfo, PallasCall
+from .model import BlockSpecInfo, PallasCall
 
 MXU_WASTE_WARN = 0.10
 

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ..chips import Chip
-from .discovery import PallasCall
+from .model import PallasCall
 from .tiling import packing
 
 VREG_FILE_BYTES = 64 * 4096  # 64 vector registers of 8x128x32 bits
@@ -76,27 +76,32 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         buffers = op.buffer_count or 2
         items.append(VmemItem(op.operand, block, op.dtype, padded_bytes(block, op.dtype), buffers))
     for i, s in enumerate(info.scratch):
+        what = f"run_scoped buffer {i}" if s.scoped else f"scratch {i}"
         if s.memory_space == "vmem" and s.shape:
-            items.append(VmemItem(f"scratch {i}", s.shape, s.dtype, padded_bytes(s.shape, s.dtype), 1))
+            items.append(VmemItem(what, s.shape, s.dtype, padded_bytes(s.shape, s.dtype), 1))
         elif s.memory_space == "smem":
-            smem += math.prod(s.shape or [1]) * (np.dtype(s.dtype).itemsize if s.dtype else 4)
+            smem += s.bytes
     largest = info.intermediates_bytes[0] if info.intermediates_bytes else 0
     if largest > VREG_FILE_BYTES:
         items.append(VmemItem("kernel intermediate (largest value in the body)", [], "", largest, 1))
     total = sum(i.bytes for i in items)
     limit, source = (info.vmem_limit_bytes, "vmem_limit_bytes") if info.vmem_limit_bytes else (chip.scoped_vmem_bytes, "scoped default")
-    pipelined = sum(i.bytes for i in items[:len([o for o in info.operands if o.memory_space == "vmem"])])
+    pipelined = sum(i.bytes for i in items[:len([o for o in info.operands if o.memory_space == "vmem"])])  # blocks come first
     fixed = total - pipelined
     growth = (limit - fixed) / pipelined if pipelined and limit > fixed else None
+    note = VmemBudget.note
+    if any(s.scoped for s in info.scratch):
+        note = ("run_scoped buffers (emit_pipeline's among them) are counted as if all were live at once, which can "
+                "overstate when scopes follow each other; register spills and compiler temporaries come on top")
     return VmemBudget(chip.name, info.name, "VMEM", items, total, limit, source, chip.vmem_bytes, smem,
-                      total <= limit, limit - total, growth)
+                      total <= limit, limit - total, growth, note)
 
 
 def gpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     """Triton keeps num_stages copies of each input block in shared memory (default 3)."""
     stages = info.num_stages or TRITON_DEFAULT_STAGES
     items = [VmemItem(op.operand, [b or 1 for b in op.block_shape], op.dtype, op.block_bytes,
-                      stages if op.role == "input" else 1) for op in info.operands]
+                      stages if op.role == "input" else 1) for op in info.operands if op.pipelined]
     total = sum(i.bytes for i in items)
     limit = chip.shared_mem_per_block
     pipelined = sum(i.bytes for i in items)

@@ -34,7 +34,7 @@ from inspector.target import load_target  # noqa: E402
 
 def analysis_share(func: str, chip: str) -> tuple[float, float, int]:
     target = load_target(f"samples/transformer.py:{func}")
-    stages = capture(target, Backend(get_chip(chip)), use_cache=False)
+    stages = capture(target, Backend(get_chip(chip)), use_cache=False).stages
     runs = []
     for _ in range(5):  # median of 5: single runs of 0.1 s swing by 30% on this machine
         t0 = time.perf_counter()

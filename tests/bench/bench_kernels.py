@@ -35,8 +35,9 @@ CASES = [
 
 def hbm(spec: str, chip: str, sets: list[str], args: str | None) -> tuple[int, float | None, str]:
     target = load_target(spec, sets=sets, args=args)
-    stages = capture(target, Backend(get_chip(chip)))
-    report = build_report(target, get_chip(chip), stages, fusions=True, pallas=True)
+    captured = capture(target, Backend(get_chip(chip)))
+    stages = captured.stages
+    report = build_report(target, get_chip(chip), captured, fusions=True, pallas=True)
     if report.fusions is None:
         return 0, None, stages.compile_error.headline if stages.compile_error else "no HLO"
     vmem = [k.compiler_scoped_vmem_bytes for k in report.fusions.kernels if k.kind.startswith("custom-call:pallas")]

@@ -131,7 +131,7 @@ class PallasTab(VerticalScroll, can_focus=True):
         c = k.call
         axes = ", ".join(f"{n}={g} {s}" for n, g, s in zip(c.grid_names, c.grid, c.dimension_semantics))
         head.update(Text.assemble((f"{c.name}", "bold"), f" ({self.kernel + 1} of {len(self.kernels)}; [ and ] switch)  ",
-                                  f"at {c.source}; grid ({axes}), {c.steps:,} steps"))
+                                  f"at {c.source}; grid ({axes}), {'?' if c.steps is None else format(c.steps, ',')} steps"))
         body.update(Group(blockspec_table(k), Text("VMEM per chip (estimate, a lower bound)", style="bold"), budget_bars(k),
                           Text(""), findings_table(k.findings)))
         self._redraw_grid()

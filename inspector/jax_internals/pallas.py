@@ -1,0 +1,347 @@
+"""Every pallas_call in a traced program, read into ``inspector.pallas.model`` records: grid
+(dynamic dimensions evaluated on the example inputs where they decide them), dimension
+semantics, BlockSpecs with readable and evaluable index maps, scratch and run_scoped buffers,
+the body's DMAs, and what the body computes per grid step.
+
+Reads jax's GridMapping/BlockMapping and the Pallas TPU primitives (jax/_src/pallas, 0.10.x).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Callable
+
+import numpy as np
+
+from ..pallas.model import GRID_LETTERS, BlockSpecInfo, DmaInfo, FoundCall, PallasCall, ScratchInfo
+from .evaluate import operand_values
+from .tracing import eqn_frame, sub_jaxprs, walk_eqns
+
+_BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "//", "rem": "%", "and": "&", "or": "|",
+           "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_TRANSCENDENTAL = {"exp", "log", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "pow", "exp2", "log1p", "expm1", "erf"}
+_REF_OPS = ("get", "load", "swap", "store", "masked_load", "masked_swap")
+
+
+def _dim_kind(dim) -> tuple[str, int | None]:
+    name = type(dim).__name__
+    if name == "Squeezed":
+        return "squeezed", None
+    if name == "Blocked":
+        return "blocked", dim.block_size
+    if name == "Element":
+        return "element", dim.block_size
+    if name == "BoundedSlice":
+        return "bounded", dim.block_size
+    return name.lower(), getattr(dim, "block_size", None)
+
+
+def _literal(v) -> str | None:
+    val = getattr(v, "val", None)
+    if val is None:
+        return None
+    try:
+        return str(int(val)) if np.ndim(val) == 0 else str(val)
+    except (TypeError, ValueError):
+        return str(val)
+
+
+_PRECEDENCE = {"|": 1, "&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3, "+": 4, "-": 4,
+               "*": 5, "//": 5, "%": 5}
+_ATOM = 9
+
+
+def expr_text(jaxpr, names: list[str]) -> list[str]:
+    """Readable expressions for the outputs of a small integer jaxpr (an index map), with only
+    the parentheses precedence needs: ``min(k, (j * 128 + 127) // 256)``."""
+    env: dict = {v: (n, _ATOM) for v, n in zip(jaxpr.invars, names)}
+
+    def read(v) -> tuple[str, int]:
+        lit = _literal(v)
+        return (lit, _ATOM) if lit is not None else env.get(v, ("?", _ATOM))
+
+    def binop(op: str, a: tuple, b: tuple) -> tuple[str, int]:
+        prec = _PRECEDENCE[op]
+        left = a[0] if a[1] >= prec else f"({a[0]})"
+        right = b[0] if b[1] > prec or (b[1] == prec and op in ("+", "*")) else f"({b[0]})"
+        return f"{left} {op} {right}", prec
+
+    for eqn in jaxpr.eqns:
+        args = [read(v) for v in eqn.invars]
+        p = eqn.primitive.name
+        call = lambda name: [(f"{name}({', '.join(a[0] for a in args)})", _ATOM)]
+        if p in _BINOPS and len(args) == 2:
+            out = [binop(_BINOPS[p], *args)]
+        elif p in ("convert_element_type", "copy", "copy_p"):
+            out = args[:1]
+        elif p == "neg":
+            out = [(f"-{args[0][0]}" if args[0][1] == _ATOM else f"-({args[0][0]})", _ATOM)]
+        elif p in ("jit", "pjit", "closed_call"):
+            name = eqn.params.get("name", "")
+            inner = eqn.params.get("jaxpr")
+            if name == "floor_divide" and len(args) == 2:
+                out = [binop("//", *args)]
+            elif name == "remainder" and len(args) == 2:
+                out = [binop("%", *args)]
+            elif inner is not None:
+                texts = expr_text(getattr(inner, "jaxpr", inner), [a[0] if a[1] == _ATOM else f"({a[0]})" for a in args])
+                out = [(t, _ATOM if t.isidentifier() or t.isdigit() else 0) for t in texts]
+            else:
+                out = call(name)
+        elif p == "get" and args:
+            out = [(f"{args[0][0]}[{', '.join(a[0] for a in args[1:])}]", _ATOM)]
+        elif p == "select_n" and len(args) == 3:
+            out = [(f"{args[2][0]} if {args[0][0]} else {args[1][0]}", 0)]
+        else:
+            out = call(p)
+        for var, text in zip(eqn.outvars, out):
+            env[var] = text
+    return [read(v)[0] for v in jaxpr.outvars]
+
+
+def _index_map_callable(closed, prefetch: list | None, n_grid: int) -> Callable:
+    """f(*grid index arrays) -> block index arrays. Index maps that read scalar-prefetch refs get
+    them discharged into plain values and bound to the prefetch data (when it is known)."""
+    import jax
+    from jax._src import core
+    from jax._src.state import discharge
+
+    if prefetch is None:
+        def one(*idx):
+            return tuple(core.eval_jaxpr(closed.jaxpr, closed.consts, *idx))
+    else:
+        pure = discharge.discharge_state(closed)
+        values = [jax.numpy.asarray(v) for v in prefetch]
+
+        def one(*idx):
+            outs = core.eval_jaxpr(pure.jaxpr, pure.consts, *idx, *values)
+            return tuple(outs[:len(closed.jaxpr.outvars)])  # the rest are the (unchanged) refs
+
+    if n_grid == 0:  # no grid: one step, nothing to vectorise over
+        fn = jax.jit(one)
+        return lambda *idx: fn()
+    return jax.jit(jax.vmap(one))
+
+
+def memory_space(aval) -> str:
+    """vmem | smem | any | hbm | semaphore ... of a ref's aval (TPU blocks default to VMEM)."""
+    space = getattr(aval, "memory_space", None)
+    text = str(space).lower() if space is not None else "vmem"
+    if text in ("", "none", "default"):
+        return "vmem"
+    if "sem" in text:
+        return "semaphore"
+    for known in ("vmem", "smem", "any", "hbm"):
+        if known in text:
+            return known
+    return text
+
+
+def _aval_of(x):
+    return getattr(x, "aval", x)
+
+
+def _bytes_of(aval) -> int:
+    shape = getattr(aval, "shape", ())
+    try:
+        return int(math.prod(shape)) * np.dtype(aval.dtype).itemsize
+    except TypeError:  # semaphores and other non-numpy dtypes
+        return int(math.prod(shape)) * 4
+
+
+class _Body:
+    """Costs, DMAs and run_scoped buffers of a kernel body, with how often each runs per grid
+    step: lax.cond / pl.when branches give a [min, max] range, loops multiply by their trips."""
+
+    def __init__(self, names: dict):
+        self.names = names  # id(kernel ref var) -> the kernel's name for it
+        self.flops = [0.0, 0.0]
+        self.trans = 0.0
+        self.dots: list[list[int]] = []
+        self.sizes: list[int] = []
+        self.dmas: list[DmaInfo] = []
+        self.scoped: list[ScratchInfo] = []
+
+    def visit(self, jaxpr, times: tuple[float, float]) -> tuple[float, float]:
+        """Walk ``jaxpr`` running ``times`` per step; return its own [min, max] flops per run."""
+        lo = hi = 0.0
+        stored = {id(e.invars[1]) for e in jaxpr.eqns if e.primitive.name in ("swap", "store") and len(e.invars) > 1}
+        for eqn in jaxpr.eqns:
+            p = eqn.primitive.name
+            if p not in _REF_OPS:
+                for v in eqn.outvars:
+                    aval = getattr(v, "aval", None)
+                    shape = getattr(aval, "shape", None)
+                    if id(v) not in stored and shape and hasattr(aval, "dtype"):
+                        self.sizes.append(_bytes_of(aval))
+            if p == "dot_general":
+                (lc, _), _ = eqn.params["dimension_numbers"]
+                lhs, out = eqn.invars[0].aval.shape, eqn.outvars[0].aval.shape
+                k = math.prod(lhs[d] for d in lc)
+                f = 2.0 * math.prod(out) * k
+                lo, hi = lo + f, hi + f
+                m = math.prod(out[:-1]) if len(out) > 1 else 1
+                self.dots.append([int(m), int(k), int(out[-1]) if out else 1])
+            elif p in _TRANSCENDENTAL:
+                self.trans += math.prod(eqn.outvars[0].aval.shape) * times[1]
+            elif p == "dma_start":
+                self._dma(eqn, times)
+            elif p == "cond":
+                costs = [self.visit(b.jaxpr, (0.0, times[1])) for b in eqn.params["branches"]]
+                lo += min(c[0] for c in costs)
+                hi += max(c[1] for c in costs)
+                continue
+            elif p == "scan":
+                n = float(eqn.params.get("length", 1))
+                c = self.visit(eqn.params["jaxpr"].jaxpr, (times[0] * n, times[1] * n))
+                lo, hi = lo + n * c[0], hi + n * c[1]
+                continue
+            elif p == "while":
+                # trips unknown: counted once (a lower bound for the max)
+                c = self.visit(eqn.params["body_jaxpr"].jaxpr, (0.0, times[1]))
+                hi += c[1]
+                continue
+            elif p == "run_scoped":
+                inner = eqn.params["jaxpr"]
+                for v in inner.invars:
+                    aval = v.aval
+                    self.scoped.append(ScratchInfo([int(d) for d in getattr(aval, "shape", ())],
+                                                   str(getattr(aval, "dtype", "")), memory_space(aval), scoped=True))
+            for sub in sub_jaxprs(eqn.params):
+                c = self.visit(sub, times)
+                lo, hi = lo + c[0], hi + c[1]
+        return lo, hi
+
+    def _dma(self, eqn, times) -> None:
+        from jax._src.pallas.mosaic import primitives as mosaic_primitives
+
+        src, dst, _, _, device = mosaic_primitives._dma_unflatten(eqn.params["tree"], [_aval_of(v) for v in eqn.invars])
+        src_ref, dst_ref = getattr(src, "ref", src), getattr(dst, "ref", dst)
+        shape = [int(d) for d in getattr(src, "shape", ())]
+        dtype = str(getattr(src, "dtype", ""))
+        nbytes = int(math.prod(shape)) * (np.dtype(dtype).itemsize if dtype else 1)
+        name = lambda ref, v: self.names.get(id(v), "ref")
+        self.dmas.append(DmaInfo(
+            source=name(src_ref, eqn.invars[0]), destination="buffer",
+            src_space=memory_space(src_ref), dst_space=memory_space(dst_ref), shape=shape, dtype=dtype,
+            bytes=nbytes, per_step=[times[0], times[1]], remote=device is not None))
+
+
+def _semantics(compiler_params, ndim: int) -> list[str]:
+    sem = getattr(compiler_params, "dimension_semantics", None)
+    if not sem:
+        return ["arbitrary"] * ndim
+    out = [str(s).split(".")[-1].lower().replace("dimensionsemantics", "") for s in sem]
+    return out + ["arbitrary"] * (ndim - len(out))
+
+
+def _short_src(src: str | None) -> str | None:
+    """'kernel at /abs/path/file.py:48' -> 'kernel at path/file.py:48'."""
+    from ..target import short_path
+
+    if not src or " at " not in src:
+        return src
+    name, _, where = src.rpartition(" at ")
+    path, _, line = where.rpartition(":")
+    return f"{name} at {short_path(path)}:{line}" if path else src
+
+
+def _signature(grid, gm, prefetch) -> str:
+    parts = [repr(tuple(grid))] + [f"{bm.block_shape}|{bm.array_aval}|{bm.index_map_jaxpr}" for bm in gm.block_mappings]
+    parts += [hashlib.sha256(np.ascontiguousarray(p).tobytes()).hexdigest() for p in prefetch or []]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _cost_estimate(ce) -> dict | None:
+    if ce is None:
+        return None
+    return {k: int(getattr(ce, k)) for k in ("flops", "transcendentals", "bytes_accessed") if getattr(ce, k, None) is not None}
+
+
+def _dynamic(d) -> bool:
+    return not isinstance(d, (int, np.integer))
+
+
+def read_call(eqn, values: list | None) -> FoundCall:
+    """One pallas_call equation as data. ``values``: the concrete values of its operands where
+    the example inputs decide them (None per operand otherwise)."""
+    from ..target import short_path
+
+    p = eqn.params
+    gm = p["grid_mapping"]
+    n_dyn = sum(1 for d in gm.grid if _dynamic(d))
+    values = values or [None] * len(eqn.invars)
+    dyn_values = iter(values[:n_dyn])
+    grid: list[int | None] = []
+    for d in gm.grid:
+        if _dynamic(d):
+            v = next(dyn_values)
+            grid.append(int(np.asarray(v).reshape(-1)[0]) if v is not None else None)
+        else:
+            grid.append(int(d))
+    names = [str(n) for n in gm.grid_names] if gm.grid_names else list(GRID_LETTERS[:len(grid)].ljust(len(grid), "g"))
+    n_idx = int(gm.num_index_operands)
+    prefetch_vars = eqn.invars[n_dyn:n_dyn + n_idx]
+    prefetch = [values[n_dyn + i] for i in range(n_idx)]
+    prefetch = prefetch if prefetch and all(v is not None for v in prefetch) else None
+    kernel = p["jaxpr"]
+    info = getattr(kernel, "debug_info", None)
+    arg_names = list(getattr(info, "arg_names", None) or [])
+    n_in = gm.num_inputs
+    operands, maps = [], []
+    prefetch_names = [f"s{i}" for i in range(n_idx)]
+    for pos, bm in enumerate(gm.block_mappings):
+        role = "input" if pos < n_in else "output"
+        kinds, block = zip(*(_dim_kind(d) for d in bm.block_shape)) if bm.block_shape else ((), ())
+        text = expr_text(bm.index_map_jaxpr.jaxpr, names + prefetch_names)
+        ref = n_idx + pos
+        label = arg_names[ref] if ref < len(arg_names) and arg_names[ref] else str(bm.origin)
+        operands.append(BlockSpecInfo(
+            operand=label, role=role, position=pos if role == "input" else pos - n_in,
+            array_shape=[int(d) for d in bm.array_aval.shape], dtype=str(bm.array_aval.dtype),
+            block_shape=list(block), dim_kinds=list(kinds), memory_space=memory_space(bm.transformed_block_aval),
+            buffer_count=getattr(bm.pipeline_mode, "buffer_count", None),
+            index_map=f"({', '.join(names)}) -> ({', '.join(text)})",
+        ))
+        maps.append(_index_map_callable(bm.index_map_jaxpr, prefetch, len(grid)))
+    scratch = [ScratchInfo([int(d) for d in getattr(a, "shape", ())], str(getattr(a, "dtype", "")), memory_space(a))
+               for a in gm.scratch_avals]
+    ref_names = {id(v): (arg_names[i] if i < len(arg_names) and arg_names[i] else f"ref{i}")
+                 for i, v in enumerate(kernel.invars)}
+    body = _Body(ref_names)
+    flops_lo, flops_hi = body.visit(kernel, (1.0, 1.0))
+    frame = eqn_frame(eqn)
+    cp = p.get("compiler_params")
+    call = PallasCall(
+        name=str(p.get("name") or getattr(info, "func_name", "pallas_call")),
+        source=f"{short_path(frame[0])}:{frame[1]}" if frame else None,
+        kernel_source=_short_src(getattr(info, "func_src_info", None)),
+        grid=grid, grid_names=names, grid_dynamic=[_dynamic(d) for d in gm.grid],
+        dimension_semantics=_semantics(cp, len(grid)),
+        scalar_prefetch=n_idx, prefetch_bytes=sum(_bytes_of(v.aval) for v in prefetch_vars),
+        operands=operands, scratch=scratch + body.scoped, dmas=body.dmas,
+        vmem_limit_bytes=getattr(cp, "vmem_limit_bytes", None), num_stages=getattr(cp, "num_stages", None),
+        step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
+        intermediates_bytes=sorted(body.sizes, reverse=True)[:8],
+        cost_estimate=_cost_estimate(p.get("cost_estimate")), vmapped_dims=[int(d) for d in gm.vmapped_dims],
+    )
+    return FoundCall(call, maps, _signature(grid, gm, prefetch), prefetch is not None)
+
+
+def pallas_eqns(closed_jaxpr) -> list:
+    return [e for e in walk_eqns(closed_jaxpr.jaxpr) if e.primitive.name == "pallas_call"]
+
+
+def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None) -> list[tuple[object, FoundCall | Exception]]:
+    """Every pallas_call in the program (inside jit, custom_vjp, scan, cond, vmap'd code too), as
+    (equation name, FoundCall) or (name, the exception) for a call this reader cannot follow."""
+    eqns = pallas_eqns(closed_jaxpr)
+    values = operand_values(closed_jaxpr, eqns, example_values)
+    found = []
+    for eqn in eqns:
+        name = str(eqn.params.get("name") or "pallas_call")
+        try:
+            found.append((name, read_call(eqn, values.get(id(eqn)))))
+        except Exception as err:  # a kernel this jax version lays out differently: a finding, not a crash
+            found.append((name, err))
+    return found

@@ -1,0 +1,145 @@
+"""What a pallas_call is, as plain data: grid, BlockSpecs, scratch, DMAs and body costs.
+
+Read from the traced program by ``inspector.jax_internals.pallas``; every analysis (grid walk,
+tiling rules, VMEM budgets) and every view works from these records alone.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+GRID_LETTERS = "ijklmn"
+
+
+@dataclasses.dataclass
+class BlockSpecInfo:
+    """One pipelined operand: the block of an array each grid step sees."""
+
+    operand: str  # the kernel's name for the ref (q_ref), else jax's origin (args[0], outputs)
+    role: str  # input | output
+    position: int  # index among the pallas_call's inputs or outputs
+    array_shape: list[int]
+    dtype: str
+    block_shape: list[int | None]  # None: a squeezed dimension (pl.Squeezed / None in the BlockSpec)
+    dim_kinds: list[str]  # blocked | squeezed | element | bounded per dimension
+    memory_space: str  # vmem | any | smem | hbm ...
+    buffer_count: int | None  # pl.Buffered(n), None for the default
+    index_map: str  # "(i, j, k) -> (i, j, 0)"
+
+    @property
+    def pipelined(self) -> bool:
+        """Blocks of the outer grid (VMEM/SMEM); memory_space=ANY/HBM operands are the kernel's own
+        to copy (manual DMA, nested pipelines) and are not blocks of the grid."""
+        return self.memory_space not in ("any", "hbm")
+
+    @property
+    def block_elements(self) -> int:
+        return math.prod(b or 1 for b in self.block_shape)
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self.dtype).itemsize
+
+    @property
+    def block_bytes(self) -> int:
+        return self.block_elements * self.itemsize
+
+
+@dataclasses.dataclass
+class ScratchInfo:
+    """A buffer the kernel owns: scratch_shapes, or a run_scoped allocation (emit_pipeline's
+    buffers among them) when ``scoped`` is set."""
+
+    shape: list[int]
+    dtype: str
+    memory_space: str  # vmem | smem | semaphore ...
+    scoped: bool = False  # allocated inside the body (pltpu.run_scoped / emit_pipeline)
+
+    @property
+    def bytes(self) -> int:
+        itemsize = np.dtype(self.dtype).itemsize if self.dtype and self.memory_space != "semaphore" else 4
+        return math.prod(self.shape or [1]) * itemsize
+
+
+@dataclasses.dataclass
+class DmaInfo:
+    """One async copy in the kernel body (make_async_copy, emit_pipeline's copies)."""
+
+    source: str  # "x_hbm (any)", the ref as the kernel names it where known
+    destination: str
+    src_space: str
+    dst_space: str
+    shape: list[int]
+    dtype: str
+    bytes: int  # one transfer
+    per_step: list[float]  # [min, max] transfers per grid step (branches and loops counted)
+    remote: bool  # to another device (device_id given)
+
+    @property
+    def touches_hbm(self) -> bool:
+        return "any" in (self.src_space, self.dst_space) or "hbm" in (self.src_space, self.dst_space)
+
+
+@dataclasses.dataclass
+class PallasCall:
+    """One pallas_call as the compiler sees it."""
+
+    name: str
+    source: str | None  # file:line of the pallas_call
+    kernel_source: str | None  # the kernel function and where it is defined
+    grid: list[int | None]  # None: a dimension computed at run time that the example inputs did not decide
+    grid_names: list[str]
+    grid_dynamic: list[bool]  # the dimension is computed at run time (a traced value)
+    dimension_semantics: list[str]  # per grid axis; "arbitrary" when unspecified
+    scalar_prefetch: int
+    prefetch_bytes: int  # the scalar-prefetch operands, which live in SMEM for the whole kernel
+    operands: list[BlockSpecInfo]
+    scratch: list[ScratchInfo]
+    dmas: list[DmaInfo]
+    vmem_limit_bytes: int | None  # CompilerParams(vmem_limit_bytes=...)
+    num_stages: int | None  # Triton compiler params, when given
+    step_flops: float  # of the kernel body, one grid step, the costliest branches taken
+    step_flops_min: float  # the cheapest branches (pl.when / lax.cond) taken
+    step_transcendentals: float
+    dots: list[list[int]]  # (m, k, n) of each matmul in the body
+    intermediates_bytes: list[int]  # sizes of the body's array values, largest first (top 8)
+    cost_estimate: dict | None = None  # the pl.CostEstimate the author gave, if any
+    vmapped_dims: list[int] = dataclasses.field(default_factory=list)  # grid axes added by jax.vmap
+
+    @property
+    def steps(self) -> int | None:
+        if any(g is None for g in self.grid):
+            return None
+        return math.prod(self.grid) if self.grid else 1
+
+    @property
+    def grid_text(self) -> str:
+        dims = [("?" if g is None else str(g)) + ("*" if d else "") for g, d in zip(self.grid, self.grid_dynamic)]
+        return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+
+    @property
+    def dma_bytes_per_step(self) -> list[float]:
+        """[min, max] HBM bytes the body's own DMAs move per grid step."""
+        hbm = [d for d in self.dmas if d.touches_hbm]
+        return [sum(d.bytes * d.per_step[0] for d in hbm), sum(d.bytes * d.per_step[1] for d in hbm)]
+
+
+@dataclasses.dataclass
+class MosaicKernel:
+    """The Mosaic MLIR of one pallas_call, as it was lowered for a TPU."""
+
+    name: str
+    source: str | None  # file:line of the pallas_call
+    mlir: str
+
+
+@dataclasses.dataclass
+class FoundCall:
+    """A PallasCall with what the grid walk needs and the Report does not carry (in-process only)."""
+
+    info: PallasCall
+    index_maps: list  # per operand: f(*grid_index_arrays) -> tuple of block-index arrays
+    signature: str  # same grid, shapes, index maps and prefetch data: the same walk
+    prefetch_known: bool = False  # the scalar-prefetch values are known (constants or example inputs)
