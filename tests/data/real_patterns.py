@@ -1,0 +1,75 @@
+"""Kernels in the shapes real kernels take (manual DMA, no grid, a grid sized at run time, vmap,
+a nested emit_pipeline over HBM refs, pl.when branches), small enough for the tests."""
+import functools
+import jax, jax.numpy as jnp, numpy as np
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+def manual_dma(x):  # x f32[8*4, 128] in HBM; copy row blocks into VMEM scratch, double the values
+    def kernel(x_hbm, o_ref, buf, sem):
+        i = pl.program_id(0)
+        cp = pltpu.make_async_copy(x_hbm.at[pl.ds(i * 8, 8)], buf, sem)
+        cp.start(); cp.wait()
+        o_ref[...] = buf[...] * 2
+    return pl.pallas_call(kernel, grid=(x.shape[0] // 8,),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA])(x)
+
+def no_grid(x):
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+def dyn_grid(x, n):
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1
+    return pl.pallas_call(kernel, grid=(n[0],), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+dyn_grid_abstract = dyn_grid
+
+
+def vmapped(x):  # x f32[4, 64, 128]
+    def one(x):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...] * 3
+        return pl.pallas_call(kernel, grid=(x.shape[0] // 8,), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+    return jax.vmap(one)(x)
+
+def nested(x):  # x f32[512, 512] HBM; outer grid of 2 over rows, inner emit_pipeline over (256,128) blocks
+    def kernel(x_hbm, o_hbm):
+        i = pl.program_id(0)
+        def inner(x_ref, o_ref):
+            o_ref[...] = x_ref[...] + 1
+        pltpu.emit_pipeline(inner, grid=(2, 4),
+            in_specs=[pl.BlockSpec((128, 128), lambda a, b: (a, b), pipeline_mode=pl.Buffered(3))],
+            out_specs=[pl.BlockSpec((128, 128), lambda a, b: (a, b))])(
+                x_hbm.at[pl.ds(i * 256, 256)], o_hbm.at[pl.ds(i * 256, 256)])
+    return pl.pallas_call(kernel, grid=(2,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)))(x)
+
+def with_cond(x):
+    def kernel(x_ref, o_ref):
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            o_ref[...] = jnp.dot(x_ref[...], x_ref[...])
+        @pl.when(pl.program_id(0) != 0)
+        def _():
+            o_ref[...] = x_ref[...]
+    return pl.pallas_call(kernel, grid=(4,), in_specs=[pl.BlockSpec((128, 128), lambda i: (0, 0))],
+        out_specs=pl.BlockSpec((128, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct((512, 128), x.dtype))(x)
+
+INSPECT = {
+    "manual_dma": {"args": "f32[32,128]"},
+    "no_grid": {"args": "f32[8,128]"},
+    "dyn_grid": {"args": lambda: (jnp.ones((32, 128)), jnp.array([4], jnp.int32))},
+    "dyn_grid_abstract": {"args": "f32[32,128] i32[1]"},
+    "vmapped": {"args": "f32[4,64,128]"},
+    "nested": {"args": "f32[512,512]"},
+    "with_cond": {"args": "f32[128,128]"},
+}

@@ -1,0 +1,106 @@
+"""The patterns real kernels use, read and walked without false findings: manual DMA over HBM
+refs, no grid, a grid sized at run time, vmap, a nested emit_pipeline, pl.when branches."""
+from pathlib import Path
+
+import pytest
+
+from inspector.backends import Backend
+from inspector.chips import get_chip
+from inspector.pallas.analysis import analyse_pallas
+from inspector.stages import capture
+from inspector.target import load_target
+
+PATTERNS = str(Path(__file__).parent / "data" / "real_patterns.py")
+V5E = get_chip("tpu-v5e")
+
+
+def analysed(name: str):
+    program = capture(load_target(f"{PATTERNS}:{name}"), Backend(get_chip("cpu")), compile=False).program
+    [report], unread = analyse_pallas(program, [V5E], [V5E])
+    assert unread == []
+    return report
+
+
+def codes(report) -> set[str]:
+    return {f.code for f in report.findings}
+
+
+def test_manual_dma_counts_its_copies_and_leaves_hbm_operands_alone():
+    r = analysed("manual_dma")
+    [x, out] = r.call.operands
+    assert not x.pipelined and out.pipelined
+    [dma] = r.call.dmas
+    assert (dma.src_space, dma.dst_space, dma.shape, dma.bytes, dma.per_step) == ("any", "vmem", [8, 128], 4096, [1.0, 1.0])
+    # 4 steps x one 4 KiB copy in, plus the output blocks written back
+    assert r.walk.hbm_bytes_read == 4 * 4096 and r.walk.hbm_bytes_written == 32 * 128 * 4
+    assert r.cost_estimate["bytes_accessed"] == r.walk.hbm_bytes
+    assert codes(r) == set()
+    [budget] = r.budgets
+    assert budget.total_bytes == 2 * 4096 + 4096  # the output block twice, the scratch once; no semaphore
+
+
+def test_no_grid_is_one_step():
+    r = analysed("no_grid")
+    assert r.call.grid == [] and r.call.steps == 1 and r.walk.walked_steps == 1
+    assert codes(r) == set()
+
+
+def test_grid_sized_at_run_time_from_concrete_example_inputs():
+    r = analysed("dyn_grid")
+    assert r.call.grid == [4] and r.call.grid_dynamic == [True]
+    assert not r.walk.skipped and codes(r) == set()
+
+
+def test_grid_sized_at_run_time_without_values_is_unknown_not_an_error():
+    r = analysed("dyn_grid_abstract")
+    assert r.call.grid == [None] and r.call.steps is None
+    assert r.walk.skipped and codes(r) == {"walk-needs-values"}
+    assert r.flops is None and r.cost_estimate is None
+
+
+def test_vmap_keeps_every_grid_axis():
+    r = analysed("vmapped")
+    assert r.call.grid == [4, 8] and r.call.vmapped_dims == [0]
+    assert r.walk.operands[1].distinct_blocks == 32 and codes(r) == set()
+
+
+def test_nested_emit_pipeline_counts_its_buffers_and_raises_no_race():
+    r = analysed("nested")
+    scoped = [s for s in r.call.scratch if s.scoped and s.memory_space == "vmem"]
+    assert [s.shape for s in scoped] == [[3, 128, 128], [2, 128, 128]]  # pl.Buffered(3) in, default 2 out
+    [budget] = r.budgets
+    assert budget.total_bytes == 5 * 128 * 128 * 4
+    assert "parallel-axis-race" not in codes(r) and "error" not in {f.severity for f in r.findings}
+    low, high = r.walk.dma_bytes
+    assert low < high and high >= 2 * 2 * 512 * 512 * 4 // 2  # every block in and out at the most
+
+
+def test_when_branches_give_a_flops_range():
+    r = analysed("with_cond")
+    assert r.flops_range == [0.0, 2 * 128 * 128 * 128 * 4]
+
+
+@pytest.mark.tpu
+def test_nested_pipeline_estimate_against_the_compiler():
+    from inspector.pallas.check import run_check
+
+    result = run_check(load_target(f"{PATTERNS}:nested"), [V5E])
+    [row] = result.targets
+    assert row.compiler_fits and row.fits and result.ok
+    assert row.compiler_vmem_bytes == row.vmem_bytes  # run_scoped buffers: the estimate is the compiler's figure
+
+
+@pytest.mark.tpu
+def test_reports_keep_their_pallas_analysis_across_chips_in_the_worker():
+    """cpu -> tpu-v5e -> cpu in the UI's worker process: the second cpu report is as complete as the first."""
+    from inspector.remote import Remote
+    from inspector.session import Session
+
+    remote, session = Remote(), Session("samples/bugs.py:dropped_tail")
+    try:
+        reports = [remote.call(session.with_chip(chip), "report") for chip in ("cpu", "tpu-v5e", "cpu")]
+    finally:
+        remote.close()
+    for report in reports:
+        assert "output-not-written" in {f.code for f in report.findings}
+        assert report.pallas and report.pallas[0].walk.operands
