@@ -1,4 +1,12 @@
-"""A finding: something the user should know, with how bad it is and where the evidence is."""
+"""A finding: something the user should know, how bad it is and where the evidence is; and the
+registry of every finding code, which producers and views both read.
+
+Each code declares its usual severity, whether it depends on the chip (``check`` reports
+chip-independent findings once, chip-dependent ones per chip), the view that shows its evidence
+and the keys its ``data`` carries. Data keys that views read have one meaning everywhere:
+``blocks`` is always a list of block indices (each a list of ints), ``grid_point`` one grid
+point, ``chip`` a chip name, ``bytes``/``limit`` byte counts, ``count`` how many in all.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -6,8 +14,61 @@ import dataclasses
 SEVERITIES = ("error", "warning", "info")
 
 
+@dataclasses.dataclass(frozen=True)
+class Code:
+    name: str
+    severity: str  # the usual one; a few codes are errors on one chip and warnings on another
+    per_chip: bool  # depends on the chip: reported per chip by `check`
+    view: str  # the view that shows the evidence
+    fields: tuple[str, ...]  # the keys of Finding.data
+    summary: str
+
+
+def _codes(*codes: Code) -> dict[str, Code]:
+    return {c.name: c for c in codes}
+
+
+CODES = _codes(
+    # the grid walk (chip-independent)
+    Code("block-out-of-bounds", "error", False, "pallas", ("grid_point", "blocks"), "an index map returns a block past the array"),
+    Code("output-not-written", "error", False, "pallas", ("blocks", "count"), "output blocks no grid step writes"),
+    Code("output-revisit", "error", False, "pallas", ("blocks", "count"), "an output block written in non-consecutive steps"),
+    Code("parallel-axis-race", "error", False, "pallas", ("axis", "blocks", "count"),
+         "an output block written from several indices of a parallel axis"),
+    Code("partial-block", "warning", False, "pallas", ("dim", "array_size", "block_size"), "a last block padded past the array"),
+    Code("walk-sampled", "info", False, "pallas", (), "the grid is too large to walk whole"),
+    Code("walk-needs-values", "info", False, "pallas", ("why",), "the grid or index maps depend on run-time values"),
+    Code("analysis-failed", "warning", False, "pallas", ("what", "why"), "an analysis could not follow a kernel"),
+    # layout rules and budgets (per chip)
+    Code("tiling", "error", True, "pallas", (), "a block shape the chip's tiling refuses"),
+    Code("tiling-packing", "warning", True, "pallas", (), "a packed dtype's block rows not a multiple of its packing"),
+    Code("mxu-padding", "warning", True, "pallas", ("m", "k", "n", "waste"), "a matmul padded to the MXU's width"),
+    Code("vmem-over-limit", "error", True, "pallas", ("chip", "bytes", "limit"), "the VMEM estimate is over the limit"),
+    Code("shared-memory-over-limit", "error", True, "pallas", ("chip", "bytes", "limit"),
+         "the shared-memory estimate is over the limit"),
+    Code("smem-over-limit", "error", True, "pallas", ("chip", "bytes", "limit"), "scalar prefetch and SMEM over the limit"),
+    Code("triton-block-pow2", "error", True, "pallas", (), "a Triton block that is not a power of two"),
+    Code("mosaic-gpu-minor-bytes", "warning", True, "pallas", (), "a Mosaic GPU minor dim not a multiple of 16 bytes"),
+    # the compiler
+    Code("compile-vmem-oom", "error", True, "overview", ("chip", "used_bytes", "limit_bytes", "exceeded_by_bytes", "scope"),
+         "the compiler ran out of VMEM"),
+    Code("compile-error", "error", True, "overview", ("chip",), "the compile failed"),
+    Code("pallas-interpreted", "info", False, "hlo", (), "Pallas kernels interpreted on the CPU"),
+    Code("no-pallas-call", "info", False, "pallas", (), "nothing to check"),
+    # running the kernel (diff)
+    Code("mismatch", "error", False, "diff", (), "outputs outside tolerance"),
+    Code("race-detected", "error", False, "diff", (), "the interpreter saw a race"),
+    Code("kernel-raised", "error", False, "diff", (), "the kernel raised while running"),
+    Code("interpret-out-of-bounds", "error", False, "diff", (), "the interpreter refused an out-of-bounds block"),
+    Code("interpret-revisit", "error", False, "diff", (), "the interpreter refused a non-consecutive revisit"),
+)
+
+
 @dataclasses.dataclass
 class Finding:
+    """One thing to know: ``code`` (a key of CODES), a one-line message, where the evidence is
+    (kernel, operand, view) and the figures behind it (``data``, keys as the code declares)."""
+
     severity: str  # error | warning | info
     code: str  # stable identifier, e.g. compile-vmem-oom, block-out-of-bounds
     message: str
@@ -15,6 +76,17 @@ class Finding:
     operand: str | None = None
     view: str | None = None  # the view that shows the evidence
     data: dict | None = None
+
+    @property
+    def per_chip(self) -> bool:
+        known = CODES.get(self.code)
+        return bool(known and known.per_chip)
+
+
+def register(code: Code) -> Code:
+    """Add a code (an extension's own analysis); one place per code."""
+    CODES[code.name] = code
+    return code
 
 
 def by_severity(findings: list[Finding]) -> list[Finding]:

@@ -104,3 +104,23 @@ def test_reports_keep_their_pallas_analysis_across_chips_in_the_worker():
     for report in reports:
         assert "output-not-written" in {f.code for f in report.findings}
         assert report.pallas and report.pallas[0].walk.operands
+
+
+def test_every_finding_code_produced_is_registered_with_its_data_keys():
+    """Producers and views share one registry: a code used anywhere is declared there."""
+    import re
+
+    from inspector.findings import CODES
+
+    root = Path(__file__).parent.parent / "inspector"
+    used = set()
+    for path in root.rglob("*.py"):
+        used |= set(re.findall(r'Finding\(\s*"(?:error|warning|info)"(?: if [^,]+ else "\w+")?,\s*"([a-z0-9-]+)"', path.read_text()))
+    assert used and used <= set(CODES), used - set(CODES)
+    for name in ("samples/bugs.py:dropped_tail", "samples/bugs.py:parallel_reduction", "samples/bugs.py:element_offset", "samples/bugs.py:revisit_not_consecutive", "samples/bugs.py:bad_tiling"):
+        program = capture(load_target(name), Backend(get_chip("cpu")), compile=False).program
+        for report in analyse_pallas(program, [V5E], [V5E])[0]:
+            for f in report.findings:
+                assert set(f.data or {}) <= set(CODES[f.code].fields), (f.code, f.data)
+                for block in (f.data or {}).get("blocks", []):
+                    assert isinstance(block, list) and all(isinstance(i, int) for i in block)

@@ -63,8 +63,8 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
         reports, unread = analyse_pallas(captured.program, [chip], [chip])
         if not kernels:
             kernels = reports
-            findings += unread + [f for r in reports for f in r.findings if f.code not in _CHIP_CODES]
-        findings += [f for r in reports for f in r.findings if f.code in _CHIP_CODES]
+            findings += unread + [f for r in reports for f in r.findings if not f.per_chip]
+        findings += [f for r in reports for f in r.findings if f.per_chip]
         budgets = [b for r in reports for b in r.budgets if b.chip == chip.name]
         peak = max(budgets, key=lambda b: b.total_bytes, default=None)
         row = TargetCheck(chip.name, all(b.fits for b in budgets), peak.total_bytes if peak else None,
@@ -77,7 +77,3 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
     ok = not any(f.severity == "error" for f in findings) and all(r.fits and r.compiler_fits is not False for r in rows)
     return CheckResult(ok, target.spec, rows, kernels, by_severity(findings))
 
-
-# Findings that depend on the chip; the rest (the grid walk) are the same on every chip and reported once.
-_CHIP_CODES = {"tiling", "tiling-packing", "mxu-padding", "vmem-over-limit", "smem-over-limit", "shared-memory-over-limit",
-               "triton-block-pow2", "mosaic-gpu-minor-bytes"}

@@ -162,7 +162,7 @@ def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts:
         found.append(Finding("error", "block-out-of-bounds",
                              f"{op.operand}: grid point {point} maps to block {block}, past the array {op.array_shape} "
                              f"({'; '.join(dims)}). index_map must return block indices, not element offsets "
-                             f"(index map {op.index_map})", data={"grid_point": list(point), "block": list(block)}, **where))
+                             f"(index map {op.index_map})", data={"grid_point": list(point), "blocks": [list(block)]}, **where))
     if not state.regular:
         return found
     partial = [(d, n, s) for d, (n, s, k) in enumerate(zip(op.array_shape, state.sizes, op.dim_kinds))
@@ -175,7 +175,7 @@ def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts:
                     "reads past the edge return unspecified values (NaN in interpret mode): mask them")
             found.append(Finding("warning", "partial-block", f"{op.operand}: the last block along dim {d} covers elements "
                                  f"{last * s}:{(last + 1) * s} of {n}: padded; {what}",
-                                 data={"dim": d, "array": n, "block": s}, **where))
+                                 data={"dim": d, "array_size": n, "block_size": s}, **where))
     if op.role != "output":
         return found
     needed = math.prod(state.counts)
@@ -186,7 +186,7 @@ def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts:
                              f"{op.operand}: {len(missing)} of {needed} output blocks are never written, e.g. elements "
                              f"{examples}{' ...' if len(missing) > 4 else ''}: they keep whatever the buffer held "
                              "(check the grid covers the array: cdiv, not //)",
-                             data={"missing_blocks": [list(_block_of(state, int(b))) for b in missing[:64]],
+                             data={"blocks": [list(_block_of(state, int(b))) for b in missing[:64]],
                                    "count": int(len(missing))}, **where))
     revisited = values[counts > 1]
     if len(revisited):
@@ -209,7 +209,8 @@ def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts:
                                  f"indices of grid axis {a} ({info.grid_names[a]}), marked \"parallel\": on chips that split "
                                  f"parallel axes across TensorCores ({MULTI_CORE_CHIPS}) two cores write the same block. "
                                  "Mark the axis \"arbitrary\" or give each index its own block",
-                                 data={"axis": a, "blocks": int(len(shared))}, **where))
+                                 data={"axis": a, "blocks": [list(_block_of(state, int(b))) for b in shared[:64]],
+                                       "count": int(len(shared))}, **where))
     return found
 
 

@@ -37,17 +37,8 @@ def budget_bars(k: PallasReport) -> Table:
 
 
 def _flagged(k: PallasReport, operand: str) -> set[tuple[int, ...]]:
-    blocks = set()
-    for f in k.findings:
-        if f.operand != operand or not f.data:
-            continue
-        for key in ("missing_blocks", "blocks"):
-            for b in f.data.get(key) or []:
-                if isinstance(b, list):
-                    blocks.add(tuple(b))
-        if "block" in f.data:
-            blocks.add(tuple(f.data["block"]))
-    return blocks
+    # every finding code that points at blocks carries them as data["blocks"] (see inspector.findings)
+    return {tuple(b) for f in k.findings if f.operand == operand and f.data for b in f.data.get("blocks") or []}
 
 
 def block_map(k: PallasReport, operand: str, current: list[int] | None) -> Text:
