@@ -4,13 +4,15 @@ from pathlib import Path
 
 import pytest
 
+from conftest import DATA
+
 from inspector.backends import Backend
 from inspector.chips import get_chip
 from inspector.pallas.analysis import analyse_pallas
 from inspector.stages import capture
 from inspector.target import load_target
 
-PATTERNS = str(Path(__file__).parent / "data" / "real_patterns.py")
+PATTERNS = str(DATA / "real_patterns.py")
 V5E = get_chip("tpu-v5e")
 
 
@@ -124,3 +126,28 @@ def test_every_finding_code_produced_is_registered_with_its_data_keys():
                 assert set(f.data or {}) <= set(CODES[f.code].fields), (f.code, f.data)
                 for block in (f.data or {}).get("blocks", []):
                     assert isinstance(block, list) and all(isinstance(i, int) for i in block)
+
+
+def test_a_project_with_its_own_kernels_and_views_packages(tmp_path):
+    """The inspector installs no top-level kernels/views: a user's own packages of those names win
+    (run as the installed console script, whose sys.path does not start at the working folder)."""
+    import os
+    import subprocess
+    import sys
+
+    probe = "import importlib.util as u; print(u.find_spec('kernels'), u.find_spec('views'), u.find_spec('inspector.kernels').origin)"
+    found = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert found.stdout.startswith("None None ") and "flash" not in found.stdout, found.stdout + found.stderr
+
+    for package in ("kernels", "views"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text(f"NAME = 'the user\\'s {package}'\n")
+    (tmp_path / "model.py").write_text(
+        "import jax.numpy as jnp\nimport kernels, views\n"
+        "assert kernels.NAME == \"the user's kernels\" and views.NAME == \"the user's views\"\n"
+        "def double(x):\n    return x * 2\n")
+    script = Path(sys.executable).parent / "inspector"
+    out = subprocess.run([str(script), "show", "model.py:double", "--args", "f32[8]", "--view", "jaxpr"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300, env=dict(os.environ, NO_COLOR="1"))
+    assert out.returncode == 0, out.stderr
+    assert "mul" in out.stdout
