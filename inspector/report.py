@@ -120,7 +120,8 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     if pallas or fusions:
         kernels, unread = analyse_pallas(captured.program, *budget_chips(chip))
         findings += unread + [f for k in kernels for f in k.findings]
-    traffic = [None if k.walk.skipped else (k.walk.hbm_bytes_read, k.walk.hbm_bytes_written, k.flops) for k in kernels or []]
+    traffic = [(k.call.name, None, None, None) if k.walk.skipped else (k.call.name, k.walk.hbm_bytes_read, k.walk.hbm_bytes_written, k.flops)
+               for k in kernels or []]
     analysis = None
     if fusions and stages.hlo:
         try:

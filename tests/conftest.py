@@ -46,3 +46,17 @@ def run_cli():
                               cwd=cwd, env=full_env, timeout=600)
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def _tpu_marker_is_honest(request, monkeypatch):
+    """A test that builds a TPU backend in this process must carry @pytest.mark.tpu, so that
+    `-m "not tpu"` really runs without libtpu compiles."""
+    if request.node.get_closest_marker("tpu"):
+        return
+    from inspector import backends
+
+    def refuse(topology):
+        raise AssertionError(f"this test compiles for a TPU ({topology}): mark it @pytest.mark.tpu")
+
+    monkeypatch.setattr(backends, "_tpu_mesh", refuse)

@@ -63,6 +63,7 @@ def test_too_many_nodes_is_refused_with_the_count_and_the_flags(step_analysis):
         render_svg(g, summary.nodes)
 
 
+@pytest.mark.tpu
 @pytest.mark.skipif(not dot_available(), reason="Graphviz's dot is not installed (.ci/setup installs it)")
 def test_export_svg_is_a_self_contained_picture(run_cli, tmp_path):
     svg, dot = tmp_path / "naive.svg", tmp_path / "naive.dot"

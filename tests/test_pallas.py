@@ -146,6 +146,7 @@ def test_estimate_and_compiler_agree_across_each_chips_limit(spec, args, sets):
         assert row.fits == row.compiler_fits, (row.chip, row.vmem_bytes, row.compiler_vmem_bytes)
 
 
+@pytest.mark.tpu
 def test_check_cli_exit_codes_and_json(run_cli):
     out = run_cli("check", "samples/bugs.py:dropped_tail", "--target", "tpu-v5e", "--estimate-only", "--json")
     assert out.returncode == 1, out.stderr

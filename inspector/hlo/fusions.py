@@ -362,11 +362,11 @@ def _agreement(totals: dict, xla: dict | None) -> dict:
 
 
 def analyse_fusions(hlo_text: str, chip: Chip | None, xla_cost: dict | None,
-                    pallas_traffic: list[tuple[int, int, float]] | None = None) -> FusionAnalysis:
+                    pallas_traffic: list[tuple] | None = None) -> FusionAnalysis:
     """Kernels, totals, agreement with XLA and materialized intermediates of one compiled module.
-    ``pallas_traffic``: (HBM bytes read, written, flops) of each pallas_call from its BlockSpec
-    walk and DMAs, in program order (None where the walk could not follow it); it replaces the
-    operands-once lower bound of those custom calls."""
+    ``pallas_traffic``: (kernel name, HBM bytes read, written, flops) of each pallas_call from its
+    BlockSpec walk and DMAs, in program order (figures None where the walk could not follow it);
+    it replaces the operands-once lower bound of those custom calls."""
     # Tens of thousands of small objects and no cycles: the cyclic GC would only rescan the
     # compiler's heap again and again (a third of the time on a 24-layer step).
     paused = gc.isenabled()
@@ -378,14 +378,26 @@ def analyse_fusions(hlo_text: str, chip: Chip | None, xla_cost: dict | None,
             gc.enable()
 
 
-def _apply_walk(kernels: list[Kernel], traffic: list[tuple[int, int, float] | None], chip: Chip | None) -> None:
-    pallas = [k for k in kernels if k.kind == "custom-call:pallas"]
-    if len(pallas) != len(traffic):
-        return  # cannot pair them safely: keep the labelled lower bound
-    for k, walked in zip(pallas, traffic):
-        if walked is None:  # the walk could not follow this kernel: keep the labelled lower bound
-            continue
-        read, written, flops = walked
+def _pair_walks(kernels: list[Kernel], traffic: list) -> list[tuple[Kernel, tuple]]:
+    """Each walked pallas_call with its custom call: by kernel name (the custom call is named after
+    the pallas_call, "splash_mha_fwd.1"), in program order; unnamed ones by position when the
+    counts agree. Unpaired kernels keep the labelled lower bound."""
+    mosaic = [k for k in kernels if k.kind in ("custom-call:pallas", "custom-call:mosaic")]
+    pairs, used = [], set()
+    for name, *figures in traffic:
+        match = next((k for k in mosaic if id(k) not in used and name and k.name.rsplit(".", 1)[0] == name), None)
+        if match is not None:
+            used.add(id(match))
+            pairs.append((match, figures))
+    if not pairs:
+        pallas = [k for k in kernels if k.kind == "custom-call:pallas"]
+        if len(pallas) == len(traffic):
+            pairs = [(k, figures) for k, (_, *figures) in zip(pallas, traffic)]
+    return [(k, tuple(f)) for k, f in pairs if f[0] is not None]
+
+
+def _apply_walk(kernels: list[Kernel], traffic: list, chip: Chip | None) -> None:
+    for k, (read, written, flops) in _pair_walks(kernels, traffic):
         k.hbm_bytes_read, k.hbm_bytes_written, k.flops = read, written, flops
         k.intensity, k.roofline_s, k.bound = _roofline(chip, flops, read + written)
         k.note = ("HBM traffic from the BlockSpec walk (a block is fetched when its index changes) and the body's "

@@ -1,13 +1,15 @@
 """The values a pallas_call's leading operands take (dynamic grid sizes, scalar-prefetch data)
 when the program's constants and the example inputs decide them: the part of the program before
-the kernel is evaluated on them, equation by equation, and nothing else (no kernel runs).
+the kernel is evaluated on them, equation by equation, lazily, and nothing else (no kernel runs).
 
-Follows values into jit / custom_jvp / custom_vjp calls; inside loops and branches (scan, while,
-cond) a value depends on the iteration, so it stays unknown (None).
+Values are followed into jit / custom_jvp / custom_vjp calls, each call site with its own
+inputs (jax shares one jaxpr between call sites). Inside loops and branches (scan, while, cond)
+a value depends on the iteration, so it stays unknown (None).
 """
 from __future__ import annotations
 
 import sys
+from typing import Iterator
 
 import numpy as np
 
@@ -19,53 +21,65 @@ _UNKNOWN = object()
 _MAX_ELEMENTS = 1 << 24  # past this an intermediate is not worth evaluating for grid sizes
 
 
-class _Program:
-    def __init__(self, closed_jaxpr, example_values):
-        self.env: dict[int, object] = {}
-        self.defs: dict[int, tuple] = {}  # id(var) -> (eqn, output index)
-        self.links: dict[int, object] = {}  # id(inner invar) -> outer var
-        self.calls: dict[int, object] = {}  # id(call eqn) -> inner jaxpr
-        jaxpr = closed_jaxpr.jaxpr
-        for v, c in zip(jaxpr.constvars, closed_jaxpr.consts):
-            self.env[id(v)] = c
-        for i, v in enumerate(jaxpr.invars):
-            value = example_values[i] if example_values is not None and i < len(example_values) else None
-            self.env[id(v)] = value if value is not None and hasattr(value, "shape") and not _abstract(value) else _UNKNOWN
-        self._index(jaxpr)
+def called_jaxpr(eqn):
+    """(jaxpr, consts) an equation calls with its own operands, or None."""
+    inner = eqn.params.get(_CALLS.get(eqn.primitive.name, ""))
+    if inner is None:
+        return None
+    return getattr(inner, "jaxpr", inner), list(getattr(inner, "consts", ()))
 
-    def _index(self, jaxpr) -> None:
-        for eqn in jaxpr.eqns:
-            for k, v in enumerate(eqn.outvars):
-                self.defs[id(v)] = (eqn, k)
-            inner = eqn.params.get(_CALLS.get(eqn.primitive.name, ""))
-            if inner is not None:
-                j = getattr(inner, "jaxpr", inner)
-                self.calls[id(eqn)] = inner
-                for outer, var in zip(eqn.invars, j.invars):
-                    self.links[id(var)] = outer
-                for var, c in zip(j.constvars, getattr(inner, "consts", ())):
-                    self.env[id(var)] = c
-                self._index(j)
+
+def pallas_occurrences(jaxpr, path: tuple = ()) -> Iterator[tuple[tuple | None, object]]:
+    """Every pallas_call in program order, with the chain of call equations that leads to it
+    (None when a loop or branch lies on the way: its operands then depend on the iteration)."""
+    from .tracing import sub_jaxprs
+
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "pallas_call":
+            yield path, eqn
+            continue
+        called = called_jaxpr(eqn)
+        if called is not None:
+            yield from pallas_occurrences(called[0], None if path is None else path + (eqn,))
+        else:
+            for sub in sub_jaxprs(eqn.params):
+                yield from pallas_occurrences(sub, None)
+
+
+class _Frame:
+    """One activation of a jaxpr: its inputs (values, or thunks evaluated when first read)."""
+
+    def __init__(self, jaxpr, consts: list, inputs: list):
+        self.jaxpr = jaxpr
+        self.env: dict[int, object] = {id(v): c for v, c in zip(jaxpr.constvars, consts)}
+        self.inputs = {id(v): x for v, x in zip(jaxpr.invars, inputs)}
+        self.defs = {id(v): (eqn, k) for eqn in jaxpr.eqns for k, v in enumerate(eqn.outvars)}
+        self.children: dict[int, _Frame] = {}
+
+    def child(self, eqn) -> "_Frame":
+        if id(eqn) not in self.children:
+            inner, consts = called_jaxpr(eqn)
+            self.children[id(eqn)] = _Frame(inner, consts, [lambda v=v: self.value(v) for v in eqn.invars])
+        return self.children[id(eqn)]
 
     def value(self, var):
         if hasattr(var, "val"):  # a literal
             return var.val
         key = id(var)
-        if key in self.env:
-            return self.env[key]
-        if key in self.links:
-            result = self.value(self.links[key])
-        elif key in self.defs:
-            result = self._evaluate(*self.defs[key])
-        else:
-            result = _UNKNOWN
-        self.env[key] = result
-        return result
+        if key not in self.env:
+            if key in self.inputs:
+                given = self.inputs[key]
+                self.env[key] = given() if callable(given) else given
+            elif key in self.defs:
+                self.env[key] = self._evaluate(*self.defs[key])
+            else:
+                self.env[key] = _UNKNOWN
+        return self.env[key]
 
     def _evaluate(self, eqn, k: int):
-        if id(eqn) in self.calls:
-            inner = self.calls[id(eqn)]
-            return self.value(getattr(inner, "jaxpr", inner).outvars[k])
+        if called_jaxpr(eqn) is not None:
+            frame = self.child(eqn)
+            return frame.value(frame.jaxpr.outvars[k])
         if eqn.primitive.name == "pallas_call" or any(_big(v) for v in eqn.outvars):
             return _UNKNOWN
         args = [self.value(v) for v in eqn.invars]
@@ -82,46 +96,52 @@ class _Program:
         return outs[k]
 
 
-def _abstract(value) -> bool:
-    import jax
-
-    return isinstance(value, jax.ShapeDtypeStruct)
-
-
 def _big(var) -> bool:
     shape = getattr(getattr(var, "aval", None), "shape", ())
     return int(np.prod(shape, dtype=np.int64)) > _MAX_ELEMENTS
 
 
-def _leading_operands(eqn) -> int:
+def leading_operands(eqn) -> int:
+    """How many operands come before the kernel's inputs: dynamic grid sizes, then scalar prefetch."""
     gm = eqn.params["grid_mapping"]
     dynamic = sum(1 for d in gm.grid if not isinstance(d, (int, np.integer)))
     return dynamic + int(gm.num_index_operands)
 
 
-def operand_values(closed_jaxpr, eqns: list, example_values: tuple | None) -> dict[int, list]:
-    """{id(eqn): [numpy value or None for each operand]} for the pallas_call equations whose
-    dynamic grid sizes or scalar-prefetch operands need values. Best effort: what cannot be
-    evaluated (run-time data without example values, a failure) is None."""
-    wanted = [e for e in eqns if _leading_operands(e)]
-    if not wanted:
-        return {}
-    program = _Program(closed_jaxpr, example_values)
+def _concrete(value) -> bool:
+    import jax
+
+    return value is not None and hasattr(value, "shape") and not isinstance(value, jax.ShapeDtypeStruct)
+
+
+def operand_values(closed_jaxpr, occurrences: list, example_values: tuple | None) -> list[list | None]:
+    """Per (path, pallas_call) occurrence: the numpy value of each leading operand, or None where
+    the constants and example inputs do not decide it (or it could not be evaluated here)."""
+    jaxpr = closed_jaxpr.jaxpr
+    inputs = [x if _concrete(x) else _UNKNOWN for x in (example_values or ())]
+    inputs += [_UNKNOWN] * (len(jaxpr.invars) - len(inputs))
+    top = _Frame(jaxpr, list(closed_jaxpr.consts), inputs)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20000))
-    out: dict[int, list] = {}
+    out: list[list | None] = []
     try:
-        for eqn in wanted:
-            values = []
-            for i, var in enumerate(eqn.invars):
-                v = _UNKNOWN
-                if i < _leading_operands(eqn):
-                    try:
-                        v = program.value(var)
-                    except Exception:  # a primitive that cannot run eagerly here: unknown, not a crash
-                        v = _UNKNOWN
-                values.append(None if v is _UNKNOWN else np.asarray(v))
-            out[id(eqn)] = values
+        for path, eqn in occurrences:
+            n = leading_operands(eqn)
+            if not n:
+                out.append(None)
+                continue
+            values = [None] * len(eqn.invars)
+            if path is not None:
+                try:
+                    frame = top
+                    for call in path:
+                        frame = frame.child(call)
+                    for i in range(n):
+                        v = frame.value(eqn.invars[i])
+                        values[i] = None if v is _UNKNOWN else np.asarray(v)
+                except Exception:  # a primitive that cannot run eagerly here: unknown, not a crash
+                    pass
+            out.append(values)
     finally:
         sys.setrecursionlimit(limit)
     return out

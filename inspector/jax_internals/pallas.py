@@ -14,8 +14,9 @@ from typing import Callable
 import numpy as np
 
 from ..pallas.model import GRID_LETTERS, BlockSpecInfo, DmaInfo, FoundCall, PallasCall, ScratchInfo
-from .evaluate import operand_values
-from .tracing import eqn_frame, sub_jaxprs, walk_eqns
+from .evaluate import operand_values, pallas_occurrences
+from .liveness import live_outputs
+from .tracing import eqn_frame, sub_jaxprs
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "//", "rem": "%", "and": "&", "or": "|",
            "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -262,9 +263,10 @@ def _dynamic(d) -> bool:
     return not isinstance(d, (int, np.integer))
 
 
-def read_call(eqn, values: list | None) -> FoundCall:
+def read_call(eqn, values: list | None, live: list[bool] | None = None) -> FoundCall:
     """One pallas_call equation as data. ``values``: the concrete values of its operands where
-    the example inputs decide them (None per operand otherwise)."""
+    the example inputs decide them (None per operand otherwise); ``live``: which outputs the
+    program reads (all, when not known)."""
     from ..target import short_path
 
     p = eqn.params
@@ -302,6 +304,7 @@ def read_call(eqn, values: list | None) -> FoundCall:
             block_shape=list(block), dim_kinds=list(kinds), memory_space=memory_space(bm.transformed_block_aval),
             buffer_count=getattr(bm.pipeline_mode, "buffer_count", None),
             index_map=f"({', '.join(names)}) -> ({', '.join(text)})",
+            unused=role == "output" and live is not None and not live[pos - n_in],
         ))
         maps.append(_index_map_callable(bm.index_map_jaxpr, prefetch, len(grid)))
     scratch = [ScratchInfo([int(d) for d in getattr(a, "shape", ())], str(getattr(a, "dtype", "")), memory_space(a))
@@ -329,19 +332,23 @@ def read_call(eqn, values: list | None) -> FoundCall:
 
 
 def pallas_eqns(closed_jaxpr) -> list:
-    return [e for e in walk_eqns(closed_jaxpr.jaxpr) if e.primitive.name == "pallas_call"]
+    return [eqn for _, eqn in pallas_occurrences(closed_jaxpr.jaxpr)]
 
 
-def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None) -> list[tuple[object, FoundCall | Exception]]:
+def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None) -> list[tuple[str, FoundCall | Exception]]:
     """Every pallas_call in the program (inside jit, custom_vjp, scan, cond, vmap'd code too), as
-    (equation name, FoundCall) or (name, the exception) for a call this reader cannot follow."""
-    eqns = pallas_eqns(closed_jaxpr)
-    values = operand_values(closed_jaxpr, eqns, example_values)
+    (name, FoundCall) or (name, the exception) for a call this reader cannot follow."""
+    occurrences = list(pallas_occurrences(closed_jaxpr.jaxpr))
+    try:
+        values = operand_values(closed_jaxpr, occurrences, example_values)
+    except Exception:  # evaluation is best effort: without values the walk says what it cannot follow
+        values = [None] * len(occurrences)
+    live = live_outputs(closed_jaxpr)
     found = []
-    for eqn in eqns:
+    for (_, eqn), operand_vals in zip(occurrences, values):
         name = str(eqn.params.get("name") or "pallas_call")
         try:
-            found.append((name, read_call(eqn, values.get(id(eqn)))))
+            found.append((name, read_call(eqn, operand_vals, live.get(id(eqn)))))
         except Exception as err:  # a kernel this jax version lays out differently: a finding, not a crash
             found.append((name, err))
     return found

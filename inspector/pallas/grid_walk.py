@@ -163,7 +163,7 @@ def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts:
                              f"{op.operand}: grid point {point} maps to block {block}, past the array {op.array_shape} "
                              f"({'; '.join(dims)}). index_map must return block indices, not element offsets "
                              f"(index map {op.index_map})", data={"grid_point": list(point), "blocks": [list(block)]}, **where))
-    if not state.regular:
+    if not state.regular or op.unused:  # nothing reads an unused output: its blocks cannot corrupt a result
         return found
     partial = [(d, n, s) for d, (n, s, k) in enumerate(zip(op.array_shape, state.sizes, op.dim_kinds))
                if k == "blocked" and n % s]
@@ -173,7 +173,9 @@ def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts:
         if (visited[d] == last).any():
             what = ("writes past the edge are dropped" if op.role == "output" else
                     "reads past the edge return unspecified values (NaN in interpret mode): mask them")
-            found.append(Finding("warning", "partial-block", f"{op.operand}: the last block along dim {d} covers elements "
+            # dropped writes are harmless; reads of padding are a bug unless the kernel masks them
+            found.append(Finding("info" if op.role == "output" else "warning", "partial-block",
+                                 f"{op.operand}: the last block along dim {d} covers elements "
                                  f"{last * s}:{(last + 1) * s} of {n}: padded; {what}",
                                  data={"dim": d, "array_size": n, "block_size": s}, **where))
     if op.role != "output":
