@@ -44,6 +44,9 @@ class TensorRef:
 
 @dataclasses.dataclass
 class Kernel:
+    """One launch of the compiled program (a fusion, a custom call, a copy, a collective): what
+    it reads and writes in HBM, what it computes, and its roofline time on the chosen chip."""
+
     name: str
     kind: str  # fusion:loop | fusion:input | fusion:output | fusion:custom | custom-call:pallas | copy | collective | ...
     opcode: str
@@ -68,6 +71,10 @@ class Kernel:
     repeat: int = 1  # times it runs (a while body with a known trip count)
     scope: str | None = None  # op_name scope, e.g. jit(train_step)/layer3
     note: str | None = None
+
+    @property
+    def hbm_bytes(self) -> int:
+        return self.hbm_bytes_read + self.hbm_bytes_written
 
 
 @dataclasses.dataclass
@@ -416,7 +423,7 @@ def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None, pallas_tra
         "kernels": len(kernels),
         "bytes_read": sum(r(k, k.bytes_read) for k in kernels),
         "bytes_written": sum(r(k, k.bytes_written) for k in kernels),
-        "hbm_bytes": sum(r(k, k.hbm_bytes_read + k.hbm_bytes_written) for k in kernels),
+        "hbm_bytes": sum(r(k, k.hbm_bytes) for k in kernels),
         "flops": sum(r(k, k.flops) for k in kernels),
         "transcendentals": sum(r(k, k.transcendentals) for k in kernels),
         "pallas_kernels": sum(k.kind == "custom-call:pallas" for k in kernels),

@@ -49,7 +49,7 @@ def _label_bytes(n: int) -> str:
 def _kernel_label(k: Kernel) -> str:
     time = f"{fmt_time(k.roofline_s)} {k.bound}" if k.roofline_s else (k.bound or "")
     src = (k.source or (k.sources[0] if k.sources else "")).rsplit("/", 1)[-1]
-    lines = [k.name, k.kind, src, f"HBM {_label_bytes(k.hbm_bytes_read + k.hbm_bytes_written)}  {fmt_count(k.flops)}flop", time]
+    lines = [k.name, k.kind, src, f"HBM {_label_bytesk.hbm_bytes}  {fmt_count(k.flops)}flop", time]
     return "\n".join(l for l in lines if l)
 
 
@@ -80,7 +80,7 @@ def _scope_node(scope: str) -> str:
 
 def _kernel_node(g, k: Kernel, biggest: int) -> None:
     g.node(k.name, _kernel_label(k), shape="box", style="filled,rounded", fillcolor=BOUND_FILL.get(k.bound, "#dddddd"),
-           penwidth=_shade(k.hbm_bytes_read + k.hbm_bytes_written, biggest))
+           penwidth=_shade(k.hbm_bytes, biggest))
 
 
 def build_dot(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, expand: tuple[str, ...] = ()):
@@ -107,7 +107,7 @@ def build_dot(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, exp
         raise UsageError(f"the graph has {drawn} nodes ({len(kernels)} kernels) even with {len(collapsed)} scopes collapsed, "
                          f"over --max-nodes {max_nodes}: raise --max-nodes or draw fewer scopes with --expand SCOPE")
 
-    biggest = max((k.hbm_bytes_read + k.hbm_bytes_written for k in kernels), default=0)
+    biggest = max((k.hbm_bytes for k in kernels), default=0)
     g = graphviz.Digraph(title, graph_attr={
         "rankdir": "TB", "label": title, "labelloc": "t", "fontsize": "16", "fontname": "Helvetica",
         "nodesep": "0.25", "ranksep": "0.35"}, node_attr={"fontname": "Helvetica", "fontsize": "10"},
@@ -124,7 +124,7 @@ def build_dot(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, exp
 
     for name, members in clusters.items():
         if name in collapsed:
-            hbm = sum((k.hbm_bytes_read + k.hbm_bytes_written) * k.repeat for k in members)
+            hbm = sum(k.hbm_bytes * k.repeat for k in members)
             flops = sum(k.flops * k.repeat for k in members)
             mem = sum(1 for k in members if k.bound == "memory")
             g.node(_scope_node(name), f"{name}\n{len(members)} kernels (collapsed)\nHBM {_label_bytes(hbm)}  {fmt_count(flops)}flop\n"
