@@ -20,9 +20,9 @@ import numpy as np
 from ..chips import Chip, get_chip
 from ..findings import Finding, by_severity
 from ..target import Target, describe_error
-from . import interpreted
+from . import inputs as inputs_, interpreted
 from .compare import coarse_blocks, compare, error_map, leaf_findings, pair_leaves
-from .inputs import available_memory, check_memory, make_inputs, memory_needed
+from .inputs import check_memory, make_inputs, memory_needed
 from .result import DiffResult, LeafDiff, Timing
 
 DEFAULT_CHIP = "tpu-v5e"
@@ -99,7 +99,7 @@ def _check_memory(target: Target, closed, reference, ref_params):
     except Exception:  # noqa: BLE001 - the reference's own error is reported when it runs
         ref_shapes = ()
     needed = memory_needed((target.args, target.kwargs), closed.out_avals, ref_shapes)
-    check_memory(needed, available_memory())
+    check_memory(needed, inputs_.available_memory())
 
 
 # ----------------------------------------------------------------------------- comparing

@@ -121,4 +121,23 @@ INSPECT = {
     "as_f32": {"args": "f32[8,128]", "reference": "as_bf16"},
     "wrong_shape": {"args": "f32[8,128]", "reference": "double"},
     "empty_rows": {"args": "f32[8,128]", "reference": "empty_rows"},
+    "reshaped_dma": {"args": "f32[1024]", "reference": "flat_doubled"},
 }
+
+
+def _reshaped_dma(x_hbm, o_ref, buf, sem):
+    copy = pltpu.make_async_copy(x_hbm.reshape(ROWS, 128), buf, sem)
+    copy.start()
+    copy.wait()
+    o_ref[...] = buf[...] * 2
+
+
+def reshaped_dma(x):
+    """A DMA through a reshaped HBM ref: libtpu compiles it, the 0.10.2 interpreter cannot run it."""
+    return pl.pallas_call(_reshaped_dma, out_shape=jax.ShapeDtypeStruct((ROWS, 128), x.dtype),
+                          in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                          scratch_shapes=[pltpu.VMEM((ROWS, 128), x.dtype), pltpu.SemaphoreType.DMA(())])(x)
+
+
+def flat_doubled(x):
+    return x.reshape(ROWS, 128) * 2
