@@ -134,7 +134,7 @@ def test_benign_race_is_a_warning_after_reruns_agree():
     assert (f.code, f.severity) == ("race-detected", "warning")
     assert "o_ref" in f.message and "block (0, 0)" in f.message and "cores 0 and 1" in f.message and "tpu-v5p" in f.message
     assert f.data["runs"] == {"2 cores": 0, "one core": 0, "the parallel steps in another order": 0}
-    assert "RACE DETECTED" in f.data["detail"] and f.data["races"][0]["cores"] == [0, 1]
+    assert "RACE DETECTED" in f.data["detail"] and sorted(f.data["races"][0]["cores"]) == [0, 1]  # either core may write last
 
 
 @pytest.mark.slow
