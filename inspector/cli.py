@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--rtol", type=float, help="relative tolerance (default per dtype)")
     diff.add_argument("--grad", action="store_true", help="compare gradients too (vjp with a random cotangent)")
     diff.add_argument("--runs", type=int, default=3, metavar="N", help="timed runs after the checked one (0: no timing)")
+    diff.add_argument("--strict", action="store_true",
+                      help="a kernel the TPU interpreter cannot run is an error (exit 1), not an info finding")
     tui = sub.add_parser("tui", help="the terminal UI (what `inspector TARGET` opens)")
     _target_options(tui)
     tui.add_argument("--watch", action="store_true", help="re-analyse when the target file is saved")
@@ -185,11 +187,27 @@ def _diff(opts) -> int:
     from .diff import run_diff
     from .target import load_target
 
-    if opts.chip != "cpu":
-        raise InspectorError("diff runs on this machine (an accelerator when jax has one, else the CPU): drop --target")
+    from .chips import parse_targets
+    from .diff import check_tolerance
+
+    # diff runs on this machine; --target names the TPU that interpret mode simulates (the first TPU given)
+    chips = parse_targets(opts.chip)
+    spec_only = [c.name for c in chips if c.kind == "gpu"]
+    if spec_only:
+        raise InspectorError(f"diff runs on this machine, not on {', '.join(spec_only)}: --target names the TPU that "
+                             "interpret mode simulates (e.g. tpu-v5p), or cpu/gpu")
+    if opts.runs < 0:
+        raise InspectorError(f"--runs must be 0 or more, not {opts.runs}")
+    try:
+        check_tolerance("--atol", opts.atol)
+        check_tolerance("--rtol", opts.rtol)
+    except ValueError as err:
+        raise InspectorError(str(err)) from err
+    chip = next((c for c in chips if c.is_tpu), None)
     target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
     try:
-        result = run_diff(target, seed=opts.seed, atol=opts.atol, rtol=opts.rtol, grad=opts.grad, runs=opts.runs)
+        result = run_diff(target, seed=opts.seed, atol=opts.atol, rtol=opts.rtol, grad=opts.grad, runs=opts.runs,
+                          chip=chip, strict=opts.strict)
     except ValueError as err:
         raise InspectorError(str(err)) from err
     return _emit(opts, result, diff_view)

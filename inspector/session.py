@@ -43,9 +43,11 @@ class Session:
         return build_report(target, chip, captured, fusions=True, pallas=True)
 
     def diff(self):
+        from .chips import get_chip
         from .diff import run_diff
 
-        return run_diff(self.target(), runs=1)
+        chip = get_chip(self.chip)  # a TPU target is the chip interpret mode simulates
+        return run_diff(self.target(), runs=1, chip=chip if chip.is_tpu else None)
 
     def with_chip(self, chip: str) -> "Session":
         return dataclasses.replace(self, chip=chip)

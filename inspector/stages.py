@@ -84,7 +84,7 @@ def _eqn_record(eqn) -> JaxprEqn:
     return JaxprEqn(eqn.primitive.name, f"{short_path(frame[0])}:{frame[1]}" if frame else None, tracing.eqn_outputs(eqn))
 
 
-def _example_values(target: Target) -> tuple:
+def example_values(target: Target) -> tuple:
     """The flat inputs in the order the traced program takes them; abstract ones (shape specs) as None."""
     import jax
 
@@ -227,7 +227,7 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
                 stages.hlo, stages.cost, stages.memory = result["hlo"], result["cost"], result["memory"]
                 if result["error"]:
                     stages.compile_error = parse_compile_error(result["error"])
-    captured = Capture(stages, Program(closed, _example_values(target)))
+    captured = Capture(stages, Program(closed, example_values(target)))
     _MEMO[memo] = captured
     return captured
 

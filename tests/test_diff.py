@@ -1,15 +1,19 @@
 """`inspector diff`: correct kernels pass, each bug gives the right finding and the right blocks,
-NaN handling, tolerances by dtype, gradients, JSON shape, a raising kernel is a finding."""
+NaN handling, tolerances by dtype, gradients, JSON shape, a raising kernel is a finding; interpret
+mode as the simulated chip (emit_pipeline, cores per chip, races confirmed by rerunning), the
+interpreter's prints kept off the terminal, output trees checked before values, usage checks."""
 import json
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
-from conftest import DATA
+from conftest import DATA, line_of
 from inspector.diff import TOLERANCES, compare, error_map, run_diff
 from inspector.target import load_target
 
 KERNELS = str(DATA / "pallas_kernels.py")
+DIFF = str(DATA / "diff_kernels.py")
 
 
 def diff(spec, **kw):
@@ -19,10 +23,11 @@ def diff(spec, **kw):
     return run_diff(load_target(spec, args=args, sets=sets, ref=ref), runs=0, **kw)
 
 
+@pytest.mark.slow
 def test_correct_flash_attention_passes_with_gradients():
     result = diff("samples/attention.py:flash", args="bf16[1,256,128] bf16[1,256,128] bf16[1,256,128]",
                   sets=["block_q=128", "block_k=128"], grad=True)
-    assert result.ok and result.mode == "TPU interpret mode on the CPU"
+    assert result.ok and result.mode.startswith("TPU interpret mode on the CPU as tpu-v5e (1 TensorCore")
     [out] = result.outputs
     assert out.bad == 0 and out.max_abs <= TOLERANCES["bfloat16"][0] and out.max_ulp <= 2
     assert [g.output for g in result.gradients] == ["d/dq", "d/dk", "d/dv"] and all(g.ok for g in result.gradients)
@@ -40,6 +45,7 @@ def test_dropped_tail_names_the_unwritten_block():
     assert any(f.code == "mismatch" and "never written" in f.message for f in result.findings)
 
 
+@pytest.mark.slow
 def test_out_of_bounds_read_is_a_finding_with_the_grid_point():
     result = diff("samples/bugs.py:element_offset")
     [f] = result.findings
@@ -104,3 +110,170 @@ def test_seeded_inputs_are_reproducible_and_int_ranges_apply(tmp_path):
     (x2, i2), _ = make_inputs(target, seed=3)
     assert np.array_equal(x1, x2) and np.array_equal(i1, i2)
     assert int(i1.min()) >= 0 and int(i1.max()) < 8 and i1.dtype == jnp.int32
+
+
+# ----------------------------------------------------------------------------- interpret mode as the chip
+
+
+@pytest.mark.slow
+def test_emit_pipeline_kernel_runs_as_the_simulated_chip():
+    """pltpu.emit_pipeline asks get_tpu_info() while tracing: on a bare CPU that raises
+    "Unsupported TPU device kind: cpu"; traced as the chip it runs."""
+    result = diff(f"{DIFF}:pipelined")
+    assert result.ok and result.chip == "tpu-v5e" and result.findings == []
+    assert diff(f"{DIFF}:pipelined", chip="tpu-v6e").chip == "tpu-v6e"
+
+
+@pytest.mark.slow
+def test_benign_race_is_a_warning_after_reruns_agree():
+    """Both cores of a megacore chip write the same values to one output block: the race is
+    reported (buffer, block, cores, grid points) and confirmed harmless by the reruns."""
+    result = diff(f"{DIFF}:benign_race", chip="tpu-v5p")
+    assert result.ok and "2 TensorCores" in result.mode
+    [f] = result.findings
+    assert (f.code, f.severity) == ("race-detected", "warning")
+    assert "o_ref" in f.message and "block (0, 0)" in f.message and "cores 0 and 1" in f.message and "tpu-v5p" in f.message
+    assert f.data["runs"] == {"2 cores": 0, "one core": 0, "the parallel steps in another order": 0}
+    assert "RACE DETECTED" in f.data["detail"] and sorted(f.data["races"][0]["cores"]) == [0, 1]  # either core may write last
+
+
+@pytest.mark.slow
+def test_benign_race_on_a_single_core_chip_is_not_simulated():
+    result = diff(f"{DIFF}:benign_race")  # tpu-v5e: one TensorCore, nothing to race with
+    assert result.ok and result.findings == [] and "1 TensorCore" in result.mode
+
+
+@pytest.mark.slow
+def test_harmful_race_is_confirmed_as_an_error():
+    result = diff(f"{DIFF}:harmful_race", chip="tpu-v5p")
+    race = next(f for f in result.findings if f.code == "race-detected")
+    assert race.severity == "error" and "Confirmed" in race.message
+    assert race.data["runs"]["one core"] == 0 and race.data["runs"]["2 cores"] > 0
+    assert not result.ok
+
+
+@pytest.mark.slow
+def test_exception_inside_a_kernel_names_its_type_message_and_grid_point():
+    result = diff(f"{DIFF}:raises_inside")
+    [f] = result.findings
+    assert f.code == "kernel-raised" and f.severity == "error"
+    assert "raised ValueError: boom at step 2 at grid point (2,)" in f.message and "CpuCallback" not in f.message
+    assert f.data["type"] == "ValueError" and f.data["grid_point"] == [2]
+    assert f.data["source"].endswith("diff_kernels.py:" + str(line_of("tests/data/diff_kernels.py", "raise ValueError")))
+
+
+@pytest.mark.slow
+def test_interpreter_prints_never_reach_the_terminal(run_cli):
+    out = run_cli("diff", f"{DIFF}:benign_race", "--target", "tpu-v5p", "--runs", "0", "--json")
+    assert out.returncode == 0, out.stderr
+    assert "RACE DETECTED" not in out.stderr and "@@inspector" not in out.stdout
+    data = json.loads(out.stdout)  # stdout is the JSON and nothing else
+    assert data["chip"] == "tpu-v5p" and "RACE DETECTED" in data["interpreter_output"]
+    assert [f["severity"] for f in data["findings"]] == ["warning"]
+
+
+def test_captured_output_takes_python_and_file_descriptor_writes(capfd):
+    import os
+
+    from inspector.diff.capture import captured_output
+
+    with captured_output() as out:
+        print("from python")
+        os.write(1, b"from fd 1\n")
+        os.write(2, b"from fd 2\n")
+    assert "from python" in out.text and "from fd 1" in out.text and "from fd 2" in out.text
+    seen = capfd.readouterr()
+    assert "from" not in seen.out + seen.err
+
+
+def test_known_interpreter_limits_are_info_and_strict_makes_them_errors():
+    from inspector.chips import get_chip
+    from inspector.diff.interpreted import failure_finding
+
+    err = AttributeError("'ReshapeTransform' object has no attribute 'indices'")
+    f = failure_finding(err, "", "k", get_chip("tpu-v5e"), strict=False)
+    assert (f.severity, f.code) == ("info", "interpret-unsupported")
+    assert f.message.startswith("k: cannot run in interpret mode: ") and "the compile views still hold" in f.message
+    assert failure_finding(err, "", "k", get_chip("tpu-v5e"), strict=True).severity == "error"
+    unpack = NotImplementedError("MLIR translation rule for primitive 'unpack_elementwise' not found for platform cpu")
+    assert "unpack_elementwise" in failure_finding(unpack, "", "k", get_chip("tpu-v5e"), False).data["reason"]
+    zipped = ValueError("safe_zip() argument 2 is shorter than argument 1")
+    assert failure_finding(zipped, "", "k", get_chip("tpu-v5e"), False).severity == "info"
+
+
+def test_zero_length_read_at_the_end_is_recognised():
+    from inspector.jax_internals.interpret import zero_length_out_of_bounds
+
+    at_end = IndexError("Out-of-bounds read of (0 0 hbm 101): reading [(slice(128, 128, 1), slice(0, 128, 1))] but buffer has shape (128, 128).")
+    past = IndexError("Out-of-bounds read of (0 0 hbm 101): reading [(slice(128, 136, 1), slice(0, 128, 1))] but buffer has shape (128, 128).")
+    assert zero_length_out_of_bounds(at_end) and not zero_length_out_of_bounds(past)
+
+
+@pytest.mark.slow
+def test_unsupported_kernel_exits_0_unless_strict(run_cli):
+    """A DMA through a reshaped HBM ref: libtpu compiles it, the interpreter cannot run it."""
+    out = run_cli("diff", f"{DIFF}:reshaped_dma", "--runs", "0")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "info  interpret-unsupported" in out.stdout and "cannot run in interpret mode" in out.stdout
+    assert "Traceback" not in out.stdout + out.stderr
+    assert run_cli("diff", f"{DIFF}:reshaped_dma", "--runs", "0", "--strict").returncode == 1
+
+
+# ----------------------------------------------------------------------------- output trees
+
+
+def test_dict_with_other_keys_is_a_structure_finding():
+    result = diff(f"{DIFF}:as_dict")
+    structure = [f for f in result.findings if f.code == "output-structure"]
+    assert len(structure) == 1 and "['c']" in structure[0].message and "['b']" in structure[0].message
+    assert [l.output for l in result.outputs] == ["['a']"] and not result.ok
+
+
+def test_tuple_against_dict_is_a_finding_and_values_still_compared():
+    result = diff(f"{DIFF}:as_tuple")
+    [f] = result.findings
+    assert f.code == "output-structure" and "a tuple of 2" in f.message and "a dict with keys ['a', 'b']" in f.message
+    assert len(result.outputs) == 2 and all(l.ok for l in result.outputs) and not result.ok
+
+
+def test_dtype_and_shape_differences_are_findings():
+    dtype = diff(f"{DIFF}:as_f32")
+    assert [f.code for f in dtype.findings] == ["output-dtype"] and "float32" in dtype.findings[0].message
+    assert not dtype.ok and dtype.outputs[0].ok
+    shape = diff(f"{DIFF}:wrong_shape")
+    assert [f.code for f in shape.findings] == ["output-shape"] and "[8, 64]" in shape.findings[0].message
+    assert not shape.ok and shape.outputs == []
+
+
+def test_zero_size_outputs_compare():
+    result = diff(f"{DIFF}:empty_rows")
+    assert result.ok and result.outputs[0].shape == [0, 128] and result.outputs[0].error_map is None
+
+
+def test_mismatches_exit_1_and_bad_tolerances_exit_2(run_cli):
+    assert run_cli("diff", f"{DIFF}:as_dict", "--runs", "0").returncode == 1
+    for flag, value in (("--atol", "nan"), ("--rtol", "-1"), ("--atol", "inf")):
+        out = run_cli("diff", f"{DIFF}:as_f32", flag, value)
+        assert out.returncode == 2 and "must be a finite number >= 0" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_tolerances_from_inspect_are_validated(tmp_path):
+    f = tmp_path / "tol.py"
+    f.write_text("def f(x):\n    return x\nINSPECT = {'f': {'args': 'f32[4]', 'reference': 'f', 'atol': -1e-3}}\n")
+    with pytest.raises(ValueError, match="atol must be a finite number >= 0"):
+        diff(f"{f}:f")
+
+
+def test_memory_is_checked_before_inputs_are_made(run_cli, monkeypatch):
+    from inspector.diff import inputs
+
+    monkeypatch.setattr(inputs, "available_memory", lambda: 24 * 1024**3)
+    with pytest.raises(ValueError, match=r"need about [\d.]+ GiB; this machine has 24 GiB available"):
+        diff(f"{DIFF}:double", args="f32[65536,65536]", ref=f"{DIFF}:double")
+    out = run_cli("diff", f"{DIFF}:double", "--ref", f"{DIFF}:double", "--args", "f32[1048576,1048576]")  # 4 TiB: more than any machine here
+    assert out.returncode == 2 and "this machine has" in out.stderr and "MemoryError" not in out.stderr
+
+
+def test_target_names_the_simulated_chip_and_spec_only_targets_are_refused(run_cli):
+    out = run_cli("diff", f"{DIFF}:double", "--target", "h100")
+    assert out.returncode == 2 and "interpret mode simulates" in out.stderr

@@ -54,7 +54,7 @@ def diff_view(result: DiffResult) -> Group:
                           (f"({result.mode}; seed {result.seed})", "dim")),
             Text("inputs: " + ", ".join(result.inputs), style="dim")]
     parts = head + ([_leaf_table("outputs", result.outputs)] if result.outputs else
-                    [Text("no outputs to compare: the kernel did not finish (see the findings)", style="bold red")])
+                    [Text("no outputs compared (see the findings)", style="bold red")])
     for leaf in result.outputs:
         parts += _map(leaf)
     if result.gradients is not None:

@@ -1,0 +1,174 @@
+"""Compare a kernel's outputs with the reference's: tree structure, shapes and dtypes first (each
+difference a finding), then the values of every leaf, folded onto the output blocks."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..findings import Finding
+from .result import BadBlock, ErrorMap, LeafDiff
+
+# (atol, rtol) per dtype: a few units in the last place of typical O(1) values
+TOLERANCES = {"float64": (1e-10, 1e-10), "float32": (1e-5, 1e-5), "float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2)}
+MANTISSA_BITS = {"float64": 52, "float32": 23, "float16": 10, "bfloat16": 7}
+MAP_CELLS = (32, 64)  # rows, columns of the printed error map
+
+
+def _ulp(x: np.ndarray, dtype: str) -> np.ndarray:
+    bits = MANTISSA_BITS.get(dtype, 23)
+    mag = np.maximum(np.abs(x), np.finfo(np.float32).tiny)
+    return np.exp2(np.floor(np.log2(mag)) - bits)
+
+
+def compare(name: str, kernel, reference, atol: float | None, rtol: float | None):
+    """(LeafDiff, bad mask, kernel NaN mask, absolute error) of one output of the same shape."""
+    dtype = str(reference.dtype)
+    a = np.asarray(kernel).astype(np.float64)
+    b = np.asarray(reference).astype(np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"output {name}: the kernel gives shape {a.shape}, the reference {b.shape}")
+    default = TOLERANCES.get(dtype, (0.0, 0.0))
+    atol = default[0] if atol is None else atol
+    rtol = default[1] if rtol is None else rtol
+    both_nan = np.isnan(a) & np.isnan(b)
+    diff = np.where(both_nan, 0.0, np.abs(a - b))
+    diff = np.where(np.isnan(diff), np.inf, diff)  # NaN on one side only is as wrong as it gets
+    bad = diff > atol + rtol * np.abs(np.nan_to_num(b))
+    # relative error only where the reference is not ~0 (|b| > atol): near zero it means nothing
+    significant = np.abs(np.nan_to_num(b)) > max(atol, np.finfo(np.float32).tiny)
+    rel = np.where(significant, diff / np.where(significant, np.abs(np.nan_to_num(b)), 1.0), 0.0)
+    empty = diff.size == 0
+    worst = () if empty else np.unravel_index(int(np.argmax(diff)), diff.shape)
+    finite = np.isfinite(diff)
+    # ulps of the output dtype at the worst element: "the largest error is N units in the last place"
+    ulp = float(diff[worst] / _ulp(np.abs(b[worst]), dtype)) if dtype in MANTISSA_BITS and not empty and finite[worst] else None
+    return LeafDiff(
+        output=name, shape=list(a.shape), dtype=dtype, atol=atol, rtol=rtol,
+        max_abs=0.0 if empty else float(diff.max()),
+        max_rel=0.0 if empty else float(np.where(finite, rel, 0).max()),
+        max_ulp=ulp,
+        bad=int(bad.sum()), bad_fraction=0.0 if empty else float(bad.mean()),
+        nan_kernel=int(np.isnan(a).sum()), nan_reference=int(np.isnan(b).sum()),
+        inf_kernel=int(np.isinf(a).sum()), inf_reference=int(np.isinf(b).sum()),
+        worst_index=[int(i) for i in worst], worst_kernel=0.0 if empty else float(a[worst]),
+        worst_reference=0.0 if empty else float(b[worst]), error_map=None,
+    ), bad, np.isnan(a), diff
+
+
+def coarse_blocks(shape: tuple[int, ...]) -> list[int]:
+    return [max(1, -(-d // 8)) for d in shape]
+
+
+def error_map(bad: np.ndarray, nan: np.ndarray, diff: np.ndarray, block_shape: list[int], basis: str,
+              kernel: str | None = None, writers=None) -> ErrorMap | None:
+    """Fold element errors onto blocks; ``writers(block) -> grid points`` names who wrote a block.
+    None for an empty output (nothing to fold)."""
+    if bad.size == 0:
+        return None
+    shape = bad.shape
+    blocks = [-(-d // b) for d, b in zip(shape, block_shape)]
+    pad = [(0, n * b - d) for d, b, n in zip(shape, block_shape, blocks)]
+    split = [x for n, b in zip(blocks, block_shape) for x in (n, b)]
+    axes = tuple(range(1, 2 * len(shape), 2))
+    fold = lambda x, fill: np.pad(x, pad, constant_values=fill).reshape(split)
+    bad_per = fold(bad, False).sum(axis=axes)
+    nan_per = fold(nan, False).sum(axis=axes)
+    max_per = fold(np.where(np.isfinite(diff), diff, 0.0), 0.0).max(axis=axes)
+    order = np.argsort(-bad_per, axis=None)
+    found = []
+    for flat in order[:32]:
+        idx = np.unravel_index(int(flat), bad_per.shape)
+        if bad_per[idx] == 0:
+            break
+        found.append(BadBlock([int(i) for i in idx], int(bad_per[idx]), int(nan_per[idx]), float(max_per[idx]),
+                              writers([int(i) for i in idx]) if writers else []))
+    return ErrorMap(basis, kernel, list(block_shape), blocks, found, int((bad_per > 0).sum()), _char_map(bad_per, nan_per))
+
+
+def _char_map(bad_per: np.ndarray, nan_per: np.ndarray) -> list[str]:
+    """The last two block dims (leading dims folded by max), '.' ok, 'x' wrong, 'N' all-NaN wrong."""
+    b, n = bad_per, nan_per
+    while b.ndim > 2:
+        b, n = b.max(axis=0), n.max(axis=0)
+    if b.ndim == 1:
+        b, n = b[None, :], n[None, :]
+    if b.ndim == 0:
+        b, n = b.reshape(1, 1), n.reshape(1, 1)
+    rows = []
+    sr, sc = max(1, -(-b.shape[0] // MAP_CELLS[0])), max(1, -(-b.shape[1] // MAP_CELLS[1]))
+    for r in range(0, b.shape[0], sr):
+        line = []
+        for c in range(0, b.shape[1], sc):
+            cb, cn = b[r:r + sr, c:c + sc], n[r:r + sr, c:c + sc]
+            line.append("." if cb.max() == 0 else "N" if (cn >= cb).all() else "x")
+        rows.append("".join(line))
+    return rows
+
+
+# ----------------------------------------------------------------------------- structure
+
+
+def _kind(tree) -> str:
+    if isinstance(tree, dict):
+        return f"a dict with keys {sorted(map(str, tree))}"
+    if isinstance(tree, (tuple, list)):
+        return f"a {type(tree).__name__} of {len(tree)}"
+    if hasattr(tree, "shape"):
+        return "one array"
+    return f"a {type(tree).__name__}"
+
+
+def _spec(x) -> str:
+    return f"{np.asarray(x).dtype}{list(np.shape(x))}"
+
+
+def pair_leaves(kernel_out, ref_out, label: str):
+    """Match the kernel's output leaves with the reference's: ([(name, kernel leaf, ref leaf)],
+    findings). Leaves pair by key path; trees that differ in structure are findings, and where they
+    still hold the same number of leaves these pair by position so the values are compared too."""
+    import jax
+
+    keystr = jax.tree_util.keystr
+    k_leaves = jax.tree_util.tree_flatten_with_path(kernel_out)[0]
+    r_leaves = jax.tree_util.tree_flatten_with_path(ref_out)[0]
+    name = lambda path: label + (keystr(path) or ("" if label else "output"))
+    what = label.strip() or "output"
+    findings = []
+    if jax.tree.structure(kernel_out) == jax.tree.structure(ref_out):
+        return [(name(kp), k, r) for (kp, k), (_, r) in zip(k_leaves, r_leaves)], findings
+    k_paths = {keystr(p): (p, v) for p, v in k_leaves}
+    r_paths = {keystr(p): (p, v) for p, v in r_leaves}
+    common = [p for p in k_paths if p in r_paths]
+    missing = [p for p in r_paths if p not in k_paths]
+    extra = [p for p in k_paths if p not in r_paths]
+    if isinstance(kernel_out, dict) and isinstance(ref_out, dict):
+        parts = ([f"missing {', '.join(missing)} (the reference has them)"] if missing else []) + \
+                ([f"has {', '.join(extra)} the reference lacks"] if extra else [])
+        message = f"{what}: the kernel's dict " + "; ".join(parts)
+    else:
+        message = f"{what}: the kernel returns {_kind(kernel_out)}, the reference {_kind(ref_out)}"
+    if len(k_leaves) != len(r_leaves):
+        message += f" ({len(k_leaves)} arrays against {len(r_leaves)})"
+    findings.append(Finding("error", "output-structure", message + ": return the same structure as the reference "
+                            "(same container types, dict keys and number of arrays)", view="diff",
+                            data={"kernel": str(jax.tree.structure(kernel_out)), "reference": str(jax.tree.structure(ref_out))}))
+    if common:
+        return [(name(k_paths[p][0]), k_paths[p][1], r_paths[p][1]) for p in common], findings
+    if len(k_leaves) == len(r_leaves):  # e.g. a tuple against a dict: compare in order, named after both
+        return [(f"{name(kp)} vs reference{keystr(rp)}", k, r) for (kp, k), (rp, r) in zip(k_leaves, r_leaves)], findings
+    return [], findings
+
+
+def leaf_findings(name: str, kernel, reference) -> tuple[bool, list[Finding]]:
+    """(values comparable, findings) for one pair of leaves: shapes must agree, dtypes should."""
+    findings = []
+    k_shape, r_shape = tuple(np.shape(kernel)), tuple(np.shape(reference))
+    if k_shape != r_shape:
+        findings.append(Finding("error", "output-shape", f"{name}: the kernel gives {_spec(kernel)}, the reference "
+                                f"{_spec(reference)}: check out_shape and the grid (or the reference)", view="diff"))
+        return False, findings
+    k_dtype, r_dtype = np.asarray(kernel).dtype, np.asarray(reference).dtype
+    if k_dtype != r_dtype:
+        findings.append(Finding("error", "output-dtype", f"{name}: the kernel gives {k_dtype}, the reference {r_dtype}: "
+                                "set out_shape's dtype (or cast the reference) so both agree; values are still compared "
+                                f"at the reference's tolerance", view="diff"))
+    return True, findings

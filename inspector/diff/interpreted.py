@@ -1,0 +1,140 @@
+"""Running a Pallas TPU kernel on the CPU the way a chip would: TPU interpret mode, traced for the
+simulated chip (so ``get_tpu_info()`` answers for it), with as many cores sharing the grid as that
+chip splits a grid over (2 on megacore v4/v5p and on TPU7x, else 1), race detection, NaN-filled
+uninitialized memory, and everything the interpreter prints kept off the terminal.
+
+A race the detector reports is confirmed before it is an error: the kernel runs again on one core
+and with the "parallel" steps in another order, and a race whose outputs match the reference in
+every ordering is a warning. An exception inside the kernel is reported with its own type, message
+and grid point; kernels the interpreter cannot run (facts.md s8) are an info finding.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from ..chips import Chip
+from ..findings import Finding
+from ..jax_internals import interpret as ji
+from ..target import describe_error, short_path
+from .capture import captured_output
+
+DETAIL_CHARS = 20_000  # of the interpreter's output kept with a finding
+
+
+@dataclasses.dataclass
+class Outcome:
+    output: object  # the kernel's outputs, None when it raised
+    error: BaseException | None
+    text: str  # what the interpreter printed (grid-point marks included)
+
+
+def cores_of(chip: Chip) -> int:
+    """TensorCores that share one kernel's grid on ``chip`` (its "parallel" axes are split)."""
+    return chip.tensor_cores or 1
+
+
+def block(tree):
+    import jax
+
+    return jax.tree.map(lambda x: x.block_until_ready() if hasattr(x, "block_until_ready") else x, tree)
+
+
+def run(fn, args, kwargs, chip: Chip, *, cores: int, check: bool, seed: int | None = None,
+        out_of_bounds_reads: str = "raise", dma_execution_mode: str = "on_wait") -> Outcome:
+    """fn(*args, **kwargs) in TPU interpret mode as ``chip``, its prints captured."""
+    params = ji.interpret_params(cores=cores, detect_races=check, seed=seed, out_of_bounds_reads=out_of_bounds_reads,
+                                 dma_execution_mode=dma_execution_mode, record=check)
+    ji.reset_state()
+    with captured_output() as printed:
+        try:
+            with ji.simulating(chip), ji.forced(params):
+                out, err = block(fn(*args, **kwargs)), None
+        except Exception as e:  # noqa: BLE001 - the kernel's failure is the finding
+            out, err = None, e
+    if err is not None:
+        ji.reset_state()  # the interpreter's state is unusable after a raise
+    return Outcome(out, err, printed.text)
+
+
+def detail(text: str) -> str:
+    text = ji.without_marks(text).strip()
+    return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS // 2] + "\n...\n" + text[-DETAIL_CHARS // 2:]
+
+
+# ----------------------------------------------------------------------------- failures
+
+_INTERPRETER_ERRORS = [
+    (re.compile(r"Out-of-bounds block index \(([^)]*)\) for (\w+) \"(\w+)\" in iteration \(([^)]*)\)"), "interpret-out-of-bounds",
+     lambda m: f"{m[3]} ({m[2]}): block index ({m[1]}) is out of bounds at grid point ({m[4]})"),
+    (re.compile(r"[Rr]evisit\w* block[^\n]*"), "interpret-revisit",
+     lambda m: f"the interpreter refused a non-consecutive output revisit: {m[0].strip()}"),
+]
+
+
+def _point(p: list[int]) -> str:
+    return f"({', '.join(map(str, p))}{',' if len(p) == 1 else ''})"
+
+
+def failure_finding(err: BaseException, text: str, what: str, chip: Chip, strict: bool) -> Finding:
+    """The finding for a kernel that raised while being interpreted."""
+    message = str(err)
+    for pattern, code, describe in _INTERPRETER_ERRORS:
+        m = pattern.search(message)
+        if m:
+            return Finding("error", code, f"{what}: {describe(m)}", view="diff", data={"detail": detail(text)})
+    reason = ji.known_limit(err)
+    if reason is not None:
+        return Finding("error" if strict else "info", "interpret-unsupported",
+                       f"{what}: cannot run in interpret mode: {reason}; the compile views still hold "
+                       f"(inspector check/show --target {chip.name})", view="diff", data={"reason": reason, "detail": detail(text)})
+    raised = ji.kernel_exception(err)
+    if raised is not None:
+        at = ji.grid_points_of(text)
+        core = raised.core if raised.core in at else (next(iter(at)) if len(at) == 1 else None)
+        where = (f" at grid point {_point(at[core])}" + (f" on core {core}" if len(at) > 1 or raised.core is not None else "")
+                 if core is not None else
+                 (" with the cores at grid points " + ", ".join(f"{c}: {_point(p)}" for c, p in sorted(at.items())) if at else ""))
+        source = f" ({short_path(raised.source)})" if raised.source else ""
+        return Finding("error", "kernel-raised", f"{what} raised {raised.type}: {raised.message}{where}{source}", view="diff",
+                       data={"type": raised.type, "message": raised.message, "core": core,
+                             "grid_point": at.get(core) if core is not None else None, "source": raised.source,
+                             "detail": detail(text + "\n" + message)})
+    return Finding("error", "kernel-raised", f"{what}: " + describe_error(err, None, "raised while running"), view="diff",
+                   data={"detail": detail(text + "\n" + message)})
+
+
+# ----------------------------------------------------------------------------- races
+
+
+def _operand_of(report: ji.RaceReport, found_calls) -> tuple[str, list[int] | None]:
+    """Name the buffer a race is on. HBM buffers are numbered from 100 in the order the interpreter
+    allocates them (the pallas_call's inputs, then its outputs); with one kernel that names the operand."""
+    space = "HBM" if report.memory_space in ("any", "hbm") else report.memory_space.upper()
+    name = f"{space} buffer {report.buffer_id}"
+    if space != "HBM" or len(found_calls) != 1:
+        return name, None
+    operands = found_calls[0].info.operands
+    k = report.buffer_id - 100
+    if not 0 <= k < len(operands):
+        return name, None
+    op = operands[k]
+    if len(report.ranges) != len(op.array_shape):  # not that operand: allocation order was not as assumed
+        return name, None
+    blk = None
+    starts = [int(r.split(":")[0] or 0) if ":" in r else int(r) for r in report.ranges]
+    if len(starts) == len(op.block_shape):
+        blk = [s // (b or 1) for s, b in zip(starts, op.block_shape)]
+    return f"{name} ({op.operand}, {op.role} {op.position} of {found_calls[0].info.name})", blk
+
+
+def describe_race(report: ji.RaceReport, found_calls) -> str:
+    name, blk = _operand_of(report, found_calls)
+    cores = sorted(set(report.cores))
+    who = f"cores {cores[0]} and {cores[1]}" if len(cores) == 2 else f"core {cores[0]} and a DMA"
+    rng = "[" + ", ".join(report.ranges) + "]"
+    points = ", ".join(f"core {c} at {_point(p)}" for c, p in sorted(report.grid_points.items()) if c in report.cores)
+    sources = sorted({s for s in report.sources if s != "pallas_call"})
+    via = f" at {', '.join(sources)}" if sources else " (the interpreter's copy of an output block)" if report.access == "write" else ""
+    return (f"{who}: {report.access} and {report.other} of {name}{rng}" + (f", block {tuple(blk)}" if blk else "")
+            + via + (f"; grid points {points}" if points else ""))

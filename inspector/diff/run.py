@@ -1,0 +1,360 @@
+"""Run a function and its reference on the same inputs and say where they differ.
+
+On a machine with an accelerator both run natively. On the CPU, Pallas TPU kernels run in TPU
+interpret mode as the chip being simulated (``interpreted``): elements no grid step wrote come
+back NaN, out-of-bounds reads and revisits the interpreter raises become findings with the grid
+point, races are confirmed by rerunning. The comparison checks the output trees' structure,
+shapes and dtypes, then folds the value errors onto the output BlockSpec's blocks.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect as pyinspect
+import math
+import statistics
+import time
+
+import numpy as np
+
+from ..chips import Chip, get_chip
+from ..findings import Finding, by_severity
+from ..target import Target, describe_error
+from . import inputs as inputs_, interpreted
+from .compare import coarse_blocks, compare, error_map, leaf_findings, pair_leaves
+from .inputs import check_memory, make_inputs, memory_needed
+from .result import DiffResult, LeafDiff, Timing
+
+DEFAULT_CHIP = "tpu-v5e"
+
+
+def _reference_params(reference, params: dict) -> dict:
+    try:
+        sig = pyinspect.signature(reference)
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return dict(params)
+    return {k: v for k, v in params.items() if k in sig.parameters}
+
+
+def check_tolerance(name: str, value) -> float | None:
+    """A tolerance must be a finite number >= 0 (a usage error otherwise)."""
+    if value is None:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, not {value!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, not {value:g}")
+    return value
+
+
+def simulated_chip(chip: str | Chip | None) -> Chip:
+    chip = get_chip(chip) if isinstance(chip, str) else chip or get_chip(DEFAULT_CHIP)
+    if not chip.is_tpu:
+        raise ValueError(f"interpret mode simulates a TPU, not {chip.name}: give a TPU target such as tpu-v5p")
+    return chip
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def _plain(fn, args, kwargs):
+    try:
+        return interpreted.block(fn(*args, **kwargs)), None
+    except Exception as err:  # noqa: BLE001
+        return None, err
+
+
+def _trace(target: Target, chip: Chip):
+    """The kernel's jaxpr, traced as ``chip`` (kernels that ask get_tpu_info() see it): (closed
+    jaxpr, found pallas_calls, whether there is any pallas_call, a note when discovery failed)."""
+    import jax
+
+    from ..errors import TargetFailure
+    from ..jax_internals import interpret as ji
+    from ..jax_internals.tracing import walk_eqns
+    from ..pallas.discovery import find_pallas_calls
+    from ..stages import Program, example_values
+
+    fn = functools.partial(target.fn, **target.params)
+    try:
+        with ji.simulating(chip):
+            closed = jax.make_jaxpr(fn)(*target.args, **target.kwargs)
+    except Exception as err:
+        raise TargetFailure(describe_error(err, target.file, f"raised while tracing {target.name}")) from err
+    has_pallas = any(e.primitive.name == "pallas_call" for e in walk_eqns(closed.jaxpr))
+    try:
+        return closed, find_pallas_calls(Program(closed, example_values(target))), has_pallas, None
+    except Exception as err:  # noqa: BLE001 - a kernel the discovery cannot follow (a dynamic grid, say)
+        return closed, [], has_pallas, f"{type(err).__name__}: {err}"
+
+
+def _check_memory(target: Target, closed, reference, ref_params):
+    import jax
+
+    try:
+        ref_shapes = jax.eval_shape(functools.partial(reference, **ref_params), *target.args, **target.kwargs)
+    except Exception:  # noqa: BLE001 - the reference's own error is reported when it runs
+        ref_shapes = ()
+    needed = memory_needed((target.args, target.kwargs), closed.out_avals, ref_shapes)
+    check_memory(needed, inputs_.available_memory())
+
+
+# ----------------------------------------------------------------------------- comparing
+
+
+def _writers(call, operand: int):
+    """block -> the first grid points whose output block it is."""
+    from ..pallas.grid_walk import MAX_STEPS, _grid_points
+
+    info = call.info
+    if not info.grid or info.steps is None or info.steps > MAX_STEPS // 4 or (info.scalar_prefetch and not call.prefetch_known):
+        return None  # no grid (one step), a run-time grid, too many steps, or index maps that read run-time data
+    points = _grid_points(info.grid, 0, info.steps)
+    try:
+        blocks = [np.broadcast_to(np.asarray(b), (info.steps,)) for b in call.index_maps[operand](*points)]
+    except Exception:  # noqa: BLE001 - an index map the walk cannot evaluate: no writers named
+        return None
+
+    def find(block: list[int]) -> list[list[int]]:
+        hit = np.ones(info.steps, bool)
+        for b, want in zip(blocks, block):
+            hit &= b == want
+        return [[int(p[i]) for p in points] for i in np.flatnonzero(hit)[:4]]
+
+    return find
+
+
+def _output_blockspec(found_calls, shape: tuple[int, ...], dtype: str):
+    """The pallas_call output that has this leaf's shape: (call, operand index)."""
+    for call in found_calls:
+        for i, op in enumerate(call.info.operands):
+            if op.role == "output" and tuple(op.array_shape) == tuple(shape) and op.dtype == dtype:
+                return call, i
+    return None, None
+
+
+def compare_trees(kernel_out, ref_out, found_calls, atol, rtol, label: str = "") -> tuple[list[LeafDiff], list[Finding]]:
+    """Every output leaf compared, and the structure/shape/dtype findings."""
+    pairs, findings = pair_leaves(kernel_out, ref_out, label)
+    diffs = []
+    for name, k, r in pairs:
+        comparable, leaf_notes = leaf_findings(name, k, r)
+        findings += leaf_notes
+        if not comparable:
+            continue
+        leaf, bad, nan, diff = compare(name, k, r, atol, rtol)
+        call, operand = _output_blockspec(found_calls, tuple(np.shape(k)), str(np.asarray(k).dtype))
+        if call is not None:
+            op = call.info.operands[operand]
+            blocks = [b or 1 for b in op.block_shape]
+            leaf.error_map = error_map(bad, nan, diff, blocks, "blockspec", call.info.name, _writers(call, operand))
+        elif bad.ndim:
+            leaf.error_map = error_map(bad, nan, diff, coarse_blocks(bad.shape), "coarse")
+        diffs.append(leaf)
+    return diffs, findings
+
+
+def _wrong(kernel_out, ref_out, atol, rtol) -> int | None:
+    """Elements outside tolerance (None: the trees do not even match)."""
+    diffs, findings = compare_trees(kernel_out, ref_out, [], atol, rtol)
+    if any(f.severity == "error" for f in findings):
+        return None
+    return sum(l.bad + max(0, l.nan_kernel - l.nan_reference) for l in diffs)
+
+
+# ----------------------------------------------------------------------------- races
+
+
+def _confirm_races(kernel, args, kwargs, chip, cores, main_out, ref_out, atol, rtol, text, found, name) -> Finding:
+    """Rerun a racy kernel in other orderings: a race is an error only when some ordering's
+    outputs differ from the reference."""
+    from ..jax_internals import interpret as ji
+
+    if cores > 1:
+        others = [("one core", dict(cores=1)), ("the parallel steps in another order", dict(cores=cores, seed=1))]
+    else:
+        others = [("eager DMAs", dict(cores=1, dma_execution_mode="eager")), ("another order", dict(cores=1, seed=1))]
+    verdicts = [(f"{cores} cores" if cores > 1 else "as checked", _wrong(main_out, ref_out, atol, rtol))]
+    for label, kw in others:
+        outcome = interpreted.run(kernel, args, kwargs, chip, check=False, **kw)
+        verdicts.append((label, None if outcome.error is not None else _wrong(outcome.output, ref_out, atol, rtol)))
+    reports = ji.parse_races(text)
+    first = interpreted.describe_race(reports[0], found) if reports else "(the interpreter's report was not captured)"
+    count = f"{len(reports)} race{'s' if len(reports) != 1 else ''}" if reports else "a race"
+    where = f"{name} as {chip.name} ({cores} TensorCore{'s' if cores > 1 else ''} sharing the grid): {count}, first {first}"
+    runs = "; ".join(f"{label}: {'matches' if bad == 0 else 'did not finish' if bad is None else f'{bad} wrong'}"
+                     for label, bad in verdicts)
+    benign = all(bad == 0 for _, bad in verdicts)
+    data = {"chip": chip.name, "cores": cores, "runs": {label: bad for label, bad in verdicts},
+            "races": [r.__dict__ for r in reports[:20]], "detail": interpreted.detail(text)}
+    if benign:
+        return Finding("warning", "race-detected", f"{where}. The outputs match the reference in every ordering tried "
+                       f"({runs}): benign here (the same values written twice?), but it depends on the data", view="diff", data=data)
+    return Finding("error", "race-detected", f"{where}. Confirmed: the outputs depend on the ordering ({runs}); "
+                   "make the axis \"arbitrary\" or give each parallel step its own output block", view="diff", data=data)
+
+
+# ----------------------------------------------------------------------------- the diff
+
+
+def run_diff(target: Target, *, seed: int = 0, atol: float | None = None, rtol: float | None = None,
+             grad: bool = False, runs: int = 3, chip: str | Chip | None = None, strict: bool = False) -> DiffResult:
+    """Run ``target`` and its reference on the same inputs and compare. ``chip``: the TPU that
+    interpret mode simulates (default tpu-v5e); ``strict``: a kernel the interpreter cannot run is
+    an error rather than an info finding. Usage problems raise ValueError."""
+    import jax
+
+    if target.reference is None:
+        raise ValueError(f"{target.spec} has no reference: give --ref file.py:function or INSPECT's \"reference\"")
+    atol = check_tolerance("atol", target.options.get("atol") if atol is None else atol)
+    rtol = check_tolerance("rtol", target.options.get("rtol") if rtol is None else rtol)
+    sim = simulated_chip(chip)
+    accelerator = next((d.platform for d in jax.devices() if d.platform in ("gpu", "tpu")), None)
+    closed, found, has_pallas, discovery_note = _trace(target, sim)
+    interpret = accelerator is None and has_pallas
+    ref_params = _reference_params(target.reference, target.params)
+    _check_memory(target, closed, target.reference, ref_params)
+    args, kwargs = make_inputs(target, seed)
+    kernel = jax.jit(functools.partial(target.fn, **target.params))
+    reference = jax.jit(functools.partial(target.reference, **ref_params))
+    findings: list[Finding] = []
+    if discovery_note and has_pallas:
+        findings.append(Finding("info", "blocks-unknown", f"{target.name}: the error map uses an even grid, not the kernel's "
+                                f"blocks: the pallas_call could not be followed ({discovery_note})", view="diff"))
+
+    r_out, r_err = _plain(reference, args, kwargs)
+    if r_err is not None:
+        raise ValueError(describe_error(r_err, target.file, f"raised while running the reference {target.reference_name}"))
+    cores = interpreted.cores_of(sim)
+    printed = ""
+    if interpret:
+        k_out, findings_run, printed = _interpret(kernel, args, kwargs, sim, cores, r_out, atol, rtol, found, target.name, strict)
+        findings += findings_run
+    else:
+        k_out, err = _plain(kernel, args, kwargs)
+        if err is not None:
+            findings.append(Finding("error", "kernel-raised", f"{target.name}: " + describe_error(err, target.file, "raised while running"),
+                                    view="diff"))
+    outputs: list[LeafDiff] = []
+    if k_out is not None:
+        outputs, tree_findings = compare_trees(k_out, r_out, found, atol, rtol)
+        findings += tree_findings
+    gradients = None
+    if grad and k_out is not None:
+        gradients, grad_findings = _gradients(target, kernel, reference, args, kwargs, atol, rtol, seed, sim if interpret else None)
+        findings += grad_findings
+    timing = None
+    if k_out is not None and runs > 0:
+        timing = Timing(_median_time(kernel, args, kwargs, runs, sim if interpret else None),
+                        _median_time(reference, args, kwargs, runs, None), runs,
+                        "Pallas kernel in TPU interpret mode on the CPU: not representative of TPU speed"
+                        if interpret else f"on the {accelerator}" if accelerator else "XLA on the CPU")
+    for leaf in outputs + (gradients or []):
+        if not leaf.ok:
+            unwritten = leaf.nan_kernel - leaf.nan_reference
+            extra = f"; {unwritten} NaN elements in the kernel's output (never written?)" if unwritten > 0 and interpret else ""
+            findings.append(Finding("error", "mismatch", f"{leaf.output or 'output'}: {leaf.bad} of {int(np.prod(leaf.shape))} "
+                                    f"elements outside atol={leaf.atol:g}, rtol={leaf.rtol:g} (max abs error {leaf.max_abs:.3g} at "
+                                    f"{tuple(leaf.worst_index)}){extra}", view="diff"))
+    if accelerator:
+        mode = f"accelerator ({accelerator})"
+    elif interpret:
+        mode = (f"TPU interpret mode on the CPU as {sim.name} ("
+                + ("2 TensorCores share each grid" if cores > 1 else "1 TensorCore")
+                + ", race detection, NaN for uninitialized memory)")
+    else:
+        mode = "XLA on the CPU"
+    inputs = [f"{name}: {getattr(a, 'dtype', '')}{list(getattr(a, 'shape', []))}" for name, a in zip(target.arg_names, args)]
+    errors = any(f.severity == "error" for f in findings)
+    unsupported = k_out is None and any(f.code == "interpret-unsupported" for f in findings)  # nothing ran, nothing seen wrong
+    ok = not errors and (unsupported or (k_out is not None and all(l.ok for l in outputs + (gradients or []))))
+    from ..jax_internals.interpret import without_marks
+
+    return DiffResult(target.spec, target.reference_name or "reference", seed, mode, inputs, outputs, gradients, timing,
+                      by_severity(findings), ok, chip=sim.name if interpret else None,
+                      interpreter_output=interpreted.detail(without_marks(printed)) if printed else "")
+
+
+def _interpret(kernel, args, kwargs, sim, cores, r_out, atol, rtol, found, name, strict):
+    """(kernel outputs or None, findings, printed text) of the checked interpret-mode run."""
+    from ..jax_internals import interpret as ji
+
+    findings = []
+    main = interpreted.run(kernel, args, kwargs, sim, cores=cores, check=True)
+    if main.error is not None and ji.zero_length_out_of_bounds(main.error):
+        retry = interpreted.run(kernel, args, kwargs, sim, cores=cores, check=True, out_of_bounds_reads="uninitialized")
+        findings.append(Finding("info", "interpret-retried", f"{name}: the interpreter counts a zero-length read at the end of a "
+                                "buffer (a zero-length DMA at offset == size) as out of bounds, which the chip accepts; ran "
+                                "again with out-of-bounds reads returning uninitialized (NaN) values", view="diff"))
+        main = retry
+    if main.error is not None:
+        findings.append(interpreted.failure_finding(main.error, main.text, name, sim, strict))
+        return None, findings, main.text
+    if ji.parse_races(main.text) or ji.races_found() or "RACE DETECTED" in main.text:
+        findings.append(_confirm_races(kernel, args, kwargs, sim, cores, main.output, r_out, atol, rtol, main.text, found, name))
+    return main.output, findings, main.text
+
+
+def _median_time(fn, args, kwargs, runs: int, sim: Chip | None) -> float | None:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        if sim is not None:
+            outcome = interpreted.run(fn, args, kwargs, sim, cores=1, check=False)
+            err = outcome.error
+        else:
+            _, err = _plain(fn, args, kwargs)
+        if err is not None:
+            return None
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) if times else None
+
+
+def _gradients(target, kernel, reference, args, kwargs, atol, rtol, seed, sim: Chip | None):
+    """vjp of kernel and reference with the same random cotangent, w.r.t. every float input."""
+    import jax
+    import jax.numpy as jnp
+
+    wrt = [i for i, a in enumerate(args) if hasattr(a, "dtype") and jnp.issubdtype(a.dtype, jnp.floating)]
+
+    def vjp_of(fn):
+        def grads():  # called inside the run, so the kernel's backward pass is traced in interpret mode too
+            def run(*diff_args):
+                full = list(args)
+                for i, a in zip(wrt, diff_args):
+                    full[i] = a
+                return fn(*full, **kwargs)
+
+            out, pullback = jax.vjp(run, *[args[i] for i in wrt])
+            rng = np.random.default_rng(seed + 1)  # the same cotangent for kernel and reference
+            cot = jax.tree.map(lambda o: jnp.asarray(rng.standard_normal(o.shape, dtype=np.float32)).astype(o.dtype), out)
+            return pullback(cot)
+
+        return grads
+
+    if sim is not None:
+        outcome = interpreted.run(vjp_of(kernel), (), {}, sim, cores=1, check=False)
+        k_grads, err, text = outcome.output, outcome.error, outcome.text
+    else:
+        (k_grads, err), text = _plain(vjp_of(kernel), (), {}), ""
+    if err is not None:
+        return None, [interpreted.failure_finding(err, text, f"{target.name} (gradient)", sim, False) if sim is not None else
+                      Finding("error", "kernel-raised", f"{target.name} (gradient): " + describe_error(err, target.file, "raised"), view="diff")]
+    r_grads, r_err = _plain(vjp_of(reference), (), {})
+    if r_err is not None:
+        raise ValueError(describe_error(r_err, target.file, f"raised while differentiating the reference {target.reference_name}"))
+    names = [target.arg_names[i] for i in wrt]
+    diffs, findings = [], []
+    for name, k, r in zip(names, k_grads, r_grads):
+        comparable, notes = leaf_findings(f"d/d{name}", k, r)
+        findings += notes
+        if not comparable:
+            continue
+        leaf, bad, nan, diff = compare(f"d/d{name}", k, r, atol, rtol)
+        leaf.error_map = error_map(bad, nan, diff, coarse_blocks(bad.shape), "coarse") if bad.ndim else None
+        diffs.append(leaf)
+    return diffs, findings

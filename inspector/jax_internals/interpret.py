@@ -1,0 +1,226 @@
+"""What the diff needs from jax's TPU interpreter (jax/_src/pallas/mosaic/interpret/, pinned 0.10.2).
+
+Three kinds of access, all here so nothing else depends on the interpreter's insides:
+
+- the chip being simulated: kernels that ask ``pltpu.get_tpu_info()`` (``pltpu.emit_pipeline``
+  does) read the device kind of the current abstract mesh; on a CPU it is "cpu" and the lookup
+  raises "Unsupported TPU device kind: cpu". ``simulating(chip)`` traces under an abstract mesh of
+  one device of that chip, so the kernel sees the chip it will run on (no patching);
+- the interpreter's state: ``reset_state``, ``races_found``;
+- the interpreter's texts: its "RACE DETECTED" dumps (race_detection_state.py), the way a kernel's
+  exception comes back through the CPU callback ("Computation failed on device D, core C with
+  exception: ..." in shared_memory.py), and the errors of kernels it cannot run (facts.md s8).
+  The parsers turn them into plain dataclasses.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+
+# ----------------------------------------------------------------------------- the chip
+
+
+def abstract_mesh(chip):
+    """An abstract mesh of one device of ``chip``: from libtpu's topology when libtpu is
+    installed (what the compiler itself reports), else built from the chip table."""
+    import jax
+    from jax._src import mesh as mesh_lib
+
+    from ..backends import _tpu_mesh, libtpu_available
+
+    if libtpu_available():
+        try:
+            return _tpu_mesh(chip.topology).abstract_mesh
+        except Exception:  # a libtpu that refuses the topology: fall back to the table
+            pass
+    device = mesh_lib.AbstractDevice(chip.device_kind, 2 if chip.name in ("tpu-v4", "tpu-v5p") else 1, "tpu")
+    return jax.sharding.AbstractMesh((1,), ("x",), abstract_device=device)
+
+
+def simulating(chip):
+    """Trace under this: ``get_tpu_info()`` and friends answer for ``chip``."""
+    import jax
+
+    return jax.sharding.use_abstract_mesh(abstract_mesh(chip))
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def interpret_params(*, cores: int = 1, detect_races: bool = False, seed: int | None = None,
+                     out_of_bounds_reads: str = "raise", dma_execution_mode: str = "on_wait", record: bool = False):
+    from jax.experimental.pallas import tpu as pltpu
+
+    return pltpu.InterpretParams(
+        detect_races=detect_races, uninitialized_memory="nan", num_cores_or_threads=cores, random_seed=seed,
+        out_of_bounds_reads=out_of_bounds_reads, dma_execution_mode=dma_execution_mode,
+        grid_point_recorder=record_grid_point if record else None)
+
+
+def forced(params):
+    from jax.experimental.pallas import tpu as pltpu
+
+    return pltpu.force_tpu_interpret_mode(params)
+
+
+def reset_state() -> None:
+    """The interpreter's global state is unusable after a kernel raised (params.py docstring)."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    pltpu.reset_tpu_interpret_mode_state()
+
+
+def races_found() -> bool:
+    """The race flag of the last kernel run (the interpreter makes a new state per kernel, so the
+    printed reports, see ``parse_races``, are the record for functions with several kernels)."""
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as ipc
+
+    return bool(getattr(ipc, "races", None) is not None and ipc.races.races_found)
+
+
+GRID_MARK = "@@inspector-grid-point"
+
+
+def record_grid_point(token, grid_point, core):
+    """InterpretParams.grid_point_recorder: the interpreter calls it (token, grid point, local core)
+    before each step. It prints a marker into the captured output, so grid steps and the
+    interpreter's race reports read back in the order they happened."""
+    print(f"{GRID_MARK} {int(core)} {','.join(str(int(i)) for i in grid_point)}", file=sys.stdout, flush=False)
+    return token
+
+
+# ----------------------------------------------------------------------------- its texts
+
+
+@dataclasses.dataclass
+class RaceReport:
+    """One "RACE DETECTED" dump: an access and the earlier access it is unordered with."""
+
+    access: str  # "write" or "read" (the later access)
+    other: str  # the earlier access
+    memory_space: str  # "hbm", "vmem", "smem", "any"
+    buffer_id: int
+    ranges: list[str]  # the later access's index ranges per dim, e.g. ["0:128", "0:128"]
+    other_ranges: list[str]
+    cores: list[int]  # [later core, earlier core] (local core ids)
+    sources: list[str]  # source lines of the two accesses ("pallas_call": the interpreter's own block copy)
+    grid_points: dict[int, list[int]]  # core -> the grid point it was at when the race was seen
+
+
+_RACE = re.compile(
+    r"RACE DETECTED\n\s*(write|read) of \('(\w+)', (\d+), (\d+), (\d+)\)\[(.*?)\] from (\d+), (\d+),? ?(.*?)\n"
+    r"\s*clock: [^\n]*\n\s*(write|read) of \('\w+', \d+, \d+, \d+\)\[(.*?)\] from (\d+), (\d+),? ?(.*?)\n")
+_SLICE = re.compile(r"slice\((\d+|None), (\d+|None)(?:, (?:\d+|None))?\)|(\d+)")
+
+
+def _ranges(text: str) -> list[str]:
+    out = []
+    for m in _SLICE.finditer(text):
+        if m[3] is not None:
+            out.append(m[3])
+        else:
+            out.append(":" if m[1] == "None" and m[2] == "None" else f"{'' if m[1] == 'None' else m[1]}:{'' if m[2] == 'None' else m[2]}")
+    return out
+
+
+def parse_races(text: str) -> list[RaceReport]:
+    """Race reports in the captured output, each with where every core was in the grid."""
+    at: dict[int, list[int]] = {}
+    reports = []
+    pos = 0
+    events = sorted([(m.start(), "grid", m) for m in re.finditer(rf"{GRID_MARK} (\d+) ([\d,]*)", text)]
+                    + [(m.start(), "race", m) for m in _RACE.finditer(text)], key=lambda e: e[0])
+    for pos, kind, m in events:
+        if kind == "grid":
+            at[int(m[1])] = [int(i) for i in m[2].split(",") if i]
+            continue
+        reports.append(RaceReport(
+            access=m[1], other=m[10], memory_space=m[2], buffer_id=int(m[3]), ranges=_ranges(m[6]),
+            other_ranges=_ranges(m[11]), cores=[int(m[8]), int(m[13])],
+            sources=[m[9].strip() or "pallas_call", m[14].strip() or "pallas_call"], grid_points=dict(at)))
+    return reports
+
+
+def grid_points_of(text: str) -> dict[int, list[int]]:
+    """The last grid point each core started, from the recorder's marks."""
+    at = {}
+    for m in re.finditer(rf"{GRID_MARK} (\d+) ([\d,]*)", text):
+        at[int(m[1])] = [int(i) for i in m[2].split(",") if i]
+    return at
+
+
+def without_marks(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.startswith(GRID_MARK))
+
+
+@dataclasses.dataclass
+class KernelException:
+    type: str  # the exception's own type, e.g. "ValueError"
+    message: str
+    device: int | None
+    core: int | None
+    source: str | None  # "file.py:LINE" of the deepest frame outside jax, when the text has one
+
+
+_FAILED_ON = re.compile(r"Computation failed on device (\w+), core (\w+) with exception")
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure)): ?(.*)$")
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+_WRAPPERS = ("JaxRuntimeError", "XlaRuntimeError", "jaxlib._jax.JaxRuntimeError")
+
+
+def kernel_exception(err: BaseException) -> KernelException | None:
+    """The exception a kernel raised while being interpreted, from the text jax wraps it in
+    ("INTERNAL: CpuCallback error calling callback: Traceback ..."); None when ``err`` is not one."""
+    text = str(err)
+    if "CpuCallback error" not in text and "Computation failed on device" not in text:
+        return None
+    failed = _FAILED_ON.search(text)
+    device = int(failed[1]) if failed and failed[1].isdigit() else None
+    core = int(failed[2]) if failed and failed[2].isdigit() else None
+    if failed:
+        text = text[failed.end():]
+    found = None
+    for line in text.splitlines():
+        m = _EXC_LINE.match(line.strip())
+        if m and m[1].split(".")[-1] not in _WRAPPERS and not m[2].startswith("Computation failed on device"):
+            found = m  # the last one: the innermost cause
+    if found is None:
+        return None
+    frames = [f for f in _FRAME.finditer(text) if "/jax/" not in f[1] and "/jaxlib/" not in f[1]
+              and "/inspector/" not in f[1] and not f[1].startswith("<")]
+    source = f"{frames[-1][1]}:{frames[-1][2]}" if frames else None
+    return KernelException(found[1].split(".")[-1], found[2].strip(), device, core, source)
+
+
+# (pattern over the error's text and traceback, the reason shown to the user): kernels libtpu
+# compiles that the 0.10.2 interpreter cannot run (facts.md s8)
+KNOWN_LIMITS = (
+    (re.compile(r"unpack_elementwise"), "the interpreter has no CPU rule for unpack_elementwise"),
+    (re.compile(r"'ReshapeTransform' object has no attribute 'indices'"),
+     "the interpreter cannot DMA through a reshaped HBM ref ('ReshapeTransform' object has no attribute 'indices')"),
+    (re.compile(r"safe_zip\(\) argument \d+ is (?:shorter|longer) than argument \d+"),
+     "the interpreter cannot run a vmapped pallas_call with dimension_semantics (a safe_zip length error)"),
+)
+
+
+def known_limit(err: BaseException) -> str | None:
+    import traceback
+
+    text = str(err) + "".join(traceback.format_exception(err))
+    for pattern, reason in KNOWN_LIMITS:
+        if pattern.search(text):
+            return reason
+    return None
+
+
+_OOB_READ = re.compile(r"Out-of-bounds read of \((\d+) (\d+) (\w+) (\d+)\): reading \[(.*?)\] but buffer has shape \(([^)]*)\)")
+
+
+def zero_length_out_of_bounds(err: BaseException) -> bool:
+    """The interpreter's out-of-bounds check counts a zero-length read at offset == dim size
+    (a zero-length DMA at the end of a buffer), which the chip accepts."""
+    m = _OOB_READ.search(str(err))
+    if not m:
+        return False
+    return any(s == e for s, e in re.findall(r"slice\((\d+), (\d+)", m[5]))
