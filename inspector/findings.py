@@ -57,10 +57,19 @@ CODES = _codes(
     Code("no-pallas-call", "info", False, "pallas", (), "nothing to check"),
     # running the kernel (diff)
     Code("mismatch", "error", False, "diff", (), "outputs outside tolerance"),
-    Code("race-detected", "error", False, "diff", (), "the interpreter saw a race"),
-    Code("kernel-raised", "error", False, "diff", (), "the kernel raised while running"),
-    Code("interpret-out-of-bounds", "error", False, "diff", (), "the interpreter refused an out-of-bounds block"),
-    Code("interpret-revisit", "error", False, "diff", (), "the interpreter refused a non-consecutive revisit"),
+    Code("output-structure", "error", False, "diff", ("kernel", "reference"), "the output trees differ"),
+    Code("output-shape", "error", False, "diff", (), "an output's shape differs from the reference's"),
+    Code("output-dtype", "error", False, "diff", (), "an output's dtype differs from the reference's"),
+    Code("race-detected", "error", False, "diff", ("chip", "cores", "runs", "races", "detail"),
+         "the interpreter saw a race (a warning when every ordering still matches)"),
+    Code("kernel-raised", "error", False, "diff", ("type", "message", "core", "grid_point", "source", "detail"),
+         "the kernel raised while running"),
+    Code("interpret-out-of-bounds", "error", False, "diff", ("detail",), "the interpreter refused an out-of-bounds block"),
+    Code("interpret-revisit", "error", False, "diff", ("detail",), "the interpreter refused a non-consecutive revisit"),
+    Code("interpret-unsupported", "info", False, "diff", ("reason", "detail"),
+         "the interpreter cannot run this kernel (an error with --strict)"),
+    Code("interpret-retried", "info", False, "diff", (), "the run was repeated with other interpreter settings"),
+    Code("blocks-unknown", "info", False, "diff", (), "errors folded onto an even grid, not the kernel's blocks"),
 )
 
 

@@ -132,7 +132,7 @@ def _output_blockspec(found_calls, shape: tuple[int, ...], dtype: str):
     """The pallas_call output that has this leaf's shape: (call, operand index)."""
     for call in found_calls:
         for i, op in enumerate(call.info.operands):
-            if op.role == "output" and tuple(op.array_shape) == tuple(shape) and op.dtype == dtype:
+            if op.role == "output" and op.pipelined and tuple(op.array_shape) == tuple(shape) and op.dtype == dtype:
                 return call, i
     return None, None
 
