@@ -30,7 +30,8 @@ def blockspec_table(k: PallasReport) -> Table:
             continue
         add_row(table,
             f"{op.operand} ({op.role[:3]} {op.position})", f"{op.dtype}{list(op.array_shape)}", _shape(op.block_shape),
-            op.index_map, op.memory_space, str(op.buffer_count or 2), str(w.distinct_blocks) if w else "-",
+            op.index_map, op.memory_space + (" (unused)" if op.unused else ""),
+            str(op.buffer_count or (2 if op.memory_space == "vmem" else 1)), str(w.distinct_blocks) if w else "-",
             f"{w.transfers:,}" if w else "-", fmt_bytes(w.bytes) if w else "-")
     for i, s in enumerate(k.call.scratch):
         what, note = ("run_scoped", "allocated in the body") if s.scoped else ("scratch", "persists across steps")
@@ -47,7 +48,7 @@ def dma_table(k: PallasReport) -> Table:
         lo, hi = d.per_step
         times = f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
         hbm = (fmt_bytes(d.bytes * hi) if lo == hi else f"{fmt_bytes(d.bytes * lo)}-{fmt_bytes(d.bytes * hi)}") if d.touches_hbm else "-"
-        add_row(table, f"{d.source} ({d.src_space})", d.dst_space + (" (remote)" if d.remote else ""),
+        add_row(table, f"{d.source} ({d.src_space})", f"{d.destination} ({d.dst_space})" + (" (remote)" if d.remote else ""),
                 f"{d.dtype}{list(d.shape)}", fmt_bytes(d.bytes), times, hbm)
     return table
 

@@ -163,6 +163,23 @@ class _Body:
         self.dmas: list[DmaInfo] = []
         self.scoped: list[ScratchInfo] = []
 
+    def _inherit(self, eqn, sub) -> None:
+        """Give a nested jaxpr's refs the kernel's names for what the equation passes in."""
+        if eqn.primitive.name == "cond":
+            outer = eqn.invars[1:]
+            inner = sub.invars
+        elif eqn.primitive.name == "while":  # operands: cond consts, body consts, carry
+            outer = eqn.invars[eqn.params["cond_nconsts"]:]
+            inner = sub.invars[-len(outer):] if len(sub.invars) >= len(outer) else sub.invars
+        elif len(sub.constvars) == len(eqn.invars) and sub.constvars:  # run_scoped closes over its operands
+            outer, inner = eqn.invars, sub.constvars
+        else:
+            outer, inner = eqn.invars, sub.invars
+        if len(outer) == len(inner):
+            for o, i in zip(outer, inner):
+                if id(o) in self.names:
+                    self.names[id(i)] = self.names[id(o)]
+
     def visit(self, jaxpr, times: tuple[float, float]) -> tuple[float, float]:
         """Walk ``jaxpr`` running ``times`` per step; return its own [min, max] flops per run."""
         lo = hi = 0.0
@@ -188,27 +205,33 @@ class _Body:
             elif p == "dma_start":
                 self._dma(eqn, times)
             elif p == "cond":
+                for b in eqn.params["branches"]:
+                    self._inherit(eqn, b.jaxpr)
                 costs = [self.visit(b.jaxpr, (0.0, times[1])) for b in eqn.params["branches"]]
                 lo += min(c[0] for c in costs)
                 hi += max(c[1] for c in costs)
                 continue
             elif p == "scan":
                 n = float(eqn.params.get("length", 1))
+                self._inherit(eqn, eqn.params["jaxpr"].jaxpr)
                 c = self.visit(eqn.params["jaxpr"].jaxpr, (times[0] * n, times[1] * n))
                 lo, hi = lo + n * c[0], hi + n * c[1]
                 continue
             elif p == "while":
                 # trips unknown: counted once (a lower bound for the max)
+                self._inherit(eqn, eqn.params["body_jaxpr"].jaxpr)
                 c = self.visit(eqn.params["body_jaxpr"].jaxpr, (0.0, times[1]))
                 hi += c[1]
                 continue
             elif p == "run_scoped":
                 inner = eqn.params["jaxpr"]
                 for v in inner.invars:
+                    self.names[id(v)] = f"run_scoped buffer {len(self.scoped)}"
                     aval = v.aval
                     self.scoped.append(ScratchInfo([int(d) for d in getattr(aval, "shape", ())],
                                                    str(getattr(aval, "dtype", "")), memory_space(aval), scoped=True))
             for sub in sub_jaxprs(eqn.params):
+                self._inherit(eqn, sub)
                 c = self.visit(sub, times)
                 lo, hi = lo + c[0], hi + c[1]
         return lo, hi
@@ -218,12 +241,17 @@ class _Body:
 
         src, dst, _, _, device = mosaic_primitives._dma_unflatten(eqn.params["tree"], [_aval_of(v) for v in eqn.invars])
         src_ref, dst_ref = getattr(src, "ref", src), getattr(dst, "ref", dst)
+        try:  # the same structure over the variables: which of the kernel's refs are copied
+            src_var, dst_var, *_ = mosaic_primitives._dma_unflatten(eqn.params["tree"], list(eqn.invars))
+            src_name = self.names.get(id(getattr(src_var, "ref", src_var)), "ref")
+            dst_name = self.names.get(id(getattr(dst_var, "ref", dst_var)), "ref")
+        except Exception:
+            src_name = dst_name = "ref"
         shape = [int(d) for d in getattr(src, "shape", ())]
         dtype = str(getattr(src, "dtype", ""))
         nbytes = int(math.prod(shape)) * (np.dtype(dtype).itemsize if dtype else 1)
-        name = lambda ref, v: self.names.get(id(v), "ref")
         self.dmas.append(DmaInfo(
-            source=name(src_ref, eqn.invars[0]), destination="buffer",
+            source=src_name, destination=dst_name,
             src_space=memory_space(src_ref), dst_space=memory_space(dst_ref), shape=shape, dtype=dtype,
             bytes=nbytes, per_step=[times[0], times[1]], remote=device is not None))
 
