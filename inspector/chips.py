@@ -20,6 +20,9 @@ CLOUD_TPU = "Cloud TPU system architecture pages"
 
 @dataclasses.dataclass(frozen=True)
 class Chip:
+    """A piece of hardware a target is compiled for or measured against: its figures (per chip
+    unless said), each with the source it came from in ``sources``, and how to compile for it."""
+
     name: str
     kind: str  # "tpu", "gpu" (spec only, for budgets and roofline) or "local" (jax's own backend)
     description: str

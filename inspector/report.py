@@ -34,6 +34,10 @@ class TargetInfo:
 
 @dataclasses.dataclass
 class Report:
+    """Everything the inspector found about one target on one chip: the stages, the kernels of
+    the optimized HLO, every pallas_call and the findings. Every view renders this and nothing
+    else; a number shown in the TUI, in `show`, in JSON and in the SVG comes from one field."""
+
     target: TargetInfo
     inputs: list[InputInfo]
     chip: Chip
