@@ -7,8 +7,11 @@ accumulators carry across it. Causal blocks above the diagonal are skipped, not 
 compute is guarded by ``pl.when`` and their index maps are clamped so no DMA fetches them.
 
 The backward pass (FlashAttention-2) recomputes the probabilities from the saved logsumexp:
-one kernel accumulates dk and dv over q blocks, another dq over kv blocks. ``jax.grad`` works
-through ``jax.custom_vjp``.
+one kernel accumulates dk and dv over q blocks, another dq over kv blocks, each with its own
+block sizes (``BlockSizes`` backward fields). ``jax.grad`` works through ``jax.custom_vjp``.
+
+Every pallas_call passes a ``pl.CostEstimate`` counted from the shapes: only the blocks the
+causal mask needs, and the k/v fetches the clamped index maps imply.
 """
 from __future__ import annotations
 
