@@ -18,7 +18,11 @@ import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from .flash_attention import LANES, MASK_VALUE, _dot, online_softmax_update
+from .block_sizes import LANES, BlockSizes
+from .cost import nbytes, transfers
+from .flash_attention import MASK_VALUE, _dot, normalise, online_softmax_update
+
+__all__ = ["BlockSizes", "LocalGlobalMask", "block_layout", "block_sparse_attention", "reference"]
 
 EMPTY, PARTIAL, FULL = 0, 1, 2
 
@@ -42,12 +46,6 @@ class LocalGlobalMask:
         return near | (glob & (k <= q) if self.causal else glob)
 
 
-@dataclasses.dataclass(frozen=True)
-class BlockSizes:
-    block_q: int = 128
-    block_k: int = 128
-
-
 def block_layout(mask: LocalGlobalMask, seq_q: int, seq_k: int, bq: int, bk: int):
     """Per q block row: its non-empty kv blocks (padded by repeating the last) and their kinds."""
     nq, nk = seq_q // bq, seq_k // bk
@@ -69,6 +67,16 @@ def block_layout(mask: LocalGlobalMask, seq_q: int, seq_k: int, bq: int, bk: int
     return ids, row_kinds, kinds
 
 
+def small_ints(table: np.ndarray) -> np.ndarray:
+    """The narrowest of int8, int16, int32 that holds ``table`` (non-negative), as JAX's splash
+    attention does for its SMEM tables: SMEM is 1 MiB, and a long sequence's tables add up."""
+    top = int(table.max()) if table.size else 0
+    for dtype in (np.int8, np.int16):
+        if top <= np.iinfo(dtype).max:
+            return table.astype(dtype)
+    return table.astype(np.int32)
+
+
 def reference(q, k, v, *, mask: LocalGlobalMask, segment_ids=None, sm_scale: float | None = None):
     """Dense masked attention in f32."""
     scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[-1])
@@ -77,6 +85,7 @@ def reference(q, k, v, *, mask: LocalGlobalMask, segment_ids=None, sm_scale: flo
     if segment_ids is not None:
         visible = visible & (segment_ids[:, :, None] == segment_ids[:, None, :])
     p = jax.nn.softmax(jnp.where(visible, s, MASK_VALUE), axis=-1)
+    p = jnp.where(visible.any(axis=-1, keepdims=True), p, 0.0)  # a row that sees no key: 0, as the kernel
     return jnp.einsum("bqk,bkd->bqd", p, v.astype(jnp.float32)).astype(q.dtype)
 
 
@@ -86,7 +95,7 @@ def _kernel(ids_ref, kinds_ref, q_ref, k_ref, v_ref, *rest, mask, sm_scale, bq, 
     else:
         o_ref, m_sc, l_sc, acc_sc = rest
     i, t = pl.program_id(1), pl.program_id(2)
-    kind = kinds_ref[i * width + t]
+    kind = kinds_ref[i * width + t].astype(jnp.int32)  # the SMEM tables are int8/int16 where they fit
 
     @pl.when(t == 0)
     def _init():
@@ -98,7 +107,7 @@ def _kernel(ids_ref, kinds_ref, q_ref, k_ref, v_ref, *rest, mask, sm_scale, bq, 
         s = _dot(q_ref[...], k_ref[...], 1, 1) * sm_scale
         visible = None
         if apply_mask:
-            j = ids_ref[i * width + t]
+            j = ids_ref[i * width + t].astype(jnp.int32)
             rows = i * bq + jax.lax.broadcasted_iota(jnp.int32, s.shape, 0)
             cols = j * bk + jax.lax.broadcasted_iota(jnp.int32, s.shape, 1)
             visible = mask(rows, cols)
@@ -107,14 +116,29 @@ def _kernel(ids_ref, kinds_ref, q_ref, k_ref, v_ref, *rest, mask, sm_scale, bq, 
             visible = same if visible is None else visible & same
         if visible is not None:
             s = jnp.where(visible, s, MASK_VALUE)
-        online_softmax_update(s, v_ref, m_sc, l_sc, acc_sc)
+        online_softmax_update(s, v_ref, m_sc, l_sc, acc_sc, visible)
 
     pl.when(kind == FULL)(lambda: _step(apply_mask=False))  # fully visible: no element mask
     pl.when(kind == PARTIAL)(lambda: _step(apply_mask=True))
 
     @pl.when(t == pl.num_programs(2) - 1)
     def _finish():
-        o_ref[...] = (acc_sc[...] / l_sc[:, :1]).astype(o_ref.dtype)
+        o_ref[...] = normalise(acc_sc[...], l_sc[:, :1]).astype(o_ref.dtype)  # rows that saw no key: 0
+
+
+def _cost(bh, d, bq, bk, ids, kinds, dtype, segment_dtype=None) -> pl.CostEstimate:
+    """Per non-empty block: q k^T and p v (4 bq bk d flops), exp of the scores and of the rescale
+    (bq bk + bq); padding steps (kind EMPTY) compute nothing. k and v (and the kv segment ids) are
+    fetched once per run of an unchanged block id along each row's list; q and o once per q block.
+    The scalar-prefetch tables go to SMEM before the grid runs and are not counted."""
+    nq = ids.shape[0]
+    blocks = int((kinds != EMPTY).sum())
+    runs = transfers(ids.ravel())
+    moved = 2 * nq * nbytes((bq, d), dtype) + 2 * runs * nbytes((bk, d), dtype)
+    if segment_dtype is not None:
+        moved += nq * nbytes((bq, 1), segment_dtype) + runs * nbytes((1, bk), segment_dtype)
+    return pl.CostEstimate(flops=bh * blocks * 4 * bq * bk * d, transcendentals=bh * blocks * (bq * bk + bq),
+                           bytes_accessed=bh * moved)
 
 
 def _forward(q, k, v, segment_ids, mask, sm_scale, block_sizes):
@@ -126,13 +150,14 @@ def _forward(q, k, v, segment_ids, mask, sm_scale, block_sizes):
     ids, kinds, _ = block_layout(mask, seq_q, seq_k, bq, bk)
     width = ids.shape[1]
     segments = segment_ids is not None
-    kv_index = lambda b, i, t, ids_ref, kinds_ref: (b, ids_ref[i * width + t], 0)
+    kv_block = lambda ids_ref, i, t: ids_ref[i * width + t].astype(jnp.int32)
+    kv_index = lambda b, i, t, ids_ref, kinds_ref: (b, kv_block(ids_ref, i, t), 0)
     in_specs = [pl.BlockSpec((None, bq, d), lambda b, i, t, *_: (b, i, 0)),
                 pl.BlockSpec((None, bk, d), kv_index), pl.BlockSpec((None, bk, d), kv_index)]
     operands = [q, k, v]
     if segments:
         in_specs += [pl.BlockSpec((None, bq, 1), lambda b, i, t, *_: (b, i, 0)),
-                     pl.BlockSpec((None, 1, bk), lambda b, i, t, ids_ref, kinds_ref: (b, 0, ids_ref[i * width + t]))]
+                     pl.BlockSpec((None, 1, bk), lambda b, i, t, ids_ref, kinds_ref: (b, 0, kv_block(ids_ref, i, t)))]
         operands += [segment_ids[:, :, None], segment_ids[:, None, :]]
     spec = pltpu.PrefetchScalarGridSpec(
         num_scalar_prefetch=2, grid=(bh, seq_q // bq, width), in_specs=in_specs,
@@ -144,8 +169,9 @@ def _forward(q, k, v, segment_ids, mask, sm_scale, block_sizes):
     return pl.pallas_call(
         kernel, grid_spec=spec, out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
         compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "arbitrary")),
+        cost_estimate=_cost(bh, d, bq, bk, ids, kinds, q.dtype, segment_ids.dtype if segments else None),
         name="block_sparse_attention",
-    )(jnp.asarray(ids.reshape(-1)), jnp.asarray(kinds.reshape(-1)), *operands)
+    )(jnp.asarray(small_ints(ids.reshape(-1))), jnp.asarray(small_ints(kinds.reshape(-1))), *operands)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))

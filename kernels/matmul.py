@@ -2,23 +2,15 @@
 scratch, the reduction axis last and "arbitrary"."""
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
+from .block_sizes import TileSizes  # per-chip defaults: TileSizes.for_chip("tpu-v6e")
+from .cost import nbytes
 
-@dataclasses.dataclass(frozen=True)
-class TileSizes:
-    bm: int = 256
-    bk: int = 512
-    bn: int = 256
-
-
-# Defaults per chip: the 256-wide MXU of v6e and TPU7x wants n and k tiles in multiples of 256.
-DEFAULT_TILES = {"tpu-v5e": TileSizes(256, 512, 256), "tpu-v6e": TileSizes(512, 512, 512)}
+__all__ = ["TileSizes", "matmul", "reference"]
 
 
 def reference(a, b):
@@ -37,7 +29,20 @@ def _kernel(a_ref, b_ref, o_ref, acc_ref):
         o_ref[...] = acc_ref[...].astype(o_ref.dtype)
 
 
-def matmul(a, b, tiles: TileSizes = TileSizes()):
+def _cost(m, k, n, tiles: TileSizes, dtype, out_dtype) -> pl.CostEstimate:
+    """2 m k n flops. Grid (i, j, kk): the a tile (i, kk) and the b tile (kk, j) change every step
+    when k has more than one tile (a is read n / bn times, b m / bm times); with one k tile a
+    stays put across j (and b too when n is one tile). Each output tile is written once."""
+    mt, nt, kt = m // tiles.bm, n // tiles.bn, k // tiles.bk
+    steps = mt * nt * kt
+    a_fetches = steps if kt > 1 else mt
+    b_fetches = steps if kt > 1 else mt * nt if nt > 1 else 1
+    moved = (a_fetches * nbytes((tiles.bm, tiles.bk), dtype) + b_fetches * nbytes((tiles.bk, tiles.bn), dtype)
+             + mt * nt * nbytes((tiles.bm, tiles.bn), out_dtype))
+    return pl.CostEstimate(flops=2 * m * k * n, transcendentals=0, bytes_accessed=moved)
+
+
+def matmul(a, b, tiles: TileSizes = TileSizes(256, 512, 256)):
     """a (m, k) @ b (k, n); each dim must be a multiple of its tile."""
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
@@ -54,5 +59,6 @@ def matmul(a, b, tiles: TileSizes = TileSizes()):
         out_specs=pl.BlockSpec((tiles.bm, tiles.bn), lambda i, j, kk: (i, j)),
         scratch_shapes=[pltpu.VMEM((tiles.bm, tiles.bn), jnp.float32)],
         compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "arbitrary")),
+        cost_estimate=_cost(m, k, n, tiles, a.dtype, a.dtype),
         name="matmul",
     )(a, b)

@@ -9,7 +9,6 @@ another group are zeroed before the matmul.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import jax
@@ -17,12 +16,10 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
+from .block_sizes import TileSizes
+from .cost import nbytes
 
-@dataclasses.dataclass(frozen=True)
-class TileSizes:
-    bm: int = 128
-    bk: int = 128
-    bn: int = 128
+__all__ = ["TileSizes", "ragged_dot", "reference", "work_items"]
 
 
 def reference(lhs, rhs, group_sizes):
@@ -82,6 +79,20 @@ def _kernel(tile_ref, group_ref, first_ref, last_ref, valid_ref, starts_ref, end
         o_ref[...] = acc_ref[...].astype(o_ref.dtype)
 
 
+def _cost(m, k, n, groups, tiles: TileSizes, dtype, out_dtype) -> pl.CostEstimate:
+    """From the shapes alone (the work items are computed from group_sizes at run time): an upper
+    bound that takes all m_tiles + groups items as real. Each item multiplies a (bm, k) row tile
+    by (k, bn) per column tile. Grid (j, w, kk): with more than one k tile the lhs and rhs tiles
+    change at every step, so every step fetches both; with one k tile a run of items on the same
+    row tile (or group) reuses them, which this bound does not credit. Every output tile is
+    written once: a tile's items are consecutive."""
+    items, nt, kt = m // tiles.bm + groups, n // tiles.bn, k // tiles.bk
+    steps = nt * items * kt
+    moved = (steps * (nbytes((tiles.bm, tiles.bk), dtype) + nbytes((tiles.bk, tiles.bn), dtype))
+             + nbytes((m, n), out_dtype))
+    return pl.CostEstimate(flops=2 * items * tiles.bm * k * n, transcendentals=0, bytes_accessed=moved)
+
+
 def ragged_dot(lhs, rhs, group_sizes, tiles: TileSizes = TileSizes()):
     """lhs (m, k), rhs (groups, k, n), group_sizes (groups,) int32 -> (m, n)."""
     (m, k), (g, k2, n) = lhs.shape, rhs.shape
@@ -106,5 +117,6 @@ def ragged_dot(lhs, rhs, group_sizes, tiles: TileSizes = TileSizes()):
         functools.partial(_kernel, bm=tiles.bm), grid_spec=spec,
         out_shape=jax.ShapeDtypeStruct((m, n), lhs.dtype),
         compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary", "arbitrary")),
+        cost_estimate=_cost(m, k, n, g, tiles, lhs.dtype, lhs.dtype),
         name="ragged_dot",
     )(*items, starts.astype(jnp.int32), ends.astype(jnp.int32), lhs, rhs)

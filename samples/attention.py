@@ -57,7 +57,7 @@ INSPECT = {
     "flash": {
         "args": "bf16[4,4096,128] bf16[4,4096,128] bf16[4,4096,128]",
         "reference": "reference",
-        # 512 x 512: kernels.flash_attention.DEFAULT_BLOCK_SIZES for v5e, and 16x fewer grid steps
+        # 512 x 512: BlockSizes.for_chip("tpu-v5e") (kernels/block_sizes.py), and 16x fewer grid steps
         # than 128 x 128 (which matters in interpret mode on a CPU)
         "params": {"block_q": [512, 128, 256, 1024, 4096], "block_k": [512, 128, 256]},
     },
