@@ -53,9 +53,10 @@ def _inputs_line(report: Report, limit: int = 6) -> str:
                      for name, g in groups.items())
 
 
-def _cost_line(cost: dict | None) -> str:
+def _cost_line(cost: dict | None, has_pallas: bool) -> str:
     if not cost or "flops" not in cost:
-        return "not reported (XLA has no cost for a Pallas custom call without a pl.CostEstimate)"
+        why = "XLA has no cost for a Pallas custom call without a pl.CostEstimate" if has_pallas else "XLA reported none"
+        return f"not reported ({why})"
     return (f"flops {fmt_count(cost.get('flops'))}, transcendentals {fmt_count(cost.get('transcendentals'))}, "
             f"bytes accessed {fmt_bytes(cost.get('bytes accessed'))}")
 
@@ -75,7 +76,8 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
     for stage, counts in s.op_counts.items():
         rows.append((f"{stage} ops", _top_ops(counts)))
     if s.hlo is not None:
-        rows.append(("XLA cost", _cost_line(s.cost)))
+        has_pallas = any(e.primitive == "pallas_call" for e in s.jaxpr_eqns)
+        rows.append(("XLA cost", _cost_line(s.cost, has_pallas)))
     if s.memory:
         m = s.memory
         rows.append(("XLA memory", f"arguments {fmt_bytes(m.get('argument_size_in_bytes'))}, outputs "
