@@ -395,11 +395,16 @@ _OUTPUT_ERRNOS = {errno.EPIPE, errno.ENOSPC, errno.EBADF, errno.EIO, errno.EDQUO
 
 
 def _stdout_usable() -> bool:
-    if sys.stdout is None:
+    """False when stdout is closed (`>&-`); a stream without a descriptor (a test's capture) is fine."""
+    import io
+
+    if sys.stdout is None or sys.stdout.closed:
         return False
     try:
         os.fstat(sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
+    except (io.UnsupportedOperation, AttributeError):
+        return True
+    except (OSError, ValueError):
         return False
     return True
 
