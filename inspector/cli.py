@@ -426,6 +426,8 @@ def _reopen_std_streams() -> None:
 
 def _silence_stdout() -> None:
     """After a failed write: stdout is /dev/null, so the interpreter's final flush cannot fail."""
+    if sys.stdout is not sys.__stdout__:
+        return  # a stream someone put there (a test's capture): not ours to redirect
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 1)

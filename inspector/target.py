@@ -114,6 +114,8 @@ def _import_file(path: Path):
         spec.loader.exec_module(module)
     except SyntaxError as err:
         del sys.modules[module_name]
+        if err.lineno is None:  # null bytes: not source at all (a link to a binary, say)
+            raise UsageError(f"{path} is not Python source ({err.msg})") from err
         where = f"{short_path(err.filename or str(path))}:{err.lineno}"
         raise UsageError(f"{where}: SyntaxError: {err.msg} (fix the file and run again)") from err
     except (ValueError, UnicodeDecodeError) as err:  # null bytes, not text: not Python source at all
@@ -155,7 +157,7 @@ def split_spec(spec: str) -> tuple[str, str]:
 
 def load_module(where: str):
     """Import a file path or a dotted module name; returns (module, file path or None)."""
-    if where.endswith(".py") or os.sep in where or "/" in where:
+    if where.endswith(".py") or os.sep in where or "/" in where or os.path.isfile(where):
         return _import_file(Path(where))
     return _import_module(where)
 

@@ -1,6 +1,7 @@
 """Rich printers for `inspector show` and `inspector chips`: colour on a terminal, plain in a pipe."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -41,11 +42,18 @@ def console_width(file) -> int:
     return max(columns, MIN_WIDTH)
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich's own answer is SystemExit(1) with no message; the CLI says what happened."""
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 def make_console(file=None) -> Console:
     """Colour on a terminal; in a pipe, plain and wide. The width is always given, so rich never
     reads a COLUMNS of 0 (which would print nothing)."""
     file = file or sys.stdout
-    return Console(file=file, theme=THEME, highlight=False, soft_wrap=True, width=console_width(file))
+    return _Console(file=file, theme=THEME, highlight=False, soft_wrap=True, width=console_width(file))
 
 
 def print_fitting(console: Console, renderable) -> None:
