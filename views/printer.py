@@ -7,6 +7,7 @@ import os
 import sys
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -56,6 +57,43 @@ def make_console(file=None) -> Console:
     return _Console(file=file, theme=THEME, highlight=False, soft_wrap=True, width=console_width(file))
 
 
+def _whole_words(renderable) -> None:
+    """Every table inside (a view's own, in a group or a panel): a column is never narrower than
+    its longest word (its longest line, where it may not wrap), and a cell too long wraps onto
+    more lines instead of ending in "…"."""
+    if isinstance(renderable, Table):
+        for column in renderable.columns:
+            cells = [column.header, *column.cells]
+            texts = [c.plain if isinstance(c, Text) else Text.from_markup(c).plain if isinstance(c, str) else "" for c in cells]
+            pieces = [line for t in texts for line in t.splitlines()] if column.no_wrap else [w for t in texts for w in t.split()]
+            longest = max((cell_len(p) for p in pieces), default=0)
+            column.min_width = max(column.min_width or 0, longest)
+            if column.overflow == "ellipsis":
+                column.overflow = "fold"
+            for cell in column.cells:
+                _whole_words(cell)
+    for child in getattr(renderable, "renderables", None) or ():  # Group
+        _whole_words(child)
+    inner = getattr(renderable, "renderable", None)  # Panel, Padding
+    if inner is not None:
+        _whole_words(inner)
+
+
+def _min_width(console: Console, renderable) -> int:
+    """The narrowest width that shows every table inside whole (a panel measures no wider than
+    the console, so panels and groups are walked, not measured)."""
+    from rich.measure import Measurement
+
+    if isinstance(renderable, Panel):
+        return _min_width(console, renderable.renderable) + 4  # borders and padding
+    children = getattr(renderable, "renderables", None)  # Group
+    if children is not None:
+        return max((_min_width(console, c) for c in children), default=0)
+    if isinstance(renderable, (str, Text)):
+        return 0  # text wraps at any width
+    return Measurement.get(console, console.options.update_width(10_000), renderable).minimum
+
+
 def print_fitting(console: Console, renderable) -> None:
     """Print a table (or a panel of them) no narrower than its narrowest complete rendering: on
     a narrow terminal a figure wraps at a space or the line runs past the edge, but it is never
@@ -63,9 +101,10 @@ def print_fitting(console: Console, renderable) -> None:
     its columns' minimum widths ask for it, and the console would then crop the lines.)"""
     from rich.segment import Segment
 
+    _whole_words(renderable)
     width = console.width
-    needed = width
-    for _ in range(2):  # a wider layout may need a little more again (a wrapped title)
+    needed = max(width, _min_width(console, renderable))
+    for _ in range(4):  # a wider layout may need a little more again (a wrapped title)
         segments = console.render(renderable, console.options.update_width(needed))
         longest = max((Segment.get_line_length(line) for line in Segment.split_lines(segments)), default=0)
         if longest <= needed:
@@ -80,7 +119,7 @@ def print_fitting(console: Console, renderable) -> None:
 
 def _kv_table(rows: list[tuple[str, str]]) -> Table:
     table = Table.grid(padding=(0, 2))
-    table.add_column(style="bold")
+    table.add_column(style="bold", no_wrap=True)  # short labels: only the values wrap
     table.add_column()
     for key, value in rows:
         add_row(table, key, value)
