@@ -1,21 +1,66 @@
 """The `inspector` command. Parses arguments before jax loads, so usage errors answer at once.
 
-Exit codes: 0 ok, 1 the analysed function failed or a finding is an error, 2 usage.
+Exit codes: 0 ok, 1 the analysed function failed or a finding is an error, 2 usage (the command
+line, the target file, an output that cannot be written), 130 Ctrl-C, 143 SIGTERM. Every failure
+is one line on stderr; ``--debug`` (anywhere on the line) adds the traceback.
+
+The work that runs jax and the user's code (import, trace, compile, run) happens in a child
+process (``remote.run_isolated``) and comes back as plain data; this process only parses, waits
+and renders. So Ctrl-C during a minutes-long libtpu compile is answered at once, and whatever the
+user's code prints goes to stderr, never into our stdout (``--json`` stays valid JSON).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import os
+import signal
 import sys
 
-from .errors import EXIT_FINDINGS, EXIT_OK, InspectorError
+from .errors import EXIT_FINDINGS, EXIT_OK, InspectorError, OutputError, TargetFailure, UsageError
 
 VIEWS = ("overview", "jaxpr", "stablehlo", "hlo", "mosaic", "fusions", "pallas")
-VERBS = ("show", "check", "diff", "export", "chips")
+VERBS = ("show", "check", "diff", "export", "chips", "cache")
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the main thread is (like KeyboardInterrupt for SIGINT)."""
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line and exit 2, like every other usage error
-        raise InspectorError(f"{message} (see `{self.prog} --help`)")
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a tolerance is a finite number >= 0")
+    return value
+
+
+def _globals() -> argparse.ArgumentParser:
+    """Options every verb takes, before or after the verb (SUPPRESS: the verb's parser keeps the
+    top-level value when the flag is not repeated after the verb)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks and jax/libtpu logs")
+    return common
 
 
 def _target_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
@@ -27,46 +72,50 @@ def _target_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="static keyword parameter (repeatable)")
     if json_flag:
         p.add_argument("--json", action="store_true", help="print the Report as JSON")
-    p.add_argument("--no-cache", action="store_true", help="compile even when the on-disk cache has this module")
+    p.add_argument("--no-cache", action="store_true", help="compile even when the on-disk cache has this module (and store the fresh result)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="inspector", description="Inspect what XLA and Pallas make of a JAX function.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and jax/libtpu logs")
     sub = parser.add_subparsers(dest="verb", parser_class=_Parser)
-    show = sub.add_parser("show", help="print one view of a target")
+    common = [_globals()]
+    show = sub.add_parser("show", help="print one view of a target", parents=common)
     _target_options(show)
     show.add_argument("--view", choices=VIEWS, default="overview")
     show.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: the target; e.g. h100 for --target cpu)")
     show.add_argument("--sort", choices=("order", "bytes", "flops", "time"), default="order", help="fusions view: row order")
-    show.add_argument("--top", type=int, default=40, metavar="N", help="fusions view: rows to print (0 for all)")
-    export = sub.add_parser("export", help="write the kernel graph (SVG, DOT) and the Report (JSON) to files")
+    show.add_argument("--top", type=_count, default=40, metavar="N", help="fusions view: rows to print (0 for all)")
+    export = sub.add_parser("export", help="write the kernel graph (SVG, DOT) and the Report (JSON) to files", parents=common)
     _target_options(export, json_flag=False)
     export.add_argument("--svg", metavar="PATH", help="kernel graph as SVG (needs Graphviz's dot)")
     export.add_argument("--dot", metavar="PATH", help="kernel graph as Graphviz DOT source")
     export.add_argument("--json", dest="json_path", metavar="PATH", help="the whole Report as JSON")
     export.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: the target)")
-    export.add_argument("--max-nodes", type=int, default=200, metavar="N", help="collapse scopes (layers) past N nodes (default 200)")
+    export.add_argument("--max-nodes", type=_count, default=200, metavar="N", help="collapse scopes (layers) past N nodes (default 200)")
     export.add_argument("--expand", action="append", default=[], metavar="SCOPE", help="keep this scope's kernels when collapsing (repeatable)")
-    check = sub.add_parser("check", help="VMEM fit, layout rules and BlockSpec bugs of every pallas_call; exit 1 on a problem")
+    check = sub.add_parser("check", help="VMEM fit, layout rules and BlockSpec bugs of every pallas_call; exit 1 on a problem", parents=common)
     _target_options(check)
     check.set_defaults(chip="tpu-v5e")
     check.add_argument("--estimate-only", action="store_true", help="skip the real TPU compiles (libtpu); the static estimate only")
     check.add_argument("--sweep", action="store_true", help="also estimate every combination of INSPECT's params: which block sizes fit")
-    diff = sub.add_parser("diff", help="run the function and its reference on the same inputs; where do they differ")
+    diff = sub.add_parser("diff", help="run the function and its reference on the same inputs; where do they differ", parents=common)
     _target_options(diff)
-    diff.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
-    diff.add_argument("--atol", type=float, help="absolute tolerance (default per dtype)")
-    diff.add_argument("--rtol", type=float, help="relative tolerance (default per dtype)")
+    diff.add_argument("--seed", type=_count, default=0, help="seed of the random inputs (default 0)")
+    diff.add_argument("--atol", type=_tolerance, help="absolute tolerance (default per dtype)")
+    diff.add_argument("--rtol", type=_tolerance, help="relative tolerance (default per dtype)")
     diff.add_argument("--grad", action="store_true", help="compare gradients too (vjp with a random cotangent)")
-    diff.add_argument("--runs", type=int, default=3, metavar="N", help="timed runs after the checked one (0: no timing)")
+    diff.add_argument("--runs", type=_count, default=3, metavar="N", help="timed runs after the checked one (0: no timing)")
     diff.add_argument("--strict", action="store_true",
                       help="a kernel the TPU interpreter cannot run is an error (exit 1), not an info finding")
-    tui = sub.add_parser("tui", help="the terminal UI (what `inspector TARGET` opens)")
+    tui = sub.add_parser("tui", help="the terminal UI (what `inspector TARGET` opens)", parents=common)
     _target_options(tui)
     tui.add_argument("--watch", action="store_true", help="re-analyse when the target file is saved")
-    chips = sub.add_parser("chips", help="list the hardware targets and their figures")
+    chips = sub.add_parser("chips", help="list the hardware targets and their figures", parents=common)
     chips.add_argument("--json", action="store_true")
+    cache = sub.add_parser("cache", help="where the compile cache is and its size; `cache clear` empties it", parents=common)
+    cache.add_argument("action", nargs="?", choices=("info", "clear"), default="info")
+    cache.add_argument("--json", action="store_true")
     return parser
 
 
@@ -79,27 +128,120 @@ def _normalise(argv: list[str]) -> list[str]:
     return argv
 
 
+# ----------------------------------------------------------------------------- the work (child process)
+
+
+@contextlib.contextmanager
+def _exits_are_failures(target, doing: str):
+    """sys.exit() (any BaseException but Ctrl-C) in the user's function is a failure of that
+    function with its code, never our exit."""
+    from .target import describe_error
+
+    try:
+        yield
+    except (Exception, KeyboardInterrupt):
+        raise
+    except BaseException as err:
+        raise TargetFailure(describe_error(err, target.file, doing)) from err
+
+
+def _use_cache(opts):
+    from . import compile_cache
+    from .stages import cache_enabled
+
+    if not cache_enabled():
+        return False
+    return compile_cache.REFRESH if opts.no_cache else True
+
+
 def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool, pallas: bool = False):
     """Load the target, capture its stages and gather the Report: the one path every verb takes."""
     from .backends import Backend
     from .chips import get_chip
     from .report import build_report
-    from .stages import cache_enabled, capture
+    from .stages import capture
     from .target import load_target
 
     chip = get_chip(opts.chip)
     roofline = get_chip(opts.roofline) if getattr(opts, "roofline", None) else None
     target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
-    captured = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text,
-                     use_cache=cache_enabled() and not opts.no_cache)
-    return build_report(target, chip, captured, fusions=fusions, pallas=pallas, roofline_chip=roofline)
+    with _exits_are_failures(target, f"raised while tracing {target.name}"):
+        captured = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text, use_cache=_use_cache(opts))
+        report = build_report(target, chip, captured, fusions=fusions, pallas=pallas, roofline_chip=roofline)
+    captured.stages.op_counts  # counted here, where the stages were made, not in the process that renders
+    return report
+
+
+def _work_show(opts):
+    return _report(opts, compile=opts.view in ("overview", "hlo", "fusions"), jaxpr_text=opts.view == "jaxpr",
+                   fusions=opts.view in ("overview", "fusions"), pallas=opts.view in ("overview", "pallas"))
+
+
+def _work_export(opts):
+    return _report(opts, compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True)
+
+
+def _work_check(opts):
+    from .chips import parse_targets
+    from .pallas.check import run_check
+    from .target import load_target
+
+    chips = parse_targets(opts.chip)
+    target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
+    with _exits_are_failures(target, f"raised while tracing {target.name}"):
+        result = run_check(target, chips, estimate_only=opts.estimate_only, use_cache=_use_cache(opts))
+        if opts.sweep:
+            from .pallas.sweep import sweep
+
+            result.sweep = sweep(target, [c for c in chips if c.is_tpu or c.kind == "gpu"])
+    return result
+
+
+def _work_diff(opts):
+    from .chips import parse_targets
+    from .diff import run_diff
+    from .target import load_target
+
+    # diff runs on this machine; --target names the TPU that interpret mode simulates (the first TPU given)
+    chip = next((c for c in parse_targets(opts.chip) if c.is_tpu), None)
+    target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
+    with _exits_are_failures(target, f"raised while running {target.name}"):
+        try:
+            return run_diff(target, seed=opts.seed, atol=opts.atol, rtol=opts.rtol, grad=opts.grad, runs=opts.runs,
+                            chip=chip, strict=opts.strict)
+        except ValueError as err:
+            raise UsageError(str(err)) from err
+
+
+_WORK = {"show": _work_show, "tui": _work_show, "export": _work_export, "check": _work_check, "diff": _work_diff}
+
+
+def _work(opts):
+    """What the verb computes: runs jax and the user's code, returns plain data. Whatever the
+    user's code prints goes to stderr: stdout is the inspector's alone."""
+    from . import environment
+
+    environment.prepare(debug=opts.debug)
+    with contextlib.redirect_stdout(sys.stderr):
+        return _WORK[opts.verb](opts)
+
+
+def _run(opts):
+    """``_work(opts)`` in a child process (the CLI), or here (``main(isolate=False)``: tests)."""
+    if not opts.isolate:
+        return _work(opts)
+    from .remote import run_isolated
+
+    return run_isolated(_work, opts)
+
+
+# ----------------------------------------------------------------------------- the verbs (render here)
 
 
 def _show(opts) -> int:
     from .views.printer import make_console, print_json, print_view
 
-    report = _report(opts, compile=opts.view in ("overview", "hlo", "fusions"), jaxpr_text=opts.view == "jaxpr",
-                     fusions=opts.view in ("overview", "fusions"), pallas=opts.view in ("overview", "pallas"))
+    report = _run(opts)
     console = make_console()
     if opts.json:
         texts = () if opts.view in ("overview", "fusions") else (opts.view,)
@@ -107,6 +249,21 @@ def _show(opts) -> int:
     else:
         print_view(report, opts.view, console, sort=opts.sort, top=opts.top)
     return EXIT_OK if report.ok else EXIT_FINDINGS
+
+
+def _export_paths(opts) -> None:
+    """Before the compile: every output names its own file in a folder that exists."""
+    from .atomic import check_writable
+
+    seen: dict[str, str] = {}
+    for flag, path in (("--json", opts.json_path), ("--dot", opts.dot), ("--svg", opts.svg)):
+        if not path:
+            continue
+        check_writable(path)
+        real = os.path.realpath(path)
+        if real in seen:
+            raise UsageError(f"{seen[real]} and {flag} both name {path}: give each output its own file")
+        seen[real] = flag
 
 
 def _export(opts) -> int:
@@ -117,20 +274,22 @@ def _export(opts) -> int:
     from .units import fmt_bytes, fmt_time
 
     if not (opts.svg or opts.dot or opts.json_path):
-        raise InspectorError("export needs at least one of --svg PATH, --dot PATH, --json PATH")
+        raise UsageError("export needs at least one of --svg PATH, --dot PATH, --json PATH")
+    _export_paths(opts)
     if opts.svg or opts.dot:  # fail before the compile when the SVG cannot be drawn
         from .hlo.graph import dot_available
         if opts.svg and not dot_available():
             render_svg(None)  # raises the how-to-install message
-    report = _report(opts, compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True)
-    written = []
+    report = _run(opts)
+    written, failure = [], None
     if opts.json_path:
         data = report.to_dict(texts=("jaxpr", "stablehlo", "hlo", "mosaic"))
         written.append(f"{write_atomic(opts.json_path, json.dumps(data, indent=2, default=str))} (the Report)")
     if (opts.svg or opts.dot) and report.fusions is None:
         reason = report.stages.compile_error.headline if report.stages.compile_error else "not compiled"
-        raise InspectorError(f"no kernel graph: {reason}")
-    if opts.svg or opts.dot:
+        failure = TargetFailure(f"no kernel graph, so no {' or '.join(f for f, p in (('SVG', opts.svg), ('DOT', opts.dot)) if p)} "
+                                f"written: {reason}")
+    elif opts.svg or opts.dot:
         a = report.fusions
         hbm = a.totals["hbm_bytes"]
         title = (f"{report.target.spec} on {report.chip.name}: {len(a.kernels)} kernels, HBM {fmt_bytes(hbm)}"
@@ -143,6 +302,8 @@ def _export(opts) -> int:
             written.append(f"{write_atomic(opts.svg, render_svg(graph, summary.nodes))} ({what})")
     for line in written:
         print(f"wrote {line}")
+    if failure is not None:
+        raise failure
     return EXIT_OK if report.ok else EXIT_FINDINGS
 
 
@@ -150,74 +311,42 @@ def _emit(opts, result, view) -> int:
     """Print a check or diff result (JSON with --json) and turn its verdict into the exit code."""
     import dataclasses
 
-    from .views.printer import make_console, print_json
+    from .views.printer import make_console, print_json, print_fitting
 
     console = make_console()
     if opts.json:
         print_json(dataclasses.asdict(result), console)
     else:
-        console.print(view(result), soft_wrap=False)
+        print_fitting(console, view(result))
     return EXIT_OK if result.ok else EXIT_FINDINGS
 
 
 def _check(opts) -> int:
     from .views.pallas import check_view
 
-    from .pallas.check import run_check
     from .chips import parse_targets
-    from .stages import cache_enabled
-    from .target import load_target
 
-    chips = parse_targets(opts.chip)
-    local = [c.name for c in chips if c.is_local]
+    local = [c.name for c in parse_targets(opts.chip) if c.is_local]
     if local:
-        raise InspectorError(f"check is about TPU and GPU targets, not {', '.join(local)}: e.g. --target tpu-v5e,tpu-v6e,h100")
-    target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
-    result = run_check(target, chips, estimate_only=opts.estimate_only, use_cache=cache_enabled() and not opts.no_cache)
-    if opts.sweep:
-        from .pallas.sweep import sweep
-
-        result.sweep = sweep(target, [c for c in chips if c.is_tpu or c.kind == "gpu"])
-    return _emit(opts, result, check_view)
+        raise UsageError(f"check is about TPU and GPU targets, not {', '.join(local)}: e.g. --target tpu-v5e,tpu-v6e,h100")
+    return _emit(opts, _run(opts), check_view)
 
 
 def _diff(opts) -> int:
     from .views.diff import diff_view
 
-    from .diff import run_diff
-    from .target import load_target
-
     from .chips import parse_targets
-    from .diff import check_tolerance
 
-    # diff runs on this machine; --target names the TPU that interpret mode simulates (the first TPU given)
-    chips = parse_targets(opts.chip)
-    spec_only = [c.name for c in chips if c.kind == "gpu"]
+    spec_only = [c.name for c in parse_targets(opts.chip) if c.kind == "gpu"]
     if spec_only:
-        raise InspectorError(f"diff runs on this machine, not on {', '.join(spec_only)}: --target names the TPU that "
-                             "interpret mode simulates (e.g. tpu-v5p), or cpu/gpu")
-    if opts.runs < 0:
-        raise InspectorError(f"--runs must be 0 or more, not {opts.runs}")
-    try:
-        check_tolerance("--atol", opts.atol)
-        check_tolerance("--rtol", opts.rtol)
-    except ValueError as err:
-        raise InspectorError(str(err)) from err
-    chip = next((c for c in chips if c.is_tpu), None)
-    target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
-    try:
-        result = run_diff(target, seed=opts.seed, atol=opts.atol, rtol=opts.rtol, grad=opts.grad, runs=opts.runs,
-                          chip=chip, strict=opts.strict)
-    except ValueError as err:
-        raise InspectorError(str(err)) from err
-    return _emit(opts, result, diff_view)
+        raise UsageError(f"diff runs on this machine, not on {', '.join(spec_only)}: --target names the TPU that "
+                         "interpret mode simulates (e.g. tpu-v5p), or cpu/gpu")
+    return _emit(opts, _run(opts), diff_view)
 
 
 def _tui(opts) -> int:
     """The terminal UI; when stdout is not a terminal (a pipe, CI), the overview instead."""
-    import sys as _sys
-
-    if not _sys.stdout.isatty() or opts.json:
+    if not sys.stdout.isatty() or opts.json:
         opts.view, opts.roofline, opts.sort, opts.top = "overview", None, "order", 40
         return _show(opts)
     from .views.tui.app import InspectorApp
@@ -233,41 +362,179 @@ def _tui(opts) -> int:
 
 
 def _chips(opts) -> int:
-    from .views.printer import chip_rows, chips_table, make_console, print_json
+    from .views.printer import chip_rows, chips_table, make_console, print_fitting, print_json
 
     console = make_console()
     if opts.json:
         print_json(chip_rows(), console)
     else:
-        console.print(chips_table(), soft_wrap=False)
+        print_fitting(console, chips_table())
     return EXIT_OK
 
 
-def main(argv: list[str] | None = None) -> int:
+def _cache(opts) -> int:
+    import dataclasses
+    import json
+
+    from . import compile_cache
+    from .units import fmt_bytes
+
+    try:
+        found = compile_cache.clear() if opts.action == "clear" else compile_cache.info()
+    except OSError as err:
+        raise UsageError(f"cannot {'clear' if opts.action == 'clear' else 'read'} the compile cache at "
+                         f"{compile_cache.cache_dir()}: {err.strerror or err} (set INSPECTOR_CACHE_DIR to another folder)") from err
+    if opts.json:
+        print(json.dumps({"action": opts.action, **dataclasses.asdict(found), "enabled": compile_cache.enabled()}, indent=2))
+    elif opts.action == "clear":
+        print(f"cleared {found.path}: removed {found.entries} entries, {fmt_bytes(found.bytes)}")
+    else:
+        state = "" if compile_cache.enabled() else " (off: INSPECTOR_NO_CACHE or --xla_dump_to in XLA_FLAGS)"
+        where = found.path if found.exists else f"{found.path} (not created yet)"
+        print(f"compile cache: {where}{state}\n{found.entries} entries, {fmt_bytes(found.bytes)}"
+              + (f" ({found.temp_files} temporary files)" if found.temp_files else "")
+              + "\n`inspector cache clear` empties it; INSPECTOR_CACHE_DIR moves it")
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- the process
+
+
+_OUTPUT_ERRNOS = {errno.EPIPE, errno.ENOSPC, errno.EBADF, errno.EIO, errno.EDQUOT, errno.EFBIG, errno.EINVAL}
+
+
+def _stdout_usable() -> bool:
+    """False when stdout is closed (`>&-`); a stream without a descriptor (a test's capture) is fine."""
+    import io
+
+    if sys.stdout is None or sys.stdout.closed:
+        return False
+    try:
+        os.fstat(sys.stdout.fileno())
+    except (io.UnsupportedOperation, AttributeError):
+        return True
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _reopen_std_streams() -> None:
+    """A closed stdin or stderr (`<&-`, `2>&-`) becomes /dev/null: the pipes a child process
+    needs must not take those numbers."""
+    for fd in (0, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            if fd == 2 and sys.stderr is None:
+                sys.stderr = open(2, "w", closefd=False)
+
+
+def _silence_stdout() -> None:
+    """After a failed write: stdout is /dev/null, so the interpreter's final flush cannot fail."""
+    if sys.stdout is not sys.__stdout__:
+        return  # a stream someone put there (a test's capture): not ours to redirect
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    except OSError:
+        pass
+
+
+def _say(line: str) -> None:
+    try:
+        print(f"inspector: {line}", file=sys.stderr, flush=True)
+    except (OSError, ValueError, AttributeError):
+        pass  # stderr is gone too: the exit code is all that is left
+
+
+def _fail(err: BaseException, line: str, code: int, debug: bool) -> int:
+    if debug:
+        import traceback
+
+        trace = getattr(err, "child_traceback", None) or "".join(traceback.format_exception(err))
+        try:
+            sys.stderr.write(trace)
+        except (OSError, ValueError, AttributeError):
+            pass
+    _say(line)
+    return code
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def main(argv: list[str] | None = None, *, isolate: bool = True) -> int:
+    """Run one command; returns the exit code. ``isolate=False`` does the work in this process
+    (tests: no child to start), with the same messages and codes."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if isolate and _main_thread() else None
+    try:
+        return _main(argv, isolate, debug)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str], isolate: bool, debug: bool) -> int:
+    _reopen_std_streams()
     from . import environment
 
     environment.prepare(debug=debug)
     try:
         opts = build_parser().parse_args(_normalise(argv))
+        debug = debug or opts.debug
+        opts.isolate = isolate
         if opts.verb is None:
-            raise InspectorError("give a target (inspector samples/attention.py:naive) or a verb: " + ", ".join(VERBS))
-        verbs = {"show": _show, "check": _check, "diff": _diff, "export": _export, "chips": _chips, "tui": _tui}
-        return verbs[opts.verb](opts)
+            raise UsageError("give a target (inspector samples/attention.py:naive) or a verb: " + ", ".join(VERBS))
+        if not _stdout_usable():
+            raise OutputError("standard output is closed: give it a file or a pipe (> out.txt, | less)")
+        verbs = {"show": _show, "check": _check, "diff": _diff, "export": _export, "chips": _chips, "tui": _tui,
+                 "cache": _cache}
+        code = verbs[opts.verb](opts)
+        sys.stdout.flush()
+        return code
     except InspectorError as err:
-        if debug:
-            raise
-        print(f"inspector: {err}", file=sys.stderr)
-        return err.exit_code
-    except KeyboardInterrupt:
-        print("inspector: interrupted", file=sys.stderr)
-        return 130
+        return _fail(err, str(err), err.exit_code, debug)
+    except KeyboardInterrupt as err:
+        return _fail(err, "interrupted (Ctrl-C)", EXIT_SIGINT, False)
+    except Terminated as err:
+        return _fail(err, "terminated (SIGTERM)", EXIT_SIGTERM, False)
+    except (OSError, ValueError) as err:
+        if _is_stdout_error(err):
+            _silence_stdout()
+            reason = "closed" if isinstance(err, ValueError) else (os.strerror(err.errno) if err.errno else str(err))
+            return _fail(err, f"cannot write to standard output: {reason}", OutputError.exit_code, debug)
+        return _internal(err, debug)
     except Exception as err:  # a bug of ours: still one line, the traceback on request
-        if debug:
-            raise
-        print(f"inspector: internal error: {type(err).__name__}: {err} (run again with --debug for the traceback)", file=sys.stderr)
-        return EXIT_FINDINGS
+        return _internal(err, debug)
+
+
+def _is_stdout_error(err: BaseException) -> bool:
+    """A failed write of ours to stdout (closed, full, a reader gone): no file name, an output
+    errno, and not an error sent back from the child process."""
+    if getattr(err, "child_traceback", None) is not None:
+        return False
+    if isinstance(err, ValueError):  # "I/O operation on closed file"
+        return sys.stdout is not None and sys.stdout.closed
+    return err.errno in _OUTPUT_ERRNOS and not getattr(err, "filename", None)
+
+
+def _internal(err: BaseException, debug: bool) -> int:
+    return _fail(err, f"internal error: {type(err).__name__}: {err} (run again with --debug for the traceback)",
+                 EXIT_FINDINGS, debug)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 def entry() -> None:

@@ -1,18 +1,43 @@
 """On-disk cache of compile results, so a second run of the same target skips the compile.
 
-The key is the lowered StableHLO itself plus the target chip and the jax/jaxlib/libtpu versions:
-that covers the source, the inputs and the params (they all shape the module) without trusting
-a file hash that would miss a change in an imported module. Entries are written to a temporary
-file and renamed, so a killed run never leaves half an entry.
+An entry may only be served when nothing that shapes the compiler's output changed. The key is:
+
+- the lowered module *with its locations* (``as_text(debug_info=True)``): the cached HLO names
+  source files and lines in its metadata, so the same function moved down three lines or copied
+  to another file is another entry;
+- the chip, the host machine (the CPU compiler tunes for the host's instruction set);
+- every environment variable that reaches XLA or libtpu (``XLA_*``, ``LIBTPU_*``, ``TPU_*`` but
+  the logging ones): ``LIBTPU_INIT_ARGS=--xla_tpu_scoped_vmem_limit_kib=...`` changes the verdict;
+- the jax, jaxlib, libtpu and inspector versions and the entry schema.
+
+Entries are checked when read: one that is not what this version writes (truncated, another
+structure, another key) is a miss and is overwritten by the next store. Compile failures are never
+stored (they are cheap to reproduce and a flag change may fix them). Writes go to a temporary file
+that is renamed into place and removed on every path, so a failed store leaves nothing behind.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import platform
+import re
 import tempfile
+import time
 from importlib import metadata
 from pathlib import Path
+
+SCHEMA = 2  # bump when the stored result's structure or meaning changes
+REFRESH = "refresh"  # use_cache value: do not read, but store the fresh result (--no-cache)
+
+_ENV_PREFIXES = ("XLA_", "LIBTPU_", "TPU_")
+# Variables with those prefixes that only steer logging or the TPU probe, never the compiled code.
+_ENV_IGNORED = {"TPU_LOG_DIR", "TPU_STDERR_LOG_LEVEL", "TPU_MIN_LOG_LEVEL", "TPU_VMODULE",
+                "TPU_MAX_LOG_SIZE_MB", "TPU_SKIP_MDS_QUERY", "TPU_WORKER_HOSTNAMES", "TPU_WORKER_ID",
+                "TPU_ACCELERATOR_TYPE"}
+_ENTRY = re.compile(r"^[0-9a-f]{64}\.json$")
+_STALE_TMP_S = 600  # a temporary file this old belongs to a store that was killed
 
 
 def cache_dir() -> Path:
@@ -21,39 +46,169 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-def _versions() -> str:
-    found = []
-    for dist in ("jax", "jaxlib", "libtpu"):
-        try:
-            found.append(f"{dist}={metadata.version(dist)}")
-        except metadata.PackageNotFoundError:
-            found.append(f"{dist}=none")
-    return ";".join(found)
+def enabled() -> bool:
+    """Off with INSPECTOR_NO_CACHE=1, and while XLA is asked to dump passes (a cache hit would
+    skip the compile and write no dump)."""
+    if os.environ.get("INSPECTOR_NO_CACHE", "") not in ("", "0"):
+        return False
+    return "--xla_dump_to" not in os.environ.get("XLA_FLAGS", "")
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def _own_version() -> str:
+    from . import __version__
+
+    return f"{_version('jax-inspector')}/{__version__}"
+
+
+def compiler_environment() -> dict[str, str]:
+    """The environment variables that reach XLA or libtpu and may change what they produce."""
+    return {k: v for k, v in sorted(os.environ.items())
+            if k.startswith(_ENV_PREFIXES) and k not in _ENV_IGNORED}
+
+
+def _host() -> str:
+    """The CPU compiler specialises for the host's instruction set: the machine and its flags."""
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        pass
+    return f"{platform.machine()}:{hashlib.sha256(flags.encode()).hexdigest()[:16]}"
+
+
+def key_parts(module_text: str, chip: str) -> dict[str, str]:
+    """Everything the key is made of, by name (tests and `--debug` can say what differs)."""
+    return {
+        "schema": str(SCHEMA),
+        "versions": ";".join(f"{d}={_version(d)}" for d in ("jax", "jaxlib", "libtpu")) + f";inspector={_own_version()}",
+        "chip": chip,
+        "host": _host() if chip in ("cpu", "gpu") else platform.machine(),
+        "environment": json.dumps(compiler_environment()),
+        "module": module_text,
+    }
 
 
 def key(module_text: str, chip: str) -> str:
     h = hashlib.sha256()
-    for part in (_versions(), chip, module_text):
-        h.update(part.encode())
-        h.update(b"\0")
+    for name, part in key_parts(module_text, chip).items():
+        h.update(name.encode() + b"=" + part.encode("utf-8", "surrogateescape") + b"\0")
     return h.hexdigest()
 
 
+def _valid_result(result) -> bool:
+    """What this version stores: optimized HLO text, XLA's cost (name -> float) and memory
+    (name -> int) dicts, and no error (failures are not stored)."""
+    if not isinstance(result, dict) or set(result) != {"hlo", "cost", "memory", "error"}:
+        return False
+    if not isinstance(result["hlo"], str) or not result["hlo"] or result["error"] is not None:
+        return False
+    for name, kind in (("cost", (int, float)), ("memory", int)):
+        table = result[name]
+        if table is not None and not (isinstance(table, dict) and all(
+                isinstance(k, str) and isinstance(v, kind) and not isinstance(v, bool) for k, v in table.items())):
+            return False
+    return True
+
+
 def load(k: str) -> dict | None:
+    """The stored result for key ``k``, or None: missing, unreadable or not what we write."""
     path = cache_dir() / f"{k}.json"
     try:
-        return json.loads(path.read_text())
+        entry = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    if not isinstance(entry, dict) or entry.get("schema") != SCHEMA or entry.get("key") != k:
+        return None
+    result = entry.get("result")
+    return result if _valid_result(result) else None
 
 
-def store(k: str, result: dict) -> None:
+def store(k: str, result: dict) -> bool:
+    """Store a successful result; True when it was written. A cache that cannot be written only
+    costs time, so errors are swallowed, and the temporary file is removed on every path."""
+    if not _valid_result(result):
+        return False
     directory = cache_dir()
+    tmp = None
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(result, f)
+        _remove_stale_tmp(directory)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{k[:16]}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"schema": SCHEMA, "key": k, "result": result}, f)
         os.replace(tmp, directory / f"{k}.json")
-    except OSError:
-        pass  # a cache that cannot be written only costs time
+        tmp = None
+        return True
+    except (OSError, ValueError, TypeError):
+        return False
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _temp_files(directory: Path) -> list[Path]:
+    # Ours (.KEY.xxxx.tmp), and the tmp*.tmp an older version left behind.
+    return [p for p in directory.glob("*.tmp") if p.name.startswith((".", "tmp")) and p.is_file()]
+
+
+def _remove_stale_tmp(directory: Path) -> None:
+    now = time.time()
+    for p in _temp_files(directory):
+        try:
+            if now - p.stat().st_mtime > _STALE_TMP_S:
+                p.unlink()
+        except OSError:
+            pass
+
+
+def _entries(directory: Path) -> list[Path]:
+    try:
+        return [p for p in directory.iterdir() if _ENTRY.match(p.name) and p.is_file()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+@dataclasses.dataclass
+class CacheInfo:
+    path: str
+    exists: bool
+    entries: int
+    bytes: int  # entries and temporary files together
+    temp_files: int
+
+
+def info() -> CacheInfo:
+    directory = cache_dir()
+    files = _entries(directory)
+    temps = _temp_files(directory) if directory.is_dir() else []
+    size = 0
+    for p in files + temps:
+        try:
+            size += p.stat().st_size
+        except OSError:
+            pass
+    return CacheInfo(str(directory), directory.is_dir(), len(files), size, len(temps))
+
+
+def clear() -> CacheInfo:
+    """Remove every entry and temporary file; only our own files, never the folder's other
+    contents (INSPECTOR_CACHE_DIR may point anywhere). Returns what was removed."""
+    before = info()
+    directory = cache_dir()
+    for p in _entries(directory) + (_temp_files(directory) if directory.is_dir() else []):
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+    return before

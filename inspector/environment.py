@@ -4,13 +4,21 @@ libtpu prints start-up noise (TPU_WORKER_HOSTNAMES, InitGoogle) when it looks fo
 not there, and takes a lock file that stops two processes from loading it. On a machine with no
 TPU we set the variables that keep it quiet and shareable (facts.md section 1); where a TPU is
 attached, or the user set a variable, we leave it alone.
+
+libtpu also writes a log file under /tmp/tpu_logs on every run that loads it, and nothing removes
+them. Unless the user asks for logs (``--debug``, or their own ``TPU_LOG_DIR``), libtpu's log
+folder is a temporary one, removed when this process exits; the child processes that compile
+inherit it.
 """
 from __future__ import annotations
 
+import atexit
 import glob
 import importlib.util
 import logging
 import os
+import shutil
+import tempfile
 
 _QUIET_LIBTPU = {
     "TPU_SKIP_MDS_QUERY": "1",
@@ -28,9 +36,26 @@ def _cuda_plugin_installed() -> bool:
     return any(importlib.util.find_spec(m) for m in ("jax_cuda12_plugin", "jax_cuda13_plugin"))
 
 
+_OWN_LOG_DIR: str | None = None
+
+
+def _private_tpu_log_dir() -> None:
+    """Point libtpu's logs (TPU_LOG_DIR, read when libtpu loads) at a folder removed at exit."""
+    global _OWN_LOG_DIR
+    if _OWN_LOG_DIR is not None or os.environ.get("TPU_LOG_DIR"):
+        return
+    try:
+        _OWN_LOG_DIR = tempfile.mkdtemp(prefix="inspector-tpu-logs-")
+    except OSError:
+        return  # no writable temp folder: libtpu's default it is
+    os.environ["TPU_LOG_DIR"] = _OWN_LOG_DIR
+    atexit.register(shutil.rmtree, _OWN_LOG_DIR, ignore_errors=True)
+
+
 def prepare(debug: bool = False) -> None:
     """Set the environment for a quiet jax; call before the first ``import jax``."""
     if not debug:
+        _private_tpu_log_dir()
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         os.environ.setdefault("GLOG_minloglevel", "3")
         # CRITICAL, not ERROR: a kernel that raises inside interpret mode makes jax log the

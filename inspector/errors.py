@@ -20,3 +20,13 @@ class TargetFailure(InspectorError):
     """The user's function itself failed (raised while tracing)."""
 
     exit_code = EXIT_FINDINGS
+
+
+class AnalysisFailed(InspectorError):
+    """The analysis could not finish: its process was killed or crashed."""
+
+    exit_code = EXIT_FINDINGS
+
+
+class OutputError(UsageError):
+    """Standard output or an output file cannot be written (closed, full, a missing folder)."""

@@ -1,5 +1,6 @@
-"""Run Session work in a child process, so the terminal UI's thread never competes with jax for
-the GIL (tracing holds it) and a cancel really stops the compile (the child is killed).
+"""Run the core in a child process: for the terminal UI (``Remote``), so its thread never competes
+with jax for the GIL (tracing holds it) and a cancel really stops the compile (the child is
+killed); for the CLI (``run_isolated``), so Ctrl-C and SIGTERM are answered at once.
 
 One child is kept while it is useful: it imports jax once and keeps its in-process memo of
 compiled stages, so switching back to a target already seen is quick.
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
+
+from .errors import AnalysisFailed
 
 
 def _start() -> None:
@@ -57,3 +60,138 @@ class Remote:
 
     def close(self) -> None:
         self.cancel(wait=True)
+
+
+# ----------------------------------------------------------------------------- the CLI's child
+
+
+class ChildFailed(AnalysisFailed):
+    """The child process ended without an answer (killed, crashed, os._exit in the user's code),
+    or raised something that could not be sent back; ``str`` is the one line for the user."""
+
+
+# The child's first line of stdin is the parent's sys.path (so it imports what the parent would,
+# the user's modules included); the rest is the pickled (function, args).
+_BOOT = ("import sys,json;sys.path[:]=json.loads(sys.stdin.buffer.readline());"
+         "from inspector.remote import _child_main;_child_main(int(sys.argv[1]))")
+
+
+def run_isolated(fn, *args):
+    """``fn(*args)`` in a fresh child process; its return value, or what it raised, raised here.
+
+    Why a child: a compile in libtpu or XLA holds the thread in C++ for minutes, and Python runs
+    a signal handler only when it returns. Here the parent only waits on a pipe, so Ctrl-C and
+    SIGTERM reach it at once and it kills the child (SIGKILL: libtpu's own SIGTERM handler would
+    print a native stack dump). The child is in its own process group, so the terminal's Ctrl-C
+    (sent to the whole foreground group) does not reach it either; it dies with the parent.
+    The child's stdout is our stderr: whatever the user's code prints never mixes with ours.
+    ``fn`` must be importable by name and the result picklable.
+    """
+    import json
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    request = pickle.dumps((fn, args))
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen([sys.executable, "-P", "-c", _BOOT, str(write_fd)], stdin=subprocess.PIPE,
+                                stdout=sys.stderr.fileno(), pass_fds=(write_fd,), process_group=0)
+    except BaseException:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
+    os.close(write_fd)
+    chunks = []
+    try:
+        try:
+            proc.stdin.write(json.dumps(sys.path).encode() + b"\n" + request)
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # the child died at once; its exit status says why
+        while chunk := os.read(read_fd, 1 << 20):  # Ctrl-C raises KeyboardInterrupt here
+            chunks.append(chunk)
+        proc.wait()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        os.close(read_fd)
+    data = b"".join(chunks)
+    if not data:
+        raise ChildFailed(_died(proc.returncode))
+    status, payload, trace = pickle.loads(data)
+    if status == "ok":
+        return payload
+    payload.child_traceback = trace
+    raise payload
+
+
+def _died(code: int) -> str:
+    import signal
+
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the analysis process was killed by {name} (out of memory, or a crash in jax/XLA); run again with --debug"
+    return f"the analysis process exited with code {code} without an answer (os._exit in the analysed code?)"
+
+
+def _child_main(result_fd: int) -> None:
+    import os
+    import pickle
+    import signal
+    import sys
+    import traceback
+
+    _die_with_parent()
+    # Signals come from the parent (SIGKILL) only; a background group may still write to the terminal.
+    for sig in (signal.SIGINT, signal.SIGTTOU, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    fn, args = pickle.loads(sys.stdin.buffer.read())
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # the user's code reading stdin gets EOF, not our request pipe
+    os.close(devnull)
+    try:
+        answer = ("ok", fn(*args), None)
+        data = _dumps(answer)
+    except BaseException as err:  # everything goes back to the parent, which decides what the user sees
+        trace = "".join(traceback.format_exception(err))
+        data = _dumps(("raise", err, trace))
+    with os.fdopen(result_fd, "wb") as out:
+        out.write(data)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # no interpreter teardown: jax's and libtpu's atexit work is not ours to wait for
+
+
+def _dumps(answer: tuple) -> bytes:
+    import pickle
+
+    try:
+        return pickle.dumps(answer)
+    except Exception as err:  # an unpicklable result or exception: say so, as data
+        status, payload, trace = answer
+        what = "result" if status == "ok" else f"error ({type(payload).__name__}: {payload})"
+        failure = ChildFailed(f"internal error: the analysis {what} could not be sent back from its process "
+                              f"({type(err).__name__}: {err})")
+        return pickle.dumps(("raise", failure, trace))
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when the parent dies, even by SIGKILL."""
+    import ctypes
+    import os
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent died before we asked
+        os._exit(1)

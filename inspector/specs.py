@@ -65,20 +65,41 @@ def parse_token(token: str) -> ArgSpec:
         raise UsageError(f"unknown dtype {m['dtype']!r} in {token!r}: use one of {known} (HLO spelling)")
     dims = []
     for d in (x.strip() for x in m["dims"].split(",")) if m["dims"].strip() else ():
-        if not d.isdigit():
+        if not _DIM.match(d):  # ASCII digits only: '²'.isdigit() is True, int('²') is not
             raise UsageError(f"bad dimension {d!r} in {token!r}: dimensions are non-negative integers, e.g. f32[8,128]")
         dims.append(int(d))
-    return ArgSpec(DTYPES[dtype], tuple(dims), m["name"])
+    numpy_dtype = DTYPES[dtype]
+    elements = 1
+    for d in dims:
+        elements *= d
+    if any(d > _INT64_MAX for d in dims) or elements * _bits(numpy_dtype) // 8 > _INT64_MAX:
+        raise UsageError(f"{token!r} is too large: its size in bytes must fit in int64 (at most {_INT64_MAX})")
+    return ArgSpec(numpy_dtype, tuple(dims), m["name"])
+
+
+_DIM = re.compile(r"^[0-9]+$", re.ASCII)
+_INT64_MAX = 2**63 - 1
+
+
+def _bits(numpy_dtype: str) -> int:
+    if numpy_dtype == "bool":
+        return 8
+    if numpy_dtype.startswith("float8"):
+        return 8
+    return int(re.search(r"(\d+)$", numpy_dtype).group(1))
 
 
 def parse_specs(text: str) -> list[ArgSpec]:
     """Parse a whole ``--args`` string; positional specs must come before keyword ones."""
     specs = [parse_token(t) for t in _split(text)]
-    seen_kw = False
+    seen_kw: dict[str, ArgSpec] = {}
     for s in specs:
         if s.name is None and seen_kw:
             raise UsageError(f"positional input {s} comes after a keyword input: put name=... specs last")
-        seen_kw |= s.name is not None
+        if s.name is not None and s.name in seen_kw:
+            raise UsageError(f"keyword input {s.name!r} is given twice ({seen_kw[s.name]} and {s}): give each name once")
+        if s.name is not None:
+            seen_kw[s.name] = s
     if not specs:
         raise UsageError("empty shape spec: give inputs like \"f32[8,128] f32[8,128]\"")
     return specs

@@ -158,16 +158,18 @@ def _interpret_context(backend: Backend):
         yield
 
 
-def _compile(lowered, backend: Backend, use_cache: bool) -> tuple[dict, bool]:
-    key = compile_cache.key(lowered.as_text(), backend.chip.name) if use_cache else None
-    if key and (hit := compile_cache.load(key)):
+def _compile(lowered, backend: Backend, use_cache: bool | str) -> tuple[dict, bool]:
+    """XLA's result for ``lowered``; from the disk cache when it has this module with its source
+    locations (use_cache=compile_cache.REFRESH: compile anyway and store). Failures are not stored."""
+    key = compile_cache.key(lowered.as_text(debug_info=True), backend.chip.name) if use_cache else None
+    if key and use_cache != compile_cache.REFRESH and (hit := compile_cache.load(key)):
         return hit, True
     try:
         compiled = lowered.compile()
         result = {"hlo": compiled.as_text(), "cost": _cost_dict(compiled.cost_analysis()),
                   "memory": _memory_dict(compiled.memory_analysis()), "error": None}
     except Exception as err:  # XLA raises JaxRuntimeError / XlaRuntimeError / ValueError
-        result = {"hlo": None, "cost": None, "memory": None, "error": str(err)}
+        return {"hlo": None, "cost": None, "memory": None, "error": str(err)}, False
     if key:
         compile_cache.store(key, result)
     return result, False
@@ -233,4 +235,4 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
 
 
 def cache_enabled() -> bool:
-    return os.environ.get("INSPECTOR_NO_CACHE", "") in ("", "0")
+    return compile_cache.enabled()

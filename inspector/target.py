@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import os
@@ -17,7 +18,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import UsageError
+from .errors import TargetFailure, UsageError
 from .specs import ArgSpec, parse_specs
 
 
@@ -60,6 +61,8 @@ def describe_error(err: BaseException, path: str | None, doing: str) -> str:
     mine = [f for f in frames if wanted and os.path.abspath(f.filename) == wanted]
     mine = mine or [f for f in frames if not _is_library(f.filename)]
     where = f"{short_path(mine[-1].filename)}:{mine[-1].lineno}: " if mine else ""
+    if isinstance(err, SystemExit):  # sys.exit() in the user's code: say so, with its code
+        return f"{where}the code called sys.exit({err.code!r}) ({doing}; remove the call, or --debug for the traceback)"
     text = str(err).strip()
     first = text.splitlines()[0] if text else ""
     return f"{where}{type(err).__name__}: {first} ({doing}; --debug shows the traceback)"
@@ -73,28 +76,62 @@ def short_path(path: str) -> str:
         return path
 
 
-def _import_file(path: Path):
-    if not path.exists():
-        raise UsageError(f"no such file: {path} (give path/to/file.py:function)")
+def _check_path(path: Path) -> Path:
+    """The file to import, or a one-line UsageError: missing, not a file, not Python, a name the
+    file system refuses (too long) or that is not UTF-8 (jax's source locations need text)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"the path {ascii(str(path))} is not valid UTF-8: rename the file or folder") from None
+    try:
+        if not path.exists():
+            raise UsageError(f"no such file: {path} (give path/to/file.py:function)")
+        resolved = path.resolve()
+        is_file = resolved.is_file()
+    except OSError as err:  # ENAMETOOLONG, ELOOP, EACCES
+        raise UsageError(f"cannot open {path}: {err.strerror or err}") from err
     if path.suffix != ".py":
         raise UsageError(f"{path} is not a Python file (give path/to/file.py:function)")
-    resolved = path.resolve()
-    module_name = "_inspected_" + hashlib.sha1(str(resolved).encode()).hexdigest()[:12]
+    if not is_file:
+        raise UsageError(f"{path} is not a file (give path/to/file.py:function)")
+    if not os.access(resolved, os.R_OK):
+        raise UsageError(f"cannot read {path}: permission denied")
+    return resolved
+
+
+def _import_file(path: Path):
+    resolved = _check_path(path)
+    module_name = "_inspected_" + hashlib.sha1(os.fsencode(resolved)).hexdigest()[:12]
     if module_name in sys.modules:
         return sys.modules[module_name]
     sys.path.insert(0, str(resolved.parent))  # let the file import its neighbours
-    spec = importlib.util.spec_from_file_location(module_name, resolved)
+    # The loader is named, not picked by suffix: a link file.py -> data.bin still loads as source.
+    loader = importlib.machinery.SourceFileLoader(module_name, str(resolved))
+    spec = importlib.util.spec_from_file_location(module_name, resolved, loader=loader)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
     except SyntaxError as err:
         del sys.modules[module_name]
+        if err.lineno is None:  # null bytes: not source at all (a link to a binary, say)
+            raise UsageError(f"{path} is not Python source ({err.msg})") from err
         where = f"{short_path(err.filename or str(path))}:{err.lineno}"
         raise UsageError(f"{where}: SyntaxError: {err.msg} (fix the file and run again)") from err
+    except (ValueError, UnicodeDecodeError) as err:  # null bytes, not text: not Python source at all
+        del sys.modules[module_name]
+        if err.__traceback__ is not None and any(f.filename == str(resolved) for f in traceback.extract_tb(err.__traceback__)):
+            raise UsageError(describe_error(err, str(resolved), f"raised while importing {path}")) from err
+        raise UsageError(f"{path} is not Python source ({type(err).__name__}: {err})") from err
     except Exception as err:
         del sys.modules[module_name]
         raise UsageError(describe_error(err, str(resolved), f"raised while importing {path}")) from err
+    except KeyboardInterrupt:
+        del sys.modules[module_name]
+        raise
+    except BaseException as err:  # sys.exit() at module level: the user's code failed, with its code
+        del sys.modules[module_name]
+        raise TargetFailure(describe_error(err, str(resolved), f"raised while importing {path}")) from err
     return module
 
 
@@ -105,6 +142,10 @@ def _import_module(name: str):
         raise UsageError(f"cannot import module {name!r}: {err} (give path/to/file.py:function or an installed package.module:function)") from err
     except Exception as err:
         raise UsageError(describe_error(err, None, f"raised while importing {name}")) from err
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:
+        raise TargetFailure(describe_error(err, None, f"raised while importing {name}")) from err
 
 
 def split_spec(spec: str) -> tuple[str, str]:
@@ -116,7 +157,7 @@ def split_spec(spec: str) -> tuple[str, str]:
 
 def load_module(where: str):
     """Import a file path or a dotted module name; returns (module, file path or None)."""
-    if where.endswith(".py") or os.sep in where or "/" in where:
+    if where.endswith(".py") or os.sep in where or "/" in where or os.path.isfile(where):
         return _import_file(Path(where))
     return _import_module(where)
 
@@ -194,6 +235,10 @@ def _from_callable(make: Callable, spec: str) -> tuple[tuple, dict]:
         made = make()
     except Exception as err:
         raise UsageError(describe_error(err, None, f"raised by the INSPECT args of {spec}")) from err
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:
+        raise TargetFailure(describe_error(err, None, f"raised by the INSPECT args of {spec}")) from err
     if isinstance(made, dict):
         return (), dict(made)
     if isinstance(made, (tuple, list)):

@@ -1,11 +1,13 @@
 """Rich printers for `inspector show` and `inspector chips`: colour on a terminal, plain in a pipe."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -20,16 +22,104 @@ from .fusions import fusions_view
 from .highlight import THEME, IrHighlighter
 from .pallas import pallas_view
 
+MIN_WIDTH = 40  # narrower than this, tables cannot show their figures whole
+
+
+def console_width(file) -> int:
+    """COLUMNS when it is a positive number (``COLUMNS=0`` or junk count as unset), else the
+    terminal's width, else 140 in a pipe (tables are for files and grep, not 80 columns); never
+    under MIN_WIDTH, where tables would have to cut their figures."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        columns = 140
+        try:
+            if file.isatty():
+                columns = os.get_terminal_size(file.fileno()).columns or 80
+        except (OSError, ValueError, AttributeError):
+            pass
+    return max(columns, MIN_WIDTH)
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich's own answer is SystemExit(1) with no message; the CLI says what happened."""
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 def make_console(file=None) -> Console:
-    """Colour on a terminal; in a pipe, plain and wide (tables are for files and grep, not 80 columns)."""
+    """Colour on a terminal; in a pipe, plain and wide. The width is always given, so rich never
+    reads a COLUMNS of 0 (which would print nothing)."""
     file = file or sys.stdout
-    width = None if file.isatty() or os.environ.get("COLUMNS") else 140
-    return Console(file=file, theme=THEME, highlight=False, soft_wrap=True, width=width)
+    return _Console(file=file, theme=THEME, highlight=False, soft_wrap=True, width=console_width(file))
+
+
+def _whole_words(renderable) -> None:
+    """Every table inside (a view's own, in a group or a panel): a column is never narrower than
+    its longest word (its longest line, where it may not wrap), and a cell too long wraps onto
+    more lines instead of ending in "…"."""
+    if isinstance(renderable, Table):
+        for column in renderable.columns:
+            cells = [column.header, *column.cells]
+            texts = [c.plain if isinstance(c, Text) else Text.from_markup(c).plain if isinstance(c, str) else "" for c in cells]
+            pieces = [line for t in texts for line in t.splitlines()] if column.no_wrap else [w for t in texts for w in t.split()]
+            longest = max((cell_len(p) for p in pieces), default=0)
+            column.min_width = max(column.min_width or 0, longest)
+            if column.overflow == "ellipsis":
+                column.overflow = "fold"
+            for cell in column.cells:
+                _whole_words(cell)
+    for child in getattr(renderable, "renderables", None) or ():  # Group
+        _whole_words(child)
+    inner = getattr(renderable, "renderable", None)  # Panel, Padding
+    if inner is not None:
+        _whole_words(inner)
+
+
+def _min_width(console: Console, renderable) -> int:
+    """The narrowest width that shows every table inside whole (a panel measures no wider than
+    the console, so panels and groups are walked, not measured)."""
+    from rich.measure import Measurement
+
+    if isinstance(renderable, Panel):
+        return _min_width(console, renderable.renderable) + 4  # borders and padding
+    children = getattr(renderable, "renderables", None)  # Group
+    if children is not None:
+        return max((_min_width(console, c) for c in children), default=0)
+    if isinstance(renderable, (str, Text)):
+        return 0  # text wraps at any width
+    return Measurement.get(console, console.options.update_width(10_000), renderable).minimum
+
+
+def print_fitting(console: Console, renderable) -> None:
+    """Print a table (or a panel of them) no narrower than its narrowest complete rendering: on
+    a narrow terminal a figure wraps at a space or the line runs past the edge, but it is never
+    cut to "25…" or dropped with its column. (rich lays a table out wider than the console when
+    its columns' minimum widths ask for it, and the console would then crop the lines.)"""
+    from rich.segment import Segment
+
+    _whole_words(renderable)
+    width = console.width
+    needed = max(width, _min_width(console, renderable))
+    for _ in range(4):  # a wider layout may need a little more again (a wrapped title)
+        segments = console.render(renderable, console.options.update_width(needed))
+        longest = max((Segment.get_line_length(line) for line in Segment.split_lines(segments)), default=0)
+        if longest <= needed:
+            break
+        needed = longest
+    console.width = needed  # print(width=) cannot go past the console's own width
+    try:
+        console.print(renderable, soft_wrap=False)
+    finally:
+        console.width = width
 
 
 def _kv_table(rows: list[tuple[str, str]]) -> Table:
     table = Table.grid(padding=(0, 2))
-    table.add_column(style="bold")
+    table.add_column(style="bold", no_wrap=True)  # short labels: only the values wrap
     table.add_column()
     for key, value in rows:
         add_row(table, key, value)
@@ -124,17 +214,17 @@ def _stage_text(report: Report, view: str) -> str:
 
 def print_view(report: Report, view: str, console: Console, sort: str = "order", top: int = 40) -> None:
     if view == "overview":
-        console.print(overview(report), soft_wrap=False)
+        print_fitting(console, overview(report))
         return
     if view == "pallas":
-        console.print(pallas_view(report.pallas or []), soft_wrap=False)
+        print_fitting(console, pallas_view(report.pallas or []))
         return
     if view == "fusions":
         if report.fusions is None:
             reason = report.stages.compile_error.headline if report.stages.compile_error else "not compiled"
             console.print(f"no kernels: {reason}", soft_wrap=False)
         else:
-            console.print(fusions_view(report.fusions, sort, top), soft_wrap=False)
+            print_fitting(console, fusions_view(report.fusions, sort, top))
         return
     text = _stage_text(report, view)
     if console.is_terminal and not console.no_color:
@@ -156,14 +246,16 @@ def chips_table(chips: tuple[Chip, ...] = CHIPS) -> Table:
                   box=box.SIMPLE_HEAD, padding=(0, 1),
                   caption="aliases: " + "; ".join(f"{c.name} = {', '.join(c.aliases)}" for c in chips if c.aliases),
                   caption_justify="left")
-    for col in ("target", "TCs", "VMEM", "scoped", "SMEM*", "HBM", "GB/s", "TFLOP/s", "MXU"):
-        table.add_column(col, justify="left" if col == "target" else "right", no_wrap=True)
-    for c in chips:
-        add_row(table, 
-            c.name, str(c.tensor_cores or "-"), fmt_bytes(c.vmem_bytes), fmt_bytes(c.scoped_vmem_bytes),
-            fmt_bytes(c.smem_bytes or c.shared_mem_per_block),
-            f"{c.hbm_bytes / 2**30:.0f} GiB" if c.hbm_bytes else "-", f"{c.hbm_bytes_per_s / 1e9:.0f}" if c.hbm_bytes_per_s else "-",
-            f"{c.bf16_flops / 1e12:.0f}" if c.bf16_flops else "-", str(c.mxu or "-"),
-        )
+    columns = ("target", "TCs", "VMEM", "scoped", "SMEM*", "HBM", "GB/s", "TFLOP/s", "MXU")
+    rows = [(c.name, str(c.tensor_cores or "-"), fmt_bytes(c.vmem_bytes), fmt_bytes(c.scoped_vmem_bytes),
+             fmt_bytes(c.smem_bytes or c.shared_mem_per_block),
+             f"{c.hbm_bytes / 2**30:.0f} GiB" if c.hbm_bytes else "-", f"{c.hbm_bytes_per_s / 1e9:.0f}" if c.hbm_bytes_per_s else "-",
+             f"{c.bf16_flops / 1e12:.0f}" if c.bf16_flops else "-", str(c.mxu or "-")) for c in chips]
+    for i, col in enumerate(columns):
+        # On a narrow terminal a figure ("16 MiB") wraps at its space, never inside a word.
+        longest_word = max(len(w) for text in (col, *(r[i] for r in rows)) for w in text.split())
+        table.add_column(col, justify="left" if col == "target" else "right", overflow="fold", min_width=longest_word)
+    for row in rows:
+        add_row(table, *row)
     table.caption += "\n*SMEM on TPUs, opt-in shared memory per block on GPUs; TFLOP/s is dense bf16; sources: inspector chips --json"
     return table

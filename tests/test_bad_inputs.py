@@ -1,0 +1,360 @@
+"""Bad input and faults: every one is one line on stderr, the right exit code and no traceback.
+
+Most cases run the CLI in this process (``main(argv, isolate=False)``: same parsing, messages and
+codes, no child process to start); what needs a real process (a closed stdout, signals, a child
+that dies, the cache across runs) runs ``python -m inspector`` in a subprocess.
+"""
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, ROOT
+
+from inspector.cli import main
+
+FUNCS = str(DATA / "funcs.py")
+HOSTILE = str(DATA / "hostile.py")
+NAIVE = "samples/attention.py:naive"
+LONG = "x" * 300
+
+BAD_FILES = {
+    "syntax.py": "def f(x):\n    return x +\n",
+    "import_raises.py": "x = 1 / 0\n",
+    "inspect_list.py": "INSPECT = [1]\ndef f(x):\n    return x\n",
+    "plain.py": "def f(x):\n    return x\n",
+    "module_exit0.py": "import sys\nsys.exit(0)\ndef f(x):\n    return x\n",
+    "module_exit3.py": "import sys\nsys.exit(3)\ndef f(x):\n    return x\n",
+    "module_keyboard.py": "raise SystemExit('stop here')\ndef f(x):\n    return x\n",
+}
+
+
+@pytest.fixture(scope="module")
+def bad_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("bad")
+    for name, text in BAD_FILES.items():
+        (d / name).write_text(text)
+    (d / "data.bin").write_bytes(b"\x00\x01\xffELF\x00")
+    (d / "binary_link.py").symlink_to(d / "data.bin")
+    (d / "folder.py").mkdir()
+    (d / "folder_link.py").symlink_to(d / "folder.py")
+    (d / "loop.py").symlink_to(d / "loop.py")
+    return d
+
+
+# (argv, exit code, a piece of the one line). {d}: a folder of bad files, {funcs}, {hostile}: data files.
+USAGE = {
+    "no arguments": ([], 2, "give a target"),
+    "verb without target": (["show"], 2, "required: target"),
+    "missing file": (["show", "missing.py:f"], 2, "no such file"),
+    "bare missing file": (["missing.py:f"], 2, "no such file"),
+    "tui verb, missing file": (["tui", "missing.py:f"], 2, "no such file"),
+    "no colon": (["show", "{funcs}"], 2, "must be path/to/file.py:function"),
+    "empty file part": (["show", ":f"], 2, "must be path/to/file.py:function"),
+    "empty function part": (["show", "{funcs}:"], 2, "must be path/to/file.py:function"),
+    "unknown function": (["show", "{funcs}:nope"], 2, "no function named 'nope'"),
+    "not callable": (["show", "{funcs}:NOT_CALLABLE"], 2, "not a function"),
+    "not a .py file": (["show", "README.md:f"], 2, "not a Python file"),
+    "a folder named .py": (["show", "{d}/folder.py:f"], 2, "is not a file"),
+    "300-character name": (["show", "{d}/" + LONG + ".py:f"], 2, "File name too long"),
+    "non-UTF-8 path": (["show", "{d}/caf\udce9.py:f"], 2, "not valid UTF-8"),
+    "link to a binary": (["show", "{d}/binary_link.py:f"], 2, "not Python source"),
+    "link to a folder": (["show", "{d}/folder_link.py:f"], 2, "is not a file"),
+    "link loop": (["show", "{d}/loop.py:f"], 2, "loop.py"),
+    "syntax error": (["show", "{d}/syntax.py:f"], 2, "SyntaxError"),
+    "import raises": (["show", "{d}/import_raises.py:f"], 2, "ZeroDivisionError"),
+    "INSPECT not a dict": (["show", "{d}/inspect_list.py:f"], 2, "INSPECT must be a dict"),
+    "no inputs": (["show", "{d}/plain.py:f"], 2, "no example inputs"),
+    "unknown module": (["show", "nosuchpkg_xyz.mod:f"], 2, "cannot import module"),
+    "INSPECT args raise": (["show", "{hostile}:args_raise"], 2, "RuntimeError: no inputs today"),
+    "spec: letter dim": (["show", NAIVE, "--args", "f32[2,x]"], 2, "bad dimension 'x'"),
+    "spec: unknown dtype": (["show", NAIVE, "--args", "zz[2]"], 2, "unknown dtype 'zz'"),
+    "spec: superscript dim": (["show", NAIVE, "--args", "f32[\u00b2]"], 2, "bad dimension"),
+    "spec: Arabic-Indic dim": (["show", NAIVE, "--args", "f32[\u0663]"], 2, "bad dimension"),
+    "spec: dim past int64": (["show", NAIVE, "--args", "f32[99999999999999999999]"], 2, "too large"),
+    "spec: bytes past int64": (["show", NAIVE, "--args", "f32[4611686018427387904]"], 2, "too large"),
+    "spec: product past int64": (["show", NAIVE, "--args", "f32[4294967296,4294967296]"], 2, "too large"),
+    "spec: duplicate keyword": (["show", "{funcs}:kw_only", "--args", "f32[4] bias=f32[4] bias=f32[8]"], 2, "given twice"),
+    "spec: positional after keyword": (["show", NAIVE, "--args", "q=f32[4] f32[4]"], 2, "comes after a keyword"),
+    "spec: empty": (["show", NAIVE, "--args", ""], 2, "empty shape spec"),
+    "spec: unclosed": (["show", NAIVE, "--args", "f32[4"], 2, "bad shape spec"),
+    "spec: negative dim": (["show", NAIVE, "--args", "f32[-1]"], 2, "bad dimension"),
+    "spec: fractional dim": (["show", NAIVE, "--args", "f32[1.5]"], 2, "bad dimension"),
+    "spec: no dtype": (["show", NAIVE, "--args", "[4]"], 2, "bad shape spec"),
+    "spec: empty name": (["show", NAIVE, "--args", "=f32[4]"], 2, "bad shape spec"),
+    "spec: bad name": (["show", NAIVE, "--args", "1x=f32[4]"], 2, "bad shape spec"),
+    "wrong arity": (["show", NAIVE, "--args", "f32[2,8,4]"], 2, "needs 3 inputs"),
+    "unknown --set": (["show", NAIVE, "--set", "nope=1"], 2, "takes no parameter 'nope'"),
+    "--set without =": (["show", NAIVE, "--set", "novalue"], 2, "write --set name=value"),
+    "--set without name": (["show", NAIVE, "--set", "=3"], 2, "write --set name=value"),
+    "unknown view": (["show", NAIVE, "--view", "nope"], 2, "invalid choice"),
+    "unknown chip": (["show", NAIVE, "--target", "tpu-v9"], 2, "unknown target 'tpu-v9'"),
+    "empty chip": (["show", NAIVE, "--target", ""], 2, "unknown target ''"),
+    "negative --top": (["show", NAIVE, "--top", "-1"], 2, "negative"),
+    "non-number --top": (["show", NAIVE, "--top", "x"], 2, "not a whole number"),
+    "unknown --sort": (["show", NAIVE, "--sort", "nope"], 2, "invalid choice"),
+    "unknown roofline chip": (["show", NAIVE, "--roofline", "nope"], 2, "unknown target 'nope'"),
+    "unknown flag": (["show", NAIVE, "--bogus"], 2, "unrecognized arguments"),
+    "flag without value": (["show", NAIVE, "--args"], 2, "expected one argument"),
+    "unknown --ref": (["show", NAIVE, "--ref", "nope"], 2, "no function named 'nope'"),
+    "missing --ref file": (["show", NAIVE, "--ref", "missing.py:f"], 2, "no such file"),
+    "diff: negative --runs": (["diff", NAIVE, "--runs", "-1"], 2, "negative"),
+    "diff: negative --atol": (["diff", NAIVE, "--atol", "-1"], 2, "finite number >= 0"),
+    "diff: nan --rtol": (["diff", NAIVE, "--rtol", "nan"], 2, "finite number >= 0"),
+    "diff: non-number --seed": (["diff", NAIVE, "--seed", "x"], 2, "not a whole number"),
+    "diff: a --target": (["diff", NAIVE, "--target", "tpu-v5e"], 2, "drop --target"),
+    "diff: no reference": (["diff", "{hostile}:no_reference"], 2, "has no reference"),
+    "check: cpu target": (["check", NAIVE, "--target", "cpu"], 2, "not cpu"),
+    "check: unknown chip in list": (["check", NAIVE, "--target", "tpu-v5e,nope"], 2, "unknown target 'nope'"),
+    "export: no output": (["export", NAIVE], 2, "needs at least one of"),
+    "export: one file twice": (["export", NAIVE, "--json", "{d}/x.out", "--dot", "{d}/x.out"], 2, "both name"),
+    "export: missing folder": (["export", NAIVE, "--json", "{d}/nowhere/x.json"], 2, "does not exist"),
+    "export: a folder": (["export", NAIVE, "--json", "{d}"], 2, "is a folder"),
+    "export: 300-character name": (["export", NAIVE, "--dot", "{d}/" + LONG + ".dot"], 2, "File name too long"),
+    "export: negative --max-nodes": (["export", NAIVE, "--dot", "{d}/g.dot", "--max-nodes", "-3"], 2, "negative"),
+    "cache: unknown action": (["cache", "bogus"], 2, "invalid choice"),
+    "chips: unknown flag": (["chips", "--bogus"], 2, "unrecognized arguments"),
+}
+
+FAILURES = {
+    "sys.exit(0) while tracing": (["show", "{hostile}:exits_0"], 1, "sys.exit(0)"),
+    "sys.exit(5) while tracing": (["show", "{hostile}:exits_5"], 1, "sys.exit(5)"),
+    "sys.exit(message) while tracing": (["show", "{hostile}:exits_message", "--view", "jaxpr"], 1, "sys.exit('giving up')"),
+    "KeyError while tracing": (["show", "{hostile}:raises_key_error"], 1, "KeyError"),
+    "TypeError while tracing": (["show", "{funcs}:raises_in_trace"], 1, "funcs.py:23"),
+    "sys.exit(0) at import": (["show", "{d}/module_exit0.py:f"], 1, "sys.exit(0)"),
+    "sys.exit(3) at import": (["show", "{d}/module_exit3.py:f"], 1, "sys.exit(3)"),
+    "SystemExit at import": (["show", "{d}/module_keyboard.py:f"], 1, "sys.exit('stop here')"),
+    "sys.exit in INSPECT args": (["show", "{hostile}:args_exit"], 1, "sys.exit(4)"),
+    "sys.exit under check": (["check", "{hostile}:exits_5", "--estimate-only"], 1, "sys.exit(5)"),
+    "sys.exit under diff": (["diff", "{hostile}:exits_0", "--ref", "{hostile}:no_reference"], 1, "sys.exit(0)"),
+    "sys.exit under export": (["export", "{hostile}:exits_0", "--dot", "{d}/never.dot"], 1, "sys.exit(0)"),
+}
+
+MATRIX = {**USAGE, **FAILURES}
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch, bad_dir):
+    """Run the CLI in this process; returns (code, stdout, stderr)."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "100")
+
+    def run(*argv: str):
+        argv = [a.format(d=bad_dir, funcs=FUNCS, hostile=HOSTILE) for a in argv]
+        code = main(argv, isolate=False)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def assert_one_line(err: str, needle: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("inspector: "), err
+    assert needle in lines[0], err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("case", MATRIX, ids=list(MATRIX))
+def test_bad_input(cli, case):
+    argv, code, needle = MATRIX[case]
+    got, out, err = cli(*argv)
+    assert got == code, err
+    assert_one_line(err, needle)
+    assert out == ""  # nothing half-printed
+
+
+def test_the_matrix_is_big_enough():
+    assert len(MATRIX) + len(OUTPUT_FAULTS) + len(PROCESS_FAULTS) + 2 >= 80
+
+
+# ----------------------------------------------------------------------------- stdout faults, in-process
+
+
+class _Stdout(io.StringIO):
+    def __init__(self, error: Exception | None = None, closed: bool = False):
+        super().__init__()
+        self.error = error
+        if closed:
+            self.close()
+
+    def write(self, text):
+        if self.error is not None:
+            raise self.error
+        return super().write(text)
+
+    def isatty(self):
+        return False
+
+
+OUTPUT_FAULTS = {
+    "reader went away": (lambda: _Stdout(BrokenPipeError(32, "Broken pipe")), "Broken pipe"),
+    "disk full": (lambda: _Stdout(OSError(28, "No space left on device")), "No space left on device"),
+    "stdout closed": (lambda: _Stdout(closed=True), "standard output is closed"),
+}
+
+
+@pytest.mark.parametrize("case", OUTPUT_FAULTS)
+def test_output_fault(capsys, monkeypatch, case):
+    make, needle = OUTPUT_FAULTS[case]
+    monkeypatch.setattr(sys, "stdout", make())
+    code = main(["chips"], isolate=False)
+    assert code == 2
+    assert_one_line(capsys.readouterr().err, needle)
+
+
+def test_debug_after_the_verb_shows_the_traceback(cli):
+    code, _, err = cli("show", "missing.py:f", "--debug")
+    assert code == 2 and "Traceback" in err and err.strip().endswith("(give path/to/file.py:function)")
+
+
+@pytest.mark.parametrize("columns", ["0", "-5", "junk"])
+def test_columns_zero_or_junk_means_unset(cli, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", columns)
+    code, out, err = cli("check", "samples/bugs.py:dropped_tail", "--target", "tpu-v5e", "--estimate-only")
+    assert code == 1
+    assert "output-not-written" in out and "896" in out  # the findings are printed
+
+
+def test_narrow_terminal_wraps_never_cuts(cli, monkeypatch):
+    """At 40 columns every word of the 140-column table is still there, whole."""
+    monkeypatch.setenv("COLUMNS", "140")
+    wide = cli("chips")[1]
+    monkeypatch.setenv("COLUMNS", "40")
+    code, narrow, _ = cli("chips")
+    assert code == 0 and "…" not in narrow
+    words = lambda text: sorted(w for w in text.split() if not set(w) <= set("─"))  # noqa: E731
+    assert words(narrow) == words(wide)
+
+
+# ----------------------------------------------------------------------------- real processes
+
+
+def run_cli(*args, env=None, **kw):
+    full_env = dict(os.environ, NO_COLOR="1", COLUMNS="100", **(env or {}))
+    return subprocess.run([sys.executable, "-m", "inspector", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=full_env, timeout=300, **kw)
+
+
+PROCESS_FAULTS = {
+    "stdout closed": (["chips"], {"stdout": None, "preexec": "close1"}, 2, "standard output is closed"),
+    "stdout /dev/full": (["show", "{funcs}:matmul"], {"stdout": "/dev/full"}, 2, "No space left on device"),
+    "sys.exit(0) in the child": (["show", "{hostile}:exits_0", "--json"], {}, 1, "sys.exit(0)"),
+    "os._exit in the child": (["show", "{hostile}:hard_exit"], {}, 1, "exited with code 7"),
+}
+
+
+@pytest.mark.parametrize("case", PROCESS_FAULTS)
+def test_process_fault(case):
+    argv, how, code, needle = PROCESS_FAULTS[case]
+    argv = [a.format(funcs=FUNCS, hostile=HOSTILE) for a in argv]
+    cmd = [sys.executable, "-m", "inspector", *argv]
+    env = dict(os.environ, NO_COLOR="1")
+    if how.get("preexec") == "close1":
+        proc = subprocess.run(["bash", "-c", 'exec "$@" >&-', "_", *cmd], capture_output=False, stderr=subprocess.PIPE,
+                              text=True, cwd=ROOT, env=env, timeout=300)
+        out = ""
+    elif how.get("stdout"):
+        with open(how["stdout"], "w") as sink:
+            proc = subprocess.run(cmd, stdout=sink, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, timeout=300)
+        out = ""
+    else:
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+        out = proc.stdout
+    assert proc.returncode == code, proc.stderr
+    assert_one_line(proc.stderr, needle)
+    assert out == ""
+
+
+def test_user_prints_go_to_stderr_and_json_stays_json(tmp_path):
+    (tmp_path / "chatty.py").write_text("import jax.numpy as jnp\nprint('hello at import')\n"
+                                        "def f(x):\n    print('hello while tracing')\n    return x * 2\n")
+    out = run_cli("show", f"{tmp_path}/chatty.py:f", "--args", "f32[4]", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["target"]["function"] == "f"
+    assert "hello at import" in out.stderr and "hello while tracing" in out.stderr
+
+
+def _children(pid: int) -> list[int]:
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in found]
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    end = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < end, "the target was never traced"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("sig, code, needle", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_a_signal_during_a_compile_ends_quietly_at_once(tmp_path, sig, code, needle):
+    """Sent to the whole process group, as a terminal's Ctrl-C is; the compile is in C++ for
+    seconds (slow_compile), and the inspector must still exit at once, in one line."""
+    mark = tmp_path / "traced"
+    env = dict(os.environ, NO_COLOR="1", INSPECTOR_TEST_MARK=str(mark), INSPECTOR_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.Popen([sys.executable, "-m", "inspector", "show", f"{HOSTILE}:slow_compile", "--no-cache"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+                            start_new_session=True)
+    try:
+        _wait_for(mark, proc)
+        time.sleep(1.0)  # into the compile (about 20 s of it)
+        assert proc.poll() is None
+        workers = _children(proc.pid)
+        assert workers
+        start = time.monotonic()
+        os.killpg(proc.pid, sig)
+        out, err = proc.communicate(timeout=30)
+        latency = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, err
+    assert_one_line(err, needle)
+    assert out == "" and "SIGTERM received" not in err
+    assert latency < 2.0, latency
+    time.sleep(0.3)
+    assert not [p for p in workers if Path(f"/proc/{p}").exists()]  # the compile died with it
+    assert not list((tmp_path / "cache").glob("*"))  # nothing half-stored
+
+
+def test_killed_compile_then_corrupt_cache_then_rerun(tmp_path):
+    """A compile whose process is killed (out of memory, say) is one line; the cache it leaves
+    is corrupted by hand; the next runs repair it and then use it."""
+    cache = tmp_path / "cache"
+    env = {"INSPECTOR_CACHE_DIR": str(cache)}
+    first = run_cli("show", f"{FUNCS}:matmul", env=env)
+    assert first.returncode == 0 and "(compile from cache)" not in first.stdout
+
+    mark = tmp_path / "traced"
+    proc = subprocess.Popen([sys.executable, "-m", "inspector", "show", f"{HOSTILE}:slow_compile"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env=dict(os.environ, INSPECTOR_TEST_MARK=str(mark), **env))
+    _wait_for(mark, proc)
+    time.sleep(0.5)
+    for child in _children(proc.pid):
+        os.kill(child, signal.SIGKILL)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1 and out == ""
+    assert_one_line(err, "killed by SIGKILL")
+
+    [entry] = cache.glob("*.json")
+    entry.write_text(json.dumps({"schema": 2, "result": {"hlo": 3}}))  # valid JSON, wrong structure
+    (cache / "tmpdeadbeef.tmp").write_text("half an entry")
+    os.utime(cache / "tmpdeadbeef.tmp", (1, 1))
+    second = run_cli("show", f"{FUNCS}:matmul", env=env)
+    assert second.returncode == 0, second.stderr
+    assert "(compile from cache)" not in second.stdout and second.stderr == ""
+    third = run_cli("show", f"{FUNCS}:matmul", env=env)
+    assert "(compile from cache)" in third.stdout
+    assert sorted(p.name for p in cache.iterdir()) == [entry.name]  # repaired, no temporary files
