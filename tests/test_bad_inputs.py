@@ -108,7 +108,7 @@ USAGE = {
     "diff: negative --atol": (["diff", NAIVE, "--atol", "-1"], 2, "finite number >= 0"),
     "diff: nan --rtol": (["diff", NAIVE, "--rtol", "nan"], 2, "finite number >= 0"),
     "diff: non-number --seed": (["diff", NAIVE, "--seed", "x"], 2, "not a whole number"),
-    "diff: a --target": (["diff", NAIVE, "--target", "tpu-v5e"], 2, "drop --target"),
+    "diff: a spec-only --target": (["diff", NAIVE, "--target", "h100"], 2, "interpret mode simulates"),
     "diff: no reference": (["diff", "{hostile}:no_reference"], 2, "has no reference"),
     "check: cpu target": (["check", NAIVE, "--target", "cpu"], 2, "not cpu"),
     "check: unknown chip in list": (["check", NAIVE, "--target", "tpu-v5e,nope"], 2, "unknown target 'nope'"),
@@ -164,7 +164,12 @@ def assert_one_line(err: str, needle: str) -> None:
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("case", MATRIX, ids=list(MATRIX))
+# cases that get as far as lowering for a TPU (check defaults to tpu-v5e)
+_LOWERS_FOR_TPU = {"sys.exit under check"}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.tpu) if c in _LOWERS_FOR_TPU else c for c in MATRIX],
+                         ids=list(MATRIX))
 def test_bad_input(cli, case):
     argv, code, needle = MATRIX[case]
     got, out, err = cli(*argv)
@@ -217,6 +222,7 @@ def test_debug_after_the_verb_shows_the_traceback(cli):
     assert code == 2 and "Traceback" in err and err.strip().endswith("(give path/to/file.py:function)")
 
 
+@pytest.mark.tpu
 @pytest.mark.parametrize("columns", ["0", "-5", "junk"])
 def test_columns_zero_or_junk_means_unset(cli, monkeypatch, columns):
     monkeypatch.setenv("COLUMNS", columns)

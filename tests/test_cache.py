@@ -29,7 +29,7 @@ def cache(tmp_path, monkeypatch):
 
 def _capture(spec: str, cache_dir, monkeypatch, chip: str = "cpu", use_cache=True):
     monkeypatch.setattr(stages_mod, "_MEMO", {})
-    return capture(load_target(spec), Backend(get_chip(chip)), use_cache=use_cache)
+    return capture(load_target(spec), Backend(get_chip(chip)), use_cache=use_cache).stages
 
 
 # ----------------------------------------------------------------------------- the key
