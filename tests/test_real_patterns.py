@@ -9,6 +9,7 @@ from conftest import DATA
 from inspector.backends import Backend
 from inspector.chips import get_chip
 from inspector.pallas.analysis import analyse_pallas
+from inspector.pallas.discovery import find_pallas_calls
 from inspector.stages import capture
 from inspector.target import load_target
 
@@ -151,3 +152,13 @@ def test_a_project_with_its_own_kernels_and_views_packages(tmp_path):
                          capture_output=True, text=True, timeout=300, env=dict(os.environ, NO_COLOR="1"))
     assert out.returncode == 0, out.stderr
     assert "mul" in out.stdout
+
+
+def test_the_scoped_limit_flag_in_libtpu_init_args_is_the_estimate_s_limit(monkeypatch):
+    from inspector.pallas.vmem import budget
+
+    [call] = find_pallas_calls(capture(load_target(f"{PATTERNS}:manual_dma"), Backend(get_chip("cpu")), compile=False).program)
+    assert budget(call.info, V5E).limit_bytes == 16 * 2**20
+    monkeypatch.setenv("LIBTPU_INIT_ARGS", "--xla_enable_foo=true --xla_tpu_scoped_vmem_limit_kib=65536")
+    b = budget(call.info, V5E)
+    assert (b.limit_bytes, b.limit_source) == (64 * 2**20, "LIBTPU_INIT_ARGS")

@@ -64,6 +64,16 @@ def padded_bytes(shape: list[int], dtype: str) -> int:
     return math.prod(dims) * itemsize
 
 
+def scoped_limit_flag() -> int | None:
+    """The scoped VMEM limit set for every kernel through LIBTPU_INIT_ARGS
+    (--xla_tpu_scoped_vmem_limit_kib=N), which the compiler honours: the estimate must too."""
+    import os
+    import re
+
+    m = re.search(r"--xla_tpu_scoped_vmem_limit_kib[= ](\d+)", os.environ.get("LIBTPU_INIT_ARGS", ""))
+    return int(m.group(1)) * 1024 if m else None
+
+
 def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     items, smem = [], info.prefetch_bytes
     for op in info.operands:
@@ -85,7 +95,13 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     if largest > VREG_FILE_BYTES:
         items.append(VmemItem("kernel intermediate (largest value in the body)", [], "", largest, 1))
     total = sum(i.bytes for i in items)
-    limit, source = (info.vmem_limit_bytes, "vmem_limit_bytes") if info.vmem_limit_bytes else (chip.scoped_vmem_bytes, "scoped default")
+    flag = scoped_limit_flag()
+    if info.vmem_limit_bytes:
+        limit, source = info.vmem_limit_bytes, "vmem_limit_bytes"
+    elif flag:
+        limit, source = flag, "LIBTPU_INIT_ARGS"
+    else:
+        limit, source = chip.scoped_vmem_bytes, "scoped default"
     pipelined = sum(i.bytes for i in items[:len([o for o in info.operands if o.memory_space == "vmem"])])  # blocks come first
     fixed = total - pipelined
     growth = (limit - fixed) / pipelined if pipelined and limit > fixed else None
