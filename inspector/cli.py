@@ -222,6 +222,10 @@ def _work(opts):
     from . import environment
 
     environment.prepare(debug=opts.debug)
+    from .jax_internals import check_version
+
+    if (note := check_version()) is not None:
+        print(f"inspector: note: {note}", file=sys.stderr)
     with contextlib.redirect_stdout(sys.stderr):
         return _WORK[opts.verb](opts)
 

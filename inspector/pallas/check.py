@@ -15,7 +15,9 @@ from ..target import Target
 
 
 @dataclasses.dataclass
-class TargetCheck:
+class ChipCheck:
+    """The verdict on one chip: the static estimate and, when compiled, libtpu's."""
+
     chip: str
     fits: bool  # the estimate's verdict, every kernel
     vmem_bytes: int | None  # estimated peak of the largest kernel
@@ -27,15 +29,18 @@ class TargetCheck:
 
 @dataclasses.dataclass
 class CheckResult:
+    """`inspector check` on one target: a row per chip (``targets``, as the --target flag names
+    them), every pallas_call's analysis, and the findings (chip-independent ones once)."""
+
     ok: bool
     target: str
-    targets: list[TargetCheck]
+    targets: list[ChipCheck]
     kernels: list[PallasReport]
     findings: list[Finding]
     sweep: list | None = None  # SweepRow per combination of INSPECT params, with --sweep
 
 
-def _compiler_verdict(stages: Stages, row: TargetCheck) -> list[Finding]:
+def _compiler_verdict(stages: Stages, row: ChipCheck) -> list[Finding]:
     """Fill the row with what the compile said: fits or not, and its own VMEM figure."""
     err = stages.compile_error
     if err is not None:
@@ -52,7 +57,7 @@ def _compiler_verdict(stages: Stages, row: TargetCheck) -> list[Finding]:
 
 def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False, use_cache: bool = True) -> CheckResult:
     findings: list[Finding] = []
-    rows: list[TargetCheck] = []
+    rows: list[ChipCheck] = []
     kernels: list[PallasReport] = []
     for chip in chips:
         if chip.is_local:
@@ -67,7 +72,7 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
         findings += [f for r in reports for f in r.findings if f.per_chip]
         budgets = [b for r in reports for b in r.budgets if b.chip == chip.name]
         peak = max(budgets, key=lambda b: b.total_bytes, default=None)
-        row = TargetCheck(chip.name, all(b.fits for b in budgets), peak.total_bytes if peak else None,
+        row = ChipCheck(chip.name, all(b.fits for b in budgets), peak.total_bytes if peak else None,
                           peak.limit_bytes if peak else None, None)
         if compile:
             findings += _compiler_verdict(stages, row)
