@@ -63,9 +63,10 @@ def test_number_keys_switch_tabs_and_search_finds_and_repeats():
             await pilot.press("slash", *"fusion", "enter")
             text = app.query_one("#text-hlo", StageText)
             first = text.selection
-            assert text.selected_text == "fusion" and "found" in status(app)
+            total = text.text.count("fusion")
+            assert text.selected_text == "fusion" and f"match 1 of {total}" in status(app)
             await pilot.press("n")
-            assert text.selection != first and text.selected_text == "fusion"
+            assert text.selection != first and text.selected_text == "fusion" and f"match 2 of {total}" in status(app)
             await pilot.press("N")
             assert text.selection == first
             await pilot.press("slash", *"no-such-op", "enter")
