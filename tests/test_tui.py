@@ -249,3 +249,169 @@ def test_watch_reanalyses_when_the_file_is_saved(tmp_path):
                     break
             assert "cos" in app.report.stages.jaxpr
     asyncio.run(run())
+
+
+# ---------------------------------------------------------------- every finding, every view
+
+def _codes_in_the_core() -> set[str]:
+    """Every finding code the analyses can produce, read from their source: a new code fails
+    the test below until it has an example there."""
+    import re
+
+    codes = set()
+    for path in (ROOT / "inspector").rglob("*.py"):
+        text = path.read_text()
+        for m in re.finditer(r'Finding\(\s*(?:"\w+"(?: if [^,]+ else "\w+")?|\w+),\s*("[\w-]+"(?:\s+if [^,]+? else\s+"[\w-]+")?)', text):
+            codes.update(re.findall(r'"([a-z][a-z0-9-]+)"', m[1]))
+        codes.update(re.findall(r'"(interpret-[\w-]+)"', text))
+    return codes
+
+
+def example_findings(kernel: str, inp: str, out: str) -> list:
+    """One finding per code, with the data shape the analysis gives it (see the module named)."""
+    from inspector.findings import Finding
+
+    where = lambda operand=None: dict(kernel=kernel, operand=operand, view="pallas")
+    long = " and a long tail that a table cell would cut" * 4
+    oom = {"used_bytes": 25165824, "limit_bytes": 16777216, "exceeded_by_bytes": 8388608, "scope": "scoped",
+           "kernel": kernel, "op_name": None, "chip": "tpu-v5e",
+           "allocations": [{"size_bytes": 8388608, "role": "operand", "operand_index": 0, "window_shape": "[1024,1024]",
+                            "buffering": 2}]}
+    return [
+        # inspector/pallas/grid_walk.py
+        Finding("error", "block-out-of-bounds", f"{out}: grid point (1,) maps to block (128, 0)" + long,
+                data={"grid_point": [1, 0], "block": [128, 0]}, **where(out)),
+        Finding("warning", "partial-block", f"{inp}: the last block along dim 0 is padded" + long,
+                data={"dim": 0, "array": 500, "block": 128}, **where(inp)),
+        Finding("error", "output-not-written", f"{out}: 1 of 4 output blocks are never written" + long,
+                data={"missing_blocks": [[3, 0]], "count": 1}, **where(out)),
+        Finding("error", "output-revisit", f"{out}: 1 output block(s) are written in runs" + long,
+                data={"blocks": [[0, 0]], "count": 1}, **where(out)),
+        Finding("error", "parallel-axis-race", f"{out}: output block (0, 0) is written from 4 indices" + long,
+                data={"axis": 1, "blocks": 4}, **where(out)),
+        Finding("info", "walk-needs-prefetch", f"{kernel}: index maps read scalar-prefetch operands" + long, **where()),
+        Finding("info", "walk-sampled", f"{kernel}: the grid has 9,999,999 steps" + long, **where()),
+        # inspector/pallas/tiling.py
+        Finding("error", "tiling", f"{inp}: block (100, 128) on tpu-v5e" + long, **where(inp)),
+        Finding("warning", "tiling-packing", f"{inp} on tpu-v5e: bf16 packs 2 rows" + long, **where(inp)),
+        Finding("warning", "mxu-padding", f"{kernel}: a (128x192) @ (192x256) matmul" + long,
+                data={"m": 128, "k": 192, "n": 256, "waste": 0.25}, **where()),
+        Finding("error", "triton-block-pow2", f"{inp}: block (100, 128) has 12800 elements" + long, **where(inp)),
+        Finding("warning", "mosaic-gpu-minor-bytes", f"{inp}: the minor block dim is 6 bytes" + long, **where(inp)),
+        # inspector/pallas/analysis.py
+        Finding("error", "smem-over-limit", f"{kernel} on tpu-v5e: SMEM" + long,
+                data={"chip": "tpu-v5e", "bytes": 2 << 20, "limit": 1 << 20}, **where()),
+        Finding("error", "vmem-over-limit", f"{kernel} on tpu-v5e: needs 22.50 MiB" + long,
+                data={"chip": "tpu-v5e", "bytes": 23592960, "limit": 16777216}, **where()),
+        Finding("error", "shared-memory-over-limit", f"{kernel} on h100: needs 300 KiB" + long,
+                data={"chip": "h100", "bytes": 307200, "limit": 232448}, **where()),
+        # inspector/pallas/check.py, inspector/report.py, inspector/compile_errors.py
+        Finding("info", "no-pallas-call", "f has no pallas_call: nothing to check" + long),
+        Finding("info", "pallas-interpreted", "Pallas kernels are interpreted on the CPU backend" + long, view="hlo"),
+        Finding("error", "compile-vmem-oom", "tpu-v5e: VMEM out of memory (scoped)" + long, kernel=kernel,
+                view="overview", data=oom),
+        Finding("error", "compile-error", "tpu-v5e: INVALID_ARGUMENT: something" + long, view="overview",
+                data={"chip": "tpu-v5e"}),
+        # inspector/diff.py
+        Finding("error", "interpret-out-of-bounds", f"{kernel}: x (input): block index (9, 0) is out of bounds" + long,
+                view="diff"),
+        Finding("error", "interpret-revisit", f"{kernel}: the interpreter refused a revisit" + long, view="diff"),
+        Finding("error", "kernel-raised", f"{kernel}: ValueError raised while running" + long, view="diff"),
+        Finding("error", "race-detected", f"{kernel}: the interpreter's race detector saw two cores" + long, view="diff"),
+        Finding("error", "mismatch", "output: 13312 of 128000 elements outside atol" + long, view="diff"),
+    ]
+
+
+def test_the_examples_cover_every_finding_code_the_core_has():
+    codes = _codes_in_the_core()
+    assert {"partial-block", "parallel-axis-race", "compile-vmem-oom", "mismatch"} <= codes  # the scan works
+    examples = {f.code for f in example_findings("k", "x_ref", "o_ref")}
+    assert codes - examples == set(), "a finding code without an example here: add one to example_findings"
+
+
+def test_every_finding_code_renders_in_every_view():
+    """Each code, with its data shape, through the overview (table and detail pane), Enter to its
+    evidence and back, the Pallas tab's marks, and the printers (show, check)."""
+    from inspector.views.printer import overview
+    from inspector.views.pallas import pallas_view
+
+    async def run():
+        app = InspectorApp(Session("samples/bugs.py:parallel_reduction", "cpu"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await loaded(pilot)
+            report = app.report
+            k = report.pallas[0]
+            inp, out = (o.operand for o in k.call.operands)
+            examples = example_findings(k.call.name, inp, out)
+            report.findings = examples
+            k.findings = [f for f in examples if f.view == "pallas"]
+            app._show(app._generation, report)
+            await pilot.pause()
+            table = app.query_one("#findings", DataTable)
+            assert table.row_count == len(examples)
+            for row, f in enumerate(examples):
+                app.action_tab("overview")
+                table.move_cursor(row=row)
+                await pilot.pause()
+                assert f.message.replace(" ", "") in plain(app, "#finding-detail").replace("\n", "").replace(" ", "")
+                await pilot.press("enter")
+                await pilot.pause()
+                assert app.query_one(TabbedContent).active == (f.view or "overview"), f.code
+                assert f.code in status(app) or f.view in (None, "overview")
+                if f.view == "pallas":
+                    plain(app, "#pallas-grid")  # drawn without raising
+                await pilot.press("b")
+                assert app.query_one(TabbedContent).active == "overview"
+            for renderable in (overview(report), pallas_view(report.pallas)):
+                console = Console(width=80, record=True, file=io.StringIO())
+                console.print(renderable)
+                printed = console.export_text()
+                assert "Traceback" not in printed
+            assert all(f.code in plain_overview(report) for f in examples)
+    asyncio.run(run())
+
+
+def plain_overview(report) -> str:
+    from inspector.views.printer import overview
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(overview(report))
+    return console.export_text()
+
+
+BUGS = [
+    pytest.param("dropped_tail", "cpu", [], "output-not-written", None, id="output-not-written"),
+    pytest.param("element_offset", "cpu", [], "block-out-of-bounds", "grid step", id="block-out-of-bounds"),
+    pytest.param("revisit_not_consecutive", "cpu", [], "output-revisit", "grid step", id="output-revisit"),
+    pytest.param("parallel_reduction", "tpu-v5e", [], "parallel-axis-race", "grid step 2 (0, 1)", id="parallel-axis-race"),
+    pytest.param("bad_tiling", "cpu", ["block_rows=128"], "partial-block", "grid step 8 (7,)", id="partial-block"),
+]
+
+
+@pytest.mark.parametrize("function, chip, sets, code, shown", BUGS)
+def test_a_kernel_with_each_grid_finding_opens_and_enter_shows_the_evidence(function, chip, sets, code, shown):
+    """The kernels that crashed the UI at launch (partial-block, parallel-axis-race) and their
+    siblings: the app stays up, Enter on the finding goes to its kernel, step and operand, b back."""
+    async def run():
+        app = InspectorApp(Session(f"samples/bugs.py:{function}", chip, sets=sets))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await loaded(pilot)
+            assert app.report is not None, status(app)
+            findings = app.query_one("#findings", DataTable)
+            codes = [str(findings.get_row_at(i)[1]) for i in range(findings.row_count)]
+            assert code in codes
+            findings.move_cursor(row=codes.index(code))
+            await pilot.press("enter")
+            assert app.query_one(TabbedContent).active == "pallas"
+            assert "◀ the finding" in plain(app, "#pallas-grid")
+            if shown:
+                assert shown in status(app)
+            if code in ("output-not-written", "parallel-axis-race", "output-revisit"):
+                assert "!" in plain(app, "#pallas-grid").split("other blocks", 1)[1]  # a marked block
+            await pilot.press("b")
+            assert app.query_one(TabbedContent).active == "overview"
+            assert findings.cursor_row == codes.index(code)
+            if chip.startswith("tpu"):
+                await pilot.press("8")
+                assert "tpu." in app.query_one("#text-mosaic", StageText).text  # the Mosaic MLIR
+    asyncio.run(run())

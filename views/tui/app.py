@@ -93,6 +93,7 @@ class InspectorApp(App):
         self._generation = 0  # bumped by every load: results of an older one are dropped
         self._loading = False
         self._back: tuple[str, int] | None = None  # (tab, finding row) to return to after a jump
+        self._pending_status: str | None = None  # shown when the jump's selection event arrives
         self.remote = Remote()  # the core runs in a child process: the UI keeps the GIL to itself
 
     # ------------------------------------------------------------------ running and crashing
@@ -307,6 +308,10 @@ class InspectorApp(App):
 
     def on_text_area_selection_changed(self, event) -> None:
         text = event.text_area
+        if self._pending_status is not None:  # a jump (l, Enter on a finding) said where it went
+            self.status(self._pending_status)
+            self._pending_status = None
+            return
         if isinstance(text, StageText) and text.stage != "mosaic":
             source = text.source_of(text.cursor_location[0])
             if source:
@@ -331,9 +336,10 @@ class InspectorApp(App):
             if rows:
                 self.action_tab(stage)
                 target = self.query_one(f"#text-{stage}", StageText)
+                self._pending_status = f"{stage} line {rows[0] + 1}: from {source}"
                 target.go_to_row(rows[0])
                 target.focus()
-                self.status(f"{stage} line {rows[0] + 1}: from {source}")
+                self.status(self._pending_status)
                 return
         self.status(f"no other stage has a line from {source}", "yellow")
 
@@ -361,8 +367,9 @@ class InspectorApp(App):
             needle = finding.kernel or ("custom-call" if finding.code == "pallas-interpreted" else "")
             hits = text.matches(needle) if needle else []
             if hits:
-                text.go_to_row(hits[0][0])
                 where = f"line {hits[0][0] + 1}"
+                self._pending_status = f"{finding.code}: {view} {where} (b goes back)"
+                text.go_to_row(hits[0][0])
         self.status(f"{finding.code}: {where or view} (b goes back)")
 
     def action_back(self) -> None:

@@ -62,9 +62,12 @@ class OverviewTab(Vertical):
         self.findings = list(findings)
         table = self.query_one(DataTable)
         table.clear()
+        # the table fits the screen (no sideways scrolling): the whole message is in the pane below
+        codes = max((len(f.code) for f in self.findings), default=4)
+        width = max(20, (self.app.size.width or 100) - codes - 16)
         for i, f in enumerate(self.findings):
-            table.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.code, first_line(f.message),
-                          key=str(i))
+            table.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.code,
+                          first_line(f.message, width), key=str(i))
         errors = sum(f.severity == "error" for f in self.findings)
         title = (Text.assemble((f"{len(self.findings)} findings", "bold"), f" ({errors} errors)" if errors else "",
                                "; Enter shows the evidence", style="")

@@ -21,8 +21,8 @@ from ..pallas import blockspec_table
 
 BAR = 30
 MAP_LIMIT = (12, 48)  # rows, columns of blocks drawn per operand
-LEGEND = Text.assemble(("■", "bold reverse cyan"), " this step's block   ", ("!", "bold red"),
-                       " a block a finding is about   ", ("·", "dim"), " other blocks   (leading dims: this step's)")
+LEGEND = Text.assemble(("■", "bold reverse cyan"), " this step's block  ", ("!", "bold red"),
+                       " named by a finding  ", ("·", "dim"), " other blocks")
 
 
 def cost_estimate_text(k: PallasReport) -> str:
@@ -129,7 +129,7 @@ def block_map(k: PallasReport, operand: str, current: list[int] | None) -> Text:
         for c in range(min(cols, MAP_LIMIT[1])):
             block = (*lead, r, c) if len(counts) >= 2 else (c,)
             if current is not None and list(block) == list(current):
-                text.append("■", style="bold reverse cyan")
+                text.append("■", style="bold reverse red" if is_flagged(block) else "bold reverse cyan")
             elif is_flagged(block):
                 text.append("!", style="bold red")
             else:
@@ -143,7 +143,7 @@ def block_map(k: PallasReport, operand: str, current: list[int] | None) -> Text:
 class PallasTab(VerticalScroll, can_focus=True):
     BINDINGS = [
         Binding("left", "step(-1)", "step", show=False),
-        Binding("right", "step(1)", "step"),
+        Binding("right", "step(1)", "step", show=False),
         Binding("shift+left", "step(-10)", show=False),
         Binding("shift+right", "step(10)", show=False),
         Binding("home", "step_to(0)", "first step", show=False),
@@ -151,7 +151,7 @@ class PallasTab(VerticalScroll, can_focus=True):
         Binding("g", "goto", "go to step", show=False),
         Binding("c", "copy_cost", "copy CostEstimate", show=False),
         Binding("left_square_bracket", "kernel(-1)", "kernel", show=False),
-        Binding("right_square_bracket", "kernel(1)", "kernel"),
+        Binding("right_square_bracket", "kernel(1)", "kernel", show=False),
     ]
 
     def __init__(self, **kwargs):
