@@ -17,6 +17,7 @@ from conftest import DATA, ROOT
 from inspector.session import Session
 from inspector.views.tui.app import InspectorApp
 from inspector.views.tui.pallas_tab import PallasTab
+from inspector.views.tui.screens import ParamsScreen
 from inspector.views.tui.stage_text import StageText
 
 NAIVE = Session("samples/attention.py:naive", "cpu", "f32[1,128,32] f32[1,128,32] f32[1,128,32]")
@@ -188,19 +189,28 @@ def _snapshot_app(tab_keys):
     return before
 
 
-@pytest.mark.parametrize("session, keys", [
+BUGGY = Session("samples/bugs.py:dropped_tail", "cpu")
+SCREENS = [
     pytest.param(NAIVE, ["1"], id="overview"),
+    pytest.param(BUGGY, ["1"], id="overview-findings"),
     pytest.param(NAIVE, ["2"], id="jaxpr"),
     pytest.param(NAIVE, ["3"], id="stablehlo"),
     # No HLO snapshot: its stack-frame table (and so every line number) depends on who compiled
     # the module first (the compile cache keeps that text); the pilot tests above cover the tab.
     pytest.param(NAIVE, ["5"], id="fusions"),
     pytest.param(FLASH, ["6", "right"], id="pallas"),
+    pytest.param(BUGGY, ["6"], id="pallas-finding"),
     pytest.param(NAIVE, ["7"], id="diff"),
     pytest.param(NAIVE, ["question_mark"], id="help"),
-])
-def test_snapshots(snap_compare, session, keys):
-    assert snap_compare(InspectorApp(session), terminal_size=SIZE, run_before=_snapshot_app(keys))
+    pytest.param(FLASH, ["x"], id="params"),
+    pytest.param(NAIVE, ["t"], id="target"),
+]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
+@pytest.mark.parametrize("session, keys", SCREENS)
+def test_snapshots(snap_compare, session, keys, size):
+    assert snap_compare(InspectorApp(session), terminal_size=size, run_before=_snapshot_app(keys))
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/setup installs it)")
@@ -356,8 +366,9 @@ def test_every_finding_code_renders_in_every_view():
                 assert f.message.replace(" ", "") in plain(app, "#finding-detail").replace("\n", "").replace(" ", "")
                 await pilot.press("enter")
                 await pilot.pause()
-                assert app.query_one(TabbedContent).active == (f.view or "overview"), f.code
-                assert f.code in status(app) or f.view in (None, "overview")
+                expected = "pallas" if f.code == "compile-vmem-oom" else (f.view or "overview")  # its kernel's budget
+                assert app.query_one(TabbedContent).active == expected, f.code
+                assert f.code in status(app) or expected == "overview"
                 if f.view == "pallas":
                     plain(app, "#pallas-grid")  # drawn without raising
                 await pilot.press("b")
@@ -414,4 +425,170 @@ def test_a_kernel_with_each_grid_finding_opens_and_enter_shows_the_evidence(func
             if chip.startswith("tpu"):
                 await pilot.press("8")
                 assert "tpu." in app.query_one("#text-mosaic", StageText).text  # the Mosaic MLIR
+    asyncio.run(run())
+
+
+# ---------------------------------------------------------------- crashes, chips, the worker
+
+def test_a_crash_of_the_ui_is_one_line_a_log_and_a_non_zero_exit(monkeypatch, tmp_path):
+    from inspector.errors import InspectorError
+    from inspector.views.tui import app as app_module
+    from inspector.views.tui.overview_tab import OverviewTab
+
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
+
+    def broken(self, report, diff_verdict=None):
+        raise TypeError("'int' object is not iterable")
+
+    monkeypatch.setattr(OverviewTab, "show", broken)
+    monkeypatch.setattr(sys, "argv", ["inspector", "samples/bugs.py:dropped_tail", "--target", "cpu"])
+    app = app_module.InspectorApp(Session("samples/bugs.py:dropped_tail", "cpu"))
+    with pytest.raises(InspectorError) as raised:
+        app.run(headless=True, size=(80, 24))
+    message = str(raised.value)
+    log = tmp_path / "tui-crash.log"
+    assert "\n" not in message and "TypeError: 'int' object is not iterable" in message and str(log) in message
+    assert raised.value.exit_code == 1
+    assert "Traceback" in log.read_text() and "in broken" in log.read_text()
+    assert app.remote._pool is None  # the worker went with it
+
+
+def test_a_file_with_pallas_tpu_kernels_opens_on_a_tpu_and_remembers_the_chip(monkeypatch, tmp_path):
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
+    assert Session("samples/bugs.py:dropped_tail").suggested_chip() == "tpu-v5e"  # pltpu in the file
+    assert Session("samples/attention.py:flash").suggested_chip() == "tpu-v5e"  # imported kernels
+    assert Session("samples/transformer.py:forward").suggested_chip() == "cpu"
+    Session("samples/bugs.py:dropped_tail", "tpu-v6e").remember_chip()
+    assert Session("samples/bugs.py:parallel_reduction").suggested_chip() == "tpu-v6e"  # per file
+    assert InspectorApp(Session("samples/bugs.py:dropped_tail"), choose_chip=True).session.chip == "tpu-v6e"
+    assert InspectorApp(Session("samples/bugs.py:dropped_tail", "cpu")).session.chip == "cpu"  # given: kept
+
+
+def test_the_target_picker_starts_on_the_current_chip():
+    async def run():
+        app = InspectorApp(NAIVE.with_chip("tpu-v6e"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.remote.cancel()
+            await pilot.press("t")
+            await pilot.pause()
+            options = app.screen.query_one("#chips")
+            assert options.options[options.highlighted].prompt == "tpu-v6e"
+            await pilot.press("escape")
+    asyncio.run(run())
+
+
+def test_esc_when_idle_keeps_the_worker_and_quit_ends_it_quietly():
+    async def run():
+        app = InspectorApp(NAIVE)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await loaded(pilot)
+            processes = list(app.remote._pool._processes.values())
+            await pilot.press("escape")
+            assert "nothing is running" in status(app)
+            assert app.remote._pool is not None and all(p.is_alive() for p in processes)
+        # quit: an idle worker is asked to exit (no signal), so it exits 0
+        assert all(p.exitcode == 0 for p in processes)
+    asyncio.run(run())
+
+
+def test_a_switch_cancels_the_compile_in_flight_and_nothing_stale_shows():
+    """t while a TPU compile runs: the compile is killed, the old target's result never shows."""
+    async def run():
+        app = InspectorApp(Session(FLASH.spec, "tpu-v5e", FLASH.args, sets=FLASH.sets, use_cache=False))
+        shown = []
+        original = app._show
+        app._show = lambda generation, report: (shown.append((generation == app._generation, report.chip.name)),
+                                                original(generation, report))
+        cancelled = []
+        cancel = app.remote.cancel
+        app.remote.cancel = lambda *a, **k: cancelled.append(cancel(*a, **k)) or cancelled[-1]
+        async with app.run_test(size=(80, 24)) as pilot:
+            for _ in range(100):  # until the worker really is compiling
+                await asyncio.sleep(0.05)
+                if app.remote.busy:
+                    break
+            await pilot.press("t")
+            await pilot.pause()
+            options = app.screen.query_one("#chips")
+            options.highlighted = [o.prompt for o in options.options].index("cpu")
+            await pilot.press("enter")
+            assert "compiling" in plain(app, "#overview-panel") and app.query_one("#text-hlo", StageText).text == ""
+            await loaded(pilot)
+            assert cancelled and cancelled[0] is True  # a compile was in flight and was stopped
+            assert app.report.chip.name == "cpu"
+            assert all(chip == "cpu" for current, chip in shown if current)
+            assert "on cpu" in app.sub_title
+    asyncio.run(run())
+
+
+# ---------------------------------------------------------------- keys, params, palette
+
+def test_params_are_checked_against_the_signature_and_inspect_choices():
+    from inspector.target import parse_value
+    from inspector.views.tui.screens import check_params
+
+    current, choices = {"block_q": 128, "causal": True}, {"block_q": [128, 256, 512]}
+    assert check_params({"block_q": "256", "causal": "True"}, current, choices, parse_value) == ({"block_q": "256"}, [], [])
+    _, errors, _ = check_params({"block_q": "big"}, current, choices, parse_value)
+    assert errors and "expected int" in errors[0]
+    _, errors, _ = check_params({"causal": "3"}, current, choices, parse_value)
+    assert errors and "expected bool" in errors[0]
+    changed, errors, warnings = check_params({"block_q": "384"}, current, choices, parse_value)
+    assert changed == {"block_q": "384"} and not errors and "INSPECT offers" in warnings[0]
+    # the signature's own keyword parameters are offered, read without importing the file
+    assert Session("samples/attention.py:flash").keyword_params() == ({"block_q": 512, "block_k": 512, "causal": True}, False)
+
+    async def run():
+        app = InspectorApp(FLASH)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await loaded(pilot)
+            await pilot.press("x")
+            await pilot.pause()
+            assert {i.id for i in app.screen.query("Input")} >= {"param-block_q", "param-block_k", "param-causal"}
+            field = app.screen.query_one("#param-block_q")
+            field.value = "big"
+            field.focus()
+            await pilot.press("enter")
+            assert isinstance(app.screen, ParamsScreen) and "expected int" in plain(app.screen, "#params-problem")
+            field.value = "256"
+            await pilot.press("enter")
+            await loaded(pilot)
+            assert app.report.target.params["block_q"] == 256
+    asyncio.run(run())
+
+
+def test_pallas_home_end_and_go_to_step():
+    async def run():
+        app = InspectorApp(FLASH)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await loaded(pilot)
+            await pilot.press("6")
+            tab = app.query_one(PallasTab)
+            await pilot.press("end")
+            assert tab.step == 15 and "step 16 of 16" in plain(app, "#pallas-grid")
+            await pilot.press("home")
+            assert tab.step == 0
+            await pilot.press("g", *"0,2,3", "enter")
+            assert "grid point (0, 2, 3)" in plain(app, "#pallas-grid")
+            await pilot.press("g", *"5", "enter")
+            assert tab.step == 4
+            grid = plain(app, "#pallas-grid")
+            assert all(f"{o.operand} " in grid for o in app.report.pallas[0].call.operands)  # every operand
+            assert "named by a finding" in grid  # the legend
+            assert "pl.CostEstimate(flops=" in plain(app, "#pallas-body")
+    asyncio.run(run())
+
+
+def test_the_palette_has_the_apps_own_commands_and_help_fits_24_rows():
+    async def run():
+        app = InspectorApp(NAIVE)
+        async with app.run_test(size=(80, 24)) as pilot:
+            titles = [c.title for c in app.get_system_commands(app.screen)]
+            assert {"Target chip", "Parameters", "Export"} <= set(titles) and any("theme" in t.lower() for t in titles)
+            await pilot.press("question_mark")
+            await pilot.pause()
+            help_box = app.screen.query_one("#help")
+            assert help_box.region.height <= 24 and help_box.max_scroll_y == 0  # nothing cut, nothing to scroll
+            await pilot.press("escape")
+            app.remote.cancel()
     asyncio.run(run())

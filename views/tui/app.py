@@ -112,18 +112,19 @@ class InspectorApp(App):
     def _handle_exception(self, error: Exception) -> None:  # Textual's hook (pinned textual 8)
         """Instead of ~1,800 lines of rich traceback over the terminal: write it to a log file,
         stop the worker, exit with a non-zero code; run() turns it into one line."""
+        cause = getattr(error, "error", None) if type(error).__name__ == "WorkerFailed" else None
+        cause = cause if isinstance(cause, BaseException) else error  # a worker's error: its own traceback
         where = crash_log_path()
         try:
             where.parent.mkdir(parents=True, exist_ok=True)
             with open(where, "a") as log:
                 log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} inspector {' '.join(sys.argv[1:])}\n")
-                log.write("".join(traceback.format_exception(error)))
+                log.write("".join(traceback.format_exception(cause)))
             where = str(where)
         except OSError as err:
             where = f"nowhere: could not write {where}: {err}"
         if self.crash is None:
-            cause = getattr(error, "error", None) if type(error).__name__ == "WorkerFailed" else None
-            self.crash = (cause if isinstance(cause, BaseException) else error, where)
+            self.crash = (cause, where)
         self._return_code = 1
         if self._exception is None:  # what run_test re-raises, so tests still see the error
             self._exception = error
@@ -352,6 +353,9 @@ class InspectorApp(App):
         """Enter on a finding: its view, at the thing it names (Pallas: the kernel, grid step and
         operand; Fusions: the kernel; HLO: the line). b comes back."""
         view = finding.view if finding.view in TABS else "overview"
+        kernels = [k.call.name for k in (self.report.pallas or [])] if self.report else []
+        if view == "overview" and finding.kernel and any(finding.kernel.startswith(n) for n in kernels):
+            view = "pallas"  # a compile that ran out of VMEM in a Pallas kernel: its budget is there
         if view == "overview":
             self.status(f"{finding.code}: the evidence is the message itself (below the table)")
             return

@@ -3,6 +3,7 @@ finding, most severe first, with the selected finding's whole message in a pane 
 finding jumps to its evidence."""
 from __future__ import annotations
 
+from rich.console import Group
 from rich.text import Text
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
@@ -10,7 +11,7 @@ from textual.widgets import DataTable, Static
 from ...findings import Finding
 from ...report import Report
 
-from ..cells import SEVERITY_STYLE
+from ..cells import SEVERITY_STYLE, allocation_lines
 from ..printer import overview
 
 PLACEHOLDER = "compiling… (the other tabs fill in when it is done; Esc cancels)"
@@ -21,14 +22,20 @@ def first_line(message: str, width: int = 200) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def finding_detail(f: Finding) -> Text:
-    """Everything a finding says: the whole message and where its evidence is."""
+def finding_detail(f: Finding):
+    """Everything a finding says: the whole message, the compiler's figures when it gave them
+    (the printer's findings table), and where its evidence is."""
     where = ", ".join(f"{k} {v}" for k, v in (("kernel", f.kernel), ("operand", f.operand)) if v)
-    text = Text.assemble((f.severity, SEVERITY_STYLE.get(f.severity, "")), " ", (f.code, "bold"),
-                         f"  ({where})" if where else "", "\n", f.message)
-    if f.view:
-        text.append(f"\nEnter: show the evidence ({f.view}); b comes back", style="dim")
-    return text
+    head = Text.assemble((f.severity, SEVERITY_STYLE.get(f.severity, "")), " ", (f.code, "bold"),
+                         f"  ({where})" if where else "")
+    body = Group(Text(f.message), *allocation_lines(f))
+    if f.view and f.view != "overview":
+        hint = Text(f"Enter: show the evidence ({f.view}); b comes back", style="dim")
+    elif f.kernel:
+        hint = Text(f"Enter: the kernel {f.kernel} where the Pallas tab has it; b comes back", style="dim")
+    else:
+        hint = Text("the evidence is the message itself", style="dim")
+    return Group(head, body, hint)
 
 
 class OverviewTab(Vertical):
@@ -38,8 +45,8 @@ class OverviewTab(Vertical):
 
     def compose(self):
         with VerticalScroll(id="overview-scroll"):
-            yield Static(Text(PLACEHOLDER), id="overview-panel")
             yield Static("", id="overview-diff")
+            yield Static(Text(PLACEHOLDER), id="overview-panel")
         yield Static("", id="findings-title")
         yield DataTable(id="findings", cursor_type="row")
         yield Static("", id="finding-detail")

@@ -258,6 +258,8 @@ class PallasTab(VerticalScroll, can_focus=True):
         names = [k.call.name for k in self.kernels]
         if f.kernel in names:
             self.kernel = names.index(f.kernel)
+        elif f.kernel and any(f.kernel.startswith(n) for n in names):  # an HLO name such as kernel.1
+            self.kernel = next(i for i, n in enumerate(names) if f.kernel.startswith(n))
         elif not self.kernels:
             return "no pallas_call to show"
         k = self.kernels[self.kernel]

@@ -9,7 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 
 KEYS = [
-    ("1-8", "overview, jaxpr, StableHLO, HLO, fusions, Pallas, diff, Mosaic"),
+    ("1-8", "overview jaxpr StableHLO HLO fusions Pallas diff Mosaic"),
     ("/  n  N", "search the text tabs; next, previous match"),
     ("l", "the same source line in the other stages"),
     ("Enter  b", "overview: show a finding's evidence; b comes back"),
