@@ -8,7 +8,14 @@ compiled stages, so switching back to a target already seen is quick.
 from __future__ import annotations
 
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+import threading
+from concurrent.futures import Future, ProcessPoolExecutor
+
+
+def worker_log():
+    from .compile_cache import cache_dir
+
+    return cache_dir() / "tui-worker.log"
 
 from .errors import AnalysisFailed
 
@@ -20,6 +27,16 @@ def _start() -> None:
 
     environment.prepare()
     os.nice(5)  # on a 2-core machine the compile's threads would otherwise starve the UI's
+    # The child shares the terminal the UI draws on: whatever libtpu or XLA write to fd 2
+    # (start-up notes, a signal handler's dump) would land over the screen. Send it to a file.
+    try:
+        path = worker_log()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except OSError:
+        fd = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def _call(session, method: str, args: tuple):
@@ -29,6 +46,8 @@ def _call(session, method: str, args: tuple):
 class Remote:
     def __init__(self):
         self._pool: ProcessPoolExecutor | None = None
+        self._running: set[Future] = set()
+        self._lock = threading.Lock()
         # multiprocessing's resource tracker hands its child our stderr; start it now, while
         # stderr is the terminal's (Textual swaps it for an object without a file descriptor).
         from multiprocessing import resource_tracker
@@ -43,23 +62,52 @@ class Remote:
 
     def call(self, session, method: str, *args):
         """session.method(*args) in the child; blocks the calling (worker) thread, not the UI."""
-        return self._executor().submit(_call, session, method, args).result()
+        with self._lock:
+            future = self._executor().submit(_call, session, method, args)
+            self._running.add(future)
+        try:
+            return future.result()
+        finally:
+            with self._lock:
+                self._running.discard(future)
 
-    def cancel(self, wait: bool = False) -> None:
-        """Stop whatever runs now: the child is killed and the next call starts a fresh one."""
+    @property
+    def busy(self) -> bool:
+        return bool(self._running)
+
+    def cancel(self, wait: bool = False) -> bool:
+        """Stop whatever runs now: the child is killed (SIGKILL: no handler runs, nothing is
+        printed) and the next call starts a fresh one. Idle, it does nothing: returns whether
+        there was work to stop."""
+        with self._lock:
+            if not self._running:
+                return False
+            pool, self._pool = self._pool, None
+            self._running.clear()
+        if pool is not None:
+            processes = list(getattr(pool, "_processes", {}).values())
+            for process in processes:
+                process.kill()
+            pool.shutdown(wait=False, cancel_futures=True)
+            if wait:
+                for process in processes:
+                    process.join(timeout=5)
+        return True
+
+    def close(self) -> None:
+        """On quit: a busy child is killed; an idle one is asked to exit and given a moment."""
+        if self.cancel(wait=True):
+            return
         pool, self._pool = self._pool, None
         if pool is None:
             return
         processes = list(getattr(pool, "_processes", {}).values())
+        pool.shutdown(wait=False)
         for process in processes:
-            process.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
-        if wait:
-            for process in processes:
-                process.join(timeout=5)
-
-    def close(self) -> None:
-        self.cancel(wait=True)
+            process.join(timeout=3)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=2)
 
 
 # ----------------------------------------------------------------------------- the CLI's child

@@ -4,9 +4,19 @@ comes back; it never touches jax itself."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import json
 import os
+import re
 import sys
 from pathlib import Path
+
+DEFAULT_TPU = "tpu-v5e"
+# Text that says a file holds (or imports) Pallas TPU kernels; GPU-only Pallas says plgpu/triton.
+_TPU_PALLAS = re.compile(r"\bpltpu\b|pallas\.tpu\b|pallas import tpu\b|pallas\.ops\.tpu\b|\btpu_custom_call\b")
+_GPU_PALLAS = re.compile(r"\bplgpu\b|pallas\.(?:triton|mosaic_gpu)\b|pallas import (?:triton|mosaic_gpu)\b")
+_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\s+([\w\s,.()]+?)\s*(?:#.*)?$|import\s+([\w.]+))", re.M)
+_NOT_SCANNED = ("jax", "jaxlib", "numpy", "scipy", "flax", "optax", "torch", "inspector.views")
 
 
 @dataclasses.dataclass
@@ -56,6 +66,63 @@ class Session:
         sets = [s for s in self.sets if s.split("=", 1)[0] not in params] + [f"{k}={v}" for k, v in params.items()]
         return dataclasses.replace(self, sets=sets)
 
+    def suggested_chip(self) -> str:
+        """The chip to open on when the user named none: the last one used for this file, else a
+        TPU when the file has (or imports) Pallas TPU kernels, else the CPU. Decided from source
+        text only (never by importing or compiling): the UI opens at once."""
+        path = self.source_file()
+        if path is None:
+            return self.chip
+        remembered = _chip_memory().get(str(path.resolve()))
+        if remembered:
+            return remembered
+        return DEFAULT_TPU if has_tpu_pallas(path) else "cpu"
+
+    def remember_chip(self) -> None:
+        """Note the chip for this file, for the next time it is opened; best effort."""
+        path = self.source_file()
+        if path is None:
+            return
+        memory = _chip_memory()
+        memory[str(path.resolve())] = self.chip
+        try:
+            from .atomic import write_atomic
+
+            write_atomic(str(_memory_path()), json.dumps(memory, indent=1))
+        except OSError:
+            pass
+
+    def keyword_params(self) -> tuple[dict, bool] | None:
+        """The function's parameters that have defaults ({name: default}, the default when it is
+        a literal, else None) and whether it takes **kwargs, read from the source with ast (no
+        import: the UI process never loads jax); None when the file does not define it."""
+        import ast
+
+        from .target import split_spec
+
+        path, function = self.source_file(), split_spec(self.spec)[1]
+        if path is None:
+            return None
+        try:
+            tree = ast.parse(path.read_text(errors="replace"))
+        except (OSError, SyntaxError, ValueError):
+            return None
+        node = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function), None)
+        if node is None:
+            return None
+
+        def literal(expr):
+            try:
+                return ast.literal_eval(expr)
+            except (ValueError, SyntaxError, TypeError):
+                return None
+
+        a = node.args
+        positional = a.posonlyargs + a.args
+        found = {p.arg: literal(d) for p, d in zip(positional[len(positional) - len(a.defaults):], a.defaults)}
+        found.update({p.arg: literal(d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+        return found, a.kwarg is not None
+
     def source_file(self) -> Path | None:
         from .target import split_spec
 
@@ -76,3 +143,76 @@ class Session:
             graph, summary = build_dot(report.fusions, f"{report.target.spec} on {report.chip.name}")
             written.append(str(write_atomic(f"{stem}.svg", render_svg(graph, summary.nodes))))
         return written
+
+
+def _memory_path() -> Path:
+    from .compile_cache import cache_dir
+
+    return cache_dir() / "tui-chips.json"
+
+
+def _chip_memory() -> dict[str, str]:
+    try:
+        data = json.loads(_memory_path().read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _says_tpu_pallas(text: str) -> bool:
+    return bool(_TPU_PALLAS.search(text)) or ("pallas_call" in text and not _GPU_PALLAS.search(text))
+
+
+def _module_file(name: str, here: Path) -> Path | None:
+    """The file of module ``name`` without importing anything (parents included): each level is
+    asked of the import system's finders directly, as the import statement would."""
+    if name.split(".")[0] in sys.stdlib_module_names or name.startswith(_NOT_SCANNED):
+        return None
+    locations = None
+    spec = None
+    parts = name.split(".")
+    for i in range(len(parts)):
+        full = ".".join(parts[: i + 1])
+        search = locations if i else [str(here)] + sys.path
+        spec = None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            try:
+                spec = find(full, search) if find else None
+            except Exception:  # a finder that does not like being asked this way
+                spec = None
+            if spec is not None:
+                break
+        if spec is None:
+            return None
+        locations = list(spec.submodule_search_locations or [])
+    origin = spec.origin if spec else None
+    return Path(origin) if origin and origin.endswith(".py") else None
+
+
+def has_tpu_pallas(path: Path, max_files: int = 40) -> bool:
+    """Whether ``path`` or a module it imports (one level, not jax's own) has Pallas TPU kernels."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return False
+    if _says_tpu_pallas(text):
+        return True
+    names = []
+    for m in _IMPORT.finditer(text):
+        if m[1]:
+            names.append(m[1])
+            names += [f"{m[1]}.{n.split()[0]}" for n in m[2].replace("(", " ").replace(")", " ").split(",") if n.strip()]
+        elif m[3]:
+            names.append(m[3])
+    for name in list(dict.fromkeys(names))[:max_files]:
+        if name.startswith("."):
+            continue
+        found = _module_file(name, path.parent)
+        if found is not None and found != path:
+            try:
+                if _says_tpu_pallas(found.read_text(errors="replace")):
+                    return True
+            except OSError:
+                continue
+    return False

@@ -17,6 +17,7 @@ from conftest import DATA, ROOT
 from inspector.session import Session
 from inspector.views.tui.app import InspectorApp
 from inspector.views.tui.pallas_tab import PallasTab
+from inspector.views.tui.screens import ParamsScreen
 from inspector.views.tui.stage_text import StageText
 
 NAIVE = Session("samples/attention.py:naive", "cpu", "f32[1,128,32] f32[1,128,32] f32[1,128,32]")
@@ -63,9 +64,10 @@ def test_number_keys_switch_tabs_and_search_finds_and_repeats():
             await pilot.press("slash", *"fusion", "enter")
             text = app.query_one("#text-hlo", StageText)
             first = text.selection
-            assert text.selected_text == "fusion" and "found" in status(app)
+            total = text.text.count("fusion")
+            assert text.selected_text == "fusion" and f"match 1 of {total}" in status(app)
             await pilot.press("n")
-            assert text.selection != first and text.selected_text == "fusion"
+            assert text.selection != first and text.selected_text == "fusion" and f"match 2 of {total}" in status(app)
             await pilot.press("N")
             assert text.selection == first
             await pilot.press("slash", *"no-such-op", "enter")
@@ -187,19 +189,28 @@ def _snapshot_app(tab_keys):
     return before
 
 
-@pytest.mark.parametrize("session, keys", [
+BUGGY = Session("samples/bugs.py:dropped_tail", "cpu")
+SCREENS = [
     pytest.param(NAIVE, ["1"], id="overview"),
+    pytest.param(BUGGY, ["1"], id="overview-findings"),
     pytest.param(NAIVE, ["2"], id="jaxpr"),
     pytest.param(NAIVE, ["3"], id="stablehlo"),
     # No HLO snapshot: its stack-frame table (and so every line number) depends on who compiled
     # the module first (the compile cache keeps that text); the pilot tests above cover the tab.
     pytest.param(NAIVE, ["5"], id="fusions"),
     pytest.param(FLASH, ["6", "right"], id="pallas"),
+    pytest.param(BUGGY, ["6"], id="pallas-finding"),
     pytest.param(NAIVE, ["7"], id="diff"),
     pytest.param(NAIVE, ["question_mark"], id="help"),
-])
-def test_snapshots(snap_compare, session, keys):
-    assert snap_compare(InspectorApp(session), terminal_size=SIZE, run_before=_snapshot_app(keys))
+    pytest.param(FLASH, ["x"], id="params"),
+    pytest.param(NAIVE, ["t"], id="target"),
+]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
+@pytest.mark.parametrize("session, keys", SCREENS)
+def test_snapshots(snap_compare, session, keys, size):
+    assert snap_compare(InspectorApp(session), terminal_size=size, run_before=_snapshot_app(keys))
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/setup installs it)")
@@ -247,4 +258,342 @@ def test_watch_reanalyses_when_the_file_is_saved(tmp_path):
                 if "cos" in (app.report.stages.jaxpr or ""):
                     break
             assert "cos" in app.report.stages.jaxpr
+    asyncio.run(run())
+
+
+# ---------------------------------------------------------------- every finding, every view
+
+def _codes_in_the_core() -> set[str]:
+    """Every finding code the analyses can produce: the registry producers and views share. A new
+    code fails the test below until it has an example there."""
+    from inspector.findings import CODES
+
+    return set(CODES)
+
+
+def example_findings(kernel: str, inp: str, out: str) -> list:
+    """One finding per code, with the data shape the analysis gives it (see the module named)."""
+    from inspector.findings import Finding
+
+    where = lambda operand=None: dict(kernel=kernel, operand=operand, view="pallas")
+    long = " and a long tail that a table cell would cut" * 4
+    oom = {"used_bytes": 25165824, "limit_bytes": 16777216, "exceeded_by_bytes": 8388608, "scope": "scoped",
+           "kernel": kernel, "op_name": None, "chip": "tpu-v5e",
+           "allocations": [{"size_bytes": 8388608, "role": "operand", "operand_index": 0, "window_shape": "[1024,1024]",
+                            "buffering": 2}]}
+    return [
+        # inspector/pallas/grid_walk.py
+        Finding("error", "block-out-of-bounds", f"{out}: grid point (1,) maps to block (128, 0)" + long,
+                data={"grid_point": [1, 0], "blocks": [[128, 0]]}, **where(out)),
+        Finding("warning", "partial-block", f"{inp}: the last block along dim 0 is padded" + long,
+                data={"dim": 0, "array_size": 500, "block_size": 128}, **where(inp)),
+        Finding("error", "output-not-written", f"{out}: 1 of 4 output blocks are never written" + long,
+                data={"blocks": [[3, 0]], "count": 1}, **where(out)),
+        Finding("error", "output-revisit", f"{out}: 1 output block(s) are written in runs" + long,
+                data={"blocks": [[0, 0]], "count": 1}, **where(out)),
+        Finding("error", "parallel-axis-race", f"{out}: output block (0, 0) is written from 4 indices" + long,
+                data={"axis": 1, "blocks": [[0, 0]], "count": 1}, **where(out)),
+        Finding("info", "walk-needs-values", f"{kernel}: index maps read scalar-prefetch operands" + long,
+                data={"why": "scalar prefetch computed at run time"}, **where()),
+        Finding("warning", "analysis-failed", f"could not analyse the grid walk of {kernel}" + long,
+                data={"what": "the grid walk", "why": "TypeError"}, **where()),
+        Finding("info", "walk-sampled", f"{kernel}: the grid has 9,999,999 steps" + long, **where()),
+        # inspector/pallas/tiling.py
+        Finding("error", "tiling", f"{inp}: block (100, 128) on tpu-v5e" + long, **where(inp)),
+        Finding("warning", "tiling-packing", f"{inp} on tpu-v5e: bf16 packs 2 rows" + long, **where(inp)),
+        Finding("warning", "mxu-padding", f"{kernel}: a (128x192) @ (192x256) matmul" + long,
+                data={"m": 128, "k": 192, "n": 256, "waste": 0.25}, **where()),
+        Finding("error", "triton-block-pow2", f"{inp}: block (100, 128) has 12800 elements" + long, **where(inp)),
+        Finding("warning", "mosaic-gpu-minor-bytes", f"{inp}: the minor block dim is 6 bytes" + long, **where(inp)),
+        # inspector/pallas/analysis.py
+        Finding("error", "smem-over-limit", f"{kernel} on tpu-v5e: SMEM" + long,
+                data={"chip": "tpu-v5e", "bytes": 2 << 20, "limit": 1 << 20}, **where()),
+        Finding("error", "vmem-over-limit", f"{kernel} on tpu-v5e: needs 22.50 MiB" + long,
+                data={"chip": "tpu-v5e", "bytes": 23592960, "limit": 16777216}, **where()),
+        Finding("error", "shared-memory-over-limit", f"{kernel} on h100: needs 300 KiB" + long,
+                data={"chip": "h100", "bytes": 307200, "limit": 232448}, **where()),
+        # inspector/pallas/check.py, inspector/report.py, inspector/compile_errors.py
+        Finding("info", "no-pallas-call", "f has no pallas_call: nothing to check" + long),
+        Finding("info", "pallas-interpreted", "Pallas kernels are interpreted on the CPU backend" + long, view="hlo"),
+        Finding("error", "compile-vmem-oom", "tpu-v5e: VMEM out of memory (scoped)" + long, kernel=kernel,
+                view="overview", data=oom),
+        Finding("error", "compile-error", "tpu-v5e: INVALID_ARGUMENT: something" + long, view="overview",
+                data={"chip": "tpu-v5e"}),
+        # inspector/diff.py
+        Finding("error", "interpret-out-of-bounds", f"{kernel}: x (input): block index (9, 0) is out of bounds" + long,
+                view="diff"),
+        Finding("error", "interpret-revisit", f"{kernel}: the interpreter refused a revisit" + long, view="diff"),
+        Finding("error", "kernel-raised", f"{kernel}: ValueError raised while running" + long, view="diff"),
+        Finding("error", "race-detected", f"{kernel}: the interpreter's race detector saw two cores" + long, view="diff"),
+        Finding("error", "mismatch", "output: 13312 of 128000 elements outside atol" + long, view="diff"),
+        Finding("error", "output-structure", "the kernel returns a dict, the reference a tuple" + long, view="diff",
+                data={"kernel": "PyTreeDef({'a': *})", "reference": "PyTreeDef((*,))"}),
+        Finding("error", "output-shape", "output: the kernel gives (8,), the reference (4,)" + long, view="diff"),
+        Finding("error", "output-dtype", "output: float32 against bfloat16" + long, view="diff"),
+        Finding("info", "interpret-unsupported", f"{kernel}: cannot run in interpret mode: a DMA" + long, view="diff",
+                data={"reason": "a DMA through a reshaped ref", "detail": "..."}),
+        Finding("info", "interpret-retried", f"{kernel}: run again with out-of-bounds reads allowed" + long, view="diff"),
+        Finding("info", "blocks-unknown", "errors folded onto an even grid" + long, view="diff"),
+    ]
+
+
+def test_the_examples_cover_every_finding_code_the_core_has():
+    codes = _codes_in_the_core()
+    assert {"partial-block", "parallel-axis-race", "compile-vmem-oom", "mismatch"} <= codes
+    examples = {f.code for f in example_findings("k", "x_ref", "o_ref")}
+    assert codes - examples == set(), "a finding code without an example here: add one to example_findings"
+
+
+def test_every_finding_code_renders_in_every_view():
+    """Each code, with its data shape, through the overview (table and detail pane), Enter to its
+    evidence and back, the Pallas tab's marks, and the printers (show, check)."""
+    from inspector.views.printer import overview
+    from inspector.views.pallas import pallas_view
+
+    async def run():
+        app = InspectorApp(Session("samples/bugs.py:parallel_reduction", "cpu"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await loaded(pilot)
+            report = app.report
+            k = report.pallas[0]
+            inp, out = (o.operand for o in k.call.operands)
+            examples = example_findings(k.call.name, inp, out)
+            report.findings = examples
+            k.findings = [f for f in examples if f.view == "pallas"]
+            app._show(app._generation, report)
+            await pilot.pause()
+            table = app.query_one("#findings", DataTable)
+            assert table.row_count == len(examples)
+            for row, f in enumerate(examples):
+                app.action_tab("overview")
+                table.move_cursor(row=row)
+                await pilot.pause()
+                assert f.message.replace(" ", "") in plain(app, "#finding-detail").replace("\n", "").replace(" ", "")
+                await pilot.press("enter")
+                await pilot.pause()
+                expected = "pallas" if f.code == "compile-vmem-oom" else (f.view or "overview")  # its kernel's budget
+                assert app.query_one(TabbedContent).active == expected, f.code
+                assert f.code in status(app) or expected == "overview"
+                if f.view == "pallas":
+                    plain(app, "#pallas-grid")  # drawn without raising
+                await pilot.press("b")
+                assert app.query_one(TabbedContent).active == "overview"
+            for renderable in (overview(report), pallas_view(report.pallas)):
+                console = Console(width=80, record=True, file=io.StringIO())
+                console.print(renderable)
+                printed = console.export_text()
+                assert "Traceback" not in printed
+            assert all(f.code in plain_overview(report) for f in examples)
+    asyncio.run(run())
+
+
+def plain_overview(report) -> str:
+    from inspector.views.printer import overview
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(overview(report))
+    return console.export_text()
+
+
+BUGS = [
+    pytest.param("dropped_tail", "cpu", [], "output-not-written", None, id="output-not-written"),
+    pytest.param("element_offset", "cpu", [], "block-out-of-bounds", "grid step", id="block-out-of-bounds"),
+    pytest.param("revisit_not_consecutive", "cpu", [], "output-revisit", "grid step", id="output-revisit"),
+    pytest.param("parallel_reduction", "tpu-v5e", [], "parallel-axis-race", "grid step 2 (0, 1)", id="parallel-axis-race"),
+    pytest.param("bad_tiling", "cpu", ["block_rows=128"], "partial-block", "grid step 8 (7,)", id="partial-block"),
+]
+
+
+@pytest.mark.parametrize("function, chip, sets, code, shown", BUGS)
+def test_a_kernel_with_each_grid_finding_opens_and_enter_shows_the_evidence(function, chip, sets, code, shown):
+    """The kernels that crashed the UI at launch (partial-block, parallel-axis-race) and their
+    siblings: the app stays up, Enter on the finding goes to its kernel, step and operand, b back."""
+    async def run():
+        app = InspectorApp(Session(f"samples/bugs.py:{function}", chip, sets=sets))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await loaded(pilot)
+            assert app.report is not None, status(app)
+            findings = app.query_one("#findings", DataTable)
+            codes = [str(findings.get_row_at(i)[1]) for i in range(findings.row_count)]
+            assert code in codes
+            findings.move_cursor(row=codes.index(code))
+            await pilot.press("enter")
+            assert app.query_one(TabbedContent).active == "pallas"
+            assert "◀ the finding" in plain(app, "#pallas-grid")
+            if shown:
+                assert shown in status(app)
+            if code in ("output-not-written", "parallel-axis-race", "output-revisit"):
+                assert "!" in plain(app, "#pallas-grid").split("other blocks", 1)[1]  # a marked block
+            await pilot.press("b")
+            assert app.query_one(TabbedContent).active == "overview"
+            assert findings.cursor_row == codes.index(code)
+            if chip.startswith("tpu"):
+                await pilot.press("8")
+                assert "tpu." in app.query_one("#text-mosaic", StageText).text  # the Mosaic MLIR
+    asyncio.run(run())
+
+
+# ---------------------------------------------------------------- crashes, chips, the worker
+
+def test_a_crash_of_the_ui_is_one_line_a_log_and_a_non_zero_exit(monkeypatch, tmp_path):
+    from inspector.errors import InspectorError
+    from inspector.views.tui import app as app_module
+    from inspector.views.tui.overview_tab import OverviewTab
+
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
+
+    def broken(self, report, diff_verdict=None):
+        raise TypeError("'int' object is not iterable")
+
+    monkeypatch.setattr(OverviewTab, "show", broken)
+    monkeypatch.setattr(sys, "argv", ["inspector", "samples/bugs.py:dropped_tail", "--target", "cpu"])
+    app = app_module.InspectorApp(Session("samples/bugs.py:dropped_tail", "cpu"))
+    with pytest.raises(InspectorError) as raised:
+        app.run(headless=True, size=(80, 24))
+    message = str(raised.value)
+    log = tmp_path / "tui-crash.log"
+    assert "\n" not in message and "TypeError: 'int' object is not iterable" in message and str(log) in message
+    assert raised.value.exit_code == 1
+    assert "Traceback" in log.read_text() and "in broken" in log.read_text()
+    assert app.remote._pool is None  # the worker went with it
+
+
+def test_a_file_with_pallas_tpu_kernels_opens_on_a_tpu_and_remembers_the_chip(monkeypatch, tmp_path):
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
+    assert Session("samples/bugs.py:dropped_tail").suggested_chip() == "tpu-v5e"  # pltpu in the file
+    assert Session("samples/attention.py:flash").suggested_chip() == "tpu-v5e"  # imported kernels
+    assert Session("samples/transformer.py:forward").suggested_chip() == "cpu"
+    Session("samples/bugs.py:dropped_tail", "tpu-v6e").remember_chip()
+    assert Session("samples/bugs.py:parallel_reduction").suggested_chip() == "tpu-v6e"  # per file
+    assert InspectorApp(Session("samples/bugs.py:dropped_tail"), choose_chip=True).session.chip == "tpu-v6e"
+    assert InspectorApp(Session("samples/bugs.py:dropped_tail", "cpu")).session.chip == "cpu"  # given: kept
+
+
+def test_the_target_picker_starts_on_the_current_chip():
+    async def run():
+        app = InspectorApp(NAIVE.with_chip("tpu-v6e"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.remote.cancel()
+            await pilot.press("t")
+            await pilot.pause()
+            options = app.screen.query_one("#chips")
+            assert options.options[options.highlighted].prompt == "tpu-v6e"
+            await pilot.press("escape")
+    asyncio.run(run())
+
+
+def test_esc_when_idle_keeps_the_worker_and_quit_ends_it_quietly():
+    async def run():
+        app = InspectorApp(NAIVE)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await loaded(pilot)
+            processes = list(app.remote._pool._processes.values())
+            await pilot.press("escape")
+            assert "nothing is running" in status(app)
+            assert app.remote._pool is not None and all(p.is_alive() for p in processes)
+        # quit: an idle worker is asked to exit (no signal), so it exits 0
+        assert all(p.exitcode == 0 for p in processes)
+    asyncio.run(run())
+
+
+def test_a_switch_cancels_the_compile_in_flight_and_nothing_stale_shows():
+    """t while a TPU compile runs: the compile is killed, the old target's result never shows."""
+    async def run():
+        app = InspectorApp(Session(FLASH.spec, "tpu-v5e", FLASH.args, sets=FLASH.sets, use_cache=False))
+        shown = []
+        original = app._show
+        app._show = lambda generation, report: (shown.append((generation == app._generation, report.chip.name)),
+                                                original(generation, report))
+        cancelled = []
+        cancel = app.remote.cancel
+        app.remote.cancel = lambda *a, **k: cancelled.append(cancel(*a, **k)) or cancelled[-1]
+        async with app.run_test(size=(80, 24)) as pilot:
+            for _ in range(100):  # until the worker really is compiling
+                await asyncio.sleep(0.05)
+                if app.remote.busy:
+                    break
+            await pilot.press("t")
+            await pilot.pause()
+            options = app.screen.query_one("#chips")
+            options.highlighted = [o.prompt for o in options.options].index("cpu")
+            await pilot.press("enter")
+            assert "compiling" in plain(app, "#overview-panel") and app.query_one("#text-hlo", StageText).text == ""
+            await loaded(pilot)
+            assert cancelled and cancelled[0] is True  # a compile was in flight and was stopped
+            assert app.report.chip.name == "cpu"
+            assert all(chip == "cpu" for current, chip in shown if current)
+            assert "on cpu" in app.sub_title
+    asyncio.run(run())
+
+
+# ---------------------------------------------------------------- keys, params, palette
+
+def test_params_are_checked_against_the_signature_and_inspect_choices():
+    from inspector.target import parse_value
+    from inspector.views.tui.screens import check_params
+
+    current, choices = {"block_q": 128, "causal": True}, {"block_q": [128, 256, 512]}
+    assert check_params({"block_q": "256", "causal": "True"}, current, choices, parse_value) == ({"block_q": "256"}, [], [])
+    _, errors, _ = check_params({"block_q": "big"}, current, choices, parse_value)
+    assert errors and "expected int" in errors[0]
+    _, errors, _ = check_params({"causal": "3"}, current, choices, parse_value)
+    assert errors and "expected bool" in errors[0]
+    changed, errors, warnings = check_params({"block_q": "384"}, current, choices, parse_value)
+    assert changed == {"block_q": "384"} and not errors and "INSPECT offers" in warnings[0]
+    # the signature's own keyword parameters are offered, read without importing the file
+    assert Session("samples/attention.py:flash").keyword_params() == ({"block_q": 512, "block_k": 512, "causal": True}, False)
+
+    async def run():
+        app = InspectorApp(FLASH)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await loaded(pilot)
+            await pilot.press("x")
+            await pilot.pause()
+            assert {i.id for i in app.screen.query("Input")} >= {"param-block_q", "param-block_k", "param-causal"}
+            field = app.screen.query_one("#param-block_q")
+            field.value = "big"
+            field.focus()
+            await pilot.press("enter")
+            assert isinstance(app.screen, ParamsScreen) and "expected int" in plain(app.screen, "#params-problem")
+            field.value = "256"
+            await pilot.press("enter")
+            await loaded(pilot)
+            assert app.report.target.params["block_q"] == 256
+    asyncio.run(run())
+
+
+def test_pallas_home_end_and_go_to_step():
+    async def run():
+        app = InspectorApp(FLASH)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await loaded(pilot)
+            await pilot.press("6")
+            tab = app.query_one(PallasTab)
+            await pilot.press("end")
+            assert tab.step == 15 and "step 16 of 16" in plain(app, "#pallas-grid")
+            await pilot.press("home")
+            assert tab.step == 0
+            await pilot.press("g", *"0,2,3", "enter")
+            assert "grid point (0, 2, 3)" in plain(app, "#pallas-grid")
+            await pilot.press("g", *"5", "enter")
+            assert tab.step == 4
+            grid = plain(app, "#pallas-grid")
+            assert all(f"{o.operand} " in grid for o in app.report.pallas[0].call.operands)  # every operand
+            assert "named by a finding" in grid  # the legend
+            assert "pl.CostEstimate(flops=" in plain(app, "#pallas-body")
+    asyncio.run(run())
+
+
+def test_the_palette_has_the_apps_own_commands_and_help_fits_24_rows():
+    async def run():
+        app = InspectorApp(NAIVE)
+        async with app.run_test(size=(80, 24)) as pilot:
+            titles = [c.title for c in app.get_system_commands(app.screen)]
+            assert {"Target chip", "Parameters", "Export"} <= set(titles) and any("theme" in t.lower() for t in titles)
+            await pilot.press("question_mark")
+            await pilot.pause()
+            help_box = app.screen.query_one("#help")
+            assert help_box.region.height <= 24 and help_box.max_scroll_y == 0  # nothing cut, nothing to scroll
+            await pilot.press("escape")
+            app.remote.cancel()
     asyncio.run(run())

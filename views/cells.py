@@ -23,11 +23,19 @@ def findings_table(findings: list[Finding]) -> Table | Text:
     table.add_column(no_wrap=True, style="dim")
     table.add_column()
     for f in findings:
-        add_row(table, Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.code, f.message)
-        allocations = (f.data or {}).get("allocations") or [] if f.code == "compile-vmem-oom" else []
-        for a in allocations[:5]:  # the compiler's largest VMEM allocations
-            what = " ".join(str(x) for x in (a.get("role") or "allocation", a.get("operand_index")) if x is not None)
-            window = f", window {a['window_shape']}" if a.get("window_shape") else ""
-            buffers = f" x {a['buffering']} buffers" if a.get("buffering") else ""
-            add_row(table, "", "", Text(f"{fmt_bytes(a['size_bytes'])}: {what}{window}{buffers}", style="dim"))
+        add_row(table, Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.code, f.message)
+        for line in allocation_lines(f):
+            add_row(table, "", "", line)
     return table
+
+
+def allocation_lines(f: Finding, limit: int = 5) -> list[Text]:
+    """A VMEM out-of-memory compile's largest allocations, as the compiler listed them."""
+    allocations = ((f.data or {}).get("allocations") or []) if f.code == "compile-vmem-oom" else []
+    lines = []
+    for a in allocations[:limit]:
+        what = " ".join(str(x) for x in (a.get("role") or "allocation", a.get("operand_index")) if x is not None)
+        window = f", window {a['window_shape']}" if a.get("window_shape") else ""
+        buffers = f" x {a['buffering']} buffers" if a.get("buffering") else ""
+        lines.append(Text(f"{fmt_bytes(a.get('size_bytes'))}: {what}{window}{buffers}", style="dim"))
+    return lines

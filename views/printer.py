@@ -196,7 +196,7 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
     return Panel(Group(*parts), title=Text.assemble((t.spec, "bold"), f" on {report.chip.name}"), expand=False)
 
 
-def _stage_text(report: Report, view: str) -> str:
+def stage_text(report: Report, view: str) -> str:
     s = report.stages
     if view == "hlo":
         if s.hlo is None:
@@ -226,7 +226,7 @@ def print_view(report: Report, view: str, console: Console, sort: str = "order",
         else:
             print_fitting(console, fusions_view(report.fusions, sort, top))
         return
-    text = _stage_text(report, view)
+    text = stage_text(report, view)
     if console.is_terminal and not console.no_color:
         console.print(IrHighlighter()(Text(text)))
     else:  # plain and fast for pipes: no markup, no wrapping

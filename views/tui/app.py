@@ -1,19 +1,26 @@
-"""`inspector TARGET`: the terminal UI. It opens at once, compiles in a worker thread and renders
+"""`inspector TARGET`: the terminal UI. It opens at once, compiles in a worker process and renders
 the same Report the other verbs print. Everything slow (compile, diff, export) runs in workers;
-errors show in place."""
+errors show in place. A crash of the UI itself is one line on exit and a traceback in a log file."""
 from __future__ import annotations
+
+import sys
+import time
+import traceback
 
 from rich.text import Text
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Input, Static, TabbedContent, TabPane
 
 from ...chips import CHIPS
-from ...errors import InspectorError
+from ...errors import EXIT_FINDINGS, InspectorError
+from ...findings import Finding
 from ...remote import Remote
 from ...session import Session
+from ...target import parse_value
 
+from ..printer import stage_text
 from .diff_tab import DiffTab
 from .fusions_tab import FusionsTab
 from .overview_tab import OverviewTab
@@ -21,9 +28,25 @@ from .pallas_tab import PallasTab
 from .screens import HelpScreen, ParamsScreen, TargetScreen
 from .stage_text import StageText
 
-TABS = ("overview", "jaxpr", "stablehlo", "hlo", "fusions", "pallas", "diff")
-TEXT_TABS = ("jaxpr", "stablehlo", "hlo")
+TABS = ("overview", "jaxpr", "stablehlo", "hlo", "fusions", "pallas", "diff", "mosaic")
+TEXT_TABS = ("jaxpr", "stablehlo", "hlo", "mosaic")
 TARGETS = [c.name for c in CHIPS if c.kind != "gpu" and c.name != "gpu"]
+
+
+class UICrash(InspectorError):
+    """The UI itself failed (a bug of ours): one line on exit; the traceback is in a log file."""
+
+    exit_code = EXIT_FINDINGS
+
+
+def crash_log_path():
+    from ...compile_cache import cache_dir
+
+    return cache_dir() / "tui-crash.log"
+
+
+def chip_on_command_line(argv: list[str]) -> bool:
+    return any(a == "--target" or a.startswith("--target=") for a in argv)
 
 
 def _message(err: BaseException) -> str:
@@ -37,12 +60,13 @@ class InspectorApp(App):
     TITLE = "inspector"
     AUTO_FOCUS = "#findings"
     BINDINGS = [
-        *(Binding(str(i + 1), f"tab('{t}')", t, show=i < 7) for i, t in enumerate(TABS)),
+        *(Binding(str(i + 1), f"tab('{t}')", t, show=False) for i, t in enumerate(TABS)),
         Binding("slash", "search", "search"),
         Binding("n", "find(True)", "next", show=False),
         Binding("N", "find(False)", "previous", show=False),
         Binding("l", "link", "link", show=False),
         Binding("s", "sort", "sort", show=False),
+        Binding("b", "back", "back", show=False),
         Binding("d", "diff", "diff"),
         Binding("t", "target", "target"),
         Binding("x", "params", "params"),
@@ -53,31 +77,77 @@ class InspectorApp(App):
         Binding("q", "quit", "quit"),
     ]
 
-    def __init__(self, session: Session, watch: bool = False):
+    def __init__(self, session: Session, watch: bool = False, choose_chip: bool = False):
+        """``choose_chip``: the user named no chip, so open on the one the file suggests (a TPU
+        for Pallas TPU kernels, or the last one used for the file)."""
         super().__init__()
+        if choose_chip:
+            session = session.with_chip(session.suggested_chip())
         self.session = session
         self.watch_file = watch
         self.report = None
         self.diff_verdict: str | None = None
         self.last_search = ""
+        self.crash: tuple[BaseException, str] | None = None
         self._mtime = None
+        self._generation = 0  # bumped by every load: results of an older one are dropped
+        self._loading = False
+        self._back: tuple[str, int] | None = None  # (tab, finding row) to return to after a jump
+        self._pending_status: str | None = None  # shown when the jump's selection event arrives
         self.remote = Remote()  # the core runs in a child process: the UI keeps the GIL to itself
+
+    # ------------------------------------------------------------------ running and crashing
+
+    def run(self, *args, **kwargs):
+        """As App.run; when the user gave no --target the file picks the chip. If the UI itself
+        crashed, raise one line (the CLI prints it and exits non-zero); the traceback is in a log."""
+        if not chip_on_command_line(sys.argv[1:]) and self.session.chip == "cpu":
+            self.session = self.session.with_chip(self.session.suggested_chip())
+        result = super().run(*args, **kwargs)
+        if self.crash is not None:
+            error, where = self.crash
+            raise UICrash(f"the terminal UI crashed: {type(error).__name__}: {error} (traceback in {where})") from error
+        return result
+
+    def _handle_exception(self, error: Exception) -> None:  # Textual's hook (pinned textual 8)
+        """Instead of ~1,800 lines of rich traceback over the terminal: write it to a log file,
+        stop the worker, exit with a non-zero code; run() turns it into one line."""
+        cause = getattr(error, "error", None) if type(error).__name__ == "WorkerFailed" else None
+        cause = cause if isinstance(cause, BaseException) else error  # a worker's error: its own traceback
+        where = crash_log_path()
+        try:
+            where.parent.mkdir(parents=True, exist_ok=True)
+            with open(where, "a") as log:
+                log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} inspector {' '.join(sys.argv[1:])}\n")
+                log.write("".join(traceback.format_exception(cause)))
+            where = str(where)
+        except OSError as err:
+            where = f"nowhere: could not write {where}: {err}"
+        if self.crash is None:
+            self.crash = (cause, where)
+        self._return_code = 1
+        if self._exception is None:  # what run_test re-raises, so tests still see the error
+            self._exception = error
+            self._exception_event.set()
+        self._close_messages_no_wait()
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Input(placeholder="search (Enter finds, n / N next / previous, Esc closes)", id="search")
         with TabbedContent(id="tabs", initial="overview"):
-            with TabPane("Overview", id="overview"):
+            with TabPane("1 Overview", id="overview"):
                 yield OverviewTab()
-            for stage, title in (("jaxpr", "Jaxpr"), ("stablehlo", "StableHLO"), ("hlo", "HLO")):
+            for stage, title in (("jaxpr", "2 Jaxpr"), ("stablehlo", "3 StableHLO"), ("hlo", "4 HLO")):
                 with TabPane(title, id=stage):
                     yield StageText(stage)
-            with TabPane("Fusions", id="fusions"):
+            with TabPane("5 Fusions", id="fusions"):
                 yield FusionsTab()
-            with TabPane("Pallas", id="pallas"):
+            with TabPane("6 Pallas", id="pallas"):
                 yield PallasTab()
-            with TabPane("Diff", id="diff"):
+            with TabPane("7 Diff", id="diff"):
                 yield DiffTab()
+            with TabPane("8 Mosaic", id="mosaic"):
+                yield StageText("mosaic")
         yield Static("", id="status")
         yield Footer()
 
@@ -88,26 +158,64 @@ class InspectorApp(App):
         if self.watch_file:
             self.set_interval(1.0, self._check_file)
 
+    def get_system_commands(self, screen):
+        """The palette (ctrl+p) offers the app's own commands beside Textual's (themes among them)."""
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Target chip", "compile for another chip (t)", self.action_target)
+        yield SystemCommand("Parameters", "edit the static parameters, --set (x)", self.action_params)
+        yield SystemCommand("Export", "write the kernel graph (SVG) and the report (JSON) here (e)", self.action_export)
+        yield SystemCommand("Run the diff", "run the function against its reference (d)", self.action_diff)
+        yield SystemCommand("Reload", "reload the file and re-analyse (r)", self.action_reload)
+        yield SystemCommand("Keys", "every key (?)", self.action_help)
+
     # ------------------------------------------------------------------ loading
 
     def status(self, text: str, style: str = "") -> None:
         self.query_one("#status", Static).update(Text(text, style=style))
 
-    @work(thread=True, exclusive=True, group="load")
     def load(self, fresh: bool = False) -> None:
-        self.call_from_thread(self.status, f"compiling {self.session.spec} for {self.session.chip}…", "yellow")
-        try:
-            report = self.remote.call(self.session, "report", fresh)
-        except Exception as err:  # a failure is shown where the report would be
-            self.call_from_thread(self._failed, _message(err))
-            return
-        self.call_from_thread(self._show, report)
+        """(Re)analyse for the current session. A compile still running for an older request is
+        cancelled first, and nothing of the old target stays on screen."""
+        if self._loading:
+            self.remote.cancel()
+        self._generation += 1
+        self._loading = True
+        self.report = None
+        self._back = None
+        self.sub_title = f"{self.session.spec} on {self.session.chip}"
+        self._reset_views(f"compiling {self.session.spec} for {self.session.chip}… (Esc cancels)")
+        self.status(f"compiling {self.session.spec} for {self.session.chip}…", "yellow")
+        self._load(self._generation, self.session, fresh)
 
-    def _failed(self, message: str) -> None:
+    @work(thread=True, group="load")
+    def _load(self, generation: int, session: Session, fresh: bool) -> None:
+        try:
+            report = self.remote.call(session, "report", fresh)
+        except Exception as err:  # a failure is shown where the report would be
+            self.call_from_thread(self._failed, generation, _message(err))
+            return
+        self.call_from_thread(self._show, generation, report)
+
+    def _reset_views(self, message: str) -> None:
+        self.query_one(OverviewTab).reset(message)
+        for text in self.query(StageText):
+            text.show("")
+        self.query_one(FusionsTab).show(None, "compiling…")
+        self.query_one(PallasTab).show([])
+        self.diff_verdict = None
+        self.query_one(DiffTab).reset()
+
+    def _failed(self, generation: int, message: str) -> None:
+        if generation != self._generation:
+            return  # an older request, cancelled: its error is no news
+        self._loading = False
         self.query_one(OverviewTab).show_error(message)
         self.status(message, "bold red")
 
-    def _show(self, report) -> None:
+    def _show(self, generation: int, report) -> None:
+        if generation != self._generation:
+            return  # a result for a target or parameters no longer asked for
+        self._loading = False
         self.report = report
         self.sub_title = f"{self.session.spec} on {report.chip.name}"
         self.query_one(OverviewTab).show(report, self.diff_verdict)
@@ -117,11 +225,32 @@ class InspectorApp(App):
         self.query_one("#text-stablehlo", StageText).show(s.stablehlo or "")
         why = s.compile_error.headline if s.compile_error else "not compiled"
         self.query_one("#text-hlo", StageText).show(s.hlo or f"// no optimized HLO: {why}", frames)
+        self.query_one("#text-mosaic", StageText).show(stage_text(report, "mosaic"))
         self.query_one(FusionsTab).show(report.fusions, why)
-        self.query_one(PallasTab).show(report.pallas)
+        self.query_one(PallasTab).show(report.pallas, self._compiler_vmem(report))
         errors = sum(f.severity == "error" for f in report.findings)
         self.status(f"{report.chip.name}: {len(report.findings)} findings ({errors} errors); ? for keys",
                     "bold red" if errors else "green")
+
+    @staticmethod
+    def _compiler_vmem(report) -> dict[str, dict[str, int]]:
+        """Per Pallas kernel, the compiler's own VMEM figure on this chip: the scoped VMEM its
+        custom call uses, or what it needed when the compile ran out."""
+        found: dict[str, dict[str, int]] = {}
+        chip = report.chip.name
+        names = [k.call.name for k in report.pallas or []]
+        for kernel in report.fusions.kernels if report.fusions else []:
+            if kernel.compiler_scoped_vmem_bytes and kernel.kind.startswith("custom-call"):
+                for name in names:
+                    if name in (kernel.op_name or "") or kernel.name.startswith(name):
+                        figures = found.setdefault(name, {})
+                        figures[chip] = max(figures.get(chip, 0), kernel.compiler_scoped_vmem_bytes)
+        error = report.stages.compile_error
+        if error is not None and error.vmem is not None:
+            for name in names:
+                if error.vmem.kernel is None or error.vmem.kernel.startswith(name) or name in (error.vmem.op_name or ""):
+                    found.setdefault(name, {})[chip] = error.vmem.used_bytes
+        return found
 
     def _check_file(self) -> None:
         path = self.session.source_file()
@@ -129,8 +258,8 @@ class InspectorApp(App):
             return
         mtime = path.stat().st_mtime
         if self._mtime is not None and mtime != self._mtime:
-            self.status(f"{path} changed: re-analysing…", "yellow")
             self.load(fresh=True)
+            self.status(f"{path} changed: re-analysing…", "yellow")
         self._mtime = mtime
 
     # ------------------------------------------------------------------ actions
@@ -153,6 +282,9 @@ class InspectorApp(App):
         return self.query_one(f"#text-{active}", StageText) if active in TEXT_TABS else None
 
     def action_search(self) -> None:
+        if self._active_text() is None:
+            self.status("/ searches the text tabs (2 Jaxpr, 3 StableHLO, 4 HLO, 8 Mosaic)", "yellow")
+            return
         search = self.query_one("#search", Input)
         search.display = True
         search.focus()
@@ -169,15 +301,23 @@ class InspectorApp(App):
         if text is None or not self.last_search:
             return
         found = text.find(self.last_search, forward)
-        self.status(f"/{self.last_search}: " + ("found" if found else "not found"), "" if found else "yellow")
+        if found:
+            self.status(f"/{self.last_search}: match {found[0]:,} of {found[1]:,} (n next, N previous)")
+        else:
+            self.status(f"/{self.last_search}: not found in {text.stage}", "yellow")
         text.focus()
 
     def on_text_area_selection_changed(self, event) -> None:
         text = event.text_area
-        if isinstance(text, StageText):
+        if self._pending_status is not None:  # a jump (l, Enter on a finding) said where it went
+            self.status(self._pending_status)
+            self._pending_status = None
+            return
+        if isinstance(text, StageText) and text.stage != "mosaic":
             source = text.source_of(text.cursor_location[0])
             if source:
-                others = [f"{t.stage} {len(t.rows_with_source(source))}" for t in self.query(StageText) if t is not text]
+                others = [f"{t.stage} {len(t.rows_with_source(source))}" for t in self.query(StageText)
+                          if t is not text and t.stage != "mosaic"]
                 self.status(f"{text.stage} line {text.cursor_location[0] + 1} comes from {source}; lines from it: "
                             f"{', '.join(others)} (l jumps there)")
 
@@ -190,22 +330,61 @@ class InspectorApp(App):
         if not source:
             self.status("this line has no source location", "yellow")
             return
-        order = [t for t in TEXT_TABS if t != text.stage] + [text.stage]
+        stages = ("jaxpr", "stablehlo", "hlo")
+        order = [t for t in stages if t != text.stage] + [text.stage]
         for stage in order:
             rows = self.query_one(f"#text-{stage}", StageText).rows_with_source(source)
             if rows:
                 self.action_tab(stage)
                 target = self.query_one(f"#text-{stage}", StageText)
+                self._pending_status = f"{stage} line {rows[0] + 1}: from {source}"
                 target.go_to_row(rows[0])
                 target.focus()
-                self.status(f"{stage} line {rows[0] + 1}: from {source}")
+                self.status(self._pending_status)
                 return
         self.status(f"no other stage has a line from {source}", "yellow")
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "findings" and self.report is not None:
-            finding = self.report.findings[int(event.row_key.value)]
-            self.action_tab(finding.view if finding.view in TABS else "overview")
+            row = int(event.row_key.value)
+            self.show_evidence(self.query_one(OverviewTab).findings[row], row)
+
+    def show_evidence(self, finding: Finding, row: int | None = None) -> None:
+        """Enter on a finding: its view, at the thing it names (Pallas: the kernel, grid step and
+        operand; Fusions: the kernel; HLO: the line). b comes back."""
+        view = finding.view if finding.view in TABS else "overview"
+        kernels = [k.call.name for k in (self.report.pallas or [])] if self.report else []
+        if view == "overview" and finding.kernel and any(finding.kernel.startswith(n) for n in kernels):
+            view = "pallas"  # a compile that ran out of VMEM in a Pallas kernel: its budget is there
+        if view == "overview":
+            self.status(f"{finding.code}: the evidence is the message itself (below the table)")
+            return
+        self._back = ("overview", row or 0)
+        self.action_tab(view)
+        where = ""
+        if view == "pallas":
+            where = self.query_one(PallasTab).show_finding(finding)
+        elif view == "fusions" and finding.kernel:
+            where = self.query_one(FusionsTab).select_kernel(finding.kernel)
+        elif view in TEXT_TABS:
+            text = self.query_one(f"#text-{view}", StageText)
+            needle = finding.kernel or ("custom-call" if finding.code == "pallas-interpreted" else "")
+            hits = text.matches(needle) if needle else []
+            if hits:
+                where = f"line {hits[0][0] + 1}"
+                self._pending_status = f"{finding.code}: {view} {where} (b goes back)"
+                text.go_to_row(hits[0][0])
+        self.status(f"{finding.code}: {where or view} (b goes back)")
+
+    def action_back(self) -> None:
+        if self._back is None:
+            return
+        tab, row = self._back
+        self._back = None
+        self.action_tab(tab)
+        table = self.query_one("#findings", DataTable)
+        if row < table.row_count:
+            table.move_cursor(row=row)
 
     def action_sort(self) -> None:
         if self.query_one(TabbedContent).active == "fusions":
@@ -214,50 +393,56 @@ class InspectorApp(App):
     def action_diff(self) -> None:
         self.action_tab("diff")
         self.query_one(DiffTab).running()
-        self.run_diff()
+        self.run_diff(self._generation, self.session)
 
     @work(thread=True, exclusive=True, group="diff")
-    def run_diff(self) -> None:
+    def run_diff(self, generation: int, session: Session) -> None:
         try:
-            result = self.remote.call(self.session, "diff")
+            result = self.remote.call(session, "diff")
         except Exception as err:
-            self.call_from_thread(self.query_one(DiffTab).show_error, _message(err))
+            if generation == self._generation:
+                self.call_from_thread(self.query_one(DiffTab).show_error, _message(err))
             return
-        self.call_from_thread(self._show_diff, result)
+        if generation == self._generation:
+            self.call_from_thread(self._show_diff, result)
 
     def _show_diff(self, result) -> None:
         self.query_one(DiffTab).show(result)
         self.diff_verdict = "ok" if result.ok else "WRONG (see the Diff tab)"
-        if self.report is not None:
-            self.query_one(OverviewTab).show(self.report, self.diff_verdict)
+        self.query_one(OverviewTab).show_diff(self.diff_verdict)
 
     def action_target(self) -> None:
         def chosen(chip: str | None) -> None:
             if chip and chip != self.session.chip:
                 self.session = self.session.with_chip(chip)
+                self.session.remember_chip()
                 self.load()
 
         self.push_screen(TargetScreen(TARGETS, self.session.chip), chosen)
 
     def action_params(self) -> None:
         if self.report is None:
+            self.status("the parameters can be edited once the analysis is done (the function's own are known then)",
+                        "yellow")
             return
+        signature = self.session.keyword_params()
 
         def chosen(params: dict | None) -> None:
             if params:
                 self.session = self.session.with_params(params)
                 self.load()
 
-        self.push_screen(ParamsScreen(self.report.target.params, self.report.target.param_choices), chosen)
+        self.push_screen(ParamsScreen(self.report.target.params, self.report.target.param_choices,
+                                      signature[0] if signature else None, parse_value), chosen)
 
     def action_export(self) -> None:
         if self.report is not None:
-            self.export()
+            self.export(self.report)
 
     @work(thread=True, group="export")
-    def export(self) -> None:
+    def export(self, report) -> None:
         try:
-            written = self.session.export(self.report)
+            written = self.session.export(report)
         except Exception as err:
             self.call_from_thread(self.notify, _message(err), severity="error")
             return
@@ -272,9 +457,17 @@ class InspectorApp(App):
             search.display = False
             self._focus_tab(self.query_one(TabbedContent).active)
             return
-        self.workers.cancel_group(self, "load")
-        self.workers.cancel_group(self, "diff")
+        if self.query_one(PallasTab).close_goto():
+            return
+        if not self.remote.busy:
+            self.status("nothing is running (Esc cancels a compile or a diff in flight)")
+            return
+        self._generation += 1  # whatever comes back now is dropped
+        self._loading = False
         self.remote.cancel()
+        if self.report is None:
+            self.query_one(OverviewTab).show_error("cancelled: the compile was stopped (r starts it again)")
+        self.query_one(DiffTab).reset()
         self.status("cancelled: the compile was stopped (r starts it again)", "yellow")
 
     def action_help(self) -> None:

@@ -10,9 +10,15 @@ from ...diff import DiffResult
 from ..diff import diff_view
 
 
+IDLE = "press d to run the function and its reference and compare them"
+
+
 class DiffTab(VerticalScroll):
     def compose(self):
-        yield Static(Text("press d to run the function and its reference and compare them"), id="diff-body")
+        yield Static(Text(IDLE), id="diff-body")
+
+    def reset(self) -> None:
+        self.query_one("#diff-body", Static).update(Text(IDLE))
 
     def running(self) -> None:
         self.query_one("#diff-body", Static).update(Text("running the kernel and the reference… (Esc cancels)"))

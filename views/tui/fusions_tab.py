@@ -38,6 +38,8 @@ class FusionsTab(Vertical):
         if analysis is None:
             summary.update(Text(f"no kernels: {why_not}", style="yellow"))
             self.query_one(DataTable).clear()
+            self.query_one("#fusions-kernel", Static).update("")
+            self.query_one("#fusions-intermediates", Static).update("")
             return
         summary.update(Text(f"{len(analysis.kernels)} kernels, HBM {fmt_bytes(analysis.totals['hbm_bytes'])}, sorted by "
                             f"{self.sort} (press s to change); {analysis.agreement.get('note')}"))
@@ -62,6 +64,21 @@ class FusionsTab(Vertical):
                           k.bound or "-", key=str(i))
         if kernels:
             self._detail(kernels[0][0])
+
+    def select_kernel(self, name: str) -> str:
+        """Put the cursor on the kernel called ``name`` (or whose name starts with it); says which."""
+        if self.analysis is None:
+            return ""
+        names = [k.name for k in self.analysis.kernels]
+        index = next((i for i, n in enumerate(names) if n == name), None)
+        if index is None:
+            index = next((i for i, n in enumerate(names) if n.startswith(name) or name.startswith(n)), None)
+        if index is None:
+            return f"no kernel named {name}"
+        table = self.query_one(DataTable)
+        table.move_cursor(row=table.get_row_index(str(index)))
+        self._detail(index)
+        return f"kernel {names[index]}"
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if self.analysis is not None and event.row_key is not None and event.row_key.value is not None:

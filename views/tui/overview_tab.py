@@ -1,35 +1,105 @@
-"""The overview tab: the function, inputs, target and key figures, and every finding, most
-severe first; Enter on a finding jumps to the tab that shows its evidence."""
+"""The overview tab: the function, inputs, target and key figures, the diff verdict, and every
+finding, most severe first, with the selected finding's whole message in a pane below; Enter on a
+finding jumps to its evidence."""
 from __future__ import annotations
 
+from rich.console import Group
 from rich.text import Text
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
+from ...findings import Finding
 from ...report import Report
 
-from ..cells import SEVERITY_STYLE
+from ..cells import SEVERITY_STYLE, allocation_lines
 from ..printer import overview
 
+PLACEHOLDER = "compiling… (the other tabs fill in when it is done; Esc cancels)"
 
-class OverviewTab(VerticalScroll):
+
+def first_line(message: str, width: int = 200) -> str:
+    line = message.splitlines()[0] if message else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def finding_detail(f: Finding):
+    """Everything a finding says: the whole message, the compiler's figures when it gave them
+    (the printer's findings table), and where its evidence is."""
+    where = ", ".join(f"{k} {v}" for k, v in (("kernel", f.kernel), ("operand", f.operand)) if v)
+    head = Text.assemble((f.severity, SEVERITY_STYLE.get(f.severity, "")), " ", (f.code, "bold"),
+                         f"  ({where})" if where else "")
+    body = Group(Text(f.message), *allocation_lines(f))
+    if f.view and f.view != "overview":
+        hint = Text(f"Enter: show the evidence ({f.view}); b comes back", style="dim")
+    elif f.kernel:
+        hint = Text(f"Enter: the kernel {f.kernel} where the Pallas tab has it; b comes back", style="dim")
+    else:
+        hint = Text("the evidence is the message itself", style="dim")
+    return Group(head, body, hint)
+
+
+class OverviewTab(Vertical):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.findings: list[Finding] = []
+
     def compose(self):
-        yield Static(Text("compiling… (the other tabs fill in when it is done; Esc cancels)"), id="overview-panel")
+        with VerticalScroll(id="overview-scroll"):
+            yield Static("", id="overview-diff")
+            yield Static(Text(PLACEHOLDER), id="overview-panel")
+        yield Static("", id="findings-title")
         yield DataTable(id="findings", cursor_type="row")
+        yield Static("", id="finding-detail")
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns("severity", "code", "message", "view")
+        self.query_one(DataTable).add_columns("severity", "code", "message")
+        self._show_findings([])
 
     def show(self, report: Report, diff_verdict: str | None = None) -> None:
-        panel = overview(report, timings=False, findings=False)
-        extra = Text(f"diff: {diff_verdict}") if diff_verdict else Text("diff: not run (press d)", style="dim")
-        self.query_one("#overview-panel", Static).update(panel)
+        self.query_one("#overview-panel", Static).update(overview(report, timings=False, findings=False))
+        self.show_diff(diff_verdict)
+        self._show_findings(report.findings)
+
+    def show_diff(self, verdict: str | None) -> None:
+        text = (Text.assemble(("diff: ", "bold"), (verdict, "bold red" if verdict.startswith("WRONG") else "green"))
+                if verdict else Text("diff: not run (press d to run the function against its reference)", style="dim"))
+        self.query_one("#overview-diff", Static).update(text)
+
+    def _show_findings(self, findings: list[Finding]) -> None:
+        self.findings = list(findings)
         table = self.query_one(DataTable)
         table.clear()
-        for i, f in enumerate(report.findings):
-            table.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.code, Text(f.message), f.view or "", key=str(i))
-        table.border_title = f"{len(report.findings)} findings (Enter jumps to the view)" if report.findings else "no findings"
-        self.query_one("#overview-panel", Static).border_subtitle = extra.plain
+        # the table fits the screen (no sideways scrolling): the whole message is in the pane below
+        codes = max((len(f.code) for f in self.findings), default=4)
+        width = max(20, (self.app.size.width or 100) - codes - 16)
+        for i, f in enumerate(self.findings):
+            table.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.code,
+                          first_line(f.message, width), key=str(i))
+        errors = sum(f.severity == "error" for f in self.findings)
+        title = (Text.assemble((f"{len(self.findings)} findings", "bold"), f" ({errors} errors)" if errors else "",
+                               "; Enter shows the evidence", style="")
+                 if self.findings else Text("no findings", style="green"))
+        self.query_one("#findings-title", Static).update(title)
+        table.display = bool(self.findings)
+        self.query_one("#finding-detail", Static).display = bool(self.findings)
+        if self.findings:
+            self.show_detail(0)
+
+    def show_detail(self, index: int) -> None:
+        if 0 <= index < len(self.findings):
+            self.query_one("#finding-detail", Static).update(finding_detail(self.findings[index]))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is not None and event.row_key.value is not None:
+            self.show_detail(int(event.row_key.value))
+
+    def reset(self, message: str = PLACEHOLDER) -> None:
+        """Before a new compile: nothing of the previous target stays on screen."""
+        self.query_one("#overview-panel", Static).update(Text(message))
+        self.query_one("#overview-diff", Static).update("")
+        self._show_findings([])
+        self.query_one("#findings-title", Static).update("")
 
     def show_error(self, message: str) -> None:
         self.query_one("#overview-panel", Static).update(Text(message, style="bold red"))
+

@@ -1,32 +1,38 @@
 """Modal screens: pick a target chip, edit the static parameters, the help."""
 from __future__ import annotations
 
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, Markdown, OptionList
+from textual.widgets import Input, Label, OptionList, Static
 
-HELP = """\
-# inspector: keys
+KEYS = [
+    ("1-8", "overview jaxpr StableHLO HLO fusions Pallas diff Mosaic"),
+    ("/  n  N", "search the text tabs; next, previous match"),
+    ("l", "the same source line in the other stages"),
+    ("Enter  b", "overview: show a finding's evidence; b comes back"),
+    ("s", "fusions: change the sort"),
+    ("← →  shift", "Pallas: step the grid (shift: by 10)"),
+    ("Home End g", "Pallas: first, last step; go to a step"),
+    ("[  ]  c", "Pallas: previous, next kernel; copy CostEstimate"),
+    ("d", "run the diff against the reference"),
+    ("t  x", "another target chip; edit the static parameters"),
+    ("e  r", "export SVG + JSON here; reload the file"),
+    ("Esc", "cancel the compile or diff in flight"),
+    ("ctrl+p", "command palette: chip, params, export, theme"),
+    ("?  q", "this help; quit"),
+]
 
-| key | does |
-|---|---|
-| `1`-`7` | overview, jaxpr, StableHLO, HLO, fusions, Pallas, diff |
-| `/` `n` `N` | search the text tabs: find, next, previous |
-| `l` | jump to the next line in the other stages from the same source line |
-| `s` | fusions: change the sort (order, HBM bytes, flops, time) |
-| `←` `→` (`shift` for 10) | Pallas: step through the grid |
-| `[` `]` | Pallas: previous / next kernel |
-| `d` | run the diff against the reference |
-| `t` | compile for another target (recompiles in the background) |
-| `x` | edit the static parameters (`--set`) and re-analyse |
-| `e` | export the kernel graph (SVG) and the report (JSON) to this folder |
-| `r` | reload the file and re-analyse |
-| `Esc` | cancel what is running |
-| `ctrl+p` | command palette (themes: dark and light) |
-| `?` | this help |
-| `q` | quit |
-"""
+
+def help_table() -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold cyan", no_wrap=True)
+    table.add_column()
+    for key, does in KEYS:
+        table.add_row(key, does)
+    return table
 
 
 class HelpScreen(ModalScreen):
@@ -34,7 +40,8 @@ class HelpScreen(ModalScreen):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
-            yield Markdown(HELP)
+            yield Static(Text("inspector: keys (Esc closes)", style="bold"))
+            yield Static(help_table())
 
 
 class TargetScreen(ModalScreen[str]):
@@ -46,31 +53,79 @@ class TargetScreen(ModalScreen[str]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="pick"):
-            yield Label(f"compile for which target? (now {self.current})")
+            yield Label(f"compile for which target? (now {self.current}; Enter picks, Esc cancels)")
             yield OptionList(*self.chips, id="chips")
 
     def on_mount(self) -> None:
-        self.query_one(OptionList).focus()
+        options = self.query_one(OptionList)
+        if self.current in self.chips:
+            options.highlighted = self.chips.index(self.current)
+        options.focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(self.chips[event.option_index])
 
 
+def _same_kind(value, like) -> bool:
+    """Whether a parsed --set value fits the kind of the current value or the default."""
+    if like is None or isinstance(like, str):
+        return True
+    if isinstance(like, bool):
+        return isinstance(value, bool)
+    if isinstance(like, int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(like, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return True
+
+
+def check_params(values: dict[str, str], current: dict, choices: dict, parse) -> tuple[dict, list[str], list[str]]:
+    """The changed parameters, parsed; errors (a value of the wrong kind); warnings (a value
+    INSPECT does not offer). ``parse`` turns text into a value the way --set does."""
+    changed, errors, warnings = {}, [], []
+    for name, text in values.items():
+        text = text.strip()
+        before = current.get(name)
+        if text == ("" if before is None else str(before)):
+            continue
+        if not text:
+            errors.append(f"{name}: give a value")
+            continue
+        value = parse(text)
+        like = before if before is not None else next(iter(choices.get(name) or []), None)
+        if not _same_kind(value, like):
+            errors.append(f"{name}={text}: expected {type(like).__name__} like {like!r}")
+            continue
+        offered = choices.get(name) or []
+        if offered and value not in offered:
+            warnings.append(f"{name}={text} is not one INSPECT offers ({', '.join(map(str, offered))})")
+        changed[name] = text
+    return changed, errors, warnings
+
+
 class ParamsScreen(ModalScreen[dict]):
+    """The function's static keyword parameters: those INSPECT gives and those its signature has
+    defaults for. A value of the wrong kind is refused here, not by a failed compile; one INSPECT
+    does not offer needs a second Enter."""
+
     BINDINGS = [("escape", "dismiss", "cancel")]
 
-    def __init__(self, params: dict, choices: dict):
+    def __init__(self, params: dict, choices: dict, signature: dict | None = None, parse=None):
         super().__init__()
-        self.params, self.choices = params, choices
+        self.params = {**(signature or {}), **params}
+        self.choices = choices
+        self.parse = parse or (lambda text: text)
+        self._warned: dict | None = None
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="pick"):
+        with VerticalScroll(id="pick"):
             yield Label("static parameters (Enter applies; Esc cancels)" if self.params else
                         "this function takes no static parameters (Esc closes)")
             for name, value in self.params.items():
                 options = ", ".join(map(str, self.choices.get(name, [])))
                 yield Label(f"{name}" + (f"  (INSPECT offers {options})" if options else ""))
-                yield Input(str(value), id=f"param-{name}")
+                yield Input("" if value is None else str(value), id=f"param-{name}")
+            yield Static("", id="params-problem")
 
     def on_mount(self) -> None:
         fields = self.query(Input)
@@ -78,4 +133,14 @@ class ParamsScreen(ModalScreen[dict]):
             fields.first().focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss({i.id.removeprefix("param-"): i.value for i in self.query(Input)})
+        values = {i.id.removeprefix("param-"): i.value for i in self.query(Input)}
+        changed, errors, warnings = check_params(values, self.params, self.choices, self.parse)
+        problem = self.query_one("#params-problem", Static)
+        if errors:
+            problem.update(Text("\n".join(errors), style="bold red"))
+            return
+        if warnings and self._warned != changed:
+            self._warned = changed
+            problem.update(Text("\n".join(warnings) + "\nEnter again to use it anyway", style="yellow"))
+            return
+        self.dismiss(changed)

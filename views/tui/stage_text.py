@@ -49,6 +49,7 @@ class StageText(TextArea):
         self.stage = stage
         self.frames: dict[int, str] = {}
         self._rows_by_source: dict[str, list[int]] | None = None  # built on first use, per text
+        self._matches: tuple[str, list[tuple[int, int]]] | None = None  # (needle, every match), per text
 
     def _build_highlight_map(self) -> None:  # Textual's hook (pinned textual 8): our rules, lazily
         self._line_cache.clear()
@@ -58,6 +59,7 @@ class StageText(TextArea):
         self.load_text(text)
         self.frames = frames or {}
         self._rows_by_source = None
+        self._matches = None
 
     def source_of(self, row: int) -> str | None:
         """The user's file:line behind a line of this stage, when the text says."""
@@ -81,26 +83,36 @@ class StageText(TextArea):
             self._rows_by_source = index
         return self._rows_by_source.get(source, [])
 
-    def find(self, needle: str, forward: bool = True) -> bool:
-        """Select the next (or previous) occurrence of ``needle`` after the cursor; wraps around."""
-        if not needle:
-            return False
-        lines = self.text.split("\n")
+    def matches(self, needle: str) -> list[tuple[int, int]]:
+        """Every (row, column) where ``needle`` starts, in order; kept for the last needle."""
+        if self._matches is None or self._matches[0] != needle:
+            found = []
+            if needle:
+                for r, line in enumerate(self.text.split("\n")):
+                    at = line.find(needle)
+                    while at >= 0:
+                        found.append((r, at))
+                        at = line.find(needle, at + 1)
+            self._matches = (needle, found)
+        return self._matches[1]
+
+    def find(self, needle: str, forward: bool = True) -> tuple[int, int] | None:
+        """Select the next (or previous) occurrence of ``needle`` after the cursor, wrapping
+        around; returns (which match, 1-based; how many) or None when there is none."""
+        import bisect
+
+        found = self.matches(needle)
+        if not found:
+            return None
         start, end = sorted((self.selection.start, self.selection.end))
-        row, col = end if forward else start
-        count = len(lines)
-        for step in range(count + 1):
-            r = (row + step) % count if forward else (row - step) % count
-            line = lines[r]
-            if forward:
-                at = line.find(needle, col if step == 0 else 0)
-            else:
-                at = line.rfind(needle, 0, col if step == 0 else len(line))
-            if at >= 0:
-                self.selection = Selection((r, at), (r, at + len(needle)))
-                self.scroll_cursor_visible(center=True)
-                return True
-        return False
+        if forward:
+            i = bisect.bisect_left(found, tuple(end)) % len(found)
+        else:
+            i = (bisect.bisect_left(found, tuple(start)) - 1) % len(found)
+        r, at = found[i]
+        self.selection = Selection((r, at), (r, at + len(needle)))
+        self.scroll_cursor_visible(center=True)
+        return i + 1, len(found)
 
     def go_to_row(self, row: int) -> None:
         self.selection = Selection((row, 0), (row, len(self.document.get_line(row))))
