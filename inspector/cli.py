@@ -111,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     tui = sub.add_parser("tui", help="the terminal UI (what `inspector TARGET` opens)", parents=common)
     _target_options(tui)
     tui.add_argument("--watch", action="store_true", help="re-analyse when the target file is saved")
+    tui.set_defaults(chip=None)  # no --target: the file suggests the chip
     chips = sub.add_parser("chips", help="list the hardware targets and their figures", parents=common)
     chips.add_argument("--json", action="store_true")
     cache = sub.add_parser("cache", help="where the compile cache is and its size; `cache clear` empties it", parents=common)
@@ -350,6 +351,8 @@ def _diff(opts) -> int:
 
 def _tui(opts) -> int:
     """The terminal UI; when stdout is not a terminal (a pipe, CI), the overview instead."""
+    choose_chip = opts.chip is None  # no --target: the file suggests one (a TPU for TPU kernels)
+    opts.chip = opts.chip or "cpu"
     if not sys.stdout.isatty() or opts.json:
         opts.view, opts.roofline, opts.sort, opts.top = "overview", None, "order", 40
         return _show(opts)
@@ -361,7 +364,7 @@ def _tui(opts) -> int:
 
     get_chip(opts.chip)  # a bad --target is a usage error before the screen opens
     session = Session(opts.target, opts.chip, opts.args, opts.ref, list(opts.set), cache_enabled() and not opts.no_cache)
-    InspectorApp(session, watch=opts.watch).run()
+    InspectorApp(session, watch=opts.watch, choose_chip=choose_chip).run()
     return EXIT_OK
 
 

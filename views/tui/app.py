@@ -45,10 +45,6 @@ def crash_log_path():
     return cache_dir() / "tui-crash.log"
 
 
-def chip_on_command_line(argv: list[str]) -> bool:
-    return any(a == "--target" or a.startswith("--target=") for a in argv)
-
-
 def _message(err: BaseException) -> str:
     if type(err).__name__ == "BrokenProcessPool":
         return "cancelled"
@@ -99,10 +95,8 @@ class InspectorApp(App):
     # ------------------------------------------------------------------ running and crashing
 
     def run(self, *args, **kwargs):
-        """As App.run; when the user gave no --target the file picks the chip. If the UI itself
-        crashed, raise one line (the CLI prints it and exits non-zero); the traceback is in a log."""
-        if not chip_on_command_line(sys.argv[1:]) and self.session.chip == "cpu":
-            self.session = self.session.with_chip(self.session.suggested_chip())
+        """As App.run. If the UI itself crashed, raise one line (the CLI prints it and exits
+        non-zero); the traceback is in a log."""
         result = super().run(*args, **kwargs)
         if self.crash is not None:
             error, where = self.crash
