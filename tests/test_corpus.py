@@ -140,3 +140,34 @@ def test_vmem_estimate_agrees_with_libtpu():
             disagree.append((r["target"], r["params"], r["chip"], r["estimate_bytes"], r["compiler_bytes"]))
     assert len(rows) >= 100
     assert 1 - len(disagree) / len(rows) >= 0.98, disagree
+
+
+def test_the_pallas_tab_shows_every_kernel_of_the_corpus():
+    """The TUI's Pallas tab (pilot) on each entry's report: drawn, stepped, every operand named."""
+    import asyncio
+
+    from test_tui import loaded, plain
+    from textual.widgets import TabbedContent
+
+    from inspector.session import Session
+    from inspector.views.tui.app import InspectorApp
+
+    reports = {e: report(e, "cpu") for e in ENTRIES if e not in NEEDS_DEVICES}
+
+    async def run():
+        app = InspectorApp(Session(f"{DATA}/funcs.py:matmul", "cpu"))
+        async with app.run_test(size=(160, 45)) as pilot:
+            await loaded(pilot)
+            for entry, r in reports.items():
+                app._show(app._generation, r)
+                app.action_tab("pallas")
+                await pilot.pause()
+                assert app.query_one(TabbedContent).active == "pallas"
+                head = plain(app, "#pallas-head")
+                assert r.pallas[0].call.name in head, (entry, head)
+                for key in ("right", "end", "home"):
+                    await pilot.press(key)
+                    await pilot.pause()
+                drawn = plain(app, "#pallas-grid")
+                assert "Traceback" not in drawn, entry
+    asyncio.run(run())
