@@ -124,8 +124,11 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     if pallas or fusions:
         kernels, unread = analyse_pallas(captured.program, *budget_chips(chip))
         findings += unread + [f for k in kernels for f in k.findings]
-    traffic = [(k.call.name, None, None, None) if k.walk.skipped else (k.call.name, k.walk.hbm_bytes_read, k.walk.hbm_bytes_written, k.flops)
-               for k in kernels or []]
+    # Kernels lower in program order, each as a custom call named as Mosaic was told (stages.mosaic)
+    names = ([m.name for m in stages.mosaic] if len(stages.mosaic) == len(kernels or [])
+             else [k.call.name for k in kernels or []])
+    traffic = [(name, None, None, None) if k.walk.skipped else (name, k.walk.hbm_bytes_read, k.walk.hbm_bytes_written, k.flops)
+               for name, k in zip(names, kernels or [])]
     analysis = None
     if fusions and stages.hlo:
         try:

@@ -396,10 +396,9 @@ def _pair_walks(kernels: list[Kernel], traffic: list) -> list[tuple[Kernel, tupl
         if match is not None:
             used.add(id(match))
             pairs.append((match, figures))
-    if not pairs:
-        pallas = [k for k in kernels if k.kind == "custom-call:pallas"]
-        if len(pallas) == len(traffic):
-            pairs = [(k, figures) for k, (_, *figures) in zip(pallas, traffic)]
+    if not pairs:  # no names to go by: in program order, when the counts agree
+        if len(mosaic) == len(traffic):
+            pairs = [(k, figures) for k, (_, *figures) in zip(mosaic, traffic)]
     return [(k, tuple(f)) for k, f in pairs if f[0] is not None]
 
 
