@@ -81,18 +81,16 @@ def _normalise(argv: list[str]) -> list[str]:
 
 def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool, pallas: bool = False):
     """Load the target, capture its stages and gather the Report: the one path every verb takes."""
-    from .backends import Backend
     from .chips import get_chip
-    from .report import build_report
-    from .stages import cache_enabled, capture
+    from .report import make_report
+    from .stages import cache_enabled
     from .target import load_target
 
     chip = get_chip(opts.chip)
     roofline = get_chip(opts.roofline) if getattr(opts, "roofline", None) else None
     target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
-    captured = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text,
-                     use_cache=cache_enabled() and not opts.no_cache)
-    return build_report(target, chip, captured, fusions=fusions, pallas=pallas, roofline_chip=roofline)
+    return make_report(target, chip, compile=compile, jaxpr_text=jaxpr_text, fusions=fusions, pallas=pallas,
+                       roofline_chip=roofline, use_cache=cache_enabled() and not opts.no_cache)
 
 
 def _show(opts) -> int:
@@ -114,7 +112,6 @@ def _export(opts) -> int:
 
     from .atomic import write_atomic
     from .hlo.graph import build_dot, render_svg
-    from .units import fmt_bytes, fmt_time
 
     if not (opts.svg or opts.dot or opts.json_path):
         raise InspectorError("export needs at least one of --svg PATH, --dot PATH, --json PATH")
@@ -131,11 +128,7 @@ def _export(opts) -> int:
         reason = report.stages.compile_error.headline if report.stages.compile_error else "not compiled"
         raise InspectorError(f"no kernel graph: {reason}")
     if opts.svg or opts.dot:
-        a = report.fusions
-        hbm = a.totals["hbm_bytes"]
-        title = (f"{report.target.spec} on {report.chip.name}: {len(a.kernels)} kernels, HBM {fmt_bytes(hbm)}"
-                 + (f", roofline {fmt_time(a.totals['roofline_s'])} on {a.chip}" if a.totals.get("roofline_s") else ""))
-        graph, summary = build_dot(a, title, max_nodes=opts.max_nodes, expand=tuple(opts.expand))
+        graph, summary = build_dot(report.fusions, report.graph_title(), max_nodes=opts.max_nodes, expand=tuple(opts.expand))
         what = f"{summary.nodes} nodes" + (f", {len(summary.collapsed)} scopes collapsed (--expand SCOPE to open one)" if summary.collapsed else "")
         if opts.dot:
             written.append(f"{write_atomic(opts.dot, graph.source)} ({what})")
