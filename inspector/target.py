@@ -303,7 +303,8 @@ def callable_target(fn: Callable, args: tuple, kwargs: dict, *, params: dict | N
     name = getattr(fn, "__name__", None) or getattr(inner, "__name__", None) or type(fn).__name__
     qualname = getattr(inner, "__qualname__", name)
     code = getattr(inner, "__code__", None)
-    file = code.co_filename if code is not None and not code.co_filename.startswith("<") else None
+    # a notebook cell's code names a file that need not exist: then the function is module:qualname
+    file = code.co_filename if code is not None and os.path.isfile(code.co_filename) else None
     spec = f"{short_path(file)}:{qualname}" if file else f"{getattr(inner, '__module__', None) or '__main__'}:{qualname}"
     sig = _signature(fn)
     params = dict(params or {})
@@ -315,9 +316,7 @@ def callable_target(fn: Callable, args: tuple, kwargs: dict, *, params: dict | N
                          f"\"f32[8,128] f32[8,128]\" after the function")
     _check_arity(sig, tuple(args), dict(kwargs), params, spec)
     names = [p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] if sig else []
-    source_hash = ""
-    if file and os.path.exists(file):
-        source_hash = hashlib.sha256(Path(file).read_bytes()).hexdigest()
+    source_hash = hashlib.sha256(Path(file).read_bytes()).hexdigest() if file else ""
     return Target(
         spec=spec, name=name, fn=fn, file=file, line=code.co_firstlineno if code is not None else None,
         args=tuple(args), kwargs=dict(kwargs), params=params, param_choices={k: [v] for k, v in params.items()},
