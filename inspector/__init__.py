@@ -1,3 +1,69 @@
-"""A compilation-pipeline inspector for JAX functions and Pallas kernels (the core, no UI)."""
+"""A compilation-pipeline inspector for JAX functions and Pallas kernels.
+
+The Python API (notebooks and scripts)::
+
+    import inspector
+    report = inspector.inspect(f, jax.ShapeDtypeStruct((8, 128), jnp.float32))   # or "file.py:func"
+    report.fusions.totals["hbm_bytes"], report.findings, report.pallas, report.stages.hlo
+    inspector.check("samples/matmul.py:tiled", targets=["tpu-v5e", "tpu-v6e"]).ok
+    inspector.diff(kernel, reference, x, y).ok
+
+``import inspector`` sets, where unset, the variables that keep libtpu quiet and shareable and
+jax's local backend off a TPU probe (``inspector.environment``). Import it before jax for all of
+them to apply. Imported after jax, it still sets the libtpu ones (libtpu reads them when it
+loads) and, if jax has not started a backend and nobody chose ``JAX_PLATFORMS``, sets
+``jax_platforms`` through ``jax.config``; once jax has started its backends they are left as
+they are (``inspector.environment.import_state`` says which case held). Nothing prints: the
+functions return data (a Report, CheckResult or DiffResult, shown as HTML in Jupyter), raise an
+``InspectorError`` for bad input, and keep jax's logs and warnings quiet while they run.
+"""
+from __future__ import annotations
+
+import sys as _sys
+import types as _types
+from typing import TYPE_CHECKING
+
+from . import environment as _environment
 
 __version__ = "0.1.0"
+
+_environment.prepare_on_import()
+
+_API = ("inspect", "check", "diff")
+
+
+class _Package(_types.ModuleType):
+    """``inspector.diff`` is a function and a subpackage: Python binds a subpackage to its parent's
+    attribute when it is first imported, which would replace the function; the API's names stay."""
+
+    def __setattr__(self, name, value):
+        if name in _API and isinstance(value, _types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package
+
+from .api import check, diff, inspect  # noqa: E402  (after the environment is prepared)
+from .errors import InspectorError, TargetFailure, UsageError  # noqa: E402
+
+if TYPE_CHECKING:
+    from .diff.result import DiffResult
+    from .pallas.check import CheckResult
+    from .report import Report
+
+_LAZY = {"Report": ("report", "Report"), "CheckResult": ("pallas.check", "CheckResult"),
+         "DiffResult": ("diff.result", "DiffResult")}
+
+
+def __getattr__(name: str):  # the result types, without loading the analyses at import
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(f".{module}", __name__), attr)
+    raise AttributeError(f"module 'inspector' has no attribute {name!r}")
+
+
+__all__ = ["CheckResult", "DiffResult", "InspectorError", "Report", "TargetFailure", "UsageError", "check", "diff",
+           "inspect"]

@@ -9,7 +9,7 @@ import contextlib
 import functools
 import importlib.util
 
-from .chips import Chip
+from .chips import CHIPS, Chip, get_chip
 from .errors import UsageError
 
 
@@ -74,3 +74,21 @@ class Backend:
             return contextlib.nullcontext()
         import jax
         return jax.set_mesh(self.mesh)
+
+
+def local_chip() -> Chip:
+    """``local``: the chip of jax's default backend here (cpu, gpu, or the TPU attached)."""
+    import jax
+
+    platform = jax.default_backend()
+    if platform == "cpu":
+        return get_chip("cpu")
+    if platform in ("gpu", "cuda", "rocm"):
+        return get_chip("gpu")
+    if platform == "tpu":
+        kind = jax.devices()[0].device_kind
+        chip = next((c for c in CHIPS if c.is_tpu and c.device_kind == kind), None)
+        if chip is not None:
+            return chip
+        raise UsageError(f"the local TPU is a {kind!r}, which the chip table does not know (see `inspector chips`)")
+    raise UsageError(f"jax's default backend here is {platform!r}, which the inspector cannot compile for: use cpu or a TPU target")

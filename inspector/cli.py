@@ -157,19 +157,17 @@ def _use_cache(opts):
 
 def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool, pallas: bool = False):
     """Load the target, capture its stages and gather the Report: the one path every verb takes."""
-    from .backends import Backend
     from .chips import get_chip
-    from .report import build_report
-    from .stages import capture
+    from .report import make_report
     from .target import load_target
 
     chip = get_chip(opts.chip)
     roofline = get_chip(opts.roofline) if getattr(opts, "roofline", None) else None
     target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
-        captured = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text, use_cache=_use_cache(opts))
-        report = build_report(target, chip, captured, fusions=fusions, pallas=pallas, roofline_chip=roofline)
-    captured.stages.op_counts  # counted here, where the stages were made, not in the process that renders
+        report = make_report(target, chip, compile=compile, jaxpr_text=jaxpr_text, fusions=fusions, pallas=pallas,
+                             roofline_chip=roofline, use_cache=_use_cache(opts))
+    report.stages.op_counts  # counted here, where the stages were made, not in the process that renders
     return report
 
 
@@ -276,7 +274,6 @@ def _export(opts) -> int:
 
     from .atomic import write_atomic
     from .hlo.graph import build_dot, render_svg
-    from .units import fmt_bytes, fmt_time
 
     if not (opts.svg or opts.dot or opts.json_path):
         raise UsageError("export needs at least one of --svg PATH, --dot PATH, --json PATH")
@@ -295,11 +292,7 @@ def _export(opts) -> int:
         failure = TargetFailure(f"no kernel graph, so no {' or '.join(f for f, p in (('SVG', opts.svg), ('DOT', opts.dot)) if p)} "
                                 f"written: {reason}")
     elif opts.svg or opts.dot:
-        a = report.fusions
-        hbm = a.totals["hbm_bytes"]
-        title = (f"{report.target.spec} on {report.chip.name}: {len(a.kernels)} kernels, HBM {fmt_bytes(hbm)}"
-                 + (f", roofline {fmt_time(a.totals['roofline_s'])} on {a.chip}" if a.totals.get("roofline_s") else ""))
-        graph, summary = build_dot(a, title, max_nodes=opts.max_nodes, expand=tuple(opts.expand))
+        graph, summary = build_dot(report.fusions, report.graph_title(), max_nodes=opts.max_nodes, expand=tuple(opts.expand))
         what = f"{summary.nodes} nodes" + (f", {len(summary.collapsed)} scopes collapsed (--expand SCOPE to open one)" if summary.collapsed else "")
         if opts.dot:
             written.append(f"{write_atomic(opts.dot, graph.source)} ({what})")

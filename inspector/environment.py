@@ -4,21 +4,18 @@ libtpu prints start-up noise (TPU_WORKER_HOSTNAMES, InitGoogle) when it looks fo
 not there, and takes a lock file that stops two processes from loading it. On a machine with no
 TPU we set the variables that keep it quiet and shareable (facts.md section 1); where a TPU is
 attached, or the user set a variable, we leave it alone.
-
-libtpu also writes a log file under /tmp/tpu_logs on every run that loads it, and nothing removes
-them. Unless the user asks for logs (``--debug``, or their own ``TPU_LOG_DIR``), libtpu's log
-folder is a temporary one, removed when this process exits; the child processes that compile
-inherit it.
 """
 from __future__ import annotations
 
 import atexit
+import contextlib
 import glob
 import importlib.util
 import logging
 import os
 import shutil
 import tempfile
+import warnings
 
 _QUIET_LIBTPU = {
     "TPU_SKIP_MDS_QUERY": "1",
@@ -34,6 +31,23 @@ def tpu_attached() -> bool:
 
 def _cuda_plugin_installed() -> bool:
     return any(importlib.util.find_spec(m) for m in ("jax_cuda12_plugin", "jax_cuda13_plugin"))
+
+
+_QUIET_LOGS = {"TF_CPP_MIN_LOG_LEVEL": "3", "GLOG_minloglevel": "3"}
+_set_by_us: set[str] = set()  # the variables prepare() set itself (never the user's own)
+
+
+def _setdefault(key: str, value: str) -> None:
+    if key not in os.environ:
+        os.environ[key] = value
+        _set_by_us.add(key)
+
+
+def local_platforms() -> str:
+    """What jax's local backend should be where no TPU is attached: the CPU, plus CUDA where its
+    plugin and a GPU are there (else jax probes libtpu for a TPU, slowly and noisily)."""
+    gpu = os.path.exists("/dev/nvidiactl") and _cuda_plugin_installed()
+    return "cuda,cpu" if gpu else "cpu"
 
 
 _OWN_LOG_DIR: str | None = None
@@ -52,21 +66,78 @@ def _private_tpu_log_dir() -> None:
     atexit.register(shutil.rmtree, _OWN_LOG_DIR, ignore_errors=True)
 
 
-def prepare(debug: bool = False) -> None:
-    """Set the environment for a quiet jax; call before the first ``import jax``."""
-    if not debug:
+def prepare(debug: bool = False, *, jax_logs: bool = True) -> None:
+    """Set the environment for a quiet jax; call before the first ``import jax``. Only unset
+    variables are set. ``debug`` undoes the log quieting an earlier call (``import inspector``)
+    made, so ``--debug`` shows jax's and libtpu's logs; ``jax_logs`` also raises the jax logger
+    to CRITICAL for the whole process (the CLI; the Python API does it per call, see quiet())."""
+    if debug:
+        for key in _QUIET_LOGS:
+            if key in _set_by_us:
+                os.environ.pop(key, None)
+                _set_by_us.discard(key)
+        if logging.getLogger("jax").level == logging.CRITICAL:
+            logging.getLogger("jax").setLevel(logging.NOTSET)
+    else:
         _private_tpu_log_dir()
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-        os.environ.setdefault("GLOG_minloglevel", "3")
-        # CRITICAL, not ERROR: a kernel that raises inside interpret mode makes jax log the
-        # callback's whole traceback at ERROR; the diff reports it as a one-line finding instead.
-        logging.getLogger("jax").setLevel(logging.CRITICAL)
+        for key, value in _QUIET_LOGS.items():
+            _setdefault(key, value)
+        if jax_logs:
+            # CRITICAL, not ERROR: a kernel that raises inside interpret mode makes jax log the
+            # callback's whole traceback at ERROR; the diff reports it as a one-line finding instead.
+            logging.getLogger("jax").setLevel(logging.CRITICAL)
     if tpu_attached():
         return
     for key, value in _QUIET_LIBTPU.items():
-        os.environ.setdefault(key, value)
-    # Without a TPU, jax would still probe libtpu for a local backend (slow and noisy):
-    # the local backend is the CPU, plus CUDA where its plugin and a GPU are there.
-    if "JAX_PLATFORMS" not in os.environ:
-        gpu = os.path.exists("/dev/nvidiactl") and _cuda_plugin_installed()
-        os.environ["JAX_PLATFORMS"] = "cuda,cpu" if gpu else "cpu"
+        _setdefault(key, value)
+    _setdefault("JAX_PLATFORMS", local_platforms())
+
+
+def prepare_on_import() -> str:
+    """What ``import inspector`` does. Before jax is imported: prepare() (variables only; the jax
+    logger is left to the user). After: the libtpu variables still count (libtpu reads them when it
+    loads, at the first TPU-target compile), and where jax has not started a backend yet and nobody
+    chose its platforms, ``jax_platforms`` is set through jax.config as the variable would have;
+    once the user's jax has started its backends, they stay as they are. Returns which case held:
+    "before-jax", "jax-configured" or "jax-running"."""
+    global import_state
+    import sys
+
+    if "jax" not in sys.modules:
+        prepare(jax_logs=False)
+        import_state = "before-jax"
+        return import_state
+    user_platforms = "JAX_PLATFORMS" in os.environ
+    prepare(jax_logs=False)
+    from .jax_internals.runtime import backends_started
+
+    if backends_started():
+        import_state = "jax-running"
+        return import_state
+    import jax
+
+    if not user_platforms and not tpu_attached() and not jax.config.jax_platforms:
+        jax.config.update("jax_platforms", os.environ["JAX_PLATFORMS"])
+    import_state = "jax-configured"
+    return import_state
+
+
+import_state: str | None = None  # what prepare_on_import() found: "before-jax", "jax-configured" or "jax-running"
+
+
+@contextlib.contextmanager
+def quiet(debug: bool = False):
+    """Around one Python-API call: jax's logger at CRITICAL and Python warnings off (restored
+    after), so a notebook cell prints nothing the user did not ask for."""
+    if debug:
+        yield
+        return
+    logger = logging.getLogger("jax")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)

@@ -11,6 +11,7 @@ from .hlo.fusions import FusionAnalysis, analyse_fusions
 from .specs import hlo_type
 from .stages import STAGES, Capture, Stages
 from .target import Target, short_path
+from .units import fmt_bytes, fmt_time
 
 @dataclasses.dataclass
 class InputInfo:
@@ -32,7 +33,7 @@ class TargetInfo:
     reference: str | None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)
 class Report:
     """Everything the inspector found about one target on one chip: the stages, the kernels of
     the optimized HLO, every pallas_call and the findings. Every view renders this and nothing
@@ -49,6 +50,62 @@ class Report:
     @property
     def ok(self) -> bool:
         return not any(f.severity == "error" for f in self.findings)
+
+    def __repr__(self) -> str:  # the dataclass's would print every stage text
+        kernels = (f", {len(self.fusions.kernels)} kernels, HBM {fmt_bytes(self.fusions.totals['hbm_bytes'])}"
+                   if self.fusions else "")
+        pallas = f", {len(self.pallas)} pallas_call" if self.pallas else ""
+        return (f"<Report {self.target.spec} on {self.chip.name}{kernels}{pallas}, "
+                f"{len(self.findings)} findings, {'ok' if self.ok else 'errors'}>")
+
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display: the overview with findings, the fusions table, the Pallas
+        budgets and the kernel graph (rendered by inspector.views.html; rich loads only here)."""
+        from .views.html import report_html
+
+        return report_html(self)
+
+    def show(self, view: str = "overview", *, sort: str = "order", top: int = 40) -> None:
+        """Print one view as ``inspector show --view VIEW`` does (the only Report method that prints)."""
+        from .views.printer import make_console, print_view
+
+        print_view(self, view, make_console(), sort=sort, top=top)
+
+    def graph_title(self) -> str:
+        a = self.fusions
+        if a is None:
+            return f"{self.target.spec} on {self.chip.name}"
+        return (f"{self.target.spec} on {self.chip.name}: {len(a.kernels)} kernels, HBM {fmt_bytes(a.totals['hbm_bytes'])}"
+                + (f", roofline {fmt_time(a.totals['roofline_s'])} on {a.chip}" if a.totals.get("roofline_s") else ""))
+
+    def kernel_graph(self, *, max_nodes: int = 200, expand: tuple[str, ...] = ()):
+        """(graphviz.Digraph, GraphSummary) of the kernels; UsageError when there are none."""
+        from .errors import UsageError
+        from .hlo.graph import build_dot
+
+        if self.fusions is None:
+            reason = self.stages.compile_error.headline if self.stages.compile_error else "not compiled"
+            raise UsageError(f"no kernel graph: {reason}")
+        return build_dot(self.fusions, self.graph_title(), max_nodes=max_nodes, expand=tuple(expand))
+
+    def svg(self, *, max_nodes: int = 200, expand: tuple[str, ...] = ()) -> str:
+        """The kernel graph as SVG text (needs Graphviz's ``dot``; UsageError says how to get it)."""
+        from .hlo.graph import render_svg
+
+        graph, summary = self.kernel_graph(max_nodes=max_nodes, expand=expand)
+        return render_svg(graph, summary.nodes).decode()
+
+    def export_svg(self, path, *, max_nodes: int = 200, expand: tuple[str, ...] = ()):
+        """Write the kernel graph as SVG, whole or not at all (as ``inspector export --svg``); returns the path."""
+        from .atomic import write_atomic
+
+        return write_atomic(path, self.svg(max_nodes=max_nodes, expand=expand))
+
+    def to_json(self, texts: tuple[str, ...] = ("jaxpr", "stablehlo", "hlo", "mosaic"), indent: int | None = 2) -> str:
+        """The Report as JSON text (``inspector export --json`` writes the same, every stage text included)."""
+        import json
+
+        return json.dumps(self.to_dict(texts=texts), indent=indent, default=str)
 
     def to_dict(self, texts: tuple[str, ...] = ()) -> dict[str, Any]:
         """JSON-ready dict. Stage texts are large, so only those named in ``texts`` are included."""
@@ -138,3 +195,14 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
                                     f"{type(err).__name__}: {err}; the other views still hold", view="fusions",
                                     data={"what": "fusions", "why": str(err)}))
     return Report(info, _inputs(target), chip, stages, by_severity(findings), analysis, kernels if pallas else None)
+
+
+def make_report(target: Target, chip: Chip, *, compile: bool = True, jaxpr_text: bool = True, fusions: bool = True,
+                pallas: bool = True, roofline_chip: Chip | None = None, use_cache: bool = True, memo: bool = True) -> Report:
+    """Capture ``target``'s stages on ``chip`` and gather the Report: the one path the CLI's verbs
+    and the Python API take, so both give the same figures for the same target."""
+    from .backends import Backend
+    from .stages import capture
+
+    captured = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text, use_cache=use_cache, memo=memo)
+    return build_report(target, chip, captured, fusions=fusions, pallas=pallas, roofline_chip=roofline_chip)

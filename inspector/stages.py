@@ -178,22 +178,41 @@ def _compile(lowered, backend: Backend, use_cache: bool | str) -> tuple[dict, bo
 _MEMO: dict = {}
 
 
+class _Same:
+    """A memo-key part equal only to the very same object (two functions named alike are two
+    keys). It holds the object, so its id cannot be reused by another while the entry lives."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+
 def _memo_key(target: Target, backend: Backend, compile: bool, jaxpr_text: bool):
     def shapes(tree):
         import jax
         return tuple((str(getattr(x, "shape", x)), str(getattr(x, "dtype", ""))) for x in jax.tree.leaves(tree))
 
-    return (target.spec, target.source_hash, shapes(target.args), shapes(target.kwargs),
+    return (target.spec, _Same(target.fn), target.source_hash, shapes(target.args), shapes(target.kwargs),
             tuple(sorted((k, repr(v)) for k, v in target.params.items())), backend.chip.name, compile, jaxpr_text)
 
 
 def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_text: bool = True,
-            use_cache: bool = True) -> Capture:
-    """Every stage of ``target`` on ``backend``; compiles only when ``compile`` is set."""
+            use_cache: bool = True, memo: bool = True) -> Capture:
+    """Every stage of ``target`` on ``backend``; compiles only when ``compile`` is set. ``memo``:
+    reuse (and keep) this process's capture of the same function, inputs, params and backend; the
+    Python API traces afresh each call (a function may read globals changed since), and the on-disk
+    compile cache, keyed by the lowered module, still spares the compile."""
     tracing.exclude_own_frames()
-    memo = _memo_key(target, backend, compile, jaxpr_text)
-    if memo in _MEMO:
-        return _MEMO[memo]
+    key = _memo_key(target, backend, compile, jaxpr_text)
+    if memo and key in _MEMO:
+        return _MEMO[key]
     timings = {}
     t0 = time.perf_counter()
     with backend.context(), _interpret_context(backend):
@@ -230,7 +249,8 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
                 if result["error"]:
                     stages.compile_error = parse_compile_error(result["error"])
     captured = Capture(stages, Program(closed, example_values(target)))
-    _MEMO[memo] = captured
+    if memo:
+        _MEMO[key] = captured
     return captured
 
 

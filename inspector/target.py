@@ -7,6 +7,7 @@ level so that argument errors answer before jax loads.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib
 import importlib.machinery
@@ -209,13 +210,19 @@ def _params(fn_sig, entry: dict, sets: list[str], spec: str) -> tuple[dict, dict
         if not sep or not name:
             raise UsageError(f"--set {item!r}: write --set name=value, e.g. --set block_q=256")
         params[name.strip()] = parse_value(raw.strip())
-    if fn_sig is not None:
-        accepts_any = any(p.kind is p.VAR_KEYWORD for p in fn_sig.parameters.values())
-        for name in params:
-            if name not in fn_sig.parameters and not accepts_any:
-                takes = ", ".join(fn_sig.parameters)
-                raise UsageError(f"{spec}: --set {name}=... but the function takes no parameter {name!r} (it takes: {takes})")
+    check_param_names(fn_sig, params, spec)
     return params, choices
+
+
+def check_param_names(fn_sig, params: dict, spec: str, how: str = "--set {name}=...") -> None:
+    """Every static param must be one the function takes (or it takes ``**kwargs``)."""
+    if fn_sig is None:
+        return
+    accepts_any = any(p.kind is p.VAR_KEYWORD for p in fn_sig.parameters.values())
+    for name in params:
+        if name not in fn_sig.parameters and not accepts_any:
+            takes = ", ".join(fn_sig.parameters)
+            raise UsageError(f"{spec}: {how.format(name=name)} but the function takes no parameter {name!r} (it takes: {takes})")
 
 
 def _abstract(specs: list[ArgSpec]) -> tuple[tuple, dict]:
@@ -228,6 +235,11 @@ def _abstract(specs: list[ArgSpec]) -> tuple[tuple, dict]:
     args = tuple(sds(s) for s in specs if s.name is None)
     kwargs = {s.name: sds(s) for s in specs if s.name is not None}
     return args, kwargs
+
+
+def inputs_from_specs(text: str) -> tuple[tuple, dict]:
+    """Shape specs (``"f32[8,128] k=i32[16]"``) as ShapeDtypeStructs: (positional, keyword)."""
+    return _abstract(parse_specs(text))
 
 
 def _from_callable(make: Callable, spec: str) -> tuple[tuple, dict]:
@@ -278,8 +290,12 @@ def _reference(module, ref_cli: str | None, entry: dict, spec: str) -> tuple[Cal
     return resolve_callable(module, str(ref), f"{spec} (INSPECT reference)"), str(ref)
 
 
-def load_target(spec: str, args: str | None = None, ref: str | None = None, sets: list[str] | None = None) -> Target:
-    """Everything the stages need to trace ``spec``; raises UsageError with a one-line message."""
+def load_target(spec: str, args: str | None = None, ref: str | None = None, sets: list[str] | None = None, *,
+                inputs: tuple[tuple, dict] | None = None, params: dict | None = None,
+                reference: Callable | None = None) -> Target:
+    """Everything the stages need to trace ``spec``; raises UsageError with a one-line message.
+    The Python API gives ``inputs`` (positional, keyword: arrays or ShapeDtypeStructs), ``params``
+    (static values, over INSPECT's) and ``reference`` as objects rather than command-line text."""
     where, func = split_spec(spec)
     module = load_module(where)
     fn = resolve_callable(module, func, spec)
@@ -288,9 +304,15 @@ def load_target(spec: str, args: str | None = None, ref: str | None = None, sets
         raise UsageError(f"{spec}: INSPECT must be a dict keyed by function name")
     entry = table.get(func) or {}
     sig = _signature(fn)
-    params, choices = _params(sig, entry, sets or [], spec)
+    params_, choices = _params(sig, entry, sets or [], spec)
+    if params:
+        check_param_names(sig, params, spec, "params={name}=...")
+        params_.update(params)
+    params = params_
 
-    if args is not None:
+    if inputs is not None:
+        pos, kw = tuple(inputs[0]), dict(inputs[1])
+    elif args is not None:
         pos, kw = _abstract(parse_specs(args))
     elif "args" in entry:
         given = entry["args"]
@@ -298,7 +320,8 @@ def load_target(spec: str, args: str | None = None, ref: str | None = None, sets
     else:
         raise _no_inputs(spec, func, sig)
     _check_arity(sig, pos, kw, params, spec)
-    reference, reference_name = _reference(module, ref, entry, spec)
+    reference, reference_name = ((reference, getattr(reference, "__name__", "reference")) if reference is not None
+                                 else _reference(module, ref, entry, spec))
 
     file = getattr(module, "__file__", None)
     code = getattr(inspect.unwrap(fn), "__code__", None)
@@ -309,4 +332,40 @@ def load_target(spec: str, args: str | None = None, ref: str | None = None, sets
         arg_names=arg_names, spec=spec, options={k: v for k, v in entry.items() if k not in ("args", "reference", "params")}, name=func, fn=fn, file=file, line=code.co_firstlineno if code else None,
         args=pos, kwargs=kw, params=params, param_choices=choices,
         reference=reference, reference_name=reference_name, source_hash=source_hash,
+    )
+
+
+def callable_target(fn: Callable, args: tuple, kwargs: dict, *, params: dict | None = None,
+                    reference: Callable | None = None, options: dict | None = None) -> Target:
+    """The Target of a function object (the Python API): what ``load_target`` makes of a
+    ``file.py:function``, with the inputs, params and reference given as objects. ``spec`` names
+    the function where it was defined (``file.py:qualname``, or ``module:qualname``)."""
+    if not callable(fn):
+        raise UsageError(f"expected a function or a 'file.py:function' spec, got a {type(fn).__name__}")
+    inner = inspect.unwrap(fn)
+    while isinstance(inner, functools.partial):
+        inner = inspect.unwrap(inner.func)
+    name = getattr(fn, "__name__", None) or getattr(inner, "__name__", None) or type(fn).__name__
+    qualname = getattr(inner, "__qualname__", name)
+    code = getattr(inner, "__code__", None)
+    # a notebook cell's code names a file that need not exist: then the function is module:qualname
+    file = code.co_filename if code is not None and os.path.isfile(code.co_filename) else None
+    spec = f"{short_path(file)}:{qualname}" if file else f"{getattr(inner, '__module__', None) or '__main__'}:{qualname}"
+    sig = _signature(fn)
+    params = dict(params or {})
+    check_param_names(sig, params, spec, "params={name}=...")
+    if not args and not kwargs and sig is not None and any(
+            p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in params
+            for p in sig.parameters.values()):
+        raise UsageError(f"{spec}: no example inputs: pass arrays, jax.ShapeDtypeStructs or shape specs such as "
+                         f"\"f32[8,128] f32[8,128]\" after the function")
+    _check_arity(sig, tuple(args), dict(kwargs), params, spec)
+    names = [p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] if sig else []
+    source_hash = hashlib.sha256(Path(file).read_bytes()).hexdigest() if file else ""
+    return Target(
+        spec=spec, name=name, fn=fn, file=file, line=code.co_firstlineno if code is not None else None,
+        args=tuple(args), kwargs=dict(kwargs), params=params, param_choices={k: [v] for k, v in params.items()},
+        options=dict(options or {}), reference=reference,
+        reference_name=getattr(reference, "__name__", "reference") if reference is not None else None,
+        source_hash=source_hash, arg_names=[names[i] if i < len(names) else f"arg{i}" for i in range(len(args))],
     )

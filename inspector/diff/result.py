@@ -74,3 +74,8 @@ class DiffResult:
     ok: bool
     chip: str | None = None  # the TPU interpret mode simulated, when it ran
     interpreter_output: str = ""  # what the interpreter printed (race dumps...), kept out of the terminal
+
+    def _repr_html_(self) -> str:  # Jupyter: the diff view (rich loads only here)
+        from ..views.html import diff_html
+
+        return diff_html(self)

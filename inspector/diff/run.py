@@ -252,7 +252,7 @@ def run_diff(target: Target, *, seed: int = 0, atol: float | None = None, rtol: 
         timing = Timing(_median_time(kernel, args, kwargs, runs, sim if interpret else None),
                         _median_time(reference, args, kwargs, runs, None), runs,
                         "Pallas kernel in TPU interpret mode on the CPU: not representative of TPU speed"
-                        if interpret else f"on the {accelerator}" if accelerator else "XLA on the CPU")
+                        if interpret else f"measured on the {accelerator}" if accelerator else "XLA on the CPU")
     for leaf in outputs + (gradients or []):
         if not leaf.ok:
             unwritten = leaf.nan_kernel - leaf.nan_reference

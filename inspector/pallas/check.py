@@ -27,7 +27,7 @@ class ChipCheck:
     compiler_message: str | None = None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)
 class CheckResult:
     """`inspector check` on one target: a row per chip (``targets``, as the --target flag names
     them), every pallas_call's analysis, and the findings (chip-independent ones once)."""
@@ -38,6 +38,15 @@ class CheckResult:
     kernels: list[PallasReport]
     findings: list[Finding]
     sweep: list | None = None  # SweepRow per combination of INSPECT params, with --sweep
+
+    def __repr__(self) -> str:
+        return (f"<CheckResult {self.target} on {', '.join(t.chip for t in self.targets)}: {len(self.kernels)} pallas_call, "
+                f"{len(self.findings)} findings, {'ok' if self.ok else 'FAILED'}>")
+
+    def _repr_html_(self) -> str:  # Jupyter: the check table, findings and budgets (rich loads only here)
+        from ..views.html import check_html
+
+        return check_html(self)
 
 
 def _compiler_verdict(stages: Stages, row: ChipCheck) -> list[Finding]:
@@ -55,7 +64,8 @@ def _compiler_verdict(stages: Stages, row: ChipCheck) -> list[Finding]:
     return []
 
 
-def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False, use_cache: bool = True) -> CheckResult:
+def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False, use_cache: bool = True,
+              memo: bool = True) -> CheckResult:
     findings: list[Finding] = []
     rows: list[ChipCheck] = []
     kernels: list[PallasReport] = []
@@ -63,7 +73,8 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
         if chip.is_local:
             raise ValueError("check needs TPU or GPU targets")
         compile = chip.is_tpu and not estimate_only  # one trace serves the estimate and the compile
-        captured = capture(target, Backend(chip if chip.is_tpu else get_chip("cpu")), compile=compile, use_cache=use_cache)
+        captured = capture(target, Backend(chip if chip.is_tpu else get_chip("cpu")), compile=compile, use_cache=use_cache,
+                           memo=memo)
         stages = captured.stages
         reports, unread = analyse_pallas(captured.program, [chip], [chip])
         if not kernels:

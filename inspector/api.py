@@ -1,0 +1,202 @@
+"""The Python API: ``inspector.inspect``, ``inspector.check`` and ``inspector.diff``.
+
+Each takes a function object with its example inputs (arrays, ``jax.ShapeDtypeStruct``s, any
+pytree of them, or shape-spec strings such as ``"f32[8,128]"``), or a ``"file.py:function"``
+spec whose INSPECT entry gives the defaults (inputs given here win). They build the same Target
+the command line builds and take the same path (``report.make_report``, ``pallas.check.run_check``,
+``diff.run_diff``), so a figure here is the figure ``inspector show --json`` prints.
+
+Every call traces afresh (nothing is kept between calls in this process; the on-disk compile
+cache, keyed by the lowered module, spares repeated compiles), prints nothing, and raises an
+``InspectorError`` (``UsageError`` for bad input, ``TargetFailure`` when the function itself
+raised while tracing). Nothing here imports jax at module level.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from .environment import quiet
+from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .chips import Chip
+    from .diff.result import DiffResult
+    from .pallas.check import CheckResult
+    from .report import Report
+    from .target import Target
+
+def _inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Positional and keyword inputs; strings are shape specs (a string may hold several, and
+    ``name=f32[8]`` in one gives a keyword input)."""
+    from .target import inputs_from_specs
+
+    pos: list = []
+    kw: dict = {}
+    for a in args:
+        if isinstance(a, str):
+            p, k = inputs_from_specs(a)
+            pos.extend(p)
+            kw.update(k)
+        else:
+            pos.append(a)
+    for name, value in kwargs.items():
+        if isinstance(value, str):
+            p, k = inputs_from_specs(value)
+            if len(p) != 1 or k:
+                raise UsageError(f"keyword input {name}={value!r}: give one shape spec such as \"f32[8,128]\"")
+            value = p[0]
+        kw[name] = value
+    return tuple(pos), kw
+
+
+def _reference(reference, module_spec: str | None) -> Callable | None:
+    """A callable, a ``file.py:function`` spec, or (for a spec target) a name in the same file."""
+    if reference is None or callable(reference):
+        return reference
+    if not isinstance(reference, str):
+        raise UsageError(f"reference must be a function or a 'file.py:function' spec, not a {type(reference).__name__}")
+    from .target import load_module, resolve_callable, split_spec
+
+    if ":" in reference:
+        where, func = split_spec(reference)
+    elif module_spec is not None:
+        where, func = split_spec(module_spec)[0], reference
+    else:
+        raise UsageError(f"reference {reference!r}: give a function or 'file.py:function'")
+    return resolve_callable(load_module(where), func, reference)
+
+
+def make_target(fn_or_spec: Callable | str, args: tuple = (), kwargs: dict | None = None, *,
+                params: dict | None = None, reference: Callable | str | None = None) -> Target:
+    """The Target the stages trace: from a ``"file.py:function"`` spec (its INSPECT entry gives the
+    defaults; inputs, params and reference given here win) or from a function object."""
+    from .target import callable_target, load_target
+
+    if params is not None and not isinstance(params, dict):
+        raise UsageError(f"params must be a dict of static keyword values, not a {type(params).__name__}")
+    kwargs = kwargs or {}
+    if isinstance(fn_or_spec, str):
+        only_text = args and all(isinstance(a, str) for a in args) and not kwargs
+        inputs = None if only_text or not (args or kwargs) else _inputs(args, kwargs)
+        return load_target(fn_or_spec, args=" ".join(args) if only_text else None, sets=[], inputs=inputs,
+                           params=params, reference=_reference(reference, fn_or_spec))
+    pos, kw = _inputs(args, kwargs)
+    return callable_target(fn_or_spec, pos, kw, params=params, reference=_reference(reference, None))
+
+
+def resolve_chip(name: str | Chip) -> Chip:
+    """A chip by name (``inspector chips``), or ``"local"``: what jax's default backend is."""
+    from .chips import Chip, get_chip
+
+    if isinstance(name, Chip):
+        return name
+    if not isinstance(name, str):
+        raise UsageError(f"target must be a chip name such as 'cpu' or 'tpu-v5e', not a {type(name).__name__}")
+    if name.strip().lower() == "local":
+        from .backends import local_chip
+
+        return local_chip()
+    return get_chip(name)
+
+
+def _use_cache(cache: bool) -> bool:
+    from .stages import cache_enabled
+
+    return bool(cache) and cache_enabled()
+
+
+def inspect(fn_or_spec: Callable | str, *args: Any, target: str = "cpu", params: dict | None = None,
+            reference: Callable | str | None = None, roofline: str | None = None, cache: bool = True,
+            **kwargs: Any) -> Report:
+    """Trace, lower and compile ``fn_or_spec`` for ``target`` and analyse it: what ``inspector
+    show --json`` reports (``.stages`` with the jaxpr, StableHLO and HLO texts and XLA's cost and
+    memory; ``.fusions`` the kernels with HBM traffic and roofline, ``.fusions.totals["hbm_bytes"]``;
+    ``.pallas`` every pallas_call's BlockSpecs, grid walk and VMEM budgets; ``.findings``).
+
+    ``args``/``kwargs``: example inputs (arrays, ShapeDtypeStructs, pytrees, shape-spec strings);
+    ``params``: static keyword values baked into the trace; ``target``: ``cpu``, ``gpu``,
+    ``local`` (jax's default backend) or a TPU such as ``tpu-v5e`` (libtpu, no TPU needed);
+    ``roofline``: the chip whose figures the roofline uses (default: the target); ``cache``: use
+    the on-disk compile cache. A compile failure is a finding, not an exception.
+    """
+    from .chips import get_chip
+    from .report import make_report
+
+    with quiet():
+        t = make_target(fn_or_spec, args, kwargs, params=params, reference=reference)
+        chip = resolve_chip(target)
+        roof = get_chip(roofline) if roofline else None
+        return make_report(t, chip, compile=True, jaxpr_text=True, fusions=True, pallas=True, roofline_chip=roof,
+                           use_cache=_use_cache(cache), memo=False)
+
+
+def _chips(targets: str | Sequence[str]) -> list[Chip]:
+    from .chips import parse_targets
+
+    if isinstance(targets, str):
+        return parse_targets(targets)
+    names = list(targets)
+    if not all(isinstance(n, str) for n in names):
+        raise UsageError("targets must be chip names such as ['tpu-v5e', 'tpu-v6e']")
+    return parse_targets(",".join(names))
+
+
+def check(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] = ("tpu-v5e",),
+          estimate_only: bool = False, sweep: bool = False, params: dict | None = None, cache: bool = True,
+          **kwargs: Any) -> CheckResult:
+    """Every pallas_call against every chip in ``targets`` (TPUs, or spec-only GPUs such as h100):
+    the VMEM estimate and, unless ``estimate_only``, the real compiler's verdict (libtpu, no TPU
+    needed), layout rules and BlockSpec bugs; as ``inspector check``. ``.ok`` is False on any
+    error; ``.targets`` one row per chip; ``.findings``; ``.kernels`` the Pallas analyses.
+    ``sweep``: also estimate every combination of the INSPECT params."""
+    from .pallas.check import run_check
+
+    with quiet():
+        chips = _chips(targets)
+        local = [c.name for c in chips if c.is_local]
+        if local:
+            raise UsageError(f"check is about TPU and GPU targets, not {', '.join(local)}: e.g. targets=['tpu-v5e', 'tpu-v6e', 'h100']")
+        t = make_target(fn_or_spec, args, kwargs, params=params)
+        result = run_check(t, chips, estimate_only=estimate_only, use_cache=_use_cache(cache), memo=False)
+        if sweep:
+            from .pallas.sweep import sweep as sweep_params
+
+            result.sweep = sweep_params(t, [c for c in chips if c.is_tpu or c.kind == "gpu"])
+        return result
+
+
+def diff(fn: Callable | str, reference: Callable | str | None = None, *args: Any, grad: bool = False,
+         target: str | None = None, seed: int = 0, atol: float | None = None, rtol: float | None = None,
+         runs: int = 3, strict: bool = False, params: dict | None = None, **kwargs: Any) -> DiffResult:
+    """Run ``fn`` and ``reference`` on the same inputs and compare every output, as ``inspector
+    diff``: arrays given are used as they are, ShapeDtypeStructs and shape specs become seeded
+    random inputs (``seed``). ``.ok``; ``.outputs`` per output (max abs/rel error, ulps, how many
+    elements outside ``atol``/``rtol``, the error folded onto the kernel's blocks); ``.gradients``
+    with ``grad``; ``.timing`` (median of ``runs``). On a GPU or TPU both run there for real; on
+    the CPU, Pallas TPU kernels run in TPU interpret mode as ``target`` (a TPU, default tpu-v5e).
+    ``reference`` may be None for a spec whose INSPECT names one."""
+    from .diff import check_tolerance, run_diff
+
+    with quiet():
+        sim = None
+        if target is not None and not (isinstance(target, str) and target.strip().lower() == "local"):
+            chips = _chips(target)
+            spec_only = [c.name for c in chips if c.kind == "gpu"]
+            if spec_only:
+                raise UsageError(f"diff runs on this machine, not on {', '.join(spec_only)}: target names the TPU that "
+                                 "interpret mode simulates (e.g. 'tpu-v5p'), or 'cpu'/'gpu'/'local'")
+            sim = next((c for c in chips if c.is_tpu), None)
+        if not isinstance(runs, int) or runs < 0:
+            raise UsageError(f"runs must be 0 or more, not {runs!r}")
+        try:
+            check_tolerance("atol", atol)
+            check_tolerance("rtol", rtol)
+        except ValueError as err:
+            raise UsageError(str(err)) from err
+        t = make_target(fn, args, kwargs, params=params, reference=reference)
+        if t.reference is None:
+            raise UsageError(f"{t.spec}: no reference to compare with: inspector.diff(fn, reference, *inputs)")
+        try:
+            return run_diff(t, seed=seed, atol=atol, rtol=rtol, grad=grad, runs=runs, chip=sim, strict=strict)
+        except ValueError as err:
+            raise UsageError(str(err)) from err
