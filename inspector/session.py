@@ -41,16 +41,12 @@ class Session:
         return load_target(self.spec, args=self.args, ref=self.ref, sets=self.sets)
 
     def report(self, fresh: bool = False):
-        from .backends import Backend
         from .chips import get_chip
-        from .report import build_report
-        from .stages import capture
+        from .report import make_report
 
-        target = self.target(fresh)
-        chip = get_chip(self.chip)
-        captured = capture(target, Backend(chip), jaxpr_text=True, use_cache=self.use_cache)
-        captured.stages.op_counts  # counted here, in the worker process, not in the UI's thread
-        return build_report(target, chip, captured, fusions=True, pallas=True)
+        report = make_report(self.target(fresh), get_chip(self.chip), use_cache=self.use_cache)
+        report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
+        return report
 
     def diff(self):
         from .chips import get_chip
