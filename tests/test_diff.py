@@ -254,7 +254,7 @@ def test_mismatches_exit_1_and_bad_tolerances_exit_2(run_cli):
     assert run_cli("diff", f"{DIFF}:as_dict", "--runs", "0").returncode == 1
     for flag, value in (("--atol", "nan"), ("--rtol", "-1"), ("--atol", "inf")):
         out = run_cli("diff", f"{DIFF}:as_f32", flag, value)
-        assert out.returncode == 2 and "must be a finite number >= 0" in out.stderr and "Traceback" not in out.stderr
+        assert out.returncode == 2 and "finite number >= 0" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_tolerances_from_inspect_are_validated(tmp_path):
