@@ -93,6 +93,7 @@ def main(argv: list[str]) -> None:
     for spec, args, grid in jobs:
         rows = rows_for(spec, args, grid)
         table["rows"] += rows
+        OUT.write_text(json.dumps(table, indent=1) + "\n")  # as it goes: a long run keeps what it has
         print(f"{spec}: {len(rows)} rows ({time.time() - t0:.0f} s)", file=sys.stderr)
     OUT.write_text(json.dumps(table, indent=1) + "\n")
     print(f"wrote {OUT.relative_to(ROOT)}: {len(table['rows'])} rows", file=sys.stderr)
