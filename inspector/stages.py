@@ -158,14 +158,25 @@ def _interpret_context(backend: Backend):
         yield
 
 
-def _compile(lowered, backend: Backend, use_cache: bool | str) -> tuple[dict, bool]:
+def dump_options(directory: str) -> dict[str, str]:
+    """XLA options (for this one compile) that write the module after every pass to ``directory``.
+    Given per compile, they work in-process for the CPU and libtpu alike: XLA_FLAGS is read once,
+    when the backend starts, but compile options override its debug options for one compile."""
+    return {"xla_dump_to": directory, "xla_dump_hlo_pass_re": ".*"}
+
+
+def _compile(lowered, backend: Backend, use_cache: bool | str, dump_to: str | None = None) -> tuple[dict, bool]:
     """XLA's result for ``lowered``; from the disk cache when it has this module with its source
-    locations (use_cache=compile_cache.REFRESH: compile anyway and store). Failures are not stored."""
+    locations (use_cache=compile_cache.REFRESH: compile anyway and store). Failures are not stored.
+    With ``dump_to`` (pass dumps) the cache is neither read (a hit would write no dump) nor written:
+    the dump options leave the compiled module as it is, but only plain compiles are stored."""
+    if dump_to:
+        use_cache = False
     key = compile_cache.key(lowered.as_text(debug_info=True), backend.chip.name) if use_cache else None
     if key and use_cache != compile_cache.REFRESH and (hit := compile_cache.load(key)):
         return hit, True
     try:
-        compiled = lowered.compile()
+        compiled = lowered.compile(compiler_options=dump_options(dump_to)) if dump_to else lowered.compile()
         result = {"hlo": compiled.as_text(), "cost": _cost_dict(compiled.cost_analysis()),
                   "memory": _memory_dict(compiled.memory_analysis()), "error": None}
     except Exception as err:  # XLA raises JaxRuntimeError / XlaRuntimeError / ValueError
@@ -188,10 +199,12 @@ def _memo_key(target: Target, backend: Backend, compile: bool, jaxpr_text: bool)
 
 
 def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_text: bool = True,
-            use_cache: bool = True) -> Capture:
-    """Every stage of ``target`` on ``backend``; compiles only when ``compile`` is set."""
+            use_cache: bool = True, dump_to: str | None = None) -> Capture:
+    """Every stage of ``target`` on ``backend``; compiles only when ``compile`` is set. ``dump_to``:
+    a folder for XLA's pass-by-pass dumps (inspector/passes.py); such a capture is never memoised
+    or cached, since its point is the files the compile writes."""
     tracing.exclude_own_frames()
-    memo = _memo_key(target, backend, compile, jaxpr_text)
+    memo = _memo_key(target, backend, compile, jaxpr_text) if not dump_to else None
     if memo in _MEMO:
         return _MEMO[memo]
     timings = {}
@@ -224,13 +237,14 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
                 stages.compile_error = lowering_failure(lowering_error)
             elif compile:
                 t2 = time.perf_counter()
-                result, stages.compile_cached = _compile(lowered, backend, use_cache)
+                result, stages.compile_cached = _compile(lowered, backend, use_cache, dump_to)
                 timings["compile_s"] = time.perf_counter() - t2
                 stages.hlo, stages.cost, stages.memory = result["hlo"], result["cost"], result["memory"]
                 if result["error"]:
                     stages.compile_error = parse_compile_error(result["error"])
     captured = Capture(stages, Program(closed, example_values(target)))
-    _MEMO[memo] = captured
+    if memo is not None:
+        _MEMO[memo] = captured
     return captured
 
 
