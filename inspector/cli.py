@@ -386,7 +386,8 @@ def _compare(opts) -> int:
 
     sides = _compare_sides(opts)
     a, b = sides
-    if (a.target, a.chip, sorted(a.set)) == (b.target, b.chip, sorted(b.set)):
+    params = lambda side: dict(item.split("=", 1) if "=" in item else (item, None) for item in side.set)  # the last --set wins
+    if (a.target, a.chip, params(a)) == (b.target, b.chip, params(b)):
         raise UsageError("compare needs two different variants: give a second target, --set-a/--set-b "
                          "(e.g. --set-a block_q=128 --set-b block_q=256) or --target-a/--target-b")
     result = _run(opts)

@@ -139,9 +139,13 @@ def _pair(a: list, b: list) -> tuple[list[tuple], list, list]:
 
 
 def _budget(report: Report, call) -> tuple[str | None, int | None, int | None]:
-    """(chip, estimate, limit) of one pallas_call: the target chip's budget, else the first TPU's."""
+    """(chip, estimate, limit) of one pallas_call: the target chip's budget, else (on the CPU) that of
+    the TPU whose rules the kernel was traced under, else the first TPU's."""
+    from .stages import SIMULATED_CHIP
+
     budgets = [b for b in call.budgets if b.memory == "VMEM"]
-    chosen = next((b for b in budgets if b.chip == report.chip.name), budgets[0] if budgets else None)
+    chosen = (next((b for b in budgets if b.chip == report.chip.name), None)
+              or next((b for b in budgets if b.chip == SIMULATED_CHIP), None) or (budgets[0] if budgets else None))
     return (chosen.chip, chosen.total_bytes, chosen.limit_bytes) if chosen else (None, None, None)
 
 

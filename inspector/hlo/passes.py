@@ -52,7 +52,7 @@ class PassStep:
 
     @property
     def label(self) -> str:
-        return f"{self.name} ({self.pipeline})" if self.pipeline else self.name
+        return f"#{self.index} {self.name}" + (f" ({self.pipeline})" if self.pipeline else "")
 
 
 @dataclasses.dataclass
