@@ -251,10 +251,10 @@ def diff_steps(log: PassLog, first: int, last: int, context: int = 3) -> PassDif
     still exist: call it before the dump folder is removed)."""
     before, after = _body(_text_at(log, first - 1)), _body(_text_at(log, last))
     a, b = log.steps[first], log.steps[last]
-    title = (f"#{first} {a.label}" if first == last else f"#{first} {a.label} .. #{last} {b.label}")
-    before_name = f"before #{first}" + (f" ({log.steps[first - 1].label})" if first else " (nothing)")
+    title = a.label if first == last else f"{a.label} .. {b.label}"
+    before_name = f"before #{first}: " + (f"after {log.steps[first - 1].label}" if first else "nothing")
     lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), before_name,
-                                      f"after #{last} ({b.label})", n=context, lineterm=""))
+                                      f"after {b.label}", n=context, lineterm=""))
     added = sum(1 for l in lines if l.startswith("+") and not l.startswith("+++"))
     removed = sum(1 for l in lines if l.startswith("-") and not l.startswith("---"))
     return PassDiff(first, last, title, "\n".join(lines), added, removed)
