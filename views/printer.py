@@ -247,6 +247,9 @@ def _print_passes(report: Report, console: Console) -> None:
         return
     if log.diff is None:
         print_fitting(console, passes_view(log))
+        if report.stages.compile_error:
+            console.print(Text(f"the compile failed after these steps: {report.stages.compile_error.headline}", style="red"),
+                          soft_wrap=True)
         return
     text = diff_text(log.diff, colour=console.is_terminal and not console.no_color)
     if console.is_terminal and not console.no_color:
