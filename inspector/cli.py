@@ -20,8 +20,8 @@ import sys
 
 from .errors import EXIT_FINDINGS, EXIT_OK, InspectorError, OutputError, TargetFailure, UsageError
 
-VIEWS = ("overview", "jaxpr", "stablehlo", "hlo", "mosaic", "fusions", "pallas")
-VERBS = ("show", "check", "diff", "export", "chips", "cache")
+VIEWS = ("overview", "jaxpr", "stablehlo", "hlo", "mosaic", "fusions", "pallas", "passes")
+VERBS = ("show", "check", "diff", "export", "compare", "chips", "cache")
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 
 
@@ -86,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: the target; e.g. h100 for --target cpu)")
     show.add_argument("--sort", choices=("order", "bytes", "flops", "time"), default="order", help="fusions view: row order")
     show.add_argument("--top", type=_count, default=40, metavar="N", help="fusions view: rows to print (0 for all)")
+    show.add_argument("--pass", dest="pass_select", metavar="PASS",
+                      help="passes view: the diff of the module before and after PASS (a name, a substring or an index; A..B for a range)")
+    show.add_argument("--passes", action="store_true",
+                      help="compile with pass dumps: the fusions view names the pass that created each kernel (no compile cache)")
     export = sub.add_parser("export", help="write the kernel graph (SVG, DOT) and the Report (JSON) to files", parents=common)
     _target_options(export, json_flag=False)
     export.add_argument("--svg", metavar="PATH", help="kernel graph as SVG (needs Graphviz's dot)")
@@ -112,12 +116,30 @@ def build_parser() -> argparse.ArgumentParser:
     _target_options(tui)
     tui.add_argument("--watch", action="store_true", help="re-analyse when the target file is saved")
     tui.set_defaults(chip=None)  # no --target: the file suggests the chip
+    _compare_parser(sub, common)
     chips = sub.add_parser("chips", help="list the hardware targets and their figures", parents=common)
     chips.add_argument("--json", action="store_true")
     cache = sub.add_parser("cache", help="where the compile cache is and its size; `cache clear` empties it", parents=common)
     cache.add_argument("action", nargs="?", choices=("info", "clear"), default="info")
     cache.add_argument("--json", action="store_true")
     return parser
+
+
+def _compare_parser(sub, common) -> None:
+    compare = sub.add_parser("compare", help="two variants side by side: two targets, two --set's or two chips", parents=common)
+    compare.add_argument("target", help="path/to/file.py:function (variant A, and B unless B is given)")
+    compare.add_argument("target_b", nargs="?", metavar="target-b", help="variant B's function (default: the same)")
+    compare.add_argument("--target", dest="chip", default="cpu", metavar="CHIP", help="chip of both variants (default cpu)")
+    compare.add_argument("--target-a", dest="chip_a", metavar="CHIP", help="chip of variant A")
+    compare.add_argument("--target-b", dest="chip_b", metavar="CHIP", help="chip of variant B")
+    compare.add_argument("--args", help="example inputs of both variants, as shape specs")
+    compare.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a static parameter of both (repeatable)")
+    compare.add_argument("--set-a", action="append", default=[], metavar="NAME=VALUE", help="a static parameter of A only (repeatable)")
+    compare.add_argument("--set-b", action="append", default=[], metavar="NAME=VALUE", help="a static parameter of B only (repeatable)")
+    compare.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: each variant's target)")
+    compare.add_argument("--top", type=_count, default=10, metavar="N", help="kernels whose bytes changed most: rows to print (0 for all)")
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    compare.add_argument("--no-cache", action="store_true", help="compile even when the on-disk cache has the module")
 
 
 def _normalise(argv: list[str]) -> list[str]:
@@ -155,25 +177,48 @@ def _use_cache(opts):
     return compile_cache.REFRESH if opts.no_cache else True
 
 
-def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool, pallas: bool = False):
-    """Load the target, capture its stages and gather the Report: the one path every verb takes."""
+def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool, pallas: bool = False, passes: bool = False):
+    """Load the target, capture its stages and gather the Report: the one path every verb takes.
+    ``passes``: compile with XLA's pass dumps (the passes view; kernels name the pass that made them)."""
     from .chips import get_chip
     from .report import make_report
     from .target import load_target
 
     chip = get_chip(opts.chip)
     roofline = get_chip(opts.roofline) if getattr(opts, "roofline", None) else None
-    target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
+    target = load_target(opts.target, args=opts.args, ref=getattr(opts, "ref", None), sets=opts.set)
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
         report = make_report(target, chip, compile=compile, jaxpr_text=jaxpr_text, fusions=fusions, pallas=pallas,
-                             roofline_chip=roofline, use_cache=_use_cache(opts))
+                             roofline_chip=roofline, use_cache=_use_cache(opts), passes=passes,
+                             pass_select=getattr(opts, "pass_select", None))
     report.stages.op_counts  # counted here, where the stages were made, not in the process that renders
     return report
 
 
 def _work_show(opts):
-    return _report(opts, compile=opts.view in ("overview", "hlo", "fusions"), jaxpr_text=opts.view == "jaxpr",
-                   fusions=opts.view in ("overview", "fusions"), pallas=opts.view in ("overview", "pallas"))
+    passes = opts.view == "passes" or bool(getattr(opts, "passes", False))
+    return _report(opts, compile=opts.view in ("overview", "hlo", "fusions", "passes"), jaxpr_text=opts.view == "jaxpr",
+                   fusions=opts.view in ("overview", "fusions"), pallas=opts.view in ("overview", "pallas"), passes=passes)
+
+
+def _work_compare(opts):
+    from .compare import compare_reports
+
+    reports = [_report(side, compile=True, jaxpr_text=False, fusions=True, pallas=True) for side in _compare_sides(opts)]
+    return compare_reports(*reports)
+
+
+def _compare_sides(opts) -> list:
+    """The two variants' options: A is TARGET with --set and --set-a on --target-a (or --target),
+    B is TARGET-B (or TARGET) with --set and --set-b on --target-b (or --target)."""
+    import copy
+
+    sides = []
+    for spec, chip, sets in ((opts.target, opts.chip_a, opts.set_a), (opts.target_b or opts.target, opts.chip_b, opts.set_b)):
+        side = copy.copy(opts)
+        side.target, side.chip, side.set, side.ref = spec, chip or opts.chip, list(opts.set) + list(sets), None
+        sides.append(side)
+    return sides
 
 
 def _work_export(opts):
@@ -212,7 +257,8 @@ def _work_diff(opts):
             raise UsageError(str(err)) from err
 
 
-_WORK = {"show": _work_show, "tui": _work_show, "export": _work_export, "check": _work_check, "diff": _work_diff}
+_WORK = {"show": _work_show, "tui": _work_show, "export": _work_export, "check": _work_check, "diff": _work_diff,
+         "compare": _work_compare}
 
 
 def _work(opts):
@@ -244,10 +290,15 @@ def _run(opts):
 def _show(opts) -> int:
     from .views.printer import make_console, print_json, print_view
 
+    select = getattr(opts, "pass_select", None)
+    if select is not None and opts.view == "overview":
+        opts.view = "passes"  # --pass alone asks for the passes view
+    if select is not None and opts.view != "passes":
+        raise UsageError(f"--pass is for the passes view, not --view {opts.view}")
     report = _run(opts)
     console = make_console()
     if opts.json:
-        texts = () if opts.view in ("overview", "fusions") else (opts.view,)
+        texts = () if opts.view in ("overview", "fusions", "passes") else (opts.view,)
         print_json(report.to_dict(texts=texts), console)
     else:
         print_view(report, opts.view, console, sort=opts.sort, top=opts.top)
@@ -316,6 +367,27 @@ def _emit(opts, result, view) -> int:
         print_json(dataclasses.asdict(result), console)
     else:
         print_fitting(console, view(result))
+    return EXIT_OK if result.ok else EXIT_FINDINGS
+
+
+def _compare(opts) -> int:
+    import dataclasses
+
+    from .views.compare import compare_view
+    from .views.printer import make_console, print_fitting, print_json
+
+    sides = _compare_sides(opts)
+    a, b = sides
+    params = lambda side: dict(item.split("=", 1) if "=" in item else (item, None) for item in side.set)  # the last --set wins
+    if (a.target, a.chip, params(a)) == (b.target, b.chip, params(b)):
+        raise UsageError("compare needs two different variants: give a second target, --set-a/--set-b "
+                         "(e.g. --set-a block_q=128 --set-b block_q=256) or --target-a/--target-b")
+    result = _run(opts)
+    console = make_console()
+    if opts.json:
+        print_json(dataclasses.asdict(result), console)
+    else:
+        print_fitting(console, compare_view(result, top=opts.top))
     return EXIT_OK if result.ok else EXIT_FINDINGS
 
 
@@ -496,7 +568,7 @@ def _main(argv: list[str], isolate: bool, debug: bool) -> int:
         if not _stdout_usable():
             raise OutputError("standard output is closed: give it a file or a pipe (> out.txt, | less)")
         verbs = {"show": _show, "check": _check, "diff": _diff, "export": _export, "chips": _chips, "tui": _tui,
-                 "cache": _cache}
+                 "cache": _cache, "compare": _compare}
         code = verbs[opts.verb](opts)
         sys.stdout.flush()
         return code

@@ -8,6 +8,7 @@ from .chips import CHIPS, Chip
 from .pallas.analysis import PallasReport, analyse_pallas
 from .findings import Finding, by_severity
 from .hlo.fusions import FusionAnalysis, analyse_fusions
+from .hlo.passes import PassLog
 from .specs import hlo_type
 from .stages import STAGES, Capture, Stages
 from .target import Target, short_path
@@ -46,6 +47,7 @@ class Report:
     findings: list[Finding]
     fusions: FusionAnalysis | None = None  # kernels with HBM traffic and roofline (when compiled)
     pallas: list[PallasReport] | None = None  # every pallas_call: BlockSpecs, grid walk, budgets
+    passes: PassLog | None = None  # what each compiler pass did (compiled with pass dumps)
 
     @property
     def ok(self) -> bool:
@@ -125,7 +127,16 @@ class Report:
             "findings": [dataclasses.asdict(f) for f in self.findings],
             **(_fusions_json(self.fusions) if self.fusions else {}),
             **({"pallas": [dataclasses.asdict(p) for p in self.pallas]} if self.pallas is not None else {}),
+            **(_passes_json(self.passes) if self.passes is not None else {}),
         }
+
+
+def _passes_json(log: PassLog) -> dict:
+    """``passes[]`` (one entry per dump, in order), ``pass_diff`` (--pass), and ``origins``: each
+    instruction of the final HLO -> the index in ``passes`` of the step that created it."""
+    data = dataclasses.asdict(log)
+    return {"passes": data.pop("steps"), "pass_diff": data.pop("diff"), "origins": data.pop("origins"),
+            "pass_log": data}
 
 
 def _inputs(target: Target) -> list[InputInfo]:
@@ -169,10 +180,11 @@ def budget_chips(target_chip: Chip) -> tuple[list[Chip], list[Chip]]:
 
 
 def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool = False, pallas: bool = False,
-                 roofline_chip: Chip | None = None) -> Report:
+                 roofline_chip: Chip | None = None, passes: PassLog | None = None) -> Report:
     """Gather the analyses into a Report; ``fusions`` adds the kernel analysis of the optimized HLO
     (its roofline on ``roofline_chip``, else on the target chip); ``pallas`` the BlockSpec walk,
-    layout rules and VMEM budgets of every pallas_call (it also feeds the fusions' Pallas traffic)."""
+    layout rules and VMEM budgets of every pallas_call (it also feeds the fusions' Pallas traffic);
+    ``passes`` (from a compile with pass dumps) names the pass that created each kernel."""
     info = TargetInfo(target.spec, target.name, short_path(target.file) if target.file else None, target.line, dict(target.params),
                       dict(target.param_choices), target.reference_name)
     stages = captured.stages
@@ -194,15 +206,26 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
             findings.append(Finding("warning", "analysis-failed", f"could not analyse the fusions of the optimized HLO: "
                                     f"{type(err).__name__}: {err}; the other views still hold", view="fusions",
                                     data={"what": "fusions", "why": str(err)}))
-    return Report(info, _inputs(target), chip, stages, by_severity(findings), analysis, kernels if pallas else None)
+    if analysis is not None and passes is not None:
+        for k in analysis.kernels:
+            k.made_by = passes.made_by(k.name)
+    return Report(info, _inputs(target), chip, stages, by_severity(findings), analysis, kernels if pallas else None, passes)
 
 
 def make_report(target: Target, chip: Chip, *, compile: bool = True, jaxpr_text: bool = True, fusions: bool = True,
-                pallas: bool = True, roofline_chip: Chip | None = None, use_cache: bool = True, memo: bool = True) -> Report:
+                pallas: bool = True, roofline_chip: Chip | None = None, use_cache: bool = True, memo: bool = True,
+                passes: bool = False, pass_select: str | None = None) -> Report:
     """Capture ``target``'s stages on ``chip`` and gather the Report: the one path the CLI's verbs
-    and the Python API take, so both give the same figures for the same target."""
+    and the Python API take, so both give the same figures for the same target. ``passes``:
+    compile with XLA's pass dumps (the passes view; kernels name the pass that made them)."""
     from .backends import Backend
     from .stages import capture
 
-    captured = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text, use_cache=use_cache, memo=memo)
-    return build_report(target, chip, captured, fusions=fusions, pallas=pallas, roofline_chip=roofline_chip)
+    log = None
+    if passes:
+        from .passes import capture_with_passes
+
+        captured, log = capture_with_passes(target, Backend(chip), jaxpr_text=jaxpr_text, select=pass_select)
+    else:
+        captured = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text, use_cache=use_cache, memo=memo)
+    return build_report(target, chip, captured, fusions=fusions, pallas=pallas, roofline_chip=roofline_chip, passes=log)

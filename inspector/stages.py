@@ -158,14 +158,25 @@ def _interpret_context(backend: Backend):
         yield
 
 
-def _compile(lowered, backend: Backend, use_cache: bool | str) -> tuple[dict, bool]:
+def dump_options(directory: str) -> dict[str, str]:
+    """XLA options (for this one compile) that write the module after every pass to ``directory``.
+    Given per compile, they work in-process for the CPU and libtpu alike: XLA_FLAGS is read once,
+    when the backend starts, but compile options override its debug options for one compile."""
+    return {"xla_dump_to": directory, "xla_dump_hlo_pass_re": ".*"}
+
+
+def _compile(lowered, backend: Backend, use_cache: bool | str, dump_to: str | None = None) -> tuple[dict, bool]:
     """XLA's result for ``lowered``; from the disk cache when it has this module with its source
-    locations (use_cache=compile_cache.REFRESH: compile anyway and store). Failures are not stored."""
+    locations (use_cache=compile_cache.REFRESH: compile anyway and store). Failures are not stored.
+    With ``dump_to`` (pass dumps) the cache is neither read (a hit would write no dump) nor written:
+    the dump options leave the compiled module as it is, but only plain compiles are stored."""
+    if dump_to:
+        use_cache = False
     key = compile_cache.key(lowered.as_text(debug_info=True), backend.chip.name) if use_cache else None
     if key and use_cache != compile_cache.REFRESH and (hit := compile_cache.load(key)):
         return hit, True
     try:
-        compiled = lowered.compile()
+        compiled = lowered.compile(compiler_options=dump_options(dump_to)) if dump_to else lowered.compile()
         result = {"hlo": compiled.as_text(), "cost": _cost_dict(compiled.cost_analysis()),
                   "memory": _memory_dict(compiled.memory_analysis()), "error": None}
     except Exception as err:  # XLA raises JaxRuntimeError / XlaRuntimeError / ValueError
@@ -204,12 +215,15 @@ def _memo_key(target: Target, backend: Backend, compile: bool, jaxpr_text: bool)
 
 
 def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_text: bool = True,
-            use_cache: bool = True, memo: bool = True) -> Capture:
+            use_cache: bool = True, memo: bool = True, dump_to: str | None = None) -> Capture:
     """Every stage of ``target`` on ``backend``; compiles only when ``compile`` is set. ``memo``:
     reuse (and keep) this process's capture of the same function, inputs, params and backend; the
     Python API traces afresh each call (a function may read globals changed since), and the on-disk
-    compile cache, keyed by the lowered module, still spares the compile."""
+    compile cache, keyed by the lowered module, still spares the compile. ``dump_to``: a folder for
+    XLA's pass-by-pass dumps (inspector/passes.py); such a capture is never memoised or cached,
+    since its point is the files the compile writes."""
     tracing.exclude_own_frames()
+    memo = memo and not dump_to
     key = _memo_key(target, backend, compile, jaxpr_text)
     if memo and key in _MEMO:
         return _MEMO[key]
@@ -243,7 +257,7 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
                 stages.compile_error = lowering_failure(lowering_error)
             elif compile:
                 t2 = time.perf_counter()
-                result, stages.compile_cached = _compile(lowered, backend, use_cache)
+                result, stages.compile_cached = _compile(lowered, backend, use_cache, dump_to)
                 timings["compile_s"] = time.perf_counter() - t2
                 stages.hlo, stages.cost, stages.memory = result["hlo"], result["cost"], result["memory"]
                 if result["error"]:

@@ -37,13 +37,17 @@ def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) 
     table.add_column("kernel", min_width=14, ratio=1, overflow="fold")
     for col in ("kind", "source", "HBM r+w", "flops", "flop/B", "time", "bound", "XLA cycles"):
         table.add_column(col, justify="left" if col in ("kind", "source", "bound") else "right", no_wrap=True)
+    made_by = any(k.made_by for k in analysis.kernels)  # compiled with pass dumps (show --passes)
+    if made_by:
+        table.add_column("made by pass", overflow="fold")
     order = {id(k): i for i, k in enumerate(analysis.kernels)}
     for k in shown:
-        add_row(table, 
+        add_row(table,
             str(order[id(k)]), k.name + (f" x{k.repeat}" if k.repeat > 1 else ""), k.kind.replace("custom-call:", "cc:"),
             _short_source(k), fmt_bytes(k.hbm_bytes), fmt_count(k.flops),
             f"{k.intensity:.1f}" if k.intensity is not None else "-", fmt_time(k.roofline_s),
             Text(k.bound or "-", style=BOUND_STYLE.get(k.bound, "")), fmt_count(k.compiler_cycles),
+            *([(k.made_by or "-").split(" (", 1)[0]] if made_by else []),
         )
     if len(shown) < len(kernels):
         table.caption = f"{len(kernels) - len(shown)} more kernels: --top 0 shows all, --sort bytes|flops|time ranks them"

@@ -226,11 +226,36 @@ def print_view(report: Report, view: str, console: Console, sort: str = "order",
         else:
             print_fitting(console, fusions_view(report.fusions, sort, top))
         return
+    if view == "passes":
+        _print_passes(report, console)
+        return
     text = stage_text(report, view)
     if console.is_terminal and not console.no_color:
         console.print(IrHighlighter()(Text(text)))
     else:  # plain and fast for pipes: no markup, no wrapping
         console.file.write(text if text.endswith("\n") else text + "\n")
+
+
+def _print_passes(report: Report, console: Console) -> None:
+    """The pass list, or with --pass the diff alone (coloured on a terminal, plain in a pipe)."""
+    from .passes import diff_text, passes_view
+
+    log = report.passes
+    if log is None or not log.steps:
+        reason = report.stages.compile_error.headline if report.stages.compile_error else "the compile wrote no pass dumps"
+        console.print(f"no passes: {reason}", soft_wrap=False)
+        return
+    if log.diff is None:
+        print_fitting(console, passes_view(log))
+        if report.stages.compile_error:
+            console.print(Text(f"the compile failed after these steps: {report.stages.compile_error.headline}", style="red"),
+                          soft_wrap=True)
+        return
+    text = diff_text(log.diff, colour=console.is_terminal and not console.no_color)
+    if console.is_terminal and not console.no_color:
+        console.print(text, soft_wrap=True)
+    else:
+        console.file.write(text.plain)
 
 
 def print_json(data, console: Console) -> None:

@@ -71,6 +71,7 @@ class Kernel:
     repeat: int = 1  # times it runs (a while body with a known trip count)
     scope: str | None = None  # op_name scope, e.g. jit(train_step)/layer3
     note: str | None = None
+    made_by: str | None = None  # the compiler pass that created it (with pass dumps: show --passes)
 
     @property
     def hbm_bytes(self) -> int:

@@ -1,0 +1,182 @@
+"""Two variants of a program side by side: two targets, one target with two parameter sets, or
+one target on two chips. Both Reports are built on the path every verb takes (cli._report ->
+report.build_report); this module only reads them. Plain data, never printed.
+
+Kernels are paired by what they are, not by their HLO names (``fusion.12`` in one compile is
+not ``fusion.12`` in another): kernels of the same kind made from the same jax op (op_name) at
+the same source line pair up in schedule order; the ones left over are only on one side.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .report import Report
+
+
+@dataclasses.dataclass
+class Side:
+    label: str  # e.g. "samples/attention.py:flash block_q=128 on tpu-v5e"
+    spec: str
+    chip: str
+    params: dict
+    ok: bool
+    compile_error: str | None  # the compiler's headline when it refused the program
+    compile_cached: bool
+    errors: list[str]  # the error findings' messages
+
+
+@dataclasses.dataclass
+class Total:
+    name: str  # kernels | HBM bytes | flops | roofline time | XLA temporaries | compile time
+    unit: str  # count | bytes | flops | seconds
+    a: float | None
+    b: float | None
+    ratio: float | None  # b / a
+
+
+@dataclasses.dataclass
+class KernelRef:
+    name: str
+    kind: str
+    source: str | None
+    hbm_bytes: int
+    flops: float
+
+
+@dataclasses.dataclass
+class KernelChange:
+    a: KernelRef
+    b: KernelRef
+    bytes_delta: int  # b - a
+    ratio: float | None  # b / a of the HBM bytes
+
+
+@dataclasses.dataclass
+class PallasVmem:
+    """One pallas_call's VMEM on each side: the inspector's estimate and, on TPU targets, the
+    compiler's own figure for its custom call (used_scoped_memory_configs)."""
+
+    kernel: str
+    chip_a: str | None
+    chip_b: str | None
+    estimate_a: int | None
+    estimate_b: int | None
+    limit_a: int | None
+    limit_b: int | None
+    compiler_a: int | None
+    compiler_b: int | None
+
+
+@dataclasses.dataclass
+class Compare:
+    a: Side
+    b: Side
+    totals: list[Total]
+    vmem: list[PallasVmem]
+    only_a: list[KernelRef]
+    only_b: list[KernelRef]
+    changed: list[KernelChange]  # paired kernels whose HBM bytes differ, largest change first
+    paired: int  # kernels present on both sides
+
+    @property
+    def ok(self) -> bool:
+        return self.a.ok and self.b.ok
+
+
+def _ratio(a, b) -> float | None:
+    return b / a if a and b is not None else None
+
+
+def _side(report: Report) -> Side:
+    params = report.target.params
+    label = report.target.spec + "".join(f" {k}={v}" for k, v in params.items()) + f" on {report.chip.name}"
+    error = report.stages.compile_error.headline if report.stages.compile_error else None
+    return Side(label, report.target.spec, report.chip.name, dict(params), report.ok, error,
+                report.stages.compile_cached, [f.message for f in report.findings if f.severity == "error"])
+
+
+def _kernels(report: Report) -> list:
+    return report.fusions.kernels if report.fusions else []
+
+
+def _ref(k) -> KernelRef:
+    return KernelRef(k.name, k.kind, k.source, k.hbm_bytes * k.repeat, k.flops * k.repeat)
+
+
+def _totals(a: Report, b: Report) -> list[Total]:
+    def total(report, key):
+        return report.fusions.totals.get(key) if report.fusions else None
+
+    def memory(report, key):
+        return (report.stages.memory or {}).get(key)
+
+    rows = [("kernels", "count", lambda r: len(_kernels(r)) if r.fusions else None),
+            ("HBM bytes", "bytes", lambda r: total(r, "hbm_bytes")),
+            ("flops", "flops", lambda r: total(r, "flops")),
+            ("roofline time", "seconds", lambda r: total(r, "roofline_s")),
+            ("XLA temporaries", "bytes", lambda r: memory(r, "temp_size_in_bytes")),
+            ("compile time", "seconds", lambda r: r.stages.timings.get("compile_s"))]
+    return [Total(name, unit, get(a), get(b), _ratio(get(a), get(b))) for name, unit, get in rows]
+
+
+def _pair(a: list, b: list) -> tuple[list[tuple], list, list]:
+    """(pairs, only in a, only in b): same kind, op_name and source line, in schedule order."""
+    def key(k):
+        return (k.kind, k.op_name, k.source)
+
+    waiting: dict[tuple, list] = {}
+    for k in b:
+        waiting.setdefault(key(k), []).append(k)
+    pairs, only_a = [], []
+    for k in a:
+        queue = waiting.get(key(k))
+        if queue:
+            pairs.append((k, queue.pop(0)))
+        else:
+            only_a.append(k)
+    paired_b = {id(kb) for _, kb in pairs}
+    return pairs, only_a, [k for k in b if id(k) not in paired_b]
+
+
+def _budget(report: Report, call) -> tuple[str | None, int | None, int | None]:
+    """(chip, estimate, limit) of one pallas_call: the target chip's budget, else (on the CPU) that of
+    the TPU whose rules the kernel was traced under, else the first TPU's."""
+    from .stages import SIMULATED_CHIP
+
+    budgets = [b for b in call.budgets if b.memory == "VMEM"]
+    chosen = (next((b for b in budgets if b.chip == report.chip.name), None)
+              or next((b for b in budgets if b.chip == SIMULATED_CHIP), None) or (budgets[0] if budgets else None))
+    return (chosen.chip, chosen.total_bytes, chosen.limit_bytes) if chosen else (None, None, None)
+
+
+def _compiler_vmem(report: Report, name: str) -> int | None:
+    for k in _kernels(report):
+        if k.kind.startswith("custom-call") and k.name.rsplit(".", 1)[0] == name:
+            return k.compiler_scoped_vmem_bytes
+    return None
+
+
+def _vmem(a: Report, b: Report) -> list[PallasVmem]:
+    calls_a, calls_b = list(a.pallas or []), list(b.pallas or [])
+    rows = []
+    for i in range(max(len(calls_a), len(calls_b))):
+        ca = calls_a[i] if i < len(calls_a) else None
+        cb = calls_b[i] if i < len(calls_b) else None
+        name = (ca or cb).call.name
+        chip_a, est_a, lim_a = _budget(a, ca) if ca else (None, None, None)
+        chip_b, est_b, lim_b = _budget(b, cb) if cb else (None, None, None)
+        rows.append(PallasVmem(name if not cb or not ca or ca.call.name == cb.call.name else f"{ca.call.name} / {cb.call.name}",
+                               chip_a, chip_b, est_a, est_b, lim_a, lim_b,
+                               _compiler_vmem(a, ca.call.name) if ca else None, _compiler_vmem(b, cb.call.name) if cb else None))
+    return rows
+
+
+def compare_reports(a: Report, b: Report) -> Compare:
+    pairs, only_a, only_b = _pair(_kernels(a), _kernels(b))
+    changed = [KernelChange(_ref(ka), _ref(kb), _ref(kb).hbm_bytes - _ref(ka).hbm_bytes,
+                            _ratio(_ref(ka).hbm_bytes, _ref(kb).hbm_bytes))
+               for ka, kb in pairs if ka.hbm_bytes * ka.repeat != kb.hbm_bytes * kb.repeat]
+    changed.sort(key=lambda c: -abs(c.bytes_delta))
+    by_bytes = lambda k: -k.hbm_bytes
+    return Compare(_side(a), _side(b), _totals(a, b), _vmem(a, b), sorted(map(_ref, only_a), key=by_bytes),
+                   sorted(map(_ref, only_b), key=by_bytes), changed, len(pairs))

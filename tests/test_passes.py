@@ -1,0 +1,215 @@
+"""What each compiler pass did (--view passes, --pass) and two variants side by side (compare)."""
+import json
+import os
+import tempfile
+
+import pytest
+
+from conftest import DATA, ROOT
+from inspector.cli import main
+from inspector.hlo.passes import FINAL, FIRST, UnknownPass, diff_steps, parse_range, read_dumps
+
+CHAIN = f"{DATA / 'passes_funcs.py'}:chain"
+SCALED = f"{DATA / 'passes_funcs.py'}:scaled"
+FLASH = "samples/attention.py:flash"
+FLASH_ARGS = ["--args", "bf16[2,512,128] bf16[2,512,128] bf16[2,512,128]", "--set", "block_k=128"]
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch, tmp_path):
+    """The CLI in this process, with a private cache and temporary folder: (code, stdout, stderr)."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "120")
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    from inspector import stages
+
+    monkeypatch.setattr(stages, "_MEMO", {})
+
+    def run(*argv: str):
+        code = main(list(argv), isolate=False)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    run.tmp = tmp_path
+    return run
+
+
+# ----------------------------------------------------------------------------- the dump reader, on files
+
+
+def _module(*instrs: str) -> str:
+    body = "\n".join(f"  {'ROOT ' if i == len(instrs) - 1 else ''}{line}" for i, line in enumerate(instrs))
+    return f"HloModule jit_f\n\nENTRY %main (p: f32[4]) -> f32[4] {{\n{body}\n}}\n"
+
+
+def _write_dumps(d):
+    files = {
+        "module_0000.jit_f.before_optimizations.txt": _module("%p = f32[4]{0} parameter(0)", "%x = f32[4]{0} tanh(%p)"),
+        "module_0000.jit_f.0000.simp.after_pipeline-start.before_algsimp.txt":
+            _module("%p = f32[4]{0} parameter(0)", "%x = f32[4]{0} tanh(%p)"),
+        "module_0000.jit_f.0001.simp.after_algsimp.before_dce.txt": _module("%p = f32[4]{0} parameter(0)", "%y = f32[4]{0} sine(%p)"),
+        "module_0000.jit_f.0002.main.after_fusion.before_pipeline-end.txt":
+            _module("%p = f32[4]{0} parameter(0)", "%x = f32[4]{0} fusion(%p), kind=kLoop, calls=%fc",
+                    "%c = (f32[4]{0}, s32[]) custom-call(%x), custom_call_target=\"foo\""),
+        "module_0000.jit_f.after_optimizations.txt":
+            _module("%p = f32[4]{0} parameter(0)", "%x = f32[4]{0} fusion(%p), kind=kLoop, calls=%fc",
+                    "%c = (f32[4]{0}, s32[]) custom-call(%x), custom_call_target=\"foo\""),
+        "module_0001.jit_other.0000.simp.after_pipeline-start.before_algsimp.txt": _module("%q = f32[4]{0} parameter(0)"),
+        "module_0000.jit_f.after_optimizations-buffer-assignment.txt": "not a module",
+    }
+    for name, text in files.items():
+        (d / name).write_text(text)
+
+
+def test_read_dumps_orders_counts_and_finds_origins(tmp_path):
+    _write_dumps(tmp_path)
+    log = read_dumps(str(tmp_path), module="jit_f")
+    assert log.module == "jit_f"
+    assert [(s.pipeline, s.name) for s in log.steps] == [
+        ("", FIRST), ("simp", "pipeline-start"), ("simp", "algsimp"), ("main", "fusion"), ("", FINAL)]
+    assert [s.changed for s in log.steps] == [True, False, True, True, False]
+    assert [s.instructions for s in log.steps] == [2, 2, 2, 3, 3]
+    assert [s.delta for s in log.steps] == [2, 0, 0, 1, 0]
+    assert [(s.fusions, s.custom_calls) for s in log.steps][-1] == (1, 1)  # a tuple-shaped custom call counts
+    assert log.steps[1].next == "algsimp"
+    # %x was made before optimizations, deleted by algsimp and made again by fusion: the fusion made it
+    assert log.origins == {"p": 0, "x": 3, "c": 3}
+    assert log.made_by("x") == "#3 fusion (main)"
+    assert log.steps[3].made == 2
+
+
+def test_pass_selectors_and_diff(tmp_path):
+    _write_dumps(tmp_path)
+    log = read_dumps(str(tmp_path), module="jit_f")
+    assert parse_range(log, "fusion") == (3, 3)
+    assert parse_range(log, "ALGSIMP") == (2, 2)
+    assert parse_range(log, "2") == (2, 2) and parse_range(log, "-1") == (4, 4)
+    assert parse_range(log, "algsimp..fusion") == (2, 3) and parse_range(log, "..1") == (0, 1)
+    for bad in ("nosuchpass", "99", "fusion..algsimp"):
+        with pytest.raises(UnknownPass):
+            parse_range(log, bad)
+    diff = diff_steps(log, 3, 3)
+    assert "+  %x = f32[4]{0} fusion(%p)" in diff.text and "-  ROOT %y = f32[4]{0} sine(%p)" in diff.text
+    assert (diff.added, diff.removed) == (2, 1)
+    assert diff_steps(log, 1, 1).text == ""  # a pipeline start changes nothing
+
+
+# ----------------------------------------------------------------------------- --view passes, compiled
+
+
+def test_passes_view_on_cpu(cli):
+    code, out, err = cli("show", CHAIN, "--view", "passes", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    passes = report["passes"]
+    assert passes[0]["name"] == FIRST and passes[-1]["name"] == FINAL
+    for p in passes:
+        assert {"name", "pipeline", "changed", "instructions", "fusions", "delta"} <= set(p)
+    fusion = next(p for p in passes if p["name"] == "fusion")
+    assert fusion["changed"] and fusion["fusions_delta"] >= 1 and fusion["pipeline"]
+    assert sum(p["delta"] for p in passes) == passes[-1]["instructions"]
+    assert passes[-1]["instructions"] == sum(report["stages"]["op_counts"]["hlo"].values())
+    # every instruction of the final HLO has the step that made it
+    assert set(report["origins"]) and all(0 <= i < len(passes) for i in report["origins"].values())
+    # the dumps are gone, and the compile with dump options stored nothing in the cache
+    assert os.listdir(cli.tmp / "tmp") == []
+    assert not (cli.tmp / "cache").exists() or not list((cli.tmp / "cache").glob("*.json"))
+
+
+def test_fusion_pass_diff_shows_what_it_fused(cli):
+    code, out, err = cli("show", CHAIN, "--pass", "fusion")
+    assert code == 0, err
+    assert out.startswith("#") and "fusion" in out.splitlines()[0]
+    added = [l for l in out.splitlines() if l.startswith("+") and not l.startswith("+++")]
+    removed = [l for l in out.splitlines() if l.startswith("-") and not l.startswith("---")]
+    # the elementwise ops leave the entry computation and come back inside a fused computation,
+    # called by one new fusion instruction
+    for op in (" tanh(", " multiply(", " add("):
+        assert any(op in l for l in removed), op
+        assert any(op in l for l in added), op
+    assert any(" fusion(" in l and "calls=%fused_computation" in l for l in added)
+    assert "\x1b[" not in out  # plain in a pipe
+
+
+def test_fusions_view_names_the_pass_that_made_each_kernel(cli):
+    code, out, err = cli("show", CHAIN, "--view", "fusions", "--passes", "--json")
+    assert code == 0, err
+    kernels = json.loads(out)["kernels"]
+    made = {k["name"]: k["made_by"] for k in kernels}
+    assert all(made.values()), made
+    loop = next(k for k in kernels if k["kind"] == "fusion:loop")
+    assert " fusion (" in loop["made_by"]  # the fusion pass, not a later one
+    code, out, err = cli("show", CHAIN, "--view", "fusions", "--passes")
+    assert code == 0 and "made by pass" in out
+
+
+def test_pass_usage_errors(cli):
+    code, out, err = cli("show", CHAIN, "--pass", "nosuchpass")
+    assert code == 2 and "matches no pass" in err and len(err.strip().splitlines()) == 1
+    code, out, err = cli("show", CHAIN, "--view", "hlo", "--pass", "fusion")
+    assert code == 2 and "--pass is for the passes view" in err
+
+
+@pytest.mark.tpu
+def test_passes_view_on_tpu(cli):
+    code, out, err = cli("show", CHAIN, "--view", "passes", "--target", "tpu-v5e", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    passes = report["passes"]
+    names = [p["name"] for p in passes]
+    assert names[0] == FIRST and names[-1] == FINAL and "tpu_fusion" in names
+    made = next(p for p in passes if p["name"] == "tpu_fusion" and p["changed"])
+    assert made["fusions_delta"] >= 1
+    # memory-space assignment runs after the last per-pass dump: the final step still changes the module
+    assert passes[-1]["instructions"] == sum(report["stages"]["op_counts"]["hlo"].values())
+    code, out, err = cli("show", CHAIN, "--target", "tpu-v5e", "--view", "fusions", "--passes", "--json")
+    fusion = next(k for k in json.loads(out)["kernels"] if k["kind"].startswith("fusion"))
+    assert "tpu_fusion" in fusion["made_by"]
+
+
+# ----------------------------------------------------------------------------- compare
+
+
+def test_compare_two_parameter_sets_on_cpu(cli):
+    code, out, err = cli("compare", SCALED, "--set-a", "factor=1", "--set-b", "factor=2", "--json")
+    assert code == 0, err
+    c = json.loads(out)
+    assert c["a"]["params"] == {"factor": 1} and c["b"]["params"] == {"factor": 2}
+    totals = {t["name"]: t for t in c["totals"]}
+    assert totals["HBM bytes"]["ratio"] > 1.4  # twice the output, the same input
+    assert totals["kernels"]["a"] >= 1
+    code, out, err = cli("compare", SCALED, "--set-a", "factor=1", "--set-b", "factor=2")
+    assert code == 0 and "totals (ratio: B / A)" in out and "HBM bytes" in out
+
+
+def test_compare_needs_two_variants(cli):
+    code, out, err = cli("compare", SCALED)
+    assert code == 2 and "two different variants" in err
+    code, out, err = cli("compare", SCALED, "--set-a", "factor=1", "--set", "factor=1")
+    assert code == 2
+
+
+@pytest.mark.tpu
+def test_compare_flash_block_sizes_matches_the_fusions_view(cli):
+    alone = {}
+    for block in (128, 256):
+        code, out, err = cli("show", FLASH, *FLASH_ARGS, "--set", f"block_q={block}", "--target", "tpu-v5e",
+                             "--view", "fusions", "--json")
+        assert code == 0, err
+        kernels = json.loads(out)["kernels"]
+        alone[block] = next(k["hbm_bytes_read"] + k["hbm_bytes_written"] for k in kernels if k["kind"] == "custom-call:pallas")
+    assert alone[128] != alone[256]
+    code, out, err = cli("compare", FLASH, *FLASH_ARGS, "--set-a", "block_q=128", "--set-b", "block_q=256",
+                         "--target", "tpu-v5e", "--json")
+    assert code == 0, err
+    c = json.loads(out)
+    change = next(ch for ch in c["changed"] if ch["a"]["kind"] == "custom-call:pallas")
+    assert (change["a"]["hbm_bytes"], change["b"]["hbm_bytes"]) == (alone[128], alone[256])
+    assert change["bytes_delta"] == alone[256] - alone[128]
+    assert c["only_a"] == [] and c["only_b"] == []
+    vmem = c["vmem"][0]
+    assert vmem["kernel"] == "flash_attention_fwd" and vmem["estimate_b"] > vmem["estimate_a"]
+    assert vmem["compiler_a"] and vmem["compiler_b"]  # libtpu's own figure for the custom call

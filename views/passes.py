@@ -1,0 +1,67 @@
+"""The passes view: every dump of XLA's pipeline in order with its counts, and one pass's diff."""
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..hlo.passes import PassDiff, PassLog
+from ..units import fmt_bytes
+
+from .cells import add_row
+
+
+def _signed(n: int) -> str:
+    return f"{n:+d}" if n else ""
+
+
+def passes_table(log: PassLog, only_changed: bool = False) -> Table:
+    table = Table(title=f"{log.module}: {len(log.steps)} steps of XLA's pipeline "
+                        f"({sum(s.changed for s in log.steps)} changed the module; dumps {fmt_bytes(log.dump_bytes)}, removed)",
+                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
+                  caption=f"{log.note}. `--pass NAME` (or an index, or A..B) shows the diff; "
+                          "`--view fusions --passes` names the pass that made each kernel",
+                  caption_justify="left")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("pipeline", overflow="fold")
+    table.add_column("pass", overflow="fold")
+    table.add_column("changed", no_wrap=True)
+    for col in ("instrs", "Δ", "fusions", "Δ ", "custom calls", "Δ  ", "made"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for s in log.steps:
+        if only_changed and not s.changed:
+            continue
+        style = "" if s.changed else "dim"
+        add_row(table, Text(str(s.index), style=style), Text(s.pipeline or "-", style=style), Text(s.name, style=style or "bold"),
+                Text("yes" if s.changed else "no", style="green" if s.changed else "dim"),
+                str(s.instructions), _signed(s.delta), str(s.fusions), _signed(s.fusions_delta),
+                str(s.custom_calls), _signed(s.custom_calls_delta), str(s.made or ""))
+    return table
+
+
+def diff_text(diff: PassDiff, colour: bool) -> Text:
+    """The unified diff, + lines green and - lines red (plain when ``colour`` is off)."""
+    out = Text()
+    header = f"{diff.title}: +{diff.added} -{diff.removed} lines\n"
+    out.append(header, style="bold" if colour else "")
+    if not diff.text:
+        out.append("the module is the same before and after\n")
+        return out
+    for line in diff.text.split("\n"):
+        style = ""
+        if colour:
+            if line.startswith(("+++", "---")):
+                style = "bold"
+            elif line.startswith("+"):
+                style = "green"
+            elif line.startswith("-"):
+                style = "red"
+            elif line.startswith("@@"):
+                style = "cyan"
+        out.append(line + "\n", style=style)
+    return out
+
+
+def passes_view(log: PassLog) -> Group:
+    return Group(passes_table(log))
