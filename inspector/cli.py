@@ -20,7 +20,7 @@ import sys
 
 from .errors import EXIT_FINDINGS, EXIT_OK, InspectorError, OutputError, TargetFailure, UsageError
 
-VIEWS = ("overview", "jaxpr", "stablehlo", "hlo", "mosaic", "fusions", "pallas")
+VIEWS = ("overview", "jaxpr", "stablehlo", "hlo", "mosaic", "fusions", "pallas", "memory", "collectives")
 VERBS = ("show", "check", "diff", "export", "chips", "cache")
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 
@@ -70,6 +70,8 @@ def _target_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
     p.add_argument("--args", help='example inputs as shape specs, e.g. "bf16[4,2048,128] f32[] k=i32[16]"')
     p.add_argument("--ref", help="reference function: name in the same file, or file.py:function")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="static keyword parameter (repeatable)")
+    p.add_argument("--mesh", metavar="AXIS=N,...", help="shard over a mesh of the target's devices, e.g. data=4,model=4 (one may be -1)")
+    p.add_argument("--shard", metavar="SPECS", help="one PartitionSpec per positional input, e.g. \"P('data',None) P(None,'model')\"")
     if json_flag:
         p.add_argument("--json", action="store_true", help="print the Report as JSON")
     p.add_argument("--no-cache", action="store_true", help="compile even when the on-disk cache has this module (and store the fresh result)")
@@ -154,7 +156,15 @@ def _use_cache(opts):
     return compile_cache.REFRESH if opts.no_cache else True
 
 
-def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool, pallas: bool = False):
+def _load(opts):
+    from .target import load_target
+
+    return load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set, mesh=getattr(opts, "mesh", None),
+                       shard=getattr(opts, "shard", None))
+
+
+def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool, pallas: bool = False, buffers: bool = False,
+            collectives: bool = False):
     """Load the target, capture its stages and gather the Report: the one path every verb takes."""
     from .backends import Backend
     from .chips import get_chip
@@ -164,21 +174,25 @@ def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool, pallas: boo
 
     chip = get_chip(opts.chip)
     roofline = get_chip(opts.roofline) if getattr(opts, "roofline", None) else None
-    target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
+    target = _load(opts)
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
-        captured = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text, use_cache=_use_cache(opts))
-        report = build_report(target, chip, captured, fusions=fusions, pallas=pallas, roofline_chip=roofline)
+        captured = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text, use_cache=_use_cache(opts),
+                           buffers=buffers)
+        report = build_report(target, chip, captured, fusions=fusions, pallas=pallas, roofline_chip=roofline,
+                              collectives=collectives)
     captured.stages.op_counts  # counted here, where the stages were made, not in the process that renders
     return report
 
 
 def _work_show(opts):
-    return _report(opts, compile=opts.view in ("overview", "hlo", "fusions"), jaxpr_text=opts.view == "jaxpr",
-                   fusions=opts.view in ("overview", "fusions"), pallas=opts.view in ("overview", "pallas"))
+    return _report(opts, compile=opts.view in ("overview", "hlo", "fusions", "memory", "collectives"),
+                   jaxpr_text=opts.view == "jaxpr", fusions=opts.view in ("overview", "fusions"),
+                   pallas=opts.view in ("overview", "pallas"), buffers=opts.view == "memory",
+                   collectives=opts.view in ("overview", "collectives"))
 
 
 def _work_export(opts):
-    return _report(opts, compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True)
+    return _report(opts, compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True, collectives=True)
 
 
 def _work_check(opts):
@@ -187,7 +201,7 @@ def _work_check(opts):
     from .target import load_target
 
     chips = parse_targets(opts.chip)
-    target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
+    target = _load(opts)
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
         result = run_check(target, chips, estimate_only=opts.estimate_only, use_cache=_use_cache(opts))
         if opts.sweep:
@@ -204,7 +218,7 @@ def _work_diff(opts):
 
     # diff runs on this machine; --target names the TPU that interpret mode simulates (the first TPU given)
     chip = next((c for c in parse_targets(opts.chip) if c.is_tpu), None)
-    target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
+    target = _load(opts)
     with _exits_are_failures(target, f"raised while running {target.name}"):
         try:
             return run_diff(target, seed=opts.seed, atol=opts.atol, rtol=opts.rtol, grad=opts.grad, runs=opts.runs,
@@ -244,7 +258,7 @@ def _show(opts) -> int:
     report = _run(opts)
     console = make_console()
     if opts.json:
-        texts = () if opts.view in ("overview", "fusions") else (opts.view,)
+        texts = () if opts.view in ("overview", "fusions", "memory", "collectives") else (opts.view,)
         print_json(report.to_dict(texts=texts), console)
     else:
         print_view(report, opts.view, console, sort=opts.sort, top=opts.top)

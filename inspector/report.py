@@ -7,7 +7,9 @@ from typing import Any
 from .chips import CHIPS, Chip
 from .pallas.analysis import PallasReport, analyse_pallas
 from .findings import Finding, by_severity
+from .hlo.collectives import CollectiveAnalysis, analyse_collectives
 from .hlo.fusions import FusionAnalysis, analyse_fusions
+from .memory import MemoryReport, analyse_memory
 from .specs import hlo_type
 from .stages import STAGES, Capture, Stages
 from .target import Target, short_path
@@ -45,6 +47,8 @@ class Report:
     findings: list[Finding]
     fusions: FusionAnalysis | None = None  # kernels with HBM traffic and roofline (when compiled)
     pallas: list[PallasReport] | None = None  # every pallas_call: BlockSpecs, grid walk, budgets
+    memory: MemoryReport | None = None  # HBM per device against the chip's capacity (when compiled)
+    collectives: CollectiveAnalysis | None = None  # the collectives of the compiled program, in schedule order
 
     @property
     def ok(self) -> bool:
@@ -68,6 +72,8 @@ class Report:
             "findings": [dataclasses.asdict(f) for f in self.findings],
             **(_fusions_json(self.fusions) if self.fusions else {}),
             **({"pallas": [dataclasses.asdict(p) for p in self.pallas]} if self.pallas is not None else {}),
+            **({"memory": dataclasses.asdict(self.memory)} if self.memory is not None else {}),
+            **(_collectives_json(self.collectives) if self.collectives is not None else {}),
         }
 
 
@@ -90,7 +96,8 @@ def _inputs(target: Target) -> list[InputInfo]:
 def _stage_findings(stages: Stages) -> list[Finding]:
     found = []
     if stages.compile_error is not None:
-        found.append(stages.compile_error.finding(stages.backend, view="overview"))
+        err = stages.compile_error
+        found.append(err.finding(stages.backend, view="memory" if err.hbm else "overview", buffers=stages.buffers))
     if stages.pallas_interpreted:
         found.append(Finding("info", "pallas-interpreted",
                              "Pallas kernels are interpreted on the CPU backend: the HLO shows the interpreter, "
@@ -104,6 +111,11 @@ def _fusions_json(analysis: FusionAnalysis) -> dict:
             "fusion_analysis": data}
 
 
+def _collectives_json(analysis: CollectiveAnalysis) -> dict:
+    data = dataclasses.asdict(analysis)
+    return {"collectives": data.pop("collectives"), "collective_totals": data}
+
+
 def budget_chips(target_chip: Chip) -> tuple[list[Chip], list[Chip]]:
     """(chips to budget, chips whose rules become findings): every TPU generation is budgeted;
     layout and budget findings are for the target chip, none for the local backend."""
@@ -112,7 +124,7 @@ def budget_chips(target_chip: Chip) -> tuple[list[Chip], list[Chip]]:
 
 
 def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool = False, pallas: bool = False,
-                 roofline_chip: Chip | None = None) -> Report:
+                 roofline_chip: Chip | None = None, collectives: bool = False) -> Report:
     """Gather the analyses into a Report; ``fusions`` adds the kernel analysis of the optimized HLO
     (its roofline on ``roofline_chip``, else on the target chip); ``pallas`` the BlockSpec walk,
     layout rules and VMEM budgets of every pallas_call (it also feeds the fusions' Pallas traffic)."""
@@ -134,4 +146,15 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
             findings.append(Finding("warning", "analysis-failed", f"could not analyse the fusions of the optimized HLO: "
                                     f"{type(err).__name__}: {err}; the other views still hold", view="fusions",
                                     data={"what": "fusions", "why": str(err)}))
-    return Report(info, _inputs(target), chip, stages, by_severity(findings), analysis, kernels if pallas else None)
+    memory, memory_findings = analyse_memory(stages, chip)
+    findings += memory_findings
+    comms = None
+    if collectives and stages.hlo:
+        try:
+            comms = analyse_collectives(stages.hlo, chip, stages.mesh, stages.devices)
+        except Exception as err:  # an HLO this parser cannot follow: a finding, the other views still show
+            findings.append(Finding("warning", "analysis-failed", f"could not list the collectives of the optimized HLO: "
+                                    f"{type(err).__name__}: {err}; the other views still hold", view="collectives",
+                                    data={"what": "collectives", "why": str(err)}))
+    return Report(info, _inputs(target), chip, stages, by_severity(findings), analysis, kernels if pallas else None,
+                  memory, comms)

@@ -41,7 +41,7 @@ def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) 
     for k in shown:
         add_row(table, 
             str(order[id(k)]), k.name + (f" x{k.repeat}" if k.repeat > 1 else ""), k.kind.replace("custom-call:", "cc:"),
-            _short_source(k), fmt_bytesk.hbm_bytes, fmt_count(k.flops),
+            _short_source(k), fmt_bytes(k.hbm_bytes), fmt_count(k.flops),
             f"{k.intensity:.1f}" if k.intensity is not None else "-", fmt_time(k.roofline_s),
             Text(k.bound or "-", style=BOUND_STYLE.get(k.bound, "")), fmt_count(k.compiler_cycles),
         )
