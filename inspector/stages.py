@@ -177,7 +177,7 @@ def _compile(lowered, backend: Backend, use_cache: bool | str, buffers: bool = F
         return hit, True
     with _dump_folder(buffers) as dump:
         try:
-            compiled = lowered.compile(_dump_options(dump) if dump else None)
+            compiled = lowered.compile(_dump_options(dump)) if dump else lowered.compile()
             result = {"hlo": compiled.as_text(), "cost": _cost_dict(compiled.cost_analysis()),
                       "memory": _memory_dict(compiled.memory_analysis()), "error": None}
         except Exception as err:  # XLA raises JaxRuntimeError / XlaRuntimeError / ValueError
