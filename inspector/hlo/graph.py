@@ -49,7 +49,7 @@ def _label_bytes(n: int) -> str:
 def _kernel_label(k: Kernel) -> str:
     time = f"{fmt_time(k.roofline_s)} {k.bound}" if k.roofline_s else (k.bound or "")
     src = (k.source or (k.sources[0] if k.sources else "")).rsplit("/", 1)[-1]
-    lines = [k.name, k.kind, src, f"HBM {_label_bytesk.hbm_bytes}  {fmt_count(k.flops)}flop", time]
+    lines = [k.name, k.kind, src, f"HBM {_label_bytes(k.hbm_bytes)}  {fmt_count(k.flops)}flop", time]
     return "\n".join(l for l in lines if l)
 
 
