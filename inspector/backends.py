@@ -1,11 +1,14 @@
 """Where a target compiles: jax's local backend, or a TPU chip through libtpu without a TPU.
 
 A TPU target compiles deviceless on a host-sized topology, using one chip of it (facts.md s1);
-``jax.set_mesh`` makes Pallas see that chip's device kind while lowering.
+``jax.set_mesh`` makes Pallas see that chip's device kind while lowering. A target with a
+topology (``tpu-v5e:16x16``) spans every device of it: the program is traced under a mesh of
+them (the target's ``mesh`` axes) and its inputs are placed with the target's shardings.
 """
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import importlib.util
 
@@ -27,6 +30,13 @@ def _tpu_mesh(topology: str):
     return Mesh(np.array(topo.devices[:1]), ("x",))
 
 
+@functools.cache
+def _topology_devices(topology: str) -> tuple:
+    from jax.experimental import topologies
+
+    return tuple(topologies.get_topology_desc(platform="tpu", topology_name=topology).devices)
+
+
 class Backend:
     """Places abstract inputs on the chip and provides the context to trace and lower under."""
 
@@ -39,6 +49,9 @@ class Backend:
             raise UsageError(f"{chip.name} is a spec-only target (budgets and roofline); it cannot compile here. "
                              "Compile with --target gpu on a machine with a GPU, or a TPU target")
         self.mesh = _tpu_mesh(chip.topology) if chip.is_tpu else None
+        self.mesh_axes: dict[str, int] | None = None  # set when the program is sharded (with_mesh)
+        if chip.devices > 1:
+            self._set_mesh({"devices": chip.devices})
         if chip.name == "gpu":
             import jax
             if not any(d.platform == "gpu" for d in jax.devices()):
@@ -55,19 +68,56 @@ class Backend:
         import jax
         return jax.devices(self.platform)[0].device_kind
 
-    def place(self, tree):
-        """Turn every array-like leaf into a ShapeDtypeStruct on this backend's chip."""
+    @property
+    def devices(self) -> int:
+        if self.chip.is_tpu:
+            return self.chip.devices
+        import jax
+        return len(jax.devices(self.platform))
+
+    def _set_mesh(self, axes: dict[str, int]) -> None:
+        from .sharding import device_mesh, fit_mesh
+
+        sizes = fit_mesh(axes, self.devices, self.chip.name)
+        if self.chip.is_tpu:
+            devices = _topology_devices(self.chip.topology) if self.chip.devices > 1 else tuple(self.mesh.devices.flat)
+        else:
+            import jax
+            devices = tuple(jax.devices(self.platform))
+        self.mesh, self.mesh_axes = device_mesh(devices, sizes), sizes
+
+    def with_mesh(self, axes: dict[str, int] | None) -> "Backend":
+        """This backend with the program sharded over a mesh of ``axes`` (sizes by name, one may
+        be -1); the product must be the device count of the target (one line, exit 2, if not)."""
+        if axes is None:
+            return self
+        other = copy.copy(self)
+        other._set_mesh(axes)
+        return other
+
+    def place(self, tree, specs=None):
+        """Turn every array-like leaf into a ShapeDtypeStruct on this backend's devices: placed by
+        ``specs`` (a PartitionSpec pytree, a prefix of ``tree``), replicated where it has none."""
         import jax
         from jax.sharding import NamedSharding, PartitionSpec
 
-        sharding = NamedSharding(self.mesh, PartitionSpec()) if self.mesh is not None else None
+        if self.mesh is None:
+            return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype) if _is_array(x) else x, tree)
 
-        def leaf(x):
-            if hasattr(x, "shape") and hasattr(x, "dtype"):
-                return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
-            return x
+        def placed(spec, sub):
+            sharding = NamedSharding(self.mesh, spec if spec is not None else PartitionSpec())
+            return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding) if _is_array(x) else x, sub)
 
-        return jax.tree.map(leaf, tree)
+        if specs is None:
+            return placed(None, tree)
+        from .sharding import _is_spec
+        return jax.tree.map(placed, specs, tree, is_leaf=_is_spec)
+
+    def describe_mesh(self) -> str | None:
+        if not self.mesh_axes:
+            return None
+        from .sharding import format_mesh
+        return format_mesh(self.mesh_axes)
 
     def context(self):
         if self.mesh is None:
@@ -92,3 +142,7 @@ def local_chip() -> Chip:
             return chip
         raise UsageError(f"the local TPU is a {kind!r}, which the chip table does not know (see `inspector chips`)")
     raise UsageError(f"jax's default backend here is {platform!r}, which the inspector cannot compile for: use cpu or a TPU target")
+
+
+def _is_array(x) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype")

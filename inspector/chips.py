@@ -8,6 +8,8 @@ by compiling kernels of growing size with libtpu 0.0.42.1 (../shared/facts.md se
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 
 from .errors import UsageError
 
@@ -16,6 +18,13 @@ KiB, MiB, GiB = 1024, 1024**2, 1024**3
 TPU_INFO = "jax tpu_info (pltpu.get_tpu_info_for_chip), per core x cores"
 MEASURED = "measured: libtpu 0.0.42.1 deviceless compiles of kernels of growing VMEM use (fits at the limit, fails past it)"
 CLOUD_TPU = "Cloud TPU system architecture pages"
+PROBED_TOPOLOGIES = ("probed: jax.experimental.topologies.get_topology_desc accepts each name with libtpu 0.0.42.1 "
+                     "(../shared/facts.md section 7); v5e refuses 1x1, 1x2 and 2x1")
+MEASURED_HBM = ("measured: libtpu 0.0.42.1 refuses a deviceless compile past it: 'the total memory required ... exceeds "
+                "available HBM (15.75G)' on v5e (per jax device: a TensorCore on v4 and TPU7x)")
+SCALING_BOOK_ICI = "the scaling book (jax-ml.github.io/scaling-book/tpus), ICI bandwidth per link, one way"
+_2D = ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
+_3D = ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +49,12 @@ class Chip:
     sublanes: int | None = None
     lanes: int | None = None
     topology: str | None = None  # libtpu topology name for deviceless compiles
+    topologies: tuple[str, ...] = ()  # slice shapes a target may name (tpu-v5e:16x16), each a deviceless compile
+    devices: int = 1  # devices the program spans: 1 (one chip of a host-sized topology) or the whole topology's
+    devices_per_chip: int = 1  # jax devices per chip in a deviceless topology (a TensorCore each on v4 and TPU7x)
+    hbm_device_bytes: int | None = None  # HBM a program may use per jax device (what the compiler refuses past)
+    ici_bytes_per_s: float | None = None  # ICI bandwidth of one link, one direction
+    ici_links: int | None = None  # ICI ports per chip
     device_kind: str | None = None  # what jax reports for the device
     jax_chip_version: str | None = None  # pltpu ChipVersion value
     sources: dict = dataclasses.field(default_factory=dict)
@@ -54,18 +69,22 @@ class Chip:
 
 
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,
-         device_kind, version, sources=None) -> Chip:
+         device_kind, version, topologies, hbm_device, ici, links, ici_source, devices_per_chip=1, sources=None) -> Chip:
     base = {
         "tensor_cores": CLOUD_TPU, "vmem_bytes": TPU_INFO, "smem_bytes": TPU_INFO, "hbm_bytes": TPU_INFO,
         "hbm_bytes_per_s": TPU_INFO, "bf16_flops": TPU_INFO, "int8_ops": TPU_INFO, "mxu": TPU_INFO,
         "sublanes": TPU_INFO, "lanes": TPU_INFO, "scoped_vmem_bytes": MEASURED,
         "topology": "topology names libtpu 0.0.42.1 accepts for a deviceless compile",
+        "topologies": PROBED_TOPOLOGIES, "hbm_device_bytes": MEASURED_HBM,
+        "ici_bytes_per_s": ici_source, "ici_links": ici_source,
+        "devices_per_chip": "probed: get_topology_desc('v4:2x2x1') and ('tpu7x:2x2x1') list 8 devices for 4 chips",
     }
     base.update(sources or {})
     return Chip(name, "tpu", description, aliases, tensor_cores=cores, vmem_bytes=vmem, scoped_vmem_bytes=scoped,
                 smem_bytes=1 * MiB, hbm_bytes=hbm, hbm_bytes_per_s=bw, bf16_flops=bf16, int8_ops=int8, mxu=mxu,
                 sublanes=8, lanes=128, topology=topology, device_kind=device_kind, jax_chip_version=version,
-                sources=base)
+                topologies=topologies, hbm_device_bytes=hbm_device, ici_bytes_per_s=ici, ici_links=links,
+                devices_per_chip=devices_per_chip, sources=base)
 
 
 def _gpu(name, description, *, bw, bf16, smem, hbm, source) -> Chip:
@@ -79,21 +98,27 @@ CHIPS: tuple[Chip, ...] = (
     Chip("gpu", "local", "the local GPU through jax's CUDA backend, when jax sees one"),
     _tpu("tpu-v4", "TPU v4 (megacore: 2 TensorCores act as one device)", aliases=("v4",), cores=2,
          vmem=16 * MiB, scoped=16 * MiB, hbm=34_400_000_000, bw=1.23e12, bf16=275e12, int8=None, mxu=128,
-         topology="v4:2x2x1", device_kind="TPU v4", version="v4",
+         topology="v4:2x2x1", device_kind="TPU v4", version="v4", topologies=_3D + ("16x16x16",),
+         hbm_device=round(15.25 * GiB), ici=4.5e10, links=6, devices_per_chip=2, ici_source=SCALING_BOOK_ICI + "; 6 links (3D torus)",
          sources={"int8_ops": "not given by jax tpu_info"}),
     _tpu("tpu-v5e", "TPU v5e (v5 lite)", aliases=("v5e", "v5litepod"), cores=1,
          vmem=128 * MiB, scoped=16 * MiB, hbm=17_200_000_000, bw=0.82e12, bf16=197e12, int8=394e12, mxu=128,
-         topology="v5e:2x2", device_kind="TPU v5 lite", version="v5e"),
+         topology="v5e:2x2", device_kind="TPU v5 lite", version="v5e", topologies=_2D,
+         hbm_device=round(15.75 * GiB), ici=4.5e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v5e page: 2D torus)"),
     _tpu("tpu-v5p", "TPU v5p (megacore)", aliases=("v5p",), cores=2,
          vmem=64 * MiB, scoped=16 * MiB, hbm=103_000_000_000, bw=2.46e12, bf16=459e12, int8=918e12, mxu=128,
-         topology="v5p:2x2x1", device_kind="TPU v5", version="v5p",
+         topology="v5p:2x2x1", device_kind="TPU v5", version="v5p", topologies=_3D + ("16x16x16", "16x16x24"),
+         hbm_device=round(95.74 * GiB), ici=9e10, links=6, ici_source=SCALING_BOOK_ICI + "; 6 links (3D torus)",
          sources={"hbm_bytes_per_s": TPU_INFO + "; the Cloud TPU page says 2765 GB/s"}),
     _tpu("tpu-v6e", "TPU v6e (Trillium)", aliases=("v6e", "trillium"), cores=1,
          vmem=128 * MiB, scoped=32 * MiB, hbm=34_400_000_000, bw=1.64e12, bf16=920e12, int8=1840e12, mxu=256,
-         topology="v6e:2x2", device_kind="TPU v6 lite", version="v6e"),
+         topology="v6e:2x2", device_kind="TPU v6 lite", version="v6e", topologies=_2D,
+         hbm_device=round(31.25 * GiB), ici=9e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v6e page)"),
     _tpu("tpu-7x", "TPU7x (Ironwood, 2 TensorCores)", aliases=("ironwood", "tpu7x", "v7x"), cores=2,
          vmem=64 * MiB, scoped=32 * MiB, hbm=206_000_000_000, bw=7.4e12, bf16=2310e12, int8=None, mxu=256,
-         topology="tpu7x:2x2x1", device_kind="TPU7x", version="7x",
+         topology="tpu7x:2x2x1", device_kind="TPU7x", version="7x", topologies=_3D,
+         hbm_device=round(94.75 * GiB), ici=1e11, links=6, devices_per_chip=2,
+         ici_source="Google's Ironwood announcement: 1.2 TBps bidirectional ICI per chip; over 6 links (3D torus, an assumption) = 100 GB/s one way",
          sources={"int8_ops": "not given by jax tpu_info (no int8 MXU mode)"}),
     _gpu("a100", "NVIDIA A100 80GB SXM (spec only)", bw=2.039e12, bf16=312e12, smem=166_912, hbm=80 * GiB,
          source="NVIDIA A100 datasheet; CUDA C guide (163 KiB opt-in shared memory)"),
@@ -109,10 +134,28 @@ _BY_NAME = {alias: chip for chip in CHIPS for alias in (chip.name, *chip.aliases
 
 
 def get_chip(name: str) -> Chip:
-    chip = _BY_NAME.get(name.strip().lower())
+    """A chip by name or alias; ``tpu-v5e:16x16`` is that chip over a whole slice (a topology)."""
+    base, sep, shape = name.strip().lower().partition(":")
+    chip = _BY_NAME.get(base.strip())
     if chip is None:
         raise UsageError(f"unknown target {name!r}: use one of {', '.join(c.name for c in CHIPS)} (see `inspector chips`)")
-    return chip
+    return _on_topology(chip.name, shape.strip()) if sep else chip
+
+
+@functools.cache  # one object per name, like the plain chips
+def _on_topology(chip_name: str, shape: str) -> Chip:
+    chip = _BY_NAME[chip_name]
+    if not chip.is_tpu:
+        raise UsageError(f"{chip.name}:{shape}: only TPU targets take a topology (e.g. tpu-v5e:4x4)")
+    if shape not in chip.topologies:
+        raise UsageError(f"{chip.name} has no topology {shape!r}: use one of {', '.join(chip.topologies)} "
+                         f"(e.g. --target {chip.name}:{chip.topologies[2]}; see `inspector chips`)")
+    chips = math.prod(int(d) for d in shape.split("x"))
+    generation = chip.topology.split(":")[0]
+    return dataclasses.replace(chip, name=f"{chip.name}:{shape}", aliases=(), topology=f"{generation}:{shape}",
+                               devices=chips * chip.devices_per_chip,
+                               description=f"{chip.description}, a {shape} slice: {chips} chips"
+                               + (f", {chips * chip.devices_per_chip} devices" if chip.devices_per_chip > 1 else ""))
 
 
 def parse_targets(text: str) -> list[Chip]:

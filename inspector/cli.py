@@ -20,7 +20,7 @@ import sys
 
 from .errors import EXIT_FINDINGS, EXIT_OK, InspectorError, OutputError, TargetFailure, UsageError
 
-VIEWS = ("overview", "jaxpr", "stablehlo", "hlo", "mosaic", "fusions", "pallas", "passes")
+VIEWS = ("overview", "jaxpr", "stablehlo", "hlo", "mosaic", "fusions", "pallas", "memory", "collectives", "passes")
 VERBS = ("show", "check", "diff", "export", "compare", "chips", "cache")
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 
@@ -70,6 +70,8 @@ def _target_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
     p.add_argument("--args", help='example inputs as shape specs, e.g. "bf16[4,2048,128] f32[] k=i32[16]"')
     p.add_argument("--ref", help="reference function: name in the same file, or file.py:function")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="static keyword parameter (repeatable)")
+    p.add_argument("--mesh", metavar="AXIS=N,...", help="shard over a mesh of the target's devices, e.g. data=4,model=4 (one may be -1)")
+    p.add_argument("--shard", metavar="SPECS", help="one PartitionSpec per positional input, e.g. \"P('data',None) P(None,'model')\"")
     if json_flag:
         p.add_argument("--json", action="store_true", help="print the Report as JSON")
     p.add_argument("--no-cache", action="store_true", help="compile even when the on-disk cache has this module (and store the fresh result)")
@@ -177,7 +179,15 @@ def _use_cache(opts):
     return compile_cache.REFRESH if opts.no_cache else True
 
 
-def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool, pallas: bool = False, passes: bool = False):
+def _load(opts):
+    from .target import load_target
+
+    return load_target(opts.target, args=opts.args, ref=getattr(opts, "ref", None), sets=opts.set,
+                       mesh=getattr(opts, "mesh", None), shard=getattr(opts, "shard", None))
+
+
+def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool, pallas: bool = False, buffers: bool = False,
+            collectives: bool = False, passes: bool = False):
     """Load the target, capture its stages and gather the Report: the one path every verb takes.
     ``passes``: compile with XLA's pass dumps (the passes view; kernels name the pass that made them)."""
     from .chips import get_chip
@@ -186,19 +196,21 @@ def _report(opts, *, compile: bool, jaxpr_text: bool, fusions: bool, pallas: boo
 
     chip = get_chip(opts.chip)
     roofline = get_chip(opts.roofline) if getattr(opts, "roofline", None) else None
-    target = load_target(opts.target, args=opts.args, ref=getattr(opts, "ref", None), sets=opts.set)
+    target = _load(opts)
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
         report = make_report(target, chip, compile=compile, jaxpr_text=jaxpr_text, fusions=fusions, pallas=pallas,
-                             roofline_chip=roofline, use_cache=_use_cache(opts), passes=passes,
-                             pass_select=getattr(opts, "pass_select", None))
+                             roofline_chip=roofline, use_cache=_use_cache(opts), buffers=buffers,
+                             collectives=collectives, passes=passes, pass_select=getattr(opts, "pass_select", None))
     report.stages.op_counts  # counted here, where the stages were made, not in the process that renders
     return report
 
 
 def _work_show(opts):
     passes = opts.view == "passes" or bool(getattr(opts, "passes", False))
-    return _report(opts, compile=opts.view in ("overview", "hlo", "fusions", "passes"), jaxpr_text=opts.view == "jaxpr",
-                   fusions=opts.view in ("overview", "fusions"), pallas=opts.view in ("overview", "pallas"), passes=passes)
+    return _report(opts, compile=opts.view in ("overview", "hlo", "fusions", "memory", "collectives", "passes"),
+                   jaxpr_text=opts.view == "jaxpr", fusions=opts.view in ("overview", "fusions"),
+                   pallas=opts.view in ("overview", "pallas"), buffers=opts.view == "memory",
+                   collectives=opts.view in ("overview", "collectives"), passes=passes)
 
 
 def _work_compare(opts):
@@ -222,7 +234,7 @@ def _compare_sides(opts) -> list:
 
 
 def _work_export(opts):
-    return _report(opts, compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True)
+    return _report(opts, compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True, collectives=True)
 
 
 def _work_check(opts):
@@ -231,7 +243,7 @@ def _work_check(opts):
     from .target import load_target
 
     chips = parse_targets(opts.chip)
-    target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
+    target = _load(opts)
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
         result = run_check(target, chips, estimate_only=opts.estimate_only, use_cache=_use_cache(opts))
         if opts.sweep:
@@ -248,7 +260,7 @@ def _work_diff(opts):
 
     # diff runs on this machine; --target names the TPU that interpret mode simulates (the first TPU given)
     chip = next((c for c in parse_targets(opts.chip) if c.is_tpu), None)
-    target = load_target(opts.target, args=opts.args, ref=opts.ref, sets=opts.set)
+    target = _load(opts)
     with _exits_are_failures(target, f"raised while running {target.name}"):
         try:
             return run_diff(target, seed=opts.seed, atol=opts.atol, rtol=opts.rtol, grad=opts.grad, runs=opts.runs,
@@ -298,7 +310,7 @@ def _show(opts) -> int:
     report = _run(opts)
     console = make_console()
     if opts.json:
-        texts = () if opts.view in ("overview", "fusions", "passes") else (opts.view,)
+        texts = () if opts.view in ("overview", "fusions", "memory", "collectives", "passes") else (opts.view,)
         print_json(report.to_dict(texts=texts), console)
     else:
         print_view(report, opts.view, console, sort=opts.sort, top=opts.top)

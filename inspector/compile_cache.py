@@ -106,7 +106,9 @@ def key(module_text: str, chip: str) -> str:
 def _valid_result(result) -> bool:
     """What this version stores: optimized HLO text, XLA's cost (name -> float) and memory
     (name -> int) dicts, and no error (failures are not stored)."""
-    if not isinstance(result, dict) or set(result) != {"hlo", "cost", "memory", "error"}:
+    if not isinstance(result, dict) or set(result) - {"buffers"} != {"hlo", "cost", "memory", "error"}:
+        return False
+    if not isinstance(result.get("buffers", {}), (dict, type(None))):  # the buffer assignment (--view memory)
         return False
     if not isinstance(result["hlo"], str) or not result["hlo"] or result["error"] is not None:
         return False

@@ -54,6 +54,14 @@ class VmemOom:
 
 
 @dataclasses.dataclass
+class HbmOom:
+    """The compiler's figures for a program that does not fit HBM (per device)."""
+
+    required_bytes: int
+    available_bytes: int
+
+
+@dataclasses.dataclass
 class CompileError:
     """Why the compile failed: the compiler's message, and its VMEM figures when that was the cause."""
 
@@ -61,15 +69,24 @@ class CompileError:
     status: str | None = None  # e.g. RESOURCE_EXHAUSTED
     code: str | None = None  # e.g. E1001
     vmem: VmemOom | None = None
+    hbm: HbmOom | None = None
 
-    def finding(self, chip: str, view: str) -> Finding:
-        """The compile failure as a finding, with the compiler's VMEM figures as its data."""
+    def finding(self, chip: str, view: str, buffers: dict | None = None) -> Finding:
+        """The compile failure as a finding, with the compiler's VMEM or HBM figures as its data
+        (for HBM, the largest buffers live at the peak when the buffer assignment was dumped)."""
+        if self.hbm:
+            from .memory import hbm_finding
+            return hbm_finding(chip, self.hbm.required_bytes, self.hbm.available_bytes, buffers, compiler=True)
         return Finding("error", "compile-vmem-oom" if self.vmem else "compile-error", f"{chip}: {self.headline}",
                        kernel=self.vmem.kernel if self.vmem else None, view=view,
                        data=dict(dataclasses.asdict(self.vmem), chip=chip) if self.vmem else {"chip": chip})
 
     @property
     def headline(self) -> str:
+        if self.hbm:
+            h = self.hbm
+            return (f"HBM out of memory: needs {fmt_bytes(h.required_bytes)} per device of {fmt_bytes(h.available_bytes)} "
+                    f"available, over by {fmt_bytes(h.required_bytes - h.available_bytes)}")
         if self.vmem:
             v = self.vmem
             return (f"VMEM out of memory ({v.scope}): needs {fmt_bytes(v.used_bytes)} of {fmt_bytes(v.limit_bytes)}, "
@@ -80,6 +97,9 @@ class CompileError:
 
 _SCOPED = re.compile(r"Scoped allocation with size " + _SIZE + r" and limit " + _SIZE + r" exceeded scoped vmem limit by " + _SIZE)
 _CAPACITY = re.compile(r"Used " + _SIZE + r" of " + _SIZE + r" vmem\. Exceeded vmem capacity by " + _SIZE)
+_HBM = re.compile(r"Ran out of memory on HBM, the total memory required for [\w ]+? \(" + _SIZE
+                  + r"\) exceeds available HBM \(" + _SIZE + r"\)")
+_HBM_USED = re.compile(r"Used " + _SIZE + r" of " + _SIZE + r" hbm")
 _FOR = re.compile(r"allocating on stack for %([\w.\-]+) = ")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _STATUS = re.compile(r"^\s*([A-Z_]{4,}):\s*(?:(E\d{3,5}):)?")
@@ -139,4 +159,10 @@ def parse_compile_error(text: str) -> CompileError:
         status=status[1] if status else None,
         code=status[2] if status and status[2] else (re.search(r"\b(E\d{4})\b", message) or [None, None])[1],
         vmem=parse_vmem_oom(message),
+        hbm=parse_hbm_oom(message),
     )
+
+
+def parse_hbm_oom(text: str) -> HbmOom | None:
+    m = _HBM.search(text) or _HBM_USED.search(text)
+    return HbmOom(_size(m, 1), _size(m, 3)) if m else None

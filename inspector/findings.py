@@ -53,6 +53,8 @@ CODES = _codes(
     Code("compile-vmem-oom", "error", True, "overview", ("chip", "used_bytes", "limit_bytes", "exceeded_by_bytes", "scope"),
          "the compiler ran out of VMEM"),
     Code("compile-error", "error", True, "overview", ("chip",), "the compile failed"),
+    Code("hbm-over-capacity", "error", True, "memory", ("chip", "bytes", "limit", "largest"),
+         "the program needs more HBM per device than the chip has (or the compiler refused it for HBM)"),
     Code("pallas-interpreted", "info", False, "hlo", (), "Pallas kernels interpreted on the CPU"),
     Code("no-pallas-call", "info", False, "pallas", (), "nothing to check"),
     # running the kernel (diff)

@@ -7,8 +7,10 @@ from typing import Any
 from .chips import CHIPS, Chip
 from .pallas.analysis import PallasReport, analyse_pallas
 from .findings import Finding, by_severity
+from .hlo.collectives import CollectiveAnalysis, analyse_collectives
 from .hlo.fusions import FusionAnalysis, analyse_fusions
 from .hlo.passes import PassLog
+from .memory import MemoryReport, analyse_memory
 from .specs import hlo_type
 from .stages import STAGES, Capture, Stages
 from .target import Target, short_path
@@ -47,6 +49,8 @@ class Report:
     findings: list[Finding]
     fusions: FusionAnalysis | None = None  # kernels with HBM traffic and roofline (when compiled)
     pallas: list[PallasReport] | None = None  # every pallas_call: BlockSpecs, grid walk, budgets
+    memory: MemoryReport | None = None  # HBM per device against the chip's capacity (when compiled)
+    collectives: CollectiveAnalysis | None = None  # the collectives of the compiled program, in schedule order
     passes: PassLog | None = None  # what each compiler pass did (compiled with pass dumps)
 
     @property
@@ -127,6 +131,8 @@ class Report:
             "findings": [dataclasses.asdict(f) for f in self.findings],
             **(_fusions_json(self.fusions) if self.fusions else {}),
             **({"pallas": [dataclasses.asdict(p) for p in self.pallas]} if self.pallas is not None else {}),
+            **({"memory": dataclasses.asdict(self.memory)} if self.memory is not None else {}),
+            **(_collectives_json(self.collectives) if self.collectives is not None else {}),
             **(_passes_json(self.passes) if self.passes is not None else {}),
         }
 
@@ -158,7 +164,8 @@ def _inputs(target: Target) -> list[InputInfo]:
 def _stage_findings(stages: Stages) -> list[Finding]:
     found = []
     if stages.compile_error is not None:
-        found.append(stages.compile_error.finding(stages.backend, view="overview"))
+        err = stages.compile_error
+        found.append(err.finding(stages.backend, view="memory" if err.hbm else "overview", buffers=stages.buffers))
     if stages.pallas_interpreted:
         found.append(Finding("info", "pallas-interpreted",
                              "Pallas kernels are interpreted on the CPU backend: the HLO shows the interpreter, "
@@ -172,6 +179,11 @@ def _fusions_json(analysis: FusionAnalysis) -> dict:
             "fusion_analysis": data}
 
 
+def _collectives_json(analysis: CollectiveAnalysis) -> dict:
+    data = dataclasses.asdict(analysis)
+    return {"collectives": data.pop("collectives"), "collective_totals": data}
+
+
 def budget_chips(target_chip: Chip) -> tuple[list[Chip], list[Chip]]:
     """(chips to budget, chips whose rules become findings): every TPU generation is budgeted;
     layout and budget findings are for the target chip, none for the local backend."""
@@ -180,7 +192,7 @@ def budget_chips(target_chip: Chip) -> tuple[list[Chip], list[Chip]]:
 
 
 def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool = False, pallas: bool = False,
-                 roofline_chip: Chip | None = None, passes: PassLog | None = None) -> Report:
+                 roofline_chip: Chip | None = None, collectives: bool = False, passes: PassLog | None = None) -> Report:
     """Gather the analyses into a Report; ``fusions`` adds the kernel analysis of the optimized HLO
     (its roofline on ``roofline_chip``, else on the target chip); ``pallas`` the BlockSpec walk,
     layout rules and VMEM budgets of every pallas_call (it also feeds the fusions' Pallas traffic);
@@ -206,18 +218,31 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
             findings.append(Finding("warning", "analysis-failed", f"could not analyse the fusions of the optimized HLO: "
                                     f"{type(err).__name__}: {err}; the other views still hold", view="fusions",
                                     data={"what": "fusions", "why": str(err)}))
+    memory, memory_findings = analyse_memory(stages, chip)
+    findings += memory_findings
+    comms = None
+    if collectives and stages.hlo:
+        try:
+            comms = analyse_collectives(stages.hlo, chip, stages.mesh, stages.devices)
+        except Exception as err:  # an HLO this parser cannot follow: a finding, the other views still show
+            findings.append(Finding("warning", "analysis-failed", f"could not list the collectives of the optimized HLO: "
+                                    f"{type(err).__name__}: {err}; the other views still hold", view="collectives",
+                                    data={"what": "collectives", "why": str(err)}))
     if analysis is not None and passes is not None:
         for k in analysis.kernels:
             k.made_by = passes.made_by(k.name)
-    return Report(info, _inputs(target), chip, stages, by_severity(findings), analysis, kernels if pallas else None, passes)
+    return Report(info, _inputs(target), chip, stages, by_severity(findings), analysis, kernels if pallas else None,
+                  memory, comms, passes)
 
 
 def make_report(target: Target, chip: Chip, *, compile: bool = True, jaxpr_text: bool = True, fusions: bool = True,
                 pallas: bool = True, roofline_chip: Chip | None = None, use_cache: bool = True, memo: bool = True,
-                passes: bool = False, pass_select: str | None = None) -> Report:
+                buffers: bool = False, collectives: bool = True, passes: bool = False,
+                pass_select: str | None = None) -> Report:
     """Capture ``target``'s stages on ``chip`` and gather the Report: the one path the CLI's verbs
-    and the Python API take, so both give the same figures for the same target. ``passes``:
-    compile with XLA's pass dumps (the passes view; kernels name the pass that made them)."""
+    and the Python API take, so both give the same figures for the same target. ``buffers``: the
+    compiler's buffer assignment (the memory view); ``passes``: compile with XLA's pass dumps (the
+    passes view; kernels name the pass that made them)."""
     from .backends import Backend
     from .stages import capture
 
@@ -227,5 +252,7 @@ def make_report(target: Target, chip: Chip, *, compile: bool = True, jaxpr_text:
 
         captured, log = capture_with_passes(target, Backend(chip), jaxpr_text=jaxpr_text, select=pass_select)
     else:
-        captured = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text, use_cache=use_cache, memo=memo)
-    return build_report(target, chip, captured, fusions=fusions, pallas=pallas, roofline_chip=roofline_chip, passes=log)
+        captured = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text, use_cache=use_cache, memo=memo,
+                           buffers=buffers)
+    return build_report(target, chip, captured, fusions=fusions, pallas=pallas, roofline_chip=roofline_chip,
+                        collectives=collectives, passes=log)

@@ -54,6 +54,9 @@ class Stages:
     pallas_interpreted: bool = False  # Pallas kernels ran through the interpreter (CPU)
     compile_cached: bool = False
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    mesh: dict[str, int] | None = None  # the mesh the program is sharded over (axis sizes by name)
+    devices: int = 1  # devices the program spans; memory and HLO are per device
+    buffers: dict | None = None  # the compiler's buffer assignment at the HBM peak (hlo.buffers), when asked
 
     @functools.cached_property  # parses the whole HLO: once, in whichever process made the stages
     def op_counts(self) -> dict[str, dict[str, int]]:
@@ -111,8 +114,13 @@ def _trace(target: Target, backend: Backend):
 
     fn = functools.partial(target.fn, **target.params)
     fn.__name__ = target.name  # jit names the module after it
+    specs = None
+    if target.shardings is not None:
+        from .sharding import resolve_specs
+        specs = tuple(resolve_specs(target.shardings, backend.mesh, target.args, target.arg_names, target.spec))
+    args, kwargs = backend.place(target.args, specs), backend.place(target.kwargs)
     try:
-        return jax.jit(fn).trace(*backend.place(target.args), **backend.place(target.kwargs))
+        return jax.jit(fn).trace(*args, **kwargs)
     except Exception as err:
         raise TargetFailure(describe_error(err, target.file, f"raised while tracing {target.name}")) from err
 
@@ -165,25 +173,58 @@ def dump_options(directory: str) -> dict[str, str]:
     return {"xla_dump_to": directory, "xla_dump_hlo_pass_re": ".*"}
 
 
-def _compile(lowered, backend: Backend, use_cache: bool | str, dump_to: str | None = None) -> tuple[dict, bool]:
+def _compile(lowered, backend: Backend, use_cache: bool | str, buffers: bool = False,
+             dump_to: str | None = None) -> tuple[dict, bool]:
     """XLA's result for ``lowered``; from the disk cache when it has this module with its source
     locations (use_cache=compile_cache.REFRESH: compile anyway and store). Failures are not stored.
-    With ``dump_to`` (pass dumps) the cache is neither read (a hit would write no dump) nor written:
-    the dump options leave the compiled module as it is, but only plain compiles are stored."""
+    ``buffers``: also the compiler's buffer assignment, from a dump written to a temporary folder
+    in this compile (an entry stored without it is a miss). With ``dump_to`` (pass dumps) the
+    cache is neither read (a hit would write no dump) nor written: the dump options leave the
+    compiled module as it is, but only plain compiles are stored."""
     if dump_to:
         use_cache = False
     key = compile_cache.key(lowered.as_text(debug_info=True), backend.chip.name) if use_cache else None
-    if key and use_cache != compile_cache.REFRESH and (hit := compile_cache.load(key)):
+    if key and use_cache != compile_cache.REFRESH and (hit := compile_cache.load(key)) and (
+            not buffers or hit.get("buffers")):
         return hit, True
-    try:
-        compiled = lowered.compile(compiler_options=dump_options(dump_to)) if dump_to else lowered.compile()
-        result = {"hlo": compiled.as_text(), "cost": _cost_dict(compiled.cost_analysis()),
-                  "memory": _memory_dict(compiled.memory_analysis()), "error": None}
-    except Exception as err:  # XLA raises JaxRuntimeError / XlaRuntimeError / ValueError
-        return {"hlo": None, "cost": None, "memory": None, "error": str(err)}, False
+    with _dump_folder(buffers and not dump_to) as dump:
+        folder = dump_to or dump
+        options = {**(dump_options(dump_to) if dump_to else {}), **(_dump_options(folder) if buffers else {})}
+        try:
+            compiled = lowered.compile(options) if options else lowered.compile()
+            result = {"hlo": compiled.as_text(), "cost": _cost_dict(compiled.cost_analysis()),
+                      "memory": _memory_dict(compiled.memory_analysis()), "error": None}
+        except Exception as err:  # XLA raises JaxRuntimeError / XlaRuntimeError / ValueError
+            result = {"hlo": None, "cost": None, "memory": None, "error": str(err)}
+        if buffers:  # written even when the compile ran out of HBM: the largest buffers name why
+            from .hlo.buffers import read_dump
+            result["buffers"] = read_dump(folder)
+    if result["error"] is not None:
+        return result, False
     if key:
         compile_cache.store(key, result)
     return result, False
+
+
+@contextlib.contextmanager
+def _dump_folder(wanted: bool):
+    if not wanted:
+        yield None
+        return
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="inspector-dump-")
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _dump_options(folder: str) -> dict:
+    """Compile options (DebugOptions for this compile only): the optimized module, its buffer
+    assignment and live ranges as text; no per-pass dumps."""
+    return {"xla_dump_to": folder, "xla_dump_hlo_as_text": True}
 
 
 _MEMO: dict = {}
@@ -210,21 +251,25 @@ def _memo_key(target: Target, backend: Backend, compile: bool, jaxpr_text: bool)
         import jax
         return tuple((str(getattr(x, "shape", x)), str(getattr(x, "dtype", ""))) for x in jax.tree.leaves(tree))
 
+    shardings = target.shardings if isinstance(target.shardings, (str, type(None))) else id(target.shardings)
     return (target.spec, _Same(target.fn), target.source_hash, shapes(target.args), shapes(target.kwargs),
-            tuple(sorted((k, repr(v)) for k, v in target.params.items())), backend.chip.name, compile, jaxpr_text)
+            tuple(sorted((k, repr(v)) for k, v in target.params.items())), backend.chip.name, compile, jaxpr_text,
+            repr(target.mesh), shardings)
 
 
 def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_text: bool = True,
-            use_cache: bool = True, memo: bool = True, dump_to: str | None = None) -> Capture:
+            use_cache: bool = True, memo: bool = True, buffers: bool = False, dump_to: str | None = None) -> Capture:
     """Every stage of ``target`` on ``backend``; compiles only when ``compile`` is set. ``memo``:
     reuse (and keep) this process's capture of the same function, inputs, params and backend; the
     Python API traces afresh each call (a function may read globals changed since), and the on-disk
-    compile cache, keyed by the lowered module, still spares the compile. ``dump_to``: a folder for
-    XLA's pass-by-pass dumps (inspector/passes.py); such a capture is never memoised or cached,
-    since its point is the files the compile writes."""
+    compile cache, keyed by the lowered module, still spares the compile. ``buffers`` adds the
+    compiler's buffer assignment (a dump in the compile: --view memory, check). ``dump_to``: a
+    folder for XLA's pass-by-pass dumps (inspector/passes.py); such a capture is never memoised
+    or cached, since its point is the files the compile writes."""
     tracing.exclude_own_frames()
+    backend = backend.with_mesh(target.mesh)
     memo = memo and not dump_to
-    key = _memo_key(target, backend, compile, jaxpr_text)
+    key = _memo_key(target, backend, compile, jaxpr_text) + (buffers,)
     if memo and key in _MEMO:
         return _MEMO[key]
     timings = {}
@@ -252,14 +297,16 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
                 jaxpr_eqns=eqns,
                 stablehlo=lowered.as_text() if lowered is not None else "",
                 mosaic=list(mosaic), pallas_interpreted=interpret, timings=timings,
+                mesh=backend.mesh_axes, devices=backend.devices if backend.mesh_axes else 1,
             )
             if lowering_error is not None:
                 stages.compile_error = lowering_failure(lowering_error)
             elif compile:
                 t2 = time.perf_counter()
-                result, stages.compile_cached = _compile(lowered, backend, use_cache, dump_to)
+                result, stages.compile_cached = _compile(lowered, backend, use_cache, buffers=buffers, dump_to=dump_to)
                 timings["compile_s"] = time.perf_counter() - t2
                 stages.hlo, stages.cost, stages.memory = result["hlo"], result["cost"], result["memory"]
+                stages.buffers = result.get("buffers")
                 if result["error"]:
                     stages.compile_error = parse_compile_error(result["error"])
     captured = Capture(stages, Program(closed, example_values(target)))

@@ -41,6 +41,8 @@ class Target:
     reference_name: str | None
     source_hash: str  # of the target file, part of the in-process cache key
     arg_names: list[str]  # a name for each positional input, from the signature where it has one
+    mesh: dict | None = None  # axis sizes by name (one may be -1): the program is sharded over a topology
+    shardings: Any = None  # one PartitionSpec pytree per positional input: callable(mesh), "P(...) P(...)" or None
 
     def call(self, *args, **kwargs):
         return self.fn(*args, **kwargs, **self.params)
@@ -290,7 +292,24 @@ def _reference(module, ref_cli: str | None, entry: dict, spec: str) -> tuple[Cal
     return resolve_callable(module, str(ref), f"{spec} (INSPECT reference)"), str(ref)
 
 
-def load_target(spec: str, args: str | None = None, ref: str | None = None, sets: list[str] | None = None, *,
+def _sharding(entry: dict, mesh: str | None, shard: str | None, spec: str) -> tuple[dict | None, Any]:
+    """The mesh and shardings: the command line's, else INSPECT's; parsed, never evaluated."""
+    from .sharding import check_mesh, parse_mesh, parse_specs
+
+    axes = parse_mesh(mesh) if mesh is not None else (
+        check_mesh(entry["mesh"], f"{spec}: INSPECT mesh") if entry.get("mesh") is not None else None)
+    given = shard if shard is not None else entry.get("shardings")
+    if isinstance(given, str):
+        parse_specs(given)  # a bad spec answers now, before jax loads
+    elif given is not None and not callable(given):
+        raise UsageError(f"{spec}: INSPECT shardings must be a callable taking the mesh or a string such as \"P('data',None) P()\"")
+    if given is not None and axes is None:
+        raise UsageError(f"{spec}: shardings without a mesh: give --mesh data=4,model=4 or INSPECT's \"mesh\"")
+    return axes, given
+
+
+def load_target(spec: str, args: str | None = None, ref: str | None = None, sets: list[str] | None = None,
+                mesh: str | None = None, shard: str | None = None, *,
                 inputs: tuple[tuple, dict] | None = None, params: dict | None = None,
                 reference: Callable | None = None) -> Target:
     """Everything the stages need to trace ``spec``; raises UsageError with a one-line message.
@@ -320,6 +339,7 @@ def load_target(spec: str, args: str | None = None, ref: str | None = None, sets
     else:
         raise _no_inputs(spec, func, sig)
     _check_arity(sig, pos, kw, params, spec)
+    axes, shardings = _sharding(entry, mesh, shard, spec)
     reference, reference_name = ((reference, getattr(reference, "__name__", "reference")) if reference is not None
                                  else _reference(module, ref, entry, spec))
 
@@ -329,9 +349,9 @@ def load_target(spec: str, args: str | None = None, ref: str | None = None, sets
     names = [p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] if sig else []
     arg_names = [names[i] if i < len(names) else f"arg{i}" for i in range(len(pos))]
     return Target(
-        arg_names=arg_names, spec=spec, options={k: v for k, v in entry.items() if k not in ("args", "reference", "params")}, name=func, fn=fn, file=file, line=code.co_firstlineno if code else None,
+        arg_names=arg_names, spec=spec, options={k: v for k, v in entry.items() if k not in ("args", "reference", "params", "mesh", "shardings")}, name=func, fn=fn, file=file, line=code.co_firstlineno if code else None,
         args=pos, kwargs=kw, params=params, param_choices=choices,
-        reference=reference, reference_name=reference_name, source_hash=source_hash,
+        reference=reference, reference_name=reference_name, source_hash=source_hash, mesh=axes, shardings=shardings,
     )
 
 

@@ -117,14 +117,18 @@ def pallas_view(kernels: list[PallasReport]) -> Group | Text:
 
 def check_view(result: CheckResult) -> Group:
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title=f"check {result.target}", title_justify="left")
-    for col in ("target", "estimate", "limit", "fits", "compiler", "compiler figure"):
-        table.add_column(col, justify="left" if col in ("target", "fits", "compiler") else "right", no_wrap=True)
+    for col in ("target", "estimate", "limit", "fits", "compiler", "compiler figure", "HBM/device", "usable", "HBM"):
+        table.add_column(col, justify="left" if col in ("target", "fits", "compiler", "HBM") else "right", no_wrap=True)
     verdict = lambda v: Text("-", style="dim") if v is None else (Text("fits", style="green") if v else Text("DOES NOT FIT", style="bold red"))
     for t in result.targets:
         failed_otherwise = t.compiler_fits is False and t.compiler_message and "VMEM" not in t.compiler_message
         compiler = Text("COMPILE ERROR", style="bold red") if failed_otherwise else verdict(t.compiler_fits)
-        add_row(table, t.chip, fmt_bytes(t.vmem_bytes), fmt_bytes(t.vmem_limit_bytes), verdict(t.fits),
-                      compiler, fmt_bytes(t.compiler_vmem_bytes))
+        failed_otherwise = failed_otherwise and t.hbm_fits is not False
+        compiler = Text("COMPILE ERROR", style="bold red") if failed_otherwise else verdict(t.compiler_fits)
+        estimate = verdict(t.fits) if t.vmem_bytes is not None or not t.fits else Text("-", style="dim")
+        add_row(table, t.chip, fmt_bytes(t.vmem_bytes), fmt_bytes(t.vmem_limit_bytes), estimate,
+                      compiler, fmt_bytes(t.compiler_vmem_bytes), fmt_bytes(t.hbm_bytes), fmt_bytes(t.hbm_limit_bytes),
+                      verdict(t.hbm_fits))
     kernels = ", ".join(f"{k.call.name} ({k.call.source}, grid {k.call.grid_text})" for k in result.kernels) or "none"
     status = Text("ok" if result.ok else "FAILED", style="bold green" if result.ok else "bold red")
     parts = [table, Text(f"kernels: {kernels}"), Text("")]

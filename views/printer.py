@@ -20,6 +20,8 @@ from ..units import fmt_bytes, fmt_count, fmt_time
 from .cells import add_row, findings_table
 from .fusions import fusions_view
 from .highlight import THEME, IrHighlighter
+from .collectives import collectives_view
+from .memory import memory_view
 from .pallas import pallas_view
 
 MIN_WIDTH = 40  # narrower than this, tables cannot show their figures whole
@@ -173,6 +175,17 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
         rows.append(("XLA memory", f"arguments {fmt_bytes(m.get('argument_size_in_bytes'))}, outputs "
                                    f"{fmt_bytes(m.get('output_size_in_bytes'))}, temporaries {fmt_bytes(m.get('temp_size_in_bytes'))}, "
                                    f"aliased {fmt_bytes(m.get('alias_size_in_bytes'))}"))
+    if s.mesh:
+        rows.append(("mesh", ",".join(f"{k}={v}" for k, v in s.mesh.items()) + f" ({s.devices} devices; figures per device)"))
+    if report.memory is not None and report.memory.fits is not None:
+        m = report.memory
+        rows.append(("HBM per device", f"{fmt_bytes(m.required_bytes)} of {fmt_bytes(m.hbm_capacity_bytes)}: "
+                                       + ("fits" if m.fits else "does NOT fit") + " (--view memory)"))
+    if report.collectives is not None and report.collectives.collectives:
+        c = report.collectives
+        rows.append(("collectives", f"{sum(r['count'] for r in c.by_kind.values())}, {fmt_bytes(c.total_bytes)} per device"
+                                    + (f", ICI {fmt_time(c.total_time_s)} estimated" if c.total_time_s is not None else "")
+                                    + " (--view collectives)"))
     if report.fusions:
         a = report.fusions
         bound = sum(1 for k in a.kernels if k.bound == "memory")
@@ -219,6 +232,12 @@ def print_view(report: Report, view: str, console: Console, sort: str = "order",
     if view == "pallas":
         print_fitting(console, pallas_view(report.pallas or []))
         return
+    if view == "memory":
+        print_fitting(console, memory_view(report.memory, _not_compiled(report)))
+        return
+    if view == "collectives":
+        print_fitting(console, collectives_view(report.collectives, top, _not_compiled(report)))
+        return
     if view == "fusions":
         if report.fusions is None:
             reason = report.stages.compile_error.headline if report.stages.compile_error else "not compiled"
@@ -258,6 +277,10 @@ def _print_passes(report: Report, console: Console) -> None:
         console.file.write(text.plain)
 
 
+def _not_compiled(report: Report) -> str:
+    return report.stages.compile_error.headline if report.stages.compile_error else "not compiled"
+
+
 def print_json(data, console: Console) -> None:
     console.file.write(json.dumps(data, indent=2, default=str) + "\n")
 
@@ -271,16 +294,19 @@ def chips_table(chips: tuple[Chip, ...] = CHIPS) -> Table:
                   box=box.SIMPLE_HEAD, padding=(0, 1),
                   caption="aliases: " + "; ".join(f"{c.name} = {', '.join(c.aliases)}" for c in chips if c.aliases),
                   caption_justify="left")
-    columns = ("target", "TCs", "VMEM", "scoped", "SMEM*", "HBM", "GB/s", "TFLOP/s", "MXU")
+    columns = ("target", "TCs", "VMEM", "scoped", "SMEM*", "HBM", "GB/s", "TFLOP/s", "MXU", "ICI GB/s", "topologies (--target CHIP:SHAPE)")
     rows = [(c.name, str(c.tensor_cores or "-"), fmt_bytes(c.vmem_bytes), fmt_bytes(c.scoped_vmem_bytes),
              fmt_bytes(c.smem_bytes or c.shared_mem_per_block),
              f"{c.hbm_bytes / 2**30:.0f} GiB" if c.hbm_bytes else "-", f"{c.hbm_bytes_per_s / 1e9:.0f}" if c.hbm_bytes_per_s else "-",
-             f"{c.bf16_flops / 1e12:.0f}" if c.bf16_flops else "-", str(c.mxu or "-")) for c in chips]
+             f"{c.bf16_flops / 1e12:.0f}" if c.bf16_flops else "-", str(c.mxu or "-"),
+             f"{c.ici_bytes_per_s / 1e9:.0f}" if c.ici_bytes_per_s else "-", " ".join(c.topologies) or "-") for c in chips]
     for i, col in enumerate(columns):
         # On a narrow terminal a figure ("16 MiB") wraps at its space, never inside a word.
         longest_word = max(len(w) for text in (col, *(r[i] for r in rows)) for w in text.split())
-        table.add_column(col, justify="left" if col == "target" else "right", overflow="fold", min_width=longest_word)
+        table.add_column(col, justify="left" if col == "target" or col.startswith("topologies") else "right", overflow="fold",
+                         min_width=longest_word)
     for row in rows:
         add_row(table, *row)
-    table.caption += "\n*SMEM on TPUs, opt-in shared memory per block on GPUs; TFLOP/s is dense bf16; sources: inspector chips --json"
+    table.caption += ("\n*SMEM on TPUs, opt-in shared memory per block on GPUs; TFLOP/s is dense bf16; ICI per link, one way; "
+                      "sources: inspector chips --json")
     return table

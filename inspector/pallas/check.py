@@ -9,6 +9,7 @@ from ..backends import Backend
 from ..chips import Chip, get_chip
 from ..findings import Finding, by_severity
 from ..hlo.module import parse_hlo
+from ..memory import analyse_memory
 from .analysis import PallasReport, analyse_pallas
 from ..stages import Stages, capture
 from ..target import Target
@@ -25,6 +26,10 @@ class ChipCheck:
     compiler_fits: bool | None  # None: not compiled (--estimate-only, or not a TPU); False also when it failed otherwise
     compiler_vmem_bytes: int | None = None  # the compiler's own figure (scoped VMEM used, or needed when it failed)
     compiler_message: str | None = None
+    hbm_bytes: int | None = None  # per device: arguments + outputs + temporaries - aliased (the compile)
+    hbm_limit_bytes: int | None = None  # usable per device
+    hbm_fits: bool | None = None  # None: not compiled
+    mesh: dict | None = None  # the mesh the program was sharded over
 
 
 @dataclasses.dataclass(repr=False)
@@ -53,9 +58,10 @@ def _compiler_verdict(stages: Stages, row: ChipCheck) -> list[Finding]:
     """Fill the row with what the compile said: fits or not, and its own VMEM figure."""
     err = stages.compile_error
     if err is not None:
-        row.compiler_fits, row.compiler_message = False, err.headline
+        # an HBM refusal says nothing about VMEM: the HBM columns carry it
+        row.compiler_fits, row.compiler_message = (None if err.hbm else False), err.headline
         row.compiler_vmem_bytes = err.vmem.used_bytes if err.vmem else None
-        return [err.finding(stages.backend, view="pallas")]
+        return [err.finding(stages.backend, view="pallas", buffers=stages.buffers)]
     used = [sum(int(u.get("size", 0)) for u in (i.backend_config or {}).get("used_scoped_memory_configs", []))
             for i in parse_hlo(stages.hlo).entry_computation.instructions
             if i.opcode == "custom-call" and i.attr("custom_call_target") == "tpu_custom_call"]
@@ -74,7 +80,7 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
             raise ValueError("check needs TPU or GPU targets")
         compile = chip.is_tpu and not estimate_only  # one trace serves the estimate and the compile
         captured = capture(target, Backend(chip if chip.is_tpu else get_chip("cpu")), compile=compile, use_cache=use_cache,
-                           memo=memo)
+                           memo=memo, buffers=compile)
         stages = captured.stages
         reports, unread = analyse_pallas(captured.program, [chip], [chip])
         if not kernels:
@@ -87,9 +93,16 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
                           peak.limit_bytes if peak else None, None)
         if compile:
             findings += _compiler_verdict(stages, row)
+            memory, over = analyse_memory(stages, chip)  # HBM per device: the whole program, sharded or not
+            findings += over
+            if memory is not None:
+                row.hbm_bytes, row.hbm_limit_bytes, row.hbm_fits = memory.required_bytes, memory.hbm_capacity_bytes, memory.fits
+            row.mesh = stages.mesh
         rows.append(row)
     if not kernels:
-        findings.append(Finding("info", "no-pallas-call", f"{target.spec} has no pallas_call: nothing to check"))
-    ok = not any(f.severity == "error" for f in findings) and all(r.fits and r.compiler_fits is not False for r in rows)
+        checked = "HBM fit only" if any(r.hbm_fits is not None for r in rows) else "nothing to check"
+        findings.append(Finding("info", "no-pallas-call", f"{target.spec} has no pallas_call: {checked}"))
+    ok = (not any(f.severity == "error" for f in findings)
+          and all(r.fits and r.compiler_fits is not False and r.hbm_fits is not False for r in rows))
     return CheckResult(ok, target.spec, rows, kernels, by_severity(findings))
 

@@ -1,0 +1,202 @@
+"""Sharded programs on TPU topologies without a TPU: targets with a topology, meshes and
+shardings, HBM per device, collectives, and the HBM verdict of `check`."""
+import json
+import re
+
+import pytest
+
+from conftest import DATA
+from inspector.backends import Backend
+from inspector.chips import CHIPS, get_chip
+from inspector.errors import UsageError
+from inspector.hlo.collectives import KINDS
+from inspector.hlo.module import parse_hlo
+from inspector.report import build_report
+from inspector.sharding import parse_mesh, parse_specs
+from inspector.stages import capture
+from inspector.target import load_target
+
+SHARDED = str(DATA / "sharded.py")
+
+
+# ----------------------------------------------------------------------------- no TPU needed
+
+
+def test_specs_are_parsed_never_evaluated():
+    assert parse_specs("P('data',None) P(None,'model') P() P(('data','model'),)") == [
+        ("data", None), (None, "model"), (), (("data", "model"),)]
+    for bad in ("P(__import__('os').system('true'))", "os.system('true')", "P('a'", "P(1)", "P(x='a')", ""):
+        with pytest.raises(UsageError):
+            parse_specs(bad)
+
+
+def test_mesh_flags():
+    assert parse_mesh("data=4,model=-1") == {"data": 4, "model": -1}
+    for bad in ("data", "data=x", "data=2,data=2", "a=-1,b=-1", "a=0", "1a=2"):
+        with pytest.raises(UsageError):
+            parse_mesh(bad)
+
+
+def test_topology_targets():
+    chip = get_chip("tpu-v5e:16x16")
+    assert (chip.name, chip.topology, chip.devices) == ("tpu-v5e:16x16", "v5e:16x16", 256)
+    assert get_chip("ironwood:2x2x1").devices == 8  # a jax device per TensorCore
+    assert get_chip("tpu-v5e:4x4") is get_chip("v5e:4x4")
+    for bad in ("tpu-v5e:3x3", "tpu-v5e:1x1", "cpu:2x2", "h100:2x2"):
+        with pytest.raises(UsageError):
+            get_chip(bad)
+    for c in CHIPS:
+        if c.is_tpu:
+            assert c.topologies and c.hbm_device_bytes and c.ici_bytes_per_s and c.sources["ici_bytes_per_s"]
+
+
+def test_chips_lists_topologies(run_cli):
+    out = run_cli("chips")
+    assert out.returncode == 0 and "16x16" in out.stdout and "4x4x4" in out.stdout
+    rows = {r["name"]: r for r in json.loads(run_cli("chips", "--json").stdout)}
+    assert "16x16" in rows["tpu-v5e"]["topologies"] and rows["tpu-v5e"]["hbm_device_bytes"] == round(15.75 * 2**30)
+
+
+# ----------------------------------------------------------------------------- deviceless compiles
+
+tpu = pytest.mark.tpu
+
+
+@tpu
+@pytest.mark.parametrize("chip", [c for c in CHIPS if c.is_tpu], ids=lambda c: c.name)
+def test_every_listed_topology_is_accepted(chip):
+    from jax.experimental import topologies
+
+    for shape in chip.topologies:
+        named = get_chip(f"{chip.name}:{shape}")
+        devices = topologies.get_topology_desc(platform="tpu", topology_name=named.topology).devices
+        assert len(devices) == named.devices, shape
+
+
+def _step_report(chip="tpu-v5e:2x2", spec="step", **kw):
+    target = load_target(f"{SHARDED}:{spec}", **kw)
+    captured = capture(target, Backend(get_chip(chip)), buffers=True)
+    return target, captured, build_report(target, get_chip(chip), captured, fusions=True, collectives=True)
+
+
+@tpu
+def test_a_small_topology_compiles_sharded():
+    _, captured, report = _step_report()
+    s = captured.stages
+    assert s.compile_error is None and s.mesh == {"data": 2, "model": 2} and s.devices == 4
+    assert "num_partitions=4" in s.hlo or "all-gather" in s.hlo
+    assert report.fusions.kernels  # the fusions and the graph work per device
+    assert report.ok
+
+
+@tpu
+def test_memory_per_device_is_jaxs_memory_analysis():
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import topologies
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+
+    target, _, report = _step_report()
+    devices = topologies.get_topology_desc(platform="tpu", topology_name="v5e:2x2").devices
+    mesh = jax.make_mesh((2, 2), ("data", "model"), devices=devices, axis_types=(AxisType.Auto,) * 2)
+    specs = (P("data", "model"), P("model", "data"), P("data", None))
+    args = [jax.ShapeDtypeStruct(a.shape, jnp.float32, sharding=NamedSharding(mesh, p)) for a, p in zip(target.args, specs)]
+    with jax.set_mesh(mesh):
+        stats = jax.jit(target.fn).lower(*args).compile().memory_analysis()
+    m = report.memory
+    assert (m.argument_bytes, m.output_bytes, m.temp_bytes, m.alias_bytes) == (
+        stats.argument_size_in_bytes, stats.output_size_in_bytes, stats.temp_size_in_bytes, stats.alias_size_in_bytes)
+    assert m.argument_bytes == (256 * 512 // 4 + 512 * 256 // 4 + 64 * 256 // 2) * 4  # x is split over data only
+    assert m.hbm_capacity_bytes == round(15.75 * 2**30) and m.fits is True
+    assert m.largest and {b["op_name"] for b in m.largest} >= {"w1", "w2", "x"}  # the buffer assignment at the peak
+    data = report.to_dict()["memory"]
+    for key in ("argument_bytes", "output_bytes", "temp_bytes", "alias_bytes", "hbm_capacity_bytes"):
+        assert key in data
+
+
+def _hlo_collectives(hlo: str) -> set[str]:
+    """Every collective instruction in the compiled module's text, any computation."""
+    module = parse_hlo(hlo)
+    ops = set(KINDS) | {f"{k}-start" for k in KINDS}
+    return {i.name for c in module.computations.values() for i in c.instructions if i.opcode in ops}
+
+
+@tpu
+def test_collectives_are_exactly_those_of_the_compiled_hlo():
+    _, captured, report = _step_report()
+    a = report.collectives
+    assert {c.name for c in a.collectives} == _hlo_collectives(captured.stages.hlo) != set()
+    by_name = {c.name: c for c in a.collectives}
+    for c in a.collectives:
+        assert c.kind in KINDS and c.bytes > 0 and c.axes and set(c.axes) <= {"data", "model"}
+        assert c.time_s is not None and c.time_s > 0
+    # the bytes are those of the HLO: an all-gather's result per device
+    module = parse_hlo(captured.stages.hlo)
+    gathers = [i for comp in module.computations.values() for i in comp.instructions if i.opcode == "all-gather"]
+    assert gathers
+    for g in gathers:
+        assert by_name[g.name].bytes == g.shapes[0].logical_bytes
+    assert sum(r["count"] for r in a.by_kind.values()) == len(a.collectives)
+    assert sum(r["bytes"] for r in a.by_axis.values()) == a.total_bytes
+    data = report.to_dict()
+    assert {"kind", "bytes", "axes", "time_s"} <= set(data["collectives"][0])
+    assert set(data["collective_totals"]["by_kind"]) <= set(KINDS)
+
+
+@tpu
+def test_hbm_verdict_on_a_step_that_does_not_fit(run_cli):
+    out = run_cli("check", f"{SHARDED}:big_step", "--target", "tpu-v5e:2x2", "--json")
+    assert out.returncode == 1, out.stderr
+    result = json.loads(out.stdout)
+    [row] = result["targets"]
+    assert row["hbm_fits"] is False and row["hbm_limit_bytes"] == round(15.75 * 2**30)
+    assert row["hbm_bytes"] > row["hbm_limit_bytes"]
+    [finding] = [f for f in result["findings"] if f["code"] == "hbm-over-capacity"]
+    assert finding["severity"] == "error" and finding["data"]["bytes"] == row["hbm_bytes"]
+    largest = finding["data"]["largest"]
+    assert largest and largest[0]["bytes"] == 32768 * 131072 * 4 // 4  # a weight, a quarter per device
+    assert any(b["source"] and "sharded.py" in b["source"] for b in largest)
+
+
+@tpu
+def test_hbm_verdict_on_a_step_that_fits(run_cli):
+    out = run_cli("check", f"{SHARDED}:step", "--target", "tpu-v5e:2x2", "--json")
+    assert out.returncode == 0, out.stderr
+    [row] = json.loads(out.stdout)["targets"]
+    assert row["hbm_fits"] is True and 0 < row["hbm_bytes"] < row["hbm_limit_bytes"]
+
+
+@tpu
+def test_memory_and_collectives_views_print(run_cli):
+    out = run_cli("show", f"{SHARDED}:step", "--target", "tpu-v5e:2x2", "--view", "memory")
+    assert out.returncode == 0, out.stderr
+    assert "HBM per device on tpu-v5e:2x2" in out.stdout and "fits:" in out.stdout and "live in HBM at the peak" in out.stdout
+    out = run_cli("show", f"{SHARDED}:step", "--target", "tpu-v5e:2x2", "--view", "collectives", "--mesh", "data=4,model=1")
+    assert out.returncode == 0, out.stderr
+    assert "all-gather" in out.stdout and "by mesh axis" in out.stdout
+
+
+@tpu
+@pytest.mark.parametrize("args, message", [
+    (("--target", "tpu-v5e:4x4"), "has 4 devices but tpu-v5e:4x4 has 16"),
+    (("--target", "tpu-v5e"), "has 4 devices but tpu-v5e has 1"),
+    (("--target", "tpu-v5e:2x2", "--mesh", "data=2,modl=2"), "unknown mesh axis 'model'"),
+    (("--target", "tpu-v5e:2x2", "--shard", "P('data',None,'model') P() P()"), "has 3 entries but w1 (f32[256,512]) has rank 2"),
+    (("--target", "tpu-v5e:2x2", "--shard", "P() P()"), "2 shardings for 3 positional inputs"),
+    (("--target", "tpu-v5e:2x2", "--args", "f32[256,512] f32[512,256] f32[63,256]"),
+     "dimension 0 of x (f32[63,256]) is 63, not divisible by data = 2"),
+])
+def test_bad_sharding_is_one_line_and_exit_2(run_cli, args, message):
+    out = run_cli("show", f"{SHARDED}:step", *args)
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+@tpu
+def test_shard_mapped_kernel_is_checked_per_device(run_cli):
+    out = run_cli("check", f"{SHARDED}:sharded_kernel", "--target", "tpu-v5e:2x2", "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    [kernel] = result["kernels"]
+    assert kernel["call"]["grid"] == [2]  # 64 rows over data=4: 16 rows per device, blocks of 8
+    assert result["targets"][0]["hbm_fits"] is True

@@ -1,0 +1,60 @@
+"""The collectives view: every collective of the compiled program in schedule order, what it
+moves per device over which mesh axes, an ICI time estimate, and whether compute overlaps it."""
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..hlo.collectives import CollectiveAnalysis
+from ..units import fmt_bytes, fmt_time
+
+from .cells import add_row
+
+
+def _axes(axes) -> str:
+    return "+".join(axes) if axes else ("-" if axes == [] else "?")
+
+
+def collectives_table(a: CollectiveAnalysis, top: int = 40) -> Table:
+    shown = a.collectives if top <= 0 else a.collectives[:top]
+    mesh = ",".join(f"{k}={v}" for k, v in a.mesh.items()) if a.mesh else "no mesh"
+    table = Table(title=f"collectives in schedule order (per device; mesh {mesh}; ICI time on {a.chip or 'no ICI figures'})",
+                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column("#", justify="right", no_wrap=True)
+    for col in ("kind", "name", "shape", "bytes", "axes", "group", "ICI time", "overlap", "source"):
+        table.add_column(col, justify="right" if col in ("bytes", "group", "ICI time") else "left", overflow="fold")
+    for i, c in enumerate(shown):
+        overlap = (Text(f"yes ({c.overlapped_kernels} kernels)", style="green") if c.overlaps
+                   else Text("async, nothing between" if c.asynchronous else "no (sync)", style="yellow"))
+        add_row(table, str(i), c.kind, c.name + (f" x{c.repeat}" if c.repeat > 1 else "") + (f" in {c.fusion}" if c.fusion else ""),
+                c.shape, fmt_bytes(c.bytes), _axes(c.axes), str(c.group_size), fmt_time(c.time_s), overlap,
+                (c.source or "-").rsplit("/", 1)[-1])
+    if len(shown) < len(a.collectives):
+        table.caption = f"{len(a.collectives) - len(shown)} more: --top 0 shows all"
+        table.caption_justify = "left"
+    return table
+
+
+def totals_table(title: str, rows: dict[str, dict]) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for col in ("", "count", "bytes", "ICI time"):
+        table.add_column(col, justify="left" if not col else "right", no_wrap=True)
+    for key, row in sorted(rows.items(), key=lambda kv: -kv[1]["bytes"]):
+        add_row(table, key, str(row["count"]), fmt_bytes(row["bytes"]), fmt_time(row["time_s"]))
+    return table
+
+
+def collectives_view(a: CollectiveAnalysis | None, top: int = 40, reason: str = "not compiled") -> Group | Text:
+    if a is None:
+        return Text(f"no collectives: {reason}")
+    if not a.collectives:
+        return Text("no collectives: the compiled program moves nothing between devices"
+                    + ("" if a.mesh else " (a sharded program needs a topology and a mesh: --target tpu-v5e:4x4 --mesh data=4,model=4)"))
+    summary = (f"{sum(r['count'] for r in a.by_kind.values())} collectives, {fmt_bytes(a.total_bytes)} per device"
+               + (f", ICI {fmt_time(a.total_time_s)} estimated, {fmt_time(a.exposed_time_s)} of it not overlapped"
+                  if a.total_time_s is not None else ""))
+    return Group(collectives_table(a, top), Text(summary, style="bold"), Text(""),
+                 totals_table("by kind", a.by_kind), totals_table("by mesh axis", a.by_axis),
+                 Text("ICI time: an estimate (ring over each axis, both link directions, no latency); see --json", style="dim"))
