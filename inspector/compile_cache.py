@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import re
-import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
@@ -138,25 +137,17 @@ def store(k: str, result: dict) -> bool:
     costs time, so errors are swallowed, and the temporary file is removed on every path."""
     if not _valid_result(result):
         return False
+    from .atomic import write_atomic
+    from .errors import OutputError
+
     directory = cache_dir()
-    tmp = None
     try:
         directory.mkdir(parents=True, exist_ok=True)
         _remove_stale_tmp(directory)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{k[:16]}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"schema": SCHEMA, "key": k, "result": result}, f)
-        os.replace(tmp, directory / f"{k}.json")
-        tmp = None
+        write_atomic(directory / f"{k}.json", json.dumps({"schema": SCHEMA, "key": k, "result": result}))
         return True
-    except (OSError, ValueError, TypeError):
+    except (OSError, OutputError, ValueError, TypeError):
         return False
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 def _temp_files(directory: Path) -> list[Path]:

@@ -162,7 +162,9 @@ def test_a_full_disk_leaves_no_temp_file(cache, monkeypatch):
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(compile_cache.json, "dump", full)
+    from inspector import atomic
+
+    monkeypatch.setattr(atomic.os, "replace", full)  # the temporary file is written, then the disk is full
     assert compile_cache.store("4" * 64, GOOD) is False
     assert not list(cache.glob("*.tmp")) and not list(cache.glob(".*"))
 
