@@ -333,10 +333,8 @@ def _export_paths(opts) -> None:
 
 
 def _export(opts) -> int:
-    import json
-
     from .atomic import write_atomic
-    from .hlo.graph import build_dot, render_svg
+    from .hlo.graph import render_svg
 
     if not (opts.svg or opts.dot or opts.json_path):
         raise UsageError("export needs at least one of --svg PATH, --dot PATH, --json PATH")
@@ -348,14 +346,13 @@ def _export(opts) -> int:
     report = _run(opts)
     written, failure = [], None
     if opts.json_path:
-        data = report.to_dict(texts=("jaxpr", "stablehlo", "hlo", "mosaic"))
-        written.append(f"{write_atomic(opts.json_path, json.dumps(data, indent=2, default=str))} (the Report)")
+        written.append(f"{write_atomic(opts.json_path, report.to_json())} (the Report)")
     if (opts.svg or opts.dot) and report.fusions is None:
         reason = report.stages.compile_error.headline if report.stages.compile_error else "not compiled"
         failure = TargetFailure(f"no kernel graph, so no {' or '.join(f for f, p in (('SVG', opts.svg), ('DOT', opts.dot)) if p)} "
                                 f"written: {reason}")
     elif opts.svg or opts.dot:
-        graph, summary = build_dot(report.fusions, report.graph_title(), max_nodes=opts.max_nodes, expand=tuple(opts.expand))
+        graph, summary = report.kernel_graph(max_nodes=opts.max_nodes, expand=tuple(opts.expand))
         what = f"{summary.nodes} nodes" + (f", {len(summary.collapsed)} scopes collapsed (--expand SCOPE to open one)" if summary.collapsed else "")
         if opts.dot:
             written.append(f"{write_atomic(opts.dot, graph.source)} ({what})")

@@ -127,17 +127,13 @@ class Session:
 
     def export(self, report, directory: str = ".") -> list[str]:
         """SVG (when Graphviz is there) and JSON of the current report, next to the user."""
-        import json
-
         from .atomic import write_atomic
-        from .hlo.graph import build_dot, dot_available, render_svg
+        from .hlo.graph import dot_available
 
         stem = Path(directory) / f"inspector-{report.target.function}-{report.chip.name}"
-        written = [str(write_atomic(f"{stem}.json", json.dumps(report.to_dict(texts=("jaxpr", "stablehlo", "hlo", "mosaic")),
-                                                                    indent=2, default=str)))]
+        written = [str(write_atomic(f"{stem}.json", report.to_json()))]
         if report.fusions is not None and dot_available():
-            graph, summary = build_dot(report.fusions, f"{report.target.spec} on {report.chip.name}")
-            written.append(str(write_atomic(f"{stem}.svg", render_svg(graph, summary.nodes))))
+            written.append(str(report.export_svg(f"{stem}.svg")))
         return written
 
 
