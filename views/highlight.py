@@ -5,18 +5,20 @@ from rich.highlighter import RegexHighlighter
 from rich.theme import Theme
 
 
+# The rules, once: the printer's highlighter and the TUI's stage texts are both built from them.
+RULES: list[tuple[str, str]] = [
+    ("comment", r"(?://|#) .*$"),
+    ("string", r"\"[^\"\n]*\""),
+    ("type", r"\b(?:pred|[suf]\d+|bf16|c64|c128|f8e\w+)\[[\d,]*\](?:\{[^}\s]*\})?|tensor<[^>]*>|memref<[^>]*>|vector<[^>]*>"),
+    ("name", r"%[\w.\-#]+"),
+    ("op", r"\b(?:stablehlo|tpu|arith|vector|memref|scf|func|sdy|chlo)\.[\w.]+|(?<== )[a-z][\w\-]*(?=\()"),
+    ("keyword", r"\b(?:ENTRY|ROOT|HloModule|fused_computation|lambda|let|in)\b"),
+]
+
+
 class IrHighlighter(RegexHighlighter):
     base_style = "ir."
-    highlights = [
-        r"(?P<comment>(//|#) .*$)",
-        r"(?P<string>\"[^\"\n]*\")",
-        r"(?P<type>\b(?:pred|[suf]\d+|bf16|c64|c128|f8e\w+)\[[\d,]*\](?:\{[^}\s]*\})?)",
-        r"(?P<type>tensor<[^>]*>|memref<[^>]*>|vector<[^>]*>)",
-        r"(?P<name>%[\w.\-#]+)",
-        r"(?P<op>\b(?:stablehlo|tpu|arith|vector|memref|scf|func|sdy|chlo)\.[\w.]+)",
-        r"(?P<op>(?<== )(?:[a-z][\w\-]*)(?=\())",
-        r"(?P<keyword>\b(?:ENTRY|ROOT|HloModule|fused_computation|lambda|let|in)\b)",
-    ]
+    highlights = [f"(?P<{role}>{pattern})" for role, pattern in RULES]
 
 
 THEME = Theme({

@@ -7,19 +7,15 @@ import re
 from textual.widgets import TextArea
 from textual.widgets.text_area import Selection
 
+from ..highlight import RULES
+
 _JAXPR_SOURCE = re.compile(r"#\s+(\S+?:\d+)(?::\d+)?\s")
 _HLO_FRAME = re.compile(r"stack_frame_id=(\d+)")
 
-# Syntax colour for jaxpr, MLIR and HLO (no tree-sitter grammar knows HLO): regex -> the
-# TextArea theme's style names.
-_RULES = [
-    (re.compile(r"(?:#|//) .*$"), "comment"),
-    (re.compile(r'"[^"\n]*"'), "string"),
-    (re.compile(r"\b(?:pred|[suf]\d+|bf16|c64|c128|f8e\w+)\[[\d,]*\](?:\{[^}\s]*\})?|tensor<[^>]*>|memref<[^>]*>|vector<[^>]*>"), "type"),
-    (re.compile(r"%[\w.\-#]+"), "variable"),
-    (re.compile(r"\b(?:stablehlo|tpu|arith|vector|memref|scf|func|sdy|chlo)\.[\w.]+|(?<== )[a-z][\w\-]*(?=\()"), "function"),
-    (re.compile(r"\b(?:ENTRY|ROOT|HloModule|lambda|let|in)\b"), "keyword"),
-]
+# Syntax colour for jaxpr, MLIR and HLO (no tree-sitter grammar knows HLO): the printer's rules,
+# each role named as the TextArea theme names its styles.
+_THEME_STYLE = {"name": "variable", "op": "function"}
+_RULES = [(re.compile(pattern), _THEME_STYLE.get(role, role)) for role, pattern in RULES]
 
 
 class _LineHighlights(dict):
