@@ -1,6 +1,9 @@
 """The fusions view: kernels with HBM traffic and roofline, totals against XLA, intermediates."""
 from __future__ import annotations
 
+import dataclasses
+from typing import Callable
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
@@ -25,6 +28,28 @@ def _short_source(k: Kernel) -> str:
     return src.rsplit("/", 1)[-1] + (f" +{len(k.sources) - 1}" if len(k.sources) > 1 else "")
 
 
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One column of the kernels table, declared once for the printer and the TUI."""
+
+    label: str
+    cell: Callable[[Kernel], str | Text]
+    justify: str = "right"
+
+
+KERNEL_COLUMNS = (
+    Column("kernel", lambda k: k.name + (f" x{k.repeat}" if k.repeat > 1 else ""), "left"),
+    Column("kind", lambda k: k.kind.replace("custom-call:", "cc:"), "left"),
+    Column("source", _short_source, "left"),
+    Column("HBM r+w", lambda k: fmt_bytes(k.hbm_bytes)),
+    Column("flops", lambda k: fmt_count(k.flops)),
+    Column("flop/B", lambda k: f"{k.intensity:.1f}" if k.intensity is not None else "-"),
+    Column("time", lambda k: fmt_time(k.roofline_s)),
+    Column("bound", lambda k: Text(k.bound or "-", style=BOUND_STYLE.get(k.bound, "")), "left"),
+    Column("XLA cycles", lambda k: fmt_count(k.compiler_cycles)),
+)
+
+
 def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) -> Table:
     kernels = list(analysis.kernels)
     if SORT_KEYS.get(sort):
@@ -34,21 +59,18 @@ def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) 
     table = Table(title=f"kernels in schedule order{'' if sort == 'order' else f', by {sort}'}; roofline on {chip}",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("kernel", min_width=14, ratio=1, overflow="fold")
-    for col in ("kind", "source", "HBM r+w", "flops", "flop/B", "time", "bound", "XLA cycles"):
-        table.add_column(col, justify="left" if col in ("kind", "source", "bound") else "right", no_wrap=True)
+    for col in KERNEL_COLUMNS:
+        if col.label == "kernel":
+            table.add_column(col.label, min_width=14, ratio=1, overflow="fold")
+        else:
+            table.add_column(col.label, justify=col.justify, no_wrap=True)
     made_by = any(k.made_by for k in analysis.kernels)  # compiled with pass dumps (show --passes)
     if made_by:
         table.add_column("made by pass", overflow="fold")
     order = {id(k): i for i, k in enumerate(analysis.kernels)}
     for k in shown:
-        add_row(table,
-            str(order[id(k)]), k.name + (f" x{k.repeat}" if k.repeat > 1 else ""), k.kind.replace("custom-call:", "cc:"),
-            _short_source(k), fmt_bytes(k.hbm_bytes), fmt_count(k.flops),
-            f"{k.intensity:.1f}" if k.intensity is not None else "-", fmt_time(k.roofline_s),
-            Text(k.bound or "-", style=BOUND_STYLE.get(k.bound, "")), fmt_count(k.compiler_cycles),
-            *([(k.made_by or "-").split(" (", 1)[0]] if made_by else []),
-        )
+        add_row(table, str(order[id(k)]), *(col.cell(k) for col in KERNEL_COLUMNS),
+                *([(k.made_by or "-").split(" (", 1)[0]] if made_by else []))
     if len(shown) < len(kernels):
         table.caption = f"{len(kernels) - len(shown)} more kernels: --top 0 shows all, --sort bytes|flops|time ranks them"
         table.caption_justify = "left"

@@ -8,11 +8,10 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
 from ...hlo.fusions import FusionAnalysis
-from ...units import fmt_bytes, fmt_count, fmt_time
+from ...units import fmt_bytes, fmt_count
 
-from ..fusions import SORT_KEYS, intermediates_table
+from ..fusions import KERNEL_COLUMNS, SORT_KEYS, intermediates_table
 
-COLUMNS = ("#", "kernel", "kind", "source", "HBM r+w", "flops", "flop/B", "time", "bound")
 SORTS = ("order", "bytes", "flops", "time")
 
 
@@ -30,7 +29,7 @@ class FusionsTab(Vertical):
             yield Static("", id="fusions-intermediates")
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns(*COLUMNS)
+        self.query_one(DataTable).add_columns("#", *(col.label for col in KERNEL_COLUMNS))
 
     def show(self, analysis: FusionAnalysis | None, why_not: str = "") -> None:
         self.analysis = analysis
@@ -58,10 +57,7 @@ class FusionsTab(Vertical):
         if SORT_KEYS.get(self.sort):
             kernels.sort(key=lambda ik: SORT_KEYS[self.sort](ik[1]))
         for i, k in kernels:
-            table.add_row(str(i), k.name, k.kind.replace("custom-call:", "cc:"), (k.source or "").rsplit("/", 1)[-1],
-                          fmt_bytes(k.hbm_bytes_read + k.hbm_bytes_written), fmt_count(k.flops),
-                          f"{k.intensity:.1f}" if k.intensity is not None else "-", fmt_time(k.roofline_s),
-                          k.bound or "-", key=str(i))
+            table.add_row(str(i), *(col.cell(k) for col in KERNEL_COLUMNS), key=str(i))
         if kernels:
             self._detail(kernels[0][0])
 
