@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Static, TabbedContent
 
 from conftest import DATA, ROOT
 from inspector.session import Session
-from inspector.views.tui.app import InspectorApp
+from inspector.views.tui.app import TABS, InspectorApp
 from inspector.views.tui.pallas_tab import PallasTab
 from inspector.views.tui.screens import ParamsScreen
 from inspector.views.tui.stage_text import StageText
@@ -334,6 +334,11 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
                 data={"reason": "a DMA through a reshaped ref", "detail": "..."}),
         Finding("info", "interpret-retried", f"{kernel}: run again with out-of-bounds reads allowed" + long, view="diff"),
         Finding("info", "blocks-unknown", "errors folded onto an even grid" + long, view="diff"),
+        # inspector/memory.py
+        Finding("error", "hbm-over-capacity", "tpu-v5e: needs 36.18 GiB of HBM per device, 15.75 GiB usable" + long,
+                view="memory", data={"chip": "tpu-v5e", "bytes": 38847352832, "limit": 16911433728,
+                                     "largest": [{"shape": "bf16[256,4,2048,2048]", "bytes": 8 << 30, "source": "t.py:7",
+                                                  "op_name": None, "value": "v"}]}),
     ]
 
 
@@ -371,7 +376,8 @@ def test_every_finding_code_renders_in_every_view():
                 assert f.message.replace(" ", "") in plain(app, "#finding-detail").replace("\n", "").replace(" ", "")
                 await pilot.press("enter")
                 await pilot.pause()
-                expected = "pallas" if f.code == "compile-vmem-oom" else (f.view or "overview")  # its kernel's budget
+                # compile-vmem-oom: its kernel's budget; a view without a tab of its own: the message itself
+                expected = "pallas" if f.code == "compile-vmem-oom" else (f.view if f.view in TABS else "overview")
                 assert app.query_one(TabbedContent).active == expected, f.code
                 assert f.code in status(app) or expected == "overview"
                 if f.view == "pallas":
