@@ -31,7 +31,7 @@ STRESS = [
     ("samples/jax_kernels.py:gmm", None, {"tm": [256, 512], "tk": [128, 256], "tn": [128, 256]}),
     ("samples/attention.py:flash", "bf16[1,4096,128] bf16[1,4096,128] bf16[1,4096,128]",
      {"block_q": [1024, 2048, 4096], "block_k": [512, 1024, 2048]}),
-    ("samples/matmul.py:matmul", "bf16[4096,4096] bf16[4096,4096]",
+    ("samples/matmul.py:tiled", "bf16[4096,4096] bf16[4096,4096]",
      {"bm": [1024, 2048], "bn": [1024, 2048], "bk": [1024, 2048]}),
 ]
 
