@@ -19,7 +19,7 @@ body{margin:0;font:13px Helvetica,Arial,sans-serif;display:flex;height:100vh;ove
 #q{width:100%;box-sizing:border-box;padding:4px;font-size:13px}
 table{border-collapse:collapse;width:100%;margin-top:6px}td,th{padding:2px 4px;text-align:left;border-bottom:1px solid #eee}
 tr.top{cursor:pointer}tr.top:hover{background:#f0f4ff}
-#info{white-space:pre-wrap;font-family:monospace;font-size:11px;background:#f7f7f7;padding:4px;margin-top:6px;min-height:4em}
+#info{flex:none;max-height:38vh;overflow:auto;white-space:pre-wrap;font-family:monospace;font-size:11px;background:#f7f7f7;padding:4px;margin-top:6px;min-height:4em}
 svg.searching g.node:not(.hit){opacity:.25}
 g.node.hit polygon,g.node.hit path{stroke:#0050ff;stroke-width:5}
 #count{color:#555}
