@@ -364,8 +364,10 @@ def _export(opts) -> int:
         if opts.svg:
             written.append(f"{write_atomic(opts.svg, svg)} ({what})")
         if opts.html:
+            from .hlo.graph import group_svgs
             from .views.html_graph import graph_page
-            written.append(f"{write_atomic(opts.html, graph_page(summary.graph, svg.decode()))} ({what}; open it in a browser)")
+            page = graph_page(summary.graph, svg.decode(), group_svgs(report.fusions, summary.graph))
+            written.append(f"{write_atomic(opts.html, page)} ({what}; open it in a browser)")
     for line in written:
         print(f"wrote {line}")
     if failure is not None:

@@ -113,11 +113,15 @@ def test_too_many_nodes_is_refused_with_the_count_and_the_flags(step_analysis):
 
 @needs_dot
 def test_html_page_is_self_contained_and_search_finds_a_kernel(step_analysis, tmp_path):
+    from inspector.hlo.graph import group_svgs
     from inspector.views.html_graph import graph_page
 
     g, summary = build_dot(step_analysis, "step")
-    page = graph_page(summary.graph, render_svg(g, summary.nodes).decode())
+    groups = group_svgs(step_analysis, summary.graph)
+    assert set(groups) == {n.id for n in summary.graph.nodes if n.kind == "group"}
+    page = graph_page(summary.graph, render_svg(g, summary.nodes).decode(), groups)
     assert "<svg" in page and "<script>" in page and 'id="g_layer3_forward"' in page
+    assert '<template id="t_g_layer3_forward"><svg' in page  # its kernels, opened on click
     assert not re.search(r"(src|href)=[\"']?(https?:)?//", page)  # nothing from the network
     target = summary.graph.top[0]
     assert f'data-node="{target.node}"' in page
@@ -129,8 +133,9 @@ def test_html_page_is_self_contained_and_search_finds_a_kernel(step_analysis, tm
     dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=3000",
                           "--dump-dom", f"file://{path}#q={target.name}"], capture_output=True, text=True, timeout=120).stdout
     hits = re.findall(r'<g id="([^"]+)" class="node hit"', dom)
-    assert hits == [target.node], dom[-2000:]
-    assert re.search(r'id="count">1 node\(s\)<', dom)
+    # the group holding the kernel stands out, and opens with the kernel marked among its own
+    assert hits == [target.node, "k_" + re.sub(r"\W", "_", target.name)], dom[-2000:]
+    assert re.search(r'id="count">1 node\(s\)<', dom) and re.search(r'id="detail" style="display: flex;"', dom)
 
 
 def test_export_without_dot_says_how_to_install(run_cli, tmp_path):

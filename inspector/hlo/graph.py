@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import shutil
 import subprocess
 
 from ..errors import UsageError
 from ..units import fmt_bytes, fmt_count, fmt_time
 from .fusions import FusionAnalysis
-from .graph_model import COLORS, TOP, KernelGraph, Node, build_graph, scope_of  # noqa: F401 (re-exported)
+from .graph_model import COLORS, TOP, KernelGraph, Node, build_graph, group_graphs, scope_of  # noqa: F401 (re-exported)
 
 BOUND_FILL = {"memory": "#f6c177", "compute": "#8ec5ff", None: "#dddddd"}
 SVG_NODE_LIMIT = 600  # dot needs ~10 s for 500 nodes here and minutes past 900
@@ -88,7 +89,7 @@ def build_dot(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, exp
     return dot_of(kg), GraphSummary(drawn, kg.kernels, len(kg.groups), kg.collapsed, kg)
 
 
-def dot_of(kg: KernelGraph):
+def dot_of(kg: KernelGraph, legend: bool = True):
     """Graphviz source of a KernelGraph: ranked by schedule order (an invisible chain through the
     nodes, first kernel first), expanded groups as clusters."""
     import graphviz
@@ -138,6 +139,8 @@ def dot_of(kg: KernelGraph):
         for src in kg.outputs:
             g.edge(src, "__output__")
 
+    if not legend:
+        return g
     with g.subgraph(name="cluster_legend", graph_attr={"label": "legend", "fontsize": "10", "style": "dashed"}) as legend:
         if kg.color == "bound":
             legend.node("__l_mem", "memory-bound", shape="box", style="filled,rounded", fillcolor=BOUND_FILL["memory"])
@@ -175,3 +178,39 @@ def render_svg(graph, nodes: int = 0, timeout_s: float = 120) -> bytes:
     if out.returncode != 0:
         raise UsageError(f"dot failed: {out.stderr.decode(errors='replace').strip().splitlines()[-1] if out.stderr else out.returncode}")
     return out.stdout
+
+
+def render_svgs(graphs: list, timeout_s: float = 120) -> list[bytes]:
+    """Several graphs through `dot`, a few per process and the processes side by side (one start
+    each instead of one per graph)."""
+    if not graphs:
+        return []
+    procs = max(1, min(len(graphs), os.cpu_count() or 1, 8))
+    chunks = [graphs[i::procs] for i in range(procs)]
+    runs = [subprocess.Popen(["dot", "-Tsvg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for _ in chunks]
+    outs = []
+    try:
+        for run, chunk in zip(runs, chunks):
+            outs.append(run.communicate("\n".join(g.source for g in chunk).encode(), timeout=timeout_s))
+    except subprocess.TimeoutExpired as err:
+        raise UsageError(f"dot did not finish in {timeout_s:.0f} s: draw fewer nodes (--max-nodes, --expand SCOPE)") from err
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+    result: list[bytes | None] = [None] * len(graphs)
+    for i, (run, chunk, (stdout, stderr)) in enumerate(zip(runs, chunks, outs)):
+        parts = [b"<?xml" + p for p in stdout.split(b"<?xml")[1:]]
+        if run.returncode != 0 or len(parts) != len(chunk):
+            raise UsageError(f"dot failed: {stderr.decode(errors='replace').strip().splitlines()[-1] if stderr else run.returncode}")
+        for j, part in enumerate(parts):
+            result[i + j * procs] = part
+    return result
+
+
+def group_svgs(analysis: FusionAnalysis, kg: KernelGraph) -> dict[str, str]:
+    """Each collapsed group's own kernels as SVG, by the group's node id (the HTML page opens them)."""
+    subs = group_graphs(analysis, kg)
+    return {gid: svg.decode() for gid, svg in zip(subs, render_svgs([dot_of(g, legend=False) for g in subs.values()]))}

@@ -343,3 +343,23 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
     outputs = list(dict.fromkeys(s for s in out_srcs if s)) if output_node else []
     return KernelGraph(title, analysis.chip, color, ordered, edges, group_list, top, output_node, outputs, len(kernels), hidden,
                        [g.label for g in collapsed])
+
+
+def group_graphs(analysis: FusionAnalysis, kg: KernelGraph) -> dict[str, KernelGraph]:
+    """For each collapsed group, the graph of its own kernels (what clicking it in the HTML page
+    opens); the top-N ranks are the whole program's."""
+    rank_of = {t.name: t.rank for t in kg.top}
+    out = {}
+    for g in kg.groups:
+        if g.expanded:
+            continue
+        members = set(g.kernels)
+        kernels = [k for k in analysis.kernels if k.name in members]
+        read = {t.producer for k in kernels for t in k.inputs}
+        sub = dataclasses.replace(analysis, kernels=kernels, parameters=[p for p in analysis.parameters if p.producer in read],
+                                  results=[r for r in analysis.results if r in members], intermediates=[])
+        graph = build_graph(sub, g.label, max_nodes=1 << 30, color=kg.color, top_n=0)
+        for n in graph.nodes:
+            n.ranks = sorted(rank_of[k] for k in n.kernels if k in rank_of)
+        out[g.id] = graph
+    return out
