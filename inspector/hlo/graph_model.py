@@ -158,13 +158,14 @@ def _groups(kernels: list[Kernel]) -> tuple[dict[str, tuple[str, str | None]], d
             if sizes:
                 key[k.name] = max(sizes, key=sizes.get)
     run, last = 0, None
-    for k in kernels:
+    for k in kernels:  # one group per run of unscoped kernels, whatever their phase
         scope, phase = key[k.name]
         if scope == TOP:
-            if last is not None and last[0] != TOP:
+            if last is not None and last != TOP:
                 run += 1
-            key[k.name] = (TOP if run == 0 else f"{TOP}{run}", phase)
-        last = (scope, phase)
+            key[k.name] = (TOP if run == 0 else f"{TOP}{run}", None)
+        if k.op_name is not None or scope == TOP:  # borrowed groups (early copies) do not end a run
+            last = scope
     return key, by_name
 
 
@@ -193,6 +194,12 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
             g = groups[(scope, phase)] = Group("g_" + _ident(ident), TOP if scope.startswith(TOP) else scope, phase, i, [])
         g.kernels.append(k.name)
     group_of = {name: groups[key[name]] for name in by_name}
+    for g in groups.values():  # placed by its first kernel of its own: copies XLA starts early for it do not move it
+        named = [index[x] for x in g.kernels if by_name[x].op_name]
+        g.order = min(named) if named else g.order
+        if g.scope == TOP:  # a run outside any scope: named by its phase when it has one
+            phases = {phase_of(by_name[x]) for x in g.kernels if by_name[x].op_name}
+            g.phase = phases.pop() if len(phases) == 1 else None
 
     readers: dict[str, list[str]] = {}
     for k in kernels:
@@ -235,7 +242,6 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
                 n = Node(nid, "group", g.label, g.order, g.id, [], [], "", None, [], 0, 0.0, None, None)
             nodes[nid] = n
         n.kernels.append(k.name)
-        n.order = min(n.order, index[k.name])
         if n.kind == "kernel" and k.name in host:
             n.folded.append(k.name)
         n.hbm_bytes += k.hbm_bytes * k.repeat
