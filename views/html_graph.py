@@ -68,7 +68,7 @@ function expand(id, q){  // open a collapsed group: its own kernels, drawn besid
   detail.querySelector('.title').textContent = DATA.nodes[id].title + ' (click the title bar to close)';
   detail.style.display = 'flex'; const sub = detail.querySelector('svg'), v = panZoom(sub);
   sub.querySelectorAll('g.node').forEach(g => g.addEventListener('mouseenter', () => {
-    const t = g.querySelector('title'); document.getElementById('info').textContent = g.textContent.trim().replace(/\n\s*/g, '\n'); }));
+    document.getElementById('info').textContent = g.textContent.trim().replace(/\n\s*/g, '\n'); }));
   if (q) { const hit = [...sub.querySelectorAll('g.node')].filter(g => g.textContent.toLowerCase().includes(q));
     hit.forEach(g => g.classList.add('hit')); if (hit.length) v.focus(hit[0]); }
   return true; }
