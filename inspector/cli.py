@@ -97,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--svg", metavar="PATH", help="kernel graph as SVG (needs Graphviz's dot)")
     export.add_argument("--dot", metavar="PATH", help="kernel graph as Graphviz DOT source")
     export.add_argument("--json", dest="json_path", metavar="PATH", help="the whole Report as JSON")
+    export.add_argument("--html", metavar="PATH", help="kernel graph as one self-contained HTML page: pan, zoom, search, "
+                        "the slowest kernels (needs Graphviz's dot)")
+    export.add_argument("--color", choices=("roofline", "bytes", "bound"), default="roofline",
+                        help="node colour: roofline time (default), HBM bytes, or memory-/compute-bound")
     export.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: the target)")
     export.add_argument("--max-nodes", type=_count, default=200, metavar="N", help="collapse scopes (layers) past N nodes (default 200)")
     export.add_argument("--expand", action="append", default=[], metavar="SCOPE", help="keep this scope's kernels when collapsing (repeatable)")
@@ -322,7 +326,7 @@ def _export_paths(opts) -> None:
     from .atomic import check_writable
 
     seen: dict[str, str] = {}
-    for flag, path in (("--json", opts.json_path), ("--dot", opts.dot), ("--svg", opts.svg)):
+    for flag, path in (("--json", opts.json_path), ("--dot", opts.dot), ("--svg", opts.svg), ("--html", opts.html)):
         if not path:
             continue
         check_writable(path)
@@ -336,28 +340,34 @@ def _export(opts) -> int:
     from .atomic import write_atomic
     from .hlo.graph import render_svg
 
-    if not (opts.svg or opts.dot or opts.json_path):
-        raise UsageError("export needs at least one of --svg PATH, --dot PATH, --json PATH")
+    if not (opts.svg or opts.dot or opts.json_path or opts.html):
+        raise UsageError("export needs at least one of --svg PATH, --dot PATH, --html PATH, --json PATH")
     _export_paths(opts)
-    if opts.svg or opts.dot:  # fail before the compile when the SVG cannot be drawn
+    drawings = [(f, p) for f, p in (("SVG", opts.svg), ("DOT", opts.dot), ("HTML", opts.html)) if p]
+    if drawings:  # fail before the compile when the SVG cannot be drawn
         from .hlo.graph import dot_available
-        if opts.svg and not dot_available():
+        if (opts.svg or opts.html) and not dot_available():
             render_svg(None)  # raises the how-to-install message
     report = _run(opts)
     written, failure = [], None
     if opts.json_path:
         written.append(f"{write_atomic(opts.json_path, report.to_json())} (the Report)")
-    if (opts.svg or opts.dot) and report.fusions is None:
+    if drawings and report.fusions is None:
         reason = report.stages.compile_error.headline if report.stages.compile_error else "not compiled"
-        failure = TargetFailure(f"no kernel graph, so no {' or '.join(f for f, p in (('SVG', opts.svg), ('DOT', opts.dot)) if p)} "
-                                f"written: {reason}")
-    elif opts.svg or opts.dot:
-        graph, summary = report.kernel_graph(max_nodes=opts.max_nodes, expand=tuple(opts.expand))
-        what = f"{summary.nodes} nodes" + (f", {len(summary.collapsed)} scopes collapsed (--expand SCOPE to open one)" if summary.collapsed else "")
+        failure = TargetFailure(f"no kernel graph, so no {' or '.join(f for f, _ in drawings)} written: {reason}")
+    elif drawings:
+        graph, summary = report.kernel_graph(max_nodes=opts.max_nodes, expand=tuple(opts.expand), color=opts.color)
+        what = f"{summary.nodes} nodes" + (f", {len(summary.collapsed)} groups collapsed (--expand SCOPE to open one)" if summary.collapsed else "")
         if opts.dot:
             written.append(f"{write_atomic(opts.dot, graph.source)} ({what})")
+        svg = render_svg(graph, summary.nodes) if (opts.svg or opts.html) else b""
         if opts.svg:
-            written.append(f"{write_atomic(opts.svg, render_svg(graph, summary.nodes))} ({what})")
+            written.append(f"{write_atomic(opts.svg, svg)} ({what})")
+        if opts.html:
+            from .hlo.graph import group_svgs
+            from .views.html_graph import graph_page
+            page = graph_page(summary.graph, svg.decode(), group_svgs(report.fusions, summary.graph))
+            written.append(f"{write_atomic(opts.html, page)} ({what}; open it in a browser)")
     for line in written:
         print(f"wrote {line}")
     if failure is not None:

@@ -84,7 +84,7 @@ class Report:
         return (f"{self.target.spec} on {self.chip.name}: {len(a.kernels)} kernels, HBM {fmt_bytes(a.totals['hbm_bytes'])}"
                 + (f", roofline {fmt_time(a.totals['roofline_s'])} on {a.chip}" if a.totals.get("roofline_s") else ""))
 
-    def kernel_graph(self, *, max_nodes: int = 200, expand: tuple[str, ...] = ()):
+    def kernel_graph(self, *, max_nodes: int = 200, expand: tuple[str, ...] = (), color: str = "roofline"):
         """(graphviz.Digraph, GraphSummary) of the kernels; UsageError when there are none."""
         from .errors import UsageError
         from .hlo.graph import build_dot
@@ -92,7 +92,7 @@ class Report:
         if self.fusions is None:
             reason = self.stages.compile_error.headline if self.stages.compile_error else "not compiled"
             raise UsageError(f"no kernel graph: {reason}")
-        return build_dot(self.fusions, self.graph_title(), max_nodes=max_nodes, expand=tuple(expand))
+        return build_dot(self.fusions, self.graph_title(), max_nodes=max_nodes, expand=tuple(expand), color=color)
 
     def svg(self, *, max_nodes: int = 200, expand: tuple[str, ...] = ()) -> str:
         """The kernel graph as SVG text (needs Graphviz's ``dot``; UsageError says how to get it)."""

@@ -1,7 +1,10 @@
-"""The kernel graph: DOT structure, collapsing by scope, refusal past the limits, SVG export."""
+"""The kernel graph: schedule order, forward/backward groups, folded parameters and zero-traffic
+kernels, the edge budget, colours and ranks, refusal past the limits, SVG and HTML export."""
 import html
 import json
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -11,10 +14,13 @@ from inspector.chips import get_chip
 from inspector.errors import UsageError
 from inspector.hlo.fusions import analyse_fusions
 from inspector.hlo.graph import SVG_NODE_LIMIT, build_dot, dot_available, render_svg
+from inspector.hlo.graph_model import build_graph
 from inspector.stages import capture
 from inspector.target import load_target
 
 HLO = DATA / "hlo"
+LAYERS = [f"layer{i}" for i in range(12)]
+needs_dot = pytest.mark.skipif(not dot_available(), reason="Graphviz's dot is not installed (.ci/setup installs it)")
 
 
 def _nodes(source: str) -> set[str]:
@@ -25,11 +31,21 @@ def test_small_graph_has_every_kernel_parameter_and_edge():
     a = analyse_fusions((HLO / "cpu_small.hlo").read_text(), get_chip("h100"), None)
     g, summary = build_dot(a, "small")
     assert summary.collapsed == [] and summary.kernels == 2
-    assert {"dot_fusion", "reduce_fusion", "x", "w", "__output__"} <= _nodes(g.source)
-    assert "subgraph cluster_scope_layer0" in g.source  # op_name scope becomes a cluster
-    assert re.search(r'x -> dot_fusion \[label="f32\[8,16\]', g.source)
-    assert "reduce_fusion -> __output__" in g.source
+    assert {"k_dot_fusion", "k_reduce_fusion", "p_x", "p_w", "__output__"} <= _nodes(g.source)
+    assert re.search(r"subgraph cluster_g_layer0", g.source)  # op_name scope becomes a cluster
+    assert re.search(r'p_x -> k_dot_fusion \[label="f32\[8,16\]', g.source)
+    assert "k_reduce_fusion -> __output__" in g.source
     assert "legend" in g.source and 'label=small' in g.source
+
+
+def test_zero_traffic_starts_fold_into_their_reader():
+    a = analyse_fusions((HLO / "tpu_small.hlo").read_text(), get_chip("tpu-v5e"), None)
+    kg = build_graph(a, "small")
+    held = {n.title: n.folded for n in kg.nodes}
+    assert held["scores"] == ["copy-start"] and held["kernel"] == ["slice-start"]
+    assert "copy-start" not in held and "slice-start" not in held
+    g, _ = build_dot(a, "small")
+    assert "holds 1 folded: copy-start" in g.source
 
 
 @pytest.fixture(scope="module")
@@ -38,20 +54,52 @@ def step_analysis():
     return analyse_fusions(stages.hlo, get_chip("tpu-v5e"), stages.cost)
 
 
-def test_large_program_collapses_layers(step_analysis):
+def test_step_groups_follow_the_schedule_forward_down_backward_up(step_analysis):
     g, summary = build_dot(step_analysis, "step", max_nodes=200)
-    layers = [f"layer{i}" for i in range(12)]
-    assert set(layers) <= set(summary.collapsed)
+    kg = summary.graph
+    orders = [n.order for n in kg.nodes]
+    assert orders == sorted(orders)  # nodes in schedule order
+    layer_nodes = [n.title for n in kg.nodes if n.title.split()[0] in LAYERS]
+    assert layer_nodes == [f"{l} forward" for l in LAYERS] + [f"{l} backward" for l in reversed(LAYERS)]
     assert summary.nodes <= 200 and summary.kernels == len(step_analysis.kernels)
-    nodes = _nodes(g.source)
-    assert {f"scope_layer{i}" for i in range(12)} <= nodes
-    assert "parameters" in nodes  # 75 parameters grouped into one node
+    # the DOT keeps that order: an invisible chain through the nodes, first kernel first
+    chain = re.findall(r"^\s*(\S+) -> (\S+) \[style=invis weight=20\]", g.source, re.M)
+    ids = [n.id for n in kg.nodes if n.kind != "parameter"]
+    assert chain == list(zip(ids, ids[1:]))
+
+
+def test_parameters_are_figures_and_edges_stay_within_budget(step_analysis):
+    g, summary = build_dot(step_analysis, "step")
+    kg = summary.graph
+    assert not any(n.kind == "parameter" for n in kg.nodes) and "parameters" not in _nodes(g.source)
+    layer0 = next(n for n in kg.nodes if n.title == "layer0 forward")
+    assert layer0.param_count == 6 and "of parameters (6)" in g.source
+    assert sum(n.param_count for n in kg.nodes) >= len(step_analysis.parameters) - 1
+    assert len(kg.edges) / len(kg.nodes) <= 2
+    assert not kg.output_node and sum(n.output_count for n in kg.nodes) > 0  # outputs: a figure on the node
+    assert max(sum(1 for e in kg.edges if n.id in (e.src, e.dst)) for n in kg.nodes) <= 8  # no hub to every layer
+
+
+def test_colour_and_rank(step_analysis):
+    fills = {}
+    for color in ("roofline", "bytes", "bound"):
+        g, summary = build_dot(step_analysis, "step", color=color)
+        fills[color] = re.findall(r"fillcolor=\"?(#[0-9a-f]{6})", g.source)
+    assert fills["roofline"] != fills["bound"] and "#f6c177" in fills["bound"]
+    kg = summary.graph
+    assert [t.rank for t in kg.top] == list(range(1, 11))
+    times = [t.time_s for t in kg.top]
+    assert times == sorted(times, reverse=True)
+    assert re.search(r'label="#1[ ,]', g.source)
+    with pytest.raises(ValueError):
+        build_graph(step_analysis, "step", color="rainbow")
 
 
 def test_expand_opens_one_scope(step_analysis):
     g, summary = build_dot(step_analysis, "step", max_nodes=400, expand=("layer3",))
-    assert "layer3" not in summary.collapsed and "layer4" in summary.collapsed
-    assert "subgraph cluster_scope_layer3" in g.source and "scope_layer3 [" not in g.source
+    assert "layer3 forward" not in summary.collapsed and "layer4 forward" in summary.collapsed
+    assert "subgraph cluster_g_layer3_forward" in g.source and "subgraph cluster_g_layer3_backward" in g.source
+    assert "g_layer3_forward [" not in g.source
 
 
 def test_too_many_nodes_is_refused_with_the_count_and_the_flags(step_analysis):
@@ -63,8 +111,53 @@ def test_too_many_nodes_is_refused_with_the_count_and_the_flags(step_analysis):
         render_svg(g, summary.nodes)
 
 
+@needs_dot
+def test_html_page_is_self_contained_and_search_finds_a_kernel(step_analysis, tmp_path):
+    from inspector.hlo.graph import group_svgs
+    from inspector.views.html_graph import graph_page
+
+    g, summary = build_dot(step_analysis, "step")
+    groups = group_svgs(step_analysis, summary.graph)
+    assert set(groups) == {n.id for n in summary.graph.nodes if n.kind == "group"}
+    page = graph_page(summary.graph, render_svg(g, summary.nodes).decode(), groups)
+    assert "<svg" in page and "<script>" in page and 'id="g_layer3_forward"' in page
+    assert '<template id="t_g_layer3_forward"><svg' in page  # its kernels, opened on click
+    assert not re.search(r"(src|href)=[\"']?(https?:)?//", page)  # nothing from the network
+    target = summary.graph.top[0]
+    assert f'data-node="{target.node}"' in page
+    path = tmp_path / "g.html"
+    path.write_text(page)
+    browser = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("no headless browser (apt-get install chromium) to load the page in")
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=3000",
+                          "--dump-dom", f"file://{path}#q={target.name}"], capture_output=True, text=True, timeout=120).stdout
+    hits = re.findall(r'<g id="([^"]+)" class="node hit"', dom)
+    # the group holding the kernel stands out, and opens with the kernel marked among its own
+    assert hits == [target.node, "k_" + re.sub(r"\W", "_", target.name)], dom[-2000:]
+    assert re.search(r'id="count">1 node\(s\)<', dom) and re.search(r'id="detail" style="display: flex;"', dom)
+
+
+def test_export_without_dot_says_how_to_install(run_cli, tmp_path):
+    out = run_cli("export", "samples/attention.py:naive", "--svg", str(tmp_path / "x.svg"), env={"PATH": "/nonexistent"})
+    assert out.returncode == 2 and "apt-get install graphviz" in out.stderr and "--dot PATH" in out.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_dot
+def test_export_html_and_svg(run_cli, tmp_path):
+    page, svg = tmp_path / "g.html", tmp_path / "g.svg"
+    out = run_cli("export", "samples/attention.py:naive", "--args", "f32[1,128,32] f32[1,128,32] f32[1,128,32]",
+                  "--html", str(page), "--svg", str(svg), "--color", "bound")
+    assert out.returncode == 0, out.stderr
+    assert f"wrote {page}" in out.stdout and f"wrote {svg}" in out.stdout
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "<svg" in text and "memory-bound" in html.unescape(text)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.html", "g.svg"]  # no temporary files left
+
+
 @pytest.mark.tpu
-@pytest.mark.skipif(not dot_available(), reason="Graphviz's dot is not installed (.ci/setup installs it)")
+@needs_dot
 def test_export_svg_is_a_self_contained_picture(run_cli, tmp_path):
     svg, dot = tmp_path / "naive.svg", tmp_path / "naive.dot"
     out = run_cli("export", "samples/attention.py:naive", "--args", "f32[2,256,64] f32[2,256,64] f32[2,256,64]",
@@ -77,12 +170,6 @@ def test_export_svg_is_a_self_contained_picture(run_cli, tmp_path):
     assert "<title>samples/attention.py:naive on tpu-v5e" in text  # the picture's title, for viewers and tabs
     assert "xlink:href" not in text and "<image" not in text  # opens offline
     assert sorted(p.name for p in tmp_path.iterdir()) == ["naive.dot", "naive.svg"]  # no temporary files left
-
-
-def test_export_without_dot_says_how_to_install(run_cli, tmp_path):
-    out = run_cli("export", "samples/attention.py:naive", "--svg", str(tmp_path / "x.svg"), env={"PATH": "/nonexistent"})
-    assert out.returncode == 2 and "apt-get install graphviz" in out.stderr and "--dot PATH" in out.stderr
-    assert list(tmp_path.iterdir()) == []
 
 
 def test_export_json_is_the_whole_report(run_cli, tmp_path):

@@ -1,171 +1,162 @@
 """The kernel graph as DOT (and SVG through Graphviz's `dot`): kernels are nodes, HBM tensors
-are edges labelled with shape and bytes. Large programs are grouped by op_name scope (a layer)
-and collapsed past a node limit."""
+are edges labelled with shape and bytes, ranked by schedule order. Large programs are grouped by
+op_name scope (a layer) and phase (forward, backward), collapsed past a node limit. The structure
+comes from `graph_model.build_graph`; this module only draws it."""
 from __future__ import annotations
 
 import dataclasses
 import math
-import re
+import os
 import shutil
 import subprocess
 
-from ..units import fmt_bytes, fmt_count, fmt_time
 from ..errors import UsageError
-from .fusions import FusionAnalysis, Kernel
+from ..units import fmt_bytes, fmt_count, fmt_time
+from .fusions import FusionAnalysis
+from .graph_model import COLORS, TOP, KernelGraph, Node, build_graph, group_graphs, scope_of  # noqa: F401 (re-exported)
 
 BOUND_FILL = {"memory": "#f6c177", "compute": "#8ec5ff", None: "#dddddd"}
-TOP = "<top>"  # the cluster of kernels outside any named scope
 SVG_NODE_LIMIT = 600  # dot needs ~10 s for 500 nodes here and minutes past 900
-_WRAPPER = re.compile(r"^(?:jvp|transpose|vmap|remat|checkpoint|pjit|jit|custom_jvp_call|custom_vjp_call)\((.*)\)$")
-
-
-def scope_of(kernel: Kernel) -> str:
-    """The user's scope of a kernel: the op_name path without the outer jit and transform
-    wrappers, e.g. jit(train_step)/transpose(jvp(layer3))/dot_general -> layer3."""
-    if not kernel.scope:
-        return TOP
-    parts = kernel.scope.split(";", 1)[0].split("/")[1:]  # XLA joins merged op_names with ';'; drop the outer jit(f)
-    cleaned = []
-    for part in parts:
-        while (m := _WRAPPER.match(part)):
-            part = m[1]
-        if part:
-            cleaned.append(part)
-    return "/".join(cleaned) or TOP
+_HEAT = ("#fff5eb", "#fdd0a2", "#fd8d3c", "#d94801", "#7f2704")  # light to dark: more time / more bytes
+_HEAT_TEXT = ("#000000", "#000000", "#000000", "#ffffff", "#ffffff")
 
 
 @dataclasses.dataclass
 class GraphSummary:
     nodes: int  # drawn
     kernels: int
-    clusters: int
+    clusters: int  # groups: a scope's forward or backward kernels
     collapsed: list[str]
+    graph: KernelGraph | None = None
 
 
 def _label_bytes(n: int) -> str:
     return fmt_bytes(n).replace(" ", "")
 
 
-def _kernel_label(k: Kernel) -> str:
-    time = f"{fmt_time(k.roofline_s)} {k.bound}" if k.roofline_s else (k.bound or "")
-    src = (k.source or (k.sources[0] if k.sources else "")).rsplit("/", 1)[-1]
-    lines = [k.name, k.kind, src, f"HBM {_label_bytes(k.hbm_bytes)}  {fmt_count(k.flops)}flop", time]
+def _short_source(src: str | None) -> str:
+    return (src or "").rsplit("/", 1)[-1]
+
+
+def node_label(n: Node) -> str:
+    """The text of a node's box (the HTML export's hover shows the same lines)."""
+    if n.kind == "parameter":
+        return f"{n.title}\n{n.shape}\n{_label_bytes(n.hbm_bytes)}"
+    lines = [("#" + ",#".join(map(str, n.ranks)) + "  " if n.ranks else "") + n.title,
+             "  ".join(x for x in (n.detail, _short_source(n.source)) if x),
+             f"HBM {_label_bytes(n.hbm_bytes)}  {fmt_count(n.flops)}flop",
+             f"{fmt_time(n.time_s)} {n.bound or ''}".strip() if n.time_s is not None else ""]
+    if n.folded:
+        names = ", ".join(n.folded[:2]) + (f" +{len(n.folded) - 2}" if len(n.folded) > 2 else "")
+        lines.append(f"holds {len(n.folded)} folded: {names}")
+    if n.param_count:
+        lines.append(f"reads {_label_bytes(n.param_bytes)} of parameters ({n.param_count})")
+    if n.output_count:
+        lines.append(f"writes {n.output_count} outputs, {_label_bytes(n.output_bytes)}")
+    if n.hidden_in:
+        lines.append(f"+{n.hidden_in} smaller inputs, {_label_bytes(n.hidden_in_bytes)} (not drawn)")
     return "\n".join(l for l in lines if l)
 
 
-def _shade(hbm_bytes: int, biggest: int) -> str:
-    """Darker border for kernels that move more HBM bytes (log scale)."""
-    if biggest <= 0 or hbm_bytes <= 0:
+def _fill(n: Node, color: str, scale: float) -> tuple[str, str]:
+    """(fill, font colour) of a node under the chosen colouring."""
+    if color == "bound" or n.kind == "parameter":
+        return (BOUND_FILL.get(n.bound, "#dddddd") if n.kind != "parameter" else "#c8e6c9"), "#000000"
+    value = n.time_s if color == "roofline" else n.hbm_bytes
+    if not value or scale <= 0:
+        return BOUND_FILL[None], "#000000"
+    step = min(len(_HEAT) - 1, int(len(_HEAT) * math.sqrt(value / scale)))  # sqrt: the small still show
+    return _HEAT[step], _HEAT_TEXT[step]
+
+
+def _width(n: int, biggest: int) -> str:
+    """Thicker lines for more HBM bytes (log scale)."""
+    if biggest <= 0 or n <= 0:
         return "1"
-    return f"{1 + 4 * math.log1p(hbm_bytes) / math.log1p(biggest):.1f}"
+    return f"{1 + 4 * math.log1p(n) / math.log1p(biggest):.1f}"
 
 
-def _clusters(kernels: list[Kernel]) -> dict[str, str]:
-    """Each kernel's top-level scope. Kernels XLA made without an op_name (async copies and
-    slices that feed a layer) join the scope of the kernel that reads their result."""
-    cluster = {k.name: scope_of(k).split("/", 1)[0] for k in kernels}
-    reader: dict[str, str] = {}
-    for k in kernels:
-        for t in k.inputs:
-            reader.setdefault(t.producer, k.name)
-    for k in reversed(kernels):  # readers come later in the schedule: walk back so chains resolve
-        if k.op_name is None and k.name in reader:
-            cluster[k.name] = cluster[reader[k.name]]
-    return cluster
-
-
-def _scope_node(scope: str) -> str:
-    return "scope_" + re.sub(r"\W", "_", scope)  # no ':' in ids: graphviz reads node:port
-
-
-def _kernel_node(g, k: Kernel, biggest: int) -> None:
-    g.node(k.name, _kernel_label(k), shape="box", style="filled,rounded", fillcolor=BOUND_FILL.get(k.bound, "#dddddd"),
-           penwidth=_shade(k.hbm_bytes, biggest))
-
-
-def build_dot(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, expand: tuple[str, ...] = ()):
+def build_dot(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, expand: tuple[str, ...] = (),
+              color: str = "roofline"):
     """A graphviz.Digraph and a summary; raises UsageError when even collapsed it is too big."""
+    if color == "roofline" and not any(k.roofline_s for k in analysis.kernels):
+        color = "bytes"  # no chip figures: time is unknown
+    kg = build_graph(analysis, title, max_nodes=max_nodes, expand=expand, color=color)
+    drawn = len(kg.nodes) + (1 if kg.output_node else 0)
+    if drawn > max_nodes:
+        raise UsageError(f"the graph has {drawn} nodes ({kg.kernels} kernels) even with {len(kg.collapsed)} scopes collapsed, "
+                         f"over --max-nodes {max_nodes}: raise --max-nodes or draw fewer scopes with --expand SCOPE")
+    return dot_of(kg), GraphSummary(drawn, kg.kernels, len(kg.groups), kg.collapsed, kg)
+
+
+def dot_of(kg: KernelGraph, legend: bool = True):
+    """Graphviz source of a KernelGraph: ranked by schedule order (an invisible chain through the
+    nodes, first kernel first), expanded groups as clusters."""
     import graphviz
 
-    kernels = analysis.kernels
-    cluster_of = _clusters(kernels)
-    clusters: dict[str, list[Kernel]] = {}
-    for k in kernels:
-        clusters.setdefault(cluster_of[k.name], []).append(k)
-    collapsed: list[str] = []
-    group_params = False
-    if len(kernels) + len(analysis.parameters) + 1 > max_nodes:
-        wanted = lambda c: any(c == e or c.startswith(e + "/") or e.startswith(c) for e in expand)
-        collapsed = [c for c in clusters if not wanted(c)]
-        group_params = len(analysis.parameters) > 8
-    params = {p.producer for p in analysis.parameters}
-    param_node = {p: "parameters" if group_params else p for p in params}
-    io_nodes = len(set(param_node.values())) + 1
-    node_of = {k.name: _scope_node(cluster_of[k.name]) if cluster_of[k.name] in collapsed else k.name for k in kernels}
-    drawn = len(set(node_of.values())) + io_nodes
-    if drawn > max_nodes:
-        raise UsageError(f"the graph has {drawn} nodes ({len(kernels)} kernels) even with {len(collapsed)} scopes collapsed, "
-                         f"over --max-nodes {max_nodes}: raise --max-nodes or draw fewer scopes with --expand SCOPE")
-
-    biggest = max((k.hbm_bytes for k in kernels), default=0)
-    g = graphviz.Digraph(title, graph_attr={
-        "rankdir": "TB", "label": title, "labelloc": "t", "fontsize": "16", "fontname": "Helvetica",
-        "nodesep": "0.25", "ranksep": "0.35"}, node_attr={"fontname": "Helvetica", "fontsize": "10"},
+    g = graphviz.Digraph(kg.title, graph_attr={
+        "rankdir": "TB", "label": kg.title, "labelloc": "t", "fontsize": "16", "fontname": "Helvetica",
+        "nodesep": "0.25", "ranksep": "0.3", "newrank": "true"}, node_attr={"fontname": "Helvetica", "fontsize": "10"},
         edge_attr={"fontname": "Helvetica", "fontsize": "8", "color": "#555555"})
+    measure = (lambda n: n.time_s or 0) if kg.color == "roofline" else (lambda n: n.hbm_bytes)
+    scale = max((measure(n) for n in kg.nodes if n.kind != "parameter"), default=0)
+    biggest = max((e.bytes for e in kg.edges), default=0)
+    groups = {gr.id: gr for gr in kg.groups}
 
-    if group_params:
-        g.node("parameters", f"{len(params)} parameters\n{_label_bytes(sum(p.bytes for p in analysis.parameters))}",
-               shape="invhouse", style="filled", fillcolor="#c8e6c9")
-    else:
-        for p in analysis.parameters:
-            g.node(p.producer, f"{p.producer}\n{p.shape}\n{_label_bytes(p.bytes)}", shape="invhouse", style="filled",
-                   fillcolor="#c8e6c9")
-    g.node("__output__", "program output", shape="house", style="filled,bold", fillcolor="#c8e6c9")
+    def draw(sub, n: Node) -> None:
+        fill, font = _fill(n, kg.color, scale)
+        if n.kind == "parameter":
+            sub.node(n.id, node_label(n), id=n.id, shape="invhouse", style="filled", fillcolor=fill)
+        else:
+            sub.node(n.id, node_label(n), id=n.id, shape="box3d" if n.kind == "group" else "box",
+                     style="filled" if n.kind == "group" else "filled,rounded", fillcolor=fill, fontcolor=font,
+                     penwidth="3" if n.ranks else "1", color="#b00020" if n.ranks else "#333333")
 
-    for name, members in clusters.items():
-        if name in collapsed:
-            hbm = sum(k.hbm_bytes * k.repeat for k in members)
-            flops = sum(k.flops * k.repeat for k in members)
-            mem = sum(1 for k in members if k.bound == "memory")
-            g.node(_scope_node(name), f"{name}\n{len(members)} kernels (collapsed)\nHBM {_label_bytes(hbm)}  {fmt_count(flops)}flop\n"
-                   f"{mem} memory-bound, {len(members) - mem} other", shape="box3d", style="filled", fillcolor="#eeeeee")
-            continue
-        if name == TOP:
-            for k in members:
-                _kernel_node(g, k, biggest)
-            continue
-        with g.subgraph(name="cluster_" + _scope_node(name), graph_attr={"label": name, "style": "rounded", "color": "#999999"}) as sub:
-            for k in members:
-                _kernel_node(sub, k, biggest)
+    clusters: dict[str, list[Node]] = {}
+    for n in kg.nodes:
+        if n.kind == "kernel" and n.group and groups[n.group].scope != "<top>":
+            clusters.setdefault(n.group, []).append(n)
+        else:
+            draw(g, n)
+    for gid, members in clusters.items():
+        with g.subgraph(name="cluster_" + gid, graph_attr={"label": groups[gid].label, "style": "rounded",
+                                                         "color": "#999999", "id": gid}) as sub:
+            for n in members:
+                draw(sub, n)
+    if kg.output_node:
+        g.node("__output__", "program output", id="__output__", shape="house", style="filled,bold", fillcolor="#c8e6c9")
 
-    edges: dict[tuple[str, str], list] = {}
-    for k in kernels:
-        for t in k.inputs:
-            src = node_of.get(t.producer, param_node.get(t.producer))
-            dst = node_of[k.name]
-            if src is None or src == dst:
-                continue
-            edges.setdefault((src, dst), []).append(t)
-    for (src, dst), tensors in edges.items():
-        total = sum(t.bytes for t in tensors)
-        label = f"{tensors[0].shape}\n{_label_bytes(total)}" if len(tensors) == 1 else f"{len(tensors)} tensors\n{_label_bytes(total)}"
-        hbm = any(t.memory_space == 0 for t in tensors)
-        g.edge(src, dst, label=label, style="solid" if hbm else "dashed",
-               penwidth=_shade(total, biggest) if hbm else "1")
-    for src in dict.fromkeys(node_of.get(r, param_node.get(r)) for r in analysis.results):
-        if src is not None:
+    chain = [n for n in kg.nodes if n.kind != "parameter"]
+    for a, b in zip(chain, chain[1:]):  # time runs top to bottom
+        g.edge(a.id, b.id, style="invis", weight="20")
+    for e in kg.edges:
+        label = f"{e.shape}\n{_label_bytes(e.bytes)}" if e.tensors == 1 else f"{e.tensors} tensors\n{_label_bytes(e.bytes)}"
+        g.edge(e.src, e.dst, label=label, style="solid" if e.hbm else "dashed",
+               penwidth=_width(e.bytes, biggest) if e.hbm else "1")
+    if kg.output_node:
+        if chain:
+            g.edge(chain[-1].id, "__output__", style="invis")
+        for src in kg.outputs:
             g.edge(src, "__output__")
 
+    if not legend:
+        return g
     with g.subgraph(name="cluster_legend", graph_attr={"label": "legend", "fontsize": "10", "style": "dashed"}) as legend:
-        legend.node("__l_mem", "memory-bound kernel", shape="box", style="filled,rounded", fillcolor=BOUND_FILL["memory"])
-        legend.node("__l_cmp", "compute-bound kernel", shape="box", style="filled,rounded", fillcolor=BOUND_FILL["compute"])
-        legend.node("__l_in", "parameter", shape="invhouse", style="filled", fillcolor="#c8e6c9")
+        if kg.color == "bound":
+            legend.node("__l_mem", "memory-bound", shape="box", style="filled,rounded", fillcolor=BOUND_FILL["memory"])
+            legend.node("__l_cmp", "compute-bound", shape="box", style="filled,rounded", fillcolor=BOUND_FILL["compute"])
+            if kg.chip is None:
+                legend.node("__l_none", "grey: no roofline\n(--roofline CHIP)", shape="box", style="filled,rounded",
+                            fillcolor=BOUND_FILL[None])
+        else:
+            what = f"roofline time on {kg.chip}" if kg.color == "roofline" else "HBM bytes"
+            legend.node("__l_lo", f"less {what}", shape="box", style="filled,rounded", fillcolor=_HEAT[0])
+            legend.node("__l_hi", f"most {what}", shape="box", style="filled,rounded", fillcolor=_HEAT[-1], fontcolor="#ffffff")
+        legend.node("__l_top", "#1: the slowest kernels\n(top 10, red border)", shape="box", style="rounded",
+                    penwidth="3", color="#b00020")
+        legend.node("__l_grp", "a scope's forward or\nbackward kernels", shape="box3d")
         legend.node("__l_edge", "solid edge: HBM tensor\ndashed: stays in VMEM\nthicker: more bytes", shape="plaintext")
-        if analysis.chip is None:
-            legend.node("__l_none", "grey: no roofline\n(--roofline CHIP)", shape="box", style="filled,rounded", fillcolor=BOUND_FILL[None])
-        legend.edge("__l_mem", "__l_cmp", style="invis")
-        legend.edge("__l_in", "__l_edge", style="invis")
-    return g, GraphSummary(drawn, len(kernels), len(clusters), collapsed)
+    return g
 
 
 def dot_available() -> bool:
@@ -187,3 +178,39 @@ def render_svg(graph, nodes: int = 0, timeout_s: float = 120) -> bytes:
     if out.returncode != 0:
         raise UsageError(f"dot failed: {out.stderr.decode(errors='replace').strip().splitlines()[-1] if out.stderr else out.returncode}")
     return out.stdout
+
+
+def render_svgs(graphs: list, timeout_s: float = 120) -> list[bytes]:
+    """Several graphs through `dot`, a few per process and the processes side by side (one start
+    each instead of one per graph)."""
+    if not graphs:
+        return []
+    procs = max(1, min(len(graphs), os.cpu_count() or 1, 8))
+    chunks = [graphs[i::procs] for i in range(procs)]
+    runs = [subprocess.Popen(["dot", "-Tsvg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for _ in chunks]
+    outs = []
+    try:
+        for run, chunk in zip(runs, chunks):
+            outs.append(run.communicate("\n".join(g.source for g in chunk).encode(), timeout=timeout_s))
+    except subprocess.TimeoutExpired as err:
+        raise UsageError(f"dot did not finish in {timeout_s:.0f} s: draw fewer nodes (--max-nodes, --expand SCOPE)") from err
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+    result: list[bytes | None] = [None] * len(graphs)
+    for i, (run, chunk, (stdout, stderr)) in enumerate(zip(runs, chunks, outs)):
+        parts = [b"<?xml" + p for p in stdout.split(b"<?xml")[1:]]
+        if run.returncode != 0 or len(parts) != len(chunk):
+            raise UsageError(f"dot failed: {stderr.decode(errors='replace').strip().splitlines()[-1] if stderr else run.returncode}")
+        for j, part in enumerate(parts):
+            result[i + j * procs] = part
+    return result
+
+
+def group_svgs(analysis: FusionAnalysis, kg: KernelGraph) -> dict[str, str]:
+    """Each collapsed group's own kernels as SVG, by the group's node id (the HTML page opens them)."""
+    subs = group_graphs(analysis, kg)
+    return {gid: svg.decode() for gid, svg in zip(subs, render_svgs([dot_of(g, legend=False) for g in subs.values()]))}

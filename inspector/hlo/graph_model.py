@@ -1,0 +1,371 @@
+"""The kernel graph as data, laid out for reading: nodes in schedule order, a scope's forward and
+backward kernels as separate groups, parameters and program outputs as figures on the nodes that
+read and write them, kernels with no HBM traffic of their own folded into their neighbour, and
+small edges summarised on the node past an edge budget. `graph.py` draws it with Graphviz and
+`views/html_graph.py` wraps the drawing in an interactive page; neither recomputes a figure."""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from .fusions import FusionAnalysis, Kernel
+
+TOP = "<top>"  # kernels outside any named scope
+COLORS = ("roofline", "bytes", "bound")
+PARAM_NODES_MAX = 8  # up to this many parameters are drawn as their own small nodes
+EDGES_PER_NODE = 1.5  # past this many edges per node on average, the smallest are summarised on the node
+TOP_N = 10
+_WRAPPER = re.compile(r"^(?:jvp|transpose|vmap|remat|checkpoint|pjit|jit|custom_jvp_call|custom_vjp_call)\((.*)\)$")
+_FOLDABLE = {"copy-start", "slice-start", "bitcast", "async-start", "copy-done", "slice-done", "async-done"}
+
+
+def scope_of(kernel: Kernel) -> str:
+    """The user's scope of a kernel: the op_name path without the outer jit and transform
+    wrappers, e.g. jit(train_step)/transpose(jvp(layer3))/dot_general -> layer3."""
+    if not kernel.scope:
+        return TOP
+    parts = kernel.scope.split(";", 1)[0].split("/")[1:]  # XLA joins merged op_names with ';'; drop the outer jit(f)
+    cleaned = []
+    for part in parts:
+        while (m := _WRAPPER.match(part)):
+            part = m[1]
+        if part:
+            cleaned.append(part)
+    return "/".join(cleaned) or TOP
+
+
+def phase_of(kernel: Kernel) -> str | None:
+    """'backward' for kernels of a transpose (the gradient), 'forward' for those of a jvp, None
+    outside autodiff."""
+    name = (kernel.op_name or "").split(";", 1)[0]
+    if "transpose(" in name:
+        return "backward"
+    if "jvp(" in name:
+        return "forward"
+    return None
+
+
+@dataclasses.dataclass
+class Group:
+    """A scope's kernels of one phase, e.g. layer3's forward; placed by its first kernel."""
+
+    id: str
+    scope: str
+    phase: str | None
+    order: int  # schedule index of its first kernel
+    kernels: list[str]
+    expanded: bool = False
+
+    @property
+    def label(self) -> str:
+        return self.scope if self.phase is None else f"{self.scope} {self.phase}"
+
+
+@dataclasses.dataclass
+class Node:
+    """One drawn box: a kernel (with the kernels folded into it) or a collapsed group."""
+
+    id: str
+    kind: str  # "kernel" | "group" | "parameter"
+    title: str
+    order: int  # schedule index of its first kernel (parameters: -1)
+    group: str | None  # id of the group it belongs to
+    kernels: list[str]  # every kernel it holds, in schedule order
+    folded: list[str]  # kernels with no HBM traffic of their own folded in (kernel nodes)
+    detail: str  # kind, or "N kernels"
+    source: str | None
+    ops: list[str]
+    hbm_bytes: int
+    flops: float
+    time_s: float | None
+    bound: str | None
+    param_count: int = 0
+    param_bytes: int = 0
+    output_count: int = 0
+    output_bytes: int = 0
+    hidden_in: int = 0  # input edges not drawn (edge budget)
+    hidden_in_bytes: int = 0
+    ranks: list[int] = dataclasses.field(default_factory=list)  # top-N by time held here
+    shape: str | None = None  # parameters
+    sources: list[str] = dataclasses.field(default_factory=list)  # every file:line of its kernels
+
+
+@dataclasses.dataclass
+class Edge:
+    src: str
+    dst: str
+    tensors: int
+    bytes: int
+    shape: str | None  # when one tensor
+    hbm: bool
+
+
+@dataclasses.dataclass
+class TopKernel:
+    rank: int
+    name: str
+    node: str
+    time_s: float | None
+    hbm_bytes: int
+    flops: float
+    source: str | None
+
+
+@dataclasses.dataclass
+class KernelGraph:
+    title: str
+    chip: str | None
+    color: str
+    nodes: list[Node]
+    edges: list[Edge]
+    groups: list[Group]
+    top: list[TopKernel]
+    output_node: bool  # results drawn as edges into one "program output" node
+    outputs: list[str]  # with output_node: the node ids whose values the program returns
+    kernels: int
+    hidden_edges: int  # edges summarised on nodes instead of drawn
+    collapsed: list[str]  # group labels drawn as one node
+
+    @property
+    def node_ids(self) -> dict[str, Node]:
+        return {n.id: n for n in self.nodes}
+
+
+def _ident(text: str) -> str:
+    return re.sub(r"\W", "_", text)  # no ':' in ids: graphviz reads node:port
+
+
+def _groups(kernels: list[Kernel]) -> tuple[dict[str, tuple[str, str | None]], dict[str, Kernel]]:
+    """Each kernel's (top-level scope, phase). Kernels XLA made without an op_name (async copies
+    and slices that feed a layer) join the group of the kernel that reads their result; kernels
+    outside any scope split into runs between the scoped groups, so one '<top>' does not span
+    the whole step."""
+    by_name = {k.name: k for k in kernels}
+    key = {k.name: (scope_of(k).split("/", 1)[0], phase_of(k)) for k in kernels}
+    reader: dict[str, str] = {}
+    for k in kernels:
+        for t in k.inputs:
+            reader.setdefault(t.producer, k.name)
+    for k in reversed(kernels):  # readers come later in the schedule: walk back so chains resolve
+        if k.op_name is None and k.name in reader:
+            key[k.name] = key[reader[k.name]]
+    for k in kernels:  # outside autodiff and any scope (a parameter update): with the scope it reads most from
+        if key[k.name] == (TOP, None):
+            sizes: dict[tuple, int] = {}
+            for t in k.inputs:
+                if t.producer in key and key[t.producer][0] != TOP:
+                    sizes[key[t.producer]] = sizes.get(key[t.producer], 0) + t.bytes
+            if sizes:
+                key[k.name] = max(sizes, key=sizes.get)
+    run, last = 0, None
+    for k in kernels:  # one group per run of unscoped kernels, whatever their phase
+        scope, phase = key[k.name]
+        if scope == TOP:
+            if last is not None and last != TOP:
+                run += 1
+            key[k.name] = (TOP if run == 0 else f"{TOP}{run}", None)
+        if k.op_name is not None or scope == TOP:  # borrowed groups (early copies) do not end a run
+            last = scope
+    return key, by_name
+
+
+def _foldable(k: Kernel, readers: list[str]) -> bool:
+    """No HBM traffic of its own and one consumer: a bitcast, the start of a slice or copy, an
+    async done half."""
+    return (k.hbm_bytes == 0 or k.opcode in _FOLDABLE) and len(set(readers)) == 1 and k.flops == 0
+
+
+def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, expand: tuple[str, ...] = (),
+                color: str = "roofline", edge_budget: float = EDGES_PER_NODE, top_n: int = TOP_N) -> KernelGraph:
+    """The graph of `analysis`'s kernels: groups past `max_nodes` collapse into one node each
+    (except those whose scope `expand` names)."""
+    if color not in COLORS:
+        raise ValueError(f"color must be one of {', '.join(COLORS)}")
+    kernels = analysis.kernels
+    key, by_name = _groups(kernels)
+    index = {k.name: i for i, k in enumerate(kernels)}
+
+    groups: dict[tuple, Group] = {}
+    for i, k in enumerate(kernels):
+        scope, phase = key[k.name]
+        g = groups.get((scope, phase))
+        if g is None:
+            ident = scope.replace(TOP, "top") + ("_" + phase if phase else "")
+            g = groups[(scope, phase)] = Group("g_" + _ident(ident), TOP if scope.startswith(TOP) else scope, phase, i, [])
+        g.kernels.append(k.name)
+    group_of = {name: groups[key[name]] for name in by_name}
+    for g in groups.values():  # placed by its first kernel of its own: copies XLA starts early for it do not move it
+        named = [index[x] for x in g.kernels if by_name[x].op_name]
+        g.order = min(named) if named else g.order
+        if g.scope == TOP:  # a run outside any scope: named by its phase when it has one
+            phases = {phase_of(by_name[x]) for x in g.kernels if by_name[x].op_name}
+            g.phase = phases.pop() if len(phases) == 1 else None
+
+    readers: dict[str, list[str]] = {}
+    for k in kernels:
+        for t in k.inputs:
+            readers.setdefault(t.producer, []).append(k.name)
+    results = set(analysis.results)
+    # fold kernels with no traffic of their own into their one reader (resolving chains)
+    host: dict[str, str] = {}
+    for k in reversed(kernels):
+        r = readers.get(k.name, [])
+        if k.name not in results and _foldable(k, r) and group_of[r[0]] is group_of[k.name]:
+            host[k.name] = host.get(r[0], r[0])
+
+    n_kernel_nodes = len(kernels) - len(host)
+    params = analysis.parameters
+    collapse = n_kernel_nodes + 1 > max_nodes
+    wanted = lambda scope: any(scope == e or scope.startswith(e + "/") or e.startswith(scope) for e in expand)
+    collapsed = [g for g in groups.values() if collapse and not (g.scope != TOP and wanted(g.scope))]
+    for g in groups.values():
+        g.expanded = g not in collapsed
+    draw_params = len(params) <= PARAM_NODES_MAX
+
+    # which node holds each kernel
+    node_of: dict[str, str] = {}
+    for k in kernels:
+        g = group_of[k.name]
+        node_of[k.name] = g.id if not g.expanded else "k_" + _ident(host.get(k.name, k.name))
+    param_names = {p.producer for p in params}
+
+    nodes: dict[str, Node] = {}
+    for k in kernels:
+        nid, g = node_of[k.name], group_of[k.name]
+        n = nodes.get(nid)
+        if n is None:
+            if g.expanded:
+                owner = by_name[host.get(k.name, k.name)]
+                n = Node(nid, "kernel", owner.name, index[owner.name], g.id, [], [], owner.kind,
+                         owner.source or (owner.sources[0] if owner.sources else None), [], 0, 0.0, None, owner.bound)
+            else:
+                n = Node(nid, "group", g.label, g.order, g.id, [], [], "", None, [], 0, 0.0, None, None)
+            nodes[nid] = n
+        n.kernels.append(k.name)
+        if n.kind == "kernel" and k.name in host:
+            n.folded.append(k.name)
+        n.hbm_bytes += k.hbm_bytes * k.repeat
+        n.flops += k.flops * k.repeat
+        if k.roofline_s is not None:
+            n.time_s = (n.time_s or 0.0) + k.roofline_s * k.repeat
+        for op in k.ops:
+            if op not in n.ops:
+                n.ops.append(op)
+        for src in k.sources:
+            if src not in n.sources:
+                n.sources.append(src)
+    for n in nodes.values():
+        if n.kind == "group":
+            members = [by_name[x] for x in n.kernels]
+            n.detail = f"{len(members)} kernels"
+            by_bound: dict[str | None, float] = {}
+            for k in members:
+                by_bound[k.bound] = by_bound.get(k.bound, 0.0) + (k.roofline_s or 0.0)
+            n.bound = max(by_bound, key=by_bound.get) if by_bound else None
+            n.source = next((k.source for k in members if k.source), None)
+        n.kernels.sort(key=index.get)
+        n.folded.sort(key=index.get)
+    param_id = {p.producer: "p_" + _ident(p.producer) for p in params}
+    if draw_params:
+        for p in params:
+            nodes[param_id[p.producer]] = Node("p_" + _ident(p.producer), "parameter", p.producer, -1, None, [], [], "parameter",
+                                     None, [], p.bytes, 0.0, None, None, shape=p.shape)
+
+    def src_of(producer: str) -> str | None:
+        if producer in node_of:
+            return node_of[producer]
+        if producer in param_names and draw_params:
+            return param_id[producer]
+        return None
+
+    # edges, parameter figures
+    edge_map: dict[tuple[str, str], list] = {}
+    param_seen: dict[str, set] = {}
+    for k in kernels:
+        dst = node_of[k.name]
+        for t in k.inputs:
+            if t.producer in param_names and not draw_params:
+                if t.producer not in param_seen.setdefault(dst, set()):
+                    param_seen[dst].add(t.producer)
+                    nodes[dst].param_count += 1
+                    nodes[dst].param_bytes += t.bytes
+                continue
+            src = src_of(t.producer)
+            if src is None or src == dst:
+                continue
+            edge_map.setdefault((src, dst), []).append(t)
+    edges = [Edge(s, d, len(ts), sum(t.bytes for t in ts), ts[0].shape if len(ts) == 1 else None,
+                  any(t.memory_space == 0 for t in ts)) for (s, d), ts in edge_map.items()]
+
+    # program outputs: an edge each into one node while few, else a figure on the node
+    out_srcs = [src_of(r) for r in analysis.results]
+    output_node = len(set(s for s in out_srcs if s)) <= PARAM_NODES_MAX
+    if not output_node:
+        sizes = {}
+        for k in kernels:
+            for o in k.outputs:
+                sizes.setdefault(k.name, 0)
+                sizes[k.name] += o.bytes
+        for r in dict.fromkeys(analysis.results):
+            s = src_of(r)
+            if s is None or nodes[s].kind == "parameter":
+                continue
+            n = nodes[s]
+            n.output_count += 1
+            n.output_bytes += sizes.get(r, 0)
+
+    # past the budget, keep each node's biggest input and the largest of the rest
+    by_id = nodes
+    hidden = 0
+    budget = int(edge_budget * len(by_id))
+    if len(edges) > budget:
+        edges.sort(key=lambda e: -e.bytes)
+        keep, first_in = [], set()
+        for e in edges:
+            if e.dst not in first_in:
+                first_in.add(e.dst)
+                keep.append(e)
+        rest = [e for e in edges if e not in keep]
+        room = max(0, budget - len(keep))
+        keep += rest[:room]
+        for e in rest[room:]:
+            by_id[e.dst].hidden_in += e.tensors
+            by_id[e.dst].hidden_in_bytes += e.bytes
+            hidden += 1
+        edges = keep
+    edges.sort(key=lambda e: (by_id[e.src].order, by_id[e.dst].order))
+
+    # top-N kernels by time (or bytes without a roofline)
+    measure = (lambda k: k.roofline_s * k.repeat) if any(k.roofline_s for k in kernels) else (lambda k: k.hbm_bytes * k.repeat)
+    ranked = sorted((k for k in kernels if measure(k)), key=measure, reverse=True)[:top_n]
+    top = []
+    for rank, k in enumerate(ranked, 1):
+        n = by_id[node_of[k.name]]
+        n.ranks.append(rank)
+        top.append(TopKernel(rank, k.name, n.id, k.roofline_s, k.hbm_bytes, k.flops, k.source))
+
+    ordered = sorted(by_id.values(), key=lambda n: n.order)
+    group_list = sorted(groups.values(), key=lambda g: g.order)
+    outputs = list(dict.fromkeys(s for s in out_srcs if s)) if output_node else []
+    return KernelGraph(title, analysis.chip, color, ordered, edges, group_list, top, output_node, outputs, len(kernels), hidden,
+                       [g.label for g in collapsed])
+
+
+def group_graphs(analysis: FusionAnalysis, kg: KernelGraph) -> dict[str, KernelGraph]:
+    """For each collapsed group, the graph of its own kernels (what clicking it in the HTML page
+    opens); the top-N ranks are the whole program's."""
+    rank_of = {t.name: t.rank for t in kg.top}
+    out = {}
+    for g in kg.groups:
+        if g.expanded:
+            continue
+        members = set(g.kernels)
+        kernels = [k for k in analysis.kernels if k.name in members]
+        read = {t.producer for k in kernels for t in k.inputs}
+        sub = dataclasses.replace(analysis, kernels=kernels, parameters=[p for p in analysis.parameters if p.producer in read],
+                                  results=[r for r in analysis.results if r in members], intermediates=[])
+        graph = build_graph(sub, g.label, max_nodes=1 << 30, color=kg.color, top_n=0)
+        for n in graph.nodes:
+            n.ranks = sorted(rank_of[k] for k in n.kernels if k in rank_of)
+        out[g.id] = graph
+    return out

@@ -1,0 +1,131 @@
+"""The kernel graph as one self-contained HTML page (`inspector export TARGET --html FILE`): the
+SVG inline with pan and zoom, search by kernel name, op or source line, figures on hover, and a
+table of the slowest kernels that finds them in the graph. No network: the script and styles are
+inline. Renders a KernelGraph and its SVG; computes nothing."""
+from __future__ import annotations
+
+import html
+import json
+
+from inspector.hlo.graph import node_label
+from inspector.hlo.graph_model import KernelGraph
+from inspector.units import fmt_bytes, fmt_count, fmt_time
+
+_CSS = """
+body{margin:0;font:13px Helvetica,Arial,sans-serif;display:flex;height:100vh;overflow:hidden}
+#side{width:340px;border-right:1px solid #ccc;display:flex;flex-direction:column;overflow:auto;padding:8px;box-sizing:border-box}
+#graph{flex:1;overflow:hidden;cursor:grab;background:#fff}
+#graph svg{width:100%;height:100%}
+#q{width:100%;box-sizing:border-box;padding:4px;font-size:13px}
+table{border-collapse:collapse;width:100%;margin-top:6px}td,th{padding:2px 4px;text-align:left;border-bottom:1px solid #eee}
+tr.top{cursor:pointer}tr.top:hover{background:#f0f4ff}
+#info{flex:none;max-height:38vh;overflow:auto;white-space:pre-wrap;font-family:monospace;font-size:11px;background:#f7f7f7;padding:4px;margin-top:6px;min-height:4em}
+#graph > svg.searching g.node:not(.hit){opacity:.25}
+g.node.hit polygon,g.node.hit path{stroke:#0050ff;stroke-width:5}
+#count{color:#555}
+#graph{position:relative}
+#detail{display:none;position:absolute;top:0;right:0;width:55%;height:100%;background:#fff;border-left:2px solid #0050ff;flex-direction:column}
+#detail .title{background:#0050ff;color:#fff;padding:4px;cursor:pointer}#detail .body{flex:1;overflow:hidden}
+#detail svg{width:100%;height:100%}
+"""
+
+_JS = r"""
+const DATA = JSON.parse(document.getElementById('data').textContent);
+function panZoom(svg){  // wheel zooms about the cursor, drag pans; returns what moves the view
+  svg.removeAttribute('width'); svg.removeAttribute('height');
+  const vb = svg.viewBox.baseVal, home = [vb.x, vb.y, vb.width, vb.height];
+  const toSvg = (x, y) => { const p = svg.createSVGPoint(); p.x = x; p.y = y; return p.matrixTransform(svg.getScreenCTM().inverse()); };
+  svg.addEventListener('wheel', e => { e.preventDefault(); const p = toSvg(e.clientX, e.clientY);
+    const f = e.deltaY > 0 ? 1.2 : 1 / 1.2; vb.x = p.x - (p.x - vb.x) * f; vb.y = p.y - (p.y - vb.y) * f;
+    vb.width *= f; vb.height *= f; }, {passive: false});
+  let drag = null, moved = false;
+  svg.addEventListener('mousedown', e => { drag = toSvg(e.clientX, e.clientY); moved = false; });
+  window.addEventListener('mouseup', () => { drag = null; });
+  window.addEventListener('mousemove', e => { if (!drag) return; const p = toSvg(e.clientX, e.clientY);
+    vb.x -= p.x - drag.x; vb.y -= p.y - drag.y; moved = true; });
+  return {
+    reset(){ [vb.x, vb.y, vb.width, vb.height] = home; },
+    dragged(){ return moved; },
+    focus(g){ const r = g.getBoundingClientRect(), a = toSvg(r.left, r.top), b = toSvg(r.right, r.bottom);
+      const s = Math.max((b.x - a.x) * 4 / vb.width, (b.y - a.y) * 4 / vb.height, 0.05); vb.width *= s; vb.height *= s;
+      vb.x = (a.x + b.x) / 2 - vb.width / 2; vb.y = (a.y + b.y) / 2 - vb.height / 2; },
+  };
+}
+const svg = document.querySelector('#graph > svg'), view = panZoom(svg);
+const detail = document.getElementById('detail');
+function mark(ids){ document.querySelectorAll('g.node.hit').forEach(g => g.classList.remove('hit'));
+  svg.classList.toggle('searching', ids !== null);
+  (ids || []).forEach(id => { const g = document.getElementById(id); if (g) g.classList.add('hit'); }); }
+function show(id){ const n = DATA.nodes[id]; if (n) document.getElementById('info').textContent = n.info; }
+function search(text){ const q = text.trim().toLowerCase();
+  if (!q){ mark(null); document.getElementById('count').textContent = ''; return []; }
+  const ids = Object.keys(DATA.nodes).filter(id => DATA.nodes[id].text.includes(q));
+  mark(ids); document.getElementById('count').textContent = ids.length + ' node(s)';
+  if (ids.length) { const g = document.getElementById(ids[0]); if (g) view.focus(g); show(ids[0]); } return ids; }
+function expand(id, q){  // open a collapsed group: its own kernels, drawn beside the graph
+  const t = document.getElementById('t_' + id); if (!t) return false;
+  detail.querySelector('.body').replaceChildren(t.content.cloneNode(true));
+  detail.querySelector('.title').textContent = DATA.nodes[id].title + ' (click the title bar to close)';
+  detail.style.display = 'flex'; const sub = detail.querySelector('svg'), v = panZoom(sub);
+  sub.querySelectorAll('g.node').forEach(g => g.addEventListener('mouseenter', () => {
+    document.getElementById('info').textContent = g.textContent.trim().replace(/\n\s*/g, '\n'); }));
+  if (q) { const hit = [...sub.querySelectorAll('g.node')].filter(g => g.textContent.toLowerCase().includes(q));
+    hit.forEach(g => g.classList.add('hit')); if (hit.length) v.focus(hit[0]); }
+  return true; }
+function collapse(){ detail.style.display = 'none'; detail.querySelector('.body').replaceChildren(); }
+document.getElementById('q').addEventListener('input', e => search(e.target.value));
+function open1(q){ const ids = search(q); if (ids.length && DATA.nodes[ids[0]].group) expand(ids[0], q.trim().toLowerCase()); }
+document.getElementById('q').addEventListener('keydown', e => { if (e.key === 'Enter') open1(e.target.value); });
+document.querySelectorAll('#graph > svg g.node').forEach(g => {
+  g.addEventListener('mouseenter', () => show(g.id));
+  g.addEventListener('click', () => { if (!view.dragged()) expand(g.id, document.getElementById('q').value.trim().toLowerCase()); }); });
+document.querySelectorAll('tr.top').forEach(tr => tr.addEventListener('click', () => {
+  const g = document.getElementById(tr.dataset.node); mark([tr.dataset.node]); if (g) view.focus(g); show(tr.dataset.node);
+  if (DATA.nodes[tr.dataset.node].group) expand(tr.dataset.node, tr.dataset.kernel.toLowerCase()); }));
+detail.querySelector('.title').addEventListener('click', collapse);
+document.getElementById('reset').addEventListener('click', () => { view.reset(); mark(null); collapse(); });
+window.inspectorSearch = search; window.inspectorExpand = expand;
+if (location.hash.startsWith('#q=')) { const q = decodeURIComponent(location.hash.slice(3));
+  document.getElementById('q').value = q; open1(q); }  // a link that opens on a search (Enter: the same)
+"""
+
+
+def _node_data(kg: KernelGraph) -> dict:
+    nodes = {}
+    for n in kg.nodes:
+        info = node_label(n).replace("\\n", "\n")
+        if n.kind != "parameter":
+            info += "\n\nkernels: " + ", ".join(n.kernels[:40]) + (" ..." if len(n.kernels) > 40 else "")
+            info += "\nops: " + ", ".join(n.ops[:30]) + "\nsources: " + ", ".join(n.sources[:20])
+        text = " ".join([n.title, *n.kernels, *n.ops, *n.sources]).lower()
+        nodes[n.id] = {"info": info, "text": text, "title": n.title, "group": n.kind == "group"}
+    return nodes
+
+
+def _bare(svg: str) -> str:
+    return svg[svg.find("<svg"):] if "<svg" in svg else svg
+
+
+def graph_page(kg: KernelGraph, svg: str, groups: dict[str, str] | None = None) -> str:
+    """The page: `svg` is Graphviz's drawing of `kg` (node ids are the KernelGraph's); `groups`
+    maps a collapsed group's node id to the drawing of its own kernels (opened on click)."""
+    svg = _bare(svg)
+    templates = "".join(f'<template id="t_{html.escape(gid)}">{_bare(text)}</template>' for gid, text in (groups or {}).items())
+    rows = "".join(
+        f'<tr class="top" data-node="{html.escape(t.node)}" data-kernel="{html.escape(t.name)}"><td>#{t.rank}</td><td>{html.escape(t.name)}</td>'
+        f"<td>{fmt_time(t.time_s) if t.time_s is not None else fmt_bytes(t.hbm_bytes)}</td></tr>" for t in kg.top)
+    measure = "roofline time" if kg.top and kg.top[0].time_s is not None else "HBM bytes"
+    data = json.dumps({"nodes": _node_data(kg)}).replace("</", "<\\/")
+    total_flops = sum(n.flops for n in kg.nodes)
+    return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(kg.title)}</title>"
+            f"<style>{_CSS}</style></head><body>"
+            f"<div id='side'><b>{html.escape(kg.title)}</b>"
+            f"<div>{kg.kernels} kernels, {len(kg.nodes)} nodes, {len(kg.groups)} groups, {fmt_count(total_flops)}flop; "
+            f"colour: {html.escape(kg.color)}</div>"
+            "<input id='q' placeholder='search: kernel, op or file:line' autofocus> <span id='count'></span>"
+            "<button id='reset'>reset view</button>"
+            f"<div id='info'>hover a node for its figures</div>"
+            f"<table><tr><th>#</th><th>slowest kernels</th><th>{measure}</th></tr>{rows}</table>"
+            "<p style='color:#555'>wheel: zoom, drag: pan; click a group to open its kernels, a row to find the kernel</p></div>"
+            f"<div id='graph'>{svg}<div id='detail'><div class='title'></div><div class='body'></div></div></div>{templates}"
+            f"<script type='application/json' id='data'>{data}</script><script>{_JS}</script></body></html>\n")
