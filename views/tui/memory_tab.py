@@ -1,0 +1,27 @@
+"""The memory tab: HBM per device (XLA's memory analysis) against the chip's capacity, and the
+largest buffers live at the peak when the compile gave its buffer assignment (the printer's
+memory view, as it is)."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from ...report import Report
+
+from ..memory import memory_view
+
+PLACEHOLDER = "compiling… (the memory figures come with the compile)"
+
+
+class MemoryTab(VerticalScroll):
+    def compose(self):
+        yield Static(Text(PLACEHOLDER), id="memory-body")
+
+    def reset(self, message: str = PLACEHOLDER) -> None:
+        self.query_one("#memory-body", Static).update(Text(message))
+
+    def show(self, report: Report) -> None:
+        error = report.stages.compile_error
+        self.query_one("#memory-body", Static).update(
+            memory_view(report.memory, error.headline if error else "not compiled"))
