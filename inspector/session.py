@@ -28,6 +28,7 @@ class Session:
     sets: list[str] = dataclasses.field(default_factory=list)
     use_cache: bool = True
     passes: bool = False  # compile with XLA's pass dumps (the Passes tab; kernels name the pass that made them)
+    buffers: bool = False  # ask the compiler for its buffer assignment (the Memory tab's largest buffers)
 
     def target(self, fresh: bool = False):
         from .target import load_target, split_spec
@@ -46,7 +47,7 @@ class Session:
         from .report import make_report
 
         report = make_report(self.target(fresh), get_chip(self.chip), use_cache=self.use_cache, collectives=True,
-                             passes=self.passes)
+                             buffers=self.buffers, passes=self.passes)
         report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
         return report
 
@@ -69,6 +70,9 @@ class Session:
 
     def with_passes(self, passes: bool = True) -> "Session":
         return dataclasses.replace(self, passes=passes)
+
+    def with_buffers(self, buffers: bool = True) -> "Session":
+        return dataclasses.replace(self, buffers=buffers)
 
     def with_chip(self, chip: str) -> "Session":
         return dataclasses.replace(self, chip=chip)

@@ -192,6 +192,12 @@ def test_memory_and_collectives_tabs_show_what_the_report_carries():
             assert app.query_one(TabbedContent).active == "memory"
             memory = plain(app, "#memory-body")
             assert "HBM per device on cpu" in memory and "temporaries" in memory and "no HBM capacity" in memory
+            assert "press B" in memory
+            await pilot.press("B")
+            assert app.session.buffers and app.query_one(TabbedContent).active == "memory"
+            await loaded(pilot)
+            assert app.report.memory.largest and "live in HBM at the peak" in plain(app, "#memory-body")
+            assert "press B" not in plain(app, "#memory-body")
             await pilot.press("0")
             assert app.query_one(TabbedContent).active == "collectives"
             assert "no collectives" in plain(app, "#collectives-body")
@@ -221,6 +227,10 @@ def test_passes_tab_asks_for_pass_dumps_and_enter_shows_a_steps_diff():
             diff = plain(app, "#passes-diff")
             assert log.steps[row].name in diff and " lines" in diff and "+" in diff
             assert log.steps[row].index in app._pass_diffs
+            table.move_cursor(row=row + 1)
+            await pilot.press("enter", "escape")  # the next step's diff, cancelled in flight
+            await loaded(pilot)
+            assert "cancelled" in plain(app, "#passes-diff") and app.report.passes is log
     asyncio.run(run())
 
 

@@ -65,6 +65,7 @@ class InspectorApp(App):
         *(Binding(str(i + 1), f"tab('{t}')", t, show=False) for i, t in enumerate(TABS)),
         *(Binding(key, f"tab('{t}')", t, show=False) for key, t in MORE_TABS.items()),
         Binding("P", "pass_dumps", "pass dumps", show=False),
+        Binding("B", "buffers", "buffer assignment", show=False),
         Binding("c", "compare", "compare", show=False),
         Binding("slash", "search", "search"),
         Binding("n", "find(True)", "next", show=False),
@@ -178,6 +179,8 @@ class InspectorApp(App):
         yield SystemCommand("Export", "write the kernel graph (SVG) and the report (JSON) here (e)", self.action_export)
         yield SystemCommand("Run the diff", "run the function against its reference (d)", self.action_diff)
         yield SystemCommand("Compare", "compare with another chip or parameter set (c)", self.action_compare)
+        yield SystemCommand("Buffer assignment", "compile for the largest buffers at the HBM peak: the Memory tab (B)",
+                            self.action_buffers)
         yield SystemCommand("Pass dumps", "compile with XLA's pass dumps: the Passes tab (P)", self.action_pass_dumps)
         yield SystemCommand("Reload", "reload the file and re-analyse (r)", self.action_reload)
         yield SystemCommand("Keys", "every key (?)", self.action_help)
@@ -482,6 +485,18 @@ class InspectorApp(App):
         self.query_one(PassesTab).show_diff(diff)
         self.status(f"{label}: its diff" + (f" (+{diff.added} -{diff.removed} lines)" if diff else ""))
 
+    def action_buffers(self) -> None:
+        """Compile again asking for the compiler's buffer assignment: the Memory tab's largest
+        buffers live at the peak (the compile cache keeps it for next time)."""
+        if self.session.buffers and self.report is not None:
+            self.action_tab("memory")
+            self.status("already compiled with the buffer assignment")
+            return
+        self.session = self.session.with_buffers(True)
+        self.load()
+        self.action_tab("memory")
+        self.status(f"compiling {self.session.spec} for {self.session.chip} with its buffer assignment…", "yellow")
+
     # ------------------------------------------------------------------ compare
 
     def action_compare(self) -> None:
@@ -594,6 +609,7 @@ class InspectorApp(App):
             self.query_one(OverviewTab).show_error("cancelled: the compile was stopped (r starts it again)")
         self.query_one(DiffTab).reset()
         self.query_one(CompareTab).reset()
+        self.query_one(PassesTab).cancelled()
         self.status("cancelled: the compile was stopped (r starts it again)", "yellow")
 
     def action_help(self) -> None:

@@ -3,6 +3,7 @@ largest buffers live at the peak when the compile gave its buffer assignment (th
 memory view, as it is)."""
 from __future__ import annotations
 
+from rich.console import Group
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
@@ -12,6 +13,7 @@ from ...report import Report
 from ..memory import memory_view
 
 PLACEHOLDER = "compiling… (the memory figures come with the compile)"
+ASK_BUFFERS = "press B to compile with the compiler's buffer assignment: the largest buffers live at the peak"
 
 
 class MemoryTab(VerticalScroll):
@@ -23,5 +25,7 @@ class MemoryTab(VerticalScroll):
 
     def show(self, report: Report) -> None:
         error = report.stages.compile_error
-        self.query_one("#memory-body", Static).update(
-            memory_view(report.memory, error.headline if error else "not compiled"))
+        view = memory_view(report.memory, error.headline if error else "not compiled")
+        if report.memory is not None and not report.memory.largest:
+            view = Group(view, Text(ASK_BUFFERS, style="bold"))
+        self.query_one("#memory-body", Static).update(view)

@@ -19,6 +19,7 @@ class PassesTab(Vertical):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.pass_log: PassLog | None = None
+        self.pending = False  # a step's diff is being compiled
 
     def compose(self):
         yield Static(Text(NO_DUMPS), id="passes-title")
@@ -54,9 +55,16 @@ class PassesTab(Vertical):
         return self.pass_log.steps[row] if self.pass_log and 0 <= row < len(self.pass_log.steps) else None
 
     def show_diff(self, diff: PassDiff | None) -> None:
+        self.pending = False
         self.query_one("#passes-diff", Static).update(
             diff_text(diff, colour=True) if diff else Text("no diff: the compile wrote no dumps for it", style="yellow"))
         self.query_one("#passes-diff-scroll").scroll_home(animate=False)
 
     def diff_message(self, message: str, style: str = "") -> None:
+        self.pending = style == "yellow"
         self.query_one("#passes-diff", Static).update(Text(message, style=style))
+
+    def cancelled(self) -> None:
+        """Esc: a diff in flight is dropped; Enter asks again."""
+        if self.pending:
+            self.diff_message("cancelled: Enter on a step asks for its diff again")

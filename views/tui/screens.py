@@ -12,6 +12,7 @@ KEYS = [
     ("1-8", "overview jaxpr StableHLO HLO fusions Pallas diff Mosaic"),
     ("9  0  p", "memory, collectives, passes tabs"),
     ("P  Enter", "compile with pass dumps; passes: show a step's diff"),
+    ("B", "compile with the buffer assignment (memory: largest buffers)"),
     ("/  n  N", "search the text tabs; next, previous match"),
     ("l", "the same source line in the other stages"),
     ("Enter  b", "overview: show a finding's evidence; b comes back"),
