@@ -183,7 +183,9 @@ def test_diff_runs_on_demand():
 
 def test_memory_and_collectives_tabs_show_what_the_report_carries():
     async def run():
-        app = InspectorApp(NAIVE)
+        # not NAIVE: B leaves the buffer assignment in the compile cache, and the memory snapshot
+        # of NAIVE shows the tab before B
+        app = InspectorApp(Session("samples/attention.py:naive", "cpu", "f32[1,64,32] f32[1,64,32] f32[1,64,32]"))
         async with app.run_test(size=SIZE) as pilot:
             assert "compiling" in plain(app, "#memory-body")
             await loaded(pilot)
@@ -409,6 +411,9 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
                 view="overview", data=oom),
         Finding("error", "compile-error", "tpu-v5e: INVALID_ARGUMENT: something" + long, view="overview",
                 data={"chip": "tpu-v5e"}),
+        # inspector/memory.py
+        Finding("error", "hbm-over-capacity", "tpu-v5e:2x2: needs 36.18 GiB of HBM per device, 15.75 GiB usable" + long,
+                view="memory", data={"chip": "tpu-v5e:2x2", "bytes": 38848000000, "limit": 16911433728, "largest": []}),
         # inspector/diff.py
         Finding("error", "interpret-out-of-bounds", f"{kernel}: x (input): block index (9, 0) is out of bounds" + long,
                 view="diff"),
