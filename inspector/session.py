@@ -27,6 +27,8 @@ class Session:
     ref: str | None = None
     sets: list[str] = dataclasses.field(default_factory=list)
     use_cache: bool = True
+    passes: bool = False  # compile with XLA's pass dumps (the Passes tab; kernels name the pass that made them)
+    buffers: bool = False  # ask the compiler for its buffer assignment (the Memory tab's largest buffers)
 
     def target(self, fresh: bool = False):
         from .target import load_target, split_spec
@@ -44,9 +46,20 @@ class Session:
         from .chips import get_chip
         from .report import make_report
 
-        report = make_report(self.target(fresh), get_chip(self.chip), use_cache=self.use_cache)
+        report = make_report(self.target(fresh), get_chip(self.chip), use_cache=self.use_cache, collectives=True,
+                             buffers=self.buffers, passes=self.passes)
         report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
         return report
+
+    def pass_diff(self, select: str):
+        """The unified diff of one step of the pass pipeline (``--pass select``): a compile with
+        pass dumps of its own (the dumps are gone once a report is made), nothing else analysed."""
+        from .chips import get_chip
+        from .report import make_report
+
+        report = make_report(self.target(), get_chip(self.chip), jaxpr_text=False, fusions=False, pallas=False,
+                             collectives=False, passes=True, pass_select=select)
+        return report.passes.diff if report.passes else None
 
     def diff(self):
         from .chips import get_chip
@@ -54,6 +67,12 @@ class Session:
 
         chip = get_chip(self.chip)  # a TPU target is the chip interpret mode simulates
         return run_diff(self.target(), runs=1, chip=chip if chip.is_tpu else None)
+
+    def with_passes(self, passes: bool = True) -> "Session":
+        return dataclasses.replace(self, passes=passes)
+
+    def with_buffers(self, buffers: bool = True) -> "Session":
+        return dataclasses.replace(self, buffers=buffers)
 
     def with_chip(self, chip: str) -> "Session":
         return dataclasses.replace(self, chip=chip)

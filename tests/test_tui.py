@@ -181,6 +181,94 @@ def test_diff_runs_on_demand():
     asyncio.run(run())
 
 
+def test_memory_and_collectives_tabs_show_what_the_report_carries():
+    async def run():
+        # not NAIVE: B leaves the buffer assignment in the compile cache, and the memory snapshot
+        # of NAIVE shows the tab before B
+        app = InspectorApp(Session("samples/attention.py:naive", "cpu", "f32[1,64,32] f32[1,64,32] f32[1,64,32]"))
+        async with app.run_test(size=SIZE) as pilot:
+            assert "compiling" in plain(app, "#memory-body")
+            await loaded(pilot)
+            assert app.report.memory is not None and app.report.collectives is not None
+            await pilot.press("9")
+            assert app.query_one(TabbedContent).active == "memory"
+            memory = plain(app, "#memory-body")
+            assert "HBM per device on cpu" in memory and "temporaries" in memory and "no HBM capacity" in memory
+            assert "press B" in memory
+            await pilot.press("B")
+            assert app.session.buffers and app.query_one(TabbedContent).active == "memory"
+            await loaded(pilot)
+            assert app.report.memory.largest and "live in HBM at the peak" in plain(app, "#memory-body")
+            assert "press B" not in plain(app, "#memory-body")
+            await pilot.press("0")
+            assert app.query_one(TabbedContent).active == "collectives"
+            assert "no collectives" in plain(app, "#collectives-body")
+    asyncio.run(run())
+
+
+def test_passes_tab_asks_for_pass_dumps_and_enter_shows_a_steps_diff():
+    async def run():
+        app = InspectorApp(NAIVE)
+        async with app.run_test(size=SIZE) as pilot:
+            await loaded(pilot)
+            await pilot.press("p")
+            assert app.query_one(TabbedContent).active == "passes"
+            assert "press P" in plain(app, "#passes-title") and app.report.passes is None
+            await pilot.press("P")
+            assert app.session.passes and app.query_one(TabbedContent).active == "passes"
+            await loaded(pilot)
+            log = app.report.passes
+            assert log is not None and log.steps and "steps of XLA's pipeline" in plain(app, "#passes-title")
+            assert any(k.made_by for k in app.report.fusions.kernels)  # kernels name the pass that made them
+            table = app.query_one("#passes-table", DataTable)
+            assert table.row_count == len(log.steps) and table.has_focus
+            row = next(i for i, s in enumerate(log.steps) if s.changed and s.index > 0)
+            table.move_cursor(row=row)
+            await pilot.press("enter")
+            await loaded(pilot)
+            diff = plain(app, "#passes-diff")
+            assert log.steps[row].name in diff and " lines" in diff and "+" in diff
+            assert log.steps[row].index in app._pass_diffs
+            table.move_cursor(row=row + 1)
+            await pilot.press("enter", "escape")  # the next step's diff, cancelled in flight
+            await loaded(pilot)
+            assert "cancelled" in plain(app, "#passes-diff") and app.report.passes is log
+    asyncio.run(run())
+
+
+def test_compare_with_other_parameters_and_another_chip():
+    async def run():
+        app = InspectorApp(NAIVE)
+        async with app.run_test(size=SIZE) as pilot:
+            assert "press c" in plain(app, "#compare-body")
+            await loaded(pilot)
+            await pilot.press("c")
+            await pilot.pause()
+            app.screen.query_one("#compare-with").highlighted = 1  # other parameters
+            await pilot.press("enter")
+            await pilot.pause()
+            field = app.screen.query_one("#param-causal")
+            field.value = "False"
+            field.focus()
+            await pilot.press("enter")
+            await loaded(pilot)
+            assert app.query_one(TabbedContent).active == "compare"
+            body = plain(app, "#compare-body")
+            assert "causal=False" in body and "HBM bytes" in body
+            assert app.session.sets == []  # A stays as it was
+            await pilot.press("c")
+            await pilot.pause()
+            await pilot.press("enter")  # another target chip
+            await pilot.pause()
+            options = app.screen.query_one("#chips")
+            options.highlighted = [o.prompt for o in options.options].index("tpu-v5e")
+            await pilot.press("enter")
+            await loaded(pilot)
+            body = plain(app, "#compare-body")
+            assert "tpu-v5e" in body and app.session.chip == "cpu"
+    asyncio.run(run())
+
+
 def _snapshot_app(tab_keys):
     async def before(pilot):
         await loaded(pilot)
@@ -204,6 +292,10 @@ SCREENS = [
     pytest.param(NAIVE, ["question_mark"], id="help"),
     pytest.param(FLASH, ["x"], id="params"),
     pytest.param(NAIVE, ["t"], id="target"),
+    pytest.param(NAIVE, ["9"], id="memory"),
+    pytest.param(NAIVE, ["0"], id="collectives"),
+    pytest.param(NAIVE, ["p"], id="passes"),
+    pytest.param(NAIVE, ["c"], id="compare-pick"),
 ]
 
 
@@ -319,6 +411,9 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
                 view="overview", data=oom),
         Finding("error", "compile-error", "tpu-v5e: INVALID_ARGUMENT: something" + long, view="overview",
                 data={"chip": "tpu-v5e"}),
+        # inspector/memory.py
+        Finding("error", "hbm-over-capacity", "tpu-v5e:2x2: needs 36.18 GiB of HBM per device, 15.75 GiB usable" + long,
+                view="memory", data={"chip": "tpu-v5e:2x2", "bytes": 38848000000, "limit": 16911433728, "largest": []}),
         # inspector/diff.py
         Finding("error", "interpret-out-of-bounds", f"{kernel}: x (input): block index (9, 0) is out of bounds" + long,
                 view="diff"),

@@ -16,27 +16,38 @@ def _signed(n: int) -> str:
     return f"{n:+d}" if n else ""
 
 
+# The step table's columns, declared once for the printer and the TUI: (header, right-aligned)
+PASS_COLUMNS = [("#", True), ("pipeline", False), ("pass", False), ("changed", False), ("instrs", True), ("Δ", True),
+                ("fusions", True), ("Δ ", True), ("custom calls", True), ("Δ  ", True), ("made", True)]
+
+
+def pass_cells(s) -> list[Text]:
+    """One step's cells, in PASS_COLUMNS order; a step that changed nothing is dim."""
+    style = "" if s.changed else "dim"
+    return [Text(str(s.index), style=style), Text(s.pipeline or "-", style=style), Text(s.name, style=style or "bold"),
+            Text("yes" if s.changed else "no", style="green" if s.changed else "dim"),
+            Text(str(s.instructions)), Text(_signed(s.delta)), Text(str(s.fusions)), Text(_signed(s.fusions_delta)),
+            Text(str(s.custom_calls)), Text(_signed(s.custom_calls_delta)), Text(str(s.made or ""))]
+
+
+def passes_title(log: PassLog) -> str:
+    return (f"{log.module}: {len(log.steps)} steps of XLA's pipeline "
+            f"({sum(s.changed for s in log.steps)} changed the module; dumps {fmt_bytes(log.dump_bytes)}, removed)")
+
+
 def passes_table(log: PassLog, only_changed: bool = False) -> Table:
-    table = Table(title=f"{log.module}: {len(log.steps)} steps of XLA's pipeline "
-                        f"({sum(s.changed for s in log.steps)} changed the module; dumps {fmt_bytes(log.dump_bytes)}, removed)",
+    table = Table(title=passes_title(log),
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
                   caption=f"{log.note}. `--pass NAME` (or an index, or A..B) shows the diff; "
                           "`--view fusions --passes` names the pass that made each kernel",
                   caption_justify="left")
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("pipeline", overflow="fold")
-    table.add_column("pass", overflow="fold")
-    table.add_column("changed", no_wrap=True)
-    for col in ("instrs", "Δ", "fusions", "Δ ", "custom calls", "Δ  ", "made"):
-        table.add_column(col, justify="right", no_wrap=True)
+    for header, right in PASS_COLUMNS:
+        table.add_column(header, justify="right" if right else "left",
+                         **({"overflow": "fold"} if header in ("pipeline", "pass") else {"no_wrap": True}))
     for s in log.steps:
         if only_changed and not s.changed:
             continue
-        style = "" if s.changed else "dim"
-        add_row(table, Text(str(s.index), style=style), Text(s.pipeline or "-", style=style), Text(s.name, style=style or "bold"),
-                Text("yes" if s.changed else "no", style="green" if s.changed else "dim"),
-                str(s.instructions), _signed(s.delta), str(s.fusions), _signed(s.fusions_delta),
-                str(s.custom_calls), _signed(s.custom_calls_delta), str(s.made or ""))
+        add_row(table, *pass_cells(s))
     return table
 
 

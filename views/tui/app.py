@@ -21,14 +21,20 @@ from ...session import Session
 from ...target import parse_value
 
 from ..printer import stage_text
+from .collectives_tab import CollectivesTab
+from .compare_tab import CompareTab
 from .diff_tab import DiffTab
 from .fusions_tab import FusionsTab
+from .memory_tab import MemoryTab
 from .overview_tab import OverviewTab
 from .pallas_tab import PallasTab
-from .screens import HelpScreen, ParamsScreen, TargetScreen
+from .passes_tab import NO_DUMPS, PassesTab
+from .screens import CompareScreen, HelpScreen, ParamsScreen, TargetScreen
 from .stage_text import StageText
 
-TABS = ("overview", "jaxpr", "stablehlo", "hlo", "fusions", "pallas", "diff", "mosaic")
+TABS = ("overview", "jaxpr", "stablehlo", "hlo", "fusions", "pallas", "diff", "mosaic")  # keys 1-8
+MORE_TABS = {"9": "memory", "0": "collectives", "p": "passes"}  # keys after 1-8; compare: c
+ALL_TABS = TABS + tuple(MORE_TABS.values()) + ("compare",)
 TEXT_TABS = ("jaxpr", "stablehlo", "hlo", "mosaic")
 TARGETS = [c.name for c in CHIPS if c.kind != "gpu" and c.name != "gpu"]
 
@@ -57,6 +63,10 @@ class InspectorApp(App):
     AUTO_FOCUS = "#findings"
     BINDINGS = [
         *(Binding(str(i + 1), f"tab('{t}')", t, show=False) for i, t in enumerate(TABS)),
+        *(Binding(key, f"tab('{t}')", t, show=False) for key, t in MORE_TABS.items()),
+        Binding("P", "pass_dumps", "pass dumps", show=False),
+        Binding("B", "buffers", "buffer assignment", show=False),
+        Binding("c", "compare", "compare", show=False),
         Binding("slash", "search", "search"),
         Binding("n", "find(True)", "next", show=False),
         Binding("N", "find(False)", "previous", show=False),
@@ -90,6 +100,7 @@ class InspectorApp(App):
         self._loading = False
         self._back: tuple[str, int] | None = None  # (tab, finding row) to return to after a jump
         self._pending_status: str | None = None  # shown when the jump's selection event arrives
+        self._pass_diffs: dict = {}  # step index -> PassDiff, for the current compile
         self.remote = Remote()  # the core runs in a child process: the UI keeps the GIL to itself
 
     # ------------------------------------------------------------------ running and crashing
@@ -142,6 +153,14 @@ class InspectorApp(App):
                 yield DiffTab()
             with TabPane("8 Mosaic", id="mosaic"):
                 yield StageText("mosaic")
+            with TabPane("9 Memory", id="memory"):
+                yield MemoryTab()
+            with TabPane("0 Collectives", id="collectives"):
+                yield CollectivesTab()
+            with TabPane("p Passes", id="passes"):
+                yield PassesTab()
+            with TabPane("c Compare", id="compare"):
+                yield CompareTab()
         yield Static("", id="status")
         yield Footer()
 
@@ -159,6 +178,10 @@ class InspectorApp(App):
         yield SystemCommand("Parameters", "edit the static parameters, --set (x)", self.action_params)
         yield SystemCommand("Export", "write the kernel graph (SVG) and the report (JSON) here (e)", self.action_export)
         yield SystemCommand("Run the diff", "run the function against its reference (d)", self.action_diff)
+        yield SystemCommand("Compare", "compare with another chip or parameter set (c)", self.action_compare)
+        yield SystemCommand("Buffer assignment", "compile for the largest buffers at the HBM peak: the Memory tab (B)",
+                            self.action_buffers)
+        yield SystemCommand("Pass dumps", "compile with XLA's pass dumps: the Passes tab (P)", self.action_pass_dumps)
         yield SystemCommand("Reload", "reload the file and re-analyse (r)", self.action_reload)
         yield SystemCommand("Keys", "every key (?)", self.action_help)
 
@@ -198,6 +221,12 @@ class InspectorApp(App):
         self.query_one(PallasTab).show([])
         self.diff_verdict = None
         self.query_one(DiffTab).reset()
+        self.query_one(MemoryTab).reset()
+        self.query_one(CollectivesTab).reset()
+        self.query_one(PassesTab).show(None, "compiling with pass dumps…" if self.session.passes else
+                                       NO_DUMPS)
+        self.query_one(CompareTab).reset()
+        self._pass_diffs = {}
 
     def _failed(self, generation: int, message: str) -> None:
         if generation != self._generation:
@@ -222,6 +251,12 @@ class InspectorApp(App):
         self.query_one("#text-mosaic", StageText).show(stage_text(report, "mosaic"))
         self.query_one(FusionsTab).show(report.fusions, why)
         self.query_one(PallasTab).show(report.pallas, self._compiler_vmem(report))
+        self.query_one(MemoryTab).show(report)
+        self.query_one(CollectivesTab).show(report)
+        if report.passes is not None:
+            self.query_one(PassesTab).show(report.passes)
+        elif self.session.passes:
+            self.query_one(PassesTab).show(None, f"no pass dumps: {why}")
         errors = sum(f.severity == "error" for f in report.findings)
         self.status(f"{report.chip.name}: {len(report.findings)} findings ({errors} errors); ? for keys",
                     "bold red" if errors else "green")
@@ -267,8 +302,9 @@ class InspectorApp(App):
 
     def _focus_tab(self, tab: str) -> None:
         """Keys go to the tab's main widget: the text, the table, the grid."""
-        widget = {"overview": "#findings", "fusions": "#fusions-table", "pallas": "PallasTab", "diff": "DiffTab"}.get(
-            tab, f"#text-{tab}")
+        widget = {"overview": "#findings", "fusions": "#fusions-table", "pallas": "PallasTab", "diff": "DiffTab",
+                  "memory": "MemoryTab", "collectives": "CollectivesTab", "passes": "#passes-table",
+                  "compare": "CompareTab"}.get(tab, f"#text-{tab}")
         self.query_one(widget).focus()
 
     def _active_text(self) -> StageText | None:
@@ -342,11 +378,13 @@ class InspectorApp(App):
         if event.data_table.id == "findings" and self.report is not None:
             row = int(event.row_key.value)
             self.show_evidence(self.query_one(OverviewTab).findings[row], row)
+        elif event.data_table.id == "passes-table":
+            self.show_pass_diff(event.cursor_row)
 
     def show_evidence(self, finding: Finding, row: int | None = None) -> None:
         """Enter on a finding: its view, at the thing it names (Pallas: the kernel, grid step and
         operand; Fusions: the kernel; HLO: the line). b comes back."""
-        view = finding.view if finding.view in TABS else "overview"
+        view = finding.view if finding.view in ALL_TABS else "overview"
         kernels = [k.call.name for k in (self.report.pallas or [])] if self.report else []
         if view == "overview" and finding.kernel and any(finding.kernel.startswith(n) for n in kernels):
             view = "pallas"  # a compile that ran out of VMEM in a Pallas kernel: its budget is there
@@ -405,6 +443,114 @@ class InspectorApp(App):
         self.diff_verdict = "ok" if result.ok else "WRONG (see the Diff tab)"
         self.query_one(OverviewTab).show_diff(self.diff_verdict)
 
+    # ------------------------------------------------------------------ passes
+
+    def action_pass_dumps(self) -> None:
+        """Compile again with XLA's pass dumps: the Passes tab fills in, kernels name their pass."""
+        if self.session.passes and self.report is not None and self.report.passes is not None:
+            self.action_tab("passes")
+            self.status("already compiled with pass dumps: Enter on a step shows its diff")
+            return
+        self.session = self.session.with_passes(True)
+        self.load()
+        self.action_tab("passes")
+        self.status(f"compiling {self.session.spec} for {self.session.chip} with pass dumps…", "yellow")
+
+    def show_pass_diff(self, row: int) -> None:
+        tab = self.query_one(PassesTab)
+        step = tab.step_at(row)
+        if step is None:
+            return
+        if step.index in self._pass_diffs:
+            tab.show_diff(self._pass_diffs[step.index])
+            self.status(f"{step.label}: its diff")
+            return
+        tab.diff_message(f"{step.label}: compiling with pass dumps for its diff… (Esc cancels)", "yellow")
+        self.status(f"{step.label}: compiling with pass dumps for its diff…", "yellow")
+        self._pass_diff(self._generation, self.session, step.index, step.label)
+
+    @work(thread=True, exclusive=True, group="passes")
+    def _pass_diff(self, generation: int, session: Session, index: int, label: str) -> None:
+        try:
+            diff = self.remote.call(session, "pass_diff", str(index))
+        except Exception as err:
+            if generation == self._generation:
+                self.call_from_thread(self.query_one(PassesTab).diff_message, _message(err), "bold red")
+            return
+        if generation == self._generation:
+            self.call_from_thread(self._show_pass_diff, index, label, diff)
+
+    def _show_pass_diff(self, index: int, label: str, diff) -> None:
+        self._pass_diffs[index] = diff
+        self.query_one(PassesTab).show_diff(diff)
+        self.status(f"{label}: its diff" + (f" (+{diff.added} -{diff.removed} lines)" if diff else ""))
+
+    def action_buffers(self) -> None:
+        """Compile again asking for the compiler's buffer assignment: the Memory tab's largest
+        buffers live at the peak (the compile cache keeps it for next time)."""
+        if self.session.buffers and self.report is not None:
+            self.action_tab("memory")
+            self.status("already compiled with the buffer assignment")
+            return
+        self.session = self.session.with_buffers(True)
+        self.load()
+        self.action_tab("memory")
+        self.status(f"compiling {self.session.spec} for {self.session.chip} with its buffer assignment…", "yellow")
+
+    # ------------------------------------------------------------------ compare
+
+    def action_compare(self) -> None:
+        if self.report is None:
+            self.status("compare needs this variant compiled first (wait, or r)", "yellow")
+            return
+
+        def picked(what: str | None) -> None:
+            if what == "chip":
+                self.push_screen(TargetScreen(TARGETS, self.session.chip), chip_chosen)
+            elif what == "params":
+                signature = self.session.keyword_params()
+                self.push_screen(ParamsScreen(self.report.target.params, self.report.target.param_choices,
+                                              signature[0] if signature else None, parse_value), params_chosen)
+
+        def chip_chosen(chip: str | None) -> None:
+            if chip and chip != self.session.chip:
+                self.start_compare(self.session.with_chip(chip), f"on {chip}")
+            elif chip:
+                self.status(f"{chip} is this variant's chip: pick another to compare", "yellow")
+
+        def params_chosen(params: dict | None) -> None:
+            if params:
+                self.start_compare(self.session.with_params(params),
+                                   "with " + " ".join(f"{k}={v}" for k, v in params.items()))
+
+        self.push_screen(CompareScreen(), picked)
+
+    def start_compare(self, other: Session, what: str) -> None:
+        other = other.with_passes(False)  # side B as `inspector compare` builds it
+        self.action_tab("compare")
+        self.query_one(CompareTab).running(f"{other.spec} {what}")
+        self.status(f"compiling {other.spec} {what} to compare…", "yellow")
+        self.run_compare(self._generation, self.report, other)
+
+    @work(thread=True, exclusive=True, group="compare")
+    def run_compare(self, generation: int, report_a, other: Session) -> None:
+        from ...compare import compare_reports
+
+        try:
+            report_b = self.remote.call(other, "report", False)
+            result = compare_reports(report_a, report_b)
+        except Exception as err:
+            if generation == self._generation:
+                self.call_from_thread(self.query_one(CompareTab).show_error, _message(err))
+            return
+        if generation == self._generation:
+            self.call_from_thread(self._show_compare, result)
+
+    def _show_compare(self, result) -> None:
+        self.query_one(CompareTab).show(result)
+        self.status(f"compare: B = {result.b.label}; " + ("ok" if result.ok else "an error finding on one side"),
+                    "green" if result.ok else "bold red")
+
     def action_target(self) -> None:
         def chosen(chip: str | None) -> None:
             if chip and chip != self.session.chip:
@@ -462,6 +608,8 @@ class InspectorApp(App):
         if self.report is None:
             self.query_one(OverviewTab).show_error("cancelled: the compile was stopped (r starts it again)")
         self.query_one(DiffTab).reset()
+        self.query_one(CompareTab).reset()
+        self.query_one(PassesTab).cancelled()
         self.status("cancelled: the compile was stopped (r starts it again)", "yellow")
 
     def action_help(self) -> None:

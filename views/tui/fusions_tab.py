@@ -95,5 +95,6 @@ class FusionsTab(Vertical):
                              f"reads {fmt_bytes(k.hbm_bytes_read)} from HBM, writes {fmt_bytes(k.hbm_bytes_written)}; "
                              f"{fmt_count(k.flops)} flops, {fmt_count(k.transcendentals)} transcendentals"
                              + (f"; XLA estimates {fmt_count(k.compiler_cycles)} cycles" if k.compiler_cycles else "")
+                             + (f"\nmade by pass {k.made_by} (the Passes tab has its diff)" if k.made_by else "")
                              + (f"\n{k.note}" if k.note else ""))
         self.query_one("#fusions-kernel", Static).update(text)

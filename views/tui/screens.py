@@ -10,6 +10,9 @@ from textual.widgets import Input, Label, OptionList, Static
 
 KEYS = [
     ("1-8", "overview jaxpr StableHLO HLO fusions Pallas diff Mosaic"),
+    ("9  0  p", "memory, collectives, passes tabs"),
+    ("P  Enter", "compile with pass dumps; passes: show a step's diff"),
+    ("B", "compile with the buffer assignment (memory: largest buffers)"),
     ("/  n  N", "search the text tabs; next, previous match"),
     ("l", "the same source line in the other stages"),
     ("Enter  b", "overview: show a finding's evidence; b comes back"),
@@ -19,6 +22,7 @@ KEYS = [
     ("[  ]  c", "Pallas: previous, next kernel; copy CostEstimate"),
     ("d", "run the diff against the reference"),
     ("t  x", "another target chip; edit the static parameters"),
+    ("c", "compare with another chip or parameters (Pallas: copy)"),
     ("e  r", "export SVG + JSON here; reload the file"),
     ("Esc", "cancel the compile or diff in flight"),
     ("ctrl+p", "command palette: chip, params, export, theme"),
@@ -144,3 +148,23 @@ class ParamsScreen(ModalScreen[dict]):
             problem.update(Text("\n".join(warnings) + "\nEnter again to use it anyway", style="yellow"))
             return
         self.dismiss(changed)
+
+
+COMPARE_WITH = {"chip": "another target chip (t's list)", "params": "other static parameters (x's form)"}
+
+
+class CompareScreen(ModalScreen[str]):
+    """What to compare the current variant with; the chip or parameter screen comes next."""
+
+    BINDINGS = [("escape", "dismiss", "cancel")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="pick"):
+            yield Label("compare this variant (A) with (Enter picks, Esc cancels)")
+            yield OptionList(*COMPARE_WITH.values(), id="compare-with")
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(list(COMPARE_WITH)[event.option_index])

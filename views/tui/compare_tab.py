@@ -1,0 +1,30 @@
+"""The compare tab: this variant (A) against another chip or parameter set (B), as `inspector
+compare` prints it (c picks B)."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from ...compare import Compare
+
+from ..compare import compare_view
+
+IDLE = "press c to compare this variant with another target chip or parameter set"
+
+
+class CompareTab(VerticalScroll):
+    def compose(self):
+        yield Static(Text(IDLE), id="compare-body")
+
+    def reset(self) -> None:
+        self.query_one("#compare-body", Static).update(Text(IDLE))
+
+    def running(self, what: str) -> None:
+        self.query_one("#compare-body", Static).update(Text(f"compiling {what} to compare… (Esc cancels)"))
+
+    def show(self, result: Compare) -> None:
+        self.query_one("#compare-body", Static).update(compare_view(result, top=20))
+
+    def show_error(self, message: str) -> None:
+        self.query_one("#compare-body", Static).update(Text(message, style="bold red"))
