@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Static, TabbedContent
 
 from conftest import DATA, ROOT
 from inspector.session import Session
-from inspector.views.tui.app import TABS, InspectorApp
+from inspector.views.tui.app import ALL_TABS, InspectorApp
 from inspector.views.tui.pallas_tab import PallasTab
 from inspector.views.tui.screens import ParamsScreen
 from inspector.views.tui.stage_text import StageText
@@ -472,7 +472,7 @@ def test_every_finding_code_renders_in_every_view():
                 await pilot.press("enter")
                 await pilot.pause()
                 # compile-vmem-oom: its kernel's budget; a view without a tab of its own: the message itself
-                expected = "pallas" if f.code == "compile-vmem-oom" else (f.view if f.view in TABS else "overview")
+                expected = "pallas" if f.code == "compile-vmem-oom" else (f.view if f.view in ALL_TABS else "overview")
                 assert app.query_one(TabbedContent).active == expected, f.code
                 assert f.code in status(app) or expected == "overview"
                 if f.view == "pallas":

@@ -599,7 +599,8 @@ class InspectorApp(App):
             return
         if self.query_one(PallasTab).close_goto():
             return
-        if not self.remote.busy:
+        # a pass diff just asked for may not have reached the worker yet: it is in flight all the same
+        if not self.remote.busy and not self.query_one(PassesTab).pending:
             self.status("nothing is running (Esc cancels a compile or a diff in flight)")
             return
         self._generation += 1  # whatever comes back now is dropped
