@@ -19,7 +19,7 @@ TPU_INFO = "jax tpu_info (pltpu.get_tpu_info_for_chip), per core x cores"
 MEASURED = "measured: libtpu 0.0.42.1 deviceless compiles of kernels of growing VMEM use (fits at the limit, fails past it)"
 CLOUD_TPU = "Cloud TPU system architecture pages"
 PROBED_TOPOLOGIES = ("probed: jax.experimental.topologies.get_topology_desc accepts each name with libtpu 0.0.42.1 "
-                     "(../shared/facts.md section 7); v5e refuses 1x1, 1x2 and 2x1")
+                     "(tests/test_pods.py checks each); v5e refuses 1x1, 1x2 and 2x1")
 MEASURED_HBM = ("measured: libtpu 0.0.42.1 refuses a deviceless compile past it: 'the total memory required ... exceeds "
                 "available HBM (15.75G)' on v5e (per jax device: a TensorCore on v4 and TPU7x)")
 SCALING_BOOK_ICI = "the scaling book (jax-ml.github.io/scaling-book/tpus), ICI bandwidth per link, one way"
