@@ -209,9 +209,9 @@ class InspectorApp(App):
         try:
             report = self.remote.call(session, "report", fresh)
         except Exception as err:  # a failure is shown where the report would be
-            self.call_from_thread(self._failed, generation, _message(err))
+            self._deliver(self._failed, generation, _message(err))
             return
-        self.call_from_thread(self._show, generation, report)
+        self._deliver(self._show, generation, report)
 
     def _reset_views(self, message: str) -> None:
         self.query_one(OverviewTab).reset(message)
@@ -433,10 +433,10 @@ class InspectorApp(App):
             result = self.remote.call(session, "diff")
         except Exception as err:
             if generation == self._generation:
-                self.call_from_thread(self.query_one(DiffTab).show_error, _message(err))
+                self._deliver(lambda m=_message(err): self.query_one(DiffTab).show_error(m))
             return
         if generation == self._generation:
-            self.call_from_thread(self._show_diff, result)
+            self._deliver(self._show_diff, result)
 
     def _show_diff(self, result) -> None:
         self.query_one(DiffTab).show(result)
@@ -475,10 +475,10 @@ class InspectorApp(App):
             diff = self.remote.call(session, "pass_diff", str(index))
         except Exception as err:
             if generation == self._generation:
-                self.call_from_thread(self.query_one(PassesTab).diff_message, _message(err), "bold red")
+                self._deliver(lambda m=_message(err): self.query_one(PassesTab).diff_message(m, "bold red"))
             return
         if generation == self._generation:
-            self.call_from_thread(self._show_pass_diff, index, label, diff)
+            self._deliver(self._show_pass_diff, index, label, diff)
 
     def _show_pass_diff(self, index: int, label: str, diff) -> None:
         self._pass_diffs[index] = diff
@@ -541,10 +541,10 @@ class InspectorApp(App):
             result = compare_reports(report_a, report_b)
         except Exception as err:
             if generation == self._generation:
-                self.call_from_thread(self.query_one(CompareTab).show_error, _message(err))
+                self._deliver(lambda m=_message(err): self.query_one(CompareTab).show_error(m))
             return
         if generation == self._generation:
-            self.call_from_thread(self._show_compare, result)
+            self._deliver(self._show_compare, result)
 
     def _show_compare(self, result) -> None:
         self.query_one(CompareTab).show(result)
@@ -584,9 +584,9 @@ class InspectorApp(App):
         try:
             written = self.session.export(report)
         except Exception as err:
-            self.call_from_thread(self.notify, _message(err), severity="error")
+            self._deliver(self.notify, _message(err), severity="error")
             return
-        self.call_from_thread(self.notify, "wrote " + ", ".join(written))
+        self._deliver(self.notify, "wrote " + ", ".join(written))
 
     def action_reload(self) -> None:
         self.load(fresh=True)
@@ -615,6 +615,18 @@ class InspectorApp(App):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def _deliver(self, fn, *args, **kwargs) -> None:
+        """From a worker thread: ``fn`` on the UI thread, unless the app is shutting down by then
+        (its widgets are going away; a result that arrives then is no news)."""
+        def deliver():
+            if self.is_running:
+                fn(*args, **kwargs)
+
+        try:
+            self.call_from_thread(deliver)
+        except RuntimeError:  # the event loop has already stopped
+            pass
 
     def on_unmount(self) -> None:
         self.remote.close()
