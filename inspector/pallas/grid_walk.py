@@ -151,6 +151,11 @@ def _block_of(state: _OperandState, block_id: int) -> tuple[int, ...]:
     return tuple(int(x) for x in np.unravel_index(block_id, state.counts))
 
 
+def _blocks(state: _OperandState, block_ids: np.ndarray, limit: int = 64) -> list[list[int]]:
+    """The first ``limit`` blocks as index lists: what findings carry as data["blocks"]."""
+    return [list(_block_of(state, int(b))) for b in block_ids[:limit]]
+
+
 def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts: np.ndarray) -> list[Finding]:
     op, info = state.op, call.info
     found = []
@@ -188,7 +193,7 @@ def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts:
                              f"{op.operand}: {len(missing)} of {needed} output blocks are never written, e.g. elements "
                              f"{examples}{' ...' if len(missing) > 4 else ''}: they keep whatever the buffer held "
                              "(check the grid covers the array: cdiv, not //)",
-                             data={"blocks": [list(_block_of(state, int(b))) for b in missing[:64]],
+                             data={"blocks": _blocks(state, missing),
                                    "count": int(len(missing))}, **where))
     revisited = values[counts > 1]
     if len(revisited):
@@ -198,7 +203,7 @@ def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts:
                              f"consecutive, e.g. block {block} (elements {_ranges(op, block)}); on TPU the block is written "
                              "back when the index changes, so the later visit overwrites the earlier result: make the "
                              "revisiting axis the last (innermost) one",
-                             data={"blocks": [list(_block_of(state, int(b))) for b in revisited[:64]], "count": int(len(revisited))},
+                             data={"blocks": _blocks(state, revisited), "count": int(len(revisited))},
                              **where))
     for a, chunks in state.pairs.items():
         keys = _unique_counts(np.concatenate(chunks))[0] if chunks else np.zeros(0, np.int64)
@@ -211,7 +216,7 @@ def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts:
                                  f"indices of grid axis {a} ({info.grid_names[a]}), marked \"parallel\": on chips that split "
                                  f"parallel axes across TensorCores ({MULTI_CORE_CHIPS}) two cores write the same block. "
                                  "Mark the axis \"arbitrary\" or give each index its own block",
-                                 data={"axis": a, "blocks": [list(_block_of(state, int(b))) for b in shared[:64]],
+                                 data={"axis": a, "blocks": _blocks(state, shared),
                                        "count": int(len(shared))}, **where))
     return found
 

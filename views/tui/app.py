@@ -429,14 +429,8 @@ class InspectorApp(App):
 
     @work(thread=True, exclusive=True, group="diff")
     def run_diff(self, generation: int, session: Session) -> None:
-        try:
-            result = self.remote.call(session, "diff")
-        except Exception as err:
-            if generation == self._generation:
-                self._deliver(lambda m=_message(err): self.query_one(DiffTab).show_error(m))
-            return
-        if generation == self._generation:
-            self._deliver(self._show_diff, result)
+        self._answer(generation, lambda: self.remote.call(session, "diff"), self._show_diff,
+                     lambda m: self.query_one(DiffTab).show_error(m))
 
     def _show_diff(self, result) -> None:
         self.query_one(DiffTab).show(result)
@@ -471,14 +465,9 @@ class InspectorApp(App):
 
     @work(thread=True, exclusive=True, group="passes")
     def _pass_diff(self, generation: int, session: Session, index: int, label: str) -> None:
-        try:
-            diff = self.remote.call(session, "pass_diff", str(index))
-        except Exception as err:
-            if generation == self._generation:
-                self._deliver(lambda m=_message(err): self.query_one(PassesTab).diff_message(m, "bold red"))
-            return
-        if generation == self._generation:
-            self._deliver(self._show_pass_diff, index, label, diff)
+        self._answer(generation, lambda: self.remote.call(session, "pass_diff", str(index)),
+                     lambda diff: self._show_pass_diff(index, label, diff),
+                     lambda m: self.query_one(PassesTab).diff_message(m, "bold red"))
 
     def _show_pass_diff(self, index: int, label: str, diff) -> None:
         self._pass_diffs[index] = diff
@@ -536,15 +525,8 @@ class InspectorApp(App):
     def run_compare(self, generation: int, report_a, other: Session) -> None:
         from ...compare import compare_reports
 
-        try:
-            report_b = self.remote.call(other, "report", False)
-            result = compare_reports(report_a, report_b)
-        except Exception as err:
-            if generation == self._generation:
-                self._deliver(lambda m=_message(err): self.query_one(CompareTab).show_error(m))
-            return
-        if generation == self._generation:
-            self._deliver(self._show_compare, result)
+        self._answer(generation, lambda: compare_reports(report_a, self.remote.call(other, "report", False)),
+                     self._show_compare, lambda m: self.query_one(CompareTab).show_error(m))
 
     def _show_compare(self, result) -> None:
         self.query_one(CompareTab).show(result)
@@ -615,6 +597,18 @@ class InspectorApp(App):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def _answer(self, generation: int, ask, show, show_error) -> None:
+        """In a worker thread: ``ask()`` (a call into the worker process), then ``show(result)`` or
+        ``show_error(message)`` on the UI thread, unless a newer request has been made since."""
+        try:
+            result = ask()
+        except Exception as err:
+            if generation == self._generation:
+                self._deliver(show_error, _message(err))
+            return
+        if generation == self._generation:
+            self._deliver(show, result)
 
     def _deliver(self, fn, *args, **kwargs) -> None:
         """From a worker thread: ``fn`` on the UI thread, unless the app is shutting down by then
