@@ -601,14 +601,17 @@ class InspectorApp(App):
     def _answer(self, generation: int, ask, show, show_error) -> None:
         """In a worker thread: ``ask()`` (a call into the worker process), then ``show(result)`` or
         ``show_error(message)`` on the UI thread, unless a newer request has been made since."""
+        def if_current(fn, *args) -> None:
+            # checked on the UI thread: an Esc pressed while this answer was on its way drops it
+            if generation == self._generation:
+                fn(*args)
+
         try:
             result = ask()
         except Exception as err:
-            if generation == self._generation:
-                self._deliver(show_error, _message(err))
+            self._deliver(if_current, show_error, _message(err))
             return
-        if generation == self._generation:
-            self._deliver(show, result)
+        self._deliver(if_current, show, result)
 
     def _deliver(self, fn, *args, **kwargs) -> None:
         """From a worker thread: ``fn`` on the UI thread, unless the app is shutting down by then
