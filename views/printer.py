@@ -22,7 +22,7 @@ from .fusions import fusions_view
 from .highlight import THEME, IrHighlighter
 from .collectives import collectives_view
 from .memory import memory_view
-from .pallas import pallas_view
+from .pallas import pallas_view, unread_calls
 
 MIN_WIDTH = 40  # narrower than this, tables cannot show their figures whole
 
@@ -230,7 +230,7 @@ def print_view(report: Report, view: str, console: Console, sort: str = "order",
         print_fitting(console, overview(report))
         return
     if view == "pallas":
-        print_fitting(console, pallas_view(report.pallas or []))
+        print_fitting(console, pallas_view(report.pallas or [], unread_calls(report.findings)))
         return
     if view == "memory":
         print_fitting(console, memory_view(report.memory, _not_compiled(report)))

@@ -20,6 +20,7 @@ from ...remote import Remote
 from ...session import Session
 from ...target import parse_value
 
+from ..pallas import unread_calls
 from ..printer import stage_text
 from .collectives_tab import CollectivesTab
 from .compare_tab import CompareTab
@@ -250,7 +251,7 @@ class InspectorApp(App):
         self.query_one("#text-hlo", StageText).show(s.hlo or f"// no optimized HLO: {why}", frames)
         self.query_one("#text-mosaic", StageText).show(stage_text(report, "mosaic"))
         self.query_one(FusionsTab).show(report.fusions, why)
-        self.query_one(PallasTab).show(report.pallas, self._compiler_vmem(report))
+        self.query_one(PallasTab).show(report.pallas, self._compiler_vmem(report), unread_calls(report.findings))
         self.query_one(MemoryTab).show(report)
         self.query_one(CollectivesTab).show(report)
         if report.passes is not None:
@@ -330,9 +331,15 @@ class InspectorApp(App):
         text = self._active_text()
         if text is None or not self.last_search:
             return
+        before = text.selection
         found = text.find(self.last_search, forward)
         if found:
-            self.status(f"/{self.last_search}: match {found[0]:,} of {found[1]:,} (n next, N previous)")
+            origin = self._origin(text)
+            said = f"/{self.last_search}: match {found[0]:,} of {found[1]:,} (n next, N previous)" + \
+                (f"; {origin}" if origin else "")
+            self.status(said)
+            if text.selection != before:  # its selection event would say where the line comes from instead
+                self._pending_status = said
         else:
             self.status(f"/{self.last_search}: not found in {text.stage}", "yellow")
         text.focus()
@@ -343,13 +350,18 @@ class InspectorApp(App):
             self.status(self._pending_status)
             self._pending_status = None
             return
-        if isinstance(text, StageText) and text.stage != "mosaic":
-            source = text.source_of(text.cursor_location[0])
-            if source:
-                others = [f"{t.stage} {len(t.rows_with_source(source))}" for t in self.query(StageText)
-                          if t is not text and t.stage != "mosaic"]
-                self.status(f"{text.stage} line {text.cursor_location[0] + 1} comes from {source}; lines from it: "
-                            f"{', '.join(others)} (l jumps there)")
+        if isinstance(text, StageText) and (origin := self._origin(text)):
+            self.status(origin)
+
+    def _origin(self, text: StageText) -> str | None:
+        """Where the cursor's line comes from, and how many lines of the other stages share it."""
+        source = text.source_of(text.cursor_location[0]) if text.stage != "mosaic" else None
+        if not source:
+            return None
+        others = [f"{t.stage} {len(t.rows_with_source(source))}" for t in self.query(StageText)
+                  if t is not text and t.stage != "mosaic"]
+        return (f"{text.stage} line {text.cursor_location[0] + 1} comes from {source}; lines from it: "
+                f"{', '.join(others)} (l jumps there)")
 
     def action_link(self) -> None:
         """Jump to the next stage's first line that comes from the same source line."""
