@@ -87,3 +87,31 @@ def test_an_untested_jax_is_a_note_once_and_views_still_work():
     assert run.returncode == 0 and "fusion" in run.stdout, run.stderr
     notes = [line for line in run.stderr.splitlines() if "untested" in line]
     assert len(notes) == 1 and jax.__version__ in notes[0]
+
+
+def test_jax_internals_laid_out_differently_are_findings_not_crashes(capsys, monkeypatch):
+    """As on a jax that moved what jax_internals reads: source locations, the jaxpr printer's options
+    and the pallas_call reader all fail; every view still prints, the Pallas view says what it could not read."""
+    from jax._src import core, source_info_util
+
+    from inspector.pallas import discovery
+
+    def moved(*args, **kwargs):
+        raise AttributeError("moved in this jax")
+
+    pretty_print = core.Jaxpr.pretty_print
+
+    def no_source_info(self, *args, source_info=False, **kwargs):
+        if source_info:
+            raise TypeError("pretty_print() got an unexpected keyword argument 'source_info'")
+        return pretty_print(self, *args, **kwargs)
+
+    monkeypatch.setattr(source_info_util, "user_frame", moved)
+    monkeypatch.setattr(core.Jaxpr, "pretty_print", no_source_info)
+    monkeypatch.setattr(discovery, "read_pallas_calls", moved)
+    flash = ["samples/attention.py:flash", "--args", "bf16[1,384,128] bf16[1,384,128] bf16[1,384,128]", "--no-cache"]
+    for view in VIEWS:
+        code, out, err = cli(capsys, "show", *flash, "--view", view)
+        assert code == 0 and out.strip() and "Traceback" not in out + err, (view, out, err)
+        if view == "pallas":
+            assert "could not read the pallas_calls of this program" in out and "moved in this jax" in out
