@@ -76,7 +76,13 @@ def print_jaxpr(closed_jaxpr) -> str:
     try:
         return closed_jaxpr.jaxpr.pretty_print(source_info=True, use_color=False)
     except Exception:  # without source locations: `l` has nothing to link from the jaxpr
+        pass
+    try:
         return str(closed_jaxpr)
+    except Exception as err:
+        import jax
+
+        return f"(jax {jax.__version__} could not print this jaxpr: {type(err).__name__}: {err})"
 
 
 def eval_jaxpr(closed_jaxpr, *args):
