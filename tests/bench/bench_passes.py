@@ -65,7 +65,7 @@ def _split(chip: str, func: str, n: int) -> dict:
     from inspector.hlo.passes import read_dumps
     from inspector.target import load_target
 
-    target, backend = load_target(f"{TARGET}:{func}"), Backend(get_chip(chip))
+    target, backend = load_target(f"{ROOT / TARGET}:{func}"), Backend(get_chip(chip))
 
     def lowered():
         with backend.context(), stages._interpret_context(backend):
