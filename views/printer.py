@@ -101,20 +101,25 @@ def print_fitting(console: Console, renderable) -> None:
     a narrow terminal a figure wraps at a space or the line runs past the edge, but it is never
     cut to "25…" or dropped with its column. (rich lays a table out wider than the console when
     its columns' minimum widths ask for it, and the console would then crop the lines.)"""
-    from rich.segment import Segment
+    from rich.segment import Segment, Segments
 
     _whole_words(renderable)
     width = console.width
     needed = max(width, _min_width(console, renderable))
-    for _ in range(4):  # a wider layout may need a little more again (a wrapped title)
-        segments = console.render(renderable, console.options.update_width(needed))
-        longest = max((Segment.get_line_length(line) for line in Segment.split_lines(segments)), default=0)
-        if longest <= needed:
-            break
-        needed = longest
-    console.width = needed  # print(width=) cannot go past the console's own width
     try:
-        console.print(renderable, soft_wrap=False)
+        for _ in range(4):  # a wider layout may need a little more again (a wrapped title)
+            console.width = needed  # print(width=) cannot go past the console's own width
+            # laid out as print would (its options at this width), and printed as laid out: a
+            # large table (the fusions of a big program) is not laid out once more to print it
+            segments = list(console.render(renderable, console.options))
+            longest = max((Segment.get_line_length(line) for line in Segment.split_lines(segments)), default=0)
+            if longest <= needed:
+                break
+            needed = longest
+        else:  # still wider: print at the last width asked for, cropped to it
+            console.width = needed
+            segments = list(console.render(renderable, console.options))
+        console.print(Segments(segments), soft_wrap=False)
     finally:
         console.width = width
 
