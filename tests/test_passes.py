@@ -296,3 +296,28 @@ def test_print_fitting_lays_a_table_out_once_to_print_it():
     plain = io.StringIO()
     Console(file=plain, width=layouts[0], color_system=None).print(table())
     assert out.getvalue() == plain.getvalue() and "simplification_after_layout_assignment" in out.getvalue()
+
+
+def test_the_ui_worker_keeps_one_compile_of_dumps_for_its_diffs(cli, monkeypatch):
+    """Enter on a step (Session.pass_diff): the first diff compiles with dumps, the next ones for
+    the same module read the kept folder; another module's dumps replace them; stale folders go."""
+    from inspector import passes, stages
+    from inspector.session import Session
+
+    stale = cli.tmp / "tmp" / "inspector-passes-killed"
+    stale.mkdir()
+    os.utime(stale, (0, 0))
+    compiles = []
+    real = stages.capture
+    monkeypatch.setattr(passes, "capture", lambda *a, **k: (compiles.append(k["compile"]), real(*a, **k))[1])
+    session = Session(CHAIN)
+    first = session.pass_diff("1")
+    [(folder, log)] = passes._KEPT.values()
+    assert compiles.count(True) == 1 and not stale.exists() and os.path.isdir(folder)
+    changed = next(s.index for s in log.steps if s.changed and s.index > 1)
+    second = session.pass_diff(str(changed))
+    assert compiles.count(True) == 1 and (first.first, second.first) == (1, changed) and second.text
+    Session(SCALED).pass_diff("1")
+    assert compiles.count(True) == 2 and not os.path.isdir(folder) and len(passes._KEPT) == 1
+    passes.forget_kept()
+    assert passes._KEPT == {} and not list((cli.tmp / "tmp").glob("inspector-passes-*"))
