@@ -160,6 +160,7 @@ class PallasTab(VerticalScroll, can_focus=True):
         self.kernel = 0
         self.step = 0
         self.focus_operand: str | None = None
+        self.empty = "no pallas_call in this function"  # what an empty tab says
 
     def compose(self):
         yield Static("", id="pallas-head")
@@ -171,10 +172,13 @@ class PallasTab(VerticalScroll, can_focus=True):
     def on_mount(self) -> None:
         self.query_one("#pallas-goto", Input).display = False
 
-    def show(self, kernels: list[PallasReport] | None, compiler: dict[str, dict[str, int]] | None = None) -> None:
-        """``compiler``: per kernel name, per chip, the compiler's own VMEM figure."""
+    def show(self, kernels: list[PallasReport] | None, compiler: dict[str, dict[str, int]] | None = None,
+             empty: str = "no pallas_call in this function") -> None:
+        """``compiler``: per kernel name, per chip, the compiler's own VMEM figure; ``empty``: what
+        to say when there is no kernel (none in the function, or none yet)."""
         self.kernels, self.kernel, self.step, self.focus_operand = kernels or [], 0, 0, None
         self.compiler = compiler or {}
+        self.empty = empty
         self._redraw()
 
     @property
@@ -273,7 +277,7 @@ class PallasTab(VerticalScroll, can_focus=True):
         head = self.query_one("#pallas-head", Static)
         body = self.query_one("#pallas-body", Static)
         if not self.kernels:
-            head.update(Text("no pallas_call in this function"))
+            head.update(Text(self.empty))
             body.update("")
             self.query_one("#pallas-grid", Static).update("")
             return
