@@ -73,6 +73,14 @@ def test_number_keys_switch_tabs_and_search_finds_and_repeats():
             assert text.selection == first
             await pilot.press("slash", *"no-such-op", "enter")
             assert "not found" in status(app)
+            # a match on a line with a source location: the count stays (the cursor's move does not replace it)
+            await pilot.press("2", "slash", *"dot_general", "enter")
+            await pilot.pause()
+            total = app.query_one("#text-jaxpr", StageText).text.count("dot_general")
+            assert f"/dot_general: match 1 of {total}" in status(app)
+            await pilot.press("n")
+            await pilot.pause()
+            assert f"/dot_general: match 2 of {total}" in status(app)
     asyncio.run(run())
 
 

@@ -426,9 +426,12 @@ class InspectorApp(App):
         text = self._active_text()
         if text is None or not self.last_search:
             return
+        before = text.selection
         found = text.find(self.last_search, forward)
         if found:
             self.status(f"/{self.last_search}: match {found[0]:,} of {found[1]:,} (n next, N previous)")
+            if text.selection != before:  # else the selection event would name the line's source instead
+                self._pending_status = f"/{self.last_search}: match {found[0]:,} of {found[1]:,} (n next, N previous)"
         else:
             self.status(f"/{self.last_search}: not found in {text.stage}", "yellow")
         text.focus()
