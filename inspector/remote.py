@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 
 
 def worker_log():
@@ -48,6 +48,7 @@ class Remote:
         self._pool: ProcessPoolExecutor | None = None
         self._running: set[Future] = set()
         self._lock = threading.Lock()
+        self._epoch = 0  # bumped by every cancel: a call asked under an older one is refused
         # multiprocessing's resource tracker hands its child our stderr; start it now, while
         # stderr is the terminal's (Textual swaps it for an object without a file descriptor).
         from multiprocessing import resource_tracker
@@ -60,9 +61,18 @@ class Remote:
                                              initializer=_start)
         return self._pool
 
-    def call(self, session, method: str, *args):
-        """session.method(*args) in the child; blocks the calling (worker) thread, not the UI."""
+    @property
+    def epoch(self) -> int:
+        """Which cancel we are after; give it to ``call`` so that a cancel in between voids it."""
+        return self._epoch
+
+    def call(self, session, method: str, *args, epoch: int | None = None):
+        """session.method(*args) in the child; blocks the calling (worker) thread, not the UI.
+        With ``epoch``: raises CancelledError, asking nothing, when a cancel came since
+        (a request of several calls is cancelled between two of them, too)."""
         with self._lock:
+            if epoch is not None and epoch != self._epoch:
+                raise CancelledError("cancelled")
             future = self._executor().submit(_call, session, method, args)
             self._running.add(future)
         try:
@@ -78,8 +88,9 @@ class Remote:
     def cancel(self, wait: bool = False) -> bool:
         """Stop whatever runs now: the child is killed (SIGKILL: no handler runs, nothing is
         printed) and the next call starts a fresh one. Idle, it does nothing: returns whether
-        there was work to stop."""
+        there was work to stop. Either way, calls asked with an older ``epoch`` are refused."""
         with self._lock:
+            self._epoch += 1
             if not self._running:
                 return False
             pool, self._pool = self._pool, None

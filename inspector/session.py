@@ -42,6 +42,18 @@ class Session:
             stages._MEMO.clear()
         return load_target(self.spec, args=self.args, ref=self.ref, sets=self.sets)
 
+    def lowering(self, fresh: bool = False):
+        """The report as far as lowering goes (jaxpr, StableHLO, Mosaic; no compile, no kernel
+        analyses), so the UI shows them while the compiler works. This process keeps the trace
+        and lowering: the ``report`` that follows compiles from them instead of tracing again."""
+        from .chips import get_chip
+        from .report import make_report
+
+        report = make_report(self.target(fresh), get_chip(self.chip), compile=False, fusions=False, pallas=False,
+                             collectives=False)
+        report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
+        return report
+
     def report(self, fresh: bool = False):
         from .chips import get_chip
         from .report import make_report

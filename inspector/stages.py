@@ -262,21 +262,21 @@ def _memo_key(target: Target, backend: Backend, compile: bool, jaxpr_text: bool)
             repr(target.mesh), shardings)
 
 
-def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_text: bool = True,
-            use_cache: bool = True, memo: bool = True, buffers: bool = False, dump_to: str | None = None,
-            dump_metadata: bool = True) -> Capture:
-    """Every stage of ``target`` on ``backend``; compiles only when ``compile`` is set. ``memo``:
-    reuse (and keep) this process's capture of the same function, inputs, params and backend; the
-    Python API traces afresh each call (a function may read globals changed since), and the on-disk
-    compile cache, keyed by the lowered module, still spares the compile. ``buffers`` adds the
-    compiler's buffer assignment (a dump in the compile: --view memory, check). ``dump_to``: a
-    folder for XLA's pass-by-pass dumps (inspector/passes.py), with each instruction's metadata
-    unless ``dump_metadata`` is off; such a capture is never memoised or cached, since its point
-    is the files the compile writes."""
-    tracing.exclude_own_frames()
-    backend = backend.with_mesh(target.mesh)
-    memo = memo and not dump_to
-    key = _memo_key(target, backend, compile, jaxpr_text) + (buffers,)
+@dataclasses.dataclass(frozen=True)
+class _Lowering:
+    """A trace and lowering, kept in this process for the compile that may follow: the capture
+    up to StableHLO (no compile), and jax's Lowered (None when lowering failed)."""
+
+    captured: Capture
+    lowered: object | None
+
+
+def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) -> _Lowering:
+    """Trace and lower ``target`` (``backend`` already carries the target's mesh); with ``memo``,
+    reuse (and keep) this process's lowering of the same function, inputs, params and backend:
+    the terminal UI asks for the lowering first (its jaxpr and StableHLO show at once), then for
+    the compile, which starts from this very lowering instead of tracing again."""
+    key = ("lowering",) + _memo_key(target, backend, False, jaxpr_text)
     if memo and key in _MEMO:
         return _MEMO[key]
     timings = {}
@@ -296,29 +296,58 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
                 lowered, lowering_error = traced.lower(), None
             except Exception as err:
                 lowered, lowering_error = None, err
-            timings["lower_s"] = time.perf_counter() - t1
-            _attach_sources(mosaic, eqns)
-            stages = Stages(
-                backend=backend.chip.name, platform=backend.platform, device_kind=backend.device_kind,
-                jaxpr=_relative(tracing.print_jaxpr(closed)) if jaxpr_text else None,
-                jaxpr_eqns=eqns,
-                stablehlo=lowered.as_text() if lowered is not None else "",
-                mosaic=list(mosaic), pallas_interpreted=interpret, timings=timings,
-                mesh=backend.mesh_axes, devices=backend.devices if backend.mesh_axes else 1,
-            )
-            if lowering_error is not None:
-                stages.compile_error = lowering_failure(lowering_error)
-            elif compile:
-                t2 = time.perf_counter()
-                result, stages.compile_cached = _compile(lowered, backend, use_cache, buffers=buffers, dump_to=dump_to,
-                                                               dump_metadata=dump_metadata)
-                timings["compile_s"] = time.perf_counter() - t2
-                stages.hlo, stages.cost, stages.memory = result["hlo"], result["cost"], result["memory"]
-                stages.buffers = result.get("buffers")
-                if result["error"]:
-                    stages.compile_error = parse_compile_error(result["error"])
-    captured = Capture(stages, Program(closed, example_values(target)))
+        timings["lower_s"] = time.perf_counter() - t1
+        _attach_sources(mosaic, eqns)
+        stages = Stages(
+            backend=backend.chip.name, platform=backend.platform, device_kind=backend.device_kind,
+            jaxpr=_relative(tracing.print_jaxpr(closed)) if jaxpr_text else None,
+            jaxpr_eqns=eqns,
+            stablehlo=lowered.as_text() if lowered is not None else "",
+            mosaic=list(mosaic), pallas_interpreted=interpret, timings=timings,
+            mesh=backend.mesh_axes, devices=backend.devices if backend.mesh_axes else 1,
+        )
+    if lowering_error is not None:
+        stages.compile_error = lowering_failure(lowering_error)
+    lowering = _Lowering(Capture(stages, Program(closed, example_values(target))), lowered)
     if memo:
+        _MEMO[key] = lowering
+    return lowering
+
+
+def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_text: bool = True,
+            use_cache: bool = True, memo: bool = True, buffers: bool = False, dump_to: str | None = None,
+            dump_metadata: bool = True) -> Capture:
+    """Every stage of ``target`` on ``backend``; compiles only when ``compile`` is set. ``memo``:
+    reuse (and keep) this process's capture of the same function, inputs, params and backend; the
+    Python API traces afresh each call (a function may read globals changed since), and the on-disk
+    compile cache, keyed by the lowered module, still spares the compile. A compile starts from
+    this process's lowering when ``memo`` kept one (``compile=False`` first, then the compile:
+    traced once). ``buffers`` adds the compiler's buffer assignment (a dump in the compile: --view
+    memory, check). ``dump_to``: a folder for XLA's pass-by-pass dumps (inspector/passes.py), with
+    each instruction's metadata unless ``dump_metadata`` is off; such a compile is never memoised
+    or cached, since its point is the files it writes (the lowering it starts from may be)."""
+    tracing.exclude_own_frames()
+    backend = backend.with_mesh(target.mesh)
+    keep = memo and not dump_to
+    key = _memo_key(target, backend, compile, jaxpr_text) + (buffers,)
+    if keep and compile and key in _MEMO:
+        return _MEMO[key]
+    lowering = _lower(target, backend, jaxpr_text=jaxpr_text, memo=memo)
+    if not compile or lowering.lowered is None:
+        return lowering.captured  # stopped after lowering: by request, or by a lowering error
+    before = lowering.captured.stages
+    stages = dataclasses.replace(before, timings=dict(before.timings), mosaic=list(before.mosaic))
+    with backend.context(), _interpret_context(backend):
+        t2 = time.perf_counter()
+        result, stages.compile_cached = _compile(lowering.lowered, backend, use_cache, buffers=buffers, dump_to=dump_to,
+                                                 dump_metadata=dump_metadata)
+        stages.timings["compile_s"] = time.perf_counter() - t2
+    stages.hlo, stages.cost, stages.memory = result["hlo"], result["cost"], result["memory"]
+    stages.buffers = result.get("buffers")
+    if result["error"]:
+        stages.compile_error = parse_compile_error(result["error"])
+    captured = Capture(stages, lowering.captured.program)
+    if keep:
         _MEMO[key] = captured
     return captured
 

@@ -58,6 +58,28 @@ def test_params_reach_the_trace():
     assert cube.hlo is None  # compile=False stops after lowering
 
 
+def test_a_compile_after_the_lowering_starts_from_it(monkeypatch):
+    """The terminal UI asks its worker for the lowering (shown at once), then for the compile:
+    traced and lowered once, and the stages the lowering gave are left as they were."""
+    from inspector import stages as stages_mod
+
+    monkeypatch.setattr(stages_mod, "_MEMO", {})
+    traces = []
+    trace = stages_mod._trace
+    monkeypatch.setattr(stages_mod, "_trace", lambda *a: traces.append(a) or trace(*a))
+    cpu = Backend(get_chip("cpu"))
+    target = load_target(f"{FUNCS}:with_params", sets=["power=4"])
+    lowered = capture(target, cpu, compile=False)
+    compiled = capture(load_target(f"{FUNCS}:with_params", sets=["power=4"]), cpu)
+    assert len(traces) == 1
+    assert compiled.stages.stablehlo == lowered.stages.stablehlo and compiled.program is lowered.program
+    assert compiled.stages.hlo.startswith("HloModule") and "compile_s" in compiled.stages.timings
+    assert lowered.stages.hlo is None and "compile_s" not in lowered.stages.timings  # not mutated
+    assert capture(target, cpu, compile=False) is lowered
+    capture(target, cpu, memo=False)  # the Python API traces afresh
+    assert len(traces) == 2
+
+
 def test_jitted_function_and_pytree_inputs():
     cpu = Backend(get_chip("cpu"))
     assert "mul" in capture(load_target(f"{FUNCS}:jitted"), cpu, compile=False).stages.jaxpr

@@ -73,6 +73,14 @@ def test_number_keys_switch_tabs_and_search_finds_and_repeats():
             assert text.selection == first
             await pilot.press("slash", *"no-such-op", "enter")
             assert "not found" in status(app)
+            # a match on a line with a source location: the count stays (the cursor's move does not replace it)
+            await pilot.press("2", "slash", *"dot_general", "enter")
+            await pilot.pause()
+            total = app.query_one("#text-jaxpr", StageText).text.count("dot_general")
+            assert f"/dot_general: match 1 of {total}" in status(app)
+            await pilot.press("n")
+            await pilot.pause()
+            assert f"/dot_general: match 2 of {total}" in status(app)
     asyncio.run(run())
 
 
@@ -310,7 +318,24 @@ SCREENS = [
 @pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
 @pytest.mark.parametrize("session, keys", SCREENS)
 def test_snapshots(snap_compare, session, keys, size):
-    assert snap_compare(InspectorApp(session), terminal_size=size, run_before=_snapshot_app(keys))
+    app = InspectorApp(session)
+    app.clock = lambda: 0.0  # each stage's time in the status line: 0.0 s, whatever the machine's load
+    assert snap_compare(app, terminal_size=size, run_before=_snapshot_app(keys))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
+def test_snapshot_while_it_compiles(snap_compare, size):
+    """What a TPU compile shows for minutes: the overview of the lowering, the stage and its
+    seconds (the clock is fixed: 0 s) where the findings will be; the compile's answer is dropped."""
+    app = InspectorApp(NAIVE)
+    app.clock = lambda: 0.0
+    app._show = lambda generation, report: None
+
+    async def before(pilot):
+        await _until(lambda: app.lowered is not None)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=size, run_before=before)
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/setup installs it)")
@@ -632,6 +657,123 @@ def test_a_switch_cancels_the_compile_in_flight_and_nothing_stale_shows():
             assert app.report.chip.name == "cpu"
             assert all(chip == "cpu" for current, chip in shown if current)
             assert "on cpu" in app.sub_title
+    asyncio.run(run())
+
+
+def _hold_the_first_compile(app):
+    """The worker's compile (the second call of a load) waits for the returned Event; the
+    lowering before it runs as ever. Every call is noted: (method, "ok" or the exception's name)."""
+    held, calls = threading.Event(), []
+    call = app.remote.call
+
+    def holding(session, method, *args, **kwargs):
+        if method == "report" and not held.is_set() and not any(m == "report" for m, _ in calls):
+            calls.append(("report", "held"))
+            held.wait(120)
+        try:
+            result = call(session, method, *args, **kwargs)
+        except Exception as err:
+            calls.append((method, type(err).__name__))
+            raise
+        calls.append((method, "ok"))
+        return result
+
+    app.remote.call = holding
+    return held, calls
+
+
+async def _until(condition, seconds: float = 60):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert condition()
+
+
+def test_stages_arrive_as_they_are_ready_with_the_stage_and_its_seconds():
+    """While the compile runs (held here), the jaxpr and StableHLO are already on screen and the
+    status line and overview name the stage and its seconds, live; then the rest arrives, the
+    cursor in the jaxpr stays where the user left it, and the status says what each stage took."""
+    async def run():
+        app = InspectorApp(NAIVE)
+        now = [1000.0]
+        app.clock = lambda: now[0]
+        held, calls = _hold_the_first_compile(app)
+        async with app.run_test(size=SIZE) as pilot:
+            assert "tracing and lowering for cpu… 0 s" in status(app)
+            await _until(lambda: app.lowered is not None)
+            assert app.report is None and calls[-1] == ("report", "held")
+            assert "{ lambda" in app.query_one("#text-jaxpr", StageText).text
+            assert "stablehlo.dot_general" in app.query_one("#text-stablehlo", StageText).text
+            assert "the optimized HLO comes" in app.query_one("#text-hlo", StageText).text
+            assert "compiling for cpu… 0 s" in status(app) and "jaxpr and StableHLO are ready" in status(app)
+            assert "naive" in plain(app, "#overview-panel") and "compiling for cpu… 0 s" in plain(app, "#findings-title")
+            now[0] += 12
+            await _until(lambda: "compiling for cpu… 12 s" in status(app))  # the ticker redraws twice a second
+            assert "compiling for cpu… 12 s" in plain(app, "#findings-title")
+            await pilot.press("2")
+            jaxpr = app.query_one("#text-jaxpr", StageText)
+            jaxpr.go_to_row(3)
+            now[0] += 3
+            held.set()
+            await loaded(pilot)
+            assert app.report is not None and jaxpr.cursor_location[0] == 3
+            assert app.query_one("#text-hlo", StageText).text.startswith("HloModule")
+            assert "lowered 0.0 s, compiled 15 s" in status(app)
+            assert [m for m, outcome in calls if outcome == "ok"] == ["lowering", "report"]
+    asyncio.run(run())
+
+
+def test_new_params_mid_compile_void_the_held_compile_and_nothing_stale_shows():
+    """x while the compile runs: the lowering shown goes at once, the old compile is never asked
+    of the worker (a cancel between a load's two calls voids the second), the new one arrives."""
+    async def run():
+        app = InspectorApp(NAIVE)
+        held, calls = _hold_the_first_compile(app)
+        shown = []
+        for name in ("_lowered", "_show"):
+            original = getattr(app, name)
+            setattr(app, name, lambda generation, report, name=name, original=original: (
+                shown.append((name, generation == app._generation, report.target.params.get("causal", True),
+                              "causal=False" not in app.session.sets)),
+                original(generation, report)))
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(lambda: app.lowered is not None)
+            await pilot.press("x")  # the lowering knows the parameters: no need to wait for the compile
+            await pilot.pause()
+            field = app.screen.query_one("#param-causal")
+            field.value = "False"
+            field.focus()
+            await pilot.press("enter")
+            assert app.session.sets == ["causal=False"]
+            # the old lowering went at once; the new one may be here already (a warm worker is quick)
+            assert app.lowered is None or app.lowered.target.params["causal"] is False
+            held.set()
+            await loaded(pilot)
+            assert app.report.target.params["causal"] is False
+            assert ("report", "CancelledError") in calls  # the old compile, refused before it reached the worker
+            assert [m for m, outcome in calls if outcome == "ok"] == ["lowering", "lowering", "report"]
+            # what is drawn is always of the parameters asked for at the time
+            assert all(causal is asked for _, current, causal, asked in shown if current)
+            assert ("_lowered", True, False, False) in shown and ("_show", True, False, False) in shown
+            assert ("_show", True, True, True) not in shown  # the first compile never arrived
+    asyncio.run(run())
+
+
+def test_esc_mid_compile_keeps_the_lowered_stages_and_says_cancelled():
+    async def run():
+        app = InspectorApp(NAIVE)
+        held, calls = _hold_the_first_compile(app)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(lambda: app.lowered is not None)
+            await pilot.press("escape")
+            assert "cancelled" in status(app) and "cancelled" in plain(app, "#findings-title")
+            assert "{ lambda" in app.query_one("#text-jaxpr", StageText).text
+            assert "cancelled" in app.query_one("#text-hlo", StageText).text
+            held.set()
+            await loaded(pilot)
+            assert app.report is None and calls[-1] == ("report", "CancelledError")
+            await asyncio.sleep(0.6)
+            assert "cancelled" in status(app)  # the ticker stopped with the compile
     asyncio.run(run())
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import time
 import traceback
+from concurrent.futures import CancelledError
 
 from rich.text import Text
 from textual import work
@@ -46,6 +47,10 @@ class UICrash(InspectorError):
     exit_code = EXIT_FINDINGS
 
 
+def seconds(s: float) -> str:
+    return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
+
+
 def crash_log_path():
     from ...compile_cache import cache_dir
 
@@ -53,7 +58,7 @@ def crash_log_path():
 
 
 def _message(err: BaseException) -> str:
-    if type(err).__name__ == "BrokenProcessPool":
+    if type(err).__name__ == "BrokenProcessPool" or isinstance(err, CancelledError):
         return "cancelled"
     return str(err) if isinstance(err, InspectorError) else f"{type(err).__name__}: {err}"
 
@@ -62,6 +67,7 @@ class InspectorApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "inspector"
     AUTO_FOCUS = "#findings"
+    clock = staticmethod(time.monotonic)  # what stage times are measured with (tests fix it)
     BINDINGS = [
         *(Binding(str(i + 1), f"tab('{t}')", t, show=False) for i, t in enumerate(TABS)),
         *(Binding(key, f"tab('{t}')", t, show=False) for key, t in MORE_TABS.items()),
@@ -92,7 +98,8 @@ class InspectorApp(App):
             session = session.with_chip(session.suggested_chip())
         self.session = session
         self.watch_file = watch
-        self.report = None
+        self.report = None  # the whole report, once the compile is done
+        self.lowered = None  # the report as far as lowering goes (jaxpr, StableHLO, Mosaic), while it compiles
         self.diff_verdict: str | None = None
         self.last_search = ""
         self.crash: tuple[BaseException, str] | None = None
@@ -102,6 +109,11 @@ class InspectorApp(App):
         self._back: tuple[str, int] | None = None  # (tab, finding row) to return to after a jump
         self._pending_status: str | None = None  # shown when the jump's selection event arrives
         self._pass_diffs: dict = {}  # step index -> PassDiff, for the current compile
+        self._phase: tuple[str, float] | None = None  # ("lower" or "compile", when it began) while loading
+        self._took: list[tuple[str, float]] = []  # (stage, seconds) of the current load, as they end
+        self._why = ""  # why this load (a saved file): said with its progress
+        self._status_is_progress = False  # the status line shows the progress (no message of another's since)
+        self._drawn = ("", "")  # the progress texts last drawn: (status line, overview)
         self.remote = Remote()  # the core runs in a child process: the UI keeps the GIL to itself
 
     # ------------------------------------------------------------------ running and crashing
@@ -169,6 +181,7 @@ class InspectorApp(App):
         self.sub_title = f"{self.session.spec} on {self.session.chip}"
         self.query_one("#search", Input).display = False
         self.load()
+        self.set_interval(0.5, self._progress)  # the stage in progress and its seconds, live
         if self.watch_file:
             self.set_interval(1.0, self._check_file)
 
@@ -189,37 +202,87 @@ class InspectorApp(App):
     # ------------------------------------------------------------------ loading
 
     def status(self, text: str, style: str = "") -> None:
+        self._status_is_progress = False  # a message of its own: the progress ticker leaves it
         self.query_one("#status", Static).update(Text(text, style=style))
 
-    def load(self, fresh: bool = False) -> None:
-        """(Re)analyse for the current session. A compile still running for an older request is
-        cancelled first, and nothing of the old target stays on screen."""
-        if self._loading:
-            self.remote.cancel()
+    def load(self, fresh: bool = False, why: str = "") -> None:
+        """(Re)analyse for the current session: first the lowering (the jaxpr, StableHLO and Mosaic
+        tabs fill in), then the compile (the rest). Whatever still runs for an older request (a
+        compile, or a diff or compare of the old variant) is cancelled first, and nothing of the
+        old target stays on screen. ``why``: said with the progress (a saved file)."""
+        if self._loading or self.remote.busy:
+            self.remote.cancel()  # also voids a load between its two calls
         self._generation += 1
         self._loading = True
         self.report = None
+        self.lowered = None
         self._back = None
+        self._why = why
+        self._took = []
+        self._phase = ("lower", self.clock())
         self.sub_title = f"{self.session.spec} on {self.session.chip}"
-        self._reset_views(f"compiling {self.session.spec} for {self.session.chip}… (Esc cancels)")
-        self.status(f"compiling {self.session.spec} for {self.session.chip}…", "yellow")
-        self._load(self._generation, self.session, fresh)
+        self._reset_views(self._progress_texts()[1])
+        self._status_is_progress = True
+        self._progress(force=True)
+        self._load(self._generation, self.session, fresh, self.remote.epoch)
 
     @work(thread=True, group="load")
-    def _load(self, generation: int, session: Session, fresh: bool) -> None:
+    def _load(self, generation: int, session: Session, fresh: bool, epoch: int) -> None:
+        """Two calls into the worker process: the lowering, shown at once, then the compile, which
+        starts from that lowering (the worker keeps it). A cancel in between voids the second."""
         try:
-            report = self.remote.call(session, "report", fresh)
+            lowered = self.remote.call(session, "lowering", fresh, epoch=epoch)
         except Exception as err:  # a failure is shown where the report would be
             self._deliver(self._failed, generation, _message(err))
             return
+        self._deliver(self._lowered, generation, lowered)
+        try:
+            report = self.remote.call(session, "report", False, epoch=epoch)
+        except Exception as err:
+            self._deliver(self._failed, generation, _message(err))
+            return
         self._deliver(self._show, generation, report)
+
+    def _extra(self) -> str:
+        return (" with pass dumps" if self.session.passes else
+                " with its buffer assignment" if self.session.buffers else "")
+
+    def _progress_texts(self) -> tuple[str, str]:
+        """(status line, overview) for the stage in progress, with its seconds so far."""
+        stage, began = self._phase
+        spent = f"{int(self.clock() - began)} s"
+        chip, why = self.session.chip, f"{self._why}: " if self._why else ""
+        if stage == "lower":
+            return (f"{why}tracing and lowering for {chip}… {spent} (Esc cancels)",
+                    f"{why}compiling {self.session.spec} for {chip}{self._extra()}: tracing and lowering… {spent}\n"
+                    "(the jaxpr, StableHLO and Mosaic tabs fill in first, the rest when the compile is done; Esc cancels)")
+        return (f"{why}compiling for {chip}{self._extra()}… {spent}; jaxpr and StableHLO are ready (Esc cancels)",
+                f"compiling for {chip}{self._extra()}… {spent}: the HLO, fusions, Pallas and the findings come "
+                "when it is done (Esc cancels)")
+
+    def _progress(self, force: bool = False) -> None:
+        """Every half second while loading (and, forced, as each stage begins): the status line
+        and the overview say what runs and for how long. A message the status line got since
+        (a search, a hint) stays until the next stage."""
+        if self._phase is None or not self.is_running:
+            return
+        status, overview = self._progress_texts()
+        if self._status_is_progress and (force or status != self._drawn[0]):
+            self.query_one("#status", Static).update(Text(status, style="yellow"))
+        if force or overview != self._drawn[1]:
+            tab = self.query_one(OverviewTab)
+            if self._phase[0] == "lower":
+                tab.waiting(overview)
+            else:
+                tab.progress(overview)
+        self._drawn = (status, overview)
 
     def _reset_views(self, message: str) -> None:
         self.query_one(OverviewTab).reset(message)
         for text in self.query(StageText):
             text.show("")
         self.query_one(FusionsTab).show(None, "compiling…")
-        self.query_one(PallasTab).show([])
+        self.query_one(PallasTab).show([], empty="compiling… (the Pallas analysis comes with the compile)")
         self.diff_verdict = None
         self.query_one(DiffTab).reset()
         self.query_one(MemoryTab).reset()
@@ -229,27 +292,60 @@ class InspectorApp(App):
         self.query_one(CompareTab).reset()
         self._pass_diffs = {}
 
+    def _stage_ended(self, stage: str) -> None:
+        """Note how long the stage in progress took (the UI's wall time: what the user waited)."""
+        if self._phase is not None:
+            self._took.append((stage, self.clock() - self._phase[1]))
+        self._phase = None
+
+    def _took_text(self) -> str:
+        return ", ".join(f"{stage} {seconds(s)}" for stage, s in self._took)
+
     def _failed(self, generation: int, message: str) -> None:
         if generation != self._generation:
             return  # an older request, cancelled: its error is no news
         self._loading = False
-        self.query_one(OverviewTab).show_error(message)
+        self._phase = None
+        if self.lowered is not None:  # the compile failed: the stages lowered so far stay
+            self.query_one(OverviewTab).progress(message, "bold red")
+            self.query_one("#text-hlo", StageText).show(f"// no optimized HLO: {message}")
+        else:
+            self.query_one(OverviewTab).show_error(message)
         self.status(message, "bold red")
+
+    def _lowered(self, generation: int, report) -> None:
+        """The lowering is done: the jaxpr, StableHLO and Mosaic tabs fill in; the compile runs."""
+        if generation != self._generation:
+            return  # a result for a target or parameters no longer asked for
+        self.lowered = report
+        self._stage_ended("lowered")
+        self._phase = ("compile", self.clock())
+        s = report.stages
+        self.query_one(OverviewTab).show_lowered(report)
+        self.query_one("#text-jaxpr", StageText).show(s.jaxpr or "")
+        self.query_one("#text-stablehlo", StageText).show(s.stablehlo or "")
+        self.query_one("#text-mosaic", StageText).show(stage_text(report, "mosaic"))
+        self.query_one("#text-hlo", StageText).show(
+            f"// compiling for {report.chip.name}{self._extra()}: the optimized HLO comes when the compile is done\n")
+        self._status_is_progress = True  # a new stage is news
+        self._progress(force=True)
 
     def _show(self, generation: int, report) -> None:
         if generation != self._generation:
             return  # a result for a target or parameters no longer asked for
         self._loading = False
+        self._stage_ended("compiled")
         self.report = report
         self.sub_title = f"{self.session.spec} on {report.chip.name}"
         self.query_one(OverviewTab).show(report, self.diff_verdict)
         s = report.stages
         frames = report.fusions.frames if report.fusions else {}
-        self.query_one("#text-jaxpr", StageText).show(s.jaxpr or "")
-        self.query_one("#text-stablehlo", StageText).show(s.stablehlo or "")
+        if self.lowered is None:  # else they are on screen since the lowering, where the user may be reading
+            self.query_one("#text-jaxpr", StageText).show(s.jaxpr or "")
+            self.query_one("#text-stablehlo", StageText).show(s.stablehlo or "")
+            self.query_one("#text-mosaic", StageText).show(stage_text(report, "mosaic"))
         why = s.compile_error.headline if s.compile_error else "not compiled"
         self.query_one("#text-hlo", StageText).show(s.hlo or f"// no optimized HLO: {why}", frames)
-        self.query_one("#text-mosaic", StageText).show(stage_text(report, "mosaic"))
         self.query_one(FusionsTab).show(report.fusions, why)
         self.query_one(PallasTab).show(report.pallas, self._compiler_vmem(report), unread_calls(report.findings))
         self.query_one(MemoryTab).show(report)
@@ -259,8 +355,9 @@ class InspectorApp(App):
         elif self.session.passes:
             self.query_one(PassesTab).show(None, f"no pass dumps: {why}")
         errors = sum(f.severity == "error" for f in report.findings)
-        self.status(f"{report.chip.name}: {len(report.findings)} findings ({errors} errors); ? for keys",
-                    "bold red" if errors else "green")
+        took = self._took_text()
+        self.status(f"{report.chip.name}: {len(report.findings)} findings ({errors} errors)"
+                    + (f"; {took}" if took else "") + "; ? for keys", "bold red" if errors else "green")
 
     @staticmethod
     def _compiler_vmem(report) -> dict[str, dict[str, int]]:
@@ -288,8 +385,7 @@ class InspectorApp(App):
             return
         mtime = path.stat().st_mtime
         if self._mtime is not None and mtime != self._mtime:
-            self.load(fresh=True)
-            self.status(f"{path} changed: re-analysing…", "yellow")
+            self.load(fresh=True, why=f"{path.name} changed")
         self._mtime = mtime
 
     # ------------------------------------------------------------------ actions
@@ -460,7 +556,6 @@ class InspectorApp(App):
         self.session = self.session.with_passes(True)
         self.load()
         self.action_tab("passes")
-        self.status(f"compiling {self.session.spec} for {self.session.chip} with pass dumps…", "yellow")
 
     def show_pass_diff(self, row: int) -> None:
         tab = self.query_one(PassesTab)
@@ -496,7 +591,6 @@ class InspectorApp(App):
         self.session = self.session.with_buffers(True)
         self.load()
         self.action_tab("memory")
-        self.status(f"compiling {self.session.spec} for {self.session.chip} with its buffer assignment…", "yellow")
 
     # ------------------------------------------------------------------ compare
 
@@ -555,8 +649,9 @@ class InspectorApp(App):
         self.push_screen(TargetScreen(TARGETS, self.session.chip), chosen)
 
     def action_params(self) -> None:
-        if self.report is None:
-            self.status("the parameters can be edited once the analysis is done (the function's own are known then)",
+        known = self.report or self.lowered  # the lowering knows the parameters: no need to wait for the compile
+        if known is None:
+            self.status("the parameters can be edited once the function is traced (its own are known then)",
                         "yellow")
             return
         signature = self.session.keyword_params()
@@ -566,7 +661,7 @@ class InspectorApp(App):
                 self.session = self.session.with_params(params)
                 self.load()
 
-        self.push_screen(ParamsScreen(self.report.target.params, self.report.target.param_choices,
+        self.push_screen(ParamsScreen(known.target.params, known.target.param_choices,
                                       signature[0] if signature else None, parse_value), chosen)
 
     def action_export(self) -> None:
@@ -593,14 +688,19 @@ class InspectorApp(App):
             return
         if self.query_one(PallasTab).close_goto():
             return
-        # a pass diff just asked for may not have reached the worker yet: it is in flight all the same
-        if not self.remote.busy and not self.query_one(PassesTab).pending:
+        # a pass diff just asked for may not have reached the worker yet: it is in flight all the same;
+        # a load may be between its two calls (lowering done, compile not yet asked)
+        if not self.remote.busy and not self.query_one(PassesTab).pending and not self._loading:
             self.status("nothing is running (Esc cancels a compile or a diff in flight)")
             return
         self._generation += 1  # whatever comes back now is dropped
         self._loading = False
+        self._phase = None
         self.remote.cancel()
-        if self.report is None:
+        if self.report is None and self.lowered is not None:  # what the lowering showed stays: it is current
+            self.query_one(OverviewTab).progress("cancelled: the compile was stopped (r starts it again)")
+            self.query_one("#text-hlo", StageText).show("// not compiled: cancelled (r compiles again)\n")
+        elif self.report is None:
             self.query_one(OverviewTab).show_error("cancelled: the compile was stopped (r starts it again)")
         self.query_one(DiffTab).reset()
         self.query_one(CompareTab).reset()

@@ -60,6 +60,20 @@ class OverviewTab(Vertical):
         self.show_diff(diff_verdict)
         self._show_findings(report.findings)
 
+    def show_lowered(self, report: Report) -> None:
+        """The lowering is done, the compile runs: the function, inputs, target and the stages so
+        far; the findings (they need the compile) are announced where they will be (``progress``)."""
+        self.query_one("#overview-panel", Static).update(overview(report, timings=False, findings=False))
+        self.show_diff(None)
+
+    def waiting(self, text: str) -> None:
+        """Before the lowering is done: what runs, in place of the overview."""
+        self.query_one("#overview-panel", Static).update(Text(text))
+
+    def progress(self, text: str, style: str = "yellow") -> None:
+        """While the compile runs: what it is at and for how long, where the findings will be."""
+        self.query_one("#findings-title", Static).update(Text(text, style=style))
+
     def show_diff(self, verdict: str | None) -> None:
         text = (Text.assemble(("diff: ", "bold"), (verdict, "bold red" if verdict.startswith("WRONG") else "green"))
                 if verdict else Text("diff: not run (press d to run the function against its reference)", style="dim"))

@@ -161,6 +161,7 @@ class PallasTab(VerticalScroll, can_focus=True):
         self.kernel = 0
         self.step = 0
         self.focus_operand: str | None = None
+        self.empty = "no pallas_call in this function"  # what an empty tab says
 
     def compose(self):
         yield Static("", id="pallas-head")
@@ -173,12 +174,14 @@ class PallasTab(VerticalScroll, can_focus=True):
         self.query_one("#pallas-goto", Input).display = False
 
     def show(self, kernels: list[PallasReport] | None, compiler: dict[str, dict[str, int]] | None = None,
-             unread: list[Finding] = ()) -> None:
+             unread: list[Finding] = (), empty: str = "no pallas_call in this function") -> None:
         """``compiler``: per kernel name, per chip, the compiler's own VMEM figure. ``unread``: the
-        pallas_calls the analysis could not read (said where the tab would be empty)."""
+        pallas_calls the analysis could not read (said where the tab would be empty); ``empty``:
+        what to say when there is no kernel (none in the function, or none yet)."""
         self.kernels, self.kernel, self.step, self.focus_operand = kernels or [], 0, 0, None
         self.unread = list(unread)
         self.compiler = compiler or {}
+        self.empty = empty
         self._redraw()
 
     @property
@@ -278,7 +281,7 @@ class PallasTab(VerticalScroll, can_focus=True):
         body = self.query_one("#pallas-body", Static)
         if not self.kernels:
             head.update(Text("\n".join(f.message for f in self.unread), style="yellow") if self.unread
-                        else Text("no pallas_call in this function"))
+                        else Text(self.empty))
             body.update("")
             self.query_one("#pallas-grid", Static).update("")
             return
