@@ -429,9 +429,12 @@ class InspectorApp(App):
         before = text.selection
         found = text.find(self.last_search, forward)
         if found:
-            self.status(f"/{self.last_search}: match {found[0]:,} of {found[1]:,} (n next, N previous)")
-            if text.selection != before:  # else the selection event would name the line's source instead
-                self._pending_status = f"/{self.last_search}: match {found[0]:,} of {found[1]:,} (n next, N previous)"
+            where = self._line_source(text)
+            message = f"/{self.last_search}: match {found[0]:,} of {found[1]:,} (n next, N previous)" + (
+                f"; {where}" if where else "")
+            self.status(message)
+            if text.selection != before:  # the selection event that follows would say the line's source alone
+                self._pending_status = message
         else:
             self.status(f"/{self.last_search}: not found in {text.stage}", "yellow")
         text.focus()
@@ -442,13 +445,21 @@ class InspectorApp(App):
             self.status(self._pending_status)
             self._pending_status = None
             return
-        if isinstance(text, StageText) and text.stage != "mosaic":
-            source = text.source_of(text.cursor_location[0])
-            if source:
-                others = [f"{t.stage} {len(t.rows_with_source(source))}" for t in self.query(StageText)
-                          if t is not text and t.stage != "mosaic"]
-                self.status(f"{text.stage} line {text.cursor_location[0] + 1} comes from {source}; lines from it: "
-                            f"{', '.join(others)} (l jumps there)")
+        where = self._line_source(text)
+        if where:
+            self.status(where)
+
+    def _line_source(self, text) -> str:
+        """Where the line under the cursor comes from, and how many lines of the other stages do."""
+        if not isinstance(text, StageText) or text.stage == "mosaic":
+            return ""
+        source = text.source_of(text.cursor_location[0])
+        if not source:
+            return ""
+        others = [f"{t.stage} {len(t.rows_with_source(source))}" for t in self.query(StageText)
+                  if t is not text and t.stage != "mosaic"]
+        return (f"{text.stage} line {text.cursor_location[0] + 1} comes from {source}; lines from it: "
+                f"{', '.join(others)} (l jumps there)")
 
     def action_link(self) -> None:
         """Jump to the next stage's first line that comes from the same source line."""
