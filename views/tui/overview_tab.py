@@ -3,16 +3,20 @@ finding, most severe first, with the selected finding's whole message in a pane 
 finding jumps to its evidence."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group
 from rich.text import Text
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
 from ...findings import Finding
-from ...report import Report
 
 from ..cells import SEVERITY_STYLE, allocation_lines
 from ..printer import overview
+
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ...report import Report
 
 PLACEHOLDER = "compiling… (the other tabs fill in when it is done; Esc cancels)"
 
