@@ -202,7 +202,8 @@ class InspectorApp(App):
 
     def status(self, text: str, style: str = "") -> None:
         self._status_is_progress = False  # a message of its own: the progress ticker leaves it
-        self.query_one("#status", Static).update(Text(text, style=style))
+        # one line, always (app.tcss): no layout pass for it (a cursor move updates it)
+        self.query_one("#status", Static).update(Text(text, style=style), layout=False)
 
     def load(self, fresh: bool = False, why: str = "") -> None:
         """(Re)analyse for the current session: first the lowering (the jaxpr, StableHLO and Mosaic
@@ -267,13 +268,16 @@ class InspectorApp(App):
             return
         status, overview = self._progress_texts()
         if self._status_is_progress and (force or status != self._drawn[0]):
-            self.query_one("#status", Static).update(Text(status, style="yellow"))
+            self.query_one("#status", Static).update(Text(status, style="yellow"), layout=False)
         if force or overview != self._drawn[1]:
             tab = self.query_one(OverviewTab)
+            # a tick changes a digit: a layout pass (tens of ms with a large overview) only when
+            # the text's length changed, and so perhaps its wrapping
+            layout = force or len(overview) != len(self._drawn[1])
             if self._phase[0] == "lower":
-                tab.waiting(overview)
+                tab.waiting(overview, layout)
             else:
-                tab.progress(overview)
+                tab.progress(overview, layout=layout)
         self._drawn = (status, overview)
 
     def _reset_views(self, message: str) -> None:

@@ -70,13 +70,13 @@ class OverviewTab(Vertical):
         self.query_one("#overview-panel", Static).update(overview(report, timings=False, findings=False))
         self.show_diff(None)
 
-    def waiting(self, text: str) -> None:
+    def waiting(self, text: str, layout: bool = True) -> None:
         """Before the lowering is done: what runs, in place of the overview."""
-        self.query_one("#overview-panel", Static).update(Text(text))
+        self.query_one("#overview-panel", Static).update(Text(text), layout=layout)
 
-    def progress(self, text: str, style: str = "yellow") -> None:
+    def progress(self, text: str, style: str = "yellow", layout: bool = True) -> None:
         """While the compile runs: what it is at and for how long, where the findings will be."""
-        self.query_one("#findings-title", Static).update(Text(text, style=style))
+        self.query_one("#findings-title", Static).update(Text(text, style=style), layout=layout)
 
     def show_diff(self, verdict: str | None) -> None:
         text = (Text.assemble(("diff: ", "bold"), (verdict, "bold red" if verdict.startswith("WRONG") else "green"))
