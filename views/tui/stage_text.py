@@ -121,7 +121,7 @@ class StageText(TextArea):
         if self._matches is None or self._matches[0] != needle:
             found = []
             if needle:
-                for r, line in enumerate(self.text.split("\n")):
+                for r, line in enumerate(self.document.lines):  # not .text: it joins every line first
                     at = line.find(needle)
                     while at >= 0:
                         found.append((r, at))
