@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import os
 import time
+from typing import TYPE_CHECKING
 
 from . import compile_cache
 from .backends import Backend
@@ -22,9 +23,10 @@ from .compile_errors import CompileError, parse_compile_error
 from .errors import TargetFailure
 from .hlo.text import count_hlo_ops, count_mlir_ops
 from .jax_internals import tracing
-from .jax_internals.mosaic import capture_mosaic
-from .pallas.model import MosaicKernel
 from .target import Target, short_path, describe_error
+
+if TYPE_CHECKING:  # the CLI imports this module before the terminal UI paints: numpy comes with these
+    from .pallas.model import MosaicKernel
 
 STAGES = ("jaxpr", "stablehlo", "hlo")
 
@@ -287,6 +289,8 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
         eqns = [_eqn_record(e) for e in tracing.walk_eqns(closed.jaxpr)]
         timings["trace_s"] = time.perf_counter() - t0
         interpret = backend.platform == "cpu" and _has_pallas(eqns)
+        from .jax_internals.mosaic import capture_mosaic
+
         mosaic_capture = capture_mosaic() if backend.chip.is_tpu else contextlib.nullcontext([])
         t1 = time.perf_counter()
         with mosaic_capture as mosaic:

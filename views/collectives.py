@@ -2,15 +2,19 @@
 moves per device over which mesh axes, an ICI time estimate, and whether compute overlaps it."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..hlo.collectives import CollectiveAnalysis
 from ..units import fmt_bytes, fmt_time
 
 from .cells import add_row
+
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ..hlo.collectives import CollectiveAnalysis
 
 
 def _axes(axes) -> str:

@@ -2,15 +2,19 @@
 the kernels only one side has and those whose HBM bytes changed most."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..compare import Compare, KernelRef
 from ..units import fmt_bytes, fmt_count, fmt_time
 
 from .cells import add_row
+
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ..compare import Compare, KernelRef
 
 _FORMAT = {"bytes": fmt_bytes, "flops": fmt_count, "seconds": fmt_time,
            "count": lambda n: "-" if n is None else str(int(n))}

@@ -1,15 +1,19 @@
 """The diff verdict: per output, the error figures, and the error map over the output blocks."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..diff import DiffResult, LeafDiff
 from ..units import fmt_time
 
 from .cells import add_row, findings_table
+
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ..diff import DiffResult, LeafDiff
 
 
 def _leaf_table(title: str, leaves: list[LeafDiff]) -> Table:

@@ -2,17 +2,19 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..hlo.fusions import FusionAnalysis, Kernel
 from ..units import fmt_bytes, fmt_count, fmt_time
 
 from .cells import add_row
+
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ..hlo.fusions import FusionAnalysis, Kernel
 
 SORT_KEYS = {
     "order": None,

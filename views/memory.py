@@ -2,15 +2,19 @@
 is live at the peak of the schedule (the compiler's buffer assignment), with source lines."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..memory import MemoryReport
 from ..units import fmt_bytes
 
 from .cells import add_row
+
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ..memory import MemoryReport
 
 
 def _share(n: int | None, of: int | None) -> str:

@@ -1,17 +1,22 @@
 """The Pallas view (BlockSpecs, grid walk, VMEM budgets) and the `check` verdict table."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..findings import Finding
-from ..pallas.check import CheckResult
-from ..pallas.analysis import PallasReport
 from ..units import fmt_bytes
 
 from .cells import add_row, findings_table
+
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ..findings import Finding
+    from ..pallas.check import CheckResult
+    from ..pallas.analysis import PallasReport
+
 
 def _shape(dims) -> str:
     return "(" + ", ".join("None" if d is None else str(d) for d in dims) + ")"

@@ -1,15 +1,19 @@
 """The passes view: every dump of XLA's pipeline in order with its counts, and one pass's diff."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..hlo.passes import PassDiff, PassLog
 from ..units import fmt_bytes
 
 from .cells import add_row
+
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ..hlo.passes import PassDiff, PassLog
 
 
 def _signed(n: int) -> str:

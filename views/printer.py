@@ -5,6 +5,7 @@ import errno
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.cells import cell_len
@@ -14,7 +15,6 @@ from rich.table import Table
 from rich.text import Text
 
 from ..chips import CHIPS, Chip
-from ..report import Report
 from ..units import fmt_bytes, fmt_count, fmt_time
 
 from .cells import add_row, findings_table
@@ -23,6 +23,9 @@ from .highlight import THEME, IrHighlighter
 from .collectives import collectives_view
 from .memory import memory_view
 from .pallas import pallas_view, unread_calls
+
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ..report import Report
 
 MIN_WIDTH = 40  # narrower than this, tables cannot show their figures whole
 

@@ -203,7 +203,8 @@ class InspectorApp(App):
 
     def status(self, text: str, style: str = "") -> None:
         self._status_is_progress = False  # a message of its own: the progress ticker leaves it
-        self.query_one("#status", Static).update(Text(text, style=style))
+        # one line, always (app.tcss): no layout pass for it (a cursor move updates it)
+        self.query_one("#status", Static).update(Text(text, style=style), layout=False)
 
     def load(self, fresh: bool = False, why: str = "") -> None:
         """(Re)analyse for the current session: first the lowering (the jaxpr, StableHLO and Mosaic
@@ -268,13 +269,16 @@ class InspectorApp(App):
             return
         status, overview = self._progress_texts()
         if self._status_is_progress and (force or status != self._drawn[0]):
-            self.query_one("#status", Static).update(Text(status, style="yellow"))
+            self.query_one("#status", Static).update(Text(status, style="yellow"), layout=False)
         if force or overview != self._drawn[1]:
             tab = self.query_one(OverviewTab)
+            # a tick changes a digit: a layout pass (tens of ms with a large overview) only when
+            # the text's length changed, and so perhaps its wrapping
+            layout = force or len(overview) != len(self._drawn[1])
             if self._phase[0] == "lower":
-                tab.waiting(overview)
+                tab.waiting(overview, layout)
             else:
-                tab.progress(overview)
+                tab.progress(overview, layout=layout)
         self._drawn = (status, overview)
 
     def _reset_views(self, message: str) -> None:
@@ -430,12 +434,12 @@ class InspectorApp(App):
         before = text.selection
         found = text.find(self.last_search, forward)
         if found:
-            origin = self._origin(text)
-            said = f"/{self.last_search}: match {found[0]:,} of {found[1]:,} (n next, N previous)" + \
-                (f"; {origin}" if origin else "")
-            self.status(said)
-            if text.selection != before:  # its selection event would say where the line comes from instead
-                self._pending_status = said
+            where = self._line_source(text)
+            message = f"/{self.last_search}: match {found[0]:,} of {found[1]:,} (n next, N previous)" + (
+                f"; {where}" if where else "")
+            self.status(message)
+            if text.selection != before:  # the selection event that follows would say the line's source alone
+                self._pending_status = message
         else:
             self.status(f"/{self.last_search}: not found in {text.stage}", "yellow")
         text.focus()
@@ -446,14 +450,17 @@ class InspectorApp(App):
             self.status(self._pending_status)
             self._pending_status = None
             return
-        if isinstance(text, StageText) and (origin := self._origin(text)):
-            self.status(origin)
+        where = self._line_source(text)
+        if where:
+            self.status(where)
 
-    def _origin(self, text: StageText) -> str | None:
-        """Where the cursor's line comes from, and how many lines of the other stages share it."""
-        source = text.source_of(text.cursor_location[0]) if text.stage != "mosaic" else None
+    def _line_source(self, text) -> str:
+        """Where the line under the cursor comes from, and how many lines of the other stages do."""
+        if not isinstance(text, StageText) or text.stage == "mosaic":
+            return ""
+        source = text.source_of(text.cursor_location[0])
         if not source:
-            return None
+            return ""
         others = [f"{t.stage} {len(t.rows_with_source(source))}" for t in self.query(StageText)
                   if t is not text and t.stage != "mosaic"]
         return (f"{text.stage} line {text.cursor_location[0] + 1} comes from {source}; lines from it: "

@@ -3,13 +3,17 @@ device, mesh axes, ICI time and overlap, with totals by kind and by axis (the pr
 collectives view, every row)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ...report import Report
 
 from ..collectives import collectives_view
+
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ...report import Report
 
 PLACEHOLDER = "compiling… (the collectives come with the optimized HLO)"
 

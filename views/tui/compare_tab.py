@@ -2,13 +2,17 @@
 compare` prints it (c picks B)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ...compare import Compare
 
 from ..compare import compare_view
+
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ...compare import Compare
 
 IDLE = "press c to compare this variant with another target chip or parameter set"
 

@@ -1,14 +1,17 @@
 """The diff tab: runs on demand (d), then shows the error summary and the error map."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ...diff import DiffResult
 
 from ..diff import diff_view
 
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ...diff import DiffResult
 
 IDLE = "press d to run the function and its reference and compare them"
 

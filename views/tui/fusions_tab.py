@@ -2,15 +2,19 @@
 the materialized intermediates."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
-from ...hlo.fusions import FusionAnalysis
 from ...units import fmt_bytes, fmt_count
 
 from ..fusions import KERNEL_COLUMNS, SORT_KEYS, intermediates_table
+
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ...hlo.fusions import FusionAnalysis
 
 SORTS = ("order", "bytes", "flops", "time")
 

@@ -3,14 +3,18 @@ largest buffers live at the peak when the compile gave its buffer assignment (th
 memory view, as it is)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ...report import Report
 
 from ..memory import memory_view
+
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ...report import Report
 
 PLACEHOLDER = "compiling… (the memory figures come with the compile)"
 ASK_BUFFERS = "press B to compile with the compiler's buffer assignment: the largest buffers live at the peak"

@@ -3,16 +3,20 @@ finding, most severe first, with the selected finding's whole message in a pane 
 finding jumps to its evidence."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group
 from rich.text import Text
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
 from ...findings import Finding
-from ...report import Report
 
 from ..cells import SEVERITY_STYLE, allocation_lines
 from ..printer import overview
+
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ...report import Report
 
 PLACEHOLDER = "compiling… (the other tabs fill in when it is done; Esc cancels)"
 
@@ -66,13 +70,13 @@ class OverviewTab(Vertical):
         self.query_one("#overview-panel", Static).update(overview(report, timings=False, findings=False))
         self.show_diff(None)
 
-    def waiting(self, text: str) -> None:
+    def waiting(self, text: str, layout: bool = True) -> None:
         """Before the lowering is done: what runs, in place of the overview."""
-        self.query_one("#overview-panel", Static).update(Text(text))
+        self.query_one("#overview-panel", Static).update(Text(text), layout=layout)
 
-    def progress(self, text: str, style: str = "yellow") -> None:
+    def progress(self, text: str, style: str = "yellow", layout: bool = True) -> None:
         """While the compile runs: what it is at and for how long, where the findings will be."""
-        self.query_one("#findings-title", Static).update(Text(text, style=style))
+        self.query_one("#findings-title", Static).update(Text(text, style=style), layout=layout)
 
     def show_diff(self, verdict: str | None) -> None:
         text = (Text.assemble(("diff: ", "bold"), (verdict, "bold red" if verdict.startswith("WRONG") else "green"))

@@ -4,6 +4,8 @@ pl.CostEstimate, and the grid: step through grid points and see which block of e
 that step reads or writes, with the blocks a finding is about marked."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.columns import Columns
 from rich.console import Group
 from rich.table import Table
@@ -13,11 +15,13 @@ from textual.containers import VerticalScroll
 from textual.widgets import Input, Static
 
 from ...findings import Finding
-from ...pallas.analysis import PallasReport
 from ...units import fmt_bytes
 
 from ..cells import add_row, findings_table
 from ..pallas import blockspec_table
+
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ...pallas.analysis import PallasReport
 
 BAR = 30
 MAP_LIMIT = (12, 48)  # rows, columns of blocks drawn per operand

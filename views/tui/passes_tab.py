@@ -3,13 +3,17 @@ one under the cursor on Enter. The report has the steps only from a compile with
 P asks for one."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
-from ...hlo.passes import PassDiff, PassLog
 
 from ..passes import PASS_COLUMNS, diff_text, pass_cells, passes_title
+
+if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ...hlo.passes import PassDiff, PassLog
 
 NO_DUMPS = ("press P to compile with pass dumps (XLA's pass-by-pass dumps, without the compile cache): "
             "the steps of the pipeline, then Enter shows a step's diff")
