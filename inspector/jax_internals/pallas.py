@@ -121,10 +121,11 @@ def _dma_refs(tree, flat: list) -> tuple:
     """(source, destination, device id) of a DMA equation's operands; a sliced ref comes as a
     TransformedRef (its .ref the whole ref, its .shape the slice's)."""
     from jax._src.pallas.mosaic import primitives as mosaic_primitives
-    from jax._src.state.types import TransformedRef
 
     parts = mosaic_primitives._dma_unflatten(tree, flat)
     if len(parts) == 9:  # jax 0.10.0: each ref and its transforms apart
+        from jax._src.state.types import TransformedRef
+
         src, src_transforms, dst, dst_transforms, *_, device = parts
         wrap = lambda ref, transforms: TransformedRef(ref, tuple(transforms)) if transforms else ref
         return wrap(src, src_transforms), wrap(dst, dst_transforms), device
