@@ -751,3 +751,4 @@ class InspectorApp(App):
 
     def on_unmount(self) -> None:
         self.remote.close()
+        gc.unfreeze()  # an app run in a longer process (the tests) gives its objects back to the collector
