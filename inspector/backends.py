@@ -43,8 +43,9 @@ class Backend:
     def __init__(self, chip: Chip):
         self.chip = chip
         if chip.is_tpu and not libtpu_available():
-            raise UsageError(f"target {chip.name} needs libtpu, which is not installed: "
-                             "pip install 'jax[tpu]==0.10.2' (local targets such as cpu work without it)")
+            from .jax_internals import jax_version
+            raise UsageError(f"target {chip.name} needs libtpu, which is not installed: pip install "
+                             f"'jax[tpu]=={jax_version()}' (the libtpu of your jax; local targets such as cpu work without it)")
         if chip.kind == "gpu":
             raise UsageError(f"{chip.name} is a spec-only target (budgets and roofline); it cannot compile here. "
                              "Compile with --target gpu on a machine with a GPU, or a TPU target")

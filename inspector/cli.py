@@ -21,7 +21,7 @@ import sys
 from .errors import EXIT_FINDINGS, EXIT_OK, InspectorError, OutputError, TargetFailure, UsageError
 
 VIEWS = ("overview", "jaxpr", "stablehlo", "hlo", "mosaic", "fusions", "pallas", "memory", "collectives", "passes")
-VERBS = ("show", "check", "diff", "export", "compare", "chips", "cache")
+VERBS = ("show", "check", "diff", "export", "compare", "chips", "cache", "doctor")
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 
 
@@ -128,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     cache = sub.add_parser("cache", help="where the compile cache is and its size; `cache clear` empties it", parents=common)
     cache.add_argument("action", nargs="?", choices=("info", "clear"), default="info")
     cache.add_argument("--json", action="store_true")
+    doctor = sub.add_parser("doctor", help="versions found, a deviceless compile per TPU generation, Graphviz, accelerators, "
+                                           "the cache; exit 1 when something asked for cannot work", parents=common)
+    doctor.add_argument("--target", dest="chip", metavar="CHIPS", help="the TPU targets to compile for, e.g. tpu-v5e,tpu-v6e "
+                                                                        "(default: every TPU generation)")
+    doctor.add_argument("--svg", action="store_true", help="SVG export is needed: Graphviz's dot missing is a failure")
+    doctor.add_argument("--json", action="store_true")
     return parser
 
 
@@ -273,8 +279,19 @@ def _work_diff(opts):
             raise UsageError(str(err)) from err
 
 
+def _work_doctor(opts):
+    from .chips import CHIPS, parse_targets
+    from .doctor import checkup
+
+    chips = parse_targets(opts.chip) if opts.chip else [c for c in CHIPS if c.is_tpu and c.devices == 1]
+    not_tpu = [c.name for c in chips if not c.is_tpu]
+    if not_tpu:
+        raise UsageError(f"doctor --target takes TPU targets (it compiles for them without a TPU), not {', '.join(not_tpu)}")
+    return checkup(chips, svg_required=opts.svg)
+
+
 _WORK = {"show": _work_show, "tui": _work_show, "export": _work_export, "check": _work_check, "diff": _work_diff,
-         "compare": _work_compare}
+         "compare": _work_compare, "doctor": _work_doctor}
 
 
 def _work(opts):
@@ -285,7 +302,7 @@ def _work(opts):
     environment.prepare(debug=opts.debug)
     from .jax_internals import check_version
 
-    if (note := check_version()) is not None:
+    if opts.verb != "doctor" and (note := check_version()) is not None:  # doctor says it in its table
         print(f"inspector: note: {note}", file=sys.stderr)
     with contextlib.redirect_stdout(sys.stderr):
         return _WORK[opts.verb](opts)
@@ -463,6 +480,19 @@ def _chips(opts) -> int:
     return EXIT_OK
 
 
+def _doctor(opts) -> int:
+    from .views.doctor import doctor_view
+    from .views.printer import make_console, print_fitting, print_json
+
+    found = _run(opts)
+    console = make_console()
+    if opts.json:
+        print_json(found.to_dict(), console)
+    else:
+        print_fitting(console, doctor_view(found))
+    return EXIT_FINDINGS if found.failed else EXIT_OK
+
+
 def _cache(opts) -> int:
     import dataclasses
     import json
@@ -587,7 +617,7 @@ def _main(argv: list[str], isolate: bool, debug: bool) -> int:
         if not _stdout_usable():
             raise OutputError("standard output is closed: give it a file or a pipe (> out.txt, | less)")
         verbs = {"show": _show, "check": _check, "diff": _diff, "export": _export, "chips": _chips, "tui": _tui,
-                 "cache": _cache, "compare": _compare}
+                 "cache": _cache, "compare": _compare, "doctor": _doctor}
         code = verbs[opts.verb](opts)
         sys.stdout.flush()
         return code

@@ -3,13 +3,27 @@
 The dumps of a large program are tens of MB (the 12-layer transformer step: ~40 MB on the CPU),
 so they go to a temporary folder, are read once into an index (``hlo.passes.read_dumps``), the
 one diff asked for is made while the files exist, and the folder is removed on every path.
-The compile itself is the ordinary one with two extra XLA options for this compile only
+The compile itself is the ordinary one with extra XLA options for this compile only
 (``stages.dump_options``): same module, same HLO; it never reads or writes the compile cache.
+Only a diff shows the module texts, so only a compile for one (``select``) dumps each
+instruction's metadata (jax's op name and source frame). The pass list and the pass that made
+each kernel need names and opcodes only, and a dump without metadata is a third smaller, for XLA
+to print and for us to read; in such a list a step whose only change is to metadata reads as
+unchanged (none on the CPU's transformer step, one pipeline start of 107 steps on v5e).
+
+The terminal UI asks for one diff at a time (Enter on a step): its worker keeps one compile's
+dumps (``kept_diff``) for the module it has, so the next step's diff is read, not compiled again.
+A folder left by a process killed before its cleanup is removed by the next run, once stale.
 """
 from __future__ import annotations
 
+import atexit
+import glob
+import hashlib
+import os
 import shutil
 import tempfile
+import time
 
 from .backends import Backend
 from .errors import UsageError
@@ -22,9 +36,10 @@ def capture_with_passes(target: Target, backend: Backend, *, jaxpr_text: bool = 
                         select: str | None = None) -> tuple[Capture, PassLog]:
     """Capture ``target`` (compiled, with pass dumps) and the PassLog of its compile; ``select``
     (``--pass``: a pass name or index, or ``A..B``) adds the unified diff of that step or range."""
-    directory = tempfile.mkdtemp(prefix="inspector-passes-")
+    directory = _new_folder()
     try:
-        captured = capture(target, backend, compile=True, jaxpr_text=jaxpr_text, use_cache=False, dump_to=directory)
+        captured = capture(target, backend, compile=True, jaxpr_text=jaxpr_text, use_cache=False, dump_to=directory,
+                           dump_metadata=select is not None)
         log = read_dumps(directory, module=f"jit_{target.name}", final_hlo=captured.stages.hlo)
         if select is not None and log.steps:
             try:
@@ -38,3 +53,55 @@ def capture_with_passes(target: Target, backend: Backend, *, jaxpr_text: bool = 
         shutil.rmtree(directory, ignore_errors=True)
     log.release()
     return captured, log
+
+
+_PREFIX = "inspector-passes-"
+_STALE_S = 6 * 3600  # a dump folder untouched this long belongs to a process that was killed
+_KEPT: dict[tuple, tuple[str, PassLog]] = {}  # this process's kept dumps: module key -> (folder, log)
+
+
+def _new_folder() -> str:
+    """A fresh dump folder, after removing stale ones (ours are touched whenever they are read)."""
+    for old in glob.glob(os.path.join(tempfile.gettempdir(), _PREFIX + "*")):
+        try:
+            if time.time() - os.stat(old).st_mtime > _STALE_S:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+    return tempfile.mkdtemp(prefix=_PREFIX)
+
+
+def kept_diff(target: Target, backend: Backend, select: str):
+    """The diff of ``select`` (as ``--pass``) from one compile with metadata dumps that this
+    process keeps for the module it compiled: the first call compiles, the next ones for the same
+    module (same StableHLO, chip and XLA options) only read files. Another module's dumps go first."""
+    lowered = capture(target, backend, compile=False, jaxpr_text=False).stages.stablehlo
+    key = (backend.chip.name, hashlib.sha256(lowered.encode()).hexdigest(),
+           tuple(os.environ.get(v, "") for v in ("XLA_FLAGS", "LIBTPU_INIT_ARGS")))
+    kept = _KEPT.get(key)
+    if kept is None or not os.path.isdir(kept[0]):
+        forget_kept()
+        directory = _new_folder()
+        try:
+            captured = capture(target, backend, compile=True, jaxpr_text=False, use_cache=False, dump_to=directory)
+            log = read_dumps(directory, module=f"jit_{target.name}", final_hlo=captured.stages.hlo)
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        if not log.steps:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise UsageError(f"--pass {select}: the compile wrote no pass dumps")
+        kept = _KEPT[key] = (directory, log)
+    directory, log = kept
+    os.utime(directory)  # in use: not stale for another process's sweep
+    try:
+        return diff_steps(log, *parse_range(log, select))
+    except UnknownPass as err:
+        raise UsageError(str(err)) from None
+
+
+@atexit.register
+def forget_kept() -> None:
+    for directory, _ in _KEPT.values():
+        shutil.rmtree(directory, ignore_errors=True)
+    _KEPT.clear()

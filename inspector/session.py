@@ -64,14 +64,13 @@ class Session:
         return report
 
     def pass_diff(self, select: str):
-        """The unified diff of one step of the pass pipeline (``--pass select``): a compile with
-        pass dumps of its own (the dumps are gone once a report is made), nothing else analysed."""
+        """The unified diff of one step of the pass pipeline (``--pass select``), from a compile
+        with pass dumps this worker keeps for the module (the next step's diff is read, not compiled)."""
+        from .backends import Backend
         from .chips import get_chip
-        from .report import make_report
+        from .passes import kept_diff
 
-        report = make_report(self.target(), get_chip(self.chip), jaxpr_text=False, fusions=False, pallas=False,
-                             collectives=False, passes=True, pass_select=select)
-        return report.passes.diff if report.passes else None
+        return kept_diff(self.target(), Backend(get_chip(self.chip)), select)
 
     def diff(self):
         from .chips import get_chip

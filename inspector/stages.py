@@ -168,15 +168,20 @@ def _interpret_context(backend: Backend):
         yield
 
 
-def dump_options(directory: str) -> dict[str, str]:
+def dump_options(directory: str, metadata: bool = True) -> dict[str, str | bool]:
     """XLA options (for this one compile) that write the module after every pass to ``directory``.
     Given per compile, they work in-process for the CPU and libtpu alike: XLA_FLAGS is read once,
-    when the backend starts, but compile options override its debug options for one compile."""
-    return {"xla_dump_to": directory, "xla_dump_hlo_pass_re": ".*"}
+    when the backend starts, but compile options override its debug options for one compile.
+    ``metadata=False`` leaves each instruction's ``metadata={op_name=... stack_frame_id=...}``
+    (and the source tables) out of the dumps: a third less for XLA to print and for us to read,
+    for a compile whose dumps are counted (the pass list, the pass that made each kernel) but not
+    shown. Only the dumps change: the compiled module and its text are the same."""
+    return {"xla_dump_to": directory, "xla_dump_hlo_pass_re": ".*",
+            **({} if metadata else {"xla_dump_disable_metadata": True})}
 
 
 def _compile(lowered, backend: Backend, use_cache: bool | str, buffers: bool = False,
-             dump_to: str | None = None) -> tuple[dict, bool]:
+             dump_to: str | None = None, dump_metadata: bool = True) -> tuple[dict, bool]:
     """XLA's result for ``lowered``; from the disk cache when it has this module with its source
     locations (use_cache=compile_cache.REFRESH: compile anyway and store). Failures are not stored.
     ``buffers``: also the compiler's buffer assignment, from a dump written to a temporary folder
@@ -191,7 +196,7 @@ def _compile(lowered, backend: Backend, use_cache: bool | str, buffers: bool = F
         return hit, True
     with _dump_folder(buffers and not dump_to) as dump:
         folder = dump_to or dump
-        options = {**(dump_options(dump_to) if dump_to else {}), **(_dump_options(folder) if buffers else {})}
+        options = {**(dump_options(dump_to, dump_metadata) if dump_to else {}), **(_dump_options(folder) if buffers else {})}
         try:
             compiled = lowered.compile(options) if options else lowered.compile()
             result = {"hlo": compiled.as_text(), "cost": _cost_dict(compiled.cost_analysis()),
@@ -314,16 +319,17 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
 
 
 def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_text: bool = True,
-            use_cache: bool = True, memo: bool = True, buffers: bool = False, dump_to: str | None = None) -> Capture:
+            use_cache: bool = True, memo: bool = True, buffers: bool = False, dump_to: str | None = None,
+            dump_metadata: bool = True) -> Capture:
     """Every stage of ``target`` on ``backend``; compiles only when ``compile`` is set. ``memo``:
     reuse (and keep) this process's capture of the same function, inputs, params and backend; the
     Python API traces afresh each call (a function may read globals changed since), and the on-disk
     compile cache, keyed by the lowered module, still spares the compile. A compile starts from
     this process's lowering when ``memo`` kept one (``compile=False`` first, then the compile:
     traced once). ``buffers`` adds the compiler's buffer assignment (a dump in the compile: --view
-    memory, check). ``dump_to``: a folder for XLA's pass-by-pass dumps (inspector/passes.py); such
-    a compile is never memoised or cached, since its point is the files it writes (the lowering it
-    starts from may be)."""
+    memory, check). ``dump_to``: a folder for XLA's pass-by-pass dumps (inspector/passes.py), with
+    each instruction's metadata unless ``dump_metadata`` is off; such a compile is never memoised
+    or cached, since its point is the files it writes (the lowering it starts from may be)."""
     tracing.exclude_own_frames()
     backend = backend.with_mesh(target.mesh)
     keep = memo and not dump_to
@@ -337,7 +343,8 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
     stages = dataclasses.replace(before, timings=dict(before.timings), mosaic=list(before.mosaic))
     with backend.context(), _interpret_context(backend):
         t2 = time.perf_counter()
-        result, stages.compile_cached = _compile(lowering.lowered, backend, use_cache, buffers=buffers, dump_to=dump_to)
+        result, stages.compile_cached = _compile(lowering.lowered, backend, use_cache, buffers=buffers, dump_to=dump_to,
+                                                 dump_metadata=dump_metadata)
         stages.timings["compile_s"] = time.perf_counter() - t2
     stages.hlo, stages.cost, stages.memory = result["hlo"], result["cost"], result["memory"]
     stages.buffers = result.get("buffers")

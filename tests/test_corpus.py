@@ -51,6 +51,7 @@ def render(r, view: str) -> str:
     return out.getvalue()
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_every_view_on_cpu(entry):
     r = report(entry, "cpu")

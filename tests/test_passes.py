@@ -1,13 +1,15 @@
 """What each compiler pass did (--view passes, --pass) and two variants side by side (compare)."""
+import io
 import json
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 
 from conftest import DATA, ROOT
 from inspector.cli import main
-from inspector.hlo.passes import FINAL, FIRST, UnknownPass, diff_steps, parse_range, read_dumps
+from inspector.hlo.passes import FINAL, FIRST, UnknownPass, diff_steps, index_dumps, parse_range, read_dumps
 
 CHAIN = f"{DATA / 'passes_funcs.py'}:chain"
 SCALED = f"{DATA / 'passes_funcs.py'}:scaled"
@@ -97,7 +99,55 @@ def test_pass_selectors_and_diff(tmp_path):
     assert diff_steps(log, 1, 1).text == ""  # a pipeline start changes nothing
 
 
+def test_read_dumps_takes_the_compiled_text_when_xla_wrote_no_final_dump(tmp_path):
+    _write_dumps(tmp_path)
+    (tmp_path / "module_0000.jit_f.after_optimizations.txt").unlink()
+    (tmp_path / "module_0000.jit_f.0003.main.after_empty.before_pipeline-end.txt").write_text("")  # nothing in it
+    final = _module("%p = f32[4]{0} parameter(0)", "%z = f32[4]{0} fusion(%p), kind=kLoop, calls=%fc")
+    log = read_dumps(str(tmp_path), module="jit_f", final_hlo=final)
+    assert [s.name for s in log.steps] == [FIRST, "pipeline-start", "algsimp", "fusion", "empty", FINAL]
+    assert (log.steps[4].instructions, log.steps[4].delta, log.steps[4].changed) == (0, -3, True)
+    assert (log.steps[-1].instructions, log.steps[-1].fusions, log.steps[-1].custom_calls) == (2, 1, 0)
+    assert log.origins == {"p": 5, "z": 5}  # the empty dump broke every run of appearances
+    diff = diff_steps(log, 5, 5)  # the final step's text is the one given
+    assert "+  ROOT %z = f32[4]{0} fusion(%p)" in diff.text and diff.removed == 0
+
+
 # ----------------------------------------------------------------------------- --view passes, compiled
+
+
+def _dumps_seen(monkeypatch) -> list[tuple[list[str], bytes]]:
+    """What each compile with pass dumps wrote, read as the index is made: (file names, texts joined)."""
+    from inspector import passes
+
+    seen = []
+
+    def spy(directory, *args, **kwargs):
+        dumps = index_dumps(directory, kwargs.get("module"))[1]  # the module's dumps, not XLA's other files
+        seen.append(([Path(d.path).name for d in dumps], b"".join(Path(d.path).read_bytes() for d in dumps)))
+        return read_dumps(directory, *args, **kwargs)
+
+    monkeypatch.setattr(passes, "read_dumps", spy)
+    return seen
+
+
+def test_the_pass_list_is_dumped_without_metadata_and_a_diff_with_it(cli, monkeypatch):
+    seen = _dumps_seen(monkeypatch)
+    code, out, err = cli("show", CHAIN, "--view", "passes", "--json")
+    assert code == 0, err
+    listed = json.loads(out)["passes"]
+    names, texts = seen[0]
+    assert any(".after_fusion." in n for n in names) and b"metadata={" not in texts  # counted only
+    code, out, err = cli("show", CHAIN, "--pass", "fusion", "--json")
+    assert code == 0, err
+    assert len(seen[1][0]) == len(names) and b"metadata={" in seen[1][1]
+    report = json.loads(out)
+    assert 'op_name="jit(chain)/tanh"' in report["pass_diff"]["text"]  # the diff still names the jax op
+    # the same steps with the same counts either way (on this function no pass changes metadata alone)
+    without_file = lambda steps: [{k: v for k, v in s.items() if k != "file"} for s in steps]  # noqa: E731
+    assert without_file(report["passes"]) == without_file(listed)
+
+
 
 
 def test_passes_view_on_cpu(cli):
@@ -213,3 +263,61 @@ def test_compare_flash_block_sizes_matches_the_fusions_view(cli):
     vmem = c["vmem"][0]
     assert vmem["kernel"] == "flash_attention_fwd" and vmem["estimate_b"] > vmem["estimate_a"]
     assert vmem["compiler_a"] and vmem["compiler_b"]  # libtpu's own figure for the custom call
+
+
+# ----------------------------------------------------------------------------- printing
+
+
+def test_print_fitting_lays_a_table_out_once_to_print_it():
+    """The check that a table fits and the print are one layout (the pass list and the fusions of
+    a big program cost a layout each), and what is printed is what print would have printed."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from inspector.views.printer import print_fitting
+
+    layouts = []
+
+    class Counted(Table):
+        def __rich_console__(self, console, options):
+            layouts.append(options.max_width)
+            yield from super().__rich_console__(console, options)
+
+    def table():
+        t = Counted(title="a title longer than the table is wide, which wraps")
+        for name in ("step", "pass"):
+            t.add_column(name)
+        t.add_row("1", "simplification_after_layout_assignment")
+        return t
+
+    out = io.StringIO()
+    print_fitting(Console(file=out, width=30, color_system=None), table())
+    assert len(layouts) == 1 and layouts[0] >= len("simplification_after_layout_assignment")
+    plain = io.StringIO()
+    Console(file=plain, width=layouts[0], color_system=None).print(table())
+    assert out.getvalue() == plain.getvalue() and "simplification_after_layout_assignment" in out.getvalue()
+
+
+def test_the_ui_worker_keeps_one_compile_of_dumps_for_its_diffs(cli, monkeypatch):
+    """Enter on a step (Session.pass_diff): the first diff compiles with dumps, the next ones for
+    the same module read the kept folder; another module's dumps replace them; stale folders go."""
+    from inspector import passes, stages
+    from inspector.session import Session
+
+    stale = cli.tmp / "tmp" / "inspector-passes-killed"
+    stale.mkdir()
+    os.utime(stale, (0, 0))
+    compiles = []
+    real = stages.capture
+    monkeypatch.setattr(passes, "capture", lambda *a, **k: (compiles.append(k["compile"]), real(*a, **k))[1])
+    session = Session(CHAIN)
+    first = session.pass_diff("1")
+    [(folder, log)] = passes._KEPT.values()
+    assert compiles.count(True) == 1 and not stale.exists() and os.path.isdir(folder)
+    changed = next(s.index for s in log.steps if s.changed and s.index > 1)
+    second = session.pass_diff(str(changed))
+    assert compiles.count(True) == 1 and (first.first, second.first) == (1, changed) and second.text
+    Session(SCALED).pass_diff("1")
+    assert compiles.count(True) == 2 and not os.path.isdir(folder) and len(passes._KEPT) == 1
+    passes.forget_kept()
+    assert passes._KEPT == {} and not list((cli.tmp / "tmp").glob("inspector-passes-*"))

@@ -162,3 +162,29 @@ def test_the_scoped_limit_flag_in_libtpu_init_args_is_the_estimate_s_limit(monke
     monkeypatch.setenv("LIBTPU_INIT_ARGS", "--xla_enable_foo=true --xla_tpu_scoped_vmem_limit_kib=65536")
     b = budget(call.info, V5E)
     assert (b.limit_bytes, b.limit_source) == (64 * 2**20, "LIBTPU_INIT_ARGS")
+
+
+def test_a_fori_loop_counts_its_trips_and_an_unknown_while_says_its_figures_are_a_floor():
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from inspector.jax_internals.pallas import read_pallas_calls
+
+    def loops(n_ref, x_ref, o_ref):
+        def body(i, acc):
+            return acc + jnp.dot(x_ref[...], x_ref[...])
+        o_ref[...] = jax.lax.fori_loop(0, 4 * 2 - 3, body, jnp.zeros_like(o_ref))  # 5 trips, folded
+        o_ref[...] += jax.lax.fori_loop(0, n_ref[0], body, jnp.zeros_like(o_ref))  # trips unknown here
+
+    def f(n, x):
+        spec = pl.BlockSpec((128, 128), lambda i, n: (0, 0))
+        return pl.pallas_call(loops, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              grid_spec=pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=(1,), in_specs=[spec],
+                                                                     out_specs=spec))(n, x)
+
+    closed = jax.make_jaxpr(f)(jnp.array([3], jnp.int32), jnp.ones((128, 128), jnp.float32))
+    [(_, found)] = read_pallas_calls(closed)
+    one = 2 * 128 ** 3
+    assert found.info.step_flops == 5 * one + one and found.info.unknown_loops == 1

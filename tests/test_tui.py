@@ -708,8 +708,8 @@ def test_stages_arrive_as_they_are_ready_with_the_stage_and_its_seconds():
             assert "compiling for cpu… 0 s" in status(app) and "jaxpr and StableHLO are ready" in status(app)
             assert "naive" in plain(app, "#overview-panel") and "compiling for cpu… 0 s" in plain(app, "#findings-title")
             now[0] += 12
-            await asyncio.sleep(0.8)  # the ticker redraws twice a second
-            assert "compiling for cpu… 12 s" in status(app) and "compiling for cpu… 12 s" in plain(app, "#findings-title")
+            await _until(lambda: "compiling for cpu… 12 s" in status(app))  # the ticker redraws twice a second
+            assert "compiling for cpu… 12 s" in plain(app, "#findings-title")
             await pilot.press("2")
             jaxpr = app.query_one("#text-jaxpr", StageText)
             jaxpr.go_to_row(3)

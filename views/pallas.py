@@ -13,6 +13,7 @@ from ..units import fmt_bytes
 from .cells import add_row, findings_table
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ..findings import Finding
     from ..pallas.check import CheckResult
     from ..pallas.analysis import PallasReport
 
@@ -79,12 +80,17 @@ def kernel_view(k: PallasReport) -> Group:
         Text.assemble((c.name, "bold"), f"  pallas_call at {c.source or '?'}; kernel {c.kernel_source or '?'}"),
         Text(grid_line(k)),
         Text(f"HBM traffic from the walk: read {fmt_bytes(w.hbm_bytes_read)}, write {fmt_bytes(w.hbm_bytes_written)}"
-             + (f" (the body's DMAs: {_range(w.dma_bytes, fmt_bytes)})" if c.dmas else "")
+             + (f" (the body's DMAs: {_range(w.dma_bytes, fmt_bytes)}{_or_more(c)})" if c.dmas else "")
              + f"  (walk {w.seconds:.2f} s)" if not w.skipped else f"grid walk skipped: {w.skipped}"),
         Text(cost_estimate_line(k), style="dim"),
     ]
     parts = [blockspec_table(k)] + ([dma_table(k)] if c.dmas else [])
     return Group(*head, *parts, budget_table(k), findings_table(k.findings), Text(""))
+
+
+def _or_more(call) -> str:
+    n = call.unknown_loops
+    return f" or more: {n} while loop{'s' * (n > 1)} with a trip count unknown here, counted once" if n else ""
 
 
 def _range(pair, fmt) -> str:
@@ -111,13 +117,17 @@ def cost_estimate_line(k: PallasReport) -> str:
     spread = f" (the cheapest branches: {flops[0]:,.0f})" if flops and flops[0] != flops[1] else ""
     given = f"; the kernel gives {k.call.cost_estimate}" if k.call.cost_estimate else ""
     return ("suggested pl.CostEstimate(" + ", ".join(f"{key}={v}" for key, v in estimate.items())
-            + f"): flops with the costliest pl.when / cond branches{spread}{given}")
+            + f"): flops with the costliest pl.when / cond branches{spread}{_or_more(k.call)}{given}")
 
 
-def pallas_view(kernels: list[PallasReport]) -> Group | Text:
-    if not kernels:
-        return Text("no pallas_call in this function")
-    return Group(*(kernel_view(k) for k in kernels))
+def unread_calls(findings: list[Finding]) -> list[Finding]:
+    """The findings of pallas_calls the analysis could not read at all (a jax it cannot follow)."""
+    return [f for f in findings if f.code == "analysis-failed" and (f.data or {}).get("what") == "pallas_call"]
+
+
+def pallas_view(kernels: list[PallasReport], unread: list[Finding] = ()) -> Group | Text:
+    parts = [kernel_view(k) for k in kernels] + [Text(f.message, style="yellow") for f in unread]
+    return Group(*parts) if parts else Text("no pallas_call in this function")
 
 
 def check_view(result: CheckResult) -> Group:

@@ -22,7 +22,7 @@ from .fusions import fusions_view
 from .highlight import THEME, IrHighlighter
 from .collectives import collectives_view
 from .memory import memory_view
-from .pallas import pallas_view
+from .pallas import pallas_view, unread_calls
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from ..report import Report
@@ -104,20 +104,25 @@ def print_fitting(console: Console, renderable) -> None:
     a narrow terminal a figure wraps at a space or the line runs past the edge, but it is never
     cut to "25…" or dropped with its column. (rich lays a table out wider than the console when
     its columns' minimum widths ask for it, and the console would then crop the lines.)"""
-    from rich.segment import Segment
+    from rich.segment import Segment, Segments
 
     _whole_words(renderable)
     width = console.width
     needed = max(width, _min_width(console, renderable))
-    for _ in range(4):  # a wider layout may need a little more again (a wrapped title)
-        segments = console.render(renderable, console.options.update_width(needed))
-        longest = max((Segment.get_line_length(line) for line in Segment.split_lines(segments)), default=0)
-        if longest <= needed:
-            break
-        needed = longest
-    console.width = needed  # print(width=) cannot go past the console's own width
     try:
-        console.print(renderable, soft_wrap=False)
+        for _ in range(4):  # a wider layout may need a little more again (a wrapped title)
+            console.width = needed  # print(width=) cannot go past the console's own width
+            # laid out as print would (its options at this width), and printed as laid out: a
+            # large table (the fusions of a big program) is not laid out once more to print it
+            segments = list(console.render(renderable, console.options))
+            longest = max((Segment.get_line_length(line) for line in Segment.split_lines(segments)), default=0)
+            if longest <= needed:
+                break
+            needed = longest
+        else:  # still wider: print at the last width asked for, cropped to it
+            console.width = needed
+            segments = list(console.render(renderable, console.options))
+        console.print(Segments(segments), soft_wrap=False)
     finally:
         console.width = width
 
@@ -233,7 +238,7 @@ def print_view(report: Report, view: str, console: Console, sort: str = "order",
         print_fitting(console, overview(report))
         return
     if view == "pallas":
-        print_fitting(console, pallas_view(report.pallas or []))
+        print_fitting(console, pallas_view(report.pallas or [], unread_calls(report.findings)))
         return
     if view == "memory":
         print_fitting(console, memory_view(report.memory, _not_compiled(report)))

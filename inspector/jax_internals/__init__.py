@@ -9,7 +9,7 @@ PallasCall data), ``mosaic`` (the Mosaic MLIR of each kernel as it lowers), ``in
 """
 from __future__ import annotations
 
-TESTED_JAX = ("0.10.2",)
+TESTED_JAX = ("0.10.0", "0.10.1", "0.10.2")
 
 
 def jax_version() -> str:

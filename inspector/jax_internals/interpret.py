@@ -15,6 +15,7 @@ Three kinds of access, all here so nothing else depends on the interpreter's ins
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 import sys
 
@@ -34,7 +35,10 @@ def abstract_mesh(chip):
             return _tpu_mesh(chip.topology).abstract_mesh
         except Exception:  # a libtpu that refuses the topology: fall back to the table
             pass
-    device = mesh_lib.AbstractDevice(chip.device_kind, 2 if chip.name in ("tpu-v4", "tpu-v5p") else 1, "tpu")
+    fields = {"device_kind": chip.device_kind, "num_cores": 2 if chip.name in ("tpu-v4", "tpu-v5p") else 1,
+              "platform": "tpu"}  # platform: jax 0.10.1 and newer
+    known = inspect.signature(mesh_lib.AbstractDevice).parameters
+    device = mesh_lib.AbstractDevice(**{k: v for k, v in fields.items() if k in known})
     return jax.sharding.AbstractMesh((1,), ("x",), abstract_device=device)
 
 
@@ -82,12 +86,14 @@ def races_found() -> bool:
 GRID_MARK = "@@inspector-grid-point"
 
 
-def record_grid_point(token, grid_point, core):
+def record_grid_point(*args):
     """InterpretParams.grid_point_recorder: the interpreter calls it (token, grid point, local core)
-    before each step. It prints a marker into the captured output, so grid steps and the
-    interpreter's race reports read back in the order they happened."""
+    before each step and threads the token on (jax 0.10.0: no token). It prints a marker into the
+    captured output, so grid steps and the interpreter's race reports read back in the order they
+    happened."""
+    *token, grid_point, core = args
     print(f"{GRID_MARK} {int(core)} {','.join(str(int(i)) for i in grid_point)}", file=sys.stdout, flush=False)
-    return token
+    return token[0] if token else ()
 
 
 # ----------------------------------------------------------------------------- its texts

@@ -22,6 +22,10 @@ _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "//", "rem": "%", "and": "
            "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _TRANSCENDENTAL = {"exp", "log", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "pow", "exp2", "log1p", "expm1", "erf"}
 _REF_OPS = ("get", "load", "swap", "store", "masked_load", "masked_swap")
+# Integer scalar arithmetic folded to find loop bounds (division only where it cannot round).
+_FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "max": max, "min": min,
+         "neg": lambda a: -a, "convert_element_type": lambda a: a,
+         "div": lambda a, b: a // b if a % b == 0 else None}
 
 
 def _dim_kind(dim) -> tuple[str, int | None]:
@@ -100,22 +104,49 @@ def expr_text(jaxpr, names: list[str]) -> list[str]:
     return [read(v)[0] for v in jaxpr.outvars]
 
 
+def _discharged(closed) -> tuple:
+    """(jaxpr, consts) of ``closed`` with its refs turned into plain values. jax 0.10.1 takes and
+    returns a ClosedJaxpr; 0.10.0 a jaxpr and its consts."""
+    import inspect
+
+    from jax._src.state import discharge
+
+    if "closed_jaxpr" in inspect.signature(discharge.discharge_state).parameters:
+        pure = discharge.discharge_state(closed)
+        return pure.jaxpr, pure.consts
+    return discharge.discharge_state(closed.jaxpr, closed.consts)
+
+
+def _dma_refs(tree, flat: list) -> tuple:
+    """(source, destination, device id) of a DMA equation's operands; a sliced ref comes as a
+    TransformedRef (its .ref the whole ref, its .shape the slice's)."""
+    from jax._src.pallas.mosaic import primitives as mosaic_primitives
+    from jax._src.state.types import TransformedRef
+
+    parts = mosaic_primitives._dma_unflatten(tree, flat)
+    if len(parts) == 9:  # jax 0.10.0: each ref and its transforms apart
+        src, src_transforms, dst, dst_transforms, *_, device = parts
+        wrap = lambda ref, transforms: TransformedRef(ref, tuple(transforms)) if transforms else ref
+        return wrap(src, src_transforms), wrap(dst, dst_transforms), device
+    src, dst, _, _, device = parts
+    return src, dst, device
+
+
 def _index_map_callable(closed, prefetch: list | None, n_grid: int) -> Callable:
     """f(*grid index arrays) -> block index arrays. Index maps that read scalar-prefetch refs get
     them discharged into plain values and bound to the prefetch data (when it is known)."""
     import jax
     from jax._src import core
-    from jax._src.state import discharge
 
     if prefetch is None:
         def one(*idx):
             return tuple(core.eval_jaxpr(closed.jaxpr, closed.consts, *idx))
     else:
-        pure = discharge.discharge_state(closed)
+        pure_jaxpr, pure_consts = _discharged(closed)
         values = [jax.numpy.asarray(v) for v in prefetch]
 
         def one(*idx):
-            outs = core.eval_jaxpr(pure.jaxpr, pure.consts, *idx, *values)
+            outs = core.eval_jaxpr(pure_jaxpr, pure_consts, *idx, *values)
             return tuple(outs[:len(closed.jaxpr.outvars)])  # the rest are the (unchanged) refs
 
     if n_grid == 0:  # no grid: one step, nothing to vectorise over
@@ -156,6 +187,8 @@ class _Body:
 
     def __init__(self, names: dict):
         self.names = names  # id(kernel ref var) -> the kernel's name for it
+        self.known: dict[int, int] = {}  # id(var) -> its value, for integer scalars made of literals
+        self.unknown_loops = 0  # while loops whose trip count is not known here (counted once)
         self.flops = [0.0, 0.0]
         self.trans = 0.0
         self.dots: list[list[int]] = []
@@ -179,6 +212,51 @@ class _Body:
             for o, i in zip(outer, inner):
                 if id(o) in self.names:
                     self.names[id(i)] = self.names[id(o)]
+                if (value := self._value(o)) is not None:
+                    self.known[id(i)] = value
+
+    def _value(self, v) -> int | None:
+        if hasattr(v, "val"):  # a literal
+            return int(v.val) if np.ndim(v.val) == 0 and np.issubdtype(np.asarray(v.val).dtype, np.integer) else None
+        return self.known.get(id(v))
+
+    def _fold(self, eqn) -> None:
+        """Record the value of an integer scalar computed from known ones (loop bounds)."""
+        fold = _FOLD.get(eqn.primitive.name)
+        args = [self._value(v) for v in eqn.invars]
+        if fold is None or len(eqn.outvars) != 1 or any(a is None for a in args):
+            return
+        aval = getattr(eqn.outvars[0], "aval", None)
+        if getattr(aval, "shape", None) != () or not np.issubdtype(getattr(aval, "dtype", np.float32), np.integer):
+            return
+        try:
+            self.known[id(eqn.outvars[0])] = int(fold(*args))
+        except (TypeError, ValueError, ZeroDivisionError):
+            pass
+
+    def _trips(self, eqn) -> int | None:
+        """A lax.fori_loop's trip count: ``i < n`` on the carry, i from a known start going up by
+        one each trip, n known and unchanged by the body. None for any other while loop."""
+        nc, nb = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+        cond, body = eqn.params["cond_jaxpr"].jaxpr, eqn.params["body_jaxpr"].jaxpr
+        if len(cond.eqns) != 1 or cond.eqns[0].primitive.name != "lt" or cond.outvars != cond.eqns[0].outvars:
+            return None
+        outer = list(eqn.invars[:nc]) + list(eqn.invars[nc + nb:])  # what cond's invars receive
+        where = {id(v): k for k, v in enumerate(cond.invars)}
+        counter, limit = cond.eqns[0].invars
+        k = where.get(id(counter), -1) - nc  # the counter's position in the carry
+        if k < 0:
+            return None
+        m = where.get(id(limit))
+        if m is not None and m >= nc and body.outvars[m - nc] is not body.invars[nb + m - nc]:
+            return None  # the body moves the limit
+        step = next((e for e in body.eqns if body.outvars[k] in e.outvars), None)
+        if step is None or step.primitive.name != "add" or body.invars[nb + k] not in step.invars or \
+                1 not in [self._value(v) for v in step.invars if v is not body.invars[nb + k]]:
+            return None
+        start = self._value(outer[k + nc])
+        end = self._value(limit) if m is None else self._value(outer[m])
+        return None if start is None or end is None else max(0, end - start)
 
     def visit(self, jaxpr, times: tuple[float, float]) -> tuple[float, float]:
         """Walk ``jaxpr`` running ``times`` per step; return its own [min, max] flops per run."""
@@ -186,6 +264,7 @@ class _Body:
         stored = {id(e.invars[1]) for e in jaxpr.eqns if e.primitive.name in ("swap", "store") and len(e.invars) > 1}
         for eqn in jaxpr.eqns:
             p = eqn.primitive.name
+            self._fold(eqn)
             if p not in _REF_OPS:
                 for v in eqn.outvars:
                     aval = getattr(v, "aval", None)
@@ -218,10 +297,18 @@ class _Body:
                 lo, hi = lo + n * c[0], hi + n * c[1]
                 continue
             elif p == "while":
-                # trips unknown: counted once (a lower bound for the max)
-                self._inherit(eqn, eqn.params["body_jaxpr"].jaxpr)
-                c = self.visit(eqn.params["body_jaxpr"].jaxpr, (0.0, times[1]))
+                body = eqn.params["body_jaxpr"].jaxpr
+                self._inherit(eqn, body)
+                n = self._trips(eqn)
+                if n is not None:  # a fori_loop: like a scan
+                    c = self.visit(body, (times[0] * n, times[1] * n))
+                    lo, hi = lo + n * c[0], hi + n * c[1]
+                    continue
+                # trips unknown: counted once, so the max is a lower bound (said with the figures)
+                dmas = len(self.dmas)
+                c = self.visit(body, (0.0, times[1]))
                 hi += c[1]
+                self.unknown_loops += len(self.dmas) > dmas or c[1] > 0
                 continue
             elif p == "run_scoped":
                 inner = eqn.params["jaxpr"]
@@ -237,12 +324,10 @@ class _Body:
         return lo, hi
 
     def _dma(self, eqn, times) -> None:
-        from jax._src.pallas.mosaic import primitives as mosaic_primitives
-
-        src, dst, _, _, device = mosaic_primitives._dma_unflatten(eqn.params["tree"], [_aval_of(v) for v in eqn.invars])
+        src, dst, device = _dma_refs(eqn.params["tree"], [_aval_of(v) for v in eqn.invars])
         src_ref, dst_ref = getattr(src, "ref", src), getattr(dst, "ref", dst)
         try:  # the same structure over the variables: which of the kernel's refs are copied
-            src_var, dst_var, *_ = mosaic_primitives._dma_unflatten(eqn.params["tree"], list(eqn.invars))
+            src_var, dst_var, _ = _dma_refs(eqn.params["tree"], list(eqn.invars))
             src_name = self.names.get(id(getattr(src_var, "ref", src_var)), "ref")
             dst_name = self.names.get(id(getattr(dst_var, "ref", dst_var)), "ref")
         except Exception:
@@ -353,7 +438,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None) -> Found
         operands=operands, scratch=scratch + body.scoped, dmas=body.dmas,
         vmem_limit_bytes=getattr(cp, "vmem_limit_bytes", None), num_stages=getattr(cp, "num_stages", None),
         step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
-        intermediates_bytes=sorted(body.sizes, reverse=True)[:8],
+        intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
         cost_estimate=_cost_estimate(p.get("cost_estimate")), vmapped_dims=[int(d) for d in gm.vmapped_dims],
     )
     return FoundCall(call, maps, _signature(grid, gm, prefetch), prefetch is not None)

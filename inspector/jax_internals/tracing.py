@@ -7,30 +7,56 @@ from typing import Iterator
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# Each reader here degrades on a jax that lays its internals out differently: no source
+# locations, a plainer jaxpr text, a generic walk; never an exception out of a capture.
+
 def exclude_own_frames() -> None:
     """Source locations (jaxpr, HLO metadata) should name the user's code, never the inspector's."""
-    from jax._src import source_info_util
+    try:
+        from jax._src import source_info_util
 
-    source_info_util.register_exclusion(_PACKAGE_DIR)
+        source_info_util.register_exclusion(_PACKAGE_DIR)
+    except (ImportError, AttributeError):
+        pass
 
 
 def user_frame(traceback) -> tuple[str, int] | None:
     """(file, line) of the innermost user frame of a jax traceback, or None."""
-    from jax._src import source_info_util
+    try:
+        from jax._src import source_info_util
 
-    frame = source_info_util.user_frame(traceback) if traceback is not None else None
-    return (frame.file_name, frame.start_line) if frame else None
+        frame = source_info_util.user_frame(traceback) if traceback is not None else None
+        return (frame.file_name, frame.start_line) if frame else None
+    except Exception:
+        return None
 
 
 def eqn_frame(eqn) -> tuple[str, int] | None:
-    return user_frame(eqn.source_info.traceback)
+    source = getattr(eqn, "source_info", None)
+    return user_frame(getattr(source, "traceback", None))
 
 
 def sub_jaxprs(params: dict) -> Iterator:
     """The jaxprs an equation's params hold (jit bodies, branches, loop bodies, kernels)."""
-    from jax._src import core
+    try:
+        from jax._src.core import jaxprs_in_params
+    except ImportError:
+        jaxprs_in_params = _jaxprs_in
+    yield from jaxprs_in_params(params)
 
-    yield from core.jaxprs_in_params(params)
+
+def _jaxprs_in(params: dict) -> Iterator:
+    def found(value):
+        if hasattr(value, "eqns") and hasattr(value, "invars"):
+            yield value
+        elif hasattr(getattr(value, "jaxpr", None), "eqns"):
+            yield value.jaxpr
+        elif isinstance(value, (tuple, list)):
+            for v in value:
+                yield from found(v)
+
+    for value in params.values():
+        yield from found(value)
 
 
 def walk_eqns(jaxpr) -> Iterator:
@@ -47,7 +73,16 @@ def eqn_outputs(eqn) -> str:
 
 
 def print_jaxpr(closed_jaxpr) -> str:
-    return closed_jaxpr.jaxpr.pretty_print(source_info=True, use_color=False)
+    try:
+        return closed_jaxpr.jaxpr.pretty_print(source_info=True, use_color=False)
+    except Exception:  # without source locations: `l` has nothing to link from the jaxpr
+        pass
+    try:
+        return str(closed_jaxpr)
+    except Exception as err:
+        import jax
+
+        return f"(jax {jax.__version__} could not print this jaxpr: {type(err).__name__}: {err})"
 
 
 def eval_jaxpr(closed_jaxpr, *args):

@@ -13,7 +13,15 @@ def read_program(program) -> tuple[list[FoundCall], list[Finding]]:
     closed = getattr(program, "closed_jaxpr", program)
     values = getattr(program, "example_values", None)
     calls, findings = [], []
-    for name, found in read_pallas_calls(closed, values):
+    try:
+        read = read_pallas_calls(closed, values)
+    except Exception as err:  # the program itself could not be walked (a jax laid out differently)
+        import jax
+
+        return [], [Finding("warning", "analysis-failed", f"could not read the pallas_calls of this program with "
+                            f"jax {jax.__version__}: {type(err).__name__}: {err}; the compile views still hold",
+                            view="pallas", data={"what": "pallas_call", "why": str(err)})]
+    for name, found in read:
         if isinstance(found, Exception):
             findings.append(Finding("warning", "analysis-failed", f"could not analyse the pallas_call {name}: "
                                     f"{type(found).__name__}: {found}; the compile views still hold", kernel=name,

@@ -22,6 +22,7 @@ from ...remote import Remote
 from ...session import Session
 from ...target import parse_value
 
+from ..pallas import unread_calls
 from ..printer import stage_text
 from .collectives_tab import CollectivesTab
 from .compare_tab import CompareTab
@@ -356,7 +357,7 @@ class InspectorApp(App):
         why = s.compile_error.headline if s.compile_error else "not compiled"
         self.query_one("#text-hlo", StageText).show(s.hlo or f"// no optimized HLO: {why}", frames)
         self.query_one(FusionsTab).show(report.fusions, why)
-        self.query_one(PallasTab).show(report.pallas, self._compiler_vmem(report))
+        self.query_one(PallasTab).show(report.pallas, self._compiler_vmem(report), unread_calls(report.findings))
         self.query_one(MemoryTab).show(report)
         self.query_one(CollectivesTab).show(report)
         if report.passes is not None:

@@ -160,6 +160,7 @@ class PallasTab(VerticalScroll, can_focus=True):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.kernels: list[PallasReport] = []
+        self.unread: list[Finding] = []
         self.compiler: dict[str, dict[str, int]] = {}
         self.kernel = 0
         self.step = 0
@@ -177,10 +178,12 @@ class PallasTab(VerticalScroll, can_focus=True):
         self.query_one("#pallas-goto", Input).display = False
 
     def show(self, kernels: list[PallasReport] | None, compiler: dict[str, dict[str, int]] | None = None,
-             empty: str = "no pallas_call in this function") -> None:
-        """``compiler``: per kernel name, per chip, the compiler's own VMEM figure; ``empty``: what
-        to say when there is no kernel (none in the function, or none yet)."""
+             unread: list[Finding] = (), empty: str = "no pallas_call in this function") -> None:
+        """``compiler``: per kernel name, per chip, the compiler's own VMEM figure. ``unread``: the
+        pallas_calls the analysis could not read (said where the tab would be empty); ``empty``:
+        what to say when there is no kernel (none in the function, or none yet)."""
         self.kernels, self.kernel, self.step, self.focus_operand = kernels or [], 0, 0, None
+        self.unread = list(unread)
         self.compiler = compiler or {}
         self.empty = empty
         self._redraw()
@@ -281,7 +284,8 @@ class PallasTab(VerticalScroll, can_focus=True):
         head = self.query_one("#pallas-head", Static)
         body = self.query_one("#pallas-body", Static)
         if not self.kernels:
-            head.update(Text(self.empty))
+            head.update(Text("\n".join(f.message for f in self.unread), style="yellow") if self.unread
+                        else Text(self.empty))
             body.update("")
             self.query_one("#pallas-grid", Static).update("")
             return

@@ -1,0 +1,151 @@
+"""`inspector doctor`: what this installation can do, found by trying it.
+
+Versions of what the inspector stands on, one tiny deviceless compile (an XLA op and a Pallas
+kernel through Mosaic) per TPU generation asked for, Graphviz for SVG export, the accelerators jax
+can use here, and the compile cache. A check fails only when something the user asked for cannot
+work; an optional piece that is missing is a warning.
+"""
+from __future__ import annotations
+
+import dataclasses
+import platform
+import shutil
+import subprocess
+import time
+from importlib import metadata
+
+from .chips import Chip
+
+OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
+
+
+@dataclasses.dataclass
+class Check:
+    name: str
+    state: str  # ok | warn | fail | info
+    detail: str
+
+
+@dataclasses.dataclass
+class Checkup:
+    checks: list[Check]
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.state == FAIL]
+
+    def to_dict(self) -> dict:
+        return {"ok": not self.failed, "checks": [dataclasses.asdict(c) for c in self.checks]}
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _packages() -> list[Check]:
+    from .jax_internals import TESTED_JAX
+
+    checks = [Check("python", INFO, platform.python_version()),
+              Check("jax-inspector", INFO, _version("jax-inspector") or "not installed (running from a checkout)")]
+    jax = _version("jax")
+    tested = ", ".join(TESTED_JAX)
+    checks.append(Check("jax", FAIL, "not installed: pip install jax-inspector brings it") if jax is None else
+                  Check("jax", OK, f"{jax} (tested: {tested})") if jax in TESTED_JAX else
+                  Check("jax", WARN, f"{jax} is untested (tested: {tested}): views work; an analysis that cannot "
+                                     "follow this jax says so as a finding"))
+    jaxlib = _version("jaxlib")
+    checks.append(Check("jaxlib", OK if jaxlib else FAIL, jaxlib or "not installed"))
+    libtpu = _version("libtpu")
+    checks.append(Check("libtpu", OK, libtpu) if libtpu else
+                  Check("libtpu", WARN, f"not installed: TPU targets cannot compile (pip install 'jax[tpu]=={jax}')"))
+    for dist, why in (("textual", "the terminal UI"), ("rich", "every view"), ("numpy", "every analysis"),
+                      ("graphviz", "SVG export")):
+        found = _version(dist)
+        checks.append(Check(dist, OK, found) if found else Check(dist, FAIL, f"not installed: {why} needs it"))
+    return checks
+
+
+def _dot(svg_required: bool) -> Check:
+    dot = shutil.which("dot")
+    if dot is None:
+        return Check("dot (Graphviz)", FAIL if svg_required else WARN,
+                     "not found: SVG export needs it (apt-get install graphviz / brew install graphviz); "
+                     "everything else works without it")
+    try:
+        out = subprocess.run([dot, "-V"], capture_output=True, text=True, timeout=20)
+        return Check("dot (Graphviz)", OK, (out.stderr or out.stdout).strip().splitlines()[0] if out.returncode == 0
+                     else f"{dot} -V exited {out.returncode}")
+    except (OSError, subprocess.SubprocessError, IndexError) as err:
+        return Check("dot (Graphviz)", FAIL if svg_required else WARN, f"{dot} does not run: {err}")
+
+
+def _compile(chip: Chip) -> Check:
+    """An XLA op and a Pallas kernel, compiled for ``chip`` on one chip of its topology."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    from .backends import Backend
+
+    def add_one(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+
+    def program(x):
+        return pl.pallas_call(add_one, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x @ x)
+
+    name = f"compile {chip.name}"
+    start = time.perf_counter()
+    try:
+        backend = Backend(chip)
+        with backend.context():
+            x = backend.place(jax.ShapeDtypeStruct((128, 128), jnp.float32))
+            jax.jit(program).lower(x).compile()
+        kind = backend.device_kind
+    except Exception as err:  # a compile that fails is what this check reports
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return Check(name, FAIL, f"{type(err).__name__}: {first[:200]}")
+    seconds = time.perf_counter() - start
+    return Check(name, OK, f"XLA and Mosaic (Pallas) compile deviceless for a {kind!r} in {seconds:.1f} s")
+
+
+def _accelerators() -> Check:
+    import jax
+
+    from . import environment
+
+    seen = sorted({d.platform for d in jax.devices()})
+    local = [p for p in seen if p != "cpu"]
+    attached = "a TPU is attached" if environment.tpu_attached() else ""
+    if local:
+        return Check("accelerators", INFO, f"jax runs on {', '.join(local)} here" + (f" ({attached})" if attached else ""))
+    return Check("accelerators", INFO, "none that jax uses here (" + (attached + "; " if attached else "")
+                 + "TPU targets compile deviceless; diff runs Pallas TPU kernels in interpret mode on the CPU)")
+
+
+def _cache() -> Check:
+    from . import compile_cache
+    from .units import fmt_bytes
+
+    try:
+        found = compile_cache.info()
+    except OSError as err:
+        return Check("compile cache", WARN, f"{compile_cache.cache_dir()}: cannot read it ({err})")
+    state = "" if compile_cache.enabled() else "; off (INSPECTOR_NO_CACHE or --xla_dump_to in XLA_FLAGS)"
+    where = found.path if found.exists else f"{found.path} (not created yet)"
+    return Check("compile cache", INFO, f"{where}: {found.entries} entries, {fmt_bytes(found.bytes)}{state}")
+
+
+def checkup(targets: list[Chip], svg_required: bool = False) -> Checkup:
+    """Every check; ``targets``: the TPU chips to compile for (each one a check that must pass)."""
+    checks = _packages()
+    if not any(c.state == FAIL and c.name in ("jax", "jaxlib") for c in checks):
+        has_libtpu = _version("libtpu") is not None
+        for chip in targets:
+            checks.append(_compile(chip) if has_libtpu else
+                          Check(f"compile {chip.name}", FAIL, "libtpu is not installed (see above)"))
+        checks.append(_accelerators())
+    checks += [_dot(svg_required), _cache()]
+    return Checkup(checks)

@@ -1,0 +1,56 @@
+"""`inspector doctor`: what it finds, and exit 1 only when something asked for cannot work."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inspector import doctor, jax_internals
+from inspector.cli import main
+
+
+def run(capsys, *argv: str) -> tuple[int, dict | str]:
+    code = main(["doctor", *argv], isolate=False)
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if "--json" in argv and out else out + err)
+
+
+def checks(found: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in found["checks"]}
+
+
+@pytest.mark.tpu
+@pytest.mark.compat
+def test_a_deviceless_compile_per_generation_asked_for(capsys):
+    code, found = run(capsys, "--target", "tpu-v5e,tpu-v6e", "--json")
+    by_name = checks(found)
+    assert code == 0 and found["ok"], found
+    assert by_name["compile tpu-v5e"]["state"] == "ok" and "'TPU v5 lite'" in by_name["compile tpu-v5e"]["detail"]
+    assert by_name["compile tpu-v6e"]["state"] == "ok" and "compile tpu-v4" not in by_name
+    assert by_name["jax"]["state"] == "ok" and by_name["libtpu"]["state"] == "ok"
+    assert "entries" in by_name["compile cache"]["detail"]
+
+
+def test_missing_dot_is_a_warning_unless_svg_is_asked_for(capsys, monkeypatch):
+    monkeypatch.setattr(doctor, "_version", lambda dist: None if dist == "libtpu" else "1.0")
+    monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
+    monkeypatch.setattr(jax_internals, "TESTED_JAX", ("1.0",))
+    code, found = run(capsys, "--target", "tpu-v5e", "--json")
+    by_name = checks(found)
+    assert by_name["dot (Graphviz)"]["state"] == "warn" and by_name["libtpu"]["state"] == "warn"
+    # no libtpu: the compile asked for cannot work
+    assert code == 1 and [c["name"] for c in found["checks"] if c["state"] == "fail"] == ["compile tpu-v5e"]
+    code, text = run(capsys, "--target", "tpu-v5e", "--svg")
+    assert code == 1 and "2 checks failed: compile tpu-v5e, dot (Graphviz)" in text
+
+
+def test_an_untested_jax_is_a_warning_not_a_failure(capsys, monkeypatch):
+    monkeypatch.setattr(jax_internals, "TESTED_JAX", ("0.0.1",))
+    monkeypatch.setattr(doctor, "_compile", lambda chip: doctor.Check(f"compile {chip.name}", doctor.OK, "stub"))
+    code, found = run(capsys, "--target", "tpu-v5e", "--json")
+    assert code == 0 and checks(found)["jax"]["state"] == "warn" and "untested" in checks(found)["jax"]["detail"]
+
+
+def test_doctor_takes_tpu_targets_only(capsys):
+    code, text = run(capsys, "--target", "cpu")
+    assert code == 2 and "takes TPU targets" in text and len(text.strip().splitlines()) == 1
