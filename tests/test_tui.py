@@ -777,6 +777,25 @@ def test_esc_mid_compile_keeps_the_lowered_stages_and_says_cancelled():
     asyncio.run(run())
 
 
+def test_tab_switches_leave_no_footer_keys_behind():
+    """Each focus change recomposes the footer; Textual 8 kept every key it ever showed alive
+    (a data binding never dropped), and full garbage collections grew with them: ~1 s pauses."""
+    import gc
+
+    from textual.widgets._footer import FooterKey
+
+    async def run():
+        app = InspectorApp(NAIVE)
+        async with app.run_test(size=SIZE) as pilot:
+            await loaded(pilot)
+            for _ in range(15):
+                await pilot.press("2", "5", "1")
+            gc.collect()
+            keys = [k for k in gc.get_objects() if isinstance(k, FooterKey)]
+            assert len(keys) < 40 and all(k.is_attached for k in keys), len(keys)
+    asyncio.run(run())
+
+
 # ---------------------------------------------------------------- keys, params, palette
 
 def test_params_are_checked_against_the_signature_and_inspect_choices():
