@@ -5,6 +5,7 @@ import asyncio
 import io
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -625,8 +626,10 @@ def test_esc_when_idle_keeps_the_worker_and_quit_ends_it_quietly():
             await pilot.press("escape")
             assert "nothing is running" in status(app)
             assert app.remote._pool is not None and all(p.is_alive() for p in processes)
-        # quit: an idle worker is asked to exit (no signal), so it exits 0
-        assert all(p.exitcode == 0 for p in processes)
+        # quit: an idle worker is asked to exit (no signal), so it exits 0; on a machine too busy
+        # for it to exit within close()'s wait it is killed (SIGKILL: no handler, nothing printed),
+        # never SIGTERM'd (libtpu would print its stack dump)
+        assert all(p.exitcode in (0, -signal.SIGKILL) for p in processes), [p.exitcode for p in processes]
     asyncio.run(run())
 
 
