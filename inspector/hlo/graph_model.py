@@ -5,6 +5,7 @@ small edges summarised on the node past an edge budget. `graph.py` draws it with
 `views/html_graph.py` wraps the drawing in an interactive page; neither recomputes a figure."""
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
 
@@ -88,6 +89,7 @@ class Node:
     ranks: list[int] = dataclasses.field(default_factory=list)  # top-N by time held here
     shape: str | None = None  # parameters
     sources: list[str] = dataclasses.field(default_factory=list)  # every file:line of its kernels
+    away: str | None = None  # an open group's kernel that runs apart from the rest: drawn outside its box, named here
 
 
 @dataclasses.dataclass
@@ -137,35 +139,80 @@ def _ident(text: str) -> str:
 
 def _groups(kernels: list[Kernel]) -> tuple[dict[str, tuple[str, str | None]], dict[str, Kernel]]:
     """Each kernel's (top-level scope, phase). Kernels XLA made without an op_name (async copies
-    and slices that feed a layer) join the group of the kernel that reads their result; kernels
-    outside any scope split into runs between the scoped groups, so one '<top>' does not span
-    the whole step."""
+    and slices) join the group of a kernel they run beside: their reader's when nothing of
+    another group runs between them, else their producer's when that one is beside them (an
+    activation copied out during the forward, read back in the backward, belongs to the
+    forward), else their reader's. Kernels outside any scope (a parameter update) join the scope
+    they read most from when they run beside it. What is left outside splits into runs between
+    the scoped groups, so one '<top>' does not span the whole step."""
     by_name = {k.name: k for k in kernels}
+    index = {k.name: i for i, k in enumerate(kernels)}
     key = {k.name: (scope_of(k).split("/", 1)[0], phase_of(k)) for k in kernels}
-    reader: dict[str, str] = {}
+    # named kernels only: a run is a stretch of the schedule where one group's named kernels follow each other
+    named_at = [i for i, k in enumerate(kernels) if k.op_name is not None]
+    run_of = {}  # schedule index of a named kernel -> its run
+    run = -1
+    for j, i in enumerate(named_at):
+        if j == 0 or key[kernels[i].name] != key[kernels[named_at[j - 1]].name]:
+            run += 1
+        run_of[i] = run
+    def beside(i: int, j: int, group: tuple) -> bool:
+        """Nothing named of a group other than `group` runs strictly between schedule indices i and j."""
+        lo, hi = min(i, j), max(i, j)
+        a, b = bisect.bisect_right(named_at, lo), bisect.bisect_left(named_at, hi) - 1
+        if a > b:
+            return True
+        return run_of[named_at[a]] == run_of[named_at[b]] and key[kernels[named_at[a]].name] == group
+
+    readers: dict[str, list[str]] = {}
     for k in kernels:
         for t in k.inputs:
-            reader.setdefault(t.producer, k.name)
-    for k in reversed(kernels):  # readers come later in the schedule: walk back so chains resolve
-        if k.op_name is None and k.name in reader:
-            key[k.name] = key[reader[k.name]]
+            readers.setdefault(t.producer, []).append(k.name)
+    # the named kernel each unnamed one leads to (its first named reader, through unnamed ones) and comes from
+    ahead: dict[str, str | None] = {}
+    for k in reversed(kernels):  # readers come later in the schedule
+        found = [r if by_name[r].op_name is not None else ahead.get(r) for r in readers.get(k.name, [])]
+        ahead[k.name] = min((r for r in found if r), key=index.get, default=None)
+    behind: dict[str, str | None] = {}
+    for k in kernels:
+        src = next((t.producer for t in sorted(k.inputs, key=lambda t: -t.bytes) if t.producer in by_name), None)
+        behind[k.name] = None if src is None else src if by_name[src].op_name is not None else behind.get(src)
+    borrowed: dict[str, str] = {}  # unnamed kernel -> the named kernel whose group it joins
+    for k in kernels:
+        if k.op_name is not None:
+            continue
+        i, r, p = index[k.name], ahead[k.name], behind[k.name]
+        if r is not None and beside(i, index[r], key[r]):
+            borrowed[k.name] = r
+        elif p is not None and beside(i, index[p], key[p]):
+            borrowed[k.name] = p
+        elif r is not None or p is not None:
+            borrowed[k.name] = r or p
     for k in kernels:  # outside autodiff and any scope (a parameter update): with the scope it reads most from
-        if key[k.name] == (TOP, None):
+        if key[k.name] == (TOP, None) and k.name not in borrowed:
             sizes: dict[tuple, int] = {}
+            last: dict[tuple, int] = {}
             for t in k.inputs:
                 if t.producer in key and key[t.producer][0] != TOP:
                     sizes[key[t.producer]] = sizes.get(key[t.producer], 0) + t.bytes
+                    last[key[t.producer]] = max(last.get(key[t.producer], -1), index[t.producer])
             if sizes:
-                key[k.name] = max(sizes, key=sizes.get)
-    run, last = 0, None
+                best = max(sizes, key=sizes.get)
+                if beside(index[k.name], last[best], best):
+                    key[k.name] = best
+    run, last_scope = 0, None
     for k in kernels:  # one group per run of unscoped kernels, whatever their phase
+        if k.name in borrowed:
+            continue  # takes the group of the kernel it joins, below
         scope, phase = key[k.name]
         if scope == TOP:
-            if last is not None and last != TOP:
+            if last_scope is not None and last_scope != TOP:
                 run += 1
             key[k.name] = (TOP if run == 0 else f"{TOP}{run}", None)
-        if k.op_name is not None or scope == TOP:  # borrowed groups (early copies) do not end a run
-            last = scope
+        last_scope = scope
+
+    for name, anchor in borrowed.items():
+        key[name] = key[anchor]
     return key, by_name
 
 
@@ -257,7 +304,7 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
     for n in nodes.values():
         if n.kind == "group":
             members = [by_name[x] for x in n.kernels]
-            n.detail = f"{len(members)} kernels"
+            n.detail = f"{len(members)} kernel" + ("s" if len(members) != 1 else "")
             by_bound: dict[str | None, float] = {}
             for k in members:
                 by_bound[k.bound] = by_bound.get(k.bound, 0.0) + (k.roofline_s or 0.0)
@@ -345,10 +392,38 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
         top.append(TopKernel(rank, k.name, n.id, k.roofline_s, k.hbm_bytes, k.flops, k.source))
 
     ordered = sorted(by_id.values(), key=lambda n: n.order)
+    _mark_away(ordered, groups.values())
     group_list = sorted(groups.values(), key=lambda g: g.order)
     outputs = list(dict.fromkeys(s for s in out_srcs if s)) if output_node else []
     return KernelGraph(title, analysis.chip, color, ordered, edges, group_list, top, output_node, outputs, len(kernels), hidden,
                        [g.label for g in collapsed])
+
+
+def _mark_away(ordered: list[Node], groups) -> None:
+    """An open group's box holds its longest unbroken stretch of the schedule; its kernels that
+    XLA runs elsewhere (a weight gradient delayed to the end, a forward op recomputed in the
+    backward) are drawn at their own time, outside the box, so one box does not span the step."""
+    label = {g.id: g.label for g in groups if g.expanded}
+    apart: set[str] = set()
+    for _ in range(2):  # the second pass lets the first's strays (another group's) not break a stretch
+        runs: dict[str, list[list[Node]]] = {}
+        prev = None
+        for n in ordered:
+            if n.kind == "kernel" and n.id in apart and prev is not None and prev.group != n.group:
+                continue  # another group's stray
+            if n.kind != "kernel" or n.group not in label:
+                prev = None
+                continue
+            if prev is not None and prev.group == n.group:
+                runs[n.group][-1].append(n)
+            else:
+                runs.setdefault(n.group, []).append([n])
+            prev = n
+        span = {gid: (max(st, key=len)[0].order, max(st, key=len)[-1].order) for gid, st in runs.items()}
+        apart = {n.id for n in ordered if n.group in span and n.kind == "kernel"
+                 and not span[n.group][0] <= n.order <= span[n.group][1]}
+    for n in ordered:
+        n.away = label[n.group] if n.id in apart else None
 
 
 def group_graphs(analysis: FusionAnalysis, kg: KernelGraph) -> dict[str, KernelGraph]:
