@@ -188,3 +188,73 @@ def test_export_json_is_the_whole_report(run_cli, tmp_path):
 def test_export_needs_an_output(run_cli):
     out = run_cli("export", "samples/attention.py:naive")
     assert out.returncode == 2 and "--svg PATH" in out.stderr
+
+
+def _tpu_step3():
+    """train_step with 3 layers, compiled by libtpu for v5e (tests/data/hlo/tpu_step3.hlo.gz): XLA
+    offloads forward activations with unnamed copy-starts, slices the embedding with unnamed
+    slice-starts, delays weight gradients and recomputes forward ops inside the backward."""
+    import gzip
+    return analyse_fusions(gzip.decompress((HLO / "tpu_step3.hlo.gz").read_bytes()).decode(), get_chip("tpu-v5e"), None)
+
+
+def test_unnamed_copies_and_slices_join_a_named_group():
+    a = _tpu_step3()
+    named = {k.name for k in a.kernels if k.op_name}
+    kg = build_graph(a, "step3", max_nodes=20)
+    assert all(set(n.kernels) & named for n in kg.nodes if n.kind == "group")  # no group of stray slice-starts
+    layers = [n.title for n in kg.nodes if n.title.startswith("layer")]
+    assert layers == ["layer0 forward", "layer1 forward", "layer2 forward", "layer2 backward", "layer1 backward", "layer0 backward"]
+    # an activation copied out during layer1's forward (read back in its backward) is layer1 forward's
+    by = {k.name: k for k in a.kernels}
+    fwd = next(n for n in kg.nodes if n.title == "layer1 forward")
+    copies = [x for x in fwd.kernels if by[x].opcode == "copy-start" and not by[x].op_name]
+    assert copies and len(kg.edges) <= 1.5 * len(kg.nodes)
+
+
+def test_an_open_group_box_holds_one_stretch_of_the_schedule():
+    a = _tpu_step3()
+    from inspector.hlo.graph import dot_of
+    kg = build_graph(a, "step3", max_nodes=20, expand=("layer1",))
+    g = dot_of(kg)
+    for gid in ("g_layer1_forward", "g_layer1_backward"):
+        box = [n.order for n in kg.nodes if n.group == gid and n.kind == "kernel" and not n.away]
+        others = [n.order for n in kg.nodes if n.group != gid and not n.away and n.kind != "parameter"]
+        assert box and not [o for o in others if min(box) < o < max(box)], gid  # nothing else inside its box
+    away = [n for n in kg.nodes if n.away]
+    assert away and all(n.away.startswith("layer1") for n in away)
+    cluster = g.source[g.source.index("subgraph cluster_g_layer1_backward"):]
+    cluster = cluster[:cluster.index("\n\t}")]
+    assert all(f"\t\t{n.id} [" not in cluster for n in away) and "scheduled apart" in g.source
+
+
+@pytest.fixture(scope="module")
+def programs():
+    def analysis(name):
+        stages = capture(load_target(f"{DATA}/graph_programs.py:{name}"), Backend(get_chip("cpu"))).stages
+        return analyse_fusions(stages.hlo, get_chip("tpu-v5e"), stages.cost)
+    return analysis
+
+
+def test_a_hand_written_adam_step_reads_forward_down_backward_up(programs):
+    a = programs("mlp_adam_step")
+    kg = build_graph(a, "mlp", max_nodes=10)
+    dense = [n.title for n in kg.nodes if n.title.startswith("dense")]
+    assert dense == ["dense0 forward", "dense1 forward", "dense2 forward", "dense2 backward", "dense1 backward", "dense0 backward"]
+    assert len(kg.edges) <= 1.5 * len(kg.nodes)
+    # honest: the drawing's figures are the fusions view's
+    assert sum(n.hbm_bytes for n in kg.nodes) == a.totals["hbm_bytes"]
+    assert sum(n.time_s or 0 for n in kg.nodes) == pytest.approx(a.totals["roofline_s"])
+    assert kg.top[0].name == max(a.kernels, key=lambda k: k.roofline_s * k.repeat).name
+
+
+def test_a_scan_loop_is_linked_to_what_it_reads_and_what_reads_it(programs):
+    a = programs("scan_step")
+    params = {p.producer for p in a.parameters}
+    looped = [k for k in a.kernels if k.repeat == 4]
+    assert looped and any(t.producer in params for k in looped for t in k.inputs)  # w1, w2 flow into the body
+    kernels = {k.name for k in a.kernels}
+    assert a.results and set(a.results) <= kernels  # the gradients come out of the backward loop's kernels
+    kg = build_graph(a, "scan")
+    node_of = {x: n.id for n in kg.nodes for x in n.kernels}
+    assert any(e.src.startswith("p_") and e.dst in {node_of[k.name] for k in looped} for e in kg.edges)
