@@ -136,6 +136,32 @@ def test_html_page_is_self_contained_and_search_finds_a_kernel(step_analysis, tm
     # the group holding the kernel stands out, and opens with the kernel marked among its own
     assert hits == [target.node, "k_" + re.sub(r"\W", "_", target.name)], dom[-2000:]
     assert re.search(r'id="count">1 node\(s\)<', dom) and re.search(r'id="detail" style="display: flex;"', dom)
+    assert f"<td>{target.source.rsplit('/', 1)[-1]}</td>" in page  # the top table names its source line
+
+    # what a hand does: wheel, drag, hover, a click that moves a pixel, a row of the table
+    probe = """<pre id="result"></pre><script>setTimeout(() => { const out = {}, svg = document.querySelector('#graph > svg');
+      const vb = () => { const b = svg.viewBox.baseVal; return [b.x, b.y, b.width, b.height]; }, home = vb();
+      const at = (g, dx) => { const r = g.getBoundingClientRect(); return {clientX: r.left + r.width / 2 + dx, clientY: r.top + r.height / 2 + dx, bubbles: true}; };
+      svg.dispatchEvent(new WheelEvent('wheel', Object.assign(at(svg, 0), {deltaY: -100, cancelable: true}))); out.zoomed = vb()[2] < home[2];
+      svg.dispatchEvent(new MouseEvent('mousedown', at(svg, 0))); window.dispatchEvent(new MouseEvent('mousemove', at(svg, 60)));
+      window.dispatchEvent(new MouseEvent('mouseup', at(svg, 60))); out.panned = vb()[0] !== home[0];
+      document.getElementById('reset').click();
+      const g = document.getElementById('g_layer5_forward'); g.dispatchEvent(new MouseEvent('mouseenter'));
+      out.hover = document.getElementById('info').textContent;
+      g.dispatchEvent(new MouseEvent('mousedown', at(g, 0))); window.dispatchEvent(new MouseEvent('mousemove', at(g, 1)));
+      window.dispatchEvent(new MouseEvent('mouseup', at(g, 1))); g.dispatchEvent(new MouseEvent('click', at(g, 1)));
+      out.opened = document.querySelector('#detail .title').textContent; out.kernels = document.querySelectorAll('#detail svg g.node').length;
+      document.querySelector('#detail .title').click(); out.closed = getComputedStyle(document.getElementById('detail')).display;
+      document.querySelector('tr.top').click(); out.row = [...document.querySelectorAll('g.node.hit')].map(g => g.id);
+      document.getElementById('result').textContent = JSON.stringify(out); }, 200);</script>"""
+    path.write_text(page.replace("</body>", probe + "</body>"))
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=3000",
+                          "--dump-dom", f"file://{path}"], capture_output=True, text=True, timeout=120).stdout
+    out = json.loads(html.unescape(re.search(r'<pre id="result">(.*?)</pre>', dom, re.S)[1]))
+    assert out["zoomed"] and out["panned"] and out["closed"] == "none"
+    assert out["hover"].startswith("layer5 forward") and "HBM" in out["hover"] and "kernels:" in out["hover"]
+    assert out["opened"].startswith("layer5 forward") and out["kernels"] > 5  # a click, though the hand moved a pixel
+    assert out["row"] == [target.node, "k_" + re.sub(r"\W", "_", target.name)]
 
 
 def test_export_without_dot_says_how_to_install(run_cli, tmp_path):
