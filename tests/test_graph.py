@@ -68,6 +68,19 @@ def test_step_groups_follow_the_schedule_forward_down_backward_up(step_analysis)
     assert chain == list(zip(ids, ids[1:]))
 
 
+
+@needs_dot
+def test_step_renders_as_a_tall_png(step_analysis, tmp_path):
+    """The picture to look at (kept under pytest's tmp_path): time runs down the page."""
+    import struct
+    g, summary = build_dot(step_analysis, "step")
+    png = subprocess.run(["dot", "-Tpng"], input=g.source.encode(), capture_output=True, timeout=120).stdout
+    (tmp_path / "train_step.png").write_bytes(png)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert height > 2 * width  # 24 layer groups and the rest, one under the other
+
+
 def test_parameters_are_figures_and_edges_stay_within_budget(step_analysis):
     g, summary = build_dot(step_analysis, "step")
     kg = summary.graph
