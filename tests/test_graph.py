@@ -164,6 +164,8 @@ def test_html_page_is_self_contained_and_search_finds_a_kernel(step_analysis, tm
       g.dispatchEvent(new MouseEvent('mousedown', at(g, 0))); window.dispatchEvent(new MouseEvent('mousemove', at(g, 1)));
       window.dispatchEvent(new MouseEvent('mouseup', at(g, 1))); g.dispatchEvent(new MouseEvent('click', at(g, 1)));
       out.opened = document.querySelector('#detail .title').textContent; out.kernels = document.querySelectorAll('#detail svg g.node').length;
+      const k = document.querySelector('#detail svg g.node[id^="k_"]'); k.dispatchEvent(new MouseEvent('mouseenter'));
+      out.inner = [k.querySelector('title').textContent, document.getElementById('info').textContent];
       document.querySelector('#detail .title').click(); out.closed = getComputedStyle(document.getElementById('detail')).display;
       document.querySelector('tr.top').click(); out.row = [...document.querySelectorAll('g.node.hit')].map(g => g.id);
       document.getElementById('result').textContent = JSON.stringify(out); }, 200);</script>"""
@@ -174,6 +176,8 @@ def test_html_page_is_self_contained_and_search_finds_a_kernel(step_analysis, tm
     assert out["zoomed"] and out["panned"] and out["closed"] == "none"
     assert out["hover"].startswith("layer5 forward") and "HBM" in out["hover"] and "kernels:" in out["hover"]
     assert out["opened"].startswith("layer5 forward") and out["kernels"] > 5  # a click, though the hand moved a pixel
+    title, info = out["inner"]  # a kernel of the open group: its figures, not Graphviz's node id
+    assert "HBM" in info and title not in info.splitlines()
     assert out["row"] == [target.node, "k_" + re.sub(r"\W", "_", target.name)]
 
 

@@ -71,7 +71,7 @@ function expand(id, q){  // open a collapsed group: its own kernels, drawn besid
   detail.style.display = 'flex'; const sub = detail.querySelector('svg'), v = panZoom(sub);
   const node = document.getElementById(id); if (node) view.focus(node, 0.45);  // the group stays in sight beside it
   sub.querySelectorAll('g.node').forEach(g => g.addEventListener('mouseenter', () => {
-    document.getElementById('info').textContent = g.textContent.trim().replace(/\n\s*/g, '\n'); }));
+    document.getElementById('info').textContent = [...g.querySelectorAll('text')].map(t => t.textContent).join('\n'); }));  // not the <title>: Graphviz's node id
   if (q) { const hit = [...sub.querySelectorAll('g.node')].filter(g => g.textContent.toLowerCase().includes(q));
     hit.forEach(g => g.classList.add('hit')); if (hit.length) v.focus(hit[0]); }
   return true; }
