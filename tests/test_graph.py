@@ -113,6 +113,10 @@ def test_expand_opens_one_scope(step_analysis):
     assert "layer3 forward" not in summary.collapsed and "layer4 forward" in summary.collapsed
     assert "subgraph cluster_g_layer3_forward" in g.source and "subgraph cluster_g_layer3_backward" in g.source
     assert "g_layer3_forward [" not in g.source
+    g, summary = build_dot(step_analysis, "step", max_nodes=400, expand=("layer10",))
+    assert "layer1 forward" in summary.collapsed and "layer10 forward" not in summary.collapsed  # a prefix is not a scope
+    with pytest.raises(UsageError, match=r"--expand layr3: no such scope.*layer0, .*layer3"):
+        build_dot(step_analysis, "step", expand=("layr3",))
 
 
 def test_too_many_nodes_is_refused_with_the_count_and_the_flags(step_analysis):

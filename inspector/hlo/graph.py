@@ -13,7 +13,7 @@ import subprocess
 from ..errors import UsageError
 from ..units import fmt_bytes, fmt_count, fmt_time
 from .fusions import FusionAnalysis
-from .graph_model import COLORS, TOP, KernelGraph, Node, build_graph, group_graphs, scope_of  # noqa: F401 (re-exported)
+from .graph_model import COLORS, TOP, KernelGraph, Node, build_graph, group_graphs, scope_matches, scope_of  # noqa: F401 (re-exported)
 
 RANK_COLOR = "#d4007f"  # the top-N border: magenta stands out on every fill, light and dark
 BOUND_FILL = {"memory": "#f6c177", "compute": "#8ec5ff", None: "#dddddd"}
@@ -84,6 +84,11 @@ def build_dot(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, exp
     if color == "roofline" and not any(k.roofline_s for k in analysis.kernels):
         color = "bytes"  # no chip figures: time is unknown
     kg = build_graph(analysis, title, max_nodes=max_nodes, expand=expand, color=color)
+    scopes = list(dict.fromkeys(g.scope for g in kg.groups if g.scope != TOP))
+    for asked in expand:
+        if not any(scope_matches(s, asked) for s in scopes):
+            raise UsageError(f"--expand {asked}: no such scope in this program; its scopes: "
+                             + ", ".join(scopes[:12]) + (f" (+{len(scopes) - 12} more)" if len(scopes) > 12 else ""))
     drawn = len(kg.nodes) + (1 if kg.output_node else 0)
     if drawn > max_nodes:
         raise UsageError(f"the graph has {drawn} nodes ({kg.kernels} kernels) even with {len(kg.collapsed)} scopes collapsed, "

@@ -35,6 +35,11 @@ def scope_of(kernel: Kernel) -> str:
     return "/".join(cleaned) or TOP
 
 
+def scope_matches(scope: str, asked: str) -> bool:
+    """--expand layer3 opens layer3 (and layer3/attn opens it too), never layer30."""
+    return scope == asked or scope.startswith(asked + "/") or asked.startswith(scope + "/")
+
+
 def phase_of(kernel: Kernel) -> str | None:
     """'backward' for kernels of a transpose (the gradient), 'forward' for those of a jvp, None
     outside autodiff."""
@@ -263,7 +268,7 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
     n_kernel_nodes = len(kernels) - len(host)
     params = analysis.parameters
     collapse = n_kernel_nodes + 1 > max_nodes
-    wanted = lambda scope: any(scope == e or scope.startswith(e + "/") or e.startswith(scope) for e in expand)
+    wanted = lambda scope: any(scope_matches(scope, e) for e in expand)
     collapsed = [g for g in groups.values() if collapse and not (g.scope != TOP and wanted(g.scope))]
     for g in groups.values():
         g.expanded = g not in collapsed
