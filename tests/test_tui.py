@@ -95,11 +95,35 @@ def test_a_jaxpr_line_links_to_the_hlo_from_the_same_source_line():
             source = jaxpr.source_of(jaxpr.cursor_location[0])
             assert source and source.startswith("samples/attention.py:")
             assert "comes from" in status(app)
-            await pilot.press("l")
-            assert app.query_one(TabbedContent).active == "stablehlo" or app.query_one(TabbedContent).active == "hlo"
-            active = app.query_one(f"#text-{app.query_one(TabbedContent).active}", StageText)
-            assert active.source_of(active.cursor_location[0]) == source
+            for stage in ("stablehlo", "hlo", "jaxpr"):  # l goes on to the next stage, round
+                await pilot.press("l")
+                await pilot.pause()
+                assert app.query_one(TabbedContent).active == stage
+                active = app.query_one(f"#text-{stage}", StageText)
+                assert active.source_of(active.cursor_location[0]) == source
     asyncio.run(run())
+
+
+def test_stablehlo_gives_each_op_its_source_line_and_stays_the_module_jax_prints():
+    import jax
+    import jax.numpy as jnp
+
+    from inspector.hlo.mlir_sources import with_sources
+
+    def f(x, w):
+        y = jnp.tanh(x @ w)
+        return jax.lax.fori_loop(0, 3, lambda i, c: c * 2.0, y)
+
+    x = jax.ShapeDtypeStruct((8, 8), jnp.float32)
+    lowered = jax.jit(f).lower(x, x)
+    text = with_sources(lowered.as_text(debug_info=True))
+    line = f.__code__.co_firstlineno
+    assert any(l.endswith(f"// tests/test_tui.py:{line + 1}") and "dot_general" in l for l in text.splitlines())
+    # a region op (the loop) has its location where MLIR prints it: at its closing brace
+    assert any(l.endswith(f"// tests/test_tui.py:{line + 2}") and l.strip().startswith("}") for l in text.splitlines())
+    assert "#loc" not in text and " loc(" not in text
+    # with the comments taken off, it is the module as jax prints it
+    assert "\n".join(l.split("  // ")[0] for l in text.splitlines()) == lowered.as_text().rstrip("\n")
 
 
 def test_pallas_grid_steps_with_the_arrow_keys():

@@ -501,7 +501,8 @@ class InspectorApp(App):
             self.status("this line has no source location", "yellow")
             return
         stages = ("jaxpr", "stablehlo", "hlo")
-        order = [t for t in stages if t != text.stage] + [text.stage]
+        at = stages.index(text.stage) + 1 if text.stage in stages else 0
+        order = [t for t in stages[at:] + stages[:at] if t != text.stage] + [text.stage]  # the next stage first
         for stage in order:
             rows = self.query_one(f"#text-{stage}", StageText).rows_with_source(source)
             if rows:
