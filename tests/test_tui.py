@@ -4,6 +4,7 @@ snapshots of each tab at 100x30; and one run in a real terminal (tmux)."""
 import asyncio
 import io
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -639,6 +640,19 @@ def test_the_target_picker_starts_on_the_current_chip():
             assert options.options[options.highlighted].prompt == "tpu-v6e"
             await pilot.press("escape")
     asyncio.run(run())
+
+
+def test_export_during_the_compile_says_when_it_can_and_counts_read_right():
+    async def run():
+        app = InspectorApp(NAIVE)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("e")  # the worker is still starting: nothing compiled yet
+            assert app.report is None and "once the compile is done" in status(app)
+            await loaded(pilot)
+            assert re.search(r"cpu: \d+ findings? \(\d+ errors?\)", status(app)), status(app)
+    asyncio.run(run())
+    from inspector.units import count
+    assert (count(1, "finding"), count(2, "finding"), count(0, "error")) == ("1 finding", "2 findings", "0 errors")
 
 
 def test_esc_when_idle_keeps_the_worker_and_quit_ends_it_quietly():

@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Header, Input, Static, TabbedContent, Tab
 from ...chips import CHIPS
 from ...errors import EXIT_FINDINGS, InspectorError
 from ...findings import Finding
+from ...units import count
 from ...remote import Remote
 from ...session import Session
 from ...target import parse_value
@@ -370,7 +371,7 @@ class InspectorApp(App):
             self.query_one(PassesTab).show(None, f"no pass dumps: {why}")
         errors = sum(f.severity == "error" for f in report.findings)
         took = self._took_text()
-        self.status(f"{report.chip.name}: {len(report.findings)} findings ({errors} errors)"
+        self.status(f"{report.chip.name}: {count(len(report.findings), 'finding')} ({count(errors, 'error')})"
                     + (f"; {took}" if took else "") + "; ? for keys", "bold red" if errors else "green")
 
     @staticmethod
@@ -702,6 +703,9 @@ class InspectorApp(App):
     def action_export(self) -> None:
         if self.report is not None:
             self.export(self.report)
+        else:  # the export needs the compiled program: say so rather than do nothing
+            self.status("e exports once the compile is done" if self._loading else
+                        "nothing to export: the compile did not finish (r reloads)", "yellow")
 
     @work(thread=True, group="export")
     def export(self, report) -> None:
