@@ -87,6 +87,17 @@ def test_a_small_topology_compiles_sharded():
     assert "num_partitions=4" in s.hlo or "all-gather" in s.hlo
     assert report.fusions.kernels  # the fusions and the graph work per device
     assert report.ok
+    # every collective is a collective kernel, XLA:TPU's fused reduce-scatter (a kCustom fusion) too
+    collective_kernels = {k.name for k in report.fusions.kernels if k.kind == "collective"}
+    assert collective_kernels == {c.fusion or c.name for c in report.collectives.collectives}
+    assert any(c.fusion for c in report.collectives.collectives)
+    # ... and each is a node of its own in the kernel graph, never folded into a neighbour
+    from inspector.hlo.graph_model import build_graph
+
+    graph = build_graph(report.fusions, "step", max_nodes=1000)
+    drawn = {name for n in graph.nodes if n.kind == "kernel" for name in n.kernels}
+    folded = {name for n in graph.nodes for name in n.folded}
+    assert collective_kernels <= drawn and not collective_kernels & folded
 
 
 @tpu
