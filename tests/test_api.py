@@ -294,6 +294,7 @@ def test_check_api_on_a_tpu_target():
 
 
 @pytest.mark.slow
+@pytest.mark.tpu  # its pods section compiles for tpu-v5e:2x2 (in the notebook's kernel process)
 def test_example_notebook_runs_clean():
     """samples/inspector_api.ipynb executes without an error; its HTML shows the fusions table
     and nothing reached stderr."""
@@ -309,6 +310,8 @@ def test_example_notebook_runs_clean():
     html = "\n".join(o.get("data", {}).get("text/html", "") for o in outputs)
     assert "kernels in schedule order" in html and "HBM r+w" in html  # the fusions table
     assert "diff " in html and "matmul.py:tiled against xla" in html
+    assert "totals (ratio: B / A)" in html  # compare
+    assert "HBM per device on tpu-v5e:2x2" in html and "collectives in schedule order" in html  # the pods section
 
 
 def test_compare_api_gives_what_the_cli_prints(run_cli, monkeypatch):
