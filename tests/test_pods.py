@@ -65,12 +65,20 @@ tpu = pytest.mark.tpu
 @tpu
 @pytest.mark.parametrize("chip", [c for c in CHIPS if c.is_tpu], ids=lambda c: c.name)
 def test_every_listed_topology_is_accepted(chip):
+    """Each shape `inspector chips` lists compiles: a sum sharded over all its devices (a fraction
+    of a second each, 2 s for the largest) is an all-reduce over the one mesh axis."""
     from jax.experimental import topologies
+
+    import inspector
 
     for shape in chip.topologies:
         named = get_chip(f"{chip.name}:{shape}")
         devices = topologies.get_topology_desc(platform="tpu", topology_name=named.topology).devices
         assert len(devices) == named.devices, shape
+        report = inspector.inspect(lambda x: x.sum(), f"f32[{named.devices * 8},128]", target=named.name,
+                                   mesh={"d": -1}, shardings="P('d')", cache=False)
+        assert report.stages.compile_error is None and report.stages.mesh == {"d": named.devices}, shape
+        assert [(c.kind, c.axes) for c in report.collectives.collectives] == [("all-reduce", ["d"])], shape
 
 
 def _step_report(chip="tpu-v5e:2x2", spec="step", **kw):
