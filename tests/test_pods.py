@@ -219,3 +219,18 @@ def test_shard_mapped_kernel_is_checked_per_device(run_cli):
     [kernel] = result["kernels"]
     assert kernel["call"]["grid"] == [2]  # 64 rows over data=4: 16 rows per device, blocks of 8
     assert result["targets"][0]["hbm_fits"] is True
+
+
+@tpu
+def test_a_one_step_kernel_per_shard_is_single_buffered(run_cli):
+    """A shard_map'd kernel that takes each device's shard as one block: a one-step grid has
+    nothing to pipeline, Mosaic gives each block one buffer, and the estimate says the same
+    (not a false vmem-over-limit from counting two)."""
+    out = run_cli("check", f"{SHARDED}:whole_shard_kernel", "--target", "tpu-v5e:2x2", "--json")
+    assert out.returncode == 0, out.stdout
+    result = json.loads(out.stdout)
+    [row] = result["targets"]
+    assert row["fits"] and row["compiler_fits"]
+    assert row["vmem_bytes"] == row["compiler_vmem_bytes"] == 2 * 12288 * 128 * 4
+    [kernel] = result["kernels"]
+    assert kernel["call"]["grid"] == [1]

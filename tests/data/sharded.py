@@ -1,5 +1,5 @@
 """Small sharded targets for the pods tests: a two-matmul step over a data x model mesh (FSDP-ish
-weights, data-parallel batch), one too big for 16 GiB per device on v5e:2x2, and a Pallas kernel
+weights, data-parallel batch), one too big for 16 GiB per device on v5e:2x2, and Pallas kernels
 under shard_map."""
 import functools
 
@@ -37,6 +37,17 @@ def _doubled(x):
                           out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))(x)
 
 
+def _whole(x):  # each device's shard as one block: a grid of one step
+    return pl.pallas_call(_copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(1,),
+                          in_specs=[pl.BlockSpec(x.shape, lambda i: (0, 0))],
+                          out_specs=pl.BlockSpec(x.shape, lambda i: (0, 0)))(x)
+
+
+def whole_shard_kernel(x):
+    mesh = jax.sharding.get_abstract_mesh()
+    return jax.shard_map(_whole, mesh=mesh, in_specs=P("data", None), out_specs=P("data", None), check_vma=False)(x)
+
+
 def sharded_kernel(x):
     mesh = jax.sharding.get_abstract_mesh()
     return jax.shard_map(_doubled, mesh=mesh, in_specs=P("data", None), out_specs=P("data", None),
@@ -48,4 +59,6 @@ INSPECT = {
     "big_step": {"args": "f32[32768,131072] f32[131072,32768] f32[4096,32768]", "mesh": {"data": 2, "model": 2},
                  "shardings": "P('data','model') P('model','data') P('data',None)"},
     "sharded_kernel": {"args": "f32[64,128]", "mesh": {"data": -1}, "shardings": "P('data',None)"},
+    # 6 MiB blocks per device: 12 MiB single-buffered (what Mosaic gives a one-step grid), 24 double
+    "whole_shard_kernel": {"args": "f32[49152,128]", "mesh": {"data": -1}, "shardings": "P('data',None)"},
 }
