@@ -164,11 +164,11 @@ def inspect(fn_or_spec: Callable | str, *args: Any, target: str = "cpu", params:
 def _chips(targets: str | Sequence[str]) -> list[Chip]:
     from .chips import parse_targets
 
-    if isinstance(targets, str):
-        return parse_targets(targets)
-    names = list(targets)
+    names = targets.split(",") if isinstance(targets, str) else list(targets)
     if not all(isinstance(n, str) for n in names):
         raise UsageError("targets must be chip names such as ['tpu-v5e', 'tpu-v6e']")
+    # "local" is the chip jax runs on here, as for inspect's target
+    names = [resolve_chip(n).name if n.strip().lower() == "local" else n for n in names]
     return parse_targets(",".join(names))
 
 

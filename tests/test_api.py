@@ -119,6 +119,7 @@ def test_inputs_params_and_jit_wrapped_functions():
     (lambda: inspector.inspect(lambda x: x, "f32[8]", target="tpu-v99"), "unknown target"),
     (lambda: inspector.inspect(lambda x: x, "f32[8]", target="h100"), "spec-only"),
     (lambda: inspector.check(lambda x: x, "f32[8]", targets="cpu"), "check is about TPU and GPU targets"),
+    (lambda: inspector.check(lambda x: x, "f32[8]", targets=["local"]), "check is about TPU and GPU targets, not "),
     (lambda: inspector.diff(lambda x: x, None, "f32[8]"), "no reference"),
     (lambda: inspector.diff(lambda x: x, lambda x: x, "f32[8]", atol=-1), "atol must be"),
     (lambda: inspector.diff(lambda x: x, lambda x: x, "f32[8]", target="h100"), "diff runs on this machine"),
