@@ -156,6 +156,8 @@ def test_nothing_prints(capfd):
     out, err = capfd.readouterr()
     assert out == "" and err == ""
     assert repr(report).startswith("<Report ") and len(repr(report)) < 300  # no stage texts in the repr
+    with pytest.raises(UsageError, match="no view 'bogus': use one of overview"):
+        report.show("bogus")  # one line, not an AttributeError from inside
 
 
 def test_diff_finds_a_wrong_output_and_uses_given_arrays():
