@@ -234,3 +234,16 @@ def test_a_one_step_kernel_per_shard_is_single_buffered(run_cli):
     assert row["vmem_bytes"] == row["compiler_vmem_bytes"] == 2 * 12288 * 128 * 4
     [kernel] = result["kernels"]
     assert kernel["call"]["grid"] == [1]
+
+
+@tpu
+def test_all_to_all_and_async_collective_permute_are_listed():
+    _, captured, report = _step_report(spec="mixed_collectives")
+    listed = report.collectives.collectives
+    assert {c.name for c in listed} == _hlo_collectives(captured.stages.hlo)
+    assert [c.kind for c in listed] == ["all-to-all", "collective-permute", "all-reduce"]
+    a2a, permute, reduce = listed
+    assert a2a.bytes == 4 * 64 * 256 * 4 and a2a.axes == ["data"]  # the (1024/4, 256) shard, regrouped
+    assert permute.asynchronous and permute.done and permute.bytes == 256 * 256 * 4 and permute.groups == 4
+    assert reduce.bytes == 256 * 256 * 4 and reduce.axes == ["data"]
+    assert set(report.collectives.by_kind) == {"all-to-all", "collective-permute", "all-reduce"}

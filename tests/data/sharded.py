@@ -54,11 +54,23 @@ def sharded_kernel(x):
                          check_vma=False)(x)
 
 
+def _mixed_body(x):
+    y = jax.lax.all_to_all(x, "data", 0, 0, tiled=True)
+    z = jax.lax.ppermute(y, "data", [(i, (i + 1) % 4) for i in range(4)])
+    return jax.lax.psum(jnp.tanh(z) @ z.T, "data")
+
+
+def mixed_collectives(x):  # an all-to-all, a collective-permute (async on TPU) and an all-reduce
+    return jax.shard_map(_mixed_body, mesh=jax.sharding.get_abstract_mesh(), in_specs=P("data", None), out_specs=P(),
+                         check_vma=False)(x)
+
+
 INSPECT = {
     "step": {"args": "f32[256,512] f32[512,256] f32[64,256]", "mesh": {"data": 2, "model": 2}, "shardings": _shardings},
     "big_step": {"args": "f32[32768,131072] f32[131072,32768] f32[4096,32768]", "mesh": {"data": 2, "model": 2},
                  "shardings": "P('data','model') P('model','data') P('data',None)"},
     "sharded_kernel": {"args": "f32[64,128]", "mesh": {"data": -1}, "shardings": "P('data',None)"},
     # 6 MiB blocks per device: 12 MiB single-buffered (what Mosaic gives a one-step grid), 24 double
+    "mixed_collectives": {"args": "f32[1024,256]", "mesh": {"data": 4}, "shardings": "P('data',None)"},
     "whole_shard_kernel": {"args": "f32[49152,128]", "mesh": {"data": -1}, "shardings": "P('data',None)"},
 }
