@@ -463,8 +463,15 @@ def _tui(opts) -> int:
     from .session import Session
     from .stages import cache_enabled
 
-    get_chip(opts.chip)  # a bad --target is a usage error before the screen opens
-    session = Session(opts.target, opts.chip, opts.args, opts.ref, list(opts.set), cache_enabled() and not opts.no_cache)
+    get_chip(opts.chip)  # a bad --target, --mesh or --shard is a usage error before the screen opens
+    if opts.mesh is not None:
+        from .sharding import parse_mesh
+        parse_mesh(opts.mesh)
+    if opts.shard is not None:
+        from .sharding import parse_specs
+        parse_specs(opts.shard)
+    session = Session(opts.target, opts.chip, opts.args, opts.ref, list(opts.set), cache_enabled() and not opts.no_cache,
+                      mesh=opts.mesh, shard=opts.shard)
     InspectorApp(session, watch=opts.watch, choose_chip=choose_chip).run()
     return EXIT_OK
 

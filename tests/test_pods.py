@@ -247,3 +247,17 @@ def test_all_to_all_and_async_collective_permute_are_listed():
     assert permute.asynchronous and permute.done and permute.bytes == 256 * 256 * 4 and permute.groups == 4
     assert reduce.bytes == 256 * 256 * 4 and reduce.axes == ["data"]
     assert set(report.collectives.by_kind) == {"all-to-all", "collective-permute", "all-reduce"}
+
+
+@tpu
+def test_the_terminal_ui_session_takes_mesh_and_shard():
+    """`inspector TARGET --target tpu-v5e:2x2 --mesh ... --shard ...` opens the UI on that sharding
+    (the session the UI's worker compiles from carries both), not INSPECT's."""
+    from inspector.session import Session
+
+    session = Session(f"{SHARDED}:step", "tpu-v5e:2x2", mesh="data=4,model=1",
+                      shard="P('data','model') P('model','data') P('data',None)")
+    report = session.with_params({}).report()  # the UI's variants (chip, params, buffers) keep the sharding
+    assert report.stages.mesh == {"data": 4, "model": 1}
+    assert report.memory.argument_bytes == (256 * 512 + 512 * 256 + 64 * 256) * 4 // 4
+    assert Session(f"{SHARDED}:step", "tpu-v5e:2x2").report().stages.mesh == {"data": 2, "model": 2}  # INSPECT's
