@@ -261,3 +261,13 @@ def test_the_terminal_ui_session_takes_mesh_and_shard():
     assert report.stages.mesh == {"data": 4, "model": 1}
     assert report.memory.argument_bytes == (256 * 512 + 512 * 256 + 64 * 256) * 4 // 4
     assert Session(f"{SHARDED}:step", "tpu-v5e:2x2").report().stages.mesh == {"data": 2, "model": 2}  # INSPECT's
+
+
+@tpu
+def test_compare_two_slices_with_one_mesh(run_cli):
+    """`compare --mesh data=-1,model=2`: the same step on 4 and 8 chips, -1 filled per slice."""
+    out = run_cli("compare", f"{SHARDED}:step", "--target-a", "tpu-v5e:2x2", "--target-b", "tpu-v5e:2x4",
+                  "--mesh", "data=-1,model=2", "--json")
+    assert out.returncode == 0, out.stderr
+    totals = {t["name"]: t for t in json.loads(out.stdout)["totals"]}
+    assert totals["flops"]["ratio"] == pytest.approx(0.5, rel=0.05)  # twice the devices, half the work each
