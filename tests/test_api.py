@@ -389,6 +389,10 @@ def test_sharded_targets_through_the_api(run_cli, monkeypatch):
         inspector.inspect(module.step, w1, w2, x, target="tpu-v5e:4x4", mesh={"data": 2, "model": 2})
     result = inspector.check(SHARDED, targets="tpu-v5e:2x2")
     assert result.ok and result.targets[0].hbm_fits is True and result.targets[0].mesh == {"data": 2, "model": 2}
+    too_big = inspector.check("tests/data/sharded.py:big_step", targets="tpu-v5e:2x2")
+    assert not too_big.ok and too_big.targets[0].hbm_fits is False
+    assert [f.code for f in too_big.findings if f.severity == "error"] == ["hbm-over-capacity"]
+    assert "hbm-over-capacity" in plain(too_big._repr_html_())
 
 
 @pytest.mark.tpu
