@@ -225,8 +225,20 @@ def _results(instr: Instruction) -> list[ArrayShape]:
     return shapes
 
 
-def _kind(instr: Instruction) -> str:
+def _fuses_collective(module: HloModule, instr: Instruction) -> bool:
+    """XLA:TPU fuses some collectives (its reduce-scatter is an all-reduce and a dynamic-slice in
+    an ``all-reduce-scatter`` fusion): such a fusion is a collective, not compute."""
+    for called in instr.calls:
+        comp = module.computations.get(called.lstrip("%"))
+        if comp is not None and any(i.opcode in COLLECTIVES for i in comp.instructions):
+            return True
+    return False
+
+
+def _kind(instr: Instruction, module: HloModule | None = None) -> str:
     op = instr.opcode
+    if op == "fusion" and module is not None and _fuses_collective(module, instr):
+        return "collective"
     if op == "fusion":
         return "fusion:" + (instr.attr("kind") or "k?").removeprefix("k").lower()
     if op == "custom-call":
@@ -326,7 +338,7 @@ def _kernels_of(module: HloModule, comp: Computation, costs: _Costs, chip: Chip 
         hbm_written = sum(t.bytes for t in outputs if t.memory_space == HBM)
         intensity, roofline_s, bound = _roofline(chip, cost.flops, hbm_read + hbm_written)
         cycles, scoped = _compiler_figures(instr)
-        kind = _kind(instr)
+        kind = _kind(instr, module)
         found.append(Kernel(
             name=instr.name, kind=kind, opcode=instr.opcode, ops=dict(cost.ops.most_common()), op_name=instr.op_name,
             source=module.source(instr), sources=sorted(cost.sources), inputs=inputs, outputs=outputs,

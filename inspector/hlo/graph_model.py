@@ -111,7 +111,9 @@ def _ident(text: str) -> str:
 
 def _foldable(k: Kernel, readers: list[str]) -> bool:
     """No HBM traffic of its own and one consumer: a bitcast, the start of a slice or copy, an
-    async done half."""
+    async done half. A collective keeps its own node, whatever it moves through HBM."""
+    if k.kind == "collective":
+        return False
     return (k.hbm_bytes == 0 or k.opcode in _FOLDABLE) and len(set(readers)) == 1 and k.flops == 0
 
 
