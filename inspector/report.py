@@ -5,7 +5,7 @@ import dataclasses
 from typing import Any
 
 from .chips import CHIPS, Chip
-from .pallas.analysis import PallasReport, analyse_pallas
+from .pallas.analysis import PallasReport, analyse_pallas, defer_to_compiler
 from .findings import Finding, by_severity
 from .hlo.collectives import CollectiveAnalysis, analyse_collectives
 from .hlo.fusions import FusionAnalysis, analyse_fusions
@@ -210,6 +210,8 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     if pallas or fusions:
         kernels, unread = analyse_pallas(captured.program, *budget_chips(chip))
         findings += unread + [f for k in kernels for f in k.findings]
+        if chip.is_tpu and stages.hlo and stages.compile_error is None:  # compiled: libtpu's verdict stands
+            findings = defer_to_compiler(findings, chip.name, None)
     # Kernels lower in program order, each as a custom call named as Mosaic was told (stages.mosaic)
     names = ([m.name for m in stages.mosaic] if len(stages.mosaic) == len(kernels or [])
              else [k.call.name for k in kernels or []])

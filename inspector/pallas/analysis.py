@@ -60,6 +60,22 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
                     kernel=b.kernel, view="pallas", data={"chip": b.chip, "bytes": b.total_bytes, "limit": b.limit_bytes})]
 
 
+def defer_to_compiler(findings: list[Finding], chip: str, compiler_bytes: int | None) -> list[Finding]:
+    """libtpu compiled the program for ``chip``, so every kernel fits its VMEM there: an estimate
+    over the limit over-counts (a value the compiler streams, say). The compiler is the truth; the
+    estimate's error becomes a warning that says so."""
+    def deferred(f: Finding) -> Finding:
+        if f.code != "vmem-over-limit" or (f.data or {}).get("chip") != chip:
+            return f
+        used = f"{compiler_bytes / 2**20:.2f} MiB" if compiler_bytes else "its scoped limit"
+        return Finding("warning", "vmem-estimate-over-compiler",
+                       f"{f.kernel} on {chip}: the estimate ({f.data['bytes'] / 2**20:.2f} MiB) is over the limit, but "
+                       f"libtpu compiled it within {used}: the estimate over-counts this kernel (--estimate-only alone "
+                       "would have refused it)", kernel=f.kernel, view="pallas",
+                       data={**f.data, "compiler_bytes": compiler_bytes})
+    return [deferred(f) for f in findings]
+
+
 def _could_not(what: str, kernel: str, err: Exception) -> Finding:
     return Finding("warning", "analysis-failed", f"could not analyse {what} of {kernel}: {type(err).__name__}: {err}; "
                    "the other views still hold", kernel=kernel, view="pallas", data={"what": what, "why": str(err)})

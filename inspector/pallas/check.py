@@ -10,7 +10,7 @@ from ..chips import Chip, get_chip
 from ..findings import Finding, by_severity
 from ..hlo.module import parse_hlo
 from ..memory import analyse_memory
-from .analysis import PallasReport, analyse_pallas
+from .analysis import PallasReport, analyse_pallas, defer_to_compiler
 from ..stages import Stages, capture
 from ..target import Target
 
@@ -93,6 +93,8 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
                           peak.limit_bytes if peak else None, None)
         if compile:
             findings += _compiler_verdict(stages, row)
+            if row.compiler_fits:
+                findings = defer_to_compiler(findings, chip.name, row.compiler_vmem_bytes)
             memory, over = analyse_memory(stages, chip)  # HBM per device: the whole program, sharded or not
             findings += over
             if memory is not None:
@@ -103,6 +105,6 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
         checked = "HBM fit only" if any(r.hbm_fits is not None for r in rows) else "nothing to check"
         findings.append(Finding("info", "no-pallas-call", f"{target.spec} has no pallas_call: {checked}"))
     ok = (not any(f.severity == "error" for f in findings)
-          and all(r.fits and r.compiler_fits is not False and r.hbm_fits is not False for r in rows))
+          and all((r.fits or r.compiler_fits) and r.compiler_fits is not False and r.hbm_fits is not False for r in rows))
     return CheckResult(ok, target.spec, rows, kernels, by_severity(findings))
 

@@ -27,6 +27,7 @@ class BlockSpecInfo:
     memory_space: str  # vmem | any | smem | hbm ...
     buffer_count: int | None  # pl.Buffered(n), None for the default
     index_map: str  # "(i, j, k) -> (i, j, 0)"
+    fixed_window: bool = False  # the index map returns constants only: Mosaic keeps one buffer
     unused: bool = False  # an output nothing in the program reads (scratch passed as an output)
 
     @property
