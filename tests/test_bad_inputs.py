@@ -45,6 +45,7 @@ def bad_dir(tmp_path_factory) -> Path:
     (d / "folder.py").mkdir()
     (d / "folder_link.py").symlink_to(d / "folder.py")
     (d / "loop.py").symlink_to(d / "loop.py")
+    (d / "dangling.json").symlink_to(d / "gone" / "x.json")
     return d
 
 
@@ -117,6 +118,7 @@ USAGE = {
     "export: missing folder": (["export", NAIVE, "--json", "{d}/nowhere/x.json"], 2, "does not exist"),
     "export: a folder": (["export", NAIVE, "--json", "{d}"], 2, "is a folder"),
     "export: 300-character name": (["export", NAIVE, "--dot", "{d}/" + LONG + ".dot"], 2, "File name too long"),
+    "export: a link into a missing folder": (["export", NAIVE, "--json", "{d}/dangling.json"], 2, "gone does not exist"),
     "export: negative --max-nodes": (["export", NAIVE, "--dot", "{d}/g.dot", "--max-nodes", "-3"], 2, "negative"),
     "cache: unknown action": (["cache", "bogus"], 2, "invalid choice"),
     "chips: unknown flag": (["chips", "--bogus"], 2, "unrecognized arguments"),
@@ -257,6 +259,26 @@ PROCESS_FAULTS = {
     "sys.exit(0) in the child": (["show", "{hostile}:exits_0", "--json"], {}, 1, "sys.exit(0)"),
     "os._exit in the child": (["show", "{hostile}:hard_exit"], {}, 1, "exited with code 7"),
 }
+
+
+def test_export_writes_through_a_pipe_and_a_link(tmp_path, cli):
+    """A pipe (bash's `>(jq .)`) is written in place, never renamed over (as root a rename
+    would replace /dev/full itself with a plain file); a link keeps pointing at its file."""
+    import threading
+
+    fifo, real, link = tmp_path / "pipe.json", tmp_path / "real.dot", tmp_path / "link.dot"
+    os.mkfifo(fifo)
+    real.write_text("old")
+    link.symlink_to(real)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    code, out, err = cli("export", f"{FUNCS}:matmul", "--json", str(fifo), "--dot", str(link))
+    reader.join(timeout=60)
+    assert code == 0, err
+    assert json.loads(got[0])["target"]["function"] == "matmul"
+    assert fifo.is_fifo() and link.is_symlink() and real.read_text().startswith("digraph")
+    assert f"wrote {link} " in out
 
 
 @pytest.mark.parametrize("case", PROCESS_FAULTS)
