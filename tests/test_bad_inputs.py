@@ -271,7 +271,7 @@ def test_export_writes_through_a_pipe_and_a_link(tmp_path, cli):
     real.write_text("old")
     link.symlink_to(real)
     got = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
     reader.start()
     code, out, err = cli("export", f"{FUNCS}:matmul", "--json", str(fifo), "--dot", str(link))
     reader.join(timeout=60)
