@@ -168,15 +168,16 @@ def _normalise(argv: list[str]) -> list[str]:
 
 @contextlib.contextmanager
 def _exits_are_failures(target, doing: str):
-    """sys.exit() (any BaseException but Ctrl-C) in the user's function is a failure of that
-    function with its code, never our exit."""
-    from .target import describe_error
+    """sys.exit() (any BaseException but a real Ctrl-C) in the user's function is a failure of
+    that function with its code, never our exit."""
+    from .target import describe_error, reraise_interrupt
 
     try:
         yield
-    except (Exception, KeyboardInterrupt):
+    except Exception:
         raise
     except BaseException as err:
+        reraise_interrupt(err)
         raise TargetFailure(describe_error(err, target.file, doing)) from err
 
 

@@ -32,6 +32,12 @@ BAD_FILES = {
     "module_exit0.py": "import sys\nsys.exit(0)\ndef f(x):\n    return x\n",
     "module_exit3.py": "import sys\nsys.exit(3)\ndef f(x):\n    return x\n",
     "module_keyboard.py": "raise SystemExit('stop here')\ndef f(x):\n    return x\n",
+    "module_interrupt.py": "raise KeyboardInterrupt\ndef f(x):\n    return x\n",
+    "inspect_bad.py": ("def f(x):\n    return x\n"
+                       "INSPECT = {'entry_str': 'f32[4]', 'params_str': {'args': 'f32[4]', 'params': 'block=8'},\n"
+                       "           'args_int': {'args': 5}, 'args_none': {'args': lambda: None},\n"
+                       "           'args_text': {'args': lambda: 'f32[4]'}, 'args_text_in_tuple': {'args': lambda: ('f32[4]',)}}\n"
+                       "entry_str = params_str = args_int = args_none = args_text = args_text_in_tuple = f\n"),
 }
 
 
@@ -72,6 +78,12 @@ USAGE = {
     "import raises": (["show", "{d}/import_raises.py:f"], 2, "ZeroDivisionError"),
     "INSPECT not a dict": (["show", "{d}/inspect_list.py:f"], 2, "INSPECT must be a dict"),
     "no inputs": (["show", "{d}/plain.py:f"], 2, "no example inputs"),
+    "INSPECT entry not a dict": (["show", "{d}/inspect_bad.py:entry_str"], 2, "INSPECT['entry_str'] must be a dict"),
+    "INSPECT params not a dict": (["show", "{d}/inspect_bad.py:params_str"], 2, "[\"params\"] must be a dict"),
+    "INSPECT args an int": (["show", "{d}/inspect_bad.py:args_int"], 2, "INSPECT args must be a shape spec string"),
+    "INSPECT args returns None": (["show", "{d}/inspect_bad.py:args_none"], 2, "INSPECT args returned None"),
+    "INSPECT args returns text": (["show", "{d}/inspect_bad.py:args_text"], 2, "INSPECT args returned the text"),
+    "INSPECT args returns a tuple of text": (["show", "{d}/inspect_bad.py:args_text_in_tuple"], 2, "a tuple holding text"),
     "unknown module": (["show", "nosuchpkg_xyz.mod:f"], 2, "cannot import module"),
     "INSPECT args raise": (["show", "{hostile}:args_raise"], 2, "RuntimeError: no inputs today"),
     "spec: letter dim": (["show", NAIVE, "--args", "f32[2,x]"], 2, "bad dimension 'x'"),
@@ -258,6 +270,9 @@ PROCESS_FAULTS = {
     "stdout /dev/full": (["show", "{funcs}:matmul"], {"stdout": "/dev/full"}, 2, "No space left on device"),
     "sys.exit(0) in the child": (["show", "{hostile}:exits_0", "--json"], {}, 1, "sys.exit(0)"),
     "os._exit in the child": (["show", "{hostile}:hard_exit"], {}, 1, "exited with code 7"),
+    # the child ignores SIGINT (the parent answers Ctrl-C): a KeyboardInterrupt there is the user's own
+    "KeyboardInterrupt while tracing": (["show", "{hostile}:raises_keyboard_interrupt"], {}, 1, "KeyboardInterrupt (raised while tracing"),
+    "KeyboardInterrupt at import": (["show", "{d}/module_interrupt.py:f"], {}, 1, "KeyboardInterrupt (raised while importing"),
 }
 
 
@@ -282,9 +297,9 @@ def test_export_writes_through_a_pipe_and_a_link(tmp_path, cli):
 
 
 @pytest.mark.parametrize("case", PROCESS_FAULTS)
-def test_process_fault(case):
+def test_process_fault(case, bad_dir):
     argv, how, code, needle = PROCESS_FAULTS[case]
-    argv = [a.format(funcs=FUNCS, hostile=HOSTILE) for a in argv]
+    argv = [a.format(funcs=FUNCS, hostile=HOSTILE, d=bad_dir) for a in argv]
     cmd = [sys.executable, "-m", "inspector", *argv]
     env = dict(os.environ, NO_COLOR="1")
     if how.get("preexec") == "close1":
