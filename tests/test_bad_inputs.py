@@ -33,6 +33,14 @@ BAD_FILES = {
     "module_exit3.py": "import sys\nsys.exit(3)\ndef f(x):\n    return x\n",
     "module_keyboard.py": "raise SystemExit('stop here')\ndef f(x):\n    return x\n",
     "module_interrupt.py": "raise KeyboardInterrupt\ndef f(x):\n    return x\n",
+    "diffs.py": ("import jax.numpy as jnp\n"
+                 "def inf(x):\n    return x * 0 + jnp.inf\n"
+                 "def none(x):\n    return None\n"
+                 "def ident(x):\n    return x\n"
+                 "def cplx(x):\n    return x.astype(jnp.complex64) * (1 + 1j)\n"
+                 "def cplx_conj(x):\n    return jnp.conj(cplx(x))\n"
+                 "def ref_raises(x):\n    raise ValueError('the reference broke')\n"
+                 "INSPECT = {n: {'args': 'f32[4]'} for n in ('inf', 'none', 'ident', 'cplx')}\n"),
     "inspect_bad.py": ("def f(x):\n    return x\n"
                        "INSPECT = {'entry_str': 'f32[4]', 'params_str': {'args': 'f32[4]', 'params': 'block=8'},\n"
                        "           'args_int': {'args': 5}, 'args_none': {'args': lambda: None},\n"
@@ -137,6 +145,8 @@ USAGE = {
 }
 
 FAILURES = {
+    "diff: the reference raises": (["diff", "{d}/diffs.py:ident", "--ref", "ref_raises", "--runs", "0"], 1,
+                                   "ValueError: the reference broke (raised while running the reference"),
     "sys.exit(0) while tracing": (["show", "{hostile}:exits_0"], 1, "sys.exit(0)"),
     "sys.exit(5) while tracing": (["show", "{hostile}:exits_5"], 1, "sys.exit(5)"),
     "sys.exit(message) while tracing": (["show", "{hostile}:exits_message", "--view", "jaxpr"], 1, "sys.exit('giving up')"),
@@ -190,6 +200,25 @@ def test_bad_input(cli, case):
     assert got == code, err
     assert_one_line(err, needle)
     assert out == ""  # nothing half-printed
+
+
+# (kernel, reference, exit code): values and structures diff must judge right
+DIFFS = {
+    "equal infinities agree": ("inf", "inf", 0),
+    "None against None agrees": ("none", "none", 0),
+    "None against an array differs": ("none", "ident", 1),
+    "complex: the same real part, another imaginary part": ("cplx", "cplx_conj", 1),
+    "complex: equal": ("cplx", "cplx", 0),
+}
+
+
+@pytest.mark.parametrize("case", DIFFS)
+def test_diff_judges(cli, case):
+    kernel, ref, want = DIFFS[case]
+    code, out, err = cli("diff", f"{{d}}/diffs.py:{kernel}", "--ref", ref, "--runs", "0")
+    assert code == want, out + err
+    assert err == ""  # no numpy warning, no error line: the verdict is on stdout
+    assert ("FAILED" in out) == (want == 1)
 
 
 def test_the_matrix_is_big_enough():
