@@ -305,8 +305,14 @@ def _work(opts):
 
     if opts.verb != "doctor" and (note := check_version()) is not None:  # doctor says it in its table
         print(f"inspector: note: {note}", file=sys.stderr)
-    with contextlib.redirect_stdout(sys.stderr):
-        return _WORK[opts.verb](opts)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            return _WORK[opts.verb](opts)
+    except (RuntimeError, AssertionError) as err:  # JAX_PLATFORMS names a backend jax cannot start
+        usage = environment.backend_failure(err)
+        if usage is None:
+            raise
+        raise usage from err
 
 
 def _run(opts):
