@@ -32,9 +32,13 @@ def check_writable(path: str | os.PathLike) -> Path:
         raise OutputError(f"cannot write {path}: {err.strerror or err}") from err
     if not os.access(directory, os.W_OK):
         raise OutputError(f"cannot write {path}: folder {directory} is not writable")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise OutputError(f"cannot write {path}: the file is read-only (chmod u+w it, or give another name)")
     return path
+
+
+def check_not_read_only(path: str | os.PathLike) -> None:
+    """A user's read-only file is refused, as the shell's `>` refuses it (a rename would replace it)."""
+    if os.path.isfile(path) and not os.access(path, os.W_OK):
+        raise OutputError(f"cannot write {path}: the file is read-only (chmod u+w it, or give another name)")
 
 
 def _special(path: Path) -> bool | None:
@@ -55,14 +59,19 @@ def _write_in_place(path: Path, payload: bytes) -> Path:
     return path
 
 
-def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
+def write_atomic(path: str | os.PathLike, data: bytes | str, *, own: bool = False) -> Path:
+    """``own``: a file only we use (a cache entry): whatever is in its place, a link or a pipe
+    included, is replaced, never written through."""
     shown = Path(path)  # what the user named, link or not
-    path = check_writable(path)
     payload = data.encode() if isinstance(data, str) else data
-    if _special(path):
-        return _write_in_place(path, payload)
-    if path.is_symlink():  # replace the link's target, keep the link
-        path = Path(os.path.realpath(path))
+    if own:
+        path = Path(path)
+    else:
+        path = check_writable(path)
+        if _special(path):
+            return _write_in_place(path, payload)
+        if path.is_symlink():  # replace the link's target, keep the link
+            path = Path(os.path.realpath(path))
     directory = path.parent if str(path.parent) else Path(".")
     tmp = None
     try:

@@ -347,13 +347,14 @@ def _show(opts) -> int:
 
 def _export_paths(opts) -> None:
     """Before the compile: every output names its own file in a folder that exists."""
-    from .atomic import check_writable
+    from .atomic import check_not_read_only, check_writable
 
     seen: dict[str, str] = {}
     for flag, path in (("--json", opts.json_path), ("--dot", opts.dot), ("--svg", opts.svg), ("--html", opts.html)):
         if not path:
             continue
         check_writable(path)
+        check_not_read_only(path)
         real = os.path.realpath(path)
         if real in seen:
             raise UsageError(f"{seen[real]} and {flag} both name {path}: give each output its own file")

@@ -438,3 +438,36 @@ def test_killed_compile_then_corrupt_cache_then_rerun(tmp_path):
     third = run_cli("show", f"{FUNCS}:matmul", env=env)
     assert "(compile from cache)" in third.stdout
     assert sorted(p.name for p in cache.iterdir()) == [entry.name]  # repaired, no temporary files
+
+
+# ----------------------------------------------------------------------------- cache entries that are not files
+
+_GOOD_ENTRY = {"hlo": "HloModule m", "cost": {"flops": 4.0}, "memory": {"temp_size_in_bytes": 0}, "error": None}
+NOT_A_FILE = {
+    "a pipe": lambda p: os.mkfifo(p),
+    "a link to /dev/zero": lambda p: p.symlink_to("/dev/zero"),
+    "a link to a missing file": lambda p: p.symlink_to(p.parent / "gone.json"),
+}
+
+
+@pytest.mark.parametrize("what", NOT_A_FILE)
+def test_a_cache_entry_that_is_not_a_file_is_a_miss_then_replaced(tmp_path, monkeypatch, what):
+    """A pipe would block the read forever and /dev/zero never ends; the store replaces the
+    thing itself (never writes through it) with a regular entry."""
+    import threading
+
+    from inspector import compile_cache
+
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
+    key = "3" * 64
+    entry = tmp_path / f"{key}.json"
+    NOT_A_FILE[what](entry)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(compile_cache.load(key)), daemon=True)
+    reader.start()
+    reader.join(timeout=20)
+    assert got == [None], "the read hung or served it"
+    assert compile_cache.store(key, _GOOD_ENTRY) is True
+    assert entry.is_file() and not entry.is_symlink()
+    assert compile_cache.load(key) == _GOOD_ENTRY
+    assert not list(tmp_path.glob("*.tmp"))
