@@ -13,6 +13,7 @@ raised while tracing). Nothing here imports jax at module level.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .environment import quiet
@@ -24,6 +25,20 @@ if TYPE_CHECKING:
     from .pallas.check import CheckResult
     from .report import Report
     from .target import Target
+
+@contextlib.contextmanager
+def _call():
+    """Around one API call: quiet, and sys.exit() in the user's code (at import, while tracing or
+    running) a TargetFailure with its code, never the end of the user's script or kernel."""
+    from .errors import TargetFailure
+    from .target import describe_error
+
+    with quiet():
+        try:
+            yield
+        except SystemExit as err:
+            raise TargetFailure(describe_error(err, None, "raised by the analysed code")) from err
+
 
 def _inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """Positional and keyword inputs; strings are shape specs (a string may hold several, and
@@ -122,7 +137,7 @@ def inspect(fn_or_spec: Callable | str, *args: Any, target: str = "cpu", params:
     from .chips import get_chip
     from .report import make_report
 
-    with quiet():
+    with _call():
         t = make_target(fn_or_spec, args, kwargs, params=params, reference=reference)
         chip = resolve_chip(target)
         roof = get_chip(roofline) if roofline else None
@@ -151,7 +166,7 @@ def check(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] =
     ``sweep``: also estimate every combination of the INSPECT params."""
     from .pallas.check import run_check
 
-    with quiet():
+    with _call():
         chips = _chips(targets)
         local = [c.name for c in chips if c.is_local]
         if local:
@@ -177,7 +192,7 @@ def diff(fn: Callable | str, reference: Callable | str | None = None, *args: Any
     ``reference`` may be None for a spec whose INSPECT names one."""
     from .diff import check_tolerance, run_diff
 
-    with quiet():
+    with _call():
         sim = None
         if target is not None and not (isinstance(target, str) and target.strip().lower() == "local"):
             chips = _chips(target)

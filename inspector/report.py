@@ -73,8 +73,14 @@ class Report:
 
     def show(self, view: str = "overview", *, sort: str = "order", top: int = 40) -> None:
         """Print one view as ``inspector show --view VIEW`` does (the only Report method that prints)."""
+        from .cli import VIEWS
+        from .errors import UsageError
         from .views.printer import make_console, print_view
 
+        if view not in VIEWS:
+            raise UsageError(f"no view {view!r}: use one of {', '.join(VIEWS)}")
+        if sort not in ("order", "bytes", "flops", "time"):
+            raise UsageError(f"sort={sort!r}: use order, bytes, flops or time")
         print_view(self, view, make_console(), sort=sort, top=top)
 
     def graph_title(self) -> str:

@@ -471,3 +471,33 @@ def test_a_cache_entry_that_is_not_a_file_is_a_miss_then_replaced(tmp_path, monk
     assert entry.is_file() and not entry.is_symlink()
     assert compile_cache.load(key) == _GOOD_ENTRY
     assert not list(tmp_path.glob("*.tmp"))
+
+
+# ----------------------------------------------------------------------------- the Python API
+
+
+def _exits(x):
+    sys.exit(4)
+
+
+def _ident(x):
+    return x
+
+
+API_CASES = {
+    "sys.exit while tracing": (lambda api: api.inspect(_exits, "f32[4]"), "TargetFailure", "sys.exit(4)"),
+    "sys.exit under diff": (lambda api: api.diff(_exits, _ident, "f32[4]"), "TargetFailure", "sys.exit(4)"),
+    "report.show of no such view": (lambda api: api.inspect(_ident, "f32[4]").show("nope"), "UsageError", "no view 'nope'"),
+}
+
+
+@pytest.mark.parametrize("case", API_CASES)
+def test_api_bad_input_is_one_inspector_error(case):
+    """A script or notebook must get an InspectorError, never a SystemExit that ends it."""
+    import inspector
+
+    call, kind, needle = API_CASES[case]
+    with pytest.raises(inspector.InspectorError) as caught:
+        call(inspector)
+    assert type(caught.value).__name__ == kind and needle in str(caught.value)
+    assert "\n" not in str(caught.value)
