@@ -393,11 +393,20 @@ def _export(opts) -> int:
             from .views.html_graph import graph_page
             page = graph_page(summary.graph, svg.decode(), group_svgs(report.fusions, summary.graph))
             written.append(f"{write_atomic(opts.html, page)} ({what}; open it in a browser)")
+    # `--json /dev/stdout | jq`: stdout is one of the outputs, so what was written is said on stderr
+    said = sys.stderr if any(_is_stdout(p) for p in (opts.json_path, opts.dot, opts.svg, opts.html) if p) else sys.stdout
     for line in written:
-        print(f"wrote {line}")
+        print(f"wrote {line}", file=said)
     if failure is not None:
         raise failure
     return EXIT_OK if report.ok else EXIT_FINDINGS
+
+
+def _is_stdout(path: str) -> bool:
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError, AttributeError):  # no such file, or a stdout without a descriptor
+        return False
 
 
 def _emit(opts, result, view) -> int:

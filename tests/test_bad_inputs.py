@@ -355,6 +355,14 @@ def test_process_fault(case, bad_dir):
     assert out == ""
 
 
+def test_export_to_dev_stdout_keeps_stdout_json(tmp_path):
+    """`export --json /dev/stdout | jq`: the 'wrote' lines go to stderr, not into the JSON."""
+    out = run_cli("export", f"{FUNCS}:matmul", "--json", "/dev/stdout", "--dot", str(tmp_path / "g.dot"))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["target"]["function"] == "matmul"
+    assert "wrote /dev/stdout" in out.stderr and (tmp_path / "g.dot").exists()
+
+
 def test_user_prints_go_to_stderr_and_json_stays_json(tmp_path):
     (tmp_path / "chatty.py").write_text("import jax.numpy as jnp\nprint('hello at import')\n"
                                         "def f(x):\n    print('hello while tracing')\n    return x * 2\n")
