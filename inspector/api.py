@@ -61,6 +61,10 @@ def _inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
                 raise UsageError(f"keyword input {name}={value!r}: give one shape spec such as \"f32[8,128]\"")
             value = p[0]
         kw[name] = value
+    for i, value in list(enumerate(pos)) + list(kw.items()):
+        if getattr(getattr(value, "dtype", None), "kind", "") == "O":  # jax would blame the function
+            raise UsageError(f"input {i}: a numpy array of Python objects is not an array jax can take; "
+                             "give numbers (e.g. np.asarray(x, np.float32)) or a shape spec such as \"f32[8]\"")
     return tuple(pos), kw
 
 

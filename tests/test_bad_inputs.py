@@ -495,6 +495,8 @@ def _ident(x):
 API_CASES = {
     "sys.exit while tracing": (lambda api: api.inspect(_exits, "f32[4]"), "TargetFailure", "sys.exit(4)"),
     "sys.exit under diff": (lambda api: api.diff(_exits, _ident, "f32[4]"), "TargetFailure", "sys.exit(4)"),
+    "an array of Python objects": (lambda api: api.inspect(_ident, __import__("numpy").array([object()])), "UsageError",
+                                    "array of Python objects"),
     "report.show of no such view": (lambda api: api.inspect(_ident, "f32[4]").show("nope"), "UsageError", "no view 'nope'"),
 }
 
