@@ -7,6 +7,7 @@ The Python API (notebooks and scripts)::
     report.fusions.totals["hbm_bytes"], report.findings, report.pallas, report.stages.hlo
     inspector.check("samples/matmul.py:tiled", targets=["tpu-v5e", "tpu-v6e"]).ok
     inspector.diff(kernel, reference, x, y).ok
+    inspector.compare("samples/attention.py:flash", None, params_a={"block_q": 128}, params_b={"block_q": 256})
 
 ``import inspector`` sets, where unset, the variables that keep libtpu quiet and shareable and
 jax's local backend off a TPU probe (``inspector.environment``). Import it before jax for all of
@@ -29,11 +30,11 @@ __version__ = "0.1.0"
 
 _environment.prepare_on_import()
 
-_API = ("inspect", "check", "diff")
+_API = ("inspect", "check", "diff", "compare")
 
 
 class _Package(_types.ModuleType):
-    """``inspector.diff`` is a function and a subpackage: Python binds a subpackage to its parent's
+    """``inspector.diff`` and ``inspector.compare`` are functions and modules: Python binds a subpackage to its parent's
     attribute when it is first imported, which would replace the function; the API's names stay."""
 
     def __setattr__(self, name, value):
@@ -44,16 +45,17 @@ class _Package(_types.ModuleType):
 
 _sys.modules[__name__].__class__ = _Package
 
-from .api import check, diff, inspect  # noqa: E402  (after the environment is prepared)
+from .api import check, compare, diff, inspect  # noqa: E402  (after the environment is prepared)
 from .errors import InspectorError, TargetFailure, UsageError  # noqa: E402
 
 if TYPE_CHECKING:
+    from .compare import Compare
     from .diff.result import DiffResult
     from .pallas.check import CheckResult
     from .report import Report
 
 _LAZY = {"Report": ("report", "Report"), "CheckResult": ("pallas.check", "CheckResult"),
-         "DiffResult": ("diff.result", "DiffResult")}
+         "DiffResult": ("diff.result", "DiffResult"), "Compare": ("compare", "Compare")}
 
 
 def __getattr__(name: str):  # the result types, without loading the analyses at import
@@ -65,5 +67,5 @@ def __getattr__(name: str):  # the result types, without loading the analyses at
     raise AttributeError(f"module 'inspector' has no attribute {name!r}")
 
 
-__all__ = ["CheckResult", "DiffResult", "InspectorError", "Report", "TargetFailure", "UsageError", "check", "diff",
-           "inspect"]
+__all__ = ["CheckResult", "Compare", "DiffResult", "InspectorError", "Report", "TargetFailure", "UsageError", "check",
+           "compare", "diff", "inspect"]

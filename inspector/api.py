@@ -1,10 +1,12 @@
-"""The Python API: ``inspector.inspect``, ``inspector.check`` and ``inspector.diff``.
+"""The Python API: ``inspector.inspect``, ``inspector.check``, ``inspector.diff`` and ``inspector.compare``.
 
 Each takes a function object with its example inputs (arrays, ``jax.ShapeDtypeStruct``s, any
 pytree of them, or shape-spec strings such as ``"f32[8,128]"``), or a ``"file.py:function"``
 spec whose INSPECT entry gives the defaults (inputs given here win). They build the same Target
 the command line builds and take the same path (``report.make_report``, ``pallas.check.run_check``,
-``diff.run_diff``), so a figure here is the figure ``inspector show --json`` prints.
+``diff.run_diff``, ``compare.compare_reports``), so a figure here is the figure ``inspector show --json``
+prints. A TPU target with a topology (``tpu-v5e:2x2``) takes ``mesh=`` and ``shardings=`` as
+``--mesh``/``--shard`` (or INSPECT's ``"mesh"``/``"shardings"``) do.
 
 Every call traces afresh (nothing is kept between calls in this process; the on-disk compile
 cache, keyed by the lowered module, spares repeated compiles), prints nothing, and raises an
@@ -21,6 +23,7 @@ from .errors import UsageError
 
 if TYPE_CHECKING:
     from .chips import Chip
+    from .compare import Compare
     from .diff.result import DiffResult
     from .pallas.check import CheckResult
     from .report import Report
@@ -85,10 +88,31 @@ def _reference(reference, module_spec: str | None) -> Callable | None:
     return resolve_callable(load_module(where), func, reference)
 
 
+def _with_sharding(t: Target, mesh, shardings) -> Target:
+    """``mesh=`` ({"data": 2, "model": 2} or "data=2,model=2") and ``shardings=`` (a callable taking
+    the mesh, "P('data',None) P()", or one PartitionSpec pytree per positional input) over the
+    target's own (INSPECT's); checked as the command line's are."""
+    from .sharding import check_mesh, parse_mesh, parse_specs
+
+    if mesh is not None:
+        t.mesh = parse_mesh(mesh) if isinstance(mesh, str) else check_mesh(mesh, f"mesh={mesh!r}")
+    if shardings is not None:
+        if isinstance(shardings, str):
+            parse_specs(shardings)
+        elif not callable(shardings) and not isinstance(shardings, (list, tuple)):
+            raise UsageError(f"shardings must be a callable taking the mesh, a string such as \"P('data',None) P()\" "
+                             f"or one PartitionSpec per positional input, not a {type(shardings).__name__}")
+        t.shardings = shardings
+    if t.shardings is not None and t.mesh is None:
+        raise UsageError(f"{t.spec}: shardings without a mesh: give mesh={{'data': 4, 'model': 4}} as well")
+    return t
+
+
 def make_target(fn_or_spec: Callable | str, args: tuple = (), kwargs: dict | None = None, *,
-                params: dict | None = None, reference: Callable | str | None = None) -> Target:
+                params: dict | None = None, reference: Callable | str | None = None, mesh=None,
+                shardings=None) -> Target:
     """The Target the stages trace: from a ``"file.py:function"`` spec (its INSPECT entry gives the
-    defaults; inputs, params and reference given here win) or from a function object."""
+    defaults; inputs, params, reference, mesh and shardings given here win) or from a function object."""
     from .target import callable_target, load_target
 
     if params is not None and not isinstance(params, dict):
@@ -97,10 +121,11 @@ def make_target(fn_or_spec: Callable | str, args: tuple = (), kwargs: dict | Non
     if isinstance(fn_or_spec, str):
         only_text = args and all(isinstance(a, str) for a in args) and not kwargs
         inputs = None if only_text or not (args or kwargs) else _inputs(args, kwargs)
-        return load_target(fn_or_spec, args=" ".join(args) if only_text else None, sets=[], inputs=inputs,
-                           params=params, reference=_reference(reference, fn_or_spec))
+        return _with_sharding(load_target(fn_or_spec, args=" ".join(args) if only_text else None, sets=[], inputs=inputs,
+                                          params=params, reference=_reference(reference, fn_or_spec)), mesh, shardings)
     pos, kw = _inputs(args, kwargs)
-    return callable_target(fn_or_spec, pos, kw, params=params, reference=_reference(reference, None))
+    return _with_sharding(callable_target(fn_or_spec, pos, kw, params=params, reference=_reference(reference, None)),
+                          mesh, shardings)
 
 
 def resolve_chip(name: str | Chip) -> Chip:
@@ -126,7 +151,7 @@ def _use_cache(cache: bool) -> bool:
 
 def inspect(fn_or_spec: Callable | str, *args: Any, target: str = "cpu", params: dict | None = None,
             reference: Callable | str | None = None, roofline: str | None = None, cache: bool = True,
-            **kwargs: Any) -> Report:
+            mesh: dict | str | None = None, shardings: Any = None, buffers: bool = False, **kwargs: Any) -> Report:
     """Trace, lower and compile ``fn_or_spec`` for ``target`` and analyse it: what ``inspector
     show --json`` reports (``.stages`` with the jaxpr, StableHLO and HLO texts and XLA's cost and
     memory; ``.fusions`` the kernels with HBM traffic and roofline, ``.fusions.totals["hbm_bytes"]``;
@@ -137,37 +162,45 @@ def inspect(fn_or_spec: Callable | str, *args: Any, target: str = "cpu", params:
     ``local`` (jax's default backend) or a TPU such as ``tpu-v5e`` (libtpu, no TPU needed);
     ``roofline``: the chip whose figures the roofline uses (default: the target); ``cache``: use
     the on-disk compile cache. A compile failure is a finding, not an exception.
+
+    A target with a topology (``tpu-v5e:16x16``) compiles for every device of the slice:
+    ``mesh`` ({"data": 64, "model": 4}, one size may be -1) and ``shardings`` (a callable taking
+    the mesh, or ``"P('data',None) P()"``, or one PartitionSpec pytree per positional input) as
+    ``--mesh``/``--shard``; ``.memory`` and ``.collectives`` are per device. ``buffers``: also
+    read the compiler's buffer assignment (``.memory.largest``, as ``--view memory``).
     """
     from .chips import get_chip
     from .report import make_report
 
     with _call():
-        t = make_target(fn_or_spec, args, kwargs, params=params, reference=reference)
+        t = make_target(fn_or_spec, args, kwargs, params=params, reference=reference, mesh=mesh, shardings=shardings)
         chip = resolve_chip(target)
         roof = get_chip(roofline) if roofline else None
         return make_report(t, chip, compile=True, jaxpr_text=True, fusions=True, pallas=True, roofline_chip=roof,
-                           use_cache=_use_cache(cache), memo=False)
+                           use_cache=_use_cache(cache), memo=False, buffers=buffers)
 
 
 def _chips(targets: str | Sequence[str]) -> list[Chip]:
     from .chips import parse_targets
 
-    if isinstance(targets, str):
-        return parse_targets(targets)
-    names = list(targets)
+    names = targets.split(",") if isinstance(targets, str) else list(targets)
     if not all(isinstance(n, str) for n in names):
         raise UsageError("targets must be chip names such as ['tpu-v5e', 'tpu-v6e']")
+    # "local" is the chip jax runs on here, as for inspect's target
+    names = [resolve_chip(n).name if n.strip().lower() == "local" else n for n in names]
     return parse_targets(",".join(names))
 
 
 def check(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] = ("tpu-v5e",),
           estimate_only: bool = False, sweep: bool = False, params: dict | None = None, cache: bool = True,
-          **kwargs: Any) -> CheckResult:
+          mesh: dict | str | None = None, shardings: Any = None, **kwargs: Any) -> CheckResult:
     """Every pallas_call against every chip in ``targets`` (TPUs, or spec-only GPUs such as h100):
     the VMEM estimate and, unless ``estimate_only``, the real compiler's verdict (libtpu, no TPU
     needed), layout rules and BlockSpec bugs; as ``inspector check``. ``.ok`` is False on any
     error; ``.targets`` one row per chip; ``.findings``; ``.kernels`` the Pallas analyses.
-    ``sweep``: also estimate every combination of the INSPECT params."""
+    ``sweep``: also estimate every combination of the INSPECT params. On a topology
+    (``tpu-v5e:16x16``, with ``mesh``/``shardings`` as in ``inspect``) the rows carry the HBM
+    fit per device and a program that does not fit is an ``hbm-over-capacity`` error."""
     from .pallas.check import run_check
 
     with _call():
@@ -175,7 +208,7 @@ def check(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] =
         local = [c.name for c in chips if c.is_local]
         if local:
             raise UsageError(f"check is about TPU and GPU targets, not {', '.join(local)}: e.g. targets=['tpu-v5e', 'tpu-v6e', 'h100']")
-        t = make_target(fn_or_spec, args, kwargs, params=params)
+        t = make_target(fn_or_spec, args, kwargs, params=params, mesh=mesh, shardings=shardings)
         result = run_check(t, chips, estimate_only=estimate_only, use_cache=_use_cache(cache), memo=False)
         if sweep:
             from .pallas.sweep import sweep as sweep_params
@@ -219,3 +252,37 @@ def diff(fn: Callable | str, reference: Callable | str | None = None, *args: Any
             return run_diff(t, seed=seed, atol=atol, rtol=rtol, grad=grad, runs=runs, chip=sim, strict=strict)
         except ValueError as err:
             raise UsageError(str(err)) from err
+
+
+def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, params: dict | None = None,
+            params_a: dict | None = None, params_b: dict | None = None, target: str = "cpu", target_a: str | None = None,
+            target_b: str | None = None, roofline: str | None = None, cache: bool = True, mesh: dict | str | None = None,
+            shardings: Any = None, **kwargs: Any) -> Compare:
+    """Two variants side by side, as ``inspector compare``: ``a`` and ``b`` (functions or
+    ``"file.py:function"`` specs; ``b`` None compares ``a`` with itself under other params or on
+    another chip), ``params_a``/``params_b`` over the shared ``params``, on ``target_a``/``target_b``
+    (default ``target``). Both are built as ``inspect`` builds them; the result has the totals with
+    B / A ratios (``.totals``), the VMEM of each Pallas kernel (``.vmem``), the kernels only one side
+    has (``.only_a``, ``.only_b``) and those whose HBM bytes changed most (``.changed``); ``.ok`` is
+    False when either side has an error finding."""
+    from .chips import get_chip
+    from .compare import compare_reports
+    from .report import make_report
+
+    with _call():
+        for name, value in (("params", params), ("params_a", params_a), ("params_b", params_b)):
+            if value is not None and not isinstance(value, dict):
+                raise UsageError(f"{name} must be a dict of static keyword values, not a {type(value).__name__}")
+        second = a if b is None else b
+        pa, pb = {**(params or {}), **(params_a or {})}, {**(params or {}), **(params_b or {})}
+        chip_a, chip_b = resolve_chip(target_a or target), resolve_chip(target_b or target)
+        if second is a and pa == pb and chip_a.name == chip_b.name:
+            raise UsageError("compare needs two different variants: give b, params_a/params_b (e.g. params_a={'block_q': 128}, "
+                             "params_b={'block_q': 256}) or target_a/target_b")
+        roof = get_chip(roofline) if roofline else None
+        reports = []
+        for fn, p, chip in ((a, pa, chip_a), (second, pb, chip_b)):
+            t = make_target(fn, args, kwargs, params=p or None, mesh=mesh, shardings=shardings)
+            reports.append(make_report(t, chip, compile=True, jaxpr_text=False, fusions=True, pallas=True,
+                                       roofline_chip=roof, use_cache=_use_cache(cache), memo=False, collectives=False))
+        return compare_reports(*reports)

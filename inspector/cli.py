@@ -148,6 +148,8 @@ def _compare_parser(sub, common) -> None:
     compare.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a static parameter of both (repeatable)")
     compare.add_argument("--set-a", action="append", default=[], metavar="NAME=VALUE", help="a static parameter of A only (repeatable)")
     compare.add_argument("--set-b", action="append", default=[], metavar="NAME=VALUE", help="a static parameter of B only (repeatable)")
+    compare.add_argument("--mesh", metavar="AXIS=N,...", help="both variants' mesh on a TPU slice, e.g. data=-1,model=2 (-1 fits each slice)")
+    compare.add_argument("--shard", metavar="SPECS", help="both variants' PartitionSpecs, one per positional input")
     compare.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: each variant's target)")
     compare.add_argument("--top", type=_count, default=10, metavar="N", help="kernels whose bytes changed most: rows to print (0 for all)")
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
@@ -480,8 +482,15 @@ def _tui(opts) -> int:
     from .session import Session
     from .stages import cache_enabled
 
-    get_chip(opts.chip)  # a bad --target is a usage error before the screen opens
-    session = Session(opts.target, opts.chip, opts.args, opts.ref, list(opts.set), cache_enabled() and not opts.no_cache)
+    get_chip(opts.chip)  # a bad --target, --mesh or --shard is a usage error before the screen opens
+    if opts.mesh is not None:
+        from .sharding import parse_mesh
+        parse_mesh(opts.mesh)
+    if opts.shard is not None:
+        from .sharding import parse_specs
+        parse_specs(opts.shard)
+    session = Session(opts.target, opts.chip, opts.args, opts.ref, list(opts.set), cache_enabled() and not opts.no_cache,
+                      mesh=opts.mesh, shard=opts.shard)
     InspectorApp(session, watch=opts.watch, choose_chip=choose_chip).run()
     return EXIT_OK
 

@@ -82,6 +82,15 @@ class Compare:
     def ok(self) -> bool:
         return self.a.ok and self.b.ok
 
+    def __repr__(self) -> str:  # the dataclass's would list every kernel
+        return (f"<Compare {self.a.label} vs {self.b.label}: {self.paired} kernels paired, {len(self.only_a)} only in A, "
+                f"{len(self.only_b)} only in B, {'ok' if self.ok else 'errors'}>")
+
+    def _repr_html_(self) -> str:  # Jupyter: what `inspector compare` prints (rich loads only here)
+        from .views.html import compare_html
+
+        return compare_html(self)
+
 
 def _ratio(a, b) -> float | None:
     return b / a if a and b is not None else None

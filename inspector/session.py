@@ -29,6 +29,8 @@ class Session:
     use_cache: bool = True
     passes: bool = False  # compile with XLA's pass dumps (the Passes tab; kernels name the pass that made them)
     buffers: bool = False  # ask the compiler for its buffer assignment (the Memory tab's largest buffers)
+    mesh: str | None = None  # --mesh data=4,model=4 (over INSPECT's "mesh")
+    shard: str | None = None  # --shard "P('data',None) P()" (over INSPECT's "shardings")
 
     def target(self, fresh: bool = False):
         from .target import load_target, split_spec
@@ -40,7 +42,7 @@ class Session:
                     del sys.modules[name]
             from . import stages
             stages._MEMO.clear()
-        return load_target(self.spec, args=self.args, ref=self.ref, sets=self.sets)
+        return load_target(self.spec, args=self.args, ref=self.ref, sets=self.sets, mesh=self.mesh, shard=self.shard)
 
     def lowering(self, fresh: bool = False):
         """The report as far as lowering goes (jaxpr, StableHLO, Mosaic; no compile, no kernel

@@ -27,3 +27,8 @@ def fmt_time(s: float | None) -> str:
         if s >= scale:
             return f"{s / scale:.3g} {unit}"
     return f"{s / 1e-9:.3g} ns"
+
+
+def count(n: int, noun: str) -> str:
+    """``1 finding``, ``2 findings``: a count with its noun (regular plurals only)."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")

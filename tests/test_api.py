@@ -119,10 +119,17 @@ def test_inputs_params_and_jit_wrapped_functions():
     (lambda: inspector.inspect(lambda x: x, "f32[8]", target="tpu-v99"), "unknown target"),
     (lambda: inspector.inspect(lambda x: x, "f32[8]", target="h100"), "spec-only"),
     (lambda: inspector.check(lambda x: x, "f32[8]", targets="cpu"), "check is about TPU and GPU targets"),
+    (lambda: inspector.check(lambda x: x, "f32[8]", targets=["local"]), "check is about TPU and GPU targets, not "),
     (lambda: inspector.diff(lambda x: x, None, "f32[8]"), "no reference"),
     (lambda: inspector.diff(lambda x: x, lambda x: x, "f32[8]", atol=-1), "atol must be"),
     (lambda: inspector.diff(lambda x: x, lambda x: x, "f32[8]", target="h100"), "diff runs on this machine"),
     (lambda: inspector.diff(lambda x: x, "samples/attention.py:missing", "f32[8]"), "no function named 'missing'"),
+    (lambda: inspector.compare(NAIVE, None, SPECS), "compare needs two different variants"),
+    (lambda: inspector.compare(NAIVE, None, SPECS, params_a=3), "params_a must be a dict"),
+    (lambda: inspector.inspect(lambda x: x, "f32[8]", shardings="P('data')"), "shardings without a mesh"),
+    (lambda: inspector.inspect(lambda x: x, "f32[8]", mesh={"data": 2}, shardings="P(data)"), "PartitionSpec entry"),
+    (lambda: inspector.inspect(lambda x: x, "f32[8]", mesh={"data": 0}), "sizes are whole numbers"),
+    (lambda: inspector.inspect(lambda x: x, "f32[8]", mesh={"data": 2}, shardings=5), "shardings must be"),
 ])
 def test_bad_input_raises_one_clear_usage_error(call, message):
     with pytest.raises(UsageError) as err:
@@ -149,6 +156,8 @@ def test_nothing_prints(capfd):
     out, err = capfd.readouterr()
     assert out == "" and err == ""
     assert repr(report).startswith("<Report ") and len(repr(report)) < 300  # no stage texts in the repr
+    with pytest.raises(UsageError, match="no view 'bogus': use one of overview"):
+        report.show("bogus")  # one line, not an AttributeError from inside
 
 
 def test_diff_finds_a_wrong_output_and_uses_given_arrays():
@@ -288,6 +297,7 @@ def test_check_api_on_a_tpu_target():
 
 
 @pytest.mark.slow
+@pytest.mark.tpu  # its pods section compiles for tpu-v5e:2x2 (in the notebook's kernel process)
 def test_example_notebook_runs_clean():
     """samples/inspector_api.ipynb executes without an error; its HTML shows the fusions table
     and nothing reached stderr."""
@@ -303,3 +313,106 @@ def test_example_notebook_runs_clean():
     html = "\n".join(o.get("data", {}).get("text/html", "") for o in outputs)
     assert "kernels in schedule order" in html and "HBM r+w" in html  # the fusions table
     assert "diff " in html and "matmul.py:tiled against xla" in html
+    assert "totals (ratio: B / A)" in html  # compare
+    assert "HBM per device on tpu-v5e:2x2" in html and "collectives in schedule order" in html  # the pods section
+
+
+def test_compare_api_gives_what_the_cli_prints(run_cli, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    flash = "samples/attention.py:flash"
+    args = "f32[1,256,128] f32[1,256,128] f32[1,256,128]"
+    result = inspector.compare(NAIVE, flash, args)
+    out = run_cli("compare", NAIVE, flash, "--args", args, "--json")
+    assert out.returncode == 0, out.stderr
+    cli = json.loads(out.stdout)
+    api = json.loads(json.dumps(dataclasses.asdict(result), default=str))
+    strip = lambda totals: [t for t in totals if t["name"] != "compile time"]
+    assert strip(api["totals"]) == strip(cli["totals"]) and len(api["totals"]) > 3
+    assert (api["only_a"], api["only_b"], api["paired"]) == (cli["only_a"], cli["only_b"], cli["paired"])
+    assert result.ok and result.b.label.startswith(flash)
+    assert repr(result).startswith("<Compare ") and "totals (ratio: B / A)" in result._repr_html_()
+    # one function, two parameter sets: params_a / params_b over params
+    tiled = inspector.compare("samples/matmul.py:tiled", None, "bf16[256,512] bf16[512,256]", params={"bk": 256},
+                              params_a={"bm": 128, "bn": 128}, params_b={"bm": 256, "bn": 256})
+    assert tiled.a.params == {"bm": 128, "bk": 256, "bn": 128} and tiled.b.params == {"bm": 256, "bk": 256, "bn": 256}
+
+
+def test_compare_is_exported_beside_its_module():
+    import inspector.compare as module_or_function  # noqa: F401 - binds nothing over the API name
+    from inspector.compare import compare_reports
+
+    assert callable(inspector.compare) and inspector.compare.__module__ == "inspector.api"
+    assert callable(compare_reports) and inspector.Compare.__name__ == "Compare"
+
+
+SHARDED = "tests/data/sharded.py:step"
+
+
+@pytest.mark.tpu
+def test_sharded_targets_through_the_api(run_cli, monkeypatch):
+    """A topology target: INSPECT's mesh and shardings for a spec, mesh= and shardings= for a function
+    object; memory and collectives as `show --json` gives them; the HTML shows both."""
+    from jax.sharding import PartitionSpec as P
+
+    from inspector.views.html import plain
+
+    monkeypatch.chdir(ROOT)
+    report = inspector.inspect(SHARDED, target="tpu-v5e:2x2", buffers=True)
+    cli = {view: json.loads(run_cli("show", SHARDED, "--target", "tpu-v5e:2x2", "--view", view, "--json").stdout)
+           for view in ("memory", "collectives")}
+    api = report.to_dict()
+    assert api["memory"] == cli["memory"]["memory"] and api["memory"]["largest"]
+    assert api["collectives"] == cli["collectives"]["collectives"] != []
+    assert api["collective_totals"] == cli["collectives"]["collective_totals"]
+    assert report.stages.mesh == {"data": 2, "model": 2}
+    text = plain(report._repr_html_())
+    assert "memory: HBM per device on tpu-v5e:2x2" in text and "fits:" in text
+    assert "collectives: " in text and "by mesh axis" in text
+
+    from conftest import DATA
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sharded_for_api", DATA / "sharded.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    w1, w2, x = "f32[256,512]", "f32[512,256]", "f32[64,256]"
+    same = inspector.inspect(module.step, w1, w2, x, target="tpu-v5e:2x2", mesh={"data": 2, "model": 2},
+                             shardings=[P("data", "model"), P("model", "data"), P("data", None)])
+    assert same.memory.argument_bytes == report.memory.argument_bytes
+    assert same.memory.temp_bytes == report.memory.temp_bytes
+    assert [c.kind for c in same.collectives.collectives] == [c.kind for c in report.collectives.collectives]
+    other = inspector.inspect(module.step, w1, w2, x, target="tpu-v5e:2x2", mesh="data=4,model=1",
+                              shardings="P('data','model') P('model','data') P('data',None)")
+    assert other.stages.mesh == {"data": 4, "model": 1}
+    assert other.memory.argument_bytes == (256 * 512 + 512 * 256 + 64 * 256) * 4 // 4
+    with pytest.raises(UsageError, match="has 4 devices but tpu-v5e:4x4 has 16"):
+        inspector.inspect(module.step, w1, w2, x, target="tpu-v5e:4x4", mesh={"data": 2, "model": 2})
+    result = inspector.check(SHARDED, targets="tpu-v5e:2x2")
+    assert result.ok and result.targets[0].hbm_fits is True and result.targets[0].mesh == {"data": 2, "model": 2}
+    too_big = inspector.check("tests/data/sharded.py:big_step", targets="tpu-v5e:2x2")
+    assert not too_big.ok and too_big.targets[0].hbm_fits is False
+    assert [f.code for f in too_big.findings if f.severity == "error"] == ["hbm-over-capacity"]
+    assert "hbm-over-capacity" in plain(too_big._repr_html_())
+
+
+@pytest.mark.tpu
+def test_many_calls_in_one_session_keep_no_state():
+    """Calls alternating between targets give the same figures each time; no file handles pile up."""
+    import jax
+    import jax.numpy as jnp
+
+    def f(x, w):
+        return jax.nn.relu(x @ w).sum(axis=0)
+
+    x, w = jax.ShapeDtypeStruct((64, 256), jnp.float32), jax.ShapeDtypeStruct((256, 128), jnp.float32)
+    seen: dict[str, set] = {}
+    handles = []
+    for i in range(8):
+        chip = ("cpu", "tpu-v5e", "tpu-v6e", "cpu")[i % 4]
+        r = inspector.inspect(f, x, w, target=chip)
+        assert r.chip.name == chip and r.ok
+        seen.setdefault(chip, set()).add((r.fusions.totals["hbm_bytes"], r.fusions.totals["flops"], len(r.fusions.kernels),
+                                          r.memory.argument_bytes))
+        handles.append(len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0)
+    assert all(len(v) == 1 for v in seen.values()), seen
+    assert handles[4:] == handles[:4] or handles[-1] == handles[3]

@@ -65,12 +65,20 @@ tpu = pytest.mark.tpu
 @tpu
 @pytest.mark.parametrize("chip", [c for c in CHIPS if c.is_tpu], ids=lambda c: c.name)
 def test_every_listed_topology_is_accepted(chip):
+    """Each shape `inspector chips` lists compiles: a sum sharded over all its devices (a fraction
+    of a second each, 2 s for the largest) is an all-reduce over the one mesh axis."""
     from jax.experimental import topologies
+
+    import inspector
 
     for shape in chip.topologies:
         named = get_chip(f"{chip.name}:{shape}")
         devices = topologies.get_topology_desc(platform="tpu", topology_name=named.topology).devices
         assert len(devices) == named.devices, shape
+        report = inspector.inspect(lambda x: x.sum(), f"f32[{named.devices * 8},128]", target=named.name,
+                                   mesh={"d": -1}, shardings="P('d')", cache=False)
+        assert report.stages.compile_error is None and report.stages.mesh == {"d": named.devices}, shape
+        assert [(c.kind, c.axes) for c in report.collectives.collectives] == [("all-reduce", ["d"])], shape
 
 
 def _step_report(chip="tpu-v5e:2x2", spec="step", **kw):
@@ -87,6 +95,17 @@ def test_a_small_topology_compiles_sharded():
     assert "num_partitions=4" in s.hlo or "all-gather" in s.hlo
     assert report.fusions.kernels  # the fusions and the graph work per device
     assert report.ok
+    # every collective is a collective kernel, XLA:TPU's fused reduce-scatter (a kCustom fusion) too
+    collective_kernels = {k.name for k in report.fusions.kernels if k.kind == "collective"}
+    assert collective_kernels == {c.fusion or c.name for c in report.collectives.collectives}
+    assert any(c.fusion for c in report.collectives.collectives)
+    # ... and each is a node of its own in the kernel graph, never folded into a neighbour
+    from inspector.hlo.graph_model import build_graph
+
+    graph = build_graph(report.fusions, "step", max_nodes=1000)
+    drawn = {name for n in graph.nodes if n.kind == "kernel" for name in n.kernels}
+    folded = {name for n in graph.nodes for name in n.folded}
+    assert collective_kernels <= drawn and not collective_kernels & folded
 
 
 @tpu
@@ -200,3 +219,55 @@ def test_shard_mapped_kernel_is_checked_per_device(run_cli):
     [kernel] = result["kernels"]
     assert kernel["call"]["grid"] == [2]  # 64 rows over data=4: 16 rows per device, blocks of 8
     assert result["targets"][0]["hbm_fits"] is True
+
+
+@tpu
+def test_a_one_step_kernel_per_shard_is_single_buffered(run_cli):
+    """A shard_map'd kernel that takes each device's shard as one block: a one-step grid has
+    nothing to pipeline, Mosaic gives each block one buffer, and the estimate says the same
+    (not a false vmem-over-limit from counting two)."""
+    out = run_cli("check", f"{SHARDED}:whole_shard_kernel", "--target", "tpu-v5e:2x2", "--json")
+    assert out.returncode == 0, out.stdout
+    result = json.loads(out.stdout)
+    [row] = result["targets"]
+    assert row["fits"] and row["compiler_fits"]
+    assert row["vmem_bytes"] == row["compiler_vmem_bytes"] == 2 * 12288 * 128 * 4
+    [kernel] = result["kernels"]
+    assert kernel["call"]["grid"] == [1]
+
+
+@tpu
+def test_all_to_all_and_async_collective_permute_are_listed():
+    _, captured, report = _step_report(spec="mixed_collectives")
+    listed = report.collectives.collectives
+    assert {c.name for c in listed} == _hlo_collectives(captured.stages.hlo)
+    assert [c.kind for c in listed] == ["all-to-all", "collective-permute", "all-reduce"]
+    a2a, permute, reduce = listed
+    assert a2a.bytes == 4 * 64 * 256 * 4 and a2a.axes == ["data"]  # the (1024/4, 256) shard, regrouped
+    assert permute.asynchronous and permute.done and permute.bytes == 256 * 256 * 4 and permute.groups == 4
+    assert reduce.bytes == 256 * 256 * 4 and reduce.axes == ["data"]
+    assert set(report.collectives.by_kind) == {"all-to-all", "collective-permute", "all-reduce"}
+
+
+@tpu
+def test_the_terminal_ui_session_takes_mesh_and_shard():
+    """`inspector TARGET --target tpu-v5e:2x2 --mesh ... --shard ...` opens the UI on that sharding
+    (the session the UI's worker compiles from carries both), not INSPECT's."""
+    from inspector.session import Session
+
+    session = Session(f"{SHARDED}:step", "tpu-v5e:2x2", mesh="data=4,model=1",
+                      shard="P('data','model') P('model','data') P('data',None)")
+    report = session.with_params({}).report()  # the UI's variants (chip, params, buffers) keep the sharding
+    assert report.stages.mesh == {"data": 4, "model": 1}
+    assert report.memory.argument_bytes == (256 * 512 + 512 * 256 + 64 * 256) * 4 // 4
+    assert Session(f"{SHARDED}:step", "tpu-v5e:2x2").report().stages.mesh == {"data": 2, "model": 2}  # INSPECT's
+
+
+@tpu
+def test_compare_two_slices_with_one_mesh(run_cli):
+    """`compare --mesh data=-1,model=2`: the same step on 4 and 8 chips, -1 filled per slice."""
+    out = run_cli("compare", f"{SHARDED}:step", "--target-a", "tpu-v5e:2x2", "--target-b", "tpu-v5e:2x4",
+                  "--mesh", "data=-1,model=2", "--json")
+    assert out.returncode == 0, out.stderr
+    totals = {t["name"]: t for t in json.loads(out.stdout)["totals"]}
+    assert totals["flops"]["ratio"] == pytest.approx(0.5, rel=0.05)  # twice the devices, half the work each

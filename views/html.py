@@ -10,13 +10,17 @@ import re
 
 from rich.console import Console
 
+from ..compare import Compare
 from ..diff.result import DiffResult
 from ..errors import InspectorError
 from ..pallas.check import CheckResult
 from ..report import Report
+from .collectives import collectives_view
+from .compare import compare_view
 from .diff import diff_view
 from .fusions import fusions_view
 from .highlight import THEME
+from .memory import memory_view
 from .pallas import check_view, pallas_view
 from .printer import overview
 
@@ -75,6 +79,13 @@ def report_html(report: Report) -> str:
     if report.pallas:
         parts.append(_section(f"pallas: {len(report.pallas)} pallas_call (BlockSpecs, grid, VMEM budgets)",
                               render(pallas_view(report.pallas))))
+    m = report.memory
+    if m is not None:  # open where it decides something: a sharded program, or one that does not fit
+        parts.append(_section(f"memory: HBM per device on {m.chip}" + (": DOES NOT FIT" if m.fits is False else ""),
+                              render(memory_view(m)), open_=m.devices > 1 or m.fits is False))
+    comms = report.collectives
+    if comms is not None and comms.collectives:
+        parts.append(_section(f"collectives: {len(comms.collectives)} per device", render(collectives_view(comms))))
     parts.append(_section("kernel graph", graph_html(report), open_=False))
     return _wrap(parts)
 
@@ -88,6 +99,10 @@ def check_html(result: CheckResult) -> str:
 
 def diff_html(result: DiffResult) -> str:
     return _wrap([render(diff_view(result))])
+
+
+def compare_html(result: Compare) -> str:
+    return _wrap([render(compare_view(result))])
 
 
 def _wrap(parts: list[str]) -> str:

@@ -2,7 +2,9 @@
 
 TPU: each pipelined block padded to its tile layout x its buffer count (2 by default, n for
 pl.Buffered(n); measured with libtpu 0.0.42.1, a block whose index never changes still gets two
-buffers unless the BlockSpec asks for one), plus scratch, plus the largest value
+buffers unless the BlockSpec asks for one; a grid of one step, or none, has nothing to pipeline
+and Mosaic gives each block one buffer: an (8192,128) f32 copy kernel on v5e uses 8 MiB at grid
+(1,) and 16 MiB at grid (2,)), plus scratch, plus the largest value
 the kernel body builds when it outgrows the vector registers (the compiler keeps it in VMEM).
 Compared with the scoped limit (the chip's default or the kernel's vmem_limit_bytes) and the
 physical VMEM. A static estimate: register spills and compiler temporaries come on top.
@@ -83,7 +85,7 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         if op.memory_space != "vmem":
             continue  # memory_space=ANY stays in HBM: the kernel copies what it needs itself
         block = [b or 1 for b in op.block_shape]
-        buffers = op.buffer_count or 2
+        buffers = op.buffer_count or (1 if info.steps == 1 else 2)
         items.append(VmemItem(op.operand, block, op.dtype, padded_bytes(block, op.dtype), buffers))
     for i, s in enumerate(info.scratch):
         what = f"run_scoped buffer {i}" if s.scoped else f"scratch {i}"

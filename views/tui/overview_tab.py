@@ -11,6 +11,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
 from ...findings import Finding
+from ...units import count
 
 from ..cells import SEVERITY_STYLE, allocation_lines
 from ..printer import overview
@@ -94,7 +95,7 @@ class OverviewTab(Vertical):
             table.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.code,
                           first_line(f.message, width), key=str(i))
         errors = sum(f.severity == "error" for f in self.findings)
-        title = (Text.assemble((f"{len(self.findings)} findings", "bold"), f" ({errors} errors)" if errors else "",
+        title = (Text.assemble((count(len(self.findings), "finding"), "bold"), f" ({count(errors, 'error')})" if errors else "",
                                "; Enter shows the evidence", style="")
                  if self.findings else Text("no findings", style="green"))
         self.query_one("#findings-title", Static).update(title)
