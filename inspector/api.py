@@ -15,6 +15,7 @@ raised while tracing). Nothing here imports jax at module level.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .environment import quiet
@@ -27,6 +28,20 @@ if TYPE_CHECKING:
     from .pallas.check import CheckResult
     from .report import Report
     from .target import Target
+
+@contextlib.contextmanager
+def _call():
+    """Around one API call: quiet, and sys.exit() in the user's code (at import, while tracing or
+    running) a TargetFailure with its code, never the end of the user's script or kernel."""
+    from .errors import TargetFailure
+    from .target import describe_error
+
+    with quiet():
+        try:
+            yield
+        except SystemExit as err:
+            raise TargetFailure(describe_error(err, None, "raised by the analysed code")) from err
+
 
 def _inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """Positional and keyword inputs; strings are shape specs (a string may hold several, and
@@ -49,6 +64,10 @@ def _inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
                 raise UsageError(f"keyword input {name}={value!r}: give one shape spec such as \"f32[8,128]\"")
             value = p[0]
         kw[name] = value
+    for i, value in list(enumerate(pos)) + list(kw.items()):
+        if getattr(getattr(value, "dtype", None), "kind", "") == "O":  # jax would blame the function
+            raise UsageError(f"input {i}: a numpy array of Python objects is not an array jax can take; "
+                             "give numbers (e.g. np.asarray(x, np.float32)) or a shape spec such as \"f32[8]\"")
     return tuple(pos), kw
 
 
@@ -153,7 +172,7 @@ def inspect(fn_or_spec: Callable | str, *args: Any, target: str = "cpu", params:
     from .chips import get_chip
     from .report import make_report
 
-    with quiet():
+    with _call():
         t = make_target(fn_or_spec, args, kwargs, params=params, reference=reference, mesh=mesh, shardings=shardings)
         chip = resolve_chip(target)
         roof = get_chip(roofline) if roofline else None
@@ -184,7 +203,7 @@ def check(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] =
     fit per device and a program that does not fit is an ``hbm-over-capacity`` error."""
     from .pallas.check import run_check
 
-    with quiet():
+    with _call():
         chips = _chips(targets)
         local = [c.name for c in chips if c.is_local]
         if local:
@@ -210,7 +229,7 @@ def diff(fn: Callable | str, reference: Callable | str | None = None, *args: Any
     ``reference`` may be None for a spec whose INSPECT names one."""
     from .diff import check_tolerance, run_diff
 
-    with quiet():
+    with _call():
         sim = None
         if target is not None and not (isinstance(target, str) and target.strip().lower() == "local"):
             chips = _chips(target)
@@ -250,7 +269,7 @@ def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, para
     from .compare import compare_reports
     from .report import make_report
 
-    with quiet():
+    with _call():
         for name, value in (("params", params), ("params_a", params_a), ("params_b", params_b)):
             if value is not None and not isinstance(value, dict):
                 raise UsageError(f"{name} must be a dict of static keyword values, not a {type(value).__name__}")

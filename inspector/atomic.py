@@ -1,10 +1,13 @@
 """Write a file so that a reader never sees half of it: a temporary file beside it, then rename.
 
 The temporary file is removed on every path (a full disk, Ctrl-C mid-write), and every failure
-is one line that names the file."""
+is one line that names the file. A link is followed (its target is replaced, the link kept), and
+a path that is not a regular file (/dev/stdout, a pipe such as bash's `>(jq .)`, /dev/full) is
+written in place: a rename over it would replace a device or a pipe with a plain file."""
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -15,8 +18,12 @@ def check_writable(path: str | os.PathLike) -> Path:
     """Fail early (before a long compile) when ``path`` cannot be written: its folder is missing
     or not writable, or it is a folder itself."""
     path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
     try:
+        if _special(path):
+            return path  # written in place; whether it takes the bytes is known only then
+        if path.is_symlink():  # a dangling link: its target is what gets written
+            path = Path(os.path.realpath(path))
+        directory = path.parent if str(path.parent) else Path(".")
         if not directory.is_dir():
             raise OutputError(f"cannot write {path}: folder {directory} does not exist")
         if path.is_dir():
@@ -28,10 +35,44 @@ def check_writable(path: str | os.PathLike) -> Path:
     return path
 
 
-def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
-    path = check_writable(path)
-    directory = path.parent if str(path.parent) else Path(".")
+def check_not_read_only(path: str | os.PathLike) -> None:
+    """A user's read-only file is refused, as the shell's `>` refuses it (a rename would replace it)."""
+    if os.path.isfile(path) and not os.access(path, os.W_OK):
+        raise OutputError(f"cannot write {path}: the file is read-only (chmod u+w it, or give another name)")
+
+
+def _special(path: Path) -> bool | None:
+    """True: it exists and is not a regular file or folder (a device, a pipe); None: no such file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _write_in_place(path: Path, payload: bytes) -> Path:
+    try:
+        with open(path, "wb") as f:
+            f.write(payload)
+    except OSError as err:
+        raise OutputError(f"cannot write {path}: {err.strerror or err}") from err
+    return path
+
+
+def write_atomic(path: str | os.PathLike, data: bytes | str, *, own: bool = False) -> Path:
+    """``own``: a file only we use (a cache entry): whatever is in its place, a link or a pipe
+    included, is replaced, never written through."""
+    shown = Path(path)  # what the user named, link or not
     payload = data.encode() if isinstance(data, str) else data
+    if own:
+        path = Path(path)
+    else:
+        path = check_writable(path)
+        if _special(path):
+            return _write_in_place(path, payload)
+        if path.is_symlink():  # replace the link's target, keep the link
+            path = Path(os.path.realpath(path))
+    directory = path.parent if str(path.parent) else Path(".")
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name[:64]}.", suffix=".tmp")
@@ -50,4 +91,4 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
                 os.unlink(tmp)
             except OSError:
                 pass
-    return path
+    return shown

@@ -170,15 +170,16 @@ def _normalise(argv: list[str]) -> list[str]:
 
 @contextlib.contextmanager
 def _exits_are_failures(target, doing: str):
-    """sys.exit() (any BaseException but Ctrl-C) in the user's function is a failure of that
-    function with its code, never our exit."""
-    from .target import describe_error
+    """sys.exit() (any BaseException but a real Ctrl-C) in the user's function is a failure of
+    that function with its code, never our exit."""
+    from .target import describe_error, reraise_interrupt
 
     try:
         yield
-    except (Exception, KeyboardInterrupt):
+    except Exception:
         raise
     except BaseException as err:
+        reraise_interrupt(err)
         raise TargetFailure(describe_error(err, target.file, doing)) from err
 
 
@@ -306,8 +307,14 @@ def _work(opts):
 
     if opts.verb != "doctor" and (note := check_version()) is not None:  # doctor says it in its table
         print(f"inspector: note: {note}", file=sys.stderr)
-    with contextlib.redirect_stdout(sys.stderr):
-        return _WORK[opts.verb](opts)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            return _WORK[opts.verb](opts)
+    except (RuntimeError, AssertionError) as err:  # JAX_PLATFORMS names a backend jax cannot start
+        usage = environment.backend_failure(err)
+        if usage is None:
+            raise
+        raise usage from err
 
 
 def _run(opts):
@@ -342,13 +349,14 @@ def _show(opts) -> int:
 
 def _export_paths(opts) -> None:
     """Before the compile: every output names its own file in a folder that exists."""
-    from .atomic import check_writable
+    from .atomic import check_not_read_only, check_writable
 
     seen: dict[str, str] = {}
     for flag, path in (("--json", opts.json_path), ("--dot", opts.dot), ("--svg", opts.svg), ("--html", opts.html)):
         if not path:
             continue
         check_writable(path)
+        check_not_read_only(path)
         real = os.path.realpath(path)
         if real in seen:
             raise UsageError(f"{seen[real]} and {flag} both name {path}: give each output its own file")
@@ -387,11 +395,20 @@ def _export(opts) -> int:
             from .views.html_graph import graph_page
             page = graph_page(summary.graph, svg.decode(), group_svgs(report.fusions, summary.graph))
             written.append(f"{write_atomic(opts.html, page)} ({what}; open it in a browser)")
+    # `--json /dev/stdout | jq`: stdout is one of the outputs, so what was written is said on stderr
+    said = sys.stderr if any(_is_stdout(p) for p in (opts.json_path, opts.dot, opts.svg, opts.html) if p) else sys.stdout
     for line in written:
-        print(f"wrote {line}")
+        print(f"wrote {line}", file=said)
     if failure is not None:
         raise failure
     return EXIT_OK if report.ok else EXIT_FINDINGS
+
+
+def _is_stdout(path: str) -> bool:
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError, AttributeError):  # no such file, or a stdout without a descriptor
+        return False
 
 
 def _emit(opts, result, view) -> int:

@@ -123,13 +123,28 @@ def load(k: str) -> dict | None:
     """The stored result for key ``k``, or None: missing, unreadable or not what we write."""
     path = cache_dir() / f"{k}.json"
     try:
-        entry = json.loads(path.read_text(encoding="utf-8"))
+        entry = json.loads(_read_regular(path))
     except (OSError, ValueError):
         return None
     if not isinstance(entry, dict) or entry.get("schema") != SCHEMA or entry.get("key") != k:
         return None
     result = entry.get("result")
     return result if _valid_result(result) else None
+
+
+def _read_regular(path: Path) -> str:
+    """The text of a regular file; anything else in its place (a pipe, a link to /dev/zero) would
+    block or never end, so it is a miss (OSError)."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read().decode("utf-8")
+    finally:
+        os.close(fd)
 
 
 def store(k: str, result: dict) -> bool:
@@ -144,7 +159,7 @@ def store(k: str, result: dict) -> bool:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         _remove_stale_tmp(directory)
-        write_atomic(directory / f"{k}.json", json.dumps({"schema": SCHEMA, "key": k, "result": result}))
+        write_atomic(directory / f"{k}.json", json.dumps({"schema": SCHEMA, "key": k, "result": result}), own=True)
         return True
     except (OSError, OutputError, ValueError, TypeError):
         return False

@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import tempfile
+import traceback
 import warnings
 
 _QUIET_LIBTPU = {
@@ -125,6 +126,24 @@ def prepare_on_import() -> str:
 import_state: str | None = None  # what prepare_on_import() found: "before-jax", "jax-configured" or "jax-running"
 
 
+def backend_failure(err: BaseException):
+    """A UsageError when ``err`` is jax failing to start the backends JAX_PLATFORMS names (a
+    platform this machine lacks, a misspelt one), else None: the user's setting, not our bug."""
+    from .errors import UsageError
+
+    platforms = os.environ.get("JAX_PLATFORMS")
+    if not platforms or "JAX_PLATFORMS" in _set_by_us:
+        return None
+    frames = traceback.extract_tb(err.__traceback__)
+    in_bridge = bool(frames) and frames[-1].filename.endswith("xla_bridge.py")
+    if not ((isinstance(err, RuntimeError) and "Unable to initialize backend" in str(err))
+            or (isinstance(err, AssertionError) and in_bridge)):
+        return None
+    why = str(err).split(" (set JAX_PLATFORMS", 1)[0].strip() or "no such backend here"
+    return UsageError(f"JAX_PLATFORMS={platforms}: jax cannot start it ({why}); unset JAX_PLATFORMS "
+                      "(the inspector picks cpu, or cuda where jax has a GPU) or set JAX_PLATFORMS=cpu")
+
+
 @contextlib.contextmanager
 def quiet(debug: bool = False):
     """Around one Python-API call: jax's logger at CRITICAL and Python warnings off (restored
@@ -139,5 +158,10 @@ def quiet(debug: bool = False):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
+    except (RuntimeError, AssertionError) as err:
+        usage = backend_failure(err)
+        if usage is None:
+            raise
+        raise usage from err
     finally:
         logger.setLevel(level)

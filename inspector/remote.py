@@ -189,8 +189,14 @@ def run_isolated(fn, *args):
 
 
 def _died(code: int) -> str:
+    import os
     import signal
 
+    # XLA and libtpu end the process (exit 1, or abort) on a flag they do not know: name the flags
+    flags = [k for k in ("XLA_FLAGS", "LIBTPU_INIT_ARGS") if os.environ.get(k, "").strip()]
+    if flags and code in (1, -signal.SIGABRT):
+        return (f"the analysis process ended (code {code}) without an answer: XLA or libtpu refuses a flag in "
+                f"{' or '.join(flags)}? (their own message is above); fix or unset {' / '.join(flags)} and run again")
     if code < 0:
         try:
             name = signal.Signals(-code).name

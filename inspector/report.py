@@ -79,7 +79,8 @@ class Report:
 
         if view not in VIEWS:
             raise UsageError(f"no view {view!r}: use one of {', '.join(VIEWS)}")
-
+        if sort not in ("order", "bytes", "flops", "time"):
+            raise UsageError(f"sort={sort!r}: use order, bytes, flops or time")
         print_view(self, view, make_console(), sort=sort, top=top)
 
     def graph_title(self) -> str:

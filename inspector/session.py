@@ -113,11 +113,13 @@ class Session:
             return
         memory = _chip_memory()
         memory[str(path.resolve())] = self.chip
-        try:
-            from .atomic import write_atomic
+        from .atomic import write_atomic
+        from .errors import InspectorError
 
+        try:
+            _memory_path().parent.mkdir(parents=True, exist_ok=True)
             write_atomic(str(_memory_path()), json.dumps(memory, indent=1))
-        except OSError:
+        except (OSError, InspectorError):  # a cache folder that cannot be made or written: not remembered
             pass
 
     def keyword_params(self) -> tuple[dict, bool] | None:

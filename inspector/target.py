@@ -68,7 +68,17 @@ def describe_error(err: BaseException, path: str | None, doing: str) -> str:
         return f"{where}the code called sys.exit({err.code!r}) ({doing}; remove the call, or --debug for the traceback)"
     text = str(err).strip()
     first = text.splitlines()[0] if text else ""
-    return f"{where}{type(err).__name__}: {first} ({doing}; --debug shows the traceback)"
+    what = f"{type(err).__name__}: {first}" if first else type(err).__name__
+    return f"{where}{what} ({doing}; --debug shows the traceback)"
+
+
+def reraise_interrupt(err: BaseException) -> None:
+    """Re-raise a real Ctrl-C. In the CLI's child process SIGINT is ignored (the parent answers
+    it), so a KeyboardInterrupt there was raised by the user's code: a failure like any other."""
+    import signal
+
+    if isinstance(err, KeyboardInterrupt) and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        raise err
 
 
 def short_path(path: str) -> str:
@@ -129,11 +139,9 @@ def _import_file(path: Path):
     except Exception as err:
         del sys.modules[module_name]
         raise UsageError(describe_error(err, str(resolved), f"raised while importing {path}")) from err
-    except KeyboardInterrupt:
-        del sys.modules[module_name]
-        raise
     except BaseException as err:  # sys.exit() at module level: the user's code failed, with its code
         del sys.modules[module_name]
+        reraise_interrupt(err)
         raise TargetFailure(describe_error(err, str(resolved), f"raised while importing {path}")) from err
     return module
 
@@ -145,9 +153,8 @@ def _import_module(name: str):
         raise UsageError(f"cannot import module {name!r}: {err} (give path/to/file.py:function or an installed package.module:function)") from err
     except Exception as err:
         raise UsageError(describe_error(err, None, f"raised while importing {name}")) from err
-    except KeyboardInterrupt:
-        raise
     except BaseException as err:
+        reraise_interrupt(err)
         raise TargetFailure(describe_error(err, None, f"raised while importing {name}")) from err
 
 
@@ -249,10 +256,14 @@ def _from_callable(make: Callable, spec: str) -> tuple[tuple, dict]:
         made = make()
     except Exception as err:
         raise UsageError(describe_error(err, None, f"raised by the INSPECT args of {spec}")) from err
-    except KeyboardInterrupt:
-        raise
     except BaseException as err:
+        reraise_interrupt(err)
         raise TargetFailure(describe_error(err, None, f"raised by the INSPECT args of {spec}")) from err
+    if made is None or isinstance(made, (str, bytes)) or (
+            isinstance(made, (tuple, list, dict)) and any(isinstance(v, (str, bytes)) for v in (made.values() if isinstance(made, dict) else made))):
+        got = "None (a missing return?)" if made is None else f"a {type(made).__name__} holding text" if not isinstance(made, (str, bytes)) else f"the text {str(made)[:40]!r}"
+        raise UsageError(f"{spec}: INSPECT args returned {got}: return the inputs as arrays or jax.ShapeDtypeStructs "
+                         "(a tuple for several, a dict for keyword inputs), or give a shape spec string such as \"f32[8,128]\"")
     if isinstance(made, dict):
         return (), dict(made)
     if isinstance(made, (tuple, list)):
@@ -322,6 +333,12 @@ def load_target(spec: str, args: str | None = None, ref: str | None = None, sets
     if not isinstance(table, dict):
         raise UsageError(f"{spec}: INSPECT must be a dict keyed by function name")
     entry = table.get(func) or {}
+    if not isinstance(entry, dict):
+        raise UsageError(f"{spec}: INSPECT[{func!r}] must be a dict such as {{\"args\": \"f32[8,128]\", \"params\": {{...}}}}, "
+                         f"not a {type(entry).__name__}")
+    if not isinstance(entry.get("params") or {}, dict):
+        raise UsageError(f"{spec}: INSPECT[{func!r}][\"params\"] must be a dict of static keyword values, "
+                         f"e.g. {{\"block_q\": [128, 256]}}, not a {type(entry['params']).__name__}")
     sig = _signature(fn)
     params_, choices = _params(sig, entry, sets or [], spec)
     if params:
@@ -335,6 +352,9 @@ def load_target(spec: str, args: str | None = None, ref: str | None = None, sets
         pos, kw = _abstract(parse_specs(args))
     elif "args" in entry:
         given = entry["args"]
+        if not isinstance(given, str) and not callable(given):
+            raise UsageError(f"{spec}: INSPECT args must be a shape spec string such as \"f32[8,128]\" or a callable "
+                             f"returning the inputs, not a {type(given).__name__}")
         pos, kw = _abstract(parse_specs(given)) if isinstance(given, str) else _from_callable(given, spec)
     else:
         raise _no_inputs(spec, func, sig)

@@ -32,6 +32,20 @@ BAD_FILES = {
     "module_exit0.py": "import sys\nsys.exit(0)\ndef f(x):\n    return x\n",
     "module_exit3.py": "import sys\nsys.exit(3)\ndef f(x):\n    return x\n",
     "module_keyboard.py": "raise SystemExit('stop here')\ndef f(x):\n    return x\n",
+    "module_interrupt.py": "raise KeyboardInterrupt\ndef f(x):\n    return x\n",
+    "diffs.py": ("import jax.numpy as jnp\n"
+                 "def inf(x):\n    return x * 0 + jnp.inf\n"
+                 "def none(x):\n    return None\n"
+                 "def ident(x):\n    return x\n"
+                 "def cplx(x):\n    return x.astype(jnp.complex64) * (1 + 1j)\n"
+                 "def cplx_conj(x):\n    return jnp.conj(cplx(x))\n"
+                 "def ref_raises(x):\n    raise ValueError('the reference broke')\n"
+                 "INSPECT = {n: {'args': 'f32[4]'} for n in ('inf', 'none', 'ident', 'cplx')}\n"),
+    "inspect_bad.py": ("def f(x):\n    return x\n"
+                       "INSPECT = {'entry_str': 'f32[4]', 'params_str': {'args': 'f32[4]', 'params': 'block=8'},\n"
+                       "           'args_int': {'args': 5}, 'args_none': {'args': lambda: None},\n"
+                       "           'args_text': {'args': lambda: 'f32[4]'}, 'args_text_in_tuple': {'args': lambda: ('f32[4]',)}}\n"
+                       "entry_str = params_str = args_int = args_none = args_text = args_text_in_tuple = f\n"),
 }
 
 
@@ -45,6 +59,7 @@ def bad_dir(tmp_path_factory) -> Path:
     (d / "folder.py").mkdir()
     (d / "folder_link.py").symlink_to(d / "folder.py")
     (d / "loop.py").symlink_to(d / "loop.py")
+    (d / "dangling.json").symlink_to(d / "gone" / "x.json")
     return d
 
 
@@ -71,6 +86,12 @@ USAGE = {
     "import raises": (["show", "{d}/import_raises.py:f"], 2, "ZeroDivisionError"),
     "INSPECT not a dict": (["show", "{d}/inspect_list.py:f"], 2, "INSPECT must be a dict"),
     "no inputs": (["show", "{d}/plain.py:f"], 2, "no example inputs"),
+    "INSPECT entry not a dict": (["show", "{d}/inspect_bad.py:entry_str"], 2, "INSPECT['entry_str'] must be a dict"),
+    "INSPECT params not a dict": (["show", "{d}/inspect_bad.py:params_str"], 2, "[\"params\"] must be a dict"),
+    "INSPECT args an int": (["show", "{d}/inspect_bad.py:args_int"], 2, "INSPECT args must be a shape spec string"),
+    "INSPECT args returns None": (["show", "{d}/inspect_bad.py:args_none"], 2, "INSPECT args returned None"),
+    "INSPECT args returns text": (["show", "{d}/inspect_bad.py:args_text"], 2, "INSPECT args returned the text"),
+    "INSPECT args returns a tuple of text": (["show", "{d}/inspect_bad.py:args_text_in_tuple"], 2, "a tuple holding text"),
     "unknown module": (["show", "nosuchpkg_xyz.mod:f"], 2, "cannot import module"),
     "INSPECT args raise": (["show", "{hostile}:args_raise"], 2, "RuntimeError: no inputs today"),
     "spec: letter dim": (["show", NAIVE, "--args", "f32[2,x]"], 2, "bad dimension 'x'"),
@@ -117,12 +138,15 @@ USAGE = {
     "export: missing folder": (["export", NAIVE, "--json", "{d}/nowhere/x.json"], 2, "does not exist"),
     "export: a folder": (["export", NAIVE, "--json", "{d}"], 2, "is a folder"),
     "export: 300-character name": (["export", NAIVE, "--dot", "{d}/" + LONG + ".dot"], 2, "File name too long"),
+    "export: a link into a missing folder": (["export", NAIVE, "--json", "{d}/dangling.json"], 2, "gone does not exist"),
     "export: negative --max-nodes": (["export", NAIVE, "--dot", "{d}/g.dot", "--max-nodes", "-3"], 2, "negative"),
     "cache: unknown action": (["cache", "bogus"], 2, "invalid choice"),
     "chips: unknown flag": (["chips", "--bogus"], 2, "unrecognized arguments"),
 }
 
 FAILURES = {
+    "diff: the reference raises": (["diff", "{d}/diffs.py:ident", "--ref", "ref_raises", "--runs", "0"], 1,
+                                   "ValueError: the reference broke (raised while running the reference"),
     "sys.exit(0) while tracing": (["show", "{hostile}:exits_0"], 1, "sys.exit(0)"),
     "sys.exit(5) while tracing": (["show", "{hostile}:exits_5"], 1, "sys.exit(5)"),
     "sys.exit(message) while tracing": (["show", "{hostile}:exits_message", "--view", "jaxpr"], 1, "sys.exit('giving up')"),
@@ -176,6 +200,25 @@ def test_bad_input(cli, case):
     assert got == code, err
     assert_one_line(err, needle)
     assert out == ""  # nothing half-printed
+
+
+# (kernel, reference, exit code): values and structures diff must judge right
+DIFFS = {
+    "equal infinities agree": ("inf", "inf", 0),
+    "None against None agrees": ("none", "none", 0),
+    "None against an array differs": ("none", "ident", 1),
+    "complex: the same real part, another imaginary part": ("cplx", "cplx_conj", 1),
+    "complex: equal": ("cplx", "cplx", 0),
+}
+
+
+@pytest.mark.parametrize("case", DIFFS)
+def test_diff_judges(cli, case):
+    kernel, ref, want = DIFFS[case]
+    code, out, err = cli("diff", f"{{d}}/diffs.py:{kernel}", "--ref", ref, "--runs", "0")
+    assert code == want, out + err
+    assert err == ""  # no numpy warning, no error line: the verdict is on stdout
+    assert ("FAILED" in out) == (want == 1)
 
 
 def test_the_matrix_is_big_enough():
@@ -256,15 +299,42 @@ PROCESS_FAULTS = {
     "stdout /dev/full": (["show", "{funcs}:matmul"], {"stdout": "/dev/full"}, 2, "No space left on device"),
     "sys.exit(0) in the child": (["show", "{hostile}:exits_0", "--json"], {}, 1, "sys.exit(0)"),
     "os._exit in the child": (["show", "{hostile}:hard_exit"], {}, 1, "exited with code 7"),
+    # the child ignores SIGINT (the parent answers Ctrl-C): a KeyboardInterrupt there is the user's own
+    "JAX_PLATFORMS a backend not here": (["show", "{funcs}:matmul"], {"env": {"JAX_PLATFORMS": "bogus"}}, 2, "JAX_PLATFORMS=bogus: jax cannot start it"),
+    "JAX_PLATFORMS=cuda without a GPU": (["show", "{funcs}:matmul"], {"env": {"JAX_PLATFORMS": "cuda"}}, 2, "JAX_PLATFORMS=cuda: jax cannot start it"),
+    "XLA_FLAGS with an unknown flag": (["show", "{funcs}:matmul"], {"env": {"XLA_FLAGS": "--no_such_flag_zz"}, "lines": 2}, 1,
+                                       "refuses a flag in XLA_FLAGS"),
+    "KeyboardInterrupt while tracing": (["show", "{hostile}:raises_keyboard_interrupt"], {}, 1, "KeyboardInterrupt (raised while tracing"),
+    "KeyboardInterrupt at import": (["show", "{d}/module_interrupt.py:f"], {}, 1, "KeyboardInterrupt (raised while importing"),
 }
 
 
+def test_export_writes_through_a_pipe_and_a_link(tmp_path, cli):
+    """A pipe (bash's `>(jq .)`) is written in place, never renamed over (as root a rename
+    would replace /dev/full itself with a plain file); a link keeps pointing at its file."""
+    import threading
+
+    fifo, real, link = tmp_path / "pipe.json", tmp_path / "real.dot", tmp_path / "link.dot"
+    os.mkfifo(fifo)
+    real.write_text("old")
+    link.symlink_to(real)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    code, out, err = cli("export", f"{FUNCS}:matmul", "--json", str(fifo), "--dot", str(link))
+    reader.join(timeout=60)
+    assert code == 0, err
+    assert json.loads(got[0])["target"]["function"] == "matmul"
+    assert fifo.is_fifo() and link.is_symlink() and real.read_text().startswith("digraph")
+    assert f"wrote {link} " in out
+
+
 @pytest.mark.parametrize("case", PROCESS_FAULTS)
-def test_process_fault(case):
+def test_process_fault(case, bad_dir):
     argv, how, code, needle = PROCESS_FAULTS[case]
-    argv = [a.format(funcs=FUNCS, hostile=HOSTILE) for a in argv]
+    argv = [a.format(funcs=FUNCS, hostile=HOSTILE, d=bad_dir) for a in argv]
     cmd = [sys.executable, "-m", "inspector", *argv]
-    env = dict(os.environ, NO_COLOR="1")
+    env = dict(os.environ, NO_COLOR="1", **how.get("env", {}))
     if how.get("preexec") == "close1":
         proc = subprocess.run(["bash", "-c", 'exec "$@" >&-', "_", *cmd], capture_output=False, stderr=subprocess.PIPE,
                               text=True, cwd=ROOT, env=env, timeout=300)
@@ -277,8 +347,20 @@ def test_process_fault(case):
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
         out = proc.stdout
     assert proc.returncode == code, proc.stderr
-    assert_one_line(proc.stderr, needle)
+    err = proc.stderr
+    if how.get("lines") == 2:  # XLA's own fatal line comes first, then ours
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 2, err
+        err = err.strip().splitlines()[-1]
+    assert_one_line(err, needle)
     assert out == ""
+
+
+def test_export_to_dev_stdout_keeps_stdout_json(tmp_path):
+    """`export --json /dev/stdout | jq`: the 'wrote' lines go to stderr, not into the JSON."""
+    out = run_cli("export", f"{FUNCS}:matmul", "--json", "/dev/stdout", "--dot", str(tmp_path / "g.dot"))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["target"]["function"] == "matmul"
+    assert "wrote /dev/stdout" in out.stderr and (tmp_path / "g.dot").exists()
 
 
 def test_user_prints_go_to_stderr_and_json_stays_json(tmp_path):
@@ -364,3 +446,82 @@ def test_killed_compile_then_corrupt_cache_then_rerun(tmp_path):
     third = run_cli("show", f"{FUNCS}:matmul", env=env)
     assert "(compile from cache)" in third.stdout
     assert sorted(p.name for p in cache.iterdir()) == [entry.name]  # repaired, no temporary files
+
+
+# ----------------------------------------------------------------------------- cache entries that are not files
+
+_GOOD_ENTRY = {"hlo": "HloModule m", "cost": {"flops": 4.0}, "memory": {"temp_size_in_bytes": 0}, "error": None}
+NOT_A_FILE = {
+    "a pipe": lambda p: os.mkfifo(p),
+    "a link to /dev/zero": lambda p: p.symlink_to("/dev/zero"),
+    "a link to a missing file": lambda p: p.symlink_to(p.parent / "gone.json"),
+}
+
+
+@pytest.mark.parametrize("what", NOT_A_FILE)
+def test_a_cache_entry_that_is_not_a_file_is_a_miss_then_replaced(tmp_path, monkeypatch, what):
+    """A pipe would block the read forever and /dev/zero never ends; the store replaces the
+    thing itself (never writes through it) with a regular entry."""
+    import threading
+
+    from inspector import compile_cache
+
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
+    key = "3" * 64
+    entry = tmp_path / f"{key}.json"
+    NOT_A_FILE[what](entry)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(compile_cache.load(key)), daemon=True)
+    reader.start()
+    reader.join(timeout=20)
+    assert got == [None], "the read hung or served it"
+    assert compile_cache.store(key, _GOOD_ENTRY) is True
+    assert entry.is_file() and not entry.is_symlink()
+    assert compile_cache.load(key) == _GOOD_ENTRY
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+# ----------------------------------------------------------------------------- the Python API
+
+
+def _exits(x):
+    sys.exit(4)
+
+
+def _ident(x):
+    return x
+
+
+API_CASES = {
+    "sys.exit while tracing": (lambda api: api.inspect(_exits, "f32[4]"), "TargetFailure", "sys.exit(4)"),
+    "sys.exit under diff": (lambda api: api.diff(_exits, _ident, "f32[4]"), "TargetFailure", "sys.exit(4)"),
+    "an array of Python objects": (lambda api: api.inspect(_ident, __import__("numpy").array([object()])), "UsageError",
+                                    "array of Python objects"),
+    "report.show of no such view": (lambda api: api.inspect(_ident, "f32[4]").show("nope"), "UsageError", "no view 'nope'"),
+}
+
+
+@pytest.mark.parametrize("case", API_CASES)
+def test_api_bad_input_is_one_inspector_error(case):
+    """A script or notebook must get an InspectorError, never a SystemExit that ends it."""
+    import inspector
+
+    call, kind, needle = API_CASES[case]
+    with pytest.raises(inspector.InspectorError) as caught:
+        call(inspector)
+    assert type(caught.value).__name__ == kind and needle in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("where", ["a missing folder", "a file"])
+def test_the_ui_remembering_a_chip_never_fails(tmp_path, monkeypatch, where):
+    """Picking a chip (`t`) writes the choice beside the cache: a cache folder that cannot be
+    made (INSPECTOR_CACHE_DIR under a file) must not crash the terminal UI; a missing one is made."""
+    from inspector.session import Session
+
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    cache = tmp_path / "new" / "cache" if where == "a missing folder" else blocker / "cache"
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(cache))
+    Session(f"{FUNCS}:matmul", "tpu-v5e", None, None, [], False).remember_chip()
+    assert (cache / "tui-chips.json").exists() == (where == "a missing folder")

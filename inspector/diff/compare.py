@@ -22,15 +22,18 @@ def _ulp(x: np.ndarray, dtype: str) -> np.ndarray:
 def compare(name: str, kernel, reference, atol: float | None, rtol: float | None):
     """(LeafDiff, bad mask, kernel NaN mask, absolute error) of one output of the same shape."""
     dtype = str(reference.dtype)
-    a = np.asarray(kernel).astype(np.float64)
-    b = np.asarray(reference).astype(np.float64)
+    # complex compared as complex (a cast to float64 would drop the imaginary part)
+    wide = np.complex128 if np.iscomplexobj(kernel) or np.iscomplexobj(reference) else np.float64
+    a = np.asarray(kernel).astype(wide)
+    b = np.asarray(reference).astype(wide)
     if a.shape != b.shape:
         raise ValueError(f"output {name}: the kernel gives shape {a.shape}, the reference {b.shape}")
-    default = TOLERANCES.get(dtype, (0.0, 0.0))
+    default = TOLERANCES.get(dtype.replace("complex64", "float32").replace("complex128", "float64"), (0.0, 0.0))
     atol = default[0] if atol is None else atol
     rtol = default[1] if rtol is None else rtol
     both_nan = np.isnan(a) & np.isnan(b)
-    diff = np.where(both_nan, 0.0, np.abs(a - b))
+    with np.errstate(invalid="ignore"):  # inf - inf: equal infinities are equal, not NaN
+        diff = np.where(both_nan | (a == b), 0.0, np.abs(a - b))
     diff = np.where(np.isnan(diff), np.inf, diff)  # NaN on one side only is as wrong as it gets
     bad = diff > atol + rtol * np.abs(np.nan_to_num(b))
     # relative error only where the reference is not ~0 (|b| > atol): near zero it means nothing
@@ -49,9 +52,14 @@ def compare(name: str, kernel, reference, atol: float | None, rtol: float | None
         bad=int(bad.sum()), bad_fraction=0.0 if empty else float(bad.mean()),
         nan_kernel=int(np.isnan(a).sum()), nan_reference=int(np.isnan(b).sum()),
         inf_kernel=int(np.isinf(a).sum()), inf_reference=int(np.isinf(b).sum()),
-        worst_index=[int(i) for i in worst], worst_kernel=0.0 if empty else float(a[worst]),
-        worst_reference=0.0 if empty else float(b[worst]), error_map=None,
+        worst_index=[int(i) for i in worst], worst_kernel=0.0 if empty else _real(a[worst]),
+        worst_reference=0.0 if empty else _real(b[worst]), error_map=None,
     ), bad, np.isnan(a), diff
+
+
+def _real(x) -> float:
+    """A float for the report: complex values by their magnitude."""
+    return float(np.abs(x)) if np.iscomplexobj(x) else float(x)
 
 
 def coarse_blocks(shape: tuple[int, ...]) -> list[int]:

@@ -227,28 +227,32 @@ def run_diff(target: Target, *, seed: int = 0, atol: float | None = None, rtol: 
                                 f"blocks: the pallas_call could not be followed ({discovery_note})", view="diff"))
 
     r_out, r_err = _plain(reference, args, kwargs)
-    if r_err is not None:
-        raise ValueError(describe_error(r_err, target.file, f"raised while running the reference {target.reference_name}"))
+    if r_err is not None:  # the analysed code failed (exit 1), not the command line
+        from ..errors import TargetFailure
+
+        raise TargetFailure(describe_error(r_err, target.file, f"raised while running the reference {target.reference_name}")) from r_err
     cores = interpreted.cores_of(sim)
     printed = ""
     if interpret:
         k_out, findings_run, printed = _interpret(kernel, args, kwargs, sim, cores, r_out, atol, rtol, found, target.name, strict)
         findings += findings_run
+        ran = k_out is not None
     else:
         k_out, err = _plain(kernel, args, kwargs)
+        ran = err is None  # a function may return None: that is an output too
         if err is not None:
             findings.append(Finding("error", "kernel-raised", f"{target.name}: " + describe_error(err, target.file, "raised while running"),
                                     view="diff"))
     outputs: list[LeafDiff] = []
-    if k_out is not None:
+    if ran:
         outputs, tree_findings = compare_trees(k_out, r_out, found, atol, rtol)
         findings += tree_findings
     gradients = None
-    if grad and k_out is not None:
+    if grad and ran:
         gradients, grad_findings = _gradients(target, kernel, reference, args, kwargs, atol, rtol, seed, sim if interpret else None)
         findings += grad_findings
     timing = None
-    if k_out is not None and runs > 0:
+    if ran and runs > 0:
         timing = Timing(_median_time(kernel, args, kwargs, runs, sim if interpret else None),
                         _median_time(reference, args, kwargs, runs, None), runs,
                         "Pallas kernel in TPU interpret mode on the CPU: not representative of TPU speed"
@@ -270,8 +274,8 @@ def run_diff(target: Target, *, seed: int = 0, atol: float | None = None, rtol: 
         mode = "XLA on the CPU"
     inputs = [f"{name}: {getattr(a, 'dtype', '')}{list(getattr(a, 'shape', []))}" for name, a in zip(target.arg_names, args)]
     errors = any(f.severity == "error" for f in findings)
-    unsupported = k_out is None and any(f.code == "interpret-unsupported" for f in findings)  # nothing ran, nothing seen wrong
-    ok = not errors and (unsupported or (k_out is not None and all(l.ok for l in outputs + (gradients or []))))
+    unsupported = not ran and any(f.code == "interpret-unsupported" for f in findings)  # nothing ran, nothing seen wrong
+    ok = not errors and (unsupported or (ran and all(l.ok for l in outputs + (gradients or []))))
     from ..jax_internals.interpret import without_marks
 
     return DiffResult(target.spec, target.reference_name or "reference", seed, mode, inputs, outputs, gradients, timing,

@@ -47,6 +47,10 @@ def slow_compile(x):
     return x
 
 
+def raises_keyboard_interrupt(x):
+    raise KeyboardInterrupt  # the user's own, not a Ctrl-C: a failure of the function
+
+
 def no_reference(x):
     return x + 1
 
@@ -62,5 +66,6 @@ INSPECT = {
     "args_raise": {"args": make_args_raises},
     "slow_compile": {"args": "f32[64,64]"},
     "no_reference": {"args": "f32[4]"},
+    "raises_keyboard_interrupt": {"args": "f32[4]"},
 }
 args_exit = args_raise = no_reference
