@@ -32,6 +32,8 @@ CODES = _codes(
     # the grid walk (chip-independent)
     Code("block-out-of-bounds", "error", False, "pallas", ("grid_point", "blocks"), "an index map returns a block past the array"),
     Code("output-not-written", "error", False, "pallas", ("blocks", "count"), "output blocks no grid step writes"),
+    Code("output-kept-from-input", "info", False, "pallas", ("blocks", "count", "input"),
+         "output blocks no grid step writes keep the values of the input aliased to the output"),
     Code("output-revisit", "error", False, "pallas", ("blocks", "count"), "an output block written in non-consecutive steps"),
     Code("parallel-axis-race", "error", False, "pallas", ("axis", "blocks", "count"),
          "an output block written from several indices of a parallel axis"),

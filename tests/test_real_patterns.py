@@ -78,6 +78,16 @@ def test_nested_emit_pipeline_counts_its_buffers_and_raises_no_race():
     assert low < high and high >= 2 * 2 * 512 * 512 * 4 // 2  # every block in and out at the most
 
 
+def test_an_in_place_update_through_input_output_aliases_is_not_an_unwritten_output():
+    """Blocks the kernel leaves alone keep the aliased input's values: an info, never an error."""
+    r = analysed("in_place_rows")
+    out = r.call.operands[-1]
+    assert out.role == "output" and out.aliased_input == r.call.operands[0].operand
+    assert codes(r) == {"output-kept-from-input"}
+    [f] = r.findings
+    assert f.severity == "info" and f.data["count"] == 4 * 8 - 4 and f.data["input"] == out.aliased_input
+
+
 def test_when_branches_give_a_flops_range():
     r = analysed("with_cond")
     assert r.flops_range == [0.0, 2 * 128 * 128 * 128 * 4]

@@ -421,6 +421,11 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None) -> Found
             unused=role == "output" and live is not None and not live[pos - n_in],
         ))
         maps.append(_index_map_callable(bm.index_map_jaxpr, prefetch, len(grid)))
+    # input_output_aliases count the scalar-prefetch operands, then the pipelined inputs
+    for i, o in p.get("input_output_aliases", ()) or ():
+        if n_in + o < len(operands):
+            operands[n_in + o].aliased_input = (operands[i - n_idx].operand if i >= n_idx
+                                                else f"scalar-prefetch operand {i}")
     scratch = [ScratchInfo([int(d) for d in getattr(a, "shape", ())], str(getattr(a, "dtype", "")), memory_space(a))
                for a in gm.scratch_avals]
     ref_names = {id(v): (arg_names[i] if i < len(arg_names) and arg_names[i] else f"ref{i}")

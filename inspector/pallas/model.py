@@ -28,6 +28,7 @@ class BlockSpecInfo:
     buffer_count: int | None  # pl.Buffered(n), None for the default
     index_map: str  # "(i, j, k) -> (i, j, 0)"
     unused: bool = False  # an output nothing in the program reads (scratch passed as an output)
+    aliased_input: str | None = None  # an output sharing its buffer with this input (input_output_aliases)
 
     @property
     def pipelined(self) -> bool:

@@ -64,6 +64,14 @@ def with_cond(x):
     return pl.pallas_call(kernel, grid=(4,), in_specs=[pl.BlockSpec((128, 128), lambda i: (0, 0))],
         out_specs=pl.BlockSpec((128, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct((512, 128), x.dtype))(x)
 
+def in_place_rows(cache, pos):  # cache f32[4, 64, 128] aliased to the output; one 8-row tile per sequence rewritten
+    def kernel(pos_ref, c_ref, o_ref):
+        o_ref[...] = c_ref[...] + 1
+    tile = lambda b, pos: (b, pos[b] // 8, 0)
+    return pl.pallas_call(kernel, grid_spec=pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=(cache.shape[0],),
+        in_specs=[pl.BlockSpec((None, 8, 128), tile)], out_specs=pl.BlockSpec((None, 8, 128), tile)),
+        out_shape=jax.ShapeDtypeStruct(cache.shape, cache.dtype), input_output_aliases={1: 0})(pos, cache)
+
 INSPECT = {
     "manual_dma": {"args": "f32[32,128]"},
     "no_grid": {"args": "f32[8,128]"},
@@ -72,4 +80,5 @@ INSPECT = {
     "vmapped": {"args": "f32[4,64,128]"},
     "nested": {"args": "f32[512,512]"},
     "with_cond": {"args": "f32[128,128]"},
+    "in_place_rows": {"args": lambda: (jnp.zeros((4, 64, 128)), jnp.array([0, 9, 40, 63], jnp.int32))},
 }
