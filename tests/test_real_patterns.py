@@ -67,6 +67,25 @@ def test_vmap_keeps_every_grid_axis():
     assert r.walk.operands[1].distinct_blocks == 32 and codes(r) == set()
 
 
+def test_an_interpreter_limit_on_the_cpu_lowering_is_an_info_and_the_views_say_why():
+    """The CPU lowers Pallas TPU kernels through the interpreter; one it cannot run (a vmapped
+    call with dimension_semantics) is not the kernel's fault: info, with the Pallas analysis kept."""
+    import io
+
+    from inspector.report import build_report
+    from inspector.views.printer import make_console, print_view
+
+    target = load_target(f"{PATTERNS}:vmapped_parallel")
+    r = build_report(target, get_chip("cpu"), capture(target, Backend(get_chip("cpu"))), fusions=True, pallas=True)
+    assert r.stages.compile_error.interpreter_limit and "vmapped" in r.stages.compile_error.interpreter_limit
+    assert [f.severity for f in r.findings if f.code == "interpret-unsupported"] == ["info"]
+    assert not [f for f in r.findings if f.severity == "error"]
+    assert r.pallas and r.pallas[0].call.grid == [2, 2]
+    out = io.StringIO()
+    print_view(r, "stablehlo", make_console(out))
+    assert "cannot run in interpret mode" in out.getvalue()
+
+
 def test_nested_emit_pipeline_counts_its_buffers_and_raises_no_race():
     r = analysed("nested")
     scoped = [s for s in r.call.scratch if s.scoped and s.memory_space == "vmem"]

@@ -230,6 +230,8 @@ def stage_text(report: Report, view: str) -> str:
                    if not report.chip.is_tpu else "the function has no pallas_call")
             return f"// no Mosaic kernels: {why}\n"
         return "\n".join(f"// ===== {k.name}  ({k.source})\n{k.mlir}" for k in s.mosaic)
+    if view == "stablehlo" and not s.stablehlo:
+        return f"// no StableHLO: {s.compile_error.headline if s.compile_error else 'not lowered'}\n"
     return getattr(s, view)
 
 

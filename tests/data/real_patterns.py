@@ -40,6 +40,15 @@ def vmapped(x):  # x f32[4, 64, 128]
             out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
     return jax.vmap(one)(x)
 
+def vmapped_parallel(x):  # as vmapped, with dimension_semantics: libtpu compiles it, the 0.10 interpreter cannot run it
+    def one(x):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...] * 3
+        return pl.pallas_call(kernel, grid=(x.shape[0] // 8,), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)))(x)
+    return jax.vmap(one)(x)
+
 def nested(x):  # x f32[512, 512] HBM; outer grid of 2 over rows, inner emit_pipeline over (256,128) blocks
     def kernel(x_hbm, o_hbm):
         i = pl.program_id(0)
@@ -78,6 +87,7 @@ INSPECT = {
     "dyn_grid": {"args": lambda: (jnp.ones((32, 128)), jnp.array([4], jnp.int32))},
     "dyn_grid_abstract": {"args": "f32[32,128] i32[1]"},
     "vmapped": {"args": "f32[4,64,128]"},
+    "vmapped_parallel": {"args": "f32[2,16,128]"},
     "nested": {"args": "f32[512,512]"},
     "with_cond": {"args": "f32[128,128]"},
     "in_place_rows": {"args": lambda: (jnp.zeros((4, 64, 128)), jnp.array([0, 9, 40, 63], jnp.int32))},
