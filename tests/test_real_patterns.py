@@ -95,6 +95,10 @@ def test_nested_emit_pipeline_counts_its_buffers_and_raises_no_race():
     assert "parallel-axis-race" not in codes(r) and "error" not in {f.severity for f in r.findings}
     low, high = r.walk.dma_bytes
     assert low < high and high >= 2 * 2 * 512 * 512 * 4 // 2  # every block in and out at the most
+    # the printed budget says which way this estimate can be wrong, not "a lower bound"
+    from inspector.views.pallas import estimate_kind
+    assert "overstate" in estimate_kind(r) and "a lower bound" not in estimate_kind(r)
+    assert estimate_kind(analysed("manual_dma")) == "estimate, a lower bound"
 
 
 def test_an_in_place_update_through_input_output_aliases_is_not_an_unwritten_output():
