@@ -46,6 +46,18 @@ def test_no_grid_is_one_step():
     r = analysed("no_grid")
     assert r.call.grid == [] and r.call.steps == 1 and r.walk.walked_steps == 1
     assert codes(r) == set()
+    [budget] = r.budgets  # one step: libtpu gives every block a single buffer
+    assert budget.total_bytes == 2 * 8 * 128 * 4
+
+
+def test_a_resident_vmem_input_is_one_buffer():
+    """memory_space=VMEM without a block: the whole array copied in once (libtpu: one buffer),
+    beside the output's two."""
+    r = analysed("resident_input")
+    x, out = r.call.operands
+    assert x.resident and not out.resident and (x.buffers(4), out.buffers(4)) == (1, 2)
+    [budget] = r.budgets
+    assert budget.total_bytes == 64 * 128 * 4 + 2 * 16 * 128 * 4 and codes(r) == set()
 
 
 def test_grid_sized_at_run_time_from_concrete_example_inputs():
@@ -124,6 +136,15 @@ def test_nested_pipeline_estimate_against_the_compiler():
     [row] = result.targets
     assert row.compiler_fits and row.fits and result.ok
     assert row.compiler_vmem_bytes == row.vmem_bytes  # run_scoped buffers: the estimate is the compiler's figure
+
+
+@pytest.mark.tpu
+@pytest.mark.parametrize("name", ["no_grid", "resident_input"])
+def test_single_buffered_estimates_are_the_compiler_s_figure(name):
+    from inspector.pallas.check import run_check
+
+    [row] = run_check(load_target(f"{PATTERNS}:{name}"), [V5E]).targets
+    assert row.compiler_fits and row.compiler_vmem_bytes == row.vmem_bytes
 
 
 @pytest.mark.tpu

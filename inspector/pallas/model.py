@@ -29,6 +29,16 @@ class BlockSpecInfo:
     index_map: str  # "(i, j, k) -> (i, j, 0)"
     unused: bool = False  # an output nothing in the program reads (scratch passed as an output)
     aliased_input: str | None = None  # an output sharing its buffer with this input (input_output_aliases)
+    resident: bool = False  # memory_space=VMEM given without a block: the whole array, copied in once
+
+    def buffers(self, steps: int | None) -> int:
+        """VMEM buffers the compiler gives this operand (measured with libtpu 0.0.42.1): pl.Buffered(n)
+        when given; one for a resident operand or when the grid has a single step; else two."""
+        if self.buffer_count:
+            return self.buffer_count
+        if self.memory_space != "vmem" or self.resident or steps == 1:
+            return 1
+        return 2
 
     @property
     def pipelined(self) -> bool:

@@ -62,6 +62,12 @@ def nested(x):  # x f32[512, 512] HBM; outer grid of 2 over rows, inner emit_pip
         out_specs=pl.BlockSpec(memory_space=pl.ANY), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
         compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)))(x)
 
+def resident_input(x):  # x f32[64,128] whole in VMEM (memory_space given, no block); grid of 4 over the output rows
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[pl.ds(pl.program_id(0) * 16, 16), :] + 1
+    return pl.pallas_call(kernel, grid=(4,), in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+        out_specs=pl.BlockSpec((16, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
 def with_cond(x):
     def kernel(x_ref, o_ref):
         @pl.when(pl.program_id(0) == 0)
@@ -84,6 +90,7 @@ def in_place_rows(cache, pos):  # cache f32[4, 64, 128] aliased to the output; o
 INSPECT = {
     "manual_dma": {"args": "f32[32,128]"},
     "no_grid": {"args": "f32[8,128]"},
+    "resident_input": {"args": "f32[64,128]"},
     "dyn_grid": {"args": lambda: (jnp.ones((32, 128)), jnp.array([4], jnp.int32))},
     "dyn_grid_abstract": {"args": "f32[32,128] i32[1]"},
     "vmapped": {"args": "f32[4,64,128]"},
