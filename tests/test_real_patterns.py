@@ -50,6 +50,16 @@ def test_no_grid_is_one_step():
     assert budget.total_bytes == 2 * 8 * 128 * 4
 
 
+def test_index_maps_with_pl_multiple_of_are_walked():
+    """pl.multiple_of (no vmap rule in jax 0.10) in index maps, over prefetched offsets and grid
+    indices alike: the walk follows them instead of failing."""
+    r = analysed("aligned_offsets")
+    assert not r.walk.skipped and codes(r) == set()
+    x, out = r.walk.operands
+    assert x.distinct_blocks == 3 and out.distinct_blocks == 3
+    assert r.walk.hbm_bytes_read == 3 * 16 * 128 * 4
+
+
 def test_a_resident_vmem_input_is_one_buffer():
     """memory_space=VMEM without a block: the whole array copied in once (libtpu: one buffer),
     beside the output's two."""

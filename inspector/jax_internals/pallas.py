@@ -133,6 +133,36 @@ def _dma_refs(tree, flat: list) -> tuple:
     return src, dst, device
 
 
+# Compiler hints that return their operand unchanged and have no vmap rule in jax 0.10
+# (pl.multiple_of, common in index maps over scalar-prefetched offsets): the walk skips them.
+_IDENTITY_HINTS = ("multiple_of",)
+
+
+def _eval_without_hints(jaxpr, consts, *args) -> list:
+    """core.eval_jaxpr, except that identity hints pass their operand through (the grid walk
+    vmaps index maps, and a hint without a batching rule would stop it)."""
+    from jax._src import core
+
+    env: dict = {}
+
+    def read(v):
+        return v.val if isinstance(v, core.Literal) else env[v]
+
+    env.update(zip(jaxpr.constvars, consts))
+    env.update(zip(jaxpr.invars, args))
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        if eqn.primitive.name in _IDENTITY_HINTS:
+            outs = ins[:1]
+        else:
+            bound = eqn.primitive.get_bind_params(eqn.params)  # jax 0.10: the params; older: (subfuns, params)
+            subfuns, params = bound if isinstance(bound, tuple) else ((), bound)
+            outs = eqn.primitive.bind(*subfuns, *ins, **params)
+            outs = outs if eqn.primitive.multiple_results else [outs]
+        env.update(zip(eqn.outvars, outs))
+    return [read(v) for v in jaxpr.outvars]
+
+
 def _index_map_callable(closed, prefetch: list | None, n_grid: int) -> Callable:
     """f(*grid index arrays) -> block index arrays. Index maps that read scalar-prefetch refs get
     them discharged into plain values and bound to the prefetch data (when it is known)."""
@@ -141,13 +171,13 @@ def _index_map_callable(closed, prefetch: list | None, n_grid: int) -> Callable:
 
     if prefetch is None:
         def one(*idx):
-            return tuple(core.eval_jaxpr(closed.jaxpr, closed.consts, *idx))
+            return tuple(_eval_without_hints(closed.jaxpr, closed.consts, *idx))
     else:
         pure_jaxpr, pure_consts = _discharged(closed)
         values = [jax.numpy.asarray(v) for v in prefetch]
 
         def one(*idx):
-            outs = core.eval_jaxpr(pure_jaxpr, pure_consts, *idx, *values)
+            outs = _eval_without_hints(pure_jaxpr, pure_consts, *idx, *values)
             return tuple(outs[:len(closed.jaxpr.outvars)])  # the rest are the (unchanged) refs
 
     if n_grid == 0:  # no grid: one step, nothing to vectorise over

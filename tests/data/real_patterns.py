@@ -68,6 +68,14 @@ def resident_input(x):  # x f32[64,128] whole in VMEM (memory_space given, no bl
     return pl.pallas_call(kernel, grid=(4,), in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
         out_specs=pl.BlockSpec((16, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
 
+def aligned_offsets(x, starts):  # x f32[64,128]; starts i32[3], multiples of 8: a 16-row window each, element-indexed
+    def kernel(s_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[pl.ds(0, 8), :] * 2
+    return pl.pallas_call(kernel, grid_spec=pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=(3,),
+        in_specs=[pl.BlockSpec((pl.Element(16), pl.Element(128)), lambda i, s: (pl.multiple_of(s[i], 8), 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i, s: (pl.multiple_of(i * 1, 1), 0))),
+        out_shape=jax.ShapeDtypeStruct((24, 128), x.dtype))(starts, x)
+
 def with_cond(x):
     def kernel(x_ref, o_ref):
         @pl.when(pl.program_id(0) == 0)
@@ -90,6 +98,7 @@ def in_place_rows(cache, pos):  # cache f32[4, 64, 128] aliased to the output; o
 INSPECT = {
     "manual_dma": {"args": "f32[32,128]"},
     "no_grid": {"args": "f32[8,128]"},
+    "aligned_offsets": {"args": lambda: (jnp.ones((64, 128)), jnp.array([0, 8, 48], jnp.int32))},
     "resident_input": {"args": "f32[64,128]"},
     "dyn_grid": {"args": lambda: (jnp.ones((32, 128)), jnp.array([4], jnp.int32))},
     "dyn_grid_abstract": {"args": "f32[32,128] i32[1]"},
