@@ -158,6 +158,28 @@ def test_single_buffered_estimates_are_the_compiler_s_figure(name):
 
 
 @pytest.mark.tpu
+def test_a_kernel_given_interpret_true_says_mosaic_never_saw_it():
+    """On a TPU, pallas_call(interpret=True) lowers to the interpreter's HLO: the compile says
+    nothing about the kernel's VMEM (unknown, not "fits"), and the views say why."""
+    import io
+
+    from inspector.pallas.check import run_check
+    from inspector.report import build_report
+    from inspector.views.printer import make_console, print_view
+
+    target = load_target(f"{PATTERNS}:interpret_flag")
+    result = run_check(target, [V5E])
+    [row] = result.targets
+    assert row.fits and row.compiler_fits is None and result.ok
+    assert [f.severity for f in result.findings if f.code == "kernel-interpret-flag"] == ["info"]
+    r = build_report(target, V5E, capture(target, Backend(V5E)), pallas=True)
+    assert r.pallas[0].call.interpret and r.stages.mosaic == []
+    out = io.StringIO()
+    print_view(r, "mosaic", make_console(out))
+    assert "interpret=True" in out.getvalue()
+
+
+@pytest.mark.tpu
 def test_reports_keep_their_pallas_analysis_across_chips_in_the_worker():
     """cpu -> tpu-v5e -> cpu in the UI's worker process: the second cpu report is as complete as the first."""
     from inspector.remote import Remote

@@ -478,6 +478,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None) -> Found
         step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
         cost_estimate=_cost_estimate(p.get("cost_estimate")), vmapped_dims=[int(d) for d in gm.vmapped_dims],
+        interpret=bool(p.get("interpret")),  # True, or the interpreter's params object
     )
     return FoundCall(call, maps, _signature(grid, gm, prefetch), prefetch is not None)
 

@@ -119,6 +119,7 @@ class PallasCall:
     intermediates_bytes: list[int]  # sizes of the body's array values, largest first (top 8)
     cost_estimate: dict | None = None  # the pl.CostEstimate the author gave, if any
     vmapped_dims: list[int] = dataclasses.field(default_factory=list)  # grid axes added by jax.vmap
+    interpret: bool = False  # pallas_call(interpret=...) given: the interpreter's HLO on every backend, never Mosaic
     unknown_loops: int = 0  # while loops in the body with a trip count unknown here: maxima count them once
 
     @property

@@ -95,9 +95,17 @@ def in_place_rows(cache, pos):  # cache f32[4, 64, 128] aliased to the output; o
         in_specs=[pl.BlockSpec((None, 8, 128), tile)], out_specs=pl.BlockSpec((None, 8, 128), tile)),
         out_shape=jax.ShapeDtypeStruct(cache.shape, cache.dtype), input_output_aliases={1: 0})(pos, cache)
 
+def interpret_flag(x):  # the kernel's author passed interpret=True, as test code often does
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1
+    return pl.pallas_call(kernel, grid=(2,), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        interpret=True)(x)
+
 INSPECT = {
     "manual_dma": {"args": "f32[32,128]"},
     "no_grid": {"args": "f32[8,128]"},
+    "interpret_flag": {"args": "f32[16,128]"},
     "aligned_offsets": {"args": lambda: (jnp.ones((64, 128)), jnp.array([0, 8, 48], jnp.int32))},
     "resident_input": {"args": "f32[64,128]"},
     "dyn_grid": {"args": lambda: (jnp.ones((32, 128)), jnp.array([4], jnp.int32))},
