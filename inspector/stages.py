@@ -76,6 +76,7 @@ class Program:
 
     closed_jaxpr: object
     example_values: tuple | None  # the flat inputs where the target gave concrete arrays (None per abstract one)
+    interpreted: bool = False  # traced under our TPU interpret mode (the CPU): the kernels' interpret flags are ours
 
 
 @dataclasses.dataclass(frozen=True)
@@ -318,7 +319,7 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
         )
     if lowering_error is not None:
         stages.compile_error = lowering_failure(lowering_error, interpreted=interpret)
-    lowering = _Lowering(Capture(stages, Program(closed, example_values(target))), lowered)
+    lowering = _Lowering(Capture(stages, Program(closed, example_values(target), interpret)), lowered)
     if memo:
         _MEMO[key] = lowering
     return lowering

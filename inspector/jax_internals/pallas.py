@@ -407,7 +407,7 @@ def _dynamic(d) -> bool:
     return not isinstance(d, (int, np.integer))
 
 
-def read_call(eqn, values: list | None, live: list[bool] | None = None) -> FoundCall:
+def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_interpret: bool = False) -> FoundCall:
     """One pallas_call equation as data. ``values``: the concrete values of its operands where
     the example inputs decide them (None per operand otherwise); ``live``: which outputs the
     program reads (all, when not known)."""
@@ -478,7 +478,8 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None) -> Found
         step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
         cost_estimate=_cost_estimate(p.get("cost_estimate")), vmapped_dims=[int(d) for d in gm.vmapped_dims],
-        interpret=bool(p.get("interpret")),  # True, or the interpreter's params object
+        # True or the interpreter's params, unless the inspector forced interpret mode (the CPU)
+        interpret=bool(p.get("interpret")) and not forced_interpret,
     )
     return FoundCall(call, maps, _signature(grid, gm, prefetch), prefetch is not None)
 
@@ -487,9 +488,11 @@ def pallas_eqns(closed_jaxpr) -> list:
     return [eqn for _, eqn in pallas_occurrences(closed_jaxpr.jaxpr)]
 
 
-def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None) -> list[tuple[str, FoundCall | Exception]]:
+def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
+                      forced_interpret: bool = False) -> list[tuple[str, FoundCall | Exception]]:
     """Every pallas_call in the program (inside jit, custom_vjp, scan, cond, vmap'd code too), as
-    (name, FoundCall) or (name, the exception) for a call this reader cannot follow."""
+    (name, FoundCall) or (name, the exception) for a call this reader cannot follow.
+    ``forced_interpret``: traced under the inspector's own TPU interpret mode."""
     occurrences = list(pallas_occurrences(closed_jaxpr.jaxpr))
     try:
         values = operand_values(closed_jaxpr, occurrences, example_values)
@@ -500,7 +503,7 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None) -> list
     for (_, eqn), operand_vals in zip(occurrences, values):
         name = str(eqn.params.get("name") or "pallas_call")
         try:
-            found.append((name, read_call(eqn, operand_vals, live.get(id(eqn)))))
+            found.append((name, read_call(eqn, operand_vals, live.get(id(eqn)), forced_interpret)))
         except Exception as err:  # a kernel this jax version lays out differently: a finding, not a crash
             found.append((name, err))
     return found
