@@ -157,6 +157,18 @@ def test_single_buffered_estimates_are_the_compiler_s_figure(name):
     assert row.compiler_fits and row.compiler_vmem_bytes == row.vmem_bytes
 
 
+@pytest.mark.slow
+def test_grad_through_a_kernel_jax_cannot_differentiate_says_why():
+    """jax's own JVP of pallas_call fails on a kernel reading pl.program_id with an empty
+    AssertionError: the finding names the rule and the way out, not a bare 'AssertionError: '."""
+    from inspector.diff import run_diff
+
+    result = run_diff(load_target(f"{PATTERNS}:accumulate_rows"), grad=True, runs=0)
+    assert all(leaf.ok for leaf in result.outputs)  # the forward pass is right
+    [f] = [f for f in result.findings if f.severity == "error"]
+    assert f.code == "kernel-raised" and "JVP rule" in f.message and "custom_vjp" in f.message
+
+
 @pytest.mark.tpu
 def test_a_kernel_given_interpret_true_says_mosaic_never_saw_it():
     """On a TPU, pallas_call(interpret=True) lowers to the interpreter's HLO: the compile says

@@ -102,9 +102,22 @@ def interpret_flag(x):  # the kernel's author passed interpret=True, as test cod
         out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
         interpret=True)(x)
 
+def accumulate_rows(x):  # x f32[16,256]: row sums accumulated over a K axis with pl.program_id; no custom_vjp
+    def kernel(x_ref, o_ref):
+        @pl.when(pl.program_id(1) == 0)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref)
+        o_ref[...] += jnp.broadcast_to(jnp.sum(x_ref[...], axis=1, keepdims=True), o_ref.shape)
+    return pl.pallas_call(kernel, grid=(2, 2), in_specs=[pl.BlockSpec((8, 128), lambda i, k: (i, k))],
+        out_specs=pl.BlockSpec((8, 128), lambda i, k: (i, 0)), out_shape=jax.ShapeDtypeStruct((16, 128), x.dtype))(x)[:, 0]
+
+def accumulate_rows_ref(x):
+    return jnp.sum(x, axis=1)
+
 INSPECT = {
     "manual_dma": {"args": "f32[32,128]"},
     "no_grid": {"args": "f32[8,128]"},
+    "accumulate_rows": {"args": "f32[16,256]", "reference": "accumulate_rows_ref", "atol": 1e-4, "rtol": 1e-4},
     "interpret_flag": {"args": "f32[16,128]"},
     "aligned_offsets": {"args": lambda: (jnp.ones((64, 128)), jnp.array([0, 8, 48], jnp.int32))},
     "resident_input": {"args": "f32[64,128]"},
