@@ -170,6 +170,16 @@ def test_grad_through_a_kernel_jax_cannot_differentiate_says_why():
 
 
 @pytest.mark.tpu
+def test_the_compiler_s_vmem_figure_of_kernels_inside_a_cond():
+    """Kernels in lax.cond branches (or a scan body) are not in the entry computation: their
+    compiled VMEM figure is read from every computation, not shown as unknown."""
+    from inspector.pallas.check import run_check
+
+    [row] = run_check(load_target(f"{PATTERNS}:in_cond"), [V5E]).targets
+    assert row.compiler_fits and row.compiler_vmem_bytes and row.compiler_vmem_bytes <= row.vmem_bytes
+
+
+@pytest.mark.tpu
 def test_a_kernel_given_interpret_true_says_mosaic_never_saw_it():
     """On a TPU, pallas_call(interpret=True) lowers to the interpreter's HLO: the compile says
     nothing about the kernel's VMEM (unknown, not "fits"), and the views say why."""

@@ -63,7 +63,7 @@ def _compiler_verdict(stages: Stages, row: ChipCheck, interpreted: bool = False)
         row.compiler_vmem_bytes = err.vmem.used_bytes if err.vmem else None
         return [err.finding(stages.backend, view="pallas", buffers=stages.buffers)]
     used = [sum(int(u.get("size", 0)) for u in (i.backend_config or {}).get("used_scoped_memory_configs", []))
-            for i in parse_hlo(stages.hlo).entry_computation.instructions
+            for c in parse_hlo(stages.hlo).computations.values() for i in c.instructions  # scan/cond bodies too
             if i.opcode == "custom-call" and i.attr("custom_call_target") == "tpu_custom_call"]
     # a kernel whose config names no scoped memory says nothing about its VMEM: unknown, not 0 B
     row.compiler_fits, row.compiler_vmem_bytes = True, max(used) if used and max(used) > 0 else None

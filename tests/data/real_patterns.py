@@ -114,9 +114,18 @@ def accumulate_rows(x):  # x f32[16,256]: row sums accumulated over a K axis wit
 def accumulate_rows_ref(x):
     return jnp.sum(x, axis=1)
 
+def in_cond(x, flag):  # two kernels in the branches of a program-level lax.cond (a decode / prefill switch)
+    def scale(x, s, bm):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...] * s
+        return pl.pallas_call(kernel, grid=(x.shape[0] // bm,), in_specs=[pl.BlockSpec((bm, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((bm, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+    return jax.lax.cond(flag[0] > 0, lambda x: scale(x, 2.0, 64), lambda x: scale(x, 3.0, 128), x)
+
 INSPECT = {
     "manual_dma": {"args": "f32[32,128]"},
     "no_grid": {"args": "f32[8,128]"},
+    "in_cond": {"args": "f32[256,128] i32[1]"},
     "accumulate_rows": {"args": "f32[16,256]", "reference": "accumulate_rows_ref", "atol": 1e-4, "rtol": 1e-4},
     "interpret_flag": {"args": "f32[16,128]"},
     "aligned_offsets": {"args": lambda: (jnp.ones((64, 128)), jnp.array([0, 8, 48], jnp.int32))},
