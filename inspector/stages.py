@@ -21,6 +21,7 @@ from . import compile_cache
 from .backends import Backend
 from .compile_errors import CompileError, parse_compile_error
 from .errors import TargetFailure
+from .hlo.mlir_sources import with_sources
 from .hlo.text import count_hlo_ops, count_mlir_ops
 from .jax_internals import tracing
 from .target import Target, short_path, describe_error
@@ -188,7 +189,7 @@ def dump_options(directory: str, metadata: bool = True) -> dict[str, str | bool]
 
 
 def _compile(lowered, backend: Backend, use_cache: bool | str, buffers: bool = False,
-             dump_to: str | None = None, dump_metadata: bool = True) -> tuple[dict, bool]:
+             dump_to: str | None = None, dump_metadata: bool = True, module_text: str = "") -> tuple[dict, bool]:
     """XLA's result for ``lowered``; from the disk cache when it has this module with its source
     locations (use_cache=compile_cache.REFRESH: compile anyway and store). Failures are not stored.
     ``buffers``: also the compiler's buffer assignment, from a dump written to a temporary folder
@@ -197,7 +198,7 @@ def _compile(lowered, backend: Backend, use_cache: bool | str, buffers: bool = F
     compiled module as it is, but only plain compiles are stored."""
     if dump_to:
         use_cache = False
-    key = compile_cache.key(lowered.as_text(debug_info=True), backend.chip.name) if use_cache else None
+    key = compile_cache.key(module_text or lowered.as_text(debug_info=True), backend.chip.name) if use_cache else None
     if key and use_cache != compile_cache.REFRESH and (hit := compile_cache.load(key)) and (
             not buffers or hit.get("buffers")):
         return hit, True
@@ -278,6 +279,7 @@ class _Lowering:
 
     captured: Capture
     lowered: object | None
+    module_text: str = ""  # the lowered module with its locations: the compile cache's key
 
 
 def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) -> _Lowering:
@@ -308,18 +310,19 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
             except Exception as err:
                 lowered, lowering_error = None, err
         timings["lower_s"] = time.perf_counter() - t1
+        module_text = lowered.as_text(debug_info=True) if lowered is not None else ""
         _attach_sources(mosaic, eqns)
         stages = Stages(
             backend=backend.chip.name, platform=backend.platform, device_kind=backend.device_kind,
             jaxpr=_relative(tracing.print_jaxpr(closed)) if jaxpr_text else None,
             jaxpr_eqns=eqns,
-            stablehlo=lowered.as_text() if lowered is not None else "",
+            stablehlo=with_sources(module_text),
             mosaic=list(mosaic), pallas_interpreted=interpret, timings=timings,
             mesh=backend.mesh_axes, devices=backend.devices if backend.mesh_axes else 1,
         )
     if lowering_error is not None:
         stages.compile_error = lowering_failure(lowering_error, interpreted=interpret)
-    lowering = _Lowering(Capture(stages, Program(closed, example_values(target), interpret)), lowered)
+    lowering = _Lowering(Capture(stages, Program(closed, example_values(target), interpret)), lowered, module_text)
     if memo:
         _MEMO[key] = lowering
     return lowering
@@ -351,7 +354,7 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
     with backend.context(), _interpret_context(backend):
         t2 = time.perf_counter()
         result, stages.compile_cached = _compile(lowering.lowered, backend, use_cache, buffers=buffers, dump_to=dump_to,
-                                                 dump_metadata=dump_metadata)
+                                                 dump_metadata=dump_metadata, module_text=lowering.module_text)
         stages.timings["compile_s"] = time.perf_counter() - t2
     stages.hlo, stages.cost, stages.memory = result["hlo"], result["cost"], result["memory"]
     stages.buffers = result.get("buffers")

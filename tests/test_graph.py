@@ -68,6 +68,19 @@ def test_step_groups_follow_the_schedule_forward_down_backward_up(step_analysis)
     assert chain == list(zip(ids, ids[1:]))
 
 
+
+@needs_dot
+def test_step_renders_as_a_tall_png(step_analysis, tmp_path):
+    """The picture to look at (kept under pytest's tmp_path): time runs down the page."""
+    import struct
+    g, summary = build_dot(step_analysis, "step")
+    png = subprocess.run(["dot", "-Tpng"], input=g.source.encode(), capture_output=True, timeout=120).stdout
+    (tmp_path / "train_step.png").write_bytes(png)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert height > 2 * width  # 24 layer groups and the rest, one under the other
+
+
 def test_parameters_are_figures_and_edges_stay_within_budget(step_analysis):
     g, summary = build_dot(step_analysis, "step")
     kg = summary.graph
@@ -100,6 +113,10 @@ def test_expand_opens_one_scope(step_analysis):
     assert "layer3 forward" not in summary.collapsed and "layer4 forward" in summary.collapsed
     assert "subgraph cluster_g_layer3_forward" in g.source and "subgraph cluster_g_layer3_backward" in g.source
     assert "g_layer3_forward [" not in g.source
+    g, summary = build_dot(step_analysis, "step", max_nodes=400, expand=("layer10",))
+    assert "layer1 forward" in summary.collapsed and "layer10 forward" not in summary.collapsed  # a prefix is not a scope
+    with pytest.raises(UsageError, match=r"--expand layr3: no such scope.*layer0, .*layer3"):
+        build_dot(step_analysis, "step", expand=("layr3",))
 
 
 def test_too_many_nodes_is_refused_with_the_count_and_the_flags(step_analysis):
@@ -136,6 +153,36 @@ def test_html_page_is_self_contained_and_search_finds_a_kernel(step_analysis, tm
     # the group holding the kernel stands out, and opens with the kernel marked among its own
     assert hits == [target.node, "k_" + re.sub(r"\W", "_", target.name)], dom[-2000:]
     assert re.search(r'id="count">1 node\(s\)<', dom) and re.search(r'id="detail" style="display: flex;"', dom)
+    assert f"<td>{target.source.rsplit('/', 1)[-1]}</td>" in page  # the top table names its source line
+
+    # what a hand does: wheel, drag, hover, a click that moves a pixel, a row of the table
+    probe = """<pre id="result"></pre><script>setTimeout(() => { const out = {}, svg = document.querySelector('#graph > svg');
+      const vb = () => { const b = svg.viewBox.baseVal; return [b.x, b.y, b.width, b.height]; }, home = vb();
+      const at = (g, dx) => { const r = g.getBoundingClientRect(); return {clientX: r.left + r.width / 2 + dx, clientY: r.top + r.height / 2 + dx, bubbles: true}; };
+      svg.dispatchEvent(new WheelEvent('wheel', Object.assign(at(svg, 0), {deltaY: -100, cancelable: true}))); out.zoomed = vb()[2] < home[2];
+      svg.dispatchEvent(new MouseEvent('mousedown', at(svg, 0))); window.dispatchEvent(new MouseEvent('mousemove', at(svg, 60)));
+      window.dispatchEvent(new MouseEvent('mouseup', at(svg, 60))); out.panned = vb()[0] !== home[0];
+      document.getElementById('reset').click();
+      const g = document.getElementById('g_layer5_forward'); g.dispatchEvent(new MouseEvent('mouseenter'));
+      out.hover = document.getElementById('info').textContent;
+      g.dispatchEvent(new MouseEvent('mousedown', at(g, 0))); window.dispatchEvent(new MouseEvent('mousemove', at(g, 1)));
+      window.dispatchEvent(new MouseEvent('mouseup', at(g, 1))); g.dispatchEvent(new MouseEvent('click', at(g, 1)));
+      out.opened = document.querySelector('#detail .title').textContent; out.kernels = document.querySelectorAll('#detail svg g.node').length;
+      const k = document.querySelector('#detail svg g.node[id^="k_"]'); k.dispatchEvent(new MouseEvent('mouseenter'));
+      out.inner = [k.querySelector('title').textContent, document.getElementById('info').textContent];
+      document.querySelector('#detail .title').click(); out.closed = getComputedStyle(document.getElementById('detail')).display;
+      document.querySelector('tr.top').click(); out.row = [...document.querySelectorAll('g.node.hit')].map(g => g.id);
+      document.getElementById('result').textContent = JSON.stringify(out); }, 200);</script>"""
+    path.write_text(page.replace("</body>", probe + "</body>"))
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=3000",
+                          "--dump-dom", f"file://{path}"], capture_output=True, text=True, timeout=120).stdout
+    out = json.loads(html.unescape(re.search(r'<pre id="result">(.*?)</pre>', dom, re.S)[1]))
+    assert out["zoomed"] and out["panned"] and out["closed"] == "none"
+    assert out["hover"].startswith("layer5 forward") and "HBM" in out["hover"] and "kernels:" in out["hover"]
+    assert out["opened"].startswith("layer5 forward") and out["kernels"] > 5  # a click, though the hand moved a pixel
+    title, info = out["inner"]  # a kernel of the open group: its figures, not Graphviz's node id
+    assert "HBM" in info and title not in info.splitlines()
+    assert out["row"] == [target.node, "k_" + re.sub(r"\W", "_", target.name)]
 
 
 def test_export_without_dot_says_how_to_install(run_cli, tmp_path):
@@ -188,3 +235,73 @@ def test_export_json_is_the_whole_report(run_cli, tmp_path):
 def test_export_needs_an_output(run_cli):
     out = run_cli("export", "samples/attention.py:naive")
     assert out.returncode == 2 and "--svg PATH" in out.stderr
+
+
+def _tpu_step3():
+    """train_step with 3 layers, compiled by libtpu for v5e (tests/data/hlo/tpu_step3.hlo.gz): XLA
+    offloads forward activations with unnamed copy-starts, slices the embedding with unnamed
+    slice-starts, delays weight gradients and recomputes forward ops inside the backward."""
+    import gzip
+    return analyse_fusions(gzip.decompress((HLO / "tpu_step3.hlo.gz").read_bytes()).decode(), get_chip("tpu-v5e"), None)
+
+
+def test_unnamed_copies_and_slices_join_a_named_group():
+    a = _tpu_step3()
+    named = {k.name for k in a.kernels if k.op_name}
+    kg = build_graph(a, "step3", max_nodes=20)
+    assert all(set(n.kernels) & named for n in kg.nodes if n.kind == "group")  # no group of stray slice-starts
+    layers = [n.title for n in kg.nodes if n.title.startswith("layer")]
+    assert layers == ["layer0 forward", "layer1 forward", "layer2 forward", "layer2 backward", "layer1 backward", "layer0 backward"]
+    # an activation copied out during layer1's forward (read back in its backward) is layer1 forward's
+    by = {k.name: k for k in a.kernels}
+    fwd = next(n for n in kg.nodes if n.title == "layer1 forward")
+    copies = [x for x in fwd.kernels if by[x].opcode == "copy-start" and not by[x].op_name]
+    assert copies and len(kg.edges) <= 1.5 * len(kg.nodes)
+
+
+def test_an_open_group_box_holds_one_stretch_of_the_schedule():
+    a = _tpu_step3()
+    from inspector.hlo.graph import dot_of
+    kg = build_graph(a, "step3", max_nodes=20, expand=("layer1",))
+    g = dot_of(kg)
+    for gid in ("g_layer1_forward", "g_layer1_backward"):
+        box = [n.order for n in kg.nodes if n.group == gid and n.kind == "kernel" and not n.away]
+        others = [n.order for n in kg.nodes if n.group != gid and not n.away and n.kind != "parameter"]
+        assert box and not [o for o in others if min(box) < o < max(box)], gid  # nothing else inside its box
+    away = [n for n in kg.nodes if n.away]
+    assert away and all(n.away.startswith("layer1") for n in away)
+    cluster = g.source[g.source.index("subgraph cluster_g_layer1_backward"):]
+    cluster = cluster[:cluster.index("\n\t}")]
+    assert all(f"\t\t{n.id} [" not in cluster for n in away) and "scheduled apart" in g.source
+
+
+@pytest.fixture(scope="module")
+def programs():
+    def analysis(name):
+        stages = capture(load_target(f"{DATA}/graph_programs.py:{name}"), Backend(get_chip("cpu"))).stages
+        return analyse_fusions(stages.hlo, get_chip("tpu-v5e"), stages.cost)
+    return analysis
+
+
+def test_a_hand_written_adam_step_reads_forward_down_backward_up(programs):
+    a = programs("mlp_adam_step")
+    kg = build_graph(a, "mlp", max_nodes=10)
+    dense = [n.title for n in kg.nodes if n.title.startswith("dense")]
+    assert dense == ["dense0 forward", "dense1 forward", "dense2 forward", "dense2 backward", "dense1 backward", "dense0 backward"]
+    assert len(kg.edges) <= 1.5 * len(kg.nodes)
+    # honest: the drawing's figures are the fusions view's
+    assert sum(n.hbm_bytes for n in kg.nodes) == a.totals["hbm_bytes"]
+    assert sum(n.time_s or 0 for n in kg.nodes) == pytest.approx(a.totals["roofline_s"])
+    assert kg.top[0].name == max(a.kernels, key=lambda k: k.roofline_s * k.repeat).name
+
+
+def test_a_scan_loop_is_linked_to_what_it_reads_and_what_reads_it(programs):
+    a = programs("scan_step")
+    params = {p.producer for p in a.parameters}
+    looped = [k for k in a.kernels if k.repeat == 4]
+    assert looped and any(t.producer in params for k in looped for t in k.inputs)  # w1, w2 flow into the body
+    kernels = {k.name for k in a.kernels}
+    assert a.results and set(a.results) <= kernels  # the gradients come out of the backward loop's kernels
+    kg = build_graph(a, "scan")
+    node_of = {x: n.id for n in kg.nodes for x in n.kernels}
+    assert any(e.src.startswith("p_") and e.dst in {node_of[k.name] for k in looped} for e in kg.edges)

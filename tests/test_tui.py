@@ -5,6 +5,7 @@ import asyncio
 import io
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -94,11 +95,35 @@ def test_a_jaxpr_line_links_to_the_hlo_from_the_same_source_line():
             source = jaxpr.source_of(jaxpr.cursor_location[0])
             assert source and source.startswith("samples/attention.py:")
             assert "comes from" in status(app)
-            await pilot.press("l")
-            assert app.query_one(TabbedContent).active == "stablehlo" or app.query_one(TabbedContent).active == "hlo"
-            active = app.query_one(f"#text-{app.query_one(TabbedContent).active}", StageText)
-            assert active.source_of(active.cursor_location[0]) == source
+            for stage in ("stablehlo", "hlo", "jaxpr"):  # l goes on to the next stage, round
+                await pilot.press("l")
+                await pilot.pause()
+                assert app.query_one(TabbedContent).active == stage
+                active = app.query_one(f"#text-{stage}", StageText)
+                assert active.source_of(active.cursor_location[0]) == source
     asyncio.run(run())
+
+
+def test_stablehlo_gives_each_op_its_source_line_and_stays_the_module_jax_prints():
+    import jax
+    import jax.numpy as jnp
+
+    from inspector.hlo.mlir_sources import with_sources
+
+    def f(x, w):
+        y = jnp.tanh(x @ w)
+        return jax.lax.fori_loop(0, 3, lambda i, c: c * 2.0, y)
+
+    x = jax.ShapeDtypeStruct((8, 8), jnp.float32)
+    lowered = jax.jit(f).lower(x, x)
+    text = with_sources(lowered.as_text(debug_info=True))
+    line = f.__code__.co_firstlineno
+    assert any(l.endswith(f"// tests/test_tui.py:{line + 1}") and "dot_general" in l for l in text.splitlines())
+    # a region op (the loop) has its location where MLIR prints it: at its closing brace
+    assert any(l.endswith(f"// tests/test_tui.py:{line + 2}") and l.strip().startswith("}") for l in text.splitlines())
+    assert "#loc" not in text and " loc(" not in text
+    # with the comments taken off, it is the module as jax prints it
+    assert "\n".join(l.split("  // ")[0] for l in text.splitlines()) == lowered.as_text().rstrip("\n")
 
 
 def test_pallas_grid_steps_with_the_arrow_keys():
@@ -625,8 +650,10 @@ def test_esc_when_idle_keeps_the_worker_and_quit_ends_it_quietly():
             await pilot.press("escape")
             assert "nothing is running" in status(app)
             assert app.remote._pool is not None and all(p.is_alive() for p in processes)
-        # quit: an idle worker is asked to exit (no signal), so it exits 0
-        assert all(p.exitcode == 0 for p in processes)
+        # quit: an idle worker is asked to exit (no signal), so it exits 0; on a machine too busy
+        # for it to exit within close()'s wait it is killed (SIGKILL: no handler, nothing printed),
+        # never SIGTERM'd (libtpu would print its stack dump)
+        assert all(p.exitcode in (0, -signal.SIGKILL) for p in processes), [p.exitcode for p in processes]
     asyncio.run(run())
 
 
@@ -777,22 +804,33 @@ def test_esc_mid_compile_keeps_the_lowered_stages_and_says_cancelled():
     asyncio.run(run())
 
 
-def test_tab_switches_leave_no_footer_keys_behind():
-    """Each focus change recomposes the footer; Textual 8 kept every key it ever showed alive
-    (a data binding never dropped), and full garbage collections grew with them: ~1 s pauses."""
-    import gc
-
-    from textual.widgets._footer import FooterKey
+def test_the_footer_gives_each_tabs_keys_and_a_tab_switch_mounts_nothing():
+    """Textual's footer rebuilt a widget per key on every focus change (and kept the old ones
+    alive): a third of a tab switch's CPU. Ours redraws one line, and only when the keys change."""
+    from inspector.views.tui.footer import KeyFooter
 
     async def run():
         app = InspectorApp(NAIVE)
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=(80, 24)) as pilot:
             await loaded(pilot)
-            for _ in range(15):
+            footer = app.query_one(KeyFooter)
+            shown = {}
+            for key in "1245":
+                await pilot.press(key)
+                await pilot.pause()
+                shown[key] = footer.render().plain
+            assert "q quit" in shown["1"] and " l link" not in shown["1"] and " s sort" not in shown["1"]
+            assert shown["2"].startswith(" l link") and shown["5"].startswith(" s sort")
+            widgets = len(list(app.query("*")))
+            for _ in range(5):
                 await pilot.press("2", "5", "1")
-            gc.collect()
-            keys = [k for k in gc.get_objects() if isinstance(k, FooterKey)]
-            assert len(keys) < 40 and all(k.is_attached for k in keys), len(keys)
+            await pilot.pause()
+            assert len(list(app.query("*"))) == widgets
+            # where every key with its words does not fit 80 columns, the tab's keys keep theirs
+            await pilot.press("6")
+            await pilot.pause()
+            line = footer.render().plain
+            assert len(line) <= 80 and " q" in line, line
     asyncio.run(run())
 
 

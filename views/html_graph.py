@@ -7,17 +7,17 @@ from __future__ import annotations
 import html
 import json
 
-from inspector.hlo.graph import node_label
+from inspector.hlo.graph import short_source, node_label
 from inspector.hlo.graph_model import KernelGraph
 from inspector.units import fmt_bytes, fmt_count, fmt_time
 
 _CSS = """
 body{margin:0;font:13px Helvetica,Arial,sans-serif;display:flex;height:100vh;overflow:hidden}
-#side{width:340px;border-right:1px solid #ccc;display:flex;flex-direction:column;overflow:auto;padding:8px;box-sizing:border-box}
+#side{width:420px;border-right:1px solid #ccc;display:flex;flex-direction:column;overflow:auto;padding:8px;box-sizing:border-box}
 #graph{flex:1;overflow:hidden;cursor:grab;background:#fff}
 #graph svg{width:100%;height:100%}
 #q{width:100%;box-sizing:border-box;padding:4px;font-size:13px}
-table{border-collapse:collapse;width:100%;margin-top:6px}td,th{padding:2px 4px;text-align:left;border-bottom:1px solid #eee}
+table{border-collapse:collapse;width:100%;margin-top:6px}td,th{padding:2px 4px;text-align:left;border-bottom:1px solid #eee;word-break:break-word}
 tr.top{cursor:pointer}tr.top:hover{background:#f0f4ff}
 #info{flex:none;max-height:38vh;overflow:auto;white-space:pre-wrap;font-family:monospace;font-size:11px;background:#f7f7f7;padding:4px;margin-top:6px;min-height:4em}
 #graph > svg.searching g.node:not(.hit){opacity:.25}
@@ -38,17 +38,19 @@ function panZoom(svg){  // wheel zooms about the cursor, drag pans; returns what
   svg.addEventListener('wheel', e => { e.preventDefault(); const p = toSvg(e.clientX, e.clientY);
     const f = e.deltaY > 0 ? 1.2 : 1 / 1.2; vb.x = p.x - (p.x - vb.x) * f; vb.y = p.y - (p.y - vb.y) * f;
     vb.width *= f; vb.height *= f; }, {passive: false});
-  let drag = null, moved = false;
-  svg.addEventListener('mousedown', e => { drag = toSvg(e.clientX, e.clientY); moved = false; });
+  let drag = null, moved = false, start = null;
+  svg.addEventListener('mousedown', e => { drag = toSvg(e.clientX, e.clientY); start = [e.clientX, e.clientY]; moved = false; });
   window.addEventListener('mouseup', () => { drag = null; });
   window.addEventListener('mousemove', e => { if (!drag) return; const p = toSvg(e.clientX, e.clientY);
-    vb.x -= p.x - drag.x; vb.y -= p.y - drag.y; moved = true; });
+    vb.x -= p.x - drag.x; vb.y -= p.y - drag.y;
+    moved = moved || Math.abs(e.clientX - start[0]) + Math.abs(e.clientY - start[1]) > 4; });  // a hand's jitter is still a click
   return {
     reset(){ [vb.x, vb.y, vb.width, vb.height] = home; },
     dragged(){ return moved; },
-    focus(g){ const r = g.getBoundingClientRect(), a = toSvg(r.left, r.top), b = toSvg(r.right, r.bottom);
-      const s = Math.max((b.x - a.x) * 4 / vb.width, (b.y - a.y) * 4 / vb.height, 0.05); vb.width *= s; vb.height *= s;
-      vb.x = (a.x + b.x) / 2 - vb.width / 2; vb.y = (a.y + b.y) / 2 - vb.height / 2; },
+    focus(g, part = 1){  // centre g in the left `part` of the view (the rest may be under the open group)
+      const r = g.getBoundingClientRect(), a = toSvg(r.left, r.top), b = toSvg(r.right, r.bottom);
+      const s = Math.max((b.x - a.x) * 4 / vb.width / part, (b.y - a.y) * 4 / vb.height, 0.05); vb.width *= s; vb.height *= s;
+      vb.x = (a.x + b.x) / 2 - vb.width * part / 2; vb.y = (a.y + b.y) / 2 - vb.height / 2; },
   };
 }
 const svg = document.querySelector('#graph > svg'), view = panZoom(svg);
@@ -67,8 +69,9 @@ function expand(id, q){  // open a collapsed group: its own kernels, drawn besid
   detail.querySelector('.body').replaceChildren(t.content.cloneNode(true));
   detail.querySelector('.title').textContent = DATA.nodes[id].title + ' (click the title bar to close)';
   detail.style.display = 'flex'; const sub = detail.querySelector('svg'), v = panZoom(sub);
+  const node = document.getElementById(id); if (node) view.focus(node, 0.45);  // the group stays in sight beside it
   sub.querySelectorAll('g.node').forEach(g => g.addEventListener('mouseenter', () => {
-    document.getElementById('info').textContent = g.textContent.trim().replace(/\n\s*/g, '\n'); }));
+    document.getElementById('info').textContent = [...g.querySelectorAll('text')].map(t => t.textContent).join('\n'); }));  // not the <title>: Graphviz's node id
   if (q) { const hit = [...sub.querySelectorAll('g.node')].filter(g => g.textContent.toLowerCase().includes(q));
     hit.forEach(g => g.classList.add('hit')); if (hit.length) v.focus(hit[0]); }
   return true; }
@@ -113,8 +116,10 @@ def graph_page(kg: KernelGraph, svg: str, groups: dict[str, str] | None = None) 
     templates = "".join(f'<template id="t_{html.escape(gid)}">{_bare(text)}</template>' for gid, text in (groups or {}).items())
     rows = "".join(
         f'<tr class="top" data-node="{html.escape(t.node)}" data-kernel="{html.escape(t.name)}"><td>#{t.rank}</td><td>{html.escape(t.name)}</td>'
-        f"<td>{fmt_time(t.time_s) if t.time_s is not None else fmt_bytes(t.hbm_bytes)}</td></tr>" for t in kg.top)
-    measure = "roofline time" if kg.top and kg.top[0].time_s is not None else "HBM bytes"
+        f"<td>{fmt_time(t.time_s) if t.time_s is not None else fmt_bytes(t.hbm_bytes)}</td>"
+        f"<td>{html.escape(short_source(t.source) or '-')}</td></tr>" for t in kg.top)
+    timed = bool(kg.top) and kg.top[0].time_s is not None
+    measure, ranked = ("roofline time", "slowest kernels") if timed else ("HBM bytes", "most HBM bytes")
     data = json.dumps({"nodes": _node_data(kg)}).replace("</", "<\\/")
     total_flops = sum(n.flops for n in kg.nodes)
     return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(kg.title)}</title>"
@@ -125,7 +130,7 @@ def graph_page(kg: KernelGraph, svg: str, groups: dict[str, str] | None = None) 
             "<input id='q' placeholder='search: kernel, op or file:line' autofocus> <span id='count'></span>"
             "<button id='reset'>reset view</button>"
             f"<div id='info'>hover a node for its figures</div>"
-            f"<table><tr><th>#</th><th>slowest kernels</th><th>{measure}</th></tr>{rows}</table>"
+            f"<table><tr><th>#</th><th>{ranked}</th><th>{measure}</th><th>source</th></tr>{rows}</table>"
             "<p style='color:#555'>wheel: zoom, drag: pan; click a group to open its kernels, a row to find the kernel</p></div>"
             f"<div id='graph'>{svg}<div id='detail'><div class='title'></div><div class='body'></div></div></div>{templates}"
             f"<script type='application/json' id='data'>{data}</script><script>{_JS}</script></body></html>\n")

@@ -267,18 +267,32 @@ PASS_THROUGH = {"bitcast", "get-tuple-element", "copy-done", "slice-done", "asyn
                 "all-gather-done", "collective-permute-done", "opt-barrier", "add-dependency"}
 
 
-def _origin(name: str, by_name: dict[str, Instruction]) -> str:
-    """The kernel or parameter behind a value, looking through ops that only pass it on."""
+def _origin(name: str, by_name: dict[str, Instruction], carried: list[str] | None = None,
+            loops: dict[str, list[str]] | None = None) -> str:
+    """The kernel or parameter behind a value, looking through ops that only pass it on, and
+    across a while loop's edge: a body's tuple parameter element is what the
+    loop was started with (`carried`), a loop's result element what its body's last iteration made
+    (`loops`), so the graph links a loop to the kernels before and after it."""
+    index = None
     seen = 0
     while name in by_name and by_name[name].opcode in PASS_THROUGH and by_name[name].operands and seen < 64:
-        name, seen = by_name[name].operands[0], seen + 1
+        instr = by_name[name]
+        if instr.opcode == "get-tuple-element":
+            index = instr.attr("index")
+        name, seen = instr.operands[0], seen + 1
+    if index is not None and index.isdigit() and name in by_name:
+        source = carried if by_name[name].opcode == "parameter" else (loops or {}).get(name)
+        if source is not None and int(index) < len(source):
+            return source[int(index)]
     return name
 
 
 def _kernels_of(module: HloModule, comp: Computation, costs: _Costs, chip: Chip | None,
-                repeat: int = 1) -> list[Kernel]:
+                repeat: int = 1, carried: list[str] | None = None, loops: dict | None = None) -> list[Kernel]:
     shapes = {i.name: i.shapes for i in comp.instructions}
     by_name = comp.by_name()
+    loops = {} if loops is None else loops  # a while's name -> the origin of each element of its result
+    origin = lambda name: _origin(name, by_name, carried, loops)
     found = []
     for instr in comp.instructions:
         if instr.opcode in NOT_KERNELS:
@@ -287,17 +301,23 @@ def _kernels_of(module: HloModule, comp: Computation, costs: _Costs, chip: Chip 
             trips = ((instr.backend_config or {}).get("known_trip_count") or {}).get("n")
             body = instr.attr("body")
             if body and body.lstrip("%") in module.computations:
-                found += _kernels_of(module, module.computations[body.lstrip("%")], costs, chip,
-                                     repeat * int(trips or 1))
+                body_comp = module.computations[body.lstrip("%")]
+                init = by_name.get(instr.operands[0]) if instr.operands else None
+                start = [origin(o) for o in init.operands] if init is not None and init.opcode == "tuple" else None
+                found += _kernels_of(module, body_comp, costs, chip, repeat * int(trips or 1), start)
+                root = next((i for i in body_comp.instructions if i.is_root), None)
+                if root is not None and root.opcode == "tuple":
+                    inner = body_comp.by_name()
+                    loops[instr.name] = [_origin(o, inner, start, {}) for o in root.operands]
                 if not trips:
                     found[-1:] and setattr(found[-1], "note", "inside a while loop of unknown trip count: counted once")
             continue
         cost = costs.instruction(instr, shapes)
         out_shapes = _results(instr)
         if instr.opcode == "slice-start":  # an async slice reads only the slice it copies
-            inputs = [TensorRef(_origin(instr.operands[0], by_name), str(s), s.bytes, HBM) for s in out_shapes]
+            inputs = [TensorRef(origin(instr.operands[0]), str(s), s.bytes, HBM) for s in out_shapes]
         else:
-            inputs = [TensorRef(_origin(operand, by_name), str(s), s.bytes, s.memory_space)
+            inputs = [TensorRef(origin(operand), str(s), s.bytes, s.memory_space)
                       for operand in dict.fromkeys(instr.operands)  # an operand read twice is fetched once
                       for s in _results(by_name[operand]) if operand in by_name]
         outputs = [TensorRef(instr.name, str(s), s.bytes, s.memory_space) for s in out_shapes]
@@ -414,7 +434,8 @@ def _apply_walk(kernels: list[Kernel], traffic: list, chip: Chip | None) -> None
 def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None, pallas_traffic=None) -> FusionAnalysis:
     module = parse_hlo(hlo_text)
     figures = chip if chip is not None and chip.hbm_bytes_per_s else None
-    kernels = _kernels_of(module, module.entry_computation, _Costs(module), figures)
+    loops: dict[str, list[str]] = {}
+    kernels = _kernels_of(module, module.entry_computation, _Costs(module), figures, loops=loops)
     if pallas_traffic:
         _apply_walk(kernels, pallas_traffic, figures)
     r = lambda k, v: v * k.repeat
@@ -440,7 +461,7 @@ def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None, pallas_tra
                   for i in entry.instructions if i.opcode == "parameter" for s in i.shapes[:1]]
     root = next((i for i in entry.instructions if i.is_root), None)
     results = [] if root is None else list(dict.fromkeys(
-        _origin(o, by_name) for o in (root.operands if root.opcode == "tuple" else [root.name])))
+        _origin(o, by_name, None, loops) for o in (root.operands if root.opcode == "tuple" else [root.name])))
     return FusionAnalysis(figures.name if figures else None, kernels, parameters, results, totals, xla_cost,
                           _agreement(totals, xla_cost), _intermediates(kernels), dict(module.frames))
 

@@ -13,8 +13,9 @@ import subprocess
 from ..errors import UsageError
 from ..units import fmt_bytes, fmt_count, fmt_time
 from .fusions import FusionAnalysis
-from .graph_model import COLORS, TOP, KernelGraph, Node, build_graph, group_graphs, scope_of  # noqa: F401 (re-exported)
+from .graph_model import COLORS, TOP, KernelGraph, Node, build_graph, group_graphs, scope_matches, scope_of  # noqa: F401 (re-exported)
 
+RANK_COLOR = "#d4007f"  # the top-N border: magenta stands out on every fill, light and dark
 BOUND_FILL = {"memory": "#f6c177", "compute": "#8ec5ff", None: "#dddddd"}
 SVG_NODE_LIMIT = 600  # dot needs ~10 s for 500 nodes here and minutes past 900
 _HEAT = ("#fff5eb", "#fdd0a2", "#fd8d3c", "#d94801", "#7f2704")  # light to dark: more time / more bytes
@@ -34,7 +35,7 @@ def _label_bytes(n: int) -> str:
     return fmt_bytes(n).replace(" ", "")
 
 
-def _short_source(src: str | None) -> str:
+def short_source(src: str | None) -> str:
     return (src or "").rsplit("/", 1)[-1]
 
 
@@ -43,7 +44,8 @@ def node_label(n: Node) -> str:
     if n.kind == "parameter":
         return f"{n.title}\n{n.shape}\n{_label_bytes(n.hbm_bytes)}"
     lines = [("#" + ",#".join(map(str, n.ranks)) + "  " if n.ranks else "") + n.title,
-             "  ".join(x for x in (n.detail, _short_source(n.source)) if x),
+             "  ".join(x for x in (n.detail, short_source(n.source)) if x),
+             f"({n.away}, scheduled apart)" if n.away else "",
              f"HBM {_label_bytes(n.hbm_bytes)}  {fmt_count(n.flops)}flop",
              f"{fmt_time(n.time_s)} {n.bound or ''}".strip() if n.time_s is not None else ""]
     if n.folded:
@@ -82,6 +84,11 @@ def build_dot(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, exp
     if color == "roofline" and not any(k.roofline_s for k in analysis.kernels):
         color = "bytes"  # no chip figures: time is unknown
     kg = build_graph(analysis, title, max_nodes=max_nodes, expand=expand, color=color)
+    scopes = list(dict.fromkeys(g.scope for g in kg.groups if g.scope != TOP))
+    for asked in expand:
+        if not any(scope_matches(s, asked) for s in scopes):
+            raise UsageError(f"--expand {asked}: no such scope in this program; its scopes: "
+                             + ", ".join(scopes[:12]) + (f" (+{len(scopes) - 12} more)" if len(scopes) > 12 else ""))
     drawn = len(kg.nodes) + (1 if kg.output_node else 0)
     if drawn > max_nodes:
         raise UsageError(f"the graph has {drawn} nodes ({kg.kernels} kernels) even with {len(kg.collapsed)} scopes collapsed, "
@@ -110,11 +117,11 @@ def dot_of(kg: KernelGraph, legend: bool = True):
         else:
             sub.node(n.id, node_label(n), id=n.id, shape="box3d" if n.kind == "group" else "box",
                      style="filled" if n.kind == "group" else "filled,rounded", fillcolor=fill, fontcolor=font,
-                     penwidth="3" if n.ranks else "1", color="#b00020" if n.ranks else "#333333")
+                     penwidth="4" if n.ranks else "1", color=RANK_COLOR if n.ranks else "#333333")
 
     clusters: dict[str, list[Node]] = {}
     for n in kg.nodes:
-        if n.kind == "kernel" and n.group and groups[n.group].scope != "<top>":
+        if n.kind == "kernel" and n.group and groups[n.group].scope != "<top>" and not n.away:
             clusters.setdefault(n.group, []).append(n)
         else:
             draw(g, n)
@@ -152,8 +159,9 @@ def dot_of(kg: KernelGraph, legend: bool = True):
             what = f"roofline time on {kg.chip}" if kg.color == "roofline" else "HBM bytes"
             legend.node("__l_lo", f"less {what}", shape="box", style="filled,rounded", fillcolor=_HEAT[0])
             legend.node("__l_hi", f"most {what}", shape="box", style="filled,rounded", fillcolor=_HEAT[-1], fontcolor="#ffffff")
-        legend.node("__l_top", "#1: the slowest kernels\n(top 10, red border)", shape="box", style="rounded",
-                    penwidth="3", color="#b00020")
+        ranked_by = "slowest kernels" if kg.top and kg.top[0].time_s is not None else "kernels with most HBM bytes"
+        legend.node("__l_top", f"#1: the {ranked_by}\n(top {len(kg.top)}, their rank; magenta border)", shape="box",
+                    style="rounded", penwidth="4", color=RANK_COLOR)
         legend.node("__l_grp", "a scope's forward or\nbackward kernels", shape="box3d")
         legend.node("__l_edge", "solid edge: HBM tensor\ndashed: stays in VMEM\nthicker: more bytes", shape="plaintext")
     return g

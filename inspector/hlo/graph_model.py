@@ -9,40 +9,13 @@ import dataclasses
 import re
 
 from .fusions import FusionAnalysis, Kernel
+from .graph_groups import TOP, group_keys, phase_of, scope_matches, scope_of  # noqa: F401 (re-exported)
 
-TOP = "<top>"  # kernels outside any named scope
 COLORS = ("roofline", "bytes", "bound")
 PARAM_NODES_MAX = 8  # up to this many parameters are drawn as their own small nodes
 EDGES_PER_NODE = 1.5  # past this many edges per node on average, the smallest are summarised on the node
 TOP_N = 10
-_WRAPPER = re.compile(r"^(?:jvp|transpose|vmap|remat|checkpoint|pjit|jit|custom_jvp_call|custom_vjp_call)\((.*)\)$")
 _FOLDABLE = {"copy-start", "slice-start", "bitcast", "async-start", "copy-done", "slice-done", "async-done"}
-
-
-def scope_of(kernel: Kernel) -> str:
-    """The user's scope of a kernel: the op_name path without the outer jit and transform
-    wrappers, e.g. jit(train_step)/transpose(jvp(layer3))/dot_general -> layer3."""
-    if not kernel.scope:
-        return TOP
-    parts = kernel.scope.split(";", 1)[0].split("/")[1:]  # XLA joins merged op_names with ';'; drop the outer jit(f)
-    cleaned = []
-    for part in parts:
-        while (m := _WRAPPER.match(part)):
-            part = m[1]
-        if part:
-            cleaned.append(part)
-    return "/".join(cleaned) or TOP
-
-
-def phase_of(kernel: Kernel) -> str | None:
-    """'backward' for kernels of a transpose (the gradient), 'forward' for those of a jvp, None
-    outside autodiff."""
-    name = (kernel.op_name or "").split(";", 1)[0]
-    if "transpose(" in name:
-        return "backward"
-    if "jvp(" in name:
-        return "forward"
-    return None
 
 
 @dataclasses.dataclass
@@ -88,6 +61,7 @@ class Node:
     ranks: list[int] = dataclasses.field(default_factory=list)  # top-N by time held here
     shape: str | None = None  # parameters
     sources: list[str] = dataclasses.field(default_factory=list)  # every file:line of its kernels
+    away: str | None = None  # an open group's kernel that runs apart from the rest: drawn outside its box, named here
 
 
 @dataclasses.dataclass
@@ -135,40 +109,6 @@ def _ident(text: str) -> str:
     return re.sub(r"\W", "_", text)  # no ':' in ids: graphviz reads node:port
 
 
-def _groups(kernels: list[Kernel]) -> tuple[dict[str, tuple[str, str | None]], dict[str, Kernel]]:
-    """Each kernel's (top-level scope, phase). Kernels XLA made without an op_name (async copies
-    and slices that feed a layer) join the group of the kernel that reads their result; kernels
-    outside any scope split into runs between the scoped groups, so one '<top>' does not span
-    the whole step."""
-    by_name = {k.name: k for k in kernels}
-    key = {k.name: (scope_of(k).split("/", 1)[0], phase_of(k)) for k in kernels}
-    reader: dict[str, str] = {}
-    for k in kernels:
-        for t in k.inputs:
-            reader.setdefault(t.producer, k.name)
-    for k in reversed(kernels):  # readers come later in the schedule: walk back so chains resolve
-        if k.op_name is None and k.name in reader:
-            key[k.name] = key[reader[k.name]]
-    for k in kernels:  # outside autodiff and any scope (a parameter update): with the scope it reads most from
-        if key[k.name] == (TOP, None):
-            sizes: dict[tuple, int] = {}
-            for t in k.inputs:
-                if t.producer in key and key[t.producer][0] != TOP:
-                    sizes[key[t.producer]] = sizes.get(key[t.producer], 0) + t.bytes
-            if sizes:
-                key[k.name] = max(sizes, key=sizes.get)
-    run, last = 0, None
-    for k in kernels:  # one group per run of unscoped kernels, whatever their phase
-        scope, phase = key[k.name]
-        if scope == TOP:
-            if last is not None and last != TOP:
-                run += 1
-            key[k.name] = (TOP if run == 0 else f"{TOP}{run}", None)
-        if k.op_name is not None or scope == TOP:  # borrowed groups (early copies) do not end a run
-            last = scope
-    return key, by_name
-
-
 def _foldable(k: Kernel, readers: list[str]) -> bool:
     """No HBM traffic of its own and one consumer: a bitcast, the start of a slice or copy, an
     async done half."""
@@ -182,7 +122,7 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
     if color not in COLORS:
         raise ValueError(f"color must be one of {', '.join(COLORS)}")
     kernels = analysis.kernels
-    key, by_name = _groups(kernels)
+    key, by_name = group_keys(kernels)
     index = {k.name: i for i, k in enumerate(kernels)}
 
     groups: dict[tuple, Group] = {}
@@ -216,7 +156,7 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
     n_kernel_nodes = len(kernels) - len(host)
     params = analysis.parameters
     collapse = n_kernel_nodes + 1 > max_nodes
-    wanted = lambda scope: any(scope == e or scope.startswith(e + "/") or e.startswith(scope) for e in expand)
+    wanted = lambda scope: any(scope_matches(scope, e) for e in expand)
     collapsed = [g for g in groups.values() if collapse and not (g.scope != TOP and wanted(g.scope))]
     for g in groups.values():
         g.expanded = g not in collapsed
@@ -257,12 +197,12 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
     for n in nodes.values():
         if n.kind == "group":
             members = [by_name[x] for x in n.kernels]
-            n.detail = f"{len(members)} kernels"
+            n.detail = f"{len(members)} kernel" + ("s" if len(members) != 1 else "")
             by_bound: dict[str | None, float] = {}
             for k in members:
                 by_bound[k.bound] = by_bound.get(k.bound, 0.0) + (k.roofline_s or 0.0)
             n.bound = max(by_bound, key=by_bound.get) if by_bound else None
-            n.source = next((k.source for k in members if k.source), None)
+            n.source = next((k.source or k.sources[0] for k in members if k.source or k.sources), None)  # as the fusions view shows it
         n.kernels.sort(key=index.get)
         n.folded.sort(key=index.get)
     param_id = {p.producer: "p_" + _ident(p.producer) for p in params}
@@ -342,13 +282,41 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
     for rank, k in enumerate(ranked, 1):
         n = by_id[node_of[k.name]]
         n.ranks.append(rank)
-        top.append(TopKernel(rank, k.name, n.id, k.roofline_s, k.hbm_bytes, k.flops, k.source))
+        top.append(TopKernel(rank, k.name, n.id, k.roofline_s, k.hbm_bytes, k.flops, k.source or (k.sources[0] if k.sources else None)))
 
     ordered = sorted(by_id.values(), key=lambda n: n.order)
+    _mark_away(ordered, groups.values())
     group_list = sorted(groups.values(), key=lambda g: g.order)
     outputs = list(dict.fromkeys(s for s in out_srcs if s)) if output_node else []
     return KernelGraph(title, analysis.chip, color, ordered, edges, group_list, top, output_node, outputs, len(kernels), hidden,
                        [g.label for g in collapsed])
+
+
+def _mark_away(ordered: list[Node], groups) -> None:
+    """An open group's box holds its longest unbroken stretch of the schedule; its kernels that
+    XLA runs elsewhere (a weight gradient delayed to the end, a forward op recomputed in the
+    backward) are drawn at their own time, outside the box, so one box does not span the step."""
+    label = {g.id: g.label for g in groups if g.expanded}
+    apart: set[str] = set()
+    for _ in range(2):  # the second pass lets the first's strays (another group's) not break a stretch
+        runs: dict[str, list[list[Node]]] = {}
+        prev = None
+        for n in ordered:
+            if n.kind == "kernel" and n.id in apart and prev is not None and prev.group != n.group:
+                continue  # another group's stray
+            if n.kind != "kernel" or n.group not in label:
+                prev = None
+                continue
+            if prev is not None and prev.group == n.group:
+                runs[n.group][-1].append(n)
+            else:
+                runs.setdefault(n.group, []).append([n])
+            prev = n
+        span = {gid: (max(st, key=len)[0].order, max(st, key=len)[-1].order) for gid, st in runs.items()}
+        apart = {n.id for n in ordered if n.group in span and n.kind == "kernel"
+                 and not span[n.group][0] <= n.order <= span[n.group][1]}
+    for n in ordered:
+        n.away = label[n.group] if n.id in apart else None
 
 
 def group_graphs(analysis: FusionAnalysis, kg: KernelGraph) -> dict[str, KernelGraph]:

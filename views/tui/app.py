@@ -40,6 +40,7 @@ TABS = ("overview", "jaxpr", "stablehlo", "hlo", "fusions", "pallas", "diff", "m
 MORE_TABS = {"9": "memory", "0": "collectives", "p": "passes"}  # keys after 1-8; compare: c
 ALL_TABS = TABS + tuple(MORE_TABS.values()) + ("compare",)
 TEXT_TABS = ("jaxpr", "stablehlo", "hlo", "mosaic")
+CONTEXT_ACTIONS = ("link", "find", "sort", "back")  # shown in the footer only where they apply: check_action
 TARGETS = [c.name for c in CHIPS if c.kind != "gpu" and c.name != "gpu"]
 
 
@@ -77,11 +78,11 @@ class InspectorApp(App):
         Binding("B", "buffers", "buffer assignment", show=False),
         Binding("c", "compare", "compare", show=False),
         Binding("slash", "search", "search"),
-        Binding("n", "find(True)", "next", show=False),
+        Binding("n", "find(True)", "next"),
         Binding("N", "find(False)", "previous", show=False),
-        Binding("l", "link", "link", show=False),
-        Binding("s", "sort", "sort", show=False),
-        Binding("b", "back", "back", show=False),
+        Binding("l", "link", "link"),
+        Binding("s", "sort", "sort"),
+        Binding("b", "back", "back"),
         Binding("d", "diff", "diff"),
         Binding("t", "target", "target"),
         Binding("x", "params", "params"),
@@ -96,6 +97,9 @@ class InspectorApp(App):
         """``choose_chip``: the user named no chip, so open on the one the file suggests (a TPU
         for Pallas TPU kernels, or the last one used for the file)."""
         super().__init__()
+        # no animations: the tab underline's glide alone repainted the screen ~17 times per tab
+        # switch, most of a switch's CPU while a compile competes for the cores
+        self.animation_level = "none"
         if choose_chip:
             session = session.with_chip(session.suggested_chip())
         self.session = session
@@ -177,7 +181,7 @@ class InspectorApp(App):
             with TabPane("c Compare", id="compare"):
                 yield CompareTab()
         yield Static("", id="status")
-        yield KeyFooter()
+        yield KeyFooter(context_actions=frozenset(CONTEXT_ACTIONS))
 
     def on_mount(self) -> None:
         self.sub_title = f"{self.session.spec} on {self.session.chip}"
@@ -414,6 +418,20 @@ class InspectorApp(App):
                   "compare": "CompareTab"}.get(tab, f"#text-{tab}")
         self.query_one(widget).focus()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The context's keys: hidden from the footer (and idle) where they do nothing."""
+        if action in CONTEXT_ACTIONS and not self.is_mounted:
+            return True
+        if action == "link":
+            return self._active_text() is not None
+        if action == "find":
+            return self._active_text() is not None and bool(self.last_search)
+        if action == "sort":
+            return self.query_one(TabbedContent).active == "fusions"
+        if action == "back":
+            return self._back is not None
+        return True
+
     def _active_text(self) -> StageText | None:
         active = self.query_one(TabbedContent).active
         return self.query_one(f"#text-{active}", StageText) if active in TEXT_TABS else None
@@ -429,6 +447,7 @@ class InspectorApp(App):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "search":
             self.last_search = event.value
+            self.refresh_bindings()
             event.input.display = False
             self._focus_tab(self.query_one(TabbedContent).active)
             self.action_find(True)
@@ -482,7 +501,8 @@ class InspectorApp(App):
             self.status("this line has no source location", "yellow")
             return
         stages = ("jaxpr", "stablehlo", "hlo")
-        order = [t for t in stages if t != text.stage] + [text.stage]
+        at = stages.index(text.stage) + 1 if text.stage in stages else 0
+        order = [t for t in stages[at:] + stages[:at] if t != text.stage] + [text.stage]  # the next stage first
         for stage in order:
             rows = self.query_one(f"#text-{stage}", StageText).rows_with_source(source)
             if rows:
@@ -513,6 +533,7 @@ class InspectorApp(App):
             self.status(f"{finding.code}: the evidence is the message itself (below the table)")
             return
         self._back = ("overview", row or 0)
+        self.refresh_bindings()
         self.action_tab(view)
         where = ""
         if view == "pallas":
@@ -534,6 +555,7 @@ class InspectorApp(App):
             return
         tab, row = self._back
         self._back = None
+        self.refresh_bindings()
         self.action_tab(tab)
         table = self.query_one("#findings", DataTable)
         if row < table.row_count:

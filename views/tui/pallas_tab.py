@@ -146,15 +146,15 @@ def block_map(k: PallasReport, operand: str, current: list[int] | None) -> Text:
 class PallasTab(VerticalScroll, can_focus=True):
     BINDINGS = [
         Binding("left", "step(-1)", "step", show=False),
-        Binding("right", "step(1)", "step", show=False),
+        Binding("right", "step(1)", "step"),
         Binding("shift+left", "step(-10)", show=False),
         Binding("shift+right", "step(10)", show=False),
         Binding("home", "step_to(0)", "first step", show=False),
         Binding("end", "step_to(-1)", "last step", show=False),
-        Binding("g", "goto", "go to step", show=False),
-        Binding("c", "copy_cost", "copy CostEstimate", show=False),
+        Binding("g", "goto", "go to step"),
+        Binding("c", "copy_cost", "CostEstimate"),
         Binding("left_square_bracket", "kernel(-1)", "kernel", show=False),
-        Binding("right_square_bracket", "kernel(1)", "kernel", show=False),
+        Binding("right_square_bracket", "kernel(1)", "kernel"),
     ]
 
     def __init__(self, **kwargs):

@@ -12,6 +12,7 @@ from textual.widgets.text_area import Selection
 from ..highlight import RULES
 
 _JAXPR_SOURCE = re.compile(r"#\s+(\S+?:\d+)(?::\d+)?\s")
+_MLIR_SOURCE = re.compile(r"  // (\S+?:\d+)$")  # StableHLO's op lines (inspector/hlo/mlir_sources.py)
 _HLO_FRAME = re.compile(r"stack_frame_id=(\d+)")
 
 # Syntax colour for jaxpr, MLIR and HLO (no tree-sitter grammar knows HLO): the printer's rules,
@@ -99,7 +100,7 @@ class StageText(TextArea):
         if row >= self.document.line_count:
             return None
         line = self.document.get_line(row)
-        m = _JAXPR_SOURCE.search(line + " ")
+        m = _JAXPR_SOURCE.search(line + " ") or _MLIR_SOURCE.search(line)
         if m:
             return m[1]
         m = _HLO_FRAME.search(line)
