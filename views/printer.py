@@ -233,7 +233,7 @@ def stage_text(report: Report, view: str) -> str:
                    and (report.pallas is None or all(k.call.interpret for k in report.pallas)) else "the function has no pallas_call")
             return f"// no Mosaic kernels: {why}\n"
         return "\n".join(f"// ===== {k.name}  ({k.source})\n{k.mlir}" for k in s.mosaic)
-    if view == "stablehlo" and not s.stablehlo:
+    if view == "stablehlo" and not (s.stablehlo or "").strip():
         return f"// no StableHLO: {s.compile_error.headline if s.compile_error else 'not lowered'}\n"
     return getattr(s, view)
 
