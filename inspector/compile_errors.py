@@ -70,10 +70,14 @@ class CompileError:
     code: str | None = None  # e.g. E1001
     vmem: VmemOom | None = None
     hbm: HbmOom | None = None
+    interpreter_limit: str | None = None  # the CPU lowering went through the TPU interpreter, which cannot run this kernel
 
     def finding(self, chip: str, view: str, buffers: dict | None = None) -> Finding:
         """The compile failure as a finding, with the compiler's VMEM or HBM figures as its data
         (for HBM, the largest buffers live at the peak when the buffer assignment was dumped)."""
+        if self.interpreter_limit:  # not the kernel's fault: the real compile (a TPU target) still holds
+            return Finding("info", "interpret-unsupported", f"{chip}: {self.headline}", view=view,
+                           data={"reason": self.interpreter_limit, "detail": self.message[:2000]})
         if self.hbm:
             from .memory import hbm_finding
             return hbm_finding(chip, self.hbm.required_bytes, self.hbm.available_bytes, buffers, compiler=True)
@@ -83,6 +87,10 @@ class CompileError:
 
     @property
     def headline(self) -> str:
+        if self.interpreter_limit:
+            return (f"cannot run in interpret mode: {self.interpreter_limit}; the CPU lowers Pallas TPU kernels through "
+                    "the interpreter, so the CPU's StableHLO and HLO are missing, the jaxpr and Pallas views still "
+                    "hold (--target tpu-v5e compiles the real kernel)")
         if self.hbm:
             h = self.hbm
             return (f"HBM out of memory: needs {fmt_bytes(h.required_bytes)} per device of {fmt_bytes(h.available_bytes)} "

@@ -32,6 +32,8 @@ CODES = _codes(
     # the grid walk (chip-independent)
     Code("block-out-of-bounds", "error", False, "pallas", ("grid_point", "blocks"), "an index map returns a block past the array"),
     Code("output-not-written", "error", False, "pallas", ("blocks", "count"), "output blocks no grid step writes"),
+    Code("output-kept-from-input", "info", False, "pallas", ("blocks", "count", "input"),
+         "output blocks no grid step writes keep the values of the input aliased to the output"),
     Code("output-revisit", "error", False, "pallas", ("blocks", "count"), "an output block written in non-consecutive steps"),
     Code("parallel-axis-race", "error", False, "pallas", ("axis", "blocks", "count"),
          "an output block written from several indices of a parallel axis"),
@@ -58,6 +60,7 @@ CODES = _codes(
     Code("hbm-over-capacity", "error", True, "memory", ("chip", "bytes", "limit", "largest"),
          "the program needs more HBM per device than the chip has (or the compiler refused it for HBM)"),
     Code("pallas-interpreted", "info", False, "hlo", (), "Pallas kernels interpreted on the CPU"),
+    Code("kernel-interpret-flag", "info", False, "pallas", (), "a pallas_call given interpret=True: no Mosaic kernel on a TPU"),
     Code("no-pallas-call", "info", False, "pallas", (), "nothing to check"),
     # running the kernel (diff)
     Code("mismatch", "error", False, "diff", (), "outputs outside tolerance"),

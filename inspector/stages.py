@@ -77,6 +77,7 @@ class Program:
 
     closed_jaxpr: object
     example_values: tuple | None  # the flat inputs where the target gave concrete arrays (None per abstract one)
+    interpreted: bool = False  # traced under our TPU interpret mode (the CPU): the kernels' interpret flags are ours
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,8 +142,14 @@ def _attach_sources(kernels: list[MosaicKernel], eqns: list[JaxprEqn]) -> None:
             kernel.source = kernel.source or eqn.source
 
 
-def lowering_failure(err: Exception) -> CompileError:
-    return CompileError(message=f"{type(err).__name__} while lowering: {str(err).strip()}", status="LOWERING_FAILED")
+def lowering_failure(err: Exception, interpreted: bool = False) -> CompileError:
+    """``interpreted``: the lowering ran Pallas TPU kernels through the interpreter (the CPU), so
+    a known interpreter limit is that, not a fault of the kernel."""
+    from .jax_internals.interpret import known_limit
+
+    limit = known_limit(err) if interpreted else None
+    return CompileError(message=f"{type(err).__name__} while lowering: {str(err).strip()}",
+                        status="INTERPRETER_LIMIT" if limit else "LOWERING_FAILED", interpreter_limit=limit)
 
 
 def _has_pallas(eqns: list[JaxprEqn]) -> bool:
@@ -314,8 +321,8 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
             mesh=backend.mesh_axes, devices=backend.devices if backend.mesh_axes else 1,
         )
     if lowering_error is not None:
-        stages.compile_error = lowering_failure(lowering_error)
-    lowering = _Lowering(Capture(stages, Program(closed, example_values(target))), lowered, module_text)
+        stages.compile_error = lowering_failure(lowering_error, interpreted=interpret)
+    lowering = _Lowering(Capture(stages, Program(closed, example_values(target), interpret)), lowered, module_text)
     if memo:
         _MEMO[key] = lowering
     return lowering

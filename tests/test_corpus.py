@@ -149,6 +149,41 @@ def test_vmem_estimate_agrees_with_libtpu():
         agreement[part] = (1 - len(disagree) / len(rows_of), disagree)
     assert len(rows) >= 900
     assert agreement["corpus"][0] >= 0.98, agreement["corpus"][1]
-    # 256 of 285 (89.8%): a one-step grid's blocks are single-buffered as libtpu does, which took 4
-    # rows of 4096-wide single-step attention on v6e/TPU7x under the limit their body values exceed
     assert agreement["stress"][0] >= 0.89, agreement["stress"][1]
+
+
+# --------------------------------------------------------------------------- the TUI's Pallas tab
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_tui_pallas_tab(entry):
+    """The Pallas tab as a person uses it (Textual's pilot) on the CPU: every kernel shown, the
+    grid steps with the arrow keys, ] switches kernels, and the app stays up."""
+    import asyncio
+
+    from inspector.session import Session
+    from inspector.views.tui.app import InspectorApp
+    from inspector.views.tui.pallas_tab import PallasTab
+
+    async def run():
+        app = InspectorApp(Session(f"{CORPUS}:{entry}", "cpu"))
+        async with app.run_test(size=(160, 45)) as pilot:
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert app.report is not None
+            await pilot.press("6")
+            tab = app.query_one(PallasTab)
+            if entry in NEEDS_DEVICES:
+                assert tab.kernels == []
+                return
+            assert len(tab.kernels) == len(app.report.pallas) >= 1
+            seen = set()
+            for _ in tab.kernels:
+                seen.add(tab.kernel)
+                assert tab.step == 0
+                await pilot.press("right")
+                assert tab.step == (1 if (tab.steps or 0) > 1 else 0)
+                await pilot.press("]")
+            assert seen == set(range(len(tab.kernels))) and app.is_running
+    asyncio.run(run())

@@ -46,6 +46,28 @@ def test_no_grid_is_one_step():
     r = analysed("no_grid")
     assert r.call.grid == [] and r.call.steps == 1 and r.walk.walked_steps == 1
     assert codes(r) == set()
+    [budget] = r.budgets  # one step: libtpu gives every block a single buffer
+    assert budget.total_bytes == 2 * 8 * 128 * 4
+
+
+def test_index_maps_with_pl_multiple_of_are_walked():
+    """pl.multiple_of (no vmap rule in jax 0.10) in index maps, over prefetched offsets and grid
+    indices alike: the walk follows them instead of failing."""
+    r = analysed("aligned_offsets")
+    assert not r.walk.skipped and codes(r) == set()
+    x, out = r.walk.operands
+    assert x.distinct_blocks == 3 and out.distinct_blocks == 3
+    assert r.walk.hbm_bytes_read == 3 * 16 * 128 * 4
+
+
+def test_a_resident_vmem_input_is_one_buffer():
+    """memory_space=VMEM without a block: the whole array copied in once (libtpu: one buffer),
+    beside the output's two."""
+    r = analysed("resident_input")
+    x, out = r.call.operands
+    assert x.resident and not out.resident and (x.buffers(4), out.buffers(4)) == (1, 2)
+    [budget] = r.budgets
+    assert budget.total_bytes == 64 * 128 * 4 + 2 * 16 * 128 * 4 and codes(r) == set()
 
 
 def test_grid_sized_at_run_time_from_concrete_example_inputs():
@@ -67,6 +89,25 @@ def test_vmap_keeps_every_grid_axis():
     assert r.walk.operands[1].distinct_blocks == 32 and codes(r) == set()
 
 
+def test_an_interpreter_limit_on_the_cpu_lowering_is_an_info_and_the_views_say_why():
+    """The CPU lowers Pallas TPU kernels through the interpreter; one it cannot run (a vmapped
+    call with dimension_semantics) is not the kernel's fault: info, with the Pallas analysis kept."""
+    import io
+
+    from inspector.report import build_report
+    from inspector.views.printer import make_console, print_view
+
+    target = load_target(f"{PATTERNS}:vmapped_parallel")
+    r = build_report(target, get_chip("cpu"), capture(target, Backend(get_chip("cpu"))), fusions=True, pallas=True)
+    assert r.stages.compile_error.interpreter_limit and "vmapped" in r.stages.compile_error.interpreter_limit
+    assert [f.severity for f in r.findings if f.code == "interpret-unsupported"] == ["info"]
+    assert not [f for f in r.findings if f.severity == "error"]
+    assert r.pallas and r.pallas[0].call.grid == [2, 2]
+    out = io.StringIO()
+    print_view(r, "stablehlo", make_console(out))
+    assert "cannot run in interpret mode" in out.getvalue()
+
+
 def test_nested_emit_pipeline_counts_its_buffers_and_raises_no_race():
     r = analysed("nested")
     scoped = [s for s in r.call.scratch if s.scoped and s.memory_space == "vmem"]
@@ -76,6 +117,20 @@ def test_nested_emit_pipeline_counts_its_buffers_and_raises_no_race():
     assert "parallel-axis-race" not in codes(r) and "error" not in {f.severity for f in r.findings}
     low, high = r.walk.dma_bytes
     assert low < high and high >= 2 * 2 * 512 * 512 * 4 // 2  # every block in and out at the most
+    # the printed budget says which way this estimate can be wrong, not "a lower bound"
+    from inspector.views.pallas import estimate_kind
+    assert "overstate" in estimate_kind(r) and "a lower bound" not in estimate_kind(r)
+    assert estimate_kind(analysed("manual_dma")) == "estimate, a lower bound"
+
+
+def test_an_in_place_update_through_input_output_aliases_is_not_an_unwritten_output():
+    """Blocks the kernel leaves alone keep the aliased input's values: an info, never an error."""
+    r = analysed("in_place_rows")
+    out = r.call.operands[-1]
+    assert out.role == "output" and out.aliased_input == r.call.operands[0].operand
+    assert codes(r) == {"output-kept-from-input"}
+    [f] = r.findings
+    assert f.severity == "info" and f.data["count"] == 4 * 8 - 4 and f.data["input"] == out.aliased_input
 
 
 def test_when_branches_give_a_flops_range():
@@ -91,6 +146,59 @@ def test_nested_pipeline_estimate_against_the_compiler():
     [row] = result.targets
     assert row.compiler_fits and row.fits and result.ok
     assert row.compiler_vmem_bytes == row.vmem_bytes  # run_scoped buffers: the estimate is the compiler's figure
+
+
+@pytest.mark.tpu
+@pytest.mark.parametrize("name", ["no_grid", "resident_input"])
+def test_single_buffered_estimates_are_the_compiler_s_figure(name):
+    from inspector.pallas.check import run_check
+
+    [row] = run_check(load_target(f"{PATTERNS}:{name}"), [V5E]).targets
+    assert row.compiler_fits and row.compiler_vmem_bytes == row.vmem_bytes
+
+
+@pytest.mark.slow
+def test_grad_through_a_kernel_jax_cannot_differentiate_says_why():
+    """jax's own JVP of pallas_call fails on a kernel reading pl.program_id with an empty
+    AssertionError: the finding names the rule and the way out, not a bare 'AssertionError: '."""
+    from inspector.diff import run_diff
+
+    result = run_diff(load_target(f"{PATTERNS}:accumulate_rows"), grad=True, runs=0)
+    assert all(leaf.ok for leaf in result.outputs)  # the forward pass is right
+    [f] = [f for f in result.findings if f.severity == "error"]
+    assert f.code == "kernel-raised" and "JVP rule" in f.message and "custom_vjp" in f.message
+
+
+@pytest.mark.tpu
+def test_the_compiler_s_vmem_figure_of_kernels_inside_a_cond():
+    """Kernels in lax.cond branches (or a scan body) are not in the entry computation: their
+    compiled VMEM figure is read from every computation, not shown as unknown."""
+    from inspector.pallas.check import run_check
+
+    [row] = run_check(load_target(f"{PATTERNS}:in_cond"), [V5E]).targets
+    assert row.compiler_fits and row.compiler_vmem_bytes and row.compiler_vmem_bytes <= row.vmem_bytes
+
+
+@pytest.mark.tpu
+def test_a_kernel_given_interpret_true_says_mosaic_never_saw_it():
+    """On a TPU, pallas_call(interpret=True) lowers to the interpreter's HLO: the compile says
+    nothing about the kernel's VMEM (unknown, not "fits"), and the views say why."""
+    import io
+
+    from inspector.pallas.check import run_check
+    from inspector.report import build_report
+    from inspector.views.printer import make_console, print_view
+
+    target = load_target(f"{PATTERNS}:interpret_flag")
+    result = run_check(target, [V5E])
+    [row] = result.targets
+    assert row.fits and row.compiler_fits is None and result.ok
+    assert [f.severity for f in result.findings if f.code == "kernel-interpret-flag"] == ["info"]
+    r = build_report(target, V5E, capture(target, Backend(V5E)), pallas=True)
+    assert r.pallas[0].call.interpret and r.stages.mosaic == []
+    out = io.StringIO()
+    print_view(r, "mosaic", make_console(out))
+    assert "interpret=True" in out.getvalue()
 
 
 @pytest.mark.tpu

@@ -36,8 +36,8 @@ def blockspec_table(k: PallasReport) -> Table:
             continue
         add_row(table,
             f"{op.operand} ({op.role[:3]} {op.position})", f"{op.dtype}{list(op.array_shape)}", _shape(op.block_shape),
-            op.index_map, op.memory_space + (" (unused)" if op.unused else ""),
-            str(op.buffer_count or (2 if op.memory_space == "vmem" else 1)), str(w.distinct_blocks) if w else "-",
+            op.index_map, op.memory_space + (" (unused)" if op.unused else "") + (" (in place)" if op.aliased_input else ""),
+            str(op.buffers(k.call.steps)), str(w.distinct_blocks) if w else "-",
             f"{w.transfers:,}" if w else "-", fmt_bytes(w.bytes) if w else "-")
     for i, s in enumerate(k.call.scratch):
         what, note = ("run_scoped", "allocated in the body") if s.scoped else ("scratch", "persists across steps")
@@ -59,8 +59,15 @@ def dma_table(k: PallasReport) -> Table:
     return table
 
 
+def estimate_kind(k: PallasReport) -> str:
+    """Which way the estimate can be wrong: a lower bound, unless the budget says otherwise
+    (run_scoped / emit_pipeline buffers counted all live at once can overstate)."""
+    other = sorted({b.note for b in k.budgets if not b.note.startswith("a lower bound")})
+    return "estimate; " + "; ".join(other) if other else "estimate, a lower bound"
+
+
 def budget_table(k: PallasReport) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title="on-chip memory per target (estimate, a lower bound)",
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title=f"on-chip memory per target ({estimate_kind(k)})",
                   title_justify="left", caption="limit: the chip's default scoped VMEM, or the kernel's vmem_limit_bytes "
                   "(set); grow: how far the pipelined blocks could grow and still fit", caption_justify="left")
     for col in ("target", "needs", "limit", "fits", "headroom", "grow", "physical", "SMEM"):

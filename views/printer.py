@@ -227,9 +227,14 @@ def stage_text(report: Report, view: str) -> str:
     if view == "mosaic":
         if not s.mosaic:
             why = ("this target is not a TPU: Mosaic runs only when lowering for a TPU (try --target tpu-v5e)"
-                   if not report.chip.is_tpu else "the function has no pallas_call")
+                   if not report.chip.is_tpu else
+                   "its pallas_calls are given interpret=True, so they lower to the interpreter's HLO (--view hlo)"
+                   if any(e.primitive == "pallas_call" for e in s.jaxpr_eqns or [])
+                   and (report.pallas is None or all(k.call.interpret for k in report.pallas)) else "the function has no pallas_call")
             return f"// no Mosaic kernels: {why}\n"
         return "\n".join(f"// ===== {k.name}  ({k.source})\n{k.mlir}" for k in s.mosaic)
+    if view == "stablehlo" and not (s.stablehlo or "").strip():
+        return f"// no StableHLO: {s.compile_error.headline if s.compile_error else 'not lowered'}\n"
     return getattr(s, view)
 
 

@@ -318,6 +318,18 @@ def _median_time(fn, args, kwargs, runs: int, sim: Chip | None) -> float | None:
     return statistics.median(times) if times else None
 
 
+def _autodiff_rule(err: BaseException) -> str | None:
+    """'JVP rule' / 'transpose rule' when jax's own autodiff of pallas_call raised (e.g. an
+    AssertionError with no message for a kernel that reads pl.program_id)."""
+    import traceback
+
+    names = [f.name for f in traceback.extract_tb(err.__traceback__)] if err.__traceback__ else []
+    for name, rule in (("_pallas_call_jvp_rule", "JVP rule"), ("_pallas_call_transpose_rule", "transpose rule")):
+        if name in names:
+            return rule
+    return None
+
+
 def _gradients(target, kernel, reference, args, kwargs, atol, rtol, seed, sim: Chip | None):
     """vjp of kernel and reference with the same random cotangent, w.r.t. every float input."""
     import jax
@@ -346,6 +358,12 @@ def _gradients(target, kernel, reference, args, kwargs, atol, rtol, seed, sim: C
     else:
         (k_grads, err), text = _plain(vjp_of(kernel), (), {}), ""
     if err is not None:
+        if (rule := _autodiff_rule(err)) is not None:
+            return None, [Finding("error", "kernel-raised",
+                                  f"{target.name} (gradient): jax cannot differentiate this pallas_call by itself: its {rule} "
+                                  f"raised {type(err).__name__}{': ' + str(err).strip() if str(err).strip() else ''} (a kernel "
+                                  "that reads pl.program_id, or writes an output in place, needs a jax.custom_vjp with a "
+                                  "backward kernel)", view="diff", data={"type": type(err).__name__, "message": str(err)})]
         return None, [interpreted.failure_finding(err, text, f"{target.name} (gradient)", sim, False) if sim is not None else
                       Finding("error", "kernel-raised", f"{target.name} (gradient): " + describe_error(err, target.file, "raised"), view="diff")]
     r_grads, r_err = _plain(vjp_of(reference), (), {})

@@ -205,7 +205,7 @@ KNOWN_LIMITS = (
     (re.compile(r"unpack_elementwise"), "the interpreter has no CPU rule for unpack_elementwise"),
     (re.compile(r"'ReshapeTransform' object has no attribute 'indices'"),
      "the interpreter cannot DMA through a reshaped HBM ref ('ReshapeTransform' object has no attribute 'indices')"),
-    (re.compile(r"safe_zip\(\) argument \d+ is (?:shorter|longer) than argument \d+"),
+    (re.compile(r"safe_zip\(\) argument \d+ (?:is (?:shorter|longer) than argument \d+|has length \d+ but argument \d+ has length)"),
      "the interpreter cannot run a vmapped pallas_call with dimension_semantics (a safe_zip length error)"),
 )
 

@@ -133,6 +133,36 @@ def _dma_refs(tree, flat: list) -> tuple:
     return src, dst, device
 
 
+# Compiler hints that return their operand unchanged and have no vmap rule in jax 0.10
+# (pl.multiple_of, common in index maps over scalar-prefetched offsets): the walk skips them.
+_IDENTITY_HINTS = ("multiple_of",)
+
+
+def _eval_without_hints(jaxpr, consts, *args) -> list:
+    """core.eval_jaxpr, except that identity hints pass their operand through (the grid walk
+    vmaps index maps, and a hint without a batching rule would stop it)."""
+    from jax._src import core
+
+    env: dict = {}
+
+    def read(v):
+        return v.val if isinstance(v, core.Literal) else env[v]
+
+    env.update(zip(jaxpr.constvars, consts))
+    env.update(zip(jaxpr.invars, args))
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        if eqn.primitive.name in _IDENTITY_HINTS:
+            outs = ins[:1]
+        else:
+            bound = eqn.primitive.get_bind_params(eqn.params)  # jax 0.10: the params; older: (subfuns, params)
+            subfuns, params = bound if isinstance(bound, tuple) else ((), bound)
+            outs = eqn.primitive.bind(*subfuns, *ins, **params)
+            outs = outs if eqn.primitive.multiple_results else [outs]
+        env.update(zip(eqn.outvars, outs))
+    return [read(v) for v in jaxpr.outvars]
+
+
 def _index_map_callable(closed, prefetch: list | None, n_grid: int) -> Callable:
     """f(*grid index arrays) -> block index arrays. Index maps that read scalar-prefetch refs get
     them discharged into plain values and bound to the prefetch data (when it is known)."""
@@ -141,13 +171,13 @@ def _index_map_callable(closed, prefetch: list | None, n_grid: int) -> Callable:
 
     if prefetch is None:
         def one(*idx):
-            return tuple(core.eval_jaxpr(closed.jaxpr, closed.consts, *idx))
+            return tuple(_eval_without_hints(closed.jaxpr, closed.consts, *idx))
     else:
         pure_jaxpr, pure_consts = _discharged(closed)
         values = [jax.numpy.asarray(v) for v in prefetch]
 
         def one(*idx):
-            outs = core.eval_jaxpr(pure_jaxpr, pure_consts, *idx, *values)
+            outs = _eval_without_hints(pure_jaxpr, pure_consts, *idx, *values)
             return tuple(outs[:len(closed.jaxpr.outvars)])  # the rest are the (unchanged) refs
 
     if n_grid == 0:  # no grid: one step, nothing to vectorise over
@@ -387,7 +417,7 @@ def _dynamic(d) -> bool:
     return not isinstance(d, (int, np.integer))
 
 
-def read_call(eqn, values: list | None, live: list[bool] | None = None) -> FoundCall:
+def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_interpret: bool = False) -> FoundCall:
     """One pallas_call equation as data. ``values``: the concrete values of its operands where
     the example inputs decide them (None per operand otherwise); ``live``: which outputs the
     program reads (all, when not known)."""
@@ -427,11 +457,18 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None) -> Found
             array_shape=[int(d) for d in bm.array_aval.shape], dtype=str(bm.array_aval.dtype),
             block_shape=list(block), dim_kinds=list(kinds), memory_space=memory_space(bm.transformed_block_aval),
             buffer_count=getattr(bm.pipeline_mode, "buffer_count", None),
+            # an explicit memory space on the block (not jax's "default"): the whole array, resident
+            resident=str(getattr(bm.block_aval, "memory_space", None)).lower() == "vmem",
             index_map=f"({', '.join(names)}) -> ({', '.join(text)})",
             fixed_window=_returns_constants(bm.index_map_jaxpr),
             unused=role == "output" and live is not None and not live[pos - n_in],
         ))
         maps.append(_index_map_callable(bm.index_map_jaxpr, prefetch, len(grid)))
+    # input_output_aliases count the scalar-prefetch operands, then the pipelined inputs
+    for i, o in p.get("input_output_aliases", ()) or ():
+        if n_in + o < len(operands):
+            operands[n_in + o].aliased_input = (operands[i - n_idx].operand if i >= n_idx
+                                                else f"scalar-prefetch operand {i}")
     scratch = [ScratchInfo([int(d) for d in getattr(a, "shape", ())], str(getattr(a, "dtype", "")), memory_space(a))
                for a in gm.scratch_avals]
     ref_names = {id(v): (arg_names[i] if i < len(arg_names) and arg_names[i] else f"ref{i}")
@@ -452,6 +489,8 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None) -> Found
         step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
         cost_estimate=_cost_estimate(p.get("cost_estimate")), vmapped_dims=[int(d) for d in gm.vmapped_dims],
+        # True or the interpreter's params, unless the inspector forced interpret mode (the CPU)
+        interpret=bool(p.get("interpret")) and not forced_interpret,
     )
     return FoundCall(call, maps, _signature(grid, gm, prefetch), prefetch is not None)
 
@@ -460,9 +499,11 @@ def pallas_eqns(closed_jaxpr) -> list:
     return [eqn for _, eqn in pallas_occurrences(closed_jaxpr.jaxpr)]
 
 
-def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None) -> list[tuple[str, FoundCall | Exception]]:
+def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
+                      forced_interpret: bool = False) -> list[tuple[str, FoundCall | Exception]]:
     """Every pallas_call in the program (inside jit, custom_vjp, scan, cond, vmap'd code too), as
-    (name, FoundCall) or (name, the exception) for a call this reader cannot follow."""
+    (name, FoundCall) or (name, the exception) for a call this reader cannot follow.
+    ``forced_interpret``: traced under the inspector's own TPU interpret mode."""
     occurrences = list(pallas_occurrences(closed_jaxpr.jaxpr))
     try:
         values = operand_values(closed_jaxpr, occurrences, example_values)
@@ -473,7 +514,7 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None) -> list
     for (_, eqn), operand_vals in zip(occurrences, values):
         name = str(eqn.params.get("name") or "pallas_call")
         try:
-            found.append((name, read_call(eqn, operand_vals, live.get(id(eqn)))))
+            found.append((name, read_call(eqn, operand_vals, live.get(id(eqn)), forced_interpret)))
         except Exception as err:  # a kernel this jax version lays out differently: a finding, not a crash
             found.append((name, err))
     return found

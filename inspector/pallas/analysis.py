@@ -103,6 +103,12 @@ def analyse_pallas(program, budget_chips: list[Chip], rule_chips: list[Chip]) ->
                     budgets[chip.name] = b
             except Exception as err:
                 findings.append(_could_not(f"the VMEM budget on {chip.name}", info.name, err))
+        if info.interpret and any(c.is_tpu for c in rule_chips):
+            findings.append(Finding("info", "kernel-interpret-flag",
+                                    f"{info.name}: pallas_call(interpret=True): on a TPU too it runs as the interpreter's HLO, "
+                                    "not a Mosaic kernel, so the compiler's verdict does not cover it; drop interpret=True "
+                                    "to see the real kernel (the inspector interprets on the CPU by itself)",
+                                    kernel=info.name, view="pallas"))
         for chip in rule_chips:
             try:
                 findings += tiling_findings(info, chip)

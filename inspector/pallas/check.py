@@ -54,7 +54,7 @@ class CheckResult:
         return check_html(self)
 
 
-def _compiler_verdict(stages: Stages, row: ChipCheck) -> list[Finding]:
+def _compiler_verdict(stages: Stages, row: ChipCheck, interpreted: bool = False) -> list[Finding]:
     """Fill the row with what the compile said: fits or not, and its own VMEM figure."""
     err = stages.compile_error
     if err is not None:
@@ -63,10 +63,12 @@ def _compiler_verdict(stages: Stages, row: ChipCheck) -> list[Finding]:
         row.compiler_vmem_bytes = err.vmem.used_bytes if err.vmem else None
         return [err.finding(stages.backend, view="pallas", buffers=stages.buffers)]
     used = [sum(int(u.get("size", 0)) for u in (i.backend_config or {}).get("used_scoped_memory_configs", []))
-            for i in parse_hlo(stages.hlo).entry_computation.instructions
+            for c in parse_hlo(stages.hlo).computations.values() for i in c.instructions  # scan/cond bodies too
             if i.opcode == "custom-call" and i.attr("custom_call_target") == "tpu_custom_call"]
     # a kernel whose config names no scoped memory says nothing about its VMEM: unknown, not 0 B
     row.compiler_fits, row.compiler_vmem_bytes = True, max(used) if used and max(used) > 0 else None
+    if not used and interpreted:  # pallas_call(interpret=True): Mosaic never saw the kernels
+        row.compiler_fits = None
     return []
 
 
@@ -92,7 +94,7 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
         row = ChipCheck(chip.name, all(b.fits for b in budgets), peak.total_bytes if peak else None,
                           peak.limit_bytes if peak else None, None)
         if compile:
-            findings += _compiler_verdict(stages, row)
+            findings += _compiler_verdict(stages, row, any(r.call.interpret for r in reports))
             if row.compiler_fits:
                 findings = defer_to_compiler(findings, chip.name, row.compiler_vmem_bytes)
             memory, over = analyse_memory(stages, chip)  # HBM per device: the whole program, sharded or not

@@ -14,7 +14,7 @@ def read_program(program) -> tuple[list[FoundCall], list[Finding]]:
     values = getattr(program, "example_values", None)
     calls, findings = [], []
     try:
-        read = read_pallas_calls(closed, values)
+        read = read_pallas_calls(closed, values, getattr(program, "interpreted", False))
     except Exception as err:  # the program itself could not be walked (a jax laid out differently)
         import jax
 

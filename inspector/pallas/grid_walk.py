@@ -189,12 +189,20 @@ def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts:
     if len(values) < needed and needed <= MAX_STEPS:
         missing = np.setdiff1d(np.arange(needed), values, assume_unique=True)
         examples = ", ".join(_ranges(op, _block_of(state, int(b))) for b in missing[:4])
-        found.append(Finding("error", "output-not-written",
-                             f"{op.operand}: {len(missing)} of {needed} output blocks are never written, e.g. elements "
-                             f"{examples}{' ...' if len(missing) > 4 else ''}: they keep whatever the buffer held "
-                             "(check the grid covers the array: cdiv, not //)",
-                             data={"blocks": _blocks(state, missing),
-                                   "count": int(len(missing))}, **where))
+        if op.aliased_input:  # input_output_aliases: an in-place update leaves the rest as it was
+            found.append(Finding("info", "output-kept-from-input",
+                                 f"{op.operand}: {len(missing)} of {needed} output blocks are not written by the kernel, "
+                                 f"e.g. elements {examples}{' ...' if len(missing) > 4 else ''}: they keep the values of "
+                                 f"{op.aliased_input}, which input_output_aliases gives the same buffer",
+                                 data={"blocks": _blocks(state, missing), "count": int(len(missing)),
+                                       "input": op.aliased_input}, **where))
+        else:
+            found.append(Finding("error", "output-not-written",
+                                 f"{op.operand}: {len(missing)} of {needed} output blocks are never written, e.g. elements "
+                                 f"{examples}{' ...' if len(missing) > 4 else ''}: they keep whatever the buffer held "
+                                 "(check the grid covers the array: cdiv, not //)",
+                                 data={"blocks": _blocks(state, missing),
+                                       "count": int(len(missing))}, **where))
     revisited = values[counts > 1]
     if len(revisited):
         block = _block_of(state, int(revisited[0]))

@@ -29,6 +29,18 @@ class BlockSpecInfo:
     index_map: str  # "(i, j, k) -> (i, j, 0)"
     fixed_window: bool = False  # the index map returns constants only: Mosaic keeps one buffer
     unused: bool = False  # an output nothing in the program reads (scratch passed as an output)
+    aliased_input: str | None = None  # an output sharing its buffer with this input (input_output_aliases)
+    resident: bool = False  # memory_space=VMEM given without a block: the whole array, copied in once
+
+    def buffers(self, steps: int | None) -> int:
+        """VMEM buffers the compiler gives this operand (measured with libtpu 0.0.42.1): pl.Buffered(n)
+        when given; one for a resident operand, a block whose index map returns constants only, or
+        when the grid has a single step; else two."""
+        if self.buffer_count:
+            return self.buffer_count
+        if self.memory_space != "vmem" or self.resident or self.fixed_window or steps == 1:
+            return 1
+        return 2
 
     @property
     def pipelined(self) -> bool:
@@ -109,6 +121,7 @@ class PallasCall:
     intermediates_bytes: list[int]  # sizes of the body's array values, largest first (top 8)
     cost_estimate: dict | None = None  # the pl.CostEstimate the author gave, if any
     vmapped_dims: list[int] = dataclasses.field(default_factory=list)  # grid axes added by jax.vmap
+    interpret: bool = False  # pallas_call(interpret=...) given: the interpreter's HLO on every backend, never Mosaic
     unknown_loops: int = 0  # while loops in the body with a trip count unknown here: maxima count them once
 
     @property

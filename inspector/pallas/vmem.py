@@ -87,7 +87,7 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         if op.memory_space != "vmem":
             continue  # memory_space=ANY stays in HBM: the kernel copies what it needs itself
         block = [b or 1 for b in op.block_shape]
-        buffers = op.buffer_count or (1 if info.steps == 1 or op.fixed_window else 2)
+        buffers = op.buffers(info.steps)
         items.append(VmemItem(op.operand, block, op.dtype, padded_bytes(block, op.dtype), buffers))
     for i, s in enumerate(info.scratch):
         what = f"run_scoped buffer {i}" if s.scoped else f"scratch {i}"

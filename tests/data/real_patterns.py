@@ -40,6 +40,15 @@ def vmapped(x):  # x f32[4, 64, 128]
             out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
     return jax.vmap(one)(x)
 
+def vmapped_parallel(x):  # as vmapped, with dimension_semantics: libtpu compiles it, the 0.10 interpreter cannot run it
+    def one(x):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...] * 3
+        return pl.pallas_call(kernel, grid=(x.shape[0] // 8,), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)))(x)
+    return jax.vmap(one)(x)
+
 def nested(x):  # x f32[512, 512] HBM; outer grid of 2 over rows, inner emit_pipeline over (256,128) blocks
     def kernel(x_hbm, o_hbm):
         i = pl.program_id(0)
@@ -53,6 +62,20 @@ def nested(x):  # x f32[512, 512] HBM; outer grid of 2 over rows, inner emit_pip
         out_specs=pl.BlockSpec(memory_space=pl.ANY), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
         compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)))(x)
 
+def resident_input(x):  # x f32[64,128] whole in VMEM (memory_space given, no block); grid of 4 over the output rows
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[pl.ds(pl.program_id(0) * 16, 16), :] + 1
+    return pl.pallas_call(kernel, grid=(4,), in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+        out_specs=pl.BlockSpec((16, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+def aligned_offsets(x, starts):  # x f32[64,128]; starts i32[3], multiples of 8: a 16-row window each, element-indexed
+    def kernel(s_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[pl.ds(0, 8), :] * 2
+    return pl.pallas_call(kernel, grid_spec=pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=(3,),
+        in_specs=[pl.BlockSpec((pl.Element(16), pl.Element(128)), lambda i, s: (pl.multiple_of(s[i], 8), 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i, s: (pl.multiple_of(i * 1, 1), 0))),
+        out_shape=jax.ShapeDtypeStruct((24, 128), x.dtype))(starts, x)
+
 def with_cond(x):
     def kernel(x_ref, o_ref):
         @pl.when(pl.program_id(0) == 0)
@@ -64,12 +87,54 @@ def with_cond(x):
     return pl.pallas_call(kernel, grid=(4,), in_specs=[pl.BlockSpec((128, 128), lambda i: (0, 0))],
         out_specs=pl.BlockSpec((128, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct((512, 128), x.dtype))(x)
 
+def in_place_rows(cache, pos):  # cache f32[4, 64, 128] aliased to the output; one 8-row tile per sequence rewritten
+    def kernel(pos_ref, c_ref, o_ref):
+        o_ref[...] = c_ref[...] + 1
+    tile = lambda b, pos: (b, pos[b] // 8, 0)
+    return pl.pallas_call(kernel, grid_spec=pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=(cache.shape[0],),
+        in_specs=[pl.BlockSpec((None, 8, 128), tile)], out_specs=pl.BlockSpec((None, 8, 128), tile)),
+        out_shape=jax.ShapeDtypeStruct(cache.shape, cache.dtype), input_output_aliases={1: 0})(pos, cache)
+
+def interpret_flag(x):  # the kernel's author passed interpret=True, as test code often does
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1
+    return pl.pallas_call(kernel, grid=(2,), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        interpret=True)(x)
+
+def accumulate_rows(x):  # x f32[16,256]: row sums accumulated over a K axis with pl.program_id; no custom_vjp
+    def kernel(x_ref, o_ref):
+        @pl.when(pl.program_id(1) == 0)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref)
+        o_ref[...] += jnp.broadcast_to(jnp.sum(x_ref[...], axis=1, keepdims=True), o_ref.shape)
+    return pl.pallas_call(kernel, grid=(2, 2), in_specs=[pl.BlockSpec((8, 128), lambda i, k: (i, k))],
+        out_specs=pl.BlockSpec((8, 128), lambda i, k: (i, 0)), out_shape=jax.ShapeDtypeStruct((16, 128), x.dtype))(x)[:, 0]
+
+def accumulate_rows_ref(x):
+    return jnp.sum(x, axis=1)
+
+def in_cond(x, flag):  # two kernels in the branches of a program-level lax.cond (a decode / prefill switch)
+    def scale(x, s, bm):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...] * s
+        return pl.pallas_call(kernel, grid=(x.shape[0] // bm,), in_specs=[pl.BlockSpec((bm, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((bm, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+    return jax.lax.cond(flag[0] > 0, lambda x: scale(x, 2.0, 64), lambda x: scale(x, 3.0, 128), x)
+
 INSPECT = {
     "manual_dma": {"args": "f32[32,128]"},
     "no_grid": {"args": "f32[8,128]"},
+    "in_cond": {"args": "f32[256,128] i32[1]"},
+    "accumulate_rows": {"args": "f32[16,256]", "reference": "accumulate_rows_ref", "atol": 1e-4, "rtol": 1e-4},
+    "interpret_flag": {"args": "f32[16,128]"},
+    "aligned_offsets": {"args": lambda: (jnp.ones((64, 128)), jnp.array([0, 8, 48], jnp.int32))},
+    "resident_input": {"args": "f32[64,128]"},
     "dyn_grid": {"args": lambda: (jnp.ones((32, 128)), jnp.array([4], jnp.int32))},
     "dyn_grid_abstract": {"args": "f32[32,128] i32[1]"},
     "vmapped": {"args": "f32[4,64,128]"},
+    "vmapped_parallel": {"args": "f32[2,16,128]"},
     "nested": {"args": "f32[512,512]"},
     "with_cond": {"args": "f32[128,128]"},
+    "in_place_rows": {"args": lambda: (jnp.zeros((4, 64, 128)), jnp.array([0, 9, 40, 63], jnp.int32))},
 }
