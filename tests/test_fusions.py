@@ -208,3 +208,12 @@ def test_scan_kernels_agree_with_xla_kernel_by_kernel_on_cpu():
     assert a.totals["flops"] == pytest.approx(4 * stages.cost["flops"], rel=0.01)  # nearly all the work is in the loops
     assert "body once" in a.agreement["note"] and "4 times" in a.agreement["note"]
     assert "differ" not in a.agreement["note"]
+    import io
+    from rich.console import Console
+    from inspector.views.fusions import totals_table
+
+    out = io.StringIO()
+    Console(file=out, width=120, color_system=None).print(totals_table(a))
+    rows = {line.strip().split("  ")[0]: line for line in out.getvalue().splitlines() if line.strip()}
+    assert rows["flops, loop bodies once"].split()[-1] == "1.000"  # compared like for like
+    assert "flops, every trip" in rows and "bytes accessed, every trip" in rows

@@ -75,17 +75,16 @@ def _users(comp: Computation) -> dict[str, list[Instruction]]:
 def _parameter_read(module: HloModule, comp: Computation, param: Instruction, users: dict, depth: int = 0) -> int:
     """What a fused parameter costs to read, after FusionParameterReadBytes: a slice or
     dynamic-slice of it reads the slice; as the buffer of a dynamic-update-slice it is not read;
-    every other use shares one read of the whole. Unlike XLA we count broadcast and reshape
-    users in that one shared read too (XLA counts a whole read for each), and we follow a
-    nested fusion through its parameter whatever its root (XLA only through some roots)."""
+    every other use shares one read of the whole, and a nested fusion reads what its own
+    parameter reads. Where XLA counts more than one whole read (a read for each broadcast,
+    reshape or nested fusion besides the shared one; slices summed past the whole) we count
+    the buffer once: a kernel need not fetch its operand twice."""
     whole = param.shapes[0].bytes
-    size, whole_read = 0, False
+    part = 0
     for user in users.get(param.name, []):
         op = user.opcode
-        if op == "slice":
-            size += user.shapes[0].bytes if user.shapes else 0
-        elif op == "dynamic-slice" and user.operands[0] == param.name:
-            size += user.shapes[0].bytes if user.shapes else 0
+        if op in ("slice", "dynamic-slice") and user.operands[0] == param.name:
+            part += user.shapes[0].bytes if user.shapes else 0
         elif op == "dynamic-update-slice" and user.operands[0] == param.name and param.name not in user.operands[1:]:
             pass  # the buffer it writes into in place
         elif op == "fusion" and depth < 8 and user.calls and user.calls[0] in module.computations:
@@ -94,8 +93,7 @@ def _parameter_read(module: HloModule, comp: Computation, param: Instruction, us
             for idx, o in enumerate(user.operands):
                 p = next((i for i in nested.instructions if i.opcode == "parameter" and i.parameter_number == idx), None)
                 if o == param.name and p is not None and len(p.shapes) == 1:
-                    size += _parameter_read(module, nested, p, nested_users, depth + 1)
-        elif not whole_read:
-            whole_read = True
-            size += whole
-    return size
+                    part += _parameter_read(module, nested, p, nested_users, depth + 1)
+        else:
+            return whole
+    return min(part, whole)
