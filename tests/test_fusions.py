@@ -217,3 +217,19 @@ def test_scan_kernels_agree_with_xla_kernel_by_kernel_on_cpu():
     rows = {line.strip().split("  ")[0]: line for line in out.getvalue().splitlines() if line.strip()}
     assert rows["flops, loop bodies once"].split()[-1] == "1.000"  # compared like for like
     assert "flops, every trip" in rows and "bytes accessed, every trip" in rows
+
+
+@pytest.mark.tpu
+def test_scan_on_tpu_counts_its_trips_and_agrees_with_xla_per_trip():
+    """XLA:TPU writes no known_trip_count on the scan's loops: the trips come from the loop
+    counter, and counted once per body the totals agree with XLA's once its async copies
+    (counted again at copy-done) are set aside."""
+    target = load_target("tests/data/graph_programs.py:scan_step")  # 4 layers
+    stages = capture(target, Backend(get_chip("tpu-v5e"))).stages
+    a = analyse_fusions(stages.hlo, get_chip("tpu-v5e"), stages.cost)
+    assert {k.repeat for k in a.kernels} == {1, 4}
+    assert not any("unknown trip count" in (k.note or "") for k in a.kernels)
+    agree, xla = a.agreement, stages.cost
+    assert agree["loop_bodies_once"] and agree["flops_ratio"] == pytest.approx(1, abs=0.05)
+    assert (agree["bytes_compared"] + 2 * a.totals["async_copy_bytes"]) / xla["bytes accessed"] == pytest.approx(1, abs=0.05)
+    assert a.totals["flops"] > 3.5 * agree["flops_compared"]
