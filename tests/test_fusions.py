@@ -124,3 +124,112 @@ def test_transformer_step_on_tpu_explains_where_it_differs_from_xla():
     assert "copy-done" in a.agreement["note"]
     if abs(a.agreement["flops_ratio"] - 1) > 0.05:
         assert "reduce-window" in a.agreement["note"]
+
+
+def test_loop_kernels_move_their_slice_not_the_stacked_buffer():
+    """A scan body reads one layer of a stacked weight through a dynamic-slice and saves one row
+    of activations with an in-place dynamic-update-slice: per trip it moves the layer and the row,
+    not the whole stack. A loop XLA:TPU leaves without known_trip_count still counts its trips."""
+    a = analyse_fusions((HLO / "tpu_scan.hlo").read_text(), get_chip("tpu-v5e"), None)
+    kernels = {k.name: k for k in a.kernels}
+    mm, saved = kernels["mm"], kernels["saved"]
+    assert mm.repeat == saved.repeat == 5  # counter from 1, +2 each trip, while < 11
+    layer, stack = 128 * 128 * 4, 6 * 128 * 128 * 4
+    w = next(t for t in mm.inputs if t.producer == "w.1")
+    assert (w.bytes, w.buffer_bytes) == (layer, stack)
+    assert mm.bytes_read == 8 * 128 * 4 + layer + 4
+    row, acts = 8 * 128 * 4, 6 * 8 * 128 * 4
+    buf = next(t for t in saved.inputs if t.producer == "zeros")
+    assert buf.bytes == 0  # the buffer updated in place is not read
+    assert [(t.bytes, t.buffer_bytes) for t in saved.outputs] == [(row, acts), (row, None)]
+    assert saved.bytes_written == 2 * row
+    assert a.totals["bytes"] == sum(k.repeat * (k.bytes_read + k.bytes_written) for k in a.kernels)
+    assert a.totals["padding_bytes"] >= 0
+    assert "zeros" not in [i.producer for i in a.intermediates]  # written into in place, never read back
+
+
+def _one_kernel_modules(text: str, names: set[str]) -> dict[str, str]:
+    """Each named kernel of an optimized HLO module as a module of its own (its operands become
+    parameters; the computations it calls come along), for XLA's cost analysis of that kernel."""
+    import re
+    from inspector.hlo.module import split_instruction
+
+    blocks, lines, current = {}, {}, None
+    for line in text.splitlines():
+        if current is None:
+            m = re.match(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s+\(.*\)\s+->\s+.*\{\s*$", line)
+            current = [m[1], [line]] if m else None
+            continue
+        current[1].append(line)
+        if line.startswith("}"):
+            blocks[current[0]] = "\n".join(current[1])
+            current = None
+        elif (i := split_instruction(line)) is not None:
+            lines[i.name] = (line, i)
+    strip = lambda s: re.sub(r", metadata=\{[^}]*\}", "", s)
+    module = parse_hlo(text)
+    out = {}
+    for name in names:
+        line, instr = lines[name]
+        needed, todo = [], list(instr.calls)
+        while todo:
+            if (c := todo.pop()) not in needed:
+                needed.append(c)
+                todo += [n for i in module.computations[c].instructions for n in i.calls]
+        params = []
+        for k, operand in enumerate(dict.fromkeys(instr.operands)):
+            params.append(f"  %p{k} = {lines[operand][1].shape_text} parameter({k})")
+            line = re.sub(rf"%{re.escape(operand)}(?=[,)\s])", f"%p{k}", line)
+        line = re.sub(r"^\s*(ROOT\s+)?%?[\w.\-]+\s*=", "  ROOT %kernel =", strip(line))
+        called = "\n\n".join(strip(blocks[c]) for c in reversed(needed))
+        out[name] = f"HloModule one\n\n{called}\n\nENTRY %e {{\n" + "\n".join(params) + f"\n{line}\n}}\n"
+    return out
+
+
+def test_scan_kernels_agree_with_xla_kernel_by_kernel_on_cpu():
+    """A scan over stacked layers with its gradient, on the CPU: each kernel's bytes and flops
+    are XLA's own for that kernel, and the totals counted per trip are XLA's (which counts a
+    loop body once) while the totals count every trip."""
+    from inspector.jax_internals.cost import hlo_text_cost
+
+    target = load_target("tests/data/graph_programs.py:scan_step")  # 4 layers
+    stages = capture(target, Backend(get_chip("cpu"))).stages
+    a = analyse_fusions(stages.hlo, None, stages.cost)
+    looped = [k for k in a.kernels if k.repeat == 4]
+    assert any("dynamic-slice" in k.name for k in looped) and any("dynamic-update-slice" in k.name for k in looped)
+    modules = _one_kernel_modules(stages.hlo, {k.name for k in a.kernels})
+    for k in a.kernels:
+        xla = hlo_text_cost(modules[k.name])
+        assert k.bytes_read + k.bytes_written == xla["bytes accessed"], k.name
+        assert k.flops == xla.get("flops", 0), k.name
+    # per trip: XLA also counts the loop conditions and tuples' pointer tables (a few hundred bytes)
+    assert a.agreement["loop_bodies_once"] and a.agreement["bytes_ratio"] == pytest.approx(1, abs=1e-3)
+    assert a.agreement["flops_ratio"] == pytest.approx(1, abs=1e-3)
+    assert a.totals["flops"] == pytest.approx(4 * stages.cost["flops"], rel=0.01)  # nearly all the work is in the loops
+    assert "body once" in a.agreement["note"] and "4 times" in a.agreement["note"]
+    assert "differ" not in a.agreement["note"]
+    import io
+    from rich.console import Console
+    from inspector.views.fusions import totals_table
+
+    out = io.StringIO()
+    Console(file=out, width=120, color_system=None).print(totals_table(a))
+    rows = {line.strip().split("  ")[0]: line for line in out.getvalue().splitlines() if line.strip()}
+    assert rows["flops, loop bodies once"].split()[-1] == "1.000"  # compared like for like
+    assert "flops, every trip" in rows and "bytes accessed, every trip" in rows
+
+
+@pytest.mark.tpu
+def test_scan_on_tpu_counts_its_trips_and_agrees_with_xla_per_trip():
+    """XLA:TPU writes no known_trip_count on the scan's loops: the trips come from the loop
+    counter, and counted once per body the totals agree with XLA's once its async copies
+    (counted again at copy-done) are set aside."""
+    target = load_target("tests/data/graph_programs.py:scan_step")  # 4 layers
+    stages = capture(target, Backend(get_chip("tpu-v5e"))).stages
+    a = analyse_fusions(stages.hlo, get_chip("tpu-v5e"), stages.cost)
+    assert {k.repeat for k in a.kernels} == {1, 4}
+    assert not any("unknown trip count" in (k.note or "") for k in a.kernels)
+    agree, xla = a.agreement, stages.cost
+    assert agree["loop_bodies_once"] and agree["flops_ratio"] == pytest.approx(1, abs=0.05)
+    assert (agree["bytes_compared"] + 2 * a.totals["async_copy_bytes"]) / xla["bytes accessed"] == pytest.approx(1, abs=0.05)
+    assert a.totals["flops"] > 3.5 * agree["flops_compared"]

@@ -16,8 +16,10 @@ import re
 from collections import Counter
 
 from ..chips import Chip
-from ..units import fmt_bytes
-from .module import ArrayShape, Computation, HloModule, Instruction, parse_hlo, parse_shape
+from .module import ArrayShape, Computation, HloModule, Instruction, parse_hlo
+from .loops import trip_count
+from .totals import agreement, sums
+from .traffic import operand_reads, result_writes
 
 NOT_KERNELS = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all", "partition-id",
                "replica-id", "opt-barrier", "copy-done", "slice-done", "add-dependency", "domain", "async-done",
@@ -38,8 +40,9 @@ HBM = 0  # layout memory space of device memory; S(1) is VMEM on TPU
 class TensorRef:
     producer: str  # the kernel or parameter that made it (pass-through ops such as bitcast skipped)
     shape: str
-    bytes: int
+    bytes: int  # bytes moved: less than the buffer when only a slice of it is read or written
     memory_space: int
+    buffer_bytes: int | None = None  # the whole buffer, when only part of it moves
 
 
 @dataclasses.dataclass
@@ -310,7 +313,7 @@ def _kernels_of(module: HloModule, comp: Computation, costs: _Costs, chip: Chip 
         if instr.opcode in NOT_KERNELS:
             continue
         if instr.opcode == "while":  # list the body's kernels, repeated by the known trip count
-            trips = ((instr.backend_config or {}).get("known_trip_count") or {}).get("n")
+            trips = trip_count(module, instr, comp)
             body = instr.attr("body")
             if body and body.lstrip("%") in module.computations:
                 body_comp = module.computations[body.lstrip("%")]
@@ -329,10 +332,10 @@ def _kernels_of(module: HloModule, comp: Computation, costs: _Costs, chip: Chip 
         if instr.opcode == "slice-start":  # an async slice reads only the slice it copies
             inputs = [TensorRef(origin(instr.operands[0]), str(s), s.bytes, HBM) for s in out_shapes]
         else:
-            inputs = [TensorRef(origin(operand), str(s), s.bytes, s.memory_space)
-                      for operand in dict.fromkeys(instr.operands)  # an operand read twice is fetched once
-                      for s in _results(by_name[operand]) if operand in by_name]
-        outputs = [TensorRef(instr.name, str(s), s.bytes, s.memory_space) for s in out_shapes]
+            inputs = _inputs(module, instr, by_name, origin)
+        writes = result_writes(module, instr, {o: by_name[o].shapes[0].bytes for o in instr.operands[1:2]
+                                               if o in by_name and by_name[o].shapes})
+        outputs = [_ref(instr.name, s, writes.get(n, s.bytes)) for n, s in enumerate(out_shapes)]
         read, written = sum(t.bytes for t in inputs), sum(t.bytes for t in outputs)
         hbm_read = sum(t.bytes for t in inputs if t.memory_space == HBM)
         hbm_written = sum(t.bytes for t in outputs if t.memory_space == HBM)
@@ -352,53 +355,42 @@ def _kernels_of(module: HloModule, comp: Computation, costs: _Costs, chip: Chip 
     return found
 
 
+def _ref(producer: str, s: ArrayShape, moved: int) -> TensorRef:
+    return TensorRef(producer, str(s), moved, s.memory_space, s.bytes if moved != s.bytes else None)
+
+
+def _inputs(module: HloModule, instr: Instruction, by_name: dict, origin) -> list[TensorRef]:
+    """What a kernel reads of each operand: an operand read twice is fetched once; one read
+    through a slice or dynamic-slice, or updated in place, moves less than its buffer."""
+    reads = operand_reads(module, instr)
+    moved: dict[str, int | None] = {}  # operand -> bytes read; None: the whole of it
+    for n, operand in enumerate(instr.operands):
+        part = reads.get(n)
+        if operand in moved and (moved[operand] is None or part is None):
+            moved[operand] = None
+        else:
+            moved[operand] = max(moved.get(operand) or 0, part) if part is not None else None
+    refs = []
+    for operand, part in moved.items():
+        shapes = _results(by_name[operand]) if operand in by_name else ()
+        for s in shapes:
+            refs.append(_ref(origin(operand), s, part if part is not None and len(shapes) == 1 else s.bytes))
+    return refs
+
+
 def _intermediates(kernels: list[Kernel], limit: int = 10) -> list[Intermediate]:
     """Buffers one kernel writes and another reads: HBM ones first (the traffic a fused kernel
     would save), then those XLA kept in VMEM, each by size."""
     made = {t.producer: (k, t) for k in kernels for t in k.outputs}
     readers: dict[str, list[str]] = {}
     for k in kernels:
-        for t in k.inputs:
-            if t.producer in made and k.name not in readers.get(t.producer, []):
+        for t in k.inputs:  # (not a buffer it only updates in place: it reads none of it)
+            if t.producer in made and t.bytes and k.name not in readers.get(t.producer, []):
                 readers.setdefault(t.producer, []).append(k.name)
-    found = [Intermediate(name, made[name][1].shape, made[name][1].bytes, made[name][1].memory_space,
+    size = lambda t: t.buffer_bytes or t.bytes  # the buffer, though a kernel may write only part of it
+    found = [Intermediate(name, made[name][1].shape, size(made[name][1]), made[name][1].memory_space,
                           made[name][0].source, users) for name, users in readers.items()]
     return sorted(found, key=lambda i: (i.memory_space != HBM, -i.bytes))[:limit]
-
-
-def _agreement(totals: dict, xla: dict | None) -> dict:
-    """Our totals against XLA's cost analysis, with what is known to count differently.
-
-    XLA counts a custom call's result but not its operands: the bytes compared leave those out.
-    Where the rest still differs by more than 5%, the note names the known causes and their size,
-    as measured on the samples with libtpu 0.0.42.1: XLA:TPU counts an async copy's result twice
-    more at copy-done (read and write; we count the transfer once, at copy-start), and counts far
-    fewer flops for a reduce-window than window x output (log_softmax's padded-window max)."""
-    if not xla or "flops" not in xla:
-        return {"flops_ratio": None, "bytes_ratio": None, "note": "XLA reported no cost analysis for this module"}
-
-    def ratio(ours, theirs):
-        return ours / theirs if theirs else (1.0 if not ours else None)
-
-    compared = totals["bytes"] - totals["custom_call_operand_bytes"]
-    out = {"flops_ratio": ratio(totals["flops"], xla.get("flops", 0)),
-           "bytes_ratio": ratio(compared, xla.get("bytes accessed", 0)), "bytes_compared": compared}
-    notes = []
-    if totals["custom_call_operand_bytes"]:
-        notes.append(f"bytes compared leave out {fmt_bytes(totals['custom_call_operand_bytes'])} of custom-call operands "
-                     "(XLA does not count them)")
-    for what, key, known, label in (
-        ("flops", "flops_ratio", totals["reduce_window_flops"], "reduce-window flops"),
-        ("bytes", "bytes_ratio", 2 * totals["async_copy_bytes"], "async copy results XLA counts again at copy-done"),
-    ):
-        r = out[key]
-        if r is not None and abs(r - 1) > 0.05:
-            cause = f": {fmt_bytes(known) if what == 'bytes' else f'{known:.3g}'} of {label}" if known else ""
-            notes.append(f"{what} differ by {100 * (r - 1):+.1f}%{cause}")
-    if totals["padding_bytes"]:
-        notes.append(f"tiled-layout padding is {totals['padding_bytes'] / max(totals['bytes'], 1):.0%} of the bytes (XLA counts it too)")
-    out["note"] = "; ".join(notes) or "within 5% of XLA's cost analysis"
-    return out
 
 
 def analyse_fusions(hlo_text: str, chip: Chip | None, xla_cost: dict | None,
@@ -450,23 +442,10 @@ def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None, pallas_tra
     kernels = _kernels_of(module, module.entry_computation, _Costs(module), figures, loops=loops)
     if pallas_traffic:
         _apply_walk(kernels, pallas_traffic, figures)
-    r = lambda k, v: v * k.repeat
-    logical = sum(r(k, sum(_logical(t) for t in k.inputs + k.outputs)) for k in kernels)
-    totals = {
-        "kernels": len(kernels),
-        "bytes_read": sum(r(k, k.bytes_read) for k in kernels),
-        "bytes_written": sum(r(k, k.bytes_written) for k in kernels),
-        "hbm_bytes": sum(r(k, k.hbm_bytes) for k in kernels),
-        "flops": sum(r(k, k.flops) for k in kernels),
-        "transcendentals": sum(r(k, k.transcendentals) for k in kernels),
-        "pallas_kernels": sum(k.kind == "custom-call:pallas" for k in kernels),
-        "custom_call_operand_bytes": sum(r(k, k.bytes_read) for k in kernels if k.opcode == "custom-call"),
-        "async_copy_bytes": sum(r(k, k.bytes_written) for k in kernels if k.opcode == "copy-start"),
-        "reduce_window_flops": sum(r(k, k.reduce_window_flops) for k in kernels),
-    }
-    totals["bytes"] = totals["bytes_read"] + totals["bytes_written"]
-    totals["padding_bytes"] = totals["bytes"] - logical
-    totals["roofline_s"] = sum(r(k, k.roofline_s) for k in kernels if k.roofline_s) if figures else None
+    totals = sums(kernels, figures is not None)
+    looped = [k for k in kernels if k.repeat > 1]
+    # XLA's cost analysis counts a while loop's body once: compare it with the same count
+    once = sums(kernels, figures is not None, trips=False) if looped else None
     entry = module.entry_computation
     by_name = entry.by_name()
     parameters = [TensorRef(i.name, str(s), s.bytes, s.memory_space)
@@ -475,9 +454,5 @@ def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None, pallas_tra
     results = [] if root is None else list(dict.fromkeys(
         _origin(o, by_name, None, loops) for o in (root.operands if root.opcode == "tuple" else [root.name])))
     return FusionAnalysis(figures.name if figures else None, kernels, parameters, results, totals, xla_cost,
-                          _agreement(totals, xla_cost), _intermediates(kernels), dict(module.frames))
-
-
-def _logical(t: TensorRef) -> int:
-    shapes = parse_shape(t.shape)
-    return shapes[0].logical_bytes if shapes else t.bytes
+                          agreement(totals, xla_cost, once, sorted({k.repeat for k in looped})),
+                          _intermediates(kernels), dict(module.frames))

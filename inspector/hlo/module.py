@@ -94,6 +94,8 @@ class Instruction:
     shapes: tuple[ArrayShape, ...] = ()
     op_name: str | None = None
     stack_frame_id: int | None = None
+    parameter_number: int | None = None  # N of parameter(N): which operand of the caller it is
+    literal: str | None = None  # a scalar constant's value, as written: constant(8)
 
     def __post_init__(self):
         # Read once here: plain fields are far cheaper than cached properties on 100k-line modules.
@@ -225,7 +227,12 @@ def split_instruction(line: str) -> Instruction | None:
         close -= 1
     operand_text, attrs = rest[:close], rest[close + 1:].lstrip(", ")
     operands = re.findall(r"%([\w.\-]+)", operand_text)
-    return Instruction(m[2], shape, opcode.strip(), operands, attrs, is_root=bool(m[1]))
+    instr = Instruction(m[2], shape, opcode.strip(), operands, attrs, is_root=bool(m[1]))
+    if instr.opcode == "parameter" and operand_text.strip().isdigit():
+        instr.parameter_number = int(operand_text)
+    elif instr.opcode == "constant" and len(operand_text) < 40 and "{" not in operand_text:
+        instr.literal = operand_text.strip()
+    return instr
 
 
 def _frames(text: str) -> dict[int, str]:

@@ -5,7 +5,7 @@ jax object. When jax moves, this package is what changes.
 
 Modules: ``tracing`` (source locations, jaxpr walks), ``pallas`` (pallas_call equations ->
 PallasCall data), ``mosaic`` (the Mosaic MLIR of each kernel as it lowers), ``interpret``
-(TPU interpret mode: chip lookups, race state).
+(TPU interpret mode: chip lookups, race state), ``cost`` (XLA's cost analysis of HLO text).
 """
 from __future__ import annotations
 
