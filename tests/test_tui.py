@@ -461,6 +461,12 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
                 data={"chip": "tpu-v5e", "bytes": 2 << 20, "limit": 1 << 20}, **where()),
         Finding("error", "vmem-over-limit", f"{kernel} on tpu-v5e: needs 22.50 MiB" + long,
                 data={"chip": "tpu-v5e", "bytes": 23592960, "limit": 16777216}, **where()),
+        Finding("warning", "vmem-estimate-over-compiler", f"{kernel} on tpu-v5e: the estimate (24.00 MiB) is over" + long,
+                data={"chip": "tpu-v5e", "bytes": 24 << 20, "limit": 16 << 20, "compiler_bytes": 12 << 20}, **where()),
+        Finding("info", "output-kept-from-input", f"{out}: 124 of 128 output blocks keep the input's values" + long,
+                data={"blocks": [[3, 0]], "count": 124, "input": inp}, **where(out)),
+        Finding("info", "kernel-interpret-flag", f"{kernel}: pallas_call(interpret=True) runs no Mosaic kernel" + long,
+                **where()),
         Finding("error", "shared-memory-over-limit", f"{kernel} on h100: needs 300 KiB" + long,
                 data={"chip": "h100", "bytes": 307200, "limit": 232448}, **where()),
         # inspector/pallas/check.py, inspector/report.py, inspector/compile_errors.py
