@@ -506,6 +506,9 @@ class InspectorApp(App):
         order = [t for t in stages[at:] + stages[:at] if t != text.stage] + [text.stage]  # the next stage first
         for stage in order:
             rows = self.query_one(f"#text-{stage}", StageText).rows_with_source(source)
+            if stage == text.stage:  # the last resort: this stage's next line from there, never this one
+                here = text.cursor_location[0]
+                rows = [r for r in rows if r > here] + [r for r in rows if r < here]
             if rows:
                 self.action_tab(stage)
                 target = self.query_one(f"#text-{stage}", StageText)
