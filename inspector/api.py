@@ -144,7 +144,7 @@ def resolve_chip(name: str | Chip) -> Chip:
 
 
 def _use_cache(cache: bool) -> bool:
-    from .stages import cache_enabled
+    from .compile_cache import enabled as cache_enabled
 
     return bool(cache) and cache_enabled()
 

@@ -185,9 +185,8 @@ def _exits_are_failures(target, doing: str):
 
 def _use_cache(opts):
     from . import compile_cache
-    from .stages import cache_enabled
 
-    if not cache_enabled():
+    if not compile_cache.enabled():
         return False
     return compile_cache.REFRESH if opts.no_cache else True
 
@@ -479,8 +478,8 @@ def _tui(opts) -> int:
     from .views.tui.app import InspectorApp
 
     from .chips import get_chip
+    from .compile_cache import enabled as cache_enabled
     from .session import Session
-    from .stages import cache_enabled
 
     get_chip(opts.chip)  # a bad --target, --mesh or --shard is a usage error before the screen opens
     if opts.mesh is not None:

@@ -24,7 +24,6 @@ import os
 import platform
 import re
 import time
-from importlib import metadata
 from pathlib import Path
 
 SCHEMA = 2  # bump when the stored result's structure or meaning changes
@@ -54,6 +53,8 @@ def enabled() -> bool:
 
 
 def _version(dist: str) -> str:
+    from importlib import metadata  # only for a key: ~15 ms the terminal UI's first paint does without
+
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:

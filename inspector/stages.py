@@ -365,6 +365,3 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
         _MEMO[key] = captured
     return captured
 
-
-def cache_enabled() -> bool:
-    return compile_cache.enabled()

@@ -29,7 +29,14 @@ FLASH = Session("samples/attention.py:flash", "cpu", "bf16[1,512,128] bf16[1,512
 SIZE = (100, 30)
 
 
+async def opened(pilot):
+    """Until the tabs after the overview are mounted (just after the first frame) and the load began."""
+    while not pilot.app.tabs_ready:
+        await pilot.pause(0.01)
+
+
 async def loaded(pilot):
+    await opened(pilot)
     await pilot.pause()
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
@@ -54,6 +61,29 @@ def test_opens_before_the_compile_and_fills_in():
             await loaded(pilot)
             assert app.report is not None and "naive" in plain(app, "#overview-panel")
             assert app.query_one("#text-hlo", StageText).text.startswith("HloModule")
+    asyncio.run(run())
+
+
+def test_keys_typed_before_the_other_tabs_are_mounted_are_handled_after():
+    """The first frame has the overview only; a key typed ahead at launch (a tab, e) waits for the
+    other tabs and is then handled as usual, in order."""
+    async def run():
+        app = InspectorApp(NAIVE)
+        mount_tabs = app._mount_tabs
+
+        async def slow_mount():
+            await asyncio.sleep(0.3)
+            await mount_tabs()
+        app._mount_tabs = slow_mount
+        async with app.run_test(size=SIZE) as pilot:
+            assert not app.tabs_ready
+            await pilot.press("e", "2")
+            await opened(pilot)
+            await pilot.pause()
+            assert app.query_one(TabbedContent).active == "jaxpr" and app.focused.id == "text-jaxpr"
+            assert "once the compile is done" in status(app)
+            await loaded(pilot)
+            assert "{ lambda" in app.query_one("#text-jaxpr", StageText).text
     asyncio.run(run())
 
 
@@ -222,6 +252,7 @@ def test_memory_and_collectives_tabs_show_what_the_report_carries():
         # of NAIVE shows the tab before B
         app = InspectorApp(Session("samples/attention.py:naive", "cpu", "f32[1,64,32] f32[1,64,32] f32[1,64,32]"))
         async with app.run_test(size=SIZE) as pilot:
+            await opened(pilot)
             assert "compiling" in plain(app, "#memory-body")
             await loaded(pilot)
             assert app.report.memory is not None and app.report.collectives is not None
@@ -282,6 +313,7 @@ def test_compare_with_other_parameters_and_another_chip():
     async def run():
         app = InspectorApp(NAIVE)
         async with app.run_test(size=SIZE) as pilot:
+            await opened(pilot)
             assert "press c" in plain(app, "#compare-body")
             await loaded(pilot)
             await pilot.press("c")
@@ -373,11 +405,13 @@ def test_in_a_real_terminal():
     try:
         screen = lambda: subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True).stdout
         deadline = time.time() + 60
-        while "findings" not in screen() and time.time() < deadline:
+        while not re.search(r": \d+ findings? \(\d+ errors?\)", screen()) and time.time() < deadline:  # the compile is done
             time.sleep(0.5)
         assert "Overview" in screen() and "naive" in screen()
         subprocess.run(["tmux", "send-keys", "-t", name, "4"], check=True)
-        time.sleep(1)
+        deadline = time.time() + 10
+        while "HloModule" not in screen() and time.time() < deadline:
+            time.sleep(0.2)
         assert "HloModule" in screen()
         subprocess.run(["tmux", "send-keys", "-t", name, "q"], check=True)
         deadline = time.time() + 10
@@ -639,6 +673,7 @@ def test_the_target_picker_starts_on_the_current_chip():
     async def run():
         app = InspectorApp(NAIVE.with_chip("tpu-v6e"))
         async with app.run_test(size=(80, 24)) as pilot:
+            await opened(pilot)
             app.remote.cancel()
             await pilot.press("t")
             await pilot.pause()
@@ -673,8 +708,11 @@ def test_esc_when_idle_keeps_the_worker_and_quit_ends_it_quietly():
         # quit: an idle worker is asked to exit (no signal), so it exits 0; on a machine too busy
         # for it to exit within close()'s wait it is killed (SIGKILL: no handler, nothing printed),
         # never SIGTERM'd (libtpu would print its stack dump)
-        for p in processes:  # reaped by whichever thread gets there first (the pool's own may): wait for it
-            p.join(10)
+        # reaped by whichever thread gets there first (the pool's own may, and a join racing it reads
+        # None once): ask again until one has
+        give_up = time.monotonic() + 15
+        while any(p.exitcode is None for p in processes) and time.monotonic() < give_up:
+            time.sleep(0.05)
         assert all(p.exitcode in (0, -signal.SIGKILL) for p in processes), [p.exitcode for p in processes]
     asyncio.run(run())
 
@@ -748,6 +786,7 @@ def test_stages_arrive_as_they_are_ready_with_the_stage_and_its_seconds():
         app.clock = lambda: now[0]
         held, calls = _hold_the_first_compile(app)
         async with app.run_test(size=SIZE) as pilot:
+            await opened(pilot)
             assert "tracing and lowering for cpu… 0 s" in status(app)
             # the lowering is shown, and the worker's thread has gone on to ask for the (held) compile
             await _until(lambda: app.lowered is not None and calls[-1:] == [("report", "held")])

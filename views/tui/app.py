@@ -10,7 +10,7 @@ import traceback
 from concurrent.futures import CancelledError
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.widgets import DataTable, Header, Input, Static, TabbedContent, TabPane
@@ -41,6 +41,9 @@ TABS = ("overview", "jaxpr", "stablehlo", "hlo", "fusions", "pallas", "diff", "m
 MORE_TABS = {"9": "memory", "0": "collectives", "p": "passes"}  # keys after 1-8; compare: c
 ALL_TABS = TABS + tuple(MORE_TABS.values()) + ("compare",)
 TEXT_TABS = ("jaxpr", "stablehlo", "hlo", "mosaic")
+TAB_TITLES = {"jaxpr": "2 Jaxpr", "stablehlo": "3 StableHLO", "hlo": "4 HLO", "fusions": "5 Fusions",
+              "pallas": "6 Pallas", "diff": "7 Diff", "mosaic": "8 Mosaic", "memory": "9 Memory",
+              "collectives": "0 Collectives", "passes": "p Passes", "compare": "c Compare"}  # after the overview
 CONTEXT_ACTIONS = ("link", "find", "sort", "back")  # shown in the footer only where they apply: check_action
 TARGETS = [c.name for c in CHIPS if c.kind != "gpu" and c.name != "gpu"]
 
@@ -121,6 +124,8 @@ class InspectorApp(App):
         self._why = ""  # why this load (a saved file): said with its progress
         self._status_is_progress = False  # the status line shows the progress (no message of another's since)
         self._drawn = ("", "")  # the progress texts last drawn: (status line, overview)
+        self.tabs_ready = False  # the tabs after the overview are mounted (just after the first frame)
+        self._early_keys: list[events.Key] = []  # typed before that: handled once they are
         self.remote = Remote()  # the core runs in a child process: the UI keeps the GIL to itself
 
     # ------------------------------------------------------------------ running and crashing
@@ -157,44 +162,50 @@ class InspectorApp(App):
         self._close_messages_no_wait()
 
     def compose(self) -> ComposeResult:
+        # The first frame has the overview only: the other tabs' panes are empty until
+        # _mount_tabs fills them right after it (the screen shows ~0.1 s sooner).
         yield Header()
         yield Input(placeholder="search (Enter finds, n / N next / previous, Esc closes)", id="search")
         with TabbedContent(id="tabs", initial="overview"):
             with TabPane("1 Overview", id="overview"):
                 yield OverviewTab()
-            for stage, title in (("jaxpr", "2 Jaxpr"), ("stablehlo", "3 StableHLO"), ("hlo", "4 HLO")):
-                with TabPane(title, id=stage):
-                    yield StageText(stage)
-            with TabPane("5 Fusions", id="fusions"):
-                yield FusionsTab()
-            with TabPane("6 Pallas", id="pallas"):
-                yield PallasTab()
-            with TabPane("7 Diff", id="diff"):
-                yield DiffTab()
-            with TabPane("8 Mosaic", id="mosaic"):
-                yield StageText("mosaic")
-            with TabPane("9 Memory", id="memory"):
-                yield MemoryTab()
-            with TabPane("0 Collectives", id="collectives"):
-                yield CollectivesTab()
-            with TabPane("p Passes", id="passes"):
-                yield PassesTab()
-            with TabPane("c Compare", id="compare"):
-                yield CompareTab()
+            for tab, title in TAB_TITLES.items():
+                yield TabPane(title, id=tab)
         yield Static("", id="status")
         yield KeyFooter(context_actions=frozenset(CONTEXT_ACTIONS))
 
     def on_mount(self) -> None:
         self.sub_title = f"{self.session.spec} on {self.session.chip}"
         self.query_one("#search", Input).display = False
+        self.set_interval(0.5, self._progress)  # the stage in progress and its seconds, live
+        if self.watch_file:
+            self.set_interval(1.0, self._check_file)
+        self.call_after_refresh(self._mount_tabs)
+
+    async def on_event(self, event: events.Event) -> None:  # Textual's hook (pinned textual 8)
+        if isinstance(event, events.Key) and not self.tabs_ready and not event.is_forwarded:
+            self._early_keys.append(event)  # a key typed ahead at launch: its tab may not be there yet
+            return
+        await super().on_event(event)
+
+    async def _mount_tabs(self) -> None:
+        """The other tabs' widgets, then the first load. This runs on the app's message queue,
+        so a key pressed meanwhile is handled once they are there."""
+        widgets = {"fusions": FusionsTab, "pallas": PallasTab, "diff": DiffTab, "memory": MemoryTab,
+                   "collectives": CollectivesTab, "passes": PassesTab, "compare": CompareTab}
+        mounting = [self.query_one(f"#{tab}", TabPane).mount(StageText(tab) if tab in TEXT_TABS else widgets[tab]())
+                    for tab in TAB_TITLES]
+        for mounted in mounting:
+            await mounted
+        self.tabs_ready = True
         self.load()
+        for key in self._early_keys:
+            self.post_message(events.Key(key.key, key.character))
+        self._early_keys.clear()
         # What exists now (the widgets, styles, modules) lives as long as the app: out of the
         # garbage collector's full passes, which otherwise walk it all every few seconds
         # (~100k objects: 100-200 ms pauses while a compile competes for the CPU).
         self.call_after_refresh(gc.freeze)
-        self.set_interval(0.5, self._progress)  # the stage in progress and its seconds, live
-        if self.watch_file:
-            self.set_interval(1.0, self._check_file)
 
     def get_system_commands(self, screen):
         """The palette (ctrl+p) offers the app's own commands beside Textual's (themes among them)."""
@@ -414,6 +425,8 @@ class InspectorApp(App):
 
     def _focus_tab(self, tab: str) -> None:
         """Keys go to the tab's main widget: the text, the table, the grid."""
+        if not self.tabs_ready:
+            return  # a tab clicked in the first frame: its widget comes in a moment
         widget = {"overview": "#findings", "fusions": "#fusions-table", "pallas": "PallasTab", "diff": "DiffTab",
                   "memory": "MemoryTab", "collectives": "CollectivesTab", "passes": "#passes-table",
                   "compare": "CompareTab"}.get(tab, f"#text-{tab}")
@@ -435,7 +448,7 @@ class InspectorApp(App):
 
     def _active_text(self) -> StageText | None:
         active = self.query_one(TabbedContent).active
-        return self.query_one(f"#text-{active}", StageText) if active in TEXT_TABS else None
+        return self.query_one(f"#text-{active}", StageText) if active in TEXT_TABS and self.tabs_ready else None
 
     def action_search(self) -> None:
         if self._active_text() is None:
