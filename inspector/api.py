@@ -197,7 +197,9 @@ def check(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] =
     """Every pallas_call against every chip in ``targets`` (TPUs, or spec-only GPUs such as h100):
     the VMEM estimate and, unless ``estimate_only``, the real compiler's verdict (libtpu, no TPU
     needed), layout rules and BlockSpec bugs; as ``inspector check``. ``.ok`` is False on any
-    error; ``.targets`` one row per chip; ``.findings``; ``.kernels`` the Pallas analyses.
+    error (``.failed``) and where nothing decides whether a kernel fits VMEM (``.undecided``: the
+    chips where, with ``estimate_only``, only the largest value a kernel body builds puts the
+    estimate over the limit); ``.targets`` one row per chip; ``.findings``; ``.kernels`` the Pallas analyses.
     ``sweep``: also estimate every combination of the INSPECT params. On a topology
     (``tpu-v5e:16x16``, with ``mesh``/``shardings`` as in ``inspect``) the rows carry the HBM
     fit per device and a program that does not fit is an ``hbm-over-capacity`` error."""

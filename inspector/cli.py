@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 
-from .errors import EXIT_FINDINGS, EXIT_OK, InspectorError, OutputError, TargetFailure, UsageError
+from .errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, InspectorError, OutputError, TargetFailure, UsageError
 
 VIEWS = ("overview", "jaxpr", "stablehlo", "hlo", "mosaic", "fusions", "pallas", "memory", "collectives", "passes")
 VERBS = ("show", "check", "diff", "export", "compare", "chips", "cache", "doctor")
@@ -421,7 +421,9 @@ def _emit(opts, result, view) -> int:
         print_json(dataclasses.asdict(result), console)
     else:
         print_fitting(console, view(result))
-    return EXIT_OK if result.ok else EXIT_FINDINGS
+    if result.ok:
+        return EXIT_OK
+    return EXIT_UNDECIDED if getattr(result, "undecided", None) and not result.failed else EXIT_FINDINGS
 
 
 def _compare(opts) -> int:

@@ -46,6 +46,8 @@ CODES = _codes(
     Code("tiling-packing", "warning", True, "pallas", (), "a packed dtype's block rows not a multiple of its packing"),
     Code("mxu-padding", "warning", True, "pallas", ("m", "k", "n", "waste"), "a matmul padded to the MXU's width"),
     Code("vmem-over-limit", "error", True, "pallas", ("chip", "bytes", "limit"), "the VMEM estimate is over the limit"),
+    Code("vmem-may-exceed", "warning", True, "pallas", ("chip", "bytes", "limit", "certain_bytes"),
+         "only the body's largest value puts the VMEM estimate over the limit"),
     Code("vmem-estimate-over-compiler", "warning", True, "pallas", ("chip", "bytes", "limit", "compiler_bytes"),
          "the VMEM estimate is over the limit, but the compiler fitted the kernel"),
     Code("shared-memory-over-limit", "error", True, "pallas", ("chip", "bytes", "limit"),

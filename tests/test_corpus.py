@@ -18,7 +18,7 @@ from inspector.chips import CHIPS, get_chip
 from inspector.cli import VIEWS
 from inspector.pallas.check import run_check
 from inspector.pallas.discovery import find_pallas_calls
-from inspector.pallas.vmem import budget
+from inspector.pallas.vmem import budget, estimate_fits
 from inspector.report import build_report
 from inspector.stages import capture
 from inspector.target import load_module, load_target
@@ -114,22 +114,24 @@ TRUTH = json.loads((DATA / "vmem_truth.json").read_text()) if (DATA / "vmem_trut
 
 
 def _estimates(spec: str, args: str | None, params: dict) -> dict[str, bool | None]:
-    """The static verdict per chip for one combination: one trace on the CPU, a budget per chip."""
+    """The static verdict per chip for one combination (None: undecided): one trace on the CPU, a
+    budget per chip."""
     base = load_target(spec, args=args)
     target = dataclasses.replace(base, params=dict(base.params, **params))
     calls = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
     verdict = {}
     for chip in TPUS:
         budgets = [b for c in calls if (b := budget(c.info, chip))]
-        verdict[chip.name] = all(b.fits for b in budgets) if budgets else None
+        verdict[chip.name] = estimate_fits(budgets) if budgets else True
     return verdict
 
 
 @pytest.mark.skipif(TRUTH is None, reason="tests/data/vmem_truth.json missing: run tests/data/make_vmem_truth.py")
 def test_vmem_estimate_agrees_with_libtpu():
-    """The corpus at its INSPECT params must agree (98% at least, as the issue asks; it is 100%);
-    the stress shapes that straddle the limits are where a static estimate can be wrong either
-    way (compiler temporaries, values the compiler keeps out of VMEM): their agreement is held
+    """The corpus at its INSPECT params must agree (98% at least, as the issue asks; it is 100%).
+    The stress shapes straddle the limits: there the estimate may only be undecided (only the
+    body's largest value puts it over: libtpu fitted one such kernel and refused 53) or short
+    (compiler temporaries); it never says "does not fit" where libtpu fits, and the rest is held
     at what it measures (BENCHMARKS.md explains each disagreement)."""
     if TRUTH["libtpu"] != metadata.version("libtpu"):
         pytest.fail(f"vmem_truth.json was made with libtpu {TRUTH['libtpu']}, this is {metadata.version('libtpu')}: "
@@ -137,19 +139,24 @@ def test_vmem_estimate_agrees_with_libtpu():
     # rows whose compile failed for another reason than VMEM say nothing about the estimate
     rows = [r for r in TRUTH["rows"] if r["compiler_fits"] or "VMEM" in (r["compiler_message"] or "")]
     cache: dict = {}
-    agreement = {}
+    share = {}
+    false_errors = []
     for part, rows_of in (("corpus", [r for r in rows if r["args"] is None]), ("stress", [r for r in rows if r["args"]])):
-        disagree = []
+        outcome = {"agree": [], "undecided": [], "short": []}
         for r in rows_of:
             key = (r["target"], r["args"], json.dumps(r["params"], sort_keys=True))
             if key not in cache:
                 cache[key] = _estimates(r["target"], r["args"], r["params"])
-            if cache[key][r["chip"]] != r["compiler_fits"]:
-                disagree.append((r["target"], r["params"], r["chip"], r["estimate_bytes"], r["compiler_bytes"]))
-        agreement[part] = (1 - len(disagree) / len(rows_of), disagree)
+            estimate, row = cache[key][r["chip"]], (r["target"], r["params"], r["chip"], r["compiler_bytes"])
+            if estimate is False and r["compiler_fits"]:
+                false_errors.append(row)
+            outcome["agree" if estimate == r["compiler_fits"] else "undecided" if estimate is None else "short"].append(row)
+        share[part] = {k: (len(v) / len(rows_of), v) for k, v in outcome.items()}
     assert len(rows) >= 900
-    assert agreement["corpus"][0] >= 0.98, agreement["corpus"][1]
-    assert agreement["stress"][0] >= 0.89, agreement["stress"][1]
+    assert not false_errors, false_errors
+    assert share["corpus"]["agree"][0] >= 0.98, share["corpus"]
+    stress = share["stress"]
+    assert stress["agree"][0] >= 0.72 and stress["undecided"][0] <= 0.2 and stress["short"][0] <= 0.09, stress
 
 
 # --------------------------------------------------------------------------- the TUI's Pallas tab

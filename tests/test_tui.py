@@ -495,6 +495,8 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
                 data={"chip": "tpu-v5e", "bytes": 2 << 20, "limit": 1 << 20}, **where()),
         Finding("error", "vmem-over-limit", f"{kernel} on tpu-v5e: needs 22.50 MiB" + long,
                 data={"chip": "tpu-v5e", "bytes": 23592960, "limit": 16777216}, **where()),
+        Finding("warning", "vmem-may-exceed", f"{kernel} on tpu-v5e: the blocks and scratch need 12.00 MiB" + long,
+                data={"chip": "tpu-v5e", "bytes": 20 << 20, "limit": 16 << 20, "certain_bytes": 12 << 20}, **where()),
         Finding("warning", "vmem-estimate-over-compiler", f"{kernel} on tpu-v5e: the estimate (24.00 MiB) is over" + long,
                 data={"chip": "tpu-v5e", "bytes": 24 << 20, "limit": 16 << 20, "compiler_bytes": 12 << 20}, **where()),
         Finding("info", "output-kept-from-input", f"{out}: 124 of 128 output blocks keep the input's values" + long,

@@ -69,11 +69,13 @@ def estimate_kind(k: PallasReport) -> str:
 def budget_table(k: PallasReport) -> Table:
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title=f"on-chip memory per target ({estimate_kind(k)})",
                   title_justify="left", caption="limit: the chip's default scoped VMEM, or the kernel's vmem_limit_bytes "
-                  "(set); grow: how far the pipelined blocks could grow and still fit", caption_justify="left")
+                  "(set); grow: how far the pipelined blocks could grow and still fit; unsure: only the largest value "
+                  "the body builds puts it over (a compile decides)", caption_justify="left")
     for col in ("target", "needs", "limit", "fits", "headroom", "grow", "physical", "SMEM"):
         table.add_column(col, justify="left" if col in ("target", "fits") else "right", no_wrap=True)
     for b in k.budgets:
-        fits = Text("yes", style="green") if b.fits else Text("NO", style="bold red")
+        fits = {"fits": Text("yes", style="green"), "over": Text("NO", style="bold red")}.get(
+            b.verdict, Text("unsure", style="yellow"))
         limit = fmt_bytes(b.limit_bytes) + ("" if b.limit_source == "scoped default" else " (set)")
         add_row(table, f"{b.chip} ({b.memory})", fmt_bytes(b.total_bytes), limit, fits,
                       fmt_bytes(b.headroom_bytes), f"{b.block_growth:.2f}x" if b.block_growth else "-", fmt_bytes(b.physical_bytes),
@@ -147,12 +149,16 @@ def check_view(result: CheckResult) -> Group:
         compiler = Text("COMPILE ERROR", style="bold red") if failed_otherwise else verdict(t.compiler_fits)
         failed_otherwise = failed_otherwise and t.hbm_fits is not False
         compiler = Text("COMPILE ERROR", style="bold red") if failed_otherwise else verdict(t.compiler_fits)
-        estimate = verdict(t.fits) if t.vmem_bytes is not None or not t.fits else Text("-", style="dim")
+        estimate = (Text("unsure", style="yellow") if t.fits is None else
+                    verdict(t.fits) if t.vmem_bytes is not None or not t.fits else Text("-", style="dim"))
         add_row(table, t.chip, fmt_bytes(t.vmem_bytes), fmt_bytes(t.vmem_limit_bytes), estimate,
                       compiler, fmt_bytes(t.compiler_vmem_bytes), fmt_bytes(t.hbm_bytes), fmt_bytes(t.hbm_limit_bytes),
                       verdict(t.hbm_fits))
     kernels = ", ".join(f"{k.call.name} ({k.call.source}, grid {k.call.grid_text})" for k in result.kernels) or "none"
-    status = Text("ok" if result.ok else "FAILED", style="bold green" if result.ok else "bold red")
+    status = Text(result.status, style="bold green" if result.ok else "bold red" if result.failed else "bold yellow")
+    if result.undecided and not result.failed:
+        status.append(f": the VMEM estimate cannot decide on {', '.join(result.undecided)} (vmem-may-exceed); "
+                      "check without --estimate-only for the compiler's verdict", style="yellow")
     parts = [table, Text(f"kernels: {kernels}"), Text("")]
     if result.sweep:
         parts += [sweep_table(result.sweep), Text("")]
@@ -171,7 +177,8 @@ def sweep_table(rows) -> Table:
         if r.error:
             add_row(table, label, *([Text(r.error[:60], style="dim")] + [""] * (len(chips) - 1) if chips else []))
             continue
-        cells = [Text(f"{fmt_bytes(r.needs[c])} " + ("fits" if r.fits[c] else "NO"), style="green" if r.fits[c] else "red")
+        cells = [Text(f"{fmt_bytes(r.needs[c])} " + {True: "fits", False: "NO", None: "unsure"}[r.fits[c]],
+                      style={True: "green", False: "red", None: "yellow"}[r.fits[c]])
                  if r.needs.get(c) is not None else Text("-") for c in chips]
         add_row(table, label, *cells)
     return table

@@ -49,31 +49,57 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
                              f"{b.smem_bytes:,} B of SMEM, more than its {chip.smem_bytes:,} B: prefetch less (per row "
                              "block, not the whole table)", kernel=b.kernel, view="pallas",
                              data={"chip": b.chip, "bytes": b.smem_bytes, "limit": chip.smem_bytes}))
-    if b.fits:
+    if b.verdict == "fits":
         return found
-    over = b.total_bytes - b.limit_bytes
     mib = lambda n: f"{n / 2**20:.2f} MiB"
+    data = {"chip": b.chip, "bytes": b.total_bytes, "limit": b.limit_bytes}
+    certain = b.total_bytes - b.body_bytes
+    if b.verdict == "unsure":
+        return found + [Finding("warning", "vmem-may-exceed",
+                        f"{b.kernel} on {b.chip}: the blocks and scratch need {mib(certain)} of the {b.limit_source} "
+                        f"{mib(b.limit_bytes)}; with the largest value the body builds ({mib(b.body_bytes)}) the estimate "
+                        f"is {mib(b.total_bytes)}, over it. The compiler usually keeps such a value in VMEM, so it likely "
+                        "does not fit, but it can stream one (a dot accumulated into a ref): only a compile decides "
+                        "(check without --estimate-only)",
+                        kernel=b.kernel, view="pallas", data={**data, "certain_bytes": certain})]
     growth = f"; the pipelined blocks alone would have to shrink to {b.block_growth:.2f}x" if b.block_growth else ""
+    body = f" ({mib(b.total_bytes)} with the largest value the body builds)" if b.body_bytes else ""
     return found + [Finding("error", "vmem-over-limit" if b.memory == "VMEM" else "shared-memory-over-limit",
-                    f"{b.kernel} on {b.chip}: needs at least {mib(b.total_bytes)} of {b.memory} but the "
-                    f"{b.limit_source} is {mib(b.limit_bytes)} (over by {mib(over)}){growth}",
-                    kernel=b.kernel, view="pallas", data={"chip": b.chip, "bytes": b.total_bytes, "limit": b.limit_bytes})]
+                    f"{b.kernel} on {b.chip}: needs at least {mib(certain)} of {b.memory}{body} but the "
+                    f"{b.limit_source} is {mib(b.limit_bytes)} (over by {mib(certain - b.limit_bytes)}){growth}",
+                    kernel=b.kernel, view="pallas", data=data)]
 
 
-def defer_to_compiler(findings: list[Finding], chip: str, compiler_bytes: int | None) -> list[Finding]:
+def defer_to_compiler(findings: list[Finding], chip: str, compiler_bytes) -> list[Finding]:
     """libtpu compiled the program for ``chip``, so every kernel fits its VMEM there: an estimate
     over the limit over-counts (a value the compiler streams, say). The compiler is the truth; the
-    estimate's error becomes a warning that says so."""
+    estimate's error becomes a warning that says so. ``compiler_bytes``: the most scoped VMEM a
+    kernel uses by the compiler's figure, or a function that reads it (only asked when needed)."""
     def deferred(f: Finding) -> Finding:
-        if f.code != "vmem-over-limit" or (f.data or {}).get("chip") != chip:
+        nonlocal compiler_bytes
+        if f.code not in ("vmem-over-limit", "vmem-may-exceed") or (f.data or {}).get("chip") != chip:
             return f
+        if callable(compiler_bytes):
+            compiler_bytes = compiler_bytes() or None
         used = f"{compiler_bytes / 2**20:.2f} MiB" if compiler_bytes else "its scoped limit"
         return Finding("warning", "vmem-estimate-over-compiler",
                        f"{f.kernel} on {chip}: the estimate ({f.data['bytes'] / 2**20:.2f} MiB) is over the limit, but "
                        f"libtpu compiled it within {used}: the estimate over-counts this kernel (--estimate-only alone "
-                       "would have refused it)", kernel=f.kernel, view="pallas",
-                       data={**f.data, "compiler_bytes": compiler_bytes})
+                       + ("would have refused it)" if f.code == "vmem-over-limit" else "could not decide)"),
+                       kernel=f.kernel, view="pallas",
+                       data={**{k: f.data[k] for k in ("chip", "bytes", "limit")}, "compiler_bytes": compiler_bytes})
     return [deferred(f) for f in findings]
+
+
+def compiler_scoped_vmem(hlo: str) -> list[int]:
+    """The scoped VMEM each Mosaic kernel of a compiled TPU program uses, as libtpu wrote it in the
+    custom call's config (scan and cond bodies too). 0 for a config that names none: that says
+    nothing about its VMEM (unknown, not 0 B)."""
+    from ..hlo.module import parse_hlo
+
+    return [sum(int(u.get("size", 0)) for u in (i.backend_config or {}).get("used_scoped_memory_configs", []))
+            for c in parse_hlo(hlo).computations.values() for i in c.instructions
+            if i.opcode == "custom-call" and i.attr("custom_call_target") == "tpu_custom_call"]
 
 
 def _could_not(what: str, kernel: str, err: Exception) -> Finding:

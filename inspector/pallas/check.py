@@ -8,9 +8,9 @@ import dataclasses
 from ..backends import Backend
 from ..chips import Chip, get_chip
 from ..findings import Finding, by_severity
-from ..hlo.module import parse_hlo
 from ..memory import analyse_memory
-from .analysis import PallasReport, analyse_pallas, defer_to_compiler
+from .analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler
+from .vmem import estimate_fits
 from ..stages import Stages, capture
 from ..target import Target
 
@@ -20,7 +20,7 @@ class ChipCheck:
     """The verdict on one chip: the static estimate and, when compiled, libtpu's."""
 
     chip: str
-    fits: bool  # the estimate's verdict, every kernel
+    fits: bool | None  # the estimate's verdict, every kernel; None: undecided (vmem.estimate_fits)
     vmem_bytes: int | None  # estimated peak of the largest kernel
     vmem_limit_bytes: int | None
     compiler_fits: bool | None  # None: not compiled (--estimate-only, or not a TPU); False also when it failed otherwise
@@ -37,16 +37,22 @@ class CheckResult:
     """`inspector check` on one target: a row per chip (``targets``, as the --target flag names
     them), every pallas_call's analysis, and the findings (chip-independent ones once)."""
 
-    ok: bool
+    ok: bool  # no error, and every verdict decided
     target: str
     targets: list[ChipCheck]
     kernels: list[PallasReport]
     findings: list[Finding]
     sweep: list | None = None  # SweepRow per combination of INSPECT params, with --sweep
+    failed: bool = False  # an error finding, or a chip where something does not fit
+    undecided: list[str] = dataclasses.field(default_factory=list)  # chips whose VMEM fit nothing decided
 
     def __repr__(self) -> str:
         return (f"<CheckResult {self.target} on {', '.join(t.chip for t in self.targets)}: {len(self.kernels)} pallas_call, "
-                f"{len(self.findings)} findings, {'ok' if self.ok else 'FAILED'}>")
+                f"{len(self.findings)} findings, {self.status}>")
+
+    @property
+    def status(self) -> str:
+        return "ok" if self.ok else "FAILED" if self.failed else "UNDECIDED"
 
     def _repr_html_(self) -> str:  # Jupyter: the check table, findings and budgets (rich loads only here)
         from ..views.html import check_html
@@ -62,10 +68,7 @@ def _compiler_verdict(stages: Stages, row: ChipCheck, interpreted: bool = False)
         row.compiler_fits, row.compiler_message = (None if err.hbm else False), err.headline
         row.compiler_vmem_bytes = err.vmem.used_bytes if err.vmem else None
         return [err.finding(stages.backend, view="pallas", buffers=stages.buffers)]
-    used = [sum(int(u.get("size", 0)) for u in (i.backend_config or {}).get("used_scoped_memory_configs", []))
-            for c in parse_hlo(stages.hlo).computations.values() for i in c.instructions  # scan/cond bodies too
-            if i.opcode == "custom-call" and i.attr("custom_call_target") == "tpu_custom_call"]
-    # a kernel whose config names no scoped memory says nothing about its VMEM: unknown, not 0 B
+    used = compiler_scoped_vmem(stages.hlo)
     row.compiler_fits, row.compiler_vmem_bytes = True, max(used) if used and max(used) > 0 else None
     if not used and interpreted:  # pallas_call(interpret=True): Mosaic never saw the kernels
         row.compiler_fits = None
@@ -91,7 +94,7 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
         findings += [f for r in reports for f in r.findings if f.per_chip]
         budgets = [b for r in reports for b in r.budgets if b.chip == chip.name]
         peak = max(budgets, key=lambda b: b.total_bytes, default=None)
-        row = ChipCheck(chip.name, all(b.fits for b in budgets), peak.total_bytes if peak else None,
+        row = ChipCheck(chip.name, estimate_fits(budgets), peak.total_bytes if peak else None,
                           peak.limit_bytes if peak else None, None)
         if compile:
             findings += _compiler_verdict(stages, row, any(r.call.interpret for r in reports))
@@ -106,7 +109,10 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
     if not kernels:
         checked = "HBM fit only" if any(r.hbm_fits is not None for r in rows) else "nothing to check"
         findings.append(Finding("info", "no-pallas-call", f"{target.spec} has no pallas_call: {checked}"))
-    ok = (not any(f.severity == "error" for f in findings)
-          and all((r.fits or r.compiler_fits) and r.compiler_fits is not False and r.hbm_fits is not False for r in rows))
-    return CheckResult(ok, target.spec, rows, kernels, by_severity(findings))
+    failed = (any(f.severity == "error" for f in findings)
+              or any((r.fits is False and not r.compiler_fits) or r.compiler_fits is False or r.hbm_fits is False
+                     for r in rows))
+    undecided = [r.chip for r in rows if r.fits is None and r.compiler_fits is None]
+    return CheckResult(not failed and not undecided, target.spec, rows, kernels, by_severity(findings),
+                       failed=failed, undecided=undecided)
 

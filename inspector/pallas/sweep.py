@@ -11,7 +11,7 @@ from ..errors import InspectorError
 from .discovery import find_pallas_calls
 from ..stages import capture
 from ..target import Target
-from .vmem import budget
+from .vmem import budget, estimate_fits
 
 MAX_COMBINATIONS = 64
 
@@ -20,7 +20,7 @@ MAX_COMBINATIONS = 64
 class SweepRow:
     params: dict
     needs: dict[str, int | None]  # chip -> estimated peak VMEM of the largest kernel (None: did not trace)
-    fits: dict[str, bool | None]
+    fits: dict[str, bool | None]  # None: unsure (where needs has a figure) or no kernel
     error: str | None = None  # why this combination does not even trace (a block that does not divide, say)
 
 
@@ -44,6 +44,6 @@ def sweep(target: Target, chips: list[Chip]) -> list[SweepRow]:
             budgets = [b for c in calls if (b := budget(c.info, chip))]
             peak = max(budgets, key=lambda b: b.total_bytes, default=None)
             needs[chip.name] = peak.total_bytes if peak else None
-            fits[chip.name] = all(b.fits for b in budgets) if budgets else None
+            fits[chip.name] = estimate_fits(budgets) if budgets else None
         rows.append(SweepRow(dict(zip(names, values)), needs, fits))
     return rows

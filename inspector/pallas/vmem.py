@@ -54,6 +54,22 @@ class VmemBudget:
     headroom_bytes: int
     block_growth: float | None  # how much every pipelined block could grow and still fit
     note: str = "a lower bound: register spills and compiler temporaries come on top"
+    body_bytes: int = 0  # of total_bytes: the largest value the kernel body builds, the estimate's unsure term
+    # "fits"; "over": the blocks and scratch alone exceed the limit; "unsure": only the body's largest
+    # value puts it over; libtpu usually keeps such a value in VMEM but can stream one (a dot
+    # accumulated into a ref): only a compile decides (BENCHMARKS.md, the VMEM truth table)
+    verdict: str = dataclasses.field(init=False)
+
+    def __post_init__(self):
+        self.verdict = ("fits" if self.fits else
+                        "over" if self.total_bytes - self.body_bytes > self.limit_bytes else "unsure")
+
+
+def estimate_fits(budgets: list[VmemBudget]) -> bool | None:
+    """The estimate's verdict over several kernels on one chip: False when one is over for sure,
+    None when one is unsure (and none over), else True."""
+    verdicts = {b.verdict for b in budgets}
+    return False if "over" in verdicts else None if "unsure" in verdicts else True
 
 
 def padded_bytes(shape: list[int], dtype: str) -> int:
@@ -96,8 +112,9 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         elif s.memory_space == "smem":
             smem += s.bytes
     largest = info.intermediates_bytes[0] if info.intermediates_bytes else 0
-    if largest > VREG_FILE_BYTES:
-        items.append(VmemItem("kernel intermediate (largest value in the body)", [], "", largest, 1))
+    body = largest if largest > VREG_FILE_BYTES else 0
+    if body:
+        items.append(VmemItem("kernel intermediate (largest value in the body)", [], "", body, 1))
     total = sum(i.bytes for i in items)
     flag = scoped_limit_flag()
     if info.vmem_limit_bytes:
@@ -114,7 +131,7 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         note = ("run_scoped buffers (emit_pipeline's among them) are counted as if all were live at once, which can "
                 "overstate when scopes follow each other; register spills and compiler temporaries come on top")
     return VmemBudget(chip.name, info.name, "VMEM", items, total, limit, source, chip.vmem_bytes, smem,
-                      total <= limit, limit - total, growth, note)
+                      total <= limit, limit - total, growth, note, body)
 
 
 def gpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:

@@ -46,12 +46,13 @@ def budget_bars(k: PallasReport, compiler: dict[str, int] | None = None) -> Tabl
         scale = max(b.limit_bytes, b.total_bytes) or 1
         used = round(BAR * b.total_bytes / scale)
         limit = round(BAR * b.limit_bytes / scale)
-        bar = Text("█" * min(used, limit), style="green" if b.fits else "red")
+        colour = {"fits": "green", "over": "red"}.get(b.verdict, "yellow")
+        bar = Text("█" * min(used, limit), style=colour)
         bar.append("█" * max(0, used - limit), style="bold red")
         bar.append("·" * max(0, limit - used), style="dim")
         figure = compiler.get(b.chip)
         add_row(table, b.chip, bar, f"{fmt_bytes(b.total_bytes)} of {fmt_bytes(b.limit_bytes)}",
-                Text("fits" if b.fits else "DOES NOT FIT", style="green" if b.fits else "bold red"),
+                Text({"fits": "fits", "over": "DOES NOT FIT"}.get(b.verdict, "MAY NOT FIT"), style={"fits": "green", "over": "bold red"}.get(b.verdict, "bold yellow")),
                 Text(f"compiler: {fmt_bytes(figure)}", style="bold") if figure is not None else "")
     return table
 
