@@ -271,11 +271,32 @@ def _from_callable(make: Callable, spec: str) -> tuple[tuple, dict]:
     return (made,), {}
 
 
-def _no_inputs(spec: str, func: str, sig) -> UsageError:
+INSPECT_KEYS = ("args", "params", "reference", "atol", "rtol", "int_ranges", "mesh", "shardings")
+
+
+def _closest(word: str, known) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(word, [k for k in known if isinstance(k, str)], n=1)
+    return found[0] if found else None
+
+
+def _unknown_keys(entry: dict, spec: str, func: str) -> None:
+    """A mistyped INSPECT key would be ignored and its setting silently lost: refuse it."""
+    for key in entry:
+        if key not in INSPECT_KEYS:
+            close = _closest(str(key), INSPECT_KEYS)
+            raise UsageError(f"{spec}: INSPECT[{func!r}] has an unknown key {key!r}"
+                             + (f" (did you mean {close!r}?)" if close else "") + f"; it takes {', '.join(INSPECT_KEYS)}")
+
+
+def _no_inputs(spec: str, func: str, sig, orphans: list) -> UsageError:
     params = [p for p in (sig.parameters.values() if sig else []) if p.default is p.empty]
     example = " ".join("f32[8,128]" for _ in params) or "f32[8,128]"
+    close = _closest(func, orphans)
+    mistyped = f" (INSPECT has no entry {func!r}; is {close!r} meant to be it?)" if close else ""
     return UsageError(
-        f"{spec}: no example inputs. Give them with --args \"{example}\" or in the file: "
+        f"{spec}: no example inputs{mistyped}. Give them with --args \"{example}\" or in the file: "
         f"INSPECT = {{\"{func}\": {{\"args\": \"{example}\"}}}}"
     )
 
@@ -336,6 +357,7 @@ def load_target(spec: str, args: str | None = None, ref: str | None = None, sets
     if not isinstance(entry, dict):
         raise UsageError(f"{spec}: INSPECT[{func!r}] must be a dict such as {{\"args\": \"f32[8,128]\", \"params\": {{...}}}}, "
                          f"not a {type(entry).__name__}")
+    _unknown_keys(entry, spec, func)
     if not isinstance(entry.get("params") or {}, dict):
         raise UsageError(f"{spec}: INSPECT[{func!r}][\"params\"] must be a dict of static keyword values, "
                          f"e.g. {{\"block_q\": [128, 256]}}, not a {type(entry['params']).__name__}")
@@ -357,7 +379,8 @@ def load_target(spec: str, args: str | None = None, ref: str | None = None, sets
                              f"returning the inputs, not a {type(given).__name__}")
         pos, kw = _abstract(parse_specs(given)) if isinstance(given, str) else _from_callable(given, spec)
     else:
-        raise _no_inputs(spec, func, sig)
+        # an INSPECT entry named after no function of the file may be this one's, mistyped
+        raise _no_inputs(spec, func, sig, [k for k in table if not callable(getattr(module, str(k), None))])
     _check_arity(sig, pos, kw, params, spec)
     axes, shardings = _sharding(entry, mesh, shard, spec)
     reference, reference_name = ((reference, getattr(reference, "__name__", "reference")) if reference is not None
@@ -369,7 +392,8 @@ def load_target(spec: str, args: str | None = None, ref: str | None = None, sets
     names = [p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] if sig else []
     arg_names = [names[i] if i < len(names) else f"arg{i}" for i in range(len(pos))]
     return Target(
-        arg_names=arg_names, spec=spec, options={k: v for k, v in entry.items() if k not in ("args", "reference", "params", "mesh", "shardings")}, name=func, fn=fn, file=file, line=code.co_firstlineno if code else None,
+        arg_names=arg_names, spec=spec, options={k: v for k, v in entry.items() if k not in ("args", "reference", "params", "mesh", "shardings")},
+        name=func, fn=fn, file=file, line=code.co_firstlineno if code else None,
         args=pos, kwargs=kw, params=params, param_choices=choices,
         reference=reference, reference_name=reference_name, source_hash=source_hash, mesh=axes, shardings=shardings,
     )

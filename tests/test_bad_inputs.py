@@ -44,8 +44,10 @@ BAD_FILES = {
     "inspect_bad.py": ("def f(x):\n    return x\n"
                        "INSPECT = {'entry_str': 'f32[4]', 'params_str': {'args': 'f32[4]', 'params': 'block=8'},\n"
                        "           'args_int': {'args': 5}, 'args_none': {'args': lambda: None},\n"
-                       "           'args_text': {'args': lambda: 'f32[4]'}, 'args_text_in_tuple': {'args': lambda: ('f32[4]',)}}\n"
-                       "entry_str = params_str = args_int = args_none = args_text = args_text_in_tuple = f\n"),
+                       "           'args_text': {'args': lambda: 'f32[4]'}, 'args_text_in_tuple': {'args': lambda: ('f32[4]',)},\n"
+                       "           'key_typo': {'args': 'f32[4]', 'parms': {'scale': [1, 2]}}, 'entry_tpyo': {'args': 'f32[4]'}}\n"
+                       "entry_str = params_str = args_int = args_none = args_text = args_text_in_tuple = key_typo = f\n"
+                       "def entry_typo(x):\n    return x\n"),
 }
 
 
@@ -88,6 +90,8 @@ USAGE = {
     "no inputs": (["show", "{d}/plain.py:f"], 2, "no example inputs"),
     "INSPECT entry not a dict": (["show", "{d}/inspect_bad.py:entry_str"], 2, "INSPECT['entry_str'] must be a dict"),
     "INSPECT params not a dict": (["show", "{d}/inspect_bad.py:params_str"], 2, "[\"params\"] must be a dict"),
+    "INSPECT key mistyped": (["show", "{d}/inspect_bad.py:key_typo"], 2, "unknown key 'parms' (did you mean 'params'?)"),
+    "INSPECT entry mistyped": (["show", "{d}/inspect_bad.py:entry_typo"], 2, "is 'entry_tpyo' meant to be it?"),
     "INSPECT args an int": (["show", "{d}/inspect_bad.py:args_int"], 2, "INSPECT args must be a shape spec string"),
     "INSPECT args returns None": (["show", "{d}/inspect_bad.py:args_none"], 2, "INSPECT args returned None"),
     "INSPECT args returns text": (["show", "{d}/inspect_bad.py:args_text"], 2, "INSPECT args returned the text"),
