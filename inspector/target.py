@@ -209,16 +209,38 @@ def parse_value(text: str) -> Any:
     return text
 
 
+def same_kind(value, like) -> bool:
+    """Whether a parsed --set value fits the kind of ``like`` (INSPECT's first choice or the
+    function's default): "maybe" for a bool would be passed on as a truthy string."""
+    if like is None or value is None or isinstance(like, str):
+        return True
+    if isinstance(like, bool):
+        return isinstance(value, bool)
+    if isinstance(like, int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(like, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return True
+
+
 def _params(fn_sig, entry: dict, sets: list[str], spec: str) -> tuple[dict, dict]:
     choices: dict[str, list] = {}
     for name, value in (entry.get("params") or {}).items():
         choices[name] = list(value) if isinstance(value, (list, tuple)) else [value]
     params = {name: values[0] for name, values in choices.items() if values}
+    defaults = {p.name: p.default for p in fn_sig.parameters.values() if p.default is not p.empty} if fn_sig else {}
     for item in sets:
         name, sep, raw = item.partition("=")
+        name, raw = name.strip(), raw.strip()
         if not sep or not name:
             raise UsageError(f"--set {item!r}: write --set name=value, e.g. --set block_q=256")
-        params[name.strip()] = parse_value(raw.strip())
+        value = parse_value(raw)
+        like = params[name] if name in params else defaults.get(name)
+        if not same_kind(value, like):
+            kind = type(like).__name__
+            raise UsageError(f"--set {name}={raw}: {name} takes {'an' if kind[0] in 'aeiou' else 'a'} {kind} "
+                             f"(like {like!r}), e.g. --set {name}={like}")
+        params[name] = value
     check_param_names(fn_sig, params, spec)
     return params, choices
 

@@ -8,6 +8,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 
+from ...target import same_kind
+
 KEYS = [
     ("1-8", "overview jaxpr StableHLO HLO fusions Pallas diff Mosaic"),
     ("9  0  p", "memory, collectives, passes tabs"),
@@ -70,19 +72,6 @@ class TargetScreen(ModalScreen[str]):
         self.dismiss(self.chips[event.option_index])
 
 
-def _same_kind(value, like) -> bool:
-    """Whether a parsed --set value fits the kind of the current value or the default."""
-    if like is None or isinstance(like, str):
-        return True
-    if isinstance(like, bool):
-        return isinstance(value, bool)
-    if isinstance(like, int):
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(like, float):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return True
-
-
 def check_params(values: dict[str, str], current: dict, choices: dict, parse) -> tuple[dict, list[str], list[str]]:
     """The changed parameters, parsed; errors (a value of the wrong kind); warnings (a value
     INSPECT does not offer). ``parse`` turns text into a value the way --set does."""
@@ -97,7 +86,7 @@ def check_params(values: dict[str, str], current: dict, choices: dict, parse) ->
             continue
         value = parse(text)
         like = before if before is not None else next(iter(choices.get(name) or []), None)
-        if not _same_kind(value, like):
+        if not same_kind(value, like):
             errors.append(f"{name}={text}: expected {type(like).__name__} like {like!r}")
             continue
         offered = choices.get(name) or []
