@@ -5,7 +5,7 @@ import dataclasses
 from typing import Any
 
 from .chips import CHIPS, Chip
-from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler
+from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler, refused_by_compiler
 from .findings import Finding, by_severity
 from .hlo.collectives import CollectiveAnalysis, analyse_collectives
 from .hlo.fusions import FusionAnalysis, analyse_fusions
@@ -213,6 +213,8 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
         findings += unread + [f for k in kernels for f in k.findings]
         if chip.is_tpu and stages.hlo and stages.compile_error is None:  # compiled: libtpu's verdict stands
             findings = defer_to_compiler(findings, chip.name, lambda: max(compiler_scoped_vmem(stages.hlo), default=0))
+        elif chip.is_tpu and stages.compile_error is not None and stages.compile_error.vmem is not None:
+            findings = refused_by_compiler(findings, chip.name)
     # Kernels lower in program order, each as a custom call named as Mosaic was told (stages.mosaic)
     names = ([m.name for m in stages.mosaic] if len(stages.mosaic) == len(kernels or [])
              else [k.call.name for k in kernels or []])

@@ -91,6 +91,19 @@ def defer_to_compiler(findings: list[Finding], chip: str, compiler_bytes) -> lis
     return [deferred(f) for f in findings]
 
 
+def refused_by_compiler(findings: list[Finding], chip: str) -> list[Finding]:
+    """libtpu ran out of VMEM compiling for ``chip``: what the estimate left undecided is decided.
+    The warning keeps the estimate's figures and says so; the error is the compiler's."""
+    def settled(f: Finding) -> Finding:
+        if f.code != "vmem-may-exceed" or (f.data or {}).get("chip") != chip:
+            return f
+        return dataclasses.replace(f, message=(
+            f"{f.kernel} on {chip}: the estimate is over the limit ({f.data['bytes'] / 2**20:.2f} MiB with the largest "
+            f"value the body builds, {f.data['certain_bytes'] / 2**20:.2f} MiB without, of {f.data['limit'] / 2**20:.2f} "
+            "MiB), and libtpu agrees: it ran out of VMEM (compile-vmem-oom)"))
+    return [settled(f) for f in findings]
+
+
 def compiler_scoped_vmem(hlo: str) -> list[int]:
     """The scoped VMEM each Mosaic kernel of a compiled TPU program uses, as libtpu wrote it in the
     custom call's config (scan and cond bodies too). 0 for a config that names none: that says

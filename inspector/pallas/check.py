@@ -9,7 +9,7 @@ from ..backends import Backend
 from ..chips import Chip, get_chip
 from ..findings import Finding, by_severity
 from ..memory import analyse_memory
-from .analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler
+from .analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler, refused_by_compiler
 from .vmem import estimate_fits
 from ..stages import Stages, capture
 from ..target import Target
@@ -100,6 +100,8 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
             findings += _compiler_verdict(stages, row, any(r.call.interpret for r in reports))
             if row.compiler_fits:
                 findings = defer_to_compiler(findings, chip.name, row.compiler_vmem_bytes)
+            elif stages.compile_error is not None and stages.compile_error.vmem is not None:
+                findings = refused_by_compiler(findings, chip.name)
             memory, over = analyse_memory(stages, chip)  # HBM per device: the whole program, sharded or not
             findings += over
             if memory is not None:
