@@ -31,6 +31,7 @@ class BlockSpecInfo:
     unused: bool = False  # an output nothing in the program reads (scratch passed as an output)
     aliased_input: str | None = None  # an output sharing its buffer with this input (input_output_aliases)
     resident: bool = False  # memory_space=VMEM given without a block: the whole array, copied in once
+    revisit: str | None = None  # pl.Buffered(revisit=pl.RevisitMode.ANY): "any"; None for jax's default (immediate)
 
     def buffers(self, steps: int | None) -> int:
         """VMEM buffers the compiler gives this operand (measured with libtpu 0.0.42.1): pl.Buffered(n)
