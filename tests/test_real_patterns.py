@@ -156,6 +156,23 @@ def test_revisit_mode_any_the_interpreter_refuses_is_an_interpreter_limit():
     assert not run_diff(load_target(f"{PATTERNS}:revisit_any"), runs=0, strict=True).ok
 
 
+def test_int4_blocks_count_half_a_byte_per_element():
+    """numpy gives int4 a whole byte; the TPU packs 8 to a 32-bit word, in HBM and in VMEM."""
+    r = analysed("int4_weights")
+    x, w, out = r.walk.operands
+    assert w.block_bytes == 256 * 128 // 2 and w.bytes == 512 * 256 // 2
+    [budget] = r.budgets
+    assert budget.total_bytes == 2 * 128 * 256 * 2 + 2 * 256 * 128 // 2 + 2 * 128 * 128 * 4 + 128 * 128 * 4
+
+
+@pytest.mark.tpu
+def test_the_int4_estimate_is_the_compiler_s_figure():
+    from inspector.pallas.check import run_check
+
+    [row] = run_check(load_target(f"{PATTERNS}:int4_weights"), [V5E], estimate_only=False).targets
+    assert row.compiler_fits and row.compiler_vmem_bytes == row.vmem_bytes
+
+
 @pytest.mark.tpu
 def test_nested_pipeline_estimate_against_the_compiler():
     from inspector.pallas.check import run_check
