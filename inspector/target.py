@@ -312,6 +312,27 @@ def _unknown_keys(entry: dict, spec: str, func: str) -> None:
                              + (f" (did you mean {close!r}?)" if close else "") + f"; it takes {', '.join(INSPECT_KEYS)}")
 
 
+def _check_int_ranges(entry: dict, names: list[str], spec: str, func: str) -> None:
+    """diff reads int_ranges as {input name: (low, high)}: another shape would fail mid-run with an
+    internal error, and a mistyped name would drop its range silently."""
+    ranges = entry.get("int_ranges")
+    if ranges is None:
+        return
+    where = f"{spec}: INSPECT[{func!r}][\"int_ranges\"]"
+    if not isinstance(ranges, dict):
+        raise UsageError(f"{where} must be a dict of input name to (low, high), e.g. {{{names[0] if names else 'x'!r}: "
+                         f"(-8, 8)}}, not a {type(ranges).__name__}")
+    for name, bounds in ranges.items():
+        if name not in names:
+            close = _closest(str(name), names)
+            raise UsageError(f"{where} names {name!r}, which is no input of {func}"
+                             + (f" (did you mean {close!r}?)" if close else "") + f"; its inputs are {', '.join(names) or 'none'}")
+        ok = (isinstance(bounds, (tuple, list)) and len(bounds) == 2
+              and all(hasattr(b, "__index__") and not isinstance(b, bool) for b in bounds) and bounds[0] < bounds[1])
+        if not ok:
+            raise UsageError(f"{where}[{name!r}] must be two integers (low, high) with low < high (high excluded), not {bounds!r}")
+
+
 def _no_inputs(spec: str, func: str, sig, orphans: list) -> UsageError:
     params = [p for p in (sig.parameters.values() if sig else []) if p.default is p.empty]
     example = " ".join("f32[8,128]" for _ in params) or "f32[8,128]"
@@ -413,6 +434,7 @@ def load_target(spec: str, args: str | None = None, ref: str | None = None, sets
     source_hash = hashlib.sha256(Path(file).read_bytes()).hexdigest() if file else ""
     names = [p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] if sig else []
     arg_names = [names[i] if i < len(names) else f"arg{i}" for i in range(len(pos))]
+    _check_int_ranges(entry, arg_names + list(kw), spec, func)
     return Target(
         arg_names=arg_names, spec=spec, options={k: v for k, v in entry.items() if k not in ("args", "reference", "params", "mesh", "shardings")},
         name=func, fn=fn, file=file, line=code.co_firstlineno if code else None,

@@ -45,8 +45,12 @@ BAD_FILES = {
                        "INSPECT = {'entry_str': 'f32[4]', 'params_str': {'args': 'f32[4]', 'params': 'block=8'},\n"
                        "           'args_int': {'args': 5}, 'args_none': {'args': lambda: None},\n"
                        "           'args_text': {'args': lambda: 'f32[4]'}, 'args_text_in_tuple': {'args': lambda: ('f32[4]',)},\n"
-                       "           'key_typo': {'args': 'f32[4]', 'parms': {'scale': [1, 2]}}, 'entry_tpyo': {'args': 'f32[4]'}}\n"
+                       "           'key_typo': {'args': 'f32[4]', 'parms': {'scale': [1, 2]}}, 'entry_tpyo': {'args': 'f32[4]'},\n"
+                       "           'ranges_list': {'args': 's32[4]', 'int_ranges': [-8, 8]},\n"
+                       "           'ranges_typo': {'args': 's32[4]', 'int_ranges': {'y': (-8, 8)}},\n"
+                       "           'ranges_empty': {'args': 's32[4]', 'int_ranges': {'x': (8, 8)}}}\n"
                        "entry_str = params_str = args_int = args_none = args_text = args_text_in_tuple = key_typo = f\n"
+                       "ranges_list = ranges_typo = ranges_empty = f\n"
                        "def entry_typo(x):\n    return x\n"),
 }
 
@@ -95,6 +99,9 @@ USAGE = {
     "--set int as a float": (["show", "samples/attention.py:flash", "--set", "block_q=128.5"], 2, "block_q takes an int"),
     "INSPECT key mistyped": (["show", "{d}/inspect_bad.py:key_typo"], 2, "unknown key 'parms' (did you mean 'params'?)"),
     "INSPECT entry mistyped": (["show", "{d}/inspect_bad.py:entry_typo"], 2, "is 'entry_tpyo' meant to be it?"),
+    "INSPECT int_ranges a list": (["diff", "{d}/inspect_bad.py:ranges_list"], 2, "[\"int_ranges\"] must be a dict of input name"),
+    "INSPECT int_ranges mistyped": (["show", "{d}/inspect_bad.py:ranges_typo"], 2, "names 'y', which is no input of ranges_typo"),
+    "INSPECT int_ranges empty": (["show", "{d}/inspect_bad.py:ranges_empty"], 2, "['x'] must be two integers (low, high)"),
     "INSPECT args an int": (["show", "{d}/inspect_bad.py:args_int"], 2, "INSPECT args must be a shape spec string"),
     "INSPECT args returns None": (["show", "{d}/inspect_bad.py:args_none"], 2, "INSPECT args returned None"),
     "INSPECT args returns text": (["show", "{d}/inspect_bad.py:args_text"], 2, "INSPECT args returned the text"),

@@ -88,3 +88,20 @@ def test_bad_input_is_one_line_and_an_exit_code(run_cli, args, code, needle):
 def test_debug_shows_the_traceback(run_cli):
     out = run_cli("--debug", "show", f"{FUNCS}:raises_in_trace")
     assert out.returncode != 0 and "Traceback" in out.stderr
+
+
+@pytest.mark.tpu
+def test_the_pallas_view_names_the_error_that_makes_show_exit_1(run_cli, tmp_path):
+    """A kernel Mosaic cannot lower: the error is the report's, not a kernel's; the pallas view
+    shows it instead of "no findings" beside exit 1."""
+    f = tmp_path / "mixed.py"
+    f.write_text(
+        "import jax\nfrom jax.experimental import pallas as pl\n"
+        "def mixed(x):\n"
+        "    def kernel(x_ref, o_ref):\n        o_ref[...] = x_ref[pl.ds(0, 8), :]\n"
+        "    return pl.pallas_call(kernel, grid=(8,), in_specs=[pl.BlockSpec((pl.Element(16), 128), lambda i: (i * 8, 0))],\n"
+        "        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)\n"
+        "INSPECT = {'mixed': {'args': 'f32[72,128]'}}\n")
+    out = run_cli("show", f"{f}:mixed", "--target", "tpu-v5e", "--view", "pallas")
+    assert out.returncode == 1, out.stderr
+    assert "compile-error" in out.stdout and "All block dimensions must be Elements" in out.stdout

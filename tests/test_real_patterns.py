@@ -138,6 +138,41 @@ def test_when_branches_give_a_flops_range():
     assert r.flops_range == [0.0, 2 * 128 * 128 * 128 * 4]
 
 
+def test_a_revisit_that_revisit_mode_any_allows_is_no_error():
+    """pl.Buffered(1, revisit=pl.RevisitMode.ANY): Mosaic reloads a block visited again later, so
+    non-consecutive visits of an output are legal (libtpu compiles it); jax's interpreter ignores
+    the mode and refuses them, which is its limit, not a wrong kernel."""
+    r = analysed("revisit_any")
+    assert [op.revisit for op in r.call.operands] == [None, "any"]
+    assert codes(r) == set()
+
+
+@pytest.mark.slow
+def test_revisit_mode_any_the_interpreter_refuses_is_an_interpreter_limit():
+    from inspector.diff import run_diff
+
+    result = run_diff(load_target(f"{PATTERNS}:revisit_any"), runs=0)
+    assert result.ok and [(f.severity, f.code) for f in result.findings] == [("info", "interpret-unsupported")]
+    assert not run_diff(load_target(f"{PATTERNS}:revisit_any"), runs=0, strict=True).ok
+
+
+def test_int4_blocks_count_half_a_byte_per_element():
+    """numpy gives int4 a whole byte; the TPU packs 8 to a 32-bit word, in HBM and in VMEM."""
+    r = analysed("int4_weights")
+    x, w, out = r.walk.operands
+    assert w.block_bytes == 256 * 128 // 2 and w.bytes == 512 * 256 // 2
+    [budget] = r.budgets
+    assert budget.total_bytes == 2 * 128 * 256 * 2 + 2 * 256 * 128 // 2 + 2 * 128 * 128 * 4 + 128 * 128 * 4
+
+
+@pytest.mark.tpu
+def test_the_int4_estimate_is_the_compiler_s_figure():
+    from inspector.pallas.check import run_check
+
+    [row] = run_check(load_target(f"{PATTERNS}:int4_weights"), [V5E], estimate_only=False).targets
+    assert row.compiler_fits and row.compiler_vmem_bytes == row.vmem_bytes
+
+
 @pytest.mark.tpu
 def test_nested_pipeline_estimate_against_the_compiler():
     from inspector.pallas.check import run_check

@@ -134,9 +134,18 @@ def unread_calls(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.code == "analysis-failed" and (f.data or {}).get("what") == "pallas_call"]
 
 
-def pallas_view(kernels: list[PallasReport], unread: list[Finding] = ()) -> Group | Text:
+def pallas_view(kernels: list[PallasReport], unread: list[Finding] = (), others: list[Finding] = ()) -> Group | Text:
+    """``others``: the report's errors that belong to no kernel here (a failed lowering or compile):
+    without them the view would say "no findings" while show exits 1."""
     parts = [kernel_view(k) for k in kernels] + [Text(f.message, style="yellow") for f in unread]
+    if others:
+        parts += [Text("errors outside the kernels' analysis", style="bold"), findings_table(list(others))]
     return Group(*parts) if parts else Text("no pallas_call in this function")
+
+
+def errors_outside(report_findings: list[Finding], kernels: list[PallasReport]) -> list[Finding]:
+    shown = [f for k in kernels for f in k.findings] + unread_calls(report_findings)
+    return [f for f in report_findings if f.severity == "error" and f not in shown]
 
 
 def check_view(result: CheckResult) -> Group:

@@ -22,7 +22,7 @@ from .fusions import fusions_view
 from .highlight import THEME, IrHighlighter
 from .collectives import collectives_view
 from .memory import memory_view
-from .pallas import pallas_view, unread_calls
+from .pallas import errors_outside, pallas_view, unread_calls
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from ..report import Report
@@ -243,7 +243,8 @@ def print_view(report: Report, view: str, console: Console, sort: str = "order",
         print_fitting(console, overview(report))
         return
     if view == "pallas":
-        print_fitting(console, pallas_view(report.pallas or [], unread_calls(report.findings)))
+        print_fitting(console, pallas_view(report.pallas or [], unread_calls(report.findings),
+                                           errors_outside(report.findings, report.pallas or [])))
         return
     if view == "memory":
         print_fitting(console, memory_view(report.memory, _not_compiled(report)))

@@ -283,6 +283,10 @@ def run_diff(target: Target, *, seed: int = 0, atol: float | None = None, rtol: 
                       interpreter_output=interpreted.detail(without_marks(printed)) if printed else "")
 
 
+def _revisit_any(found_calls) -> bool:
+    return any(op.revisit == "any" for call in found_calls for op in call.info.operands if op.role == "output")
+
+
 def _interpret(kernel, args, kwargs, sim, cores, r_out, atol, rtol, found, name, strict):
     """(kernel outputs or None, findings, printed text) of the checked interpret-mode run."""
     from ..jax_internals import interpret as ji
@@ -296,7 +300,15 @@ def _interpret(kernel, args, kwargs, sim, cores, r_out, atol, rtol, found, name,
                                 "again with out-of-bounds reads returning uninitialized (NaN) values", view="diff"))
         main = retry
     if main.error is not None:
-        findings.append(interpreted.failure_finding(main.error, main.text, name, sim, strict))
+        finding = interpreted.failure_finding(main.error, main.text, name, sim, strict)
+        if finding.code == "interpret-revisit" and _revisit_any(found):
+            # the interpreter ignores pl.RevisitMode.ANY (it never reloads an output block): its limit, not the kernel's bug
+            reason = "the interpreter refuses the non-consecutive output revisits that pl.RevisitMode.ANY allows"
+            finding = Finding("error" if strict else "info", "interpret-unsupported",
+                              f"{name}: cannot run in interpret mode: {reason}; the compile views still hold "
+                              f"(inspector check/show --target {sim.name})", view="diff",
+                              data={"reason": reason, "detail": finding.data.get("detail", "")})
+        findings.append(finding)
         return None, findings, main.text
     if ji.parse_races(main.text) or ji.races_found() or "RACE DETECTED" in main.text:
         findings.append(_confirm_races(kernel, args, kwargs, sim, cores, main.output, r_out, atol, rtol, main.text, found, name))

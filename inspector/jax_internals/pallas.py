@@ -457,6 +457,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
             array_shape=[int(d) for d in bm.array_aval.shape], dtype=str(bm.array_aval.dtype),
             block_shape=list(block), dim_kinds=list(kinds), memory_space=memory_space(bm.transformed_block_aval),
             buffer_count=getattr(bm.pipeline_mode, "buffer_count", None),
+            revisit=getattr(getattr(bm.pipeline_mode, "revisit", None), "value", None),  # RevisitMode.ANY -> "any"
             # an explicit memory space on the block (not jax's "default"): the whole array, resident
             resident=str(getattr(bm.block_aval, "memory_space", None)).lower() == "vmem",
             index_map=f"({', '.join(names)}) -> ({', '.join(text)})",

@@ -204,7 +204,7 @@ def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts:
                                  data={"blocks": _blocks(state, missing),
                                        "count": int(len(missing))}, **where))
     revisited = values[counts > 1]
-    if len(revisited):
+    if len(revisited) and op.revisit != "any":  # RevisitMode.ANY: Mosaic reloads a revisited block (extra DMAs)
         block = _block_of(state, int(revisited[0]))
         found.append(Finding("error", "output-revisit",
                              f"{op.operand}: {len(revisited)} output block(s) are written in runs of steps that are not "

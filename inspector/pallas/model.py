@@ -11,6 +11,13 @@ import math
 import numpy as np
 
 GRID_LETTERS = "ijklmn"
+# numpy (ml_dtypes) stores these in a whole byte each; Mosaic and XLA pack them into the word
+_SUB_BYTE_BITS = {"int4": 4, "uint4": 4, "float4_e2m1fn": 4, "int2": 2, "uint2": 2}
+
+
+def dtype_bits(dtype: str) -> int:
+    """Bits per element as the TPU stores it."""
+    return _SUB_BYTE_BITS.get(str(dtype), np.dtype(dtype).itemsize * 8)
 
 
 @dataclasses.dataclass
@@ -31,6 +38,7 @@ class BlockSpecInfo:
     unused: bool = False  # an output nothing in the program reads (scratch passed as an output)
     aliased_input: str | None = None  # an output sharing its buffer with this input (input_output_aliases)
     resident: bool = False  # memory_space=VMEM given without a block: the whole array, copied in once
+    revisit: str | None = None  # pl.Buffered(revisit=pl.RevisitMode.ANY): "any"; None for jax's default (immediate)
 
     def buffers(self, steps: int | None) -> int:
         """VMEM buffers the compiler gives this operand (measured with libtpu 0.0.42.1): pl.Buffered(n)
@@ -58,7 +66,7 @@ class BlockSpecInfo:
 
     @property
     def block_bytes(self) -> int:
-        return self.block_elements * self.itemsize
+        return math.ceil(self.block_elements * dtype_bits(self.dtype) / 8)
 
 
 @dataclasses.dataclass
@@ -73,8 +81,8 @@ class ScratchInfo:
 
     @property
     def bytes(self) -> int:
-        itemsize = np.dtype(self.dtype).itemsize if self.dtype and self.memory_space != "semaphore" else 4
-        return math.prod(self.shape or [1]) * itemsize
+        bits = dtype_bits(self.dtype) if self.dtype and self.memory_space != "semaphore" else 32
+        return math.ceil(math.prod(self.shape or [1]) * bits / 8)
 
 
 @dataclasses.dataclass

@@ -16,10 +16,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
 
 from ..chips import Chip
-from .model import PallasCall
+from .model import PallasCall, dtype_bits
 from .tiling import packing
 
 VREG_FILE_BYTES = 64 * 4096  # 64 vector registers of 8x128x32 bits
@@ -74,14 +73,14 @@ def estimate_fits(budgets: list[VmemBudget]) -> bool | None:
 
 def padded_bytes(shape: list[int], dtype: str) -> int:
     """Bytes in VMEM: the two minor dims padded to (8 x packing, 128) tiles."""
-    itemsize = np.dtype(dtype).itemsize
+    bits = dtype_bits(dtype)
     dims = [d for d in shape] or [1]
     if len(dims) == 1:
-        return math.ceil(dims[0] / 128) * 128 * itemsize
+        return math.ceil(math.ceil(dims[0] / 128) * 128 * bits / 8)
     rows = 8 * packing(dtype)
     dims[-1] = math.ceil(dims[-1] / 128) * 128
     dims[-2] = math.ceil(dims[-2] / rows) * rows
-    return math.prod(dims) * itemsize
+    return math.ceil(math.prod(dims) * bits / 8)
 
 
 def scoped_limit_flag() -> int | None:

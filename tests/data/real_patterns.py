@@ -122,7 +122,37 @@ def in_cond(x, flag):  # two kernels in the branches of a program-level lax.cond
             out_specs=pl.BlockSpec((bm, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
     return jax.lax.cond(flag[0] > 0, lambda x: scale(x, 2.0, 64), lambda x: scale(x, 3.0, 128), x)
 
+def revisit_any(x):  # x f32[16,128]: out block k written at steps (0, k) and (1, k), legal with RevisitMode.ANY
+    def kernel(x_ref, o_ref):
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            o_ref[...] = x_ref[...]
+        @pl.when(pl.program_id(0) == 1)
+        def _():
+            o_ref[...] += x_ref[...]
+    return pl.pallas_call(kernel, grid=(2, 2), in_specs=[pl.BlockSpec((8, 128), lambda i, k: (k, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i, k: (k, 0), pipeline_mode=pl.Buffered(1, revisit=pl.RevisitMode.ANY)),
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+def revisit_any_ref(x):
+    return 2 * x
+
+def int4_weights(x, w):  # x bf16[128,512], w s4[512,256]: 4-bit weights packed 8 to a word, dequantized in the kernel
+    def kernel(x_ref, w_ref, o_ref, acc_ref):
+        @pl.when(pl.program_id(1) == 0)
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+        acc_ref[...] += jnp.dot(x_ref[...], w_ref[...].astype(jnp.bfloat16), preferred_element_type=jnp.float32)
+        o_ref[...] = acc_ref[...]
+    return pl.pallas_call(kernel, grid=(w.shape[1] // 128, x.shape[1] // 256),
+        in_specs=[pl.BlockSpec((128, 256), lambda j, k: (0, k)), pl.BlockSpec((256, 128), lambda j, k: (k, j))],
+        out_specs=pl.BlockSpec((128, 128), lambda j, k: (0, j)),
+        out_shape=jax.ShapeDtypeStruct((x.shape[0], w.shape[1]), jnp.float32),
+        scratch_shapes=[pltpu.VMEM((128, 128), jnp.float32)])(x, w)
+
 INSPECT = {
+    "int4_weights": {"args": "bf16[128,512] s4[512,256]"},
+    "revisit_any": {"args": "f32[16,128]", "reference": "revisit_any_ref"},
     "manual_dma": {"args": "f32[32,128]"},
     "no_grid": {"args": "f32[8,128]"},
     "in_cond": {"args": "f32[256,128] i32[1]"},
