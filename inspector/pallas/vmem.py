@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-
 from ..chips import Chip
 from .model import PallasCall, dtype_bits
 from .tiling import packing
