@@ -60,3 +60,19 @@ def _tpu_marker_is_honest(request, monkeypatch):
         raise AssertionError(f"this test compiles for a TPU ({topology}): mark it @pytest.mark.tpu")
 
     monkeypatch.setattr(backends, "_tpu_mesh", refuse)
+
+
+# ----------------------------------------------------------------- the terminal UI under Textual's pilot
+
+async def opened(pilot):
+    """Until the tabs after the overview are mounted (just after the first frame) and the load began."""
+    while not pilot.app.tabs_ready:
+        await pilot.pause(0.01)
+
+
+async def loaded(pilot):
+    """Until what the app asked of its worker (the load, a diff, a compare) has arrived."""
+    await opened(pilot)
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()

@@ -14,7 +14,7 @@ import sys
 import jax
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, loaded
 from inspector import jax_internals
 from inspector.cli import VIEWS, main
 
@@ -69,9 +69,7 @@ def test_the_ui_opens_a_pallas_kernel():
     async def run():
         app = InspectorApp(Session(FLASH[0], "cpu", FLASH[2]))
         async with app.run_test(size=(100, 30)) as pilot:
-            await pilot.pause()
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+            await loaded(pilot)
             assert app.report is not None and app.report.pallas
             await pilot.press("6")
             assert app.query_one(TabbedContent).active == "pallas"

@@ -12,7 +12,7 @@ from importlib import metadata
 
 import pytest
 
-from conftest import DATA
+from conftest import DATA, loaded
 from inspector.backends import Backend
 from inspector.chips import CHIPS, get_chip
 from inspector.cli import VIEWS
@@ -175,9 +175,7 @@ def test_tui_pallas_tab(entry):
     async def run():
         app = InspectorApp(Session(f"{CORPUS}:{entry}", "cpu"))
         async with app.run_test(size=(160, 45)) as pilot:
-            await pilot.pause()
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+            await loaded(pilot)
             assert app.report is not None
             await pilot.press("6")
             tab = app.query_one(PallasTab)

@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 from textual.widgets import DataTable, Static, TabbedContent
 
-from conftest import DATA, ROOT
+from conftest import DATA, ROOT, loaded, opened
 from inspector.session import Session
 from inspector.views.tui.app import ALL_TABS, InspectorApp
 from inspector.views.tui.pallas_tab import PallasTab
@@ -27,19 +27,6 @@ NAIVE = Session("samples/attention.py:naive", "cpu", "f32[1,128,32] f32[1,128,32
 FLASH = Session("samples/attention.py:flash", "cpu", "bf16[1,512,128] bf16[1,512,128] bf16[1,512,128]",
                 sets=["block_q=128", "block_k=128"])
 SIZE = (100, 30)
-
-
-async def opened(pilot):
-    """Until the tabs after the overview are mounted (just after the first frame) and the load began."""
-    while not pilot.app.tabs_ready:
-        await pilot.pause(0.01)
-
-
-async def loaded(pilot):
-    await opened(pilot)
-    await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 def plain(app, selector: str) -> str:
