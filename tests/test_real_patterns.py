@@ -165,6 +165,17 @@ def test_int4_blocks_count_half_a_byte_per_element():
     assert budget.total_bytes == 2 * 128 * 256 * 2 + 2 * 256 * 128 // 2 + 2 * 128 * 128 * 4 + 128 * 128 * 4
 
 
+def test_bool_blocks_are_int32_in_vmem_no_packing_rule():
+    """Mosaic keeps bool blocks as int32 (libtpu compiles an (8, 128) bool block on every chip):
+    an 8-row bool block is no tiling-packing finding (it was a false error on TPU7x), and it
+    takes 4 bytes an element in VMEM."""
+    program = capture(load_target(f"{PATTERNS}:bool_mask"), Backend(get_chip("cpu")), compile=False).program
+    tpu7x = get_chip("tpu-7x")
+    [report], _ = analyse_pallas(program, [V5E, tpu7x], [V5E, tpu7x])
+    assert not [f for f in report.findings if f.code.startswith("tiling")]
+    assert all(b.total_bytes == 3 * 2 * 8 * 128 * 4 for b in report.budgets)
+
+
 @pytest.mark.tpu
 def test_the_int4_estimate_is_the_compiler_s_figure():
     from inspector.pallas.check import run_check

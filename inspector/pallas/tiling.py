@@ -14,9 +14,15 @@ from .model import BlockSpecInfo, PallasCall
 MXU_WASTE_WARN = 0.10
 
 
+def tpu_dtype(dtype: str) -> str:
+    """The dtype Mosaic keeps a block in: bool as int32 (jax's BOOL_MEMREF_TYPE), the rest as given."""
+    return "int32" if str(dtype) == "bool" else str(dtype)
+
+
 def packing(dtype: str) -> int:
-    """Elements per 32-bit word: bf16 packs 2 rows per sublane, int8 and fp8 4."""
-    return max(1, 4 // np.dtype(dtype).itemsize) if np.dtype(dtype).itemsize < 4 else 1
+    """Elements per 32-bit word: bf16 packs 2 rows per sublane, int8 and fp8 4; bool none (int32)."""
+    itemsize = np.dtype(tpu_dtype(dtype)).itemsize
+    return max(1, 4 // itemsize) if itemsize < 4 else 1
 
 
 def _is_pow2(n: int) -> bool:

@@ -18,7 +18,7 @@ import math
 
 from ..chips import Chip
 from .model import PallasCall, dtype_bits
-from .tiling import packing
+from .tiling import packing, tpu_dtype
 
 VREG_FILE_BYTES = 64 * 4096  # 64 vector registers of 8x128x32 bits
 TRITON_DEFAULT_STAGES = 3
@@ -72,7 +72,7 @@ def estimate_fits(budgets: list[VmemBudget]) -> bool | None:
 
 def padded_bytes(shape: list[int], dtype: str) -> int:
     """Bytes in VMEM: the two minor dims padded to (8 x packing, 128) tiles."""
-    bits = dtype_bits(dtype)
+    bits = dtype_bits(tpu_dtype(dtype))
     dims = [d for d in shape] or [1]
     if len(dims) == 1:
         return math.ceil(math.ceil(dims[0] / 128) * 128 * bits / 8)

@@ -150,7 +150,18 @@ def int4_weights(x, w):  # x bf16[128,512], w s4[512,256]: 4-bit weights packed 
         out_shape=jax.ShapeDtypeStruct((x.shape[0], w.shape[1]), jnp.float32),
         scratch_shapes=[pltpu.VMEM((128, 128), jnp.float32)])(x, w)
 
+def bool_mask(m, x):  # a bool block of 8 rows: Mosaic keeps bool as int32, so 8 rows tile (no packing)
+    def kernel(m_ref, x_ref, o_ref):
+        o_ref[...] = jnp.where(m_ref[...], x_ref[...], 0.0)
+    return pl.pallas_call(kernel, grid=(m.shape[0] // 8,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0)), pl.BlockSpec((8, 128), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(m, x)
+
+def bool_mask_ref(m, x):
+    return jnp.where(m, x, 0.0)
+
 INSPECT = {
+    "bool_mask": {"args": "pred[64,128] f32[64,128]", "reference": "bool_mask_ref"},
     "int4_weights": {"args": "bf16[128,512] s4[512,256]"},
     "revisit_any": {"args": "f32[16,128]", "reference": "revisit_any_ref"},
     "manual_dma": {"args": "f32[32,128]"},
