@@ -68,8 +68,10 @@ def _mxu_findings(info: PallasCall, chip: Chip) -> list[Finding]:
         padded = math.ceil(k / mxu) * mxu * math.ceil(n / mxu) * mxu
         waste = 1 - used / padded if padded else 0.0
         if waste >= MXU_WASTE_WARN:
+            dims = " and ".join(name for name, d in (("k", k), ("n", n)) if d % mxu)
             found.append(Finding("warning", "mxu-padding", f"{info.name}: a ({m}x{k}) @ ({k}x{n}) matmul on {chip.name}'s "
-                                 f"{mxu}x{mxu} MXU pads k and n to multiples of {mxu}: {waste:.0%} of the MXU work is zeros",
+                                 f"{mxu}x{mxu} MXU pads {dims} to {'a multiple' if ' ' not in dims else 'multiples'} of "
+                                 f"{mxu}: {waste:.0%} of the MXU work is zeros",
                                  kernel=info.name, view="pallas", data={"m": m, "k": k, "n": n, "waste": waste}))
     return found
 
