@@ -120,7 +120,7 @@ def test_nested_emit_pipeline_counts_its_buffers_and_raises_no_race():
     # the printed budget says which way this estimate can be wrong, not "a lower bound"
     from inspector.views.pallas import estimate_kind
     assert "overstate" in estimate_kind(r) and "a lower bound" not in estimate_kind(r)
-    assert estimate_kind(analysed("manual_dma")) == "estimate, a lower bound"
+    assert estimate_kind(analysed("manual_dma")) == "estimate"
 
 
 def test_an_in_place_update_through_input_output_aliases_is_not_an_unwritten_output():

@@ -51,7 +51,9 @@ class VmemBudget:
     fits: bool
     headroom_bytes: int
     block_growth: float | None  # how much every pipelined block could grow and still fit
-    note: str = "a lower bound: register spills and compiler temporaries come on top"
+    # not a bound either way: small blocks can take less than counted (a compile measured 8 KiB
+    # against 24 KiB for three (8, 128) blocks on v5e), temporaries and spills come on top
+    note: str = "compiler temporaries come on top; small blocks can take less"
     body_bytes: int = 0  # of total_bytes: the largest value the kernel body builds, the estimate's unsure term
     # "fits"; "over": the blocks and scratch alone exceed the limit; "unsure": only the body's largest
     # value puts it over; libtpu usually keeps such a value in VMEM but can stream one (a dot
