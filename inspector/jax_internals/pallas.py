@@ -16,6 +16,7 @@ import numpy as np
 from ..pallas.model import GRID_LETTERS, BlockSpecInfo, DmaInfo, FoundCall, PallasCall, ScratchInfo
 from .evaluate import operand_values, pallas_occurrences
 from .liveness import live_outputs
+from .row_flow import straight_flows
 from .tracing import eqn_frame, sub_jaxprs
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "//", "rem": "%", "and": "&", "or": "|",
@@ -465,6 +466,13 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
             unused=role == "output" and live is not None and not live[pos - n_in],
         ))
         maps.append(_index_map_callable(bm.index_map_jaxpr, prefetch, len(grid)))
+    try:  # which input dims reach the outputs straight: padding read along them is harmless
+        ref_dims = [[d for d, k in enumerate(op.dim_kinds) if k != "squeezed"] for op in operands]
+        flows = straight_flows(kernel, n_idx, n_in, len(operands) - n_in, ref_dims)
+    except Exception:  # an analysis that cannot follow the body claims nothing
+        flows = [{} for _ in range(n_in)]
+    for op, found in zip(operands, flows):
+        op.straight_to = found
     # input_output_aliases count the scalar-prefetch operands, then the pipelined inputs
     for i, o in p.get("input_output_aliases", ()) or ():
         if n_in + o < len(operands):

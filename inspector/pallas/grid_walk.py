@@ -156,7 +156,28 @@ def _blocks(state: _OperandState, block_ids: np.ndarray, limit: int = 64) -> lis
     return [list(_block_of(state, int(b))) for b in block_ids[:limit]]
 
 
-def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts: np.ndarray) -> list[Finding]:
+def _pairs_of(state: _OperandState, d: int, states: list[_OperandState]) -> list[tuple]:
+    """The output states (and their dims) an input's dim ``d`` reaches straight; None stands for
+    an output that is not pipelined (nothing then proves the padding harmless)."""
+    outputs = {s.op.position: s for s in states if s.op.role == "output"}
+    return [(outputs.get(o), a) for o, a in state.op.straight_to.get(d, [])]
+
+
+def _straight_pairs(states: list[_OperandState]) -> dict:
+    """The (input, dim, output, dim) pairs to compare step by step: the input's padded dim reaches
+    that output dim straight, over an array and blocks of the same size there."""
+    pairs = {}
+    for i in states:
+        for d in i.op.straight_to if i.op.role == "input" else ():
+            for o, a in _pairs_of(i, d, states):
+                if (o is not None and i.regular and o.regular and i.op.array_shape[d] == o.op.array_shape[a]
+                        and i.sizes[d] == o.sizes[a]):
+                    pairs[(i, d, o, a)] = True
+    return pairs
+
+
+def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts: np.ndarray,
+              harmless: set[int] = frozenset()) -> list[Finding]:
     op, info = state.op, call.info
     found = []
     where = dict(kernel=info.name, operand=op.operand, view="pallas")
@@ -177,9 +198,11 @@ def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts:
         last = state.counts[d] - 1
         if (visited[d] == last).any():
             what = ("writes past the edge are dropped" if op.role == "output" else
+                    "reads past the edge return unspecified values, but this kernel only carries them to output "
+                    "elements past the output's edge, which are dropped: no mask needed" if d in harmless else
                     "reads past the edge return unspecified values (NaN in interpret mode): mask them")
             # dropped writes are harmless; reads of padding are a bug unless the kernel masks them
-            found.append(Finding("info" if op.role == "output" else "warning", "partial-block",
+            found.append(Finding("info" if op.role == "output" or d in harmless else "warning", "partial-block",
                                  f"{op.operand}: the last block along dim {d} covers elements "
                                  f"{last * s}:{(last + 1) * s} of {n}: padded; {what}",
                                  data={"dim": d, "array_size": n, "block_size": s}, **where))
@@ -234,7 +257,9 @@ _WALKS: dict[tuple[str, int, tuple], GridWalk] = {}
 
 def walk_grid(call: FoundCall, max_steps: int = MAX_STEPS) -> GridWalk:
     """The walk of ``call``; a kernel met again (another chip, another view) is walked once."""
-    key = (call.signature, max_steps, tuple(call.info.dimension_semantics))
+    # the signature covers the grid and index maps; the findings also read what the body does with them
+    body = tuple((op.revisit, repr(sorted(op.straight_to.items()))) for op in call.info.operands)
+    key = (call.signature, max_steps, tuple(call.info.dimension_semantics), body)
     if key not in _WALKS:
         _WALKS[key] = _walk(call, max_steps)
     return _WALKS[key]
@@ -270,24 +295,32 @@ def _walk(call: FoundCall, max_steps: int) -> GridWalk:
     walked = min(steps, max_steps)
     pipelined = [(op, m) for op, m in zip(info.operands, call.index_maps) if op.pipelined]
     states = [_OperandState(op, info.grid, info.dimension_semantics) for op, _ in pipelined]
+    straight = _straight_pairs(states)  # (input state, dim, output state, dim) -> same block index at every step so far
     trace_points, trace_blocks = [], {}
     for start in range(0, walked, CHUNK):
         stop = min(walked, start + CHUNK)
         points = _grid_points(info.grid, start, stop)
+        at = {}
         for state, (_, index_map) in zip(states, pipelined):
             blocks = [np.asarray(b) for b in (index_map(*points) if points else index_map())]
             state.add(blocks, points, start)
+            at[id(state)] = blocks
             if start == 0:
                 n = min(TRACE_STEPS, stop)
                 trace_blocks[state.op.operand] = np.stack(
                     [np.broadcast_to(b, (stop - start,))[:n] for b in blocks], axis=1).tolist() if blocks else []
+        for (i, d, o, a) in straight:
+            straight[(i, d, o, a)] &= bool(np.array_equal(*np.broadcast_arrays(at[id(i)][d], at[id(o)][a])))
         if start == 0:
             trace_points = np.stack(points, axis=1)[:TRACE_STEPS].tolist() if points else [[]]
     walks, findings = [], []
     for state in states:
         walk, values, counts = state.result()
         walks.append(walk)
-        findings += _findings(call, state, values, counts)
+        # an input dim whose padding only reaches output elements past the edge, which are dropped
+        harmless = {d for d in state.op.straight_to if walked == steps and
+                    all(straight.get((state, d, o, a)) for o, a in _pairs_of(state, d, states))}
+        findings += _findings(call, state, values, counts, harmless)
     if walked < steps:
         findings.append(Finding("info", "walk-sampled", f"{info.name}: the grid has {steps:,} steps; the walk covered "
                                 f"the first {walked:,}", kernel=info.name, view="pallas"))

@@ -39,6 +39,8 @@ class BlockSpecInfo:
     aliased_input: str | None = None  # an output sharing its buffer with this input (input_output_aliases)
     resident: bool = False  # memory_space=VMEM given without a block: the whole array, copied in once
     revisit: str | None = None  # pl.Buffered(revisit=pl.RevisitMode.ANY): "any"; None for jax's default (immediate)
+    # an input's dims whose elements only reach outputs straight: {dim: [(output position, its dim)]}
+    straight_to: dict = dataclasses.field(default_factory=dict)
 
     def buffers(self, steps: int | None) -> int:
         """VMEM buffers the compiler gives this operand (measured with libtpu 0.0.42.1): pl.Buffered(n)
