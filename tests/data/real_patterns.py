@@ -160,7 +160,19 @@ def bool_mask(m, x):  # a bool block of 8 rows: Mosaic keeps bool as int32, so 8
 def bool_mask_ref(m, x):
     return jnp.where(m, x, 0.0)
 
+def two_outputs_list(x):  # out_shape as a list, as many kernels write it: pallas_call returns a tuple
+    def kernel(x_ref, a_ref, b_ref):
+        a_ref[...] = jnp.abs(x_ref[...])
+        b_ref[...] = x_ref[...] * 2
+    return pl.pallas_call(kernel, grid=(2,), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+        out_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))] * 2,
+        out_shape=[jax.ShapeDtypeStruct(x.shape, x.dtype)] * 2)(x)
+
+def two_outputs_list_ref(x):
+    return [jnp.abs(x), x * 2]
+
 INSPECT = {
+    "two_outputs_list": {"args": "f32[16,128]", "reference": "two_outputs_list_ref"},
     "bool_mask": {"args": "pred[64,128] f32[64,128]", "reference": "bool_mask_ref"},
     "int4_weights": {"args": "bf16[128,512] s4[512,256]"},
     "revisit_any": {"args": "f32[16,128]", "reference": "revisit_any_ref"},
