@@ -352,3 +352,14 @@ def test_list_reference_against_the_tuple_pallas_call_returns_is_no_structure_er
     result = run_diff(load_target(f"{PATTERNS}:two_outputs_list"), runs=0)
     assert [f.code for f in result.findings if f.severity == "error"] == [] and result.ok
     assert len(result.outputs) == 2 and all(o.ok for o in result.outputs)
+
+
+def test_gpu_kernel_with_triton_params_lowers_and_runs_on_the_cpu():
+    """The TPU interpreter asserts on Triton's compiler params: on the CPU such a kernel goes
+    through the plain interpreter, so show and diff work instead of a compile-error."""
+    from inspector.diff import run_diff
+
+    stages = capture(load_target(f"{PATTERNS}:triton_add"), Backend(get_chip("cpu")), compile=False).stages
+    assert stages.compile_error is None and stages.stablehlo
+    result = run_diff(load_target(f"{PATTERNS}:triton_add"), runs=0)
+    assert result.ok and [f.code for f in result.findings if f.severity == "error"] == []

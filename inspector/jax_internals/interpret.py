@@ -65,7 +65,36 @@ def interpret_params(*, cores: int = 1, detect_races: bool = False, seed: int | 
 def forced(params):
     from jax.experimental.pallas import tpu as pltpu
 
+    gpu_kernels_interpreted()
     return pltpu.force_tpu_interpret_mode(params)
+
+
+_GPU_FALLBACK = []
+
+
+def gpu_kernels_interpreted() -> None:
+    """Forced TPU interpret mode reaches every pallas_call, but the TPU interpreter asserts on a
+    GPU kernel's compiler params (Triton's num_warps, Mosaic GPU's): jax's own GPU kernels all give
+    them. On the CPU such a call is lowered by the plain interpreter (interpret=True) instead.
+    Installed once, as pallas_call's CPU lowering; any other call lowers as jax would."""
+    if _GPU_FALLBACK:
+        return
+    from jax._src.interpreters import mlir
+    from jax._src.pallas import pallas_call as pc
+    from jax._src.pallas.mosaic import core as tpu_core
+    from jax._src.pallas.mosaic.interpret import params as tpu_params
+
+    lower = pc._pallas_call_lowering
+
+    def on_cpu(ctx, *in_nodes, interpret, **params):
+        given = params.get("compiler_params")
+        if isinstance(interpret, tpu_params.InterpretParams) and given is not None \
+                and not isinstance(given, tpu_core.CompilerParams):
+            interpret = True
+        return lower(ctx, *in_nodes, interpret=interpret, **params)
+
+    mlir.register_lowering(pc.pallas_call_p, on_cpu, platform="cpu")
+    _GPU_FALLBACK.append(on_cpu)
 
 
 def reset_state() -> None:

@@ -4,6 +4,7 @@ import functools
 import jax, jax.numpy as jnp, numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
+from jax.experimental.pallas import triton as plgpu
 
 def manual_dma(x):  # x f32[8*4, 128] in HBM; copy row blocks into VMEM scratch, double the values
     def kernel(x_hbm, o_ref, buf, sem):
@@ -171,7 +172,17 @@ def two_outputs_list(x):  # out_shape as a list, as many kernels write it: palla
 def two_outputs_list_ref(x):
     return [jnp.abs(x), x * 2]
 
+def triton_add(x, y):  # a GPU kernel with Triton's compiler params, as jax's own GPU kernels give them
+    spec = pl.BlockSpec((16, 128), lambda i: (i, 0))
+    return pl.pallas_call(lambda x_ref, y_ref, o_ref: o_ref.__setitem__(..., x_ref[...] + 2 * y_ref[...]),
+        grid=(x.shape[0] // 16,), in_specs=[spec, spec], out_specs=spec, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=2))(x, y)
+
+def triton_add_ref(x, y):
+    return x + 2 * y
+
 INSPECT = {
+    "triton_add": {"args": "f32[64,128] f32[64,128]", "reference": "triton_add_ref"},
     "two_outputs_list": {"args": "f32[16,128]", "reference": "two_outputs_list_ref"},
     "bool_mask": {"args": "pred[64,128] f32[64,128]", "reference": "bool_mask_ref"},
     "int4_weights": {"args": "bf16[128,512] s4[512,256]"},
