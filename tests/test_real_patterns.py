@@ -363,3 +363,12 @@ def test_gpu_kernel_with_triton_params_lowers_and_runs_on_the_cpu():
     assert stages.compile_error is None and stages.stablehlo
     result = run_diff(load_target(f"{PATTERNS}:triton_add"), runs=0)
     assert result.ok and [f.code for f in result.findings if f.severity == "error"] == []
+
+
+def test_diff_of_a_sharded_target_runs_its_shard_map_on_one_device():
+    """diff runs on one CPU device; a shard_map over get_abstract_mesh() still finds the program's
+    axes (each of size 1) instead of failing as the user's error."""
+    from inspector.diff import run_diff
+
+    result = run_diff(load_target(f"{PATTERNS}:sharded_rows"), runs=0)
+    assert result.ok and [f.code for f in result.findings if f.severity == "error"] == []

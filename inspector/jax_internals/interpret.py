@@ -14,6 +14,8 @@ Three kinds of access, all here so nothing else depends on the interpreter's ins
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import inspect
 import re
@@ -42,11 +44,35 @@ def abstract_mesh(chip):
     return jax.sharding.AbstractMesh((1,), ("x",), abstract_device=device)
 
 
+_MESH_AXES = contextvars.ContextVar("inspector_mesh_axes", default=())
+
+
+@contextlib.contextmanager
+def mesh_axes(names: tuple[str, ...]):
+    """Run a sharded program on this one device: a mesh of ``names``, each of size 1, so that
+    ``shard_map`` over ``get_abstract_mesh()`` finds its axes (``simulating`` keeps them)."""
+    if not names:
+        yield
+        return
+    import jax
+    import numpy as np
+
+    token = _MESH_AXES.set(tuple(names))
+    try:
+        with jax.set_mesh(jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape((1,) * len(names)), tuple(names))):
+            yield
+    finally:
+        _MESH_AXES.reset(token)
+
+
 def simulating(chip):
     """Trace under this: ``get_tpu_info()`` and friends answer for ``chip``."""
     import jax
 
-    return jax.sharding.use_abstract_mesh(abstract_mesh(chip))
+    mesh, names = abstract_mesh(chip), _MESH_AXES.get()
+    if names:  # the program's own axes, each of size 1, on the simulated chip
+        mesh = jax.sharding.AbstractMesh((1,) * len(names), names, abstract_device=mesh.abstract_device)
+    return jax.sharding.use_abstract_mesh(mesh)
 
 
 # ----------------------------------------------------------------------------- running

@@ -181,7 +181,25 @@ def triton_add(x, y):  # a GPU kernel with Triton's compiler params, as jax's ow
 def triton_add_ref(x, y):
     return x + 2 * y
 
+def sharded_rows(x):  # a kernel per shard under shard_map over the program's mesh, then a psum
+    def rowsum(s):
+        def kernel(x_ref, o_ref):
+            @pl.when(pl.program_id(0) == 0)
+            def _():
+                o_ref[...] = jnp.zeros_like(o_ref)
+            o_ref[...] += x_ref[...]
+        return pl.pallas_call(kernel, grid=(s.shape[0] // 8,), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)), out_shape=jax.ShapeDtypeStruct((8, 128), s.dtype))(s)
+    P = jax.sharding.PartitionSpec
+    return jax.shard_map(lambda s: jax.lax.psum(rowsum(s), "data"), mesh=jax.sharding.get_abstract_mesh(),
+                         in_specs=P("data", None), out_specs=P(), check_vma=False)(x)
+
+def sharded_rows_ref(x):
+    return x.reshape(-1, 8, 128).sum(axis=0)
+
 INSPECT = {
+    "sharded_rows": {"args": "f32[64,128]", "reference": "sharded_rows_ref", "mesh": {"data": 4},
+                     "shardings": "P('data',None)", "atol": 1e-4, "rtol": 1e-5},
     "triton_add": {"args": "f32[64,128] f32[64,128]", "reference": "triton_add_ref"},
     "two_outputs_list": {"args": "f32[16,128]", "reference": "two_outputs_list_ref"},
     "bool_mask": {"args": "pred[64,128] f32[64,128]", "reference": "bool_mask_ref"},
