@@ -172,6 +172,9 @@ def _interpret_context(backend: Backend):
     from .chips import get_chip
     from .jax_internals.chip_lookup import simulated_chip
 
+    from .jax_internals.interpret import gpu_kernels_interpreted
+
+    gpu_kernels_interpreted()
     with pltpu.force_tpu_interpret_mode(), simulated_chip(get_chip(SIMULATED_CHIP).jax_chip_version):
         yield
 

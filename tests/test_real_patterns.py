@@ -342,3 +342,33 @@ def test_a_fori_loop_counts_its_trips_and_an_unknown_while_says_its_figures_are_
     [(_, found)] = read_pallas_calls(closed)
     one = 2 * 128 ** 3
     assert found.info.step_flops == 5 * one + one and found.info.unknown_loops == 1
+
+
+def test_list_reference_against_the_tuple_pallas_call_returns_is_no_structure_error():
+    """out_shape given as a list comes back from pallas_call as a tuple: a reference that returns
+    a list of the same arrays is the same output, not an output-structure error."""
+    from inspector.diff import run_diff
+
+    result = run_diff(load_target(f"{PATTERNS}:two_outputs_list"), runs=0)
+    assert [f.code for f in result.findings if f.severity == "error"] == [] and result.ok
+    assert len(result.outputs) == 2 and all(o.ok for o in result.outputs)
+
+
+def test_gpu_kernel_with_triton_params_lowers_and_runs_on_the_cpu():
+    """The TPU interpreter asserts on Triton's compiler params: on the CPU such a kernel goes
+    through the plain interpreter, so show and diff work instead of a compile-error."""
+    from inspector.diff import run_diff
+
+    stages = capture(load_target(f"{PATTERNS}:triton_add"), Backend(get_chip("cpu")), compile=False).stages
+    assert stages.compile_error is None and stages.stablehlo
+    result = run_diff(load_target(f"{PATTERNS}:triton_add"), runs=0)
+    assert result.ok and [f.code for f in result.findings if f.severity == "error"] == []
+
+
+def test_diff_of_a_sharded_target_runs_its_shard_map_on_one_device():
+    """diff runs on one CPU device; a shard_map over get_abstract_mesh() still finds the program's
+    axes (each of size 1) instead of failing as the user's error."""
+    from inspector.diff import run_diff
+
+    result = run_diff(load_target(f"{PATTERNS}:sharded_rows"), runs=0)
+    assert result.ok and [f.code for f in result.findings if f.severity == "error"] == []

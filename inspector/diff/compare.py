@@ -129,6 +129,14 @@ def _spec(x) -> str:
     return f"{np.asarray(x).dtype}{list(np.shape(x))}"
 
 
+def _lists_as_tuples(tree):
+    if isinstance(tree, (list, tuple)) and not hasattr(tree, "_fields"):  # a namedtuple keeps its type
+        return tuple(_lists_as_tuples(x) for x in tree)
+    if type(tree) is dict:
+        return {k: _lists_as_tuples(v) for k, v in tree.items()}
+    return tree
+
+
 def pair_leaves(kernel_out, ref_out, label: str):
     """Match the kernel's output leaves with the reference's: ([(name, kernel leaf, ref leaf)],
     findings). Leaves pair by key path; trees that differ in structure are findings, and where they
@@ -141,7 +149,8 @@ def pair_leaves(kernel_out, ref_out, label: str):
     name = lambda path: label + (keystr(path) or ("" if label else "output"))
     what = label.strip() or "output"
     findings = []
-    if jax.tree.structure(kernel_out) == jax.tree.structure(ref_out):
+    # a list against a tuple is no difference: pallas_call returns a tuple for a list out_shape
+    if jax.tree.structure(_lists_as_tuples(kernel_out)) == jax.tree.structure(_lists_as_tuples(ref_out)):
         return [(name(kp), k, r) for (kp, k), (_, r) in zip(k_leaves, r_leaves)], findings
     k_paths = {keystr(p): (p, v) for p, v in k_leaves}
     r_paths = {keystr(p): (p, v) for p, v in r_leaves}

@@ -206,6 +206,14 @@ def run_diff(target: Target, *, seed: int = 0, atol: float | None = None, rtol: 
     """Run ``target`` and its reference on the same inputs and compare. ``chip``: the TPU that
     interpret mode simulates (default tpu-v5e); ``strict``: a kernel the interpreter cannot run is
     an error rather than an info finding. Usage problems raise ValueError."""
+    from ..jax_internals import interpret as ji
+
+    # a sharded target (INSPECT's or --mesh's axes) runs here on one device: its axes of size 1
+    with ji.mesh_axes(tuple(target.mesh or ())):
+        return _run_diff(target, seed=seed, atol=atol, rtol=rtol, grad=grad, runs=runs, chip=chip, strict=strict)
+
+
+def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict) -> DiffResult:
     import jax
 
     if target.reference is None:

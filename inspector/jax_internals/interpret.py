@@ -14,6 +14,8 @@ Three kinds of access, all here so nothing else depends on the interpreter's ins
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import inspect
 import re
@@ -42,11 +44,35 @@ def abstract_mesh(chip):
     return jax.sharding.AbstractMesh((1,), ("x",), abstract_device=device)
 
 
+_MESH_AXES = contextvars.ContextVar("inspector_mesh_axes", default=())
+
+
+@contextlib.contextmanager
+def mesh_axes(names: tuple[str, ...]):
+    """Run a sharded program on this one device: a mesh of ``names``, each of size 1, so that
+    ``shard_map`` over ``get_abstract_mesh()`` finds its axes (``simulating`` keeps them)."""
+    if not names:
+        yield
+        return
+    import jax
+    import numpy as np
+
+    token = _MESH_AXES.set(tuple(names))
+    try:
+        with jax.set_mesh(jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape((1,) * len(names)), tuple(names))):
+            yield
+    finally:
+        _MESH_AXES.reset(token)
+
+
 def simulating(chip):
     """Trace under this: ``get_tpu_info()`` and friends answer for ``chip``."""
     import jax
 
-    return jax.sharding.use_abstract_mesh(abstract_mesh(chip))
+    mesh, names = abstract_mesh(chip), _MESH_AXES.get()
+    if names:  # the program's own axes, each of size 1, on the simulated chip
+        mesh = jax.sharding.AbstractMesh((1,) * len(names), names, abstract_device=mesh.abstract_device)
+    return jax.sharding.use_abstract_mesh(mesh)
 
 
 # ----------------------------------------------------------------------------- running
@@ -65,7 +91,36 @@ def interpret_params(*, cores: int = 1, detect_races: bool = False, seed: int | 
 def forced(params):
     from jax.experimental.pallas import tpu as pltpu
 
+    gpu_kernels_interpreted()
     return pltpu.force_tpu_interpret_mode(params)
+
+
+_GPU_FALLBACK = []
+
+
+def gpu_kernels_interpreted() -> None:
+    """Forced TPU interpret mode reaches every pallas_call, but the TPU interpreter asserts on a
+    GPU kernel's compiler params (Triton's num_warps, Mosaic GPU's): jax's own GPU kernels all give
+    them. On the CPU such a call is lowered by the plain interpreter (interpret=True) instead.
+    Installed once, as pallas_call's CPU lowering; any other call lowers as jax would."""
+    if _GPU_FALLBACK:
+        return
+    from jax._src.interpreters import mlir
+    from jax._src.pallas import pallas_call as pc
+    from jax._src.pallas.mosaic import core as tpu_core
+    from jax._src.pallas.mosaic.interpret import params as tpu_params
+
+    lower = pc._pallas_call_lowering
+
+    def on_cpu(ctx, *in_nodes, interpret, **params):
+        given = params.get("compiler_params")
+        if isinstance(interpret, tpu_params.InterpretParams) and given is not None \
+                and not isinstance(given, tpu_core.CompilerParams):
+            interpret = True
+        return lower(ctx, *in_nodes, interpret=interpret, **params)
+
+    mlir.register_lowering(pc.pallas_call_p, on_cpu, platform="cpu")
+    _GPU_FALLBACK.append(on_cpu)
 
 
 def reset_state() -> None:

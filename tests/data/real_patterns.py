@@ -4,6 +4,7 @@ import functools
 import jax, jax.numpy as jnp, numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
+from jax.experimental.pallas import triton as plgpu
 
 def manual_dma(x):  # x f32[8*4, 128] in HBM; copy row blocks into VMEM scratch, double the values
     def kernel(x_hbm, o_ref, buf, sem):
@@ -160,7 +161,47 @@ def bool_mask(m, x):  # a bool block of 8 rows: Mosaic keeps bool as int32, so 8
 def bool_mask_ref(m, x):
     return jnp.where(m, x, 0.0)
 
+def two_outputs_list(x):  # out_shape as a list, as many kernels write it: pallas_call returns a tuple
+    def kernel(x_ref, a_ref, b_ref):
+        a_ref[...] = jnp.abs(x_ref[...])
+        b_ref[...] = x_ref[...] * 2
+    return pl.pallas_call(kernel, grid=(2,), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+        out_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))] * 2,
+        out_shape=[jax.ShapeDtypeStruct(x.shape, x.dtype)] * 2)(x)
+
+def two_outputs_list_ref(x):
+    return [jnp.abs(x), x * 2]
+
+def triton_add(x, y):  # a GPU kernel with Triton's compiler params, as jax's own GPU kernels give them
+    spec = pl.BlockSpec((16, 128), lambda i: (i, 0))
+    return pl.pallas_call(lambda x_ref, y_ref, o_ref: o_ref.__setitem__(..., x_ref[...] + 2 * y_ref[...]),
+        grid=(x.shape[0] // 16,), in_specs=[spec, spec], out_specs=spec, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=2))(x, y)
+
+def triton_add_ref(x, y):
+    return x + 2 * y
+
+def sharded_rows(x):  # a kernel per shard under shard_map over the program's mesh, then a psum
+    def rowsum(s):
+        def kernel(x_ref, o_ref):
+            @pl.when(pl.program_id(0) == 0)
+            def _():
+                o_ref[...] = jnp.zeros_like(o_ref)
+            o_ref[...] += x_ref[...]
+        return pl.pallas_call(kernel, grid=(s.shape[0] // 8,), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)), out_shape=jax.ShapeDtypeStruct((8, 128), s.dtype))(s)
+    P = jax.sharding.PartitionSpec
+    return jax.shard_map(lambda s: jax.lax.psum(rowsum(s), "data"), mesh=jax.sharding.get_abstract_mesh(),
+                         in_specs=P("data", None), out_specs=P(), check_vma=False)(x)
+
+def sharded_rows_ref(x):
+    return x.reshape(-1, 8, 128).sum(axis=0)
+
 INSPECT = {
+    "sharded_rows": {"args": "f32[64,128]", "reference": "sharded_rows_ref", "mesh": {"data": 4},
+                     "shardings": "P('data',None)", "atol": 1e-4, "rtol": 1e-5},
+    "triton_add": {"args": "f32[64,128] f32[64,128]", "reference": "triton_add_ref"},
+    "two_outputs_list": {"args": "f32[16,128]", "reference": "two_outputs_list_ref"},
     "bool_mask": {"args": "pred[64,128] f32[64,128]", "reference": "bool_mask_ref"},
     "int4_weights": {"args": "bf16[128,512] s4[512,256]"},
     "revisit_any": {"args": "f32[16,128]", "reference": "revisit_any_ref"},
