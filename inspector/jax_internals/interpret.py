@@ -105,12 +105,16 @@ def gpu_kernels_interpreted() -> None:
     Installed once, as pallas_call's CPU lowering; any other call lowers as jax would."""
     if _GPU_FALLBACK:
         return
-    from jax._src.interpreters import mlir
-    from jax._src.pallas import pallas_call as pc
-    from jax._src.pallas.mosaic import core as tpu_core
-    from jax._src.pallas.mosaic.interpret import params as tpu_params
+    try:  # a jax that moved these: GPU kernels stay unsupported on the CPU, nothing else changes
+        from jax._src.interpreters import mlir
+        from jax._src.pallas import pallas_call as pc
+        from jax._src.pallas.mosaic import core as tpu_core
+        from jax._src.pallas.mosaic.interpret import params as tpu_params
 
-    lower = pc._pallas_call_lowering
+        lower = pc._pallas_call_lowering
+    except (ImportError, AttributeError):
+        _GPU_FALLBACK.append(None)
+        return
 
     def on_cpu(ctx, *in_nodes, interpret, **params):
         given = params.get("compiler_params")
