@@ -4,9 +4,9 @@ broadcasts, transposes, reductions and matmuls over other dimensions). Padding r
 array's edge along such a dimension only reaches output elements past the output's edge, which
 Pallas drops; along any other dimension it can reach real results.
 
-A conservative walk of the kernel's top-level equations: anything it does not model (control
-flow, scratch, partial or dynamic slices, reshapes) taking a value derived from the input makes
-it give up on that input dimension.
+A conservative walk of the kernel's top-level equations (and of jitted helpers): anything it does
+not model (control flow, scratch, partial or dynamic slices, reshapes beyond adding or dropping
+dims of size 1) taking a value derived from the input makes it give up on that input dimension.
 """
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ _ELEMENTWISE = {
     "reduce_precision", "stop_gradient",
 }
 _REDUCTIONS = {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or", "argmax", "argmin"}
-_MIXED = "mixed"
 
 
 class _GiveUp(Exception):
@@ -31,13 +30,11 @@ def _full_access(eqn, ref, value) -> bool:
         tuple(getattr(value.aval, "shape", ())) == tuple(getattr(ref.aval, "shape", ()))
 
 
-def _out_axis(eqn, tags: list) -> int | None:
+def _out_axis(eqn, tags: list) -> int:
     """The output axis the tracked axis lands on, for one equation whose inputs carry ``tags``
     (None: not derived from the input; an int: the axis it lies along)."""
     p, params = eqn.primitive.name, eqn.params
     tracked = [(v, t) for v, t in zip(eqn.invars, tags) if t is not None]
-    if any(t == _MIXED for _, t in tracked):
-        raise _GiveUp
     out_shape = tuple(getattr(eqn.outvars[0].aval, "shape", ()))
     if p in _ELEMENTWISE:
         # operands of the output's rank may broadcast dims of size 1, but not the tracked one:
@@ -138,8 +135,7 @@ def _follow(kernel, ref, axis: int, outputs: dict) -> set:
         if p == "swap" and len(eqn.invars) >= 2 and all(t is None for t in ins[2:]):
             target, value = eqn.invars[0], eqn.invars[1]
             if ins[1] is not None:
-                if id(target) not in outputs or not _full_access(eqn, target, value) or ins[1] == _MIXED \
-                        or ins[0] not in (None, ("ref", ins[1])):
+                if id(target) not in outputs or not _full_access(eqn, target, value) or ins[0] not in (None, ("ref", ins[1])):
                     raise _GiveUp
                 reached.add((outputs[id(target)], ins[1]))
                 tags[id(target)] = ("ref", ins[1])  # what is read back from it lies along the same axis
