@@ -79,6 +79,7 @@ CODES = _codes(
          "the interpreter cannot run this kernel (an error with --strict)"),
     Code("interpret-retried", "info", False, "diff", (), "the run was repeated with other interpreter settings"),
     Code("blocks-unknown", "info", False, "diff", (), "errors folded onto an even grid, not the kernel's blocks"),
+    Code("mesh-on-one-device", "info", False, "diff", ("axes",), "a sharded program ran with each mesh axis of size 1"),
 )
 
 

@@ -372,3 +372,5 @@ def test_diff_of_a_sharded_target_runs_its_shard_map_on_one_device():
 
     result = run_diff(load_target(f"{PATTERNS}:sharded_rows"), runs=0)
     assert result.ok and [f.code for f in result.findings if f.severity == "error"] == []
+    [said] = [f for f in result.findings if f.code == "mesh-on-one-device"]  # and it says so
+    assert said.severity == "info" and "every axis of size 1" in said.message

@@ -517,6 +517,8 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
                 data={"reason": "a DMA through a reshaped ref", "detail": "..."}),
         Finding("info", "interpret-retried", f"{kernel}: run again with out-of-bounds reads allowed" + long, view="diff"),
         Finding("info", "blocks-unknown", "errors folded onto an even grid" + long, view="diff"),
+        Finding("info", "mesh-on-one-device", "run on one device, its mesh (data=4)" + long, view="diff",
+                data={"axes": {"data": 4}}),
         # inspector/memory.py
         Finding("error", "hbm-over-capacity", "tpu-v5e: needs 36.18 GiB of HBM per device, 15.75 GiB usable" + long,
                 view="memory", data={"chip": "tpu-v5e", "bytes": 38847352832, "limit": 16911433728,

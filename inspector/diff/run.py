@@ -230,6 +230,11 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict) -> 
     kernel = jax.jit(functools.partial(target.fn, **target.params))
     reference = jax.jit(functools.partial(target.reference, **ref_params))
     findings: list[Finding] = []
+    if target.mesh:  # said, not hidden: a program that needs the mesh's real sizes fails or differs here
+        axes = ", ".join(f"{name}={size if size != -1 else 'the rest'}" for name, size in target.mesh.items())
+        findings.append(Finding("info", "mesh-on-one-device", f"{target.name}: run on one device, its mesh ({axes}) "
+                                "with every axis of size 1; the compile views (show/check --target CHIP:SHAPE) "
+                                "have the real mesh", view="diff", data={"axes": dict(target.mesh)}))
     if discovery_note and has_pallas:
         findings.append(Finding("info", "blocks-unknown", f"{target.name}: the error map uses an even grid, not the kernel's "
                                 f"blocks: the pallas_call could not be followed ({discovery_note})", view="diff"))
