@@ -293,7 +293,8 @@ def _from_callable(make: Callable, spec: str) -> tuple[tuple, dict]:
     return (made,), {}
 
 
-INSPECT_KEYS = ("args", "params", "reference", "atol", "rtol", "int_ranges", "mesh", "shardings")
+_OPTION_KEYS = ("atol", "rtol", "int_ranges")  # read by diff from Target.options
+INSPECT_KEYS = ("args", "params", "reference", *_OPTION_KEYS, "mesh", "shardings")
 
 
 def _closest(word: str, known) -> str | None:
@@ -436,7 +437,7 @@ def load_target(spec: str, args: str | None = None, ref: str | None = None, sets
     arg_names = [names[i] if i < len(names) else f"arg{i}" for i in range(len(pos))]
     _check_int_ranges(entry, arg_names + list(kw), spec, func)
     return Target(
-        arg_names=arg_names, spec=spec, options={k: v for k, v in entry.items() if k not in ("args", "reference", "params", "mesh", "shardings")},
+        arg_names=arg_names, spec=spec, options={k: entry[k] for k in _OPTION_KEYS if k in entry},
         name=func, fn=fn, file=file, line=code.co_firstlineno if code else None,
         args=pos, kwargs=kw, params=params, param_choices=choices,
         reference=reference, reference_name=reference_name, source_hash=source_hash, mesh=axes, shardings=shardings,
