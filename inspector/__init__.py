@@ -20,42 +20,25 @@ functions return data (a Report, CheckResult or DiffResult, shown as HTML in Jup
 """
 from __future__ import annotations
 
-import sys as _sys
-import types as _types
 from typing import TYPE_CHECKING
 
-from . import environment as _environment
-
-__version__ = "0.1.0"
-
-_environment.prepare_on_import()
-
-_API = ("inspect", "check", "diff", "compare")
+from .environment import prepare_on_import as _prepare_on_import
+from .version import __version__ as __version__
 
 
-class _Package(_types.ModuleType):
-    """``inspector.diff`` and ``inspector.compare`` are functions and modules: Python binds a subpackage to its parent's
-    attribute when it is first imported, which would replace the function; the API's names stay."""
-
-    def __setattr__(self, name, value):
-        if name in _API and isinstance(value, _types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-_sys.modules[__name__].__class__ = _Package
+_prepare_on_import()
 
 from .api import check, compare, diff, inspect  # noqa: E402  (after the environment is prepared)
 from .errors import InspectorError, TargetFailure, UsageError  # noqa: E402
 
 if TYPE_CHECKING:
-    from .compare import Compare
-    from .diff.result import DiffResult
+    from .comparison import Compare
+    from .run.result import DiffResult
     from .pallas.check import CheckResult
     from .report import Report
 
 _LAZY = {"Report": ("report", "Report"), "CheckResult": ("pallas.check", "CheckResult"),
-         "DiffResult": ("diff.result", "DiffResult"), "Compare": ("compare", "Compare")}
+         "DiffResult": ("run.result", "DiffResult"), "Compare": ("comparison", "Compare")}
 
 
 def __getattr__(name: str):  # the result types, without loading the analyses at import

@@ -19,12 +19,14 @@ import contextlib
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .environment import quiet
+from .chips import DEFAULT_TPU
 from .errors import UsageError
+from .verb_rules import check_chips, diff_simulated_chip, require_two_variants
 
 if TYPE_CHECKING:
     from .chips import Chip
-    from .compare import Compare
-    from .diff.result import DiffResult
+    from .comparison import Compare
+    from .run.result import DiffResult
     from .pallas.check import CheckResult
     from .report import Report
     from .target import Target
@@ -191,7 +193,7 @@ def _chips(targets: str | Sequence[str]) -> list[Chip]:
     return parse_targets(",".join(names))
 
 
-def check(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] = ("tpu-v5e",),
+def check(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] | None = None,
           estimate_only: bool = False, sweep: bool = False, params: dict | None = None, cache: bool = True,
           mesh: dict | str | None = None, shardings: Any = None, **kwargs: Any) -> CheckResult:
     """Every pallas_call against every chip in ``targets`` (TPUs, or spec-only GPUs such as h100):
@@ -206,10 +208,7 @@ def check(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] =
     from .pallas.check import run_check
 
     with _call():
-        chips = _chips(targets)
-        local = [c.name for c in chips if c.is_local]
-        if local:
-            raise UsageError(f"check is about TPU and GPU targets, not {', '.join(local)}: e.g. targets=['tpu-v5e', 'tpu-v6e', 'h100']")
+        chips = check_chips(_chips(DEFAULT_TPU if targets is None else targets), "targets=['tpu-v5e', 'tpu-v6e', 'h100']")
         t = make_target(fn_or_spec, args, kwargs, params=params, mesh=mesh, shardings=shardings)
         result = run_check(t, chips, estimate_only=estimate_only, use_cache=_use_cache(cache), memo=False)
         if sweep:
@@ -229,17 +228,12 @@ def diff(fn: Callable | str, reference: Callable | str | None = None, *args: Any
     with ``grad``; ``.timing`` (median of ``runs``). On a GPU or TPU both run there for real; on
     the CPU, Pallas TPU kernels run in TPU interpret mode as ``target`` (a TPU, default tpu-v5e).
     ``reference`` may be None for a spec whose INSPECT names one."""
-    from .diff import check_tolerance, run_diff
+    from .run import check_tolerance, run_diff
 
     with _call():
         sim = None
         if target is not None and not (isinstance(target, str) and target.strip().lower() == "local"):
-            chips = _chips(target)
-            spec_only = [c.name for c in chips if c.kind == "gpu"]
-            if spec_only:
-                raise UsageError(f"diff runs on this machine, not on {', '.join(spec_only)}: target names the TPU that "
-                                 "interpret mode simulates (e.g. 'tpu-v5p'), or 'cpu'/'gpu'/'local'")
-            sim = next((c for c in chips if c.is_tpu), None)
+            sim = diff_simulated_chip(_chips(target), "target", "'tpu-v5p'", "'cpu'/'gpu'/'local'")
         if not isinstance(runs, int) or runs < 0:
             raise UsageError(f"runs must be 0 or more, not {runs!r}")
         try:
@@ -268,7 +262,7 @@ def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, para
     has (``.only_a``, ``.only_b``) and those whose HBM bytes changed most (``.changed``); ``.ok`` is
     False when either side has an error finding."""
     from .chips import get_chip
-    from .compare import compare_reports
+    from .comparison import compare_reports
     from .report import make_report
 
     with _call():
@@ -278,9 +272,9 @@ def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, para
         second = a if b is None else b
         pa, pb = {**(params or {}), **(params_a or {})}, {**(params or {}), **(params_b or {})}
         chip_a, chip_b = resolve_chip(target_a or target), resolve_chip(target_b or target)
-        if second is a and pa == pb and chip_a.name == chip_b.name:
-            raise UsageError("compare needs two different variants: give b, params_a/params_b (e.g. params_a={'block_q': 128}, "
-                             "params_b={'block_q': 256}) or target_a/target_b")
+        require_two_variants((id(a), pa, chip_a.name), (id(second), pb, chip_b.name),
+                             "give b, params_a/params_b (e.g. params_a={'block_q': 128}, params_b={'block_q': 256}) "
+                             "or target_a/target_b")
         roof = get_chip(roofline) if roofline else None
         reports = []
         for fn, p, chip in ((a, pa, chip_a), (second, pb, chip_b)):

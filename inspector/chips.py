@@ -133,6 +133,9 @@ CHIPS: tuple[Chip, ...] = (
 _BY_NAME = {alias: chip for chip in CHIPS for alias in (chip.name, *chip.aliases)}
 
 
+DEFAULT_TPU = "tpu-v5e"  # the chip a TPU-only verb (check, diff's interpreter, the UI on a Pallas file) takes unless told
+
+
 def get_chip(name: str) -> Chip:
     """A chip by name or alias; ``tpu-v5e:16x16`` is that chip over a whole slice (a topology)."""
     base, sep, shape = name.strip().lower().partition(":")

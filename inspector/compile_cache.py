@@ -62,7 +62,7 @@ def _version(dist: str) -> str:
 
 
 def _own_version() -> str:
-    from . import __version__
+    from .version import __version__
 
     return f"{_version('jax-inspector')}/{__version__}"
 

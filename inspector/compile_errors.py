@@ -125,7 +125,7 @@ def _allocations(text: str) -> list[VmemAllocation]:
     found = []
     for m, nxt in zip(starts, starts[1:] + [None]):
         block = text[m.start(): nxt.start() if nxt else len(text)]
-        field = lambda key: (re.search(rf"^\s*{key}:\s*(.*)$", block, re.M) or [None, None])[1]
+        field = lambda key: (re.search(rf"^\s*{key}:\s*(.*)$", block, re.M) or [None, None])[1]  # noqa: B023 (used in this iteration)
         alloc = VmemAllocation(size_bytes=parse_size(m[1]), shape=field("Shape"), tag=field("Tag"))
         op = _OP_NAME.search(field("Operator") or "")
         alloc.operator = op[1] if op else field("Operator")

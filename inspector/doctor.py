@@ -114,7 +114,7 @@ def _compile(chip: Chip) -> Check:
 def _accelerators() -> Check:
     import jax
 
-    from . import environment
+    import inspector.environment as environment
 
     seen = sorted({d.platform for d in jax.devices()})
     local = [p for p in seen if p != "cpu"]
@@ -126,7 +126,7 @@ def _accelerators() -> Check:
 
 
 def _cache() -> Check:
-    from . import compile_cache
+    import inspector.compile_cache as compile_cache
     from .units import fmt_bytes
 
     try:

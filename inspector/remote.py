@@ -11,19 +11,19 @@ import multiprocessing
 import threading
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 
+from .errors import AnalysisFailed
+
 
 def worker_log():
     from .compile_cache import cache_dir
 
     return cache_dir() / "tui-worker.log"
 
-from .errors import AnalysisFailed
-
 
 def _start() -> None:
     import os
 
-    from . import environment
+    import inspector.environment as environment
 
     environment.prepare()
     os.nice(5)  # on a 2-core machine the compile's threads would otherwise starve the UI's

@@ -5,7 +5,7 @@ import dataclasses
 from typing import Any
 
 from .chips import CHIPS, Chip
-from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler, refused_by_compiler
+from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, compiler_vmem_by_call, defer_to_compiler, refused_by_compiler
 from .findings import Finding, by_severity
 from .hlo.collectives import CollectiveAnalysis, analyse_collectives
 from .hlo.fusions import FusionAnalysis, analyse_fusions
@@ -54,6 +54,14 @@ class Report:
     passes: PassLog | None = None  # what each compiler pass did (compiled with pass dumps)
 
     @property
+    def compiler_vmem(self) -> dict[str, int]:
+        """Per pallas_call, the compiler's own VMEM figure on this chip (none on a local target)."""
+        if not self.chip.is_tpu:
+            return {}
+        return compiler_vmem_by_call([k.call.name for k in self.pallas or []], self.fusions.kernels if self.fusions else [],
+                                     self.stages.compile_error)
+
+    @property
     def ok(self) -> bool:
         return not any(f.severity == "error" for f in self.findings)
 
@@ -67,21 +75,21 @@ class Report:
     def _repr_html_(self) -> str:
         """Jupyter's rich display: the overview with findings, the fusions table, the Pallas
         budgets and the kernel graph (rendered by inspector.views.html; rich loads only here)."""
-        from .views.html import report_html
+        from .display import html
 
-        return report_html(self)
+        return html(self)
 
     def show(self, view: str = "overview", *, sort: str = "order", top: int = 40) -> None:
         """Print one view as ``inspector show --view VIEW`` does (the only Report method that prints)."""
-        from .cli import VIEWS
+        from .display import print_view
         from .errors import UsageError
-        from .views.printer import make_console, print_view
+        from .view_table import SHOW_VIEWS, SORT_ORDERS
 
-        if view not in VIEWS:
-            raise UsageError(f"no view {view!r}: use one of {', '.join(VIEWS)}")
-        if sort not in ("order", "bytes", "flops", "time"):
-            raise UsageError(f"sort={sort!r}: use order, bytes, flops or time")
-        print_view(self, view, make_console(), sort=sort, top=top)
+        if view not in SHOW_VIEWS:
+            raise UsageError(f"no view {view!r}: use one of {', '.join(SHOW_VIEWS)}")
+        if sort not in SORT_ORDERS:
+            raise UsageError(f"sort={sort!r}: use {', '.join(SORT_ORDERS[:-1])} or {SORT_ORDERS[-1]}")
+        print_view(self, view, sort=sort, top=top)
 
     def graph_title(self) -> str:
         a = self.fusions
@@ -258,7 +266,7 @@ def make_report(target: Target, chip: Chip, *, compile: bool = True, jaxpr_text:
 
     log = None
     if passes:
-        from .passes import capture_with_passes
+        from .pass_dumps import capture_with_passes
 
         captured, log = capture_with_passes(target, Backend(chip), jaxpr_text=jaxpr_text, select=pass_select)
     else:

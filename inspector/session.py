@@ -4,14 +4,14 @@ comes back; it never touches jax itself."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import os
 import re
 import sys
 from pathlib import Path
 
-DEFAULT_TPU = "tpu-v5e"
+from .chips import DEFAULT_TPU
+
 # Text that says a file holds (or imports) Pallas TPU kernels; GPU-only Pallas says plgpu/triton.
 _TPU_PALLAS = re.compile(r"\bpltpu\b|pallas\.tpu\b|pallas import tpu\b|pallas\.ops\.tpu\b|\btpu_custom_call\b")
 _GPU_PALLAS = re.compile(r"\bplgpu\b|pallas\.(?:triton|mosaic_gpu)\b|pallas import (?:triton|mosaic_gpu)\b")
@@ -40,7 +40,7 @@ class Session:
             for name, module in list(sys.modules.items()):
                 if getattr(module, "__file__", None) and os.path.abspath(module.__file__) == os.path.abspath(where):
                     del sys.modules[name]
-            from . import stages
+            import inspector.stages as stages
             stages._MEMO.clear()
         return load_target(self.spec, args=self.args, ref=self.ref, sets=self.sets, mesh=self.mesh, shard=self.shard)
 
@@ -53,7 +53,7 @@ class Session:
 
         report = make_report(self.target(fresh), get_chip(self.chip), compile=False, fusions=False, pallas=False,
                              collectives=False)
-        report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
+        _ = report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
         return report
 
     def report(self, fresh: bool = False):
@@ -62,7 +62,7 @@ class Session:
 
         report = make_report(self.target(fresh), get_chip(self.chip), use_cache=self.use_cache, collectives=True,
                              buffers=self.buffers, passes=self.passes)
-        report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
+        _ = report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
         return report
 
     def pass_diff(self, select: str):
@@ -70,13 +70,13 @@ class Session:
         with pass dumps this worker keeps for the module (the next step's diff is read, not compiled)."""
         from .backends import Backend
         from .chips import get_chip
-        from .passes import kept_diff
+        from .pass_dumps import kept_diff
 
         return kept_diff(self.target(), Backend(get_chip(self.chip)), select)
 
     def diff(self):
         from .chips import get_chip
-        from .diff import run_diff
+        from .run import run_diff
 
         chip = get_chip(self.chip)  # a TPU target is the chip interpret mode simulates
         return run_diff(self.target(), runs=1, chip=chip if chip.is_tpu else None)

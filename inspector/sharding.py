@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import math
-from typing import Callable
 
 from .errors import TargetFailure, UsageError
 
@@ -139,12 +138,12 @@ def resolve_specs(shardings, mesh, args: tuple, arg_names: list[str], spec: str)
         try:
             made = shardings(mesh)
         except Exception as err:
-            from .target import describe_error
+            from .user_code import describe_error
             raise UsageError(describe_error(err, None, f"raised by the INSPECT shardings of {spec}")) from err
         except KeyboardInterrupt:
             raise
         except BaseException as err:
-            from .target import describe_error
+            from .user_code import describe_error
             raise TargetFailure(describe_error(err, None, f"raised by the INSPECT shardings of {spec}")) from err
         # one spec pytree per positional input; a lone PartitionSpec (a tuple itself) or dict is for one input
         made = list(made) if isinstance(made, (tuple, list)) and not isinstance(made, PartitionSpec) else [made]

@@ -17,8 +17,9 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from . import compile_cache
+import inspector.compile_cache as compile_cache
 from .backends import Backend
+from .chips import DEFAULT_TPU
 from .compile_errors import CompileError, parse_compile_error
 from .errors import TargetFailure
 from .hlo.mlir_sources import with_sources
@@ -156,7 +157,7 @@ def _has_pallas(eqns: list[JaxprEqn]) -> bool:
     return any(e.primitive == "pallas_call" for e in eqns)
 
 
-SIMULATED_CHIP = "tpu-v5e"  # whose figures a TPU kernel's own chip lookups get on the CPU
+SIMULATED_CHIP = DEFAULT_TPU  # whose figures a TPU kernel's own chip lookups get on the CPU
 
 
 @contextlib.contextmanager

@@ -16,7 +16,8 @@ import pytest
 
 from conftest import ROOT, loaded
 from inspector import jax_internals
-from inspector.cli import VIEWS, main
+from inspector.cli import main
+from inspector.view_table import SHOW_VIEWS as VIEWS
 
 pytestmark = pytest.mark.compat
 

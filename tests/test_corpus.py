@@ -15,7 +15,7 @@ import pytest
 from conftest import DATA, loaded
 from inspector.backends import Backend
 from inspector.chips import CHIPS, get_chip
-from inspector.cli import VIEWS
+from inspector.view_table import SHOW_VIEWS as VIEWS
 from inspector.pallas.check import run_check
 from inspector.pallas.discovery import find_pallas_calls
 from inspector.pallas.vmem import budget, estimate_fits
@@ -100,7 +100,7 @@ def test_check_on_five_chips(entry):
 @pytest.mark.slow
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if e not in NEEDS_DEVICES])
 def test_diff_in_interpret_mode(entry):
-    from inspector.diff import run_diff
+    from inspector.run import run_diff
 
     result = run_diff(load_target(f"{CORPUS}:{entry}"), runs=0)
     limits = [f for f in result.findings if f.severity == "info" and "interpret mode" in f.message]

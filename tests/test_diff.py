@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import DATA, line_of
-from inspector.diff import TOLERANCES, compare, error_map, run_diff
+from inspector.run import TOLERANCES, compare, error_map, run_diff
 from inspector.target import load_target
 
 KERNELS = str(DATA / "pallas_kernels.py")
@@ -101,7 +101,7 @@ def test_json_and_exit_codes(run_cli):
 
 
 def test_seeded_inputs_are_reproducible_and_int_ranges_apply(tmp_path):
-    from inspector.diff import make_inputs
+    from inspector.run import make_inputs
 
     f = tmp_path / "ints.py"
     f.write_text("def f(x, idx):\n    return x[idx]\nINSPECT = {'f': {'args': 'f32[8] s32[4]', 'int_ranges': {'idx': [0, 8]}}}\n")
@@ -175,7 +175,7 @@ def test_interpreter_prints_never_reach_the_terminal(run_cli):
 def test_captured_output_takes_python_and_file_descriptor_writes(capfd):
     import os
 
-    from inspector.diff.capture import captured_output
+    from inspector.run.capture import captured_output
 
     with captured_output() as out:
         print("from python")
@@ -188,7 +188,7 @@ def test_captured_output_takes_python_and_file_descriptor_writes(capfd):
 
 def test_known_interpreter_limits_are_info_and_strict_makes_them_errors():
     from inspector.chips import get_chip
-    from inspector.diff.interpreted import failure_finding
+    from inspector.run.interpreted import failure_finding
 
     err = AttributeError("'ReshapeTransform' object has no attribute 'indices'")
     f = failure_finding(err, "", "k", get_chip("tpu-v5e"), strict=False)
@@ -265,7 +265,7 @@ def test_tolerances_from_inspect_are_validated(tmp_path):
 
 
 def test_memory_is_checked_before_inputs_are_made(run_cli, monkeypatch):
-    from inspector.diff import inputs
+    from inspector.run import inputs
 
     monkeypatch.setattr(inputs, "available_memory", lambda: 24 * 1024**3)
     with pytest.raises(ValueError, match=r"need about [\d.]+ GiB; this machine has 24 GiB available"):

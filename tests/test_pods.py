@@ -1,7 +1,6 @@
 """Sharded programs on TPU topologies without a TPU: targets with a topology, meshes and
 shardings, HBM per device, collectives, and the HBM verdict of `check`."""
 import json
-import re
 
 import pytest
 

@@ -149,7 +149,7 @@ def test_a_revisit_that_revisit_mode_any_allows_is_no_error():
 
 @pytest.mark.slow
 def test_revisit_mode_any_the_interpreter_refuses_is_an_interpreter_limit():
-    from inspector.diff import run_diff
+    from inspector.run import run_diff
 
     result = run_diff(load_target(f"{PATTERNS}:revisit_any"), runs=0)
     assert result.ok and [(f.severity, f.code) for f in result.findings] == [("info", "interpret-unsupported")]
@@ -207,7 +207,7 @@ def test_single_buffered_estimates_are_the_compiler_s_figure(name):
 def test_grad_through_a_kernel_jax_cannot_differentiate_says_why():
     """jax's own JVP of pallas_call fails on a kernel reading pl.program_id with an empty
     AssertionError: the finding names the rule and the way out, not a bare 'AssertionError: '."""
-    from inspector.diff import run_diff
+    from inspector.run import run_diff
 
     result = run_diff(load_target(f"{PATTERNS}:accumulate_rows"), grad=True, runs=0)
     assert all(leaf.ok for leaf in result.outputs)  # the forward pass is right
@@ -347,7 +347,7 @@ def test_a_fori_loop_counts_its_trips_and_an_unknown_while_says_its_figures_are_
 def test_list_reference_against_the_tuple_pallas_call_returns_is_no_structure_error():
     """out_shape given as a list comes back from pallas_call as a tuple: a reference that returns
     a list of the same arrays is the same output, not an output-structure error."""
-    from inspector.diff import run_diff
+    from inspector.run import run_diff
 
     result = run_diff(load_target(f"{PATTERNS}:two_outputs_list"), runs=0)
     assert [f.code for f in result.findings if f.severity == "error"] == [] and result.ok
@@ -357,7 +357,7 @@ def test_list_reference_against_the_tuple_pallas_call_returns_is_no_structure_er
 def test_gpu_kernel_with_triton_params_lowers_and_runs_on_the_cpu():
     """The TPU interpreter asserts on Triton's compiler params: on the CPU such a kernel goes
     through the plain interpreter, so show and diff work instead of a compile-error."""
-    from inspector.diff import run_diff
+    from inspector.run import run_diff
 
     stages = capture(load_target(f"{PATTERNS}:triton_add"), Backend(get_chip("cpu")), compile=False).stages
     assert stages.compile_error is None and stages.stablehlo
@@ -368,7 +368,7 @@ def test_gpu_kernel_with_triton_params_lowers_and_runs_on_the_cpu():
 def test_diff_of_a_sharded_target_runs_its_shard_map_on_one_device():
     """diff runs on one CPU device; a shard_map over get_abstract_mesh() still finds the program's
     axes (each of size 1) instead of failing as the user's error."""
-    from inspector.diff import run_diff
+    from inspector.run import run_diff
 
     result = run_diff(load_target(f"{PATTERNS}:sharded_rows"), runs=0)
     assert result.ok and [f.code for f in result.findings if f.severity == "error"] == []

@@ -13,7 +13,7 @@ from ..units import fmt_time
 from .cells import add_row, findings_table
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
-    from ..diff import DiffResult, LeafDiff
+    from ..run import DiffResult, LeafDiff
 
 
 def _leaf_table(title: str, leaves: list[LeafDiff]) -> Table:

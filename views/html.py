@@ -1,7 +1,7 @@
 """HTML for Jupyter's rich display: the same rich views the terminal shows, recorded by a
 ``Console(record=True)`` and exported with inline styles, plus the kernel graph as inline SVG
-where Graphviz's ``dot`` is there. ``Report._repr_html_`` and the check and diff results' import
-this module only when a notebook displays them, so the core never loads rich."""
+where Graphviz's ``dot`` is there. ``Report._repr_html_`` and the other results' go through
+``inspector.display``, which imports this module only when a notebook displays them, so the core never loads rich."""
 from __future__ import annotations
 
 import html
@@ -10,11 +10,9 @@ import re
 
 from rich.console import Console
 
-from ..compare import Compare
-from ..diff.result import DiffResult
+from typing import TYPE_CHECKING
+
 from ..errors import InspectorError
-from ..pallas.check import CheckResult
-from ..report import Report
 from .collectives import collectives_view
 from .compare import compare_view
 from .diff import diff_view
@@ -23,6 +21,12 @@ from .highlight import THEME
 from .memory import memory_view
 from .pallas import check_view, pallas_view
 from .printer import overview
+
+if TYPE_CHECKING:  # the result types call in through inspector.display; views never import them back
+    from ..comparison import Compare
+    from ..pallas.check import CheckResult
+    from ..report import Report
+    from ..run.result import DiffResult
 
 WIDTH = 140  # columns: the width `show` uses in a pipe
 INLINE_GRAPH_NODES = 200  # past this the graph is collapsed by scope, as `inspector export` does
@@ -103,6 +107,12 @@ def diff_html(result: DiffResult) -> str:
 
 def compare_html(result: Compare) -> str:
     return _wrap([render(compare_view(result))])
+
+
+def html_of(result) -> str:
+    """The HTML of any result type, chosen by its class name (no import of the core's types)."""
+    makers = {"Report": report_html, "CheckResult": check_html, "DiffResult": diff_html, "Compare": compare_html}
+    return makers[type(result).__name__](result)
 
 
 def _wrap(parts: list[str]) -> str:

@@ -1,6 +1,7 @@
 """Rich printers for `inspector show` and `inspector chips`: colour on a terminal, plain in a pipe."""
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -15,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..chips import CHIPS, Chip
+from ..view_table import get_view
 from ..units import fmt_bytes, fmt_count, fmt_time
 
 from .cells import add_row, findings_table
@@ -27,6 +29,7 @@ from .pallas import errors_outside, pallas_view, unread_calls
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from ..report import Report
 
+ASK_BUFFERS = "press B to compile with the compiler's buffer assignment: the largest buffers live at the peak"
 MIN_WIDTH = 40  # narrower than this, tables cannot show their figures whole
 
 
@@ -238,57 +241,82 @@ def stage_text(report: Report, view: str) -> str:
     return getattr(s, view)
 
 
+@dataclasses.dataclass(frozen=True)
+class RenderOptions:
+    """How a view is rendered: the fusions' row order and count, colour (a terminal), and whether
+    a person can act on hints (the TUI's keys)."""
+
+    sort: str = "order"
+    top: int = 40
+    colour: bool = False
+    interactive: bool = False
+
+
+def render_view(report: Report, view: str, options: RenderOptions = RenderOptions()):
+    """The view as the table of views names its renderer: a rich renderable, or a ``str`` (a
+    stage's text, printed as it is)."""
+    import importlib
+
+    module, function = get_view(view).render.split(":")
+    return getattr(importlib.import_module(f"{__package__}.{module}"), function)(report, view, options)
+
+
 def print_view(report: Report, view: str, console: Console, sort: str = "order", top: int = 40) -> None:
-    if view == "overview":
-        print_fitting(console, overview(report))
-        return
-    if view == "pallas":
-        print_fitting(console, pallas_view(report.pallas or [], unread_calls(report.findings),
-                                           errors_outside(report.findings, report.pallas or [])))
-        return
-    if view == "memory":
-        print_fitting(console, memory_view(report.memory, _not_compiled(report)))
-        return
-    if view == "collectives":
-        print_fitting(console, collectives_view(report.collectives, top, _not_compiled(report)))
-        return
-    if view == "fusions":
-        if report.fusions is None:
-            reason = report.stages.compile_error.headline if report.stages.compile_error else "not compiled"
-            console.print(f"no kernels: {reason}", soft_wrap=False)
-        else:
-            print_fitting(console, fusions_view(report.fusions, sort, top))
-        return
-    if view == "passes":
-        _print_passes(report, console)
-        return
-    text = stage_text(report, view)
-    if console.is_terminal and not console.no_color:
-        console.print(IrHighlighter()(Text(text)))
+    rendered = render_view(report, view, RenderOptions(sort, top, colour=console.is_terminal and not console.no_color))
+    if not isinstance(rendered, str):
+        print_fitting(console, rendered)
+    elif console.is_terminal and not console.no_color:
+        console.print(IrHighlighter()(Text(rendered)))
     else:  # plain and fast for pipes: no markup, no wrapping
-        console.file.write(text if text.endswith("\n") else text + "\n")
+        console.file.write(rendered if rendered.endswith("\n") else rendered + "\n")
 
 
-def _print_passes(report: Report, console: Console) -> None:
-    """The pass list, or with --pass the diff alone (coloured on a terminal, plain in a pipe)."""
+# The renderers the table of views names (report, view, options) -> renderable or str.
+
+def render_overview(report: Report, view: str, options: RenderOptions):
+    return overview(report)
+
+
+def render_stage_text(report: Report, view: str, options: RenderOptions) -> str:
+    return stage_text(report, view)
+
+
+def render_pallas(report: Report, view: str, options: RenderOptions):
+    return pallas_view(report.pallas or [], unread_calls(report.findings), errors_outside(report.findings, report.pallas or []))
+
+
+def render_memory(report: Report, view: str, options: RenderOptions):
+    rendered = memory_view(report.memory, _not_compiled(report))
+    if options.interactive and report.memory is not None and not report.memory.largest:
+        rendered = Group(rendered, Text(ASK_BUFFERS, style="bold"))
+    return rendered
+
+
+def render_collectives(report: Report, view: str, options: RenderOptions):
+    return collectives_view(report.collectives, options.top, _not_compiled(report))
+
+
+def render_fusions(report: Report, view: str, options: RenderOptions):
+    if report.fusions is None:
+        return Text(f"no kernels: {_not_compiled(report)}")
+    return fusions_view(report.fusions, options.sort, options.top)
+
+
+def render_passes(report: Report, view: str, options: RenderOptions):
+    """The pass list, or with --pass the diff alone (coloured on a terminal, plain text in a pipe)."""
     from .passes import diff_text, passes_view
 
     log = report.passes
     if log is None or not log.steps:
         reason = report.stages.compile_error.headline if report.stages.compile_error else "the compile wrote no pass dumps"
-        console.print(f"no passes: {reason}", soft_wrap=False)
-        return
+        return Text(f"no passes: {reason}")
     if log.diff is None:
-        print_fitting(console, passes_view(log))
         if report.stages.compile_error:
-            console.print(Text(f"the compile failed after these steps: {report.stages.compile_error.headline}", style="red"),
-                          soft_wrap=True)
-        return
-    text = diff_text(log.diff, colour=console.is_terminal and not console.no_color)
-    if console.is_terminal and not console.no_color:
-        console.print(text, soft_wrap=True)
-    else:
-        console.file.write(text.plain)
+            return Group(passes_view(log), Text(f"the compile failed after these steps: "
+                                                f"{report.stages.compile_error.headline}", style="red"))
+        return passes_view(log)
+    text = diff_text(log.diff, colour=options.colour)
+    return text if options.colour else text.plain
 
 
 def _not_compiled(report: Report) -> str:

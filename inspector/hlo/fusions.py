@@ -192,7 +192,7 @@ class _Costs:
         in_l, k_l, o_l = m[1], m[2], m[3]
         window = _window(instr.attr("window") or "", sum(c.isdigit() for c in in_l))
         pairs = 1
-        for d, (size, stride, pad_lo, lhs_dil, rhs_dil) in enumerate(window):
+        for d, (_size, stride, pad_lo, lhs_dil, rhs_dil) in enumerate(window):
             i_size, o_size = lhs.dims[in_l.index(str(d))], out.dims[o_l.index(str(d))]
             k_size = rhs.dims[k_l.index(str(d))]
             span = (i_size - 1) * lhs_dil + 1

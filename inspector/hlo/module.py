@@ -206,7 +206,7 @@ def split_instruction(line: str) -> Instruction | None:
     # shape: a tuple in balanced parens, or one token
     if rest.startswith("("):
         depth = 0
-        for i, ch in enumerate(rest):
+        for i, ch in enumerate(rest):  # noqa: B007 (i is where the tuple ends, read after the loop)
             depth += ch == "("
             depth -= ch == ")"
             if depth == 0:

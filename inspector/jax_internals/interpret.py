@@ -193,10 +193,9 @@ def parse_races(text: str) -> list[RaceReport]:
     """Race reports in the captured output, each with where every core was in the grid."""
     at: dict[int, list[int]] = {}
     reports = []
-    pos = 0
     events = sorted([(m.start(), "grid", m) for m in re.finditer(rf"{GRID_MARK} (\d+) ([\d,]*)", text)]
                     + [(m.start(), "race", m) for m in _RACE.finditer(text)], key=lambda e: e[0])
-    for pos, kind, m in events:
+    for _, kind, m in events:
         if kind == "grid":
             at[int(m[1])] = [int(i) for i in m[2].split(",") if i]
             continue

@@ -75,7 +75,7 @@ def expr_text(jaxpr, names: list[str]) -> list[str]:
     for eqn in jaxpr.eqns:
         args = [read(v) for v in eqn.invars]
         p = eqn.primitive.name
-        call = lambda name: [(f"{name}({', '.join(a[0] for a in args)})", _ATOM)]
+        call = lambda name: [(f"{name}({', '.join(a[0] for a in args)})", _ATOM)]  # noqa: B023 (used in this iteration)
         if p in _BINOPS and len(args) == 2:
             out = [binop(_BINOPS[p], *args)]
         elif p in ("convert_element_type", "copy", "copy_p"):
@@ -168,7 +168,6 @@ def _index_map_callable(closed, prefetch: list | None, n_grid: int) -> Callable:
     """f(*grid index arrays) -> block index arrays. Index maps that read scalar-prefetch refs get
     them discharged into plain values and bound to the prefetch data (when it is known)."""
     import jax
-    from jax._src import core
 
     if prefetch is None:
         def one(*idx):

@@ -115,6 +115,25 @@ def compiler_scoped_vmem(hlo: str) -> list[int]:
             if i.opcode == "custom-call" and i.attr("custom_call_target") == "tpu_custom_call"]
 
 
+def compiler_vmem_by_call(calls: list[str], kernels, compile_error) -> dict[str, int]:
+    """Per pallas_call name, the compiler's own VMEM figure on the compiled chip: the scoped VMEM
+    its Mosaic custom call uses (``kernels``: the fusion analysis' kernels), or what it needed
+    when the compile ran out of VMEM (``compile_error``). The one place that matches a
+    pallas_call to its custom call: by the call's name in the op name or as the kernel's prefix."""
+    found: dict[str, int] = {}
+    for kernel in kernels or []:
+        if kernel.compiler_scoped_vmem_bytes and kernel.kind.startswith("custom-call"):
+            for name in calls:
+                if name in (kernel.op_name or "") or kernel.name.startswith(name):
+                    found[name] = max(found.get(name, 0), kernel.compiler_scoped_vmem_bytes)
+    if compile_error is not None and compile_error.vmem is not None:
+        vmem = compile_error.vmem
+        for name in calls:
+            if vmem.kernel is None or vmem.kernel.startswith(name) or name in (vmem.op_name or ""):
+                found[name] = vmem.used_bytes
+    return found
+
+
 def _could_not(what: str, kernel: str, err: Exception) -> Finding:
     return Finding("warning", "analysis-failed", f"could not analyse {what} of {kernel}: {type(err).__name__}: {err}; "
                    "the other views still hold", kernel=kernel, view="pallas", data={"what": what, "why": str(err)})

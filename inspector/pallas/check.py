@@ -55,9 +55,9 @@ class CheckResult:
         return "ok" if self.ok else "FAILED" if self.failed else "UNDECIDED"
 
     def _repr_html_(self) -> str:  # Jupyter: the check table, findings and budgets (rich loads only here)
-        from ..views.html import check_html
+        from ..display import html
 
-        return check_html(self)
+        return html(self)
 
 
 def _compiler_verdict(stages: Stages, row: ChipCheck, interpreted: bool = False) -> list[Finding]:

@@ -17,7 +17,7 @@ REFERENCE_ONLY = f"""
 import sys; sys.path.insert(0, {str(ROOT)!r})
 from inspector import environment; environment.prepare()
 from inspector.target import load_target
-from inspector.diff import make_inputs
+from inspector.run import make_inputs
 import jax
 t = load_target("samples/attention.py:flash", args={ARGS!r})
 args, kwargs = make_inputs(t, 0)

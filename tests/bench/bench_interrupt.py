@@ -6,8 +6,12 @@ Usage: .venv/bin/python tests/bench/bench_interrupt.py DELAY_S SIGINT|SIGTERM .v
 
 Ctrl-C latency during a TPU compile: SIGINT to the whole process group (as a terminal does)
 after DELAY seconds; time from the signal to the exit."""
-import os, signal, subprocess, sys, time
-delay = float(sys.argv[1]); sig = getattr(signal, sys.argv[2]); cmd = sys.argv[3:]
+import os
+import signal
+import subprocess
+import sys
+import time
+delay, sig, cmd = float(sys.argv[1]), getattr(signal, sys.argv[2]), sys.argv[3:]
 p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 time.sleep(delay)
 children = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()

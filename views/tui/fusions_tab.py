@@ -15,11 +15,14 @@ from ..fusions import KERNEL_COLUMNS, SORT_KEYS, intermediates_table
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from ...hlo.fusions import FusionAnalysis
+    from ...report import Report
 
 SORTS = ("order", "bytes", "flops", "time")
 
 
 class FusionsTab(Vertical):
+    FOCUS = "#fusions-table"
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.analysis: FusionAnalysis | None = None
@@ -35,7 +38,14 @@ class FusionsTab(Vertical):
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns("#", *(col.label for col in KERNEL_COLUMNS))
 
-    def show(self, analysis: FusionAnalysis | None, why_not: str = "") -> None:
+    def reset(self, message: str) -> None:
+        self.show_analysis(None, message)
+
+    def show(self, report: Report) -> None:
+        error = report.stages.compile_error
+        self.show_analysis(report.fusions, error.headline if error else "not compiled")
+
+    def show_analysis(self, analysis: FusionAnalysis | None, why_not: str = "") -> None:
         self.analysis = analysis
         summary = self.query_one("#fusions-summary", Static)
         if analysis is None:
@@ -52,7 +62,7 @@ class FusionsTab(Vertical):
     def cycle_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
         if self.analysis is not None:
-            self.show(self.analysis)
+            self.show_analysis(self.analysis)
 
     def _fill(self) -> None:
         table = self.query_one(DataTable)
@@ -89,7 +99,7 @@ class FusionsTab(Vertical):
         wanted = {"HBM r+w": "bytes", "flops": "flops", "time": "time", "#": "order"}.get(label)
         if wanted:
             self.sort = wanted
-            self.show(self.analysis)
+            self.show_analysis(self.analysis)
 
     def _detail(self, index: int) -> None:
         k = self.analysis.kernels[index]

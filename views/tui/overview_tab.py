@@ -44,9 +44,12 @@ def finding_detail(f: Finding):
 
 
 class OverviewTab(Vertical):
+    FOCUS = "#findings"
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.findings: list[Finding] = []
+        self.diff_verdict: str | None = None
 
     def compose(self):
         with VerticalScroll(id="overview-scroll"):
@@ -60,9 +63,9 @@ class OverviewTab(Vertical):
         self.query_one(DataTable).add_columns("severity", "code", "message")
         self._show_findings([])
 
-    def show(self, report: Report, diff_verdict: str | None = None) -> None:
+    def show(self, report: Report) -> None:
         self.query_one("#overview-panel", Static).update(overview(report, timings=False, findings=False))
-        self.show_diff(diff_verdict)
+        self.show_diff(self.diff_verdict)
         self._show_findings(report.findings)
 
     def show_lowered(self, report: Report) -> None:
@@ -80,6 +83,7 @@ class OverviewTab(Vertical):
         self.query_one("#findings-title", Static).update(Text(text, style=style), layout=layout)
 
     def show_diff(self, verdict: str | None) -> None:
+        self.diff_verdict = verdict
         text = (Text.assemble(("diff: ", "bold"), (verdict, "bold red" if verdict.startswith("WRONG") else "green"))
                 if verdict else Text("diff: not run (press d to run the function against its reference)", style="dim"))
         self.query_one("#overview-diff", Static).update(text)
@@ -116,6 +120,7 @@ class OverviewTab(Vertical):
         """Before a new compile: nothing of the previous target stays on screen."""
         self.query_one("#overview-panel", Static).update(Text(message))
         self.query_one("#overview-diff", Static).update("")
+        self.diff_verdict = None
         self._show_findings([])
         self.query_one("#findings-title", Static).update("")
 

@@ -18,10 +18,11 @@ from ...findings import Finding
 from ...units import fmt_bytes
 
 from ..cells import add_row, findings_table
-from ..pallas import blockspec_table, estimate_kind
+from ..pallas import blockspec_table, estimate_kind, unread_calls
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from ...pallas.analysis import PallasReport
+    from ...report import Report
 
 BAR = 30
 MAP_LIMIT = (12, 48)  # rows, columns of blocks drawn per operand
@@ -178,7 +179,14 @@ class PallasTab(VerticalScroll, can_focus=True):
     def on_mount(self) -> None:
         self.query_one("#pallas-goto", Input).display = False
 
-    def show(self, kernels: list[PallasReport] | None, compiler: dict[str, dict[str, int]] | None = None,
+    def reset(self, message: str) -> None:
+        self.show_kernels([], empty=message)
+
+    def show(self, report: Report) -> None:
+        compiler = {name: {report.chip.name: used} for name, used in report.compiler_vmem.items()}
+        self.show_kernels(report.pallas, compiler, unread_calls(report.findings))
+
+    def show_kernels(self, kernels: list[PallasReport] | None, compiler: dict[str, dict[str, int]] | None = None,
              unread: list[Finding] = (), empty: str = "no pallas_call in this function") -> None:
         """``compiler``: per kernel name, per chip, the compiler's own VMEM figure. ``unread``: the
         pallas_calls the analysis could not read (said where the tab would be empty); ``empty``:

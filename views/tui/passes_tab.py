@@ -14,12 +14,15 @@ from ..passes import PASS_COLUMNS, diff_text, pass_cells, passes_title
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from ...hlo.passes import PassDiff, PassLog
+    from ...report import Report
 
 NO_DUMPS = ("press P to compile with pass dumps (XLA's pass-by-pass dumps, without the compile cache): "
             "the steps of the pipeline, then Enter shows a step's diff")
 
 
 class PassesTab(Vertical):
+    FOCUS = "#passes-table"
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.pass_log: PassLog | None = None
@@ -35,9 +38,19 @@ class PassesTab(Vertical):
         table = self.query_one(DataTable)
         for header, right in PASS_COLUMNS:
             table.add_column(Text(header, justify="right" if right else "left"), key=header)
-        self.show(None)
+        self.show_log(None)
 
-    def show(self, log: PassLog | None, message: str = NO_DUMPS) -> None:
+    def reset(self, message: str) -> None:
+        self.show_log(None, "compiling with pass dumps…" if self.app.session.passes else NO_DUMPS)
+
+    def show(self, report: Report) -> None:
+        if report.passes is not None:
+            self.show_log(report.passes)
+        elif self.app.session.passes:
+            error = report.stages.compile_error
+            self.show_log(None, f"no pass dumps: {error.headline if error else 'not compiled'}")
+
+    def show_log(self, log: PassLog | None, message: str = NO_DUMPS) -> None:
         self.pass_log = log
         table = self.query_one(DataTable)
         table.clear()

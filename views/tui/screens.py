@@ -9,10 +9,28 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 
 from ...target import same_kind
+from .tabs import TAB_VIEWS
+
+def _key_span(keys: list[str]) -> str:
+    """"1-8" for consecutive digits, else the keys side by side."""
+    if len(keys) > 2 and all(k.isdigit() for k in keys) and [int(k) for k in keys] == list(range(int(keys[0]), int(keys[-1]) + 1)):
+        return f"{keys[0]}-{keys[-1]}"
+    return "  ".join(keys)
+
+
+def _tab_rows() -> list[tuple[str, str]]:
+    """The tab keys, from the table of views: the first eight, then the rest (a key that opens a
+    screen instead, such as compare's c, has its own row below)."""
+    tabs = [v for v in TAB_VIEWS if not v.opens]
+    first, rest = tabs[:8], tabs[8:]
+    rows = [(_key_span([v.key for v in first]), " ".join(v.title for v in first))]
+    if rest:
+        rows.append((_key_span([v.key for v in rest]), ", ".join(v.title for v in rest) + " tabs"))
+    return rows
+
 
 KEYS = [
-    ("1-8", "overview jaxpr StableHLO HLO fusions Pallas diff Mosaic"),
-    ("9  0  p", "memory, collectives, passes tabs"),
+    *_tab_rows(),
     ("P  Enter", "compile with pass dumps; passes: show a step's diff"),
     ("B", "compile with the buffer assignment (memory: largest buffers)"),
     ("/  n  N", "search the text tabs; next, previous match"),

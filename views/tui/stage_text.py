@@ -10,6 +10,7 @@ from textual.widgets import TextArea
 from textual.widgets.text_area import Selection
 
 from ..highlight import RULES
+from ..printer import stage_text
 
 _JAXPR_SOURCE = re.compile(r"#\s+(\S+?:\d+)(?::\d+)?\s")
 _MLIR_SOURCE = re.compile(r"  // (\S+?:\d+)$")  # StableHLO's op lines (inspector/hlo/mlir_sources.py)
@@ -89,7 +90,18 @@ class StageText(TextArea):
         self._line_cache.clear()
         self._refresh_scrollbars()
 
-    def show(self, text: str, frames: dict[int, str] | None = None) -> None:
+    @classmethod
+    def for_view(cls, view) -> StageText:
+        return cls(view.name)
+
+    def reset(self, message: str) -> None:
+        self.show_text("")  # an empty text until the stage comes (the overview says what runs)
+
+    def show(self, report) -> None:
+        frames = report.fusions.frames if self.stage == "hlo" and report.fusions else {}
+        self.show_text(stage_text(report, self.stage) or "", frames)
+
+    def show_text(self, text: str, frames: dict[int, str] | None = None) -> None:
         self.load_text(text)
         self.frames = frames or {}
         self._rows_by_source = None

@@ -8,7 +8,6 @@ shapes and dtypes, then folds the value errors onto the output BlockSpec's block
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect as pyinspect
 import math
@@ -17,15 +16,15 @@ import time
 
 import numpy as np
 
-from ..chips import Chip, get_chip
+from ..chips import DEFAULT_TPU, Chip, get_chip
 from ..findings import Finding, by_severity
 from ..target import Target, describe_error
-from . import inputs as inputs_, interpreted
-from .compare import coarse_blocks, compare, error_map, leaf_findings, pair_leaves
+import inspector.run.inputs as inputs_
+import inspector.run.interpreted as interpreted
+from .outputs import coarse_blocks, compare, error_map, leaf_findings, pair_leaves
 from .inputs import check_memory, make_inputs, memory_needed
 from .result import DiffResult, LeafDiff, Timing
 
-DEFAULT_CHIP = "tpu-v5e"
 
 
 def _reference_params(reference, params: dict) -> dict:
@@ -52,7 +51,7 @@ def check_tolerance(name: str, value) -> float | None:
 
 
 def simulated_chip(chip: str | Chip | None) -> Chip:
-    chip = get_chip(chip) if isinstance(chip, str) else chip or get_chip(DEFAULT_CHIP)
+    chip = get_chip(chip) if isinstance(chip, str) else chip or get_chip(DEFAULT_TPU)
     if not chip.is_tpu:
         raise ValueError(f"interpret mode simulates a TPU, not {chip.name}: give a TPU target such as tpu-v5p")
     return chip

@@ -76,6 +76,6 @@ class DiffResult:
     interpreter_output: str = ""  # what the interpreter printed (race dumps...), kept out of the terminal
 
     def _repr_html_(self) -> str:  # Jupyter: the diff view (rich loads only here)
-        from ..views.html import diff_html
+        from ..display import html
 
-        return diff_html(self)
+        return html(self)

@@ -1,11 +1,11 @@
 """`inspector diff`: run a function and its reference on the same inputs and say where they differ.
 
 Modules: ``run`` (the diff), ``interpreted`` (TPU interpret mode as a chip would run it: races
-confirmed, kernel exceptions, interpreter limits), ``compare`` (tree structure, shapes, dtypes,
+confirmed, kernel exceptions, interpreter limits), ``outputs`` (tree structure, shapes, dtypes,
 values, error maps), ``inputs`` (seeded inputs, the memory check), ``capture`` (the interpreter's
 prints kept off the terminal), ``result`` (the dataclasses the views read).
 """
-from .compare import MANTISSA_BITS, TOLERANCES, compare, error_map
+from .outputs import MANTISSA_BITS, TOLERANCES, compare, error_map
 from .inputs import make_inputs
 from .result import BadBlock, DiffResult, ErrorMap, LeafDiff, Timing
 from .run import check_tolerance, run_diff

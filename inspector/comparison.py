@@ -87,9 +87,9 @@ class Compare:
                 f"{len(self.only_b)} only in B, {'ok' if self.ok else 'errors'}>")
 
     def _repr_html_(self) -> str:  # Jupyter: what `inspector compare` prints (rich loads only here)
-        from .views.html import compare_html
+        from .display import html
 
-        return compare_html(self)
+        return html(self)
 
 
 def _ratio(a, b) -> float | None:
@@ -158,13 +158,6 @@ def _budget(report: Report, call) -> tuple[str | None, int | None, int | None]:
     return (chosen.chip, chosen.total_bytes, chosen.limit_bytes) if chosen else (None, None, None)
 
 
-def _compiler_vmem(report: Report, name: str) -> int | None:
-    for k in _kernels(report):
-        if k.kind.startswith("custom-call") and k.name.rsplit(".", 1)[0] == name:
-            return k.compiler_scoped_vmem_bytes
-    return None
-
-
 def _vmem(a: Report, b: Report) -> list[PallasVmem]:
     calls_a, calls_b = list(a.pallas or []), list(b.pallas or [])
     rows = []
@@ -176,7 +169,7 @@ def _vmem(a: Report, b: Report) -> list[PallasVmem]:
         chip_b, est_b, lim_b = _budget(b, cb) if cb else (None, None, None)
         rows.append(PallasVmem(name if not cb or not ca or ca.call.name == cb.call.name else f"{ca.call.name} / {cb.call.name}",
                                chip_a, chip_b, est_a, est_b, lim_a, lim_b,
-                               _compiler_vmem(a, ca.call.name) if ca else None, _compiler_vmem(b, cb.call.name) if cb else None))
+                               a.compiler_vmem.get(ca.call.name) if ca else None, b.compiler_vmem.get(cb.call.name) if cb else None))
     return rows
 
 

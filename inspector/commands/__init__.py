@@ -1,0 +1,1 @@
+"""The command line's parts (see ``inspector.cli``)."""

@@ -1,0 +1,223 @@
+"""The verbs as the parent process runs them: check the options, have the work done (in a child
+process), render the result and choose the exit code."""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, TargetFailure, UsageError
+from ..verb_rules import check_chips, diff_simulated_chip, require_two_variants
+from .work import compare_sides, run
+
+
+
+def show(opts) -> int:
+    from ..views.printer import make_console, print_json, print_view
+
+    select = getattr(opts, "pass_select", None)
+    if select is not None and opts.view == "overview":
+        opts.view = "passes"  # --pass alone asks for the passes view
+    if select is not None and opts.view != "passes":
+        raise UsageError(f"--pass is for the passes view, not --view {opts.view}")
+    report = run(opts)
+    console = make_console()
+    if opts.json:
+        texts = () if opts.view in ("overview", "fusions", "memory", "collectives", "passes") else (opts.view,)
+        print_json(report.to_dict(texts=texts), console)
+    else:
+        print_view(report, opts.view, console, sort=opts.sort, top=opts.top)
+    return EXIT_OK if report.ok else EXIT_FINDINGS
+
+
+def _export_paths(opts) -> None:
+    """Before the compile: every output names its own file in a folder that exists."""
+    from ..atomic import check_not_read_only, check_writable
+
+    seen: dict[str, str] = {}
+    for flag, path in (("--json", opts.json_path), ("--dot", opts.dot), ("--svg", opts.svg), ("--html", opts.html)):
+        if not path:
+            continue
+        check_writable(path)
+        check_not_read_only(path)
+        real = os.path.realpath(path)
+        if real in seen:
+            raise UsageError(f"{seen[real]} and {flag} both name {path}: give each output its own file")
+        seen[real] = flag
+
+
+def export(opts) -> int:
+    from ..atomic import write_atomic
+    from ..hlo.graph import render_svg
+
+    if not (opts.svg or opts.dot or opts.json_path or opts.html):
+        raise UsageError("export needs at least one of --svg PATH, --dot PATH, --html PATH, --json PATH")
+    _export_paths(opts)
+    drawings = [(f, p) for f, p in (("SVG", opts.svg), ("DOT", opts.dot), ("HTML", opts.html)) if p]
+    if drawings:  # fail before the compile when the SVG cannot be drawn
+        from ..hlo.graph import dot_available
+        if (opts.svg or opts.html) and not dot_available():
+            render_svg(None)  # raises the how-to-install message
+    report = run(opts)
+    written, failure = [], None
+    if opts.json_path:
+        written.append(f"{write_atomic(opts.json_path, report.to_json())} (the Report)")
+    if drawings and report.fusions is None:
+        reason = report.stages.compile_error.headline if report.stages.compile_error else "not compiled"
+        failure = TargetFailure(f"no kernel graph, so no {' or '.join(f for f, _ in drawings)} written: {reason}")
+    elif drawings:
+        graph, summary = report.kernel_graph(max_nodes=opts.max_nodes, expand=tuple(opts.expand), color=opts.color)
+        what = f"{summary.nodes} nodes" + (f", {len(summary.collapsed)} groups collapsed (--expand SCOPE to open one)" if summary.collapsed else "")
+        if opts.dot:
+            written.append(f"{write_atomic(opts.dot, graph.source)} ({what})")
+        svg = render_svg(graph, summary.nodes) if (opts.svg or opts.html) else b""
+        if opts.svg:
+            written.append(f"{write_atomic(opts.svg, svg)} ({what})")
+        if opts.html:
+            from ..hlo.graph import group_svgs
+            from ..views.html_graph import graph_page
+            page = graph_page(summary.graph, svg.decode(), group_svgs(report.fusions, summary.graph))
+            written.append(f"{write_atomic(opts.html, page)} ({what}; open it in a browser)")
+    # `--json /dev/stdout | jq`: stdout is one of the outputs, so what was written is said on stderr
+    said = sys.stderr if any(_is_stdout(p) for p in (opts.json_path, opts.dot, opts.svg, opts.html) if p) else sys.stdout
+    for line in written:
+        print(f"wrote {line}", file=said)
+    if failure is not None:
+        raise failure
+    return EXIT_OK if report.ok else EXIT_FINDINGS
+
+
+def _is_stdout(path: str) -> bool:
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError, AttributeError):  # no such file, or a stdout without a descriptor
+        return False
+
+
+def _emit(opts, result, view) -> int:
+    """Print a check or diff result (JSON with --json) and turn its verdict into the exit code."""
+    import dataclasses
+
+    from ..views.printer import make_console, print_json, print_fitting
+
+    console = make_console()
+    if opts.json:
+        print_json(dataclasses.asdict(result), console)
+    else:
+        print_fitting(console, view(result))
+    if result.ok:
+        return EXIT_OK
+    return EXIT_UNDECIDED if getattr(result, "undecided", None) and not result.failed else EXIT_FINDINGS
+
+
+def compare(opts) -> int:
+    import dataclasses
+
+    from ..views.compare import compare_view
+    from ..views.printer import make_console, print_fitting, print_json
+
+    sides = compare_sides(opts)
+    a, b = sides
+    params = lambda side: dict(item.split("=", 1) if "=" in item else (item, None) for item in side.set)  # the last --set wins
+    require_two_variants((a.target, a.chip, params(a)), (b.target, b.chip, params(b)),
+                         "give a second target, --set-a/--set-b (e.g. --set-a block_q=128 --set-b block_q=256) "
+                         "or --target-a/--target-b")
+    result = run(opts)
+    console = make_console()
+    if opts.json:
+        print_json(dataclasses.asdict(result), console)
+    else:
+        print_fitting(console, compare_view(result, top=opts.top))
+    return EXIT_OK if result.ok else EXIT_FINDINGS
+
+
+def check(opts) -> int:
+    from ..views.pallas import check_view
+
+    from ..chips import parse_targets
+
+    check_chips(parse_targets(opts.chip), "--target tpu-v5e,tpu-v6e,h100")
+    return _emit(opts, run(opts), check_view)
+
+
+def diff(opts) -> int:
+    from ..views.diff import diff_view
+
+    from ..chips import parse_targets
+
+    diff_simulated_chip(parse_targets(opts.chip), "--target", "tpu-v5p", "cpu/gpu")
+    return _emit(opts, run(opts), diff_view)
+
+
+def tui(opts) -> int:
+    """The terminal UI; when stdout is not a terminal (a pipe, CI), the overview instead."""
+    choose_chip = opts.chip is None  # no --target: the file suggests one (a TPU for TPU kernels)
+    opts.chip = opts.chip or "cpu"
+    if not sys.stdout.isatty() or opts.json:
+        opts.view, opts.roofline, opts.sort, opts.top = "overview", None, "order", 40
+        return show(opts)
+    from ..views.tui.app import InspectorApp
+
+    from ..chips import get_chip
+    from ..compile_cache import enabled as cache_enabled
+    from ..session import Session
+
+    get_chip(opts.chip)  # a bad --target, --mesh or --shard is a usage error before the screen opens
+    if opts.mesh is not None:
+        from ..sharding import parse_mesh
+        parse_mesh(opts.mesh)
+    if opts.shard is not None:
+        from ..sharding import parse_specs
+        parse_specs(opts.shard)
+    session = Session(opts.target, opts.chip, opts.args, opts.ref, list(opts.set), cache_enabled() and not opts.no_cache,
+                      mesh=opts.mesh, shard=opts.shard)
+    InspectorApp(session, watch=opts.watch, choose_chip=choose_chip).run()
+    return EXIT_OK
+
+
+def chips(opts) -> int:
+    from ..views.printer import chip_rows, chips_table, make_console, print_fitting, print_json
+
+    console = make_console()
+    if opts.json:
+        print_json(chip_rows(), console)
+    else:
+        print_fitting(console, chips_table())
+    return EXIT_OK
+
+
+def doctor(opts) -> int:
+    from ..views.doctor import doctor_view
+    from ..views.printer import make_console, print_fitting, print_json
+
+    found = run(opts)
+    console = make_console()
+    if opts.json:
+        print_json(found.to_dict(), console)
+    else:
+        print_fitting(console, doctor_view(found))
+    return EXIT_FINDINGS if found.failed else EXIT_OK
+
+
+def cache(opts) -> int:
+    import dataclasses
+    import json
+
+    import inspector.compile_cache as compile_cache
+    from ..units import fmt_bytes
+
+    try:
+        found = compile_cache.clear() if opts.action == "clear" else compile_cache.info()
+    except OSError as err:
+        raise UsageError(f"cannot {'clear' if opts.action == 'clear' else 'read'} the compile cache at "
+                         f"{compile_cache.cache_dir()}: {err.strerror or err} (set INSPECTOR_CACHE_DIR to another folder)") from err
+    if opts.json:
+        print(json.dumps({"action": opts.action, **dataclasses.asdict(found), "enabled": compile_cache.enabled()}, indent=2))
+    elif opts.action == "clear":
+        print(f"cleared {found.path}: removed {found.entries} entries, {fmt_bytes(found.bytes)}")
+    else:
+        state = "" if compile_cache.enabled() else " (off: INSPECTOR_NO_CACHE or --xla_dump_to in XLA_FLAGS)"
+        where = found.path if found.exists else f"{found.path} (not created yet)"
+        print(f"compile cache: {where}{state}\n{found.entries} entries, {fmt_bytes(found.bytes)}"
+              + (f" ({found.temp_files} temporary files)" if found.temp_files else "")
+              + "\n`inspector cache clear` empties it; INSPECTOR_CACHE_DIR moves it")
+    return EXIT_OK

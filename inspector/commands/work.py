@@ -1,0 +1,155 @@
+"""What each verb computes, in the child process: runs jax and the user's code and returns plain
+data (a Report, CheckResult, DiffResult, Compare, Checkup) for the parent to render."""
+from __future__ import annotations
+
+import contextlib
+import sys
+
+from ..errors import TargetFailure, UsageError
+from ..view_table import Needs
+from ..verb_rules import diff_simulated_chip, doctor_chips, show_needs
+
+
+@contextlib.contextmanager
+def _exits_are_failures(target, doing: str):
+    """sys.exit() (any BaseException but a real Ctrl-C) in the user's function is a failure of
+    that function with its code, never our exit."""
+    from ..target import describe_error, reraise_interrupt
+
+    try:
+        yield
+    except Exception:
+        raise
+    except BaseException as err:
+        reraise_interrupt(err)
+        raise TargetFailure(describe_error(err, target.file, doing)) from err
+
+
+def _use_cache(opts):
+    import inspector.compile_cache as compile_cache
+
+    if not compile_cache.enabled():
+        return False
+    return compile_cache.REFRESH if opts.no_cache else True
+
+
+def _load(opts):
+    from ..target import load_target
+
+    return load_target(opts.target, args=opts.args, ref=getattr(opts, "ref", None), sets=opts.set,
+                       mesh=getattr(opts, "mesh", None), shard=getattr(opts, "shard", None))
+
+
+def _report(opts, needs: Needs):
+    """Load the target, capture its stages and gather the Report: the one path every verb takes."""
+    from ..chips import get_chip
+    from ..report import make_report
+
+    chip = get_chip(opts.chip)
+    roofline = get_chip(opts.roofline) if getattr(opts, "roofline", None) else None
+    target = _load(opts)
+    with _exits_are_failures(target, f"raised while tracing {target.name}"):
+        report = make_report(target, chip, compile=needs.compile, jaxpr_text=needs.jaxpr_text, fusions=needs.fusions,
+                             pallas=needs.pallas, roofline_chip=roofline, use_cache=_use_cache(opts), buffers=needs.buffers,
+                             collectives=needs.collectives, passes=needs.passes,
+                             pass_select=getattr(opts, "pass_select", None))
+    _ = report.stages.op_counts  # counted here, where the stages were made, not in the process that renders
+    return report
+
+
+def _work_show(opts):
+    return _report(opts, show_needs(opts.view, passes=bool(getattr(opts, "passes", False))))
+
+
+def _work_compare(opts):
+    from ..comparison import compare_reports
+
+    reports = [_report(side, Needs(compile=True, fusions=True, pallas=True)) for side in compare_sides(opts)]
+    return compare_reports(*reports)
+
+
+def compare_sides(opts) -> list:
+    """The two variants' options: A is TARGET with --set and --set-a on --target-a (or --target),
+    B is TARGET-B (or TARGET) with --set and --set-b on --target-b (or --target)."""
+    import copy
+
+    sides = []
+    for spec, chip, sets in ((opts.target, opts.chip_a, opts.set_a), (opts.target_b or opts.target, opts.chip_b, opts.set_b)):
+        side = copy.copy(opts)
+        side.target, side.chip, side.set, side.ref = spec, chip or opts.chip, list(opts.set) + list(sets), None
+        sides.append(side)
+    return sides
+
+
+def _work_export(opts):
+    return _report(opts, Needs(compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True, collectives=True))
+
+
+def _work_check(opts):
+    from ..chips import parse_targets
+    from ..pallas.check import run_check
+
+    chips = parse_targets(opts.chip)
+    target = _load(opts)
+    with _exits_are_failures(target, f"raised while tracing {target.name}"):
+        result = run_check(target, chips, estimate_only=opts.estimate_only, use_cache=_use_cache(opts))
+        if opts.sweep:
+            from ..pallas.sweep import sweep
+
+            result.sweep = sweep(target, [c for c in chips if c.is_tpu or c.kind == "gpu"])
+    return result
+
+
+def _work_diff(opts):
+    from ..chips import parse_targets
+    from ..run import run_diff
+
+    chip = diff_simulated_chip(parse_targets(opts.chip), "--target", "tpu-v5p", "cpu/gpu")
+    target = _load(opts)
+    with _exits_are_failures(target, f"raised while running {target.name}"):
+        try:
+            return run_diff(target, seed=opts.seed, atol=opts.atol, rtol=opts.rtol, grad=opts.grad, runs=opts.runs,
+                            chip=chip, strict=opts.strict)
+        except ValueError as err:
+            raise UsageError(str(err)) from err
+
+
+def _work_doctor(opts):
+    from ..chips import CHIPS, parse_targets
+    from ..doctor import checkup
+
+    chips = doctor_chips(parse_targets(opts.chip)) if opts.chip else [c for c in CHIPS if c.is_tpu and c.devices == 1]
+    return checkup(chips, svg_required=opts.svg)
+
+
+_WORK = {"show": _work_show, "tui": _work_show, "export": _work_export, "check": _work_check, "diff": _work_diff,
+         "compare": _work_compare, "doctor": _work_doctor}
+
+
+def work(opts):
+    """What the verb computes: runs jax and the user's code, returns plain data. Whatever the
+    user's code prints goes to stderr: stdout is the inspector's alone."""
+    import inspector.environment as environment
+
+    environment.prepare(debug=opts.debug)
+    from ..jax_internals import check_version
+
+    if opts.verb != "doctor" and (note := check_version()) is not None:  # doctor says it in its table
+        print(f"inspector: note: {note}", file=sys.stderr)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            return _WORK[opts.verb](opts)
+    except (RuntimeError, AssertionError) as err:  # JAX_PLATFORMS names a backend jax cannot start
+        usage = environment.backend_failure(err)
+        if usage is None:
+            raise
+        raise usage from err
+
+
+def run(opts):
+    """``work(opts)`` in a child process (the CLI), or here (``main(isolate=False)``: tests)."""
+    if not opts.isolate:
+        return work(opts)
+    from ..remote import run_isolated
+
+    return run_isolated(work, opts)

@@ -1,0 +1,50 @@
+"""The verbs' rules, once: what each verb accepts and what it computes for a view. The command
+line and the Python API both call these, so a usage error reads the same in both (each names its
+own spelling of the option: ``--target`` or ``targets=``)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .errors import UsageError
+from .view_table import Needs, get_view
+
+if TYPE_CHECKING:
+    from .chips import Chip
+
+
+def show_needs(view: str, *, passes: bool = False) -> Needs:
+    """What `show --view VIEW` computes; ``passes`` (``--passes``) adds a compile with pass dumps."""
+    needs = get_view(view).needs
+    return needs | Needs(compile=True, passes=True) if passes else needs
+
+
+def check_chips(chips: list[Chip], example: str) -> list[Chip]:
+    """check is about TPUs (compiled deviceless) and spec-only GPUs, never the local backend."""
+    local = [c.name for c in chips if c.is_local]
+    if local:
+        raise UsageError(f"check is about TPU and GPU targets, not {', '.join(local)}: e.g. {example}")
+    return chips
+
+
+def diff_simulated_chip(chips: list[Chip], option: str, example: str, local: str) -> Chip | None:
+    """diff runs here: the chips name the TPU that interpret mode simulates (the first TPU given);
+    a GPU known only by its figures cannot run anything."""
+    spec_only = [c.name for c in chips if c.kind == "gpu"]
+    if spec_only:
+        raise UsageError(f"diff runs on this machine, not on {', '.join(spec_only)}: {option} names the TPU that "
+                         f"interpret mode simulates (e.g. {example}), or {local}")
+    return next((c for c in chips if c.is_tpu), None)
+
+
+def require_two_variants(a: tuple, b: tuple, how: str) -> None:
+    """compare needs the two sides to differ in function, chip or parameters."""
+    if a == b:
+        raise UsageError(f"compare needs two different variants: {how}")
+
+
+def doctor_chips(chips: list[Chip]) -> list[Chip]:
+    """doctor compiles for TPUs without a TPU: its targets are TPUs."""
+    not_tpu = [c.name for c in chips if not c.is_tpu]
+    if not_tpu:
+        raise UsageError(f"doctor --target takes TPU targets (it compiles for them without a TPU), not {', '.join(not_tpu)}")
+    return chips

@@ -1,0 +1,92 @@
+"""The one table of views. Each row says what a view is called, where the terminal UI puts it
+(key and tab title), what it needs computed, which JSON keys it fills, and which functions render
+it. The CLI's `show --view`, ``Report.show``, the printer, the TUI's tabs and its help screen all
+read this table: a new view is one row here plus its renderer.
+
+Renderers are named as ``"module:function"`` inside ``inspector.views`` (and ``"module:Class"``
+inside ``inspector.views.tui`` for a tab of its own) and loaded only by the front ends, so the
+core never imports rich or textual (``inspector.display`` is the core's one door to them)."""
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Needs:
+    """What a view needs from the capture (``report.make_report``'s switches)."""
+
+    compile: bool = False  # the optimized HLO (a compile, or the cache)
+    jaxpr_text: bool = False  # the jaxpr printed whole
+    fusions: bool = False  # the kernels of the optimized HLO with HBM traffic and roofline
+    pallas: bool = False  # every pallas_call: BlockSpecs, grid walk, budgets
+    buffers: bool = False  # the compiler's buffer assignment
+    collectives: bool = False  # the collectives in schedule order
+    passes: bool = False  # a compile with XLA's pass dumps (never cached)
+
+    def __or__(self, other: Needs) -> Needs:
+        return Needs(**{f.name: getattr(self, f.name) or getattr(other, f.name) for f in dataclasses.fields(self)})
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    name: str
+    key: str  # the TUI's key for the tab
+    title: str  # the TUI's tab title (after the key)
+    needs: Needs
+    json_keys: tuple[str, ...] = ()  # top-level keys of `show --json` beyond the always-there ones
+    stage_text: str | None = None  # the stage text `show --json` includes for this view
+    render: str | None = None  # "module:function" in inspector.views: (report, RenderOptions) -> renderable or str
+    tab: str | None = None  # "module:Class" in inspector.views.tui; None: the rendered view in a scrolling pane
+    shown: bool = True  # offered by `show --view` (False: a TUI tab fed by a job of its own, e.g. diff)
+    opens: str | None = None  # the TUI action its key runs instead of switching to the tab (compare: pick the variant)
+    waiting: str = "compiling…"  # what the TUI tab says until the report comes
+    summary: str = ""  # one line for the help screen and `--help`
+
+
+_COMPILED = Needs(compile=True)
+
+VIEWS: tuple[View, ...] = (
+    View("overview", "1", "Overview", Needs(compile=True, fusions=True, pallas=True, collectives=True),
+         ("kernels", "totals", "xla_cost", "fusion_analysis", "pallas", "memory", "collectives"),
+         render="printer:render_overview", tab="overview_tab:OverviewTab",
+         summary="the function, inputs, target, key figures and every finding"),
+    View("jaxpr", "2", "Jaxpr", Needs(jaxpr_text=True), stage_text="jaxpr", render="printer:render_stage_text",
+         tab="stage_text:StageText", summary="the jaxpr, each equation with its source line"),
+    View("stablehlo", "3", "StableHLO", Needs(), stage_text="stablehlo", render="printer:render_stage_text",
+         tab="stage_text:StageText", summary="the lowered StableHLO, each op with its source line"),
+    View("hlo", "4", "HLO", _COMPILED, stage_text="hlo", render="printer:render_stage_text", tab="stage_text:StageText",
+         summary="the optimized HLO"),
+    View("fusions", "5", "Fusions", Needs(compile=True, fusions=True, pallas=True),
+         ("kernels", "totals", "xla_cost", "fusion_analysis"), render="printer:render_fusions", tab="fusions_tab:FusionsTab",
+         summary="every kernel with HBM traffic, flops and roofline; the materialized intermediates"),
+    View("pallas", "6", "Pallas", Needs(pallas=True), ("pallas",), render="printer:render_pallas",
+         tab="pallas_tab:PallasTab", waiting="compiling… (the Pallas analysis comes with the compile)",
+         summary="every pallas_call: BlockSpecs, VMEM per chip, the grid walk"),
+    View("diff", "7", "Diff", Needs(), tab="diff_tab:DiffTab", shown=False,
+         summary="the function against its reference (d runs it; `inspector diff`)"),
+    View("mosaic", "8", "Mosaic", Needs(), stage_text="mosaic", render="printer:render_stage_text",
+         tab="stage_text:StageText", summary="the Mosaic MLIR of each Pallas kernel"),
+    View("memory", "9", "Memory", Needs(compile=True, buffers=True), ("memory",), render="printer:render_memory",
+         waiting="compiling… (the memory figures come with the compile)",
+         summary="HBM per device against the chip's capacity; B: the largest buffers at the peak"),
+    View("collectives", "0", "Collectives", Needs(compile=True, collectives=True), ("collectives", "collective_totals"),
+         render="printer:render_collectives", waiting="compiling… (the collectives come with the optimized HLO)",
+         summary="every collective, bytes per device, ICI time"),
+    View("passes", "p", "Passes", Needs(compile=True, passes=True), ("passes", "pass_diff", "origins", "pass_log"),
+         render="printer:render_passes", tab="passes_tab:PassesTab",
+         summary="the compiler's pass pipeline; P compiles with pass dumps, Enter shows a step's diff"),
+    View("compare", "c", "Compare", Needs(), tab="compare_tab:CompareTab", shown=False, opens="compare",
+         summary="this variant against another chip or parameter set (`inspector compare`)"),
+)
+
+SORT_ORDERS = ("order", "bytes", "flops", "time")  # the fusions view's row orders
+SHOW_VIEWS: tuple[str, ...] = tuple(v.name for v in VIEWS if v.shown)
+STAGE_TEXTS: tuple[str, ...] = tuple(v.stage_text for v in VIEWS if v.stage_text)
+
+
+def get_view(name: str) -> View:
+    """The row named ``name``; KeyError when there is none (the callers check names first)."""
+    return _BY_NAME[name]
+
+
+_BY_NAME = {v.name: v for v in VIEWS}

@@ -1,0 +1,195 @@
+"""What the terminal UI runs on request, each in the worker process and cancellable: the diff
+(d), pass dumps and a pass's diff (P, Enter), the buffer assignment (B), a comparison (c), another
+chip (t) or parameters (x), the export (e)."""
+from __future__ import annotations
+
+from textual import work
+
+from ...chips import CHIPS
+from ...session import Session
+from ...target import parse_value
+from .loading import message_of
+from .screens import CompareScreen, ParamsScreen, TargetScreen
+
+TARGETS = [c.name for c in CHIPS if c.kind != "gpu" and c.name != "gpu"]
+
+
+class Jobs:
+    """The App's jobs on request: mixed into InspectorApp (``self`` is the app)."""
+
+    def action_diff(self) -> None:
+        self.action_tab("diff")
+        self.tabs["diff"].running()
+        self.run_diff(self._generation, self.session)
+
+    @work(thread=True, exclusive=True, group="diff")
+    def run_diff(self, generation: int, session: Session) -> None:
+        self._answer(generation, lambda: self.remote.call(session, "diff"), self._show_diff,
+                     lambda m: self.tabs["diff"].show_error(m))
+
+    def _show_diff(self, result) -> None:
+        self.tabs["diff"].show_result(result)
+        self.diff_verdict = "ok" if result.ok else "WRONG (see the Diff tab)"
+        self.tabs["overview"].show_diff(self.diff_verdict)
+
+    # ------------------------------------------------------------------ passes
+
+    def action_pass_dumps(self) -> None:
+        """Compile again with XLA's pass dumps: the Passes tab fills in, kernels name their pass."""
+        if self.session.passes and self.report is not None and self.report.passes is not None:
+            self.action_tab("passes")
+            self.status("already compiled with pass dumps: Enter on a step shows its diff")
+            return
+        self.session = self.session.with_passes(True)
+        self.load()
+        self.action_tab("passes")
+
+    def show_pass_diff(self, row: int) -> None:
+        tab = self.tabs["passes"]
+        step = tab.step_at(row)
+        if step is None:
+            return
+        if step.index in self._pass_diffs:
+            tab.show_diff(self._pass_diffs[step.index])
+            self.status(f"{step.label}: its diff")
+            return
+        tab.diff_message(f"{step.label}: compiling with pass dumps for its diff… (Esc cancels)", "yellow")
+        self.status(f"{step.label}: compiling with pass dumps for its diff…", "yellow")
+        self._pass_diff(self._generation, self.session, step.index, step.label)
+
+    @work(thread=True, exclusive=True, group="passes")
+    def _pass_diff(self, generation: int, session: Session, index: int, label: str) -> None:
+        self._answer(generation, lambda: self.remote.call(session, "pass_diff", str(index)),
+                     lambda diff: self._show_pass_diff(index, label, diff),
+                     lambda m: self.tabs["passes"].diff_message(m, "bold red"))
+
+    def _show_pass_diff(self, index: int, label: str, diff) -> None:
+        self._pass_diffs[index] = diff
+        self.tabs["passes"].show_diff(diff)
+        self.status(f"{label}: its diff" + (f" (+{diff.added} -{diff.removed} lines)" if diff else ""))
+
+    def action_buffers(self) -> None:
+        """Compile again asking for the compiler's buffer assignment: the Memory tab's largest
+        buffers live at the peak (the compile cache keeps it for next time)."""
+        if self.session.buffers and self.report is not None:
+            self.action_tab("memory")
+            self.status("already compiled with the buffer assignment")
+            return
+        self.session = self.session.with_buffers(True)
+        self.load()
+        self.action_tab("memory")
+
+    # ------------------------------------------------------------------ compare
+
+    def action_compare(self) -> None:
+        if self.report is None:
+            self.status("compare needs this variant compiled first (wait, or r)", "yellow")
+            return
+
+        def picked(what: str | None) -> None:
+            if what == "chip":
+                self.push_screen(TargetScreen(TARGETS, self.session.chip), chip_chosen)
+            elif what == "params":
+                signature = self.session.keyword_params()
+                self.push_screen(ParamsScreen(self.report.target.params, self.report.target.param_choices,
+                                              signature[0] if signature else None, parse_value), params_chosen)
+
+        def chip_chosen(chip: str | None) -> None:
+            if chip and chip != self.session.chip:
+                self.start_compare(self.session.with_chip(chip), f"on {chip}")
+            elif chip:
+                self.status(f"{chip} is this variant's chip: pick another to compare", "yellow")
+
+        def params_chosen(params: dict | None) -> None:
+            if params:
+                self.start_compare(self.session.with_params(params),
+                                   "with " + " ".join(f"{k}={v}" for k, v in params.items()))
+
+        self.push_screen(CompareScreen(), picked)
+
+    def start_compare(self, other: Session, what: str) -> None:
+        other = other.with_passes(False)  # side B as `inspector compare` builds it
+        self.action_tab("compare")
+        self.tabs["compare"].running(f"{other.spec} {what}")
+        self.status(f"compiling {other.spec} {what} to compare…", "yellow")
+        self.run_compare(self._generation, self.report, other)
+
+    @work(thread=True, exclusive=True, group="compare")
+    def run_compare(self, generation: int, report_a, other: Session) -> None:
+        from ...comparison import compare_reports
+
+        self._answer(generation, lambda: compare_reports(report_a, self.remote.call(other, "report", False)),
+                     self._show_compare, lambda m: self.tabs["compare"].show_error(m))
+
+    def _show_compare(self, result) -> None:
+        self.tabs["compare"].show_result(result)
+        self.status(f"compare: B = {result.b.label}; " + ("ok" if result.ok else "an error finding on one side"),
+                    "green" if result.ok else "bold red")
+
+    def action_target(self) -> None:
+        def chosen(chip: str | None) -> None:
+            if chip and chip != self.session.chip:
+                self.session = self.session.with_chip(chip)
+                self.session.remember_chip()
+                self.load()
+
+        self.push_screen(TargetScreen(TARGETS, self.session.chip), chosen)
+
+    def action_params(self) -> None:
+        known = self.report or self.lowered  # the lowering knows the parameters: no need to wait for the compile
+        if known is None:
+            self.status("the parameters can be edited once the function is traced (its own are known then)",
+                        "yellow")
+            return
+        signature = self.session.keyword_params()
+
+        def chosen(params: dict | None) -> None:
+            if params:
+                self.session = self.session.with_params(params)
+                self.load()
+
+        self.push_screen(ParamsScreen(known.target.params, known.target.param_choices,
+                                      signature[0] if signature else None, parse_value), chosen)
+
+    def action_export(self) -> None:
+        if self.report is not None:
+            self.export(self.report)
+        else:  # the export needs the compiled program: say so rather than do nothing
+            self.status("e exports once the compile is done" if self._loading else
+                        "nothing to export: the compile did not finish (r reloads)", "yellow")
+
+    @work(thread=True, group="export")
+    def export(self, report) -> None:
+        try:
+            written = self.session.export(report)
+        except Exception as err:
+            self._deliver(self.notify, message_of(err), severity="error")
+            return
+        self._deliver(self.notify, "wrote " + ", ".join(written))
+
+    def _answer(self, generation: int, ask, show, show_error) -> None:
+        """In a worker thread: ``ask()`` (a call into the worker process), then ``show(result)`` or
+        ``show_error(message)`` on the UI thread, unless a newer request has been made since."""
+        def if_current(fn, *args) -> None:
+            # checked on the UI thread: an Esc pressed while this answer was on its way drops it
+            if generation == self._generation:
+                fn(*args)
+
+        try:
+            result = ask()
+        except Exception as err:
+            self._deliver(if_current, show_error, message_of(err))
+            return
+        self._deliver(if_current, show, result)
+
+    def _deliver(self, fn, *args, **kwargs) -> None:
+        """From a worker thread: ``fn`` on the UI thread, unless the app is shutting down by then
+        (its widgets are going away; a result that arrives then is no news)."""
+        def deliver():
+            if self.is_running:
+                fn(*args, **kwargs)
+
+        try:
+            self.call_from_thread(deliver)
+        except RuntimeError:  # the event loop has already stopped
+            pass

@@ -1,0 +1,167 @@
+"""Moving around the terminal UI: search the text tabs, follow a source line across stages (l),
+a finding's evidence (Enter) and back (b), the fusions' sort."""
+from __future__ import annotations
+
+from textual.widgets import DataTable, Input, TabbedContent
+
+from ...findings import Finding
+from .stage_text import StageText
+from .tabs import TAB_VIEWS, TEXT_TABS
+
+ALL_TABS = tuple(v.name for v in TAB_VIEWS)
+
+CONTEXT_ACTIONS = ("link", "find", "sort", "back")  # shown in the footer only where they apply: check_action
+
+
+class Navigation:
+    """The App's navigation: mixed into InspectorApp (``self`` is the app)."""
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The context's keys: hidden from the footer (and idle) where they do nothing."""
+        if action in CONTEXT_ACTIONS and not self.is_mounted:
+            return True
+        if action == "link":
+            return self._active_text() is not None
+        if action == "find":
+            return self._active_text() is not None and bool(self.last_search)
+        if action == "sort":
+            return self.query_one(TabbedContent).active == "fusions"
+        if action == "back":
+            return self._back is not None
+        return True
+
+    def _active_text(self) -> StageText | None:
+        active = self.query_one(TabbedContent).active
+        return self.tabs[active] if active in TEXT_TABS and self.tabs_ready else None
+
+    def action_search(self) -> None:
+        if self._active_text() is None:
+            self.status("/ searches the text tabs (2 Jaxpr, 3 StableHLO, 4 HLO, 8 Mosaic)", "yellow")
+            return
+        search = self.query_one("#search", Input)
+        search.display = True
+        search.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "search":
+            self.last_search = event.value
+            self.refresh_bindings()
+            event.input.display = False
+            self._focus_tab(self.query_one(TabbedContent).active)
+            self.action_find(True)
+
+    def action_find(self, forward: bool) -> None:
+        text = self._active_text()
+        if text is None or not self.last_search:
+            return
+        before = text.selection
+        found = text.find(self.last_search, forward)
+        if found:
+            where = self._line_source(text)
+            message = f"/{self.last_search}: match {found[0]:,} of {found[1]:,} (n next, N previous)" + (
+                f"; {where}" if where else "")
+            self.status(message)
+            if text.selection != before:  # the selection event that follows would say the line's source alone
+                self._pending_status = message
+        else:
+            self.status(f"/{self.last_search}: not found in {text.stage}", "yellow")
+        text.focus()
+
+    def on_text_area_selection_changed(self, event) -> None:
+        text = event.text_area
+        if self._pending_status is not None:  # a jump (l, Enter on a finding) said where it went
+            self.status(self._pending_status)
+            self._pending_status = None
+            return
+        where = self._line_source(text)
+        if where:
+            self.status(where)
+
+    def _line_source(self, text) -> str:
+        """Where the line under the cursor comes from, and how many lines of the other stages do."""
+        if not isinstance(text, StageText) or text.stage == "mosaic":
+            return ""
+        source = text.source_of(text.cursor_location[0])
+        if not source:
+            return ""
+        others = [f"{t.stage} {len(t.rows_with_source(source))}" for t in map(self.tabs.get, TEXT_TABS)
+                  if t is not text and t.stage != "mosaic"]
+        return (f"{text.stage} line {text.cursor_location[0] + 1} comes from {source}; lines from it: "
+                f"{', '.join(others)} (l jumps there)")
+
+    def action_link(self) -> None:
+        """Jump to the next stage's first line that comes from the same source line."""
+        text = self._active_text()
+        if text is None:
+            return
+        source = text.source_of(text.cursor_location[0])
+        if not source:
+            self.status("this line has no source location", "yellow")
+            return
+        stages = ("jaxpr", "stablehlo", "hlo")
+        at = stages.index(text.stage) + 1 if text.stage in stages else 0
+        order = [t for t in stages[at:] + stages[:at] if t != text.stage] + [text.stage]  # the next stage first
+        for stage in order:
+            rows = self.tabs[stage].rows_with_source(source)
+            if stage == text.stage:  # the last resort: this stage's next line from there, never this one
+                here = text.cursor_location[0]
+                rows = [r for r in rows if r > here] + [r for r in rows if r < here]
+            if rows:
+                self.action_tab(stage)
+                target = self.tabs[stage]
+                self._pending_status = f"{stage} line {rows[0] + 1}: from {source}"
+                target.go_to_row(rows[0])
+                target.focus()
+                self.status(self._pending_status)
+                return
+        self.status(f"no other stage has a line from {source}", "yellow")
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "findings" and self.report is not None:
+            row = int(event.row_key.value)
+            self.show_evidence(self.tabs["overview"].findings[row], row)
+        elif event.data_table.id == "passes-table":
+            self.show_pass_diff(event.cursor_row)
+
+    def show_evidence(self, finding: Finding, row: int | None = None) -> None:
+        """Enter on a finding: its view, at the thing it names (Pallas: the kernel, grid step and
+        operand; Fusions: the kernel; HLO: the line). b comes back."""
+        view = finding.view if finding.view in ALL_TABS else "overview"
+        kernels = [k.call.name for k in (self.report.pallas or [])] if self.report else []
+        if view == "overview" and finding.kernel and any(finding.kernel.startswith(n) for n in kernels):
+            view = "pallas"  # a compile that ran out of VMEM in a Pallas kernel: its budget is there
+        if view == "overview":
+            self.status(f"{finding.code}: the evidence is the message itself (below the table)")
+            return
+        self._back = ("overview", row or 0)
+        self.refresh_bindings()
+        self.action_tab(view)
+        where = ""
+        if view == "pallas":
+            where = self.tabs["pallas"].show_finding(finding)
+        elif view == "fusions" and finding.kernel:
+            where = self.tabs["fusions"].select_kernel(finding.kernel)
+        elif view in TEXT_TABS:
+            text = self.tabs[view]
+            needle = finding.kernel or ("custom-call" if finding.code == "pallas-interpreted" else "")
+            hits = text.matches(needle) if needle else []
+            if hits:
+                where = f"line {hits[0][0] + 1}"
+                self._pending_status = f"{finding.code}: {view} {where} (b goes back)"
+                text.go_to_row(hits[0][0])
+        self.status(f"{finding.code}: {where or view} (b goes back)")
+
+    def action_back(self) -> None:
+        if self._back is None:
+            return
+        tab, row = self._back
+        self._back = None
+        self.refresh_bindings()
+        self.action_tab(tab)
+        table = self.query_one("#findings", DataTable)
+        if row < table.row_count:
+            table.move_cursor(row=row)
+
+    def action_sort(self) -> None:
+        if self.query_one(TabbedContent).active == "fusions":
+            self.tabs["fusions"].cycle_sort()
