@@ -77,6 +77,8 @@ CODES = _codes(
          "a constant block index out of range (libtpu would abort the compile)"),
         ("mosaic-error", (), "a Mosaic error of no known kind: the compiler's words at the source line"),
     )),
+    Code("mosaic-passes-unread", "info", True, "mosaic", ("chip", "why"),
+         "Mosaic's pass dumps could not be made or read (the other views still hold)"),
     Code("hbm-over-capacity", "error", True, "memory", ("chip", "bytes", "limit", "largest"),
          "the program needs more HBM per device than the chip has (or the compiler refused it for HBM)"),
     Code("pallas-interpreted", "info", False, "hlo", (), "Pallas kernels interpreted on the CPU"),
