@@ -106,7 +106,8 @@ UNIMPLEMENTED_PRIMITIVE = ErrorKind(
     rule=("Inside a Pallas TPU kernel only the jax primitives that have a Mosaic lowering rule can be used "
           "({lowerable_count} do in jax {jax_version} on the {core} core); {primitive} has none."),
     fix="Instead of {primitive}: {alternative}.",
-    seen=f"{SEEN_WITH}: every TPU, jnp.sort and jnp.cumsum in a kernel body. samples/mosaic_errors.py:sort_rows, cumsum_rows",
+    seen=(f"{SEEN_WITH}: tpu-v5e, jnp.sort and jnp.cumsum in a kernel body (the lowering has no rule, whatever the "
+          "chip). samples/mosaic_errors.py:sort_rows, cumsum_rows"),
     defaults={"core": "tc", "primitive": "this primitive", "alternative": NO_ALTERNATIVE},
 )
 
@@ -121,7 +122,7 @@ SHAPE_CAST = ErrorKind(
     fix=("Keep the last two dimensions as they are: add or drop unit dimensions in front (x[None], not x[:, None]), "
          "build a mask or an index 2-D from the start (jax.lax.broadcasted_iota(jnp.int32, (rows, cols), 0)), or "
          "reshape outside the kernel (in the wrapper, or through the BlockSpec's block shape)."),
-    seen=(f"{SEEN_WITH}: every TPU, a (32,) bool mask made (32, 1) with mask[:, None] (infer-vector-layout: "
+    seen=(f"{SEEN_WITH}: tpu-v4, v5e, v6e and tpu7x, a (32,) bool mask made (32, 1) with mask[:, None] (infer-vector-layout: "
           "unsupported shape cast). samples/mosaic_errors.py:mask_column"),
     defaults={"change": ""},
 )
@@ -155,12 +156,12 @@ DTYPE = ErrorKind(
      r"Unsupported cast: (?P<from_dtype>\w+) -> (?P<to_dtype>\w+)",
      r"64-bit types are not supported", r"Unsupported (?P<what>preferred_element_type|dtype)"),
     rule=("Each TPU generation lowers a fixed set of types per operation, and {subject} is not among them on {chip} "
-          "(seen with libtpu 0.0.42.1: fp8 and int4 matmul operands from TPU v5e on, none on v4; arithmetic on fp8 "
-          "values on no chip; int8 arithmetic not on v5e; no 64-bit types in a kernel)."),
+          "(seen with libtpu 0.0.42.1: fp8 and int4 matmul operands on v5e, v6e and tpu7x, not on v4; arithmetic on fp8 "
+          "values on none of v4, v5e, v6e, tpu7x; int8 arithmetic not on v5e; no 64-bit types in a kernel)."),
     fix=("Convert to a type the chip computes in before the operation (x.astype(jnp.bfloat16) for a matmul operand, "
          "jnp.float32 for arithmetic) and back after it if needed; keep the narrow type for storage and DMA only."),
     seen=(f"{SEEN_WITH}: tpu-v4, an fp8 (float8_e5m2) and an int4 matmul (E2001: Unsupported matmul RHS type); v5e, "
-          "v6e and tpu7x compile both. fp8 + fp8 fails on all five ('failed to legalize operation arith.addf'); "
+          "v6e and tpu7x compile both. fp8 + fp8 fails on v4, v5e, v6e and tpu7x ('failed to legalize operation arith.addf'); "
           "int8 * 2 on v5e: 'Only vector<i16> and vector<i32> are supported, but got i8'. "
           "samples/mosaic_errors.py:fp8_matmul"),
     defaults={"subject": "this type for this operation", "chip": "this chip"},
@@ -176,7 +177,7 @@ BLOCK_INDEX = ErrorKind(
           "llo::CouldLtS32) instead of reporting an error, so the inspector does not compile it."),
     fix=("Return a block index below {blocks}: divide an element offset by the block size (offset // block), clamp "
          "it (jnp.minimum(index, {last})), or grow the array or shrink the block so that the block exists."),
-    seen=(f"{SEEN_WITH}: every TPU tried (v5e), an index map returning the constant block (2, 0) of a (16, 128) array "
+    seen=(f"{SEEN_WITH}: tpu-v5e, an index map returning the constant block (2, 0) of a (16, 128) array "
           "in (8, 128) blocks, for an input or an output: SIGABRT in windowing_util. A traced index past the end "
           "compiles (and reads what lies there). samples/mosaic_errors.py:past_the_end"),
     defaults={"dim": "?", "blocks": "n", "last": "n - 1"},
