@@ -3,8 +3,8 @@
 An index map that returns a constant block index past the array (or below 0) is checked by
 libtpu while it compiles, and libtpu 0.0.42.1 then ends the whole process (SIGABRT, ``Check
 failed: llo::CouldLtS32(digits[i], bounds[i])`` in windowing_util) instead of reporting an error:
-measured on v5e for an input and an output block. A traced index past the end compiles (and
-reads what lies there); the grid walk reports those. So the inspector does not start such a
+measured on v5e for an input and an output block, and for an output block on v4, v5p, v6e and
+TPU7x. A traced index past the end compiles (and reads what lies there); the grid walk reports those. So the inspector does not start such a
 compile: the constant index is a compile-time fact, and this is the error the compile would give.
 """
 from __future__ import annotations

@@ -177,8 +177,8 @@ BLOCK_INDEX = ErrorKind(
           "llo::CouldLtS32) instead of reporting an error, so the inspector does not compile it."),
     fix=("Return a block index below {blocks}: divide an element offset by the block size (offset // block), clamp "
          "it (jnp.minimum(index, {last})), or grow the array or shrink the block so that the block exists."),
-    seen=(f"{SEEN_WITH}: tpu-v5e, an index map returning the constant block (2, 0) of a (16, 128) array "
-          "in (8, 128) blocks, for an input or an output: SIGABRT in windowing_util. A traced index past the end "
+    seen=(f"{SEEN_WITH}: tpu-v4, v5e, v5p, v6e and tpu7x all abort, an index map returning the constant block "
+          "(2, 0) of a (16, 128) array in (8, 128) blocks, for an input or an output: SIGABRT in windowing_util. A traced index past the end "
           "compiles (and reads what lies there). samples/mosaic_errors.py:past_the_end"),
     defaults={"dim": "?", "blocks": "n", "last": "n - 1"},
 )
