@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import TYPE_CHECKING
 
 from .findings import Finding
 from .units import fmt_bytes
+
+if TYPE_CHECKING:
+    from .mosaic.explain import MosaicFailure
 
 _UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 _SIZE = r"([\d.]+)\s*([KMGT]?)i?B?"
@@ -71,16 +75,29 @@ class CompileError:
     vmem: VmemOom | None = None
     hbm: HbmOom | None = None
     interpreter_limit: str | None = None  # the CPU lowering went through the TPU interpreter, which cannot run this kernel
+    mosaic: MosaicFailure | None = None  # a Pallas TPU kernel failed: where, the rule and the fix (inspector.mosaic)
 
     def finding(self, chip: str, view: str, buffers: dict | None = None) -> Finding:
         """The compile failure as a finding, with the compiler's VMEM or HBM figures as its data
-        (for HBM, the largest buffers live at the peak when the buffer assignment was dumped)."""
+        (for HBM, the largest buffers live at the peak when the buffer assignment was dumped).
+        A Mosaic failure names its kernel, source line, rule and fix, and points at the Mosaic view."""
         if self.interpreter_limit:  # not the kernel's fault: the real compile (a TPU target) still holds
             return Finding("info", "interpret-unsupported", f"{chip}: {self.headline}", view=view,
                            data={"reason": self.interpreter_limit, "detail": self.message[:2000]})
         if self.hbm:
             from .memory import hbm_finding
             return hbm_finding(chip, self.hbm.required_bytes, self.hbm.available_bytes, buffers, compiler=True)
+        if self.vmem and self.mosaic:  # the compiler's figures, with the kernel's line, rule, fix and our estimate
+            from .mosaic.explain import vmem_note
+
+            data = dict(dataclasses.asdict(self.vmem), chip=chip)
+            where = f" ({self.mosaic.kernel or 'kernel'} at {self.mosaic.source})" if self.mosaic.source else ""
+            found = self.mosaic.finding(chip, view, data=data,
+                                        message=f"{chip}: {self.headline}{where}{vmem_note(self.mosaic.details)}")
+            found.kernel = self.vmem.kernel or found.kernel
+            return found
+        if self.mosaic:
+            return self.mosaic.finding(chip)
         return Finding("error", "compile-vmem-oom" if self.vmem else "compile-error", f"{chip}: {self.headline}",
                        kernel=self.vmem.kernel if self.vmem else None, view=view,
                        data=dict(dataclasses.asdict(self.vmem), chip=chip) if self.vmem else {"chip": chip})
@@ -99,6 +116,8 @@ class CompileError:
             v = self.vmem
             return (f"VMEM out of memory ({v.scope}): needs {fmt_bytes(v.used_bytes)} of {fmt_bytes(v.limit_bytes)}, "
                     f"over by {fmt_bytes(v.exceeded_by_bytes)}" + (f" in {v.kernel}" if v.kernel else ""))
+        if self.mosaic:
+            return self.mosaic.headline
         first = next((line.strip() for line in self.message.splitlines() if line.strip()), "compile failed")
         return first if len(first) <= 400 else first[:397] + "..."
 

@@ -24,6 +24,10 @@ class Code:
     summary: str
 
 
+_MOSAIC_FIELDS = ("chip", "kind", "kernel", "source", "source_of", "op", "rule", "fix", "compiler", "error_code",
+                  "pallas_call", "frames", "seen", "details")
+
+
 def _codes(*codes: Code) -> dict[str, Code]:
     return {c.name: c for c in codes}
 
@@ -56,9 +60,25 @@ CODES = _codes(
     Code("triton-block-pow2", "error", True, "pallas", (), "a Triton block that is not a power of two"),
     Code("mosaic-gpu-minor-bytes", "warning", True, "pallas", (), "a Mosaic GPU minor dim not a multiple of 16 bytes"),
     # the compiler
-    Code("compile-vmem-oom", "error", True, "overview", ("chip", "used_bytes", "limit_bytes", "exceeded_by_bytes", "scope"),
-         "the compiler ran out of VMEM"),
+    Code("compile-vmem-oom", "error", True, "overview", ("chip", "used_bytes", "limit_bytes", "exceeded_by_bytes", "scope",
+                                                         "kernel", "op_name", "allocations") + _MOSAIC_FIELDS
+         + ("estimate_bytes", "estimate_limit_bytes", "estimate_limit_source"),
+         "the compiler ran out of VMEM (with the kernel's line, the rule, the fix and the inspector's estimate)"),
     Code("compile-error", "error", True, "overview", ("chip",), "the compile failed"),
+    # a Pallas TPU kernel Mosaic refused (inspector/mosaic/error_kinds.py: one row per kind); each
+    # names the kernel, the failing operation's source line and the rule and fix
+    *(Code(name, "error", True, "mosaic", _MOSAIC_FIELDS + extra, summary) for name, extra, summary in (
+        ("mosaic-unproven-alignment", ("dim", "multiple"), "a load or store at an offset Mosaic cannot prove aligned"),
+        ("mosaic-unimplemented", ("primitive", "alternative", "lowerable"), "a jax primitive with no Pallas TPU lowering"),
+        ("mosaic-shape-cast", ("change",), "a reshape that changes the tiled (last two) dimensions"),
+        ("mosaic-layout", ("tile_rows", "tile_cols"), "a block or value layout Mosaic refuses"),
+        ("mosaic-dtype", ("subject",), "a type this chip does not lower for the operation"),
+        ("mosaic-block-index", ("index", "dim", "blocks", "index_map_source"),
+         "a constant block index out of range (libtpu would abort the compile)"),
+        ("mosaic-error", (), "a Mosaic error of no known kind: the compiler's words at the source line"),
+    )),
+    Code("mosaic-passes-unread", "info", True, "mosaic", ("chip", "why"),
+         "Mosaic's pass dumps could not be made or read (the other views still hold)"),
     Code("hbm-over-capacity", "error", True, "memory", ("chip", "bytes", "limit", "largest"),
          "the program needs more HBM per device than the chip has (or the compiler refused it for HBM)"),
     Code("pallas-interpreted", "info", False, "hlo", (), "Pallas kernels interpreted on the CPU"),

@@ -36,7 +36,7 @@ def capture_with_passes(target: Target, backend: Backend, *, jaxpr_text: bool = 
                         select: str | None = None) -> tuple[Capture, PassLog]:
     """Capture ``target`` (compiled, with pass dumps) and the PassLog of its compile; ``select``
     (``--pass``: a pass name or index, or ``A..B``) adds the unified diff of that step or range."""
-    directory = _new_folder()
+    directory = new_dump_folder()
     try:
         captured = capture(target, backend, compile=True, jaxpr_text=jaxpr_text, use_cache=False, dump_to=directory,
                            dump_metadata=select is not None)
@@ -60,15 +60,15 @@ _STALE_S = 6 * 3600  # a dump folder untouched this long belongs to a process th
 _KEPT: dict[tuple, tuple[str, PassLog]] = {}  # this process's kept dumps: module key -> (folder, log)
 
 
-def _new_folder() -> str:
+def new_dump_folder(prefix: str = _PREFIX) -> str:
     """A fresh dump folder, after removing stale ones (ours are touched whenever they are read)."""
-    for old in glob.glob(os.path.join(tempfile.gettempdir(), _PREFIX + "*")):
+    for old in glob.glob(os.path.join(tempfile.gettempdir(), prefix + "*")):
         try:
             if time.time() - os.stat(old).st_mtime > _STALE_S:
                 shutil.rmtree(old, ignore_errors=True)
         except OSError:
             pass
-    return tempfile.mkdtemp(prefix=_PREFIX)
+    return tempfile.mkdtemp(prefix=prefix)
 
 
 def kept_diff(target: Target, backend: Backend, select: str):
@@ -81,7 +81,7 @@ def kept_diff(target: Target, backend: Backend, select: str):
     kept = _KEPT.get(key)
     if kept is None or not os.path.isdir(kept[0]):
         forget_kept()
-        directory = _new_folder()
+        directory = new_dump_folder()
         try:
             captured = capture(target, backend, compile=True, jaxpr_text=False, use_cache=False, dump_to=directory)
             log = read_dumps(directory, module=f"jit_{target.name}", final_hlo=captured.stages.hlo)

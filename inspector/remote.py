@@ -135,8 +135,10 @@ _BOOT = ("import sys,json;sys.path[:]=json.loads(sys.stdin.buffer.readline());"
          "from inspector.remote import _child_main;_child_main(int(sys.argv[1]))")
 
 
-def run_isolated(fn, *args):
+def run_isolated(fn, *args, env: dict[str, str] | None = None):
     """``fn(*args)`` in a fresh child process; its return value, or what it raised, raised here.
+    ``env``: variables set (over this process's) for the child alone, e.g. LIBTPU_INIT_ARGS,
+    which libtpu reads once, when its backend starts.
 
     Why a child: a compile in libtpu or XLA holds the thread in C++ for minutes, and Python runs
     a signal handler only when it returns. Here the parent only waits on a pipe, so Ctrl-C and
@@ -156,7 +158,8 @@ def run_isolated(fn, *args):
     read_fd, write_fd = os.pipe()
     try:
         proc = subprocess.Popen([sys.executable, "-P", "-c", _BOOT, str(write_fd)], stdin=subprocess.PIPE,
-                                stdout=sys.stderr.fileno(), pass_fds=(write_fd,), process_group=0)
+                                stdout=sys.stderr.fileno(), pass_fds=(write_fd,), process_group=0,
+                                env={**os.environ, **env} if env else None)
     except BaseException:
         os.close(read_fd)
         os.close(write_fd)

@@ -153,6 +153,36 @@ def lowering_failure(err: Exception, interpreted: bool = False) -> CompileError:
                         status="INTERPRETER_LIMIT" if limit else "LOWERING_FAILED", interpreter_limit=limit)
 
 
+def _explain_kernel_failure(stages: Stages, backend: Backend, closed_jaxpr, lowering_err: Exception | None = None) -> None:
+    """A Pallas TPU kernel that failed to lower or compile: its kernel, source line, rule and fix
+    (inspector.mosaic); the compiler's words stay in the message."""
+    if not backend.chip.is_tpu or not _has_pallas(stages.jaxpr_eqns):
+        return
+    from .mosaic.explain import explain_compile_error
+
+    stages.compile_error.mosaic = explain_compile_error(stages.compile_error, chip=backend.chip, kernels=stages.mosaic,
+                                                        closed_jaxpr=closed_jaxpr, lowering_err=lowering_err)
+
+
+def _compile_would_abort(stages: Stages, backend: Backend, closed_jaxpr) -> CompileError | None:
+    """A constant block index out of range makes libtpu abort the process while it compiles
+    (inspector.mosaic.block_guard): the error it would give, without compiling."""
+    if not backend.chip.is_tpu or not _has_pallas(stages.jaxpr_eqns):
+        return None
+    from .jax_internals.pallas import block_specs
+    from .mosaic.block_guard import bad_block_indices
+    from .mosaic.explain import explain_bad_block
+
+    try:
+        bad = bad_block_indices(block_specs(closed_jaxpr))
+    except Exception:  # BlockSpecs this jax lays out differently: the compile decides, as before
+        return None
+    if not bad:
+        return None
+    return CompileError(message=bad[0].message, status="BLOCK_INDEX_OUT_OF_RANGE",
+                        mosaic=explain_bad_block(bad[0], chip=backend.chip, kernels=stages.mosaic))
+
+
 def _has_pallas(eqns: list[JaxprEqn]) -> bool:
     return any(e.primitive == "pallas_call" for e in eqns)
 
@@ -214,7 +244,9 @@ def _compile(lowered, backend: Backend, use_cache: bool | str, buffers: bool = F
             result = {"hlo": compiled.as_text(), "cost": _cost_dict(compiled.cost_analysis()),
                       "memory": _memory_dict(compiled.memory_analysis()), "error": None}
         except Exception as err:  # XLA raises JaxRuntimeError / XlaRuntimeError / ValueError
-            result = {"hlo": None, "cost": None, "memory": None, "error": str(err)}
+            from .jax_internals.mosaic import compile_error_text
+
+            result = {"hlo": None, "cost": None, "memory": None, "error": compile_error_text(err)}
         if buffers:  # written even when the compile ran out of HBM: the largest buffers name why
             from .hlo.buffers import read_dump
             result["buffers"] = read_dump(folder)
@@ -326,6 +358,7 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
         )
     if lowering_error is not None:
         stages.compile_error = lowering_failure(lowering_error, interpreted=interpret)
+        _explain_kernel_failure(stages, backend, closed, lowering_error)
     lowering = _Lowering(Capture(stages, Program(closed, example_values(target), interpret)), lowered, module_text)
     if memo:
         _MEMO[key] = lowering
@@ -355,6 +388,10 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
         return lowering.captured  # stopped after lowering: by request, or by a lowering error
     before = lowering.captured.stages
     stages = dataclasses.replace(before, timings=dict(before.timings), mosaic=list(before.mosaic))
+    aborting = _compile_would_abort(stages, backend, lowering.captured.program.closed_jaxpr)
+    if aborting is not None:  # libtpu would end this process: the error it would give is the result
+        stages.compile_error = aborting
+        return Capture(stages, lowering.captured.program)
     with backend.context(), _interpret_context(backend):
         t2 = time.perf_counter()
         result, stages.compile_cached = _compile(lowering.lowered, backend, use_cache, buffers=buffers, dump_to=dump_to,
@@ -364,6 +401,7 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
     stages.buffers = result.get("buffers")
     if result["error"]:
         stages.compile_error = parse_compile_error(result["error"])
+        _explain_kernel_failure(stages, backend, lowering.captured.program.closed_jaxpr)
     captured = Capture(stages, lowering.captured.program)
     if keep:
         _MEMO[key] = captured

@@ -205,16 +205,17 @@ class UnknownPass(ValueError):
     """A --pass selector that names no step; the message lists what there is."""
 
 
-def select_step(log: PassLog, selector: str) -> int:
+def select_step(log: PassLog, selector: str, view: str = "--view passes") -> int:
     """An index, or a case-insensitive substring of a pass name (an exact name wins; of several
-    matches the first that changed the module)."""
+    matches the first that changed the module). ``log``: anything with ``steps`` (each with
+    index, name, pipeline, changed): the Mosaic passes take the same grammar; ``view`` lists them."""
     selector = selector.strip()
     n = len(log.steps)
     if re.fullmatch(r"-?\d+", selector):
         i = int(selector)
         i = i + n if i < 0 else i
         if not 0 <= i < n:
-            raise UnknownPass(f"--pass {selector}: there are {n} steps (0 to {n - 1}); `--view passes` lists them")
+            raise UnknownPass(f"--pass {selector}: there are {n} steps (0 to {n - 1}); `{view}` lists them")
         return i
     low = selector.lower()
     exact = [s.index for s in log.steps if s.name.lower() == low]
@@ -227,16 +228,16 @@ def select_step(log: PassLog, selector: str) -> int:
     return (changed or found)[0]
 
 
-def parse_range(log: PassLog, selector: str) -> tuple[int, int]:
+def parse_range(log: PassLog, selector: str, view: str = "--view passes") -> tuple[int, int]:
     """`A` -> (A, A); `A..B` -> (A, B), each an index or a name; an empty side is the first or last step."""
     if ".." in selector:
         a, b = selector.split("..", 1)
-        first = select_step(log, a) if a.strip() else 0
-        last = select_step(log, b) if b.strip() else len(log.steps) - 1
+        first = select_step(log, a, view) if a.strip() else 0
+        last = select_step(log, b, view) if b.strip() else len(log.steps) - 1
         if last < first:
             raise UnknownPass(f"--pass {selector}: step {last} comes before step {first}; give the earlier one first")
         return first, last
-    i = select_step(log, selector)
+    i = select_step(log, selector, view)
     return i, i
 
 

@@ -401,6 +401,22 @@ def _short_src(src: str | None) -> str | None:
     return f"{name} at {short_path(path)}:{line}" if path else src
 
 
+def _constant_outputs(closed) -> list[int] | None:
+    """The block index an index map returns when it returns literals only."""
+    if not _returns_constants(closed):
+        return None
+    try:
+        return [int(v.val) for v in closed.jaxpr.outvars]
+    except (TypeError, ValueError):
+        return None
+
+
+def _src_line(src: str | None) -> str | None:
+    """'<lambda> at /abs/path/file.py:48' -> 'path/file.py:48'."""
+    short = _short_src(src)
+    return short.rpartition(" at ")[2] if short and " at " in short else None
+
+
 def _signature(grid, gm, prefetch) -> str:
     parts = [repr(tuple(grid))] + [f"{bm.block_shape}|{bm.array_aval}|{bm.index_map_jaxpr}" for bm in gm.block_mappings]
     parts += [hashlib.sha256(np.ascontiguousarray(p).tobytes()).hexdigest() for p in prefetch or []]
@@ -415,6 +431,50 @@ def _cost_estimate(ce) -> dict | None:
 
 def _dynamic(d) -> bool:
     return not isinstance(d, (int, np.integer))
+
+
+def _operand(bm, pos: int, n_in: int, n_idx: int, arg_names: list, index_names: list, grid_names: list) -> BlockSpecInfo:
+    """One BlockSpec (a block mapping of jax's grid mapping) as data."""
+    role = "input" if pos < n_in else "output"
+    kinds, block = zip(*(_dim_kind(d) for d in bm.block_shape)) if bm.block_shape else ((), ())
+    text = expr_text(bm.index_map_jaxpr.jaxpr, index_names)
+    ref = n_idx + pos
+    label = arg_names[ref] if ref < len(arg_names) and arg_names[ref] else str(bm.origin)
+    return BlockSpecInfo(
+        operand=label, role=role, position=pos if role == "input" else pos - n_in,
+        array_shape=[int(d) for d in bm.array_aval.shape], dtype=str(bm.array_aval.dtype),
+        block_shape=list(block), dim_kinds=list(kinds), memory_space=memory_space(bm.transformed_block_aval),
+        buffer_count=getattr(bm.pipeline_mode, "buffer_count", None),
+        revisit=getattr(getattr(bm.pipeline_mode, "revisit", None), "value", None),  # RevisitMode.ANY -> "any"
+        # an explicit memory space on the block (not jax's "default"): the whole array, resident
+        resident=str(getattr(bm.block_aval, "memory_space", None)).lower() == "vmem",
+        index_map=f"({', '.join(grid_names)}) -> ({', '.join(text)})",
+        fixed_window=_returns_constants(bm.index_map_jaxpr),
+        fixed_index=_constant_outputs(bm.index_map_jaxpr),
+        index_map_source=_src_line(getattr(getattr(bm.index_map_jaxpr.jaxpr, "debug_info", None), "func_src_info", None)),
+    )
+
+
+def block_specs(closed_jaxpr) -> list[tuple[str, str | None, list[BlockSpecInfo]]]:
+    """(name, file:line, BlockSpecs) of every pallas_call, in program order: the BlockSpecs alone,
+    without reading the body or evaluating anything (cheap enough to ask before every compile)."""
+    from ..target import short_path
+
+    found = []
+    for _, eqn in pallas_occurrences(closed_jaxpr.jaxpr):
+        p = eqn.params
+        gm = p["grid_mapping"]
+        grid = list(gm.grid)
+        names = [str(n) for n in gm.grid_names] if gm.grid_names else list(GRID_LETTERS[:len(grid)].ljust(len(grid), "g"))
+        n_idx = int(gm.num_index_operands)
+        info = getattr(p["jaxpr"], "debug_info", None)
+        arg_names = list(getattr(info, "arg_names", None) or [])
+        operands = [_operand(bm, pos, gm.num_inputs, n_idx, arg_names, names + [f"s{i}" for i in range(n_idx)], names)
+                    for pos, bm in enumerate(gm.block_mappings)]
+        frame = eqn_frame(eqn)
+        found.append((str(p.get("name") or getattr(info, "func_name", "pallas_call")),
+                      f"{short_path(frame[0])}:{frame[1]}" if frame else None, operands))
+    return found
 
 
 def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_interpret: bool = False) -> FoundCall:
@@ -447,23 +507,9 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
     operands, maps = [], []
     prefetch_names = [f"s{i}" for i in range(n_idx)]
     for pos, bm in enumerate(gm.block_mappings):
-        role = "input" if pos < n_in else "output"
-        kinds, block = zip(*(_dim_kind(d) for d in bm.block_shape)) if bm.block_shape else ((), ())
-        text = expr_text(bm.index_map_jaxpr.jaxpr, names + prefetch_names)
-        ref = n_idx + pos
-        label = arg_names[ref] if ref < len(arg_names) and arg_names[ref] else str(bm.origin)
-        operands.append(BlockSpecInfo(
-            operand=label, role=role, position=pos if role == "input" else pos - n_in,
-            array_shape=[int(d) for d in bm.array_aval.shape], dtype=str(bm.array_aval.dtype),
-            block_shape=list(block), dim_kinds=list(kinds), memory_space=memory_space(bm.transformed_block_aval),
-            buffer_count=getattr(bm.pipeline_mode, "buffer_count", None),
-            revisit=getattr(getattr(bm.pipeline_mode, "revisit", None), "value", None),  # RevisitMode.ANY -> "any"
-            # an explicit memory space on the block (not jax's "default"): the whole array, resident
-            resident=str(getattr(bm.block_aval, "memory_space", None)).lower() == "vmem",
-            index_map=f"({', '.join(names)}) -> ({', '.join(text)})",
-            fixed_window=_returns_constants(bm.index_map_jaxpr),
-            unused=role == "output" and live is not None and not live[pos - n_in],
-        ))
+        operand = _operand(bm, pos, n_in, n_idx, arg_names, names + prefetch_names, names)
+        operand.unused = operand.role == "output" and live is not None and not live[pos - n_in]
+        operands.append(operand)
         maps.append(_index_map_callable(bm.index_map_jaxpr, prefetch, len(grid)))
     try:  # which input dims reach the outputs straight: padding read along them is harmless
         ref_dims = [[d for d, k in enumerate(op.dim_kinds) if k != "squeezed"] for op in operands]

@@ -35,6 +35,8 @@ class BlockSpecInfo:
     buffer_count: int | None  # pl.Buffered(n), None for the default
     index_map: str  # "(i, j, k) -> (i, j, 0)"
     fixed_window: bool = False  # the index map returns constants only: Mosaic keeps one buffer
+    fixed_index: list[int] | None = None  # those constants (the block index), when fixed_window
+    index_map_source: str | None = None  # file:line where the index map is defined
     unused: bool = False  # an output nothing in the program reads (scratch passed as an output)
     aliased_input: str | None = None  # an output sharing its buffer with this input (input_output_aliases)
     resident: bool = False  # memory_space=VMEM given without a block: the whole array, copied in once
@@ -159,6 +161,7 @@ class MosaicKernel:
     name: str
     source: str | None  # file:line of the pallas_call
     mlir: str
+    lines: list[str] = dataclasses.field(default_factory=list)  # file:line of the body's operations, as Mosaic knows them
 
 
 @dataclasses.dataclass
