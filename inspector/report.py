@@ -11,6 +11,7 @@ from .hlo.collectives import CollectiveAnalysis, analyse_collectives
 from .hlo.fusions import FusionAnalysis, analyse_fusions
 from .hlo.passes import PassLog
 from .memory import MemoryReport, analyse_memory
+from .mosaic.passes import MosaicPasses
 from .specs import hlo_type
 from .stages import STAGES, Capture, Stages
 from .target import Target, short_path
@@ -52,6 +53,7 @@ class Report:
     memory: MemoryReport | None = None  # HBM per device against the chip's capacity (when compiled)
     collectives: CollectiveAnalysis | None = None  # the collectives of the compiled program, in schedule order
     passes: PassLog | None = None  # what each compiler pass did (compiled with pass dumps)
+    mosaic_passes: MosaicPasses | None = None  # what each Mosaic pass did to each Pallas kernel (TPU, with its dumps)
 
     @property
     def compiler_vmem(self) -> dict[str, int]:
@@ -148,6 +150,7 @@ class Report:
             **({"memory": dataclasses.asdict(self.memory)} if self.memory is not None else {}),
             **(_collectives_json(self.collectives) if self.collectives is not None else {}),
             **(_passes_json(self.passes) if self.passes is not None else {}),
+            **(self.mosaic_passes.to_json() if self.mosaic_passes is not None else {}),
         }
 
 
@@ -256,11 +259,12 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
 def make_report(target: Target, chip: Chip, *, compile: bool = True, jaxpr_text: bool = True, fusions: bool = True,
                 pallas: bool = True, roofline_chip: Chip | None = None, use_cache: bool = True, memo: bool = True,
                 buffers: bool = False, collectives: bool = True, passes: bool = False,
-                pass_select: str | None = None) -> Report:
+                pass_select: str | None = None, mosaic_passes: bool = False) -> Report:
     """Capture ``target``'s stages on ``chip`` and gather the Report: the one path the CLI's verbs
     and the Python API take, so both give the same figures for the same target. ``buffers``: the
     compiler's buffer assignment (the memory view); ``passes``: compile with XLA's pass dumps (the
-    passes view; kernels name the pass that made them)."""
+    passes view; kernels name the pass that made them); ``mosaic_passes``: compile again with Mosaic's
+    pass dumps (TPU targets with Pallas kernels; ``pass_select`` picks the pass whose diff to keep)."""
     from .backends import Backend
     from .stages import capture
 
@@ -272,5 +276,11 @@ def make_report(target: Target, chip: Chip, *, compile: bool = True, jaxpr_text:
     else:
         captured = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text, use_cache=use_cache, memo=memo,
                            buffers=buffers)
-    return build_report(target, chip, captured, fusions=fusions, pallas=pallas, roofline_chip=roofline_chip,
-                        collectives=collectives, passes=log)
+    report = build_report(target, chip, captured, fusions=fusions, pallas=pallas, roofline_chip=roofline_chip,
+                          collectives=collectives, passes=log)
+    if mosaic_passes and chip.is_tpu and (captured.stages.mosaic or captured.stages.compile_error is not None):
+        from .mosaic.passes import capture_mosaic_passes
+
+        report.mosaic_passes = capture_mosaic_passes(target, chip, select=None if passes else pass_select)
+        report.findings = by_severity(report.findings + report.mosaic_passes.findings)
+    return report

@@ -22,6 +22,7 @@ class Needs:
     buffers: bool = False  # the compiler's buffer assignment
     collectives: bool = False  # the collectives in schedule order
     passes: bool = False  # a compile with XLA's pass dumps (never cached)
+    mosaic_passes: bool = False  # a compile with Mosaic's pass dumps (TPU targets with Pallas kernels)
 
     def __or__(self, other: Needs) -> Needs:
         return Needs(**{f.name: getattr(self, f.name) or getattr(other, f.name) for f in dataclasses.fields(self)})
@@ -64,8 +65,9 @@ VIEWS: tuple[View, ...] = (
          summary="every pallas_call: BlockSpecs, VMEM per chip, the grid walk"),
     View("diff", "7", "Diff", Needs(), tab="diff_tab:DiffTab", shown=False,
          summary="the function against its reference (d runs it; `inspector diff`)"),
-    View("mosaic", "8", "Mosaic", Needs(), stage_text="mosaic", render="printer:render_stage_text",
-         tab="stage_text:StageText", summary="the Mosaic MLIR of each Pallas kernel"),
+    View("mosaic", "8", "Mosaic", Needs(mosaic_passes=True), ("mosaic_passes", "relayouts", "mosaic_kernels"),
+         stage_text="mosaic", render="printer:render_mosaic", tab="stage_text:StageText",
+         summary="the Mosaic MLIR of each Pallas kernel (show: Mosaic's passes, what each changed, the relayouts per line)"),
     View("memory", "9", "Memory", Needs(compile=True, buffers=True), ("memory",), render="printer:render_memory",
          waiting="compiling… (the memory figures come with the compile)",
          summary="HBM per device against the chip's capacity; B: the largest buffers at the peak"),
@@ -75,6 +77,10 @@ VIEWS: tuple[View, ...] = (
     View("passes", "p", "Passes", Needs(compile=True, passes=True), ("passes", "pass_diff", "origins", "pass_log"),
          render="printer:render_passes", tab="passes_tab:PassesTab",
          summary="the compiler's pass pipeline; P compiles with pass dumps, Enter shows a step's diff"),
+    View("mosaic-passes", "m", "Mosaic passes", Needs(mosaic_passes=True), ("mosaic_passes", "relayouts", "mosaic_kernels"),
+         render="printer:render_mosaic_passes", shown=False,
+         waiting="press M to compile with Mosaic's pass dumps: each pass of each Pallas kernel, what it changed, the relayouts",
+         summary="Mosaic's passes of each Pallas kernel (M compiles with its dumps; `show --view mosaic`)"),
     View("compare", "c", "Compare", Needs(), tab="compare_tab:CompareTab", shown=False, opens="compare",
          summary="this variant against another chip or parameter set (`inspector compare`)"),
 )

@@ -302,6 +302,24 @@ def render_fusions(report: Report, view: str, options: RenderOptions):
     return fusions_view(report.fusions, options.sort, options.top)
 
 
+def render_mosaic(report: Report, view: str, options: RenderOptions):
+    """Mosaic's passes and relayouts where the compile with its dumps ran (a TPU target), else the
+    Mosaic MLIR (or why there is none)."""
+    if report.mosaic_passes is None:
+        return stage_text(report, "mosaic")
+    return render_mosaic_passes(report, view, options)
+
+
+def render_mosaic_passes(report: Report, view: str, options: RenderOptions):
+    from .mosaic_passes import mosaic_passes_view
+
+    if report.mosaic_passes is None:
+        why = ("this target is not a TPU: Mosaic runs only when lowering for a TPU" if not report.chip.is_tpu
+               else "press M to compile with Mosaic's pass dumps" if options.interactive else "not compiled with Mosaic's pass dumps")
+        return Text(f"no Mosaic passes: {why}")
+    return mosaic_passes_view(report.mosaic_passes, colour=options.colour)
+
+
 def render_passes(report: Report, view: str, options: RenderOptions):
     """The pass list, or with --pass the diff alone (coloured on a terminal, plain text in a pipe)."""
     from .passes import diff_text, passes_view

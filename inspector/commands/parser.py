@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--sort", choices=SORT_ORDERS, default="order", help="fusions view: row order")
     show.add_argument("--top", type=_count, default=40, metavar="N", help="fusions view: rows to print (0 for all)")
     show.add_argument("--pass", dest="pass_select", metavar="PASS",
-                      help="passes view: the diff of the module before and after PASS (a name, a substring or an index; A..B for a range)")
+                      help="passes view: the diff of the module before and after PASS (a name, a substring or an index; A..B for a range); "
+                           "mosaic view: the same for a Mosaic pass")
     show.add_argument("--passes", action="store_true",
                       help="compile with pass dumps: the fusions view names the pass that created each kernel (no compile cache)")
     export = sub.add_parser("export", help="write the kernel graph (SVG, DOT) and the Report (JSON) to files", parents=common)

@@ -6,6 +6,7 @@ import os
 import sys
 
 from ..errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, TargetFailure, UsageError
+from ..view_table import get_view
 from ..verb_rules import check_chips, diff_simulated_chip, require_two_variants
 from .work import compare_sides, run
 
@@ -17,13 +18,13 @@ def show(opts) -> int:
     select = getattr(opts, "pass_select", None)
     if select is not None and opts.view == "overview":
         opts.view = "passes"  # --pass alone asks for the passes view
-    if select is not None and opts.view != "passes":
-        raise UsageError(f"--pass is for the passes view, not --view {opts.view}")
+    if select is not None and opts.view not in ("passes", "mosaic"):
+        raise UsageError(f"--pass is for the passes view (XLA's passes) or the mosaic view (Mosaic's), not --view {opts.view}")
     report = run(opts)
     console = make_console()
     if opts.json:
-        texts = () if opts.view in ("overview", "fusions", "memory", "collectives", "passes") else (opts.view,)
-        print_json(report.to_dict(texts=texts), console)
+        text = get_view(opts.view).stage_text
+        print_json(report.to_dict(texts=(text,) if text else ()), console)
     else:
         print_view(report, opts.view, console, sort=opts.sort, top=opts.top)
     return EXIT_OK if report.ok else EXIT_FINDINGS

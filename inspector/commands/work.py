@@ -52,7 +52,7 @@ def _report(opts, needs: Needs):
         report = make_report(target, chip, compile=needs.compile, jaxpr_text=needs.jaxpr_text, fusions=needs.fusions,
                              pallas=needs.pallas, roofline_chip=roofline, use_cache=_use_cache(opts), buffers=needs.buffers,
                              collectives=needs.collectives, passes=needs.passes,
-                             pass_select=getattr(opts, "pass_select", None))
+                             pass_select=getattr(opts, "pass_select", None), mosaic_passes=needs.mosaic_passes)
     _ = report.stages.op_counts  # counted here, where the stages were made, not in the process that renders
     return report
 

@@ -68,6 +68,19 @@ class Jobs:
         self.tabs["passes"].show_diff(diff)
         self.status(f"{label}: its diff" + (f" (+{diff.added} -{diff.removed} lines)" if diff else ""))
 
+    def action_mosaic_dumps(self) -> None:
+        """Compile again with Mosaic's pass dumps: the Mosaic passes tab fills in."""
+        if self.session.mosaic_passes and self.report is not None and self.report.mosaic_passes is not None:
+            self.action_tab("mosaic-passes")
+            self.status("already compiled with Mosaic's pass dumps")
+            return
+        if not self.session.chip.startswith("tpu"):
+            self.status("Mosaic runs only for a TPU target: t picks one", "yellow")
+            return
+        self.session = self.session.with_mosaic_passes(True)
+        self.load()
+        self.action_tab("mosaic-passes")
+
     def action_buffers(self) -> None:
         """Compile again asking for the compiler's buffer assignment: the Memory tab's largest
         buffers live at the peak (the compile cache keeps it for next time)."""

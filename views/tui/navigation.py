@@ -143,12 +143,16 @@ class Navigation:
             where = self.tabs["fusions"].select_kernel(finding.kernel)
         elif view in TEXT_TABS:
             text = self.tabs[view]
-            needle = finding.kernel or ("custom-call" if finding.code == "pallas-interpreted" else "")
-            hits = text.matches(needle) if needle else []
+            # a Mosaic error names the failing op and its source line: the op's line in the text
+            data = finding.data or {}
+            needles = [data.get("op"), finding.kernel, "custom-call" if finding.code == "pallas-interpreted" else None]
+            hits = next((h for n in needles if n and (h := text.matches(n))), [])
             if hits:
-                where = f"line {hits[0][0] + 1}"
+                where = f"line {hits[0][0] + 1}" + (f", from {data['source']}" if data.get("source") else "")
                 self._pending_status = f"{finding.code}: {view} {where} (b goes back)"
                 text.go_to_row(hits[0][0])
+            elif data.get("source"):
+                where = f"the source line is {data['source']}"
         self.status(f"{finding.code}: {where or view} (b goes back)")
 
     def action_back(self) -> None:
