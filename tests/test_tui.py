@@ -449,6 +449,9 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
 
     where = lambda operand=None: dict(kernel=kernel, operand=operand, view="pallas")
     long = " and a long tail that a table cell would cut" * 4
+    mosaic = {"chip": "tpu-v5e", "kind": "k", "kernel": kernel, "source": "samples/mosaic_errors.py:36", "source_of": "op",
+              "op": "vector.load", "rule": "r", "fix": "f", "compiler": "E2003: ...", "error_code": "E2003",
+              "pallas_call": kernel, "frames": [], "seen": "tpu-v5e", "details": {}}
     oom = {"used_bytes": 25165824, "limit_bytes": 16777216, "exceeded_by_bytes": 8388608, "scope": "scoped",
            "kernel": kernel, "op_name": None, "chip": "tpu-v5e",
            "allocations": [{"size_bytes": 8388608, "role": "operand", "operand_index": 0, "window_shape": "[1024,1024]",
@@ -499,6 +502,19 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
                 view="overview", data=oom),
         Finding("error", "compile-error", "tpu-v5e: INVALID_ARGUMENT: something" + long, view="overview",
                 data={"chip": "tpu-v5e"}),
+        # inspector/mosaic/explain.py: each kind of Mosaic error, at the failing op's source line
+        *(Finding("error", code, f"tpu-v5e: {code} in {kernel} at samples/mosaic_errors.py:36. Rule: ... Fix: ..." + long,
+                  kernel=kernel, view="mosaic", data={**mosaic, **extra})
+          for code, extra in (("mosaic-unproven-alignment", {"dim": 0, "multiple": 8}),
+                              ("mosaic-unimplemented", {"primitive": "sort", "alternative": "outside the kernel",
+                                                        "lowerable": ["add", "dot_general"]}),
+                              ("mosaic-shape-cast", {"change": "the last two dimensions"}),
+                              ("mosaic-layout", {"tile_rows": 32, "tile_cols": 128}),
+                              ("mosaic-dtype", {"subject": "matmul RHS"}),
+                              ("mosaic-block-index", {"index": [2, 0], "dim": 0, "blocks": 2, "index_map_source": "t.py:9"}),
+                              ("mosaic-error", {}))),
+        Finding("info", "mosaic-passes-unread", "tpu-v5e: Mosaic's pass dumps could not be read" + long, view="mosaic",
+                data={"chip": "tpu-v5e", "why": "no dumps"}),
         # inspector/memory.py
         Finding("error", "hbm-over-capacity", "tpu-v5e:2x2: needs 36.18 GiB of HBM per device, 15.75 GiB usable" + long,
                 view="memory", data={"chip": "tpu-v5e:2x2", "bytes": 38848000000, "limit": 16911433728, "largest": []}),
