@@ -7,13 +7,14 @@ is the same module ``pallas_call(debug=True)`` prints.
 from __future__ import annotations
 
 import contextlib
+from typing import Iterator
 
 from ..pallas.model import MosaicKernel
 from .tracing import user_frame
 
 
 @contextlib.contextmanager
-def capture_mosaic():
+def capture_mosaic() -> Iterator[list[MosaicKernel]]:
     """Yield a list that fills with MosaicKernel records as pallas_calls lower for TPU. Where this
     jax lays the lowering out differently, the list stays empty (the Mosaic view says so)."""
     try:

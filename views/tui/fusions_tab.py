@@ -23,7 +23,7 @@ SORTS = ("order", "bytes", "flops", "time")
 class FusionsTab(Vertical):
     FOCUS = "#fusions-table"
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.analysis: FusionAnalysis | None = None
         self.sort = "order"

@@ -161,7 +161,7 @@ class PallasTab(VerticalScroll, can_focus=True):
         Binding("right_square_bracket", "kernel(1)", "kernel"),
     ]
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.kernels: list[PallasReport] = []
         self.unread: list[Finding] = []

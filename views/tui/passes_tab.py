@@ -24,7 +24,7 @@ NO_DUMPS = ("press P to compile with pass dumps (XLA's pass-by-pass dumps, witho
 class PassesTab(Vertical):
     FOCUS = "#passes-table"
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.pass_log: PassLog | None = None
         self.pending = False  # a step's diff is being compiled
