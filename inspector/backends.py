@@ -81,6 +81,7 @@ class Backend:
 
         sizes = fit_mesh(axes, self.devices, self.chip.name)
         if self.chip.is_tpu:
+            assert self.mesh is not None  # a TPU backend has one (__init__)
             devices = _topology_devices(self.chip.topology) if self.chip.devices > 1 else tuple(self.mesh.devices.flat)
         else:
             import jax

@@ -154,6 +154,7 @@ def _on_topology(chip_name: str, shape: str) -> Chip:
         raise UsageError(f"{chip.name} has no topology {shape!r}: use one of {', '.join(chip.topologies)} "
                          f"(e.g. --target {chip.name}:{chip.topologies[2]}; see `inspector chips`)")
     chips = math.prod(int(d) for d in shape.split("x"))
+    assert chip.topology is not None  # every TPU has one (_tpu)
     generation = chip.topology.split(":")[0]
     return dataclasses.replace(chip, name=f"{chip.name}:{shape}", aliases=(), topology=f"{generation}:{shape}",
                                devices=chips * chip.devices_per_chip,

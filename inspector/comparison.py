@@ -164,7 +164,9 @@ def _vmem(a: Report, b: Report) -> list[PallasVmem]:
     for i in range(max(len(calls_a), len(calls_b))):
         ca = calls_a[i] if i < len(calls_a) else None
         cb = calls_b[i] if i < len(calls_b) else None
-        name = (ca or cb).call.name
+        either = ca or cb
+        assert either is not None  # i is within one of the lists
+        name = either.call.name
         chip_a, est_a, lim_a = _budget(a, ca) if ca else (None, None, None)
         chip_b, est_b, lim_b = _budget(b, cb) if cb else (None, None, None)
         rows.append(PallasVmem(name if not cb or not ca or ca.call.name == cb.call.name else f"{ca.call.name} / {cb.call.name}",

@@ -117,7 +117,7 @@ def prepare_on_import() -> str:
         return import_state
     import jax
 
-    if not user_platforms and not tpu_attached() and not jax.config.jax_platforms:
+    if not user_platforms and not tpu_attached() and not jax.config.jax_platforms:  # type: ignore[attr-defined]  # jax's flags are set at run time
         jax.config.update("jax_platforms", os.environ["JAX_PLATFORMS"])
     import_state = "jax-configured"
     return import_state

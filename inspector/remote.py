@@ -44,7 +44,7 @@ def _call(session, method: str, args: tuple):
 
 
 class Remote:
-    def __init__(self):
+    def __init__(self) -> None:
         self._pool: ProcessPoolExecutor | None = None
         self._running: set[Future] = set()
         self._lock = threading.Lock()

@@ -39,7 +39,7 @@ class Session:
         if fresh:  # --watch: import the file again so edits are seen
             where = split_spec(self.spec)[0]
             for name, module in list(sys.modules.items()):
-                if getattr(module, "__file__", None) and os.path.abspath(module.__file__) == os.path.abspath(where):
+                if (path := getattr(module, "__file__", None)) and os.path.abspath(path) == os.path.abspath(where):
                     del sys.modules[name]
             import inspector.stages as stages
             stages._MEMO.clear()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import math
+from typing import Any
 
 from .errors import TargetFailure, UsageError
 
@@ -68,7 +69,7 @@ def _entry(node: ast.AST, text: str) -> Entry:
     if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, str)):
         return node.value
     if isinstance(node, ast.Tuple) and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
-        return tuple(e.value for e in node.elts)
+        return tuple(e.value for e in node.elts if isinstance(e, ast.Constant))
     raise UsageError(f"--shard {text!r}: a PartitionSpec entry is an axis name in quotes, None, or a tuple of names "
                      f"('data','model'), not {ast.unparse(node)!r}")
 
@@ -81,6 +82,8 @@ def parse_specs(text: str) -> list[Spec]:
         tree = ast.parse(f"[{_commas(text)}]", mode="eval")
     except SyntaxError:
         raise UsageError(f"--shard {text!r}: write one PartitionSpec per input, e.g. \"P('data',None) P()\"") from None
+    if not isinstance(tree.body, ast.List):  # a bracket that closed the list early: "P()] + [P()"
+        raise UsageError(f"--shard {text!r}: write one PartitionSpec per input, e.g. \"P('data',None) P()\"")
     specs = []
     for node in tree.body.elts:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("P", "PartitionSpec")
@@ -95,6 +98,7 @@ def parse_specs(text: str) -> list[Spec]:
 
 def _commas(text: str) -> str:
     """Specs are separated by spaces (or commas) at depth 0: make them a list's commas."""
+    out: list[str]
     out, depth = [], 0
     for ch in text.strip():
         depth += ch in "(["
@@ -164,7 +168,7 @@ def _is_spec(x) -> bool:
     return x is None or isinstance(x, PartitionSpec)
 
 
-def spec_leaves(tree, specs) -> list[tuple[str, object, object]]:
+def spec_leaves(tree, specs) -> list[tuple[str, Any, Any]]:
     """(path, array, spec) for every array leaf, the spec tree a prefix of the input tree."""
     import jax
 

@@ -40,6 +40,7 @@ def hlo_type(dtype: str, shape: tuple[int, ...]) -> str:
 
 def _split(text: str) -> list[str]:
     """Split on spaces and on commas outside brackets."""
+    current: list[str]
     tokens, depth, current = [], 0, []
     for ch in text:
         depth += ch == "["
@@ -86,7 +87,9 @@ def _bits(numpy_dtype: str) -> int:
         return 8
     if numpy_dtype.startswith("float8"):
         return 8
-    return int(re.search(r"(\d+)$", numpy_dtype).group(1))
+    width = re.search(r"(\d+)$", numpy_dtype)
+    assert width is not None  # every other name in DTYPES ends in its width
+    return int(width.group(1))
 
 
 def parse_specs(text: str) -> list[ArgSpec]:

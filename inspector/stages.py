@@ -118,7 +118,7 @@ def _trace(target: Target, backend: Backend):
     import jax
 
     fn = functools.partial(target.fn, **target.params)
-    fn.__name__ = target.name  # jit names the module after it
+    fn.__name__ = target.name  # type: ignore[attr-defined]  # a partial takes attributes; jit names the module after it
     specs = None
     if target.shardings is not None:
         from .sharding import resolve_specs
@@ -336,7 +336,7 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
         interpret = backend.platform == "cpu" and _has_pallas(eqns)
         from .jax_internals.mosaic import capture_mosaic
 
-        mosaic_capture = capture_mosaic() if backend.chip.is_tpu else contextlib.nullcontext([])
+        mosaic_capture: contextlib.AbstractContextManager[list] = capture_mosaic() if backend.chip.is_tpu else contextlib.nullcontext([])
         t1 = time.perf_counter()
         with mosaic_capture as mosaic:
             # A lowering error (a Pallas block shape Mosaic refuses, say) is a compile failure:

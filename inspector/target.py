@@ -81,6 +81,7 @@ def _import_file(path: Path):
     # The loader is named, not picked by suffix: a link file.py -> data.bin still loads as source.
     loader = importlib.machinery.SourceFileLoader(module_name, str(resolved))
     spec = importlib.util.spec_from_file_location(module_name, resolved, loader=loader)
+    assert spec is not None and spec.loader is not None  # the loader is given
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:

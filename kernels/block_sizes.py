@@ -91,11 +91,11 @@ class BlockSizes:
         chip = get_chip(chip_name)
         if not chip.scoped_vmem_bytes or not chip.mxu:
             return cls()
-        budget, bk = _budget(chip), _round_up(LONG_BLOCK, chip.mxu)
+        budget, bk, mxu = _budget(chip), _round_up(LONG_BLOCK, chip.mxu), chip.mxu
 
         def pick(kernel: str) -> tuple[int, int]:
             q, k = bk, bk
-            while attention_vmem_bytes(kernel, q, k, head_dim, itemsize) > budget and k > chip.mxu:
+            while attention_vmem_bytes(kernel, q, k, head_dim, itemsize) > budget and k > mxu:
                 q, k = q // 2, k // 2
             while attention_vmem_bytes(kernel, 2 * q, k, head_dim, itemsize) <= budget:
                 q *= 2

@@ -24,7 +24,8 @@ SHARDED = str(DATA / "sharded.py")
 def test_specs_are_parsed_never_evaluated():
     assert parse_specs("P('data',None) P(None,'model') P() P(('data','model'),)") == [
         ("data", None), (None, "model"), (), (("data", "model"),)]
-    for bad in ("P(__import__('os').system('true'))", "os.system('true')", "P('a'", "P(1)", "P(x='a')", ""):
+    # "P('a')] + [P()": a bracket that closes the list early (was an AttributeError)
+    for bad in ("P(__import__('os').system('true'))", "os.system('true')", "P('a'", "P(1)", "P(x='a')", "", "P('a')] + [P()"):
         with pytest.raises(UsageError):
             parse_specs(bad)
 

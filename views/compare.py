@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -97,7 +97,7 @@ def changed_table(c: Compare, top: int) -> Table | Text:
 
 
 def compare_view(c: Compare, top: int = 10) -> Group:
-    parts = [_sides(c), totals_table(c)]
+    parts: list[RenderableType] = [_sides(c), totals_table(c)]
     vmem = vmem_table(c)
     if vmem is not None:
         parts.append(vmem)

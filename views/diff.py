@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -54,7 +54,7 @@ def _count(blocks: list[int]) -> int:
 
 
 def diff_view(result: DiffResult) -> Group:
-    head = [Text.assemble(("diff ", "bold"), f"{result.target} against {result.reference}  ",
+    head: list[RenderableType] = [Text.assemble(("diff ", "bold"), f"{result.target} against {result.reference}  ",
                           (f"({result.mode}; seed {result.seed})", "dim")),
             Text("inputs: " + ", ".join(result.inputs), style="dim")]
     parts = head + ([_leaf_table("outputs", result.outputs)] if result.outputs else

@@ -5,7 +5,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Callable
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -22,7 +22,7 @@ SORT_KEYS = {
     "flops": lambda k: -k.flops * k.repeat,
     "time": lambda k: -(k.roofline_s or 0) * k.repeat,
 }
-BOUND_STYLE = {"memory": "yellow", "compute": "cyan"}
+BOUND_STYLE: dict[str | None, str] = {"memory": "yellow", "compute": "cyan"}
 
 
 def _short_source(k: Kernel) -> str:
@@ -36,7 +36,7 @@ class Column:
 
     label: str
     cell: Callable[[Kernel], str | Text]
-    justify: str = "right"
+    justify: JustifyMethod = "right"
 
 
 KERNEL_COLUMNS = (
@@ -54,8 +54,8 @@ KERNEL_COLUMNS = (
 
 def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) -> Table:
     kernels = list(analysis.kernels)
-    if SORT_KEYS.get(sort):
-        kernels.sort(key=SORT_KEYS[sort])
+    if sort_key := SORT_KEYS.get(sort):
+        kernels.sort(key=sort_key)
     shown = kernels if top <= 0 else kernels[:top]
     chip = analysis.chip or "no chip figures (use --roofline CHIP)"
     table = Table(title=f"kernels in schedule order{'' if sort == 'order' else f', by {sort}'}; roofline on {chip}",
@@ -117,7 +117,7 @@ def intermediates_table(analysis: FusionAnalysis) -> Table | Text:
 
 def fusions_view(analysis: FusionAnalysis, sort: str = "order", top: int = 40) -> Group:
     notes = sorted({k.note for k in analysis.kernels if k.note})
-    parts = [kernels_table(analysis, sort, top), totals_table(analysis),
+    parts: list[RenderableType] = [kernels_table(analysis, sort, top), totals_table(analysis),
              Text(analysis.agreement.get("note") or "", style="dim"), Text(""), intermediates_table(analysis)]
     parts += [Text(f"note: {n}", style="dim") for n in notes]
     return Group(*parts)

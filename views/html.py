@@ -10,7 +10,7 @@ import re
 
 from rich.console import Console
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InspectorError
 from .collectives import collectives_view
@@ -111,7 +111,7 @@ def compare_html(result: Compare) -> str:
 
 def html_of(result) -> str:
     """The HTML of any result type, chosen by its class name (no import of the core's types)."""
-    makers = {"Report": report_html, "CheckResult": check_html, "DiffResult": diff_html, "Compare": compare_html}
+    makers: dict[str, Callable[[Any], str]] = {"Report": report_html, "CheckResult": check_html, "DiffResult": diff_html, "Compare": compare_html}
     return makers[type(result).__name__](result)
 
 

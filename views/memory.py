@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -39,6 +39,7 @@ def figures_table(m: MemoryReport) -> Table:
 def verdict(m: MemoryReport) -> Text:
     if m.fits is None:
         return Text("no HBM capacity to compare with on this target (a TPU target has one: --target tpu-v5e:4x4)", style="dim")
+    assert m.required_bytes is not None and m.hbm_capacity_bytes is not None  # fits is known only with both
     if m.fits:
         room = m.hbm_capacity_bytes - m.required_bytes
         return Text(f"fits: {fmt_bytes(m.required_bytes)} of {fmt_bytes(m.hbm_capacity_bytes)} per device, "
@@ -64,7 +65,7 @@ def peak_table(m: MemoryReport) -> Table | Text:
 def memory_view(m: MemoryReport | None, reason: str = "not compiled") -> Group | Text:
     if m is None:
         return Text(f"no memory figures: {reason}")
-    parts = [figures_table(m), verdict(m), Text(""), peak_table(m)]
+    parts: list[RenderableType] = [figures_table(m), verdict(m), Text(""), peak_table(m)]
     if m.note and m.largest:
         parts.append(Text(f"note: {m.note}", style="dim"))
     return Group(*parts)

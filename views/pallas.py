@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -13,6 +13,8 @@ from ..units import fmt_bytes
 from .cells import add_row, findings_table
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from collections.abc import Sequence
+
     from ..findings import Finding
     from ..pallas.check import CheckResult
     from ..pallas.analysis import PallasReport
@@ -136,10 +138,11 @@ def unread_calls(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.code == "analysis-failed" and (f.data or {}).get("what") == "pallas_call"]
 
 
-def pallas_view(kernels: list[PallasReport], unread: list[Finding] = (), others: list[Finding] = ()) -> Group | Text:
+def pallas_view(kernels: list[PallasReport], unread: Sequence[Finding] = (), others: Sequence[Finding] = ()) -> Group | Text:
     """``others``: the report's errors that belong to no kernel here (a failed lowering or compile):
     without them the view would say "no findings" while show exits 1."""
-    parts = [kernel_view(k) for k in kernels] + [Text(f.message, style="yellow") for f in unread]
+    parts: list[RenderableType] = [kernel_view(k) for k in kernels]
+    parts += [Text(f.message, style="yellow") for f in unread]
     if others:
         parts += [Text("errors outside the kernels' analysis", style="bold"), findings_table(list(others))]
     return Group(*parts) if parts else Text("no pallas_call in this function")
@@ -170,7 +173,7 @@ def check_view(result: CheckResult) -> Group:
     if result.undecided and not result.failed:
         status.append(f": the VMEM estimate cannot decide on {', '.join(result.undecided)} (vmem-may-exceed); "
                       "check without --estimate-only for the compiler's verdict", style="yellow")
-    parts = [table, Text(f"kernels: {kernels}"), Text("")]
+    parts: list[RenderableType] = [table, Text(f"kernels: {kernels}"), Text("")]
     if result.sweep:
         parts += [sweep_table(result.sweep), Text("")]
     return Group(*parts, findings_table(result.findings), Text(""), status)

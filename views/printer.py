@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from rich import box
 from rich.cells import cell_len
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -189,9 +189,9 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
     if s.mesh:
         rows.append(("mesh", ",".join(f"{k}={v}" for k, v in s.mesh.items()) + f" ({s.devices} devices; figures per device)"))
     if report.memory is not None and report.memory.fits is not None:
-        m = report.memory
-        rows.append(("HBM per device", f"{fmt_bytes(m.required_bytes)} of {fmt_bytes(m.hbm_capacity_bytes)}: "
-                                       + ("fits" if m.fits else "does NOT fit") + " (--view memory)"))
+        memory = report.memory
+        rows.append(("HBM per device", f"{fmt_bytes(memory.required_bytes)} of {fmt_bytes(memory.hbm_capacity_bytes)}: "
+                                       + ("fits" if memory.fits else "does NOT fit") + " (--view memory)"))
     if report.collectives is not None and report.collectives.collectives:
         c = report.collectives
         rows.append(("collectives", f"{sum(r['count'] for r in c.by_kind.values())}, {fmt_bytes(c.total_bytes)} per device"
@@ -213,7 +213,7 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
     if timings:
         timing = ", ".join(f"{k.removesuffix('_s')} {v:.2f}s" for k, v in s.timings.items())
         rows.append(("time", timing + (" (compile from cache)" if s.compile_cached else "")))
-    parts = [_kv_table(rows)]
+    parts: list[RenderableType] = [_kv_table(rows)]
     if findings:  # the TUI lists the findings in a table of its own
         parts += ([Text("\nfindings", style="bold"), findings_table(report.findings)] if report.findings
                   else [Text("\nno findings", style="green")])
@@ -257,7 +257,9 @@ def render_view(report: Report, view: str, options: RenderOptions = RenderOption
     stage's text, printed as it is)."""
     import importlib
 
-    module, function = get_view(view).render.split(":")
+    render = get_view(view).render
+    assert render is not None, f"the view {view} has no renderer (a TUI tab of its own)"
+    module, function = render.split(":")
     return getattr(importlib.import_module(f"{__package__}.{module}"), function)(report, view, options)
 
 
@@ -367,6 +369,7 @@ def chips_table(chips: tuple[Chip, ...] = CHIPS) -> Table:
                          min_width=longest_word)
     for row in rows:
         add_row(table, *row)
+    assert isinstance(table.caption, str)  # given above
     table.caption += ("\n*SMEM on TPUs, opt-in shared memory per block on GPUs; TFLOP/s is dense bf16; ICI per link, one way; "
                       "sources: inspector chips --json")
     return table

@@ -36,10 +36,10 @@ def _tolerance(text: str) -> float:
     return value
 
 
-def _globals() -> argparse.ArgumentParser:
+def _globals() -> _Parser:
     """Options every verb takes, before or after the verb (SUPPRESS: the verb's parser keeps the
     top-level value when the flag is not repeated after the verb)."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)  # a parent: only its arguments are copied (its class as the verbs', for typing)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show tracebacks and jax/libtpu logs")
     return common

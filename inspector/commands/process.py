@@ -85,7 +85,7 @@ def on_sigterm(signum, frame):
     raise Terminated()
 
 
-def is_stdout_error(err: BaseException) -> bool:
+def is_stdout_error(err: OSError | ValueError) -> bool:
     """A failed write of ours to stdout (closed, full, a reader gone): no file name, an output
     errno, and not an error sent back from the child process."""
     if getattr(err, "child_traceback", None) is not None:

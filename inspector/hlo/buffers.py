@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+from typing import Any
 
 from .module import parse_hlo
 
@@ -97,7 +98,7 @@ def summarise(live_text: str, assignment: str, module=None, instructions: dict |
             in_peak = False
         if peak_time is None and (m := _SEQUENCE.match(line)):
             sequence[int(m[1])] = m[2]
-    buffers = []
+    buffers: list[dict[str, Any]] = []
     for name, size in live:
         info = values.get(name, {})
         if info.get("color", HBM_COLOR) != HBM_COLOR:

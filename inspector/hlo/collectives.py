@@ -82,8 +82,8 @@ def _groups(instr: Instruction, devices: int) -> list[list[int]] | None:
     m = re.search(r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", text)
     if m:
         shape = [int(x) for x in m[1].split(",")]
-        dims = [int(x) for x in m[2].split(",")]
-        ids = np.arange(math.prod(dims)).reshape(dims)
+        iota_dims = [int(x) for x in m[2].split(",")]
+        ids = np.arange(math.prod(iota_dims)).reshape(iota_dims)
         if m[3]:
             ids = ids.transpose([int(x) for x in m[3].split(",")])
         return ids.reshape(shape[0], -1).tolist()
@@ -241,8 +241,8 @@ def analyse_collectives(hlo_text: str, chip: Chip | None, mesh: dict | None, dev
     found: list[Collective] = []
     _walk(module, module.entry, chip if chip is not None and chip.ici_bytes_per_s else None, mesh, devices, 1, found)
     timed = [c for c in found if c.time_s is not None]
-    total_time = sum(c.time_s * c.repeat for c in timed) if timed else None
-    exposed = sum(c.time_s * c.repeat for c in timed if not c.overlaps) if timed else None
+    total_time = sum(c.time_s * c.repeat for c in timed if c.time_s is not None) if timed else None
+    exposed = sum(c.time_s * c.repeat for c in timed if c.time_s is not None and not c.overlaps) if timed else None
     return CollectiveAnalysis(
         chip.name if chip is not None and chip.ici_bytes_per_s else None, mesh, found,
         _totals(found, lambda c: c.kind), _totals(found, lambda c: "+".join(c.axes) if c.axes else ("-" if c.axes == [] else "?")),

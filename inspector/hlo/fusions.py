@@ -14,6 +14,7 @@ import gc
 import math
 import re
 from collections import Counter
+from typing import Any
 
 from ..chips import Chip
 from .module import ArrayShape, Computation, HloModule, Instruction, parse_hlo
@@ -101,7 +102,7 @@ class FusionAnalysis:
     results: list[str]  # kernels or parameters whose values the program returns
     totals: dict[str, float]
     xla_cost: dict[str, float] | None
-    agreement: dict[str, object]
+    agreement: dict[str, Any]  # ratios, the figures compared, a note (hlo/totals.py)
     intermediates: list[Intermediate]
     frames: dict[int, str] = dataclasses.field(default_factory=dict)  # HLO stack_frame_id -> file:line
 
@@ -216,7 +217,7 @@ def _window(text: str, spatial: int) -> list[tuple[int, int, int, int, int]]:
     return list(zip(sizes, strides, pads, lhs, rhs))
 
 
-def _results(instr: Instruction) -> list[ArrayShape]:
+def _results(instr: Instruction) -> tuple[ArrayShape, ...]:
     """The arrays an instruction makes. Async starts return (operands, results..., context):
     copy-start (dest, src, context), slice-start ((operand), dest, context); a done op passes
     the start's result on."""
@@ -325,7 +326,8 @@ def _kernels_of(module: HloModule, comp: Computation, costs: _Costs, chip: Chip 
                     inner = body_comp.by_name()
                     loops[instr.name] = [_origin(o, inner, start, {}) for o in root.operands]
                 if not trips:
-                    found[-1:] and setattr(found[-1], "note", "inside a while loop of unknown trip count: counted once")
+                    if found:
+                        found[-1].note = "inside a while loop of unknown trip count: counted once"
             continue
         cost = costs.instruction(instr, shapes)
         out_shapes = _results(instr)

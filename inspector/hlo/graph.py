@@ -9,6 +9,7 @@ import math
 import os
 import shutil
 import subprocess
+from typing import cast
 
 from ..errors import UsageError
 from ..units import fmt_bytes, fmt_count, fmt_time
@@ -148,22 +149,22 @@ def dot_of(kg: KernelGraph, legend: bool = True):
 
     if not legend:
         return g
-    with g.subgraph(name="cluster_legend", graph_attr={"label": "legend", "fontsize": "10", "style": "dashed"}) as legend:
+    with g.subgraph(name="cluster_legend", graph_attr={"label": "legend", "fontsize": "10", "style": "dashed"}) as panel:
         if kg.color == "bound":
-            legend.node("__l_mem", "memory-bound", shape="box", style="filled,rounded", fillcolor=BOUND_FILL["memory"])
-            legend.node("__l_cmp", "compute-bound", shape="box", style="filled,rounded", fillcolor=BOUND_FILL["compute"])
+            panel.node("__l_mem", "memory-bound", shape="box", style="filled,rounded", fillcolor=BOUND_FILL["memory"])
+            panel.node("__l_cmp", "compute-bound", shape="box", style="filled,rounded", fillcolor=BOUND_FILL["compute"])
             if kg.chip is None:
-                legend.node("__l_none", "grey: no roofline\n(--roofline CHIP)", shape="box", style="filled,rounded",
-                            fillcolor=BOUND_FILL[None])
+                panel.node("__l_none", "grey: no roofline\n(--roofline CHIP)", shape="box", style="filled,rounded",
+                           fillcolor=BOUND_FILL[None])
         else:
             what = f"roofline time on {kg.chip}" if kg.color == "roofline" else "HBM bytes"
-            legend.node("__l_lo", f"less {what}", shape="box", style="filled,rounded", fillcolor=_HEAT[0])
-            legend.node("__l_hi", f"most {what}", shape="box", style="filled,rounded", fillcolor=_HEAT[-1], fontcolor="#ffffff")
+            panel.node("__l_lo", f"less {what}", shape="box", style="filled,rounded", fillcolor=_HEAT[0])
+            panel.node("__l_hi", f"most {what}", shape="box", style="filled,rounded", fillcolor=_HEAT[-1], fontcolor="#ffffff")
         ranked_by = "slowest kernels" if kg.top and kg.top[0].time_s is not None else "kernels with most HBM bytes"
-        legend.node("__l_top", f"#1: the {ranked_by}\n(top {len(kg.top)}, their rank; magenta border)", shape="box",
-                    style="rounded", penwidth="4", color=RANK_COLOR)
-        legend.node("__l_grp", "a scope's forward or\nbackward kernels", shape="box3d")
-        legend.node("__l_edge", "solid edge: HBM tensor\ndashed: stays in VMEM\nthicker: more bytes", shape="plaintext")
+        panel.node("__l_top", f"#1: the {ranked_by}\n(top {len(kg.top)}, their rank; magenta border)", shape="box",
+                   style="rounded", penwidth="4", color=RANK_COLOR)
+        panel.node("__l_grp", "a scope's forward or\nbackward kernels", shape="box3d")
+        panel.node("__l_edge", "solid edge: HBM tensor\ndashed: stays in VMEM\nthicker: more bytes", shape="plaintext")
     return g
 
 
@@ -215,7 +216,7 @@ def render_svgs(graphs: list, timeout_s: float = 120) -> list[bytes]:
             raise UsageError(f"dot failed: {stderr.decode(errors='replace').strip().splitlines()[-1] if stderr else run.returncode}")
         for j, part in enumerate(parts):
             result[i + j * procs] = part
-    return result
+    return cast("list[bytes]", result)  # every slot: each run gave one part per graph of its chunk
 
 
 def group_svgs(analysis: FusionAnalysis, kg: KernelGraph) -> dict[str, str]:

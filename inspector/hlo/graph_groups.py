@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from typing import cast
 
 from .fusions import Kernel
 
@@ -78,7 +79,7 @@ def group_keys(kernels: list[Kernel]) -> tuple[dict[str, tuple[str, str | None]]
     ahead: dict[str, str | None] = {}
     for k in reversed(kernels):  # readers come later in the schedule
         found = [r if by_name[r].op_name is not None else ahead.get(r) for r in readers.get(k.name, [])]
-        ahead[k.name] = min((r for r in found if r), key=index.get, default=None)
+        ahead[k.name] = min((r for r in found if r), key=index.__getitem__, default=None)
     behind: dict[str, str | None] = {}
     for k in kernels:
         src = next((t.producer for t in sorted(k.inputs, key=lambda t: -t.bytes) if t.producer in by_name), None)
@@ -93,7 +94,7 @@ def group_keys(kernels: list[Kernel]) -> tuple[dict[str, tuple[str, str | None]]
         elif p is not None and beside(i, index[p], key[p]):
             borrowed[k.name] = p
         elif r is not None or p is not None:
-            borrowed[k.name] = r or p
+            borrowed[k.name] = cast(str, r or p)  # one of them is a name
     for k in kernels:  # outside autodiff and any scope (a parameter update): with the scope it reads most from
         if key[k.name] == (TOP, None) and k.name not in borrowed:
             sizes: dict[tuple, int] = {}
@@ -103,7 +104,7 @@ def group_keys(kernels: list[Kernel]) -> tuple[dict[str, tuple[str, str | None]]
                     sizes[key[t.producer]] = sizes.get(key[t.producer], 0) + t.bytes
                     last[key[t.producer]] = max(last.get(key[t.producer], -1), index[t.producer])
             if sizes:
-                best = max(sizes, key=sizes.get)
+                best = max(sizes, key=sizes.__getitem__)
                 if beside(index[k.name], last[best], best):
                     key[k.name] = best
     run, last_scope = 0, None

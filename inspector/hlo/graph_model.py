@@ -193,9 +193,9 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
         for op in k.ops:
             if op not in n.ops:
                 n.ops.append(op)
-        for src in k.sources:
-            if src not in n.sources:
-                n.sources.append(src)
+        for source in k.sources:
+            if source not in n.sources:
+                n.sources.append(source)
     for n in nodes.values():
         if n.kind == "group":
             members = [by_name[x] for x in n.kernels]
@@ -203,10 +203,10 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
             by_bound: dict[str | None, float] = {}
             for k in members:
                 by_bound[k.bound] = by_bound.get(k.bound, 0.0) + (k.roofline_s or 0.0)
-            n.bound = max(by_bound, key=by_bound.get) if by_bound else None
+            n.bound = max(by_bound, key=by_bound.__getitem__) if by_bound else None
             n.source = next((k.source or k.sources[0] for k in members if k.source or k.sources), None)  # as the fusions view shows it
-        n.kernels.sort(key=index.get)
-        n.folded.sort(key=index.get)
+        n.kernels.sort(key=index.__getitem__)
+        n.folded.sort(key=index.__getitem__)
     param_id = {p.producer: "p_" + _ident(p.producer) for p in params}
     if draw_params:
         for p in params:
@@ -243,18 +243,18 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
     out_srcs = [src_of(r) for r in analysis.results]
     output_node = len(set(s for s in out_srcs if s)) <= PARAM_NODES_MAX
     if not output_node:
-        sizes = {}
+        sizes: dict[str, int] = {}
         for k in kernels:
             for o in k.outputs:
                 sizes.setdefault(k.name, 0)
                 sizes[k.name] += o.bytes
-        for r in dict.fromkeys(analysis.results):
-            s = src_of(r)
+        for result in dict.fromkeys(analysis.results):
+            s = src_of(result)
             if s is None or nodes[s].kind == "parameter":
                 continue
             n = nodes[s]
             n.output_count += 1
-            n.output_bytes += sizes.get(r, 0)
+            n.output_bytes += sizes.get(result, 0)
 
     # past the budget, keep each node's biggest input and the largest of the rest
     by_id = nodes
@@ -306,7 +306,7 @@ def _mark_away(ordered: list[Node], groups) -> None:
         for n in ordered:
             if n.kind == "kernel" and n.id in apart and prev is not None and prev.group != n.group:
                 continue  # another group's stray
-            if n.kind != "kernel" or n.group not in label:
+            if n.kind != "kernel" or n.group is None or n.group not in label:
                 prev = None
                 continue
             if prev is not None and prev.group == n.group:

@@ -73,7 +73,7 @@ def _bound(cond: Computation) -> tuple[int, int] | None:
     elif direction != "LT":
         return None
     index, limit = _element(a), _int(b)
-    if index is None or limit is None or by_name.get(a.operands[0], a).opcode != "parameter":
+    if a is None or index is None or limit is None or by_name.get(a.operands[0], a).opcode != "parameter":
         return None
     return index, limit
 

@@ -87,7 +87,8 @@ class PassLog:
 
     def release(self) -> None:
         """Forget the dump files and the final text (the folder is gone; the log is sent on)."""
-        self._paths, self._final = [], None
+        self._paths: list[str] = []
+        self._final: str | None = None
 
     def made_by(self, instruction: str) -> str | None:
         i = self.origins.get(instruction)
@@ -174,7 +175,7 @@ def read_dumps(directory: str, module: str | None = None, final_hlo: str | None 
     start: dict[bytes, int] = {}  # name -> step where its current run of appearances began
     prev_names: set[bytes] = set()
     prev_data, prev = None, (0, 0, 0)
-    texts = [(d, None) for d in dumps]
+    texts: list[tuple[_Dump, bytes | None]] = [(d, None) for d in dumps]
     if final_hlo and not any(d.name == FINAL for d in dumps):
         texts.append((_Dump(1 << 30, FINAL, "", None, ""), final_hlo.encode()))
     for i, (d, given) in enumerate(texts):

@@ -16,7 +16,7 @@ def count_hlo_ops(text: str) -> dict[str, int]:
 
 
 def count_mlir_ops(text: str) -> dict[str, int]:
-    counts = collections.Counter()
+    counts: collections.Counter[str] = collections.Counter()
     for line in text.splitlines():
         m = _MLIR_OP.match(line)
         if m:

@@ -47,9 +47,9 @@ def result_writes(module: HloModule, instr: Instruction, operand_bytes: dict[str
     writes = {}
     for n, r in enumerate(roots):
         if r is not None and r.opcode == "dynamic-update-slice" and len(r.operands) > 1:
-            update = by_name.get(r.operands[1])
-            if update is not None and update.shapes:
-                writes[n] = update.shapes[0].bytes
+            written = by_name.get(r.operands[1])
+            if written is not None and written.shapes:
+                writes[n] = written.shapes[0].bytes
     return writes
 
 

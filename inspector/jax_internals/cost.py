@@ -7,7 +7,7 @@ def hlo_text_cost(text: str) -> dict[str, float]:
     """HloCostAnalysis of ``text`` as XLA:CPU runs it (flops, "bytes accessed", ...)."""
     import jax
     from jax._src.lib import _jax
-    from jaxlib import _hlo
+    from jaxlib import _hlo  # type: ignore[attr-defined]  # a compiled module jaxlib declares no type for
 
     module = _hlo.hlo_module_from_text(text)
     return dict(_jax.hlo_module_cost_analysis(jax.devices("cpu")[0].client, module))

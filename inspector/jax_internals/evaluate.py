@@ -9,7 +9,7 @@ a value depends on the iteration, so it stays unknown (None).
 from __future__ import annotations
 
 import sys
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -29,7 +29,7 @@ def called_jaxpr(eqn):
     return getattr(inner, "jaxpr", inner), list(getattr(inner, "consts", ()))
 
 
-def pallas_occurrences(jaxpr, path: tuple = ()) -> Iterator[tuple[tuple | None, object]]:
+def pallas_occurrences(jaxpr, path: tuple | None = ()) -> Iterator[tuple[tuple | None, Any]]:
     """Every pallas_call in program order, with the chain of call equations that leads to it
     (None when a loop or branch lies on the way: its operands then depend on the iteration)."""
     from .tracing import sub_jaxprs
@@ -130,7 +130,7 @@ def operand_values(closed_jaxpr, occurrences: list, example_values: tuple | None
             if not n:
                 out.append(None)
                 continue
-            values = [None] * len(eqn.invars)
+            values: list[np.ndarray | None] = [None] * len(eqn.invars)
             if path is not None:
                 try:
                     frame = top

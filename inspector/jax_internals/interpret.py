@@ -20,6 +20,7 @@ import dataclasses
 import inspect
 import re
 import sys
+from typing import Callable, Literal
 
 # ----------------------------------------------------------------------------- the chip
 
@@ -44,7 +45,7 @@ def abstract_mesh(chip):
     return jax.sharding.AbstractMesh((1,), ("x",), abstract_device=device)
 
 
-_MESH_AXES = contextvars.ContextVar("inspector_mesh_axes", default=())
+_MESH_AXES: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("inspector_mesh_axes", default=())
 
 
 @contextlib.contextmanager
@@ -78,8 +79,13 @@ def simulating(chip):
 # ----------------------------------------------------------------------------- running
 
 
+OutOfBoundsReads = Literal["raise", "uninitialized"]  # what InterpretParams accepts
+DmaExecutionMode = Literal["eager", "on_wait"]
+
+
 def interpret_params(*, cores: int = 1, detect_races: bool = False, seed: int | None = None,
-                     out_of_bounds_reads: str = "raise", dma_execution_mode: str = "on_wait", record: bool = False):
+                     out_of_bounds_reads: OutOfBoundsReads = "raise", dma_execution_mode: DmaExecutionMode = "on_wait",
+                     record: bool = False):
     from jax.experimental.pallas import tpu as pltpu
 
     return pltpu.InterpretParams(
@@ -95,7 +101,7 @@ def forced(params):
     return pltpu.force_tpu_interpret_mode(params)
 
 
-_GPU_FALLBACK = []
+_GPU_FALLBACK: list[Callable | None] = []  # the lowering installed (None: this jax cannot have it)
 
 
 def gpu_kernels_interpreted() -> None:
@@ -139,7 +145,8 @@ def races_found() -> bool:
     printed reports, see ``parse_races``, are the record for functions with several kernels)."""
     from jax._src.pallas.mosaic.interpret import interpret_pallas_call as ipc
 
-    return bool(getattr(ipc, "races", None) is not None and ipc.races.races_found)
+    races = getattr(ipc, "races", None)
+    return bool(races is not None and races.races_found)
 
 
 GRID_MARK = "@@inspector-grid-point"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import traceback as traceback_module
+from typing import Iterator
 
 from ..pallas.model import MosaicKernel
 from .tracing import _PACKAGE_DIR, user_frame
@@ -29,7 +30,7 @@ def _op_lines(mosaic_module) -> list[str]:
 
 
 @contextlib.contextmanager
-def capture_mosaic():
+def capture_mosaic() -> Iterator[list[MosaicKernel]]:
     """Yield a list that fills with MosaicKernel records as pallas_calls lower for TPU. Where this
     jax lays the lowering out differently, the list stays empty (the Mosaic view says so)."""
     try:

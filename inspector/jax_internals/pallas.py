@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -24,9 +24,10 @@ _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "//", "rem": "%", "and": "
 _TRANSCENDENTAL = {"exp", "log", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "pow", "exp2", "log1p", "expm1", "erf"}
 _REF_OPS = ("get", "load", "swap", "store", "masked_load", "masked_swap")
 # Integer scalar arithmetic folded to find loop bounds (division only where it cannot round).
-_FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "max": max, "min": min,
-         "neg": lambda a: -a, "convert_element_type": lambda a: a,
-         "div": lambda a, b: a // b if a % b == 0 else None}
+_FOLD: dict[str, Callable[..., Any]] = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "max": max, "min": min,
+    "neg": lambda a: -a, "convert_element_type": lambda a: a,
+    "div": lambda a, b: a // b if a % b == 0 else None}
 
 
 def _dim_kind(dim) -> tuple[str, int | None]:
@@ -115,7 +116,7 @@ def _discharged(closed) -> tuple:
     if "closed_jaxpr" in inspect.signature(discharge.discharge_state).parameters:
         pure = discharge.discharge_state(closed)
         return pure.jaxpr, pure.consts
-    return discharge.discharge_state(closed.jaxpr, closed.consts)
+    return discharge.discharge_state(closed.jaxpr, closed.consts)  # type: ignore[call-arg, return-value]  # older jax
 
 
 def _dma_refs(tree, flat: list) -> tuple:
@@ -330,10 +331,10 @@ class _Body:
             elif p == "while":
                 body = eqn.params["body_jaxpr"].jaxpr
                 self._inherit(eqn, body)
-                n = self._trips(eqn)
-                if n is not None:  # a fori_loop: like a scan
-                    c = self.visit(body, (times[0] * n, times[1] * n))
-                    lo, hi = lo + n * c[0], hi + n * c[1]
+                trips = self._trips(eqn)
+                if trips is not None:  # a fori_loop: like a scan
+                    c = self.visit(body, (times[0] * trips, times[1] * trips))
+                    lo, hi = lo + trips * c[0], hi + trips * c[1]
                     continue
                 # trips unknown: counted once, so the max is a lower bound (said with the figures)
                 dmas = len(self.dmas)
@@ -498,7 +499,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
     names = [str(n) for n in gm.grid_names] if gm.grid_names else list(GRID_LETTERS[:len(grid)].ljust(len(grid), "g"))
     n_idx = int(gm.num_index_operands)
     prefetch_vars = eqn.invars[n_dyn:n_dyn + n_idx]
-    prefetch = [values[n_dyn + i] for i in range(n_idx)]
+    prefetch: list | None = [values[n_dyn + i] for i in range(n_idx)]
     prefetch = prefetch if prefetch and all(v is not None for v in prefetch) else None
     kernel = p["jaxpr"]
     info = getattr(kernel, "debug_info", None)
@@ -564,7 +565,7 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
     except Exception:  # evaluation is best effort: without values the walk says what it cannot follow
         values = [None] * len(occurrences)
     live = live_outputs(closed_jaxpr)
-    found = []
+    found: list[tuple[str, FoundCall | Exception]] = []
     for (_, eqn), operand_vals in zip(occurrences, values):
         name = str(eqn.params.get("name") or "pallas_call")
         try:

@@ -10,6 +10,8 @@ dims of size 1) taking a value derived from the input makes it give up on that i
 """
 from __future__ import annotations
 
+from typing import Any
+
 _ELEMENTWISE = {
     "add", "sub", "mul", "div", "rem", "pow", "max", "min", "neg", "abs", "sign", "floor", "ceil", "round",
     "exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "cbrt", "erf",
@@ -120,7 +122,7 @@ def straight_flows(kernel, first_ref: int, n_inputs: int, n_outputs: int, ref_di
 
 
 def _follow(kernel, ref, axis: int, outputs: dict) -> set:
-    tags = {id(ref): ("ref", axis)}
+    tags: dict[int, Any] = {id(ref): ("ref", axis)}  # a ref: ("ref", its axis); a value: the axis of its rows
     reached: set = set()
     for eqn in kernel.eqns:
         ins = [tags.get(id(v)) for v in eqn.invars]

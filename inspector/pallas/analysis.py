@@ -38,7 +38,9 @@ class PallasReport:
         the walk could not follow the kernel."""
         if self.walk.skipped or self.call.steps is None:
             return None
-        return {"flops": int(self.flops), "transcendentals": int(self.call.step_transcendentals * self.call.steps),
+        flops = self.flops
+        assert flops is not None  # known with the steps
+        return {"flops": int(flops), "transcendentals": int(self.call.step_transcendentals * self.call.steps),
                 "bytes_accessed": int(self.walk.hbm_bytes)}
 
 
@@ -77,7 +79,7 @@ def defer_to_compiler(findings: list[Finding], chip: str, compiler_bytes) -> lis
     kernel uses by the compiler's figure, or a function that reads it (only asked when needed)."""
     def deferred(f: Finding) -> Finding:
         nonlocal compiler_bytes
-        if f.code not in ("vmem-over-limit", "vmem-may-exceed") or (f.data or {}).get("chip") != chip:
+        if f.code not in ("vmem-over-limit", "vmem-may-exceed") or f.data is None or f.data.get("chip") != chip:
             return f
         if callable(compiler_bytes):
             compiler_bytes = compiler_bytes() or None
@@ -95,7 +97,7 @@ def refused_by_compiler(findings: list[Finding], chip: str) -> list[Finding]:
     """libtpu ran out of VMEM compiling for ``chip``: what the estimate left undecided is decided.
     The warning keeps the estimate's figures and says so; the error is the compiler's."""
     def settled(f: Finding) -> Finding:
-        if f.code != "vmem-may-exceed" or (f.data or {}).get("chip") != chip:
+        if f.code != "vmem-may-exceed" or f.data is None or f.data.get("chip") != chip:
             return f
         return dataclasses.replace(f, message=(
             f"{f.kernel} on {chip}: the estimate is over the limit ({f.data['bytes'] / 2**20:.2f} MiB with the largest "

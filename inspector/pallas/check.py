@@ -68,6 +68,7 @@ def _compiler_verdict(stages: Stages, row: ChipCheck, interpreted: bool = False)
         row.compiler_fits, row.compiler_message = (None if err.hbm else False), err.headline
         row.compiler_vmem_bytes = err.vmem.used_bytes if err.vmem else None
         return [err.finding(stages.backend, view="pallas", buffers=stages.buffers)]
+    assert stages.hlo is not None  # compiled without an error
     used = compiler_scoped_vmem(stages.hlo)
     row.compiler_fits, row.compiler_vmem_bytes = True, max(used) if used and max(used) > 0 else None
     if not used and interpreted:  # pallas_call(interpret=True): Mosaic never saw the kernels

@@ -71,12 +71,16 @@ def _block_geometry(op: BlockSpecInfo) -> tuple[list[int], list[int], bool]:
     steps, counts, regular = [], [], True
     for kind, block, dim in zip(op.dim_kinds, op.block_shape, op.array_shape):
         if kind == "squeezed":
-            steps.append(1), counts.append(dim)
+            steps.append(1)
+            counts.append(dim)
         elif kind == "blocked":
-            steps.append(block), counts.append(math.ceil(dim / block) if block else 1)
+            assert block is not None  # a blocked dimension has its block size
+            steps.append(block)
+            counts.append(math.ceil(dim / block) if block else 1)
         else:
             regular = False
-            steps.append(1), counts.append(dim)
+            steps.append(1)
+            counts.append(dim)
     return steps, counts, regular
 
 
@@ -177,7 +181,7 @@ def _straight_pairs(states: list[_OperandState]) -> dict:
 
 
 def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts: np.ndarray,
-              harmless: set[int] = frozenset()) -> list[Finding]:
+              harmless: frozenset[int] | set[int] = frozenset()) -> list[Finding]:
     op, info = state.op, call.info
     found = []
     where = dict(kernel=info.name, operand=op.operand, view="pallas")
@@ -238,7 +242,7 @@ def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts:
                              **where))
     for a, chunks in state.pairs.items():
         keys = _unique_counts(np.concatenate(chunks))[0] if chunks else np.zeros(0, np.int64)
-        blocks, per_block = _unique_counts(keys // info.grid[a])
+        blocks, per_block = _unique_counts(keys // state.grid[a])
         shared = blocks[per_block > 1]
         if len(shared):
             block = _block_of(state, int(shared[0]))
@@ -252,7 +256,7 @@ def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts:
     return found
 
 
-_WALKS: dict[tuple[str, int, tuple], GridWalk] = {}
+_WALKS: dict[tuple[str, int, tuple, tuple], GridWalk] = {}
 
 
 def walk_grid(call: FoundCall, max_steps: int = MAX_STEPS) -> GridWalk:
@@ -292,14 +296,16 @@ def _walk(call: FoundCall, max_steps: int) -> GridWalk:
         return _skipped(info, "scalar prefetch computed at run time", f"index maps read {info.scalar_prefetch} "
                         "scalar-prefetch operand(s) computed at run time from values the example inputs do not decide")
     steps = info.steps
+    grid = [g for g in info.grid if g is not None]  # every dimension (steps is known)
     walked = min(steps, max_steps)
     pipelined = [(op, m) for op, m in zip(info.operands, call.index_maps) if op.pipelined]
-    states = [_OperandState(op, info.grid, info.dimension_semantics) for op, _ in pipelined]
+    states = [_OperandState(op, grid, info.dimension_semantics) for op, _ in pipelined]
     straight = _straight_pairs(states)  # (input state, dim, output state, dim) -> same block index at every step so far
+    trace_points: list[list[int]]
     trace_points, trace_blocks = [], {}
     for start in range(0, walked, CHUNK):
         stop = min(walked, start + CHUNK)
-        points = _grid_points(info.grid, start, stop)
+        points = _grid_points(grid, start, stop)
         at = {}
         for state, (_, index_map) in zip(states, pipelined):
             blocks = [np.asarray(b) for b in (index_map(*points) if points else index_map())]
@@ -310,7 +316,8 @@ def _walk(call: FoundCall, max_steps: int) -> GridWalk:
                 trace_blocks[state.op.operand] = np.stack(
                     [np.broadcast_to(b, (stop - start,))[:n] for b in blocks], axis=1).tolist() if blocks else []
         for (i, d, o, a) in straight:
-            straight[(i, d, o, a)] &= bool(np.array_equal(*np.broadcast_arrays(at[id(i)][d], at[id(o)][a])))
+            left, right = np.broadcast_arrays(at[id(i)][d], at[id(o)][a])
+            straight[(i, d, o, a)] &= bool(np.array_equal(left, right))
         if start == 0:
             trace_points = np.stack(points, axis=1)[:TRACE_STEPS].tolist() if points else [[]]
     walks, findings = [], []

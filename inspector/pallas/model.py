@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import cast
 
 import numpy as np
 
@@ -140,7 +141,7 @@ class PallasCall:
     def steps(self) -> int | None:
         if any(g is None for g in self.grid):
             return None
-        return math.prod(self.grid) if self.grid else 1
+        return math.prod(cast("list[int]", self.grid)) if self.grid else 1  # no None (above)
 
     @property
     def grid_text(self) -> str:

@@ -4,6 +4,7 @@ power-of-two blocks and Mosaic GPU's 16-byte minor dimension on GPU targets."""
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import numpy as np
 
@@ -32,8 +33,9 @@ def _is_pow2(n: int) -> bool:
 def _tpu_block_findings(op: BlockSpecInfo, chip: Chip, kernel: str) -> list[Finding]:
     if op.memory_space != "vmem":
         return []
-    where = dict(kernel=kernel, operand=op.operand, view="pallas")
-    dims = [(p, b, n) for p, (b, n, k) in enumerate(zip(op.block_shape, op.array_shape, op.dim_kinds)) if k != "squeezed"]
+    where: dict[str, Any] = dict(kernel=kernel, operand=op.operand, view="pallas")
+    dims = [(p, b, n) for p, (b, n, k) in enumerate(zip(op.block_shape, op.array_shape, op.dim_kinds))
+            if k != "squeezed" and b is not None]  # None: squeezed
     found = []
     bits = np.dtype(op.dtype).itemsize * 8
     if len(op.block_shape) == 1 and dims:
@@ -46,7 +48,7 @@ def _tpu_block_findings(op: BlockSpecInfo, chip: Chip, kernel: str) -> list[Find
     for pos, need, name in ((rank - 1, chip.lanes or 128, "last"), (rank - 2, chip.sublanes or 8, "second-to-last")):
         if pos < 0 or op.dim_kinds[pos] == "squeezed":
             continue
-        b, n = op.block_shape[pos], op.array_shape[pos]
+        b, n = cast(int, op.block_shape[pos]), op.array_shape[pos]  # not squeezed: a block size
         if b != n and b % need:
             found.append(Finding("error", "tiling", f"{op.operand}: block {op.block_shape} on {chip.name}: the {name} dim "
                                  f"({b}) must be a multiple of {need} or equal the array's {n}", **where))
@@ -63,6 +65,7 @@ def _tpu_block_findings(op: BlockSpecInfo, chip: Chip, kernel: str) -> list[Find
 
 def _mxu_findings(info: PallasCall, chip: Chip) -> list[Finding]:
     found, mxu = [], chip.mxu
+    assert mxu is not None  # every TPU has one (_tpu)
     for m, k, n in dict.fromkeys(tuple(d) for d in info.dots):
         used = k * n
         padded = math.ceil(k / mxu) * mxu * math.ceil(n / mxu) * mxu
@@ -79,7 +82,7 @@ def _mxu_findings(info: PallasCall, chip: Chip) -> list[Finding]:
 def _gpu_findings(info: PallasCall, chip: Chip) -> list[Finding]:
     found = []
     for op in info.operands:
-        where = dict(kernel=info.name, operand=op.operand, view="pallas")
+        where: dict[str, Any] = dict(kernel=info.name, operand=op.operand, view="pallas")
         if not _is_pow2(op.block_elements):
             found.append(Finding("error", "triton-block-pow2", f"{op.operand}: block {op.block_shape} has "
                                  f"{op.block_elements} elements; Triton needs a power of two on {chip.name}", **where))

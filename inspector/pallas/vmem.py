@@ -122,6 +122,7 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     elif flag:
         limit, source = flag, "LIBTPU_INIT_ARGS"
     else:
+        assert chip.scoped_vmem_bytes is not None  # every TPU has one (_tpu)
         limit, source = chip.scoped_vmem_bytes, "scoped default"
     pipelined = sum(i.bytes for i in items[:len([o for o in info.operands if o.memory_space == "vmem"])])  # blocks come first
     fixed = total - pipelined
@@ -141,6 +142,7 @@ def gpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
                       stages if op.role == "input" else 1) for op in info.operands if op.pipelined]
     total = sum(i.bytes for i in items)
     limit = chip.shared_mem_per_block
+    assert limit is not None  # budget() asks only for a GPU with the figure
     pipelined = sum(i.bytes for i in items)
     return VmemBudget(chip.name, info.name, "shared memory", items, total, limit, "opt-in shared memory per block",
                       None, 0, total <= limit, limit - total, limit / pipelined if pipelined else None,

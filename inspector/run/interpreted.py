@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 from ..chips import Chip
 from ..findings import Finding
@@ -24,7 +25,7 @@ DETAIL_CHARS = 20_000  # of the interpreter's output kept with a finding
 
 @dataclasses.dataclass
 class Outcome:
-    output: object  # the kernel's outputs, None when it raised
+    output: Any  # the kernel's outputs (a pytree), None when it raised
     error: BaseException | None
     text: str  # what the interpreter printed (grid-point marks included)
 
@@ -41,7 +42,7 @@ def block(tree):
 
 
 def run(fn, args, kwargs, chip: Chip, *, cores: int, check: bool, seed: int | None = None,
-        out_of_bounds_reads: str = "raise", dma_execution_mode: str = "on_wait") -> Outcome:
+        out_of_bounds_reads: ji.OutOfBoundsReads = "raise", dma_execution_mode: ji.DmaExecutionMode = "on_wait") -> Outcome:
     """fn(*args, **kwargs) in TPU interpret mode as ``chip``, its prints captured."""
     params = ji.interpret_params(cores=cores, detect_races=check, seed=seed, out_of_bounds_reads=out_of_bounds_reads,
                                  dma_execution_mode=dma_execution_mode, record=check)

@@ -148,9 +148,9 @@ def pair_leaves(kernel_out, ref_out, label: str):
     r_leaves = jax.tree_util.tree_flatten_with_path(ref_out)[0]
     name = lambda path: label + (keystr(path) or ("" if label else "output"))
     what = label.strip() or "output"
-    findings = []
+    findings: list[Finding] = []
     # a list against a tuple is no difference: pallas_call returns a tuple for a list out_shape
-    if jax.tree.structure(_lists_as_tuples(kernel_out)) == jax.tree.structure(_lists_as_tuples(ref_out)):
+    if jax.tree.structure(_lists_as_tuples(kernel_out)) == jax.tree.structure(_lists_as_tuples(ref_out)):  # type: ignore[operator]  # jaxlib's PyTreeDef: no type here
         return [(name(kp), k, r) for (kp, k), (_, r) in zip(k_leaves, r_leaves)], findings
     k_paths = {keystr(p): (p, v) for p, v in k_leaves}
     r_paths = {keystr(p): (p, v) for p, v in r_leaves}

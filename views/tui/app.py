@@ -221,6 +221,7 @@ class InspectorApp(Loading, Navigation, Jobs, App):
         self._focus_tab(tab)
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        assert event.pane.id is not None  # every pane has its view's name (compose)
         self._focus_tab(event.pane.id)
 
     def _focus_tab(self, tab: str) -> None:

@@ -23,7 +23,7 @@ SORTS = ("order", "bytes", "flops", "time")
 class FusionsTab(Vertical):
     FOCUS = "#fusions-table"
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.analysis: FusionAnalysis | None = None
         self.sort = "order"
@@ -67,9 +67,10 @@ class FusionsTab(Vertical):
     def _fill(self) -> None:
         table = self.query_one(DataTable)
         table.clear()
+        assert self.analysis is not None  # called by show_analysis with one
         kernels = list(enumerate(self.analysis.kernels))
-        if SORT_KEYS.get(self.sort):
-            kernels.sort(key=lambda ik: SORT_KEYS[self.sort](ik[1]))
+        if sort_key := SORT_KEYS.get(self.sort):
+            kernels.sort(key=lambda ik: sort_key(ik[1]))
         for i, k in kernels:
             table.add_row(str(i), *(col.cell(k) for col in KERNEL_COLUMNS), key=str(i))
         if kernels:
@@ -102,6 +103,7 @@ class FusionsTab(Vertical):
             self.show_analysis(self.analysis)
 
     def _detail(self, index: int) -> None:
+        assert self.analysis is not None  # a kernel of it is shown
         k = self.analysis.kernels[index]
         ops = ", ".join(f"{op} x{n}" for op, n in k.ops.items()) or "-"
         text = Text.assemble((k.name, "bold"), f"  {k.kind}\n", f"ops: {ops}\n",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from textual import work
 
+from .app_base import AppBase
 from ...chips import CHIPS
 from ...session import Session
 from ...target import parse_value
@@ -14,7 +15,7 @@ from .screens import CompareScreen, ParamsScreen, TargetScreen
 TARGETS = [c.name for c in CHIPS if c.kind != "gpu" and c.name != "gpu"]
 
 
-class Jobs:
+class Jobs(AppBase):
     """The App's jobs on request: mixed into InspectorApp (``self`` is the app)."""
 
     def action_diff(self) -> None:
@@ -103,6 +104,9 @@ class Jobs:
             if what == "chip":
                 self.push_screen(TargetScreen(TARGETS, self.session.chip), chip_chosen)
             elif what == "params":
+                if self.report is None:  # a reload began while the choice was open (a saved file)
+                    self.status("compare needs this variant compiled first (wait, or r)", "yellow")
+                    return
                 signature = self.session.keyword_params()
                 self.push_screen(ParamsScreen(self.report.target.params, self.report.target.param_choices,
                                               signature[0] if signature else None, parse_value), params_chosen)

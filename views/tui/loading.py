@@ -6,6 +6,7 @@ from rich.text import Text
 from textual import work
 from textual.widgets import Input, Static, TabbedContent
 
+from .app_base import AppBase
 from ...session import Session
 from ...units import count
 from .tabs import LOWERED_TABS, TAB_VIEWS
@@ -25,7 +26,7 @@ def message_of(err: BaseException) -> str:
     return str(err) if isinstance(err, InspectorError) else f"{type(err).__name__}: {err}"
 
 
-class Loading:
+class Loading(AppBase):
     """The App's loading: mixed into InspectorApp (``self`` is the app)."""
 
     def load(self, fresh: bool = False, why: str = "") -> None:
@@ -73,6 +74,7 @@ class Loading:
 
     def _progress_texts(self) -> tuple[str, str]:
         """(status line, overview) for the stage in progress, with its seconds so far."""
+        assert self._phase is not None  # called while loading (load, _progress)
         stage, began = self._phase
         spent = f"{int(self.clock() - began)} s"
         chip, why = self.session.chip, f"{self._why}: " if self._why else ""

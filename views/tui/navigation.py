@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import DataTable, Input, TabbedContent
 
+from .app_base import AppBase
 from ...findings import Finding
 from .stage_text import StageText
 from .tabs import TAB_VIEWS, TEXT_TABS
@@ -13,12 +14,13 @@ ALL_TABS = tuple(v.name for v in TAB_VIEWS)
 CONTEXT_ACTIONS = ("link", "find", "sort", "back")  # shown in the footer only where they apply: check_action
 
 
-class Navigation:
+class Navigation(AppBase):
     """The App's navigation: mixed into InspectorApp (``self`` is the app)."""
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The context's keys: hidden from the footer (and idle) where they do nothing."""
-        if action in CONTEXT_ACTIONS and not self.is_mounted:
+        # the App's is_mounted is a method about a widget (always true here): Textual's own flag
+        if action in CONTEXT_ACTIONS and not self._is_mounted:
             return True
         if action == "link":
             return self._active_text() is not None
@@ -84,7 +86,7 @@ class Navigation:
         source = text.source_of(text.cursor_location[0])
         if not source:
             return ""
-        others = [f"{t.stage} {len(t.rows_with_source(source))}" for t in map(self.tabs.get, TEXT_TABS)
+        others = [f"{t.stage} {len(t.rows_with_source(source))}" for t in (self.tabs[name] for name in TEXT_TABS)
                   if t is not text and t.stage != "mosaic"]
         return (f"{text.stage} line {text.cursor_location[0] + 1} comes from {source}; lines from it: "
                 f"{', '.join(others)} (l jumps there)")
@@ -118,6 +120,7 @@ class Navigation:
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "findings" and self.report is not None:
+            assert event.row_key.value is not None  # the findings' rows are keyed by their index
             row = int(event.row_key.value)
             self.show_evidence(self.tabs["overview"].findings[row], row)
         elif event.data_table.id == "passes-table":
@@ -155,7 +158,7 @@ class Navigation:
                 where = f"the source line is {data['source']}"
         self.status(f"{finding.code}: {where or view} (b goes back)")
 
-    def action_back(self) -> None:
+    def action_back(self) -> None:  # type: ignore[override]  # replaces App's (async) one; Textual calls either
         if self._back is None:
             return
         tab, row = self._back

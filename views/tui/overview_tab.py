@@ -46,7 +46,7 @@ def finding_detail(f: Finding):
 class OverviewTab(Vertical):
     FOCUS = "#findings"
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.findings: list[Finding] = []
         self.diff_verdict: str | None = None

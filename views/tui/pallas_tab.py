@@ -21,6 +21,8 @@ from ..cells import add_row, findings_table
 from ..pallas import blockspec_table, estimate_kind, unread_calls
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from collections.abc import Sequence
+
     from ...pallas.analysis import PallasReport
     from ...report import Report
 
@@ -159,7 +161,7 @@ class PallasTab(VerticalScroll, can_focus=True):
         Binding("right_square_bracket", "kernel(1)", "kernel"),
     ]
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.kernels: list[PallasReport] = []
         self.unread: list[Finding] = []
@@ -187,7 +189,7 @@ class PallasTab(VerticalScroll, can_focus=True):
         self.show_kernels(report.pallas, compiler, unread_calls(report.findings))
 
     def show_kernels(self, kernels: list[PallasReport] | None, compiler: dict[str, dict[str, int]] | None = None,
-             unread: list[Finding] = (), empty: str = "no pallas_call in this function") -> None:
+             unread: Sequence[Finding] = (), empty: str = "no pallas_call in this function") -> None:
         """``compiler``: per kernel name, per chip, the compiler's own VMEM figure. ``unread``: the
         pallas_calls the analysis could not read (said where the tab would be empty); ``empty``:
         what to say when there is no kernel (none in the function, or none yet)."""

@@ -3,7 +3,7 @@ one under the cursor on Enter. The report has the steps only from a compile with
 P asks for one."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual.containers import Vertical, VerticalScroll
@@ -15,6 +15,7 @@ from ..passes import PASS_COLUMNS, diff_text, pass_cells, passes_title
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from ...hlo.passes import PassDiff, PassLog
     from ...report import Report
+    from .app_base import AppBase
 
 NO_DUMPS = ("press P to compile with pass dumps (XLA's pass-by-pass dumps, without the compile cache): "
             "the steps of the pipeline, then Enter shows a step's diff")
@@ -23,7 +24,7 @@ NO_DUMPS = ("press P to compile with pass dumps (XLA's pass-by-pass dumps, witho
 class PassesTab(Vertical):
     FOCUS = "#passes-table"
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.pass_log: PassLog | None = None
         self.pending = False  # a step's diff is being compiled
@@ -41,12 +42,12 @@ class PassesTab(Vertical):
         self.show_log(None)
 
     def reset(self, message: str) -> None:
-        self.show_log(None, "compiling with pass dumps…" if self.app.session.passes else NO_DUMPS)
+        self.show_log(None, "compiling with pass dumps…" if cast("AppBase", self.app).session.passes else NO_DUMPS)
 
     def show(self, report: Report) -> None:
         if report.passes is not None:
             self.show_log(report.passes)
-        elif self.app.session.passes:
+        elif cast("AppBase", self.app).session.passes:
             error = report.stages.compile_error
             self.show_log(None, f"no pass dumps: {error.headline if error else 'not compiled'}")
 
@@ -66,7 +67,7 @@ class PassesTab(Vertical):
         self.query_one("#passes-title", Static).update(title)
         table.display = bool(steps)
         self.query_one("#passes-diff-scroll").display = bool(steps)
-        self.query_one("#passes-diff", Static).update(Text(log.note, style="dim") if steps else "")
+        self.query_one("#passes-diff", Static).update(Text(log.note, style="dim") if log and steps else "")
 
     def step_at(self, row: int):
         return self.pass_log.steps[row] if self.pass_log and 0 <= row < len(self.pass_log.steps) else None

@@ -145,7 +145,7 @@ class ParamsScreen(ModalScreen[dict]):
             fields.first().focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        values = {i.id.removeprefix("param-"): i.value for i in self.query(Input)}
+        values = {(i.id or "").removeprefix("param-"): i.value for i in self.query(Input)}
         changed, errors, warnings = check_params(values, self.params, self.choices, self.parse)
         problem = self.query_one("#params-problem", Static)
         if errors:

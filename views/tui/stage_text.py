@@ -80,7 +80,7 @@ class StageText(TextArea):
         super()._set_document(text, language)
         self.wrapped_document.__class__ = _Wrapped  # the same object and wrapping, its height kept
 
-    def _on_resize(self, event: events.Resize) -> None:  # before TextArea's own (pinned textual 8)
+    def _on_resize(self, event: events.Resize) -> None:  # type: ignore[override]  # a handler, run before TextArea's own (pinned textual 8)
         """TextArea re-wraps the whole document on every resize, and a tab switch hides and
         shows the widget: ~60 ms for a 10,000-line jaxpr, at every switch to its tab. Unwrapped
         (soft_wrap is off), a resize changes no line: only the size-dependent state is refreshed."""
