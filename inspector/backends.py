@@ -1,6 +1,6 @@
 """Where a target compiles: jax's local backend, or a TPU chip through libtpu without a TPU.
 
-A TPU target compiles deviceless on a host-sized topology, using one chip of it (facts.md s1);
+A TPU target compiles deviceless on a host-sized topology, using one chip of it (libtpu refuses a 1x1 topology: "not divisible by chips_per_host_bounds");
 ``jax.set_mesh`` makes Pallas see that chip's device kind while lowering. A target with a
 topology (``tpu-v5e:16x16``) spans every device of it: the program is traced under a mesh of
 them (the target's ``mesh`` axes) and its inputs are placed with the target's shardings.

@@ -2,7 +2,7 @@
 
 libtpu prints start-up noise (TPU_WORKER_HOSTNAMES, InitGoogle) when it looks for a TPU that is
 not there, and takes a lock file that stops two processes from loading it. On a machine with no
-TPU we set the variables that keep it quiet and shareable (facts.md section 1); where a TPU is
+TPU we set the variables that keep it quiet and shareable (without them libtpu prints start-up warnings and locks /tmp/libtpu_lockfile against a second process); where a TPU is
 attached, or the user set a variable, we leave it alone.
 """
 from __future__ import annotations

@@ -116,6 +116,23 @@ class Finding:
     view: str | None = None  # the view that shows the evidence
     data: dict | None = None
 
+    def __post_init__(self) -> None:
+        """A finding is made as its code declares it: a registered code, a known severity, data
+        with the declared keys only (views read them by name)."""
+        known = CODES.get(self.code)
+        if known is None:
+            raise ValueError(f"finding code {self.code!r} is not registered (inspector.findings.register)")
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"{self.code}: severity {self.severity!r} is none of {', '.join(SEVERITIES)}")
+        undeclared = set(self.data or {}) - set(known.fields)
+        if undeclared:
+            raise ValueError(f"{self.code}: data keys {sorted(undeclared)} are not declared for it in CODES")
+
+    @classmethod
+    def of(cls, code: str, message: str, **where) -> Finding:
+        """A finding with its code's usual severity and view."""
+        return cls(CODES[code].severity, code, message, **where)
+
     @property
     def per_chip(self) -> bool:
         known = CODES.get(self.code)

@@ -158,7 +158,7 @@ def run_isolated(fn, *args, env: dict[str, str] | None = None):
     read_fd, write_fd = os.pipe()
     try:
         proc = subprocess.Popen([sys.executable, "-P", "-c", _BOOT, str(write_fd)], stdin=subprocess.PIPE,
-                                stdout=sys.stderr.fileno(), pass_fds=(write_fd,), process_group=0,
+                                stdout=_stderr_fd(), pass_fds=(write_fd,), process_group=0,
                                 env={**os.environ, **env} if env else None)
     except BaseException:
         os.close(read_fd)
@@ -189,6 +189,17 @@ def run_isolated(fn, *args, env: dict[str, str] | None = None):
         return payload
     payload.child_traceback = trace
     raise payload
+
+
+def _stderr_fd() -> int:
+    """Where the child's prints go: our stderr's descriptor, or the process's own stderr where
+    sys.stderr is a stream without one (a notebook, pytest's capture)."""
+    import sys
+
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 2
 
 
 def _died(code: int) -> str:

@@ -253,8 +253,8 @@ class RenderOptions:
 
 
 def render_view(report: Report, view: str, options: RenderOptions = RenderOptions()):
-    """The view as the table of views names its renderer: a rich renderable, or a ``str`` (a
-    stage's text, printed as it is)."""
+    """The view as the table of views names its renderer: a rich renderable, a ``str`` (a stage's
+    text, printed as it is), or a list of those, printed one after the other."""
     import importlib
 
     render = get_view(view).render
@@ -265,12 +265,13 @@ def render_view(report: Report, view: str, options: RenderOptions = RenderOption
 
 def print_view(report: Report, view: str, console: Console, sort: str = "order", top: int = 40) -> None:
     rendered = render_view(report, view, RenderOptions(sort, top, colour=console.is_terminal and not console.no_color))
-    if not isinstance(rendered, str):
-        print_fitting(console, rendered)
-    elif console.is_terminal and not console.no_color:
-        console.print(IrHighlighter()(Text(rendered)))
-    else:  # plain and fast for pipes: no markup, no wrapping
-        console.file.write(rendered if rendered.endswith("\n") else rendered + "\n")
+    for part in rendered if isinstance(rendered, list) else [rendered]:
+        if not isinstance(part, str):
+            print_fitting(console, part)
+        elif console.is_terminal and not console.no_color:
+            console.print(IrHighlighter()(Text(part)))
+        else:  # plain and fast for pipes: no markup, no wrapping
+            console.file.write(part if part.endswith("\n") else part + "\n")
 
 
 # The renderers the table of views names (report, view, options) -> renderable or str.
@@ -305,11 +306,11 @@ def render_fusions(report: Report, view: str, options: RenderOptions):
 
 
 def render_mosaic(report: Report, view: str, options: RenderOptions):
-    """Mosaic's passes and relayouts where the compile with its dumps ran (a TPU target), else the
+    """Mosaic's passes and relayouts where the compile with its dumps ran (a TPU target), then the
     Mosaic MLIR (or why there is none)."""
     if report.mosaic_passes is None:
         return stage_text(report, "mosaic")
-    return render_mosaic_passes(report, view, options)
+    return [render_mosaic_passes(report, view, options), stage_text(report, "mosaic")]
 
 
 def render_mosaic_passes(report: Report, view: str, options: RenderOptions):

@@ -19,7 +19,7 @@ from typing import Any
 from ..chips import Chip
 from .module import ArrayShape, Computation, HloModule, Instruction, parse_hlo
 from .loops import trip_count
-from .totals import agreement, sums
+from .totals import Totals, agreement, sums
 from .traffic import operand_reads, result_writes
 
 NOT_KERNELS = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all", "partition-id",
@@ -100,7 +100,7 @@ class FusionAnalysis:
     kernels: list[Kernel]
     parameters: list[TensorRef]  # the program's inputs (producer is the parameter's name)
     results: list[str]  # kernels or parameters whose values the program returns
-    totals: dict[str, float]
+    totals: Totals
     xla_cost: dict[str, float] | None
     agreement: dict[str, Any]  # ratios, the figures compared, a note (hlo/totals.py)
     intermediates: list[Intermediate]

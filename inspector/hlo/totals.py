@@ -1,7 +1,7 @@
 """A program's totals over its kernels, and how they compare with XLA's own cost analysis."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from ..units import fmt_bytes, fmt_count
 from .module import parse_shape
@@ -10,26 +10,45 @@ if TYPE_CHECKING:
     from .fusions import Kernel, TensorRef
 
 
-def sums(kernels: list[Kernel], roofline: bool, trips: bool = True) -> dict[str, float]:
+class Totals(TypedDict):
+    """A program's totals over its kernels (JSON ``totals``): typed keys, read as a dict."""
+
+    kernels: int
+    bytes_read: int
+    bytes_written: int
+    hbm_bytes: int
+    flops: float
+    transcendentals: float
+    pallas_kernels: int
+    custom_call_operand_bytes: int
+    async_copy_bytes: int
+    reduce_window_flops: float
+    bytes: int
+    padding_bytes: int
+    roofline_s: float | None
+    estimated_seconds: NotRequired[float | None]  # libtpu's estimate of the whole program (--time)
+
+
+def sums(kernels: list[Kernel], roofline: bool, trips: bool = True) -> Totals:
     """Sums over the kernels, each counted as often as it runs (``trips``) or once."""
     r = (lambda k, v: v * k.repeat) if trips else (lambda k, v: v)
     logical = sum(r(k, sum(_logical(t) for t in k.inputs + k.outputs)) for k in kernels)
-    totals = {
-        "kernels": len(kernels),
-        "bytes_read": sum(r(k, k.bytes_read) for k in kernels),
-        "bytes_written": sum(r(k, k.bytes_written) for k in kernels),
-        "hbm_bytes": sum(r(k, k.hbm_bytes) for k in kernels),
-        "flops": sum(r(k, k.flops) for k in kernels),
-        "transcendentals": sum(r(k, k.transcendentals) for k in kernels),
-        "pallas_kernels": sum(k.kind == "custom-call:pallas" for k in kernels),
-        "custom_call_operand_bytes": sum(r(k, k.bytes_read) for k in kernels if k.opcode == "custom-call"),
-        "async_copy_bytes": sum(r(k, k.bytes_written) for k in kernels if k.opcode == "copy-start"),
-        "reduce_window_flops": sum(r(k, k.reduce_window_flops) for k in kernels),
-    }
-    totals["bytes"] = totals["bytes_read"] + totals["bytes_written"]
-    totals["padding_bytes"] = totals["bytes"] - logical
-    totals["roofline_s"] = sum(r(k, k.roofline_s) for k in kernels if k.roofline_s) if roofline else None
-    return totals
+    read, written = sum(r(k, k.bytes_read) for k in kernels), sum(r(k, k.bytes_written) for k in kernels)
+    return Totals(
+        kernels=len(kernels),
+        bytes_read=read,
+        bytes_written=written,
+        hbm_bytes=sum(r(k, k.hbm_bytes) for k in kernels),
+        flops=sum(r(k, k.flops) for k in kernels),
+        transcendentals=sum(r(k, k.transcendentals) for k in kernels),
+        pallas_kernels=sum(k.kind == "custom-call:pallas" for k in kernels),
+        custom_call_operand_bytes=sum(r(k, k.bytes_read) for k in kernels if k.opcode == "custom-call"),
+        async_copy_bytes=sum(r(k, k.bytes_written) for k in kernels if k.opcode == "copy-start"),
+        reduce_window_flops=sum(r(k, k.reduce_window_flops) for k in kernels),
+        bytes=read + written,
+        padding_bytes=read + written - logical,
+        roofline_s=sum(r(k, k.roofline_s) for k in kernels if k.roofline_s) if roofline else None,
+    )
 
 
 def agreement(totals: dict, xla: dict | None, once: dict | None = None, trips: list[int] | None = None) -> dict:

@@ -9,7 +9,7 @@ Three kinds of access, all here so nothing else depends on the interpreter's ins
 - the interpreter's state: ``reset_state``, ``races_found``;
 - the interpreter's texts: its "RACE DETECTED" dumps (race_detection_state.py), the way a kernel's
   exception comes back through the CPU callback ("Computation failed on device D, core C with
-  exception: ..." in shared_memory.py), and the errors of kernels it cannot run (facts.md s8).
+  exception: ..." in shared_memory.py), and the errors of kernels it cannot run (listed below).
   The parsers turn them into plain dataclasses.
 """
 from __future__ import annotations
@@ -265,7 +265,7 @@ def kernel_exception(err: BaseException) -> KernelException | None:
 
 
 # (pattern over the error's text and traceback, the reason shown to the user): kernels libtpu
-# compiles that the 0.10.2 interpreter cannot run (facts.md s8)
+# compiles that the 0.10.2 interpreter cannot run (jax 0.10.2)
 KNOWN_LIMITS = (
     (re.compile(r"unpack_elementwise"), "the interpreter has no CPU rule for unpack_elementwise"),
     (re.compile(r"'ReshapeTransform' object has no attribute 'indices'"),

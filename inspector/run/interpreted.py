@@ -6,7 +6,7 @@ uninitialized memory, and everything the interpreter prints kept off the termina
 A race the detector reports is confirmed before it is an error: the kernel runs again on one core
 and with the "parallel" steps in another order, and a race whose outputs match the reference in
 every ordering is a warning. An exception inside the kernel is reported with its own type, message
-and grid point; kernels the interpreter cannot run (facts.md s8) are an info finding.
+and grid point; kernels the interpreter cannot run (jax 0.10.2: unpack_elementwise, a DMA through a reshaped ref, a vmapped kernel with dimension semantics) are an info finding.
 """
 from __future__ import annotations
 

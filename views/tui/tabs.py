@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from rich.console import Group
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widget import Widget
@@ -46,7 +47,8 @@ class RenderedTab(VerticalScroll):
         from ..printer import RenderOptions, render_view
 
         rendered = render_view(report, self.view.name, RenderOptions(top=0, colour=True, interactive=True))
-        self.query_one(Static).update(Text(rendered) if isinstance(rendered, str) else rendered)
+        parts = rendered if isinstance(rendered, list) else [rendered]
+        self.query_one(Static).update(Group(*(Text(p) if isinstance(p, str) else p for p in parts)))
 
 
 def make_tab(view: View) -> Widget:
