@@ -29,13 +29,14 @@ class Budget:
     memory_bytes: int = 4 * GiB
     probe_steps: int = 64  # grid steps of each Pallas kernel in the first reduced compile (the second: 4x)
     whole_steps: int = 512  # kernels with grids up to this many steps are tried whole first
+    whole: bool = True  # simulate the whole program when it fits; False: extrapolate every grid over probe_steps
     # Simulation cost per simulated cycle, measured here (XLA's 4096^3 dot: 1.08M cycles, ~27 s,
     # 2.2 GB over the plain compile): to judge a program's XLA ops before simulating them.
     seconds_per_cycle: float = 25e-6
     bytes_per_cycle: float = 2000.0
 
-    def as_dict(self) -> dict[str, float]:
-        return {"seconds": self.seconds, "memory_bytes": self.memory_bytes}
+    def as_dict(self) -> dict[str, float | bool]:
+        return {"seconds": self.seconds, "memory_bytes": self.memory_bytes, "whole": self.whole}
 
 
 def reduced_grid(grid: tuple[int, ...], semantics: tuple[str, ...], steps: int, cores: int = 1) -> tuple[int, ...]:

@@ -125,7 +125,7 @@ class _Run:
         reducible = any(s > self.budget.probe_steps for s in steps.values())
         with DumpSession(self.chip.topology, profile=True, bundles=True) as session:
             whole = None
-            if not reducible or max(steps.values()) <= self.budget.whole_steps:
+            if not reducible or (self.budget.whole and max(steps.values()) <= self.budget.whole_steps):
                 whole = self._job(session, "whole", request, records, self.left() * (0.5 if reducible else 1.0))
                 if whole.status == "ok" or not reducible or self.aborted:
                     return self._finish(LIBTPU)
@@ -137,7 +137,7 @@ class _Run:
                 probe_request, probe_records = self._request(cap)
                 outcome = self._job(session, label, probe_request, probe_records, self.left())
                 probes.append((outcome, probe_records))
-            if whole is None and len(probes) == 2 and all(o.status == "ok" for o, _ in probes):
+            if whole is None and self.budget.whole and len(probes) == 2 and all(o.status == "ok" for o, _ in probes):
                 self._maybe_whole(session, request, records, probes)
         return self._finish(EXTRAPOLATED)
 

@@ -118,7 +118,7 @@ class TimeEstimate:
     kernels: list[KernelTime]
     totals: dict[str, float | None]  # estimated_cycles, estimated_seconds, roofline_seconds
     method: str  # whole | extrapolated | cost-model | roofline: how the Pallas kernels got their figures
-    budget: dict[str, float]  # seconds, memory_bytes
+    budget: dict[str, float | bool]  # seconds, memory_bytes, whole
     jobs: list[JobCost]
     findings: list[Finding] = dataclasses.field(default_factory=list)
     bundles: list[KernelBundles] = dataclasses.field(default_factory=list)
