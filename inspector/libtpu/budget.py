@@ -8,7 +8,7 @@ took the compile from 2 s / 0.4 GB to 20-24 s / 1.3 GB; XLA's own 4096^3 dot 30 
 A Pallas kernel costs the same per grid step whatever the grid (libtpu 0.0.42.1, 128-cubed
 blocks: 747 cycles a step at 1024^3, 745 at 4096^3), so a grid too large to simulate is
 simulated at two reduced sizes of the same kernel, and the line through them is extrapolated
-(``fit_steps``). The reduced grids keep the inner axes whole (the steps that differ, such as the
+(``fit_steps``). The reduced grids keep the inner axes whole where they can (the steps that differ, such as the
 first and last of a reduction axis, keep their share) and shrink the outer ones.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ class Budget:
 
     seconds: float = 60.0
     memory_bytes: int = 4 * GiB
-    probe_steps: int = 64  # grid steps of each Pallas kernel in the first reduced compile (the second: 4x)
+    probe_steps: int = 8  # grid steps of each Pallas kernel in the first cut compile (its innermost axis keeps 16)
     whole_steps: int = 512  # kernels with grids up to this many steps are tried whole first
     whole: bool = True  # simulate the whole program when it fits; False: extrapolate every grid over probe_steps
     # Simulation cost per simulated cycle, measured here (XLA's 4096^3 dot: 1.08M cycles, ~27 s,
@@ -39,10 +39,14 @@ class Budget:
         return {"seconds": self.seconds, "memory_bytes": self.memory_bytes, "whole": self.whole}
 
 
-def reduced_grid(grid: tuple[int, ...], semantics: tuple[str, ...], steps: int, cores: int = 1) -> tuple[int, ...]:
+def reduced_grid(grid: tuple[int, ...], semantics: tuple[str, ...], steps: int, cores: int = 1,
+                 inner: int = 16) -> tuple[int, ...]:
     """``grid`` cut to at most ``steps`` steps (about): inner axes kept whole while they fit, the
-    next one shortened, the outer ones 1. On a chip whose TensorCores split the parallel axes
-    (``cores`` > 1), the first parallel axis keeps 2, so both cores still work."""
+    next one shortened, the outer ones 1. The innermost axis keeps ``inner`` steps, or all of
+    them (so that a reduction's first and last steps stay a small part). On a chip whose TensorCores
+    split the parallel axes (``cores`` > 1), the first parallel axis keeps 2, so both cores work."""
+    if grid:
+        steps = max(steps, min(grid[-1], inner))
     if math.prod(grid) <= steps:
         return tuple(grid)
     new = [1] * len(grid)

@@ -111,9 +111,11 @@ class _Run:
 
     def run(self) -> TimeEstimate:
         pallas = [k for k in self.kernels if k.kind in PALLAS_KINDS]
-        xla_cycles = sum((k.compiler_cycles or 0) for k in self.kernels if k.kind not in PALLAS_KINDS)
+        # copies and collectives are DMAs, which the simulation models without running bundles
+        xla_cycles = sum((k.compiler_cycles or 0) for k in self.kernels
+                         if k.kind not in PALLAS_KINDS and k.kind not in ("copy", "collective"))
         seconds, memory = xla_cycles * self.budget.seconds_per_cycle, xla_cycles * self.budget.bytes_per_cycle
-        if seconds > self.budget.seconds / 2 or memory > self.budget.memory_bytes / 2:
+        if seconds > self.budget.seconds / 2 or memory > 0.9 * self.budget.memory_bytes:
             self._budget_note(f"its XLA ops ({xla_cycles:,} cycles by the compiler's estimate) would take about "
                               f"{seconds:.0f} s and {memory / 2**30:.1f} GiB to simulate: the compiler's per-op "
                               "estimates are used, Pallas kernels keep their roofline")
@@ -121,47 +123,79 @@ class _Run:
             return self._answer(COST_MODEL)
         request, records = self._request(None)
         self._name_grids(records, pallas)
-        steps = {op: math.prod(grid) for op, grid in self.grids.items()}
-        reducible = any(s > self.budget.probe_steps for s in steps.values())
+        steps = [math.prod(grid) for grid in self.grids.values()]
+        reducible = any(s > self.budget.probe_steps for s in steps)
         with DumpSession(self.chip.topology, profile=True, bundles=True) as session:
+            if not reducible:
+                self._job(session, "whole", request, records, self.left())
+                return self._finish(LIBTPU)
             whole = None
-            if not reducible or (self.budget.whole and max(steps.values()) <= self.budget.whole_steps):
-                whole = self._job(session, "whole", request, records, self.left() * (0.5 if reducible else 1.0))
-                if whole.status == "ok" or not reducible or self.aborted:
+            if self.budget.whole and max(steps) <= self.budget.whole_steps:
+                whole = self._job(session, "whole", request, records, 0.3 * self.left())
+                if whole.status == "ok" or self.aborted:
                     return self._finish(LIBTPU)
                 self._budget_note(f"the whole simulation {_stopped(whole)}: figures from smaller grids")
-            probes = []
-            for label, cap in (("probe-1", self.budget.probe_steps), ("probe-2", 4 * self.budget.probe_steps)):
-                if self.left() <= 1 or self.aborted:
-                    break
-                probe_request, probe_records = self._request(cap)
-                outcome = self._job(session, label, probe_request, probe_records, self.left())
-                probes.append((outcome, probe_records))
-            if whole is None and self.budget.whole and len(probes) == 2 and all(o.status == "ok" for o, _ in probes):
-                self._maybe_whole(session, request, records, probes)
+            self._probes(session, request, records, whole_tried=whole is not None)
         return self._finish(EXTRAPOLATED)
 
-    def _maybe_whole(self, session, request, records, probes) -> None:
-        """Simulate the whole program after all when the two cuts say it fits in what is left."""
-        measured = [(o.wall_seconds, o.peak_rss_bytes, sum(o.cycles.values())) for o, _ in probes]
+    def _probes(self, session, request, records, *, whole_tried: bool) -> None:
+        """Two compiles with every Pallas grid cut: the first at ``probe_steps``, the second as
+        large as what is left allows (at most 4 times the first, at least twice); between them,
+        the whole program after all when the first says it fits."""
+        first_request, first_records = self._request([self.budget.probe_steps] * len(records))
+        first = self._job(session, "probe-1", first_request, first_records, 0.5 * self.left())
+        if first.status != "ok" or self.aborted:
+            return
+        cut = [math.prod(r.used) for r in first_records]
+        if self.budget.whole and not whole_tried and self._whole_fits([(first.wall_seconds, first.peak_rss_bytes,
+                                                                          sum(first.cycles.values()))]):
+            if self._job(session, "whole", request, records, self.left()).status == "ok":
+                return
+        factor = min(4.0, 0.8 * self.left() / max(first.wall_seconds, 1e-3))  # its time grows at most as its steps
+        if factor < 2:
+            self._budget_note(f"no time left for a second cut grid: one point ({first.wall_seconds:.0f} s), "
+                              "cycles taken as proportional to steps")
+            return
+        second_request, second_records = self._request([int(c * factor) for c in cut])
+        second = self._job(session, "probe-2", second_request, second_records, self.left())
+        if second.status == "ok" and self.budget.whole and not whole_tried:
+            measured = [(o.wall_seconds, o.peak_rss_bytes, sum(o.cycles.values())) for o in (first, second)]
+            if self._whole_fits(measured, note=True):
+                outcome = self._job(session, "whole", request, records, self.left())
+                if outcome.status != "ok":
+                    self._budget_note(f"the whole simulation {_stopped(outcome)}: figures from smaller grids")
+
+    def _whole_fits(self, measured: list, note: bool = False) -> bool:
+        """Whether simulating the whole program fits in what is left, from the cut compiles so far
+        (one: its time per simulated cycle, a bound from above; two: the line through them)."""
         whole_cycles = sum(self.cycles.values()) + sum(self._pallas_cycles(op)[0] or 0 for op in self.grids)
-        seconds, memory = predict_whole(measured, whole_cycles)
-        if seconds <= 0.8 * self.left() and (memory is None or memory <= 0.9 * self.budget.memory_bytes):
-            outcome = self._job(session, "whole", request, records, self.left())
-            if outcome.status != "ok":
-                self._budget_note(f"the whole simulation {_stopped(outcome)}: figures from smaller grids")
+        if len(measured) >= 2:
+            seconds, memory = predict_whole(measured, whole_cycles)
         else:
+            (wall, peak, cycles), = measured
+            seconds = wall * whole_cycles / max(cycles, 1)
+            memory = None if peak is None else int(peak + self.budget.bytes_per_cycle * max(whole_cycles - cycles, 0))
+        fits = seconds <= 0.8 * self.left() and (memory is None or memory <= 0.9 * self.budget.memory_bytes)
+        if note and not fits:
             self._budget_note(f"the whole simulation would take about {seconds:.0f} s"
                               + (f" and {memory / 2**30:.1f} GiB" if memory else "")
                               + f" (budget {self.budget.seconds:.0f} s, {self.budget.memory_bytes / 2**30:.0f} GiB): "
                               "figures from smaller grids")
+        return fits
 
-    def _request(self, cap: int | None):
+    def _request(self, caps: list[int] | None):
+        """The program lowered with each Pallas grid cut to ``caps[i]`` steps (the i-th kernel
+        to lower), or whole."""
         from ..jax_internals.aot import compile_request, grids_replaced
         from ..stages import lowered_program
 
+        seen = []
+
         def choose(grid, semantics):
-            return grid if cap is None else reduced_grid(grid, semantics, cap, self.cores)
+            seen.append(grid)
+            if caps is None or len(seen) > len(caps):
+                return grid
+            return reduced_grid(grid, semantics, caps[len(seen) - 1], self.cores)
 
         with grids_replaced(choose) as records:
             _, lowered, _ = lowered_program(self.target, self.backend, memo=False)
