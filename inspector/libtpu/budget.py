@@ -28,11 +28,10 @@ class Budget:
     seconds: float = 60.0
     memory_bytes: int = 4 * GiB
     probe_steps: int = 8  # grid steps of each Pallas kernel in the first cut compile (its innermost axis keeps 16)
-    whole_steps: int = 512  # kernels with grids up to this many steps are tried whole first
     whole: bool = True  # simulate the whole program when it fits; False: extrapolate every grid over probe_steps
-    # Simulation cost per simulated cycle, measured here (XLA's 4096^3 dot: 1.08M cycles, ~27 s,
-    # 2.2 GB over the plain compile): to judge a program's XLA ops before simulating them.
-    seconds_per_cycle: float = 25e-6
+    # Simulation cost per simulated cycle, measured here (XLA's 4096^3 dot: 1.08M cycles, 27 to
+    # over 60 s as the machine's load varied, 2.2 GB): to judge a program's XLA ops before simulating them.
+    seconds_per_cycle: float = 40e-6
     bytes_per_cycle: float = 2000.0
 
     def as_dict(self) -> dict[str, float | bool]:

@@ -7,11 +7,11 @@ What the whole simulation would cost is judged before it runs (``budget``):
 1. XLA ops whose cost-model cycles (the optimized HLO's own ``estimated_cycles``) would take
    over half the budget to simulate are not simulated: every kernel keeps the compiler's figure
    (``libtpu-cost-model``), Pallas kernels their roofline, and only the bundles are dumped.
-2. Pallas grids up to ``Budget.whole_steps`` steps: the whole program is simulated (``libtpu``).
-3. Larger grids, or a whole simulation stopped at its limit: the program is simulated with each
-   Pallas grid cut to ``probe_steps`` and to twice that; the line through the two gives cycles
-   per step and the full grid's cycles (``libtpu-extrapolated``). The whole program is simulated
-   after all when the two cuts say it fits in what is left of the budget.
+2. Pallas grids of at most ``Budget.probe_steps`` steps: the whole program is simulated (``libtpu``).
+3. Larger grids: the program is simulated with each Pallas grid cut to ``probe_steps`` steps,
+   then cut to as many more (2 to 4 times) as what is left of the budget allows; the line through
+   the two gives cycles per step and the full grid's cycles (``libtpu-extrapolated``). The whole
+   program is simulated after all (``libtpu``) when the cut compiles say it fits in what is left.
 
 Every compile runs under a hard stop (time and memory); what a stopped or aborted compile wrote
 is still used. Kernels libtpu gave nothing for keep their roofline (``roofline``).
@@ -129,16 +129,10 @@ class _Run:
             if not reducible:
                 self._job(session, "whole", request, records, self.left())
                 return self._finish(LIBTPU)
-            whole = None
-            if self.budget.whole and max(steps) <= self.budget.whole_steps:
-                whole = self._job(session, "whole", request, records, 0.3 * self.left())
-                if whole.status == "ok" or self.aborted:
-                    return self._finish(LIBTPU)
-                self._budget_note(f"the whole simulation {_stopped(whole)}: figures from smaller grids")
-            self._probes(session, request, records, whole_tried=whole is not None)
+            self._probes(session, request, records)
         return self._finish(EXTRAPOLATED)
 
-    def _probes(self, session, request, records, *, whole_tried: bool) -> None:
+    def _probes(self, session, request, records) -> None:
         """Two compiles with every Pallas grid cut: the first at ``probe_steps``, the second as
         large as what is left allows (at most 4 times the first, at least twice); between them,
         the whole program after all when the first says it fits."""
@@ -147,8 +141,8 @@ class _Run:
         if first.status != "ok" or self.aborted:
             return
         cut = [math.prod(r.used) for r in first_records]
-        if self.budget.whole and not whole_tried and self._whole_fits([(first.wall_seconds, first.peak_rss_bytes,
-                                                                          sum(first.cycles.values()))]):
+        if self.budget.whole and self._whole_fits([(first.wall_seconds, first.peak_rss_bytes,
+                                                     sum(first.cycles.values()))]):
             if self._job(session, "whole", request, records, self.left()).status == "ok":
                 return
         factor = min(4.0, 0.8 * self.left() / max(first.wall_seconds, 1e-3))  # its time grows at most as its steps
@@ -158,7 +152,7 @@ class _Run:
             return
         second_request, second_records = self._request([int(c * factor) for c in cut])
         second = self._job(session, "probe-2", second_request, second_records, self.left())
-        if second.status == "ok" and self.budget.whole and not whole_tried:
+        if second.status == "ok" and self.budget.whole:
             measured = [(o.wall_seconds, o.peak_rss_bytes, sum(o.cycles.values())) for o in (first, second)]
             if self._whole_fits(measured, note=True):
                 outcome = self._job(session, "whole", request, records, self.left())

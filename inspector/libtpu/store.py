@@ -25,7 +25,7 @@ SCHEMA = 1
 def key(module_text: str, chip: str, budget: Budget) -> str:
     base = compile_cache.key(module_text, chip)
     return hashlib.sha256(f"libtpu-time/{SCHEMA}/{base}/{budget.seconds}/{budget.memory_bytes}/"
-                          f"{budget.probe_steps}/{budget.whole_steps}/{budget.whole}".encode()).hexdigest()
+                          f"{budget.probe_steps}/{budget.whole}".encode()).hexdigest()
 
 
 def load(k: str) -> TimeEstimate | None:

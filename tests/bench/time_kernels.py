@@ -58,3 +58,39 @@ def sparse_guide_blocks(size: int = 16384, block: int = 512, p: float = 0.1) -> 
 
 def dense(x, y):
     return jnp.matmul(x, y)
+
+
+def _variant_kernel(x_ref, y_ref, out_ref, acc_ref, *, transposed: bool, relu: bool):
+    last = pl.num_programs(2) - 1
+
+    @pl.when(pl.program_id(2) == 0)
+    def _zero():
+        acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
+
+    contract = ((1,), (1,)) if transposed else ((1,), (0,))
+    acc_ref[...] += jax.lax.dot_general(x_ref[...], y_ref[...], (contract, ((), ())),
+                                        preferred_element_type=jnp.float32)
+
+    @pl.when(pl.program_id(2) == last)
+    def _write():
+        result = acc_ref[...]
+        out_ref[...] = (jnp.maximum(result, 0.0) if relu else result).astype(out_ref.dtype)
+
+
+def matmul_variant(x, y, bm: int = 128, bk: int = 128, bn: int = 128, transposed: bool = False, relu: bool = False):
+    """The blocked matmul of the Pallas matmul guide's variants: ``transposed``: y arrives (n, k)
+    and the MXU contracts both operands' minor dims; ``relu``: applied as the output is written."""
+    m, k = x.shape
+    n = y.shape[0] if transposed else y.shape[1]
+    y_spec = (pl.BlockSpec((bn, bk), lambda i, j, kk: (j, kk)) if transposed
+              else pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j)))
+    return pl.pallas_call(
+        functools.partial(_variant_kernel, transposed=transposed, relu=relu),
+        grid=(m // bm, n // bn, k // bk),
+        in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)), y_spec],
+        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
+        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
+        out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "arbitrary")),
+        name="matmul_variant",
+    )(x, y)
