@@ -151,9 +151,9 @@ def test_llo_files_name_kernels_not_libtpus_own_parts(tmp_path):
     ((3, 5), 64, 1, (3, 5)),  # small enough already
     ((1, 100000), 64, 1, (1, 64)),
     ((64, 64, 64), 64, 2, (2, 1, 64)),  # two TensorCores share the first parallel axis: keep 2
-    ((64, 64, 64), 8, 1, (1, 1, 16)),  # the innermost axis keeps 16 steps whatever the cap
+    ((64, 64, 64), 8, 1, (1, 1, 64)),  # the innermost axis whole (up to 64 steps) whatever the cap
     ((16, 8, 8), 8, 1, (1, 1, 8)),
-    ((2, 1000), 8, 1, (1, 16)),
+    ((2, 1000), 8, 1, (1, 64)),
 ])
 def test_reduced_grid(grid, steps, cores, expected):
     assert budget_mod.reduced_grid(grid, ("parallel", "parallel", "arbitrary")[-len(grid):], steps, cores) == expected

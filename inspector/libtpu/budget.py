@@ -27,7 +27,7 @@ class Budget:
 
     seconds: float = 60.0
     memory_bytes: int = 4 * GiB
-    probe_steps: int = 8  # grid steps of each Pallas kernel in the first cut compile (its innermost axis keeps 16)
+    probe_steps: int = 8  # grid steps of each Pallas kernel in the first cut compile (its innermost axis keeps up to 64)
     whole: bool = True  # simulate the whole program when it fits; False: extrapolate every grid over probe_steps
     # Simulation cost per simulated cycle, measured here (XLA's 4096^3 dot: 1.08M cycles, 27 to
     # over 60 s as the machine's load varied, 2.2 GB): to judge a program's XLA ops before simulating them.
@@ -39,10 +39,11 @@ class Budget:
 
 
 def reduced_grid(grid: tuple[int, ...], semantics: tuple[str, ...], steps: int, cores: int = 1,
-                 inner: int = 16) -> tuple[int, ...]:
+                 inner: int = 64) -> tuple[int, ...]:
     """``grid`` cut to at most ``steps`` steps (about): inner axes kept whole while they fit, the
-    next one shortened, the outer ones 1. The innermost axis keeps ``inner`` steps, or all of
-    them (so that a reduction's first and last steps stay a small part). On a chip whose TensorCores
+    next one shortened, the outer ones 1. The innermost axis is kept whole up to ``inner`` steps
+    whatever ``steps`` says: a reduction's first and last steps then keep their share of the steps,
+    and the line through two cut grids has the full grid's cycles per step. On a chip whose TensorCores
     split the parallel axes (``cores`` > 1), the first parallel axis keeps 2, so both cores work."""
     if grid:
         steps = max(steps, min(grid[-1], inner))

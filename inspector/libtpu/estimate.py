@@ -218,8 +218,8 @@ class _Run:
                 self.points.setdefault(op, []).append((math.prod(used[op]), cycles, list(used[op])))
             else:
                 self.cycles.setdefault(op, cycles)
-        if outcome.llo and not self.llo:
-            self.llo = outcome.llo
+        for op, texts in outcome.llo.items():  # bundles are the same code at any grid: the first found is kept
+            self.llo.setdefault(op, texts)
         for problem in outcome.unreadable:
             self._unreadable(problem)
         if outcome.status == "aborted":
@@ -241,8 +241,8 @@ class _Run:
             self._job(session, "bundles", request, records, self.left())
 
     def _finish(self, method: str) -> TimeEstimate:
-        if self.aborted and not self.llo:
-            self._bundles_only()
+        if self.aborted and (not self.llo or any(op not in self.llo for op in self.grids)):
+            self._bundles_only()  # libtpu stopped before it wrote them all
         return self._answer(method)
 
     # ------------------------------------------------------------------ the answer
