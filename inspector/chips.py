@@ -25,6 +25,10 @@ PROBED_TOPOLOGIES = ("probed: jax.experimental.topologies.get_topology_desc acce
 MEASURED_HBM = ("measured: libtpu 0.0.42.1 refuses a deviceless compile past it: 'the total memory required ... exceeds "
                 "available HBM (15.75G)' on v5e (per jax device: a TensorCore on v4 and TPU7x)")
 SCALING_BOOK_ICI = "the scaling book (jax-ml.github.io/scaling-book/tpus), ICI bandwidth per link, one way"
+# The clock is nowhere in jax's table: it is the bf16 peak over the MXU work of one cycle
+# (TensorCores x MXUs x width^2 x 2 flops), and libtpu's own simulation of a 4096^3 bf16 dot
+# (LIBTPU_INIT_ARGS=--xla_jf_dump_static_llo_profile_to, libtpu 0.0.42.1) confirms the rate per cycle.
+_DOT = "libtpu's simulated 4096^3 bf16 dot runs at {pct}% of that rate"
 _2D = ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
 _3D = ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x16")
 
@@ -57,6 +61,7 @@ class Chip:
     hbm_device_bytes: int | None = None  # HBM a program may use per jax device (what the compiler refuses past)
     ici_bytes_per_s: float | None = None  # ICI bandwidth of one link, one direction
     ici_links: int | None = None  # ICI ports per chip
+    clock_hz: float | None = None  # TensorCore clock: what turns libtpu's cycle estimates into seconds
     device_kind: str | None = None  # what jax reports for the device
     jax_chip_version: str | None = None  # pltpu ChipVersion value
     sources: dict = dataclasses.field(default_factory=dict)
@@ -71,7 +76,8 @@ class Chip:
 
 
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,
-         device_kind, version, topologies, hbm_device, ici, links, ici_source, devices_per_chip=1, sources=None) -> Chip:
+         device_kind, version, topologies, hbm_device, ici, links, ici_source, clock, clock_source,
+         devices_per_chip=1, sources=None) -> Chip:
     base = {
         "tensor_cores": CLOUD_TPU, "vmem_bytes": TPU_INFO, "smem_bytes": TPU_INFO, "hbm_bytes": TPU_INFO,
         "hbm_bytes_per_s": TPU_INFO, "bf16_flops": TPU_INFO, "int8_ops": TPU_INFO, "mxu": TPU_INFO,
@@ -80,13 +86,14 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
         "topologies": PROBED_TOPOLOGIES, "hbm_device_bytes": MEASURED_HBM,
         "ici_bytes_per_s": ici_source, "ici_links": ici_source,
         "devices_per_chip": "probed: get_topology_desc('v4:2x2x1') and ('tpu7x:2x2x1') list 8 devices for 4 chips",
+        "clock_hz": clock_source,
     }
     base.update(sources or {})
     return Chip(name, "tpu", description, aliases, tensor_cores=cores, vmem_bytes=vmem, scoped_vmem_bytes=scoped,
                 smem_bytes=1 * MiB, hbm_bytes=hbm, hbm_bytes_per_s=bw, bf16_flops=bf16, int8_ops=int8, mxu=mxu,
                 sublanes=8, lanes=128, topology=topology, device_kind=device_kind, jax_chip_version=version,
                 topologies=topologies, hbm_device_bytes=hbm_device, ici_bytes_per_s=ici, ici_links=links,
-                devices_per_chip=devices_per_chip, sources=base)
+                devices_per_chip=devices_per_chip, clock_hz=clock, sources=base)
 
 
 def _gpu(name, description, *, bw, bf16, smem, hbm, source) -> Chip:
@@ -102,25 +109,31 @@ CHIPS: tuple[Chip, ...] = (
          vmem=16 * MiB, scoped=16 * MiB, hbm=34_400_000_000, bw=1.23e12, bf16=275e12, int8=None, mxu=128,
          topology="v4:2x2x1", device_kind="TPU v4", version="v4", topologies=_3D + ("16x16x16",),
          hbm_device=round(15.25 * GiB), ici=4.5e10, links=6, devices_per_chip=2, ici_source=SCALING_BOOK_ICI + "; 6 links (3D torus)",
+         clock=1.05e9, clock_source="derived: 275e12 / (2 TensorCores x 4 MXUs x 128^2 x 2 flops) = 1.05 GHz, the 1050 MHz of the TPU v4 paper (ISCA 2023); libtpu cannot simulate v4 (its DMA latency model refuses the chip)",
          sources={"int8_ops": "not given by jax tpu_info"}),
     _tpu("tpu-v5e", "TPU v5e (v5 lite)", aliases=("v5e", "v5litepod"), cores=1,
          vmem=128 * MiB, scoped=16 * MiB, hbm=17_200_000_000, bw=0.82e12, bf16=197e12, int8=394e12, mxu=128,
          topology="v5e:2x2", device_kind="TPU v5 lite", version="v5e", topologies=_2D,
-         hbm_device=round(15.75 * GiB), ici=4.5e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v5e page: 2D torus)"),
+         hbm_device=round(15.75 * GiB), ici=4.5e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v5e page: 2D torus)",
+         clock=1.5e9, clock_source="derived: 197e12 / (4 MXUs x 128^2 x 2 flops) = 1.50 GHz; " + _DOT.format(pct=97)),
     _tpu("tpu-v5p", "TPU v5p (megacore)", aliases=("v5p",), cores=2,
          vmem=64 * MiB, scoped=16 * MiB, hbm=103_000_000_000, bw=2.46e12, bf16=459e12, int8=918e12, mxu=128,
          topology="v5p:2x2x1", device_kind="TPU v5", version="v5p", topologies=_3D + ("16x16x16", "16x16x24"),
          hbm_device=round(95.74 * GiB), ici=9e10, links=6, ici_source=SCALING_BOOK_ICI + "; 6 links (3D torus)",
+         clock=1.75e9, clock_source="derived: 459e12 / (2 TensorCores x 4 MXUs x 128^2 x 2 flops) = 1.75 GHz; " + _DOT.format(pct=97),
          sources={"hbm_bytes_per_s": TPU_INFO + "; the Cloud TPU page says 2765 GB/s"}),
     _tpu("tpu-v6e", "TPU v6e (Trillium)", aliases=("v6e", "trillium"), cores=1,
          vmem=128 * MiB, scoped=32 * MiB, hbm=34_400_000_000, bw=1.64e12, bf16=920e12, int8=1840e12, mxu=256,
          topology="v6e:2x2", device_kind="TPU v6 lite", version="v6e", topologies=_2D,
-         hbm_device=round(31.25 * GiB), ici=9e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v6e page)"),
+         hbm_device=round(31.25 * GiB), ici=9e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v6e page)",
+         clock=1.75e9, clock_source="derived: 920e12 / (4 x 256^2 x 2 flops) = 1.75 GHz; " + _DOT.format(pct=94) + " (492,700 flops a cycle: more than the 2 MXUs jax's table lists could give at 256^2, so the 4 of the Cloud TPU page)"),
     _tpu("tpu-7x", "TPU7x (Ironwood, 2 TensorCores)", aliases=("ironwood", "tpu7x", "v7x"), cores=2,
          vmem=64 * MiB, scoped=32 * MiB, hbm=206_000_000_000, bw=7.4e12, bf16=2310e12, int8=None, mxu=256,
          topology="tpu7x:2x2x1", device_kind="TPU7x", version="7x", topologies=_3D,
          hbm_device=round(94.75 * GiB), ici=1e11, links=6, devices_per_chip=2,
          ici_source="Google's Ironwood announcement: 1.2 TBps bidirectional ICI per chip; over 6 links (3D torus, an assumption) = 100 GB/s one way",
+         clock=2.2e9, clock_source="derived: 2310e12 / (2 TensorCores x 4 x 256^2 x 2 flops) = 2.2 GHz, as on v6e; "
+         + _DOT.format(pct=93) + " on one TensorCore",
          sources={"int8_ops": "not given by jax tpu_info (no int8 MXU mode)"}),
     _gpu("a100", "NVIDIA A100 80GB SXM (spec only)", bw=2.039e12, bf16=312e12, smem=166_912, hbm=80 * GiB,
          source="NVIDIA A100 datasheet; CUDA C guide (163 KiB opt-in shared memory)"),

@@ -100,6 +100,19 @@ CODES = _codes(
     Code("interpret-retried", "info", False, "diff", (), "the run was repeated with other interpreter settings"),
     Code("blocks-unknown", "info", False, "diff", (), "errors folded onto an even grid, not the kernel's blocks"),
     Code("mesh-on-one-device", "info", False, "diff", ("axes",), "a sharded program ran with each mesh axis of size 1"),
+    # libtpu's own view of the compiled program (inspector.libtpu: --time, the bundles view)
+    Code("register-spills", "warning", True, "bundles", ("chip", "stores", "fills", "lines", "bundles_per_step"),
+         "a kernel's registers spill to VMEM and are filled back within a grid step"),
+    Code("mxu-underused", "info", True, "bundles", ("chip", "mxu_share", "bound"),
+         "a kernel that does matmuls keeps the MXU busy in under a quarter of its bundles"),
+    Code("time-extrapolated", "info", True, "fusions", ("chip", "steps", "grids", "cycles_per_step"),
+         "a kernel's time extrapolated from libtpu's simulation of smaller grids of it"),
+    Code("time-budget", "info", True, "fusions", ("chip", "seconds", "memory_bytes", "why"),
+         "libtpu's simulation would pass the time budget: figures from elsewhere"),
+    Code("libtpu-aborted", "info", True, "fusions", ("chip", "reason"), "libtpu ended the compile that writes its dumps"),
+    Code("libtpu-dump-unreadable", "info", True, "fusions", ("chip", "file", "why"),
+         "a libtpu dump in a format the inspector cannot read"),
+    Code("time-roofline-only", "info", True, "fusions", ("chip",), "no libtpu estimate off TPU: times are the roofline"),
 )
 
 

@@ -365,6 +365,15 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
     return lowering
 
 
+def lowered_program(target: Target, backend: Backend, *, memo: bool = True) -> tuple[Capture, object | None, str]:
+    """The capture up to StableHLO, jax's Lowered (None when lowering failed) and the lowered
+    module's text with locations (the compile cache's key), for a compile made elsewhere (the
+    libtpu dumps, in a process of their own). ``memo=False`` for a lowering that must not be
+    kept or reused (one made under a patched lowering rule)."""
+    lowering = _lower(target, backend.with_mesh(target.mesh), jaxpr_text=False, memo=memo)
+    return lowering.captured, lowering.lowered, lowering.module_text
+
+
 def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_text: bool = True,
             use_cache: bool = True, memo: bool = True, buffers: bool = False, dump_to: str | None = None,
             dump_metadata: bool = True) -> Capture:

@@ -50,3 +50,15 @@ def test_names_and_aliases():
     assert [c.name for c in parse_targets("tpu-v5e, v6e,tpu-v5e")] == ["tpu-v5e", "tpu-v6e"]
     with pytest.raises(UsageError, match="unknown target"):
         get_chip("tpu-v9")
+
+
+# MXUs per TensorCore at full rate: the Cloud TPU pages (4 on every generation); jax's table says 2
+# for v6e and TPU7x, but libtpu's simulated dot runs faster than 2 MXUs of 256^2 could (chips.py)
+_MXUS = {"tpu-v4": 4, "tpu-v5e": 4, "tpu-v5p": 4, "tpu-v6e": 4, "tpu-7x": 4}
+
+
+@pytest.mark.parametrize("chip", TPUS, ids=lambda c: c.name)
+def test_clock_is_the_peak_over_the_mxu_work_of_a_cycle(chip):
+    flops_per_cycle = chip.tensor_cores * _MXUS[chip.name] * chip.mxu**2 * 2
+    assert chip.clock_hz == pytest.approx(chip.bf16_flops / flops_per_cycle, rel=0.01)
+    assert chip.sources["clock_hz"].startswith("derived")

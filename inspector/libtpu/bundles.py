@@ -1,0 +1,122 @@
+"""One kernel's VLIW bundles as answers: bundles per grid step, what each unit does, what bounds
+the kernel, where registers spill, and which source line the bundles come from.
+
+A Pallas kernel's grid is the outermost loop of its bundles (the ``>`` marks); the bundles
+inside it are one grid step's, the ones outside set up and drain the pipeline. Counts here are
+static (each bundle once); ``cycles_per_step`` comes from libtpu's simulation, which runs them.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from .dumps import Bundle, Instruction, Utilization
+from .model import BundleRow, KernelBundles, LineBundles, UnitUse
+
+NO_SOURCE = "(no source line)"
+LISTING_LIMIT = 20_000  # bundles kept per kernel for the listing; the counts use them all
+# libtpu's unit names -> what a kernel author calls what bounds it
+BOUND_NAMES = {"MXU": "MXU", "XLU": "XLU", "VALU": "VALU", "VPOP": "VPOP", "EUP": "EUP", "VLOAD": "loads",
+               "VSTORE": "stores", "SALU": "scalar"}
+DMA_WAITS = "DMA waits"
+SPILL_STORE_UNIT, FILL_UNIT = "VSTORE:SPILL", "VLOAD:FILL"
+
+
+def kernel_bundles(name: str, kind: str, bundles: list[Bundle], use: Utilization, *, pallas: bool,
+                   steps: int | None, cycles_per_step: float | None) -> KernelBundles:
+    """The answers for one kernel. ``pallas``: a Pallas/Mosaic kernel, whose grid loop (when it
+    has ``steps`` > 1) is the scope of the per-step figures and of its source lines."""
+    in_loop = [b.index for b in bundles if b.depth >= 1]
+    per_step = pallas and bool(in_loop) and (steps or 0) > 1
+    scope = in_loop if per_step else [b.index for b in bundles]
+    units = _units(use, scope)
+    spilled = _spilled_sources(bundles, scope)
+    return KernelBundles(
+        kernel=name, kind=kind, bundles=len(bundles), bundles_per_step=len(scope) if per_step else None,
+        cycles_per_step=cycles_per_step if per_step else None, units=units,
+        bound=_bound(units, len(scope), cycles_per_step if per_step else None),
+        spill_stores=units[SPILL_STORE_UNIT].used if SPILL_STORE_UNIT in units else 0,
+        spill_fills=units[FILL_UNIT].used if FILL_UNIT in units else 0,
+        spilled_lines=[line for line, _ in spilled.most_common()],
+        lines=_lines(bundles, scope, spilled) if pallas else [],
+        listing=[_row(b) for b in bundles[:LISTING_LIMIT]], listing_truncated=len(bundles) > LISTING_LIMIT,
+    )
+
+
+def _units(use: Utilization, scope: list[int]) -> dict[str, UnitUse]:
+    units = {}
+    for j, (unit, capacity) in enumerate(zip(use.units, use.capacity)):
+        used = sum(use.rows[i][j] for i in scope)
+        busy = sum(1 for i in scope if use.rows[i][j])
+        units[unit] = UnitUse(used, capacity, used / (capacity * len(scope)) if capacity and scope else 0.0, busy)
+    return units
+
+
+def _bound(units: dict[str, UnitUse], bundles: int, cycles: float | None) -> str | None:
+    """The unit nearest its capacity over the step's cycles; waits (cycles the simulation spends
+    with no bundle to issue: DMAs not yet done) when they are the larger part."""
+    if not bundles:
+        return None
+    cycles = max(cycles or bundles, bundles)
+    load = {BOUND_NAMES[u]: v.used / (v.capacity * cycles) for u, v in units.items() if u in BOUND_NAMES and v.capacity}
+    load[DMA_WAITS] = (cycles - bundles) / cycles
+    name, value = max(load.items(), key=lambda kv: kv[1])
+    return name if value > 0 else None
+
+
+def _spilled_sources(bundles: list[Bundle], scope: list[int]) -> Counter:
+    """Source line -> spill stores and fills of the values it computed. A spill store names the
+    register it saves; the instruction that defined that register has the line. A value that
+    was itself filled from a slot is followed to what was stored there."""
+    defined: dict[str, Instruction] = {}
+    stored_in: dict[str, str] = {}  # spill slot -> the register last saved there
+    for b in bundles:
+        for ins in b.instructions:
+            if ins.result:
+                defined.setdefault(ins.result, ins)
+            if ins.spill == "store" and ins.slot and ins.stored:
+                stored_in.setdefault(ins.slot, ins.stored)
+
+    def origin(register: str | None, hops: int = 0) -> str | None:
+        ins = defined.get(register) if register else None
+        if ins is None or hops > 8:
+            return None
+        if ins.source:
+            return ins.source
+        if ins.spill == "fill" and ins.slot:
+            return origin(stored_in.get(ins.slot), hops + 1)
+        return None
+
+    counts: Counter = Counter()
+    for i in scope:
+        for ins in bundles[i].instructions:
+            if ins.spill == "store":
+                counts[origin(ins.stored) or NO_SOURCE] += 1
+            elif ins.spill == "fill" and ins.slot:
+                counts[origin(stored_in.get(ins.slot)) or NO_SOURCE] += 1
+    return counts
+
+
+def _lines(bundles: list[Bundle], scope: list[int], spilled: Counter) -> list[LineBundles]:
+    holding: Counter = Counter()
+    weight: defaultdict = defaultdict(float)
+    mxu: Counter = Counter()
+    for i in scope:
+        instructions = bundles[i].instructions
+        for source in {ins.source or NO_SOURCE for ins in instructions}:
+            holding[source] += 1
+        for ins in instructions:
+            weight[ins.source or NO_SOURCE] += 1 / len(instructions)
+            if ins.opcode.startswith(("vmatmul", "vmatpush")):
+                mxu[ins.source or NO_SOURCE] += 1
+    total = sum(weight.values()) or 1.0
+    lines = [LineBundles(source, holding[source], weight[source] / total, spilled.get(source, 0), mxu[source])
+             for source in holding]
+    return sorted(lines, key=lambda line: (line.source == NO_SOURCE, -line.share))
+
+
+def _row(b: Bundle) -> BundleRow:
+    return BundleRow(
+        index=b.index, depth=b.depth, ops=" ".join(ins.opcode for ins in b.instructions),
+        sources=sorted({ins.source for ins in b.instructions if ins.source}),
+        spill_stores=sum(1 for ins in b.instructions if ins.spill == "store"),
+        spill_fills=sum(1 for ins in b.instructions if ins.spill == "fill"))

@@ -1,0 +1,395 @@
+"""libtpu's estimate of every kernel's time, within a budget that always finishes.
+
+The compiled program is compiled once more, in a process of its own, with libtpu's static
+profile (its simulation of the program: cycles per HLO op) and its final VLIW bundles dumped.
+What the whole simulation would cost is judged before it runs (``budget``):
+
+1. XLA ops whose cost-model cycles (the optimized HLO's own ``estimated_cycles``) would take
+   over half the budget to simulate are not simulated: every kernel keeps the compiler's figure
+   (``libtpu-cost-model``), Pallas kernels their roofline, and only the bundles are dumped.
+2. Pallas grids of at most ``Budget.probe_steps`` steps: the whole program is simulated (``libtpu``).
+3. Larger grids: the program is simulated with each Pallas grid cut to ``probe_steps`` steps,
+   then cut to as many more (2 to 4 times) as what is left of the budget allows; the line through
+   the two gives cycles per step and the full grid's cycles (``libtpu-extrapolated``). The whole
+   program is simulated after all (``libtpu``) when the cut compiles say it fits in what is left.
+
+Every compile runs under a hard stop (time and memory); what a stopped or aborted compile wrote
+is still used. Kernels libtpu gave nothing for keep their roofline (``roofline``).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+from ..chips import Chip
+from ..findings import Finding
+from ..target import Target, short_path
+from .store import key as cache_key, load as load_cached, store as store_cached
+from .budget import Budget, extrapolate, fit_steps, predict_whole, reduced_grid
+from .bundles import kernel_bundles
+from .dumps import BUNDLES_LABEL, UTILIZATION_LABEL, UnreadableDump, read_bundles, read_utilization
+from .model import (COST_MODEL, EXTRAPOLATED, LIBTPU, ROOFLINE, JobCost, KernelBundles, KernelTime, StepFit,
+                    TimeEstimate)
+from .runner import DumpSession, Outcome
+
+PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")
+LISTED_OTHERS = 10  # kernels beyond the Pallas ones whose bundle listing is kept: the costliest
+
+
+def estimate_times(target: Target, chip: Chip, *, budget: Budget | None = None, kernels: list | None = None,
+                   use_cache: bool = True) -> TimeEstimate:
+    """Every kernel's estimated cycles and seconds on ``chip``, the program's total, the bundles
+    of each kernel and the findings they lead to. ``kernels``: the program's kernels as the
+    Report has them (``report.fusions.kernels``; computed here when not given). Off TPU, or
+    where libtpu gives nothing, the roofline. Cached like a compile: asking again is instant."""
+    from ..backends import Backend
+    from ..stages import lowered_program
+
+    budget = budget or Budget()
+    backend = Backend(chip)
+    if kernels is None:
+        kernels = _plain_kernels(target, backend, chip)
+    if not chip.is_tpu:
+        return _roofline_only(chip, kernels, budget)
+    _, lowered, module_text = lowered_program(target, backend)
+    if lowered is None or not kernels:
+        return _roofline_only(chip, kernels, budget, why="the program did not compile")
+    key = cache_key(module_text, chip.name, budget)
+    if use_cache and (hit := load_cached(key)) is not None:
+        hit.cached = True
+        return hit
+    estimate = _Run(target, backend, chip, kernels, budget).run()
+    if use_cache:
+        store_cached(key, estimate)
+    return estimate
+
+
+def bundle_report(target: Target, chip: Chip, *, budget: Budget | None = None, kernels: list | None = None,
+                  use_cache: bool = True) -> list[KernelBundles]:
+    """Each kernel's bundles (Pallas kernels first, then the costliest); the same compile and
+    cache entry as ``estimate_times``."""
+    return estimate_times(target, chip, budget=budget, kernels=kernels, use_cache=use_cache).bundles
+
+
+def _plain_kernels(target: Target, backend, chip: Chip) -> list:
+    from ..hlo.fusions import analyse_fusions
+    from ..stages import capture
+
+    stages = capture(target, backend, jaxpr_text=False).stages
+    return analyse_fusions(stages.hlo, chip, stages.cost).kernels if stages.hlo else []
+
+
+def _roofline_only(chip: Chip, kernels: list, budget: Budget, why: str | None = None) -> TimeEstimate:
+    times = [_timed(k, chip, None, ROOFLINE) for k in kernels]
+    finding = Finding("info", "time-roofline-only",
+                      f"{why or f'{chip.name} is not a TPU'}: no libtpu estimate, times are the roofline",
+                      view="fusions", data={"chip": chip.name})
+    return TimeEstimate(chip.name, chip.clock_hz, times, _totals(times, chip), ROOFLINE, budget.as_dict(), [],
+                        [finding])
+
+
+class _Run:
+    """One estimate: the compiles it makes, what they gave, and the answer built from them."""
+
+    def __init__(self, target: Target, backend, chip: Chip, kernels: list, budget: Budget):
+        self.target, self.backend, self.chip, self.kernels, self.budget = target, backend, chip, kernels, budget
+        self.deadline = time.monotonic() + budget.seconds
+        self.jobs: list[JobCost] = []
+        self.findings: list[Finding] = []
+        self.points: dict[str, list[tuple[int, int, list[int]]]] = {}  # Pallas op -> (steps, cycles, grid)
+        self.cycles: dict[str, int] = {}  # other ops -> simulated cycles (the same in every compile)
+        self.llo: dict[str, dict[str, str]] = {}
+        self.grids: dict[str, tuple[int, ...]] = {}  # Pallas op -> its full grid
+        self.names: dict[int, str] = {}  # index of a pallas_call in lowering order -> its HLO op
+        self.aborted = False
+        self.cores = max(1, (chip.tensor_cores or 1) // (chip.devices_per_chip or 1))
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    # ------------------------------------------------------------------ the compiles
+
+    def run(self) -> TimeEstimate:
+        pallas = [k for k in self.kernels if k.kind in PALLAS_KINDS]
+        # copies and collectives are DMAs, which the simulation models without running bundles
+        xla_cycles = sum((k.compiler_cycles or 0) for k in self.kernels
+                         if k.kind not in PALLAS_KINDS and k.kind not in ("copy", "collective"))
+        seconds, memory = xla_cycles * self.budget.seconds_per_cycle, xla_cycles * self.budget.bytes_per_cycle
+        if seconds > self.budget.seconds / 2 or memory > 0.9 * self.budget.memory_bytes:
+            self._budget_note(f"its XLA ops ({xla_cycles:,} cycles by the compiler's estimate) would take about "
+                              f"{seconds:.0f} s and {memory / 2**30:.1f} GiB to simulate: the compiler's per-op "
+                              "estimates are used, Pallas kernels keep their roofline")
+            self._bundles_only()
+            return self._answer(COST_MODEL)
+        request, records = self._request(None)
+        self._name_grids(records, pallas)
+        steps = [math.prod(grid) for grid in self.grids.values()]
+        reducible = any(s > self.budget.probe_steps for s in steps)
+        with DumpSession(self.chip.topology, profile=True, bundles=True) as session:
+            if not reducible:
+                self._job(session, "whole", request, records, self.left())
+                return self._finish(LIBTPU)
+            self._probes(session, request, records)
+        return self._finish(EXTRAPOLATED)
+
+    def _probes(self, session, request, records) -> None:
+        """Two compiles with every Pallas grid cut: the first at ``probe_steps``, the second as
+        large as what is left allows (at most 4 times the first, at least twice); between them,
+        the whole program after all when the first says it fits."""
+        first_request, first_records = self._request([self.budget.probe_steps] * len(records))
+        first = self._job(session, "probe-1", first_request, first_records, 0.5 * self.left())
+        if first.status != "ok" or self.aborted:
+            return
+        cut = [math.prod(r.used) for r in first_records]
+        if self.budget.whole and self._whole_fits([(first.wall_seconds, first.peak_rss_bytes,
+                                                     sum(first.cycles.values()))]):
+            if self._job(session, "whole", request, records, self.left()).status == "ok":
+                return
+        factor = min(4.0, 0.8 * self.left() / max(first.wall_seconds, 1e-3))  # its time grows at most as its steps
+        if factor < 2:
+            self._budget_note(f"no time left for a second cut grid: one point ({first.wall_seconds:.0f} s), "
+                              "cycles taken as proportional to steps")
+            return
+        second_request, second_records = self._request([int(c * factor) for c in cut])
+        second = self._job(session, "probe-2", second_request, second_records, self.left())
+        if second.status == "ok" and self.budget.whole:
+            measured = [(o.wall_seconds, o.peak_rss_bytes, sum(o.cycles.values())) for o in (first, second)]
+            if self._whole_fits(measured, note=True):
+                outcome = self._job(session, "whole", request, records, self.left())
+                if outcome.status != "ok":
+                    self._budget_note(f"the whole simulation {_stopped(outcome)}: figures from smaller grids")
+
+    def _whole_fits(self, measured: list, note: bool = False) -> bool:
+        """Whether simulating the whole program fits in what is left, from the cut compiles so far
+        (one: its time per simulated cycle, a bound from above; two: the line through them)."""
+        whole_cycles = sum(self.cycles.values()) + sum(self._pallas_cycles(op)[0] or 0 for op in self.grids)
+        if len(measured) >= 2:
+            seconds, memory = predict_whole(measured, whole_cycles)
+        else:
+            (wall, peak, cycles), = measured
+            seconds = wall * whole_cycles / max(cycles, 1)
+            memory = None if peak is None else int(peak + self.budget.bytes_per_cycle * max(whole_cycles - cycles, 0))
+        fits = seconds <= 0.8 * self.left() and (memory is None or memory <= 0.9 * self.budget.memory_bytes)
+        if note and not fits:
+            self._budget_note(f"the whole simulation would take about {seconds:.0f} s"
+                              + (f" and {memory / 2**30:.1f} GiB" if memory else "")
+                              + f" (budget {self.budget.seconds:.0f} s, {self.budget.memory_bytes / 2**30:.0f} GiB): "
+                              "figures from smaller grids")
+        return fits
+
+    def _request(self, caps: list[int] | None):
+        """The program lowered with each Pallas grid cut to ``caps[i]`` steps (the i-th kernel
+        to lower), or whole."""
+        from ..jax_internals.aot import compile_request, grids_replaced
+        from ..stages import lowered_program
+
+        seen = []
+
+        def choose(grid, semantics):
+            seen.append(grid)
+            if caps is None or len(seen) > len(caps):
+                return grid
+            return reduced_grid(grid, semantics, caps[len(seen) - 1], self.cores)
+
+        with grids_replaced(choose) as records:
+            _, lowered, _ = lowered_program(self.target, self.backend, memo=False)
+        return compile_request(lowered, self.chip.topology), list(records)
+
+    def _name_grids(self, records, pallas) -> None:
+        """Each Pallas op's full grid: records in lowering order, custom calls named after their
+        pallas_call ("matmul" -> "matmul.1"), in program order; by position when names fail."""
+        free = list(pallas)
+        for index, record in enumerate(records):
+            match = next((k for k in free if record.name and k.name.rsplit(".", 1)[0] == record.name), None)
+            if match is None and len(records) == len(pallas):
+                match = pallas[index] if pallas[index] in free else None
+            if match is not None and None not in record.grid:
+                free.remove(match)
+                self.names[index] = match.name
+                self.grids[match.name] = record.grid
+
+    def _job(self, session: DumpSession, label: str, request, records, seconds: float) -> Outcome:
+        outcome = session.run(request, seconds=max(seconds, 1.0), memory_bytes=self.budget.memory_bytes)
+        used = {self.names[i]: r.used for i, r in enumerate(records) if i in self.names}
+        self.jobs.append(JobCost(label, outcome.status, round(outcome.wall_seconds, 3), outcome.peak_rss_bytes,
+                                 {op: math.prod(g) for op, g in used.items()}, outcome.detail))
+        for op, cycles in outcome.cycles.items():
+            if op in used:
+                self.points.setdefault(op, []).append((math.prod(used[op]), cycles, list(used[op])))
+            else:
+                self.cycles.setdefault(op, cycles)
+        for op, texts in outcome.llo.items():  # bundles are the same code at any grid: the first found is kept
+            self.llo.setdefault(op, texts)
+        for problem in outcome.unreadable:
+            self._unreadable(problem)
+        if outcome.status == "aborted":
+            self.aborted = True
+            self.findings.append(Finding(
+                "info", "libtpu-aborted", f"libtpu ended its {label} compile on {self.chip.name}"
+                + (f": {outcome.detail}" if outcome.detail else " (SIGABRT)") + "; what it wrote before is used",
+                view="fusions", data={"chip": self.chip.name, "reason": outcome.detail}))
+        return outcome
+
+    def _bundles_only(self) -> None:
+        """The bundles without the simulation (a program too large to simulate, or a chip whose
+        simulation aborts)."""
+        if self.left() <= 1:
+            return
+        request, records = self._request(None)
+        self._name_grids(records, [k for k in self.kernels if k.kind in PALLAS_KINDS])
+        with DumpSession(self.chip.topology, profile=False, bundles=True) as session:
+            self._job(session, "bundles", request, records, self.left())
+
+    def _finish(self, method: str) -> TimeEstimate:
+        if self.aborted and (not self.llo or any(op not in self.llo for op in self.grids)):
+            self._bundles_only()  # libtpu stopped before it wrote them all
+        return self._answer(method)
+
+    # ------------------------------------------------------------------ the answer
+
+    def _pallas_cycles(self, op: str) -> tuple[float | None, StepFit | None]:
+        """(cycles of the full grid, the fit when extrapolated) from the measured points."""
+        full = math.prod(self.grids[op])
+        points = self.points.get(op, [])
+        exact = next((c for s, c, _ in points if s == full), None)
+        if exact is not None:
+            return float(exact), None
+        distinct = {s: (c, g) for s, c, g in points}
+        if len(distinct) >= 2:
+            fit = fit_steps([(s, c) for s, (c, _) in distinct.items()], [g for _, g in distinct.values()])
+            if fit is not None:
+                return extrapolate(fit, full), fit
+        if len(distinct) == 1:  # one cut only: a line through the origin
+            (s, (c, g)), = distinct.items()
+            fit = StepFit(0.0, c / s, [(s, c)], [g])
+            return extrapolate(fit, full), fit
+        return None, None
+
+    def _answer(self, method: str) -> TimeEstimate:
+        times = []
+        for k in self.kernels:
+            if k.name in self.grids:
+                cycles, fit = self._pallas_cycles(k.name)
+                source = None if cycles is None else EXTRAPOLATED if fit is not None else LIBTPU
+                t = _timed(k, self.chip, cycles, source)
+                t.grid, t.steps = list(self.grids[k.name]), math.prod(self.grids[k.name])
+                t.fit = fit
+                if cycles is not None:
+                    t.cycles_per_step = fit.per_step if fit is not None else cycles / max(t.steps, 1)
+                if fit is not None:
+                    self._extrapolated_note(t)
+            elif k.name in self.cycles:
+                t = _timed(k, self.chip, float(self.cycles[k.name]), LIBTPU)
+            elif k.compiler_cycles:
+                t = _timed(k, self.chip, float(k.compiler_cycles), COST_MODEL)
+            else:
+                t = _timed(k, self.chip, None, None)
+            times.append(t)
+        bundles = self._bundles(times)
+        self.findings += _bundle_findings(bundles, self.chip)
+        if method != COST_MODEL:  # how the Pallas kernels got theirs: the least exact of them
+            sources = {t.estimate_source for t in times if t.name in self.grids}
+            method = next((s for s in (ROOFLINE, EXTRAPOLATED) if s in sources), LIBTPU)
+        return TimeEstimate(self.chip.name, self.chip.clock_hz, times, _totals(times, self.chip), method,
+                            self.budget.as_dict(), self.jobs, self.findings, bundles)
+
+    def _bundles(self, times: list[KernelTime]) -> list[KernelBundles]:
+        by_name = {t.name: t for t in times}
+        found = []
+        for op, texts in self.llo.items():
+            t = by_name.get(op)
+            if t is None or BUNDLES_LABEL not in texts or UTILIZATION_LABEL not in texts:
+                continue
+            try:
+                bundles = read_bundles(texts[BUNDLES_LABEL], f"{op} {BUNDLES_LABEL}", relative=short_path)
+                use = read_utilization(texts[UTILIZATION_LABEL], f"{op} {UTILIZATION_LABEL}")
+                if len(use.rows) != len(bundles):
+                    raise UnreadableDump(f"{op}: {len(bundles)} bundles but {len(use.rows)} utilization rows")
+            except UnreadableDump as err:
+                self._unreadable(str(err))
+                continue
+            found.append(kernel_bundles(op, t.kind, bundles, use, pallas=t.kind in PALLAS_KINDS, steps=t.steps,
+                                        cycles_per_step=t.cycles_per_step))
+        pallas = [b for b in found if b.kind in PALLAS_KINDS]
+        cost = {t.name: (t.estimated_cycles or 0) * t.repeat for t in times}
+        others = sorted((b for b in found if b.kind not in PALLAS_KINDS), key=lambda b: -cost.get(b.kernel, 0))
+        order = {t.name: i for i, t in enumerate(times)}
+        pallas.sort(key=lambda b: order.get(b.kernel, 0))
+        for b in others[LISTED_OTHERS:]:
+            b.listing, b.listing_truncated = [], True
+        return pallas + others
+
+    # ------------------------------------------------------------------ findings
+
+    def _budget_note(self, why: str) -> None:
+        self.findings.append(Finding(
+            "info", "time-budget", f"libtpu's simulation on {self.chip.name}: {why}", view="fusions",
+            data={"chip": self.chip.name, "seconds": self.budget.seconds, "memory_bytes": self.budget.memory_bytes,
+                  "why": why}))
+
+    def _extrapolated_note(self, t: KernelTime) -> None:
+        grids = " and ".join("(" + ", ".join(map(str, g)) + ")" for g in t.fit.grids)
+        self.findings.append(Finding(
+            "info", "time-extrapolated",
+            f"{t.name}: {t.steps:,} grid steps; libtpu simulated grids {grids}: {t.fit.per_step:,.0f} cycles a step, "
+            f"extrapolated to {t.estimated_cycles:,.0f} cycles", kernel=t.name, view="fusions",
+            data={"chip": self.chip.name, "steps": t.steps, "grids": t.fit.grids, "cycles_per_step": t.fit.per_step}))
+
+    def _unreadable(self, problem: str) -> None:
+        file, _, why = problem.partition(": ")
+        self.findings.append(Finding(
+            "info", "libtpu-dump-unreadable", f"a libtpu dump the inspector cannot read ({problem}): its figures show as -",
+            view="fusions", data={"chip": self.chip.name, "file": file, "why": why or problem}))
+
+
+def _stopped(outcome: Outcome) -> str:
+    return {"time-limit": "passed its time limit", "memory-limit": "passed its memory limit",
+            "aborted": "was aborted by libtpu"}.get(outcome.status, f"ended ({outcome.status})")
+
+
+def _timed(kernel, chip: Chip, cycles: float | None, source: str | None) -> KernelTime:
+    roofline = kernel.roofline_s
+    if cycles is None and roofline is not None:
+        cycles, source = (roofline * chip.clock_hz if chip.clock_hz else None), ROOFLINE
+    seconds = (cycles / chip.clock_hz if chip.clock_hz and cycles is not None
+               else roofline if source == ROOFLINE else None)
+    return KernelTime(kernel.name, kernel.kind, cycles, seconds, source if seconds is not None or cycles else None,
+                      repeat=kernel.repeat, roofline_seconds=roofline)
+
+
+def _totals(times: list[KernelTime], chip: Chip) -> dict[str, float | None]:
+    timed = [t for t in times if t.estimated_seconds is not None]
+    seconds = sum(t.estimated_seconds * t.repeat for t in timed) if timed else None
+    cycles = sum(t.estimated_cycles * t.repeat for t in timed if t.estimated_cycles is not None) if timed else None
+    roofline = [t.roofline_seconds * t.repeat for t in times if t.roofline_seconds is not None]
+    return {"estimated_seconds": seconds, "estimated_cycles": cycles,
+            "roofline_seconds": sum(roofline) if roofline else None,
+            "untimed_kernels": float(len(times) - len(timed))}
+
+
+def _bundle_findings(bundles: list[KernelBundles], chip: Chip) -> list[Finding]:
+    found = []
+    for b in bundles:
+        if b.kind not in PALLAS_KINDS:
+            continue
+        per = "per grid step" if b.bundles_per_step is not None else "in the kernel"
+        if b.spill_stores or b.spill_fills:
+            lines = [line for line in b.spilled_lines if not line.startswith("(")][:5]
+            found.append(Finding(
+                "warning", "register-spills",
+                f"{b.kernel}: {b.spill_stores:,} spill stores and {b.spill_fills:,} fills {per}"
+                + (f", of values from {', '.join(lines)}" if lines else "")
+                + ": the block's live values do not fit in the 64 vector registers; compute it in chunks (a "
+                "fori_loop over row or column slices, as splash attention's block_kv_compute does)",
+                kernel=b.kernel, view="bundles",
+                data={"chip": chip.name, "stores": b.spill_stores, "fills": b.spill_fills, "lines": lines,
+                      "bundles_per_step": b.bundles_per_step}))
+        mxu = b.units.get("MXU")
+        scope = b.bundles_per_step or b.bundles
+        if mxu and mxu.busy and scope and mxu.busy / scope < 0.25 and b.bound != "MXU":
+            found.append(Finding(
+                "info", "mxu-underused",
+                f"{b.kernel}: the MXU is busy in {mxu.busy / scope:.0%} of the bundles {per}; "
+                f"what bounds it is {b.bound}", kernel=b.kernel, view="bundles",
+                data={"chip": chip.name, "mxu_share": mxu.busy / scope, "bound": b.bound}))
+    return found
