@@ -11,6 +11,7 @@ from .hlo.collectives import CollectiveAnalysis, analyse_collectives
 from .hlo.fusions import FusionAnalysis, analyse_fusions
 from .hlo.passes import PassLog
 from .memory import MemoryReport, analyse_memory
+from .libtpu import Budget, TimeEstimate
 from .mosaic.passes import MosaicPasses
 from .specs import hlo_type
 from .stages import STAGES, Capture, Stages
@@ -54,6 +55,7 @@ class Report:
     collectives: CollectiveAnalysis | None = None  # the collectives of the compiled program, in schedule order
     passes: PassLog | None = None  # what each compiler pass did (compiled with pass dumps)
     mosaic_passes: MosaicPasses | None = None  # what each Mosaic pass did to each Pallas kernel (TPU, with its dumps)
+    time: TimeEstimate | None = None  # libtpu's estimated time and VLIW bundles per kernel (--time)
 
     @property
     def compiler_vmem(self) -> dict[str, int]:
@@ -151,7 +153,31 @@ class Report:
             **(_collectives_json(self.collectives) if self.collectives is not None else {}),
             **(_passes_json(self.passes) if self.passes is not None else {}),
             **(self.mosaic_passes.to_json() if self.mosaic_passes is not None else {}),
+            **(_time_json(self.time) if self.time is not None else {}),
         }
+
+
+def _time_json(estimate: TimeEstimate) -> dict:
+    """``bundles[]`` (each kernel's VLIW bundles) and ``time_estimate`` (how the figures were
+    made: method, budget, the compiles it took); the per-kernel figures are in ``kernels[]``."""
+    data = dataclasses.asdict(estimate)
+    return {"bundles": data.pop("bundles"), "time_estimate": {k: data[k] for k in ("chip", "clock_hz", "method", "budget",
+                                                                                    "jobs", "totals", "cached")}}
+
+
+def with_time(report: Report, estimate: TimeEstimate) -> Report:
+    """The report with libtpu's estimate: each kernel's cycles, seconds and their source, the
+    program's estimated seconds in the totals, the estimate's findings."""
+    report.time = estimate
+    if report.fusions is not None:
+        for kernel in report.fusions.kernels:
+            timed = estimate.kernel(kernel.name)
+            if timed is not None:
+                kernel.estimated_cycles, kernel.estimated_seconds = timed.estimated_cycles, timed.estimated_seconds
+                kernel.estimate_source = timed.estimate_source
+        report.fusions.totals["estimated_seconds"] = estimate.totals.get("estimated_seconds")
+    report.findings = by_severity(report.findings + estimate.findings)
+    return report
 
 
 def _passes_json(log: PassLog) -> dict:
@@ -259,12 +285,15 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
 def make_report(target: Target, chip: Chip, *, compile: bool = True, jaxpr_text: bool = True, fusions: bool = True,
                 pallas: bool = True, roofline_chip: Chip | None = None, use_cache: bool = True, memo: bool = True,
                 buffers: bool = False, collectives: bool = True, passes: bool = False,
-                pass_select: str | None = None, mosaic_passes: bool = False) -> Report:
+                pass_select: str | None = None, mosaic_passes: bool = False, time: bool = False,
+                time_budget: Budget | None = None) -> Report:
     """Capture ``target``'s stages on ``chip`` and gather the Report: the one path the CLI's verbs
     and the Python API take, so both give the same figures for the same target. ``buffers``: the
     compiler's buffer assignment (the memory view); ``passes``: compile with XLA's pass dumps (the
     passes view; kernels name the pass that made them); ``mosaic_passes``: compile again with Mosaic's
-    pass dumps (TPU targets with Pallas kernels; ``pass_select`` picks the pass whose diff to keep)."""
+    pass dumps (TPU targets with Pallas kernels; ``pass_select`` picks the pass whose diff to keep);
+    ``time``: libtpu's estimated time and VLIW bundles per kernel, within ``time_budget`` (the
+    roofline alone off TPU)."""
     from .backends import Backend
     from .stages import capture
 
@@ -283,4 +312,9 @@ def make_report(target: Target, chip: Chip, *, compile: bool = True, jaxpr_text:
 
         report.mosaic_passes = capture_mosaic_passes(target, chip, select=None if passes else pass_select)
         report.findings = by_severity(report.findings + report.mosaic_passes.findings)
+    if time and report.fusions is not None:
+        from .libtpu import estimate_times
+
+        with_time(report, estimate_times(target, chip, budget=time_budget, kernels=report.fusions.kernels,
+                                         use_cache=use_cache is True))
     return report

@@ -30,6 +30,7 @@ class Session:
     passes: bool = False  # compile with XLA's pass dumps (the Passes tab; kernels name the pass that made them)
     buffers: bool = False  # ask the compiler for its buffer assignment (the Memory tab's largest buffers)
     mosaic_passes: bool = False  # compile again with Mosaic's pass dumps (the Mosaic passes tab)
+    time: bool = False  # libtpu's time estimate and VLIW bundles per kernel (the Bundles tab; fusions' est. time)
     mesh: str | None = None  # --mesh data=4,model=4 (over INSPECT's "mesh")
     shard: str | None = None  # --shard "P('data',None) P()" (over INSPECT's "shardings")
 
@@ -62,7 +63,7 @@ class Session:
         from .report import make_report
 
         report = make_report(self.target(fresh), get_chip(self.chip), use_cache=self.use_cache, collectives=True,
-                             buffers=self.buffers, passes=self.passes, mosaic_passes=self.mosaic_passes)
+                             buffers=self.buffers, passes=self.passes, mosaic_passes=self.mosaic_passes, time=self.time)
         _ = report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
         return report
 
@@ -84,6 +85,9 @@ class Session:
 
     def with_passes(self, passes: bool = True) -> "Session":
         return dataclasses.replace(self, passes=passes)
+
+    def with_time(self, time: bool = True) -> "Session":
+        return dataclasses.replace(self, time=time)
 
     def with_mosaic_passes(self, mosaic_passes: bool = True) -> "Session":
         return dataclasses.replace(self, mosaic_passes=mosaic_passes)

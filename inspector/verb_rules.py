@@ -12,10 +12,27 @@ if TYPE_CHECKING:
     from .chips import Chip
 
 
-def show_needs(view: str, *, passes: bool = False) -> Needs:
-    """What `show --view VIEW` computes; ``passes`` (``--passes``) adds a compile with pass dumps."""
+def show_needs(view: str, *, passes: bool = False, time: bool = False) -> Needs:
+    """What `show --view VIEW` computes; ``passes`` (``--passes``) adds a compile with pass dumps,
+    ``time`` (``--time``) libtpu's time estimate per kernel (which needs the kernels)."""
     needs = get_view(view).needs
-    return needs | Needs(compile=True, passes=True) if passes else needs
+    if passes:
+        needs = needs | Needs(compile=True, passes=True)
+    if time:
+        needs = needs | Needs(compile=True, fusions=True, pallas=True, time=True)
+    return needs
+
+
+def time_budget(seconds: float | None, option: str):
+    """libtpu's simulation budget: ``seconds`` of compile time in all (default 60), a whole
+    simulation past it is extrapolated from smaller grids."""
+    from .libtpu import Budget
+
+    if seconds is None:
+        return Budget()
+    if not seconds > 0 or seconds == float("inf"):
+        raise UsageError(f"{option} {seconds!r}: give the seconds libtpu's simulation may take, a number > 0 (default 60)")
+    return Budget(seconds=float(seconds))
 
 
 def check_chips(chips: list[Chip], example: str) -> list[Chip]:

@@ -23,6 +23,7 @@ class Needs:
     collectives: bool = False  # the collectives in schedule order
     passes: bool = False  # a compile with XLA's pass dumps (never cached)
     mosaic_passes: bool = False  # a compile with Mosaic's pass dumps (TPU targets with Pallas kernels)
+    time: bool = False  # libtpu's time estimate and VLIW bundles per kernel (compiles of their own; --time)
 
     def __or__(self, other: Needs) -> Needs:
         return Needs(**{f.name: getattr(self, f.name) or getattr(other, f.name) for f in dataclasses.fields(self)})
@@ -81,6 +82,9 @@ VIEWS: tuple[View, ...] = (
          render="printer:render_mosaic_passes", shown=False,
          waiting="press M to compile with Mosaic's pass dumps: each pass of each Pallas kernel, what it changed, the relayouts",
          summary="Mosaic's passes of each Pallas kernel (M compiles with its dumps; `show --view mosaic`)"),
+    View("bundles", "v", "Bundles", Needs(compile=True, fusions=True, pallas=True, time=True), ("bundles", "time_estimate"),
+         render="bundles:render_bundles", waiting="press T to estimate time with libtpu: each kernel's VLIW bundles, "
+         "units, spills and source lines", summary="each kernel's VLIW bundles: units, what bounds it, spills, per source line (T)"),
     View("compare", "c", "Compare", Needs(), tab="compare_tab:CompareTab", shown=False, opens="compare",
          summary="this variant against another chip or parameter set (`inspector compare`)"),
 )

@@ -58,8 +58,10 @@ def test_mosaic_view_titles_each_kernel(run_cli):
     out = run_cli("show", "samples/attention.py:flash", "--target", "tpu-v6e", "--view", "mosaic",
                   "--args", "bf16[1,256,128] bf16[1,256,128] bf16[1,256,128]")
     assert out.returncode == 0, out.stderr
-    first = out.stdout.splitlines()[0]
-    assert first.startswith("// ===== flash_attention_fwd") and "kernels/flash_attention.py:" in first
+    # Mosaic's passes and relayouts first, then each kernel's MLIR under its title
+    title = next(line for line in out.stdout.splitlines() if line.startswith("// ====="))
+    assert title.startswith("// ===== flash_attention_fwd") and "kernels/flash_attention.py:" in title
+    assert out.stdout.index("relayout-insertion") < out.stdout.index(title)
     assert "tpu.memory_space<vmem>" in out.stdout and "dimension_semantics" in out.stdout
 
 

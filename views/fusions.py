@@ -20,8 +20,10 @@ SORT_KEYS = {
     "order": None,
     "bytes": lambda k: -k.hbm_bytes * k.repeat,
     "flops": lambda k: -k.flops * k.repeat,
-    "time": lambda k: -(k.roofline_s or 0) * k.repeat,
+    # libtpu's estimate where --time gave one, else the roofline
+    "time": lambda k: -(k.estimated_seconds if k.estimated_seconds is not None else k.roofline_s or 0) * k.repeat,
 }
+ESTIMATE_MARK = {"libtpu": "", "libtpu-extrapolated": " ~", "libtpu-cost-model": " c", "roofline": " r"}
 BOUND_STYLE: dict[str | None, str] = {"memory": "yellow", "compute": "cyan"}
 
 
@@ -69,12 +71,22 @@ def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) 
     made_by = any(k.made_by for k in analysis.kernels)  # compiled with pass dumps (show --passes)
     if made_by:
         table.add_column("made by pass", overflow="fold")
+    timed = any(k.estimate_source for k in analysis.kernels)  # with --time: libtpu's estimate
+    if timed:
+        table.add_column("est. time", justify="right", no_wrap=True)
     order = {id(k): i for i, k in enumerate(analysis.kernels)}
     for k in shown:
         add_row(table, str(order[id(k)]), *(col.cell(k) for col in KERNEL_COLUMNS),
-                *([(k.made_by or "-").split(" (", 1)[0]] if made_by else []))
+                *([(k.made_by or "-").split(" (", 1)[0]] if made_by else []),
+                *([fmt_time(k.estimated_seconds) + ESTIMATE_MARK.get(k.estimate_source or "", "")] if timed else []))
+    notes = []
     if len(shown) < len(kernels):
-        table.caption = f"{len(kernels) - len(shown)} more kernels: --top 0 shows all, --sort bytes|flops|time ranks them"
+        notes.append(f"{len(kernels) - len(shown)} more kernels: --top 0 shows all, --sort bytes|flops|time ranks them")
+    if timed:
+        notes.append("est. time: libtpu's static simulation of the compiled kernel (~ extrapolated from smaller grids, "
+                     "c the compiler's cost model, r roofline: libtpu gave none); time: the roofline bound")
+    if notes:
+        table.caption = "\n".join(notes)
         table.caption_justify = "left"
     return table
 
@@ -98,6 +110,8 @@ def totals_table(analysis: FusionAnalysis) -> Table:
         add_row(table, "bytes accessed, every trip", fmt_bytes(t["bytes"]), "", "")
     add_row(table, "HBM traffic", fmt_bytes(t["hbm_bytes"]), "", "")
     add_row(table, "roofline time", fmt_time(t["roofline_s"]), "", "")
+    if t.get("estimated_seconds") is not None:
+        add_row(table, "estimated time (libtpu)", fmt_time(t["estimated_seconds"]), "", "")
     return table
 
 

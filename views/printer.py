@@ -203,6 +203,8 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
         roof = (f", roofline {fmt_time(a.totals['roofline_s'])} on {a.chip} ({bound} of {len(a.kernels)} memory-bound)"
                 if a.totals.get("roofline_s") else " (roofline: --roofline CHIP)")
         rows.append(("kernels", f"{len(a.kernels)} launched, HBM traffic {fmt_bytes(a.totals['hbm_bytes'])}{roof}"))
+        if report.time is not None:
+            rows.append(("estimated time", _estimate_line(report)))
         top = a.intermediates[0] if a.intermediates else None
         if top is not None:
             where = "HBM" if top.memory_space == 0 else "VMEM"
@@ -218,6 +220,19 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
         parts += ([Text("\nfindings", style="bold"), findings_table(report.findings)] if report.findings
                   else [Text("\nno findings", style="green")])
     return Panel(Group(*parts), title=Text.assemble((t.spec, "bold"), f" on {report.chip.name}"), expand=False)
+
+
+def _estimate_line(report: Report) -> str:
+    """libtpu's estimate of the program and its slowest kernels (show --time)."""
+    estimate = report.time
+    total = estimate.totals.get("estimated_seconds")
+    if total is None:
+        why = next((f.message for f in estimate.findings if f.severity == "info"), "libtpu gave no estimate")
+        return f"- ({why})"
+    how = {"whole": "libtpu's static simulation", "extrapolated": "libtpu's simulation, Pallas grids extrapolated",
+           "cost-model": "the compiler's cost model", "roofline": "roofline (libtpu gave none)"}.get(estimate.method, estimate.method)
+    slowest = ", ".join(f"{k.name} {fmt_time(k.estimated_seconds * k.repeat)}" for k in estimate.slowest(3))
+    return f"{fmt_time(total)} on {estimate.chip} ({how}); slowest: {slowest} (--view bundles)"
 
 
 def stage_text(report: Report, view: str) -> str:

@@ -59,6 +59,25 @@ def _target_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
     p.add_argument("--no-cache", action="store_true", help="compile even when the on-disk cache has this module (and store the fresh result)")
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds > 0")
+    return value
+
+
+def _time_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--time", action="store_true",
+                   help="libtpu's estimated time per kernel (its static simulation of the compiled program, no TPU needed; "
+                        "compiles of its own, cached)")
+    p.add_argument("--time-budget", type=_seconds, metavar="SECONDS",
+                   help="what the simulation may take (default 60 s): past it, Pallas grids are simulated smaller and "
+                        "extrapolated (labelled so)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="inspector", description="Inspect what XLA and Pallas make of a JAX function.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and jax/libtpu logs")
@@ -73,10 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--pass", dest="pass_select", metavar="PASS",
                       help="passes view: the diff of the module before and after PASS (a name, a substring or an index; A..B for a range); "
                            "mosaic view: the same for a Mosaic pass")
+    _time_options(show)
     show.add_argument("--passes", action="store_true",
                       help="compile with pass dumps: the fusions view names the pass that created each kernel (no compile cache)")
     export = sub.add_parser("export", help="write the kernel graph (SVG, DOT) and the Report (JSON) to files", parents=common)
     _target_options(export, json_flag=False)
+    _time_options(export)
     export.add_argument("--svg", metavar="PATH", help="kernel graph as SVG (needs Graphviz's dot)")
     export.add_argument("--dot", metavar="PATH", help="kernel graph as Graphviz DOT source")
     export.add_argument("--json", dest="json_path", metavar="PATH", help="the whole Report as JSON")
@@ -136,6 +157,7 @@ def _compare_parser(sub, common) -> None:
     compare.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: each variant's target)")
     compare.add_argument("--top", type=_count, default=10, metavar="N", help="kernels whose bytes changed most: rows to print (0 for all)")
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    _time_options(compare)
     compare.add_argument("--no-cache", action="store_true", help="compile even when the on-disk cache has the module")
 
 

@@ -7,7 +7,7 @@ import sys
 
 from ..errors import TargetFailure, UsageError
 from ..view_table import Needs
-from ..verb_rules import diff_simulated_chip, doctor_chips, show_needs
+from ..verb_rules import diff_simulated_chip, doctor_chips, show_needs, time_budget
 
 
 @contextlib.contextmanager
@@ -52,19 +52,20 @@ def _report(opts, needs: Needs):
         report = make_report(target, chip, compile=needs.compile, jaxpr_text=needs.jaxpr_text, fusions=needs.fusions,
                              pallas=needs.pallas, roofline_chip=roofline, use_cache=_use_cache(opts), buffers=needs.buffers,
                              collectives=needs.collectives, passes=needs.passes,
-                             pass_select=getattr(opts, "pass_select", None), mosaic_passes=needs.mosaic_passes)
+                             pass_select=getattr(opts, "pass_select", None), mosaic_passes=needs.mosaic_passes,
+                             time=needs.time, time_budget=time_budget(getattr(opts, "time_budget", None), "--time-budget"))
     _ = report.stages.op_counts  # counted here, where the stages were made, not in the process that renders
     return report
 
 
 def _work_show(opts):
-    return _report(opts, show_needs(opts.view, passes=bool(getattr(opts, "passes", False))))
+    return _report(opts, show_needs(opts.view, passes=bool(getattr(opts, "passes", False)), time=bool(getattr(opts, "time", False))))
 
 
 def _work_compare(opts):
     from ..comparison import compare_reports
 
-    reports = [_report(side, Needs(compile=True, fusions=True, pallas=True)) for side in compare_sides(opts)]
+    reports = [_report(side, Needs(compile=True, fusions=True, pallas=True, time=opts.time)) for side in compare_sides(opts)]
     return compare_reports(*reports)
 
 
@@ -82,7 +83,8 @@ def compare_sides(opts) -> list:
 
 
 def _work_export(opts):
-    return _report(opts, Needs(compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True, collectives=True))
+    return _report(opts, Needs(compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True, collectives=True,
+                               time=opts.time))
 
 
 def _work_check(opts):

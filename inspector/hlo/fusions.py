@@ -76,6 +76,11 @@ class Kernel:
     scope: str | None = None  # op_name scope, e.g. jit(train_step)/layer3
     note: str | None = None
     made_by: str | None = None  # the compiler pass that created it (with pass dumps: show --passes)
+    # libtpu's estimate of one run (with --time; inspector.libtpu): cycles, seconds, and where from
+    # (libtpu, libtpu-extrapolated, libtpu-cost-model, or roofline where libtpu gave none)
+    estimated_cycles: float | None = None
+    estimated_seconds: float | None = None
+    estimate_source: str | None = None
 
     @property
     def hbm_bytes(self) -> int:

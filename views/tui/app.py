@@ -58,6 +58,7 @@ class InspectorApp(Loading, Navigation, Jobs, App):
         Binding("P", "pass_dumps", "pass dumps", show=False),
         Binding("B", "buffers", "buffer assignment", show=False),
         Binding("M", "mosaic_dumps", "Mosaic pass dumps", show=False),
+        Binding("T", "time", "estimate time", show=False),
         Binding("slash", "search", "search"),
         Binding("n", "find(True)", "next"),
         Binding("N", "find(False)", "previous", show=False),
@@ -197,6 +198,7 @@ class InspectorApp(Loading, Navigation, Jobs, App):
         yield SystemCommand("Buffer assignment", "compile for the largest buffers at the HBM peak: the Memory tab (B)",
                             self.action_buffers)
         yield SystemCommand("Pass dumps", "compile with XLA's pass dumps: the Passes tab (P)", self.action_pass_dumps)
+        yield SystemCommand("Estimate time", "libtpu's static simulation per kernel: the Bundles tab (T)", self.action_time)
         yield SystemCommand("Mosaic pass dumps", "compile with Mosaic's pass dumps: the Mosaic passes tab (M)",
                             self.action_mosaic_dumps)
         yield SystemCommand("Reload", "reload the file and re-analyse (r)", self.action_reload)

@@ -69,6 +69,19 @@ class Jobs(AppBase):
         self.tabs["passes"].show_diff(diff)
         self.status(f"{label}: its diff" + (f" (+{diff.added} -{diff.removed} lines)" if diff else ""))
 
+    def action_time(self) -> None:
+        """Estimate time with libtpu: the Bundles tab fills in, the Fusions tab gets an est. time column."""
+        if self.session.time and self.report is not None and self.report.time is not None:
+            self.action_tab("bundles")
+            self.status("already estimated: the Bundles tab, and est. time in the Fusions tab")
+            return
+        if not self.session.chip.startswith("tpu"):
+            self.status("libtpu's time estimate is for TPU targets: t picks one", "yellow")
+            return
+        self.session = self.session.with_time(True)
+        self.load()
+        self.action_tab("bundles")
+
     def action_mosaic_dumps(self) -> None:
         """Compile again with Mosaic's pass dumps: the Mosaic passes tab fills in."""
         if self.session.mosaic_passes and self.report is not None and self.report.mosaic_passes is not None:

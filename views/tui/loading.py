@@ -70,6 +70,7 @@ class Loading(AppBase):
     def _extra(self) -> str:
         return (" with pass dumps" if self.session.passes else
                 " with Mosaic's pass dumps" if self.session.mosaic_passes else
+                " and its time estimate" if self.session.time else
                 " with its buffer assignment" if self.session.buffers else "")
 
     def _progress_texts(self) -> tuple[str, str]:

@@ -34,6 +34,7 @@ KEYS = [
     ("P  Enter", "compile with pass dumps; passes: show a step's diff"),
     ("B", "compile with the buffer assignment (memory: largest buffers)"),
     ("M", "compile with Mosaic's pass dumps (Mosaic passes tab)"),
+    ("T", "estimate time with libtpu (Bundles tab, est. time in Fusions)"),
     ("/  n  N", "search the text tabs; next, previous match"),
     ("l", "the same source line in the other stages"),
     ("Enter  b", "overview: show a finding's evidence; b comes back"),
