@@ -123,6 +123,8 @@ def _totals(a: Report, b: Report) -> list[Total]:
             ("HBM bytes", "bytes", lambda r: total(r, "hbm_bytes")),
             ("flops", "flops", lambda r: total(r, "flops")),
             ("roofline time", "seconds", lambda r: total(r, "roofline_s")),
+            *([("estimated time (libtpu)", "seconds", lambda r: total(r, "estimated_seconds"))]
+              if a.time is not None or b.time is not None else []),
             ("XLA temporaries", "bytes", lambda r: memory(r, "temp_size_in_bytes")),
             ("compile time", "seconds", lambda r: r.stages.timings.get("compile_s"))]
     return [Total(name, unit, get(a), get(b), _ratio(get(a), get(b))) for name, unit, get in rows]

@@ -974,3 +974,25 @@ def test_the_palette_has_the_apps_own_commands_and_help_fits_24_rows():
             await pilot.press("escape")
             app.remote.cancel()
     asyncio.run(run())
+
+
+@pytest.mark.tpu
+@pytest.mark.slow
+def test_time_and_mosaic_passes_on_a_key():
+    """T estimates time with libtpu: the Bundles tab shows each kernel's bundles and the Fusions
+    tab an est. time column; M compiles with Mosaic's dumps: the Mosaic passes tab lists them."""
+    async def run():
+        app = InspectorApp(Session("samples/matmul.py:tiled", "tpu-v5e", args="bf16[256,512] bf16[512,256]"))
+        async with app.run_test(size=SIZE) as pilot:
+            await loaded(pilot)
+            assert "press T" in plain(app, "#bundles-body")
+            await pilot.press("T")
+            await loaded(pilot)
+            assert app.session.time and app.query_one(TabbedContent).active == "bundles"
+            assert "VLIW bundles per kernel on tpu-v5e" in plain(app, "#bundles-body") and app.report.time is not None
+            assert any(k.estimate_source for k in app.report.fusions.kernels)
+            await pilot.press("M")
+            await loaded(pilot)
+            assert app.query_one(TabbedContent).active == "mosaic-passes"
+            assert "relayout-insertion" in plain(app, "#mosaic-passes-body")
+    asyncio.run(run())
