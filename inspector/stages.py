@@ -40,9 +40,11 @@ class JaxprEqn:
     outputs: str  # e.g. "f32[2,256,256]"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Stages:
-    """What the compiler made of a target on one chip, as plain data (no jax objects)."""
+    """What the compiler made of a target on one chip, as plain data (no jax objects). Made once
+    per phase, as jax's own stages are: the lowering's, then the compile's (a new Stages from the
+    lowering's with the compiled fields); never changed after."""
 
     backend: str  # chip name, e.g. cpu or tpu-v5e
     platform: str
@@ -355,9 +357,9 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
             stablehlo=with_sources(module_text),
             mosaic=list(mosaic), pallas_interpreted=interpret, timings=timings,
             mesh=backend.mesh_axes, devices=backend.devices if backend.mesh_axes else 1,
+            compile_error=lowering_failure(lowering_error, interpreted=interpret) if lowering_error is not None else None,
         )
     if lowering_error is not None:
-        stages.compile_error = lowering_failure(lowering_error, interpreted=interpret)
         _explain_kernel_failure(stages, backend, closed, lowering_error)
     lowering = _Lowering(Capture(stages, Program(closed, example_values(target), interpret)), lowered, module_text)
     if memo:
@@ -395,21 +397,21 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
     lowering = _lower(target, backend, jaxpr_text=jaxpr_text, memo=memo)
     if not compile or lowering.lowered is None:
         return lowering.captured  # stopped after lowering: by request, or by a lowering error
-    before = lowering.captured.stages
-    stages = dataclasses.replace(before, timings=dict(before.timings), mosaic=list(before.mosaic))
-    aborting = _compile_would_abort(stages, backend, lowering.captured.program.closed_jaxpr)
+    lowered_stages = lowering.captured.stages
+    aborting = _compile_would_abort(lowered_stages, backend, lowering.captured.program.closed_jaxpr)
     if aborting is not None:  # libtpu would end this process: the error it would give is the result
-        stages.compile_error = aborting
-        return Capture(stages, lowering.captured.program)
+        return Capture(dataclasses.replace(lowered_stages, compile_error=aborting, timings=dict(lowered_stages.timings),
+                                           mosaic=list(lowered_stages.mosaic)), lowering.captured.program)
     with backend.context(), _interpret_context(backend):
         t2 = time.perf_counter()
-        result, stages.compile_cached = _compile(lowering.lowered, backend, use_cache, buffers=buffers, dump_to=dump_to,
-                                                 dump_metadata=dump_metadata, module_text=lowering.module_text)
-        stages.timings["compile_s"] = time.perf_counter() - t2
-    stages.hlo, stages.cost, stages.memory = result["hlo"], result["cost"], result["memory"]
-    stages.buffers = result.get("buffers")
+        result, cached = _compile(lowering.lowered, backend, use_cache, buffers=buffers, dump_to=dump_to,
+                                  dump_metadata=dump_metadata, module_text=lowering.module_text)
+        compile_s = time.perf_counter() - t2
+    stages = dataclasses.replace(lowered_stages, timings={**lowered_stages.timings, "compile_s": compile_s},
+                                 mosaic=list(lowered_stages.mosaic), hlo=result["hlo"], cost=result["cost"],
+                                 memory=result["memory"], buffers=result.get("buffers"), compile_cached=cached,
+                                 compile_error=parse_compile_error(result["error"]) if result["error"] else None)
     if result["error"]:
-        stages.compile_error = parse_compile_error(result["error"])
         _explain_kernel_failure(stages, backend, lowering.captured.program.closed_jaxpr)
     captured = Capture(stages, lowering.captured.program)
     if keep:
