@@ -2,7 +2,6 @@
 per module). Figures are checked against what libtpu itself writes elsewhere (the optimized
 HLO's bundle_analysis_data), against the utilization columns, and against each other (a
 figure extrapolated from cut grids against the whole simulation)."""
-import math
 import os
 import re
 import signal
