@@ -168,11 +168,11 @@ def test_fit_and_extrapolation():
 
 
 def test_predicted_cost_grows_with_simulated_cycles():
-    seconds, memory = budget_mod.predict_whole([(2.0, 500, 1000), (3.0, 600, 2000)], 11000)
-    assert seconds == pytest.approx(3.0 + 9000 / 1000) and memory == 600 + 900
-    # noise (the larger compile faster): the larger one's whole rate stands in
+    seconds, memory = budget_mod.predict_whole([(2.0, 500, 1000), (5.0, 600, 2000)], 11000)
+    assert seconds == pytest.approx(5.0 + 9000 * 3.0 / 1000) and memory == 600 + 900
+    # noise (the larger compile barely slower, or faster): half the larger one's whole rate at least
     seconds, _ = budget_mod.predict_whole([(3.0, 500, 1000), (2.0, 500, 2000)], 4000)
-    assert seconds == pytest.approx(2.0 + 2000 * 2.0 / 2000)
+    assert seconds == pytest.approx(2.0 + 2000 * 0.5 * 2.0 / 2000)
 
 
 # ----------------------------------------------------------------------------- the answer

@@ -2,8 +2,6 @@
 per module). Figures are checked against what libtpu itself writes elsewhere (the optimized
 HLO's bundle_analysis_data), against the utilization columns, and against each other (a
 figure extrapolated from cut grids against the whole simulation)."""
-import glob
-import math
 import os
 import re
 import signal
@@ -23,16 +21,25 @@ from inspector.target import load_target
 V5E = get_chip("tpu-v5e")
 
 
-def _our_folders() -> set[str]:
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), PREFIX + "*")))
-
-
 @pytest.fixture(scope="module")
 def no_folder_left():
-    """Every estimate in this module leaves no dump folder behind (checked at the end)."""
-    before = _our_folders()
-    yield
-    assert _our_folders() <= before
+    """Every estimate in this module leaves no dump folder behind (checked at the end). Each
+    session's folder is noted as it is made: other processes on the machine make their own."""
+    from inspector.libtpu.runner import DumpSession
+
+    made = []
+    enter = DumpSession.__enter__
+
+    def noting(self):
+        session = enter(self)
+        made.append(session.folder)
+        return session
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DumpSession, "__enter__", noting)
+        yield made
+    assert all(folder.startswith(os.path.join(tempfile.gettempdir(), PREFIX)) for folder in made)
+    assert not [folder for folder in made if os.path.exists(folder)]
 
 
 def _estimate(spec, args=None, sets=(), chip=V5E, **budget):

@@ -85,9 +85,10 @@ def predict_whole(probes: list[tuple[float, int | None, float]], whole_cycles: f
     (t1, m1, c1), (t2, m2, c2) = probes[:2]
     extra = max(whole_cycles - c2, 0.0)
     span = c2 - c1
-    # the difference of the two is the simulation's own rate; where noise hides it, the larger
-    # compile's whole time per cycle stands in for it (more than the truth: a safe side to err on)
-    rate = (t2 - t1) / span if span > 0 and t2 > t1 else t2 / max(c2, 1)
+    # the difference of the two is the simulation's own rate; on a loaded machine noise can hide
+    # it, so it is taken as at least half the larger compile's whole time per cycle (that one
+    # counts the compile too: more than the rate, the safe side to err on)
+    rate = max((t2 - t1) / span if span > 0 else 0.0, 0.5 * t2 / max(c2, 1))
     seconds = t2 + rate * extra
     memory = None
     if m1 is not None and m2 is not None:

@@ -213,10 +213,11 @@ class _Run:
         used = {self.names[i]: r.used for i, r in enumerate(records) if i in self.names}
         self.jobs.append(JobCost(label, outcome.status, round(outcome.wall_seconds, 3), outcome.peak_rss_bytes,
                                  {op: math.prod(g) for op, g in used.items()}, outcome.detail))
+        unnamed = {k.name for k in self.kernels if k.kind in PALLAS_KINDS} - set(used)
         for op, cycles in outcome.cycles.items():
             if op in used:
                 self.points.setdefault(op, []).append((math.prod(used[op]), cycles, list(used[op])))
-            else:
+            elif op not in unnamed or label == "whole":  # a Pallas kernel not paired: its grid may be cut
                 self.cycles.setdefault(op, cycles)
         for op, texts in outcome.llo.items():  # bundles are the same code at any grid: the first found is kept
             self.llo.setdefault(op, texts)

@@ -49,7 +49,7 @@ class KernelTime:
 class JobCost:
     """One compile that wrote libtpu's dumps: what it was for, how it ended, what it cost."""
 
-    label: str  # whole | probe-1 | probe-2 | bundles
+    label: str  # whole | probe-1 | probe-2 (cut grids) | bundles (no simulation)
     status: str  # ok | compile-error | aborted | time-limit | memory-limit | no-answer
     wall_seconds: float
     peak_rss_bytes: int | None
@@ -117,7 +117,7 @@ class TimeEstimate:
     clock_hz: float | None
     kernels: list[KernelTime]
     totals: dict[str, float | None]  # estimated_cycles, estimated_seconds, roofline_seconds
-    method: str  # whole | extrapolated | cost-model | roofline: how the Pallas kernels got their figures
+    method: str  # one of SOURCES: the least exact a Pallas kernel got (libtpu-cost-model: nothing was simulated)
     budget: dict[str, float | bool]  # seconds, memory_bytes, whole
     jobs: list[JobCost]
     findings: list[Finding] = dataclasses.field(default_factory=list)
