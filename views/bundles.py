@@ -12,6 +12,7 @@ from rich.text import Text
 
 from ..units import fmt_count, fmt_time
 from .cells import add_row
+from .fusions import ESTIMATE_MARK
 
 if TYPE_CHECKING:
     from ..libtpu import KernelBundles, TimeEstimate
@@ -39,11 +40,13 @@ def summary_table(estimate: TimeEstimate) -> Table:
     for b in estimate.bundles:
         t = timed.get(b.kernel)
         add_row(table, b.kernel, fmt_count(b.bundles), fmt_count(b.bundles_per_step), fmt_count(b.cycles_per_step),
-                fmt_time(t.estimated_seconds) if t else "-", Text(b.bound or "-", style="bold" if b.bound else ""),
+                fmt_time(t.estimated_seconds) + ESTIMATE_MARK.get(t.estimate_source or "", "") if t else "-",
+                Text(b.bound or "-", style="bold" if b.bound else ""),
                 Text(f"{b.spill_stores}/{b.spill_fills}", style="bold red" if b.spill_stores or b.spill_fills else ""),
                 *(_share(b.units[u].share) if u in b.units else "-" for u in UNITS_SHOWN[:5]))
-    table.caption = ("unit columns: share of the unit's slots used over the bundles (MXU 4, VALU 4, XLU 3, EUP 1 slots "
-                     "per bundle on v5e); bound: the unit the bundles need most, or DMA waits")
+    table.caption = ("unit columns: share of the unit's slots used over the bundles (the capacity per bundle is in the "
+                     "kernel's units table); bound: the unit the bundles need most, or DMA waits; est. time: libtpu's "
+                     "simulation (~ extrapolated, c the compiler's cost model, r roofline: libtpu gave none)")
     table.caption_justify = "left"
     return table
 

@@ -33,6 +33,7 @@ from .model import (COST_MODEL, EXTRAPOLATED, LIBTPU, ROOFLINE, JobCost, KernelB
 from .runner import DumpSession, Outcome
 
 PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")
+STOPPED = ("time-limit", "memory-limit", "no-answer")  # a job's statuses that say more about the machine than the program
 LISTED_OTHERS = 10  # kernels beyond the Pallas ones whose bundle listing is kept: the costliest
 
 
@@ -59,7 +60,8 @@ def estimate_times(target: Target, chip: Chip, *, budget: Budget | None = None, 
         hit.cached = True
         return hit
     estimate = _Run(target, backend, chip, kernels, budget).run()
-    if use_cache:
+    # a compile stopped by the budget depends on how busy the machine was: not a result to keep
+    if use_cache and not any(job.status in STOPPED for job in estimate.jobs):
         store_cached(key, estimate)
     return estimate
 
