@@ -7,14 +7,11 @@ attached, or the user set a variable, we leave it alone.
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
 import glob
 import importlib.util
 import logging
 import os
-import shutil
-import tempfile
 import traceback
 import warnings
 
@@ -59,12 +56,13 @@ def _private_tpu_log_dir() -> None:
     global _OWN_LOG_DIR
     if _OWN_LOG_DIR is not None or os.environ.get("TPU_LOG_DIR"):
         return
+    from .tempdirs import new_folder  # removed at exit; swept by the next run if this process is killed
+
     try:
-        _OWN_LOG_DIR = tempfile.mkdtemp(prefix="inspector-tpu-logs-")
+        _OWN_LOG_DIR = new_folder("tpu-logs")
     except OSError:
         return  # no writable temp folder: libtpu's default it is
     os.environ["TPU_LOG_DIR"] = _OWN_LOG_DIR
-    atexit.register(shutil.rmtree, _OWN_LOG_DIR, ignore_errors=True)
 
 
 def prepare(debug: bool = False, *, jax_logs: bool = True) -> None:

@@ -229,14 +229,21 @@ def _dump_folder(wanted: bool):
     if not wanted:
         yield None
         return
-    import shutil
-    import tempfile
+    from .tempdirs import temp_folder
 
-    folder = tempfile.mkdtemp(prefix="inspector-dump-")
-    try:
+    with temp_folder("dump") as folder:
         yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+
+
+def machine_code_options(backend: Backend) -> dict:
+    """Compile options that only change the machine code, which the inspector never runs: on the
+    CPU, LLVM without optimization (``xla_backend_optimization_level=0``). XLA's HLO passes,
+    buffer assignment and cost analysis run before LLVM and do not read that level, so the
+    optimized HLO text, the cost and the memory analysis are the same byte for byte
+    (tests/test_trust_edges.py compares them on the samples) while the compile of a large program
+    takes about half the CPU time (BENCHMARKS.md, "Wall time of show --view hlo"). TPU and GPU
+    compiles are left as they are: their backend passes make what the TPU views read."""
+    return {"xla_backend_optimization_level": 0} if backend.platform == "cpu" else {}
 
 
 def _dump_options(folder: str) -> dict:
