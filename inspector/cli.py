@@ -686,4 +686,7 @@ def _main_thread() -> bool:
 
 
 def entry() -> None:
+    from .environment import reexec_for_utf8
+
+    reexec_for_utf8()  # LC_ALL=C and a UTF-8 file name: the same command in UTF-8 mode
     sys.exit(main())

@@ -92,10 +92,19 @@ def short_path(path: str) -> str:
 def _check_path(path: Path) -> Path:
     """The file to import, or a one-line UsageError: missing, not a file, not Python, a name the
     file system refuses (too long) or that is not UTF-8 (jax's source locations need text)."""
+    from .environment import LOCALE_FIX, locale_hides_utf8
+
     try:
         str(path).encode("utf-8")
     except UnicodeEncodeError:
+        if locale_hides_utf8(str(path)):  # valid UTF-8 that LC_ALL=C (ascii) could not decode
+            raise UsageError(f"the path {ascii(str(path))} is UTF-8 that this locale ({_locale()}) cannot "
+                             f"decode: {LOCALE_FIX}") from None
         raise UsageError(f"the path {ascii(str(path))} is not valid UTF-8: rename the file or folder") from None
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:  # a name given as text (the Python API) that the locale cannot encode
+        raise UsageError(f"the path {ascii(str(path))} cannot be named in this locale ({_locale()}): {LOCALE_FIX}") from None
     try:
         if not path.exists():
             raise UsageError(f"no such file: {path} (give path/to/file.py:function)")
@@ -110,6 +119,11 @@ def _check_path(path: Path) -> Path:
     if not os.access(resolved, os.R_OK):
         raise UsageError(f"cannot read {path}: permission denied")
     return resolved
+
+
+def _locale() -> str:
+    setting = next((f"{k}={os.environ[k]}" for k in ("LC_ALL", "LC_CTYPE", "LANG") if os.environ.get(k)), "no LANG set")
+    return f"{setting}, file names read as {sys.getfilesystemencoding()}"
 
 
 def _import_file(path: Path):
