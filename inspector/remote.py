@@ -279,12 +279,31 @@ def _dumps(answer: tuple) -> bytes:
 
     try:
         return pickle.dumps(answer)
-    except Exception as err:  # an unpicklable result or exception: say so, as data
+    except Exception as err:  # an unpicklable result or exception: its message still goes back
         status, payload, trace = answer
-        what = "result" if status == "ok" else f"error ({type(payload).__name__}: {payload})"
-        failure = ChildFailed(f"internal error: the analysis {what} could not be sent back from its process "
-                              f"({type(err).__name__}: {err})")
-        return pickle.dumps(("raise", failure, trace))
+        if status == "ok":
+            return pickle.dumps(("raise", ChildFailed(f"internal error: the analysis result could not be sent back "
+                                                      f"from its process ({type(err).__name__}: {err})"), trace))
+        return pickle.dumps(("raise", _picklable(payload), trace))
+
+
+def _picklable(err: BaseException) -> BaseException:
+    """An exception that pickles, with ``err``'s message: the same class made afresh from its
+    message where that pickles (ours do), else the nearest built-in class it derives from (jax's
+    DuplicateSpecError holds Device objects: a ValueError with its text reaches the parent)."""
+    import builtins
+    import pickle
+
+    text = str(err)
+    for kind in type(err).__mro__:
+        if kind is type(err) or getattr(builtins, kind.__name__, None) is kind:
+            try:
+                copy = kind(text) if kind is type(err) else kind(f"{type(err).__name__}: {text}")
+                pickle.loads(pickle.dumps(copy))
+                return copy
+            except Exception:
+                continue
+    return ChildFailed(f"{type(err).__name__}: {text}")
 
 
 def _die_with_parent() -> None:
