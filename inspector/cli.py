@@ -538,9 +538,10 @@ def _cache(opts) -> int:
         print(f"cleared {found.path}: removed {found.entries} entries, {fmt_bytes(found.bytes)}")
     else:
         state = "" if compile_cache.enabled() else " (off: INSPECTOR_NO_CACHE or --xla_dump_to in XLA_FLAGS)"
-        where = found.path if found.exists else f"{found.path} (not created yet)"
+        where = found.path if found.exists or found.problem else f"{found.path} (not created yet)"
         print(f"compile cache: {where}{state}\n{found.entries} entries, {fmt_bytes(found.bytes)}"
               + (f" ({found.temp_files} temporary files)" if found.temp_files else "")
+              + (f"\n{found.problem}" if found.problem else "")
               + "\n`inspector cache clear` empties it; INSPECTOR_CACHE_DIR moves it")
     return EXIT_OK
 

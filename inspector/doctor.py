@@ -146,6 +146,8 @@ def _cache() -> Check:
     except OSError as err:
         return Check("compile cache", WARN, f"{compile_cache.cache_dir()}: cannot read it ({err})")
     state = "" if compile_cache.enabled() else "; off (INSPECTOR_NO_CACHE or --xla_dump_to in XLA_FLAGS)"
+    if found.problem:  # every run compiles again, silently: say so (a warning: nothing else breaks)
+        return Check("compile cache", WARN, found.problem + state)
     where = found.path if found.exists else f"{found.path} (not created yet)"
     return Check("compile cache", INFO, f"{where}: {found.entries} entries, {fmt_bytes(found.bytes)}{state}")
 
