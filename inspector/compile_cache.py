@@ -103,6 +103,15 @@ def key(module_text: str, chip: str) -> str:
     return h.hexdigest()
 
 
+def hlo_is_whole(text: str) -> bool:
+    """What the analyses need of a cached HLO text, checked without parsing it all: a module
+    header, an ENTRY computation header the parser reads, and that computation's ROOT and closing
+    brace. A text that fails this would be served as "hlo ops 0" with failed analyses."""
+    from .hlo.module import entry_is_whole
+
+    return text.startswith("HloModule ") and entry_is_whole(text)
+
+
 def _valid_result(result) -> bool:
     """What this version stores: optimized HLO text, XLA's cost (name -> float) and memory
     (name -> int) dicts, and no error (failures are not stored)."""
@@ -110,7 +119,7 @@ def _valid_result(result) -> bool:
         return False
     if not isinstance(result.get("buffers", {}), (dict, type(None))):  # the buffer assignment (--view memory)
         return False
-    if not isinstance(result["hlo"], str) or not result["hlo"] or result["error"] is not None:
+    if not isinstance(result["hlo"], str) or not hlo_is_whole(result["hlo"]) or result["error"] is not None:
         return False
     for name, kind in (("cost", (int, float)), ("memory", int)):
         table = result[name]
