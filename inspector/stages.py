@@ -207,7 +207,8 @@ def _compile(lowered, backend: Backend, use_cache: bool | str, buffers: bool = F
         return hit, True
     with _dump_folder(buffers and not dump_to) as dump:
         folder = dump_to or dump
-        options = {**(dump_options(dump_to, dump_metadata) if dump_to else {}), **(_dump_options(folder) if buffers else {})}
+        options = {**(dump_options(dump_to, dump_metadata) if dump_to else {}), **(_dump_options(folder) if buffers else {}),
+                   **machine_code_options(backend)}
         try:
             compiled = lowered.compile(options) if options else lowered.compile()
             result = {"hlo": compiled.as_text(), "cost": _cost_dict(compiled.cost_analysis()),
