@@ -336,6 +336,9 @@ def _show(opts) -> int:
     from .views.printer import make_console, print_json, print_view
 
     select = getattr(opts, "pass_select", None)
+    from .pass_select import check_view_options
+
+    check_view_options(opts.view, select, bool(getattr(opts, "passes", False)))
     if select is not None and opts.view == "overview":
         opts.view = "passes"  # --pass alone asks for the passes view
     if select is not None and opts.view != "passes":

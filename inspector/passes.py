@@ -25,6 +25,7 @@ import os
 from .backends import Backend
 from .errors import UsageError
 from .hlo.passes import PassLog, UnknownPass, diff_steps, parse_range, read_dumps
+from .pass_select import check_selector
 from .stages import Capture, capture
 from .target import Target
 from .tempdirs import new_folder, remove, temp_folder
@@ -34,6 +35,8 @@ def capture_with_passes(target: Target, backend: Backend, *, jaxpr_text: bool = 
                         select: str | None = None) -> tuple[Capture, PassLog]:
     """Capture ``target`` (compiled, with pass dumps) and the PassLog of its compile; ``select``
     (``--pass``: a pass name or index, or ``A..B``) adds the unified diff of that step or range."""
+    if select is not None:
+        check_selector(select)  # before the compile
     with temp_folder("passes") as directory:
         captured = capture(target, backend, compile=True, jaxpr_text=jaxpr_text, use_cache=False, dump_to=directory,
                            dump_metadata=select is not None)
@@ -57,6 +60,7 @@ def kept_diff(target: Target, backend: Backend, select: str):
     """The diff of ``select`` (as ``--pass``) from one compile with metadata dumps that this
     process keeps for the module it compiled: the first call compiles, the next ones for the same
     module (same StableHLO, chip and XLA options) only read files. Another module's dumps go first."""
+    check_selector(select)
     lowered = capture(target, backend, compile=False, jaxpr_text=False).stages.stablehlo
     key = (backend.chip.name, hashlib.sha256(lowered.encode()).hexdigest(),
            tuple(os.environ.get(v, "") for v in ("XLA_FLAGS", "LIBTPU_INIT_ARGS")))
