@@ -258,6 +258,9 @@ def _child_main(result_fd: int) -> None:
     for sig in (signal.SIGINT, signal.SIGTTOU, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     fn, args = pickle.loads(sys.stdin.buffer.read())
+    from .progress import report_to
+
+    report_to(sys.stderr)  # a step that takes long says so on the user's terminal
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # the user's code reading stdin gets EOF, not our request pipe
     os.close(devnull)

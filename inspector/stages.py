@@ -24,6 +24,7 @@ from .errors import TargetFailure
 from .hlo.mlir_sources import with_sources
 from .hlo.text import count_hlo_ops, count_mlir_ops
 from .jax_internals import tracing
+from .progress import slow_step
 from .target import Target, short_path, describe_error
 
 if TYPE_CHECKING:  # the CLI imports this module before the terminal UI paints: numpy comes with these
@@ -304,7 +305,8 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
     timings = {}
     t0 = time.perf_counter()
     with backend.context(), _interpret_context(backend):
-        traced = _trace(target, backend)
+        with slow_step(f"tracing {target.name} (jax runs the Python function once)"):
+            traced = _trace(target, backend)
         closed = traced.jaxpr
         eqns = [_eqn_record(e) for e in tracing.walk_eqns(closed.jaxpr)]
         timings["trace_s"] = time.perf_counter() - t0
