@@ -494,3 +494,132 @@ def test_the_cpu_compile_without_llvm_optimization_gives_the_same_hlo_cost_and_m
     assert ours["cost"] == stages._cost_dict(plain.cost_analysis())
     assert ours["memory"] == stages._memory_dict(plain.memory_analysis())
     assert ours["buffers"] == buffers
+
+
+# ----------------------------------------------------------------------------- also made clear
+
+ALSO = ("import time\nimport jax.numpy as jnp\n"
+        "def f(x, block: int = 128, scale: float = 1.0):\n    return x * scale\n"
+        "def tokens(ids, x):\n    return x[ids % 4]\n"
+        "def nan(x):\n    return x * jnp.nan\n"
+        "def empty(x):\n    return x[:0]\n"
+        "def slow(x):\n    time.sleep(1.0)\n    return x * 2\n"
+        "INSPECT = {\n"
+        "    'f': {'args': 'f32[8]'},\n"
+        "    'empty_list': {'args': 'f32[8]', 'params': {'block': []}},\n"
+        "    'wrong_kind': {'args': 'f32[8]', 'params': {'block': [128, 'big']}},\n"
+        "    'mixed_numbers': {'args': 'f32[8]', 'params': {'scale': [1, 0.5]}},\n"
+        "    'float_range': {'args': 's32[4] f32[4]', 'int_ranges': {'x': (0, 4)}},\n"
+        "    'past_dtype': {'args': 's8[4] f32[4]', 'int_ranges': {'ids': (-200, 4)}},\n"
+        "    'fits_dtype': {'args': 'u8[4] f32[4]', 'int_ranges': {'ids': (0, 256)}},\n"
+        "    'nan': {'args': 'f32[8,128]', 'reference': 'nan'},\n"
+        "    'empty': {'args': 'f32[8,128]', 'reference': 'empty'},\n"
+        "    'slow': {'args': 'f32[4]'},\n"
+        "}\n"
+        "empty_list = wrong_kind = mixed_numbers = f\n"
+        "float_range = past_dtype = fits_dtype = tokens\n")
+
+
+@pytest.fixture
+def also(tmp_path) -> str:
+    (tmp_path / "also.py").write_text(ALSO)
+    return str(tmp_path / "also.py")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--set-a", "block=abc", "--set-b", "block=256"], "--set-a block=abc: block takes an int (like 128), e.g. --set-a block=128"),
+    (["--set-a", "block=64", "--set-b", "novalue"], "--set-b 'novalue': write --set-b name=value"),
+    (["--set-a", "nope=1", "--set-b", "block=256"], "--set-a nope=... but the function takes no parameter 'nope'"),
+    (["--set", "block=x", "--set-b", "block=256"], "--set block=x: block takes an int"),
+])
+def test_messages_name_the_flag_given(cli, also, argv, needle):
+    code, out, err = cli("compare", f"{also}:f", *argv)
+    assert code == 2 and out == ""
+    one_line(err, needle)
+
+
+@pytest.mark.parametrize("select", ["1..2..3", "..", "", " "])
+def test_a_pass_that_is_no_step_is_refused_with_the_grammar_at_once(cli, select, monkeypatch):
+    from inspector import cli as cli_module
+
+    monkeypatch.setattr(cli_module, "_run", lambda opts: pytest.fail("compiled before refusing"))
+    code, out, err = cli("show", f"{FUNCS}:matmul", "--pass", select)
+    assert code == 2 and out == ""
+    one_line(err, "give a step (a pass name, part of one, or its index")
+
+
+def test_passes_outside_the_fusions_view_says_so(cli, monkeypatch):
+    from inspector import cli as cli_module
+
+    monkeypatch.setattr(cli_module, "_run", lambda opts: pytest.fail("compiled before refusing"))
+    code, out, err = cli("show", f"{FUNCS}:matmul", "--view", "hlo", "--passes")
+    assert code == 2
+    one_line(err, "--passes names the pass that made each kernel in the fusions view: add --view fusions")
+
+
+@pytest.mark.parametrize("entry, needle", [
+    ("empty_list", "[\"params\"]['block'] is an empty list: give the values to try"),
+    ("wrong_kind", "holds 'big' (a str) but block takes an int (like 128)"),
+    ("float_range", "names 'x', a float32 input: int_ranges sets the values of integer inputs"),
+    ("past_dtype", "['ids'] = (-200, 4) does not fit int8 (-128 to 127)"),
+])
+def test_inspect_params_and_int_ranges_are_checked(cli, also, entry, needle):
+    code, out, err = cli("show", f"{also}:{entry}", "--view", "jaxpr")
+    assert code == 2 and out == ""
+    one_line(err, needle)
+
+
+@pytest.mark.parametrize("entry", ["mixed_numbers", "fits_dtype"])
+def test_inspect_params_and_int_ranges_that_are_fine(cli, also, entry):
+    code, out, err = cli("show", f"{also}:{entry}", "--view", "jaxpr")
+    assert code == 0 and err == "", err
+
+
+@pytest.mark.parametrize("entry, severity, code_, needle", [
+    ("nan", "warning", "all-nan", "all 1024 elements are NaN in the kernel and in the reference"),
+    ("empty", "info", "no-elements", "output: no elements (float32[0, 128]): nothing to compare"),
+])
+def test_diff_says_when_nothing_was_compared(cli, also, entry, severity, code_, needle):
+    code, out, err = cli("diff", f"{also}:{entry}", "--runs", "0", "--json")
+    result = json.loads(out)
+    [finding] = [f for f in result["findings"] if f["code"] == code_]
+    assert finding["severity"] == severity and needle in finding["message"] and code == 0
+    if entry == "empty":
+        code, out, err = cli("diff", f"{also}:{entry}", "--runs", "0")
+        assert "no elements" in out.split("findings")[0] and "() 0 vs 0" not in out
+
+
+def test_a_slow_trace_says_what_it_is_doing(also, monkeypatch):
+    """The CLI's child names a stream (remote._child_main); past SLOW_AFTER_S the trace says so."""
+    import io
+
+    from inspector import progress, stages
+    from inspector.backends import Backend
+    from inspector.chips import get_chip
+    from inspector.target import load_target
+
+    told = io.StringIO()
+    monkeypatch.setattr(progress, "SLOW_AFTER_S", 0.3)
+    monkeypatch.setattr(progress, "_stream", told)
+    stages.capture(load_target(f"{also}:slow"), Backend(get_chip("cpu")), compile=False, memo=False)
+    assert told.getvalue().startswith("inspector: still tracing slow (jax runs the Python function once) (0 s so far)")
+    progress.report_to(None)
+    quiet = io.StringIO()
+    stages.capture(load_target(f"{also}:slow"), Backend(get_chip("cpu")), compile=False, memo=False)
+    assert quiet.getvalue() == ""
+
+
+def test_compare_pairs_the_kernels_of_a_copy(cli, tmp_path):
+    """B a copy of A in another file: the same kernels at the same lines of another file pair up."""
+    copy = tmp_path / "attention_copy.py"
+    copy.write_text((ROOT / "samples" / "attention.py").read_text())
+    code, out, err = cli("compare", "samples/attention.py:naive", f"{copy}:naive", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["paired"] == 3 and result["only_a"] == [] and result["only_b"] == []
+
+
+@pytest.mark.tpu
+def test_a_huge_input_on_a_tpu_is_an_hbm_finding(cli, also):
+    code, out, err = cli("show", f"{also}:f", "--target", "tpu-v5e", "--args", "f32[65536,65536]", "--json")
+    codes = {f["code"]: f for f in json.loads(out)["findings"]}
+    assert "hbm-over-capacity" in codes and "compile-error" not in codes and code == 1
