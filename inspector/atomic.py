@@ -59,6 +59,19 @@ def _write_in_place(path: Path, payload: bytes) -> Path:
     return path
 
 
+def _mode_for(path: Path | None) -> int:
+    """The permissions the written file gets: those of the user's file it replaces (a 0600 file
+    stays private, as the shell's `>` keeps it), else what the umask gives a new file."""
+    if path is not None:
+        try:
+            return stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            pass  # a new file
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_atomic(path: str | os.PathLike, data: bytes | str, *, own: bool = False) -> Path:
     """``own``: a file only we use (a cache entry): whatever is in its place, a link or a pipe
     included, is replaced, never written through."""
@@ -78,9 +91,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str, *, own: bool = Fals
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name[:64]}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(payload)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; a normal file follows the umask
+        os.chmod(tmp, _mode_for(None if own else path))  # mkstemp makes it 0600
         os.replace(tmp, path)
         tmp = None
     except OSError as err:

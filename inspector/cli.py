@@ -74,4 +74,7 @@ def _main(argv: list[str], isolate: bool, debug: bool) -> int:
 
 
 def entry() -> None:
+    from .environment import reexec_for_utf8
+
+    reexec_for_utf8()  # LC_ALL=C and a UTF-8 file name: the same command in UTF-8 mode
     sys.exit(main())

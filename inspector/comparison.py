@@ -4,7 +4,9 @@ report.build_report); this module only reads them. Plain data, never printed.
 
 Kernels are paired by what they are, not by their HLO names (``fusion.12`` in one compile is
 not ``fusion.12`` in another): kernels of the same kind made from the same jax op (op_name) at
-the same source line pair up in schedule order; the ones left over are only on one side.
+the same source line pair up in schedule order; then, of those left, the same line number in
+another file (variant B a copy of A), then the same jax op anywhere (an edit moved the lines);
+the ones left over are only on one side.
 """
 from __future__ import annotations
 
@@ -130,23 +132,35 @@ def _totals(a: Report, b: Report) -> list[Total]:
     return [Total(name, unit, get(a), get(b), _ratio(get(a), get(b))) for name, unit, get in rows]
 
 
-def _pair(a: list, b: list) -> tuple[list[tuple], list, list]:
-    """(pairs, only in a, only in b): same kind, op_name and source line, in schedule order."""
-    def key(k):
-        return (k.kind, k.op_name, k.source)
+def _line(source: str | None) -> str | None:
+    return source.rsplit(":", 1)[-1] if source else None
 
-    waiting: dict[tuple, list] = {}
-    for k in b:
-        waiting.setdefault(key(k), []).append(k)
-    pairs, only_a = [], []
-    for k in a:
-        queue = waiting.get(key(k))
-        if queue:
-            pairs.append((k, queue.pop(0)))
-        else:
-            only_a.append(k)
-    paired_b = {id(kb) for _, kb in pairs}
-    return pairs, only_a, [k for k in b if id(k) not in paired_b]
+
+# Keys from strict to loose: the same source line; the same line number in another file (B a copy
+# of A, or A moved); the same jax op anywhere (lines shifted by an edit). Each pass pairs what the
+# stricter ones left, in schedule order.
+_PAIR_KEYS = (lambda k: (k.kind, k.op_name, k.source),
+              lambda k: (k.kind, k.op_name, _line(k.source)),
+              lambda k: (k.kind, k.op_name))
+
+
+def _pair(a: list, b: list) -> tuple[list[tuple], list, list]:
+    """(pairs, only in a, only in b): same kind and jax op, then the closest source, in schedule order."""
+    pairs, only_a, rest_b = [], list(a), list(b)
+    for key in _PAIR_KEYS:
+        waiting: dict[tuple, list] = {}
+        for k in rest_b:
+            waiting.setdefault(key(k), []).append(k)
+        left = []
+        for k in only_a:
+            queue = waiting.get(key(k))
+            if queue:
+                pairs.append((k, queue.pop(0)))
+            else:
+                left.append(k)
+        paired_b = {id(kb) for _, kb in pairs}
+        only_a, rest_b = left, [k for k in rest_b if id(k) not in paired_b]
+    return pairs, only_a, rest_b
 
 
 def _budget(report: Report, call) -> tuple[str | None, int | None, int | None]:

@@ -103,6 +103,15 @@ def key(module_text: str, chip: str) -> str:
     return h.hexdigest()
 
 
+def hlo_is_whole(text: str) -> bool:
+    """What the analyses need of a cached HLO text, checked without parsing it all: a module
+    header, an ENTRY computation header the parser reads, and that computation's ROOT and closing
+    brace. A text that fails this would be served as "hlo ops 0" with failed analyses."""
+    from .hlo.module import entry_is_whole
+
+    return text.startswith("HloModule ") and entry_is_whole(text)
+
+
 def _valid_result(result) -> bool:
     """What this version stores: optimized HLO text, XLA's cost (name -> float) and memory
     (name -> int) dicts, and no error (failures are not stored)."""
@@ -110,7 +119,7 @@ def _valid_result(result) -> bool:
         return False
     if not isinstance(result.get("buffers", {}), (dict, type(None))):  # the buffer assignment (--view memory)
         return False
-    if not isinstance(result["hlo"], str) or not result["hlo"] or result["error"] is not None:
+    if not isinstance(result["hlo"], str) or not hlo_is_whole(result["hlo"]) or result["error"] is not None:
         return False
     for name, kind in (("cost", (int, float)), ("memory", int)):
         table = result[name]
@@ -195,6 +204,57 @@ class CacheInfo:
     entries: int
     bytes: int  # entries and temporary files together
     temp_files: int
+    problem: str | None = None  # one line when nothing can be stored there (every run compiles again)
+
+
+_FULL_BYTES = 16 << 20  # less free than this: an entry of a large program (HLO of MBs) cannot be stored
+
+
+def problem(directory: Path | None = None) -> str | None:
+    """Why entries cannot be stored in the cache folder, as one line (what to do included), or
+    None when they can: the path is a file, a parent of it is a file, the folder is read-only, or
+    its disk is full. Found by trying: a small file is written and removed."""
+    import errno
+
+    directory = directory or cache_dir()
+    fix = "set INSPECTOR_CACHE_DIR to a writable folder"
+    if directory.exists() and not directory.is_dir():
+        return f"compile cache {directory} is a file, not a folder: nothing is cached; remove it or {fix}"
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"compile cache {directory} cannot be made: {existing} is a file; nothing is cached ({fix})"
+    try:
+        free = os.statvfs(existing).f_bavail * os.statvfs(existing).f_frsize
+    except OSError:
+        free = None
+    try:
+        _probe_write(existing)
+    except OSError as err:
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return f"compile cache {directory}: its disk is full: nothing is cached, every run compiles again (free space, or {fix})"
+        what = "is read-only" if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else f"cannot be written ({err.strerror or err})"
+        where = directory if existing == directory else f"{directory} (its folder {existing})"
+        return f"compile cache {where} {what}: nothing is cached, every run compiles again (chmod u+w it, or {fix})"
+    if free is not None and free < _FULL_BYTES:
+        from .units import fmt_bytes
+        return (f"compile cache {directory}: its disk is full ({fmt_bytes(free)} free): entries of large programs cannot "
+                f"be stored, every run compiles them again (free space, or {fix})")
+    return None
+
+
+def _probe_write(directory: Path) -> None:
+    """Write and remove one small file in ``directory``; raises the OSError a store would meet."""
+    import tempfile
+
+    fd, name = tempfile.mkstemp(dir=directory, prefix=".probe.", suffix=".tmp")
+    try:
+        os.write(fd, b"\0" * 4096)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+        os.unlink(name)
 
 
 def info() -> CacheInfo:
@@ -207,14 +267,19 @@ def info() -> CacheInfo:
             size += p.stat().st_size
         except OSError:
             pass
-    return CacheInfo(str(directory), directory.is_dir(), len(files), size, len(temps))
+    return CacheInfo(str(directory), directory.is_dir(), len(files), size, len(temps), problem(directory))
 
 
 def clear() -> CacheInfo:
     """Remove every entry and temporary file; only our own files, never the folder's other
-    contents (INSPECTOR_CACHE_DIR may point anywhere). Returns what was removed."""
-    before = info()
+    contents (INSPECTOR_CACHE_DIR may point anywhere). Returns what was removed. A cache path
+    that is a file is not a cache: NotADirectoryError (nothing is removed)."""
+    import errno
+
     directory = cache_dir()
+    if directory.exists() and not directory.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "it is a file, not a folder; nothing was removed", str(directory))
+    before = info()
     for p in _entries(directory) + (_temp_files(directory) if directory.is_dir() else []):
         try:
             p.unlink()

@@ -7,14 +7,11 @@ attached, or the user set a variable, we leave it alone.
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
 import glob
 import importlib.util
 import logging
 import os
-import shutil
-import tempfile
 import traceback
 import warnings
 
@@ -59,12 +56,13 @@ def _private_tpu_log_dir() -> None:
     global _OWN_LOG_DIR
     if _OWN_LOG_DIR is not None or os.environ.get("TPU_LOG_DIR"):
         return
+    from .tempdirs import new_folder  # removed at exit; swept by the next run if this process is killed
+
     try:
-        _OWN_LOG_DIR = tempfile.mkdtemp(prefix="inspector-tpu-logs-")
+        _OWN_LOG_DIR = new_folder("tpu-logs")
     except OSError:
         return  # no writable temp folder: libtpu's default it is
     os.environ["TPU_LOG_DIR"] = _OWN_LOG_DIR
-    atexit.register(shutil.rmtree, _OWN_LOG_DIR, ignore_errors=True)
 
 
 def prepare(debug: bool = False, *, jax_logs: bool = True) -> None:
@@ -142,6 +140,51 @@ def backend_failure(err: BaseException):
     why = str(err).split(" (set JAX_PLATFORMS", 1)[0].strip() or "no such backend here"
     return UsageError(f"JAX_PLATFORMS={platforms}: jax cannot start it ({why}); unset JAX_PLATFORMS "
                       "(the inspector picks cpu, or cuda where jax has a GPU) or set JAX_PLATFORMS=cpu")
+
+
+def _utf8_of(text: str) -> str | None:
+    """The UTF-8 reading of a name the locale could not decode (Python keeps its undecodable
+    bytes as surrogates, PEP 383), or None when its bytes are not UTF-8 either."""
+    import sys
+
+    try:
+        return text.encode(sys.getfilesystemencoding(), "surrogateescape").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return None
+
+
+def _has_surrogates(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
+
+
+def locale_hides_utf8(text: str) -> bool:
+    """Whether ``text`` (a path or name from the command line) is valid UTF-8 that this process's
+    locale could not decode (LC_ALL=C without UTF-8 mode): a fault of the locale, not of the name."""
+    return _has_surrogates(text) and _utf8_of(text) is not None
+
+
+LOCALE_FIX = "run with PYTHONUTF8=1 or a UTF-8 locale (e.g. LC_ALL=C.UTF-8)"
+
+
+def reexec_for_utf8() -> None:
+    """The command line holds a UTF-8 name that the C locale could not decode: run the same
+    command again, now, in Python's UTF-8 mode (PEP 540), which reads it as the UTF-8 it is. jax
+    needs the file name as text (its source locations), and what we print about the file must
+    reach the terminal as the bytes it was given. Returns when nothing needs it (or exec failed:
+    then the path check says what is wrong and how to fix it)."""
+    import sys
+
+    if sys.flags.utf8_mode or os.environ.get("PYTHONUTF8") == "1" or not any(map(locale_hides_utf8, sys.argv[1:])):
+        return
+    try:
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], dict(os.environ, PYTHONUTF8="1"))
+    except OSError:
+        return
 
 
 @contextlib.contextmanager

@@ -89,6 +89,8 @@ CODES = _codes(
     Code("output-structure", "error", False, "diff", ("kernel", "reference"), "the output trees differ"),
     Code("output-shape", "error", False, "diff", (), "an output's shape differs from the reference's"),
     Code("output-dtype", "error", False, "diff", (), "an output's dtype differs from the reference's"),
+    Code("no-elements", "info", False, "diff", ("shape",), "an output with no elements: nothing compared"),
+    Code("all-nan", "warning", False, "diff", ("count",), "an output NaN everywhere on both sides"),
     Code("race-detected", "error", False, "diff", ("chip", "cores", "runs", "races", "detail"),
          "the interpreter saw a race (a warning when every ordering still matches)"),
     Code("kernel-raised", "error", False, "diff", ("type", "message", "core", "grid_point", "source", "detail"),

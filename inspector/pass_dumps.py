@@ -13,31 +13,31 @@ unchanged (none on the CPU's transformer step, one pipeline start of 107 steps o
 
 The terminal UI asks for one diff at a time (Enter on a step): its worker keeps one compile's
 dumps (``kept_diff``) for the module it has, so the next step's diff is read, not compiled again.
-A folder left by a process killed before its cleanup is removed by the next run, once stale.
+The folders are ``tempdirs`` folders: a process killed before its cleanup (Ctrl-C in the CLI, a
+cancel in the terminal UI) has its folder removed by the process that killed it, or by the next run.
 """
 from __future__ import annotations
 
 import atexit
-import glob
 import hashlib
 import os
-import shutil
-import tempfile
-import time
 
 from .backends import Backend
 from .errors import UsageError
 from .hlo.passes import PassLog, UnknownPass, diff_steps, parse_range, read_dumps
+from .pass_select import check_selector
 from .stages import Capture, capture
 from .target import Target
+from .tempdirs import new_folder, remove, temp_folder
 
 
 def capture_with_passes(target: Target, backend: Backend, *, jaxpr_text: bool = False,
                         select: str | None = None) -> tuple[Capture, PassLog]:
     """Capture ``target`` (compiled, with pass dumps) and the PassLog of its compile; ``select``
     (``--pass``: a pass name or index, or ``A..B``) adds the unified diff of that step or range."""
-    directory = new_dump_folder()
-    try:
+    if select is not None:
+        check_selector(select)  # before the compile
+    with temp_folder("passes") as directory:
         captured = capture(target, backend, compile=True, jaxpr_text=jaxpr_text, use_cache=False, dump_to=directory,
                            dump_metadata=select is not None)
         log = read_dumps(directory, module=f"jit_{target.name}", final_hlo=captured.stages.hlo)
@@ -49,51 +49,36 @@ def capture_with_passes(target: Target, backend: Backend, *, jaxpr_text: bool = 
         elif select is not None:
             raise UsageError(f"--pass {select}: the compile wrote no pass dumps"
                              + (f" ({captured.stages.compile_error.headline})" if captured.stages.compile_error else ""))
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
     log.release()
     return captured, log
 
 
-_PREFIX = "inspector-passes-"
-_STALE_S = 6 * 3600  # a dump folder untouched this long belongs to a process that was killed
 _KEPT: dict[tuple, tuple[str, PassLog]] = {}  # this process's kept dumps: module key -> (folder, log)
-
-
-def new_dump_folder(prefix: str = _PREFIX) -> str:
-    """A fresh dump folder, after removing stale ones (ours are touched whenever they are read)."""
-    for old in glob.glob(os.path.join(tempfile.gettempdir(), prefix + "*")):
-        try:
-            if time.time() - os.stat(old).st_mtime > _STALE_S:
-                shutil.rmtree(old, ignore_errors=True)
-        except OSError:
-            pass
-    return tempfile.mkdtemp(prefix=prefix)
 
 
 def kept_diff(target: Target, backend: Backend, select: str):
     """The diff of ``select`` (as ``--pass``) from one compile with metadata dumps that this
     process keeps for the module it compiled: the first call compiles, the next ones for the same
     module (same StableHLO, chip and XLA options) only read files. Another module's dumps go first."""
+    check_selector(select)
     lowered = capture(target, backend, compile=False, jaxpr_text=False).stages.stablehlo
     key = (backend.chip.name, hashlib.sha256(lowered.encode()).hexdigest(),
            tuple(os.environ.get(v, "") for v in ("XLA_FLAGS", "LIBTPU_INIT_ARGS")))
     kept = _KEPT.get(key)
     if kept is None or not os.path.isdir(kept[0]):
         forget_kept()
-        directory = new_dump_folder()
+        directory = new_folder("passes")
         try:
             captured = capture(target, backend, compile=True, jaxpr_text=False, use_cache=False, dump_to=directory)
             log = read_dumps(directory, module=f"jit_{target.name}", final_hlo=captured.stages.hlo)
         except BaseException:
-            shutil.rmtree(directory, ignore_errors=True)
+            remove(directory)
             raise
         if not log.steps:
-            shutil.rmtree(directory, ignore_errors=True)
+            remove(directory)
             raise UsageError(f"--pass {select}: the compile wrote no pass dumps")
         kept = _KEPT[key] = (directory, log)
     directory, log = kept
-    os.utime(directory)  # in use: not stale for another process's sweep
     try:
         return diff_steps(log, *parse_range(log, select))
     except UnknownPass as err:
@@ -103,5 +88,5 @@ def kept_diff(target: Target, backend: Backend, select: str):
 @atexit.register
 def forget_kept() -> None:
     for directory, _ in _KEPT.values():
-        shutil.rmtree(directory, ignore_errors=True)
+        remove(directory)
     _KEPT.clear()

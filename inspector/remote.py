@@ -103,6 +103,9 @@ class Remote:
             if wait:
                 for process in processes:
                     process.join(timeout=5)
+                _sweep()  # a killed child's dump folders
+            else:
+                threading.Thread(target=_sweep_after, args=(processes,), daemon=True).start()
         return True
 
     def close(self) -> None:
@@ -119,6 +122,14 @@ class Remote:
             if process.is_alive():
                 process.kill()
                 process.join(timeout=2)
+        _sweep()
+
+
+def _sweep_after(processes) -> None:
+    """Once the killed children are gone, their dump folders (off the UI's thread)."""
+    for process in processes:
+        process.join(timeout=10)
+    _sweep()
 
 
 # ----------------------------------------------------------------------------- the CLI's child
@@ -165,6 +176,7 @@ def run_isolated(fn, *args, env: dict[str, str] | None = None):
         os.close(write_fd)
         raise
     os.close(write_fd)
+    threading.Thread(target=_import_answer_types, daemon=True).start()
     chunks = []
     try:
         try:
@@ -178,11 +190,13 @@ def run_isolated(fn, *args, env: dict[str, str] | None = None):
     except BaseException:
         proc.kill()
         proc.wait()
+        _sweep()  # the child's dump folders: killed, it could not remove them itself
         raise
     finally:
         os.close(read_fd)
     data = b"".join(chunks)
     if not data:
+        _sweep()
         raise ChildFailed(_died(proc.returncode))
     status, payload, trace = pickle.loads(data)
     if status == "ok":
@@ -200,6 +214,32 @@ def _stderr_fd() -> int:
         return sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):
         return 2
+
+
+# The modules whose classes the CLI's answers unpickle to (Report and what it holds). Importing
+# them (numpy, the analyses' dataclasses: ~0.5 s) while the child compiles takes that time off
+# the end of every run, where it would otherwise come after the compile.
+_ANSWER_MODULES = ("inspector.report",)
+
+
+def _import_answer_types() -> None:
+    import importlib
+
+    for name in _ANSWER_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass  # the unpickling says what is wrong, if anything is
+
+
+def _sweep() -> None:
+    """Remove the temporary folders of processes that have ended (see tempdirs); never fails."""
+    from .tempdirs import sweep
+
+    try:
+        sweep()
+    except Exception:
+        pass
 
 
 def _died(code: int) -> str:
@@ -232,6 +272,9 @@ def _child_main(result_fd: int) -> None:
     for sig in (signal.SIGINT, signal.SIGTTOU, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     fn, args = pickle.loads(sys.stdin.buffer.read())
+    from .progress import report_to
+
+    report_to(sys.stderr)  # a step that takes long says so on the user's terminal
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # the user's code reading stdin gets EOF, not our request pipe
     os.close(devnull)
@@ -253,12 +296,31 @@ def _dumps(answer: tuple) -> bytes:
 
     try:
         return pickle.dumps(answer)
-    except Exception as err:  # an unpicklable result or exception: say so, as data
+    except Exception as err:  # an unpicklable result or exception: its message still goes back
         status, payload, trace = answer
-        what = "result" if status == "ok" else f"error ({type(payload).__name__}: {payload})"
-        failure = ChildFailed(f"internal error: the analysis {what} could not be sent back from its process "
-                              f"({type(err).__name__}: {err})")
-        return pickle.dumps(("raise", failure, trace))
+        if status == "ok":
+            return pickle.dumps(("raise", ChildFailed(f"internal error: the analysis result could not be sent back "
+                                                      f"from its process ({type(err).__name__}: {err})"), trace))
+        return pickle.dumps(("raise", _picklable(payload), trace))
+
+
+def _picklable(err: BaseException) -> BaseException:
+    """An exception that pickles, with ``err``'s message: the same class made afresh from its
+    message where that pickles (ours do), else the nearest built-in class it derives from (jax's
+    DuplicateSpecError holds Device objects: a ValueError with its text reaches the parent)."""
+    import builtins
+    import pickle
+
+    text = str(err)
+    for kind in type(err).__mro__:
+        if kind is type(err) or getattr(builtins, kind.__name__, None) is kind:
+            try:
+                copy = kind(text) if kind is type(err) else kind(f"{type(err).__name__}: {text}")
+                pickle.loads(pickle.dumps(copy))
+                return copy
+            except Exception:
+                continue
+    return ChildFailed(f"{type(err).__name__}: {text}")
 
 
 def _die_with_parent() -> None:

@@ -91,9 +91,22 @@ def parse_specs(text: str) -> list[Spec]:
             raise UsageError(f"--shard {text!r}: {ast.unparse(node)!r} is not P(...): write one PartitionSpec per input, "
                              "e.g. \"P('data',None) P()\"")
         specs.append(tuple(_entry(a, text) for a in node.args))
+        check_axes_once(specs[-1], f"--shard {text!r}")
     if not specs:
         raise UsageError("--shard is empty: give one PartitionSpec per input, e.g. \"P('data',None) P()\"")
     return specs
+
+
+def check_axes_once(spec, where: str) -> None:
+    """A mesh axis shards one dimension of an input at most (jax refuses P('data','data') with an
+    error that cannot even be sent back from the analysis process)."""
+    seen: set[str] = set()
+    for entry in spec:
+        for axis in () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry):
+            if axis in seen:
+                raise UsageError(f"{where}: mesh axis {axis!r} is used twice in {format_spec(tuple(spec))}; an axis "
+                                 "shards one dimension of an input, e.g. P('data',None) or P('data','model')")
+            seen.add(axis)
 
 
 def _commas(text: str) -> str:
@@ -192,6 +205,7 @@ def _check_tree(name: str, tree, specs, mesh) -> None:
         if not hasattr(leaf, "shape") or spec is None:
             continue
         where = f"{name}{path} ({hlo_type(str(leaf.dtype), tuple(leaf.shape))})"
+        check_axes_once(tuple(spec), f"the sharding of {where}")
         if len(spec) > len(leaf.shape):
             raise UsageError(f"{format_spec(tuple(spec))} has {len(spec)} entries but {where} has rank {len(leaf.shape)}")
         for dim, entry in enumerate(spec):

@@ -25,6 +25,7 @@ from .errors import TargetFailure
 from .hlo.mlir_sources import with_sources
 from .hlo.text import count_hlo_ops, count_mlir_ops
 from .jax_internals import tracing
+from .progress import slow_step
 from .target import Target, short_path, describe_error
 
 if TYPE_CHECKING:  # the CLI imports this module before the terminal UI paints: numpy comes with these
@@ -240,7 +241,8 @@ def _compile(lowered, backend: Backend, use_cache: bool | str, buffers: bool = F
         return hit, True
     with _dump_folder(buffers and not dump_to) as dump:
         folder = dump_to or dump
-        options = {**(dump_options(dump_to, dump_metadata) if dump_to else {}), **(_dump_options(folder) if buffers else {})}
+        options = {**(dump_options(dump_to, dump_metadata) if dump_to else {}), **(_dump_options(folder) if buffers else {}),
+                   **machine_code_options(backend)}
         try:
             compiled = lowered.compile(options) if options else lowered.compile()
             result = {"hlo": compiled.as_text(), "cost": _cost_dict(compiled.cost_analysis()),
@@ -264,14 +266,21 @@ def _dump_folder(wanted: bool):
     if not wanted:
         yield None
         return
-    import shutil
-    import tempfile
+    from .tempdirs import temp_folder
 
-    folder = tempfile.mkdtemp(prefix="inspector-dump-")
-    try:
+    with temp_folder("dump") as folder:
         yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+
+
+def machine_code_options(backend: Backend) -> dict:
+    """Compile options that only change the machine code, which the inspector never runs: on the
+    CPU, LLVM without optimization (``xla_backend_optimization_level=0``). XLA's HLO passes,
+    buffer assignment and cost analysis run before LLVM and do not read that level, so the
+    optimized HLO text, the cost and the memory analysis are the same byte for byte
+    (tests/test_trust_edges.py compares them on the samples) while the compile of a large program
+    takes about half the CPU time (BENCHMARKS.md, "Wall time of show --view hlo"). TPU and GPU
+    compiles are left as they are: their backend passes make what the TPU views read."""
+    return {"xla_backend_optimization_level": 0} if backend.platform == "cpu" else {}
 
 
 def _dump_options(folder: str) -> dict:
@@ -331,7 +340,8 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
     timings = {}
     t0 = time.perf_counter()
     with backend.context(), _interpret_context(backend):
-        traced = _trace(target, backend)
+        with slow_step(f"tracing {target.name} (jax runs the Python function once)"):
+            traced = _trace(target, backend)
         closed = traced.jaxpr
         eqns = [_eqn_record(e) for e in tracing.walk_eqns(closed.jaxpr)]
         timings["trace_s"] = time.perf_counter() - t0

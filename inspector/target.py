@@ -52,10 +52,19 @@ class Target:
 def _check_path(path: Path) -> Path:
     """The file to import, or a one-line UsageError: missing, not a file, not Python, a name the
     file system refuses (too long) or that is not UTF-8 (jax's source locations need text)."""
+    from .environment import LOCALE_FIX, locale_hides_utf8
+
     try:
         str(path).encode("utf-8")
     except UnicodeEncodeError:
+        if locale_hides_utf8(str(path)):  # valid UTF-8 that LC_ALL=C (ascii) could not decode
+            raise UsageError(f"the path {ascii(str(path))} is UTF-8 that this locale ({_locale()}) cannot "
+                             f"decode: {LOCALE_FIX}") from None
         raise UsageError(f"the path {ascii(str(path))} is not valid UTF-8: rename the file or folder") from None
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:  # a name given as text (the Python API) that the locale cannot encode
+        raise UsageError(f"the path {ascii(str(path))} cannot be named in this locale ({_locale()}): {LOCALE_FIX}") from None
     try:
         if not path.exists():
             raise UsageError(f"no such file: {path} (give path/to/file.py:function)")
@@ -70,6 +79,11 @@ def _check_path(path: Path) -> Path:
     if not os.access(resolved, os.R_OK):
         raise UsageError(f"cannot read {path}: permission denied")
     return resolved
+
+
+def _locale() -> str:
+    setting = next((f"{k}={os.environ[k]}" for k in ("LC_ALL", "LC_CTYPE", "LANG") if os.environ.get(k)), "no LANG set")
+    return f"{setting}, file names read as {sys.getfilesystemencoding()}"
 
 
 def _import_file(path: Path):
@@ -184,26 +198,61 @@ def same_kind(value, like) -> bool:
     return True
 
 
-def _params(fn_sig, entry: dict, sets: list[str], spec: str) -> tuple[dict, dict]:
+class FlagValue(str):
+    """A ``NAME=VALUE`` item that remembers the flag it came with (compare's ``--set-a``), so a
+    message names the flag the user typed."""
+
+    flag: str
+
+    def __new__(cls, text: str, flag: str):
+        item = super().__new__(cls, text)
+        item.flag = flag
+        return item
+
+    def __reduce__(self):
+        return FlagValue, (str(self), self.flag)
+
+
+def _params(fn_sig, entry: dict, sets: list[str], spec: str, func: str = "") -> tuple[dict, dict]:
+    defaults = {p.name: p.default for p in fn_sig.parameters.values() if p.default is not p.empty} if fn_sig else {}
     choices: dict[str, list] = {}
     for name, value in (entry.get("params") or {}).items():
         choices[name] = list(value) if isinstance(value, (list, tuple)) else [value]
+        _check_choices(name, choices[name], defaults.get(name), f"{spec}: INSPECT[{func!r}][\"params\"][{name!r}]")
+    check_param_names(fn_sig, choices, spec, f"INSPECT[{func!r}][\"params\"] names {{name!r}}")
     params = {name: values[0] for name, values in choices.items() if values}
-    defaults = {p.name: p.default for p in fn_sig.parameters.values() if p.default is not p.empty} if fn_sig else {}
     for item in sets:
+        flag = getattr(item, "flag", "--set")
         name, sep, raw = item.partition("=")
         name, raw = name.strip(), raw.strip()
         if not sep or not name:
-            raise UsageError(f"--set {item!r}: write --set name=value, e.g. --set block_q=256")
+            raise UsageError(f"{flag} {str(item)!r}: write {flag} name=value, e.g. {flag} block_q=256")
         value = parse_value(raw)
         like = params[name] if name in params else defaults.get(name)
         if not same_kind(value, like):
             kind = type(like).__name__
-            raise UsageError(f"--set {name}={raw}: {name} takes {'an' if kind[0] in 'aeiou' else 'a'} {kind} "
-                             f"(like {like!r}), e.g. --set {name}={like}")
+            raise UsageError(f"{flag} {name}={raw}: {name} takes {'an' if kind[0] in 'aeiou' else 'a'} {kind} "
+                             f"(like {like!r}), e.g. {flag} {name}={like}")
+        check_param_names(fn_sig, {name: value}, spec, f"{flag} {{name}}=...")
         params[name] = value
-    check_param_names(fn_sig, params, spec)
     return params, choices
+
+
+def _check_choices(name: str, values: list, default, where: str) -> None:
+    """INSPECT's values of a static param, checked as --set checks one: at least one, each of the
+    kind of the function's default (else of the first value)."""
+    if not values:
+        raise UsageError(f"{where} is an empty list: give the values to try (the first is the default), "
+                         f"or leave {name!r} out")
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    if default is None and numbers:
+        return  # ints and floats together: a float param offered as [1, 0.5]
+    like = default if default is not None else values[0]
+    for value in values:
+        if not same_kind(value, like):
+            kind = type(like).__name__
+            raise UsageError(f"{where} holds {value!r} (a {type(value).__name__}) but {name} takes "
+                             f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} (like {like!r})")
 
 
 def check_param_names(fn_sig, params: dict, spec: str, how: str = "--set {name}=...") -> None:
@@ -274,7 +323,7 @@ def _unknown_keys(entry: dict, spec: str, func: str) -> None:
                              + (f" (did you mean {close!r}?)" if close else "") + f"; it takes {', '.join(INSPECT_KEYS)}")
 
 
-def _check_int_ranges(entry: dict, names: list[str], spec: str, func: str) -> None:
+def _check_int_ranges(entry: dict, names: list[str], spec: str, func: str, inputs: dict | None = None) -> None:
     """diff reads int_ranges as {input name: (low, high)}: another shape would fail mid-run with an
     internal error, and a mistyped name would drop its range silently."""
     ranges = entry.get("int_ranges")
@@ -293,6 +342,27 @@ def _check_int_ranges(entry: dict, names: list[str], spec: str, func: str) -> No
               and all(hasattr(b, "__index__") and not isinstance(b, bool) for b in bounds) and bounds[0] < bounds[1])
         if not ok:
             raise UsageError(f"{where}[{name!r}] must be two integers (low, high) with low < high (high excluded), not {bounds!r}")
+        if inputs is not None and name in inputs:
+            _check_range_fits(inputs[name], name, tuple(bounds), where)
+
+
+def _check_range_fits(tree, name: str, bounds: tuple, where: str) -> None:
+    """int_ranges sets the values of an input's integer arrays: one with none (a float input) would
+    drop the range silently, and a range past the dtype would wrap around."""
+    import jax
+    import numpy as np
+
+    dtypes = [np.dtype(leaf.dtype) for leaf in jax.tree.leaves(tree) if hasattr(leaf, "dtype")]
+    integers = [d for d in dtypes if np.issubdtype(d, np.integer)]
+    if dtypes and not integers:
+        raise UsageError(f"{where} names {name!r}, a {', '.join(sorted({str(d) for d in dtypes}))} input: int_ranges "
+                         "sets the values of integer inputs (floats are drawn from a normal distribution)")
+    low, high = bounds
+    for d in integers:
+        info = np.iinfo(d)
+        if low < info.min or high - 1 > info.max:
+            raise UsageError(f"{where}[{name!r}] = {bounds!r} does not fit {d} ({info.min} to {info.max}): "
+                             f"give a range inside it (high is excluded, so up to ({info.min}, {info.max + 1}))")
 
 
 def _no_inputs(spec: str, func: str, sig, orphans: list) -> UsageError:
@@ -367,7 +437,7 @@ def load_target(spec: str, args: str | None = None, ref: str | None = None, sets
         raise UsageError(f"{spec}: INSPECT[{func!r}][\"params\"] must be a dict of static keyword values, "
                          f"e.g. {{\"block_q\": [128, 256]}}, not a {type(entry['params']).__name__}")
     sig = _signature(fn)
-    params_, choices = _params(sig, entry, sets or [], spec)
+    params_, choices = _params(sig, entry, sets or [], spec, func)
     if params:
         check_param_names(sig, params, spec, "params={name}=...")
         params_.update(params)
@@ -396,7 +466,7 @@ def load_target(spec: str, args: str | None = None, ref: str | None = None, sets
     source_hash = hashlib.sha256(Path(file).read_bytes()).hexdigest() if file else ""
     names = [p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] if sig else []
     arg_names = [names[i] if i < len(names) else f"arg{i}" for i in range(len(pos))]
-    _check_int_ranges(entry, arg_names + list(kw), spec, func)
+    _check_int_ranges(entry, arg_names + list(kw), spec, func, {**dict(zip(arg_names, pos)), **kw})
     return Target(
         arg_names=arg_names, spec=spec, options={k: entry[k] for k in _OPTION_KEYS if k in entry},
         name=func, fn=fn, file=file, line=code.co_firstlineno if code else None,

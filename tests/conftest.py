@@ -13,7 +13,12 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 
 # Before jax loads: the same environment the CLI sets, and a cache no other run shares.
-os.environ.setdefault("INSPECTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inspector-test-cache-"))
+if "INSPECTOR_CACHE_DIR" not in os.environ:  # a private cache, removed when the session ends
+    import atexit
+    import shutil
+
+    os.environ["INSPECTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inspector-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["INSPECTOR_CACHE_DIR"], ignore_errors=True)
 from inspector import environment  # noqa: E402
 
 environment.prepare()

@@ -464,7 +464,7 @@ def test_killed_compile_then_corrupt_cache_then_rerun(tmp_path):
 
 # ----------------------------------------------------------------------------- cache entries that are not files
 
-_GOOD_ENTRY = {"hlo": "HloModule m", "cost": {"flops": 4.0}, "memory": {"temp_size_in_bytes": 0}, "error": None}
+_GOOD_ENTRY = {"hlo": "HloModule m\n\nENTRY %main (p: f32[]) -> f32[] {\n  ROOT %p = f32[] parameter(0)\n}\n", "cost": {"flops": 4.0}, "memory": {"temp_size_in_bytes": 0}, "error": None}
 NOT_A_FILE = {
     "a pipe": lambda p: os.mkfifo(p),
     "a link to /dev/zero": lambda p: p.symlink_to("/dev/zero"),

@@ -15,7 +15,7 @@ from inspector.stages import capture
 from inspector.target import load_target
 
 FUNCS = str(DATA / "funcs.py")
-GOOD = {"hlo": "HloModule m", "cost": {"flops": 4.0}, "memory": {"temp_size_in_bytes": 0}, "error": None}
+GOOD = {"hlo": "HloModule m\n\nENTRY %main (p: f32[]) -> f32[] {\n  ROOT %p = f32[] parameter(0)\n}\n", "cost": {"flops": 4.0}, "memory": {"temp_size_in_bytes": 0}, "error": None}
 
 
 @pytest.fixture
@@ -148,7 +148,7 @@ class _Lowered:
     def as_text(self, debug_info=False):
         return "module @failing {}"
 
-    def compile(self):
+    def compile(self, options=None):  # jax's Lowered.compile takes compiler options
         raise RuntimeError("RESOURCE_EXHAUSTED: Ran out of memory in memory space vmem")
 
 

@@ -24,7 +24,8 @@ def _leaf_table(title: str, leaves: list[LeafDiff]) -> Table:
         verdict = Text("ok", style="green") if l.ok else Text("WRONG", style="bold red")
         add_row(table, l.output or "output", f"{l.dtype}{l.shape}", f"{l.max_abs:.3g}", f"{l.max_rel:.3g}",
                 "-" if l.max_ulp is None else f"{l.max_ulp:.3g}", f"{l.bad} ({l.bad_fraction:.2%})",
-                f"{l.nan_kernel}/{l.nan_reference}", f"{tuple(l.worst_index)} {l.worst_kernel:.4g} vs {l.worst_reference:.4g}",
+                f"{l.nan_kernel}/{l.nan_reference}",
+                "no elements" if 0 in l.shape else f"{tuple(l.worst_index)} {l.worst_kernel:.4g} vs {l.worst_reference:.4g}",
                 verdict)
     return table
 

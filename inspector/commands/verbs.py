@@ -15,11 +15,12 @@ from .work import compare_sides, run
 def show(opts) -> int:
     from ..views.printer import make_console, print_json, print_view
 
+    from ..pass_select import check_view_options
+
     select = getattr(opts, "pass_select", None)
+    check_view_options(opts.view, select, bool(getattr(opts, "passes", False)))
     if select is not None and opts.view == "overview":
         opts.view = "passes"  # --pass alone asks for the passes view
-    if select is not None and opts.view not in ("passes", "mosaic"):
-        raise UsageError(f"--pass is for the passes view (XLA's passes) or the mosaic view (Mosaic's), not --view {opts.view}")
     report = run(opts)
     console = make_console()
     if opts.json:
@@ -217,8 +218,9 @@ def cache(opts) -> int:
         print(f"cleared {found.path}: removed {found.entries} entries, {fmt_bytes(found.bytes)}")
     else:
         state = "" if compile_cache.enabled() else " (off: INSPECTOR_NO_CACHE or --xla_dump_to in XLA_FLAGS)"
-        where = found.path if found.exists else f"{found.path} (not created yet)"
+        where = found.path if found.exists or found.problem else f"{found.path} (not created yet)"
         print(f"compile cache: {where}{state}\n{found.entries} entries, {fmt_bytes(found.bytes)}"
               + (f" ({found.temp_files} temporary files)" if found.temp_files else "")
+              + (f"\n{found.problem}" if found.problem else "")
               + "\n`inspector cache clear` empties it; INSPECTOR_CACHE_DIR moves it")
     return EXIT_OK

@@ -74,10 +74,14 @@ def compare_sides(opts) -> list:
     B is TARGET-B (or TARGET) with --set and --set-b on --target-b (or --target)."""
     import copy
 
+    from ..target import FlagValue
+
     sides = []
     for spec, chip, sets in ((opts.target, opts.chip_a, opts.set_a), (opts.target_b or opts.target, opts.chip_b, opts.set_b)):
         side = copy.copy(opts)
-        side.target, side.chip, side.set, side.ref = spec, chip or opts.chip, list(opts.set) + list(sets), None
+        flag = "--set-a" if not sides else "--set-b"
+        side.target, side.chip, side.ref = spec, chip or opts.chip, None
+        side.set = list(opts.set) + [FlagValue(item, flag) for item in sets]  # messages name the flag given
         sides.append(side)
     return sides
 

@@ -264,6 +264,19 @@ def _frames(text: str) -> dict[int, str]:
     return frames
 
 
+def entry_is_whole(text: str) -> bool:
+    """Whether ``text`` has an ENTRY computation that ``parse_hlo`` reads, with a ROOT and its
+    closing brace: a cheap check of a stored HLO text (a few string searches, not a parse)."""
+    start = text.find("\nENTRY ")
+    if start < 0:
+        return False
+    header_end = text.find("\n", start + 1)
+    if header_end < 0 or not _COMP_HEADER.match(text[start + 1:header_end]):
+        return False
+    close = text.find("\n}", header_end)
+    return close > 0 and text.find("ROOT ", header_end, close) >= 0
+
+
 def parse_hlo(text: str) -> HloModule:
     name_m = re.match(r"HloModule\s+([\w.\-]+)", text)
     computations: dict[str, Computation] = {}

@@ -23,6 +23,8 @@ import difflib
 import os
 import re
 
+from ..pass_select import selector_problem
+
 
 _PASS_FILE = re.compile(r"^module_(\d+)\.(.+?)\.(\d{4,})\.([^.]+)\.(.+)\.txt$")
 _FINAL_FILE = re.compile(r"^module_(\d+)\.(.+?)\.(?:cpu_|gpu_)?after_optimizations\.txt$")
@@ -231,6 +233,8 @@ def select_step(log: PassLog, selector: str, view: str = "--view passes") -> int
 
 def parse_range(log: PassLog, selector: str, view: str = "--view passes") -> tuple[int, int]:
     """`A` -> (A, A); `A..B` -> (A, B), each an index or a name; an empty side is the first or last step."""
+    if (problem := selector_problem(selector)) is not None:
+        raise UnknownPass(problem)
     if ".." in selector:
         a, b = selector.split("..", 1)
         first = select_step(log, a, view) if a.strip() else 0

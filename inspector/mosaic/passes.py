@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 
 from ..findings import Finding
 
@@ -83,9 +82,9 @@ def capture_mosaic_passes(target, chip, *, select: str | None = None, kernel: st
         return MosaicPasses(chip.name, [], [_unread(chip.name, f"{chip.name} is not a TPU: Mosaic compiles TPU kernels")])
     recipe = _Recipe(target.spec, tuple(target.args), dict(target.kwargs), dict(target.params), target.mesh,
                      target.shardings if isinstance(target.shardings, (str, type(None))) else None)
-    from ..pass_dumps import new_dump_folder
+    from ..tempdirs import new_folder, remove
 
-    directory = new_dump_folder("inspector-mosaic-")  # a folder left by a killed run is removed once stale
+    directory = new_folder("mosaic")  # owned by this process: swept once it is gone, even if killed
     flags = " ".join(f.format(dir=directory) for f in DUMP_FLAGS)
     env = {"LIBTPU_INIT_ARGS": (os.environ.get("LIBTPU_INIT_ARGS", "") + " " + flags).strip()}
     try:
@@ -93,7 +92,7 @@ def capture_mosaic_passes(target, chip, *, select: str | None = None, kernel: st
     except ChildFailed as err:  # killed, or libtpu ended the process (an abort is this chip's finding)
         return MosaicPasses(chip.name, [], [_unread(chip.name, str(err))], flags=flags)
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        remove(directory)
     result.flags = flags.replace(directory, "DIR")
     return result
 

@@ -57,6 +57,21 @@ def compare(name: str, kernel, reference, atol: float | None, rtol: float | None
     ), bad, np.isnan(a), diff
 
 
+def value_notes(leaf: LeafDiff) -> list[Finding]:
+    """What a verdict of "ok" would hide: an output with no elements (nothing was compared) and
+    one that is NaN everywhere on both sides (they agree, but on no value)."""
+    name = leaf.output or "output"
+    size = int(np.prod(leaf.shape, dtype=np.int64))
+    if size == 0:
+        return [Finding("info", "no-elements", f"{name}: no elements ({leaf.dtype}{leaf.shape}): nothing to compare",
+                        view="diff", data={"shape": list(leaf.shape)})]
+    if leaf.nan_kernel == leaf.nan_reference == size:
+        return [Finding("warning", "all-nan", f"{name}: all {size} elements are NaN in the kernel and in the reference: "
+                        "they agree, but no value was compared (check the inputs and both functions)", view="diff",
+                        data={"count": size})]
+    return []
+
+
 def _real(x) -> float:
     """A float for the report: complex values by their magnitude."""
     return float(np.abs(x)) if np.iscomplexobj(x) else float(x)

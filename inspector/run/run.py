@@ -21,7 +21,7 @@ from ..findings import Finding, by_severity
 from ..target import Target, describe_error
 import inspector.run.inputs as inputs_
 import inspector.run.interpreted as interpreted
-from .outputs import coarse_blocks, compare, error_map, leaf_findings, pair_leaves
+from .outputs import coarse_blocks, compare, error_map, leaf_findings, pair_leaves, value_notes
 from .inputs import check_memory, make_inputs, memory_needed
 from .result import DiffResult, LeafDiff, Timing
 
@@ -146,6 +146,7 @@ def compare_trees(kernel_out, ref_out, found_calls, atol, rtol, label: str = "")
         if not comparable:
             continue
         leaf, bad, nan, diff = compare(name, k, r, atol, rtol)
+        findings += value_notes(leaf)
         call, operand = _output_blockspec(found_calls, tuple(np.shape(k)), str(np.asarray(k).dtype))
         if call is not None:
             op = call.info.operands[operand]
@@ -401,6 +402,7 @@ def _gradients(target, kernel, reference, args, kwargs, atol, rtol, seed, sim: C
         if not comparable:
             continue
         leaf, bad, nan, diff = compare(f"d/d{name}", k, r, atol, rtol)
+        findings += value_notes(leaf)
         leaf.error_map = error_map(bad, nan, diff, coarse_blocks(bad.shape), "coarse") if bad.ndim else None
         diffs.append(leaf)
     return diffs, findings
