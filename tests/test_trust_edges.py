@@ -540,18 +540,18 @@ def test_messages_name_the_flag_given(cli, also, argv, needle):
 
 @pytest.mark.parametrize("select", ["1..2..3", "..", "", " "])
 def test_a_pass_that_is_no_step_is_refused_with_the_grammar_at_once(cli, select, monkeypatch):
-    from inspector import cli as cli_module
+    from inspector.commands import verbs
 
-    monkeypatch.setattr(cli_module, "_run", lambda opts: pytest.fail("compiled before refusing"))
+    monkeypatch.setattr(verbs, "run", lambda opts: pytest.fail("compiled before refusing"))
     code, out, err = cli("show", f"{FUNCS}:matmul", "--pass", select)
     assert code == 2 and out == ""
     one_line(err, "give a step (a pass name, part of one, or its index")
 
 
 def test_passes_outside_the_fusions_view_says_so(cli, monkeypatch):
-    from inspector import cli as cli_module
+    from inspector.commands import verbs
 
-    monkeypatch.setattr(cli_module, "_run", lambda opts: pytest.fail("compiled before refusing"))
+    monkeypatch.setattr(verbs, "run", lambda opts: pytest.fail("compiled before refusing"))
     code, out, err = cli("show", f"{FUNCS}:matmul", "--view", "hlo", "--passes")
     assert code == 2
     one_line(err, "--passes names the pass that made each kernel in the fusions view: add --view fusions")
