@@ -59,7 +59,10 @@ def new_folder(kind: str) -> str:
         # The lock is taken under a temporary name and renamed: a sweep never sees an unlocked .owner.
         fd = os.open(os.path.join(root, _OWNER + ".new"), os.O_WRONLY | os.O_CREAT, 0o600)
         if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:  # a file system without locks: the folder is never judged ended (only removed by us)
+                pass
         os.write(fd, str(os.getpid()).encode())
         os.rename(os.path.join(root, _OWNER + ".new"), os.path.join(root, _OWNER))
         os.mkdir(os.path.join(root, _FILES))
@@ -104,8 +107,8 @@ def _owner_gone(root: str) -> bool:
     path = os.path.join(root, _OWNER)
     try:
         fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return False  # being made (or removed) right now: not ours to judge
+    except OSError:
+        return False  # being made or removed right now, or another user's: not ours to judge
     try:
         if fcntl is not None:
             return _lock(fd)  # the lock is free: its owner has ended
