@@ -5,9 +5,10 @@ in a note, naming the program's own groups."""
 from __future__ import annotations
 
 import dataclasses
-import math
+import heapq
 import re
 
+from .graph_groups import TOP
 from .kernel_groups import KernelGroup, group_matches
 
 
@@ -59,53 +60,70 @@ def choose_expanded(groups: list[tuple[Group, KernelGroup]], expand: tuple[str, 
 
 def _merged_label(members: list[Group], reps: dict[str, int | None]) -> tuple[str, str]:
     """(label, place) of neighbours merged: `gpt2.py:34-35 block #0-3 forward` when they are one
-    loop's repetitions of one phase, else the first and last labels."""
-    first, last = members[0], members[-1]
+    loop's repetitions of one phase, else named by the one with most kernels."""
+    first = members[0]
     same = len({(g.place, g.phase) for g in members}) == 1
     if same and all(reps.get(g.id) is not None for g in members):
-        lo, hi = min(reps[g.id] for g in members), max(reps[g.id] for g in members)  # type: ignore[type-var]
+        found = [reps[g.id] for g in members]
+        lo, hi = min(found), max(found)  # type: ignore[type-var]
         return f"{first.place} #{lo}-{hi}" + (f" {first.phase}" if first.phase else ""), first.place
     if same:
         return f"{first.label} ({len(members)} parts)", first.place
-    return f"{first.label} .. {last.label} ({len(members)} groups)", first.place
-
-
-def _split(run: list[Group], parts: int) -> list[list[Group]]:
-    size = math.ceil(len(run) / parts)
-    return [run[i:i + size] for i in range(0, len(run), size)]
+    if len({g.phase for g in members}) == 1 and TOP not in {g.place for g in members}:  # layer0 .. layer3 forward
+        return f"{first.place} .. {members[-1].place}" + (f" {first.phase}" if first.phase else ""), first.place
+    big = max(members, key=lambda g: len(g.kernels))
+    return f"{big.label} (+{len(members) - 1} groups)", big.place
 
 
 def coarsen(collapsed: list[Group], room: int, reps: dict[str, int | None]) -> tuple[list[Group], list[str]]:
-    """Collapsed groups in at most `room` nodes: neighbours in schedule order merged. Runs of one
-    place and phase (a loop's repetitions) merge among themselves when there is room for one node
-    per run at least, each run getting nodes in proportion to its length; else any neighbours
-    merge. Returns the groups and a note when some were merged."""
+    """Collapsed groups in at most `room` nodes: neighbours in schedule order merged, the pair
+    with the fewest kernels first, and a pair of one place and phase (a loop's repetitions) before
+    a pair of two (so a small run beside a layer joins it before two layers merge). Returns the
+    groups and a note when some were merged."""
     if len(collapsed) <= room or not collapsed:
         return collapsed, []
     room = max(1, room)
-    ordered = sorted(collapsed, key=lambda g: g.order)
-    runs: list[list[Group]] = []
-    for g in ordered:
-        if runs and (runs[-1][-1].place, runs[-1][-1].phase) == (g.place, g.phase):
-            runs[-1].append(g)
-        else:
-            runs.append([g])
-    if len(runs) <= room:
-        spare = room - len(runs)  # nodes beyond one per run, shared by the long runs
-        extra = {i: math.floor(spare * (len(r) - 1) / max(1, len(ordered) - len(runs))) for i, r in enumerate(runs)}
-        buckets = [b for i, r in enumerate(runs) for b in _split(r, 1 + extra[i])]
-    else:
-        buckets = _split(ordered, room)
-    index = {g.id: i for i, g in enumerate(ordered)}
+    segs = [[g] for g in sorted(collapsed, key=lambda g: g.order)]
+    size = [len(g.kernels) for g in sorted(collapsed, key=lambda g: g.order)]
+    key = [(s[0].place, s[0].phase) for s in segs]
+    nxt = list(range(1, len(segs))) + [-1]
+    prv = [-1] + list(range(len(segs) - 1))
+    version = [0] * len(segs)
+    alive = len(segs)
+
+    def cost(i: int, j: int) -> int:
+        return (size[i] + size[j]) * (1 if key[i] == key[j] else 4)
+
+    heap = [(cost(i, i + 1), i, i + 1, 0, 0) for i in range(len(segs) - 1)]
+    heapq.heapify(heap)
+    while alive > room and heap:
+        _, i, j, vi, vj = heapq.heappop(heap)
+        if version[i] != vi or version[j] != vj or nxt[i] != j:
+            continue  # a pair that has changed since
+        segs[i] += segs[j]
+        size[i] += size[j]
+        key[i] = key[i] if key[i] == key[j] else (None, None)
+        version[i] += 1
+        version[j] = -1
+        nxt[i] = nxt[j]
+        if nxt[j] >= 0:
+            prv[nxt[j]] = i
+        alive -= 1
+        for a, b in ((prv[i], i), (i, nxt[i])):
+            if a >= 0 and b >= 0:
+                heapq.heappush(heap, (cost(a, b), a, b, version[a], version[b]))
     merged = []
-    for b in buckets:
+    i = 0
+    while i >= 0:
+        b = segs[i]
         if len(b) == 1:
             merged.append(b[0])
-            continue
-        label, place = _merged_label(b, reps)
-        kernels = [k for g in sorted(b, key=lambda g: index[g.id]) for k in g.kernels]
-        merged.append(Group("g_" + _ident(label), label, place, b[0].phase if len({g.phase for g in b}) == 1 else None,
-                            min(g.order for g in b), kernels, b[0].by, False, [g.label for g in b]))
+        else:
+            label, place = _merged_label(b, reps)
+            merged.append(Group("g_" + _ident(label), label, place, b[0].phase if len({g.phase for g in b}) == 1 else None,
+                                min(g.order for g in b), [k for g in b for k in g.kernels], b[0].by, False,
+                                [g.label for g in b]))
+        i = nxt[i]
     example = next((g.label for g in merged if g.members), merged[0].label)
     note = (f"{len(collapsed)} groups drawn as {len(merged)} nodes to fit --max-nodes: neighbours merged "
             f"(e.g. {example}); raise --max-nodes to see each")

@@ -75,7 +75,8 @@ def scope_structure(kernels: list[Kernel]) -> int:
     by their source instead."""
     key = {n: k for n, k in scope_keys(kernels).items() if k is not None}
     scoped = [n for n, k in key.items() if k[0] != TOP]
-    if not scoped or len(scoped) < 0.5 * len(key):
+    counted = [n for n, k in key.items() if k[1] is not None] or list(key)  # the optimizer's update joins the layers anyway
+    if not scoped or sum(1 for n in counted if key[n][0] != TOP) < 0.5 * len(counted):
         return 0
     runs, last = 0, None
     for k in kernels:

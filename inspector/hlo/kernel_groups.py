@@ -138,13 +138,14 @@ def group_matches(group: KernelGroup, asked: str) -> bool:
     return bool(words) and any(label[i:i + len(words)] == words for i in range(len(label) - len(words) + 1))
 
 
-def summary(groups: list[KernelGroup], limit: int = 8) -> str:
-    """The program's groups in a few words, loops counted: `gpt2.py:34-35 block (forward) x24, ...`."""
+def summary(groups: list[KernelGroup], limit: int = 12) -> str:
+    """The program's groups in a few words: its scopes (layer0, layer1, ...), or its source
+    places with the loops counted (gpt2.py:34-35 block (forward) x24, ...)."""
     seen: dict[tuple, int] = {}
     for g in groups:
         if g.place == TOP:
             continue
-        k = (g.place, g.phase, g.repetition is not None)
+        k = (g.place, None, False) if g.by == "scope" else (g.place, g.phase, g.repetition is not None)
         seen[k] = seen.get(k, 0) + 1
     parts = [f"{place} ({phase}) x{n}" if looped and phase else f"{place} x{n}" if looped
              else f"{place} {phase}" if phase else place for (place, phase, looped), n in seen.items()]
