@@ -4,7 +4,8 @@ report.build_report); this module only reads them. Plain data, never printed.
 
 Kernels are paired by what they are, not by their HLO names (``fusion.12`` in one compile is
 not ``fusion.12`` in another): kernels of the same kind made from the same jax op (op_name) at
-the same source line pair up in schedule order; the ones left over are only on one side.
+the same source line pair up in schedule order, within the same group (a layer's forward) first;
+the ones left over are only on one side.
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ class KernelRef:
     source: str | None
     hbm_bytes: int
     flops: float
+    group: str | None = None  # its KernelGroup's label: layer3 forward, gpt2.py:34-35 block #7 backward
 
 
 @dataclasses.dataclass
@@ -109,7 +111,7 @@ def _kernels(report: Report) -> list:
 
 
 def _ref(k) -> KernelRef:
-    return KernelRef(k.name, k.kind, k.source, k.hbm_bytes * k.repeat, k.flops * k.repeat)
+    return KernelRef(k.name, k.kind, k.source, k.hbm_bytes * k.repeat, k.flops * k.repeat, k.group)
 
 
 def _totals(a: Report, b: Report) -> list[Total]:
@@ -129,22 +131,24 @@ def _totals(a: Report, b: Report) -> list[Total]:
 
 
 def _pair(a: list, b: list) -> tuple[list[tuple], list, list]:
-    """(pairs, only in a, only in b): same kind, op_name and source line, in schedule order."""
-    def key(k):
-        return (k.kind, k.op_name, k.source)
-
-    waiting: dict[tuple, list] = {}
-    for k in b:
-        waiting.setdefault(key(k), []).append(k)
-    pairs, only_a = [], []
-    for k in a:
-        queue = waiting.get(key(k))
-        if queue:
-            pairs.append((k, queue.pop(0)))
-        else:
-            only_a.append(k)
-    paired_b = {id(kb) for _, kb in pairs}
-    return pairs, only_a, [k for k in b if id(k) not in paired_b]
+    """(pairs, only in a, only in b): same kind, op_name and source line, in schedule order; first
+    within the same group (layer 7's forward with layer 7's forward, though one side fused a
+    kernel more in an earlier layer), then the rest as they come."""
+    pairs: list[tuple] = []
+    for key in (lambda k: (k.group, k.kind, k.op_name, k.source), lambda k: (k.kind, k.op_name, k.source)):
+        waiting: dict[tuple, list] = {}
+        for k in b:
+            waiting.setdefault(key(k), []).append(k)
+        left = []
+        for k in a:
+            queue = waiting.get(key(k))
+            if queue:
+                pairs.append((k, queue.pop(0)))
+            else:
+                left.append(k)
+        paired_b = {id(kb) for _, kb in pairs}
+        a, b = left, [k for k in b if id(k) not in paired_b]
+    return pairs, a, b
 
 
 def _budget(report: Report, call) -> tuple[str | None, int | None, int | None]:

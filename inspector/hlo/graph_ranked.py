@@ -27,19 +27,20 @@ def _box(n: Node) -> tuple[list[str], float, float]:
 
 def _lanes(spans: list[tuple[int, int]]) -> list[int]:
     """A lane for each (top row, bottom row): the shortest spans first, each in the first lane
-    free over its rows."""
+    free over its rows (a lane's rows are the bits of an int: one AND per lane tried)."""
     order = sorted(range(len(spans)), key=lambda i: spans[i][1] - spans[i][0])
-    busy: list[list[tuple[int, int]]] = []
+    busy: list[int] = []
     lane = [0] * len(spans)
     for i in order:
         lo, hi = spans[i]
+        rows = ((1 << max(1, hi - lo)) - 1) << lo  # [lo, hi): arcs that only meet at a row share a lane
         for j, taken in enumerate(busy):
-            if all(hi <= a or lo >= b for a, b in taken):
-                taken.append((lo, hi))
+            if not taken & rows:
+                busy[j] |= rows
                 lane[i] = j
                 break
         else:
-            busy.append([(lo, hi)])
+            busy.append(rows)
             lane[i] = len(busy) - 1
     return lane
 
@@ -75,9 +76,9 @@ def ranked_svg(kg: KernelGraph, note: str = "") -> bytes:
         row_of["__output__"] = out_row
     x0 = PAD
 
-    def mid(i: int) -> tuple[float, float, float]:  # (right edge x, top y, bottom y) of row i
-        h = boxes[i][2] if i < len(rows) else 2 * LINE
-        return x0 + width, ys[i], ys[i] + h
+    def mid(i: int) -> tuple[float, float, float]:  # (right edge x, top y, bottom y) of row i's box
+        w, h = (boxes[i][1], boxes[i][2]) if i < len(rows) else (120.0, 2 * LINE)
+        return x0 + (width + w) / 2, ys[i], ys[i] + h
 
     edges = [(e.src, e.dst, e) for e in kg.edges if e.src in row_of and e.dst in row_of]
     edges += [(src, "__output__", None) for src in kg.outputs if src in row_of and out_row is not None]
@@ -111,15 +112,15 @@ def ranked_svg(kg: KernelGraph, note: str = "") -> bytes:
     for k, (a, b, e) in enumerate(edges):
         ra, rb = row_of[a], row_of[b]
         xa, _, ya_bot = mid(ra)
-        _, yb_top, _ = mid(rb)
+        xb, yb_top, _ = mid(rb)
         label = "" if e is None else (f"{e.shape} {_label_bytes(e.bytes)}" if e.tensors == 1 else f"{e.tensors} tensors {_label_bytes(e.bytes)}")
         stroke = 1.0 if e is None or not e.hbm or biggest <= 0 else 1 + 4 * (e.bytes / biggest) ** 0.5
         dash = "" if e is None or e.hbm else ' stroke-dasharray="5,2"'
         if k in lane:
             x = x0 + width + (lane[k] + 1) * LANE
             y1, y2 = ys[ra] + 0.65 * boxes[ra][2] if ra < len(rows) else ya_bot, yb_top + 0.35 * (boxes[rb][2] if rb < len(rows) else 2 * LINE)
-            d = f"M{xa:.1f},{y1:.1f} H{x:.1f} V{y2:.1f} H{xa + 7:.1f}"
-            head = f"{xa + 7:.1f},{y2 - 4:.1f} {xa:.1f},{y2:.1f} {xa + 7:.1f},{y2 + 4:.1f}"
+            d = f"M{xa:.1f},{y1:.1f} H{x:.1f} V{y2:.1f} H{xb + 7:.1f}"
+            head = f"{xb + 7:.1f},{y2 - 4:.1f} {xb:.1f},{y2:.1f} {xb + 7:.1f},{y2 + 4:.1f}"
             tx, ty = x + 3, (y1 + y2) / 2
         else:
             xm = x0 + width / 2

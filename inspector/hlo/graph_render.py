@@ -19,7 +19,6 @@ from .graphviz_run import FAST_ARGS, FULL_SHARE, dot_available, run_dot
 DEFAULT_BUDGET_S = 30.0  # `--layout-budget`: the drawing's share of an export on a 2-core machine
 HEAVY = 6000  # layout cost (see layout_cost) past which the full layout is not tried: ~10 s of dot here
 LIGHT = 1500  # group drawings up to this cost share one dot process (a start is ~0.1 s)
-MAIN_SHARE = 0.6  # of the budget, for the whole-program drawing when the groups are drawn too
 
 
 @dataclasses.dataclass
@@ -66,7 +65,7 @@ def layout(kg: KernelGraph, source: str, budget_s: float = DEFAULT_BUDGET_S) -> 
     return _ranked(kg, f"{tried + ', fast layout ' if tried else 'fast layout '}{out}", started)
 
 
-def layout_many(graphs: dict[str, KernelGraph], budget_s: float) -> tuple[dict[str, Layout], list[str]]:
+def layout_many(graphs: dict[str, KernelGraph], budget_s: float, procs: int = 0) -> tuple[dict[str, Layout], list[str]]:
     """Several graphs (the HTML page's groups) within `budget_s` in all: the light ones a few to a
     dot process, the heavy ones each with the fast settings, processes side by side; what does
     not finish by the deadline is laid out by our own layout. Returns the layouts and a note."""
@@ -77,7 +76,7 @@ def layout_many(graphs: dict[str, KernelGraph], budget_s: float) -> tuple[dict[s
     sources = {gid: dot_of(g, legend=False).source for gid, g in graphs.items()}
     if not dot_available():
         return {gid: _ranked(g, "(dot) is not installed", started) for gid, g in graphs.items()}, []
-    procs = max(1, min(len(graphs), os.cpu_count() or 1, 8))
+    procs = max(1, min(len(graphs), procs or os.cpu_count() or 1, 8))
     costs = {gid: layout_cost(g) for gid, g in graphs.items()}
     light = [gid for gid in graphs if costs[gid] <= LIGHT]
     heavy = [gid for gid in graphs if costs[gid] > LIGHT]
@@ -150,19 +149,15 @@ def draw(analysis, title: str, *, max_nodes: int = 200, expand: tuple[str, ...] 
     kg = summary.graph
     notes = list(kg.notes)
     if kg.hidden_edges:
-        notes.append(f"{kg.hidden_edges} smaller edges summarised on their nodes (+N smaller inputs), "
-                     "to keep under 2 edges per node")
-    main = None
-    if svg or groups:
-        main = layout(kg, graph.source, budget_s * (MAIN_SHARE if groups else 1.0))
-        if main.note:
-            notes.append(main.note)
-    group_svgs: dict[str, str] = {}
-    subs: dict[str, KernelGraph] = {}
-    if groups:
-        left = max(1.0, budget_s - (time.perf_counter() - started))
-        subs = group_graphs(analysis, kg)
-        done, more = layout_many(subs, left)
-        group_svgs = {gid: lay.svg.decode() for gid, lay in done.items()}
-        notes += more
+        notes.append(f"{kg.hidden_edges} smaller edges not drawn, to keep under 2 edges per node "
+                     "(each node says what it leaves out: +N smaller inputs)")
+    subs = group_graphs(analysis, kg) if groups else {}
+    with ThreadPoolExecutor(1) as pool:  # the whole drawing beside the groups' (one core each, where there are two)
+        future = pool.submit(layout, kg, graph.source, budget_s) if (svg or groups) else None
+        done, more = layout_many(subs, budget_s - (time.perf_counter() - started), max(1, (os.cpu_count() or 1) - 1))
+        main = future.result() if future else None
+    if main is not None and main.note:
+        notes.append(main.note)
+    notes += more
+    group_svgs = {gid: lay.svg.decode() for gid, lay in done.items()}
     return Drawing(kg, graph.source, main.svg if main else None, group_svgs, subs, notes, time.perf_counter() - started)

@@ -10,7 +10,7 @@ import time
 from ..errors import UsageError
 
 FAST_ARGS = ("-Gsplines=line", "-Gnslimit=2", "-Gnslimit1=2", "-Gmclimit=0.3")  # measured: 25 s -> 1 s on a 109-node step
-FULL_SHARE = 0.6  # of a graph's time, for the full layout before the fast one
+FULL_SHARE = 1 / 3  # of a graph's time, for the full layout before the fast one (its median is a few seconds here)
 
 
 def dot_available() -> bool:

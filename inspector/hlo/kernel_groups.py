@@ -78,6 +78,46 @@ def _source_label(place: SourcePlace, phase: str | None) -> str:
     return place.where + rep + (f" {phase}" if phase else "")
 
 
+def _longest_stretches(names: list[str], key: dict[str, tuple]) -> dict[tuple, tuple[int, int]]:
+    """Each group's longest unbroken stretch of the schedule, (first, last) index: where it is
+    placed, though XLA starts a copy for it early or delays a weight gradient to the end."""
+    best: dict[tuple, tuple[int, int]] = {}
+    start = 0
+    for i in range(1, len(names) + 1):
+        if i == len(names) or key[names[i]] != key[names[start]]:
+            k = key[names[start]]
+            if k not in best or i - 1 - start > best[k][1] - best[k][0]:
+                best[k] = (start, i - 1)
+            start = i
+    return best
+
+
+def _join_runs(names: list[str], key: dict[str, tuple]) -> dict[str, tuple]:
+    """Runs of one loose place (parameter updates) that only other groups' stragglers part (the
+    weight gradients XLA delays to the end of a step, each a layer's) join into one run."""
+    main = _longest_stretches(names, key)
+    runs: dict[object, list[tuple]] = {}
+    for k in dict.fromkeys(key[n] for n in names):
+        if k is not None and isinstance(k[1], tuple):
+            runs.setdefault(k[0], []).append(k)
+    index = {n: i for i, n in enumerate(names)}
+    span: dict[tuple, list[int]] = {}
+    for n in names:
+        span.setdefault(key[n], []).append(index[n])
+    rename: dict[tuple, tuple] = {}
+    for place_runs in runs.values():
+        head = place_runs[0]
+        for k in place_runs[1:]:
+            gap = names[max(span[head]) + 1:min(span[k])] if max(span[head]) < min(span[k]) else []
+            strays = all(not main[key[x]][0] <= index[x] <= main[key[x]][1] for x in gap)
+            if gap and strays or not gap:
+                rename[k] = head
+                span[head] = span[head] + span[k]
+            else:
+                head = k
+    return {n: rename.get(k, k) for n, k in key.items()}
+
+
 def _source_groups(kernels: list[Kernel], stacks: dict[str, tuple[Frame, ...]]) -> list[KernelGroup]:
     names = [k.name for k in kernels]
     phases = {k.name: phase_of(k) for k in kernels}
@@ -86,6 +126,7 @@ def _source_groups(kernels: list[Kernel], stacks: dict[str, tuple[Frame, ...]]) 
     autodiff = any(phases.values())
     loose = {n for n in places if phases[n] is None} if autodiff else set()  # a parameter update: beside its layer
     final = settle(kernels, key, loose, lambda k, run: (k[0] if k else None, ("run", run), None))
+    final = _join_runs(names, final)
     groups: dict[tuple, KernelGroup] = {}
     own: dict[tuple, list[str]] = {}
     for i, n in enumerate(names):
@@ -96,10 +137,11 @@ def _source_groups(kernels: list[Kernel], stacks: dict[str, tuple[Frame, ...]]) 
         if n in places:
             own.setdefault(final[n], []).append(n)
     index = {n: i for i, n in enumerate(names)}
+    main = _longest_stretches(names, final)
     for gkey, g in groups.items():
         mine = own.get(gkey, [])
         if mine:
-            g.order = index[mine[0]]
+            g.order = next((index[n] for n in mine if index[n] >= main[gkey][0]), index[mine[0]])
             place = Counter(places[n] for n in mine).most_common(1)[0][0]
             looped = gkey[1] is not None and not isinstance(gkey[1], tuple)
             found = {phases[n] for n in mine if final[n] == key[n]}  # its own, not the loose ones that joined it

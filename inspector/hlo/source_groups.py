@@ -121,7 +121,12 @@ class _Splitter:
                 self._split(kids, depth + 1)  # the loop is further in
         for n, frames in loops.items():
             for group in self._interleaved(frames, children):
-                self._loop([m for f in group for m in children[f]], group, depth, n)
+                members = [m for f in group for m in children[f]]
+                calls = any(len(self.paths[m]) > depth + 1 for m in members)
+                if (calls or len(group) > 1) and len(members) >= MIN_PER_REPETITION * n:
+                    self._loop(members, group, depth, n)
+                else:  # one line's own ops repeating (take_along_axis), or a small call repeated: one place
+                    plain += group
         self._plain_runs(own, plain, children, depth)
 
     def _kind(self, members: list[str], depth: int) -> tuple[str, int]:
@@ -133,7 +138,7 @@ class _Splitter:
         inner = self._children(members, depth)[1]
         inner_once = any(_once(k, self.count) and len(k) > 1 for k in inner.values())
         if n >= 2 and not inner_once:
-            return ("loop", n) if len(members) >= MIN_PER_REPETITION * n else ("plain", 1)
+            return "loop", n  # (enough kernels per repetition is judged with its siblings in the loop)
         if any(self._kind(k, depth + 1)[0] != "plain" for k in inner.values()):
             return "mixed", 1
         return "plain", 1
