@@ -13,7 +13,7 @@ from inspector.backends import Backend
 from inspector.chips import get_chip
 from inspector.errors import UsageError
 from inspector.hlo.fusions import analyse_fusions
-from inspector.hlo.graph import build_dot, dot_available, render_svg
+from inspector.hlo.graph import build_dot, dot_available
 from inspector.hlo.graph_model import build_graph
 from inspector.stages import capture
 from inspector.target import load_target

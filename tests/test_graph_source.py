@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import DATA, ROOT, line_of, lines_of_function
+from conftest import DATA, line_of, lines_of_function
 from inspector.chips import get_chip
 from inspector.errors import UsageError
 from inspector.hlo.fusions import Kernel, TensorRef, analyse_fusions
