@@ -85,7 +85,7 @@ def coarsen(collapsed: list[Group], room: int, reps: dict[str, int | None]) -> t
     room = max(1, room)
     segs = [[g] for g in sorted(collapsed, key=lambda g: g.order)]
     size = [len(g.kernels) for g in sorted(collapsed, key=lambda g: g.order)]
-    key = [(s[0].place, s[0].phase) for s in segs]
+    key: list[tuple[str | None, str | None]] = [(s[0].place, s[0].phase) for s in segs]
     nxt = list(range(1, len(segs))) + [-1]
     prv = [-1] + list(range(len(segs) - 1))
     version = [0] * len(segs)
@@ -112,18 +112,18 @@ def coarsen(collapsed: list[Group], room: int, reps: dict[str, int | None]) -> t
         for a, b in ((prv[i], i), (i, nxt[i])):
             if a >= 0 and b >= 0:
                 heapq.heappush(heap, (cost(a, b), a, b, version[a], version[b]))
-    merged = []
-    i = 0
-    while i >= 0:
-        b = segs[i]
-        if len(b) == 1:
-            merged.append(b[0])
+    merged: list[Group] = []
+    at = 0
+    while at >= 0:
+        run = segs[at]
+        if len(run) == 1:
+            merged.append(run[0])
         else:
-            label, place = _merged_label(b, reps)
-            merged.append(Group("g_" + _ident(label), label, place, b[0].phase if len({g.phase for g in b}) == 1 else None,
-                                min(g.order for g in b), [k for g in b for k in g.kernels], b[0].by, False,
-                                [g.label for g in b]))
-        i = nxt[i]
+            label, place = _merged_label(run, reps)
+            merged.append(Group("g_" + _ident(label), label, place, run[0].phase if len({g.phase for g in run}) == 1 else None,
+                                min(g.order for g in run), [k for g in run for k in g.kernels], run[0].by, False,
+                                [g.label for g in run]))
+        at = nxt[at]
     example = next((g.label for g in merged if g.members), merged[0].label)
     note = (f"{len(collapsed)} groups drawn as {len(merged)} nodes to fit --max-nodes: neighbours merged "
             f"(e.g. {example}); raise --max-nodes to see each")

@@ -153,9 +153,10 @@ def settle(kernels: list[Kernel], key: dict[str, tuple | None], loose: set[str],
             sizes: dict[tuple, int] = {}
             last: dict[tuple, int] = {}
             for t in k.inputs:
-                if key.get(t.producer) is not None and t.producer not in loose:
-                    sizes[key[t.producer]] = sizes.get(key[t.producer], 0) + t.bytes
-                    last[key[t.producer]] = max(last.get(key[t.producer], -1), index[t.producer])
+                group = key.get(t.producer)
+                if group is not None and t.producer not in loose:
+                    sizes[group] = sizes.get(group, 0) + t.bytes
+                    last[group] = max(last.get(group, -1), index[t.producer])
             if sizes:
                 best = max(sizes, key=sizes.__getitem__)
                 if beside_loose(index[k.name], last[best], best):
@@ -173,7 +174,7 @@ def settle(kernels: list[Kernel], key: dict[str, tuple | None], loose: set[str],
         last_loose = is_loose
     for name, anchor in borrowed.items():
         key[name] = key[anchor]
-    return key
+    return cast("dict[str, tuple]", key)  # every kernel keyed now
 
 
 def group_keys(kernels: list[Kernel]) -> tuple[dict[str, tuple[str, str | None]], dict[str, Kernel]]:

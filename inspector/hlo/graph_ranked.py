@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 
 from .graph import RANK_COLOR, _fill, _label_bytes, node_label
-from .graph_model import KernelGraph, Node
+from .graph_model import Edge, KernelGraph, Node
 
 FONT = 10
 LINE = 13  # px per text line
@@ -56,7 +56,8 @@ def ranked_svg(kg: KernelGraph, note: str = "") -> bytes:
         out_row = len(rows)
     width = max([w for _, w, _ in boxes] + [200.0])
     top = 2 * LINE + (LINE if note else 0) + PAD
-    y, ys = top, []
+    y: float = top
+    ys: list[float] = []
     groups = {g.id: g for g in kg.groups}
     prev_group = None
     for n, (_, _, h) in zip(rows, boxes):
@@ -80,7 +81,7 @@ def ranked_svg(kg: KernelGraph, note: str = "") -> bytes:
         w, h = (boxes[i][1], boxes[i][2]) if i < len(rows) else (120.0, 2 * LINE)
         return x0 + (width + w) / 2, ys[i], ys[i] + h
 
-    edges = [(e.src, e.dst, e) for e in kg.edges if e.src in row_of and e.dst in row_of]
+    edges: list[tuple[str, str, Edge | None]] = [(e.src, e.dst, e) for e in kg.edges if e.src in row_of and e.dst in row_of]
     edges += [(src, "__output__", None) for src in kg.outputs if src in row_of and out_row is not None]
     spans = [(min(row_of[a], row_of[b]), max(row_of[a], row_of[b])) for a, b, _ in edges]
     long = [i for i, (a, b, _) in enumerate(edges)  # all but an arrow down to the next row

@@ -110,7 +110,7 @@ class Drawing:
 
     graph: KernelGraph
     dot: str
-    svg: bytes | None
+    svg: bytes  # empty when not asked for
     group_svgs: dict[str, str]  # a collapsed group's node id -> the drawing of its own kernels
     group_graphs: dict[str, KernelGraph]  # ... and their graph
     notes: list[str]  # what was simplified to fit the budgets, each with how to see more
@@ -160,4 +160,4 @@ def draw(analysis, title: str, *, max_nodes: int = 200, expand: tuple[str, ...] 
         notes.append(main.note)
     notes += more
     group_svgs = {gid: lay.svg.decode() for gid, lay in done.items()}
-    return Drawing(kg, graph.source, main.svg if main else None, group_svgs, subs, notes, time.perf_counter() - started)
+    return Drawing(kg, graph.source, main.svg if main else b"", group_svgs, subs, notes, time.perf_counter() - started)

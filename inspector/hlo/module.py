@@ -296,8 +296,8 @@ def _frames(text: str) -> tuple[dict[int, str], dict[int, tuple[Frame, ...]]]:
             tail = stacks[i] = tail + (links[i][0],)
         return stacks[frame_id]
 
-    for k in links:
-        stack(k)
+    for frame_id in links:
+        stack(frame_id)
     return {k: f"{fr.file}:{fr.line}" for k, (fr, _) in links.items()}, stacks
 
 

@@ -92,7 +92,8 @@ class _Splitter:
         return self.place
 
     def _children(self, members: list[str], depth: int) -> tuple[list[str], dict[Frame, list[str]]]:
-        own, children = [], {}
+        own: list[str] = []
+        children: dict[Frame, list[str]] = {}
         for m in members:
             p = self.paths[m]
             if len(p) > depth:
@@ -147,7 +148,7 @@ class _Splitter:
         """Runs of equal signatures in schedule order: a loop's body of two or more kernels,
         run N times, makes at least 2N."""
         runs, last = 0, None
-        for m in sorted(members, key=self.index.get):
+        for m in sorted(members, key=self.index.__getitem__):
             runs += self.sig[m] != last
             last = self.sig[m]
         return runs
@@ -171,7 +172,7 @@ class _Splitter:
         return groups
 
     def _loop(self, members: list[str], frames: list[Frame], depth: int, n: int) -> None:
-        members = sorted(members, key=self.index.get)
+        members = sorted(members, key=self.index.__getitem__)
         site = frames[0]
         inner = {self.paths[m][depth + 1] for m in members if len(self.paths[m]) > depth + 1}
         if len(frames) == 1 and len({f.function for f in inner}) == 1:  # a loop calling one function: its lines
@@ -190,7 +191,7 @@ class _Splitter:
                 seen[self.sig[m]] += 1
                 rep[m] = n - 1 - r if self.backward else r
         last = None
-        pending = []
+        pending: list[str] = []
         for m in members:  # the odd ones (fused across a layer's edge): with the kernel before them
             if m in rep:
                 last = rep[m]
@@ -223,7 +224,7 @@ class _Splitter:
                 self._plain(own, depth - 1 if depth else 0)
             return
         placed = set(self.place)
-        members.sort(key=self.index.get)
+        members.sort(key=self.index.__getitem__)
         runs: list[list[str]] = [[members[0]]]
         for a, b in zip(members, members[1:]):
             between = self.names[self.index[a] + 1:self.index[b]]
@@ -238,11 +239,11 @@ class _Splitter:
         """One place: the lines of the frame at `depth` (the calls it makes, or its own ops)."""
         frames = [self.paths[m][depth] if len(self.paths[m]) > depth else (self.paths[m][-1] if self.paths[m] else None)
                   for m in members]
-        frames = [f for f in frames if f is not None]
-        if not frames:
+        found = [f for f in frames if f is not None]
+        if not found:
             return
-        first = frames[0]
-        lines = [f.line for f in frames if f.file == first.file and f.function == first.function] or [first.line]
+        first = found[0]
+        lines = [f.line for f in found if f.file == first.file and f.function == first.function] or [first.line]
         n = _loop_count(members, self.count)
         paths = {self.paths[m] for m in members}
         path = next(iter(paths))
