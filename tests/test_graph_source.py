@@ -88,6 +88,7 @@ def test_stack_frames_are_read_outermost_first():
     # jax appends the stack of a cached rule's first trace (another layer's): cut at the first repeat
     a, b, c2 = Frame("m.py", 1, "f"), Frame("m.py", 5, "g"), Frame("m.py", 9, "g")
     assert clean_stack((a, b, a, c2)) == (a, b)
+    assert clean_stack((a, b, a, c2), start=3) == (a, b, a, c2)  # the caller's own recursion (pytest's hooks) stays
 
 
 # ----------------------------------------------------------------------------- grouping by source

@@ -41,14 +41,13 @@ class SourcePlace:
         return (self.file, self.lines, self.function, self.site)
 
 
-def clean_stack(stack: tuple[Frame, ...]) -> tuple[Frame, ...]:
-    """The stack up to the first frame seen twice: jax appends the stack of the first trace of a
-    cached rule (a custom_jvp's division, say) to the op's own, which would name another layer."""
-    seen = set()
-    for i, f in enumerate(stack):
-        if f in seen:
+def clean_stack(stack: tuple[Frame, ...], start: int = 0) -> tuple[Frame, ...]:
+    """The stack up to the first frame from `start` on that it holds twice: jax appends the stack
+    of the first trace of a cached rule (a custom_jvp's division, say) to the op's own, which
+    would name another layer. Frames before `start` (the caller's: pytest's recursion) may repeat."""
+    for i in range(start, len(stack)):
+        if stack[i] in stack[:i]:
             return stack[:i]
-        seen.add(f)
     return stack
 
 
@@ -257,9 +256,9 @@ def source_places(names: list[str], stacks: dict[str, tuple[Frame, ...]], phases
                   opcodes: dict[str, str]) -> dict[str, SourcePlace]:
     """The place of every kernel with a stack (`names` in schedule order). Frames every kernel
     shares (the caller of the function, the function's own call of value_and_grad) say nothing."""
-    stacks = {n: clean_stack(stacks[n]) for n in names if stacks.get(n)}
+    stacks = {n: stacks[n] for n in names if stacks.get(n)}
     cut = _common_prefix(list(stacks.values()))
-    paths = {n: s[cut:] for n, s in stacks.items()}
+    paths = {n: clean_stack(s, cut)[cut:] for n, s in stacks.items()}
     sig = {n: (p, opcodes.get(n)) for n, p in paths.items()}
     places: dict[str, SourcePlace] = {}
     for phase in dict.fromkeys(phases.get(n) for n in names):
