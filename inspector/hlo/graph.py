@@ -159,6 +159,6 @@ def dot_of(kg: KernelGraph, legend: bool = True):
         ranked_by = "slowest kernels" if kg.top and kg.top[0].time_s is not None else "kernels with most HBM bytes"
         panel.node("__l_top", f"#1: the {ranked_by}\n(top {len(kg.top)}, their rank; magenta border)", shape="box",
                    style="rounded", penwidth="4", color=RANK_COLOR)
-        panel.node("__l_grp", "a scope's forward or\nbackward kernels", shape="box3d")
+        panel.node("__l_grp", "a group: a layer's (a scope's,\na loop's i-th run) forward\nor backward kernels", shape="box3d")
         panel.node("__l_edge", "solid edge: HBM tensor\ndashed: stays in VMEM\nthicker: more bytes", shape="plaintext")
     return g
