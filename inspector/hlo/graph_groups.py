@@ -87,15 +87,18 @@ def scope_structure(kernels: list[Kernel]) -> int:
     return len({key[n][0] for n in scoped}) if runs <= 3 * keys else 0
 
 
-def settle(kernels: list[Kernel], key: dict[str, tuple | None], loose: set[str], run_key) -> dict[str, tuple]:
+def settle(kernels: list[Kernel], key: dict[str, tuple | None], loose: set[str], run_key,
+           apart: set[str] | None = None, loose_between: bool = False) -> dict[str, tuple]:
     """Each kernel's final group key, from `key` (None: a kernel with nothing of its own to go
     by). Such kernels (async copies and slices XLA made without an op_name) join the group of a
     kernel they run beside: their reader's when nothing of another group runs between them, else
     their producer's when that one is beside them (an activation copied out during the forward,
     read back in the backward, belongs to the forward), else their reader's. `loose` kernels
     (outside any scope, or outside autodiff: a parameter update) join the group they read most
-    from when they run beside it. What is left of them splits into runs between the other
-    groups, so one group does not span the whole step: `run_key(key, n)` names the n-th run."""
+    from when they run beside it. What is left of them (and of `apart`: every unscoped kernel)
+    splits into runs between the other groups, so one group does not span the whole step:
+    `run_key(key, n)` names the n-th run. `loose_between`: other loose kernels between one and
+    the group it reads from do not part them (a TPU step interleaves every layer's updates)."""
     by_name = {k.name: k for k in kernels}
     index = {k.name: i for i, k in enumerate(kernels)}
     key = dict(key)
@@ -147,14 +150,14 @@ def settle(kernels: list[Kernel], key: dict[str, tuple | None], loose: set[str],
         elif r is not None or p is not None:
             borrowed[k.name] = cast(str, r or p)  # one of them is a name
     joined = set()
-    beside_loose = stretches(loose)  # other loose kernels between (the next parameter's update) do not part them
+    beside_loose = stretches(loose) if loose_between else beside
     for k in kernels:  # loose: with the group it reads most from, when it runs beside it
         if k.name in loose and k.name not in borrowed:
             sizes: dict[tuple, int] = {}
             last: dict[tuple, int] = {}
             for t in k.inputs:
                 group = key.get(t.producer)
-                if group is not None and t.producer not in loose:
+                if group is not None and t.producer not in loose and t.producer not in (apart or ()):
                     sizes[group] = sizes.get(group, 0) + t.bytes
                     last[group] = max(last.get(group, -1), index[t.producer])
             if sizes:
@@ -166,7 +169,7 @@ def settle(kernels: list[Kernel], key: dict[str, tuple | None], loose: set[str],
     for k in kernels:  # one group per run of loose kernels
         if k.name in borrowed:
             continue  # takes the group of the kernel it joins, below
-        is_loose = (k.name in loose and k.name not in joined) or k.name not in named  # (or nothing to go by at all)
+        is_loose = (k.name in (loose | (apart or set())) and k.name not in joined) or k.name not in named  # (or nothing to go by)
         if is_loose:
             if last_loose is False:
                 run += 1
@@ -181,5 +184,7 @@ def group_keys(kernels: list[Kernel]) -> tuple[dict[str, tuple[str, str | None]]
     """Each kernel's (top-level scope, phase), unnamed and unscoped kernels settled beside the
     kernels they run with (`settle`); the runs outside any scope are <top>, <top>1, ..."""
     key = scope_keys(kernels)
-    loose = {n for n, k in key.items() if k is not None and k[0] == TOP}
-    return settle(kernels, key, loose, lambda _, run: (TOP if run == 0 else f"{TOP}{run}", None)), {k.name: k for k in kernels}
+    loose = {n for n, k in key.items() if k == (TOP, None)}  # outside autodiff and any scope: a parameter update
+    unscoped = {n for n, k in key.items() if k is not None and k[0] == TOP}
+    run_key = lambda _, run: (TOP if run == 0 else f"{TOP}{run}", None)
+    return settle(kernels, key, loose, run_key, unscoped), {k.name: k for k in kernels}

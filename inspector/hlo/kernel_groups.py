@@ -125,7 +125,7 @@ def _source_groups(kernels: list[Kernel], stacks: dict[str, tuple[Frame, ...]]) 
     key = {n: (p.key, p.repetition, phases[n]) if (p := places.get(n)) else None for n in names}
     autodiff = any(phases.values())
     loose = {n for n in places if phases[n] is None} if autodiff else set()  # a parameter update: beside its layer
-    final = settle(kernels, key, loose, lambda k, run: (k[0] if k else None, ("run", run), None))
+    final = settle(kernels, key, loose, lambda k, run: (k[0] if k else None, ("run", run), None), loose_between=True)
     final = _join_runs(names, final)
     groups: dict[tuple, KernelGroup] = {}
     own: dict[tuple, list[str]] = {}
