@@ -71,14 +71,15 @@ def _merged_label(members: list[Group], reps: dict[str, int | None]) -> tuple[st
         return f"{first.label} ({len(members)} parts)", first.place
     if len({g.phase for g in members}) == 1 and TOP not in {g.place for g in members}:  # layer0 .. layer3 forward
         return f"{first.place} .. {members[-1].place}" + (f" {first.phase}" if first.phase else ""), first.place
-    big = max(members, key=lambda g: len(g.kernels))
+    named = [g for g in members if g.place != TOP] or members  # named by a group of the program's own, not a <top> run
+    big = max(named, key=lambda g: len(g.kernels))
     return f"{big.label} (+{len(members) - 1} groups)", big.place
 
 
 def coarsen(collapsed: list[Group], room: int, reps: dict[str, int | None]) -> tuple[list[Group], list[str]]:
     """Collapsed groups in at most `room` nodes: neighbours in schedule order merged, the pair
-    with the fewest kernels first, and a pair of one place and phase (a loop's repetitions) before
-    a pair of two (so a small run beside a layer joins it before two layers merge). Returns the
+    with the fewest kernels first, a pair of one place and phase (a loop's repetitions) before a
+    run outside any group with its neighbour, before two groups of two places. Returns the
     groups and a note when some were merged."""
     if len(collapsed) <= room or not collapsed:
         return collapsed, []
@@ -91,8 +92,8 @@ def coarsen(collapsed: list[Group], room: int, reps: dict[str, int | None]) -> t
     version = [0] * len(segs)
     alive = len(segs)
 
-    def cost(i: int, j: int) -> int:
-        return (size[i] + size[j]) * (1 if key[i] == key[j] else 4)
+    def cost(i: int, j: int) -> int:  # a run outside any group joins a neighbour before two groups merge
+        return (size[i] + size[j]) * (1 if key[i] == key[j] else 2 if TOP in (key[i][0], key[j][0]) else 4)
 
     heap = [(cost(i, i + 1), i, i + 1, 0, 0) for i in range(len(segs) - 1)]
     heapq.heapify(heap)
