@@ -269,7 +269,8 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
             if e.dst not in first_in:
                 first_in.add(e.dst)
                 keep.append(e)
-        rest = [e for e in edges if e not in keep]
+        kept = {id(e) for e in keep}  # (by identity: comparing edges field by field is quadratic on a full graph)
+        rest = [e for e in edges if id(e) not in kept]
         room = max(0, budget - len(keep))
         keep += rest[:room]
         for e in rest[room:]:

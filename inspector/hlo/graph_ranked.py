@@ -6,6 +6,7 @@ structure (`g.node` with the node's id and a `title`, `g.edge`, `g.cluster`), so
 reads it as it reads dot's."""
 from __future__ import annotations
 
+import textwrap
 from html import escape
 
 from .graph import RANK_COLOR, _fill, _label_bytes, node_label
@@ -55,7 +56,8 @@ def ranked_svg(kg: KernelGraph, note: str = "") -> bytes:
     if kg.output_node:
         out_row = len(rows)
     width = max([w for _, w, _ in boxes] + [200.0])
-    top = 2 * LINE + (LINE if note else 0) + PAD
+    said = textwrap.wrap(note, 120) if note else []
+    top = 2 * LINE + len(said) * LINE + PAD
     y: float = top
     ys: list[float] = []
     groups = {g.id: g for g in kg.groups}
@@ -96,9 +98,9 @@ def ranked_svg(kg: KernelGraph, note: str = "") -> bytes:
              f'<g id="graph0" class="graph"><title>{escape(kg.title)}</title>',
              f'<rect x="0" y="0" width="{total_w:.0f}" height="{y + PAD:.0f}" fill="white"/>',
              f'<text x="{PAD}" y="{LINE + 4}" font-family="Helvetica,sans-Serif" font-size="16">{escape(kg.title)}</text>']
-    if note:
-        parts.append(f'<text x="{PAD}" y="{2 * LINE + 6}" font-family="Helvetica,sans-Serif" font-size="{FONT}" '
-                     f'fill="#a33">{escape(note)}</text>')
+    for i, line in enumerate(said):
+        parts.append(f'<text x="{PAD}" y="{(2 + i) * LINE + 6}" font-family="Helvetica,sans-Serif" font-size="{FONT}" '
+                     f'fill="#a33">{escape(line)}</text>')
     # clusters: an open group's rows, framed
     spans_of: dict[str, list[int]] = {}
     for i, n in enumerate(rows):

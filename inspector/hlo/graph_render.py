@@ -17,7 +17,12 @@ from .graph_ranked import ranked_svg
 from .graphviz_run import FAST_ARGS, FULL_SHARE, dot_available, run_dot
 
 DEFAULT_BUDGET_S = 30.0  # `--layout-budget`: the drawing's share of an export on a 2-core machine
-HEAVY = 6000  # layout cost (see layout_cost) past which the full layout is not tried: ~10 s of dot here
+# What dot gets through per second here (layout_cost units, measured on 2 cores under load): the
+# full layout ~600 (2,795 in 4-6 s, 9,370 in 32 s), the fast settings ~10,000 (36,975 in 4 s; a
+# 1,550-node graph of cost 1.6M unfinished after 20 s). A layout not expected within its share
+# of the budget is not tried.
+FULL_RATE = 600
+FAST_RATE = 10_000
 LIGHT = 1500  # group drawings up to this cost share one dot process (a start is ~0.1 s)
 
 
@@ -52,14 +57,19 @@ def layout(kg: KernelGraph, source: str, budget_s: float = DEFAULT_BUDGET_S) -> 
         return _ranked(kg, "(dot) is not installed", started)
     cost = layout_cost(kg)
     tried = None
-    if cost <= HEAVY:
+    if cost <= FULL_RATE * budget_s * FULL_SHARE:
         out = run_dot([source], (), budget_s * FULL_SHARE)
         if not isinstance(out, str):
             return Layout(out[0], "dot", time.perf_counter() - started)
         tried = f"full layout {out}"
-    out = run_dot([source], FAST_ARGS, started + budget_s - time.perf_counter())
+    left = started + budget_s - time.perf_counter()
+    if cost > FAST_RATE * left:
+        why = f"{tried}, " if tried else ""
+        return _ranked(kg, f"{why}would not finish in {left:.0f} s (a graph of {len(kg.nodes)} nodes, {cost} ranks of edges)",
+                       started)
+    out = run_dot([source], FAST_ARGS, left)
     if not isinstance(out, str):
-        why = tried or f"full layout skipped: {cost} ranks of edges, past {HEAVY}"
+        why = tried or f"full layout skipped: {cost} ranks of edges, more than it lays out in {budget_s * FULL_SHARE:.0f} s"
         note = f"Graphviz's {why}: laid out with straight edges and fewer passes"
         return Layout(out[0], "dot-fast", time.perf_counter() - started, note)
     return _ranked(kg, f"{tried + ', fast layout ' if tried else 'fast layout '}{out}", started)
@@ -78,8 +88,9 @@ def layout_many(graphs: dict[str, KernelGraph], budget_s: float, procs: int = 0)
         return {gid: _ranked(g, "(dot) is not installed", started) for gid, g in graphs.items()}, []
     procs = max(1, min(len(graphs), procs or os.cpu_count() or 1, 8))
     costs = {gid: layout_cost(g) for gid, g in graphs.items()}
+    huge = [gid for gid in graphs if costs[gid] > FAST_RATE * budget_s]  # straight to our own layout
     light = [gid for gid in graphs if costs[gid] <= LIGHT]
-    heavy = [gid for gid in graphs if costs[gid] > LIGHT]
+    heavy = [gid for gid in graphs if LIGHT < costs[gid] and gid not in huge]
     tasks = [(light[i::procs], ()) for i in range(procs) if light[i::procs]] + [([gid], FAST_ARGS) for gid in heavy]
     done: dict[str, Layout] = {}
 
