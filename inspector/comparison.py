@@ -4,8 +4,9 @@ report.build_report); this module only reads them. Plain data, never printed.
 
 Kernels are paired by what they are, not by their HLO names (``fusion.12`` in one compile is
 not ``fusion.12`` in another): kernels of the same kind made from the same jax op (op_name) at
-the same source line pair up in schedule order; then, of those left, the same line number in
-another file (variant B a copy of A), then the same jax op anywhere (an edit moved the lines);
+the same source line pair up in schedule order, within the same group (a layer's forward) first;
+then, of those left, the same line number in another file (variant B a copy of A), then the same
+jax op anywhere (an edit moved the lines);
 the ones left over are only on one side.
 """
 from __future__ import annotations
@@ -43,6 +44,7 @@ class KernelRef:
     source: str | None
     hbm_bytes: int
     flops: float
+    group: str | None = None  # its KernelGroup's label: layer3 forward, gpt2.py:34-35 block #7 backward
 
 
 @dataclasses.dataclass
@@ -111,7 +113,7 @@ def _kernels(report: Report) -> list:
 
 
 def _ref(k) -> KernelRef:
-    return KernelRef(k.name, k.kind, k.source, k.hbm_bytes * k.repeat, k.flops * k.repeat)
+    return KernelRef(k.name, k.kind, k.source, k.hbm_bytes * k.repeat, k.flops * k.repeat, k.group)
 
 
 def _totals(a: Report, b: Report) -> list[Total]:
@@ -136,10 +138,12 @@ def _line(source: str | None) -> str | None:
     return source.rsplit(":", 1)[-1] if source else None
 
 
-# Keys from strict to loose: the same source line; the same line number in another file (B a copy
+# Keys from strict to loose: the same source line in the same group (a layer's forward: one side may
+# fuse a kernel more in an earlier layer); the same source line; the same line number in another file (B a copy
 # of A, or A moved); the same jax op anywhere (lines shifted by an edit). Each pass pairs what the
 # stricter ones left, in schedule order.
-_PAIR_KEYS = (lambda k: (k.kind, k.op_name, k.source),
+_PAIR_KEYS = (lambda k: (k.group, k.kind, k.op_name, k.source),  # layer 7's forward with layer 7's forward
+              lambda k: (k.kind, k.op_name, k.source),
               lambda k: (k.kind, k.op_name, _line(k.source)),
               lambda k: (k.kind, k.op_name))
 

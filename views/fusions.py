@@ -54,6 +54,9 @@ KERNEL_COLUMNS = (
 )
 
 
+GROUP_COLUMN = Column("group", lambda k: k.group or "-", "left")  # FusionAnalysis.groups: a layer's forward, a loop's i-th run
+
+
 def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) -> Table:
     kernels = list(analysis.kernels)
     if sort_key := SORT_KEYS.get(sort):
@@ -63,9 +66,14 @@ def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) 
     table = Table(title=f"kernels in schedule order{'' if sort == 'order' else f', by {sort}'}; roofline on {chip}",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("#", justify="right", no_wrap=True)
-    for col in KERNEL_COLUMNS:
+    columns = list(KERNEL_COLUMNS)
+    if len(analysis.groups) > 1:  # the grouping the kernel graph and compare use, beside the source line
+        columns.insert(next(i for i, c in enumerate(columns) if c.label == "source") + 1, GROUP_COLUMN)
+    for col in columns:
         if col.label == "kernel":
             table.add_column(col.label, min_width=14, ratio=1, overflow="fold")
+        elif col.label == "group":
+            table.add_column(col.label, no_wrap=True, overflow="ellipsis", max_width=40)
         else:
             table.add_column(col.label, justify=col.justify, no_wrap=True)
     made_by = any(k.made_by for k in analysis.kernels)  # compiled with pass dumps (show --passes)
@@ -76,7 +84,7 @@ def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) 
         table.add_column("est. time", justify="right", no_wrap=True)
     order = {id(k): i for i, k in enumerate(analysis.kernels)}
     for k in shown:
-        add_row(table, str(order[id(k)]), *(col.cell(k) for col in KERNEL_COLUMNS),
+        add_row(table, str(order[id(k)]), *(col.cell(k) for col in columns),
                 *([(k.made_by or "-").split(" (", 1)[0]] if made_by else []),
                 *([fmt_time(k.estimated_seconds) + ESTIMATE_MARK.get(k.estimate_source or "", "")] if timed else []))
     notes = []

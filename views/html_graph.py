@@ -21,7 +21,8 @@ table{border-collapse:collapse;width:100%;margin-top:6px}td,th{padding:2px 4px;t
 tr.top{cursor:pointer}tr.top:hover{background:#f0f4ff}
 #info{flex:none;max-height:38vh;overflow:auto;white-space:pre-wrap;font-family:monospace;font-size:11px;background:#f7f7f7;padding:4px;margin-top:6px;min-height:4em}
 #graph > svg.searching g.node:not(.hit){opacity:.25}
-g.node.hit polygon,g.node.hit path{stroke:#0050ff;stroke-width:5}
+g.node.hit polygon,g.node.hit path,g.node.hit rect{stroke:#0050ff;stroke-width:5}
+#notes{color:#a33;font-size:12px;margin:4px 0}
 #count{color:#555}
 #graph{position:relative}
 #detail{display:none;position:absolute;top:0;right:0;width:55%;height:100%;background:#fff;border-left:2px solid #0050ff;flex-direction:column}
@@ -59,9 +60,12 @@ function mark(ids){ document.querySelectorAll('g.node.hit').forEach(g => g.class
   svg.classList.toggle('searching', ids !== null);
   (ids || []).forEach(id => { const g = document.getElementById(id); if (g) g.classList.add('hit'); }); }
 function show(id){ const n = DATA.nodes[id]; if (n) document.getElementById('info').textContent = n.info; }
+function matcher(q){  // a line number matches itself, not the lines it begins: gpt2.py:3 is not gpt2.py:34
+  const esc = q.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'); const re = new RegExp(esc + (/\d$/.test(q) ? '(?!\\d)' : ''));
+  return text => re.test(text); }
 function search(text){ const q = text.trim().toLowerCase();
   if (!q){ mark(null); document.getElementById('count').textContent = ''; return []; }
-  const ids = Object.keys(DATA.nodes).filter(id => DATA.nodes[id].text.includes(q));
+  const hit = matcher(q), ids = Object.keys(DATA.nodes).filter(id => hit(DATA.nodes[id].text));
   mark(ids); document.getElementById('count').textContent = ids.length + ' node(s)';
   if (ids.length) { const g = document.getElementById(ids[0]); if (g) view.focus(g); show(ids[0]); } return ids; }
 function expand(id, q){  // open a collapsed group: its own kernels, drawn beside the graph
@@ -72,7 +76,8 @@ function expand(id, q){  // open a collapsed group: its own kernels, drawn besid
   const node = document.getElementById(id); if (node) view.focus(node, 0.45);  // the group stays in sight beside it
   sub.querySelectorAll('g.node').forEach(g => g.addEventListener('mouseenter', () => {
     document.getElementById('info').textContent = [...g.querySelectorAll('text')].map(t => t.textContent).join('\n'); }));  // not the <title>: Graphviz's node id
-  if (q) { const hit = [...sub.querySelectorAll('g.node')].filter(g => g.textContent.toLowerCase().includes(q));
+  const inner = DATA.groups[id] || {}, m = q ? matcher(q) : null;  // its kernels' names, ops and every source line
+  if (m) { const hit = [...sub.querySelectorAll('g.node')].filter(g => m(inner[g.id] || g.textContent.toLowerCase()));
     hit.forEach(g => g.classList.add('hit')); if (hit.length) v.focus(hit[0]); }
   return true; }
 function collapse(){ detail.style.display = 'none'; detail.querySelector('.body').replaceChildren(); }
@@ -93,6 +98,11 @@ if (location.hash.startsWith('#q=')) { const q = decodeURIComponent(location.has
 """
 
 
+def _text(n) -> str:
+    """What a search reads: the node's title, kernels, ops and every source line of its kernels."""
+    return " ".join([n.title, *n.kernels, *n.ops, *n.sources]).lower()
+
+
 def _node_data(kg: KernelGraph) -> dict:
     nodes = {}
     for n in kg.nodes:
@@ -100,8 +110,7 @@ def _node_data(kg: KernelGraph) -> dict:
         if n.kind != "parameter":
             info += "\n\nkernels: " + ", ".join(n.kernels[:40]) + (" ..." if len(n.kernels) > 40 else "")
             info += "\nops: " + ", ".join(n.ops[:30]) + "\nsources: " + ", ".join(n.sources[:20])
-        text = " ".join([n.title, *n.kernels, *n.ops, *n.sources]).lower()
-        nodes[n.id] = {"info": info, "text": text, "title": n.title, "group": n.kind == "group"}
+        nodes[n.id] = {"info": info, "text": _text(n), "title": n.title, "group": n.kind == "group"}
     return nodes
 
 
@@ -109,9 +118,12 @@ def _bare(svg: str) -> str:
     return svg[svg.find("<svg"):] if "<svg" in svg else svg
 
 
-def graph_page(kg: KernelGraph, svg: str, groups: dict[str, str] | None = None) -> str:
-    """The page: `svg` is Graphviz's drawing of `kg` (node ids are the KernelGraph's); `groups`
-    maps a collapsed group's node id to the drawing of its own kernels (opened on click)."""
+def graph_page(kg: KernelGraph, svg: str, groups: dict[str, str] | None = None, notes: list[str] | None = None,
+               group_graphs: dict[str, KernelGraph] | None = None) -> str:
+    """The page: `svg` is the drawing of `kg` (node ids are the KernelGraph's); `groups` maps a
+    collapsed group's node id to the drawing of its own kernels (opened on click), `group_graphs`
+    to their graphs (what a search inside an open group reads); `notes`: what the drawing
+    simplified."""
     svg = _bare(svg)
     templates = "".join(f'<template id="t_{html.escape(gid)}">{_bare(text)}</template>' for gid, text in (groups or {}).items())
     rows = "".join(
@@ -120,7 +132,9 @@ def graph_page(kg: KernelGraph, svg: str, groups: dict[str, str] | None = None) 
         f"<td>{html.escape(short_source(t.source) or '-')}</td></tr>" for t in kg.top)
     timed = bool(kg.top) and kg.top[0].time_s is not None
     measure, ranked = ("roofline time", "slowest kernels") if timed else ("HBM bytes", "most HBM bytes")
-    data = json.dumps({"nodes": _node_data(kg)}).replace("</", "<\\/")
+    inner = {gid: {n.id: _text(n) for n in g.nodes} for gid, g in (group_graphs or {}).items()}
+    data = json.dumps({"nodes": _node_data(kg), "groups": inner}).replace("</", "<\\/")
+    said = "".join(f"<div>{html.escape(n)}</div>" for n in notes or [])
     total_flops = sum(n.flops for n in kg.nodes)
     return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(kg.title)}</title>"
             f"<style>{_CSS}</style></head><body>"
@@ -129,6 +143,7 @@ def graph_page(kg: KernelGraph, svg: str, groups: dict[str, str] | None = None) 
             f"colour: {html.escape(kg.color)}</div>"
             "<input id='q' placeholder='search: kernel, op or file:line' autofocus> <span id='count'></span>"
             "<button id='reset'>reset view</button>"
+            f"<div id='notes'>{said}</div>"
             f"<div id='info'>hover a node for its figures</div>"
             f"<table><tr><th>#</th><th>{ranked}</th><th>{measure}</th><th>source</th></tr>{rows}</table>"
             "<p style='color:#555'>wheel: zoom, drag: pan; click a group to open its kernels, a row to find the kernel</p></div>"

@@ -36,6 +36,16 @@ def _tolerance(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds > 0")
+    return value
+
+
 def _globals() -> _Parser:
     """Options every verb takes, before or after the verb (SUPPRESS: the verb's parser keeps the
     top-level value when the flag is not repeated after the verb)."""
@@ -106,8 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--color", choices=("roofline", "bytes", "bound"), default="roofline",
                         help="node colour: roofline time (default), HBM bytes, or memory-/compute-bound")
     export.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: the target)")
-    export.add_argument("--max-nodes", type=_count, default=200, metavar="N", help="collapse scopes (layers) past N nodes (default 200)")
-    export.add_argument("--expand", action="append", default=[], metavar="SCOPE", help="keep this scope's kernels when collapsing (repeatable)")
+    export.add_argument("--max-nodes", type=_count, default=200, metavar="N", help="collapse groups (layers) past N nodes, merge neighbours past it (default 200)")
+    export.add_argument("--expand", action="append", default=[], metavar="GROUP",
+                        help="keep this group's kernels when collapsing: a scope (layer3) or words of a group's label ('block #7'); repeatable")
+    export.add_argument("--layout-budget", type=_seconds, default=30.0, metavar="SECONDS",
+                        help="time for laying out the drawings (default 30); past it Graphviz's simpler settings, then a layout of our own")
     check = sub.add_parser("check", help="VMEM fit, layout rules and BlockSpec bugs of every pallas_call; exit 1 on a problem", parents=common)
     _target_options(check)
     check.set_defaults(chip=DEFAULT_TPU)

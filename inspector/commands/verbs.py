@@ -60,29 +60,32 @@ def export(opts) -> int:
         if (opts.svg or opts.html) and not dot_available():
             render_svg(None)  # raises the how-to-install message
     report = run(opts)
-    written, failure = [], None
+    written, failure, notes = [], None, []
     if opts.json_path:
         written.append(f"{write_atomic(opts.json_path, report.to_json())} (the Report)")
     if drawings and report.fusions is None:
         reason = report.stages.compile_error.headline if report.stages.compile_error else "not compiled"
         failure = TargetFailure(f"no kernel graph, so no {' or '.join(f for f, _ in drawings)} written: {reason}")
     elif drawings:
-        graph, summary = report.kernel_graph(max_nodes=opts.max_nodes, expand=tuple(opts.expand), color=opts.color)
-        what = f"{summary.nodes} nodes" + (f", {len(summary.collapsed)} groups collapsed (--expand SCOPE to open one)" if summary.collapsed else "")
+        from ..hlo.graph_render import draw
+        drawing = draw(report.fusions, report.graph_title(), max_nodes=opts.max_nodes, expand=tuple(opts.expand),
+                       color=opts.color, budget_s=opts.layout_budget, svg=bool(opts.svg or opts.html), groups=bool(opts.html))
+        what = drawing.summary
         if opts.dot:
-            written.append(f"{write_atomic(opts.dot, graph.source)} ({what})")
-        svg = render_svg(graph, summary.nodes) if (opts.svg or opts.html) else b""
+            written.append(f"{write_atomic(opts.dot, drawing.dot)} ({what})")
         if opts.svg:
-            written.append(f"{write_atomic(opts.svg, svg)} ({what})")
+            written.append(f"{write_atomic(opts.svg, drawing.svg)} ({what})")
         if opts.html:
-            from ..hlo.graph import group_svgs
             from ..views.html_graph import graph_page
-            page = graph_page(summary.graph, svg.decode(), group_svgs(report.fusions, summary.graph))
+            page = graph_page(drawing.graph, drawing.svg.decode(), drawing.group_svgs, drawing.notes, drawing.group_graphs)
             written.append(f"{write_atomic(opts.html, page)} ({what}; open it in a browser)")
+        notes = drawing.notes
     # `--json /dev/stdout | jq`: stdout is one of the outputs, so what was written is said on stderr
     said = sys.stderr if any(_is_stdout(p) for p in (opts.json_path, opts.dot, opts.svg, opts.html) if p) else sys.stdout
     for line in written:
         print(f"wrote {line}", file=said)
+    for note in notes:  # what the drawing simplified to finish, and how to see more
+        print(f"note: {note}", file=sys.stderr)
     if failure is not None:
         raise failure
     return EXIT_OK if report.ok else EXIT_FINDINGS

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..chips import Chip
 from .module import ArrayShape, Computation, HloModule, Instruction, parse_hlo
+from .kernel_groups import KernelGroup, group_kernels
 from .loops import trip_count
 from .totals import Totals, agreement, sums
 from .traffic import operand_reads, result_writes
@@ -81,6 +82,7 @@ class Kernel:
     estimated_cycles: float | None = None
     estimated_seconds: float | None = None
     estimate_source: str | None = None
+    group: str | None = None  # the label of its KernelGroup (FusionAnalysis.groups): layer3 forward, gpt2.py:34-35 block #7 backward
 
     @property
     def hbm_bytes(self) -> int:
@@ -110,6 +112,7 @@ class FusionAnalysis:
     agreement: dict[str, Any]  # ratios, the figures compared, a note (hlo/totals.py)
     intermediates: list[Intermediate]
     frames: dict[int, str] = dataclasses.field(default_factory=dict)  # HLO stack_frame_id -> file:line
+    groups: list[KernelGroup] = dataclasses.field(default_factory=list)  # every kernel in one, in schedule order
 
 
 @dataclasses.dataclass
@@ -462,4 +465,16 @@ def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None, pallas_tra
         _origin(o, by_name, None, loops) for o in (root.operands if root.opcode == "tuple" else [root.name])))
     return FusionAnalysis(figures.name if figures else None, kernels, parameters, results, totals, xla_cost,
                           agreement(totals, xla_cost, once, sorted({k.repeat for k in looped})),
-                          _intermediates(kernels), dict(module.frames))
+                          _intermediates(kernels), dict(module.frames), _groups(module, kernels))
+
+
+def _groups(module: HloModule, kernels: list[Kernel]) -> list[KernelGroup]:
+    """The kernels' groups (by scope, else by the Python stack of each kernel's op); each kernel
+    is told its group's label."""
+    wanted = {k.name for k in kernels}
+    stacks = {i.name: module.stack(i) for c in module.computations.values() for i in c.instructions if i.name in wanted}
+    groups = group_kernels(kernels, stacks)
+    label = {name: g.label for g in groups for name in g.kernels}
+    for k in kernels:
+        k.group = label.get(k.name)
+    return groups

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import shutil
-import subprocess
-from typing import cast
 
 from ..errors import UsageError
 from ..units import fmt_bytes, fmt_count, fmt_time
 from .fusions import FusionAnalysis
 from .graph_model import COLORS, TOP, KernelGraph, Node, build_graph, group_graphs, scope_matches, scope_of  # noqa: F401 (re-exported)
+from .graphviz_run import dot_available, render_svg  # noqa: F401 (re-exported)
+from .kernel_groups import group_matches, summary
 
 RANK_COLOR = "#d4007f"  # the top-N border: magenta stands out on every fill, light and dark
 BOUND_FILL = {"memory": "#f6c177", "compute": "#8ec5ff", None: "#dddddd"}
-SVG_NODE_LIMIT = 600  # dot needs ~10 s for 500 nodes here and minutes past 900
 _HEAT = ("#fff5eb", "#fdd0a2", "#fd8d3c", "#d94801", "#7f2704")  # light to dark: more time / more bytes
 _HEAT_TEXT = ("#000000", "#000000", "#000000", "#ffffff", "#ffffff")
 
@@ -81,19 +78,18 @@ def _width(n: int, biggest: int) -> str:
 
 def build_dot(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, expand: tuple[str, ...] = (),
               color: str = "roofline"):
-    """A graphviz.Digraph and a summary; raises UsageError when even collapsed it is too big."""
+    """A graphviz.Digraph and a summary. The node budget holds on any program (groups collapse,
+    neighbours merge); an --expand that names no group of the program is a UsageError that
+    lists the groups it has."""
     if color == "roofline" and not any(k.roofline_s for k in analysis.kernels):
         color = "bytes"  # no chip figures: time is unknown
     kg = build_graph(analysis, title, max_nodes=max_nodes, expand=expand, color=color)
-    scopes = list(dict.fromkeys(g.scope for g in kg.groups if g.scope != TOP))
     for asked in expand:
-        if not any(scope_matches(s, asked) for s in scopes):
-            raise UsageError(f"--expand {asked}: no such scope in this program; its scopes: "
-                             + ", ".join(scopes[:12]) + (f" (+{len(scopes) - 12} more)" if len(scopes) > 12 else ""))
+        if not any(group_matches(g, asked) for g in kg.program_groups):
+            by_scope = any(g.by == "scope" for g in kg.program_groups)
+            raise UsageError(f"--expand {asked}: no such {'scope' if by_scope else 'group'} in this program; its groups: "
+                             + (summary(kg.program_groups) or "none"))
     drawn = len(kg.nodes) + (1 if kg.output_node else 0)
-    if drawn > max_nodes:
-        raise UsageError(f"the graph has {drawn} nodes ({kg.kernels} kernels) even with {len(kg.collapsed)} scopes collapsed, "
-                         f"over --max-nodes {max_nodes}: raise --max-nodes or draw fewer scopes with --expand SCOPE")
     return dot_of(kg), GraphSummary(drawn, kg.kernels, len(kg.groups), kg.collapsed, kg)
 
 
@@ -163,63 +159,6 @@ def dot_of(kg: KernelGraph, legend: bool = True):
         ranked_by = "slowest kernels" if kg.top and kg.top[0].time_s is not None else "kernels with most HBM bytes"
         panel.node("__l_top", f"#1: the {ranked_by}\n(top {len(kg.top)}, their rank; magenta border)", shape="box",
                    style="rounded", penwidth="4", color=RANK_COLOR)
-        panel.node("__l_grp", "a scope's forward or\nbackward kernels", shape="box3d")
+        panel.node("__l_grp", "a group: a layer's (a scope's,\na loop's i-th run) forward\nor backward kernels", shape="box3d")
         panel.node("__l_edge", "solid edge: HBM tensor\ndashed: stays in VMEM\nthicker: more bytes", shape="plaintext")
     return g
-
-
-def dot_available() -> bool:
-    return shutil.which("dot") is not None
-
-
-def render_svg(graph, nodes: int = 0, timeout_s: float = 120) -> bytes:
-    if nodes > SVG_NODE_LIMIT:
-        raise UsageError(f"the graph has {nodes} nodes, too many for dot to lay out (limit {SVG_NODE_LIMIT}): "
-                         f"collapse scopes with --max-nodes {SVG_NODE_LIMIT} or fewer, open only the scopes you need "
-                         "with --expand SCOPE, or write the source with --dot PATH")
-    if not dot_available():
-        raise UsageError("Graphviz's `dot` is not installed, so no SVG: apt-get install graphviz (or brew install graphviz); "
-                         "--dot PATH writes the graph source without it")
-    try:
-        out = subprocess.run(["dot", "-Tsvg"], input=graph.source.encode(), capture_output=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired as err:
-        raise UsageError(f"dot did not finish in {timeout_s:.0f} s: draw fewer nodes (--max-nodes, --expand SCOPE)") from err
-    if out.returncode != 0:
-        raise UsageError(f"dot failed: {out.stderr.decode(errors='replace').strip().splitlines()[-1] if out.stderr else out.returncode}")
-    return out.stdout
-
-
-def render_svgs(graphs: list, timeout_s: float = 120) -> list[bytes]:
-    """Several graphs through `dot`, a few per process and the processes side by side (one start
-    each instead of one per graph)."""
-    if not graphs:
-        return []
-    procs = max(1, min(len(graphs), os.cpu_count() or 1, 8))
-    chunks = [graphs[i::procs] for i in range(procs)]
-    runs = [subprocess.Popen(["dot", "-Tsvg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for _ in chunks]
-    outs = []
-    try:
-        for run, chunk in zip(runs, chunks):
-            outs.append(run.communicate("\n".join(g.source for g in chunk).encode(), timeout=timeout_s))
-    except subprocess.TimeoutExpired as err:
-        raise UsageError(f"dot did not finish in {timeout_s:.0f} s: draw fewer nodes (--max-nodes, --expand SCOPE)") from err
-    finally:
-        for run in runs:
-            if run.poll() is None:
-                run.kill()
-                run.wait()
-    result: list[bytes | None] = [None] * len(graphs)
-    for i, (run, chunk, (stdout, stderr)) in enumerate(zip(runs, chunks, outs)):
-        parts = [b"<?xml" + p for p in stdout.split(b"<?xml")[1:]]
-        if run.returncode != 0 or len(parts) != len(chunk):
-            raise UsageError(f"dot failed: {stderr.decode(errors='replace').strip().splitlines()[-1] if stderr else run.returncode}")
-        for j, part in enumerate(parts):
-            result[i + j * procs] = part
-    return cast("list[bytes]", result)  # every slot: each run gave one part per graph of its chunk
-
-
-def group_svgs(analysis: FusionAnalysis, kg: KernelGraph) -> dict[str, str]:
-    """Each collapsed group's own kernels as SVG, by the group's node id (the HTML page opens them)."""
-    subs = group_graphs(analysis, kg)
-    return {gid: svg.decode() for gid, svg in zip(subs, render_svgs([dot_of(g, legend=False) for g in subs.values()]))}

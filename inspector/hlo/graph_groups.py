@@ -1,13 +1,16 @@
-"""Which group each kernel of the graph belongs to: its top-level op_name scope (a layer) and
-phase (forward: jvp, backward: transpose), with the kernels XLA made without an op_name and those
-outside any scope placed beside the kernels they run with. `graph_model` builds the graph on it."""
+"""Which group each kernel belongs to, by op_name scope: its top-level scope (a layer) and phase
+(forward: jvp, backward: transpose), with the kernels XLA made without an op_name and those
+outside any scope placed beside the kernels they run with (`settle`, which the grouping by
+source uses too). `kernel_groups` builds the groups on it."""
 from __future__ import annotations
 
 import bisect
 import re
-from typing import cast
 
-from .fusions import Kernel
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:  # fusions.py groups its kernels with this module
+    from .fusions import Kernel
 
 TOP = "<top>"  # kernels outside any named scope
 _WRAPPER = re.compile(r"^(?:jvp|transpose|vmap|remat|checkpoint|pjit|jit|custom_jvp_call|custom_vjp_call)\((.*)\)$")
@@ -44,49 +47,100 @@ def phase_of(kernel: Kernel) -> str | None:
     return None
 
 
-def group_keys(kernels: list[Kernel]) -> tuple[dict[str, tuple[str, str | None]], dict[str, Kernel]]:
-    """Each kernel's (top-level scope, phase). Kernels XLA made without an op_name (async copies
-    and slices) join the group of a kernel they run beside: their reader's when nothing of
-    another group runs between them, else their producer's when that one is beside them (an
-    activation copied out during the forward, read back in the backward, belongs to the
-    forward), else their reader's. Kernels outside any scope (a parameter update) join the scope
-    they read most from when they run beside it. What is left outside splits into runs between
-    the scoped groups, so one '<top>' does not span the whole step."""
+def _level(kernels: list[Kernel]) -> int:
+    """How many leading scope names every scoped kernel shares (`model/` around all the layers):
+    those say nothing, so groups are made one level in."""
+    paths = [scope_of(k).split("/") for k in kernels if k.op_name is not None and scope_of(k) != TOP]
+    level = 0
+    while paths and all(len(p) > level + 1 for p in paths) and len({p[level] for p in paths}) == 1:
+        level += 1
+    return level
+
+
+def scope_keys(kernels: list[Kernel]) -> dict[str, tuple[str, str | None] | None]:
+    """Each named kernel's (scope, phase): the first scope name that tells the kernels apart; None
+    for those XLA made without an op_name."""
+    level = _level(kernels)
+
+    def scope(k: Kernel) -> str:
+        path = scope_of(k)
+        return TOP if path == TOP else "/".join(path.split("/")[:level + 1])
+    return {k.name: (scope(k), phase_of(k)) if k.op_name is not None else None for k in kernels}
+
+
+def scope_structure(kernels: list[Kernel]) -> int:
+    """How many scopes the program's grouping by scope would have, 0 when they do not structure
+    it: none, scopes around a small part of the named kernels, or scopes that repeat in every
+    layer (attn, mlp: each scope's kernels of one phase in many runs). Such programs are grouped
+    by their source instead."""
+    key = {n: k for n, k in scope_keys(kernels).items() if k is not None}
+    scoped = [n for n, k in key.items() if k[0] != TOP]
+    counted = [n for n, k in key.items() if k[1] is not None] or list(key)  # the optimizer's update joins the layers anyway
+    if not scoped or sum(1 for n in counted if key[n][0] != TOP) < 0.5 * len(counted):
+        return 0
+    runs, last = 0, None
+    for k in kernels:
+        if k.name in key and key[k.name][0] != TOP:
+            runs += key[k.name] != last
+            last = key[k.name]
+    keys = len({key[n] for n in scoped})
+    return len({key[n][0] for n in scoped}) if runs <= 3 * keys else 0
+
+
+def settle(kernels: list[Kernel], key: dict[str, tuple | None], loose: set[str], run_key,
+           apart: set[str] | None = None, loose_between: bool = False) -> dict[str, tuple]:
+    """Each kernel's final group key, from `key` (None: a kernel with nothing of its own to go
+    by). Such kernels (async copies and slices XLA made without an op_name) join the group of a
+    kernel they run beside: their reader's when nothing of another group runs between them, else
+    their producer's when that one is beside them (an activation copied out during the forward,
+    read back in the backward, belongs to the forward), else their reader's. `loose` kernels
+    (outside any scope, or outside autodiff: a parameter update) join the group they read most
+    from when they run beside it. What is left of them (and of `apart`: every unscoped kernel)
+    splits into runs between the other groups, so one group does not span the whole step:
+    `run_key(key, n)` names the n-th run. `loose_between`: other loose kernels between one and
+    the group it reads from do not part them (a TPU step interleaves every layer's updates)."""
     by_name = {k.name: k for k in kernels}
     index = {k.name: i for i, k in enumerate(kernels)}
-    key = {k.name: (scope_of(k).split("/", 1)[0], phase_of(k)) for k in kernels}
-    # named kernels only: a run is a stretch of the schedule where one group's named kernels follow each other
-    named_at = [i for i, k in enumerate(kernels) if k.op_name is not None]
-    run_of = {}  # schedule index of a named kernel -> its run
-    run = -1
-    for j, i in enumerate(named_at):
-        if j == 0 or key[kernels[i].name] != key[kernels[named_at[j - 1]].name]:
-            run += 1
-        run_of[i] = run
-    def beside(i: int, j: int, group: tuple) -> bool:
-        """Nothing named of a group other than `group` runs strictly between schedule indices i and j."""
-        lo, hi = min(i, j), max(i, j)
-        a, b = bisect.bisect_right(named_at, lo), bisect.bisect_left(named_at, hi) - 1
-        if a > b:
-            return True
-        return run_of[named_at[a]] == run_of[named_at[b]] and key[kernels[named_at[a]].name] == group
+    key = dict(key)
+    named = {k.name for k in kernels if key.get(k.name) is not None}
+
+    def stretches(skip: set[str]):
+        """beside(i, j, group): nothing keyed (but `skip`) of a group other than `group` runs
+        strictly between schedule indices i and j. A run is a stretch of the schedule where one
+        group's keyed kernels follow each other."""
+        at = [i for i, k in enumerate(kernels) if k.name in named and k.name not in skip]
+        run_of, run = {}, -1
+        for j, i in enumerate(at):
+            if j == 0 or key[kernels[i].name] != key[kernels[at[j - 1]].name]:
+                run += 1
+            run_of[i] = run
+
+        def beside(i: int, j: int, group: tuple) -> bool:
+            lo, hi = min(i, j), max(i, j)
+            a, b = bisect.bisect_right(at, lo), bisect.bisect_left(at, hi) - 1
+            if a > b:
+                return True
+            return run_of[at[a]] == run_of[at[b]] and key[kernels[at[a]].name] == group
+        return beside
+
+    beside = stretches(set())
 
     readers: dict[str, list[str]] = {}
     for k in kernels:
         for t in k.inputs:
             readers.setdefault(t.producer, []).append(k.name)
-    # the named kernel each unnamed one leads to (its first named reader, through unnamed ones) and comes from
+    # the keyed kernel each other one leads to (its first keyed reader, through unkeyed ones) and comes from
     ahead: dict[str, str | None] = {}
     for k in reversed(kernels):  # readers come later in the schedule
-        found = [r if by_name[r].op_name is not None else ahead.get(r) for r in readers.get(k.name, [])]
+        found = [r if r in named else ahead.get(r) for r in readers.get(k.name, [])]
         ahead[k.name] = min((r for r in found if r), key=index.__getitem__, default=None)
     behind: dict[str, str | None] = {}
     for k in kernels:
         src = next((t.producer for t in sorted(k.inputs, key=lambda t: -t.bytes) if t.producer in by_name), None)
-        behind[k.name] = None if src is None else src if by_name[src].op_name is not None else behind.get(src)
-    borrowed: dict[str, str] = {}  # unnamed kernel -> the named kernel whose group it joins
+        behind[k.name] = None if src is None else src if src in named else behind.get(src)
+    borrowed: dict[str, str] = {}  # unkeyed kernel -> the keyed kernel whose group it joins
     for k in kernels:
-        if k.op_name is not None:
+        if k.name in named:
             continue
         i, r, p = index[k.name], ahead[k.name], behind[k.name]
         if r is not None and beside(i, index[r], key[r]):
@@ -95,29 +149,42 @@ def group_keys(kernels: list[Kernel]) -> tuple[dict[str, tuple[str, str | None]]
             borrowed[k.name] = p
         elif r is not None or p is not None:
             borrowed[k.name] = cast(str, r or p)  # one of them is a name
-    for k in kernels:  # outside autodiff and any scope (a parameter update): with the scope it reads most from
-        if key[k.name] == (TOP, None) and k.name not in borrowed:
+    joined = set()
+    beside_loose = stretches(loose) if loose_between else beside
+    for k in kernels:  # loose: with the group it reads most from, when it runs beside it
+        if k.name in loose and k.name not in borrowed:
             sizes: dict[tuple, int] = {}
             last: dict[tuple, int] = {}
             for t in k.inputs:
-                if t.producer in key and key[t.producer][0] != TOP:
-                    sizes[key[t.producer]] = sizes.get(key[t.producer], 0) + t.bytes
-                    last[key[t.producer]] = max(last.get(key[t.producer], -1), index[t.producer])
+                group = key.get(t.producer)
+                if group is not None and t.producer not in loose and t.producer not in (apart or ()):
+                    sizes[group] = sizes.get(group, 0) + t.bytes
+                    last[group] = max(last.get(group, -1), index[t.producer])
             if sizes:
                 best = max(sizes, key=sizes.__getitem__)
-                if beside(index[k.name], last[best], best):
+                if beside_loose(index[k.name], last[best], best):
                     key[k.name] = best
-    run, last_scope = 0, None
-    for k in kernels:  # one group per run of unscoped kernels, whatever their phase
+                    joined.add(k.name)
+    run, last_loose = 0, None
+    for k in kernels:  # one group per run of loose kernels
         if k.name in borrowed:
             continue  # takes the group of the kernel it joins, below
-        scope, phase = key[k.name]
-        if scope == TOP:
-            if last_scope is not None and last_scope != TOP:
+        is_loose = (k.name in (loose | (apart or set())) and k.name not in joined) or k.name not in named  # (or nothing to go by)
+        if is_loose:
+            if last_loose is False:
                 run += 1
-            key[k.name] = (TOP if run == 0 else f"{TOP}{run}", None)
-        last_scope = scope
-
+            key[k.name] = run_key(key.get(k.name), run)
+        last_loose = is_loose
     for name, anchor in borrowed.items():
         key[name] = key[anchor]
-    return key, by_name
+    return cast("dict[str, tuple]", key)  # every kernel keyed now
+
+
+def group_keys(kernels: list[Kernel]) -> tuple[dict[str, tuple[str, str | None]], dict[str, Kernel]]:
+    """Each kernel's (top-level scope, phase), unnamed and unscoped kernels settled beside the
+    kernels they run with (`settle`); the runs outside any scope are <top>, <top>1, ..."""
+    key = scope_keys(kernels)
+    loose = {n for n, k in key.items() if k == (TOP, None)}  # outside autodiff and any scope: a parameter update
+    unscoped = {n for n, k in key.items() if k is not None and k[0] == TOP}
+    run_key = lambda _, run: (TOP if run == 0 else f"{TOP}{run}", None)
+    return settle(kernels, key, loose, run_key, unscoped), {k.name: k for k in kernels}

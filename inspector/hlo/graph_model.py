@@ -7,31 +7,19 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 
 from .fusions import FusionAnalysis, Kernel
-from .graph_groups import TOP, group_keys, phase_of, scope_matches, scope_of  # noqa: F401 (re-exported)
+from .graph_budget import Group, choose_expanded, coarsen
+from .graph_groups import TOP, phase_of, scope_matches, scope_of  # noqa: F401 (re-exported)
+from .kernel_groups import KernelGroup, group_kernels
 
 COLORS = ("roofline", "bytes", "bound")
 PARAM_NODES_MAX = 8  # up to this many parameters are drawn as their own small nodes
 EDGES_PER_NODE = 1.5  # past this many edges per node on average, the smallest are summarised on the node
 TOP_N = 10
+OPEN_CAP = 400  # nodes the groups --expand names may take, whatever --max-nodes (Graphviz's pace: ~10 s for 500)
 _FOLDABLE = {"copy-start", "slice-start", "bitcast", "async-start", "copy-done", "slice-done", "async-done"}
-
-
-@dataclasses.dataclass
-class Group:
-    """A scope's kernels of one phase, e.g. layer3's forward; placed by its first kernel."""
-
-    id: str
-    scope: str
-    phase: str | None
-    order: int  # schedule index of its first kernel
-    kernels: list[str]
-    expanded: bool = False
-
-    @property
-    def label(self) -> str:
-        return self.scope if self.phase is None else f"{self.scope} {self.phase}"
 
 
 @dataclasses.dataclass
@@ -99,6 +87,8 @@ class KernelGraph:
     kernels: int
     hidden_edges: int  # edges summarised on nodes instead of drawn
     collapsed: list[str]  # group labels drawn as one node
+    notes: list[str] = dataclasses.field(default_factory=list)  # what was simplified to fit the budgets, and how to see more
+    program_groups: list[KernelGroup] = dataclasses.field(default_factory=list)  # the program's own groups (before merging)
 
     @property
     def node_ids(self) -> dict[str, Node]:
@@ -124,24 +114,19 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
     if color not in COLORS:
         raise ValueError(f"color must be one of {', '.join(COLORS)}")
     kernels = analysis.kernels
-    key, by_name = group_keys(kernels)
+    by_name = {k.name: k for k in kernels}
     index = {k.name: i for i, k in enumerate(kernels)}
-
-    groups: dict[tuple, Group] = {}
-    for i, k in enumerate(kernels):
-        scope, phase = key[k.name]
-        g = groups.get((scope, phase))
-        if g is None:
-            ident = scope.replace(TOP, "top") + ("_" + phase if phase else "")
-            g = groups[(scope, phase)] = Group("g_" + _ident(ident), TOP if scope.startswith(TOP) else scope, phase, i, [])
-        g.kernels.append(k.name)
-    group_of = {name: groups[key[name]] for name in by_name}
-    for g in groups.values():  # placed by its first kernel of its own: copies XLA starts early for it do not move it
-        named = [index[x] for x in g.kernels if by_name[x].op_name]
-        g.order = min(named) if named else g.order
-        if g.scope == TOP:  # a run outside any scope: named by its phase when it has one
-            phases = {phase_of(by_name[x]) for x in g.kernels if by_name[x].op_name}
-            g.phase = phases.pop() if len(phases) == 1 else None
+    program_groups = _program_groups(analysis)
+    group_of: dict[str, Group] = {}
+    pairs: list[tuple[Group, KernelGroup]] = []
+    for kg in program_groups:
+        mine = [x for x in kg.kernels if x in by_name]
+        if mine:
+            g = Group.of(kg, mine)
+            pairs.append((g, kg))
+            for x in mine:
+                group_of[x] = g
+    groups = [g for g, _ in pairs]
 
     readers: dict[str, list[str]] = {}
     for k in kernels:
@@ -155,14 +140,31 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
         if k.name not in results and _foldable(k, r) and group_of[r[0]] is group_of[k.name]:
             host[k.name] = host.get(r[0], r[0])
 
-    n_kernel_nodes = len(kernels) - len(host)
     params = analysis.parameters
-    collapse = n_kernel_nodes + 1 > max_nodes
-    wanted = lambda scope: any(scope_matches(scope, e) for e in expand)
-    collapsed = [g for g in groups.values() if collapse and not (g.scope != TOP and wanted(g.scope))]
-    for g in groups.values():
-        g.expanded = g not in collapsed
     draw_params = len(params) <= PARAM_NODES_MAX
+    fixed = (len(params) if draw_params else 0) + 1  # parameter nodes and the program's output
+    n_kernel_nodes = len(kernels) - len(host)
+    notes: list[str] = []
+    if n_kernel_nodes + fixed > max_nodes:  # collapse: each group one node, those asked for open as fit
+        open_size = Counter(group_of[x].id for x in by_name if x not in host)
+        reserve = min(len(groups) - 1, max(8, max_nodes // 4))  # nodes for the other groups, merged if need be
+        opened, notes = choose_expanded(pairs, expand, max(max_nodes, OPEN_CAP) - fixed - reserve, open_size)
+        for g in opened:
+            g.expanded = True
+        shut = [g for g in groups if not g.expanded]
+        room = max(max_nodes - fixed - sum(open_size[g.id] for g in opened), reserve)
+        merged, more = coarsen(shut, room, {g.id: kg.repetition for g, kg in pairs})
+        notes += more
+        for m in merged:
+            if m.members:
+                for x in m.kernels:
+                    group_of[x] = m
+        groups = sorted([g for g in groups if g.expanded] + merged, key=lambda g: g.order)
+        collapsed = [g for g in groups if not g.expanded]
+    else:
+        for g in groups:
+            g.expanded = True
+        collapsed = []
 
     # which node holds each kernel
     node_of: dict[str, str] = {}
@@ -267,7 +269,8 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
             if e.dst not in first_in:
                 first_in.add(e.dst)
                 keep.append(e)
-        rest = [e for e in edges if e not in keep]
+        kept = {id(e) for e in keep}  # (by identity: comparing edges field by field is quadratic on a full graph)
+        rest = [e for e in edges if id(e) not in kept]
         room = max(0, budget - len(keep))
         keep += rest[:room]
         for e in rest[room:]:
@@ -287,11 +290,15 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
         top.append(TopKernel(rank, k.name, n.id, k.roofline_s, k.hbm_bytes, k.flops, k.source or (k.sources[0] if k.sources else None)))
 
     ordered = sorted(by_id.values(), key=lambda n: n.order)
-    _mark_away(ordered, groups.values())
-    group_list = sorted(groups.values(), key=lambda g: g.order)
+    _mark_away(ordered, groups)
     outputs = list(dict.fromkeys(s for s in out_srcs if s)) if output_node else []
-    return KernelGraph(title, analysis.chip, color, ordered, edges, group_list, top, output_node, outputs, len(kernels), hidden,
-                       [g.label for g in collapsed])
+    return KernelGraph(title, analysis.chip, color, ordered, edges, groups, top, output_node, outputs, len(kernels), hidden,
+                       [g.label for g in collapsed], notes, program_groups)
+
+
+def _program_groups(analysis: FusionAnalysis) -> list[KernelGroup]:
+    """The analysis's groups (an analysis made before they were, or by hand: grouped here)."""
+    return analysis.groups or group_kernels(analysis.kernels)
 
 
 def _mark_away(ordered: list[Node], groups) -> None:

@@ -178,12 +178,25 @@ class Computation:
         return {i.name: i for i in self.instructions}
 
 
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """One Python frame of the stack jax records for an op: where the call (or the op) is."""
+
+    file: str  # as short_path writes it
+    line: int
+    function: str  # e.g. block, train_step.<locals>.<lambda>
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} {self.function}"
+
+
 @dataclasses.dataclass
 class HloModule:
     name: str
     computations: dict[str, Computation]
     entry: str
     frames: dict[int, str]  # stack_frame_id -> "file:line" of the innermost frame
+    stacks: dict[int, tuple[Frame, ...]] = dataclasses.field(default_factory=dict)  # stack_frame_id -> its frames, outermost first
 
     @property
     def entry_computation(self) -> Computation:
@@ -191,6 +204,9 @@ class HloModule:
 
     def source(self, instr: Instruction) -> str | None:
         return self.frames.get(instr.stack_frame_id) if instr.stack_frame_id is not None else None
+
+    def stack(self, instr: Instruction) -> tuple[Frame, ...]:
+        return self.stacks.get(instr.stack_frame_id, ()) if instr.stack_frame_id is not None else ()
 
 
 _COMP_HEADER = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s+\(.*\)\s+->\s+.*\{\s*$")
@@ -235,8 +251,10 @@ def split_instruction(line: str) -> Instruction | None:
     return instr
 
 
-def _frames(text: str) -> dict[int, str]:
-    """The FileNames / FileLocations / StackFrames tables jax adds to the module."""
+def _frames(text: str) -> tuple[dict[int, str], dict[int, tuple[Frame, ...]]]:
+    """The FileNames / FunctionNames / FileLocations / StackFrames tables jax adds to the module:
+    each stack frame's innermost file:line, and its whole stack (outermost first). XLA prints a
+    frame's parent as the parent's id plus one (0: none), as its own parser test spells it."""
     sections: dict[str, list[str]] = {}
     current = None
     for line in text.splitlines():
@@ -248,20 +266,39 @@ def _frames(text: str) -> dict[int, str]:
         elif current:
             sections[current].append(line)
     files = {int(k): v.strip('"') for k, v in (l.split(" ", 1) for l in sections.get("FileNames", []))}
-    locations = {}
+    functions = {int(k): v.strip('"') for k, v in (l.split(" ", 1) for l in sections.get("FunctionNames", []))}
+    locations: dict[int, Frame] = {}
     for line in sections.get("FileLocations", []):
         k, body = line.split(" ", 1)
         f = re.search(r"file_name_id=(\d+)", body)
         ln = re.search(r"\bline=(\d+)", body)
+        fn = re.search(r"function_name_id=(\d+)", body)
         if f and ln:
-            locations[int(k)] = f"{short_path(files.get(int(f[1]), '?'))}:{ln[1]}"
-    frames = {}
+            locations[int(k)] = Frame(short_path(files.get(int(f[1]), "?")), int(ln[1]),
+                                      functions.get(int(fn[1]), "?") if fn else "?")
+    links: dict[int, tuple[Frame, int]] = {}
     for line in sections.get("StackFrames", []):
         k, body = line.split(" ", 1)
         loc = re.search(r"file_location_id=(\d+)", body)
+        parent = re.search(r"parent_frame_id=(\d+)", body)
         if loc and int(loc[1]) in locations:
-            frames[int(k)] = locations[int(loc[1])]
-    return frames
+            links[int(k)] = (locations[int(loc[1])], int(parent[1]) - 1 if parent else 0)
+    stacks: dict[int, tuple[Frame, ...]] = {}
+
+    def stack(frame_id: int) -> tuple[Frame, ...]:
+        chain, seen, at = [], set(), frame_id
+        while at in links and at not in seen and at not in stacks:
+            seen.add(at)
+            chain.append(at)
+            at = links[at][1]
+        tail = stacks.get(at, ())
+        for i in reversed(chain):  # outermost first: each frame's stack is its parent's plus itself
+            tail = stacks[i] = tail + (links[i][0],)
+        return stacks[frame_id]
+
+    for frame_id in links:
+        stack(frame_id)
+    return {k: f"{fr.file}:{fr.line}" for k, (fr, _) in links.items()}, stacks
 
 
 def entry_is_whole(text: str) -> bool:
@@ -299,4 +336,5 @@ def parse_hlo(text: str) -> HloModule:
             current.instructions.append(instr)
     if entry is None:
         raise ValueError("no ENTRY computation in the HLO text")
-    return HloModule(name_m[1] if name_m else "module", computations, entry, _frames(text))
+    frames, stacks = _frames(text)
+    return HloModule(name_m[1] if name_m else "module", computations, entry, frames, stacks)

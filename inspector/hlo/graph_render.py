@@ -1,0 +1,174 @@
+"""Drawing the kernel graph within a time budget, whatever the program: Graphviz's full layout when
+the graph is easy enough for it, its fast settings (straight edges, fewer passes) when not or when
+the full one runs out of time, and the inspector's own ranked layout (which cannot hang) when
+Graphviz still does not finish. Each step down is said in a note. The HTML page's drawings of
+each group are laid out side by side, never one whole-program layout."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from .graph import build_dot, dot_of
+from .graph_model import KernelGraph, group_graphs
+from .graph_groups import TOP
+from .graph_ranked import ranked_svg
+from .graphviz_run import FAST_ARGS, FULL_SHARE, dot_available, run_dot
+
+DEFAULT_BUDGET_S = 30.0  # `--layout-budget`: the drawing's share of an export on a 2-core machine
+# What dot gets through per second here (layout_cost units, measured on 2 cores under load): the
+# full layout ~600 (2,795 in 4-6 s, 9,370 in 32 s), the fast settings ~10,000 (36,975 in 4 s; a
+# 1,550-node graph of cost 1.6M unfinished after 20 s). A layout not expected within its share
+# of the budget is not tried.
+FULL_RATE = 600
+FAST_RATE = 10_000
+LIGHT = 1500  # group drawings up to this cost share one dot process (a start is ~0.1 s)
+
+
+@dataclasses.dataclass
+class Layout:
+    svg: bytes
+    engine: str  # dot | dot-fast | ranked
+    seconds: float
+    note: str | None = None  # what was simplified, for the user
+
+
+def layout_cost(kg: KernelGraph) -> int:
+    """What Graphviz's dot pays for: a node per rank an edge crosses (labels double the ranks),
+    plus the nodes; the nodes are ranked in schedule order."""
+    order = {n.id: i for i, n in enumerate(n for n in kg.nodes if n.kind != "parameter")}
+    span = sum(abs(order.get(e.dst, 0) - order.get(e.src, 0)) for e in kg.edges)
+    out = len(order)
+    span += sum(out - order.get(s, 0) for s in kg.outputs)
+    return 2 * span + len(kg.nodes)
+
+
+def _ranked(kg: KernelGraph, why: str, started: float) -> Layout:
+    note = (f"Graphviz {why}: drawn in schedule order by the inspector's own layout "
+            "(--layout-budget SECONDS gives Graphviz longer)")
+    return Layout(ranked_svg(kg, note), "ranked", time.perf_counter() - started, note)
+
+
+def layout(kg: KernelGraph, source: str, budget_s: float = DEFAULT_BUDGET_S) -> Layout:
+    """The SVG of one graph within `budget_s` seconds."""
+    started = time.perf_counter()
+    if not dot_available():
+        return _ranked(kg, "(dot) is not installed", started)
+    cost = layout_cost(kg)
+    tried = None
+    if cost <= FULL_RATE * budget_s * FULL_SHARE:
+        out = run_dot([source], (), budget_s * FULL_SHARE)
+        if not isinstance(out, str):
+            return Layout(out[0], "dot", time.perf_counter() - started)
+        tried = f"full layout {out}"
+    left = started + budget_s - time.perf_counter()
+    if cost > FAST_RATE * left:
+        why = f"{tried}, " if tried else ""
+        return _ranked(kg, f"{why}would not finish in {left:.0f} s (a graph of {len(kg.nodes)} nodes, {cost} ranks of edges)",
+                       started)
+    out = run_dot([source], FAST_ARGS, left)
+    if not isinstance(out, str):
+        why = tried or f"full layout skipped: {cost} ranks of edges, more than it lays out in {budget_s * FULL_SHARE:.0f} s"
+        note = f"Graphviz's {why}: laid out with straight edges and fewer passes"
+        return Layout(out[0], "dot-fast", time.perf_counter() - started, note)
+    return _ranked(kg, f"{tried + ', fast layout ' if tried else 'fast layout '}{out}", started)
+
+
+def layout_many(graphs: dict[str, KernelGraph], budget_s: float, procs: int = 0) -> tuple[dict[str, Layout], list[str]]:
+    """Several graphs (the HTML page's groups) within `budget_s` in all: the light ones a few to a
+    dot process, the heavy ones each with the fast settings, processes side by side; what does
+    not finish by the deadline is laid out by our own layout. Returns the layouts and a note."""
+    started = time.perf_counter()
+    deadline = started + budget_s
+    if not graphs:
+        return {}, []
+    sources = {gid: dot_of(g, legend=False).source for gid, g in graphs.items()}
+    if not dot_available():
+        return {gid: _ranked(g, "(dot) is not installed", started) for gid, g in graphs.items()}, []
+    procs = max(1, min(len(graphs), procs or os.cpu_count() or 1, 8))
+    costs = {gid: layout_cost(g) for gid, g in graphs.items()}
+    huge = [gid for gid in graphs if costs[gid] > FAST_RATE * budget_s]  # straight to our own layout
+    light = [gid for gid in graphs if costs[gid] <= LIGHT]
+    heavy = [gid for gid in graphs if LIGHT < costs[gid] and gid not in huge]
+    tasks = [(light[i::procs], ()) for i in range(procs) if light[i::procs]] + [([gid], FAST_ARGS) for gid in heavy]
+    done: dict[str, Layout] = {}
+
+    def work(task) -> None:
+        ids, args = task
+        out = run_dot([sources[g] for g in ids], args, deadline - time.perf_counter())
+        if isinstance(out, str) and len(ids) > 1:  # one slow graph must not cost the others
+            for g in ids:
+                work(([g], FAST_ARGS))
+            return
+        for g, svg in zip(ids, out if not isinstance(out, str) else [None] * len(ids)):
+            if svg is not None:
+                done[g] = Layout(svg, "dot" if not args else "dot-fast", time.perf_counter() - started)
+
+    with ThreadPoolExecutor(procs) as pool:
+        list(pool.map(work, tasks))
+    late = [gid for gid in graphs if gid not in done]
+    for gid in late:
+        done[gid] = Layout(ranked_svg(graphs[gid]), "ranked", time.perf_counter() - started)
+    notes = [f"{len(late)} of {len(graphs)} group drawings were not done by Graphviz in the budget: drawn in schedule "
+             "order by the inspector's own layout (--layout-budget SECONDS gives Graphviz longer)"] if late else []
+    return done, notes
+
+
+@dataclasses.dataclass
+class Drawing:
+    """What `inspector export` writes: the graph, its DOT source, the SVG and the groups' SVGs."""
+
+    graph: KernelGraph
+    dot: str
+    svg: bytes  # empty when not asked for
+    group_svgs: dict[str, str]  # a collapsed group's node id -> the drawing of its own kernels
+    group_graphs: dict[str, KernelGraph]  # ... and their graph
+    notes: list[str]  # what was simplified to fit the budgets, each with how to see more
+    seconds: float  # laying out
+
+    @property
+    def summary(self) -> str:
+        """`57 nodes, 52 groups collapsed (--expand 'block #7' to open one)`."""
+        kg = self.graph
+        drawn = len(kg.nodes) + (1 if kg.output_node else 0)
+        if not kg.collapsed:
+            return f"{drawn} nodes"
+        return f"{drawn} nodes, {len(kg.collapsed)} groups collapsed (--expand {expand_example(kg)} to open one)"
+
+
+def expand_example(kg: KernelGraph) -> str:
+    """An --expand argument this program answers to: a scope (layer3) or a loop's repetition
+    ('block #7'), as the shell wants it."""
+    for g in kg.program_groups:
+        if g.place == TOP:
+            continue
+        if g.by == "scope":
+            return g.place
+        if g.repetition is not None:
+            return f"'{g.place.rsplit(' ', 1)[-1]} #{g.repetition}'"
+    named = next((g for g in kg.program_groups if g.place != TOP), None)
+    return f"'{named.label}'" if named else "GROUP"
+
+
+def draw(analysis, title: str, *, max_nodes: int = 200, expand: tuple[str, ...] = (), color: str = "roofline",
+         budget_s: float = DEFAULT_BUDGET_S, svg: bool = True, groups: bool = False) -> Drawing:
+    """The kernel graph of `analysis` drawn within `budget_s` seconds of layout: the SVG when
+    `svg`, each collapsed group's own drawing too when `groups` (the HTML page)."""
+    started = time.perf_counter()
+    graph, summary = build_dot(analysis, title, max_nodes=max_nodes, expand=expand, color=color)
+    kg = summary.graph
+    notes = list(kg.notes)
+    if kg.hidden_edges:
+        notes.append(f"{kg.hidden_edges} smaller edges not drawn, to keep under 2 edges per node "
+                     "(each node says what it leaves out: +N smaller inputs)")
+    subs = group_graphs(analysis, kg) if groups else {}
+    with ThreadPoolExecutor(1) as pool:  # the whole drawing beside the groups' (one core each, where there are two)
+        future = pool.submit(layout, kg, graph.source, budget_s) if (svg or groups) else None
+        done, more = layout_many(subs, budget_s - (time.perf_counter() - started), max(1, (os.cpu_count() or 1) - 1))
+        main = future.result() if future else None
+    if main is not None and main.note:
+        notes.append(main.note)
+    notes += more
+    group_svgs = {gid: lay.svg.decode() for gid, lay in done.items()}
+    return Drawing(kg, graph.source, main.svg if main else b"", group_svgs, subs, notes, time.perf_counter() - started)
