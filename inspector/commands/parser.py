@@ -69,16 +69,6 @@ def _target_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
     p.add_argument("--no-cache", action="store_true", help="compile even when the on-disk cache has this module (and store the fresh result)")
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds > 0")
-    return value
-
-
 def _time_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time", action="store_true",
                    help="libtpu's estimated time per kernel (its static simulation of the compiled program, no TPU needed; "
