@@ -472,7 +472,6 @@ CPU_PROGRAMS = ["samples/transformer.py:train_step", "samples/attention.py:flash
 def test_the_cpu_compile_without_llvm_optimization_gives_the_same_hlo_cost_and_memory(spec):
     """stages.machine_code_options: what the inspector reads of a CPU compile (the optimized HLO,
     XLA's cost and memory analyses, the buffer assignment) is the same as JAX's own compile's."""
-    import jax
 
     from inspector import stages
     from inspector.backends import Backend
