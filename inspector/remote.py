@@ -179,6 +179,7 @@ def run_isolated(fn, *args, env: dict[str, str] | None = None):
     threading.Thread(target=_import_answer_types, daemon=True).start()
     chunks = []
     try:
+        assert proc.stdin is not None  # stdin=PIPE
         try:
             proc.stdin.write(json.dumps(sys.path).encode() + b"\n" + request)
             proc.stdin.close()

@@ -163,8 +163,10 @@ def _explain_kernel_failure(stages: Stages, backend: Backend, closed_jaxpr, lowe
         return
     from .mosaic.explain import explain_compile_error
 
-    stages.compile_error.mosaic = explain_compile_error(stages.compile_error, chip=backend.chip, kernels=stages.mosaic,
-                                                        closed_jaxpr=closed_jaxpr, lowering_err=lowering_err)
+    error = stages.compile_error
+    assert error is not None  # both callers call it for a failed lowering or compile
+    error.mosaic = explain_compile_error(error, chip=backend.chip, kernels=stages.mosaic,
+                                         closed_jaxpr=closed_jaxpr, lowering_err=lowering_err)
 
 
 def _compile_would_abort(stages: Stages, backend: Backend, closed_jaxpr) -> CompileError | None:

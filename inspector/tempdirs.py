@@ -26,6 +26,7 @@ import os
 import shutil
 import tempfile
 import time
+from types import ModuleType
 from typing import Iterator
 
 PREFIX = "inspector-"
@@ -35,6 +36,7 @@ _LEGACY = ("inspector-passes-", "inspector-dump-", "inspector-tpu-logs-")  # bef
 _LEGACY_STALE_S = 6 * 3600
 _OWNED: dict[str, tuple[int, int]] = {}  # this process's folders: root -> (descriptor holding its lock, pid)
 
+fcntl: ModuleType | None
 try:
     import fcntl
 except ImportError:  # no flock (Windows): an owner is its process id, alive or not
@@ -43,6 +45,7 @@ except ImportError:  # no flock (Windows): an owner is its process id, alive or 
 
 def _lock(fd: int) -> bool:
     """Take the exclusive lock without waiting; False when another open file holds it."""
+    assert fcntl is not None  # its one caller checks
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return True

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -71,7 +71,7 @@ def kernel_view(k: KernelPasses, layouts: bool = False, colour: bool = True) -> 
                     "\"bitwidth,{row offset,lane offset},(tile)\", * = replicated")
     for p in k.passes:
         add_row(passes, *mosaic_pass_cells(p))
-    parts = [passes]
+    parts: list[RenderableType] = [passes]
     if k.relayouts is not None:
         rel = _table(f"relayouts inserted by relayout-insertion: {k.relayout_count}, per source line", RELAYOUT_COLUMNS)
         for r in k.relayouts:
@@ -88,7 +88,7 @@ def kernel_view(k: KernelPasses, layouts: bool = False, colour: bool = True) -> 
 
 
 def mosaic_passes_view(result: MosaicPasses, layouts: bool = False, colour: bool = True) -> Group:
-    parts = [kernel_view(k, layouts, colour) for k in result.kernels]
+    parts: list[RenderableType] = [kernel_view(k, layouts, colour) for k in result.kernels]
     if result.compile_error:
         parts.append(Text(f"the compile failed: {result.compile_error}", style="red"))
     for f in result.findings:

@@ -225,13 +225,15 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
 def _estimate_line(report: Report) -> str:
     """libtpu's estimate of the program and its slowest kernels (show --time)."""
     estimate = report.time
+    assert estimate is not None  # called only when the report has one (overview)
     total = estimate.totals.get("estimated_seconds")
     if total is None:
         why = next((f.message for f in estimate.findings if f.severity == "info"), "libtpu gave no estimate")
         return f"- ({why})"
     how = {"whole": "libtpu's static simulation", "extrapolated": "libtpu's simulation, Pallas grids extrapolated",
            "cost-model": "the compiler's cost model", "roofline": "roofline (libtpu gave none)"}.get(estimate.method, estimate.method)
-    slowest = ", ".join(f"{k.name} {fmt_time(k.estimated_seconds * k.repeat)}" for k in estimate.slowest(3))
+    slowest = ", ".join(f"{k.name} {fmt_time((k.estimated_seconds or 0.0) * k.repeat)}"  # slowest: timed ones only
+                        for k in estimate.slowest(3))
     return f"{fmt_time(total)} on {estimate.chip} ({how}); slowest: {slowest} (--view bundles)"
 
 

@@ -76,7 +76,7 @@ def compare_sides(opts) -> list:
 
     from ..target import FlagValue
 
-    sides = []
+    sides: list = []  # copies of opts, the argparse namespace
     for spec, chip, sets in ((opts.target, opts.chip_a, opts.set_a), (opts.target_b or opts.target, opts.chip_b, opts.set_b)):
         side = copy.copy(opts)
         flag = "--set-a" if not sides else "--set-b"

@@ -22,6 +22,7 @@ import dataclasses
 import difflib
 import os
 import re
+from typing import Protocol, Sequence
 
 from ..pass_select import selector_problem
 
@@ -204,11 +205,25 @@ def read_dumps(directory: str, module: str | None = None, final_hlo: str | None 
     return log
 
 
+class _Step(Protocol):
+    index: int
+    name: str
+    pipeline: str
+    changed: bool
+
+
+class StepLog(Protocol):
+    """What --pass selects in: XLA's PassLog, a Mosaic kernel's passes (mosaic.dumps.KernelPasses)."""
+
+    @property
+    def steps(self) -> Sequence[_Step]: ...
+
+
 class UnknownPass(ValueError):
     """A --pass selector that names no step; the message lists what there is."""
 
 
-def select_step(log: PassLog, selector: str, view: str = "--view passes") -> int:
+def select_step(log: StepLog, selector: str, view: str = "--view passes") -> int:
     """An index, or a case-insensitive substring of a pass name (an exact name wins; of several
     matches the first that changed the module). ``log``: anything with ``steps`` (each with
     index, name, pipeline, changed): the Mosaic passes take the same grammar; ``view`` lists them."""
@@ -231,7 +246,7 @@ def select_step(log: PassLog, selector: str, view: str = "--view passes") -> int
     return (changed or found)[0]
 
 
-def parse_range(log: PassLog, selector: str, view: str = "--view passes") -> tuple[int, int]:
+def parse_range(log: StepLog, selector: str, view: str = "--view passes") -> tuple[int, int]:
     """`A` -> (A, A); `A..B` -> (A, B), each an index or a name; an empty side is the first or last step."""
     if (problem := selector_problem(selector)) is not None:
         raise UnknownPass(problem)

@@ -51,7 +51,7 @@ def sums(kernels: list[Kernel], roofline: bool, trips: bool = True) -> Totals:
     )
 
 
-def agreement(totals: dict, xla: dict | None, once: dict | None = None, trips: list[int] | None = None) -> dict:
+def agreement(totals: Totals, xla: dict | None, once: Totals | None = None, trips: list[int] | None = None) -> dict:
     """Our totals against XLA's cost analysis, with what is known to count differently.
 
     XLA counts a while loop's body once, whatever its trip count: where the program has loops

@@ -112,7 +112,8 @@ def grids_replaced(choose: Callable[[tuple, tuple], tuple]):
             records[-1].name = name
         return to_custom_call(ctx, *args, name=name, **kwargs)
 
-    registration.lowering.lower_jaxpr_to_pipelined_module = lowering
+    # a wrapper that passes jax's arguments through: jax's annotated signature is not restated here
+    registration.lowering.lower_jaxpr_to_pipelined_module = lowering  # type: ignore[assignment]
     registration._lower_to_custom_call = naming
     try:
         yield records

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import traceback as traceback_module
-from typing import Iterator
+from typing import Iterator, cast
 
 from ..pallas.model import MosaicKernel
 from .tracing import _PACKAGE_DIR, user_frame
@@ -89,7 +89,9 @@ def _jax_frame(filename: str) -> bool:
 
 
 def _chain(err: BaseException) -> list[BaseException]:
-    seen, chain, current = set(), [], err
+    seen: set[int] = set()
+    chain: list[BaseException] = []
+    current: BaseException | None = err
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         chain.append(current)
@@ -123,8 +125,9 @@ def lowering_frames(err: BaseException) -> list[tuple[str, int, str]]:
             return frames
     for candidate in _chain(err):
         if type(candidate).__name__ == "JaxStackTraceBeforeTransformation" and candidate.__traceback__ is not None:
-            frames = [(f.filename, f.lineno, f.name) for f in traceback_module.extract_tb(candidate.__traceback__)
-                      if not _jax_frame(f.filename)]
+            # a frame read off a traceback has its line (FrameSummary allows None only when built by hand)
+            frames = [(f.filename, cast(int, f.lineno), f.name)
+                      for f in traceback_module.extract_tb(candidate.__traceback__) if not _jax_frame(f.filename)]
             if frames:
                 return frames[::-1]
     return []
@@ -145,7 +148,8 @@ def _user_frames(traceback) -> list[tuple[str, int, str]]:
 def raised_in_pallas_tpu_lowering(err: BaseException) -> bool:
     """The exception came out of jax's Pallas TPU (Mosaic) lowering: a kernel failed to lower, not
     the program around it."""
-    seen, current = set(), err
+    seen: set[int] = set()
+    current: BaseException | None = err
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         for f in traceback_module.extract_tb(current.__traceback__) if current.__traceback__ else []:

@@ -77,6 +77,7 @@ def main(result_fd: int, topology: str) -> None:
     while (request := receive(0)) is not None:
         _reset_peak_rss()
         start = time.perf_counter()
+        answer: dict[str, object]
         try:
             answer = {"status": "ok", "hlo": compile_here(request), "error": None}
         except Exception as err:  # XLA's compile errors: data for the parent

@@ -105,6 +105,8 @@ class _Run:
         self.names: dict[int, str] = {}  # index of a pallas_call in lowering order -> its HLO op
         self.aborted = False
         self.cores = max(1, (chip.tensor_cores or 1) // (chip.devices_per_chip or 1))
+        assert chip.topology is not None  # a TPU (estimate_times runs this on no other chip): each has one
+        self.topology: str = chip.topology
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -127,7 +129,7 @@ class _Run:
         self._name_grids(records, pallas)
         steps = [math.prod(grid) for grid in self.grids.values()]
         reducible = any(s > self.budget.probe_steps for s in steps)
-        with DumpSession(self.chip.topology, profile=True, bundles=True) as session:
+        with DumpSession(self.topology, profile=True, bundles=True) as session:
             if not reducible:
                 self._job(session, "whole", request, records, self.left())
                 return self._finish(LIBTPU)
@@ -195,7 +197,7 @@ class _Run:
 
         with grids_replaced(choose) as records:
             _, lowered, _ = lowered_program(self.target, self.backend, memo=False)
-        return compile_request(lowered, self.chip.topology), list(records)
+        return compile_request(lowered, self.topology), list(records)
 
     def _name_grids(self, records, pallas) -> None:
         """Each Pallas op's full grid: records in lowering order, custom calls named after their
@@ -240,7 +242,7 @@ class _Run:
             return
         request, records = self._request(None)
         self._name_grids(records, [k for k in self.kernels if k.kind in PALLAS_KINDS])
-        with DumpSession(self.chip.topology, profile=False, bundles=True) as session:
+        with DumpSession(self.topology, profile=False, bundles=True) as session:
             self._job(session, "bundles", request, records, self.left())
 
     def _finish(self, method: str) -> TimeEstimate:
@@ -280,7 +282,7 @@ class _Run:
                 if cycles is not None:
                     t.cycles_per_step = fit.per_step if fit is not None else cycles / max(t.steps, 1)
                 if fit is not None:
-                    self._extrapolated_note(t)
+                    self._extrapolated_note(t, fit)
             elif k.name in self.cycles:
                 t = _timed(k, self.chip, float(self.cycles[k.name]), LIBTPU)
             elif k.compiler_cycles:
@@ -330,13 +332,13 @@ class _Run:
             data={"chip": self.chip.name, "seconds": self.budget.seconds, "memory_bytes": self.budget.memory_bytes,
                   "why": why}))
 
-    def _extrapolated_note(self, t: KernelTime) -> None:
-        grids = " and ".join("(" + ", ".join(map(str, g)) + ")" for g in t.fit.grids)
+    def _extrapolated_note(self, t: KernelTime, fit: StepFit) -> None:
+        grids = " and ".join("(" + ", ".join(map(str, g)) + ")" for g in fit.grids)
         self.findings.append(Finding(
             "info", "time-extrapolated",
-            f"{t.name}: {t.steps:,} grid steps; libtpu simulated grids {grids}: {t.fit.per_step:,.0f} cycles a step, "
+            f"{t.name}: {t.steps:,} grid steps; libtpu simulated grids {grids}: {fit.per_step:,.0f} cycles a step, "
             f"extrapolated to {t.estimated_cycles:,.0f} cycles", kernel=t.name, view="fusions",
-            data={"chip": self.chip.name, "steps": t.steps, "grids": t.fit.grids, "cycles_per_step": t.fit.per_step}))
+            data={"chip": self.chip.name, "steps": t.steps, "grids": fit.grids, "cycles_per_step": fit.per_step}))
 
     def _unreadable(self, problem: str) -> None:
         file, _, why = problem.partition(": ")
@@ -362,7 +364,7 @@ def _timed(kernel, chip: Chip, cycles: float | None, source: str | None) -> Kern
 
 def _totals(times: list[KernelTime], chip: Chip) -> dict[str, float | None]:
     timed = [t for t in times if t.estimated_seconds is not None]
-    seconds = sum(t.estimated_seconds * t.repeat for t in timed) if timed else None
+    seconds = sum(t.estimated_seconds * t.repeat for t in timed if t.estimated_seconds is not None) if timed else None
     cycles = sum(t.estimated_cycles * t.repeat for t in timed if t.estimated_cycles is not None) if timed else None
     roofline = [t.roofline_seconds * t.repeat for t in times if t.roofline_seconds is not None]
     return {"estimated_seconds": seconds, "estimated_cycles": cycles,

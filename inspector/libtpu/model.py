@@ -129,4 +129,4 @@ class TimeEstimate:
 
     def slowest(self, n: int = 5) -> list[KernelTime]:
         timed = [k for k in self.kernels if k.estimated_seconds is not None]
-        return sorted(timed, key=lambda k: -k.estimated_seconds * k.repeat)[:n]
+        return sorted(timed, key=lambda k: -(k.estimated_seconds or 0.0) * k.repeat)[:n]  # never None: timed

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import IO
 
 from .dumps import DUMP_LABELS, abort_reason, llo_files, read_profiles, read_text
 from .child import receive, send
@@ -75,7 +76,7 @@ class DumpSession:
         self._proc: subprocess.Popen | None = None
         self._janitor: subprocess.Popen | None = None
         self._results: int | None = None
-        self._log = None
+        self._log: IO[bytes] | None = None
 
     def __enter__(self) -> "DumpSession":
         sweep_stale()
@@ -93,18 +94,23 @@ class DumpSession:
         self.close()
 
     @property
+    def _folder(self) -> str:
+        assert self.folder is not None, "inside the with block only (__enter__ makes it)"
+        return self.folder
+
+    @property
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
     def _start(self) -> None:
         for sub in ("profile", "llo"):
-            os.makedirs(os.path.join(self.folder, sub), exist_ok=True)
+            os.makedirs(os.path.join(self._folder, sub), exist_ok=True)
         env = dict(os.environ)
-        own = " ".join(libtpu_flags(self.folder, profile=self.profile, bundles=self.bundles))
+        own = " ".join(libtpu_flags(self._folder, profile=self.profile, bundles=self.bundles))
         env["LIBTPU_INIT_ARGS"] = f"{env.get('LIBTPU_INIT_ARGS', '')} {own}".strip()  # the user's flags stay
         env["INSPECTOR_SYS_PATH"] = json.dumps(sys.path)
         read_fd, write_fd = os.pipe()
-        self._log = open(os.path.join(self.folder, "child.log"), "wb")
+        self._log = open(os.path.join(self._folder, "child.log"), "wb")
         try:
             self._proc = subprocess.Popen([sys.executable, "-P", "-c", _BOOT, str(write_fd), self.topology], stdin=subprocess.PIPE,
                                           stdout=self._log, stderr=self._log, pass_fds=(write_fd,), env=env,
@@ -115,10 +121,12 @@ class DumpSession:
         self._tell_janitor(str(self._proc.pid))
 
     def _tell_janitor(self, line: str) -> None:
+        if self._janitor is None or self._janitor.stdin is None:
+            return
         try:
             self._janitor.stdin.write(f"{line}\n".encode())
             self._janitor.stdin.flush()
-        except (OSError, AttributeError):
+        except OSError:
             pass
 
     def restart(self) -> None:
@@ -130,9 +138,11 @@ class DumpSession:
         """Compile ``request`` (a jax_internals.aot.CompileRequest) within the limits."""
         if not self.alive:
             self.restart()
+        proc, results = self._proc, self._results
+        assert proc is not None and proc.stdin is not None and results is not None  # alive, or _start made them
         start = time.perf_counter()
         try:
-            send(self._proc.stdin.fileno(), request)
+            send(proc.stdin.fileno(), request)
         except OSError:
             pass  # the child is gone: its exit says why, below
         answer, status, peak = None, None, None
@@ -142,11 +152,11 @@ class DumpSession:
             if left <= 0:
                 status = "time-limit"
                 break
-            ready, _, _ = select.select([self._results], [], [], min(left, 0.1))
+            ready, _, _ = select.select([results], [], [], min(left, 0.1))
             if ready:
-                answer = receive(self._results)
+                answer = receive(results)
                 break
-            rss = _rss(self._proc.pid)
+            rss = _rss(proc.pid)
             peak = max(peak or 0, rss or 0) or None
             if rss is not None and rss > memory_bytes:
                 status = "memory-limit"
@@ -169,6 +179,7 @@ class DumpSession:
         return outcome
 
     def _ended(self) -> str:
+        assert self._proc is not None  # run's child, not yet stopped
         try:
             code = self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -177,7 +188,7 @@ class DumpSession:
 
     def _collect(self, outcome: Outcome) -> None:
         """Read what the compile wrote, then empty the folders for the next one."""
-        profile_dir, llo_dir = os.path.join(self.folder, "profile"), os.path.join(self.folder, "llo")
+        profile_dir, llo_dir = os.path.join(self._folder, "profile"), os.path.join(self._folder, "llo")
         outcome.cycles, problems = read_profiles(profile_dir)
         outcome.unreadable += problems
         for op, files in llo_files(llo_dir).items():
@@ -194,7 +205,7 @@ class DumpSession:
 
     def _log_tail(self) -> str:
         try:
-            with open(os.path.join(self.folder, "child.log"), "rb") as f:
+            with open(os.path.join(self._folder, "child.log"), "rb") as f:
                 f.seek(0, os.SEEK_END)
                 f.seek(max(0, f.tell() - _LOG_TAIL))
                 return f.read().decode("utf-8", "replace")
@@ -222,6 +233,7 @@ class DumpSession:
 
     def _release_janitor(self) -> None:
         janitor, self._janitor = self._janitor, None
+        assert janitor is not None and janitor.stdin is not None  # close() checks; started with stdin=PIPE
         try:
             janitor.stdin.close()  # EOF: the child is gone and the folder too; it finds nothing to do
         except OSError:

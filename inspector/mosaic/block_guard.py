@@ -42,9 +42,10 @@ def _blocks_along(op: BlockSpecInfo, dim: int) -> int | None:
     size = op.array_shape[dim]
     if kind == "squeezed":
         return size
-    if kind != "blocked" or op.block_shape[dim] in (None, 0):
+    block = op.block_shape[dim]
+    if kind != "blocked" or block is None or block == 0:
         return None  # element offsets and bounded slices are not block indices
-    return math.ceil(size / op.block_shape[dim])
+    return math.ceil(size / block)
 
 
 def bad_block_indices(calls: list[tuple[str, str | None, list[BlockSpecInfo]]]) -> list[BadBlockIndex]:

@@ -19,8 +19,12 @@ import dataclasses
 import difflib
 import os
 import re
+from typing import TYPE_CHECKING
 
 from .locations import LocationTable, op_alias, strip_locations
+
+if TYPE_CHECKING:
+    from ..hlo.passes import PassDiff
 
 _FILE = re.compile(r"^(?P<id>\d+)-(?P<seq>\d{4,})-mosaic-dump-(?P<rest>.+)\.txt$")
 _PASS = re.compile(r"-(original|post-[\w.-]+)$")
@@ -100,7 +104,7 @@ class KernelPasses:
     files: int
     dump_bytes: int
     source: str | None = None  # file:line of the pallas_call
-    diff: object | None = None  # a hlo.passes.PassDiff, when asked for
+    diff: PassDiff | None = None  # when asked for
     notes: list[str] = dataclasses.field(default_factory=list)  # what could not be read
 
     @property
@@ -115,6 +119,10 @@ class KernelPasses:
     def steps(self) -> list[MosaicPass]:  # the name --pass selection (hlo.passes.parse_range) reads
         return self.passes
 
+    def release(self) -> None:
+        """Forget the dump files' paths (the folder is gone; the kernel is sent on)."""
+        self._paths: list[str] = []
+
 
 def _shape(dims: str, dtype: str) -> str:
     return f"{_DTYPES.get(dtype, dtype)}[{','.join(d for d in dims.split('x') if d)}]"
@@ -122,7 +130,7 @@ def _shape(dims: str, dtype: str) -> str:
 
 def count_ops(text: str) -> collections.Counter:
     """Op kinds of a module text (pretty or generic form), e.g. {"arith.addf": 12, ...}."""
-    found = collections.Counter()
+    found: collections.Counter[str] = collections.Counter()
     for line in text.splitlines():
         m = _OP.match(line)
         if m:
@@ -142,7 +150,7 @@ def _index(directory: str) -> tuple[dict[str, list[tuple[int, str, str]]], int, 
         total += entry.stat().st_size
         m = _FILE.match(entry.name)
         p = _PASS.search(m["rest"]) if m else None
-        if not p:
+        if not m or not p:
             unknown.append(entry.name)
             continue
         groups[m["id"]].append((int(m["seq"]), p[1].removeprefix("post-"), entry.path))
@@ -197,9 +205,9 @@ def _relayouts(text: str) -> tuple[list[Relayout], int]:
             if not later.startswith("#loc") and use.search(later.split(" = ", 1)[-1]):
                 uses[i] = table.source(op_alias(later))
                 break
-    groups = collections.Counter()
-    for i, _, ins, outs, shape, own in made:  # SSA names repeat across regions: by line, not by name
-        groups[(own or uses.get(i), ins[0] if ins else "?", outs[0] if outs else "?", shape)] += 1
+    groups: collections.Counter[tuple[str | None, str, str, str]] = collections.Counter()
+    for i, _, froms, tos, shape, own in made:  # SSA names repeat across regions: by line, not by name
+        groups[(own or uses.get(i), froms[0] if froms else "?", tos[0] if tos else "?", shape)] += 1
     ordered = sorted(groups.items(), key=lambda kv: (-kv[1], kv[0][0] or ""))
     return [Relayout(src, n, a, b, shape) for (src, a, b, shape), n in ordered], len(made)
 
@@ -228,7 +236,8 @@ def _missing(steps: list[MosaicPass], layouts, relayouts, count) -> list[str]:
 
 def _read_pipeline(dump_id: str, files: list[tuple[int, str, str]]) -> KernelPasses:
     steps: list[MosaicPass] = []
-    prev_ops, prev_text = collections.Counter(), None
+    prev_ops: collections.Counter[str] = collections.Counter()
+    prev_text: str | None = None
     layouts = relayouts = count = name = None
     size = 0
     for i, (_, dumped, path) in enumerate(files):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..findings import Finding
 from ..units import fmt_bytes
@@ -70,7 +70,7 @@ class MosaicFailure:
         from ..findings import CODES
 
         declared = CODES[self.code].fields if self.code in CODES else ()
-        fields = {"chip": chip, "kind": self.kind, "kernel": self.kernel, "source": self.source,
+        fields: dict[str, Any] = {"chip": chip, "kind": self.kind, "kernel": self.kernel, "source": self.source,
                   "source_of": self.source_of, "op": self.op, "rule": self.rule, "fix": self.fix,
                   "compiler": self.compiler, "error_code": self.error_code, "pallas_call": self.pallas_call,
                   "frames": list(self.frames), "seen": self.seen}
@@ -188,8 +188,8 @@ def _details(kind: ErrorKind, found: dict, message: str, op: str | None, chip: C
     return {k: v for k, v in details.items() if not k.startswith("_")}
 
 
-def explain_failure(message: str, *, chip: Chip | None = None, kernels: list[MosaicKernel] = (),
-                    calls: list[PallasCall] = (), frames: list[tuple[str, int, str]] = (), lowering: bool = False,
+def explain_failure(message: str, *, chip: Chip | None = None, kernels: Sequence[MosaicKernel] = (),
+                    calls: Sequence[PallasCall] = (), frames: Sequence[tuple[str, int, str]] = (), lowering: bool = False,
                     named_kernel: str | None = None, details: dict | None = None) -> MosaicFailure:
     """Explain one failure. ``message``: the compiler's or the lowering's text (with its MLIR
     location when it has one); ``frames``: the user frames of the equation jax was lowering
@@ -215,6 +215,7 @@ def explain_failure(message: str, *, chip: Chip | None = None, kernels: list[Mos
         if int(window[2]) < len(same_role):
             provided["operand"] = same_role[int(window[2])].operand
     values = {**kind.defaults, **provided}
+    source: str | None
     if chain:
         source, source_of = chain[0].where, "op" if located else "eqn"
     elif values.get("index_map_source"):

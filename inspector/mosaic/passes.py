@@ -137,6 +137,6 @@ def _in_child(recipe: _Recipe, chip_name: str, directory: str, select: str | Non
         except UnknownPass as err:
             raise UsageError(str(err)) from None
     for k in kernels:
-        k._paths = []  # the folder goes with the child's answer
+        k.release()  # the folder goes with the child's answer
     error = stages.compile_error.headline if stages.compile_error is not None else None
     return MosaicPasses(chip_name, kernels, findings, error)

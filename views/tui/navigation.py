@@ -149,7 +149,7 @@ class Navigation(AppBase):
             # a Mosaic error names the failing op and its source line: the op's line in the text
             data = finding.data or {}
             needles = [data.get("op"), finding.kernel, "custom-call" if finding.code == "pallas-interpreted" else None]
-            hits = next((h for n in needles if n and (h := text.matches(n))), [])
+            hits: list[tuple[int, int]] = next((h for n in needles if n and (h := text.matches(n))), [])
             if hits:
                 where = f"line {hits[0][0] + 1}" + (f", from {data['source']}" if data.get("source") else "")
                 self._pending_status = f"{finding.code}: {view} {where} (b goes back)"
