@@ -21,7 +21,7 @@ import sys
 from .errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, InspectorError, OutputError, TargetFailure, UsageError
 
 VIEWS = ("overview", "jaxpr", "stablehlo", "hlo", "mosaic", "fusions", "pallas", "memory", "collectives", "passes")
-VERBS = ("show", "check", "diff", "export", "compare", "chips", "cache", "doctor")
+VERBS = ("show", "check", "diff", "export", "compare", "tune", "chips", "cache", "doctor")
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 
 
@@ -123,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_argument("--watch", action="store_true", help="re-analyse when the target file is saved")
     tui.set_defaults(chip=None)  # no --target: the file suggests the chip
     _compare_parser(sub, common)
+    from .tuning.cli import add_tune_parser
+
+    add_tune_parser(sub, common)
     chips = sub.add_parser("chips", help="list the hardware targets and their figures", parents=common)
     chips.add_argument("--json", action="store_true")
     cache = sub.add_parser("cache", help="where the compile cache is and its size; `cache clear` empties it", parents=common)
@@ -520,6 +523,13 @@ def _doctor(opts) -> int:
     return EXIT_FINDINGS if found.failed else EXIT_OK
 
 
+def _tune(opts) -> int:
+    """The sweep runs its own worker processes (never run_isolated: Ctrl-C must print what is done)."""
+    from .tuning.cli import render_tune, work_tune
+
+    return render_tune(opts, work_tune(opts))
+
+
 def _cache(opts) -> int:
     import dataclasses
     import json
@@ -644,7 +654,7 @@ def _main(argv: list[str], isolate: bool, debug: bool) -> int:
         if not _stdout_usable():
             raise OutputError("standard output is closed: give it a file or a pipe (> out.txt, | less)")
         verbs = {"show": _show, "check": _check, "diff": _diff, "export": _export, "chips": _chips, "tui": _tui,
-                 "cache": _cache, "compare": _compare, "doctor": _doctor}
+                 "cache": _cache, "compare": _compare, "doctor": _doctor, "tune": _tune}
         code = verbs[opts.verb](opts)
         sys.stdout.flush()
         return code

@@ -30,7 +30,7 @@ from .bundles import kernel_bundles
 from .dumps import BUNDLES_LABEL, UTILIZATION_LABEL, UnreadableDump, read_bundles, read_utilization
 from .model import (COST_MODEL, EXTRAPOLATED, LIBTPU, ROOFLINE, JobCost, KernelBundles, KernelTime, StepFit,
                     TimeEstimate)
-from .runner import DumpSession, Outcome
+from .runner import DumpSession, Outcome, open_session
 
 PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")
 LISTED_OTHERS = 10  # kernels beyond the Pallas ones whose bundle listing is kept: the costliest
@@ -123,7 +123,7 @@ class _Run:
         self._name_grids(records, pallas)
         steps = {op: math.prod(grid) for op, grid in self.grids.items()}
         reducible = any(s > self.budget.probe_steps for s in steps.values())
-        with DumpSession(self.chip.topology, profile=True, bundles=True) as session:
+        with open_session(self.chip.topology, profile=True, bundles=True) as session:
             whole = None
             if not reducible or (self.budget.whole and max(steps.values()) <= self.budget.whole_steps):
                 whole = self._job(session, "whole", request, records, self.left() * (0.5 if reducible else 1.0))
@@ -209,7 +209,7 @@ class _Run:
             return
         request, records = self._request(None)
         self._name_grids(records, [k for k in self.kernels if k.kind in PALLAS_KINDS])
-        with DumpSession(self.chip.topology, profile=False, bundles=True) as session:
+        with open_session(self.chip.topology, profile=False, bundles=True) as session:
             self._job(session, "bundles", request, records, self.left())
 
     def _finish(self, method: str) -> TimeEstimate:
