@@ -31,22 +31,35 @@ def _vmem(row: TuneRow) -> str:
     return f"{fmt_bytes(used)}{mark} / {fmt_bytes(row.vmem_limit_bytes)} ({used / row.vmem_limit_bytes:.0%})"
 
 
-def _note(row: TuneRow) -> str:
+def _note(row: TuneRow, reasons: dict[str, int]) -> str:
+    """Ranked rows: how the estimate was made when not whole, default, cached. Others: their
+    status and the number of their reason, listed under the table (many rows share one)."""
     if row.status == RANKED:
         extra = [] if row.estimate_source in (None, "libtpu") else [row.estimate_source]
         return ", ".join(extra + (["default"] if row.default else []) + (["cached"] if row.cached else []))
-    return f"{row.status}: {row.reason or ''}" + (" (default)" if row.default else "")
+    number = reasons.setdefault(f"{row.status}: {row.reason or ''}", len(reasons) + 1)
+    return f"{row.status} [{number}]" + (", default" if row.default else "")
 
 
-def ranking_table(shape: str, ranking: ChipRanking, swept: list[str], top: int = 0) -> Table:
+def _short(reason: str, limit: int = 160) -> str:
+    """A reason's first sentence, cut (--json has it whole)."""
+    for prefix in ("ValueError while lowering: ", "NotImplementedError while lowering: "):
+        reason = reason.replace(prefix, "", 1)
+    end = reason.find(". ", 40)
+    reason = reason[:end + 1] if end > 0 else reason
+    return reason if len(reason) <= limit else reason[:limit - 3] + "..."
+
+
+def ranking_table(shape: str, ranking: ChipRanking, swept: list[str], top: int = 0) -> Group:
     table = Table(title=f"{ranking.chip}  ·  {shape}", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("rank", justify="right")
     for name in swept:
         table.add_column(name, justify="right")
     for column in ("est. time", "x best", "VMEM used / limit", "HBM traffic", "bound", "spills"):
         table.add_column(column, justify="left" if column == "bound" else "right")
-    table.add_column("note", overflow="fold")
+    table.add_column("note")
     rows = ranking.rows
+    reasons: dict[str, int] = {}
     ranked = [r for r in rows if r.status == RANKED]
     shown = (ranked[:top] if top else ranked) + [r for r in rows if r.status != RANKED]
     for row in shown:
@@ -54,11 +67,12 @@ def ranking_table(shape: str, ranking: ChipRanking, swept: list[str], top: int =
         table.add_row(str(row.rank) if row.rank else "-", *(str(row.params.get(n, "-")) for n in swept),
                       fmt_time(row.estimated_seconds), f"{row.ratio:.2f}x" if row.ratio else "-", _vmem(row),
                       fmt_bytes(row.hbm_bytes), row.bound or "-", "-" if row.spills is None else f"{row.spills:,}",
-                      _note(row), style=style)
+                      _note(row, reasons), style=style)
     if top and len(ranked) > top:
         table.caption = f"{len(ranked) - top} more ranked rows (--top 0 shows all)"
         table.caption_justify = "left"
-    return table
+    listed = Text("\n".join(f"  [{n}] {_short(reason)}" for reason, n in reasons.items()), style="dim")
+    return Group(table, listed) if reasons else Group(table)
 
 
 def best_lines(ranking: ChipRanking) -> Text:
@@ -201,7 +215,9 @@ def tune_html(result: TuneResult) -> str:
                 cells = [str(row.rank or "-"), *(str(row.params.get(n, "-")) for n in result.swept),
                          fmt_time(row.estimated_seconds), bar, f"{row.ratio:.2f}x" if row.ratio else "-", _vmem(row),
                          fmt_bytes(row.hbm_bytes), row.bound or "-", "-" if row.spills is None else str(row.spills),
-                         _note(row)]
+                         row.status if row.status != RANKED else _note(row, {}) if row.status == RANKED else ""]
+                if row.status != RANKED:
+                    cells[-1] = f"{row.status}: {_short(row.reason or '')}"
                 out.append("<tr>" + "".join(
                     f'<td style="padding: 2px 8px">{c if i == len(result.swept) + 2 else html.escape(c)}</td>'
                     for i, c in enumerate(cells)) + "</tr>")
