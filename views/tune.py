@@ -104,7 +104,7 @@ def summary(result: TuneResult) -> Text:
         per += f" x {len(result.shapes)} shapes"
     parts = [f"{c.get(s, 0)} {s}" for s in ("ranked", "pruned", "refused", "failed", "not-run") if c.get(s)]
     where = result.runner if result.runner != "local" else f"{count(result.workers, 'worker')}"
-    text = Text(f"{result.target}: {per}: {', '.join(parts)}; {c['cached']} from the cache, {c['done']} computed "
+    text = Text(f"{result.target}: {per}: {', '.join(parts)}; {c.get('cached', 0)} from the cache, {c.get('done', 0)} computed "
                 f"in {_duration(result.wall_seconds)} on {where}")
     if result.interrupted:
         text.append(f"\ninterrupted: {c['total'] - c.get('not-run', 0)} of {c['total']} done; run the same command "

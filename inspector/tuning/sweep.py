@@ -5,6 +5,7 @@ table. Ctrl-C kills the workers at once and returns what is done, marked interru
 again resumes from the journal."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -82,7 +83,8 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None) -> TuneResult
 
         ray_pool = RayPool(req.ray, req.spec)  # a missing extra answers before any work
     workers = req.workers or cores()
-    with LocalPool(workers, debug=req.debug) as local:
+    with LocalPool(workers, debug=req.debug) as local, (ray_pool or contextlib.nullcontext()):
+        # Ray is reached first: an address that does not answer is one line before any work
         plan = _plan(req, local, budget)
         values = swept_values(plan, req.grid, req.fixed)
         default = default_params(plan, values, req.fixed)
@@ -113,14 +115,11 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None) -> TuneResult
         interrupted = False
 
         def answered(job_id, status, value):
-            if status == "ok":
-                row = _row(value, {})
-            else:
-                row = None
-                value = f"internal error: {type(value).__name__}: {value}"
+            row = _row(value, {}) if status == "ok" and isinstance(value, dict) else None
             if row is None:
                 base = {k: getattr(rows[job_id], k) for k in ("shape", "chip", "params", "default")}
-                row = TuneRow(**base, status=FAILED, reason=str(value)[:300], code="internal")
+                why = value if status == "ok" else f"{type(value).__name__}: {value}"
+                row = TuneRow(**base, status=FAILED, reason=f"internal error: {why}"[:300], code="internal")
             rows[job_id] = row
             if req.cache and row.status != FAILED:  # a failure is cheap to see again, and may be fixed
                 stored = dataclasses.asdict(row)
@@ -133,15 +132,12 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None) -> TuneResult
             rows[job_id] = TuneRow(**base, status=FAILED, reason=message, code="worker-died")
             progress.advance(rows[job_id])
 
+        runner = ray_pool or local
         try:
             if ray_pool is not None:
                 local.stop()  # the plan's worker: Ray does the rest
-                with ray_pool:
-                    progress.start(len(keys), cached, ray_pool.size, ray_pool.runner)
-                    ray_pool.run(pending, answered, died)
-            else:
-                progress.start(len(keys), cached, min(local.size, max(len(pending), 1)), local.runner)
-                local.run(pending, answered, died)
+            progress.start(len(keys), cached, min(runner.size, max(len(pending), 1)), runner.runner)
+            runner.run(pending, answered, died)
         except KeyboardInterrupt:
             interrupted = True
             local.kill()
@@ -152,8 +148,7 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None) -> TuneResult
     counts.update({status: sum(r.status == status for r in ordered) for status in STATUSES})
     result = TuneResult(req.spec, list(values), dict(req.fixed), default, rank_all([s for s, _ in plan.shapes], chips, ordered),
                         counts, interrupted, round(time.perf_counter() - started, 3),
-                        ray_pool.size if ray_pool else min(workers, max(len(pending), 1)),
-                        ray_pool.runner if ray_pool else "local", store.versions())
+                        min(runner.size, max(len(pending), 1)), runner.runner, store.versions())
     if req.table:
         _write_table(req, result)
     return result
