@@ -152,3 +152,15 @@ def test_table_that_is_not_one_is_refused_before_the_sweep(tmp_path):
     other.write_text("[1, 2]")
     done = _cli("tests/data/tune_kernels.py:mm", "--table", str(other))
     assert done.returncode == 2 and "not a tuning table" in done.stderr and other.read_text() == "[1, 2]"
+
+
+def test_ray_address_that_does_not_answer_is_one_line():
+    pytest.importorskip("ray")
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = _cli("tests/data/tune_kernels.py:mm", "--ray", f"127.0.0.1:{port}")
+    assert done.returncode == 2 and f"cannot reach the Ray cluster at 127.0.0.1:{port}" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr

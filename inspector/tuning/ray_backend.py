@@ -77,6 +77,10 @@ class RayPool:
         self._pending: dict = {}
 
     def __enter__(self) -> "RayPool":
+        refused = _unreachable(self.address)
+        if refused:  # Ray itself retries an address that does not answer for minutes
+            raise UsageError(f"cannot reach the Ray cluster at {self.address}: {refused} (start one with "
+                             "`ray start --head`, or check --ray / RAY_ADDRESS)")
         try:
             self.ray.init(address=self.address, logging_level="ERROR", log_to_driver=False,
                           configure_logging=True, ignore_reinit_error=True)
@@ -110,6 +114,21 @@ class RayPool:
                     on_answer(job_id, "error", RuntimeError(_one_line(err)))
                 except self.ray.exceptions.RayError as err:  # the worker died, the node went away
                     on_died(job_id, f"its Ray worker failed: {type(err).__name__}: {_one_line(err)}")
+
+
+def _unreachable(address: str, seconds: float = 5.0) -> str | None:
+    """Why nothing answers at ADDRESS (host:port, ray://host:port), or None when something does
+    (or the address is not host:port, such as "auto": Ray judges those)."""
+    import socket
+
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=seconds).close()
+    except OSError as err:
+        return err.strerror or str(err) or type(err).__name__
+    return None
 
 
 def _one_line(err) -> str:
