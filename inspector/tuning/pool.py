@@ -134,9 +134,9 @@ class LocalPool:
             from ..compile_cache import cache_dir
 
             try:
-                path = cache_dir() / "tune-workers.log"
+                path = cache_dir() / "tune-workers.log"  # the last sweep's: --debug shows it live
                 path.parent.mkdir(parents=True, exist_ok=True)
-                self._log = open(path, "ab")
+                self._log = open(path, "wb")
             except OSError:
                 self._log = open(os.devnull, "wb")
         return self._log

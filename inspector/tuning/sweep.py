@@ -176,7 +176,13 @@ def _plan(req: SweepRequest, local, budget: dict) -> TunePlan:
                 return plan
         except TypeError:
             pass
-    plan = local.call("plan", (req.spec, list(req.args), list(req.grid)))
+    from ..errors import TargetFailure
+    from .pool import WorkerDied
+
+    try:
+        plan = local.call("plan", (req.spec, list(req.args), list(req.grid)))
+    except WorkerDied as err:  # os._exit or a crash while importing the target
+        raise TargetFailure(f"{req.spec}: loading it, {err}") from err
     if req.cache and _exact_json(plan.choices):  # values JSON would change (tuples, objects) are not stored
         stored = dataclasses.asdict(plan)
         stored["defaults"] = {k: v for k, v in plan.defaults.items() if _exact_json(v)}
