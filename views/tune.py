@@ -6,14 +6,19 @@ from __future__ import annotations
 import html
 import sys
 
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..tuning.model import RANKED, ChipRanking, TuneResult, TuneRow
 from ..units import count, fmt_bytes, fmt_time
 
+if TYPE_CHECKING:  # the result's own _repr_html_ imports this module
+    from ..tuning.model import ChipRanking, TuneResult, TuneRow
+
+RANKED = "ranked"  # inspector.tuning.model.RANKED
 _STATUS_STYLE = {"pruned": "yellow", "refused": "red", "failed": "red", "not-run": "dim"}
 
 

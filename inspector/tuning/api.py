@@ -59,7 +59,7 @@ def _shape_texts(args: tuple, kwargs: dict, shapes) -> list[str]:
 
 
 def _spec_sweep(spec, args, kwargs, chips, grid, fixed, shapes, workers, ray, table, cache, budget, progress):
-    from .. import compile_cache
+    import inspector.compile_cache as compile_cache
     from .sweep import SweepRequest, run_sweep
 
     req = SweepRequest(spec, chips, _shape_texts(args, kwargs, shapes), grid, fixed, workers=workers, ray=ray,
@@ -76,12 +76,12 @@ def _in_process(fn, args, kwargs, chips, grid, fixed, shapes, cache, budget) -> 
     import inspect as pyinspect
     import time
 
-    from .. import compile_cache
+    import inspector.compile_cache as compile_cache
     from ..api import make_target
     from ..chips import get_chip
     from ..libtpu import Budget
     from ..libtpu.runner import kept_sessions
-    from . import store
+    import inspector.tuning.store as store
     from .candidates import TunePlan, candidates, default_params, swept_values
     from .evaluate import evaluate_target
     from .model import NOT_RUN, STATUSES, TuneRow

@@ -98,7 +98,7 @@ def request(opts):
 
         parse_specs(text)
     budget = {"seconds": opts.time_budget} if opts.time_budget else {}
-    from .. import compile_cache
+    import inspector.compile_cache as compile_cache
 
     cache = False if not compile_cache.enabled() else REFRESH if opts.no_cache else True
     return SweepRequest(opts.target, chips, list(opts.args), parse_grid(opts.grid), parse_sets(opts.set),

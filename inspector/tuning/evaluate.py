@@ -11,7 +11,7 @@ import time
 from ..errors import InspectorError
 from .candidates import TunePlan
 from .model import FAILED, PRUNED, RANKED, REFUSED, TuneRow
-from . import store
+import inspector.tuning.store as store
 
 PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")
 REFRESH = "refresh"  # cache: do not read, but store (--no-cache)
@@ -26,7 +26,7 @@ def plan_target(spec: str, args: list[str], grid_names: list[str]) -> TunePlan:
 
     from ..specs import hlo_type, parse_specs
     from ..target import load_target
-    from . import fingerprint
+    import inspector.tuning.fingerprint as fingerprint
 
     target = load_target(spec, args=args[0] if args else None)
     sig = _signature(target.fn)
@@ -117,7 +117,7 @@ def evaluate_target(target, chip, base: dict, *, budget: dict, cache) -> TuneRow
 
 
 def _compile_and_time(target, chip, captured, base, budget, cache, done) -> TuneRow:
-    from .. import compile_cache
+    import inspector.compile_cache as compile_cache
     from ..backends import Backend
     from ..libtpu import Budget, estimate_times
     from ..pallas.analysis import analyse_pallas, compiler_scoped_vmem
@@ -177,7 +177,7 @@ def _bound_and_spills(times) -> tuple[str | None, int | None]:
 def _own_memo():
     """The stages' in-process memo keeps each lowering for the compile after it; a sweep lowers
     hundreds of candidates, so what one candidate added is dropped when it is done."""
-    from .. import stages
+    import inspector.stages as stages
 
     before = set(stages._MEMO)
     try:

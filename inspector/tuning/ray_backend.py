@@ -27,7 +27,7 @@ def _import_ray():
 
 def _remote_row(file_name: str, source: bytes, func: str, task: dict) -> dict:
     """On a Ray worker: write the shipped file, evaluate the candidate, remove the file."""
-    from .. import environment
+    import inspector.environment as environment
 
     environment.prepare()  # before jax loads in this worker
     _keep_sessions()

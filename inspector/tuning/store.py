@@ -20,7 +20,7 @@ import json
 import os
 import sys
 
-from .. import compile_cache
+import inspector.compile_cache as compile_cache
 
 SCHEMA = 1
 ROW, JOURNAL, PLAN = "tune-row", "tune-journal", "tune-plan"

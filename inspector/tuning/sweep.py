@@ -12,7 +12,7 @@ import time
 from typing import Protocol
 
 from ..errors import UsageError
-from . import store
+import inspector.tuning.store as store
 from .candidates import TunePlan, candidates, default_params, swept_values
 from .model import FAILED, NOT_RUN, RANKED, STATUSES, TuneResult, TuneRow
 from .rank import rank_all
@@ -89,7 +89,7 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None) -> TuneResult
         values = swept_values(plan, req.grid, req.fixed)
         default = default_params(plan, values, req.fixed)
         combos = candidates(values, default)
-        from . import fingerprint
+        import inspector.tuning.fingerprint as fingerprint
 
         closure = fingerprint.digest(plan.closure)
         rows: dict[int, TuneRow] = {}
@@ -163,7 +163,7 @@ def _row(data, base: dict) -> TuneRow | None:
 
 def _plan(req: SweepRequest, local, budget: dict) -> TunePlan:
     """From the journal when no file the target imported changed, else from a worker."""
-    from . import fingerprint
+    import inspector.tuning.fingerprint as fingerprint
 
     parts = store.request_parts(req.spec, None, budget)
     key = store.plan_key(parts, req.args, list(req.grid))

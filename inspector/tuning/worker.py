@@ -30,7 +30,7 @@ def main(result_fd: int) -> None:
     _die_with_parent()
     for sig in (signal.SIGINT, signal.SIGTTOU, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    from .. import environment
+    import inspector.environment as environment
 
     environment.prepare()
     import contextlib
