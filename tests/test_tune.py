@@ -118,6 +118,9 @@ def test_file_signatures_follow_edits(tmp_path):
     assert fingerprint.signature(str(tmp_path / "gone.py")) == "-"
     assert any(p.endswith(os.path.join("inspector", "tuning", "fingerprint.py")) for p in fingerprint.loaded_files())
     assert not any(p.endswith(os.path.join("", "json", "__init__.py")) for p in fingerprint.loaded_files())
+    import pytest as installed  # a package of site-packages: signed by size and time
+
+    assert os.path.realpath(installed.__file__) in fingerprint.loaded_files()
 
 
 def _cli(*args, env=None):

@@ -88,9 +88,13 @@ def evaluate_target(target, chip, base: dict, *, budget: dict, cache) -> TuneRow
     """The row of ``target`` (one candidate's parameters baked in) on ``chip``."""
     from ..backends import Backend
     from ..errors import TargetFailure
+    from ..jax_internals import tracing
     from ..stages import lowered_program
 
     start = time.perf_counter()
+    # the lowered module's locations leave the inspector's frames out (capture() asks the same):
+    # else a worker's first candidate would carry them and key its row apart from the rest
+    tracing.exclude_own_frames()
 
     def done(**fields) -> TuneRow:
         return TuneRow(**base, **fields, wall_seconds=round(time.perf_counter() - start, 3))

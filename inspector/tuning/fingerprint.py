@@ -39,7 +39,7 @@ def loaded_files() -> list[str]:
         if not path:
             continue
         real = os.path.realpath(path)
-        if not real.startswith(_STD):
+        if not real.startswith(_STD) or _installed(real):  # a venv's site-packages lies under its "platstdlib"
             found.add(real)
     return sorted(found)
 

@@ -1,14 +1,11 @@
 """Benchmark: inspector tune against published TPU v5e timings, and what a sweep costs. Run:
-.venv/bin/python tests/bench/bench_tune.py [sweep|interrupt|accuracy|all]   (JSON on stdout)
+.venv/bin/python tests/bench/bench_tune.py [sweep|accuracy|all]   (JSON on stdout)
 
 sweep: the 48 candidates of tests/bench/tune_guide.py:matmul_t (bm 128-1024 x bk 128-1024 x bn
 128/512/1024) at 4096^3 bf16 on tpu-v5e, from an empty cache, with the default workers (the
-cores): wall time, the load average around it, the rows by status, the pick and where the guide's
-two configurations rank.
-
-interrupt: the same sweep from an empty cache, Ctrl-C (SIGINT) once 8 candidates are journaled:
-how long the exit took, what it printed; then the same command again: what it found done and
-how long the rest took.
+cores), stopped with SIGINT (Ctrl-C) once 8 rows are done and run again to the end: the time of
+each part, how long the stop took and what it printed and left, the load average around it, the
+rows by status, the pick and where the guide's two configurations rank.
 
 accuracy: JAX's Pallas TPU matmul guide times this kernel (fused right-hand-side transpose) on a
 v5e at 1024, 4096 and 8192 cubed with two block configurations (timeit over 100 calls, Python
@@ -54,23 +51,6 @@ def _tune(*args: str, cache: str = CACHE, json_out: bool = True) -> tuple[subpro
     return done, time.perf_counter() - start
 
 
-def sweep() -> dict:
-    load_before = os.getloadavg()
-    done, wall = _tune()
-    load_after = os.getloadavg()
-    if done.returncode != 0:
-        return {"error": done.stderr[-2000:]}
-    data = json.loads(done.stdout)
-    chip = data["shapes"][0]["chips"][0]
-    by_params = {tuple(r["params"][k] for k in ("bm", "bk", "bn")): r for r in chip["rows"]}
-    return {"candidates": data["counts"]["total"], "counts": data["counts"], "wall_seconds": round(wall, 1),
-            "workers": data["workers"], "cores": os.cpu_count(), "load_before": load_before, "load_after": load_after,
-            "pick": chip["set_line"], "pick_seconds": chip["rows"][0]["estimated_seconds"],
-            "guide": {str(cfg): {k: by_params[cfg].get(k) for k in ("rank", "estimated_seconds", "ratio", "status")}
-                      for cfg in ((128, 128, 128), (512, 1024, 1024))},
-            "compute_seconds": sum(r["wall_seconds"] or 0 for r in chip["rows"])}
-
-
 def _journal(folder: str) -> int:
     count = 0
     for path in glob.glob(os.path.join(folder, "*.json")):
@@ -81,29 +61,42 @@ def _journal(folder: str) -> int:
     return count
 
 
-def interrupt(after: int = 8) -> dict:
-    cache = tempfile.mkdtemp(prefix="bench-tune-interrupt-")
-    env = dict(os.environ, NO_COLOR="1", COLUMNS="200", INSPECTOR_CACHE_DIR=cache)
+def sweep(after: int = 8) -> dict:
+    """The 48-candidate sweep from an empty cache, stopped by SIGINT once ``after`` rows are
+    journaled and run again to the end: both parts timed, what the stop printed and left."""
+    env = dict(os.environ, NO_COLOR="1", COLUMNS="200", INSPECTOR_CACHE_DIR=CACHE)
+    load_before = os.getloadavg()
     start = time.perf_counter()
     proc = subprocess.Popen([PY, "-m", "inspector", "tune", SPEC, "--target", "tpu-v5e"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-    while _journal(cache) < after and proc.poll() is None:
+    while _journal(CACHE) < after and proc.poll() is None:
         time.sleep(0.2)
-    before_folders = set(glob.glob(os.path.join(tempfile.gettempdir(), "inspector-libtpu-*")))
+    folders = set(glob.glob(os.path.join(tempfile.gettempdir(), "inspector-libtpu-*")))
     sent = time.perf_counter()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate()
-    exit_seconds = time.perf_counter() - sent
+    stop = {"after_seconds": round(sent - start, 1), "exit_code": proc.returncode,
+            "exit_seconds": round(time.perf_counter() - sent, 2), "journaled": _journal(CACHE),
+            "printed": [line.strip() for line in out.splitlines() if "interrupted" in line or "ranked" in line][-2:],
+            "stderr": err.strip()[-300:]}
     time.sleep(1)
-    left = set(glob.glob(os.path.join(tempfile.gettempdir(), "inspector-libtpu-*"))) - before_folders
-    journaled = _journal(cache)
-    done, wall = _tune(cache=cache)
-    data = json.loads(done.stdout) if done.returncode == 0 else {}
-    return {"interrupted_after_seconds": round(sent - start, 1), "exit_code": proc.returncode,
-            "exit_seconds": round(exit_seconds, 2), "journaled_when_stopped": journaled,
-            "printed": [line for line in out.splitlines() if "interrupted" in line or "not-run" in line][:3],
-            "stderr": err.strip()[-300:], "new_dump_folders_left": sorted(left),
-            "resume": {"exit_code": done.returncode, "wall_seconds": round(wall, 1), "counts": data.get("counts")}}
+    stop["dump_folders_left"] = sorted(set(glob.glob(os.path.join(tempfile.gettempdir(), "inspector-libtpu-*"))) - folders)
+    done, wall = _tune()
+    load_after = os.getloadavg()
+    if done.returncode != 0:
+        return {"stop": stop, "error": done.stderr[-2000:]}
+    data = json.loads(done.stdout)
+    chip = data["shapes"][0]["chips"][0]
+    by_params = {tuple(r["params"][k] for k in ("bm", "bk", "bn")): r for r in chip["rows"]}
+    return {"candidates": data["counts"]["total"], "counts": data["counts"], "stop": stop,
+            "resume_wall_seconds": round(wall, 1), "total_wall_seconds": round(stop["after_seconds"] + wall, 1),
+            "workers": data["workers"], "cores": os.cpu_count(), "load_before": load_before, "load_after": load_after,
+            "pick": chip["set_line"], "pick_seconds": chip["rows"][0]["estimated_seconds"],
+            "sources": sorted({r["estimate_source"] for r in chip["rows"] if r["estimate_source"]}),
+            "guide": {str(cfg): {k: by_params[cfg].get(k) for k in ("rank", "estimated_seconds", "ratio", "status",
+                                                                     "estimate_source")}
+                      for cfg in ((128, 128, 128), (512, 1024, 1024))},
+            "top5": [(r["params"], r["estimated_seconds"], r["estimate_source"]) for r in chip["rows"][:5]]}
 
 
 def _rank(values: list[float]) -> list[float]:
@@ -162,8 +155,6 @@ def main(what: str) -> None:
         out["sweep"] = sweep()
     if what in ("accuracy", "all"):
         out["accuracy"] = accuracy()
-    if what in ("interrupt", "all"):
-        out["interrupt"] = interrupt()
     print(json.dumps(out, indent=2))
 
 
