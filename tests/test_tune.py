@@ -11,7 +11,7 @@ from conftest import ROOT
 from inspector.errors import UsageError
 from inspector.tuning import fingerprint
 from inspector.tuning.candidates import TunePlan, candidates, default_params, parse_grid, parse_sets, swept_values
-from inspector.tuning.model import FAILED, NOT_RUN, PRUNED, RANKED, REFUSED, ShapeResult, TuneResult, TuneRow
+from inspector.tuning.model import FAILED, NOT_RUN, PRUNED, RANKED, REFUSED, UNTIMED, ShapeResult, TuneResult, TuneRow
 from inspector.tuning.rank import rank_all, rank_rows
 from inspector.tuning.table import lookup, read_table, update_table
 
@@ -58,11 +58,11 @@ def _row(status, seconds=None, **params):
 
 def test_ranking_orders_by_time_then_by_status():
     rows = [_row(PRUNED, bm=1), _row(RANKED, 3e-3, bm=2), _row(FAILED, bm=3), _row(RANKED, 1e-3, bm=4),
-            _row(REFUSED, bm=5), _row(RANKED, 3e-3, bm=6), _row(NOT_RUN, bm=7)]
+            _row(REFUSED, bm=5), _row(RANKED, 3e-3, bm=6), _row(NOT_RUN, bm=7), _row(UNTIMED, bm=8)]
     rows[5].default = True
     ranking = rank_rows("tpu-v5e", rows)
-    assert [r.params["bm"] for r in ranking.rows] == [4, 2, 6, 5, 1, 3, 7]  # ties keep the sweep's order
-    assert [r.rank for r in ranking.rows] == [1, 2, 3, None, None, None, None]
+    assert [r.params["bm"] for r in ranking.rows] == [4, 2, 6, 8, 5, 1, 3, 7]  # ties keep the sweep's order
+    assert [r.rank for r in ranking.rows] == [1, 2, 3, None, None, None, None, None]
     assert ranking.best.params == {"bm": 4} and ranking.set_line == "--set bm=4"
     assert ranking.rows[1].ratio == pytest.approx(3.0) and ranking.default_ratio == pytest.approx(3.0)
     assert ranking.count(RANKED) == 3

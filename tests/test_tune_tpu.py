@@ -38,6 +38,7 @@ def sweep():
     """INSPECT's 8 candidates x its 2 shapes on v5e."""
     done = _cli(SPEC, "--target", "tpu-v5e", "--json")
     assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # no progress bar in a pipe, and the workers' output goes to their log
     return json.loads(done.stdout)
 
 
@@ -156,7 +157,7 @@ def test_api_sweeps_a_spec_and_a_function(sweep):
 
     by_spec = tune(SPEC, SMALL, targets="tpu-v5e", grid={"bm": [256, 128]},
                    params={"bn": 256, "bk": 512, "pad_mib": 0})
-    assert all(r.cached for r in by_spec.rows)  # the CLI's sweep computed both: nothing compiled again
+    assert all(r.cached for r in by_spec.rows)  # the CLI's sweeps computed both: nothing is compiled again
     small = next(s for s in sweep["shapes"] if s["shape"] == SMALL)["chips"][0]
     assert by_spec.best("tpu-v5e").params["bm"] == next(r for r in small["rows"] if r["rank"] == 1)["params"]["bm"]
     page = by_spec._repr_html_()

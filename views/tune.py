@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the result's own _repr_html_ imports this module
     from ..tuning.model import ChipRanking, TuneResult, TuneRow
 
 RANKED = "ranked"  # inspector.tuning.model.RANKED
-_STATUS_STYLE = {"pruned": "yellow", "refused": "red", "failed": "red", "not-run": "dim"}
+_STATUS_STYLE = {"untimed": "yellow", "pruned": "yellow", "refused": "red", "failed": "red", "not-run": "dim"}
 
 
 def _params(row: TuneRow) -> str:
@@ -107,7 +107,7 @@ def summary(result: TuneResult) -> Text:
     per = f"{count(c['total'] // max(chips * len(result.shapes), 1), 'candidate')} x {count(chips, 'chip')}"
     if len(result.shapes) > 1:
         per += f" x {len(result.shapes)} shapes"
-    parts = [f"{c.get(s, 0)} {s}" for s in ("ranked", "pruned", "refused", "failed", "not-run") if c.get(s)]
+    parts = [f"{c.get(s, 0)} {s}" for s in ("ranked", "untimed", "pruned", "refused", "failed", "not-run") if c.get(s)]
     where = result.runner if result.runner != "local" else f"{count(result.workers, 'worker')}"
     text = Text(f"{result.target}: {per}: {', '.join(parts)}; {c.get('cached', 0)} from the cache, {c.get('done', 0)} computed "
                 f"in {_duration(result.wall_seconds)} on {where}")
@@ -156,7 +156,7 @@ class TuneProgress:
         self.label = label
         self.progress = None
         self.task = None
-        self.counts = {"cached": 0, "pruned": 0, "refused": 0, "failed": 0}
+        self.counts = {"cached": 0, "untimed": 0, "pruned": 0, "refused": 0, "failed": 0}
 
     @property
     def enabled(self) -> bool:
@@ -220,9 +220,7 @@ def tune_html(result: TuneResult) -> str:
                 cells = [str(row.rank or "-"), *(str(row.params.get(n, "-")) for n in result.swept),
                          fmt_time(row.estimated_seconds), bar, f"{row.ratio:.2f}x" if row.ratio else "-", _vmem(row),
                          fmt_bytes(row.hbm_bytes), row.bound or "-", "-" if row.spills is None else str(row.spills),
-                         row.status if row.status != RANKED else _note(row, {}) if row.status == RANKED else ""]
-                if row.status != RANKED:
-                    cells[-1] = f"{row.status}: {_short(row.reason or '')}"
+                         _note(row, {}) if row.status == RANKED else f"{row.status}: {_short(row.reason or '')}"]
                 out.append("<tr>" + "".join(
                     f'<td style="padding: 2px 8px">{c if i == len(result.swept) + 2 else html.escape(c)}</td>'
                     for i, c in enumerate(cells)) + "</tr>")

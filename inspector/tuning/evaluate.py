@@ -10,7 +10,7 @@ import time
 
 from ..errors import InspectorError
 from .candidates import TunePlan
-from .model import FAILED, PRUNED, RANKED, REFUSED, TuneRow
+from .model import FAILED, PRUNED, RANKED, REFUSED, UNTIMED, TuneRow
 import inspector.tuning.store as store
 
 PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")
@@ -123,7 +123,7 @@ def evaluate_target(target, chip, base: dict, *, budget: dict, cache) -> TuneRow
 def _compile_and_time(target, chip, captured, base, budget, cache, done) -> TuneRow:
     import inspector.compile_cache as compile_cache
     from ..backends import Backend
-    from ..libtpu import Budget, estimate_times
+    from ..libtpu import ROOFLINE, Budget, estimate_times
     from ..pallas.analysis import analyse_pallas, compiler_scoped_vmem
     from ..report import build_report
     from ..stages import capture
@@ -155,9 +155,14 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done) -> Tune
     bound, spills = _bound_and_spills(times)
     notes = [_one_line(f"{f.code}: {f.message}") for f in times.findings
              if f.code not in ("register-spills", "mxu-underused")]
-    if seconds is None:
-        return done(status=REFUSED, code="no-estimate", reason="libtpu gave no time for it and it has no roofline",
-                    notes=notes, vmem_bytes=max(used, default=None), vmem_estimate_bytes=estimate, vmem_limit_bytes=limit)
+    if seconds is None or times.method == ROOFLINE:
+        # a roofline is a lower bound, not an estimate: ranked among libtpu's figures it would win unfairly
+        bound = f" (its roofline, a lower bound: {seconds * 1e6:,.1f} us)" if seconds else ""
+        return done(status=UNTIMED, code="no-estimate", notes=notes, vmem_bytes=max(used, default=None),
+                    vmem_estimate_bytes=estimate, vmem_limit_bytes=limit,
+                    hbm_bytes=int(report.fusions.totals["hbm_bytes"]) if report.fusions else None,
+                    reason="libtpu gave no time for it within the budget" + bound
+                           + "; not ranked: raise --time-budget")
     return done(status=RANKED, estimated_seconds=seconds, estimated_cycles=times.totals.get("estimated_cycles"),
                 estimate_source=times.method, vmem_bytes=max(used, default=None), vmem_estimate_bytes=estimate,
                 vmem_limit_bytes=limit, hbm_bytes=int(report.fusions.totals["hbm_bytes"]) if report.fusions else None,

@@ -6,11 +6,12 @@ import dataclasses
 
 # How a candidate ended, in the order a ranking lists them.
 RANKED = "ranked"  # compiled, with libtpu's time estimate
+UNTIMED = "untimed"  # compiled, but libtpu gave no time within the budget: a roofline bound only, not ranked
 PRUNED = "pruned"  # the VMEM estimate: its blocks and scratch alone pass the limit; never compiled
 REFUSED = "refused"  # libtpu or Mosaic refused it (VMEM out of memory, a lowering or compile error)
 FAILED = "failed"  # the function raised for it (a block that does not divide), or its worker died
 NOT_RUN = "not-run"  # the sweep was interrupted first
-STATUSES = (RANKED, PRUNED, REFUSED, FAILED, NOT_RUN)
+STATUSES = (RANKED, UNTIMED, PRUNED, REFUSED, FAILED, NOT_RUN)
 
 
 @dataclasses.dataclass

@@ -1,14 +1,14 @@
 """Rank each shape's rows per chip by libtpu's estimated time."""
 from __future__ import annotations
 
-from .model import FAILED, NOT_RUN, PRUNED, RANKED, REFUSED, ChipRanking, ShapeResult, TuneRow
+from .model import FAILED, NOT_RUN, PRUNED, RANKED, REFUSED, UNTIMED, ChipRanking, ShapeResult, TuneRow
 
-_ORDER = {RANKED: 0, REFUSED: 1, PRUNED: 2, FAILED: 3, NOT_RUN: 4}
+_ORDER = {RANKED: 0, UNTIMED: 1, REFUSED: 2, PRUNED: 3, FAILED: 4, NOT_RUN: 5}
 
 
 def rank_rows(chip: str, rows: list[TuneRow]) -> ChipRanking:
     """Ranked rows fastest first (ties keep the sweep's order), each with its rank and its ratio
-    to the best; then the refused, pruned, failed and not-run ones, in the sweep's order."""
+    to the best; then the untimed, refused, pruned, failed and not-run ones, in the sweep's order."""
     order = {id(r): i for i, r in enumerate(rows)}
     ranked = sorted((r for r in rows if r.status == RANKED), key=lambda r: (r.estimated_seconds, order[id(r)]))
     best = ranked[0] if ranked else None

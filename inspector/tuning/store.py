@@ -22,7 +22,7 @@ import sys
 
 import inspector.compile_cache as compile_cache
 
-SCHEMA = 1
+SCHEMA = 2  # 2: roofline-only rows are untimed, not ranked
 ROW, JOURNAL, PLAN = "tune-row", "tune-journal", "tune-plan"
 
 

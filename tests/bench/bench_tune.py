@@ -37,6 +37,7 @@ MEASURED = [
     (8192, (128, 128, 128), 0.09500920018996112), (8192, (512, 1024, 1024), 0.006107717020204291),
 ]
 CACHE = os.environ.get("BENCH_TUNE_CACHE") or tempfile.mkdtemp(prefix="bench-tune-")
+BUDGET = ["--time-budget", os.environ["BENCH_TUNE_BUDGET"]] if os.environ.get("BENCH_TUNE_BUDGET") else []
 
 
 def _mm(n: int) -> str:
@@ -46,7 +47,7 @@ def _mm(n: int) -> str:
 def _tune(*args: str, cache: str = CACHE, json_out: bool = True) -> tuple[subprocess.CompletedProcess, float]:
     env = dict(os.environ, NO_COLOR="1", COLUMNS="200", INSPECTOR_CACHE_DIR=cache)
     start = time.perf_counter()
-    done = subprocess.run([PY, "-m", "inspector", "tune", SPEC, "--target", "tpu-v5e", *args]
+    done = subprocess.run([PY, "-m", "inspector", "tune", SPEC, "--target", "tpu-v5e", *BUDGET, *args]
                           + (["--json"] if json_out else []), capture_output=True, text=True, cwd=ROOT, env=env)
     return done, time.perf_counter() - start
 
@@ -67,7 +68,7 @@ def sweep(after: int = 8) -> dict:
     env = dict(os.environ, NO_COLOR="1", COLUMNS="200", INSPECTOR_CACHE_DIR=CACHE)
     load_before = os.getloadavg()
     start = time.perf_counter()
-    proc = subprocess.Popen([PY, "-m", "inspector", "tune", SPEC, "--target", "tpu-v5e"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([PY, "-m", "inspector", "tune", SPEC, "--target", "tpu-v5e", *BUDGET], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     while _journal(CACHE) < after and proc.poll() is None:
         time.sleep(0.2)
@@ -150,7 +151,7 @@ def accuracy() -> dict:
 
 
 def main(what: str) -> None:
-    out = {"cache": CACHE}
+    out = {"cache": CACHE, "budget": BUDGET}
     if what in ("sweep", "all"):
         out["sweep"] = sweep()
     if what in ("accuracy", "all"):
