@@ -29,6 +29,7 @@ from .version import __version__ as __version__
 _prepare_on_import()
 
 from .api import check, compare, diff, inspect  # noqa: E402  (after the environment is prepared)
+from .tuning.api import tune  # noqa: E402
 from .errors import InspectorError, TargetFailure, UsageError  # noqa: E402
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from .pallas.check import CheckResult
     from .report import Report
 
-_LAZY = {"Report": ("report", "Report"), "CheckResult": ("pallas.check", "CheckResult"),
+_LAZY = {"Report": ("report", "Report"), "TuneResult": ("tuning.model", "TuneResult"), "CheckResult": ("pallas.check", "CheckResult"),
          "DiffResult": ("run.result", "DiffResult"), "Compare": ("comparison", "Compare")}
 
 
@@ -50,5 +51,5 @@ def __getattr__(name: str):  # the result types, without loading the analyses at
     raise AttributeError(f"module 'inspector' has no attribute {name!r}")
 
 
-__all__ = ["CheckResult", "Compare", "DiffResult", "InspectorError", "Report", "TargetFailure", "UsageError", "check",
-           "compare", "diff", "inspect"]
+__all__ = ["CheckResult", "Compare", "DiffResult", "InspectorError", "Report", "TargetFailure", "TuneResult", "UsageError", "check",
+           "compare", "diff", "inspect", "tune"]

@@ -303,7 +303,7 @@ def _from_callable(make: Callable, spec: str) -> tuple[tuple, dict]:
     return (made,), {}
 
 
-_OPTION_KEYS = ("atol", "rtol", "int_ranges")  # read by diff from Target.options
+_OPTION_KEYS = ("atol", "rtol", "int_ranges", "shapes")  # read from Target.options: by diff; shapes by tune
 INSPECT_KEYS = ("args", "params", "reference", *_OPTION_KEYS, "mesh", "shardings")
 
 

@@ -280,7 +280,7 @@ def test_the_api_names_are_no_module_names():
 
     modules = {m.name.rsplit(".", 1)[-1] for m in pkgutil.walk_packages(inspector.__path__, "inspector.")
                if m.name.count(".") == 1}
-    assert not modules & {"inspect", "check", "diff", "compare"}
+    assert not modules & {"inspect", "check", "diff", "compare", "tune"}
     for name in ("inspect", "check", "diff", "compare"):
         assert callable(getattr(inspector, name)) and getattr(inspector, name).__module__ == "inspector.api"
 

@@ -5,45 +5,16 @@ from __future__ import annotations
 import argparse
 
 from ..chips import DEFAULT_TPU
+from .arg_types import count as _count, seconds as _seconds, tolerance as _tolerance
 from ..errors import UsageError
 from ..view_table import SHOW_VIEWS, SORT_ORDERS
 
-VERBS = ("show", "check", "diff", "export", "compare", "chips", "cache", "doctor")
+VERBS = ("show", "check", "diff", "export", "compare", "tune", "chips", "cache", "doctor")
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line and exit 2, like every other usage error
         raise UsageError(f"{message} (see `{self.prog} --help`)")
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is negative")
-    return value
-
-
-def _tolerance(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: a tolerance is a finite number >= 0")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds > 0")
-    return value
 
 
 def _globals() -> _Parser:
@@ -130,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_argument("--watch", action="store_true", help="re-analyse when the target file is saved")
     tui.set_defaults(chip=None)  # no --target: the file suggests the chip
     _compare_parser(sub, common)
+    from .tune import add_tune_parser
+
+    add_tune_parser(sub, common)
     chips = sub.add_parser("chips", help="list the hardware targets and their figures", parents=common)
     chips.add_argument("--json", action="store_true")
     cache = sub.add_parser("cache", help="where the compile cache is and its size; `cache clear` empties it", parents=common)

@@ -30,7 +30,7 @@ from .bundles import kernel_bundles
 from .dumps import BUNDLES_LABEL, UTILIZATION_LABEL, UnreadableDump, read_bundles, read_utilization
 from .model import (COST_MODEL, EXTRAPOLATED, LIBTPU, ROOFLINE, JobCost, KernelBundles, KernelTime, StepFit,
                     TimeEstimate)
-from .runner import DumpSession, Outcome
+from .runner import DumpSession, Outcome, open_session
 
 PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")
 STOPPED = ("time-limit", "memory-limit", "no-answer")  # a job's statuses that say more about the machine than the program
@@ -129,7 +129,7 @@ class _Run:
         self._name_grids(records, pallas)
         steps = [math.prod(grid) for grid in self.grids.values()]
         reducible = any(s > self.budget.probe_steps for s in steps)
-        with DumpSession(self.topology, profile=True, bundles=True) as session:
+        with open_session(self.topology, profile=True, bundles=True) as session:
             if not reducible:
                 self._job(session, "whole", request, records, self.left())
                 return self._finish(LIBTPU)
@@ -242,7 +242,7 @@ class _Run:
             return
         request, records = self._request(None)
         self._name_grids(records, [k for k in self.kernels if k.kind in PALLAS_KINDS])
-        with DumpSession(self.topology, profile=False, bundles=True) as session:
+        with open_session(self.topology, profile=False, bundles=True) as session:
             self._job(session, "bundles", request, records, self.left())
 
     def _finish(self, method: str) -> TimeEstimate:

@@ -14,6 +14,7 @@ the folder. A folder left by a machine that went down is removed by a later run,
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import json
@@ -254,6 +255,48 @@ class DumpSession:
                 shutil.rmtree(self.folder, ignore_errors=True)
             if self._janitor is not None:
                 self._release_janitor()
+
+
+# Sessions kept for reuse while ``kept_sessions`` is active: {(topology, profile, bundles): DumpSession}.
+_KEPT: dict | None = None
+_KEEP_RSS_BYTES = 3 << 29  # a child that grew past 1.5 GiB is not kept: its memory would count against the next compile
+
+
+@contextlib.contextmanager
+def kept_sessions():
+    """While active, ``open_session`` starts each kind of child once and reuses it: a process that
+    estimates many programs in a row (a tuner's worker) pays libtpu's start-up once, not per
+    program. Leaving it closes them (their folders go as with any session)."""
+    global _KEPT
+    outer, _KEPT = _KEPT, {} if _KEPT is None else _KEPT
+    try:
+        yield
+    finally:
+        if outer is None:
+            kept, _KEPT = _KEPT, None
+            for session in kept.values():
+                session.close()
+
+
+@contextlib.contextmanager
+def open_session(topology: str, *, profile: bool, bundles: bool):
+    """A DumpSession for one estimate: a fresh one, or under ``kept_sessions`` the kept one."""
+    if _KEPT is None:
+        with DumpSession(topology, profile=profile, bundles=bundles) as session:
+            yield session
+        return
+    key = (topology, profile, bundles)
+    session = _KEPT.get(key)
+    if session is None:
+        session = _KEPT[key] = DumpSession(topology, profile=profile, bundles=bundles).__enter__()
+    try:
+        yield session
+    except BaseException:
+        _KEPT.pop(key, None)
+        session.close()
+        raise
+    if session.alive and (_rss(session._proc.pid) or 0) > _KEEP_RSS_BYTES:
+        session._stop_child()  # the next run starts a fresh one
 
 
 def _rss(pid: int) -> int | None:

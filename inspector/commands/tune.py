@@ -1,0 +1,119 @@
+"""``inspector tune``: the command line's three hooks.
+
+    add_tune_parser(sub, common)        # the subparser
+    result = work_tune(opts)            # the sweep; call it in the CLI's own process (see below)
+    code = render_tune(opts, result)    # print it; the exit code
+
+``work_tune`` never imports jax in the calling process: it starts its own worker processes (or
+Ray tasks), draws the progress bar, and on Ctrl-C kills the workers at once and returns what is
+done, marked interrupted. So it must not be wrapped in ``remote.run_isolated`` (a child killed
+on Ctrl-C could not print what is done); ``render_tune`` then exits 130.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+from ..chips import DEFAULT_TPU
+from ..errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from .arg_types import count as _count, seconds as _seconds
+from .process import EXIT_SIGINT
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 1 or more")
+    return value
+
+
+def add_tune_parser(sub, common) -> argparse.ArgumentParser:
+    """The ``tune`` subparser (``common``: the parents every verb takes, e.g. --debug)."""
+    tune = sub.add_parser("tune", parents=common,
+                          help="rank every candidate of INSPECT's params (or --grid) per chip by libtpu's estimated time, "
+                               "without a TPU")
+    tune.add_argument("target", help="path/to/file.py:function or package.module:function")
+    tune.add_argument("--target", dest="chip", default=DEFAULT_TPU, metavar="CHIPS",
+                      help="the TPUs to rank for, e.g. tpu-v5e,tpu-v6e (default tpu-v5e)")
+    tune.add_argument("--args", action="append", default=[], metavar="SPECS",
+                      help='input shapes, e.g. "bf16[4096,4096] bf16[4096,4096]"; repeat for one table per shape '
+                           "(default: INSPECT's shapes, else its args)")
+    tune.add_argument("--grid", action="append", default=[], metavar="NAME=A,B,C",
+                      help="values to sweep for a parameter (repeatable); replaces INSPECT's list for it")
+    tune.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                      help="fix a parameter (repeatable): it is not swept")
+    tune.add_argument("--workers", type=_positive, default=None, metavar="N",
+                      help="compile N candidates at once (default: the cores)")
+    tune.add_argument("--ray", metavar="ADDRESS", default=None,
+                      help="send each candidate to the Ray cluster at ADDRESS (default: $RAY_ADDRESS when set); "
+                           "needs jax-inspector[ray]")
+    tune.add_argument("--table", metavar="FILE",
+                      help="write (or add to) a tuning table: the best parameters per shape and chip, as JSON")
+    tune.add_argument("--top", type=_count, default=0, metavar="N", help="ranked rows per table (default 0: all)")
+    tune.add_argument("--time-budget", type=_seconds, default=None, metavar="SECONDS",
+                      help="what libtpu's simulation may spend per candidate before its time is extrapolated "
+                           "(default 60)")
+    tune.add_argument("--json", action="store_true", help="every row as JSON")
+    tune.add_argument("--no-cache", action="store_true",
+                      help="compute every candidate again (and store the fresh results)")
+    return tune
+
+
+def request(opts):
+    """The SweepRequest the options ask for (checked before anything starts)."""
+    from ..atomic import check_writable
+    from ..tuning.candidates import parse_grid, parse_sets
+    from ..tuning.sweep import REFRESH, SweepRequest, check_chips
+
+    chips = [c.name for c in check_chips([opts.chip])]
+    if opts.table:
+        check_writable(opts.table)
+        from .table import read_table
+
+        read_table(opts.table)  # a file that is not a tuning table is refused now, not after the sweep
+    for text in opts.args:
+        from ..specs import parse_specs
+
+        parse_specs(text)
+    budget = {"seconds": opts.time_budget} if opts.time_budget else {}
+    import inspector.compile_cache as compile_cache
+
+    cache = False if not compile_cache.enabled() else REFRESH if opts.no_cache else True
+    return SweepRequest(opts.target, chips, list(opts.args), parse_grid(opts.grid), parse_sets(opts.set),
+                        workers=opts.workers, ray=opts.ray or os.environ.get("RAY_ADDRESS") or None, cache=cache,
+                        budget=budget, table=opts.table, debug=bool(getattr(opts, "debug", False)))
+
+
+def work_tune(opts):
+    """Run the sweep (workers or Ray tasks do the jax work); a TuneResult, interrupted on Ctrl-C."""
+    from ..views.tune import TuneProgress
+    from ..tuning.sweep import run_sweep
+
+    req = request(opts)
+    return run_sweep(req, TuneProgress(opts.target))
+
+
+def render_tune(opts, result) -> int:
+    """Print the ranked tables (or JSON); exit 130 when interrupted, 1 when a shape has no ranked
+    candidate on some chip, else 0."""
+    from ..views.printer import make_console, print_fitting, print_json
+    from ..views.tune import tune_view
+
+    console = make_console()
+    if opts.json:
+        print_json(result.to_dict(), console)
+    else:
+        print_fitting(console, tune_view(result, top=opts.top))
+    if result.interrupted:
+        return EXIT_SIGINT
+    return EXIT_OK if result.ok else EXIT_FINDINGS
+
+
+def tune_verb(opts) -> int:
+    return render_tune(opts, work_tune(opts))
+
+
+__all__ = ["add_tune_parser", "work_tune", "render_tune", "tune_verb", "UsageError"]

@@ -1,0 +1,143 @@
+"""``inspector.tune(fn_or_spec, *inputs, targets=..., grid=...) -> TuneResult``: the sweep of
+``inspector tune`` from Python.
+
+A ``"file.py:function"`` spec takes the command line's path: worker processes (``workers``, default
+the cores) or a Ray cluster (``ray``), the journal (a second call is instant), ``table``. A function
+object is swept in this process, one candidate after another (workers could not import it), with
+the row cache only. Either way each candidate is traced, pruned when its VMEM estimate is over the
+limit, else compiled for each chip (deviceless) and timed by libtpu.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from ..errors import UsageError
+from .model import TuneResult
+
+
+def tune(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] = ("tpu-v5e",), grid: dict | None = None,
+         params: dict | None = None, shapes: Sequence[str] | None = None, workers: int | None = None,
+         ray: str | None = None, table: str | None = None, cache: bool = True, time_budget: float | None = None,
+         progress: bool = False, **kwargs: Any) -> TuneResult:
+    """Rank every candidate (INSPECT's ``params`` lists, ``grid`` {name: [values]} over them,
+    ``params`` fixed) on each chip of ``targets`` by libtpu's estimated time. Inputs: arrays,
+    ShapeDtypeStructs or shape specs (``"bf16[4096,4096]"``) after the function, or ``shapes`` (a list
+    of shape-spec strings, one ranking each). ``.best(chip)`` is the fastest row (``.params``,
+    ``.set_line()``); ``.shapes[i].chips[j].rows`` every row, ranked; ``.to_dict()`` as ``--json``."""
+    from ..api import _call
+
+    if grid is not None and not isinstance(grid, dict):
+        raise UsageError(f"grid must be a dict of parameter name to a list of values, not a {type(grid).__name__}")
+    if params is not None and not isinstance(params, dict):
+        raise UsageError(f"params must be a dict of fixed parameter values, not a {type(params).__name__}")
+    grid = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in (grid or {}).items()}
+    with _call():
+        names = [targets] if isinstance(targets, str) else list(targets)
+        budget = {"seconds": time_budget} if time_budget else {}
+        if isinstance(fn_or_spec, str):
+            return _spec_sweep(fn_or_spec, args, kwargs, names, grid, params or {}, shapes, workers, ray, table, cache,
+                               budget, progress)
+        if ray or table or workers not in (None, 1):
+            raise UsageError("workers, ray and table need a 'file.py:function' spec (a function object cannot be "
+                             "imported by a worker): give the spec, or leave them out")
+        return _in_process(fn_or_spec, args, kwargs, names, grid, params or {}, shapes, cache, budget)
+
+
+def _shape_texts(args: tuple, kwargs: dict, shapes) -> list[str]:
+    from ..specs import hlo_type
+
+    if shapes is not None:
+        if isinstance(shapes, str) or not all(isinstance(s, str) for s in shapes):
+            raise UsageError("shapes must be a list of shape-spec strings, e.g. ['bf16[512,512] bf16[512,512]']")
+        return list(shapes)
+    if kwargs:
+        raise UsageError("keyword inputs: give a function object, or shapes=[...] as spec strings")
+    if not args:
+        return []
+    parts = [a if isinstance(a, str) else hlo_type(str(a.dtype), tuple(a.shape)) for a in args]
+    return [" ".join(parts)]
+
+
+def _spec_sweep(spec, args, kwargs, chips, grid, fixed, shapes, workers, ray, table, cache, budget, progress):
+    import inspector.compile_cache as compile_cache
+    from .sweep import SweepRequest, run_sweep
+
+    req = SweepRequest(spec, chips, _shape_texts(args, kwargs, shapes), grid, fixed, workers=workers, ray=ray,
+                       cache=bool(cache) and compile_cache.enabled(), budget=budget, table=table)
+    if progress:
+        from ..views.tune import TuneProgress
+
+        return run_sweep(req, TuneProgress(spec))
+    return run_sweep(req)
+
+
+def _in_process(fn, args, kwargs, chips, grid, fixed, shapes, cache, budget) -> TuneResult:
+    import dataclasses
+    import inspect as pyinspect
+    import time
+
+    import inspector.compile_cache as compile_cache
+    from ..api import make_target
+    from ..chips import get_chip
+    from ..libtpu import Budget
+    from ..libtpu.runner import kept_sessions
+    import inspector.tuning.store as store
+    from .candidates import TunePlan, candidates, default_params, swept_values
+    from .evaluate import evaluate_target
+    from .model import NOT_RUN, STATUSES, TuneRow
+    from .rank import rank_all
+    from .sweep import check_chips
+
+    started = time.perf_counter()
+    chip_names = [c.name for c in check_chips(chips)]
+    try:
+        sig = pyinspect.signature(fn)
+        takes = None if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()) else list(sig.parameters)
+        defaults = {p.name: p.default for p in sig.parameters.values() if p.default is not p.empty}
+    except (TypeError, ValueError):
+        takes, defaults = None, {}
+    inputs = [(text, (text,), {}) for text in shapes] if shapes is not None else [(None, args, kwargs)]
+    plan = TunePlan(getattr(fn, "__name__", "function"), {}, defaults, takes, [])
+    values = swept_values(plan, grid, fixed)
+    default = default_params(plan, values, fixed)
+    combos = candidates(values, default)
+    budget = dataclasses.asdict(Budget(**budget))
+    use = bool(cache) and compile_cache.enabled()
+    rows, labels = [], []
+    interrupted = False
+    with kept_sessions():
+        try:
+            for text, pos, kw in inputs:
+                label = None
+                for chip_name in chip_names:
+                    chip = get_chip(chip_name)
+                    for params, is_default in combos:
+                        target = make_target(fn, pos, kw, params={**fixed, **params})
+                        if label is None:
+                            label = text or _label(target)
+                            labels.append(label)
+                        base = dict(shape=label, chip=chip.name, params=params, default=is_default)
+                        rows.append(evaluate_target(target, chip, base, budget=budget, cache=use))
+        except KeyboardInterrupt:
+            interrupted = True
+    done = {(r.shape, r.chip, tuple(sorted(r.params.items(), key=lambda kv: kv[0]))) for r in rows}
+    for label in labels:  # what an interrupt left undone
+        for chip_name in chip_names:
+            for params, is_default in combos:
+                if (label, chip_name, tuple(sorted(params.items(), key=lambda kv: kv[0]))) not in done:
+                    rows.append(TuneRow(label, chip_name, params, NOT_RUN, default=is_default,
+                                        reason="the sweep was interrupted before it"))
+    counts = {"total": len(rows), "cached": sum(r.cached for r in rows),
+              "done": sum(r.status != NOT_RUN and not r.cached for r in rows)}
+    counts.update({s: sum(r.status == s for r in rows) for s in STATUSES})
+    return TuneResult(plan.spec, list(values), dict(fixed), default, rank_all(labels, chip_names, rows), counts,
+                      interrupted, round(time.perf_counter() - started, 3), 1, "in-process", store.versions())
+
+
+def _label(target) -> str:
+    import jax
+
+    from ..specs import hlo_type
+
+    leaves = jax.tree.leaves((tuple(target.args), dict(target.kwargs)))
+    return " ".join(hlo_type(str(x.dtype), tuple(x.shape)) for x in leaves)

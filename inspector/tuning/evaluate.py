@@ -1,0 +1,205 @@
+"""One candidate on one chip, where jax runs (a worker process, a Ray task, or the caller's own
+process for the Python API): trace and lower it, prune it when the VMEM estimate says its blocks
+and scratch alone pass the limit, else compile it and ask libtpu for its time. Whatever happens
+to it is a row: a failure of the candidate never stops the sweep."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+
+from ..errors import InspectorError
+from .candidates import TunePlan
+from .model import FAILED, PRUNED, RANKED, REFUSED, UNTIMED, TuneRow
+import inspector.tuning.store as store
+
+PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")
+REFRESH = "refresh"  # cache: do not read, but store (--no-cache)
+
+
+# ----------------------------------------------------------------------------- the plan
+
+
+def plan_target(spec: str, args: list[str], grid_names: list[str]) -> TunePlan:
+    """Load the target once (per shape given) and say what can be swept."""
+    import inspect as pyinspect
+
+    from ..specs import hlo_type, parse_specs
+    from ..target import load_target
+    import inspector.tuning.fingerprint as fingerprint
+
+    target = load_target(spec, args=args[0] if args else None)
+    sig = _signature(target.fn)
+    takes = None
+    defaults: dict = {}
+    if sig is not None:
+        params = sig.parameters.values()
+        takes = None if any(p.kind is p.VAR_KEYWORD for p in params) else [p.name for p in params]
+        defaults = {p.name: p.default for p in params if p.default is not pyinspect.Parameter.empty}
+    defaults.update({name: values[0] for name, values in target.param_choices.items() if values})
+    if args:
+        shapes = [(" ".join(str(s) for s in parse_specs(text)), text) for text in args]
+    elif target.options.get("shapes") is not None:
+        listed = target.options["shapes"]
+        if not isinstance(listed, (list, tuple)) or not all(isinstance(t, str) for t in listed) or not listed:
+            raise InspectorError(f"{spec}: INSPECT shapes must be a list of shape-spec strings, e.g. "
+                                 "[\"bf16[1024,1024] bf16[1024,1024]\", \"bf16[4096,4096] bf16[4096,4096]\"]")
+        shapes = [(" ".join(str(s) for s in parse_specs(text)), text) for text in listed]
+    else:
+        import jax
+
+        leaves = jax.tree.leaves((tuple(target.args), dict(target.kwargs)))
+        label = " ".join(hlo_type(str(x.dtype), tuple(x.shape)) for x in leaves)
+        shapes = [(label, None)]
+    choices = {name: list(values) for name, values in target.param_choices.items()}
+    return TunePlan(spec, choices, defaults, takes, shapes, fingerprint.closure())
+
+
+def _signature(fn):
+    import inspect as pyinspect
+
+    try:
+        return pyinspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+# ----------------------------------------------------------------------------- one candidate
+
+
+def evaluate_task(task: dict) -> dict:
+    """A worker's unit of work (plain data in, plain data out): the row of one candidate."""
+    from ..chips import get_chip
+    from ..target import load_target
+
+    chip = get_chip(task["chip"])
+    start = time.perf_counter()
+    base = dict(shape=task["shape"], chip=chip.name, params=task["swept"], default=task["default"])
+    try:
+        target = load_target(task["spec"], args=task["args"], sets=[], params=task["params"])
+    except InspectorError as err:
+        return dataclasses.asdict(TuneRow(**base, status=FAILED, reason=_one_line(str(err)), code="target",
+                                          wall_seconds=time.perf_counter() - start))
+    row = evaluate_target(target, chip, base, budget=task["budget"], cache=task["cache"])
+    return dataclasses.asdict(row)
+
+
+def evaluate_target(target, chip, base: dict, *, budget: dict, cache) -> TuneRow:
+    """The row of ``target`` (one candidate's parameters baked in) on ``chip``."""
+    from ..backends import Backend
+    from ..errors import TargetFailure
+    from ..jax_internals import tracing
+    from ..stages import lowered_program
+
+    start = time.perf_counter()
+    # the lowered module's locations leave the inspector's frames out (capture() asks the same):
+    # else a worker's first candidate would carry them and key its row apart from the rest
+    tracing.exclude_own_frames()
+
+    def done(**fields) -> TuneRow:
+        return TuneRow(**base, **fields, wall_seconds=round(time.perf_counter() - start, 3))
+
+    with _own_memo():
+        try:
+            captured, lowered, module_text = lowered_program(target, Backend(chip))
+        except TargetFailure as err:
+            return done(status=FAILED, reason=_one_line(str(err)), code="raised")
+        if lowered is None:  # Mosaic (or the lowering) refused the kernel
+            err = captured.stages.compile_error
+            return done(status=REFUSED, reason=_one_line(err.headline), code=err.finding(chip.name, "pallas").code)
+        key = store.row_key(module_text, chip.name, budget)
+        if cache is True and (hit := store.load(key, store.ROW)) is not None:
+            try:
+                return dataclasses.replace(TuneRow(**{**hit, **base}), cached=True, wall_seconds=None)
+            except TypeError:
+                pass  # another structure: computed afresh, below
+        row = _compile_and_time(target, chip, captured, base, budget, cache, done)
+        if cache:
+            stored = {k: v for k, v in dataclasses.asdict(row).items() if k not in base}
+            store.store(key, store.ROW, stored)
+        return row
+
+
+def _compile_and_time(target, chip, captured, base, budget, cache, done) -> TuneRow:
+    import inspector.compile_cache as compile_cache
+    from ..backends import Backend
+    from ..libtpu import ROOFLINE, Budget, estimate_times
+    from ..pallas.analysis import analyse_pallas, compiler_scoped_vmem
+    from ..report import build_report
+    from ..stages import capture
+
+    reports, _ = analyse_pallas(captured.program, [chip], [chip])
+    budgets = [b for r in reports for b in r.budgets if b.chip == chip.name]
+    estimate = max((b.total_bytes for b in budgets), default=None)
+    limit = max((b.limit_bytes for b in budgets), default=None)
+    over = [b for b in budgets if b.verdict == "over"]
+    if over:
+        b = max(over, key=lambda b: b.total_bytes - b.body_bytes)
+        needs = b.total_bytes - b.body_bytes
+        return done(status=PRUNED, code="vmem-over-limit", vmem_estimate_bytes=estimate, vmem_limit_bytes=limit,
+                    reason=f"{b.kernel}: blocks and scratch need {_mib(needs)} of VMEM, over the {b.limit_source} "
+                           f"{_mib(b.limit_bytes)} (the estimate; not compiled)")
+    use_compile_cache = compile_cache.REFRESH if cache == REFRESH else bool(cache) and compile_cache.enabled()
+    compiled = capture(target, Backend(chip), jaxpr_text=False, use_cache=use_compile_cache)
+    stages = compiled.stages
+    if stages.compile_error is not None:
+        err = stages.compile_error
+        return done(status=REFUSED, reason=_one_line(err.headline), code=err.finding(chip.name, "pallas").code,
+                    vmem_estimate_bytes=estimate, vmem_limit_bytes=limit,
+                    vmem_bytes=err.vmem.used_bytes if err.vmem else None)
+    report = build_report(target, chip, compiled, fusions=True, pallas=True)
+    kernels = report.fusions.kernels if report.fusions is not None else None
+    times = estimate_times(target, chip, budget=Budget(**budget), kernels=kernels, use_cache=cache is True)
+    used = [u for u in compiler_scoped_vmem(stages.hlo) if u > 0]
+    seconds = times.totals.get("estimated_seconds")
+    bound, spills = _bound_and_spills(times)
+    notes = [_one_line(f"{f.code}: {f.message}") for f in times.findings
+             if f.code not in ("register-spills", "mxu-underused")]
+    if seconds is None or times.method == ROOFLINE:
+        # a roofline is a lower bound, not an estimate: ranked among libtpu's figures it would win unfairly
+        bound = f" (its roofline, a lower bound: {seconds * 1e6:,.1f} us)" if seconds else ""
+        return done(status=UNTIMED, code="no-estimate", notes=notes, vmem_bytes=max(used, default=None),
+                    vmem_estimate_bytes=estimate, vmem_limit_bytes=limit,
+                    hbm_bytes=int(report.fusions.totals["hbm_bytes"]) if report.fusions else None,
+                    reason="libtpu gave no time for it within the budget" + bound
+                           + "; not ranked: raise --time-budget")
+    return done(status=RANKED, estimated_seconds=seconds, estimated_cycles=times.totals.get("estimated_cycles"),
+                estimate_source=times.method, vmem_bytes=max(used, default=None), vmem_estimate_bytes=estimate,
+                vmem_limit_bytes=limit, hbm_bytes=int(report.fusions.totals["hbm_bytes"]) if report.fusions else None,
+                bound=bound, spills=spills, notes=notes)
+
+
+def _bound_and_spills(times) -> tuple[str | None, int | None]:
+    """The unit bounding the slowest Pallas kernel (the slowest kernel when there is none), and
+    the spill stores and fills per grid step over the Pallas kernels."""
+    bundles = {b.kernel: b for b in times.bundles}
+    timed = [k for k in times.kernels if k.estimated_seconds is not None]
+    pallas = [k for k in timed if k.kind in PALLAS_KINDS]
+    slowest = max(pallas or timed, key=lambda k: k.estimated_seconds * k.repeat, default=None)
+    bound = bundles[slowest.name].bound if slowest is not None and slowest.name in bundles else None
+    spilled = [bundles[k.name] for k in pallas if k.name in bundles]
+    spills = sum(b.spill_stores + b.spill_fills for b in spilled) if spilled else None
+    return bound, spills
+
+
+@contextlib.contextmanager
+def _own_memo():
+    """The stages' in-process memo keeps each lowering for the compile after it; a sweep lowers
+    hundreds of candidates, so what one candidate added is dropped when it is done."""
+    import inspector.stages as stages
+
+    before = set(stages._MEMO)
+    try:
+        yield
+    finally:
+        for key in set(stages._MEMO) - before:
+            stages._MEMO.pop(key, None)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.2f} MiB"
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = next((l.strip() for l in str(text).splitlines() if l.strip()), "")
+    return line if len(line) <= limit else line[:limit - 3] + "..."

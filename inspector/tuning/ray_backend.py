@@ -1,0 +1,137 @@
+"""Candidates as Ray tasks on an existing cluster (``--ray ADDRESS`` or ``RAY_ADDRESS``), for
+sweeps one machine is too small for. The optional extra ``jax-inspector[ray]`` brings Ray;
+every worker node needs the same jax, libtpu and inspector. The target file travels with each
+task (its bytes), is written to a temporary folder there, loaded, and removed after the
+candidate; the rows come back as plain data, so the table is the one a local run makes.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from typing import Callable
+
+from ..errors import UsageError
+
+_SHIPPED = "inspector-tune-shipped-"
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError as err:
+        raise UsageError("--ray needs Ray: pip install 'jax-inspector[ray]' (here and on every node of the cluster)") from err
+    return ray
+
+
+def _remote_row(file_name: str, source: bytes, func: str, task: dict) -> dict:
+    """On a Ray worker: write the shipped file, evaluate the candidate, remove the file."""
+    import inspector.environment as environment
+
+    environment.prepare()  # before jax loads in this worker
+    _keep_sessions()
+    from .evaluate import evaluate_task
+
+    folder = os.path.join(tempfile.gettempdir(), _SHIPPED + hashlib.sha256(source).hexdigest()[:16])
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, file_name)
+    try:
+        with open(path, "wb") as f:
+            f.write(source)
+        row = evaluate_task(dict(task, spec=f"{path}:{func}"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if row.get("reason"):  # name the user's file, not the copy
+        row["reason"] = row["reason"].replace(path, task["spec"].rpartition(":")[0])
+    return row
+
+
+_KEPT = None
+
+
+def _keep_sessions() -> None:
+    """A Ray worker runs many tasks: libtpu's dump child is kept between them (it dies with the worker)."""
+    global _KEPT
+    if _KEPT is None:
+        from ..libtpu.runner import kept_sessions
+
+        _KEPT = kept_sessions()
+        _KEPT.__enter__()
+
+
+class RayPool:
+    """The LocalPool's ``run`` over a Ray cluster: one task per candidate."""
+
+    def __init__(self, address: str, spec: str):
+        self.ray = _import_ray()
+        self.address = address
+        self.runner = f"ray {address}"
+        where, _, self.func = spec.rpartition(":")
+        if not os.path.isfile(where):
+            raise UsageError(f"--ray ships the target file with each task: give path/to/file.py:function, not {spec}")
+        with open(where, "rb") as f:
+            self.source = f.read()
+        self.file_name = os.path.basename(where)
+        self.size = 1
+        self._pending: dict = {}
+
+    def __enter__(self) -> "RayPool":
+        refused = _unreachable(self.address)
+        if refused:  # Ray itself retries an address that does not answer for minutes
+            raise UsageError(f"cannot reach the Ray cluster at {self.address}: {refused} (start one with "
+                             "`ray start --head`, or check --ray / RAY_ADDRESS)")
+        try:
+            self.ray.init(address=self.address, logging_level="ERROR", log_to_driver=False,
+                          configure_logging=True, ignore_reinit_error=True)
+        except Exception as err:  # ConnectionError, or Ray's own for a bad address
+            raise UsageError(f"cannot reach the Ray cluster at {self.address}: {type(err).__name__}: "
+                             f"{_one_line(err)} (start one with `ray start --head`, or check --ray / RAY_ADDRESS)") from err
+        self.size = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        for ref in list(self._pending):
+            try:
+                self.ray.cancel(ref, force=True)
+            except Exception:
+                pass
+        self._pending.clear()
+        self.ray.shutdown()
+
+    def run(self, jobs: list, on_answer: Callable, on_died: Callable) -> None:
+        remote = self.ray.remote(num_cpus=1, max_retries=0)(_remote_row)
+        source = self.ray.put(self.source)
+        for job_id, _kind, task in jobs:
+            self._pending[remote.remote(self.file_name, source, self.func, task)] = job_id
+        while self._pending:
+            ready, _ = self.ray.wait(list(self._pending), num_returns=1, timeout=0.5)
+            for ref in ready:
+                job_id = self._pending.pop(ref)
+                try:
+                    on_answer(job_id, "ok", self.ray.get(ref))
+                except self.ray.exceptions.RayTaskError as err:
+                    on_answer(job_id, "error", RuntimeError(_one_line(err)))
+                except self.ray.exceptions.RayError as err:  # the worker died, the node went away
+                    on_died(job_id, f"its Ray worker failed: {type(err).__name__}: {_one_line(err)}")
+
+
+def _unreachable(address: str, seconds: float = 5.0) -> str | None:
+    """Why nothing answers at ADDRESS (host:port, ray://host:port), or None when something does
+    (or the address is not host:port, such as "auto": Ray judges those)."""
+    import socket
+
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=seconds).close()
+    except OSError as err:
+        return err.strerror or str(err) or type(err).__name__
+    return None
+
+
+def _one_line(err) -> str:
+    text = str(err).strip()
+    line = next((l.strip() for l in text.splitlines() if l.strip()), type(err).__name__)
+    return line if len(line) <= 300 else line[:297] + "..."

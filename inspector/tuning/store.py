@@ -1,0 +1,88 @@
+"""Every sweep result is kept, so a second run is instant and an interrupted one resumes.
+
+Two kinds of entries, in the compile cache's folder (``inspector cache clear`` removes them too):
+
+- a **row**, keyed like a compile: the lowered module with its locations, the chip, every
+  variable that reaches XLA or libtpu, the jax/jaxlib/libtpu/inspector versions (all of
+  ``compile_cache.key``), with the estimate's budget. A worker reads it after tracing a candidate,
+  before compiling: nothing that shapes the row changed, so the row stands.
+- a **journal** entry, keyed by the request (the target, the shape, the parameters, the chip,
+  the budget, the environment, the versions) and the signatures of every file the target's import
+  touched (``fingerprint``): the parent reads it before starting any worker. When no file changed,
+  the lowered module cannot have, and the row is served without importing jax at all.
+
+Entries are JSON, checked when read; anything else is a miss. Writes are atomic.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+
+import inspector.compile_cache as compile_cache
+
+SCHEMA = 2  # 2: roofline-only rows are untimed, not ranked
+ROW, JOURNAL, PLAN = "tune-row", "tune-journal", "tune-plan"
+
+
+def versions() -> dict[str, str]:
+    from ..compile_cache import _own_version, _version  # importlib.metadata: no jax import
+
+    found = {d: _version(d) for d in ("jax", "jaxlib", "libtpu")}
+    found["inspector"] = _own_version()
+    found["python"] = ".".join(map(str, sys.version_info[:3]))
+    return found
+
+
+def _hash(kind: str, parts: dict) -> str:
+    text = json.dumps({"kind": kind, "schema": SCHEMA, **parts}, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def row_key(module_text: str, chip: str, budget: dict) -> str:
+    return _hash(ROW, {"compile": compile_cache.key(module_text, chip), "budget": budget})
+
+
+def request_parts(spec: str, chip: str | None, budget: dict) -> dict:
+    """What every journal key holds: the target (by its real path), the chip, the budget, the
+    variables that reach XLA or libtpu, the versions and the working folder (relative imports)."""
+    where, _, func = spec.rpartition(":")
+    path = os.path.realpath(where) if os.path.exists(where) else where
+    return {"target": f"{path}:{func}", "chip": chip, "budget": budget, "cwd": os.getcwd(),
+            "environment": compile_cache.compiler_environment(), "versions": versions()}
+
+
+def journal_key(parts: dict, shape_args: str | None, params: dict, closure_digest: str) -> str:
+    return _hash(JOURNAL, {**parts, "args": shape_args, "params": sorted((k, repr(v)) for k, v in params.items()),
+                           "closure": closure_digest})
+
+
+def plan_key(parts: dict, args: list[str], grid_names: list[str]) -> str:
+    return _hash(PLAN, {**parts, "args": list(args), "grid": sorted(grid_names)})
+
+
+def load(key: str, kind: str):
+    """The stored result for ``key``, or None."""
+    try:
+        entry = json.loads(compile_cache._read_regular(compile_cache.cache_dir() / f"{key}.json"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("schema") != SCHEMA or entry.get("key") != key or entry.get("kind") != kind:
+        return None
+    return entry.get("result")
+
+
+def store(key: str, kind: str, result) -> bool:
+    """Written whole or not at all; a cache that cannot be written only costs time."""
+    from ..atomic import write_atomic
+    from ..errors import OutputError
+
+    directory = compile_cache.cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(directory / f"{key}.json", json.dumps({"schema": SCHEMA, "key": key, "kind": kind, "result": result}),
+                     own=True)
+        return True
+    except (OSError, OutputError, ValueError, TypeError):
+        return False

@@ -1,0 +1,215 @@
+"""A sweep from start to end, in the process that renders (it never imports jax): the plan (from
+a worker, or the journal), the candidates, the rows the journal already holds, the rest on the
+pool (local workers or Ray), each row journaled as it arrives, then the ranking and the tuning
+table. Ctrl-C kills the workers at once and returns what is done, marked interrupted; running
+again resumes from the journal."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+from typing import Protocol
+
+from ..errors import UsageError
+import inspector.tuning.store as store
+from .candidates import TunePlan, candidates, default_params, swept_values
+from .model import FAILED, NOT_RUN, RANKED, STATUSES, TuneResult, TuneRow
+from .rank import rank_all
+
+REFRESH = "refresh"
+
+
+@dataclasses.dataclass
+class SweepRequest:
+    spec: str
+    chips: list[str]
+    args: list[str] = dataclasses.field(default_factory=list)  # --args, one shape each (empty: INSPECT's)
+    grid: dict[str, list] = dataclasses.field(default_factory=dict)
+    fixed: dict = dataclasses.field(default_factory=dict)  # --set
+    workers: int | None = None  # default: the cores
+    ray: str | None = None  # a Ray cluster's address
+    cache: bool | str = True  # True, False, or REFRESH (--no-cache: compute, then store)
+    budget: dict = dataclasses.field(default_factory=dict)  # inspector.libtpu.Budget fields
+    table: str | None = None  # tuning table to write or update
+    debug: bool = False
+
+
+class Progress(Protocol):
+    def start(self, total: int, done: int, workers: int, runner: str) -> None: ...
+    def advance(self, row: TuneRow) -> None: ...
+    def stop(self) -> None: ...
+
+
+class _Quiet:
+    def start(self, total, done, workers, runner): pass
+    def advance(self, row): pass
+    def stop(self): pass
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def check_chips(names: list[str]) -> list:
+    """TPU chips only: the ranking is libtpu's estimate, which other targets do not have."""
+    from ..chips import parse_targets
+
+    chips = parse_targets(",".join(names))
+    other = [c.name for c in chips if not c.is_tpu]
+    if other:
+        raise UsageError(f"tune ranks by libtpu's time estimate: give TPU targets (e.g. --target tpu-v5e,tpu-v6e), "
+                         f"not {', '.join(other)}")
+    sliced = [c.name for c in chips if c.devices > 1]
+    if sliced:
+        raise UsageError(f"tune ranks one chip's kernels: give the chip (tpu-v5e), not a slice ({', '.join(sliced)})")
+    return chips
+
+
+def run_sweep(req: SweepRequest, progress: Progress | None = None) -> TuneResult:
+    from ..libtpu import Budget
+    from .pool import LocalPool
+
+    progress = progress or _Quiet()
+    started = time.perf_counter()
+    chips = [c.name for c in check_chips(req.chips)]
+    budget = dataclasses.asdict(Budget(**req.budget))
+    ray_pool = None
+    if req.ray:
+        from .ray_backend import RayPool
+
+        ray_pool = RayPool(req.ray, req.spec)  # a missing extra answers before any work
+    workers = req.workers or cores()
+    with LocalPool(workers, debug=req.debug) as local, (ray_pool or contextlib.nullcontext()):
+        # Ray is reached first: an address that does not answer is one line before any work
+        plan = _plan(req, local, budget)
+        values = swept_values(plan, req.grid, req.fixed)
+        default = default_params(plan, values, req.fixed)
+        combos = candidates(values, default)
+        import inspector.tuning.fingerprint as fingerprint
+
+        closure = fingerprint.digest(plan.closure)
+        rows: dict[int, TuneRow] = {}
+        pending, keys = [], {}
+        for label, args in plan.shapes:
+            for chip in chips:
+                parts = store.request_parts(req.spec, chip, budget)
+                for params, is_default in combos:
+                    job_id = len(keys)
+                    full = {**req.fixed, **params}
+                    keys[job_id] = store.journal_key(parts, args, full, closure)
+                    base = dict(shape=label, chip=chip, params=params, default=is_default)
+                    hit = store.load(keys[job_id], store.JOURNAL) if req.cache is True else None
+                    row = _row(hit, base) if hit is not None else None
+                    if row is not None:
+                        rows[job_id] = dataclasses.replace(row, cached=True, wall_seconds=None)
+                        continue
+                    pending.append((job_id, "row", {"spec": req.spec, "args": args, "params": full, "swept": params,
+                                                    "shape": label, "chip": chip, "default": is_default,
+                                                    "budget": budget, "cache": req.cache}))
+                    rows[job_id] = TuneRow(**base, status=NOT_RUN, reason="the sweep was interrupted before it")
+        cached = len(keys) - len(pending)
+        interrupted = False
+
+        def answered(job_id, status, value):
+            row = _row(value, {}) if status == "ok" and isinstance(value, dict) else None
+            if row is None:
+                base = {k: getattr(rows[job_id], k) for k in ("shape", "chip", "params", "default")}
+                why = value if status == "ok" else f"{type(value).__name__}: {value}"
+                row = TuneRow(**base, status=FAILED, reason=f"internal error: {why}"[:300], code="internal")
+            rows[job_id] = row
+            if req.cache and row.status != FAILED:  # a failure is cheap to see again, and may be fixed
+                stored = dataclasses.asdict(row)
+                stored.pop("cached", None)
+                store.store(keys[job_id], store.JOURNAL, stored)
+            progress.advance(row)
+
+        def died(job_id, message):
+            base = {k: getattr(rows[job_id], k) for k in ("shape", "chip", "params", "default")}
+            rows[job_id] = TuneRow(**base, status=FAILED, reason=message, code="worker-died")
+            progress.advance(rows[job_id])
+
+        runner = ray_pool or local
+        try:
+            if ray_pool is not None:
+                local.stop()  # the plan's worker: Ray does the rest
+            progress.start(len(keys), cached, min(runner.size, max(len(pending), 1)), runner.runner)
+            runner.run(pending, answered, died)
+        except KeyboardInterrupt:
+            interrupted = True
+            local.kill()
+        finally:
+            progress.stop()
+    ordered = [rows[i] for i in sorted(rows)]
+    counts = {"total": len(ordered), "cached": cached, "done": sum(1 for r in ordered if r.status != NOT_RUN) - cached}
+    counts.update({status: sum(r.status == status for r in ordered) for status in STATUSES})
+    result = TuneResult(req.spec, list(values), dict(req.fixed), default, rank_all([s for s, _ in plan.shapes], chips, ordered),
+                        counts, interrupted, round(time.perf_counter() - started, 3),
+                        min(runner.size, max(len(pending), 1)), runner.runner, store.versions())
+    if req.table:
+        _write_table(req, result)
+    return result
+
+
+def _row(data, base: dict) -> TuneRow | None:
+    try:
+        return TuneRow(**{**data, **base})
+    except TypeError:  # another structure (an older entry): a miss
+        return None
+
+
+def _plan(req: SweepRequest, local, budget: dict) -> TunePlan:
+    """From the journal when no file the target imported changed, else from a worker."""
+    import inspector.tuning.fingerprint as fingerprint
+
+    parts = store.request_parts(req.spec, None, budget)
+    key = store.plan_key(parts, req.args, list(req.grid))
+    if req.cache is True and (hit := store.load(key, store.PLAN)) is not None:
+        try:
+            plan = TunePlan(**hit)
+            plan.shapes = [tuple(s) for s in plan.shapes]
+            plan.closure = [tuple(f) for f in plan.closure]
+            if fingerprint.unchanged(plan.closure):
+                return plan
+        except TypeError:
+            pass
+    from ..errors import TargetFailure
+    from .pool import WorkerDied
+
+    try:
+        plan = local.call("plan", (req.spec, list(req.args), list(req.grid)))
+    except WorkerDied as err:  # os._exit or a crash while importing the target
+        raise TargetFailure(f"{req.spec}: loading it, {err}") from err
+    if req.cache and _exact_json(plan.choices):  # values JSON would change (tuples, objects) are not stored
+        stored = dataclasses.asdict(plan)
+        stored["defaults"] = {k: v for k, v in plan.defaults.items() if _exact_json(v)}
+        store.store(key, store.PLAN, stored)
+    return plan
+
+
+def _exact_json(value) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, list):
+        return all(_exact_json(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _exact_json(v) for k, v in value.items())
+    return False  # tuples (they come back as lists), objects
+
+
+def _write_table(req: SweepRequest, result: TuneResult) -> None:
+    from .table import update_table
+
+    if result.interrupted:
+        result.table_note = f"{req.table} not written: the sweep was interrupted (run again to finish it)"
+        return
+    if not any(c.best is not None for s in result.shapes for c in s.chips):
+        result.table_note = f"{req.table} not written: no candidate was ranked"
+        return
+    result.table = update_table(req.table, result)
+
+
+__all__ = ["SweepRequest", "run_sweep", "check_chips", "cores", "RANKED"]

@@ -1,0 +1,91 @@
+"""The tuning table: for each input shape, the best parameters per chip, as JSON that kernel code
+loads at run time (the way serving projects keep theirs). A rerun with another shape adds it;
+a shape and chip swept again are replaced; the file is written whole or not at all.
+
+    {"schema": 1, "kernel": "samples/matmul.py:tiled",
+     "entries": {"bf16[1024,1792] bf16[1792,4608]": {
+         "tpu-v5e": {"params": {"bm": 512, ...}, "estimated_seconds": 0.00031, "estimate_source": "libtpu",
+                     "device_kind": "TPU v5 lite", "candidates": 64, "ranked": 40,
+                     "versions": {"jax": "0.10.2", "libtpu": "0.0.42.1", ...}, "tuned": "2026-12-01T12:00:00Z"}}}}
+
+``lookup`` is all kernel code needs (json only; copy it if you would rather not import the
+inspector at run time).
+"""
+from __future__ import annotations
+
+import json
+import time
+
+SCHEMA = 1
+
+
+def shape_key(*arrays) -> str:
+    """The table's key for these inputs (arrays or ShapeDtypeStructs): "bf16[1024,1792] bf16[1792,4608]"."""
+    from ..specs import hlo_type
+
+    return " ".join(hlo_type(str(a.dtype), tuple(a.shape)) for a in arrays)
+
+
+def lookup(path: str, shape: str, chip: str, default: dict | None = None) -> dict | None:
+    """The tuned parameters for ``shape`` (``shape_key(*inputs)``) on ``chip`` (a name such as
+    "tpu-v5e", or jax's device kind such as "TPU v5 lite"), or ``default`` when the table has none.
+
+        params = lookup("matmul_tuning.json", shape_key(a, b), jax.devices()[0].device_kind, {"bm": 256})
+    """
+    try:
+        with open(path) as f:
+            table = json.load(f)
+    except (OSError, ValueError):
+        return default
+    chips = (table.get("entries") or {}).get(shape) or {}
+    entry = chips.get(chip) or next((e for e in chips.values() if e.get("device_kind") == chip), None)
+    return dict(entry["params"]) if entry and "params" in entry else default
+
+
+def read_table(path: str) -> dict:
+    """The table at ``path``, or a new one when there is no file; a file that is not a tuning
+    table is refused (it would be overwritten)."""
+    from ..errors import UsageError
+
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return {"schema": SCHEMA, "kernel": None, "entries": {}}
+    except OSError as err:
+        raise UsageError(f"--table {path}: cannot read it: {err.strerror or err}") from err
+    try:
+        table = json.loads(text) if text.strip() else {"schema": SCHEMA, "kernel": None, "entries": {}}
+    except ValueError as err:
+        raise UsageError(f"--table {path} is not JSON ({err}): give a new file or a tuning table") from err
+    if not isinstance(table, dict) or not isinstance(table.get("entries"), dict) or table.get("schema") != SCHEMA:
+        raise UsageError(f"--table {path} is not a tuning table of this version: give a new file")
+    return table
+
+
+def update_table(path: str, result) -> str:
+    """Add (or replace) each swept shape's best per chip; returns the path written."""
+    from ..atomic import write_atomic
+    from ..chips import get_chip
+
+    table = read_table(path)
+    table["kernel"] = table.get("kernel") or result.target
+    tuned = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for shape in result.shapes:
+        chips = table["entries"].setdefault(shape.shape, {})
+        for ranking in shape.chips:
+            best = ranking.best
+            if best is None:
+                continue
+            chips[ranking.chip] = {
+                "params": {**result.fixed, **best.params},
+                "estimated_seconds": best.estimated_seconds,
+                "estimate_source": best.estimate_source,
+                "device_kind": get_chip(ranking.chip).device_kind,
+                "candidates": len(ranking.rows),
+                "ranked": ranking.count("ranked"),
+                "default_ratio": ranking.default_ratio,
+                "versions": {k: result.versions.get(k) for k in ("jax", "jaxlib", "libtpu", "inspector")},
+                "tuned": tuned,
+            }
+    return str(write_atomic(path, json.dumps(table, indent=2, sort_keys=False, default=str) + "\n"))
