@@ -6,10 +6,10 @@ from __future__ import annotations
 import html
 import sys
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -122,7 +122,7 @@ def summary(result: TuneResult) -> Text:
 
 
 def tune_view(result: TuneResult, top: int = 0) -> Group:
-    parts = []
+    parts: list[RenderableType] = []
     for shape in result.shapes:
         for ranking in shape.chips:
             parts.append(ranking_table(shape.shape, ranking, result.swept, top))
@@ -154,8 +154,8 @@ class TuneProgress:
     def __init__(self, label: str, stream=None):
         self.stream = stream or sys.stderr
         self.label = label
-        self.progress = None
-        self.task = None
+        self.progress: Any = None  # a rich Progress while it shows (on a terminal)
+        self.task: Any = None
         self.counts = {"cached": 0, "untimed": 0, "pruned": 0, "refused": 0, "failed": 0}
 
     @property
@@ -207,7 +207,7 @@ def tune_html(result: TuneResult) -> str:
     for shape in result.shapes:
         for ranking in shape.chips:
             ranked = [r for r in ranking.rows if r.status == RANKED]
-            slowest = max((r.estimated_seconds for r in ranked), default=0) or 1
+            slowest = max((r.estimated_seconds or 0 for r in ranked), default=0) or 1
             out.append(f"<p><b>{html.escape(ranking.chip)}</b> · {html.escape(shape.shape)}</p>"
                        '<table style="border-collapse: collapse; font-family: monospace; font-size: 12px">'
                        "<tr>" + "".join(f'<th style="text-align: left; padding: 2px 8px">{html.escape(h)}</th>' for h in

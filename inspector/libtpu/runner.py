@@ -286,16 +286,16 @@ def open_session(topology: str, *, profile: bool, bundles: bool):
             yield session
         return
     key = (topology, profile, bundles)
-    session = _KEPT.get(key)
-    if session is None:
-        session = _KEPT[key] = DumpSession(topology, profile=profile, bundles=bundles).__enter__()
+    kept = _KEPT.get(key)
+    session = kept if kept is not None else DumpSession(topology, profile=profile, bundles=bundles).__enter__()
+    _KEPT[key] = session
     try:
         yield session
     except BaseException:
         _KEPT.pop(key, None)
         session.close()
         raise
-    if session.alive and (_rss(session._proc.pid) or 0) > _KEEP_RSS_BYTES:
+    if session.alive and session._proc is not None and (_rss(session._proc.pid) or 0) > _KEEP_RSS_BYTES:
         session._stop_child()  # the next run starts a fresh one
 
 

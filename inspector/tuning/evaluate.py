@@ -37,6 +37,7 @@ def plan_target(spec: str, args: list[str], grid_names: list[str]) -> TunePlan:
         takes = None if any(p.kind is p.VAR_KEYWORD for p in params) else [p.name for p in params]
         defaults = {p.name: p.default for p in params if p.default is not pyinspect.Parameter.empty}
     defaults.update({name: values[0] for name, values in target.param_choices.items() if values})
+    shapes: list[tuple[str, str | None]]
     if args:
         shapes = [(" ".join(str(s) for s in parse_specs(text)), text) for text in args]
     elif target.options.get("shapes") is not None:
@@ -105,8 +106,9 @@ def evaluate_target(target, chip, base: dict, *, budget: dict, cache) -> TuneRow
         except TargetFailure as err:
             return done(status=FAILED, reason=_one_line(str(err)), code="raised")
         if lowered is None:  # Mosaic (or the lowering) refused the kernel
-            err = captured.stages.compile_error
-            return done(status=REFUSED, reason=_one_line(err.headline), code=err.finding(chip.name, "pallas").code)
+            refused = captured.stages.compile_error
+            assert refused is not None  # a lowering that failed says why
+            return done(status=REFUSED, reason=_one_line(refused.headline), code=refused.finding(chip.name, "pallas").code)
         key = store.row_key(module_text, chip.name, budget)
         if cache is True and (hit := store.load(key, store.ROW)) is not None:
             try:
@@ -140,7 +142,7 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done) -> Tune
                     reason=f"{b.kernel}: blocks and scratch need {_mib(needs)} of VMEM, over the {b.limit_source} "
                            f"{_mib(b.limit_bytes)} (the estimate; not compiled)")
     use_compile_cache = compile_cache.REFRESH if cache == REFRESH else bool(cache) and compile_cache.enabled()
-    compiled = capture(target, Backend(chip), jaxpr_text=False, use_cache=use_compile_cache)
+    compiled = capture(target, Backend(chip), jaxpr_text=False, use_cache=use_compile_cache)  # type: ignore[arg-type]  # REFRESH is capture's own value
     stages = compiled.stages
     if stages.compile_error is not None:
         err = stages.compile_error
@@ -150,7 +152,7 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done) -> Tune
     report = build_report(target, chip, compiled, fusions=True, pallas=True)
     kernels = report.fusions.kernels if report.fusions is not None else None
     times = estimate_times(target, chip, budget=Budget(**budget), kernels=kernels, use_cache=cache is True)
-    used = [u for u in compiler_scoped_vmem(stages.hlo) if u > 0]
+    used = [u for u in compiler_scoped_vmem(stages.hlo or "") if u > 0]
     seconds = times.totals.get("estimated_seconds")
     bound, spills = _bound_and_spills(times)
     notes = [_one_line(f"{f.code}: {f.message}") for f in times.findings

@@ -14,6 +14,7 @@ def rank_rows(chip: str, rows: list[TuneRow]) -> ChipRanking:
     best = ranked[0] if ranked else None
     for i, row in enumerate(ranked, 1):
         row.rank = i
+        assert best is not None and row.estimated_seconds is not None  # ranked rows have a time
         row.ratio = row.estimated_seconds / best.estimated_seconds if best.estimated_seconds else None
     others = sorted((r for r in rows if r.status != RANKED), key=lambda r: (_ORDER.get(r.status, 9), order[id(r)]))
     for row in others:

@@ -6,6 +6,8 @@ candidate; the rows come back as plain data, so the table is the one a local run
 """
 from __future__ import annotations
 
+import contextlib
+
 import hashlib
 import os
 import shutil
@@ -47,7 +49,7 @@ def _remote_row(file_name: str, source: bytes, func: str, task: dict) -> dict:
     return row
 
 
-_KEPT = None
+_KEPT: contextlib.AbstractContextManager | None = None
 
 
 def _keep_sessions() -> None:

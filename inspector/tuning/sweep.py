@@ -93,7 +93,8 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None) -> TuneResult
 
         closure = fingerprint.digest(plan.closure)
         rows: dict[int, TuneRow] = {}
-        pending, keys = [], {}
+        pending: list = []
+        keys: dict = {}
         for label, args in plan.shapes:
             for chip in chips:
                 parts = store.request_parts(req.spec, chip, budget)
@@ -170,8 +171,8 @@ def _plan(req: SweepRequest, local, budget: dict) -> TunePlan:
     if req.cache is True and (hit := store.load(key, store.PLAN)) is not None:
         try:
             plan = TunePlan(**hit)
-            plan.shapes = [tuple(s) for s in plan.shapes]
-            plan.closure = [tuple(f) for f in plan.closure]
+            plan.shapes = [(s[0], s[1]) for s in plan.shapes]  # JSON gave lists
+            plan.closure = [(f[0], f[1]) for f in plan.closure]
             if fingerprint.unchanged(plan.closure):
                 return plan
         except TypeError:
@@ -203,6 +204,7 @@ def _exact_json(value) -> bool:
 def _write_table(req: SweepRequest, result: TuneResult) -> None:
     from .table import update_table
 
+    assert req.table is not None  # called only when --table names a file
     if result.interrupted:
         result.table_note = f"{req.table} not written: the sweep was interrupted (run again to finish it)"
         return

@@ -43,7 +43,7 @@ def main(result_fd: int) -> None:
             kind, payload = job
             try:
                 with contextlib.redirect_stdout(sys.stderr):  # the user's prints: never on the answer pipe
-                    answer = ("ok", _run(kind, payload))
+                    answer: tuple = ("ok", _run(kind, payload))
             except BaseException as err:  # back to the parent, which decides what the user sees
                 answer = ("error", _picklable(err), "".join(traceback.format_exception(err)))
             send(result_fd, answer)
