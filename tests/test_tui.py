@@ -535,6 +535,8 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
         Finding("info", "blocks-unknown", "errors folded onto an even grid" + long, view="diff"),
         Finding("info", "mesh-on-one-device", "run on one device, its mesh (data=4)" + long, view="diff",
                 data={"axes": {"data": 4}}),
+        Finding("info", "no-elements", "output: no elements, nothing compared" + long, view="diff", data={"shape": [0, 4]}),
+        Finding("warning", "all-nan", "output: NaN everywhere on both sides" + long, view="diff", data={"count": 16}),
         # inspector/libtpu/estimate.py
         Finding("warning", "register-spills", "custom-call.7: 182 spill stores and 203 fills per grid step" + long,
                 kernel="custom-call.7", view="bundles", data={"chip": "tpu-v5e", "stores": 182, "fills": 203,

@@ -25,16 +25,14 @@ def _tab_rows() -> list[tuple[str, str]]:
     first, rest = tabs[:8], tabs[8:]
     rows = [(_key_span([v.key for v in first]), " ".join(v.title for v in first))]
     if rest:
-        rows.append((_key_span([v.key for v in rest]), ", ".join(v.title for v in rest) + " tabs"))
+        rows.append((_key_span([v.key for v in rest]), " ".join(v.title for v in rest)))
     return rows
 
 
 KEYS = [
     *_tab_rows(),
     ("P  Enter", "compile with pass dumps; passes: show a step's diff"),
-    ("B", "compile with the buffer assignment (memory: largest buffers)"),
-    ("M", "compile with Mosaic's pass dumps (Mosaic passes tab)"),
-    ("T", "estimate time with libtpu (Bundles tab, est. time in Fusions)"),
+    ("B  M  T", "compile with buffers, Mosaic dumps, time (libtpu)"),
     ("/  n  N", "search the text tabs; next, previous match"),
     ("l", "the same source line in the other stages"),
     ("Enter  b", "overview: show a finding's evidence; b comes back"),
