@@ -10,10 +10,17 @@ if TYPE_CHECKING:
 
 
 def html(result: Any) -> str:
-    """The HTML Jupyter shows for a Report, CheckResult, DiffResult or Compare."""
+    """The HTML Jupyter shows for a Report, CheckResult, DiffResult, Compare or TuneResult."""
     from .views.html import html_of
 
     return html_of(result)
+
+
+def tune_progress(label: str):
+    """The tuner's progress bar on stderr (quiet when stderr is not a terminal)."""
+    from .views.tune import TuneProgress
+
+    return TuneProgress(label)
 
 
 def print_view(report: Report, view: str, *, sort: str, top: int) -> None:

@@ -111,6 +111,10 @@ def compare_html(result: Compare) -> str:
 
 def html_of(result) -> str:
     """The HTML of any result type, chosen by its class name (no import of the core's types)."""
+    if type(result).__name__ == "TuneResult":
+        from .tune import tune_html
+
+        return tune_html(result)
     makers: dict[str, Callable[[Any], str]] = {"Report": report_html, "CheckResult": check_html, "DiffResult": diff_html, "Compare": compare_html}
     return makers[type(result).__name__](result)
 

@@ -71,7 +71,7 @@ def request(opts):
     chips = [c.name for c in check_chips([opts.chip])]
     if opts.table:
         check_writable(opts.table)
-        from .table import read_table
+        from ..tuning.table import read_table
 
         read_table(opts.table)  # a file that is not a tuning table is refused now, not after the sweep
     for text in opts.args:

@@ -65,9 +65,9 @@ def _spec_sweep(spec, args, kwargs, chips, grid, fixed, shapes, workers, ray, ta
     req = SweepRequest(spec, chips, _shape_texts(args, kwargs, shapes), grid, fixed, workers=workers, ray=ray,
                        cache=bool(cache) and compile_cache.enabled(), budget=budget, table=table)
     if progress:
-        from ..views.tune import TuneProgress
+        from ..display import tune_progress
 
-        return run_sweep(req, TuneProgress(spec))
+        return run_sweep(req, tune_progress(spec))
     return run_sweep(req)
 
 

@@ -130,6 +130,6 @@ class TuneResult:
                 f"{' (interrupted)' if self.interrupted else ''}; best {bests}>")
 
     def _repr_html_(self) -> str:  # Jupyter: a table per shape and chip with a bar per row (rich loads only here)
-        from ..views.tune import tune_html
+        from ..display import html
 
-        return tune_html(self)
+        return html(self)
