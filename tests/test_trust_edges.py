@@ -623,3 +623,44 @@ def test_a_huge_input_on_a_tpu_is_an_hbm_finding(cli, also):
     code, out, err = cli("show", f"{also}:f", "--target", "tpu-v5e", "--args", "f32[65536,65536]", "--json")
     codes = {f["code"]: f for f in json.loads(out)["findings"]}
     assert "hbm-over-capacity" in codes and "compile-error" not in codes and code == 1
+
+
+# ------------------------------------------------ the audit of the new surfaces (time, bundles, Mosaic)
+
+def _stopped_run(monkeypatch, grid, status="time-limit"):
+    """An estimate whose every libtpu compile is stopped (a fake session: nothing compiles)."""
+    from types import SimpleNamespace
+
+    from inspector.chips import get_chip
+    from inspector.libtpu import estimate as est
+    from inspector.libtpu.runner import Outcome
+
+    class Session:
+        def __init__(self, *a, **k):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+        def run(self, request, seconds, memory_bytes):
+            return Outcome(status, 1.0, None, detail="stopped (the time budget)")
+
+    record = SimpleNamespace(name="k", grid=grid, used=grid)
+    monkeypatch.setattr(est, "DumpSession", Session)
+    monkeypatch.setattr(est._Run, "_request", lambda self, caps: (None, [record]))
+    kernel = SimpleNamespace(name="k.1", kind="custom-call:pallas", compiler_cycles=None, roofline_s=1e-6, repeat=1)
+    budget = est.Budget(seconds=1e-9)
+    return est._Run(None, None, get_chip("tpu-v5e"), [kernel], budget).run()
+
+
+@pytest.mark.parametrize("grid", [(2, 2), (64, 64)])
+def test_a_budget_that_stops_libtpu_is_said(monkeypatch, grid):
+    """`--time-budget 1e-9`: libtpu's compile was stopped; the roofline figures came without a word
+    of why ("roofline (libtpu gave none)"). A time-budget finding says the budget stopped it."""
+    estimate = _stopped_run(monkeypatch, grid)
+    assert [t.estimate_source for t in estimate.kernels] == ["roofline"]
+    notes = [f for f in estimate.findings if f.code == "time-budget"]
+    assert notes and "passed its time limit" in notes[0].message, estimate.findings

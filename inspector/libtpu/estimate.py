@@ -129,7 +129,10 @@ class _Run:
         reducible = any(s > self.budget.probe_steps for s in steps)
         with DumpSession(self.chip.topology, profile=True, bundles=True) as session:
             if not reducible:
-                self._job(session, "whole", request, records, self.left())
+                outcome = self._job(session, "whole", request, records, self.left())
+                if outcome.status in STOPPED:
+                    self._budget_note(f"the whole simulation {_stopped(outcome)} after {outcome.wall_seconds:.0f} s: "
+                                      "kernels it did not time keep their roofline")
                 return self._finish(LIBTPU)
             self._probes(session, request, records)
         return self._finish(EXTRAPOLATED)
@@ -145,8 +148,10 @@ class _Run:
         cut = [math.prod(r.used) for r in first_records]
         if self.budget.whole and self._whole_fits([(first.wall_seconds, first.peak_rss_bytes,
                                                      sum(first.cycles.values()))]):
-            if self._job(session, "whole", request, records, self.left()).status == "ok":
+            whole = self._job(session, "whole", request, records, self.left())
+            if whole.status == "ok":
                 return
+            self._budget_note(f"the whole simulation {_stopped(whole)}: figures from smaller grids")
         factor = min(4.0, 0.8 * self.left() / max(first.wall_seconds, 1e-3))  # its time grows at most as its steps
         if factor < 2:
             self._budget_note(f"no time left for a second cut grid: one point ({first.wall_seconds:.0f} s), "
@@ -225,6 +230,9 @@ class _Run:
             self.llo.setdefault(op, texts)
         for problem in outcome.unreadable:
             self._unreadable(problem)
+        if outcome.status in STOPPED and label != "whole":  # a stopped "whole" is said where it is run
+            self._budget_note(f"the {label} compile {_stopped(outcome)} after {outcome.wall_seconds:.0f} s: "
+                              "kernels it did not time keep their roofline")
         if outcome.status == "aborted":
             self.aborted = True
             self.findings.append(Finding(
