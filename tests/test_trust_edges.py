@@ -664,3 +664,10 @@ def test_a_budget_that_stops_libtpu_is_said(monkeypatch, grid):
     assert [t.estimate_source for t in estimate.kernels] == ["roofline"]
     notes = [f for f in estimate.findings if f.code == "time-budget"]
     assert notes and "passed its time limit" in notes[0].message, estimate.findings
+
+
+def test_untimed_kernels_is_a_count(monkeypatch):
+    """JSON `time_estimate.totals.untimed_kernels` read 155.0: a count of kernels is an integer."""
+    estimate = _stopped_run(monkeypatch, (2, 2))
+    untimed = estimate.totals["untimed_kernels"]
+    assert isinstance(untimed, int) and json.dumps(untimed) == "0"

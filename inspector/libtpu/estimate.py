@@ -368,14 +368,14 @@ def _timed(kernel, chip: Chip, cycles: float | None, source: str | None) -> Kern
                       repeat=kernel.repeat, roofline_seconds=roofline)
 
 
-def _totals(times: list[KernelTime], chip: Chip) -> dict[str, float | None]:
+def _totals(times: list[KernelTime], chip: Chip) -> dict[str, float | int | None]:
     timed = [t for t in times if t.estimated_seconds is not None]
     seconds = sum(t.estimated_seconds * t.repeat for t in timed) if timed else None
     cycles = sum(t.estimated_cycles * t.repeat for t in timed if t.estimated_cycles is not None) if timed else None
     roofline = [t.roofline_seconds * t.repeat for t in times if t.roofline_seconds is not None]
     return {"estimated_seconds": seconds, "estimated_cycles": cycles,
             "roofline_seconds": sum(roofline) if roofline else None,
-            "untimed_kernels": float(len(times) - len(timed))}
+            "untimed_kernels": len(times) - len(timed)}  # a count: 155, not 155.0, in JSON
 
 
 def _bundle_findings(bundles: list[KernelBundles], chip: Chip) -> list[Finding]:
