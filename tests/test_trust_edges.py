@@ -671,3 +671,31 @@ def test_untimed_kernels_is_a_count(monkeypatch):
     estimate = _stopped_run(monkeypatch, (2, 2))
     untimed = estimate.totals["untimed_kernels"]
     assert isinstance(untimed, int) and json.dumps(untimed) == "0"
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (("show", "{f}", "--view", "jaxpr", "--time"), "--view jaxpr does not show it"),
+    (("show", "{f}", "--view", "mosaic", "--time"), "--view mosaic does not show it"),
+    (("show", "{f}", "--time-budget", "5"), "add --time"),
+    (("show", "{f}", "--view", "hlo", "--time-budget", "5"), "add --time"),
+    (("compare", "{f}", "--set-a", "n=1", "--set-b", "n=2", "--time-budget", "5"), "add --time"),
+    (("export", "{f}", "--json", "{tmp}/x.json", "--time-budget", "5"), "add --time"),
+])
+def test_time_options_where_they_do_nothing_are_refused(cli, monkeypatch, tmp_path, argv, needle):
+    """`--time --view jaxpr` ran libtpu's compiles (up to a minute) and showed nothing of them;
+    `--time-budget` without `--time` was silently ignored. Both are usage errors, before any compile."""
+    from inspector.commands import verbs
+
+    monkeypatch.setattr(verbs, "run", lambda opts: pytest.fail("compiled before refusing"))
+    code, out, err = cli(*(a.format(f=f"{FUNCS}:matmul", tmp=tmp_path) for a in argv))
+    assert code == 2, err
+    one_line(err, needle)
+
+
+def test_time_with_a_view_that_shows_it_is_not_refused():
+    from inspector.verb_rules import check_time_options
+
+    for view in ("overview", "fusions", "bundles"):
+        check_time_options(True, 5.0, view)
+    check_time_options(True, None, "jaxpr", json=True)  # JSON carries kernels[].estimated_*
+    check_time_options(False, 5.0, "bundles")  # the bundles view estimates anyway
