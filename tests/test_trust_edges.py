@@ -699,3 +699,15 @@ def test_time_with_a_view_that_shows_it_is_not_refused():
         check_time_options(True, 5.0, view)
     check_time_options(True, None, "jaxpr", json=True)  # JSON carries kernels[].estimated_*
     check_time_options(False, 5.0, "bundles")  # the bundles view estimates anyway
+
+
+@pytest.mark.parametrize("kwargs", [{"seconds": float("nan")}, {"seconds": float("inf")}, {"seconds": 0},
+                                    {"seconds": -5}, {"memory_bytes": -1}, {"memory_bytes": 0}])
+def test_a_budget_that_cannot_be_kept_is_refused_in_python(kwargs):
+    """`estimate_times(budget=Budget(seconds=nan))` handed nan to the compile's hard stop as its
+    timeout, inf none at all; the CLI refused these, the Python API did not."""
+    import inspector
+    from inspector.libtpu import Budget
+
+    with pytest.raises(inspector.UsageError, match="Budget"):
+        Budget(**kwargs)
