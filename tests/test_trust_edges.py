@@ -711,3 +711,15 @@ def test_a_budget_that_cannot_be_kept_is_refused_in_python(kwargs):
 
     with pytest.raises(inspector.UsageError, match="Budget"):
         Budget(**kwargs)
+
+
+@pytest.mark.tpu
+def test_the_mosaic_view_of_a_kernel_that_fails_exits_1(cli):
+    """`show --view mosaic` on a kernel Mosaic refuses printed "the compile failed" and exited 0
+    (the overview of the same kernel exits 1): the failure is its error finding, once."""
+    code, out, err = cli("show", "samples/mosaic_errors.py:unaligned_rows", "--target", "tpu-v5e", "--view", "mosaic",
+                         "--json")
+    assert code == 1, err
+    found = [f for f in json.loads(out)["findings"] if f["severity"] == "error"]
+    assert [f["code"] for f in found] == ["mosaic-unproven-alignment"], found
+    assert found[0]["data"]["source"] == "samples/mosaic_errors.py:36"
