@@ -723,3 +723,13 @@ def test_the_mosaic_view_of_a_kernel_that_fails_exits_1(cli):
     found = [f for f in json.loads(out)["findings"] if f["severity"] == "error"]
     assert [f["code"] for f in found] == ["mosaic-unproven-alignment"], found
     assert found[0]["data"]["source"] == "samples/mosaic_errors.py:36"
+
+
+def test_a_function_of_no_inputs_needs_no_args(cli, tmp_path):
+    """`def table(): return jnp.arange(8.0)` was refused ("no example inputs. Give them with
+    --args ..."), and `--args ""` is an empty shape spec: a function of no inputs could not be shown."""
+    (tmp_path / "consts.py").write_text("import jax.numpy as jnp\n\ndef table(scale: float = 2.0):\n"
+                                        "    return jnp.arange(8.0) * scale\n")
+    code, out, err = cli("show", f"{tmp_path}/consts.py:table", "--view", "jaxpr")
+    assert code == 0, err
+    assert "iota" in out
