@@ -733,3 +733,34 @@ def test_a_function_of_no_inputs_needs_no_args(cli, tmp_path):
     code, out, err = cli("show", f"{tmp_path}/consts.py:table", "--view", "jaxpr")
     assert code == 0, err
     assert "iota" in out
+
+
+def test_figures_from_the_cost_model_are_not_called_libtpus(monkeypatch):
+    """v4: libtpu aborts its simulation ("Dma latency model ... only supported on VF/VL/GF/GL"), every
+    kernel keeps the compiler's cost-model cycles, and the overview said "(libtpu)" all the same;
+    its words for each method never matched the method names, so none was ever shown."""
+    from types import SimpleNamespace
+
+    from inspector.chips import get_chip
+    from inspector.libtpu import estimate as est
+    from inspector.libtpu.runner import Outcome
+    from inspector.views.printer import _estimate_line
+
+    class Session:
+        def __init__(self, *a, **k):
+            pass
+
+        __enter__ = lambda self: self
+        __exit__ = lambda self, *a: False
+
+        def run(self, request, seconds, memory_bytes):
+            return Outcome("aborted", 1.0, None, detail="Dma latency model is currently only supported on VF/VL/GF/GL.")
+
+    monkeypatch.setattr(est, "DumpSession", Session)
+    monkeypatch.setattr(est._Run, "_request", lambda self, caps: (None, []))
+    fusion = SimpleNamespace(name="tanh_multiply_fusion", kind="loop", compiler_cycles=619, roofline_s=1e-8, repeat=1)
+    estimate = est._Run(None, None, get_chip("tpu-v4"), [fusion], est.Budget()).run()
+    assert [t.estimate_source for t in estimate.kernels] == ["libtpu-cost-model"]
+    assert estimate.method == "libtpu-cost-model"
+    line = _estimate_line(SimpleNamespace(time=estimate))
+    assert "(the compiler's cost model)" in line, line

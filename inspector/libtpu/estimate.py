@@ -298,9 +298,10 @@ class _Run:
             times.append(t)
         bundles = self._bundles(times)
         self.findings += _bundle_findings(bundles, self.chip)
-        if method != COST_MODEL:  # how the Pallas kernels got theirs: the least exact of them
-            sources = {t.estimate_source for t in times if t.name in self.grids}
-            method = next((s for s in (ROOFLINE, EXTRAPOLATED) if s in sources), LIBTPU)
+        if method != COST_MODEL:  # how the Pallas kernels got theirs (all kernels' without one): the least exact
+            sources = ({t.estimate_source for t in times if t.name in self.grids}
+                       or {t.estimate_source for t in times if t.estimate_source})
+            method = next((s for s in (ROOFLINE, COST_MODEL, EXTRAPOLATED) if s in sources), LIBTPU)
         return TimeEstimate(self.chip.name, self.chip.clock_hz, times, _totals(times, self.chip), method,
                             self.budget.as_dict(), self.jobs, self.findings, bundles)
 
