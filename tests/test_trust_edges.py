@@ -764,3 +764,22 @@ def test_figures_from_the_cost_model_are_not_called_libtpus(monkeypatch):
     assert estimate.method == "libtpu-cost-model"
     line = _estimate_line(SimpleNamespace(time=estimate))
     assert "(the compiler's cost model)" in line, line
+
+
+def test_compare_never_puts_a_simulation_against_a_roofline():
+    """`compare --target-a tpu-v5e --target-b tpu-v4 --time`: "estimated time (libtpu) 4.79 us 1.07 us
+    0.22x", though v4's figure is the roofline (libtpu does not simulate v4). Each side's method is
+    named and unlike figures get no ratio."""
+    from types import SimpleNamespace
+
+    from inspector.comparison import _totals
+
+    def report(seconds, method):
+        return SimpleNamespace(fusions=SimpleNamespace(totals={"estimated_seconds": seconds, "hbm_bytes": 1},
+                                                       kernels=[]),
+                               stages=SimpleNamespace(memory={}, timings={}), time=SimpleNamespace(method=method))
+
+    row = next(t for t in _totals(report(4.79e-6, "libtpu"), report(1.07e-6, "roofline")) if t.name.startswith("estim"))
+    assert row.name == "estimated time (A libtpu, B roofline)" and row.ratio is None, row
+    same = next(t for t in _totals(report(4e-6, "libtpu"), report(2e-6, "libtpu")) if t.name.startswith("estim"))
+    assert same.name == "estimated time (libtpu)" and same.ratio == pytest.approx(0.5), same
