@@ -783,3 +783,20 @@ def test_compare_never_puts_a_simulation_against_a_roofline():
     assert row.name == "estimated time (A libtpu, B roofline)" and row.ratio is None, row
     same = next(t for t in _totals(report(4e-6, "libtpu"), report(2e-6, "libtpu")) if t.name.startswith("estim"))
     assert same.name == "estimated time (libtpu)" and same.ratio == pytest.approx(0.5), same
+
+
+def test_the_fusions_totals_name_where_the_estimate_came_from():
+    """The fusions view's totals said "estimated time (libtpu)" whatever made the figures (on v4
+    the compiler's cost model, with a budget spent the roofline)."""
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from inspector.views.fusions import totals_table
+
+    kernels = [SimpleNamespace(estimate_source="libtpu-cost-model"), SimpleNamespace(estimate_source="roofline")]
+    totals = {"flops": 1, "bytes": 1, "transcendentals": 0, "hbm_bytes": 1, "roofline_s": 1e-6, "estimated_seconds": 2e-6}
+    console = Console(width=200, record=True, file=open(os.devnull, "w"))
+    console.print(totals_table(SimpleNamespace(totals=totals, xla_cost=None, agreement={}, kernels=kernels)))
+    text = console.export_text()
+    assert "estimated time (libtpu-cost-model, roofline)" in text and "(libtpu)" not in text, text
