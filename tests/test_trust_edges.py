@@ -800,3 +800,32 @@ def test_the_fusions_totals_name_where_the_estimate_came_from():
     console.print(totals_table(SimpleNamespace(totals=totals, xla_cost=None, agreement={}, kernels=kernels)))
     text = console.export_text()
     assert "estimated time (libtpu-cost-model, roofline)" in text and "(libtpu)" not in text, text
+
+
+def test_a_collective_libtpu_gives_0_cycles_is_not_timed_by_libtpu(monkeypatch):
+    """`--target tpu-v5e:2x2 --mesh data=2,model=2 --time`: libtpu's one-chip simulation lists the
+    all-gathers and all-reduce at 0 cycles, shown as "0 ns" from libtpu. Not simulated is not free."""
+    from types import SimpleNamespace
+
+    from inspector.chips import get_chip
+    from inspector.libtpu import estimate as est
+    from inspector.libtpu.runner import Outcome
+
+    class Session:
+        def __init__(self, *a, **k):
+            pass
+
+        __enter__ = lambda self: self
+        __exit__ = lambda self, *a: False
+
+        def run(self, request, seconds, memory_bytes):
+            return Outcome("ok", 1.0, None, cycles={"all-reduce": 0, "fusion.3": 300})
+
+    monkeypatch.setattr(est, "DumpSession", Session)
+    monkeypatch.setattr(est._Run, "_request", lambda self, caps: (None, []))
+    kernels = [SimpleNamespace(name="all-reduce", kind="collective", compiler_cycles=None, roofline_s=None, repeat=1),
+               SimpleNamespace(name="fusion.3", kind="loop", compiler_cycles=280, roofline_s=1e-8, repeat=1)]
+    estimate = est._Run(None, None, get_chip("tpu-v5e"), kernels, est.Budget()).run()
+    by_name = {t.name: t for t in estimate.kernels}
+    assert by_name["fusion.3"].estimate_source == "libtpu" and by_name["fusion.3"].estimated_cycles == 300
+    assert by_name["all-reduce"].estimate_source != "libtpu" and by_name["all-reduce"].estimated_seconds is None

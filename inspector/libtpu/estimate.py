@@ -221,7 +221,10 @@ class _Run:
         self.jobs.append(JobCost(label, outcome.status, round(outcome.wall_seconds, 3), outcome.peak_rss_bytes,
                                  {op: math.prod(g) for op, g in used.items()}, outcome.detail))
         unnamed = {k.name for k in self.kernels if k.kind in PALLAS_KINDS} - set(used)
+        collectives = {k.name for k in self.kernels if k.kind == "collective"}
         for op, cycles in outcome.cycles.items():
+            if op in collectives and not cycles:  # one chip simulated: 0 cycles is "not simulated", not a time
+                continue
             if op in used:
                 self.points.setdefault(op, []).append((math.prod(used[op]), cycles, list(used[op])))
             elif op not in unnamed or label == "whole":  # a Pallas kernel not paired: its grid may be cut
