@@ -127,11 +127,20 @@ def _totals(a: Report, b: Report) -> list[Total]:
             ("HBM bytes", "bytes", lambda r: total(r, "hbm_bytes")),
             ("flops", "flops", lambda r: total(r, "flops")),
             ("roofline time", "seconds", lambda r: total(r, "roofline_s")),
-            *([("estimated time (libtpu)", "seconds", lambda r: total(r, "estimated_seconds"))]
+            *([(_estimate_label(a, b), "seconds", lambda r: total(r, "estimated_seconds"))]
               if a.time is not None or b.time is not None else []),
             ("XLA temporaries", "bytes", lambda r: memory(r, "temp_size_in_bytes")),
             ("compile time", "seconds", lambda r: r.stages.timings.get("compile_s"))]
-    return [Total(name, unit, get(a), get(b), _ratio(get(a), get(b))) for name, unit, get in rows]
+    # a simulation against a roofline (v5e against v4, a TPU against the CPU) is no ratio
+    unlike = {name for name, _, _ in rows if name.startswith("estimated time (A ")}
+    return [Total(name, unit, get(a), get(b), None if name in unlike else _ratio(get(a), get(b)))
+            for name, unit, get in rows]
+
+
+def _estimate_label(a: Report, b: Report) -> str:
+    """The estimate's row, named by how its figures were made (libtpu, libtpu-extrapolated, ...), per side when they differ."""
+    how_a, how_b = (r.time.method if r.time is not None else "none" for r in (a, b))
+    return f"estimated time ({how_a})" if how_a == how_b else f"estimated time (A {how_a}, B {how_b})"
 
 
 def _line(source: str | None) -> str | None:

@@ -311,7 +311,9 @@ def make_report(target: Target, chip: Chip, *, compile: bool = True, jaxpr_text:
         from .mosaic.passes import capture_mosaic_passes
 
         report.mosaic_passes = capture_mosaic_passes(target, chip, select=None if passes else pass_select)
-        report.findings = by_severity(report.findings + report.mosaic_passes.findings)
+        seen = {(f.code, f.message) for f in report.findings}  # a compile error the ordinary compile found too
+        report.findings = by_severity(report.findings + [f for f in report.mosaic_passes.findings
+                                                         if (f.code, f.message) not in seen])
     if time and report.fusions is not None:
         from .libtpu import estimate_times
 

@@ -453,6 +453,9 @@ def load_target(spec: str, args: str | None = None, ref: str | None = None, sets
             raise UsageError(f"{spec}: INSPECT args must be a shape spec string such as \"f32[8,128]\" or a callable "
                              f"returning the inputs, not a {type(given).__name__}")
         pos, kw = _abstract(parse_specs(given)) if isinstance(given, str) else _from_callable(given, spec)
+    elif sig is not None and not any(p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                                     for p in sig.parameters.values()):
+        pos, kw = (), {}  # a function of no inputs (a constant, a generated table) needs none
     else:
         # an INSPECT entry named after no function of the file may be this one's, mistyped
         raise _no_inputs(spec, func, sig, [k for k in table if not callable(getattr(module, str(k), None))])

@@ -35,6 +35,19 @@ def time_budget(seconds: float | None, option: str):
     return Budget(seconds=float(seconds))
 
 
+TIMED_VIEWS = ("overview", "fusions", "bundles")  # the views that print libtpu's estimate
+
+
+def check_time_options(time: bool, budget: float | None, view: str | None = None, json: bool = False) -> None:
+    """``--time`` only where its figures are shown (it costs compiles of its own), ``--time-budget``
+    only with what it budgets (``--time``, or the bundles view, which estimates anyway)."""
+    if time and view is not None and view not in TIMED_VIEWS and not json:
+        raise UsageError(f"--time adds libtpu's estimate to the overview, fusions and bundles views (and --json): "
+                         f"--view {view} does not show it, it only makes the run slower")
+    if budget is not None and not time and view != "bundles":
+        raise UsageError("--time-budget is the budget of libtpu's time estimate: add --time (or --view bundles)")
+
+
 def check_chips(chips: list[Chip], example: str) -> list[Chip]:
     """check is about TPUs (compiled deviceless) and spec-only GPUs, never the local backend."""
     local = [c.name for c in chips if c.is_local]

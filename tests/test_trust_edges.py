@@ -622,3 +622,209 @@ def test_a_huge_input_on_a_tpu_is_an_hbm_finding(cli, also):
     code, out, err = cli("show", f"{also}:f", "--target", "tpu-v5e", "--args", "f32[65536,65536]", "--json")
     codes = {f["code"]: f for f in json.loads(out)["findings"]}
     assert "hbm-over-capacity" in codes and "compile-error" not in codes and code == 1
+
+
+# ------------------------------------------------ the audit of the new surfaces (time, bundles, Mosaic)
+
+def _stopped_run(monkeypatch, grid, status="time-limit"):
+    """An estimate whose every libtpu compile is stopped (a fake session: nothing compiles)."""
+    from types import SimpleNamespace
+
+    from inspector.chips import get_chip
+    from inspector.libtpu import estimate as est
+    from inspector.libtpu.runner import Outcome
+
+    class Session:
+        def __init__(self, *a, **k):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+        def run(self, request, seconds, memory_bytes):
+            return Outcome(status, 1.0, None, detail="stopped (the time budget)")
+
+    record = SimpleNamespace(name="k", grid=grid, used=grid)
+    monkeypatch.setattr(est, "DumpSession", Session)
+    monkeypatch.setattr(est._Run, "_request", lambda self, caps: (None, [record]))
+    kernel = SimpleNamespace(name="k.1", kind="custom-call:pallas", compiler_cycles=None, roofline_s=1e-6, repeat=1)
+    budget = est.Budget(seconds=1e-9)
+    return est._Run(None, None, get_chip("tpu-v5e"), [kernel], budget).run()
+
+
+@pytest.mark.parametrize("grid", [(2, 2), (64, 64)])
+def test_a_budget_that_stops_libtpu_is_said(monkeypatch, grid):
+    """`--time-budget 1e-9`: libtpu's compile was stopped; the roofline figures came without a word
+    of why ("roofline (libtpu gave none)"). A time-budget finding says the budget stopped it."""
+    estimate = _stopped_run(monkeypatch, grid)
+    assert [t.estimate_source for t in estimate.kernels] == ["roofline"]
+    notes = [f for f in estimate.findings if f.code == "time-budget"]
+    assert notes and "passed its time limit" in notes[0].message, estimate.findings
+
+
+def test_untimed_kernels_is_a_count(monkeypatch):
+    """JSON `time_estimate.totals.untimed_kernels` read 155.0: a count of kernels is an integer."""
+    estimate = _stopped_run(monkeypatch, (2, 2))
+    untimed = estimate.totals["untimed_kernels"]
+    assert isinstance(untimed, int) and json.dumps(untimed) == "0"
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (("show", "{f}", "--view", "jaxpr", "--time"), "--view jaxpr does not show it"),
+    (("show", "{f}", "--view", "mosaic", "--time"), "--view mosaic does not show it"),
+    (("show", "{f}", "--time-budget", "5"), "add --time"),
+    (("show", "{f}", "--view", "hlo", "--time-budget", "5"), "add --time"),
+    (("compare", "{f}", "--set-a", "n=1", "--set-b", "n=2", "--time-budget", "5"), "add --time"),
+    (("export", "{f}", "--json", "{tmp}/x.json", "--time-budget", "5"), "add --time"),
+])
+def test_time_options_where_they_do_nothing_are_refused(cli, monkeypatch, tmp_path, argv, needle):
+    """`--time --view jaxpr` ran libtpu's compiles (up to a minute) and showed nothing of them;
+    `--time-budget` without `--time` was silently ignored. Both are usage errors, before any compile."""
+    from inspector.commands import verbs
+
+    monkeypatch.setattr(verbs, "run", lambda opts: pytest.fail("compiled before refusing"))
+    code, out, err = cli(*(a.format(f=f"{FUNCS}:matmul", tmp=tmp_path) for a in argv))
+    assert code == 2, err
+    one_line(err, needle)
+
+
+def test_time_with_a_view_that_shows_it_is_not_refused():
+    from inspector.verb_rules import check_time_options
+
+    for view in ("overview", "fusions", "bundles"):
+        check_time_options(True, 5.0, view)
+    check_time_options(True, None, "jaxpr", json=True)  # JSON carries kernels[].estimated_*
+    check_time_options(False, 5.0, "bundles")  # the bundles view estimates anyway
+
+
+@pytest.mark.parametrize("kwargs", [{"seconds": float("nan")}, {"seconds": float("inf")}, {"seconds": 0},
+                                    {"seconds": -5}, {"memory_bytes": -1}, {"memory_bytes": 0}])
+def test_a_budget_that_cannot_be_kept_is_refused_in_python(kwargs):
+    """`estimate_times(budget=Budget(seconds=nan))` handed nan to the compile's hard stop as its
+    timeout, inf none at all; the CLI refused these, the Python API did not."""
+    import inspector
+    from inspector.libtpu import Budget
+
+    with pytest.raises(inspector.UsageError, match="Budget"):
+        Budget(**kwargs)
+
+
+@pytest.mark.tpu
+def test_the_mosaic_view_of_a_kernel_that_fails_exits_1(cli):
+    """`show --view mosaic` on a kernel Mosaic refuses printed "the compile failed" and exited 0
+    (the overview of the same kernel exits 1): the failure is its error finding, once."""
+    code, out, err = cli("show", "samples/mosaic_errors.py:unaligned_rows", "--target", "tpu-v5e", "--view", "mosaic",
+                         "--json")
+    assert code == 1, err
+    found = [f for f in json.loads(out)["findings"] if f["severity"] == "error"]
+    assert [f["code"] for f in found] == ["mosaic-unproven-alignment"], found
+    assert found[0]["data"]["source"] == "samples/mosaic_errors.py:36"
+
+
+def test_a_function_of_no_inputs_needs_no_args(cli, tmp_path):
+    """`def table(): return jnp.arange(8.0)` was refused ("no example inputs. Give them with
+    --args ..."), and `--args ""` is an empty shape spec: a function of no inputs could not be shown."""
+    (tmp_path / "consts.py").write_text("import jax.numpy as jnp\n\ndef table(scale: float = 2.0):\n"
+                                        "    return jnp.arange(8.0) * scale\n")
+    code, out, err = cli("show", f"{tmp_path}/consts.py:table", "--view", "jaxpr")
+    assert code == 0, err
+    assert "iota" in out
+
+
+def test_figures_from_the_cost_model_are_not_called_libtpus(monkeypatch):
+    """v4: libtpu aborts its simulation ("Dma latency model ... only supported on VF/VL/GF/GL"), every
+    kernel keeps the compiler's cost-model cycles, and the overview said "(libtpu)" all the same;
+    its words for each method never matched the method names, so none was ever shown."""
+    from types import SimpleNamespace
+
+    from inspector.chips import get_chip
+    from inspector.libtpu import estimate as est
+    from inspector.libtpu.runner import Outcome
+    from inspector.views.printer import _estimate_line
+
+    class Session:
+        def __init__(self, *a, **k):
+            pass
+
+        __enter__ = lambda self: self
+        __exit__ = lambda self, *a: False
+
+        def run(self, request, seconds, memory_bytes):
+            return Outcome("aborted", 1.0, None, detail="Dma latency model is currently only supported on VF/VL/GF/GL.")
+
+    monkeypatch.setattr(est, "DumpSession", Session)
+    monkeypatch.setattr(est._Run, "_request", lambda self, caps: (None, []))
+    fusion = SimpleNamespace(name="tanh_multiply_fusion", kind="loop", compiler_cycles=619, roofline_s=1e-8, repeat=1)
+    estimate = est._Run(None, None, get_chip("tpu-v4"), [fusion], est.Budget()).run()
+    assert [t.estimate_source for t in estimate.kernels] == ["libtpu-cost-model"]
+    assert estimate.method == "libtpu-cost-model"
+    line = _estimate_line(SimpleNamespace(time=estimate))
+    assert "(the compiler's cost model)" in line, line
+
+
+def test_compare_never_puts_a_simulation_against_a_roofline():
+    """`compare --target-a tpu-v5e --target-b tpu-v4 --time`: "estimated time (libtpu) 4.79 us 1.07 us
+    0.22x", though v4's figure is the roofline (libtpu does not simulate v4). Each side's method is
+    named and unlike figures get no ratio."""
+    from types import SimpleNamespace
+
+    from inspector.comparison import _totals
+
+    def report(seconds, method):
+        return SimpleNamespace(fusions=SimpleNamespace(totals={"estimated_seconds": seconds, "hbm_bytes": 1},
+                                                       kernels=[]),
+                               stages=SimpleNamespace(memory={}, timings={}), time=SimpleNamespace(method=method))
+
+    row = next(t for t in _totals(report(4.79e-6, "libtpu"), report(1.07e-6, "roofline")) if t.name.startswith("estim"))
+    assert row.name == "estimated time (A libtpu, B roofline)" and row.ratio is None, row
+    same = next(t for t in _totals(report(4e-6, "libtpu"), report(2e-6, "libtpu")) if t.name.startswith("estim"))
+    assert same.name == "estimated time (libtpu)" and same.ratio == pytest.approx(0.5), same
+
+
+def test_the_fusions_totals_name_where_the_estimate_came_from():
+    """The fusions view's totals said "estimated time (libtpu)" whatever made the figures (on v4
+    the compiler's cost model, with a budget spent the roofline)."""
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from inspector.views.fusions import totals_table
+
+    kernels = [SimpleNamespace(estimate_source="libtpu-cost-model"), SimpleNamespace(estimate_source="roofline")]
+    totals = {"flops": 1, "bytes": 1, "transcendentals": 0, "hbm_bytes": 1, "roofline_s": 1e-6, "estimated_seconds": 2e-6}
+    console = Console(width=200, record=True, file=open(os.devnull, "w"))
+    console.print(totals_table(SimpleNamespace(totals=totals, xla_cost=None, agreement={}, kernels=kernels)))
+    text = console.export_text()
+    assert "estimated time (libtpu-cost-model, roofline)" in text and "(libtpu)" not in text, text
+
+
+def test_a_collective_libtpu_gives_0_cycles_is_not_timed_by_libtpu(monkeypatch):
+    """`--target tpu-v5e:2x2 --mesh data=2,model=2 --time`: libtpu's one-chip simulation lists the
+    all-gathers and all-reduce at 0 cycles, shown as "0 ns" from libtpu. Not simulated is not free."""
+    from types import SimpleNamespace
+
+    from inspector.chips import get_chip
+    from inspector.libtpu import estimate as est
+    from inspector.libtpu.runner import Outcome
+
+    class Session:
+        def __init__(self, *a, **k):
+            pass
+
+        __enter__ = lambda self: self
+        __exit__ = lambda self, *a: False
+
+        def run(self, request, seconds, memory_bytes):
+            return Outcome("ok", 1.0, None, cycles={"all-reduce": 0, "fusion.3": 300})
+
+    monkeypatch.setattr(est, "DumpSession", Session)
+    monkeypatch.setattr(est._Run, "_request", lambda self, caps: (None, []))
+    kernels = [SimpleNamespace(name="all-reduce", kind="collective", compiler_cycles=None, roofline_s=None, repeat=1),
+               SimpleNamespace(name="fusion.3", kind="loop", compiler_cycles=280, roofline_s=1e-8, repeat=1)]
+    estimate = est._Run(None, None, get_chip("tpu-v5e"), kernels, est.Budget()).run()
+    by_name = {t.name: t for t in estimate.kernels}
+    assert by_name["fusion.3"].estimate_source == "libtpu" and by_name["fusion.3"].estimated_cycles == 300
+    assert by_name["all-reduce"].estimate_source != "libtpu" and by_name["all-reduce"].estimated_seconds is None

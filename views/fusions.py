@@ -119,7 +119,8 @@ def totals_table(analysis: FusionAnalysis) -> Table:
     add_row(table, "HBM traffic", fmt_bytes(t["hbm_bytes"]), "", "")
     add_row(table, "roofline time", fmt_time(t["roofline_s"]), "", "")
     if t.get("estimated_seconds") is not None:
-        add_row(table, "estimated time (libtpu)", fmt_time(t["estimated_seconds"]), "", "")
+        sources = sorted({k.estimate_source for k in analysis.kernels if k.estimate_source is not None})
+        add_row(table, f"estimated time ({', '.join(sources) or 'libtpu'})", fmt_time(t["estimated_seconds"]), "", "")
     return table
 
 

@@ -7,7 +7,7 @@ import sys
 
 from ..errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, TargetFailure, UsageError
 from ..view_table import get_view
-from ..verb_rules import check_chips, diff_simulated_chip, require_two_variants
+from ..verb_rules import check_chips, check_time_options, diff_simulated_chip, require_two_variants
 from .work import compare_sides, run
 
 
@@ -19,6 +19,7 @@ def show(opts) -> int:
 
     select = getattr(opts, "pass_select", None)
     check_view_options(opts.view, select, bool(getattr(opts, "passes", False)))
+    check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None), opts.view, bool(opts.json))
     if select is not None and opts.view == "overview":
         opts.view = "passes"  # --pass alone asks for the passes view
     report = run(opts)
@@ -54,6 +55,7 @@ def export(opts) -> int:
     if not (opts.svg or opts.dot or opts.json_path or opts.html):
         raise UsageError("export needs at least one of --svg PATH, --dot PATH, --html PATH, --json PATH")
     _export_paths(opts)
+    check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None))
     drawings = [(f, p) for f, p in (("SVG", opts.svg), ("DOT", opts.dot), ("HTML", opts.html)) if p]
     if drawings:  # fail before the compile when the SVG cannot be drawn
         from ..hlo.graph import dot_available
@@ -120,6 +122,7 @@ def compare(opts) -> int:
     from ..views.compare import compare_view
     from ..views.printer import make_console, print_fitting, print_json
 
+    check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None))
     sides = compare_sides(opts)
     a, b = sides
     params = lambda side: dict(item.split("=", 1) if "=" in item else (item, None) for item in side.set)  # the last --set wins

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ..errors import UsageError
 from .model import StepFit
 
 GiB = 1024**3
@@ -33,6 +34,14 @@ class Budget:
     # over 60 s as the machine's load varied, 2.2 GB): to judge a program's XLA ops before simulating them.
     seconds_per_cycle: float = 40e-6
     bytes_per_cycle: float = 2000.0
+
+    def __post_init__(self) -> None:
+        # nan or inf seconds reached the compile's hard stop as its timeout; 0 or less, no compile at all
+        if not (math.isfinite(self.seconds) and self.seconds > 0):
+            raise UsageError(f"Budget(seconds={self.seconds!r}): give the seconds libtpu's simulation may take, "
+                             "a finite number > 0 (default 60)")
+        if not self.memory_bytes > 0:
+            raise UsageError(f"Budget(memory_bytes={self.memory_bytes!r}): give the bytes its compiles may use, > 0")
 
     def as_dict(self) -> dict[str, float | bool]:
         return {"seconds": self.seconds, "memory_bytes": self.memory_bytes, "whole": self.whole}

@@ -131,7 +131,10 @@ class _Run:
         reducible = any(s > self.budget.probe_steps for s in steps)
         with open_session(self.topology, profile=True, bundles=True) as session:
             if not reducible:
-                self._job(session, "whole", request, records, self.left())
+                outcome = self._job(session, "whole", request, records, self.left())
+                if outcome.status in STOPPED:
+                    self._budget_note(f"the whole simulation {_stopped(outcome)} after {outcome.wall_seconds:.0f} s: "
+                                      "kernels it did not time keep their roofline")
                 return self._finish(LIBTPU)
             self._probes(session, request, records)
         return self._finish(EXTRAPOLATED)
@@ -147,8 +150,10 @@ class _Run:
         cut = [math.prod(r.used) for r in first_records]
         if self.budget.whole and self._whole_fits([(first.wall_seconds, first.peak_rss_bytes,
                                                      sum(first.cycles.values()))]):
-            if self._job(session, "whole", request, records, self.left()).status == "ok":
+            whole = self._job(session, "whole", request, records, self.left())
+            if whole.status == "ok":
                 return
+            self._budget_note(f"the whole simulation {_stopped(whole)}: figures from smaller grids")
         factor = min(4.0, 0.8 * self.left() / max(first.wall_seconds, 1e-3))  # its time grows at most as its steps
         if factor < 2:
             self._budget_note(f"no time left for a second cut grid: one point ({first.wall_seconds:.0f} s), "
@@ -218,7 +223,10 @@ class _Run:
         self.jobs.append(JobCost(label, outcome.status, round(outcome.wall_seconds, 3), outcome.peak_rss_bytes,
                                  {op: math.prod(g) for op, g in used.items()}, outcome.detail))
         unnamed = {k.name for k in self.kernels if k.kind in PALLAS_KINDS} - set(used)
+        collectives = {k.name for k in self.kernels if k.kind == "collective"}
         for op, cycles in outcome.cycles.items():
+            if op in collectives and not cycles:  # one chip simulated: 0 cycles is "not simulated", not a time
+                continue
             if op in used:
                 self.points.setdefault(op, []).append((math.prod(used[op]), cycles, list(used[op])))
             elif op not in unnamed or label == "whole":  # a Pallas kernel not paired: its grid may be cut
@@ -227,6 +235,9 @@ class _Run:
             self.llo.setdefault(op, texts)
         for problem in outcome.unreadable:
             self._unreadable(problem)
+        if outcome.status in STOPPED and label != "whole":  # a stopped "whole" is said where it is run
+            self._budget_note(f"the {label} compile {_stopped(outcome)} after {outcome.wall_seconds:.0f} s: "
+                              "kernels it did not time keep their roofline")
         if outcome.status == "aborted":
             self.aborted = True
             self.findings.append(Finding(
@@ -292,9 +303,10 @@ class _Run:
             times.append(t)
         bundles = self._bundles(times)
         self.findings += _bundle_findings(bundles, self.chip)
-        if method != COST_MODEL:  # how the Pallas kernels got theirs: the least exact of them
-            sources = {t.estimate_source for t in times if t.name in self.grids}
-            method = next((s for s in (ROOFLINE, EXTRAPOLATED) if s in sources), LIBTPU)
+        if method != COST_MODEL:  # how the Pallas kernels got theirs (all kernels' without one): the least exact
+            sources = ({t.estimate_source for t in times if t.name in self.grids}
+                       or {t.estimate_source for t in times if t.estimate_source})
+            method = next((s for s in (ROOFLINE, COST_MODEL, EXTRAPOLATED) if s in sources), LIBTPU)
         return TimeEstimate(self.chip.name, self.chip.clock_hz, times, _totals(times, self.chip), method,
                             self.budget.as_dict(), self.jobs, self.findings, bundles)
 
@@ -362,14 +374,14 @@ def _timed(kernel, chip: Chip, cycles: float | None, source: str | None) -> Kern
                       repeat=kernel.repeat, roofline_seconds=roofline)
 
 
-def _totals(times: list[KernelTime], chip: Chip) -> dict[str, float | None]:
+def _totals(times: list[KernelTime], chip: Chip) -> dict[str, float | int | None]:
     timed = [t for t in times if t.estimated_seconds is not None]
     seconds = sum(t.estimated_seconds * t.repeat for t in timed if t.estimated_seconds is not None) if timed else None
     cycles = sum(t.estimated_cycles * t.repeat for t in timed if t.estimated_cycles is not None) if timed else None
     roofline = [t.roofline_seconds * t.repeat for t in times if t.roofline_seconds is not None]
     return {"estimated_seconds": seconds, "estimated_cycles": cycles,
             "roofline_seconds": sum(roofline) if roofline else None,
-            "untimed_kernels": float(len(times) - len(timed))}
+            "untimed_kernels": len(times) - len(timed)}  # a count: 155, not 155.0, in JSON
 
 
 def _bundle_findings(bundles: list[KernelBundles], chip: Chip) -> list[Finding]:

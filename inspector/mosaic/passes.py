@@ -139,4 +139,6 @@ def _in_child(recipe: _Recipe, chip_name: str, directory: str, select: str | Non
     for k in kernels:
         k.release()  # the folder goes with the child's answer
     error = stages.compile_error.headline if stages.compile_error is not None else None
+    if stages.compile_error is not None:  # `--view mosaic` compiles nothing else: the failure is its error finding
+        findings.append(stages.compile_error.finding(stages.backend, view="mosaic"))
     return MosaicPasses(chip_name, kernels, findings, error)
