@@ -189,6 +189,17 @@ def test_a_loop_over_heads_inside_the_loop_over_layers_and_a_call_beside_it():
                                          + ["g.py:91 gpt2 forward"])
 
 
+def test_only_scopes_the_user_named_count_as_scopes():
+    from inspector.hlo.graph_groups import users_scope
+
+    def k(op_name):
+        return dataclasses.replace(_kernel("k", (), "forward")[0], op_name=op_name)
+    assert users_scope(k("jit(f)/jvp(layer3)/mul")) and users_scope(k("jit(f)/transpose(jvp(layer3))/attn/mul"))
+    for made_by_jax in ("jit(f)/jvp(jit(take_along_axis))/gather", "jit(f)/jvp()/while/body/mul",
+                        "jit(f)/transpose(jvp(btc,vc->btv))/dot_general", "jit(f)/sub", None):
+        assert not users_scope(k(made_by_jax)), made_by_jax
+
+
 def test_scopes_that_structure_the_program_still_win():
     kernels, stacks = _program(3, [31, 32, 33])
     scoped = []
