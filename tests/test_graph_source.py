@@ -161,6 +161,45 @@ def test_one_lines_repeated_ops_are_not_a_loop_and_a_two_line_body_is():
     assert forward == [f"m.py:42-43 loss #{i} forward" for i in range(3)]  # block() and mlp(): one loop
 
 
+def test_a_loop_over_heads_inside_the_loop_over_layers_and_a_call_beside_it():
+    """acganesh/tinyGPT's gpt2(): the layer loop's body loops over 4 heads (their ops occur 4x as
+    often), and the embedding before it and the final norm after it run once, a few ops with one
+    signature each (3 gathers): the loop is the layers', named by the block's lines."""
+    top, call = Frame("m.py", 22, "loss"), Frame("g.py", 84, "gpt2")
+    kernels, stacks, last = [], {}, None
+
+    def add(name, stack):
+        nonlocal last
+        k, s = _kernel(name, stack, "forward", (last,) if last else ())
+        kernels.append(k)
+        stacks[name] = (Frame("m.py", 28, "step"), top) + s
+        last = name
+
+    for j in range(3):
+        add(f"embed{j}", (Frame("g.py", 81, "gpt2"),))
+    for i in range(6):
+        add(f"ln{i}", (call, Frame("g.py", 71, "block")))
+        for h in range(4):
+            add(f"att{i}_{h}", (call, Frame("g.py", 71, "block"), Frame("g.py", 40, "mha"), Frame("g.py", 30, "attention")))
+        add(f"mlp{i}", (call, Frame("g.py", 75, "block")))
+    for j in range(3):
+        add(f"lnf{j}", (Frame("g.py", 91, "gpt2"),))
+    groups = group_kernels(kernels, stacks)
+    assert [g.label for g in groups] == (["g.py:81 gpt2 forward"] + [f"g.py:71-75 block #{i} forward" for i in range(6)]
+                                         + ["g.py:91 gpt2 forward"])
+
+
+def test_only_scopes_the_user_named_count_as_scopes():
+    from inspector.hlo.graph_groups import users_scope
+
+    def k(op_name):
+        return dataclasses.replace(_kernel("k", (), "forward")[0], op_name=op_name)
+    assert users_scope(k("jit(f)/jvp(layer3)/mul")) and users_scope(k("jit(f)/transpose(jvp(layer3))/attn/mul"))
+    for made_by_jax in ("jit(f)/jvp(jit(take_along_axis))/gather", "jit(f)/jvp()/while/body/mul",
+                        "jit(f)/transpose(jvp(btc,vc->btv))/dot_general", "jit(f)/sub", None):
+        assert not users_scope(k(made_by_jax)), made_by_jax
+
+
 def test_scopes_that_structure_the_program_still_win():
     kernels, stacks = _program(3, [31, 32, 33])
     scoped = []

@@ -68,19 +68,36 @@ def scope_keys(kernels: list[Kernel]) -> dict[str, tuple[str, str | None] | None
     return {k.name: (scope(k), phase_of(k)) if k.op_name is not None else None for k in kernels}
 
 
+_MADE_BY_JAX = re.compile(r"^(?:p?jit\(.*\)|while|cond|body|scan|checkpoint|remat\d*|custom_[jv]jp_call.*|shard_map|.*->.*|.*,.*)$")
+_AUTODIFF = re.compile(r"^(?:jvp|transpose|vmap)\((.*)\)$")
+
+
+def users_scope(kernel: Kernel) -> bool:
+    """Whether the kernel's outer scope is one the user named (jax.named_scope: `jvp(layer3)`),
+    not one jax made: a jitted jnp function's name (`jit(take_along_axis)`), a loop's `while`
+    and `body`, an einsum's spec (`btc,vc->btv`)."""
+    for part in (kernel.op_name or "").split(";", 1)[0].split("/")[1:-1]:
+        while (m := _AUTODIFF.match(part)):
+            part = m[1]
+        if part:
+            return not _MADE_BY_JAX.match(part)
+    return False
+
+
 def scope_structure(kernels: list[Kernel]) -> int:
     """How many scopes the program's grouping by scope would have, 0 when they do not structure
-    it: none, scopes around a small part of the named kernels, or scopes that repeat in every
-    layer (attn, mlp: each scope's kernels of one phase in many runs). Such programs are grouped
-    by their source instead."""
+    it: none the user named (only jax's: jitted jnp functions, loops), scopes around a small part
+    of the named kernels, or scopes that repeat in every layer (attn, mlp: each scope's kernels
+    of one phase in many runs). Such programs are grouped by their source instead."""
     key = {n: k for n, k in scope_keys(kernels).items() if k is not None}
-    scoped = [n for n, k in key.items() if k[0] != TOP]
+    named = {k.name for k in kernels if users_scope(k)}
+    scoped = [n for n, k in key.items() if k[0] != TOP and n in named]
     counted = [n for n, k in key.items() if k[1] is not None] or list(key)  # the optimizer's update joins the layers anyway
-    if not scoped or sum(1 for n in counted if key[n][0] != TOP) < 0.5 * len(counted):
+    if not scoped or sum(1 for n in counted if n in named) < 0.5 * len(counted):
         return 0
-    runs, last = 0, None
+    runs, last, mine = 0, None, set(scoped)
     for k in kernels:
-        if k.name in key and key[k.name][0] != TOP:
+        if k.name in mine:
             runs += key[k.name] != last
             last = key[k.name]
     keys = len({key[n] for n in scoped})

@@ -18,6 +18,7 @@ COLORS = ("roofline", "bytes", "bound")
 PARAM_NODES_MAX = 8  # up to this many parameters are drawn as their own small nodes
 EDGES_PER_NODE = 1.5  # past this many edges per node on average, the smallest are summarised on the node
 TOP_N = 10
+FEW_GROUPS = 16  # fewer groups than this say little collapsed: the biggest that fit the node budget open
 OPEN_CAP = 400  # nodes the groups --expand names may take, whatever --max-nodes (Graphviz's pace: ~10 s for 500)
 _FOLDABLE = {"copy-start", "slice-start", "bitcast", "async-start", "copy-done", "slice-done", "async-done"}
 
@@ -160,6 +161,12 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
                 for x in m.kernels:
                     group_of[x] = m
         groups = sorted([g for g in groups if g.expanded] + merged, key=lambda g: g.order)
+        if len(groups) < FEW_GROUPS:  # a program of a few big groups (a scan's body): open the biggest that fit
+            drawn = len(groups) + fixed + sum(open_size[g.id] - 1 for g in groups if g.expanded)
+            for g in sorted((g for g in groups if not g.expanded and not g.members), key=lambda g: -open_size[g.id]):
+                if drawn + open_size[g.id] - 1 <= max_nodes:
+                    g.expanded = True
+                    drawn += open_size[g.id] - 1
         collapsed = [g for g in groups if not g.expanded]
     else:
         for g in groups:

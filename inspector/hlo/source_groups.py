@@ -15,6 +15,7 @@ from collections import Counter
 from .module import Frame
 
 LOOP_SHARE = 0.75  # of a call's kernels whose count is a multiple of N: a loop run N times
+NEAR = 0.05  # counts explaining this much less than the best one are a loop inside the loop
 MIN_PER_REPETITION = 3  # fewer kernels per repetition (a tree.map over parameters): one place, not N
 SPLIT_LARGE = 64  # a call run once with more kernels than this splits into its calls when it can
 
@@ -63,16 +64,14 @@ def _common_prefix(paths: list[tuple[Frame, ...]]) -> int:
 
 
 def _loop_count(members: list[str], count: dict[str, int]) -> int:
-    """N >= 2 when most of these kernels occur a multiple of N times in their phase; else 1."""
+    """N >= 2 when most of these kernels occur a multiple of N times in their phase; else 1. Of
+    the counts that explain nearly as many kernels as the best, the largest: a loop over 4 heads
+    inside a loop over 24 layers is 24 (every count a multiple), not 96 (the heads' share)."""
     counts = Counter(count[m] for m in members)
-    for n in sorted((c for c in counts if c >= 2), reverse=True):
-        if sum(v for c, v in counts.items() if c % n == 0) >= LOOP_SHARE * len(members):
-            return n
-    return 1
-
-
-def _once(members: list[str], count: dict[str, int]) -> bool:
-    return sum(1 for m in members if count[m] == 1) >= LOOP_SHARE * len(members)
+    share = {n: sum(v for c, v in counts.items() if c % n == 0) / len(members) for n in counts if n >= 2}
+    best = max(share.values(), default=0.0)
+    fits = [n for n, s in share.items() if s >= LOOP_SHARE and s >= best - NEAR]
+    return max(fits, default=1)
 
 
 class _Splitter:
@@ -135,13 +134,16 @@ class _Splitter:
         n = _loop_count(members, self.count)
         if n >= 2 and self._alternations(members) < 2 * n:
             n = 1  # one line's ops repeated side by side (a reduction's backward), not a loop's body
-        inner = self._children(members, depth)[1]
-        inner_once = any(_once(k, self.count) and len(k) > 1 for k in inner.values())
-        if n >= 2 and not inner_once:
+        own, inner = self._children(members, depth)
+        parts = list(inner.values()) + ([own] if own else [])
+        if n >= 2 and all(self._repeats(part, n) for part in parts):  # a call in it that runs once: the loop is further in
             return "loop", n  # (enough kernels per repetition is judged with its siblings in the loop)
         if any(self._kind(k, depth + 1)[0] != "plain" for k in inner.values()):
             return "mixed", 1
         return "plain", 1
+
+    def _repeats(self, members: list[str], n: int) -> bool:
+        return sum(1 for m in members if self.count[m] % n == 0) >= LOOP_SHARE * len(members)
 
     def _alternations(self, members: list[str]) -> int:
         """Runs of equal signatures in schedule order: a loop's body of two or more kernels,
