@@ -16,18 +16,8 @@ import os
 
 from ..chips import DEFAULT_TPU
 from ..errors import EXIT_FINDINGS, EXIT_OK, UsageError
-from .arg_types import count as _count, seconds as _seconds
+from .arg_types import count as _count, positive as _positive, seconds as _seconds
 from .process import EXIT_SIGINT
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give 1 or more")
-    return value
 
 
 def add_tune_parser(sub, common) -> argparse.ArgumentParser:
