@@ -9,6 +9,7 @@ the rest runs in this process.
 from __future__ import annotations
 
 import json
+import contextlib
 import os
 import pickle
 import signal
@@ -628,6 +629,7 @@ def test_a_huge_input_on_a_tpu_is_an_hbm_finding(cli, also):
 
 def _stopped_run(monkeypatch, grid, status="time-limit"):
     """An estimate whose every libtpu compile is stopped (a fake session: nothing compiles)."""
+    import contextlib
     from types import SimpleNamespace
 
     from inspector.chips import get_chip
@@ -648,7 +650,7 @@ def _stopped_run(monkeypatch, grid, status="time-limit"):
             return Outcome(status, 1.0, None, detail="stopped (the time budget)")
 
     record = SimpleNamespace(name="k", grid=grid, used=grid)
-    monkeypatch.setattr(est, "DumpSession", Session)
+    monkeypatch.setattr(est, "open_session", lambda *a, **k: contextlib.nullcontext(Session()))
     monkeypatch.setattr(est._Run, "_request", lambda self, caps: (None, [record]))
     kernel = SimpleNamespace(name="k.1", kind="custom-call:pallas", compiler_cycles=None, roofline_s=1e-6, repeat=1)
     budget = est.Budget(seconds=1e-9)
@@ -755,7 +757,7 @@ def test_figures_from_the_cost_model_are_not_called_libtpus(monkeypatch):
         def run(self, request, seconds, memory_bytes):
             return Outcome("aborted", 1.0, None, detail="Dma latency model is currently only supported on VF/VL/GF/GL.")
 
-    monkeypatch.setattr(est, "DumpSession", Session)
+    monkeypatch.setattr(est, "open_session", lambda *a, **k: contextlib.nullcontext(Session()))
     monkeypatch.setattr(est._Run, "_request", lambda self, caps: (None, []))
     fusion = SimpleNamespace(name="tanh_multiply_fusion", kind="loop", compiler_cycles=619, roofline_s=1e-8, repeat=1)
     estimate = est._Run(None, None, get_chip("tpu-v4"), [fusion], est.Budget()).run()
@@ -820,7 +822,7 @@ def test_a_collective_libtpu_gives_0_cycles_is_not_timed_by_libtpu(monkeypatch):
         def run(self, request, seconds, memory_bytes):
             return Outcome("ok", 1.0, None, cycles={"all-reduce": 0, "fusion.3": 300})
 
-    monkeypatch.setattr(est, "DumpSession", Session)
+    monkeypatch.setattr(est, "open_session", lambda *a, **k: contextlib.nullcontext(Session()))
     monkeypatch.setattr(est._Run, "_request", lambda self, caps: (None, []))
     kernels = [SimpleNamespace(name="all-reduce", kind="collective", compiler_cycles=None, roofline_s=None, repeat=1),
                SimpleNamespace(name="fusion.3", kind="loop", compiler_cycles=280, roofline_s=1e-8, repeat=1)]
