@@ -64,6 +64,9 @@ class Stages:
     mesh: dict[str, int] | None = None  # the mesh the program is sharded over (axis sizes by name)
     devices: int = 1  # devices the program spans; memory and HLO are per device
     buffers: dict | None = None  # the compiler's buffer assignment at the HBM peak (hlo.buffers), when asked
+    # options of the compile that only change machine code (machine_code_options): on the CPU,
+    # timings["compile_s"] is a compile without LLVM optimization, not what jax.jit would take
+    compile_options: dict = dataclasses.field(default_factory=dict)
 
     @functools.cached_property  # parses the whole HLO: once, in whichever process made the stages
     def op_counts(self) -> dict[str, dict[str, int]]:
@@ -422,6 +425,7 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
     stages = dataclasses.replace(lowered_stages, timings={**lowered_stages.timings, "compile_s": compile_s},
                                  mosaic=list(lowered_stages.mosaic), hlo=result["hlo"], cost=result["cost"],
                                  memory=result["memory"], buffers=result.get("buffers"), compile_cached=cached,
+                                 compile_options={} if cached else machine_code_options(backend),
                                  compile_error=parse_compile_error(result["error"]) if result["error"] else None)
     if result["error"]:
         _explain_kernel_failure(stages, backend, lowering.captured.program.closed_jaxpr)

@@ -496,6 +496,21 @@ def test_the_cpu_compile_without_llvm_optimization_gives_the_same_hlo_cost_and_m
     assert ours["buffers"] == buffers
 
 
+def test_the_stages_say_which_compile_options_changed_the_machine_code(tmp_path, monkeypatch):
+    from inspector import stages
+    from inspector.backends import Backend
+    from inspector.chips import get_chip
+    from inspector.target import load_target
+
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(stages, "_MEMO", {})
+    # one call site: jax's locations hold the caller's frames too, and they are part of the key
+    fresh, cached = [stages.capture(load_target(f"{FUNCS}:matmul"), Backend(get_chip("cpu")), memo=False).stages
+                     for _ in range(2)]
+    assert fresh.compile_options == {"xla_backend_optimization_level": 0} and not fresh.compile_cached
+    assert cached.compile_cached and cached.compile_options == {} and cached.hlo == fresh.hlo
+
+
 # ----------------------------------------------------------------------------- also made clear
 
 ALSO = ("import time\nimport jax.numpy as jnp\n"
