@@ -340,6 +340,8 @@ def test_export_of_the_plain_gpt2_finds_any_kernel_by_its_source_line(gpt2, tmp_
     drawing = draw(gpt2, "gpt2", groups=True, budget_s=60)
     assert drawing.svg and set(drawing.group_svgs) == {n.id for n in drawing.graph.nodes if n.kind == "group"}
     page = graph_page(drawing.graph, drawing.svg.decode(), drawing.group_svgs, drawing.notes, drawing.group_graphs)
+    loop_line = line_of(GPT2, "x = block(x, p)")
+    assert f"run 8 of 24 of the loop at {GPT2}:{loop_line} loss_fn" in html.unescape(page)  # #7's hover says where the loop is
     path = tmp_path / "g.html"
     path.write_text(page)
     browser = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)

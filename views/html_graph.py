@@ -105,8 +105,12 @@ def _text(n) -> str:
 
 def _node_data(kg: KernelGraph) -> dict:
     nodes = {}
+    loops = {g.id: g for g in kg.program_groups if g.repetition is not None}
     for n in kg.nodes:
         info = node_label(n).replace("\\n", "\n")
+        if n.kind == "group" and n.group in loops:  # where the loop is, and which of its runs this is
+            g = loops[n.group]
+            info += f"\nrun {g.repetition + 1} of {g.repetitions} of the loop at {g.site}"  # type: ignore[operator]
         if n.kind != "parameter":
             info += "\n\nkernels: " + ", ".join(n.kernels[:40]) + (" ..." if len(n.kernels) > 40 else "")
             info += "\nops: " + ", ".join(n.ops[:30]) + "\nsources: " + ", ".join(n.sources[:20])
