@@ -14,7 +14,7 @@ from .graph import build_dot, dot_of
 from .graph_model import KernelGraph, group_graphs
 from .graph_groups import TOP
 from .graph_ranked import ranked_svg
-from .graphviz_run import FAST_ARGS, FULL_SHARE, dot_available, run_dot
+from .graphviz_run import FAST_ARGS, FULL_SHARE, DotRun, dot_available, run_dot
 
 DEFAULT_BUDGET_S = 30.0  # `--layout-budget`: the drawing's share of an export on a 2-core machine
 # What dot gets through per second here (layout_cost units, measured on 2 cores under load): the
@@ -51,23 +51,28 @@ def _ranked(kg: KernelGraph, why: str, started: float) -> Layout:
 
 
 def layout(kg: KernelGraph, source: str, budget_s: float = DEFAULT_BUDGET_S) -> Layout:
-    """The SVG of one graph within `budget_s` seconds."""
+    """The SVG of one graph within `budget_s` seconds: the full layout when it is expected within
+    its share of the budget, the fast one beside it (on the other core) in case it is not."""
     started = time.perf_counter()
     if not dot_available():
         return _ranked(kg, "(dot) is not installed", started)
     cost = layout_cost(kg)
+    full = DotRun([source], ()) if cost <= FULL_RATE * budget_s * FULL_SHARE else None
+    fast = DotRun([source], FAST_ARGS) if cost <= FAST_RATE * budget_s else None
     tried = None
-    if cost <= FULL_RATE * budget_s * FULL_SHARE:
-        out = run_dot([source], (), budget_s * FULL_SHARE)
+    if full is not None:
+        out = full.result(budget_s * FULL_SHARE)
         if not isinstance(out, str):
+            if fast is not None:
+                fast.kill()
             return Layout(out[0], "dot", time.perf_counter() - started)
         tried = f"full layout {out}"
     left = started + budget_s - time.perf_counter()
-    if cost > FAST_RATE * left:
+    if fast is None:
         why = f"{tried}, " if tried else ""
-        return _ranked(kg, f"{why}would not finish in {left:.0f} s (a graph of {len(kg.nodes)} nodes, {cost} ranks of edges)",
-                       started)
-    out = run_dot([source], FAST_ARGS, left)
+        return _ranked(kg, f"{why}would not finish in {budget_s:.0f} s (a graph of {len(kg.nodes)} nodes, "
+                           f"{cost} ranks of edges)", started)
+    out = fast.result(left)
     if not isinstance(out, str):
         why = tried or f"full layout skipped: {cost} ranks of edges, more than it lays out in {budget_s * FULL_SHARE:.0f} s"
         note = f"Graphviz's {why}: laid out with straight edges and fewer passes"
@@ -140,14 +145,15 @@ class Drawing:
 def expand_example(kg: KernelGraph) -> str:
     """An --expand argument this program answers to: a scope (layer3) or a loop's repetition
     ('block #7'), as the shell wants it."""
+    shut = set(kg.collapsed) | {m for g in kg.groups if not g.expanded for m in g.members}
     for g in kg.program_groups:
-        if g.place == TOP:
+        if g.place == TOP or g.label not in shut:
             continue
         if g.by == "scope":
             return g.place
         if g.repetition is not None:
             return f"'{g.place.rsplit(' ', 1)[-1]} #{g.repetition}'"
-    named = next((g for g in kg.program_groups if g.place != TOP), None)
+    named = next((g for g in kg.program_groups if g.place != TOP and g.label in shut), None)
     return f"'{named.label}'" if named else "GROUP"
 
 

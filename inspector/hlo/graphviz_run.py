@@ -5,36 +5,62 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 import time
 
 from ..errors import UsageError
 
 FAST_ARGS = ("-Gsplines=line", "-Gnslimit=2", "-Gnslimit1=2", "-Gmclimit=0.3")  # measured: 25 s -> 1 s on a 109-node step
-FULL_SHARE = 1 / 3  # of a graph's time, for the full layout before the fast one (its median is a few seconds here)
+FULL_SHARE = 1 / 4  # of a graph's time, for the full layout (the fast one runs beside it as insurance)
 
 
 def dot_available() -> bool:
     return shutil.which("dot") is not None
 
 
+class DotRun:
+    """One dot process over `sources`, started at once; `result(timeout)` waits for it (killing
+    it at the timeout), `kill()` gives up on it. Two can run side by side: the full layout and,
+    as insurance, the fast one."""
+
+    def __init__(self, sources: list[str], args: tuple[str, ...]):
+        self.count = len(sources)
+        self.proc = subprocess.Popen(["dot", "-Tsvg", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        self._out: tuple[bytes, bytes] = (b"", b"")
+        self._talk = threading.Thread(target=self._communicate, args=("\n".join(sources).encode(),), daemon=True)
+        self._talk.start()
+
+    def _communicate(self, data: bytes) -> None:
+        try:
+            self._out = self.proc.communicate(data)
+        except (OSError, ValueError):  # killed while writing
+            pass
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self._talk.join()
+
+    def result(self, timeout: float) -> list[bytes] | str:
+        """Its SVGs, or why not (a timeout, dot's error)."""
+        self._talk.join(max(0.0, timeout))
+        if self._talk.is_alive():
+            self.kill()
+            return f"did not finish in {timeout:.0f} s"
+        stdout, stderr = self._out
+        parts = [b"<?xml" + p for p in stdout.split(b"<?xml")[1:]]
+        if self.proc.returncode != 0 or len(parts) != self.count:
+            lines = stderr.decode(errors="replace").strip().splitlines()
+            return f"failed: {lines[-1] if lines else self.proc.returncode}"
+        return parts
+
+
 def run_dot(sources: list[str], args: tuple[str, ...], timeout: float) -> list[bytes] | str:
     """One dot process over `sources`: their SVGs, or why not (a timeout, dot's error)."""
     if timeout <= 0.2:
         return "had no time left"
-    run = subprocess.Popen(["dot", "-Tsvg", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        stdout, stderr = run.communicate("\n".join(sources).encode(), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return f"did not finish in {timeout:.0f} s"
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
-    parts = [b"<?xml" + p for p in stdout.split(b"<?xml")[1:]]
-    if run.returncode != 0 or len(parts) != len(sources):
-        lines = stderr.decode(errors="replace").strip().splitlines()
-        return f"failed: {lines[-1] if lines else run.returncode}"
-    return parts
+    return DotRun(sources, args).result(timeout)
 
 
 def render_svg(graph, nodes: int = 0, timeout_s: float = 30) -> bytes:
