@@ -16,6 +16,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 from typing import Callable
 
 _BOOT = ("import sys,json,os;sys.path[:]=json.loads(os.environ.pop('INSPECTOR_SYS_PATH'));"
@@ -24,6 +25,13 @@ _BOOT = ("import sys,json,os;sys.path[:]=json.loads(os.environ.pop('INSPECTOR_SY
 
 class WorkerDied(RuntimeError):
     """A worker ended without an answer."""
+
+
+class Cancelled(Exception):
+    """The sweep's ``cancel`` event was set (the terminal UI's Esc): what Ctrl-C is to the CLI."""
+
+
+_CANCEL_POLL = 0.1  # seconds between looks at a cancel event while waiting on the workers
 
 
 class _Worker:
@@ -98,9 +106,12 @@ class LocalPool:
 
     runner = "local"
 
-    def __init__(self, size: int, debug: bool = False):
+    def __init__(self, size: int, debug: bool = False, cancel: threading.Event | None = None):
+        """``cancel``: set from another thread, it makes a wait on the workers raise Cancelled
+        (within a tenth of a second); leaving the context manager then kills them."""
         self.size = max(1, size)
         self.debug = debug
+        self.cancel = cancel
         self.workers: list[_Worker] = []
         self._log = None
 
@@ -150,6 +161,7 @@ class LocalPool:
         """One job on a worker (the first, started if need be); what it answered or raised."""
         worker = self.workers[0] if self.workers else self._spawn()
         worker.send(0, kind, payload)
+        self._ready([worker.results])
         status, *rest = worker.receive()
         worker.job = None
         if status == "ok":
@@ -157,6 +169,15 @@ class LocalPool:
         err, trace = rest
         err.child_traceback = trace
         raise err
+
+    def _ready(self, fds: list[int]) -> list[int]:
+        """The descriptors with an answer (or an end) to read; raises Cancelled once ``cancel`` is set."""
+        while True:
+            if self.cancel is not None and self.cancel.is_set():
+                raise Cancelled("the sweep was cancelled")
+            ready, _, _ = select.select(fds, [], [], None if self.cancel is None else _CANCEL_POLL)
+            if ready:
+                return ready
 
     def run(self, jobs: list, on_answer: Callable, on_died: Callable) -> None:
         """Each job (job id, kind, payload) on a free worker; ``on_answer(job_id, status, value)``
@@ -170,7 +191,7 @@ class LocalPool:
                 w.send(*queue.pop(0))
         while any(w.job is not None for w in self.workers):
             busy = {w.results: w for w in self.workers if w.job is not None}
-            ready, _, _ = select.select(list(busy), [], [])
+            ready = self._ready(list(busy))
             for fd in ready:
                 worker = busy[fd]
                 job_id = worker.job[0]

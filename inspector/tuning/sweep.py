@@ -69,9 +69,12 @@ def check_chips(names: list[str]) -> list:
     return chips
 
 
-def run_sweep(req: SweepRequest, progress: Progress | None = None) -> TuneResult:
+def run_sweep(req: SweepRequest, progress: Progress | None = None, cancel=None) -> TuneResult:
+    """``cancel`` (a threading.Event), set from another thread, stops the sweep as Ctrl-C does: the
+    workers are killed and what is done comes back, marked interrupted (set before the candidates
+    are known, it raises pool.Cancelled instead: there is nothing to show yet)."""
     from ..libtpu import Budget
-    from .pool import LocalPool
+    from .pool import Cancelled, LocalPool
 
     progress = progress or _Quiet()
     started = time.perf_counter()
@@ -83,7 +86,7 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None) -> TuneResult
 
         ray_pool = RayPool(req.ray, req.spec)  # a missing extra answers before any work
     workers = req.workers or cores()
-    with LocalPool(workers, debug=req.debug) as local, (ray_pool or contextlib.nullcontext()):
+    with LocalPool(workers, debug=req.debug, cancel=cancel) as local, (ray_pool or contextlib.nullcontext()):
         # Ray is reached first: an address that does not answer is one line before any work
         plan = _plan(req, local, budget)
         values = swept_values(plan, req.grid, req.fixed)
@@ -139,7 +142,7 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None) -> TuneResult
                 local.stop()  # the plan's worker: Ray does the rest
             progress.start(len(keys), cached, min(runner.size, max(len(pending), 1)), runner.runner)
             runner.run(pending, answered, died)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Cancelled):
             interrupted = True
             local.kill()
         finally:

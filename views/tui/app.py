@@ -6,7 +6,7 @@ The shell is here: the tabs (one per row of the table of views, ``tabs.py``), ke
 line. The app keeps the Report in one attribute, ``report``; setting it repaints every tab. The
 rest is mixed in: ``Loading`` (lowering, compile, progress, cancel), ``Navigation`` (search,
 source links, a finding's evidence) and ``Jobs`` (diff, passes, buffers, compare, chip,
-parameters, export)."""
+parameters, export) and ``Tuning`` (the tune screen, tune_screen.py)."""
 from __future__ import annotations
 
 import gc
@@ -32,6 +32,7 @@ from .navigation import CONTEXT_ACTIONS, Navigation
 from .overview_tab import OverviewTab
 from .screens import HelpScreen
 from .tabs import LOWERED_TABS, TAB_VIEWS, focus_target, make_tab, tab_title
+from .tune_screen import Tuning
 
 ALL_TABS = tuple(v.name for v in TAB_VIEWS)
 
@@ -48,7 +49,7 @@ def crash_log_path():
     return cache_dir() / "tui-crash.log"
 
 
-class InspectorApp(Loading, Navigation, Jobs, App):
+class InspectorApp(Loading, Navigation, Jobs, Tuning, App):
     CSS_PATH = "app.tcss"
     TITLE = "inspector"
     AUTO_FOCUS = "#findings"
@@ -68,6 +69,7 @@ class InspectorApp(Loading, Navigation, Jobs, App):
         Binding("d", "diff", "diff"),
         Binding("t", "target", "target"),
         Binding("x", "params", "params"),
+        Binding("u", "tune", "tune", show=False),
         Binding("e", "export", "export"),
         Binding("r", "reload", "reload", show=False),
         Binding("escape", "cancel", "cancel", show=False),
@@ -192,6 +194,8 @@ class InspectorApp(Loading, Navigation, Jobs, App):
         yield from super().get_system_commands(screen)
         yield SystemCommand("Target chip", "compile for another chip (t)", self.action_target)
         yield SystemCommand("Parameters", "edit the static parameters, --set (x)", self.action_params)
+        yield SystemCommand("Tune", "sweep the parameters, ranked by libtpu's estimated time; Enter applies a row (u)",
+                            self.action_tune)
         yield SystemCommand("Export", "write the kernel graph (SVG) and the report (JSON) here (e)", self.action_export)
         yield SystemCommand("Run the diff", "run the function against its reference (d)", self.action_diff)
         yield SystemCommand("Compare", "compare with another chip or parameter set (c)", self.action_compare)

@@ -41,7 +41,7 @@ KEYS = [
     ("Home End g", "Pallas: first, last step; go to a step"),
     ("[  ]  c", "Pallas: previous, next kernel; copy CostEstimate"),
     ("d", "run the diff against the reference"),
-    ("t  x", "another target chip; edit the static parameters"),
+    ("t  x  u", "another target chip; edit the parameters; tune them"),
     ("c", "compare with another chip or parameters (Pallas: copy)"),
     ("e  r", "export SVG + JSON here; reload the file"),
     ("Esc", "cancel the compile or diff in flight"),
@@ -119,7 +119,7 @@ class ParamsScreen(ModalScreen[dict]):
     defaults for. A value of the wrong kind is refused here, not by a failed compile; one INSPECT
     does not offer needs a second Enter."""
 
-    BINDINGS = [("escape", "dismiss", "cancel")]
+    BINDINGS = [("escape", "dismiss", "cancel"), ("ctrl+t", "tune", "tune")]
 
     def __init__(self, params: dict, choices: dict, signature: dict | None = None, parse=None):
         super().__init__()
@@ -130,7 +130,7 @@ class ParamsScreen(ModalScreen[dict]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="pick"):
-            yield Label("static parameters (Enter applies; Esc cancels)" if self.params else
+            yield Label("static parameters (Enter applies; ctrl+t tunes them: a sweep; Esc cancels)" if self.params else
                         "this function takes no static parameters (Esc closes)")
             for name, value in self.params.items():
                 options = ", ".join(map(str, self.choices.get(name, [])))
@@ -142,6 +142,11 @@ class ParamsScreen(ModalScreen[dict]):
         fields = self.query(Input)
         if fields:
             fields.first().focus()
+
+    def action_tune(self) -> None:
+        """The tune screen (u) in this one's place: it sweeps these parameters."""
+        self.dismiss(None)
+        self.app.call_later(self.app.run_action, "tune")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         values = {(i.id or "").removeprefix("param-"): i.value for i in self.query(Input)}
