@@ -103,9 +103,12 @@ def _table_rows(screen) -> list[list[str]]:
     return [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
 
 
-def test_tune_ranks_per_chip_shows_each_failure_and_enter_applies_the_row(monkeypatch):
+def test_tune_ranks_per_chip_shows_each_failure_and_enter_applies_the_row(monkeypatch, tmp_path):
+    from inspector.tuning.table import lookup
+
     fake = FakeSweep()
     monkeypatch.setattr("inspector.tuning.sweep.run_sweep", fake)
+    monkeypatch.chdir(tmp_path)
 
     async def run():
         app = InspectorApp(MM)
@@ -138,10 +141,16 @@ def test_tune_ranks_per_chip_shows_each_failure_and_enter_applies_the_row(monkey
             table.move_cursor(row=2)
             await pilot.pause()
             detail = plain(screen, "#tune-detail")
-            assert REFUSAL in detail.replace("\n", " ") or "multiple of 128" in detail  # the whole reason
+            assert " ".join(REFUSAL.split()) in " ".join(detail.split())  # the whole reason, per chip
+            assert "tpu-v5e: refused" in detail and "tpu-v6e: refused" in detail
             await pilot.press("s")  # ranked by v6e now: bm=256 first
             assert [r[:3] for r in _table_rows(screen)][:2] == [["1", "256", "256"], ["2", "128", "256"]]
             assert "ranked by tpu-v6e" in plain(screen, "#tune-head")
+            await pilot.press("w")  # the tuning table, in the current folder
+            await pilot.pause()
+            written = tmp_path / "tune_kernels_mm_tuning.json"
+            assert lookup(str(written), SMALL, "tpu-v6e") == {"bk": 512, "pad_mib": 0, "bm": 256, "bn": 256}
+            assert lookup(str(written), SMALL, "TPU v5 lite") == {"bk": 512, "pad_mib": 0, "bm": 128, "bn": 256}
             await pilot.press("s")
             table.move_cursor(row=0)  # v5e's best: bm=128
             await pilot.press("enter")
@@ -159,7 +168,8 @@ def test_esc_stops_the_sweep_and_the_partial_table_is_not_written(monkeypatch, t
     monkeypatch.chdir(tmp_path)
 
     async def run():
-        app = InspectorApp(Session(os.path.join(os.path.dirname(__file__), "data", "tune_kernels.py:mm"), "cpu", SMALL))
+        app = InspectorApp(Session(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "tune_kernels.py:mm"),
+                                   "cpu", SMALL))
         async with app.run_test(size=(140, 40)) as pilot:
             await loaded(pilot)
             await pilot.press("u")
@@ -175,7 +185,7 @@ def test_esc_stops_the_sweep_and_the_partial_table_is_not_written(monkeypatch, t
             assert [r[3] for r in _table_rows(screen)].count("not-run") == 3
             await pilot.press("w")  # a tuning table holds whole sweeps only
             await pilot.pause()
-            assert not glob.glob(os.path.join(os.path.dirname(__file__), "data", "*_tuning.json"))
+            assert not glob.glob(str(tmp_path / "*"))
             await pilot.press("escape")
             await pilot.pause()
             assert not isinstance(app.screen, TuneScreen)
@@ -311,9 +321,14 @@ def test_a_real_sweep_in_the_ui_ranks_and_applies(tmp_path, monkeypatch):
             assert [r[0] for r in ranked] == ["1", "2"] and all(r[2] == "256" for r in ranked)
             refused = [r for r in rows if r[2] == "64"]
             assert len(refused) == 2 and all(r[4] == "refused" for r in refused)
-            assert all("128" in r[-1] for r in refused)  # Mosaic's reason: a multiple of 128
+            assert all("refused in mm at tests/data/tune_kernels.py:" in r[-1] for r in refused)  # where Mosaic refused
+            screen.query_one("#tune-table", DataTable).move_cursor(row=rows.index(refused[0]))
+            await pilot.pause()
+            reason = next(r for r in result.rows if r.params["bn"] == 64).reason
+            assert " ".join(reason.split()) in " ".join(plain(screen, "#tune-detail").split())  # the whole reason
+            screen.query_one("#tune-table", DataTable).move_cursor(row=0)
             best = result.best("tpu-v5e")
-            await pilot.press("enter")  # the cursor starts on the best
+            await pilot.press("enter")  # on the best
             await pilot.pause()
             await loaded(pilot)
             assert app.report.target.params["bm"] == best.params["bm"]

@@ -17,7 +17,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Label, ProgressBar, Static
 
@@ -254,13 +254,16 @@ class TuneScreen(ModalScreen[dict]):
     TuneScreen { align: center middle; }
     #tune { width: 100%; height: 100%; background: $panel; border: round $primary; padding: 0 1; }
     #tune-form { height: auto; max-height: 60%; }
-    #tune-form Input { margin: 0 0 0 2; }
+    .tune-field { height: 1; }
+    .tune-field Label { width: 36; }
+    .tune-field Input { width: 1fr; height: 1; border: none; padding: 0 1; background: $boost; }
+    .tune-field Input:focus { background: $primary 40%; }
     #tune-head, #tune-problem, #tune-progress-line, #tune-hint { height: auto; }
     #tune-table { height: 1fr; }
     #tune-detail { height: auto; max-height: 12; border-top: solid $primary; }
     """
     BINDINGS = [
-        Binding("escape", "close", "cancel / close"),
+        Binding("escape,q", "close", "stop the sweep / close"),
         Binding("ctrl+c", "stop", "stop the sweep", priority=True),
         Binding("s", "next_chip", "rank by the next chip"),
         Binding("left_square_bracket", "shape(-1)", "previous shape"),
@@ -297,13 +300,16 @@ class TuneScreen(ModalScreen[dict]):
                         yield Static(Text(f"INSPECT offers no values for {self.form.function}'s parameters: give "
                                           "some here, or list them in the file (INSPECT's \"params\", below)",
                                           style="yellow"), id="tune-declare")
-                    yield Label("chips (comma-separated)")
-                    yield Input(chip, id="tune-chips")
+                    yield Static(Text("the values to try, comma-separated (a parameter left empty is not swept: "
+                                      "it keeps its current value)", style="dim"))
+                    with Horizontal(classes="tune-field"):
+                        yield Label("chips")
+                        yield Input(chip, id="tune-chips")
                     for name, value in {**{n: None for n in self.form.choices}, **self.form.current}.items():
                         offered = self.form.choices.get(name)
-                        yield Label(f"{name}: values to try, comma-separated" +
-                                    (" (INSPECT's list)" if offered else f" (empty: not swept, stays {_text(value)})"))
-                        yield Input(self.form.prefill(name), id=f"tune-param-{name}")
+                        with Horizontal(classes="tune-field"):
+                            yield Label(f"{name}" + (" (INSPECT's list)" if offered else f" (now {_text(value)})"))
+                            yield Input(self.form.prefill(name), id=f"tune-param-{name}")
                     yield Static("", id="tune-count")
             yield Static("", id="tune-problem")
             yield ProgressBar(id="tune-progress", show_eta=False)
@@ -368,6 +374,7 @@ class TuneScreen(ModalScreen[dict]):
         self.counts = _Counts(started=time.monotonic())
         self._problem(f"loading {request.spec} in a worker process (it imports jax)…", "yellow")
         self.query_one("#tune-form").display = False
+        self.set_focus(None)  # the hidden form's keys go to the screen and the app now (Esc, q)
         self.query_one("#tune-progress").display = True
         self.query_one("#tune-progress-line").display = True
         self._hint()
@@ -472,7 +479,11 @@ class TuneScreen(ModalScreen[dict]):
         table.display = True
         self.query_one("#tune-detail").display = True
         lines: list = [best_lines(r) for r in shape.chips]
-        lines.append(summary(result))
+        lines.append(summary(dataclasses.replace(result, interrupted=False)))  # the CLI's words, less its rerun advice
+        if result.interrupted:
+            c = result.counts
+            lines.append(Text(f"interrupted: {c['total'] - c.get('not-run', 0)} of {c['total']} done; r resumes the sweep "
+                              "(what is done is cached)", style="bold yellow"))
         where = f"{shape.shape}" + (f" (shape {self.shape + 1} of {len(result.shapes)})" if len(result.shapes) > 1 else "")
         head = Text(f"tune {result.target} · {where} · ranked by {self.chip}", style="bold")
         self.query_one("#tune-head", Static).update(head)
@@ -530,8 +541,8 @@ class TuneScreen(ModalScreen[dict]):
             self.start(self._request)
 
     def action_write_table(self) -> None:
-        """The tuning table beside the target, as ``inspector tune --table`` writes it: whole or
-        not at all, never from an interrupted sweep."""
+        """The tuning table (FILE_FUNCTION_tuning.json in the current folder), as ``inspector tune
+        --table`` writes it: added to, whole or not at all, never from an interrupted sweep."""
         from pathlib import Path
 
         from ...target import split_spec
@@ -548,7 +559,7 @@ class TuneScreen(ModalScreen[dict]):
             self.app.notify("no candidate was ranked: nothing to write", severity="warning")
             return
         where, function = split_spec(result.target)
-        path = str(Path(where).with_name(f"{Path(where).stem}_{function}_tuning.json"))
+        path = f"{Path(where).stem}_{function}_tuning.json"  # in the current folder, as e exports
         try:
             written = update_table(path, result)
         except InspectorError as err:
