@@ -130,7 +130,7 @@ class ParamsScreen(ModalScreen[dict]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="pick"):
-            yield Label("static parameters (Enter applies; ctrl+t tunes them: a sweep; Esc cancels)" if self.params else
+            yield Label("static parameters (Enter applies; ctrl+t tunes them; Esc cancels)" if self.params else
                         "this function takes no static parameters (Esc closes)")
             for name, value in self.params.items():
                 options = ", ".join(map(str, self.choices.get(name, [])))
