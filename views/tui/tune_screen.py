@@ -21,7 +21,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Label, ProgressBar, Static
 
-from ...chips import DEFAULT_TPU, get_chip
+from ...chips import DEFAULT_TPU
 from ...errors import InspectorError
 from ...target import parse_value, same_kind
 from ...units import fmt_bytes, fmt_time
