@@ -46,7 +46,7 @@ def test_the_form_builds_the_sweep_and_refuses_what_cannot_run():
     assert any("chips:" in p for p in problems) and any("nothing to sweep" in p for p in problems)
 
 
-def _result(interrupted: bool = False) -> TuneResult:
+def _result(interrupted: bool = False, spec: str = SPEC) -> TuneResult:
     """What a sweep of bm x bn on two chips finds: two ranked (the order differs per chip), one
     refused by Mosaic, one pruned by the VMEM estimate."""
     rows = []
@@ -68,7 +68,7 @@ def _result(interrupted: bool = False) -> TuneResult:
                                     hbm_bytes=1 << 20, bound="MXU", spills=0))
     counts = {"total": len(rows), "cached": 0, "done": len(rows)}
     counts.update({s: sum(r.status == s for r in rows) for s in (RANKED, REFUSED, PRUNED, NOT_RUN)})
-    return TuneResult(SPEC, ["bm", "bn"], {"bk": 512, "pad_mib": 0}, {"bm": 256, "bn": 256},
+    return TuneResult(spec, ["bm", "bn"], {"bk": 512, "pad_mib": 0}, {"bm": 256, "bn": 256},
                       rank_all([SMALL], ["tpu-v5e", "tpu-v6e"], rows), counts, interrupted, 1.0, 2, "local")
 
 
@@ -82,7 +82,7 @@ class FakeSweep:
     def __call__(self, request, progress, cancel=None):
         self.requests.append(request)
         progress.start(8, 0, 2, "local")
-        result = _result(interrupted=self.hold)
+        result = _result(interrupted=self.hold, spec=request.spec)
         for row in result.rows[:2]:
             progress.advance(row)
         if self.hold:
@@ -142,7 +142,7 @@ def test_tune_ranks_per_chip_shows_each_failure_and_enter_applies_the_row(monkey
             await pilot.pause()
             detail = plain(screen, "#tune-detail")
             assert " ".join(REFUSAL.split()) in " ".join(detail.split())  # the whole reason, per chip
-            assert "tpu-v5e: refused" in detail and "tpu-v6e: refused" in detail
+            assert "tpu-v5e, tpu-v6e: refused" in detail  # one reason, said once for both chips
             await pilot.press("s")  # ranked by v6e now: bm=256 first
             assert [r[:3] for r in _table_rows(screen)][:2] == [["1", "256", "256"], ["2", "128", "256"]]
             assert "ranked by tpu-v6e" in plain(screen, "#tune-head")
@@ -190,6 +190,25 @@ def test_esc_stops_the_sweep_and_the_partial_table_is_not_written(monkeypatch, t
             await pilot.pause()
             assert not isinstance(app.screen, TuneScreen)
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
+def test_snapshot_of_the_ranked_table(snap_compare, monkeypatch, size):
+    monkeypatch.setattr("inspector.tuning.sweep.run_sweep", FakeSweep())
+    app = InspectorApp(Session("tests/data/tune_kernels.py:mm", "cpu", SMALL))
+    app.clock = lambda: 0.0
+
+    async def before(pilot):
+        await loaded(pilot)
+        await pilot.press("u")
+        await pilot.pause()
+        app.screen.query_one("#tune-chips").value = "tpu-v5e,tpu-v6e"
+        await pilot.press("enter")
+        await _until(lambda: app.screen.result is not None, pilot)
+        await pilot.press("down", "down")  # the refused candidate: its reason below
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=size, run_before=before)
 
 
 def test_ctrl_t_on_the_parameter_screen_opens_tune_and_a_function_without_parameters_says_how():
@@ -333,3 +352,22 @@ def test_a_real_sweep_in_the_ui_ranks_and_applies(tmp_path, monkeypatch):
             await loaded(pilot)
             assert app.report.target.params["bm"] == best.params["bm"]
     asyncio.run(run())
+
+
+def test_the_ui_process_runs_a_sweep_without_importing_jax(tmp_path):
+    """The screen's sweep orchestrates from the UI's process: it must not load jax there (the UI
+    would wait on its import, and tracing would take the GIL from the screen)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, threading\n"
+            "import inspector.views.tui.app, inspector.views.tui.tune_screen, inspector.views.tune\n"
+            "from inspector.tuning.sweep import SweepRequest, run_sweep\n"
+            "from inspector.tuning.pool import Cancelled\n"
+            "cancel = threading.Event(); threading.Timer(1.0, cancel.set).start()\n"
+            f"try: run_sweep(SweepRequest('{DATA}/tune_sleepy.py:scale', ['tpu-v5e'], workers=1), cancel=cancel)\n"
+            "except Cancelled: print('cancelled')\n"
+            "print('jax' in sys.modules)\n")
+    env = dict(os.environ, INSPECTOR_CACHE_DIR=str(tmp_path), TUNE_SLEEPY_IMPORT="60")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.stdout.split() == ["cancelled", "False"], done.stderr

@@ -170,29 +170,49 @@ def note(row: TuneRow | None) -> Text:
 def row_detail(params: dict, rows: dict[str, TuneRow], rankings: dict[str, ChipRanking]) -> Text:
     """Everything about one candidate, per chip, with a failure's whole reason."""
     text = Text(" ".join(f"{k}={_text(v)}" for k, v in params.items()) or "(the defaults)", style="bold")
-    text.append("  Enter applies these parameters (the target is analysed again with them)\n", style="dim")
+    text.append("  (Enter applies them)\n", style="dim")
+    failures: dict[tuple, list[str]] = {}  # (status, reason) -> the chips it is so on: said once
     for chip, row in rows.items():
+        if row.status != RANKED:
+            failures.setdefault((row.status, row.reason), []).append(chip)
+            continue
         text.append(f"{chip}: ", style="bold")
-        if row.status == RANKED:
-            text.append(f"rank {row.rank} of {rankings[chip].count(RANKED)}, {fmt_time(row.estimated_seconds)}")
-            text.append(f" ({row.ratio:.2f}x the best)" if row.ratio else "")
-            used = row.vmem_bytes if row.vmem_bytes is not None else row.vmem_estimate_bytes
-            if used is not None:
-                text.append(f", VMEM {fmt_bytes(used)}{'' if row.vmem_bytes is not None else ' est.'}")
-                if row.vmem_limit_bytes:
-                    text.append(f" of {fmt_bytes(row.vmem_limit_bytes)} ({used / row.vmem_limit_bytes:.0%})")
-            if row.hbm_bytes is not None:
-                text.append(f", HBM {fmt_bytes(row.hbm_bytes)}")
-            if row.bound:
-                text.append(f", bound by {row.bound}")
-            if row.spills is not None:
-                text.append(f", {row.spills:,} spills per grid step")
-            if row.estimate_source not in (None, "libtpu"):
-                text.append(f" ({row.estimate_source})", style="yellow")
-            text.append("\n")
-        else:
-            text.append(f"{row.status}", style=_STATUS_STYLE.get(row.status, ""))
-            text.append(f": {row.reason or 'no reason given'}\n")
+        text.append(f"rank {row.rank} of {rankings[chip].count(RANKED)}, {fmt_time(row.estimated_seconds)}")
+        text.append(f" ({row.ratio:.2f}x the best)" if row.ratio else "")
+        used = row.vmem_bytes if row.vmem_bytes is not None else row.vmem_estimate_bytes
+        if used is not None:
+            text.append(f", VMEM {fmt_bytes(used)}{'' if row.vmem_bytes is not None else ' est.'}")
+            if row.vmem_limit_bytes:
+                text.append(f" of {fmt_bytes(row.vmem_limit_bytes)} ({used / row.vmem_limit_bytes:.0%})")
+        if row.hbm_bytes is not None:
+            text.append(f", HBM {fmt_bytes(row.hbm_bytes)}")
+        if row.bound:
+            text.append(f", bound by {row.bound}")
+        if row.spills is not None:
+            text.append(f", {row.spills:,} spills per grid step")
+        if row.estimate_source not in (None, "libtpu"):
+            text.append(f" ({row.estimate_source})", style="yellow")
+        text.append("\n")
+    for (status, reason), chips in failures.items():
+        text.append(f"{', '.join(chips)}: ", style="bold")
+        text.append(status, style=_STATUS_STYLE.get(status, ""))
+        text.append(f": {reason or 'no reason given'}\n")
+    return text
+
+
+def counts_line(result: TuneResult) -> Text:
+    """How the candidates ended and what the sweep cost (the target is in the screen's title)."""
+    c = result.counts
+    per = max(len(result.shapes) * len(result.shapes[0].chips), 1) if result.shapes else 1
+    chips = len(result.shapes[0].chips) if result.shapes else 0
+    parts = [f"{c.get(s, 0)} {s}" for s in ("ranked", "untimed", "pruned", "refused", "failed", "not-run") if c.get(s)]
+    text = Text(f"{c.get('total', 0) // per} candidates x {chips} chip{'s' if chips != 1 else ''}"
+                + (f" x {len(result.shapes)} shapes" if len(result.shapes) > 1 else "")
+                + f": {', '.join(parts)}; {c.get('cached', 0)} from the cache, {c.get('done', 0)} computed in "
+                f"{result.wall_seconds:.1f} s", style="dim")
+    if result.interrupted:
+        text.append(f"\ninterrupted: {c.get('total', 0) - c.get('not-run', 0)} of {c.get('total', 0)} done; r resumes "
+                    "the sweep (what is done is cached)", style="bold yellow")
     return text
 
 
@@ -252,7 +272,7 @@ class TuneScreen(ModalScreen[dict]):
 
     DEFAULT_CSS = """
     TuneScreen { align: center middle; }
-    #tune { width: 100%; height: 100%; background: $panel; border: round $primary; padding: 0 1; }
+    #tune { width: 100%; height: 100%; background: $panel; padding: 0 1; }
     #tune-form { height: auto; max-height: 60%; }
     .tune-field { height: 1; }
     .tune-field Label { width: 36; }
@@ -260,7 +280,7 @@ class TuneScreen(ModalScreen[dict]):
     .tune-field Input:focus { background: $primary 40%; }
     #tune-head, #tune-problem, #tune-progress-line, #tune-hint { height: auto; }
     #tune-table { height: 1fr; }
-    #tune-detail { height: auto; max-height: 12; border-top: solid $primary; }
+    #tune-detail { height: auto; max-height: 8; border-top: solid $primary; }
     """
     BINDINGS = [
         Binding("escape,q", "close", "stop the sweep / close"),
@@ -333,7 +353,7 @@ class TuneScreen(ModalScreen[dict]):
             hint = "Esc or ctrl+c stops the sweep (what is done is kept: r resumes it)"
         elif self.result is not None:
             more = "  [ ] shape" if len(self.result.shapes) > 1 else ""
-            hint = f"Enter applies the row's parameters  s ranks by the next chip{more}  w writes a tuning table  r sweeps again  Esc closes"
+            hint = f"Enter applies the row  s ranks by the next chip{more}  w tuning table  r sweep again  Esc closes"
         elif self.form.tunable:
             hint = "Enter runs the sweep (the candidates compile in worker processes)  Esc closes"
         else:
@@ -446,7 +466,7 @@ class TuneScreen(ModalScreen[dict]):
     # ------------------------------------------------------------------ the result
 
     def show_result(self) -> None:
-        from ..tune import best_lines, summary
+        from ..tune import best_lines
 
         result = self.result
         if result is None or not result.shapes or self.chip is None:
@@ -479,11 +499,7 @@ class TuneScreen(ModalScreen[dict]):
         table.display = True
         self.query_one("#tune-detail").display = True
         lines: list = [best_lines(r) for r in shape.chips]
-        lines.append(summary(dataclasses.replace(result, interrupted=False)))  # the CLI's words, less its rerun advice
-        if result.interrupted:
-            c = result.counts
-            lines.append(Text(f"interrupted: {c['total'] - c.get('not-run', 0)} of {c['total']} done; r resumes the sweep "
-                              "(what is done is cached)", style="bold yellow"))
+        lines.append(counts_line(result))
         where = f"{shape.shape}" + (f" (shape {self.shape + 1} of {len(result.shapes)})" if len(result.shapes) > 1 else "")
         head = Text(f"tune {result.target} · {where} · ranked by {self.chip}", style="bold")
         self.query_one("#tune-head", Static).update(head)
