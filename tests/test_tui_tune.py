@@ -12,9 +12,10 @@ import threading
 import time
 
 import pytest
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Input
 
 from conftest import DATA, loaded
+from inspector.errors import UsageError
 from inspector.session import Session
 from inspector.units import fmt_time
 from inspector.tuning.model import NOT_RUN, PRUNED, RANKED, REFUSED, TuneResult, TuneRow
@@ -209,6 +210,26 @@ def test_snapshot_of_the_ranked_table(snap_compare, monkeypatch, size):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=size, run_before=before)
+
+
+def test_a_sweep_that_cannot_start_says_why_and_the_form_comes_back(monkeypatch):
+    def refuses(request, progress, cancel=None):
+        raise UsageError(f"{request.spec}: --grid bq=... but the function takes no parameter 'bq'")
+
+    monkeypatch.setattr("inspector.tuning.sweep.run_sweep", refuses)
+
+    async def run():
+        app = InspectorApp(MM)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await loaded(pilot)
+            await pilot.press("u")
+            await pilot.pause()
+            screen = app.screen
+            await pilot.press("enter")
+            await _until(lambda: "takes no parameter" in plain(screen, "#tune-problem"), pilot)
+            assert not screen.running and screen.query_one("#tune-form").display
+            assert isinstance(app.focused, Input) and "Enter runs the sweep" in plain(screen, "#tune-hint")
+    asyncio.run(run())
 
 
 def test_ctrl_t_on_the_parameter_screen_opens_tune_and_a_function_without_parameters_says_how():

@@ -442,10 +442,18 @@ class TuneScreen(ModalScreen[dict]):
                 Text(f"{time.monotonic() - self.counts.started:.0f} s", style="dim"))
 
     def sweep_failed(self, message: str, style: str) -> None:
+        """The sweep could not start (a usage error, the target failed to load) or was stopped
+        before its first candidate: the form again (or the last result), with why."""
         self.running = False
         self.query_one("#tune-progress").display = False
         self.query_one("#tune-progress-line").display = False
-        self.query_one("#tune-form").display = self.result is None
+        if self.result is not None:
+            self.show_result()
+        else:
+            self.query_one("#tune-form").display = True
+            fields = self.query(Input)
+            if fields:
+                fields.first().focus()
         self._problem(message, style)
         self._hint()
 
