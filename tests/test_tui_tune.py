@@ -22,7 +22,9 @@ from inspector.tuning.model import NOT_RUN, PRUNED, RANKED, REFUSED, TuneResult,
 from inspector.tuning.rank import rank_all
 from inspector.views.tui.app import InspectorApp
 from inspector.views.tui.screens import ParamsScreen
-from inspector.views.tui.tune_screen import TuneForm, TuneScreen, candidates_by_rank, sweep_request
+from inspector.views.tui.tune_form import TuneForm, sweep_request
+from inspector.views.tui.tune_screen import TuneScreen
+from inspector.views.tui.tune_table import candidates_by_rank
 from test_tui import plain, status
 
 SPEC = f"{DATA}/tune_kernels.py:mm"

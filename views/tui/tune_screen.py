@@ -4,7 +4,8 @@ a worker thread with its progress (Esc or ctrl+c stops it: the workers are kille
 kept, as the CLI's Ctrl-C), then the ranked table: one row per candidate with its estimated time
 on each chip and a bar; Enter on a row applies its parameters (the target is analysed again with
 them, as the parameter screen does). This process never imports jax: the sweep's own worker
-processes trace and compile (inspector.tuning.pool)."""
+processes trace and compile (inspector.tuning.pool). The form is in tune_form.py, the table's
+cells and panes in tune_table.py."""
 from __future__ import annotations
 
 import dataclasses
@@ -23,197 +24,15 @@ from textual.widgets import DataTable, Input, Label, ProgressBar, Static
 
 from ...chips import DEFAULT_TPU
 from ...errors import InspectorError
-from ...target import parse_value, same_kind
-from ...units import fmt_bytes, fmt_time
 from .app_base import AppBase
 from .loading import message_of
+from .tune_form import TuneForm, count_candidates, declare_hint, sweep_request
+from .tune_table import RANKED, bar, candidates_by_rank, counts_line, note, param_text, row_detail, time_cell
 
 if TYPE_CHECKING:
     from ...session import Session
-    from ...tuning.model import ChipRanking, TuneResult, TuneRow
+    from ...tuning.model import TuneResult
     from ...tuning.sweep import SweepRequest
-
-RANKED = "ranked"  # inspector.tuning.model.RANKED (the model is imported when a sweep runs)
-BAR_WIDTH = 20
-_STATUS_STYLE = {"untimed": "yellow", "pruned": "yellow", "refused": "red", "failed": "red", "not-run": "dim"}
-
-
-def declare_hint(function: str) -> str:
-    """What to write so that a function has parameters to tune."""
-    return (f"{function} has no parameters to tune: give it static keyword parameters and list the values to try "
-            f'in the file, e.g.\n    def {function}(a, b, bm=256): ...\n    INSPECT = {{"{function}": {{"args": "bf16[1024,1024] '
-            f'bf16[1024,1024]", "params": {{"bm": [256, 128, 512]}}}}}}\n(the first value is the default); '
-            "the CLI's --grid bm=128,256 does the same for one run")
-
-
-@dataclasses.dataclass
-class TuneForm:
-    """What the tune screen offers to sweep: each parameter's current value and INSPECT's list."""
-
-    spec: str
-    function: str
-    current: dict  # every static parameter's value in the current analysis (INSPECT's and the signature's)
-    choices: dict  # INSPECT's lists
-
-    @property
-    def tunable(self) -> bool:
-        return bool(self.current or self.choices)
-
-    def prefill(self, name: str) -> str:
-        """INSPECT's values, else empty (not swept: the current value stays)."""
-        return ", ".join(_text(v) for v in self.choices.get(name, []))
-
-
-def _text(value) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def sweep_request(form: TuneForm, session: Session, chips_text: str, values: dict[str, str]) -> tuple[SweepRequest | None, list[str]]:
-    """The sweep the form asks for, or the problems with it (one line each). ``values``: each
-    parameter's field, "a, b, c" (empty: not swept; the current value is kept)."""
-    from ...compile_cache import enabled
-    from ...tuning.sweep import SweepRequest, check_chips
-
-    problems: list[str] = []
-    chips = [c.strip() for c in chips_text.replace(" ", ",").split(",") if c.strip()]
-    if not chips:
-        problems.append(f"chips: give one or more TPU chips, e.g. {DEFAULT_TPU},tpu-v6e")
-    else:
-        try:
-            chips = [c.name for c in check_chips(chips)]
-        except InspectorError as err:
-            problems.append(f"chips: {err}")
-    if session.mesh or session.shard:
-        problems.append("tune ranks one chip's kernels: this analysis is sharded over a mesh (--mesh/--shard)")
-    grid: dict[str, list] = {}
-    for name, text in values.items():
-        items = [parse_value(t.strip()) for t in text.split(",") if t.strip()]
-        like = form.current.get(name, next(iter(form.choices.get(name) or []), None))
-        wrong = [v for v in items if not same_kind(v, like)]
-        if wrong:
-            problems.append(f"{name}: {_text(wrong[0])} is not {'an' if type(like).__name__[0] in 'aeiou' else 'a'} "
-                            f"{type(like).__name__} (like {like!r})")
-        elif items:
-            grid[name] = list(dict.fromkeys(items))
-    if not grid:
-        problems.append("nothing to sweep: give two or more values for a parameter (a, b, c)")
-    # what is not swept keeps its current value: the parameter screen's choices and INSPECT's lists left empty
-    sets = {k: parse_value(v) for k, _, v in (s.partition("=") for s in session.sets)}
-    fixed = {name: value for name, value in sets.items() if name not in grid}
-    fixed.update({name: form.current[name] for name in form.choices if name not in grid and name in form.current})
-    if problems:
-        return None, problems
-    request = SweepRequest(session.spec, chips, [session.args] if session.args else [], grid, fixed,
-                           cache=session.use_cache and enabled())
-    return request, []
-
-
-def count_candidates(values: dict[str, str], chips_text: str) -> str:
-    total = 1
-    for text in values.values():
-        total *= max(1, len({t.strip() for t in text.split(",") if t.strip()}))
-    chips = len([c for c in chips_text.replace(" ", ",").split(",") if c.strip()])
-    return f"{total} candidate{'s' if total != 1 else ''} x {chips} chip{'s' if chips != 1 else ''} (x the input shapes)"
-
-
-# ----------------------------------------------------------------------------- the ranked table
-
-
-def _key(params: dict) -> tuple:
-    return tuple(sorted((k, repr(v)) for k, v in params.items()))
-
-
-def candidates_by_rank(result: TuneResult, shape: int, chip: str) -> list[tuple[dict, dict[str, TuneRow]]]:
-    """One entry per candidate of ``shape``: its parameters and its row on each chip, in the
-    order of ``chip``'s ranking (ranked fastest first, then untimed, refused, pruned, failed)."""
-    chips = result.shapes[shape].chips
-    by_key: dict[tuple, tuple[dict, dict]] = {}
-    order = next(c for c in chips if c.chip == chip)
-    for ranking in [order] + [c for c in chips if c is not order]:
-        for row in ranking.rows:
-            by_key.setdefault(_key(row.params), (row.params, {}))[1][ranking.chip] = row
-    return list(by_key.values())
-
-
-def bar(row: TuneRow | None, slowest: float, best: bool) -> Text:
-    if row is None or row.status != RANKED or not row.estimated_seconds or not slowest:
-        return Text("")
-    width = max(1, round(BAR_WIDTH * row.estimated_seconds / slowest))
-    return Text("█" * width, style="green" if best else "cyan")
-
-
-def time_cell(row: TuneRow | None) -> Text:
-    if row is None:
-        return Text("-")
-    if row.status == RANKED:
-        return Text(fmt_time(row.estimated_seconds))
-    return Text(row.status, style=_STATUS_STYLE.get(row.status, ""))
-
-
-def short_reason(reason: str | None, limit: int = 70) -> str:
-    """A reason's first sentence, cut for a table cell (the pane below has it whole)."""
-    text = (reason or "").replace("\n", " ")
-    end = text.find(". ", 30)
-    text = text[:end + 1] if end > 0 else text
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def note(row: TuneRow | None) -> Text:
-    if row is None:
-        return Text("")
-    if row.status != RANKED:
-        return Text(short_reason(row.reason), style=_STATUS_STYLE.get(row.status, ""))
-    extra = [] if row.estimate_source in (None, "libtpu") else [row.estimate_source]
-    return Text(", ".join(extra + (["default"] if row.default else []) + (["cached"] if row.cached else [])), style="dim")
-
-
-def row_detail(params: dict, rows: dict[str, TuneRow], rankings: dict[str, ChipRanking]) -> Text:
-    """Everything about one candidate, per chip, with a failure's whole reason."""
-    text = Text(" ".join(f"{k}={_text(v)}" for k, v in params.items()) or "(the defaults)", style="bold")
-    text.append("  (Enter applies them)\n", style="dim")
-    failures: dict[tuple, list[str]] = {}  # (status, reason) -> the chips it is so on: said once
-    for chip, row in rows.items():
-        if row.status != RANKED:
-            failures.setdefault((row.status, row.reason), []).append(chip)
-            continue
-        text.append(f"{chip}: ", style="bold")
-        text.append(f"rank {row.rank} of {rankings[chip].count(RANKED)}, {fmt_time(row.estimated_seconds)}")
-        text.append(f" ({row.ratio:.2f}x the best)" if row.ratio else "")
-        used = row.vmem_bytes if row.vmem_bytes is not None else row.vmem_estimate_bytes
-        if used is not None:
-            text.append(f", VMEM {fmt_bytes(used)}{'' if row.vmem_bytes is not None else ' est.'}")
-            if row.vmem_limit_bytes:
-                text.append(f" of {fmt_bytes(row.vmem_limit_bytes)} ({used / row.vmem_limit_bytes:.0%})")
-        if row.hbm_bytes is not None:
-            text.append(f", HBM {fmt_bytes(row.hbm_bytes)}")
-        if row.bound:
-            text.append(f", bound by {row.bound}")
-        if row.spills is not None:
-            text.append(f", {row.spills:,} spills per grid step")
-        if row.estimate_source not in (None, "libtpu"):
-            text.append(f" ({row.estimate_source})", style="yellow")
-        text.append("\n")
-    for (status, reason), chips in failures.items():
-        text.append(f"{', '.join(chips)}: ", style="bold")
-        text.append(status, style=_STATUS_STYLE.get(status, ""))
-        text.append(f": {reason or 'no reason given'}\n")
-    return text
-
-
-def counts_line(result: TuneResult) -> Text:
-    """How the candidates ended and what the sweep cost (the target is in the screen's title)."""
-    c = result.counts
-    per = max(len(result.shapes) * len(result.shapes[0].chips), 1) if result.shapes else 1
-    chips = len(result.shapes[0].chips) if result.shapes else 0
-    parts = [f"{c.get(s, 0)} {s}" for s in ("ranked", "untimed", "pruned", "refused", "failed", "not-run") if c.get(s)]
-    text = Text(f"{c.get('total', 0) // per} candidates x {chips} chip{'s' if chips != 1 else ''}"
-                + (f" x {len(result.shapes)} shapes" if len(result.shapes) > 1 else "")
-                + f": {', '.join(parts)}; {c.get('cached', 0)} from the cache, {c.get('done', 0)} computed in "
-                f"{result.wall_seconds:.1f} s", style="dim")
-    if result.interrupted:
-        text.append(f"\ninterrupted: {c.get('total', 0) - c.get('not-run', 0)} of {c.get('total', 0)} done; r resumes "
-                    "the sweep (what is done is cached)", style="bold yellow")
-    return text
 
 
 # ----------------------------------------------------------------------------- progress
@@ -328,7 +147,7 @@ class TuneScreen(ModalScreen[dict]):
                     for name, value in {**{n: None for n in self.form.choices}, **self.form.current}.items():
                         offered = self.form.choices.get(name)
                         with Horizontal(classes="tune-field"):
-                            yield Label(f"{name}" + (" (INSPECT's list)" if offered else f" (now {_text(value)})"))
+                            yield Label(f"{name}" + (" (INSPECT's list)" if offered else f" (now {param_text(value)})"))
                             yield Input(self.form.prefill(name), id=f"tune-param-{name}")
                     yield Static("", id="tune-count")
             yield Static("", id="tune-problem")
@@ -500,7 +319,7 @@ class TuneScreen(ModalScreen[dict]):
             mine = rows.get(self.chip)
             style = "bold green" if mine is not None and mine is best else ""
             table.add_row(Text(str(mine.rank) if mine is not None and mine.rank else "-", style=style),
-                          *(Text(_text(params.get(n, "-")), style=style) for n in result.swept),
+                          *(Text(param_text(params.get(n, "-")), style=style) for n in result.swept),
                           *(time_cell(rows.get(chip)) for chip in rankings),
                           Text(f"{mine.ratio:.2f}x" if mine is not None and mine.ratio else "-"),
                           bar(mine, slowest, mine is best), note(mine))
@@ -530,7 +349,7 @@ class TuneScreen(ModalScreen[dict]):
         if self.result is None or not 0 <= event.cursor_row < len(self._shown):
             return
         params, _ = self._shown[event.cursor_row]
-        self.dismiss({name: _text(value) for name, value in params.items()})
+        self.dismiss({name: param_text(value) for name, value in params.items()})
 
     # ------------------------------------------------------------------ keys
 
