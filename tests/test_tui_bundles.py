@@ -201,3 +201,45 @@ def test_enter_on_a_mosaic_error_opens_the_mosaic_tab_at_the_failing_op():
             await pilot.press("b")
             assert app.query_one(TabbedContent).active == "overview"
     asyncio.run(run())
+
+
+@pytest.mark.tpu
+@pytest.mark.slow
+def test_on_a_real_v5e_compile_l_goes_to_the_bundles_and_enter_diffs_a_mosaic_pass():
+    """The matmul kernel compiled deviceless for v5e: T's bundles carry the kernel's source lines,
+    l goes from the jaxpr's dot line to its bundles and back; M's passes, Enter on one: its diff,
+    compiled once more by the worker, the next one read from the dumps it keeps."""
+    async def run():
+        app = InspectorApp(Session("samples/matmul.py:tiled", "tpu-v5e", args="bf16[256,512] bf16[512,256]"))
+        async with app.run_test(size=SIZE) as pilot:
+            await loaded(pilot)
+            await pilot.press("T")
+            await loaded(pilot)
+            [kb] = [b for b in app.report.time.bundles if b.kind.startswith("custom-call")]
+            with_dot = [i for i, r in enumerate(kb.listing) if DOT in r.sources]
+            assert with_dot and any(line.source == DOT and line.mxu_ops for line in kb.lines)
+            await pilot.press("2")
+            jaxpr = app.query_one("#text-jaxpr", StageText)
+            jaxpr.go_to_row(jaxpr.rows_with_source(DOT)[0])
+            await pilot.pause()
+            await pilot.press("l")
+            await pilot.pause()
+            listing = app.query_one("#text-bundles", StageText)
+            assert app.query_one(TabbedContent).active == "bundles" and listing.cursor_location[0] == with_dot[0]
+            assert "vmatmul" in " ".join(kb.listing[i].ops for i in with_dot)
+            await pilot.press("l")
+            assert app.query_one(TabbedContent).active == "jaxpr" and jaxpr.source_of(jaxpr.cursor_location[0]) == DOT
+            await pilot.press("M")
+            await loaded(pilot)
+            table = app.query_one("#mosaic-passes-table", DataTable)
+            names = [p.name for p in app.report.mosaic_passes.kernels[0].passes]
+            table.move_cursor(row=names.index("relayout-insertion"))
+            await pilot.press("enter")
+            await loaded(pilot)
+            assert "relayout-insertion" in plain(app, "#mosaic-passes-detail") and "tpu.relayout" in plain(
+                app, "#mosaic-passes-detail")
+            table.move_cursor(row=names.index("apply-vector-layout"))
+            await pilot.press("enter")
+            await loaded(pilot)
+            assert "apply-vector-layout" in plain(app, "#mosaic-passes-detail") and "lines)" in status(app)
+    asyncio.run(run())

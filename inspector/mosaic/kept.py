@@ -44,7 +44,7 @@ def kept_mosaic_diff(target, chip, kernel: str, select: str, index: int = 0):
             raise UsageError(f"--pass {select}: Mosaic wrote no pass dumps for this target")
         kept = _KEPT[key] = (directory, kernels)
     kernels = kept[1]
-    named = [k for k in kernels if k.kernel == kernel]
+    named: list[KernelPasses | None] = [k for k in kernels if k.kernel == kernel]
     chosen = kernels[index] if index < len(kernels) and kernels[index].kernel == kernel else (named or [None])[0]
     if chosen is None:
         raise UsageError(f"no Mosaic kernel {kernel!r} (kernels: {', '.join(k.kernel for k in kernels)})")

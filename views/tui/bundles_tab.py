@@ -120,11 +120,13 @@ class BundlesTab(Vertical):
         self.query_one("#bundles-body", Static).update(message)
         self.listing.show_kernel(None)
         self.listing.display = False
+        self.app.refresh_bindings()  # the footer's l, n and N come and go with the listing
 
     def show_estimate(self, estimate: TimeEstimate) -> None:
         self.estimate, self.kernel = estimate, 0
         self.listing.display = True
         self._draw()
+        self.app.refresh_bindings()
 
     def action_kernel(self, delta: int) -> None:
         if self.kernels:
@@ -138,8 +140,7 @@ class BundlesTab(Vertical):
         self.query_one("#bundles-head", Static).update(Text.assemble(
             (kb.kernel, "bold"), f" ({self.kernel + 1} of {len(self.kernels)}; [ and ] switch): {fmt_count(kb.bundles)} "
             f"bundles{per_step}, bound: {kb.bound or '-'}, spills {kb.spill_stores} st / {kb.spill_fills} fill",
-            ("  / searches the listing below; l on a bundle goes to its source line, on a kernel line "
-             "elsewhere to its bundles", "dim")))
+            ("  (/ searches the listing; l: a bundle's source line)", "dim")))
         self.query_one("#bundles-body", Static).update(Group(summary_table(self.estimate), Text(""),
                                                              kernel_detail(kb, listing=0)))
         self.listing.show_kernel(kb)
