@@ -52,71 +52,70 @@ async def _with(app, pilot, **fields):
     await pilot.pause()
 
 
-def test_bundles_listing_search_kernels_and_l_to_the_source_line_and_back():
+async def _bundles_tab(app, pilot):
+    """v: the listing searched, kernels switched, l from the jaxpr's kernel line to its bundles
+    and back."""
     estimate = recorded_bundles()
     matmul, spills = estimate.bundles
+    await _with(app, pilot)
+    assert "press T" in plain(app, "#bundles-body")
+    await _with(app, pilot, time=estimate)
+    await pilot.press("v")
+    assert app.query_one(TabbedContent).active == "bundles"
+    assert "matmul.1 (1 of 2" in plain(app, "#bundles-head") and "per source line" in plain(app, "#bundles-body")
+    listing = app.query_one("#text-bundles", StageText)
+    assert listing.has_focus and listing.document.line_count == len(matmul.listing)
+    # each bundle shows its source lines
+    with_dot = [i for i, r in enumerate(matmul.listing) if DOT in r.sources]
+    assert len(with_dot) > 1 and all(DOT in listing.document.get_line(i) for i in with_dot)
+    # / searches the listing: the match count is the bundles from that line
+    await pilot.press("slash", *DOT, "enter")
+    assert f"match 1 of {len(with_dot)}" in status(app) and listing.cursor_location[0] == with_dot[0]
+    await pilot.press("n")
+    assert f"match 2 of {len(with_dot)}" in status(app) and listing.cursor_location[0] == with_dot[1]
+    await pilot.press("N", "N")
+    assert f"match {len(with_dot)} of {len(with_dot)}" in status(app)
+    await pilot.press("slash", *DOT[:-1], "enter")  # kernels/matmul.py:2 is no line of the kernel
+    assert "not found" in status(app)
+    # [ and ]: the other kernel, its spills marked on the bundles that spill
+    await pilot.press("right_square_bracket")
+    assert "k.1 (2 of 2" in plain(app, "#bundles-head") and "spills 2 st / 2 fill" in plain(app, "#bundles-head")
+    assert sum("[spill" in line for line in listing.document.lines) == 4
+    # l from the kernel's line in the jaxpr: its first bundle (the kernel that has it), then back
+    await pilot.press("2")
+    jaxpr = app.query_one("#text-jaxpr", StageText)
+    rows = jaxpr.rows_with_source(DOT)
+    assert rows, "the jaxpr has the kernel body's lines"
+    jaxpr.go_to_row(rows[0])
+    await pilot.pause()
+    assert f"bundles {len(with_dot)} (l jumps there)" in status(app)
+    await pilot.press("l")
+    await pilot.pause()
+    assert app.query_one(TabbedContent).active == "bundles" and "matmul.1 (1 of 2" in plain(app, "#bundles-head")
+    assert listing.cursor_location[0] == with_dot[0]
+    assert f"the first of {len(with_dot)} bundles from {DOT}" in status(app)
+    await pilot.press("n")  # the line's next bundle
+    assert listing.cursor_location[0] == with_dot[1]
+    await pilot.press("l")
+    await pilot.pause()
+    assert app.query_one(TabbedContent).active == "jaxpr"
+    assert jaxpr.source_of(jaxpr.cursor_location[0]) == DOT
+    # a bundle with no source line says so
+    await pilot.press("v")
+    no_source = next(i for i, r in enumerate(matmul.listing) if not r.sources)
+    listing.go_to_row(no_source)
+    await pilot.press("l")
+    assert "no source location" in status(app)
 
-    async def run():
-        app = InspectorApp(MATMUL)
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            await pilot.press("v")
-            assert "press T" in plain(app, "#bundles-body") or "no bundles" in plain(app, "#bundles-body")
-            await _with(app, pilot, time=estimate)
-            await pilot.press("v")
-            assert app.query_one(TabbedContent).active == "bundles"
-            assert "matmul.1 (1 of 2" in plain(app, "#bundles-head") and "per source line" in plain(app, "#bundles-body")
-            listing = app.query_one("#text-bundles", StageText)
-            assert listing.has_focus and listing.document.line_count == len(matmul.listing)
-            # each bundle shows its source lines
-            with_dot = [i for i, r in enumerate(matmul.listing) if DOT in r.sources]
-            assert len(with_dot) > 1 and all(DOT in listing.document.get_line(i) for i in with_dot)
-            # / searches the listing: the match count is the bundles from that line
-            await pilot.press("slash", *DOT, "enter")
-            assert f"match 1 of {len(with_dot)}" in status(app) and listing.cursor_location[0] == with_dot[0]
-            await pilot.press("n")
-            assert f"match 2 of {len(with_dot)}" in status(app) and listing.cursor_location[0] == with_dot[1]
-            await pilot.press("N", "N")
-            assert f"match {len(with_dot)} of {len(with_dot)}" in status(app)
-            await pilot.press("slash", *DOT[:-1], "enter")  # kernels/matmul.py:2 is no line of the kernel
-            assert "not found" in status(app)
-            # [ and ]: the other kernel, its spills marked on the bundles that spill
-            await pilot.press("right_square_bracket")
-            assert "k.1 (2 of 2" in plain(app, "#bundles-head") and "spills 2 st / 2 fill" in plain(app, "#bundles-head")
-            assert sum("[spill" in line for line in listing.document.lines) == 4
-            # l from the kernel's line in the jaxpr: its first bundle (the kernel that has it), then back
-            await pilot.press("2")
-            jaxpr = app.query_one("#text-jaxpr", StageText)
-            rows = jaxpr.rows_with_source(DOT)
-            assert rows, "the jaxpr has the kernel body's lines"
-            jaxpr.go_to_row(rows[0])
-            await pilot.pause()
-            assert f"bundles {len(with_dot)} (l jumps there)" in status(app)
-            await pilot.press("l")
-            await pilot.pause()
-            assert app.query_one(TabbedContent).active == "bundles" and "matmul.1 (1 of 2" in plain(app, "#bundles-head")
-            assert listing.cursor_location[0] == with_dot[0]
-            assert f"the first of {len(with_dot)} bundles from {DOT}" in status(app)
-            await pilot.press("n")  # the line's next bundle
-            assert listing.cursor_location[0] == with_dot[1]
-            await pilot.press("l")
-            await pilot.pause()
-            assert app.query_one(TabbedContent).active == "jaxpr"
-            assert jaxpr.source_of(jaxpr.cursor_location[0]) == DOT
-            # a bundle with no source line says so
-            await pilot.press("v")
-            no_source = next(i for i, r in enumerate(matmul.listing) if not r.sources)
-            listing.go_to_row(no_source)
-            await pilot.press("l")
-            assert "no source location" in status(app)
-    asyncio.run(run())
 
 
 FIXED = DATA / "mosaic_dumps" / "mask_column_fixed"
 FAILED = DATA / "mosaic_dumps" / "mask_column_failed"
 
 
-def test_mosaic_passes_list_enter_shows_a_passs_diff_and_kernels_switch():
+async def _mosaic_passes_tab(app, pilot):
+    """m: the passes listed, Enter shows a pass's diff (the worker's answer made from the recorded
+    dumps), ] the failed kernel, Esc drops a diff in flight."""
     [fixed], _ = read_kernel_dumps(str(FIXED))
     [failed], _ = read_kernel_dumps(str(FAILED))
     result = MosaicPasses("tpu-v5e", [fixed, failed], [])
@@ -128,53 +127,61 @@ def test_mosaic_passes_list_enter_shows_a_passs_diff_and_kernels_switch():
         assert k.kernel == name
         return diff_passes(k, *parse_range(k, select, view="--view mosaic"))
 
+    await _with(app, pilot, mosaic_passes=None)
+    assert "press M" in plain(app, "#mosaic-passes-title")
+    await _with(app, pilot, mosaic_passes=result)
+    await pilot.press("m")
+    table = app.query_one("#mosaic-passes-table", DataTable)
+    assert table.has_focus and table.row_count == len(fixed.passes) == 18
+    assert "_mask_kernel" in plain(app, "#mosaic-passes-title") and "kernel 1 of 2" in plain(app, "#mosaic-passes-title")
+    assert "samples/mosaic_errors.py:104" in plain(app, "#mosaic-passes-detail")  # the relayouts per line
+    app.remote.call = lambda session, method, *args, epoch=None: worker(session, method, *args)
+    row = next(p.index for p in fixed.passes if p.name == "relayout-insertion")
+    table.move_cursor(row=row)
+    await pilot.press("enter")
+    await loaded(pilot)
+    diff = diff_passes(fixed, row, row)
+    shown = plain(app, "#mosaic-passes-detail")
+    assert asked == [("mosaic_pass_diff", "_mask_kernel", str(row), 0)]
+    assert "#10 relayout-insertion" in shown and shown.count("tpu.relayout") >= 3
+    assert f"+{diff.added} -{diff.removed} lines" in status(app)
+    table.move_cursor(row=row + 1)  # the next pass: another diff
+    await pilot.press("enter")
+    await loaded(pilot)
+    assert "apply-vector-layout" in plain(app, "#mosaic-passes-detail") and len(asked) == 2
+    table.move_cursor(row=row)  # one seen before: no second call
+    await pilot.press("enter")
+    await loaded(pilot)
+    assert len(asked) == 2 and "#10 relayout-insertion" in plain(app, "#mosaic-passes-detail")
+    # ]: the kernel that failed in infer-vector-layout, its last pass marked
+    await pilot.press("right_square_bracket")
+    assert "kernel 2 of 2" in plain(app, "#mosaic-passes-title") and "failed in infer-vector-layout" in plain(
+        app, "#mosaic-passes-title")
+    assert table.row_count == len(failed.passes) and "FAILED" in str(table.get_row_at(table.row_count - 1)[2])
+    # Esc drops a diff in flight; Enter asks again
+    held = threading.Event()
+    app.remote.call = lambda *a, **k: held.wait(30) and None
+    table.move_cursor(row=1)
+    await pilot.press("enter")
+    assert "compiling with Mosaic's pass dumps" in plain(app, "#mosaic-passes-detail")
+    await pilot.press("escape")
+    held.set()
+    await loaded(pilot)
+    assert "cancelled" in plain(app, "#mosaic-passes-detail")
+
+
+def test_bundles_and_mosaic_passes_tabs_on_recorded_dumps():
+    """Both tabs on one app (one compile): fed the recorded dumps of the kernels they show."""
     async def run():
         app = InspectorApp(MATMUL)
         async with app.run_test(size=SIZE) as pilot:
             await loaded(pilot)
+            await pilot.press("v")  # on the CPU: why there is nothing to show
+            assert "no bundles on cpu" in plain(app, "#bundles-body")
             await pilot.press("m")
-            assert "Mosaic" in plain(app, "#mosaic-passes-title")  # not a TPU here: says so
-            await _with(app, pilot)
-            assert "press M" in plain(app, "#mosaic-passes-title")
-            await _with(app, pilot, mosaic_passes=result)
-            await pilot.press("m")
-            table = app.query_one("#mosaic-passes-table", DataTable)
-            assert table.has_focus and table.row_count == len(fixed.passes) == 18
-            assert "_mask_kernel" in plain(app, "#mosaic-passes-title") and "kernel 1 of 2" in plain(app, "#mosaic-passes-title")
-            assert "samples/mosaic_errors.py:104" in plain(app, "#mosaic-passes-detail")  # the relayouts per line
-            app.remote.call = lambda session, method, *args, epoch=None: worker(session, method, *args)
-            row = next(p.index for p in fixed.passes if p.name == "relayout-insertion")
-            table.move_cursor(row=row)
-            await pilot.press("enter")
-            await loaded(pilot)
-            diff = diff_passes(fixed, row, row)
-            shown = plain(app, "#mosaic-passes-detail")
-            assert asked == [("mosaic_pass_diff", "_mask_kernel", str(row), 0)]
-            assert "#10 relayout-insertion" in shown and shown.count("tpu.relayout") >= 3
-            assert f"+{diff.added} -{diff.removed} lines" in status(app)
-            table.move_cursor(row=row + 1)  # the next pass: another diff
-            await pilot.press("enter")
-            await loaded(pilot)
-            assert "apply-vector-layout" in plain(app, "#mosaic-passes-detail") and len(asked) == 2
-            table.move_cursor(row=row)  # one seen before: no second call
-            await pilot.press("enter")
-            await loaded(pilot)
-            assert len(asked) == 2 and "#10 relayout-insertion" in plain(app, "#mosaic-passes-detail")
-            # ]: the kernel that failed in infer-vector-layout, its last pass marked
-            await pilot.press("right_square_bracket")
-            assert "kernel 2 of 2" in plain(app, "#mosaic-passes-title") and "failed in infer-vector-layout" in plain(
-                app, "#mosaic-passes-title")
-            assert table.row_count == len(failed.passes) and "FAILED" in str(table.get_row_at(table.row_count - 1)[2])
-            # Esc drops a diff in flight; Enter asks again
-            held = threading.Event()
-            app.remote.call = lambda *a, **k: held.wait(30) and None
-            table.move_cursor(row=1)
-            await pilot.press("enter")
-            assert "compiling with Mosaic's pass dumps" in plain(app, "#mosaic-passes-detail")
-            await pilot.press("escape")
-            held.set()
-            await loaded(pilot)
-            assert "cancelled" in plain(app, "#mosaic-passes-detail")
+            assert "no Mosaic passes on cpu" in plain(app, "#mosaic-passes-title")
+            await _bundles_tab(app, pilot)
+            await _mosaic_passes_tab(app, pilot)
     asyncio.run(run())
 
 

@@ -42,10 +42,15 @@ class BundleListing(StageText):
         super().__init__("bundles")
         self.show_line_numbers = False  # each line starts with its bundle's own index
         self.sources: list[list[str]] = []
+        self._by_source: dict[str, list[int]] = {}  # the status line asks at every cursor move
 
     def show_kernel(self, kb: KernelBundles | None) -> None:
         rows = kb.listing if kb else []
         self.sources = [r.sources for r in rows]
+        self._by_source = {}
+        for row, sources in enumerate(self.sources):
+            for source in sources:
+                self._by_source.setdefault(source, []).append(row)
         width = min(SOURCE_WIDTH, max((len(", ".join(r.sources)) for r in rows), default=1))
         lines = [listing_line(r.index, r.depth, r.sources, r.ops, width, r.spill_stores, r.spill_fills) for r in rows]
         if kb is not None and kb.listing_truncated:
@@ -57,7 +62,7 @@ class BundleListing(StageText):
         return self.sources[row][0] if 0 <= row < len(self.sources) and self.sources[row] else None
 
     def rows_with_source(self, source: str) -> list[int]:
-        return [row for row, sources in enumerate(self.sources) if source in sources]
+        return self._by_source.get(source, [])
 
     def matches(self, needle: str) -> list[tuple[int, int]]:
         """As StageText's, but a needle that ends in a digit (a source line, a bundle number) does
@@ -88,6 +93,7 @@ class BundlesTab(Vertical):
         super().__init__(**kwargs)
         self.estimate: TimeEstimate | None = None
         self.kernel = 0
+        self._counts: dict[str, int] | None = None  # source line -> bundles from it in every kernel
 
     def compose(self):
         yield Static("", id="bundles-head")
@@ -115,7 +121,7 @@ class BundlesTab(Vertical):
         self._message(render_bundles(report, "bundles", RenderOptions(top=0, colour=True, interactive=True)))
 
     def _message(self, message) -> None:
-        self.estimate, self.kernel = None, 0
+        self.estimate, self.kernel, self._counts = None, 0, None
         self.query_one("#bundles-head", Static).update("")
         self.query_one("#bundles-body", Static).update(message)
         self.listing.show_kernel(None)
@@ -123,7 +129,7 @@ class BundlesTab(Vertical):
         self.app.refresh_bindings()  # the footer's l, n and N come and go with the listing
 
     def show_estimate(self, estimate: TimeEstimate) -> None:
-        self.estimate, self.kernel = estimate, 0
+        self.estimate, self.kernel, self._counts = estimate, 0, None
         self.listing.display = True
         self._draw()
         self.app.refresh_bindings()
@@ -146,8 +152,14 @@ class BundlesTab(Vertical):
         self.listing.show_kernel(kb)
 
     def bundles_from(self, source: str) -> int:
-        """Bundles from ``source`` in every kernel's listing."""
-        return sum(1 for k in self.kernels for r in k.listing if source in r.sources)
+        """Bundles from ``source`` in every kernel's listing (counted once per estimate)."""
+        if self._counts is None:
+            self._counts = {}
+            for k in self.kernels:
+                for r in k.listing:
+                    for where in r.sources:
+                        self._counts[where] = self._counts.get(where, 0) + 1
+        return self._counts.get(source, 0)
 
     def go_to_source(self, source: str) -> str | None:
         """Show the first bundle from ``source`` (this kernel's, else the first kernel's that has
