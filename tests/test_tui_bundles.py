@@ -188,25 +188,33 @@ def test_bundles_and_mosaic_passes_tabs_on_recorded_dumps():
 @pytest.mark.tpu
 def test_enter_on_a_mosaic_error_opens_the_mosaic_tab_at_the_failing_op():
     """The unaligned pl.ds read of samples/mosaic_errors.py fails in Mosaic (E2003) on v5e: Enter on
-    the finding shows the Mosaic text's line of that read, from the kernel's source line."""
-    source = f"samples/mosaic_errors.py:{line_of('samples/mosaic_errors.py', 'x_ref[pl.ds(start, 16)')}"
+    the finding shows the Mosaic text's line of that read, from the kernel's source line. A kernel
+    Pallas cannot lower (jnp.sort) has no Mosaic module: Enter shows the jaxpr's line instead."""
+    read = f"samples/mosaic_errors.py:{line_of('samples/mosaic_errors.py', 'x_ref[pl.ds(start, 16)')}"
+    sort = f"samples/mosaic_errors.py:{line_of('samples/mosaic_errors.py', 'jnp.sort(')}"
 
     async def run():
-        app = InspectorApp(Session("samples/mosaic_errors.py:unaligned_rows", "tpu-v5e"))
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            findings = app.query_one("#findings", DataTable)
-            codes = [str(findings.get_row_at(i)[1]) for i in range(findings.row_count)]
-            findings.move_cursor(row=codes.index("mosaic-unproven-alignment"))
-            await pilot.press("enter")
-            await pilot.pause()
-            assert app.query_one(TabbedContent).active == "mosaic"
-            text = app.query_one("#text-mosaic", StageText)
-            line = text.document.get_line(text.cursor_location[0])
-            assert "load" in line and line.endswith(f"// {source}")  # the read, at its source line
-            assert source in status(app) and "tpu.vector_load failed" in status(app)
-            await pilot.press("b")
-            assert app.query_one(TabbedContent).active == "overview"
+        for spec, code, tab, source in (("unaligned_rows", "mosaic-unproven-alignment", "mosaic", read),
+                                        ("sort_rows", "mosaic-unimplemented", "jaxpr", sort)):
+            app = InspectorApp(Session(f"samples/mosaic_errors.py:{spec}", "tpu-v5e"))
+            async with app.run_test(size=SIZE) as pilot:
+                await loaded(pilot)
+                findings = app.query_one("#findings", DataTable)
+                codes = [str(findings.get_row_at(i)[1]) for i in range(findings.row_count)]
+                findings.move_cursor(row=codes.index(code))
+                await pilot.press("enter")
+                await pilot.pause()
+                assert app.query_one(TabbedContent).active == tab
+                text = app.query_one(f"#text-{tab}", StageText)
+                line = text.document.get_line(text.cursor_location[0])
+                assert text.source_of(text.cursor_location[0]) == source and source in status(app), line
+                if tab == "mosaic":
+                    assert "load" in line and "tpu.vector_load failed" in status(app)  # the read itself
+                else:
+                    assert "failed to lower" in status(app)
+                    assert "the lowering failed" in app.query_one("#text-mosaic", StageText).text
+                await pilot.press("b")
+                assert app.query_one(TabbedContent).active == "overview"
     asyncio.run(run())
 
 

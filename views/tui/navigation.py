@@ -50,6 +50,19 @@ def failing_op_row(text: StageText, data: dict, kernel: str | None) -> int | Non
     return rows[0]
 
 
+def failing_eqn_row(jaxpr: StageText, mosaic: StageText, data: dict, kernel: str | None) -> int | None:
+    """For a Mosaic error whose kernel never became a Mosaic module (Pallas failed to lower it):
+    the jaxpr's row of the equation it was lowering (its primitive, at the error's source line).
+    None when the Mosaic text has the kernel, or the jaxpr no line from that source."""
+    source = data.get("source")
+    if not source or data.get("source_of") != "eqn" or (kernel and mosaic.matches(f"// ===== {kernel} ")):
+        return None
+    rows = jaxpr.rows_with_source(source)
+    primitive = data.get("primitive")
+    named = [r for r in rows if primitive and f"= {primitive}" in jaxpr.document.get_line(r)]
+    return (named or rows or [None])[0]
+
+
 class Navigation(AppBase):
     """The App's navigation: mixed into InspectorApp (``self`` is the app)."""
 
@@ -206,6 +219,10 @@ class Navigation(AppBase):
         if view == "overview":
             self.status(f"{finding.code}: the evidence is the message itself (below the table)")
             return
+        data = finding.data or {}
+        eqn = failing_eqn_row(self.tabs["jaxpr"], self.tabs["mosaic"], data, finding.kernel) if view == "mosaic" else None
+        if eqn is not None:  # Pallas failed to lower the kernel: no Mosaic op, the jaxpr equation it was on
+            view = "jaxpr"
         self._back = ("overview", row or 0)
         self.refresh_bindings()
         self.action_tab(view)
@@ -214,10 +231,14 @@ class Navigation(AppBase):
             where = self.tabs["pallas"].show_finding(finding)
         elif view == "fusions" and finding.kernel:
             where = self.tabs["fusions"].select_kernel(finding.kernel)
+        elif eqn is not None:
+            where = (f"jaxpr line {eqn + 1}, the equation Pallas failed to lower, from {data['source']} "
+                     "(no Mosaic module: its lowering failed)")
+            self._pending_status = f"{finding.code}: {where} (b goes back)"
+            self.tabs["jaxpr"].go_to_row(eqn)
         elif view in TEXT_TABS:
             text = self.tabs[view]
             # a Mosaic error names the failing op and its source line: the op's line in the text
-            data = finding.data or {}
             row = failing_op_row(text, data, finding.kernel) if view == "mosaic" else None
             needles = [data.get("op"), finding.kernel, "custom-call" if finding.code == "pallas-interpreted" else None]
             hits: list[tuple[int, int]] = [(row, 0)] if row is not None else next(
