@@ -60,7 +60,8 @@ def failing_eqn_row(jaxpr: StageText, mosaic: StageText, data: dict, kernel: str
     rows = jaxpr.rows_with_source(source)
     primitive = data.get("primitive")
     named = [r for r in rows if primitive and f"= {primitive}" in jaxpr.document.get_line(r)]
-    return (named or rows or [None])[0]
+    found = named or rows
+    return found[0] if found else None
 
 
 class Navigation(AppBase):
