@@ -76,6 +76,14 @@ class Session:
 
         return kept_diff(self.target(), Backend(get_chip(self.chip)), select)
 
+    def mosaic_pass_diff(self, kernel: str, select: str, index: int = 0):
+        """The diff of one Mosaic pass of a kernel (``--view mosaic --pass select``), from a compile
+        with Mosaic's dumps this worker keeps for the module (the next pass's diff is read)."""
+        from .chips import get_chip
+        from .mosaic.kept import kept_mosaic_diff
+
+        return kept_mosaic_diff(self.target(), get_chip(self.chip), kernel, select, index)
+
     def diff(self):
         from .chips import get_chip
         from .run import run_diff

@@ -79,12 +79,15 @@ VIEWS: tuple[View, ...] = (
          render="printer:render_passes", tab="passes_tab:PassesTab",
          summary="the compiler's pass pipeline; P compiles with pass dumps, Enter shows a step's diff"),
     View("mosaic-passes", "m", "Mosaic passes", Needs(mosaic_passes=True), ("mosaic_passes", "relayouts", "mosaic_kernels"),
-         render="printer:render_mosaic_passes", shown=False,
+         render="printer:render_mosaic_passes", tab="mosaic_passes_tab:MosaicPassesTab", shown=False,
          waiting="press M to compile with Mosaic's pass dumps: each pass of each Pallas kernel, what it changed, the relayouts",
-         summary="Mosaic's passes of each Pallas kernel (M compiles with its dumps; `show --view mosaic`)"),
+         summary="Mosaic's passes of each Pallas kernel (M compiles with its dumps, Enter shows a pass's diff; "
+         "`show --view mosaic`)"),
     View("bundles", "v", "Bundles", Needs(compile=True, fusions=True, pallas=True, time=True), ("bundles", "time_estimate"),
-         render="bundles:render_bundles", waiting="press T to estimate time with libtpu: each kernel's VLIW bundles, "
-         "units, spills and source lines", summary="each kernel's VLIW bundles: units, what bounds it, spills, per source line (T)"),
+         render="bundles:render_bundles", tab="bundles_tab:BundlesTab",
+         waiting="press T to estimate time with libtpu: each kernel's VLIW bundles, units, spills and source lines",
+         summary="each kernel's VLIW bundles: units, what bounds it, spills, per source line, the listing "
+         "(T; / searches it, l links a bundle and its source line)"),
     View("compare", "c", "Compare", Needs(), tab="compare_tab:CompareTab", shown=False, opens="compare",
          summary="this variant against another chip or parameter set (`inspector compare`)"),
 )

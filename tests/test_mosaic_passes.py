@@ -199,3 +199,49 @@ def test_show_view_mosaic_lists_the_passes_and_relayouts_per_line(run_cli):
 def test_pass_is_refused_outside_the_passes_and_mosaic_views(run_cli):
     out = run_cli("show", "samples/attention.py:naive", "--view", "fusions", "--pass", "1")
     assert out.returncode == 2 and "--pass is for the passes view" in out.stderr
+
+
+def test_the_worker_keeps_one_compiles_dumps_for_the_next_passs_diff(monkeypatch):
+    """The TUI's Enter on a Mosaic pass: the first diff compiles with the dumps (here: the recorded
+    ones copied into the kept folder), the next ones of that module are read; the folder goes when
+    forgotten."""
+    import shutil
+    import types
+
+    from inspector import stages
+    from inspector.chips import get_chip
+    from inspector.errors import UsageError
+    from inspector.mosaic import kept
+    from inspector.mosaic.passes import MosaicPasses
+
+    compiles = []
+
+    def compile_with_dumps(target, chip, directory, **_):
+        compiles.append(directory)
+        for f in FIXED.iterdir():
+            shutil.copy(f, directory)
+        kernels, _ = read_kernel_dumps(directory)
+        for k in kernels:
+            k.release()  # as the child sends them
+        return MosaicPasses(chip.name, kernels, [])
+
+    monkeypatch.setattr(kept, "compile_with_dumps", compile_with_dumps)
+    from inspector import backends
+
+    monkeypatch.setattr(backends, "Backend", lambda chip: None)  # the lowering below is faked too
+    monkeypatch.setattr(stages, "capture", lambda *a, **k: types.SimpleNamespace(stages=types.SimpleNamespace(
+        stablehlo="module @m {}")))
+    chip = get_chip("tpu-v5e")
+    try:
+        diff = kept.kept_mosaic_diff(None, chip, "_mask_kernel", "relayout-insertion")
+        assert diff.title == "#10 relayout-insertion" and sum("tpu.relayout" in l for l in diff.text.splitlines()
+                                                               if l.startswith("+")) == 3
+        assert kept.kept_mosaic_diff(None, chip, "_mask_kernel", "11").title == "#11 apply-vector-layout"
+        assert len(compiles) == 1 and os.path.isdir(compiles[0])  # the second was read from the kept dumps
+        with pytest.raises(UsageError, match="no Mosaic kernel 'other'"):
+            kept.kept_mosaic_diff(None, chip, "other", "1")
+        with pytest.raises(UsageError, match="--view mosaic"):
+            kept.kept_mosaic_diff(None, chip, "_mask_kernel", "99")
+    finally:
+        kept.forget_kept()
+    assert compiles and not os.path.exists(compiles[0])

@@ -62,21 +62,28 @@ def _table(title: str, columns, caption: str | None = None) -> Table:
     return table
 
 
-def kernel_view(k: KernelPasses, layouts: bool = False, colour: bool = True) -> Group:
+def kernel_title(k: KernelPasses) -> str:
     changed = sum(p.changed for p in k.passes)
-    title = (f"{k.kernel}" + (f" ({k.source})" if k.source else "") + f": {len(k.passes)} Mosaic passes, {changed} changed "
-             f"the module (dumps {fmt_bytes(k.dump_bytes)}, removed)" + (f"; failed in {k.failed_pass}" if k.failed_pass else ""))
-    passes = _table(title, MOSAIC_PASS_COLUMNS,
+    return (f"{k.kernel}" + (f" ({k.source})" if k.source else "") + f": {len(k.passes)} Mosaic passes, {changed} changed "
+            f"the module (dumps {fmt_bytes(k.dump_bytes)}, removed)" + (f"; failed in {k.failed_pass}" if k.failed_pass else ""))
+
+
+def relayouts_table(k: KernelPasses) -> Table:
+    rel = _table(f"relayouts inserted by relayout-insertion: {k.relayout_count}, per source line", RELAYOUT_COLUMNS)
+    for r in k.relayouts or []:
+        add_row(rel, *relayout_cells(r))
+    return rel
+
+
+def kernel_view(k: KernelPasses, layouts: bool = False, colour: bool = True) -> Group:
+    passes = _table(kernel_title(k), MOSAIC_PASS_COLUMNS,
                     "`--pass NAME` (or an index, or A..B) shows the diff of a pass; layouts: Mosaic's "
                     "\"bitwidth,{row offset,lane offset},(tile)\", * = replicated")
     for p in k.passes:
         add_row(passes, *mosaic_pass_cells(p))
     parts: list[RenderableType] = [passes]
     if k.relayouts is not None:
-        rel = _table(f"relayouts inserted by relayout-insertion: {k.relayout_count}, per source line", RELAYOUT_COLUMNS)
-        for r in k.relayouts:
-            add_row(rel, *relayout_cells(r))
-        parts.append(rel)
+        parts.append(relayouts_table(k))
     if layouts and k.layouts is not None:
         lay = _table(f"the layout infer-vector-layout gave each vector value ({len(k.layouts)})", LAYOUT_COLUMNS)
         for v in k.layouts:

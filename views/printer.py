@@ -247,8 +247,11 @@ def stage_text(report: Report, view: str) -> str:
         return s.hlo
     if view == "mosaic":
         if not s.mosaic:
+            interpreted = report.pallas is not None and bool(report.pallas) and all(k.call.interpret for k in report.pallas)
             why = ("this target is not a TPU: Mosaic runs only when lowering for a TPU (try --target tpu-v5e)"
                    if not report.chip.is_tpu else
+                   f"the lowering failed before Mosaic had a module: {s.compile_error.headline}"
+                   if s.compile_error is not None and not interpreted else
                    "its pallas_calls are given interpret=True, so they lower to the interpreter's HLO (--view hlo)"
                    if any(e.primitive == "pallas_call" for e in s.jaxpr_eqns or [])
                    and (report.pallas is None or all(k.call.interpret for k in report.pallas)) else "the function has no pallas_call")

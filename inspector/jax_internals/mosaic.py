@@ -17,16 +17,18 @@ from ..pallas.model import MosaicKernel
 from .tracing import _PACKAGE_DIR, user_frame
 
 
-def _op_lines(mosaic_module) -> list[str]:
-    """The user's source lines the kernel's operations come from ("file:line", in order of first
-    appearance): the module printed with its locations, read by inspector.mosaic.locations."""
+def _texts(mosaic_module) -> tuple[str, list[str]]:
+    """The module's text with each op's ``// file:line`` (as the StableHLO tab has them, so a view
+    can link an op to the jaxpr and the bundles), and the user's source lines its operations come
+    from (in order of first appearance): read from the module printed with its locations."""
+    from ..hlo.mlir_sources import with_sources
     from ..mosaic.locations import source_lines
 
     try:
         text = mosaic_module.operation.get_asm(enable_debug_info=True)
     except Exception:  # an MLIR binding without that printer: the kernel still shows, without lines
-        return []
-    return source_lines(text)
+        return str(mosaic_module), []
+    return with_sources(text).rstrip("\n"), source_lines(text)
 
 
 @contextlib.contextmanager
@@ -45,8 +47,8 @@ def capture_mosaic() -> Iterator[list[MosaicKernel]]:
     def recording(ctx, *args, mosaic_module, name=None, **kwargs):
         frame = user_frame(getattr(ctx, "traceback", None))
         source = f"{frame[0]}:{frame[1]}" if frame else None
-        found.append(MosaicKernel(name=name or "pallas_call", source=source, mlir=str(mosaic_module),
-                                  lines=_op_lines(mosaic_module)))
+        mlir, lines = _texts(mosaic_module)
+        found.append(MosaicKernel(name=name or "pallas_call", source=source, mlir=mlir, lines=lines))
         return original(ctx, *args, mosaic_module=mosaic_module, name=name, **kwargs)
 
     reg._lower_to_custom_call = recording

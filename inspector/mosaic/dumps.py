@@ -274,6 +274,14 @@ def read_kernel_dumps(directory: str) -> tuple[list[KernelPasses], list[str]]:
     return kernels, notes
 
 
+def reattach(kernels: list[KernelPasses], directory: str) -> None:
+    """Give kernels read (and released) elsewhere the paths of their dumps in ``directory``, the
+    folder they were read from, so ``diff_passes`` can read them again."""
+    pipelines, _, _ = _index(directory)
+    for k in kernels:
+        k._paths = [p for _, _, p in pipelines.get(k.dump_id, [])]
+
+
 def diff_passes(kernel: KernelPasses, first: int, last: int, context: int = 3):
     """Unified diff of the module before pass ``first`` and after pass ``last`` (locations left
     out), as the XLA passes view's diff (hlo.passes.PassDiff); the dump files must still exist."""

@@ -76,23 +76,36 @@ def capture_mosaic_passes(target, chip, *, select: str | None = None, kernel: st
     each vector value, the relayouts per source line, and (``select``: a pass name or index, or
     ``A..B``, as ``--pass`` for the XLA passes) the diff of that pass of ``kernel`` (default: the
     first). A bad ``select`` raises UsageError; everything else that goes wrong is a finding."""
-    from ..remote import ChildFailed, run_isolated
+    from ..remote import ChildFailed
 
     if not chip.is_tpu:
         return MosaicPasses(chip.name, [], [_unread(chip.name, f"{chip.name} is not a TPU: Mosaic compiles TPU kernels")])
-    recipe = _Recipe(target.spec, tuple(target.args), dict(target.kwargs), dict(target.params), target.mesh,
-                     target.shardings if isinstance(target.shardings, (str, type(None))) else None)
     from ..tempdirs import new_folder, remove
 
     directory = new_folder("mosaic")  # owned by this process: swept once it is gone, even if killed
-    flags = " ".join(f.format(dir=directory) for f in DUMP_FLAGS)
-    env = {"LIBTPU_INIT_ARGS": (os.environ.get("LIBTPU_INIT_ARGS", "") + " " + flags).strip()}
     try:
-        result = run_isolated(_in_child, recipe, chip.name, directory, select, kernel, env=env)
+        return compile_with_dumps(target, chip, directory, select=select, kernel=kernel)
     except ChildFailed as err:  # killed, or libtpu ended the process (an abort is this chip's finding)
-        return MosaicPasses(chip.name, [], [_unread(chip.name, str(err))], flags=flags)
+        return MosaicPasses(chip.name, [], [_unread(chip.name, str(err))], flags=dump_flags("DIR"))
     finally:
         remove(directory)
+
+
+def dump_flags(directory: str) -> str:
+    return " ".join(f.format(dir=directory) for f in DUMP_FLAGS)
+
+
+def compile_with_dumps(target, chip, directory: str, *, select: str | None = None,
+                       kernel: str | None = None) -> MosaicPasses:
+    """Compile ``target`` for ``chip`` in a fresh child process that writes Mosaic's dumps into
+    ``directory`` (the caller's to remove) and reads them; ChildFailed when the child dies."""
+    from ..remote import run_isolated
+
+    recipe = _Recipe(target.spec, tuple(target.args), dict(target.kwargs), dict(target.params), target.mesh,
+                     target.shardings if isinstance(target.shardings, (str, type(None))) else None)
+    flags = dump_flags(directory)
+    env = {"LIBTPU_INIT_ARGS": (os.environ.get("LIBTPU_INIT_ARGS", "") + " " + flags).strip()}
+    result = run_isolated(_in_child, recipe, chip.name, directory, select, kernel, env=env)
     result.flags = flags.replace(directory, "DIR")
     return result
 

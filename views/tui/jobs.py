@@ -95,6 +95,35 @@ class Jobs(AppBase):
         self.load()
         self.action_tab("mosaic-passes")
 
+    def show_mosaic_pass_diff(self, row: int) -> None:
+        """Enter on a Mosaic pass: its diff (the first compiles with Mosaic's dumps, which the worker
+        keeps for the module: the other passes' diffs are read at once)."""
+        tab = self.tabs["mosaic-passes"]
+        at = tab.pass_at(row)
+        if at is None:
+            return
+        kernel, k, p = at
+        label = f"{k.kernel}: {p.label}"
+        if (kernel, p.index) in tab.diffs:
+            tab.show_diff(kernel, p.index, tab.diffs[(kernel, p.index)])
+            self.status(f"{label}: its diff")
+            return
+        tab.diff_message(f"{label}: compiling with Mosaic's pass dumps for its diff… (Esc cancels)", "yellow")
+        self.status(f"{label}: compiling with Mosaic's pass dumps for its diff…", "yellow")
+        self._mosaic_pass_diff(self._generation, self.session, kernel, k.kernel, p.index, label)
+
+    @work(thread=True, exclusive=True, group="mosaic-passes")
+    def _mosaic_pass_diff(self, generation: int, session: Session, kernel: int, name: str, index: int,
+                          label: str) -> None:
+        tab = self.tabs["mosaic-passes"]
+        self._answer(generation, lambda: self.remote.call(session, "mosaic_pass_diff", name, str(index), kernel),
+                     lambda diff: self._show_mosaic_pass_diff(kernel, index, label, diff),
+                     lambda m: tab.diff_message(m, "bold red"))
+
+    def _show_mosaic_pass_diff(self, kernel: int, index: int, label: str, diff) -> None:
+        self.tabs["mosaic-passes"].show_diff(kernel, index, diff)
+        self.status(f"{label}: its diff" + (f" (+{diff.added} -{diff.removed} lines)" if diff else ""))
+
     def action_buffers(self) -> None:
         """Compile again asking for the compiler's buffer assignment: the Memory tab's largest
         buffers live at the peak (the compile cache keeps it for next time)."""

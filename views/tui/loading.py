@@ -185,7 +185,8 @@ class Loading(AppBase):
             return
         # a pass diff just asked for may not have reached the worker yet: it is in flight all the same;
         # a load may be between its two calls (lowering done, compile not yet asked)
-        if not self.remote.busy and not self.tabs["passes"].pending and not self._loading:
+        if (not self.remote.busy and not self.tabs["passes"].pending and not self.tabs["mosaic-passes"].pending
+                and not self._loading):
             self.status("nothing is running (Esc cancels a compile or a diff in flight)")
             return
         self._generation += 1  # whatever comes back now is dropped
@@ -200,4 +201,5 @@ class Loading(AppBase):
         self.tabs["diff"].reset()
         self.tabs["compare"].reset()
         self.tabs["passes"].cancelled()
+        self.tabs["mosaic-passes"].cancelled()
         self.status("cancelled: the compile was stopped (r starts it again)", "yellow")

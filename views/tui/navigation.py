@@ -2,6 +2,8 @@
 a finding's evidence (Enter) and back (b), the fusions' sort."""
 from __future__ import annotations
 
+import re
+
 from textual.widgets import DataTable, Input, TabbedContent
 
 from .app_base import AppBase
@@ -12,6 +14,54 @@ from .tabs import TAB_VIEWS, TEXT_TABS
 ALL_TABS = tuple(v.name for v in TAB_VIEWS)
 
 CONTEXT_ACTIONS = ("link", "find", "sort", "back")  # shown in the footer only where they apply: check_action
+
+
+_OP_KIND = re.compile(r'"?\b([a-z_][a-z0-9_]*\.[a-z0-9_.]+)"?[\s(<{]')
+
+
+def _op_kind(op: str | None) -> str | None:
+    """The kind of an MLIR op's text, e.g. tpu.vector_load (generic or pretty form)."""
+    m = _OP_KIND.search(op.split(" = ", 1)[-1] + " ") if op else None
+    return m[1] if m else None
+
+
+def failing_op_row(text: StageText, data: dict, kernel: str | None) -> int | None:
+    """The row of the Mosaic text where a Mosaic error's failing op is: a line of the kernel from
+    the error's source line, of the op's kind where one is (the text is the module as Pallas
+    handed it over; Mosaic may have renamed the op since, vector.load -> tpu.vector_load, so the
+    kind's last word counts too). None when the text has no line from that source."""
+    source = data.get("source")
+    rows = text.rows_with_source(source) if source else []
+    header = text.matches(f"// ===== {kernel} ") if kernel else []
+    if header:  # that kernel's own lines, where the text has several kernels
+        start = header[0][0]
+        following = [r for r, _ in text.matches("// ===== ") if r > start]
+        rows = [r for r in rows if start < r < (following[0] if following else text.document.line_count)] or rows
+    if not rows:
+        return None
+    kind = _op_kind(data.get("op"))
+    kinds = {r: _op_kind(text.document.get_line(r)) or "" for r in rows}
+    if kind:
+        last_word = kind.rsplit(".", 1)[-1].rsplit("_", 1)[-1]
+        for wanted in (lambda k: k == kind, lambda k: k.rsplit(".", 1)[-1].endswith(last_word)):
+            found = [r for r in rows if wanted(kinds[r])]
+            if found:
+                return found[0]
+    return rows[0]
+
+
+def failing_eqn_row(jaxpr: StageText, mosaic: StageText, data: dict, kernel: str | None) -> int | None:
+    """For a Mosaic error whose kernel never became a Mosaic module (Pallas failed to lower it):
+    the jaxpr's row of the equation it was lowering (its primitive, at the error's source line).
+    None when the Mosaic text has the kernel, or the jaxpr no line from that source."""
+    source = data.get("source")
+    if not source or data.get("source_of") != "eqn" or (kernel and mosaic.matches(f"// ===== {kernel} ")):
+        return None
+    rows = jaxpr.rows_with_source(source)
+    primitive = data.get("primitive")
+    named = [r for r in rows if primitive and f"= {primitive}" in jaxpr.document.get_line(r)]
+    found = named or rows
+    return found[0] if found else None
 
 
 class Navigation(AppBase):
@@ -33,12 +83,19 @@ class Navigation(AppBase):
         return True
 
     def _active_text(self) -> StageText | None:
+        """The searchable, linked text of the tab on screen: a stage's text, or the bundle listing."""
         active = self.query_one(TabbedContent).active
-        return self.tabs[active] if active in TEXT_TABS and self.tabs_ready else None
+        if not self.tabs_ready:
+            return None
+        if active == "bundles":
+            listing = self.tabs["bundles"].listing
+            return listing if listing.display else None
+        return self.tabs[active] if active in TEXT_TABS else None
 
     def action_search(self) -> None:
         if self._active_text() is None:
-            self.status("/ searches the text tabs (2 Jaxpr, 3 StableHLO, 4 HLO, 8 Mosaic)", "yellow")
+            self.status("/ searches the text tabs (2 Jaxpr, 3 StableHLO, 4 HLO, 8 Mosaic) and the bundle listing "
+                        "(v Bundles, once T has estimated)", "yellow")
             return
         search = self.query_one("#search", Input)
         search.display = True
@@ -80,19 +137,29 @@ class Navigation(AppBase):
             self.status(where)
 
     def _line_source(self, text) -> str:
-        """Where the line under the cursor comes from, and how many lines of the other stages do."""
-        if not isinstance(text, StageText) or text.stage == "mosaic":
+        """Where the line under the cursor comes from, and how many lines of the other stages (and
+        bundles) do."""
+        if not isinstance(text, StageText):
             return ""
-        source = text.source_of(text.cursor_location[0])
+        row = text.cursor_location[0]
+        source = text.source_of(row)
         if not source:
             return ""
         others = [f"{t.stage} {len(t.rows_with_source(source))}" for t in (self.tabs[name] for name in TEXT_TABS)
-                  if t is not text and t.stage != "mosaic"]
-        return (f"{text.stage} line {text.cursor_location[0] + 1} comes from {source}; lines from it: "
+                  if t is not text]
+        if text.stage == "bundles":
+            listing = self.tabs["bundles"].listing
+            here = f"bundle {text.document.get_line(row).split(' ', 1)[0]} comes from {source}"
+            return f"{here}; bundles from it: {len(listing.rows_with_source(source)):,}; {', '.join(others)} (l goes there)"
+        if self.tabs["bundles"].listing.display:
+            others.append(f"bundles {self.tabs['bundles'].bundles_from(source):,}")
+        return (f"{text.stage} line {row + 1} comes from {source}; lines from it: "
                 f"{', '.join(others)} (l jumps there)")
 
     def action_link(self) -> None:
-        """Jump to the next stage's first line that comes from the same source line."""
+        """A kernel line (jaxpr, Mosaic) with bundles: its first bundle, and from a bundle back to
+        the stage l came from (else the jaxpr, else the Mosaic text). Any other line: the next
+        stage's first line from the same source line (jaxpr, StableHLO, HLO, Mosaic and round)."""
         text = self._active_text()
         if text is None:
             return
@@ -100,9 +167,21 @@ class Navigation(AppBase):
         if not source:
             self.status("this line has no source location", "yellow")
             return
-        stages = ("jaxpr", "stablehlo", "hlo")
-        at = stages.index(text.stage) + 1 if text.stage in stages else 0
-        order = [t for t in stages[at:] + stages[:at] if t != text.stage] + [text.stage]  # the next stage first
+        if text.stage != "bundles":
+            where = self.tabs["bundles"].go_to_source(source) if self.tabs["bundles"].listing.display else None
+            if where:
+                self._link_from = text.stage
+                self.last_search = source  # n and N step through the line's other bundles
+                self.refresh_bindings()
+                self.action_tab("bundles")
+                self._jumped(self.tabs["bundles"].listing, f"bundles: {where} (n, N: the others; l comes back)")
+                return
+        stages = ("jaxpr", "stablehlo", "hlo", "mosaic")
+        if text.stage == "bundles":
+            order = list(dict.fromkeys(s for s in (self._link_from, "jaxpr", "mosaic", "stablehlo", "hlo") if s))
+        else:
+            at = stages.index(text.stage) + 1
+            order = [t for t in stages[at:] + stages[:at] if t != text.stage] + [text.stage]  # the next stage first
         for stage in order:
             rows = self.tabs[stage].rows_with_source(source)
             if stage == text.stage:  # the last resort: this stage's next line from there, never this one
@@ -111,12 +190,15 @@ class Navigation(AppBase):
             if rows:
                 self.action_tab(stage)
                 target = self.tabs[stage]
-                self._pending_status = f"{stage} line {rows[0] + 1}: from {source}"
                 target.go_to_row(rows[0])
-                target.focus()
-                self.status(self._pending_status)
+                self._jumped(target, f"{stage} line {rows[0] + 1}: from {source}")
                 return
         self.status(f"no other stage has a line from {source}", "yellow")
+
+    def _jumped(self, target: StageText, message: str) -> None:
+        self._pending_status = message  # the selection event that follows says it (not the line's source alone)
+        target.focus()
+        self.status(message)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "findings" and self.report is not None:
@@ -125,6 +207,8 @@ class Navigation(AppBase):
             self.show_evidence(self.tabs["overview"].findings[row], row)
         elif event.data_table.id == "passes-table":
             self.show_pass_diff(event.cursor_row)
+        elif event.data_table.id == "mosaic-passes-table":
+            self.show_mosaic_pass_diff(event.cursor_row)
 
     def show_evidence(self, finding: Finding, row: int | None = None) -> None:
         """Enter on a finding: its view, at the thing it names (Pallas: the kernel, grid step and
@@ -136,6 +220,10 @@ class Navigation(AppBase):
         if view == "overview":
             self.status(f"{finding.code}: the evidence is the message itself (below the table)")
             return
+        data = finding.data or {}
+        eqn = failing_eqn_row(self.tabs["jaxpr"], self.tabs["mosaic"], data, finding.kernel) if view == "mosaic" else None
+        if eqn is not None:  # Pallas failed to lower the kernel: no Mosaic op, the jaxpr equation it was on
+            view = "jaxpr"
         self._back = ("overview", row or 0)
         self.refresh_bindings()
         self.action_tab(view)
@@ -144,14 +232,21 @@ class Navigation(AppBase):
             where = self.tabs["pallas"].show_finding(finding)
         elif view == "fusions" and finding.kernel:
             where = self.tabs["fusions"].select_kernel(finding.kernel)
+        elif eqn is not None:
+            where = (f"jaxpr line {eqn + 1}, the equation Pallas failed to lower, from {data['source']} "
+                     "(no Mosaic module: its lowering failed)")
+            self._pending_status = f"{finding.code}: {where} (b goes back)"
+            self.tabs["jaxpr"].go_to_row(eqn)
         elif view in TEXT_TABS:
             text = self.tabs[view]
             # a Mosaic error names the failing op and its source line: the op's line in the text
-            data = finding.data or {}
+            row = failing_op_row(text, data, finding.kernel) if view == "mosaic" else None
             needles = [data.get("op"), finding.kernel, "custom-call" if finding.code == "pallas-interpreted" else None]
-            hits: list[tuple[int, int]] = next((h for n in needles if n and (h := text.matches(n))), [])
+            hits: list[tuple[int, int]] = [(row, 0)] if row is not None else next(
+                (h for n in needles if n and (h := text.matches(n))), [])
             if hits:
-                where = f"line {hits[0][0] + 1}" + (f", from {data['source']}" if data.get("source") else "")
+                op = f" ({_op_kind(data.get('op'))} failed)" if row is not None and _op_kind(data.get("op")) else ""
+                where = f"line {hits[0][0] + 1}" + (f", from {data['source']}" if data.get("source") else "") + op
                 self._pending_status = f"{finding.code}: {view} {where} (b goes back)"
                 text.go_to_row(hits[0][0])
             elif data.get("source"):

@@ -161,5 +161,7 @@ class StageText(TextArea):
         return i + 1, len(found)
 
     def go_to_row(self, row: int) -> None:
-        self.selection = Selection((row, 0), (row, len(self.document.get_line(row))))
+        """Select the line, the cursor at its start: the view shows the line's beginning (the
+        cursor at its end scrolled a long line out of sight, all but its source comment)."""
+        self.selection = Selection((row, len(self.document.get_line(row))), (row, 0))
         self.scroll_cursor_visible(center=True)
