@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..chips import DEFAULT_TPU
-from .arg_types import count as _count, seconds as _seconds, tolerance as _tolerance
+from .arg_types import count as _count, positive as _positive, seconds as _seconds, tolerance as _tolerance
 from ..errors import UsageError
 from ..view_table import SHOW_VIEWS, SORT_ORDERS
 
@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--color", choices=("roofline", "bytes", "bound"), default="roofline",
                         help="node colour: roofline time (default), HBM bytes, or memory-/compute-bound")
     export.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: the target)")
-    export.add_argument("--max-nodes", type=_count, default=200, metavar="N", help="collapse groups (layers) past N nodes, merge neighbours past it (default 200)")
+    export.add_argument("--max-nodes", type=_positive, default=200, metavar="N", help="collapse groups (layers) past N nodes, merge neighbours past it (default 200)")
     export.add_argument("--expand", action="append", default=[], metavar="GROUP",
                         help="keep this group's kernels when collapsing: a scope (layer3) or words of a group's label ('block #7'); repeatable")
     export.add_argument("--layout-budget", type=_seconds, default=30.0, metavar="SECONDS",

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from ..chips import DEFAULT_TPU
-from ..errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from ..errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError
 from .arg_types import count as _count, positive as _positive, seconds as _seconds
 from .process import EXIT_SIGINT
 
@@ -55,15 +56,17 @@ def add_tune_parser(sub, common) -> argparse.ArgumentParser:
 def request(opts):
     """The SweepRequest the options ask for (checked before anything starts)."""
     from ..atomic import check_writable
-    from ..tuning.candidates import parse_grid, parse_sets
+    from ..tuning.candidates import check_overlap, parse_grid, parse_sets
     from ..tuning.sweep import REFRESH, SweepRequest, check_chips
 
     chips = [c.name for c in check_chips([opts.chip])]
     if opts.table:
-        check_writable(opts.table)
+        from ..atomic import check_not_read_only
         from ..tuning.table import read_table
 
-        read_table(opts.table)  # a file that is not a tuning table is refused now, not after the sweep
+        check_writable(opts.table)
+        check_not_read_only(opts.table)
+        read_table(opts.table, opts.target)  # not a tuning table, or another kernel's: refused now, not after the sweep
     for text in opts.args:
         from ..specs import parse_specs
 
@@ -72,7 +75,9 @@ def request(opts):
     import inspector.compile_cache as compile_cache
 
     cache = False if not compile_cache.enabled() else REFRESH if opts.no_cache else True
-    return SweepRequest(opts.target, chips, list(opts.args), parse_grid(opts.grid), parse_sets(opts.set),
+    grid, fixed = parse_grid(opts.grid), parse_sets(opts.set)
+    check_overlap(grid, fixed)  # before any worker starts
+    return SweepRequest(opts.target, chips, list(opts.args), grid, fixed,
                         workers=opts.workers, ray=opts.ray or os.environ.get("RAY_ADDRESS") or None, cache=cache,
                         budget=budget, table=opts.table, debug=bool(getattr(opts, "debug", False)))
 
@@ -99,6 +104,9 @@ def render_tune(opts, result) -> int:
         print_fitting(console, tune_view(result, top=opts.top))
     if result.interrupted:
         return EXIT_SIGINT
+    if result.table_failed:  # the tables are shown; the one thing asked that did not happen is said last
+        print(f"inspector: {result.table_note}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK if result.ok else EXIT_FINDINGS
 
 

@@ -57,10 +57,19 @@ def export(opts) -> int:
     _export_paths(opts)
     check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None))
     drawings = [(f, p) for f, p in (("SVG", opts.svg), ("DOT", opts.dot), ("HTML", opts.html)) if p]
+    blank = [e for e in opts.expand if not e.strip()]
+    if blank:
+        raise UsageError(f"--expand {blank[0]!r}: give a group's name, e.g. --expand layer3 or --expand 'block #7'")
+    if opts.expand and not drawings:
+        raise UsageError("--expand opens groups of the drawing: give --svg, --dot or --html too, or leave it out")
     if drawings:  # fail before the compile when the SVG cannot be drawn
         from ..hlo.graph import dot_available
         if (opts.svg or opts.html) and not dot_available():
-            render_svg(None)  # raises the how-to-install message
+            try:
+                render_svg(None)  # raises the how-to-install message
+            except UsageError as err:
+                asked = " and ".join(f for f, flag in (("--svg", opts.svg), ("--html", opts.html)) if flag)
+                raise UsageError(str(err).replace("so no SVG", f"so no {asked}")) from None
     report = run(opts)
     written, failure, notes = [], None, []
     if opts.json_path:

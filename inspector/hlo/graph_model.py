@@ -146,10 +146,12 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
     fixed = (len(params) if draw_params else 0) + 1  # parameter nodes and the program's output
     n_kernel_nodes = len(kernels) - len(host)
     notes: list[str] = []
+    asked_open = 0  # groups --expand opened (they may take the drawing past max_nodes, up to OPEN_CAP)
     if n_kernel_nodes + fixed > max_nodes:  # collapse: each group one node, those asked for open as fit
         open_size = Counter(group_of[x].id for x in by_name if x not in host)
         reserve = min(len(groups) - 1, max(8, max_nodes // 4))  # nodes for the other groups, merged if need be
         opened, notes = choose_expanded(pairs, expand, max(max_nodes, OPEN_CAP) - fixed - reserve, open_size)
+        asked_open = len(opened)
         for g in opened:
             g.expanded = True
         shut = [g for g in groups if not g.expanded]
@@ -299,6 +301,11 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
     ordered = sorted(by_id.values(), key=lambda n: n.order)
     _mark_away(ordered, groups)
     outputs = list(dict.fromkeys(s for s in out_srcs if s)) if output_node else []
+    drawn = len(ordered) + (1 if output_node else 0)
+    if drawn > max_nodes and not asked_open:  # a budget below the drawing's floor: say so, never "fit"
+        notes = [n.replace("to fit --max-nodes", "to come near --max-nodes") for n in notes]
+        notes.append(f"{drawn} nodes drawn, more than --max-nodes {max_nodes}: the fewest this drawing keeps "
+                     "(the program's output, its parameters and a few groups)")
     return KernelGraph(title, analysis.chip, color, ordered, edges, groups, top, output_node, outputs, len(kernels), hidden,
                        [g.label for g in collapsed], notes, program_groups)
 

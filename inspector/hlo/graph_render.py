@@ -14,7 +14,7 @@ from .graph import build_dot, dot_of
 from .graph_model import KernelGraph, group_graphs
 from .graph_groups import TOP
 from .graph_ranked import ranked_svg
-from .graphviz_run import FAST_ARGS, FULL_SHARE, DotRun, dot_available, run_dot
+from .graphviz_run import FAST_ARGS, FULL_SHARE, DotRun, dot_available, run_dot, seconds_text
 
 DEFAULT_BUDGET_S = 30.0  # `--layout-budget`: the drawing's share of an export on a 2-core machine
 # What dot gets through per second here (layout_cost units, measured on 2 cores under load): the
@@ -45,9 +45,17 @@ def layout_cost(kg: KernelGraph) -> int:
 
 
 def _ranked(kg: KernelGraph, why: str, started: float) -> Layout:
-    note = (f"Graphviz {why}: drawn in schedule order by the inspector's own layout "
-            "(--layout-budget SECONDS gives Graphviz longer)")
+    note = f"Graphviz {why}: drawn in schedule order by the inspector's own layout ({_advice(why)})"
     return Layout(ranked_svg(kg, note), "ranked", time.perf_counter() - started, note)
+
+
+def _advice(why: str) -> str:
+    """What helps: more time when Graphviz ran out of it, a working Graphviz when it failed."""
+    if "not installed" in why:
+        return "apt-get install graphviz (or brew install graphviz) for Graphviz's layout"
+    if "failed (" in why:
+        return "Graphviz's dot failed, not the budget: `inspector doctor --svg` checks it"
+    return "--layout-budget SECONDS gives Graphviz longer"
 
 
 def layout(kg: KernelGraph, source: str, budget_s: float = DEFAULT_BUDGET_S) -> Layout:
@@ -70,11 +78,11 @@ def layout(kg: KernelGraph, source: str, budget_s: float = DEFAULT_BUDGET_S) -> 
     left = started + budget_s - time.perf_counter()
     if fast is None:
         why = f"{tried}, " if tried else ""
-        return _ranked(kg, f"{why}would not finish in {budget_s:.0f} s (a graph of {len(kg.nodes)} nodes, "
+        return _ranked(kg, f"{why}would not finish in {seconds_text(budget_s)} (a graph of {len(kg.nodes)} nodes, "
                            f"{cost} ranks of edges)", started)
     out = fast.result(left)
     if not isinstance(out, str):
-        why = tried or f"full layout skipped: {cost} ranks of edges, more than it lays out in {budget_s * FULL_SHARE:.0f} s"
+        why = tried or f"full layout skipped: {cost} ranks of edges, more than it lays out in {seconds_text(budget_s * FULL_SHARE)}"
         note = f"Graphviz's {why}: laid out with straight edges and fewer passes"
         return Layout(out[0], "dot-fast", time.perf_counter() - started, note)
     return _ranked(kg, f"{tried + ', fast layout ' if tried else 'fast layout '}{out}", started)
@@ -138,7 +146,7 @@ class Drawing:
         kg = self.graph
         drawn = len(kg.nodes) + (1 if kg.output_node else 0)
         if not kg.collapsed:
-            return f"{drawn} nodes"
+            return f"{drawn} node{'s' if drawn != 1 else ''}"
         return f"{drawn} nodes, {len(kg.collapsed)} groups collapsed (--expand {expand_example(kg)} to open one)"
 
 

@@ -3,7 +3,9 @@ the full layout or the fast settings (straight edges, fewer passes of its two ne
 solvers and of crossing minimisation)."""
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -25,8 +27,10 @@ class DotRun:
 
     def __init__(self, sources: list[str], args: tuple[str, ...]):
         self.count = len(sources)
+        # a session of its own: a `dot` that is a wrapper script (conda, snap) forks the real one,
+        # which must die with it, or its open pipe keeps the export waiting past any budget
         self.proc = subprocess.Popen(["dot", "-Tsvg", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
+                                     stderr=subprocess.PIPE, start_new_session=True)
         self._out: tuple[bytes, bytes] = (b"", b"")
         self._talk = threading.Thread(target=self._communicate, args=("\n".join(sources).encode(),), daemon=True)
         self._talk.start()
@@ -38,22 +42,44 @@ class DotRun:
             pass
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self._talk.join()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the wrapper's children too
+        except OSError:  # already gone
+            pass
+        self._talk.join(5)  # the pipes close when the group is gone
 
     def result(self, timeout: float) -> list[bytes] | str:
         """Its SVGs, or why not (a timeout, dot's error)."""
         self._talk.join(max(0.0, timeout))
         if self._talk.is_alive():
             self.kill()
-            return f"did not finish in {timeout:.0f} s"
+            return f"did not finish in {seconds_text(timeout)}"
         stdout, stderr = self._out
         parts = [b"<?xml" + p for p in stdout.split(b"<?xml")[1:]]
         if self.proc.returncode != 0 or len(parts) != self.count:
-            lines = stderr.decode(errors="replace").strip().splitlines()
-            return f"failed: {lines[-1] if lines else self.proc.returncode}"
+            return f"failed ({_why(self.proc.returncode, stderr, len(parts), self.count)})"
         return parts
+
+
+def _why(code: int | None, stderr: bytes, got: int, wanted: int) -> str:
+    """Why a dot run gave no drawing, in words: its own last error line, the signal that killed
+    it, its exit code, or output that is not the SVGs asked for."""
+    lines = stderr.decode(errors="replace").strip().splitlines()
+    if lines:
+        return lines[-1].strip()
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    if code:
+        return f"exit code {code}"
+    return f"it wrote {got} SVG drawings of {wanted}"
+
+
+def seconds_text(seconds: float) -> str:
+    """`8 s`, `0.25 s`: a budget under a second is not `0 s`."""
+    return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.2g} s"
 
 
 def run_dot(sources: list[str], args: tuple[str, ...], timeout: float) -> list[bytes] | str:

@@ -34,6 +34,8 @@ def parse_grid(items: list[str]) -> dict[str, list]:
         values = [v.strip() for v in raw.split(",") if v.strip()]
         if not sep or not name or not values:
             raise UsageError(f"--grid {item!r}: write --grid name=a,b,c, e.g. --grid bm=128,256,512")
+        if name in grid:  # the second would silently replace the first
+            raise UsageError(f"--grid {name} is given twice: give its values once, e.g. --grid {name}=a,b,c")
         grid[name] = list(dict.fromkeys(parse_value(v) for v in values))  # repeats once
     return grid
 
@@ -48,9 +50,18 @@ def parse_sets(items: list[str]) -> dict:
     return fixed
 
 
+def check_overlap(grid: dict, fixed: dict) -> None:
+    """A parameter both swept and fixed is a mistake, said as such (not as "nothing to sweep")."""
+    both = [name for name in grid if name in fixed]
+    if both:
+        raise UsageError(f"--grid {both[0]}=... and --set {both[0]}=... name the same parameter: sweep it (--grid) "
+                         "or fix it (--set), not both")
+
+
 def swept_values(plan: TunePlan, grid: dict[str, list], fixed: dict) -> dict[str, list]:
     """Each swept parameter's values: INSPECT's lists, replaced or extended by --grid, less
     those --set fixes. Names and value kinds are checked against the function."""
+    check_overlap(grid, fixed)
     for name, values in list(grid.items()) + [(k, [v]) for k, v in fixed.items()]:
         flag = "--grid" if name in grid else "--set"
         if plan.takes is not None and name not in plan.takes:

@@ -84,7 +84,7 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None, cancel=None) 
     if req.ray:
         from .ray_backend import RayPool
 
-        ray_pool = RayPool(req.ray, req.spec)  # a missing extra answers before any work
+        ray_pool = RayPool(req.ray, req.spec, debug=req.debug)  # a missing extra answers before any work
     workers = req.workers or cores()
     with LocalPool(workers, debug=req.debug, cancel=cancel) as local, (ray_pool or contextlib.nullcontext()):
         # Ray is reached first: an address that does not answer is one line before any work
@@ -214,7 +214,13 @@ def _write_table(req: SweepRequest, result: TuneResult) -> None:
     if not any(c.best is not None for s in result.shapes for c in s.chips):
         result.table_note = f"{req.table} not written: no candidate was ranked"
         return
-    result.table = update_table(req.table, result)
+    from ..errors import UsageError
+
+    try:
+        result.table = update_table(req.table, result)
+    except UsageError as err:  # it changed during the sweep (a folder gone, another file): the rows still show
+        result.table_note = f"{req.table} not written: {err}"
+        result.table_failed = True
 
 
 __all__ = ["SweepRequest", "run_sweep", "check_chips", "cores", "RANKED"]

@@ -13,6 +13,7 @@ inspector at run time).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
@@ -37,55 +38,116 @@ def lookup(path: str, shape: str, chip: str, default: dict | None = None) -> dic
             table = json.load(f)
     except (OSError, ValueError):
         return default
-    chips = (table.get("entries") or {}).get(shape) or {}
-    entry = chips.get(chip) or next((e for e in chips.values() if e.get("device_kind") == chip), None)
-    return dict(entry["params"]) if entry and "params" in entry else default
+    try:  # a table edited by hand into another structure is no table: the default, never a crash at run time
+        chips = (table.get("entries") or {}).get(shape) or {}
+        entry = chips.get(chip) or next((e for e in chips.values() if e.get("device_kind") == chip), None)
+        return dict(entry["params"]) if entry and "params" in entry else default
+    except (AttributeError, TypeError, ValueError):
+        return default
 
 
-def read_table(path: str) -> dict:
+def read_table(path: str, kernel: str | None = None) -> dict:
     """The table at ``path``, or a new one when there is no file; a file that is not a tuning
-    table is refused (it would be overwritten)."""
+    table, or is another kernel's (``kernel``: the spec about to be written), is refused (it
+    would be overwritten, or mixed with this kernel's parameters)."""
     from ..errors import UsageError
 
     try:
-        with open(path) as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            data = f.read()
     except FileNotFoundError:
         return {"schema": SCHEMA, "kernel": None, "entries": {}}
     except OSError as err:
         raise UsageError(f"--table {path}: cannot read it: {err.strerror or err}") from err
     try:
+        text = data.decode("utf-8")
         table = json.loads(text) if text.strip() else {"schema": SCHEMA, "kernel": None, "entries": {}}
-    except ValueError as err:
-        raise UsageError(f"--table {path} is not JSON ({err}): give a new file or a tuning table") from err
-    if not isinstance(table, dict) or not isinstance(table.get("entries"), dict) or table.get("schema") != SCHEMA:
+    except ValueError as err:  # UnicodeDecodeError included
+        raise UsageError(f"--table {path} is not JSON ({_one_line(err)}): give a new file or a tuning table") from err
+    if not _is_table(table):
         raise UsageError(f"--table {path} is not a tuning table of this version: give a new file")
+    if kernel and table.get("kernel") and _kernel_id(table["kernel"]) != _kernel_id(kernel):
+        raise UsageError(f"--table {path} holds the tuning of {table['kernel']}, not {kernel}: give each kernel "
+                         "its own table")
     return table
 
 
+def _is_table(table) -> bool:
+    """The structure ``update_table`` writes: {shape: {chip: {params: {...}, ...}}}."""
+    if not isinstance(table, dict) or table.get("schema") != SCHEMA or not isinstance(table.get("entries"), dict):
+        return False
+    return all(isinstance(chips, dict) and all(isinstance(e, dict) and isinstance(e.get("params", {}), dict)
+                                               for e in chips.values())
+               for chips in table["entries"].values())
+
+
+def _kernel_id(spec: str) -> tuple[str, str]:
+    """A kernel as the file's name and the function: the same whichever folder the sweep ran from."""
+    import os
+
+    where, _, func = str(spec).rpartition(":")
+    return os.path.basename(where), func
+
+
+def _one_line(err: Exception) -> str:
+    return str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+
+
 def update_table(path: str, result) -> str:
-    """Add (or replace) each swept shape's best per chip; returns the path written."""
+    """Add (or replace) each swept shape's best per chip; returns the path written. A chip swept
+    again without a ranked candidate loses its old entry (it no longer holds). The read and the
+    write hold a lock on the folder, so two sweeps writing one table both land."""
     from ..atomic import write_atomic
     from ..chips import get_chip
 
-    table = read_table(path)
-    table["kernel"] = table.get("kernel") or result.target
-    tuned = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    for shape in result.shapes:
-        chips = table["entries"].setdefault(shape.shape, {})
-        for ranking in shape.chips:
-            best = ranking.best
-            if best is None:
-                continue
-            chips[ranking.chip] = {
-                "params": {**result.fixed, **best.params},
-                "estimated_seconds": best.estimated_seconds,
-                "estimate_source": best.estimate_source,
-                "device_kind": get_chip(ranking.chip).device_kind,
-                "candidates": len(ranking.rows),
-                "ranked": ranking.count("ranked"),
-                "default_ratio": ranking.default_ratio,
-                "versions": {k: result.versions.get(k) for k in ("jax", "jaxlib", "libtpu", "inspector")},
-                "tuned": tuned,
-            }
-    return str(write_atomic(path, json.dumps(table, indent=2, sort_keys=False, default=str) + "\n"))
+    with _folder_lock(path):
+        table = read_table(path, result.target)
+        table["kernel"] = table.get("kernel") or result.target
+        tuned = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        for shape in result.shapes:
+            chips = table["entries"].setdefault(shape.shape, {})
+            for ranking in shape.chips:
+                best = ranking.best
+                if best is None:
+                    chips.pop(ranking.chip, None)
+                    continue
+                chips[ranking.chip] = {
+                    "params": {**result.fixed, **best.params},
+                    "estimated_seconds": best.estimated_seconds,
+                    "estimate_source": best.estimate_source,
+                    "device_kind": get_chip(ranking.chip).device_kind,
+                    "candidates": len(ranking.rows),
+                    "ranked": ranking.count("ranked"),
+                    "default_ratio": ranking.default_ratio,
+                    "versions": {k: result.versions.get(k) for k in ("jax", "jaxlib", "libtpu", "inspector")},
+                    "tuned": tuned,
+                }
+            if not chips:
+                table["entries"].pop(shape.shape, None)
+        return str(write_atomic(path, json.dumps(table, indent=2, sort_keys=False, default=str) + "\n"))
+
+
+@contextlib.contextmanager
+def _folder_lock(path: str):
+    """An exclusive flock on the table's folder (the file itself is replaced by a rename, so a
+    lock on it would not hold); nothing is left behind. Where locks do not work, no lock."""
+    import os
+
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        yield
+        return
+    try:
+        fd = os.open(os.path.dirname(os.path.abspath(path)) or ".", os.O_RDONLY)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
