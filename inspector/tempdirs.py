@@ -32,7 +32,7 @@ from typing import Iterator
 PREFIX = "inspector-"
 _OWNER = ".owner"
 _FILES = "files"
-_LEGACY = ("inspector-passes-", "inspector-dump-", "inspector-tpu-logs-")  # before this module: no .owner
+_LEGACY = ("inspector-passes-", "inspector-dump-", "inspector-tpu-logs-", "inspector-tune-shipped-")  # before this module: no .owner
 _LEGACY_STALE_S = 6 * 3600
 _OWNED: dict[str, tuple[int, int]] = {}  # this process's folders: root -> (descriptor holding its lock, pid)
 

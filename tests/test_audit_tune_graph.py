@@ -383,3 +383,31 @@ def test_a_shipped_file_lives_in_a_folder_its_worker_owns(tmp_path, monkeypatch)
     finally:
         tempdirs.remove(os.path.dirname(path))
     assert not os.path.exists(path)
+
+
+def test_a_libtpu_dump_folder_whose_janitor_died_too_is_swept():
+    """Ray kills a cancelled task's worker with all its children (Ctrl-C during `tune --ray`):
+    the janitor that would remove libtpu's dump folder dies as well, and the folder stayed for 6
+    hours. Now the folder is owned by its process (inspector.tempdirs), so the next sweep takes it."""
+    import signal
+    import sys
+
+    from inspector import tempdirs
+
+    code = ("import time;from inspector.libtpu.runner import DumpSession;"
+            "s=DumpSession('v5e:1x1',profile=False,bundles=False).__enter__();"
+            "print(s.folder,s._janitor.pid,s._proc.pid,flush=True);time.sleep(100)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        folder, janitor, child = proc.stdout.readline().split()
+        root = os.path.dirname(folder)
+        assert os.path.isdir(folder) and os.path.basename(root).startswith("inspector-libtpu-")
+        for pid in (int(janitor), int(child), proc.pid):  # all at once, as Ray does
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    time.sleep(0.3)
+    assert os.path.isdir(root)  # nobody left to remove it ...
+    tempdirs.sweep()
+    assert not os.path.exists(root)  # ... until the next run's sweep

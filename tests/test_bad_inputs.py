@@ -153,7 +153,7 @@ USAGE = {
     "export: a folder": (["export", NAIVE, "--json", "{d}"], 2, "is a folder"),
     "export: 300-character name": (["export", NAIVE, "--dot", "{d}/" + LONG + ".dot"], 2, "File name too long"),
     "export: a link into a missing folder": (["export", NAIVE, "--json", "{d}/dangling.json"], 2, "gone does not exist"),
-    "export: negative --max-nodes": (["export", NAIVE, "--dot", "{d}/g.dot", "--max-nodes", "-3"], 2, "negative"),
+    "export: negative --max-nodes": (["export", NAIVE, "--dot", "{d}/g.dot", "--max-nodes", "-3"], 2, "give 1 or more"),
     "cache: unknown action": (["cache", "bogus"], 2, "invalid choice"),
     "chips: unknown flag": (["chips", "--bogus"], 2, "unrecognized arguments"),
 }

@@ -81,9 +81,14 @@ class DumpSession:
 
     def __enter__(self) -> "DumpSession":
         sweep_stale()
-        self.folder = tempfile.mkdtemp(prefix=PREFIX)
+        from ..tempdirs import new_folder
+
+        # owned by this process (inspector.tempdirs): when the janitor dies with it (Ray kills a
+        # cancelled task's worker with all its children), the next run's sweep removes the folder
+        self.folder = new_folder(PREFIX.removeprefix("inspector-").rstrip("-"))
         try:
-            self._janitor = subprocess.Popen(["/bin/sh", "-c", _JANITOR, "janitor", self.folder], stdin=subprocess.PIPE,
+            self._janitor = subprocess.Popen(["/bin/sh", "-c", _JANITOR, "janitor", os.path.dirname(self.folder)],
+                                             stdin=subprocess.PIPE,
                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
             self._start()
         except BaseException:
@@ -252,7 +257,9 @@ class DumpSession:
                 self._log.close()
                 self._log = None
             if self.folder:
-                shutil.rmtree(self.folder, ignore_errors=True)
+                from ..tempdirs import remove
+
+                remove(self.folder)
             if self._janitor is not None:
                 self._release_janitor()
 
