@@ -411,3 +411,30 @@ def test_a_libtpu_dump_folder_whose_janitor_died_too_is_swept():
     assert os.path.isdir(root)  # nobody left to remove it ...
     tempdirs.sweep()
     assert not os.path.exists(root)  # ... until the next run's sweep
+
+
+def test_ctrl_c_during_a_sweep_sweeps_the_killed_workers_folders(monkeypatch, tmp_path):
+    """Ctrl-C kills the workers with SIGKILL: their folders (libtpu's logs) stayed until some later
+    run swept them; now the sweep that was interrupted removes them before it returns."""
+    import sys
+
+    import inspector.tuning.sweep as sweep_mod
+    from inspector.tuning.candidates import TunePlan
+    from inspector.tuning.pool import LocalPool
+
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
+    plan = TunePlan("k.py:mm", {"bm": [1, 2]}, {"bm": 1}, ["x", "bm"], [("f32[8]", None)])
+    monkeypatch.setattr(sweep_mod, "_plan", lambda req, local, budget: plan)
+    made: list[str] = []
+
+    def killed_then_interrupted(self, jobs, on_answer, on_died):
+        code = ("import os;from inspector.tempdirs import new_folder;print(new_folder('tpu-logs'),flush=True);"
+                "os.kill(os.getpid(),9)")  # a worker that made its folder, killed
+        made.extend(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT).stdout.split())
+        assert made and os.path.isdir(made[0])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LocalPool, "run", killed_then_interrupted)
+    result = sweep_mod.run_sweep(sweep_mod.SweepRequest("k.py:mm", ["tpu-v5e"], cache=False))
+    assert result.interrupted and result.counts["not-run"] == 2
+    assert not os.path.exists(os.path.dirname(made[0]))

@@ -145,6 +145,9 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None, cancel=None) 
         except (KeyboardInterrupt, Cancelled):
             interrupted = True
             local.kill()
+            from ..tempdirs import sweep
+
+            sweep()  # the killed workers' folders (libtpu's logs and dumps) go now, not with the next run
         finally:
             progress.stop()
     ordered = [rows[i] for i in sorted(rows)]
