@@ -438,3 +438,26 @@ def test_ctrl_c_during_a_sweep_sweeps_the_killed_workers_folders(monkeypatch, tm
     result = sweep_mod.run_sweep(sweep_mod.SweepRequest("k.py:mm", ["tpu-v5e"], cache=False))
     assert result.interrupted and result.counts["not-run"] == 2
     assert not os.path.exists(os.path.dirname(made[0]))
+
+
+def test_more_workers_than_memory_holds_are_not_started_and_it_is_said(monkeypatch, tmp_path):
+    """`--workers 64` started 64 processes, each importing jax with a libtpu child (~0.8 GiB each
+    measured): on a 24 GiB machine that is the kernel's OOM killer mid-sweep."""
+    import inspector.tuning.sweep as sweep_mod
+    from inspector.tuning.candidates import TunePlan
+    from inspector.tuning.pool import LocalPool
+
+    monkeypatch.setattr(sweep_mod, "_available_bytes", lambda: 3 * (1 << 30) + 5)
+    assert sweep_mod.fit_workers(2) == (2, None)
+    assert sweep_mod.fit_workers(64)[0] == 3
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
+    plan = TunePlan("k.py:mm", {"bm": [1, 2]}, {"bm": 1}, ["x", "bm"], [("f32[8]", None)])
+    monkeypatch.setattr(sweep_mod, "_plan", lambda req, local, budget: plan)
+    sizes = []
+    monkeypatch.setattr(LocalPool, "run", lambda self, jobs, on_answer, on_died: sizes.append(self.size))
+    result = sweep_mod.run_sweep(sweep_mod.SweepRequest("k.py:mm", ["tpu-v5e"], workers=64, cache=False))
+    assert sizes == [3]
+    assert result.notes == ["--workers 64: 3 started, as many as 3.0 GiB of free memory holds at 1 GiB or more each"]
+    from inspector.views.tune import summary
+
+    assert "note: --workers 64: 3 started" in summary(result).plain

@@ -114,6 +114,8 @@ def summary(result: TuneResult) -> Text:
     if result.interrupted:
         text.append(f"\ninterrupted: {c['total'] - c.get('not-run', 0)} of {c['total']} done; run the same command "
                     "again to resume (what is done is cached)", style="bold yellow")
+    for note in result.notes:
+        text.append(f"\nnote: {note}", style="yellow")
     if result.table:
         text.append(f"\nwrote {result.table} (the tuning table)")
     if result.table_note:

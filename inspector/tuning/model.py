@@ -93,6 +93,7 @@ class TuneResult:
     versions: dict[str, str] = dataclasses.field(default_factory=dict)
     table: str | None = None  # the tuning table written (--table), if any
     table_note: str | None = None  # why it was not written, if asked for
+    notes: list[str] = dataclasses.field(default_factory=list)  # what the sweep changed of what was asked (fewer workers)
     table_failed: bool = False  # it was to be written and could not be (exit 2 once the tables are shown)
 
     @property

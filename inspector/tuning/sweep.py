@@ -85,7 +85,7 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None, cancel=None) 
         from .ray_backend import RayPool
 
         ray_pool = RayPool(req.ray, req.spec, debug=req.debug)  # a missing extra answers before any work
-    workers = req.workers or cores()
+    workers, workers_note = fit_workers(req.workers or cores())
     with LocalPool(workers, debug=req.debug, cancel=cancel) as local, (ray_pool or contextlib.nullcontext()):
         # Ray is reached first: an address that does not answer is one line before any work
         plan = _plan(req, local, budget)
@@ -156,9 +156,40 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None, cancel=None) 
     result = TuneResult(req.spec, list(values), dict(req.fixed), default, rank_all([s for s, _ in plan.shapes], chips, ordered),
                         counts, interrupted, round(time.perf_counter() - started, 3),
                         min(runner.size, max(len(pending), 1)), runner.runner, store.versions())
+    if workers_note and ray_pool is None:
+        result.notes.append(workers_note)
     if req.table:
         _write_table(req, result)
     return result
+
+
+# A worker with its libtpu dump child: 1.66 GB resident for 2 workers at their peak on the small
+# kernels of tests/data/tune_kernels.py (measured); bigger kernels take more, so 1 GiB is a floor.
+WORKER_BYTES = 1 << 30
+
+
+def fit_workers(asked: int) -> tuple[int, str | None]:
+    """As many workers as asked, or as the free memory holds (each imports jax and starts libtpu:
+    `--workers 64` on a laptop would swap, or be killed by the kernel, mid-sweep); a note when fewer."""
+    free = _available_bytes()
+    if free is None:
+        return asked, None
+    room = max(1, free // WORKER_BYTES)
+    if asked <= room:
+        return asked, None
+    return room, (f"--workers {asked}: {room} started, as many as {free / (1 << 30):.1f} GiB of free memory holds at "
+                  "1 GiB or more each")
+
+
+def _available_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None  # not Linux: as asked
 
 
 def _row(data, base: dict) -> TuneRow | None:
