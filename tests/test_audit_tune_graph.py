@@ -461,3 +461,21 @@ def test_more_workers_than_memory_holds_are_not_started_and_it_is_said(monkeypat
     from inspector.views.tune import summary
 
     assert "note: --workers 64: 3 started" in summary(result).plain
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"grid": {"bm": []}}, "grid['bm'] is an empty list"),  # swept the default alone, silently
+    ({"workers": 0}, "workers=0: give a whole number of 1 or more"),  # the cores, silently
+    ({"workers": 2.5}, "workers=2.5"),
+    ({"table": "{tmp}"}, "it is a folder"),  # swept, then the table was not written
+])
+def test_the_python_api_refuses_what_the_command_line_refuses(tmp_path, monkeypatch, kwargs, needle):
+    import inspector
+
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
+    import inspector.tuning.sweep as sweep_mod
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", lambda *a, **k: pytest.fail("the sweep started"))
+    kwargs = {k: v.format(tmp=tmp_path) if isinstance(v, str) else v for k, v in kwargs.items()}
+    with pytest.raises(UsageError, match=needle.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
+        inspector.tune(str(DATA / "tune_kernels.py") + ":mm", **kwargs)

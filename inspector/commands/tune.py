@@ -55,18 +55,14 @@ def add_tune_parser(sub, common) -> argparse.ArgumentParser:
 
 def request(opts):
     """The SweepRequest the options ask for (checked before anything starts)."""
-    from ..atomic import check_writable
     from ..tuning.candidates import check_overlap, parse_grid, parse_sets
     from ..tuning.sweep import REFRESH, SweepRequest, check_chips
 
     chips = [c.name for c in check_chips([opts.chip])]
     if opts.table:
-        from ..atomic import check_not_read_only
-        from ..tuning.table import read_table
+        from ..tuning.table import check_table
 
-        check_writable(opts.table)
-        check_not_read_only(opts.table)
-        read_table(opts.table, opts.target)  # not a tuning table, or another kernel's: refused now, not after the sweep
+        check_table(opts.table, opts.target)  # not a tuning table, or another kernel's: refused now, not after the sweep
     for text in opts.args:
         from ..specs import parse_specs
 

@@ -31,6 +31,11 @@ def tune(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] = 
     if params is not None and not isinstance(params, dict):
         raise UsageError(f"params must be a dict of fixed parameter values, not a {type(params).__name__}")
     grid = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in (grid or {}).items()}
+    empty = [k for k, v in grid.items() if not v]
+    if empty:
+        raise UsageError(f"grid[{empty[0]!r}] is an empty list: give the values to try, e.g. grid={{{empty[0]!r}: [128, 256]}}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise UsageError(f"workers={workers!r}: give a whole number of 1 or more (or None: the cores)")
     with _call():
         names = [targets] if isinstance(targets, str) else list(targets)
         budget = {"seconds": time_budget} if time_budget else {}
@@ -62,6 +67,10 @@ def _spec_sweep(spec, args, kwargs, chips, grid, fixed, shapes, workers, ray, ta
     import inspector.compile_cache as compile_cache
     from .sweep import SweepRequest, run_sweep
 
+    if table:
+        from .table import check_table
+
+        check_table(table, spec)  # as the command line does: before the sweep
     req = SweepRequest(spec, chips, _shape_texts(args, kwargs, shapes), grid, fixed, workers=workers, ray=ray,
                        cache=bool(cache) and compile_cache.enabled(), budget=budget, table=table)
     if progress:

@@ -72,6 +72,16 @@ def read_table(path: str, kernel: str | None = None) -> dict:
     return table
 
 
+def check_table(path: str, kernel: str) -> None:
+    """Before a sweep: the table can be written (its folder, not a folder itself, not read-only)
+    and is a tuning table of this kernel, or no file yet; else a UsageError now, not after the sweep."""
+    from ..atomic import check_not_read_only, check_writable
+
+    check_writable(path)
+    check_not_read_only(path)
+    read_table(path, kernel)
+
+
 def _is_table(table) -> bool:
     """The structure ``update_table`` writes: {shape: {chip: {params: {...}, ...}}}."""
     if not isinstance(table, dict) or table.get("schema") != SCHEMA or not isinstance(table.get("entries"), dict):
