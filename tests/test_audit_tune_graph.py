@@ -479,3 +479,27 @@ def test_the_python_api_refuses_what_the_command_line_refuses(tmp_path, monkeypa
     kwargs = {k: v.format(tmp=tmp_path) if isinstance(v, str) else v for k, v in kwargs.items()}
     with pytest.raises(UsageError, match=needle.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
         inspector.tune(str(DATA / "tune_kernels.py") + ":mm", **kwargs)
+
+
+@pytest.mark.parametrize("groups", [False, True])
+def test_ctrl_c_while_dot_runs_answers_at_once_and_leaves_no_dot(tmp_path, monkeypatch, groups):
+    """dot runs in a session of its own (so a wrapper's children die with it), so the terminal's
+    Ctrl-C does not reach it: the drawing kills it, or leaving the thread pool waits out the budget."""
+    import signal
+
+    from inspector.hlo.graph_render import draw
+
+    marker = f"{time.time():.6f}"
+    _fake_dot(tmp_path, monkeypatch, f"sleep 1000 # {marker}\nsleep 1000")
+    analysis = analyse_fusions(gzip.decompress((DATA / "hlo" / "tpu_step3.hlo.gz").read_bytes()).decode(),
+                               get_chip("tpu-v5e"), None)
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()  # as the terminal's Ctrl-C
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        draw(analysis, "step", max_nodes=12, budget_s=60, groups=groups)
+    assert time.monotonic() - started < 10
+    time.sleep(0.3)
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split() == []
+    from inspector.hlo import graphviz_run
+
+    assert not graphviz_run._LIVE

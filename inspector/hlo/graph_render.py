@@ -14,7 +14,7 @@ from .graph import build_dot, dot_of
 from .graph_model import KernelGraph, group_graphs
 from .graph_groups import TOP
 from .graph_ranked import ranked_svg
-from .graphviz_run import FAST_ARGS, FULL_SHARE, DotRun, dot_available, run_dot, seconds_text
+from .graphviz_run import FAST_ARGS, FULL_SHARE, DotRun, allow_runs, dot_available, kill_all, run_dot, seconds_text
 
 DEFAULT_BUDGET_S = 30.0  # `--layout-budget`: the drawing's share of an export on a 2-core machine
 # What dot gets through per second here (layout_cost units, measured on 2 cores under load): the
@@ -119,7 +119,11 @@ def layout_many(graphs: dict[str, KernelGraph], budget_s: float, procs: int = 0)
                 done[g] = Layout(svg, "dot" if not args else "dot-fast", time.perf_counter() - started)
 
     with ThreadPoolExecutor(procs) as pool:
-        list(pool.map(work, tasks))
+        try:
+            list(pool.map(work, tasks))
+        except BaseException:  # Ctrl-C: the threads wait on dot, which the signal does not reach
+            kill_all()
+            raise
     late = [gid for gid in graphs if gid not in done]
     for gid in late:
         done[gid] = Layout(ranked_svg(graphs[gid]), "ranked", time.perf_counter() - started)
@@ -177,10 +181,15 @@ def draw(analysis, title: str, *, max_nodes: int = 200, expand: tuple[str, ...] 
         notes.append(f"{kg.hidden_edges} smaller edges not drawn, to keep under 2 edges per node "
                      "(each node says what it leaves out: +N smaller inputs)")
     subs = group_graphs(analysis, kg) if groups else {}
+    allow_runs()
     with ThreadPoolExecutor(1) as pool:  # the whole drawing beside the groups' (one core each, where there are two)
-        future = pool.submit(layout, kg, graph.source, budget_s) if (svg or groups) else None
-        done, more = layout_many(subs, budget_s - (time.perf_counter() - started), max(1, (os.cpu_count() or 1) - 1))
-        main = future.result() if future else None
+        try:
+            future = pool.submit(layout, kg, graph.source, budget_s) if (svg or groups) else None
+            done, more = layout_many(subs, budget_s - (time.perf_counter() - started), max(1, (os.cpu_count() or 1) - 1))
+            main = future.result() if future else None
+        except BaseException:  # Ctrl-C, SIGTERM: kill dot now, or leaving this block waits out the budget
+            kill_all()
+            raise
     if main is not None and main.note:
         notes.append(main.note)
     notes += more

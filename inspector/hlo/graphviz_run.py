@@ -3,6 +3,7 @@ the full layout or the fast settings (straight edges, fewer passes of its two ne
 solvers and of crossing minimisation)."""
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -20,17 +21,49 @@ def dot_available() -> bool:
     return shutil.which("dot") is not None
 
 
+class Interrupted(Exception):
+    """No dot is started once ``kill_all`` ran (Ctrl-C): a layout thread that would retry stops."""
+
+
+_LIVE: set["DotRun"] = set()
+_LIVE_LOCK = threading.Lock()
+_STOPPED = threading.Event()
+
+
+def kill_all() -> None:
+    """Kill every dot still running and start no other (Ctrl-C or SIGTERM while laying out: a dot
+    runs in a session of its own, so the terminal's signal does not reach it, and the threads that
+    wait on it would wait out the budget)."""
+    _STOPPED.set()
+    with _LIVE_LOCK:
+        runs = list(_LIVE)
+    for run in runs:
+        run.kill()
+
+
+def allow_runs() -> None:
+    """A new drawing may start dot again (after an interrupted one, in a long-lived process)."""
+    _STOPPED.clear()
+
+
+atexit.register(kill_all)
+
+
 class DotRun:
     """One dot process over `sources`, started at once; `result(timeout)` waits for it (killing
     it at the timeout), `kill()` gives up on it. Two can run side by side: the full layout and,
     as insurance, the fast one."""
 
     def __init__(self, sources: list[str], args: tuple[str, ...]):
+        if _STOPPED.is_set():
+            raise Interrupted("the drawing was interrupted")
         self.count = len(sources)
         # a session of its own: a `dot` that is a wrapper script (conda, snap) forks the real one,
         # which must die with it, or its open pipe keeps the export waiting past any budget
         self.proc = subprocess.Popen(["dot", "-Tsvg", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=True)
+        with _LIVE_LOCK:
+            _LIVE.add(self)
         self._out: tuple[bytes, bytes] = (b"", b"")
         self._talk = threading.Thread(target=self._communicate, args=("\n".join(sources).encode(),), daemon=True)
         self._talk.start()
@@ -47,6 +80,11 @@ class DotRun:
         except OSError:  # already gone
             pass
         self._talk.join(5)  # the pipes close when the group is gone
+        self._done()
+
+    def _done(self) -> None:
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
 
     def result(self, timeout: float) -> list[bytes] | str:
         """Its SVGs, or why not (a timeout, dot's error)."""
@@ -54,6 +92,7 @@ class DotRun:
         if self._talk.is_alive():
             self.kill()
             return f"did not finish in {seconds_text(timeout)}"
+        self._done()
         stdout, stderr = self._out
         parts = [b"<?xml" + p for p in stdout.split(b"<?xml")[1:]]
         if self.proc.returncode != 0 or len(parts) != self.count:
@@ -96,6 +135,7 @@ def render_svg(graph, nodes: int = 0, timeout_s: float = 30) -> bytes:
     if not dot_available():
         raise UsageError("Graphviz's `dot` is not installed, so no SVG: apt-get install graphviz (or brew install graphviz); "
                          "--dot PATH writes the graph source without it")
+    allow_runs()
     started = time.perf_counter()
     out = run_dot([graph.source], (), timeout_s * FULL_SHARE)
     if isinstance(out, str):
