@@ -88,7 +88,11 @@ class DotRun:
 
     def result(self, timeout: float) -> list[bytes] | str:
         """Its SVGs, or why not (a timeout, dot's error)."""
-        self._talk.join(max(0.0, timeout))
+        try:
+            self._talk.join(max(0.0, timeout))
+        except BaseException:  # Ctrl-C in the thread that waits (the Python API, in Jupyter): dot goes too
+            self.kill()
+            raise
         if self._talk.is_alive():
             self.kill()
             return f"did not finish in {seconds_text(timeout)}"
