@@ -503,3 +503,18 @@ def test_ctrl_c_while_dot_runs_answers_at_once_and_leaves_no_dot(tmp_path, monke
     from inspector.hlo import graphviz_run
 
     assert not graphviz_run._LIVE
+
+
+def test_a_resweep_where_nothing_ranks_anywhere_still_removes_the_stale_entry(tmp_path):
+    from inspector.tuning.sweep import SweepRequest, _write_table
+    from inspector.tuning.table import lookup, update_table
+
+    path = str(tmp_path / "t.json")
+    update_table(path, _result("f32[8]"))
+    result = _result("f32[8]", ranked=False)
+    _write_table(SweepRequest("k.py:mm", ["tpu-v5e"], table=path), result)
+    assert result.table == path and lookup(path, "f32[8]", "tpu-v5e", {"bm": 1}) == {"bm": 1}
+    fresh = str(tmp_path / "new.json")  # no file, nothing ranked: nothing written
+    result = _result("f32[8]", ranked=False)
+    _write_table(SweepRequest("k.py:mm", ["tpu-v5e"], table=fresh), result)
+    assert not os.path.exists(fresh) and "no candidate was ranked" in result.table_note

@@ -228,6 +228,18 @@ def _plan(req: SweepRequest, local, budget: dict) -> TunePlan:
     return plan
 
 
+def _holds_any(path: str, result: TuneResult) -> bool:
+    """Whether the table has an entry for a shape and chip swept here (nothing ranked now: it is
+    stale and goes, so the table is written though nothing is added)."""
+    from .table import read_table
+
+    try:
+        entries = read_table(path, result.target)["entries"]
+    except UsageError:
+        return True  # let the write say what is wrong with it
+    return any(c.chip in entries.get(s.shape, {}) for s in result.shapes for c in s.chips)
+
+
 def _exact_json(value) -> bool:
     if value is None or isinstance(value, (bool, int, float, str)):
         return True
@@ -245,7 +257,7 @@ def _write_table(req: SweepRequest, result: TuneResult) -> None:
     if result.interrupted:
         result.table_note = f"{req.table} not written: the sweep was interrupted (run again to finish it)"
         return
-    if not any(c.best is not None for s in result.shapes for c in s.chips):
+    if not any(c.best is not None for s in result.shapes for c in s.chips) and not _holds_any(req.table, result):
         result.table_note = f"{req.table} not written: no candidate was ranked"
         return
     from ..errors import UsageError
