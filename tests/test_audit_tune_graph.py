@@ -518,3 +518,35 @@ def test_a_resweep_where_nothing_ranks_anywhere_still_removes_the_stale_entry(tm
     result = _result("f32[8]", ranked=False)
     _write_table(SweepRequest("k.py:mm", ["tpu-v5e"], table=fresh), result)
     assert not os.path.exists(fresh) and "no candidate was ranked" in result.table_note
+
+
+@pytest.mark.parametrize("field, value", [("estimated_seconds", "fast"), ("status", "best"), ("params", [1]),
+                                          ("estimated_seconds", None), ("rank", True), ("notes", "one")])
+def test_a_stored_row_of_the_wrong_types_is_a_miss_not_an_internal_error(field, value):
+    """A journal entry of the right keys and the wrong types (edited, another version) was served:
+    the ranking then raised "internal error: TypeError: unsupported operand type(s) for /"."""
+    import dataclasses
+
+    from inspector.tuning.model import sound_row
+    from inspector.tuning.sweep import _row
+
+    good = dataclasses.asdict(TuneRow("f32[8]", "tpu-v5e", {"bm": 1}, RANKED, estimated_seconds=1e-6, rank=1, ratio=1.0))
+    assert sound_row(good) is not None and _row(good, {}) is not None
+    bad = dict(good, **{field: value})
+    assert sound_row(bad) is None and _row(bad, {}) is None
+
+
+def test_a_stored_plan_of_the_wrong_types_is_a_miss_not_an_internal_error():
+    """The plan's journal entry with lists where pairs belong: "internal error: IndexError"."""
+    import dataclasses
+
+    from inspector.tuning.candidates import TunePlan
+    from inspector.tuning.sweep import _stored_plan
+
+    good = json.loads(json.dumps(dataclasses.asdict(TunePlan("k.py:mm", {"bm": [1, 2]}, {"bm": 1}, ["x", "bm"],
+                                                             [("f32[8]", None)], [("/k.py", "sig")]))))
+    plan = _stored_plan(good)
+    assert plan is not None and plan.shapes == [("f32[8]", None)] and plan.closure == [("/k.py", "sig")]
+    for field, value in [("choices", [1]), ("shapes", "x"), ("shapes", []), ("closure", [["a"]]), ("takes", "bm"),
+                         ("defaults", None)]:
+        assert _stored_plan(dict(good, **{field: value})) is None, field

@@ -10,7 +10,7 @@ import time
 
 from ..errors import InspectorError
 from .candidates import TunePlan
-from .model import FAILED, PRUNED, RANKED, REFUSED, UNTIMED, TuneRow
+from .model import FAILED, PRUNED, RANKED, REFUSED, UNTIMED, TuneRow, sound_row
 import inspector.tuning.store as store
 
 PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")
@@ -111,10 +111,9 @@ def evaluate_target(target, chip, base: dict, *, budget: dict, cache) -> TuneRow
             return done(status=REFUSED, reason=_one_line(refused.headline), code=refused.finding(chip.name, "pallas").code)
         key = store.row_key(module_text, chip.name, budget)
         if cache is True and (hit := store.load(key, store.ROW)) is not None:
-            try:
-                return dataclasses.replace(TuneRow(**{**hit, **base}), cached=True, wall_seconds=None)
-            except TypeError:
-                pass  # another structure: computed afresh, below
+            cached = sound_row({**hit, **base}) if isinstance(hit, dict) else None
+            if cached is not None:  # else another structure or a wrong type: computed afresh, below
+                return dataclasses.replace(cached, cached=True, wall_seconds=None)
         row = _compile_and_time(target, chip, captured, base, budget, cache, done)
         if cache:
             stored = {k: v for k, v in dataclasses.asdict(row).items() if k not in base}

@@ -44,6 +44,30 @@ class TuneRow:
         return " ".join(f"--set {k}={_text(v)}" for k, v in self.params.items())
 
 
+def sound_row(data) -> TuneRow | None:
+    """A TuneRow from stored data (a cache entry, a worker's answer) when every field has its
+    type (a ranked row with a time), else None: an entry edited, or written by another version,
+    is a miss, never a crash in the ranking."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        row = TuneRow(**data)
+    except TypeError:
+        return None
+    texts = (row.shape, row.chip, row.status)
+    maybe_texts = (row.reason, row.code, row.estimate_source, row.bound)
+    numbers = (row.estimated_seconds, row.estimated_cycles, row.vmem_bytes, row.vmem_estimate_bytes,
+               row.vmem_limit_bytes, row.hbm_bytes, row.spills, row.wall_seconds, row.rank, row.ratio)
+    ok = (all(isinstance(t, str) for t in texts) and row.status in STATUSES and isinstance(row.params, dict)
+          and all(t is None or isinstance(t, str) for t in maybe_texts)
+          and all(n is None or (isinstance(n, (int, float)) and not isinstance(n, bool) and 0 <= n < float("inf"))
+                  for n in numbers)
+          and isinstance(row.notes, list) and all(isinstance(n, str) for n in row.notes)
+          and isinstance(row.default, bool) and isinstance(row.cached, bool)
+          and (row.status != RANKED or (row.estimated_seconds or 0) > 0))
+    return row if ok else None
+
+
 def _text(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 

@@ -14,7 +14,7 @@ from typing import Protocol
 from ..errors import UsageError
 import inspector.tuning.store as store
 from .candidates import TunePlan, candidates, default_params, swept_values
-from .model import FAILED, NOT_RUN, RANKED, STATUSES, TuneResult, TuneRow
+from .model import FAILED, NOT_RUN, RANKED, STATUSES, TuneResult, TuneRow, sound_row
 from .rank import rank_all
 
 REFRESH = "refresh"
@@ -119,7 +119,7 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None, cancel=None) 
         interrupted = False
 
         def answered(job_id, status, value):
-            row = _row(value, {}) if status == "ok" and isinstance(value, dict) else None
+            row = _answered(value) if status == "ok" and isinstance(value, dict) else None
             if row is None:
                 base = {k: getattr(rows[job_id], k) for k in ("shape", "chip", "params", "default")}
                 why = value if status == "ok" else f"{type(value).__name__}: {value}"
@@ -192,11 +192,17 @@ def _available_bytes() -> int | None:
     return None  # not Linux: as asked
 
 
-def _row(data, base: dict) -> TuneRow | None:
+def _answered(data: dict) -> TuneRow | None:
+    """A worker's fresh row (its own structure; the stored ones are checked by ``_row``)."""
     try:
-        return TuneRow(**{**data, **base})
-    except TypeError:  # another structure (an older entry): a miss
+        return TuneRow(**data)
+    except TypeError:
         return None
+
+
+def _row(data, base: dict) -> TuneRow | None:
+    """A stored or answered row, checked field by field: another structure or a wrong type is a miss."""
+    return sound_row({**data, **base}) if isinstance(data, dict) else None
 
 
 def _plan(req: SweepRequest, local, budget: dict) -> TunePlan:
@@ -206,14 +212,9 @@ def _plan(req: SweepRequest, local, budget: dict) -> TunePlan:
     parts = store.request_parts(req.spec, None, budget)
     key = store.plan_key(parts, req.args, list(req.grid))
     if req.cache is True and (hit := store.load(key, store.PLAN)) is not None:
-        try:
-            plan = TunePlan(**hit)
-            plan.shapes = [(s[0], s[1]) for s in plan.shapes]  # JSON gave lists
-            plan.closure = [(f[0], f[1]) for f in plan.closure]
-            if fingerprint.unchanged(plan.closure):
-                return plan
-        except TypeError:
-            pass
+        plan = _stored_plan(hit)
+        if plan is not None and fingerprint.unchanged(plan.closure):
+            return plan
     from ..errors import TargetFailure
     from .pool import WorkerDied
 
@@ -238,6 +239,30 @@ def _holds_any(path: str, result: TuneResult) -> bool:
     except UsageError:
         return True  # let the write say what is wrong with it
     return any(c.chip in entries.get(s.shape, {}) for s in result.shapes for c in s.chips)
+
+
+def _stored_plan(hit) -> TunePlan | None:
+    """The journal's plan when every field has its type (JSON gave lists for the pairs), else None:
+    a miss, and the target is loaded again."""
+    def pairs(items, second_may_be_none: bool) -> bool:
+        return isinstance(items, list) and all(
+            isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
+            and (isinstance(p[1], str) or (second_may_be_none and p[1] is None)) for p in items)
+
+    if not isinstance(hit, dict):
+        return None
+    try:
+        plan = TunePlan(**hit)
+    except TypeError:
+        return None
+    if not (isinstance(plan.spec, str) and isinstance(plan.defaults, dict) and isinstance(plan.choices, dict)
+            and all(isinstance(k, str) and isinstance(v, list) for k, v in plan.choices.items())
+            and (plan.takes is None or (isinstance(plan.takes, list) and all(isinstance(t, str) for t in plan.takes)))
+            and pairs(plan.shapes, True) and plan.shapes and pairs(plan.closure, False)):
+        return None
+    plan.shapes = [(s[0], s[1]) for s in plan.shapes]
+    plan.closure = [(f[0], f[1]) for f in plan.closure]
+    return plan
 
 
 def _exact_json(value) -> bool:
