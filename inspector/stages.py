@@ -345,7 +345,7 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
     timings = {}
     t0 = time.perf_counter()
     with backend.context(), _interpret_context(backend):
-        with slow_step(f"tracing {target.name} (jax runs the Python function once)"):
+        with slow_step(f"tracing {target.name} (jax runs the Python function once)"), backend.trace_context():
             traced = _trace(target, backend)
         closed = traced.jaxpr
         eqns = [_eqn_record(e) for e in tracing.walk_eqns(closed.jaxpr)]

@@ -39,7 +39,7 @@ def blockspec_table(k: PallasReport) -> Table:
         add_row(table,
             f"{op.operand} ({op.role[:3]} {op.position})", f"{op.dtype}{list(op.array_shape)}", _shape(op.block_shape),
             op.index_map, op.memory_space + (" (unused)" if op.unused else "") + (" (in place)" if op.aliased_input else ""),
-            str(op.buffers(k.call.steps)), str(w.distinct_blocks) if w else "-",
+            str(op.buffers(k.call.compiled_steps)), str(w.distinct_blocks) if w else "-",
             f"{w.transfers:,}" if w else "-", fmt_bytes(w.bytes) if w else "-")
     for i, s in enumerate(k.call.scratch):
         what, note = ("run_scoped", "allocated in the body") if s.scoped else ("scratch", "persists across steps")

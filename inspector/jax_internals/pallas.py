@@ -364,13 +364,44 @@ class _Body:
             dst_name = self.names.get(id(getattr(dst_var, "ref", dst_var)), "ref")
         except Exception:
             src_name = dst_name = "ref"
-        shape = [int(d) for d in getattr(src, "shape", ())]
+        shape, known = _copy_shape(src)
         dtype = str(getattr(src, "dtype", ""))
         nbytes = int(math.prod(shape)) * (np.dtype(dtype).itemsize if dtype else 1)
         self.dmas.append(DmaInfo(
             source=src_name, destination=dst_name,
             src_space=memory_space(src_ref), dst_space=memory_space(dst_ref), shape=shape, dtype=dtype,
-            bytes=nbytes, per_step=[times[0], times[1]], remote=device is not None))
+            bytes=nbytes, per_step=[times[0] if known else 0.0, times[1]], remote=device is not None,
+            size_known=known))
+
+
+def _copy_shape(src) -> tuple[list[int], bool]:
+    """The shape a DMA copies, and whether it is known here. A slice sized at run time
+    (``pl.ds(start, n)``, n traced: decode kernels copy as many rows as there are tokens) has no
+    static size; it is bounded by the ref's extent along that dimension (less a static start)."""
+    dims = list(getattr(src, "shape", ()))
+    if all(isinstance(d, (int, np.integer)) for d in dims):
+        return [int(d) for d in dims], True
+    bounds = _slice_bounds(src)
+    if bounds is None or len(bounds) != len(dims):
+        whole = getattr(getattr(src, "ref", src), "shape", ())  # the whole ref: the most any copy moves
+        return [int(d) for d in whole], False
+    return [int(d) if isinstance(d, (int, np.integer)) else b for d, b in zip(dims, bounds)], False
+
+
+def _slice_bounds(src) -> list[int] | None:
+    """Per dimension of a ref sliced by one indexer: the most its slice can span."""
+    transforms = getattr(src, "transforms", ())
+    base = getattr(getattr(src, "ref", None), "shape", None)
+    if len(transforms) != 1 or base is None or not hasattr(transforms[0], "indices"):
+        return None
+    bounds = []
+    for extent, index in zip(base, transforms[0].indices):
+        if not hasattr(index, "is_dynamic_size"):  # not a Slice: an integer index drops the dimension
+            continue
+        start = index.start if isinstance(index.start, (int, np.integer)) else 0
+        size = index.size if isinstance(index.size, (int, np.integer)) else int(extent) - int(start)
+        bounds.append(int(size))
+    return bounds + [int(d) for d in base[len(transforms[0].indices):]]
 
 
 def _semantics(compiler_params, ndim: int) -> list[str]:

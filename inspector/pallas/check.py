@@ -89,7 +89,7 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
                            memo=memo, buffers=compile)
         stages = captured.stages
         reports, unread = analyse_pallas(captured.program, [chip], [chip])
-        if not kernels:
+        if chip is chips[0]:  # chip-independent findings once, whichever chips read any kernel
             kernels = reports
             findings += unread + [f for r in reports for f in r.findings if not f.per_chip]
         findings += [f for r in reports for f in r.findings if f.per_chip]

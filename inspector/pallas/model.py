@@ -103,6 +103,9 @@ class DmaInfo:
     bytes: int  # one transfer
     per_step: list[float]  # [min, max] transfers per grid step (branches and loops counted)
     remote: bool  # to another device (device_id given)
+    # False: a dimension is sized at run time (pl.ds(start, n) with a traced n); ``shape`` and
+    # ``bytes`` are then the most it can copy (the ref's extent) and per_step's min is 0
+    size_known: bool = True
 
     @property
     def touches_hbm(self) -> bool:
@@ -142,6 +145,13 @@ class PallasCall:
         if any(g is None for g in self.grid):
             return None
         return math.prod(cast("list[int]", self.grid)) if self.grid else 1  # no None (above)
+
+    @property
+    def compiled_steps(self) -> int | None:
+        """The grid's steps as the compiler knows them: None where a dimension is computed at run
+        time, even when the example inputs decide it (libtpu pipelines a dynamic grid of what
+        turns out to be one step with two buffers per block: measured, tests/test_third_party_styles.py)."""
+        return None if any(self.grid_dynamic) else self.steps
 
     @property
     def grid_text(self) -> str:

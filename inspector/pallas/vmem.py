@@ -6,7 +6,8 @@ whole array or not: three 4 MiB blocks on a grid of 2 use 12 MiB when no map dep
 20 MiB when two do; but two for a block whose map uses the grid indices, even where they never
 change (flash attention's q over a single q block); a grid of one step, or none, has nothing to
 pipeline and Mosaic gives each block one buffer: an (8192,128) f32 copy kernel on v5e uses 8 MiB
-at grid (1,) and 16 MiB at grid (2,)), plus scratch, plus the largest value
+at grid (1,) and 16 MiB at grid (2,); not so a grid sized at run time, which gets two even where
+the example inputs make it one step), plus scratch, plus the largest value
 the kernel body builds when it outgrows the vector registers (the compiler keeps it in VMEM).
 Compared with the scoped limit (the chip's default or the kernel's vmem_limit_bytes) and the
 physical VMEM. A static estimate: register spills and compiler temporaries come on top.
@@ -103,7 +104,7 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         if op.memory_space != "vmem":
             continue  # memory_space=ANY stays in HBM: the kernel copies what it needs itself
         block = [b or 1 for b in op.block_shape]
-        buffers = op.buffers(info.steps)
+        buffers = op.buffers(info.compiled_steps)
         items.append(VmemItem(op.operand, block, op.dtype, padded_bytes(block, op.dtype), buffers))
     for i, s in enumerate(info.scratch):
         what = f"run_scoped buffer {i}" if s.scoped else f"scratch {i}"
