@@ -412,6 +412,19 @@ def _semantics(compiler_params, ndim: int) -> list[str]:
     return out + ["arbitrary"] * (ndim - len(out))
 
 
+def _grid_axes_read(jaxpr, n_grid: int) -> list[int] | None:
+    """The grid axes an index map's result depends on (what it reads of its grid indices), found
+    backwards from its outputs; an equation that is needed needs all its operands. None when the
+    map takes fewer inputs than the grid has axes (a layout this reader does not know)."""
+    if len(jaxpr.invars) < n_grid:
+        return None
+    needed = {id(v) for v in jaxpr.outvars if not hasattr(v, "val")}
+    for eqn in reversed(jaxpr.eqns):
+        if any(id(v) in needed for v in eqn.outvars):
+            needed.update(id(v) for v in eqn.invars if not hasattr(v, "val"))
+    return [k for k, v in enumerate(jaxpr.invars[:n_grid]) if id(v) in needed]
+
+
 def _returns_constants(closed) -> bool:
     """An index map whose every output is a literal: the block never moves, whatever the grid
     point or the prefetched scalars (jax's own "trivial window" is the case of all zeros over the
@@ -483,6 +496,7 @@ def _operand(bm, pos: int, n_in: int, n_idx: int, arg_names: list, index_names: 
         index_map=f"({', '.join(grid_names)}) -> ({', '.join(text)})",
         fixed_window=_returns_constants(bm.index_map_jaxpr),
         fixed_index=_constant_outputs(bm.index_map_jaxpr),
+        grid_axes_read=_grid_axes_read(bm.index_map_jaxpr.jaxpr, len(grid_names)),
         index_map_source=_src_line(getattr(getattr(bm.index_map_jaxpr.jaxpr, "debug_info", None), "func_src_info", None)),
     )
 
