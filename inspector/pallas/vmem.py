@@ -108,13 +108,16 @@ def scoped_limit_flag() -> int | None:
 
 def per_core_grid(info: PallasCall, chip: Chip) -> list[int | None]:
     """The grid one TensorCore pipelines: on a chip that splits a "parallel" axis over its cores
-    (Chip.parallel_grid_cores), the first such axis that divides evenly, divided."""
+    (Chip.parallel_grid_cores), the first parallel axis, divided when it divides evenly (measured
+    on v5p: linear attention's (2, 1) grid splits; flash attention's (1, 1, 2, k), whose first
+    parallel axis has one step, takes the VMEM of the whole grid on one core)."""
     grid = info.compiled_grid
     cores = chip.parallel_grid_cores
-    if cores > 1:
-        for k, (size, semantics) in enumerate(zip(grid, info.dimension_semantics)):
-            if semantics == "parallel" and size is not None and size % cores == 0:
-                return grid[:k] + [size // cores] + grid[k + 1:]
+    first = next((k for k, s in enumerate(info.dimension_semantics) if s == "parallel"), None)
+    if cores > 1 and first is not None and first < len(grid):
+        size = grid[first]
+        if size is not None and size % cores == 0:
+            return grid[:first] + [size // cores] + grid[first + 1:]
     return grid
 
 
