@@ -10,7 +10,6 @@ from conftest import DATA
 from inspector.backends import Backend
 from inspector.chips import get_chip
 from inspector.pallas.analysis import analyse_pallas
-from inspector.pallas.vmem import budget
 from inspector.stages import capture
 from inspector.target import load_target
 

@@ -3,7 +3,6 @@ vllm's tpu-inference and the online-softmax / linear-attention kernels people pu
 computed at trace time under jax.ensure_compile_time_eval, a grid sized at run time, DMAs sized
 at run time, packed dtypes in 8-row blocks, a streamed log-sum-exp whose weight block never
 moves, and linear attention over whole-sequence chunks with a fori_loop."""
-import functools
 
 import jax
 import jax.numpy as jnp
