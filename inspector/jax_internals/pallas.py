@@ -390,7 +390,7 @@ def _copy_shape(src) -> tuple[list[int], bool]:
 
 def _slice_bounds(src) -> list[int] | None:
     """Per dimension of a ref sliced by one indexer: the most its slice can span."""
-    transforms = getattr(src, "transforms", ())
+    transforms: tuple = getattr(src, "transforms", ())
     base = getattr(getattr(src, "ref", None), "shape", None)
     if len(transforms) != 1 or base is None or not hasattr(transforms[0], "indices"):
         return None
