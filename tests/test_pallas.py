@@ -158,7 +158,18 @@ def test_estimate_and_compiler_agree_across_each_chips_limit(spec, args, sets):
     """Block sizes from 6 to 48 MiB cross the 16 MiB (v5e) and 32 MiB (v6e) scoped limits."""
     result = run_check(load_target(spec, args=args, sets=sets), [get_chip("tpu-v5e"), get_chip("tpu-v6e")])
     for row in result.targets:  # undecided (None) where only the body's scores put the estimate over
+        if (spec, tuple(sets), row.chip) in KNOWN_SHORT:
+            assert row.fits and row.compiler_fits is False and row.compiler_vmem_bytes > row.vmem_bytes + 4 * 2**20
+            continue
         assert row.fits in (row.compiler_fits, None), (row.chip, row.vmem_bytes, row.compiler_vmem_bytes)
+
+
+# Known short (BENCHMARKS.md, "The VMEM estimate against libtpu"): q, o and lse of a single q block
+# take one buffer each (libtpu does so: measured on kernels whose blocks are read only by grid axes
+# of one step), leaving 12.1 MiB of blocks, scratch and the largest score block; libtpu needs
+# 18.3 MiB, the scores' other temporaries live at once. The estimate agreed before only by counting
+# those blocks twice.
+KNOWN_SHORT = {("samples/attention.py:flash", ("block_q=4096", "block_k=128"), "tpu-v5e")}
 
 
 @pytest.mark.tpu
