@@ -84,7 +84,7 @@ class Chip:
 # the linear attention kernel of tests/data/third_party_styles.py, bf16 (BH, 4096|16384, 128), one
 # chunk per step, compiled deviceless with libtpu 0.0.42.1
 MEASURED_SPLIT = ("measured: a grid (2, 1) with ('parallel', 'arbitrary') takes 4.06 MiB of scoped VMEM on v5p "
-                  "(one buffer per block), (4, 1) and ('arbitrary', 'arbitrary') 8.06 MiB (two); v4 8.06 MiB for all three")
+                  "(one buffer per block), (4, 1) and ('arbitrary', 'arbitrary') 8.06 MiB (two); v4 8.06 MiB for (2, 1) with either semantics")
 MEASURED_VMEM_OPERANDS = ("measured: on TPU7x the optimized HLO copies whole operands into VMEM (S(1)) before the "
                           "kernel: 16.06 MiB of scoped VMEM where four double-buffered 4 MiB blocks would take 32; "
                           "v5e, v5p and v6e refuse the same kernel at 32.06 MiB")

@@ -12,7 +12,7 @@ from ..findings import Finding, by_severity
 from ..memory import analyse_memory
 from .analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler, refused_by_compiler
 from .vmem import estimate_fits
-from ..stages import Capture, Stages, capture
+from ..stages import Capture, Stages, capture, compile_is_cached
 from ..target import Target
 
 
@@ -105,7 +105,8 @@ class CompilerAborted(Exception):
 def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False, use_cache: bool = True,
               memo: bool = True, compile_apart: Callable[[Chip], Stages] | None = None) -> CheckResult:
     """``compile_apart``: compiles for one TPU chip elsewhere (a process of its own) and returns
-    its Stages, or raises CompilerAborted: that chip's finding, the other chips still checked."""
+    its Stages, or raises CompilerAborted: that chip's finding, the other chips still checked. A
+    compile the disk cache holds runs no compiler, so it is taken here."""
     findings: list[Finding] = []
     rows: list[ChipCheck] = []
     kernels: list[PallasReport] = []
@@ -115,7 +116,8 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
         compile = chip.is_tpu and not estimate_only  # one trace serves the estimate and the compile
         backend = Backend(chip if chip.is_tpu else get_chip("cpu"))
         aborted = None
-        if compile and compile_apart is not None:
+        if compile and compile_apart is not None and not compile_is_cached(target, backend, use_cache=use_cache,
+                                                                           buffers=True, memo=memo):
             captured = capture(target, backend, compile=False, use_cache=use_cache, memo=memo)
             try:
                 captured = Capture(compile_apart(chip), captured.program)
