@@ -122,10 +122,24 @@ class Backend:
         return format_mesh(self.mesh_axes)
 
     def context(self):
+        """Lower and compile under this: the chip's devices as jax's mesh."""
         if self.mesh is None:
             return contextlib.nullcontext()
         import jax
         return jax.set_mesh(self.mesh)
+
+    def trace_context(self):
+        """Run the user's function under this: the mesh's abstract form only. Pallas reads the
+        chip from it (``get_tpu_info``), and raw PartitionSpecs resolve against it; but values
+        the function computes eagerly (``jax.ensure_compile_time_eval()``) must land on this
+        host, not on the mesh's TPU devices, which compile here and cannot run."""
+        if self.mesh is None:
+            return contextlib.nullcontext()
+        import jax
+        stack = contextlib.ExitStack()
+        stack.enter_context(jax.set_mesh(None))  # no concrete mesh (context() set one)
+        stack.enter_context(jax.sharding.use_abstract_mesh(self.mesh.abstract_mesh))
+        return stack
 
 
 def local_chip() -> Chip:

@@ -64,6 +64,12 @@ class Chip:
     clock_hz: float | None = None  # TensorCore clock: what turns libtpu's cycle estimates into seconds
     device_kind: str | None = None  # what jax reports for the device
     jax_chip_version: str | None = None  # pltpu ChipVersion value
+    # TensorCores one jax device splits a "parallel" grid axis over: each core pipelines its own
+    # share of the steps (so a share of one step is single-buffered)
+    parallel_grid_cores: int = 1
+    # XLA may hand a Pallas kernel a whole operand already in VMEM (its own allocation, outside the
+    # kernel's scoped limit), so that operand's blocks take no scoped VMEM
+    vmem_operands: bool = False
     sources: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -75,9 +81,18 @@ class Chip:
         return self.kind == "local"
 
 
+# the linear attention kernel of tests/data/third_party_styles.py, bf16 (BH, 4096|16384, 128), one
+# chunk per step, compiled deviceless with libtpu 0.0.42.1
+MEASURED_SPLIT = ("measured: a grid (2, 1) with ('parallel', 'arbitrary') takes 4.06 MiB of scoped VMEM on v5p "
+                  "(one buffer per block), (4, 1) and ('arbitrary', 'arbitrary') 8.06 MiB (two); v4 8.06 MiB for (2, 1) with either semantics")
+MEASURED_VMEM_OPERANDS = ("measured: on TPU7x the optimized HLO copies whole operands into VMEM (S(1)) before the "
+                          "kernel: 16.06 MiB of scoped VMEM where four double-buffered 4 MiB blocks would take 32; "
+                          "v5e, v5p and v6e refuse the same kernel at 32.06 MiB")
+
+
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,
          device_kind, version, topologies, hbm_device, ici, links, ici_source, clock, clock_source,
-         devices_per_chip=1, sources=None) -> Chip:
+         devices_per_chip=1, parallel_grid_cores=1, vmem_operands=False, sources=None) -> Chip:
     base = {
         "tensor_cores": CLOUD_TPU, "vmem_bytes": TPU_INFO, "smem_bytes": TPU_INFO, "hbm_bytes": TPU_INFO,
         "hbm_bytes_per_s": TPU_INFO, "bf16_flops": TPU_INFO, "int8_ops": TPU_INFO, "mxu": TPU_INFO,
@@ -86,14 +101,15 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
         "topologies": PROBED_TOPOLOGIES, "hbm_device_bytes": MEASURED_HBM,
         "ici_bytes_per_s": ici_source, "ici_links": ici_source,
         "devices_per_chip": "probed: get_topology_desc('v4:2x2x1') and ('tpu7x:2x2x1') list 8 devices for 4 chips",
-        "clock_hz": clock_source,
+        "clock_hz": clock_source, "parallel_grid_cores": MEASURED_SPLIT, "vmem_operands": MEASURED_VMEM_OPERANDS,
     }
     base.update(sources or {})
     return Chip(name, "tpu", description, aliases, tensor_cores=cores, vmem_bytes=vmem, scoped_vmem_bytes=scoped,
                 smem_bytes=1 * MiB, hbm_bytes=hbm, hbm_bytes_per_s=bw, bf16_flops=bf16, int8_ops=int8, mxu=mxu,
                 sublanes=8, lanes=128, topology=topology, device_kind=device_kind, jax_chip_version=version,
                 topologies=topologies, hbm_device_bytes=hbm_device, ici_bytes_per_s=ici, ici_links=links,
-                devices_per_chip=devices_per_chip, clock_hz=clock, sources=base)
+                devices_per_chip=devices_per_chip, clock_hz=clock, parallel_grid_cores=parallel_grid_cores,
+                vmem_operands=vmem_operands, sources=base)
 
 
 def _gpu(name, description, *, bw, bf16, smem, hbm, source) -> Chip:
@@ -119,6 +135,7 @@ CHIPS: tuple[Chip, ...] = (
     _tpu("tpu-v5p", "TPU v5p (megacore)", aliases=("v5p",), cores=2,
          vmem=64 * MiB, scoped=16 * MiB, hbm=103_000_000_000, bw=2.46e12, bf16=459e12, int8=918e12, mxu=128,
          topology="v5p:2x2x1", device_kind="TPU v5", version="v5p", topologies=_3D + ("16x16x16", "16x16x24"),
+         parallel_grid_cores=2,
          hbm_device=round(95.74 * GiB), ici=9e10, links=6, ici_source=SCALING_BOOK_ICI + "; 6 links (3D torus)",
          clock=1.75e9, clock_source="derived: 459e12 / (2 TensorCores x 4 MXUs x 128^2 x 2 flops) = 1.75 GHz; " + _DOT.format(pct=97),
          sources={"hbm_bytes_per_s": TPU_INFO + "; the Cloud TPU page says 2765 GB/s"}),
@@ -130,7 +147,7 @@ CHIPS: tuple[Chip, ...] = (
     _tpu("tpu-7x", "TPU7x (Ironwood, 2 TensorCores)", aliases=("ironwood", "tpu7x", "v7x"), cores=2,
          vmem=64 * MiB, scoped=32 * MiB, hbm=206_000_000_000, bw=7.4e12, bf16=2310e12, int8=None, mxu=256,
          topology="tpu7x:2x2x1", device_kind="TPU7x", version="7x", topologies=_3D,
-         hbm_device=round(94.75 * GiB), ici=1e11, links=6, devices_per_chip=2,
+         hbm_device=round(94.75 * GiB), ici=1e11, links=6, devices_per_chip=2, vmem_operands=True,
          ici_source="Google's Ironwood announcement: 1.2 TBps bidirectional ICI per chip; over 6 links (3D torus, an assumption) = 100 GB/s one way",
          clock=2.2e9, clock_source="derived: 2310e12 / (2 TensorCores x 4 x 256^2 x 2 flops) = 2.2 GHz, as on v6e; "
          + _DOT.format(pct=93) + " on one TensorCore",

@@ -33,7 +33,10 @@ _ENV_PREFIXES = ("XLA_", "LIBTPU_", "TPU_")
 # Variables with those prefixes that only steer logging or the TPU probe, never the compiled code.
 _ENV_IGNORED = {"TPU_LOG_DIR", "TPU_STDERR_LOG_LEVEL", "TPU_MIN_LOG_LEVEL", "TPU_VMODULE",
                 "TPU_MAX_LOG_SIZE_MB", "TPU_SKIP_MDS_QUERY", "TPU_WORKER_HOSTNAMES", "TPU_WORKER_ID",
-                "TPU_ACCELERATOR_TYPE"}
+                "TPU_ACCELERATOR_TYPE",
+                # set by libtpu itself when it starts (a runtime host-buffer size): a process that
+                # started it before computing the key would otherwise miss what another stored
+                "TPU_PREMAPPED_BUFFER_SIZE"}
 _ENTRY = re.compile(r"^[0-9a-f]{64}\.json$")
 _STALE_TMP_S = 600  # a temporary file this old belongs to a store that was killed
 

@@ -47,7 +47,8 @@ CODES = _codes(
     Code("analysis-failed", "warning", False, "pallas", ("what", "why"), "an analysis could not follow a kernel"),
     # layout rules and budgets (per chip)
     Code("tiling", "error", True, "pallas", (), "a block shape the chip's tiling refuses"),
-    Code("tiling-packing", "warning", True, "pallas", (), "a packed dtype's block rows not a multiple of its packing"),
+    Code("tiling-packing", "warning", True, "pallas", ("chip", "rows", "native_rows", "dtype"),
+         "a packed dtype's block rows off its native tile (an error for 8-bit types, which Mosaic refuses)"),
     Code("mxu-padding", "warning", True, "pallas", ("m", "k", "n", "waste"), "a matmul padded to the MXU's width"),
     Code("vmem-over-limit", "error", True, "pallas", ("chip", "bytes", "limit"), "the VMEM estimate is over the limit"),
     Code("vmem-may-exceed", "warning", True, "pallas", ("chip", "bytes", "limit", "certain_bytes"),
@@ -65,6 +66,8 @@ CODES = _codes(
          + ("estimate_bytes", "estimate_limit_bytes", "estimate_limit_source"),
          "the compiler ran out of VMEM (with the kernel's line, the rule, the fix and the inspector's estimate)"),
     Code("compile-error", "error", True, "overview", ("chip",), "the compile failed"),
+    Code("compile-aborted", "error", True, "overview", ("chip", "exit", "log_lines", "log_tail"),
+         "the compiler ended its process while compiling for one chip (libtpu's abort); the other chips still checked"),
     # a Pallas TPU kernel Mosaic refused (inspector/mosaic/error_kinds.py: one row per kind); each
     # names the kernel, the failing operation's source line and the rule and fix
     *(Code(name, "error", True, "mosaic", _MOSAIC_FIELDS + extra, summary) for name, extra, summary in (

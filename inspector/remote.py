@@ -137,7 +137,10 @@ def _sweep_after(processes) -> None:
 
 class ChildFailed(AnalysisFailed):
     """The child process ended without an answer (killed, crashed, os._exit in the user's code),
-    or raised something that could not be sent back; ``str`` is the one line for the user."""
+    or raised something that could not be sent back; ``str`` is the one line for the user.
+    ``returncode``: the child's exit status where it ended without an answer (-6: SIGABRT)."""
+
+    returncode: int | None = None
 
 
 # The child's first line of stdin is the parent's sys.path (so it imports what the parent would,
@@ -146,10 +149,11 @@ _BOOT = ("import sys,json;sys.path[:]=json.loads(sys.stdin.buffer.readline());"
          "from inspector.remote import _child_main;_child_main(int(sys.argv[1]))")
 
 
-def run_isolated(fn, *args, env: dict[str, str] | None = None):
+def run_isolated(fn, *args, env: dict[str, str] | None = None, stderr_to: str | None = None):
     """``fn(*args)`` in a fresh child process; its return value, or what it raised, raised here.
     ``env``: variables set (over this process's) for the child alone, e.g. LIBTPU_INIT_ARGS,
-    which libtpu reads once, when its backend starts.
+    which libtpu reads once, when its backend starts. ``stderr_to``: a file that takes the child's
+    stderr (libtpu's log when it aborts) instead of ours.
 
     Why a child: a compile in libtpu or XLA holds the thread in C++ for minutes, and Python runs
     a signal handler only when it returns. Here the parent only waits on a pipe, so Ctrl-C and
@@ -167,14 +171,18 @@ def run_isolated(fn, *args, env: dict[str, str] | None = None):
 
     request = pickle.dumps((fn, args))
     read_fd, write_fd = os.pipe()
+    err_fd = os.open(stderr_to, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600) if stderr_to else None
     try:
         proc = subprocess.Popen([sys.executable, "-P", "-c", _BOOT, str(write_fd)], stdin=subprocess.PIPE,
-                                stdout=_stderr_fd(), pass_fds=(write_fd,), process_group=0,
+                                stdout=_stderr_fd(), stderr=err_fd, pass_fds=(write_fd,), process_group=0,
                                 env={**os.environ, **env} if env else None)
     except BaseException:
         os.close(read_fd)
         os.close(write_fd)
         raise
+    finally:
+        if err_fd is not None:
+            os.close(err_fd)
     os.close(write_fd)
     threading.Thread(target=_import_answer_types, daemon=True).start()
     chunks = []
@@ -198,7 +206,9 @@ def run_isolated(fn, *args, env: dict[str, str] | None = None):
     data = b"".join(chunks)
     if not data:
         _sweep()
-        raise ChildFailed(_died(proc.returncode))
+        failed = ChildFailed(_died(proc.returncode))
+        failed.returncode = proc.returncode
+        raise failed
     status, payload, trace = pickle.loads(data)
     if status == "ok":
         return payload

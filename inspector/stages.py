@@ -345,7 +345,7 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
     timings = {}
     t0 = time.perf_counter()
     with backend.context(), _interpret_context(backend):
-        with slow_step(f"tracing {target.name} (jax runs the Python function once)"):
+        with slow_step(f"tracing {target.name} (jax runs the Python function once)"), backend.trace_context():
             traced = _trace(target, backend)
         closed = traced.jaxpr
         eqns = [_eqn_record(e) for e in tracing.walk_eqns(closed.jaxpr)]
@@ -389,6 +389,20 @@ def lowered_program(target: Target, backend: Backend, *, memo: bool = True) -> t
     kept or reused (one made under a patched lowering rule)."""
     lowering = _lower(target, backend.with_mesh(target.mesh), jaxpr_text=False, memo=memo)
     return lowering.captured, lowering.lowered, lowering.module_text
+
+
+def compile_is_cached(target: Target, backend: Backend, *, use_cache: bool | str = True, buffers: bool = False,
+                      memo: bool = True) -> bool:
+    """Whether ``capture(..., compile=True)`` would take its compile from the disk cache (so no
+    compiler runs): the lowering is this process's (memoised), the cache is only read."""
+    if not use_cache or use_cache == compile_cache.REFRESH:
+        return False
+    tracing.exclude_own_frames()  # as capture does: the module's locations are the user's frames only
+    lowering = _lower(target, backend.with_mesh(target.mesh), jaxpr_text=True, memo=memo)
+    if lowering.lowered is None:
+        return False
+    hit = compile_cache.load(compile_cache.key(lowering.module_text, backend.chip.name))
+    return hit is not None and (not buffers or bool(hit.get("buffers")))
 
 
 def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_text: bool = True,

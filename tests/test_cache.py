@@ -38,13 +38,23 @@ def _capture(spec: str, cache_dir, monkeypatch, chip: str = "cpu", use_cache=Tru
 @pytest.mark.parametrize("name, value", [
     ("LIBTPU_INIT_ARGS", "--xla_tpu_scoped_vmem_limit_kib=65536"),
     ("XLA_FLAGS", "--xla_cpu_enable_fast_math=true"),
-    ("TPU_PREMAPPED_BUFFER_SIZE", "4294967296"),
+    ("TPU_SOME_FUTURE_OPTION", "1"),
 ])
 def test_compiler_environment_is_in_the_key(monkeypatch, name, value):
     monkeypatch.delenv(name, raising=False)
     before = compile_cache.key("module", "tpu-v5e")
     monkeypatch.setenv(name, value)
     assert compile_cache.key("module", "tpu-v5e") != before
+
+
+def test_what_libtpu_sets_itself_is_not_in_the_key(monkeypatch):
+    """libtpu sets TPU_PREMAPPED_BUFFER_SIZE in its own process (the string is in libtpu.so; a
+    process that compiled has it, one that only lowered may not): a key made before the compile
+    must find what a process that compiled stored (check's per-chip processes)."""
+    monkeypatch.delenv("TPU_PREMAPPED_BUFFER_SIZE", raising=False)
+    before = compile_cache.key("module", "tpu-v5e")
+    monkeypatch.setenv("TPU_PREMAPPED_BUFFER_SIZE", "4294967296")
+    assert compile_cache.key("module", "tpu-v5e") == before
 
 
 @pytest.mark.parametrize("name", ["TPU_LOG_DIR", "TPU_STDERR_LOG_LEVEL", "TPU_MIN_LOG_LEVEL", "HOME"])

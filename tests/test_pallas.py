@@ -111,10 +111,12 @@ def test_chip_rules_fire_on_the_bug_only(spec, chip, code):
     assert codes(f"{KERNELS}:double", chip=chip) == []
 
 
-def test_bf16_packing_warns_before_v7_and_is_an_error_on_tpu7x():
-    [call] = calls("samples/bugs.py:bf16_half_tiles")
-    severity = lambda chip: {f.severity for f in tiling_findings(call.info, get_chip(chip))}
-    assert severity("tpu-v5e") == {"warning"} and severity("tpu-7x") == {"error"}
+def test_int8_packing_is_an_error_on_every_chip():
+    """libtpu 0.0.42.1 refuses 8-row int8 blocks on v4, v5e, v5p, v6e and TPU7x alike (E2002;
+    tests/data/vmem_truth_styles.json); bf16 8-row blocks compile everywhere (no finding)."""
+    [call] = calls("samples/bugs.py:int8_short_tiles")
+    for chip in ("tpu-v4", "tpu-v5e", "tpu-v6e", "tpu-7x"):
+        assert {(f.code, f.severity) for f in tiling_findings(call.info, get_chip(chip))} == {("tiling-packing", "error")}
 
 
 def test_triton_rules_on_gpu_targets():
@@ -123,7 +125,8 @@ def test_triton_rules_on_gpu_targets():
 
 
 def test_budget_arithmetic_by_hand():
-    assert padded_bytes([8, 128], "bfloat16") == 16 * 128 * 2  # bf16 tiles are (16, 128)
+    # a bf16 block of 8 rows gets an 8-row tile (libtpu on v5e: 8 KiB for an input and an output block, each double-buffered)
+    assert padded_bytes([8, 128], "bfloat16") == 8 * 128 * 2 and padded_bytes([4, 128], "bfloat16") == 16 * 128 * 2
     assert padded_bytes([100, 100], "float32") == 104 * 128 * 4
     [call] = calls("samples/attention.py:flash", args="bf16[1,1024,128] bf16[1,1024,128] bf16[1,1024,128]",
                    sets=["block_q=128", "block_k=128"])
@@ -155,7 +158,18 @@ def test_estimate_and_compiler_agree_across_each_chips_limit(spec, args, sets):
     """Block sizes from 6 to 48 MiB cross the 16 MiB (v5e) and 32 MiB (v6e) scoped limits."""
     result = run_check(load_target(spec, args=args, sets=sets), [get_chip("tpu-v5e"), get_chip("tpu-v6e")])
     for row in result.targets:  # undecided (None) where only the body's scores put the estimate over
+        if (spec, tuple(sets), row.chip) in KNOWN_SHORT:
+            assert row.fits and row.compiler_fits is False and row.compiler_vmem_bytes > row.vmem_bytes + 4 * 2**20
+            continue
         assert row.fits in (row.compiler_fits, None), (row.chip, row.vmem_bytes, row.compiler_vmem_bytes)
+
+
+# Known short (BENCHMARKS.md, "The VMEM estimate against libtpu"): q, o and lse of a single q block
+# take one buffer each (libtpu does so: measured on kernels whose blocks are read only by grid axes
+# of one step), leaving 12.1 MiB of blocks, scratch and the largest score block; libtpu needs
+# 18.3 MiB, the scores' other temporaries live at once. The estimate agreed before only by counting
+# those blocks twice.
+KNOWN_SHORT = {("samples/attention.py:flash", ("block_q=4096", "block_k=128"), "tpu-v5e")}
 
 
 @pytest.mark.tpu

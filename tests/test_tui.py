@@ -502,6 +502,9 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
                 view="overview", data=oom),
         Finding("error", "compile-error", "tpu-v5e: INVALID_ARGUMENT: something" + long, view="overview",
                 data={"chip": "tpu-v5e"}),
+        # inspector/pallas/check.py: libtpu ended one chip's compile process
+        Finding("error", "compile-aborted", "tpu-7x: libtpu ended the compile's process (killed by SIGABRT)" + long,
+                view="overview", data={"chip": "tpu-7x", "exit": -6, "log_lines": 43, "log_tail": "F1201 check failed"}),
         # inspector/mosaic/explain.py: each kind of Mosaic error, at the failing op's source line
         *(Finding("error", code, f"tpu-v5e: {code} in {kernel} at samples/mosaic_errors.py:36. Rule: ... Fix: ..." + long,
                   kernel=kernel, view="mosaic", data={**mosaic, **extra})

@@ -39,7 +39,7 @@ def blockspec_table(k: PallasReport) -> Table:
         add_row(table,
             f"{op.operand} ({op.role[:3]} {op.position})", f"{op.dtype}{list(op.array_shape)}", _shape(op.block_shape),
             op.index_map, op.memory_space + (" (unused)" if op.unused else "") + (" (in place)" if op.aliased_input else ""),
-            str(op.buffers(k.call.steps)), str(w.distinct_blocks) if w else "-",
+            str(op.buffers(k.call.compiled_steps, k.call.compiled_grid)), str(w.distinct_blocks) if w else "-",
             f"{w.transfers:,}" if w else "-", fmt_bytes(w.bytes) if w else "-")
     for i, s in enumerate(k.call.scratch):
         what, note = ("run_scoped", "allocated in the body") if s.scoped else ("scratch", "persists across steps")
@@ -163,6 +163,8 @@ def check_view(result: CheckResult) -> Group:
         compiler = Text("COMPILE ERROR", style="bold red") if failed_otherwise else verdict(t.compiler_fits)
         failed_otherwise = failed_otherwise and t.hbm_fits is not False
         compiler = Text("COMPILE ERROR", style="bold red") if failed_otherwise else verdict(t.compiler_fits)
+        if t.compiler_aborted:
+            compiler = Text("ABORTED", style="bold red")
         estimate = (Text("unsure", style="yellow") if t.fits is None else
                     verdict(t.fits) if t.vmem_bytes is not None or not t.fits else Text("-", style="dim"))
         add_row(table, t.chip, fmt_bytes(t.vmem_bytes), fmt_bytes(t.vmem_limit_bytes), estimate,

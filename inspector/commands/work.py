@@ -92,18 +92,71 @@ def _work_export(opts):
 
 
 def _work_check(opts):
+    import functools
+
     from ..chips import parse_targets
     from ..pallas.check import run_check
 
     chips = parse_targets(opts.chip)
     target = _load(opts)
+    # several TPU compiles: each in a process of its own, so that libtpu aborting one is that chip's finding
+    apart = (functools.partial(_compile_apart, opts)
+             if opts.isolate and not opts.estimate_only and sum(c.is_tpu for c in chips) > 1 else None)
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
-        result = run_check(target, chips, estimate_only=opts.estimate_only, use_cache=_use_cache(opts))
+        result = run_check(target, chips, estimate_only=opts.estimate_only, use_cache=_use_cache(opts),
+                           compile_apart=apart)
         if opts.sweep:
             from ..pallas.sweep import sweep
 
             result.sweep = sweep(target, [c for c in chips if c.is_tpu or c.kind == "gpu"])
     return result
+
+
+def _compile_apart(opts, chip):
+    """The compiled Stages of the target on ``chip``, made in a child process whose stderr (where
+    libtpu logs) goes to a file: shown with --debug, else kept from the user's terminal. A child
+    that ends without an answer (libtpu's abort) raises CompilerAborted with the log's tail."""
+    import os
+
+    from ..pallas.check import CompilerAborted
+    from ..remote import ChildFailed, run_isolated
+    from ..tempdirs import temp_folder
+
+    with temp_folder("chip-log") as folder:
+        log = os.path.join(folder, "stderr.txt")
+        try:
+            return run_isolated(_compile_chip, opts, chip.name, stderr_to=log)
+        except ChildFailed as err:
+            code = getattr(err, "returncode", None)
+            if code is None:
+                raise
+            raise CompilerAborted(chip.name, code, _read_log(log)) from err
+        finally:
+            if opts.debug and os.path.exists(log):
+                sys.stderr.write(_read_log(log))
+
+
+def _read_log(path: str) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _compile_chip(opts, chip_name: str):
+    """In the child: trace, lower and compile the target for one chip; its Stages (plain data)."""
+    import inspector.environment as environment
+
+    environment.prepare(debug=opts.debug)
+    from ..backends import Backend
+    from ..chips import get_chip
+    from ..stages import capture
+
+    target = _load(opts)
+    with contextlib.redirect_stdout(sys.stderr), _exits_are_failures(target, f"raised while tracing {target.name}"):
+        return capture(target, Backend(get_chip(chip_name)), compile=True, use_cache=_use_cache(opts), memo=False,
+                       buffers=True).stages
 
 
 def _work_diff(opts):

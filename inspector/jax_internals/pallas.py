@@ -364,13 +364,44 @@ class _Body:
             dst_name = self.names.get(id(getattr(dst_var, "ref", dst_var)), "ref")
         except Exception:
             src_name = dst_name = "ref"
-        shape = [int(d) for d in getattr(src, "shape", ())]
+        shape, known = _copy_shape(src)
         dtype = str(getattr(src, "dtype", ""))
         nbytes = int(math.prod(shape)) * (np.dtype(dtype).itemsize if dtype else 1)
         self.dmas.append(DmaInfo(
             source=src_name, destination=dst_name,
             src_space=memory_space(src_ref), dst_space=memory_space(dst_ref), shape=shape, dtype=dtype,
-            bytes=nbytes, per_step=[times[0], times[1]], remote=device is not None))
+            bytes=nbytes, per_step=[times[0] if known else 0.0, times[1]], remote=device is not None,
+            size_known=known))
+
+
+def _copy_shape(src) -> tuple[list[int], bool]:
+    """The shape a DMA copies, and whether it is known here. A slice sized at run time
+    (``pl.ds(start, n)``, n traced: decode kernels copy as many rows as there are tokens) has no
+    static size; it is bounded by the ref's extent along that dimension (less a static start)."""
+    dims = list(getattr(src, "shape", ()))
+    if all(isinstance(d, (int, np.integer)) for d in dims):
+        return [int(d) for d in dims], True
+    bounds = _slice_bounds(src)
+    if bounds is None or len(bounds) != len(dims):
+        whole = getattr(getattr(src, "ref", src), "shape", ())  # the whole ref: the most any copy moves
+        return [int(d) for d in whole], False
+    return [int(d) if isinstance(d, (int, np.integer)) else b for d, b in zip(dims, bounds)], False
+
+
+def _slice_bounds(src) -> list[int] | None:
+    """Per dimension of a ref sliced by one indexer: the most its slice can span."""
+    transforms: tuple = getattr(src, "transforms", ())
+    base = getattr(getattr(src, "ref", None), "shape", None)
+    if len(transforms) != 1 or base is None or not hasattr(transforms[0], "indices"):
+        return None
+    bounds = []
+    for extent, index in zip(base, transforms[0].indices):
+        if not hasattr(index, "is_dynamic_size"):  # not a Slice: an integer index drops the dimension
+            continue
+        start = index.start if isinstance(index.start, (int, np.integer)) else 0
+        size = index.size if isinstance(index.size, (int, np.integer)) else int(extent) - int(start)
+        bounds.append(int(size))
+    return bounds + [int(d) for d in base[len(transforms[0].indices):]]
 
 
 def _semantics(compiler_params, ndim: int) -> list[str]:
@@ -379,6 +410,19 @@ def _semantics(compiler_params, ndim: int) -> list[str]:
         return ["arbitrary"] * ndim
     out = [str(s).split(".")[-1].lower().replace("dimensionsemantics", "") for s in sem]
     return out + ["arbitrary"] * (ndim - len(out))
+
+
+def _grid_axes_read(jaxpr, n_grid: int) -> list[int] | None:
+    """The grid axes an index map's result depends on (what it reads of its grid indices), found
+    backwards from its outputs; an equation that is needed needs all its operands. None when the
+    map takes fewer inputs than the grid has axes (a layout this reader does not know)."""
+    if len(jaxpr.invars) < n_grid:
+        return None
+    needed = {id(v) for v in jaxpr.outvars if not hasattr(v, "val")}
+    for eqn in reversed(jaxpr.eqns):
+        if any(id(v) in needed for v in eqn.outvars):
+            needed.update(id(v) for v in eqn.invars if not hasattr(v, "val"))
+    return [k for k, v in enumerate(jaxpr.invars[:n_grid]) if id(v) in needed]
 
 
 def _returns_constants(closed) -> bool:
@@ -452,6 +496,7 @@ def _operand(bm, pos: int, n_in: int, n_idx: int, arg_names: list, index_names: 
         index_map=f"({', '.join(grid_names)}) -> ({', '.join(text)})",
         fixed_window=_returns_constants(bm.index_map_jaxpr),
         fixed_index=_constant_outputs(bm.index_map_jaxpr),
+        grid_axes_read=_grid_axes_read(bm.index_map_jaxpr.jaxpr, len(grid_names)),
         index_map_source=_src_line(getattr(getattr(bm.index_map_jaxpr.jaxpr, "debug_info", None), "func_src_info", None)),
     )
 

@@ -55,17 +55,23 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
         return found
     mib = lambda n: f"{n / 2**20:.2f} MiB"
     data = {"chip": b.chip, "bytes": b.total_bytes, "limit": b.limit_bytes}
-    certain = b.total_bytes - b.body_bytes
+    certain = b.certain_bytes
     if b.verdict == "unsure":
+        unsure = []
+        if b.body_bytes:
+            unsure.append(f"the largest value the body builds ({mib(b.body_bytes)}), which the compiler usually keeps "
+                          "in VMEM but can stream (a dot accumulated into a ref)")
+        if b.outside_bytes:
+            outside = ", ".join(i.what for i in b.items if i.maybe_outside)
+            unsure.append(f"the blocks of {outside} ({mib(b.outside_bytes)}), operands XLA may place whole in VMEM "
+                          "outside the kernel's scoped limit (then they take none of it)")
         return found + [Finding("warning", "vmem-may-exceed",
-                        f"{b.kernel} on {b.chip}: the blocks and scratch need {mib(certain)} of the {b.limit_source} "
-                        f"{mib(b.limit_bytes)}; with the largest value the body builds ({mib(b.body_bytes)}) the estimate "
-                        f"is {mib(b.total_bytes)}, over it. The compiler usually keeps such a value in VMEM, so it likely "
-                        "does not fit, but it can stream one (a dot accumulated into a ref): only a compile decides "
-                        "(check without --estimate-only)",
+                        f"{b.kernel} on {b.chip}: the rest needs {mib(certain)} of the {b.limit_source} "
+                        f"{mib(b.limit_bytes)}; with {' and '.join(unsure)} the estimate is {mib(b.total_bytes)}, over "
+                        "it: only a compile decides (check without --estimate-only)",
                         kernel=b.kernel, view="pallas", data={**data, "certain_bytes": certain})]
     growth = f"; the pipelined blocks alone would have to shrink to {b.block_growth:.2f}x" if b.block_growth else ""
-    body = f" ({mib(b.total_bytes)} with the largest value the body builds)" if b.body_bytes else ""
+    body = f" ({mib(b.total_bytes)} with the unsure terms)" if certain != b.total_bytes else ""
     return found + [Finding("error", "vmem-over-limit" if b.memory == "VMEM" else "shared-memory-over-limit",
                     f"{b.kernel} on {b.chip}: needs at least {mib(certain)} of {b.memory}{body} but the "
                     f"{b.limit_source} is {mib(b.limit_bytes)} (over by {mib(certain - b.limit_bytes)}){growth}",
@@ -100,8 +106,8 @@ def refused_by_compiler(findings: list[Finding], chip: str) -> list[Finding]:
         if f.code != "vmem-may-exceed" or f.data is None or f.data.get("chip") != chip:
             return f
         return dataclasses.replace(f, message=(
-            f"{f.kernel} on {chip}: the estimate is over the limit ({f.data['bytes'] / 2**20:.2f} MiB with the largest "
-            f"value the body builds, {f.data['certain_bytes'] / 2**20:.2f} MiB without, of {f.data['limit'] / 2**20:.2f} "
+            f"{f.kernel} on {chip}: the estimate is over the limit ({f.data['bytes'] / 2**20:.2f} MiB with its unsure "
+            f"terms, {f.data['certain_bytes'] / 2**20:.2f} MiB without, of {f.data['limit'] / 2**20:.2f} "
             "MiB), and libtpu agrees: it ran out of VMEM (compile-vmem-oom)"))
     return [settled(f) for f in findings]
 
@@ -170,6 +176,8 @@ def analyse_pallas(program, budget_chips: list[Chip], rule_chips: list[Chip]) ->
                                     "to see the real kernel (the inspector interprets on the CPU by itself)",
                                     kernel=info.name, view="pallas"))
         for chip in rule_chips:
+            if info.interpret and chip.is_tpu:
+                continue  # the interpreter's HLO, never Mosaic: its layout rules and VMEM limits do not apply
             try:
                 findings += tiling_findings(info, chip)
             except Exception as err:

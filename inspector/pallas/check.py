@@ -4,6 +4,7 @@ chip. The estimate is static (BlockSpecs, scratch); unless told not to, the real
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 from ..backends import Backend
 from ..chips import Chip, get_chip
@@ -11,7 +12,7 @@ from ..findings import Finding, by_severity
 from ..memory import analyse_memory
 from .analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler, refused_by_compiler
 from .vmem import estimate_fits
-from ..stages import Stages, capture
+from ..stages import Capture, Stages, capture, compile_is_cached
 from ..target import Target
 
 
@@ -30,6 +31,7 @@ class ChipCheck:
     hbm_limit_bytes: int | None = None  # usable per device
     hbm_fits: bool | None = None  # None: not compiled
     mesh: dict | None = None  # the mesh the program was sharded over
+    compiler_aborted: bool = False  # libtpu ended the compile's process: no verdict (a compile-aborted finding)
 
 
 @dataclasses.dataclass(repr=False)
@@ -76,8 +78,35 @@ def _compiler_verdict(stages: Stages, row: ChipCheck, interpreted: bool = False)
     return []
 
 
+class CompilerAborted(Exception):
+    """The compiler ended the process compiling for one chip (libtpu aborts on a failed internal
+    check): ``exit`` is the process's status (-6: SIGABRT), ``log`` what it wrote to stderr."""
+
+    def __init__(self, chip: str, exit: int, log: str):
+        super().__init__(f"{chip}: the compiler ended its process (exit {exit})")
+        self.chip, self.exit, self.log = chip, exit, log
+
+    def finding(self) -> Finding:
+        import signal
+
+        try:
+            how = f"killed by {signal.Signals(-self.exit).name}" if self.exit < 0 else f"exit code {self.exit}"
+        except ValueError:
+            how = f"exit {self.exit}"
+        lines = [line for line in self.log.splitlines() if line.strip()]
+        return Finding("error", "compile-aborted",
+                       f"{self.chip}: libtpu ended the compile's process ({how}) without a verdict; the other chips' "
+                       f"verdicts stand (libtpu's log, {len(lines)} line{'s' if len(lines) != 1 else ''}, shows "
+                       "with --debug)",
+                       view="overview", data={"chip": self.chip, "exit": self.exit, "log_lines": len(lines),
+                                              "log_tail": "\n".join(lines[-20:])})
+
+
 def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False, use_cache: bool = True,
-              memo: bool = True) -> CheckResult:
+              memo: bool = True, compile_apart: Callable[[Chip], Stages] | None = None) -> CheckResult:
+    """``compile_apart``: compiles for one TPU chip elsewhere (a process of its own) and returns
+    its Stages, or raises CompilerAborted: that chip's finding, the other chips still checked. A
+    compile the disk cache holds runs no compiler, so it is taken here."""
     findings: list[Finding] = []
     rows: list[ChipCheck] = []
     kernels: list[PallasReport] = []
@@ -85,19 +114,32 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
         if chip.is_local:
             raise ValueError("check needs TPU or GPU targets")
         compile = chip.is_tpu and not estimate_only  # one trace serves the estimate and the compile
-        captured = capture(target, Backend(chip if chip.is_tpu else get_chip("cpu")), compile=compile, use_cache=use_cache,
-                           memo=memo, buffers=compile)
+        backend = Backend(chip if chip.is_tpu else get_chip("cpu"))
+        aborted = None
+        if compile and compile_apart is not None and not compile_is_cached(target, backend, use_cache=use_cache,
+                                                                           buffers=True, memo=memo):
+            captured = capture(target, backend, compile=False, use_cache=use_cache, memo=memo)
+            try:
+                captured = Capture(compile_apart(chip), captured.program)
+            except CompilerAborted as err:
+                aborted = err
+        else:
+            captured = capture(target, backend, compile=compile, use_cache=use_cache, memo=memo, buffers=compile)
         stages = captured.stages
         reports, unread = analyse_pallas(captured.program, [chip], [chip])
-        if not kernels:
+        if chip is chips[0]:  # chip-independent findings once, whichever chips read any kernel
             kernels = reports
             findings += unread + [f for r in reports for f in r.findings if not f.per_chip]
         findings += [f for r in reports for f in r.findings if f.per_chip]
-        budgets = [b for r in reports for b in r.budgets if b.chip == chip.name]
+        # a pallas_call(interpret=True) runs as plain HLO on a TPU too: no VMEM budget to fit
+        budgets = [b for r in reports for b in r.budgets if b.chip == chip.name and not (r.call.interpret and chip.is_tpu)]
         peak = max(budgets, key=lambda b: b.total_bytes, default=None)
         row = ChipCheck(chip.name, estimate_fits(budgets), peak.total_bytes if peak else None,
                           peak.limit_bytes if peak else None, None)
-        if compile:
+        if aborted is not None:
+            row.compiler_aborted, row.compiler_message = True, str(aborted)
+            findings.append(aborted.finding())
+        elif compile:
             findings += _compiler_verdict(stages, row, any(r.call.interpret for r in reports))
             if row.compiler_fits:
                 findings = defer_to_compiler(findings, chip.name, row.compiler_vmem_bytes)
@@ -109,7 +151,7 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
                 row.hbm_bytes, row.hbm_limit_bytes, row.hbm_fits = memory.required_bytes, memory.hbm_capacity_bytes, memory.fits
             row.mesh = stages.mesh
         rows.append(row)
-    if not kernels:
+    if not kernels and not any(f.code == "analysis-failed" for f in findings):  # one it could not read is no absence
         checked = "HBM fit only" if any(r.hbm_fits is not None for r in rows) else "nothing to check"
         findings.append(Finding("info", "no-pallas-call", f"{target.spec} has no pallas_call: {checked}"))
     failed = (any(f.severity == "error" for f in findings)

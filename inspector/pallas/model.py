@@ -37,6 +37,7 @@ class BlockSpecInfo:
     index_map: str  # "(i, j, k) -> (i, j, 0)"
     fixed_window: bool = False  # the index map returns constants only: Mosaic keeps one buffer
     fixed_index: list[int] | None = None  # those constants (the block index), when fixed_window
+    grid_axes_read: list[int] | None = None  # the grid axes the index map reads (None: not known)
     index_map_source: str | None = None  # file:line where the index map is defined
     unused: bool = False  # an output nothing in the program reads (scratch passed as an output)
     aliased_input: str | None = None  # an output sharing its buffer with this input (input_output_aliases)
@@ -45,13 +46,19 @@ class BlockSpecInfo:
     # an input's dims whose elements only reach outputs straight: {dim: [(output position, its dim)]}
     straight_to: dict = dataclasses.field(default_factory=dict)
 
-    def buffers(self, steps: int | None) -> int:
+    def buffers(self, steps: int | None, grid: list | None = None) -> int:
         """VMEM buffers the compiler gives this operand (measured with libtpu 0.0.42.1): pl.Buffered(n)
-        when given; one for a resident operand, a block whose index map returns constants only, or
-        when the grid has a single step; else two."""
+        when given; one for a resident operand, a block whose index map returns constants only or
+        reads only grid axes of one step (``grid``: the sizes the compiler knows, None for one
+        computed at run time; a (128, 512) x-block read by the axis of 8 token tiles and an
+        (8192, 512) w-block read by the vocab axis of 1 on v5e: 16.62 MiB scoped, w once), or when
+        the grid has a single step; else two."""
         if self.buffer_count:
             return self.buffer_count
         if self.memory_space != "vmem" or self.resident or self.fixed_window or steps == 1:
+            return 1
+        if grid is not None and self.grid_axes_read is not None and all(
+                k < len(grid) and grid[k] == 1 for k in self.grid_axes_read):
             return 1
         return 2
 
@@ -103,6 +110,9 @@ class DmaInfo:
     bytes: int  # one transfer
     per_step: list[float]  # [min, max] transfers per grid step (branches and loops counted)
     remote: bool  # to another device (device_id given)
+    # False: a dimension is sized at run time (pl.ds(start, n) with a traced n); ``shape`` and
+    # ``bytes`` are then the most it can copy (the ref's extent) and per_step's min is 0
+    size_known: bool = True
 
     @property
     def touches_hbm(self) -> bool:
@@ -142,6 +152,18 @@ class PallasCall:
         if any(g is None for g in self.grid):
             return None
         return math.prod(cast("list[int]", self.grid)) if self.grid else 1  # no None (above)
+
+    @property
+    def compiled_steps(self) -> int | None:
+        """The grid's steps as the compiler knows them: None where a dimension is computed at run
+        time, even when the example inputs decide it (libtpu pipelines a dynamic grid of what
+        turns out to be one step with two buffers per block: measured, tests/test_third_party_styles.py)."""
+        return None if any(self.grid_dynamic) else self.steps
+
+    @property
+    def compiled_grid(self) -> list[int | None]:
+        """The grid's sizes as the compiler knows them (None: computed at run time)."""
+        return [None if d else g for g, d in zip(self.grid, self.grid_dynamic)]
 
     @property
     def grid_text(self) -> str:

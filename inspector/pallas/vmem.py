@@ -6,7 +6,8 @@ whole array or not: three 4 MiB blocks on a grid of 2 use 12 MiB when no map dep
 20 MiB when two do; but two for a block whose map uses the grid indices, even where they never
 change (flash attention's q over a single q block); a grid of one step, or none, has nothing to
 pipeline and Mosaic gives each block one buffer: an (8192,128) f32 copy kernel on v5e uses 8 MiB
-at grid (1,) and 16 MiB at grid (2,)), plus scratch, plus the largest value
+at grid (1,) and 16 MiB at grid (2,); not so a grid sized at run time, which gets two even where
+the example inputs make it one step), plus scratch, plus the largest value
 the kernel body builds when it outgrows the vector registers (the compiler keeps it in VMEM).
 Compared with the scoped limit (the chip's default or the kernel's vmem_limit_bytes) and the
 physical VMEM. A static estimate: register spills and compiler temporaries come on top.
@@ -31,6 +32,9 @@ class VmemItem:
     dtype: str
     bytes_each: int  # padded to the tile layout
     buffers: int
+    # XLA may give the kernel this operand whole in VMEM instead (its own allocation, outside the
+    # scoped limit): then these blocks take nothing of the limit. Counted, but not certain.
+    maybe_outside: bool = False
 
     @property
     def bytes(self) -> int:
@@ -55,6 +59,7 @@ class VmemBudget:
     # against 24 KiB for three (8, 128) blocks on v5e), temporaries and spills come on top
     note: str = "compiler temporaries come on top; small blocks can take less"
     body_bytes: int = 0  # of total_bytes: the largest value the kernel body builds, the estimate's unsure term
+    outside_bytes: int = 0  # of total_bytes: blocks of operands XLA may place whole in VMEM (VmemItem.maybe_outside)
     # "fits"; "over": the blocks and scratch alone exceed the limit; "unsure": only the body's largest
     # value puts it over; libtpu usually keeps such a value in VMEM but can stream one (a dot
     # accumulated into a ref): only a compile decides (BENCHMARKS.md, the VMEM truth table)
@@ -62,7 +67,12 @@ class VmemBudget:
 
     def __post_init__(self):
         self.verdict = ("fits" if self.fits else
-                        "over" if self.total_bytes - self.body_bytes > self.limit_bytes else "unsure")
+                        "over" if self.certain_bytes > self.limit_bytes else "unsure")
+
+    @property
+    def certain_bytes(self) -> int:
+        """What the kernel surely holds in scoped VMEM: the total less its unsure terms."""
+        return self.total_bytes - self.body_bytes - self.outside_bytes
 
 
 def estimate_fits(budgets: list[VmemBudget]) -> bool | None:
@@ -78,7 +88,9 @@ def padded_bytes(shape: list[int], dtype: str) -> int:
     dims = [d for d in shape] or [1]
     if len(dims) == 1:
         return math.ceil(math.ceil(dims[0] / 128) * 128 * bits / 8)
-    rows = 8 * packing(dtype)
+    # a packed dtype's native tile has 8 x packing rows, but a block of a multiple of 8 rows gets
+    # an 8-row tile (a bf16 (8, 128) block pair on v5e: 8 KiB by libtpu's figure, not 16)
+    rows = 8 if dims[-2] % 8 == 0 else 8 * packing(dtype)
     dims[-1] = math.ceil(dims[-1] / 128) * 128
     dims[-2] = math.ceil(dims[-2] / rows) * rows
     return math.ceil(math.prod(dims) * bits / 8)
@@ -94,8 +106,37 @@ def scoped_limit_flag() -> int | None:
     return int(m.group(1)) * 1024 if m else None
 
 
+def per_core_grid(info: PallasCall, chip: Chip) -> list[int | None]:
+    """The grid one TensorCore pipelines: on a chip that splits a "parallel" axis over its cores
+    (Chip.parallel_grid_cores), the first parallel axis, divided when it divides evenly (measured
+    on v5p: linear attention's (2, 1) grid splits; flash attention's (1, 1, 2, k), whose first
+    parallel axis has one step, takes the VMEM of the whole grid on one core)."""
+    grid = info.compiled_grid
+    cores = chip.parallel_grid_cores
+    first = next((k for k, s in enumerate(info.dimension_semantics) if s == "parallel"), None)
+    if cores > 1 and first is not None and first < len(grid):
+        size = grid[first]
+        if size is not None and size % cores == 0:
+            return grid[:first] + [size // cores] + grid[first + 1:]
+    return grid
+
+
+def _maybe_outside(op, chip: Chip, limit: int) -> bool:
+    """Whether XLA may hand the kernel this operand whole in VMEM (measured, libtpu 0.0.42.1):
+    on TPU7x, operands that fit beside the scoped region (Chip.vmem_operands); on every chip,
+    outputs one lane wide ((rows, 1) blocks: rowsum and log-sum-exp outputs came out in S(1) on v5e)."""
+    whole = padded_bytes(list(op.array_shape), op.dtype)
+    beside = chip.vmem_bytes is not None and whole <= chip.vmem_bytes - limit
+    if chip.vmem_operands and beside:
+        return True
+    return op.role == "output" and bool(op.block_shape) and op.block_shape[-1] == 1 and beside
+
+
 def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     items, smem = [], info.prefetch_bytes
+    limit, source = _scoped_limit(info, chip)
+    grid = per_core_grid(info, chip)
+    steps = None if None in grid else math.prod(grid)  # type: ignore[arg-type]  # no None (checked)
     for op in info.operands:
         if op.memory_space == "smem":
             smem += op.block_bytes
@@ -103,8 +144,8 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         if op.memory_space != "vmem":
             continue  # memory_space=ANY stays in HBM: the kernel copies what it needs itself
         block = [b or 1 for b in op.block_shape]
-        buffers = op.buffers(info.steps)
-        items.append(VmemItem(op.operand, block, op.dtype, padded_bytes(block, op.dtype), buffers))
+        items.append(VmemItem(op.operand, block, op.dtype, padded_bytes(block, op.dtype), op.buffers(steps, grid),
+                              maybe_outside=_maybe_outside(op, chip, limit)))
     for i, s in enumerate(info.scratch):
         what = f"run_scoped buffer {i}" if s.scoped else f"scratch {i}"
         if s.memory_space == "vmem" and s.shape:
@@ -116,14 +157,6 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     if body:
         items.append(VmemItem("kernel intermediate (largest value in the body)", [], "", body, 1))
     total = sum(i.bytes for i in items)
-    flag = scoped_limit_flag()
-    if info.vmem_limit_bytes:
-        limit, source = info.vmem_limit_bytes, "vmem_limit_bytes"
-    elif flag:
-        limit, source = flag, "LIBTPU_INIT_ARGS"
-    else:
-        assert chip.scoped_vmem_bytes is not None  # every TPU has one (_tpu)
-        limit, source = chip.scoped_vmem_bytes, "scoped default"
     pipelined = sum(i.bytes for i in items[:len([o for o in info.operands if o.memory_space == "vmem"])])  # blocks come first
     fixed = total - pipelined
     growth = (limit - fixed) / pipelined if pipelined and limit > fixed else None
@@ -132,7 +165,18 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         note = ("run_scoped buffers (emit_pipeline's among them) are counted as if all were live at once, which can "
                 "overstate when scopes follow each other; register spills and compiler temporaries come on top")
     return VmemBudget(chip.name, info.name, "VMEM", items, total, limit, source, chip.vmem_bytes, smem,
-                      total <= limit, limit - total, growth, note, body)
+                      total <= limit, limit - total, growth, note, body,
+                      outside_bytes=sum(i.bytes for i in items if i.maybe_outside))
+
+
+def _scoped_limit(info: PallasCall, chip: Chip) -> tuple[int, str]:
+    flag = scoped_limit_flag()
+    if info.vmem_limit_bytes:
+        return info.vmem_limit_bytes, "vmem_limit_bytes"
+    if flag:
+        return flag, "LIBTPU_INIT_ARGS"
+    assert chip.scoped_vmem_bytes is not None  # every TPU has one (_tpu)
+    return chip.scoped_vmem_bytes, "scoped default"
 
 
 def gpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:

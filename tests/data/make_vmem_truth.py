@@ -4,6 +4,9 @@ generation, beside the inspector's static estimate. tests/test_corpus.py checks 
 against it. Run from the repository root (takes a while: one real compile per row):
 
     .venv/bin/python tests/data/make_vmem_truth.py [TARGET ...]
+
+``--styles`` writes tests/data/vmem_truth_styles.json instead, from the kernels written in the
+styles of third-party ones (tests/data/third_party_styles.py; tests/test_third_party_styles.py).
 """
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = Path(__file__).with_name("vmem_truth.json")
+STYLES_OUT = Path(__file__).with_name("vmem_truth_styles.json")
+STYLES = "tests/data/third_party_styles.py"
 CORPUS = ["samples/jax_kernels.py", "samples/attention.py", "samples/matmul.py", "samples/moe.py", "samples/bugs.py"]
 MAX_COMBINATIONS = 8  # per target: the first combinations INSPECT offers (the defaults first)
 # Shapes and blocks that straddle the VMEM limits (the corpus's own shapes fit everywhere):
@@ -87,6 +92,9 @@ def main(argv: list[str]) -> None:
     sys.path.insert(0, str(ROOT))
     from inspector import environment
     environment.prepare()
+    global OUT
+    if argv[:1] == ["--styles"]:
+        OUT, argv = STYLES_OUT, targets([STYLES])
     jobs = [(spec, None, None) for spec in argv or targets(CORPUS)] + ([] if argv else STRESS)
     table = {"jax": metadata.version("jax"), "libtpu": metadata.version("libtpu"), "rows": []}
     t0 = time.time()
