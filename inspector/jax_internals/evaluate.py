@@ -32,10 +32,11 @@ def called_jaxpr(eqn):
 def pallas_occurrences(jaxpr, path: tuple | None = ()) -> Iterator[tuple[tuple | None, Any]]:
     """Every pallas_call in program order, with the chain of call equations that leads to it
     (None when a loop or branch lies on the way: its operands then depend on the iteration)."""
+    from .mesh_kernels import KERNEL_PRIMITIVES
     from .tracing import sub_jaxprs
 
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "pallas_call":
+        if eqn.primitive.name in KERNEL_PRIMITIVES:  # pallas_call, pl.kernel (mpmd_map), core_map
             yield path, eqn
             continue
         called = called_jaxpr(eqn)
@@ -80,7 +81,7 @@ class _Frame:
         if called_jaxpr(eqn) is not None:
             frame = self.child(eqn)
             return frame.value(frame.jaxpr.outvars[k])
-        if eqn.primitive.name == "pallas_call" or any(_big(v) for v in eqn.outvars):
+        if eqn.primitive.name in ("pallas_call", "mpmd_map", "core_map") or any(_big(v) for v in eqn.outvars):
             return _UNKNOWN
         args = [self.value(v) for v in eqn.invars]
         if any(a is _UNKNOWN for a in args):
@@ -103,7 +104,9 @@ def _big(var) -> bool:
 
 def leading_operands(eqn) -> int:
     """How many operands come before the kernel's inputs: dynamic grid sizes, then scalar prefetch."""
-    gm = eqn.params["grid_mapping"]
+    gm = eqn.params.get("grid_mapping")
+    if gm is None:  # a kernel over a core mesh: no grid, no scalar prefetch
+        return 0
     dynamic = sum(1 for d in gm.grid if not isinstance(d, (int, np.integer)))
     return dynamic + int(gm.num_index_operands)
 

@@ -227,6 +227,7 @@ class _Body:
         self.sizes: list[int] = []
         self.dmas: list[DmaInfo] = []
         self.scoped: list[ScratchInfo] = []
+        self.run_scoped: list = []  # the run_scoped equations, in program order (emit_pipeline's among them)
 
     def _inherit(self, eqn, sub) -> None:
         """Give a nested jaxpr's refs the kernel's names for what the equation passes in."""
@@ -344,6 +345,7 @@ class _Body:
                 continue
             elif p == "run_scoped":
                 inner = eqn.params["jaxpr"]
+                self.run_scoped.append(eqn)
                 for v in inner.invars:
                     self.names[id(v)] = f"run_scoped buffer {len(self.scoped)}"
                     aval = v.aval
@@ -464,6 +466,8 @@ def block_specs(closed_jaxpr) -> list[tuple[str, str | None, list[BlockSpecInfo]
     found = []
     for _, eqn in pallas_occurrences(closed_jaxpr.jaxpr):
         p = eqn.params
+        if "grid_mapping" not in p:  # pl.kernel / core_map: no BlockSpecs
+            continue
         gm = p["grid_mapping"]
         grid = list(gm.grid)
         names = [str(n) for n in gm.grid_names] if gm.grid_names else list(GRID_LETTERS[:len(grid)].ljust(len(grid), "g"))
@@ -559,6 +563,8 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
     """Every pallas_call in the program (inside jit, custom_vjp, scan, cond, vmap'd code too), as
     (name, FoundCall) or (name, the exception) for a call this reader cannot follow.
     ``forced_interpret``: traced under the inspector's own TPU interpret mode."""
+    from .mesh_kernels import is_mesh_kernel, read_mesh_kernel
+
     occurrences = list(pallas_occurrences(closed_jaxpr.jaxpr))
     try:
         values = operand_values(closed_jaxpr, occurrences, example_values)
@@ -567,9 +573,12 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
     live = live_outputs(closed_jaxpr)
     found: list[tuple[str, FoundCall | Exception]] = []
     for (_, eqn), operand_vals in zip(occurrences, values):
-        name = str(eqn.params.get("name") or "pallas_call")
+        name = str(eqn.params.get("name") or eqn.primitive.name)
         try:
-            found.append((name, read_call(eqn, operand_vals, live.get(id(eqn)), forced_interpret)))
+            if is_mesh_kernel(eqn):  # pl.kernel / core_map: a mesh of cores, no BlockSpecs
+                found.append((name, read_mesh_kernel(eqn, live.get(id(eqn)), forced_interpret)))
+            else:
+                found.append((name, read_call(eqn, operand_vals, live.get(id(eqn)), forced_interpret)))
         except Exception as err:  # a kernel this jax version lays out differently: a finding, not a crash
             found.append((name, err))
     return found

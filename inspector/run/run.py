@@ -74,17 +74,19 @@ def _trace(target: Target, chip: Chip):
 
     from ..errors import TargetFailure
     from ..jax_internals import interpret as ji
+    from ..jax_internals.mesh_kernels import KERNEL_PRIMITIVES
+    from ..jax_internals.pipelines import recording_pipelines
     from ..jax_internals.tracing import walk_eqns
     from ..pallas.discovery import find_pallas_calls
     from ..stages import Program, example_values
 
     fn = functools.partial(target.fn, **target.params)
     try:
-        with ji.simulating(chip):
+        with ji.simulating(chip), recording_pipelines():
             closed = jax.make_jaxpr(fn)(*target.args, **target.kwargs)
     except Exception as err:
         raise TargetFailure(describe_error(err, target.file, f"raised while tracing {target.name}")) from err
-    has_pallas = any(e.primitive.name == "pallas_call" for e in walk_eqns(closed.jaxpr))
+    has_pallas = any(e.primitive.name in KERNEL_PRIMITIVES for e in walk_eqns(closed.jaxpr))
     try:
         return closed, find_pallas_calls(Program(closed, example_values(target))), has_pallas, None
     except Exception as err:  # noqa: BLE001 - a kernel the discovery cannot follow (a dynamic grid, say)
