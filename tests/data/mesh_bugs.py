@@ -1,0 +1,45 @@
+"""pl.kernel kernels with emit_pipeline, for the tests: one whose output index map misses half
+the output blocks, one whose index map reads the core index (a value of the kernel)."""
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+
+def _copy(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+
+
+def half_written(x):
+    """Copies (256, 256) blocks, but the output index map returns column block 0 only: block
+    column 1 of the output is never written (and column 0 is revisited out of order)."""
+    def kernel(x_hbm, o_hbm):
+        pltpu.emit_pipeline(_copy, grid=(2, 2),
+                            in_specs=[pl.BlockSpec((256, 256), lambda i, j: (i, j))],
+                            out_specs=pl.BlockSpec((256, 256), lambda i, j: (i, 0)))(x_hbm, o_hbm)
+
+    return pl.kernel(kernel, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                     mesh=pltpu.create_tensorcore_mesh("core"))(x)
+
+
+def core_indexed(x):
+    """Each core's pipeline offsets its blocks by the core index: a value of the kernel, which an
+    index map outside the kernel cannot evaluate."""
+    def kernel(x_hbm, o_hbm):
+        core = jax.lax.axis_index("core")
+        pltpu.emit_pipeline(_copy, grid=(2,),
+                            in_specs=[pl.BlockSpec((256, 256), lambda i: (i + core, 0))],
+                            out_specs=pl.BlockSpec((256, 256), lambda i: (i + core, 0)))(x_hbm, o_hbm)
+
+    return pl.kernel(kernel, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                     mesh=pltpu.create_tensorcore_mesh("core"))(x)
+
+
+def reference(x):
+    return x
+
+
+INSPECT = {
+    "half_written": {"args": "f32[512,512]", "reference": "reference"},
+    "core_indexed": {"args": "f32[512,256]", "reference": "reference"},
+}
