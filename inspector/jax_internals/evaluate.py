@@ -18,6 +18,8 @@ _CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_ca
           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
           "remat": "jaxpr", "checkpoint": "jaxpr"}
 _UNKNOWN = object()
+# the kernels: pallas_call, pl.kernel (mpmd_map) and pl.core_map over a core mesh
+KERNEL_PRIMITIVES = ("pallas_call", "mpmd_map", "core_map")
 _MAX_ELEMENTS = 1 << 24  # past this an intermediate is not worth evaluating for grid sizes
 
 
@@ -32,7 +34,6 @@ def called_jaxpr(eqn):
 def pallas_occurrences(jaxpr, path: tuple | None = ()) -> Iterator[tuple[tuple | None, Any]]:
     """Every pallas_call in program order, with the chain of call equations that leads to it
     (None when a loop or branch lies on the way: its operands then depend on the iteration)."""
-    from .mesh_kernels import KERNEL_PRIMITIVES
     from .tracing import sub_jaxprs
 
     for eqn in jaxpr.eqns:
@@ -81,7 +82,7 @@ class _Frame:
         if called_jaxpr(eqn) is not None:
             frame = self.child(eqn)
             return frame.value(frame.jaxpr.outvars[k])
-        if eqn.primitive.name in ("pallas_call", "mpmd_map", "core_map") or any(_big(v) for v in eqn.outvars):
+        if eqn.primitive.name in KERNEL_PRIMITIVES or any(_big(v) for v in eqn.outvars):
             return _UNKNOWN
         args = [self.value(v) for v in eqn.invars]
         if any(a is _UNKNOWN for a in args):

@@ -19,11 +19,12 @@ from types import SimpleNamespace
 from typing import Callable
 
 from ..pallas.model import GRID_LETTERS, BlockSpecInfo, FoundCall, PallasCall, ScratchInfo
+from .evaluate import KERNEL_PRIMITIVES  # noqa: F401 (re-exported for stages and run)
+from .kernel_body import _Body, _cost_estimate, _short_src, memory_space
 from .pipelines import PipelineRecord, is_pipeline_scope, pipeline_for
 from .tracing import eqn_frame
 
 MESH_KERNELS = ("mpmd_map", "core_map")
-KERNEL_PRIMITIVES = ("pallas_call",) + MESH_KERNELS
 _MODELLED_SPACES = ("vmem", "smem", "semaphore", "any", "hbm")
 _SERIAL = itertools.count()
 
@@ -40,8 +41,6 @@ def _core_type(mesh) -> str:
 
 def _space(aval, mesh) -> str:
     """The ref's memory space; a ref that names none is where the mesh keeps operands."""
-    from .pallas import memory_space
-
     if getattr(aval, "memory_space", None) is None:
         return memory_space(SimpleNamespace(memory_space=getattr(mesh, "default_memory_space", None)))
     return memory_space(aval)
@@ -155,7 +154,6 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
     core), operands whole where the mesh keeps them, scratch_types and run_scoped buffers, the
     body's DMAs and flops, and each emit_pipeline in the body as a call to walk."""
     from ..target import short_path
-    from .pallas import _Body, _cost_estimate, _short_src, memory_space
 
     jaxpr, refs, scratch_vars, mesh, name, style, bodies = _parts(eqn)
     info = getattr(jaxpr, "debug_info", None) or eqn.params.get("debug_info")
@@ -184,7 +182,8 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
                                    memory_space(aval)))
     body = _Body(names)
     flops_lo, flops_hi = body.visit(jaxpr, (1.0, 1.0))
-    pipelines, unwalked = [], []
+    pipelines: list[FoundCall] = []
+    unwalked: list[str] = []
     for scope in body.run_scoped:
         if not is_pipeline_scope(scope):
             continue
@@ -203,7 +202,7 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
     unfollowed = (f"{', '.join(odd)} buffers are not modelled" if odd else
                   f"an MPMD kernel of {bodies} bodies: only the first is counted" if bodies > 1 else None)
     frame = eqn_frame(eqn)
-    grid = [int(n) for n in mesh.shape.values()]
+    grid: list[int | None] = [int(n) for n in mesh.shape.values()]
     call = PallasCall(
         name=name, source=f"{short_path(frame[0])}:{frame[1]}" if frame else None,
         kernel_source=_short_src(getattr(info, "func_src_info", None)), grid=grid,

@@ -57,7 +57,7 @@ def _semantics(values) -> list[str]:
 
 
 def _ref_info(ref) -> tuple[list[int], str, str]:
-    from .pallas import memory_space
+    from .kernel_body import memory_space
 
     return [int(d) for d in ref.shape], str(ref.dtype), memory_space(getattr(ref, "aval", ref))
 
@@ -116,6 +116,8 @@ def is_pipeline_scope(eqn) -> bool:
     pipeline.py on its traceback is the pipeline function itself (a sync_copy inside the pipeline
     makes run_scoped equations of its own, deeper down)."""
     tb = getattr(getattr(eqn, "source_info", None), "traceback", None)
+    if tb is None:
+        return False
     try:
         inner = next((f for f in tb.frames if f.file_name.endswith("pallas/mosaic/pipeline.py")), None)
     except Exception:
