@@ -93,3 +93,15 @@ def test_tensorcore_mesh_kernels_diff_in_interpret_mode_and_sparse_core_ones_say
     gather = run_diff(_target("sparse_core_gather"), runs=0, chip="tpu-7x")
     assert [f.code for f in gather.findings] == ["interpret-unsupported"] and "SparseCore" in gather.findings[0].message
     assert not gather.outputs
+
+
+def test_debug_shows_the_traceback_of_a_function_that_raised_while_running():
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "inspector", "diff", f"{BUGS}:raises_on_host"]
+    plain = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    debug = subprocess.run(cmd + ["--debug"], capture_output=True, text=True, timeout=300)
+    assert plain.returncode == debug.returncode == 1
+    assert "kernel-raised" in plain.stdout and "Traceback" not in plain.stderr
+    assert "Traceback" in debug.stderr and 'mesh_bugs.py", line' in debug.stderr and "boom from the host" in debug.stderr

@@ -35,6 +35,15 @@ def core_indexed(x):
                      mesh=pltpu.create_tensorcore_mesh("core"))(x)
 
 
+def _boom(a):
+    raise ValueError("boom from the host")
+
+
+def raises_on_host(x):
+    """Raises only when run (a host callback): diff reports it, and --debug shows the traceback."""
+    return jax.pure_callback(_boom, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+
 def reference(x):
     return x
 
@@ -42,4 +51,5 @@ def reference(x):
 INSPECT = {
     "half_written": {"args": "f32[512,512]", "reference": "reference"},
     "core_indexed": {"args": "f32[512,256]", "reference": "reference"},
+    "raises_on_host": {"args": "f32[8]", "reference": "reference"},
 }
