@@ -54,6 +54,7 @@ CODES = _codes(
     Code("vmem-over-limit", "error", True, "pallas", ("chip", "bytes", "limit"), "the VMEM estimate is over the limit"),
     Code("vmem-may-exceed", "warning", True, "pallas", ("chip", "bytes", "limit", "certain_bytes"),
          "only the body's largest value puts the VMEM estimate over the limit"),
+    Code("no-sparse-core", "error", True, "pallas", ("chip",), "a SparseCore kernel traced for a chip without SparseCores"),
     Code("vmem-undecided", "warning", True, "pallas", ("chip", "bytes", "limit", "certain_bytes", "why"),
          "part of a kernel's VMEM is not modelled: the estimate cannot say it fits"),
     Code("vmem-estimate-over-compiler", "warning", True, "pallas", ("chip", "bytes", "limit", "compiler_bytes"),

@@ -105,3 +105,13 @@ def test_debug_shows_the_traceback_of_a_function_that_raised_while_running():
     assert plain.returncode == debug.returncode == 1
     assert "kernel-raised" in plain.stdout and "Traceback" not in plain.stderr
     assert "Traceback" in debug.stderr and 'mesh_bugs.py", line' in debug.stderr and "boom from the host" in debug.stderr
+
+
+@pytest.mark.tpu
+def test_a_sparse_core_kernel_on_a_chip_without_sparse_cores_is_that_chips_finding():
+    result = run_check(_target("sparse_core_gather"), [get_chip("tpu-v5e"), get_chip("tpu-7x")], estimate_only=True)
+    assert [(f.code, f.data["chip"]) for f in result.findings] == [("no-sparse-core", "tpu-v5e")]
+    assert [(r.chip, r.fits) for r in result.targets] == [("tpu-v5e", None), ("tpu-7x", True)]
+    [kernel] = result.kernels
+    assert kernel.call.core_type == "SparseCore vector subcore" and kernel.call.grid == [2, 16]
+    assert not result.ok and result.failed
