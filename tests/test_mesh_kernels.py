@@ -115,3 +115,14 @@ def test_a_sparse_core_kernel_on_a_chip_without_sparse_cores_is_that_chips_findi
     [kernel] = result.kernels
     assert kernel.call.core_type == "SparseCore vector subcore" and kernel.call.grid == [2, 16]
     assert not result.ok and result.failed
+
+
+@pytest.mark.tpu
+def test_bounded_slice_pipelines_are_walked_and_give_the_kernels_hbm_traffic():
+    # 1000 rows in blocks of 256: four block copies each way, the last a 232-row slice sized in the kernel
+    [kernel] = run_check(_target("bounded_tail", BUGS), [get_chip("tpu-v5e")], estimate_only=True).kernels
+    [pipeline] = kernel.pipelines
+    assert pipeline.steps == 4 and [o.transfers for o in pipeline.operands] == [4, 4]
+    block = 256 * 128 * 4
+    assert kernel.walk.hbm_bytes_read == 4 * block == kernel.walk.hbm_bytes_written  # the walk's, not every copy's branch
+    assert max(kernel.walk.dma_bytes) > kernel.walk.hbm_bytes  # what counting each conditional copy would say

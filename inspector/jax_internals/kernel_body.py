@@ -11,6 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..pallas.model import DmaInfo, ScratchInfo
+from .pipelines import is_pipeline_scope
 from .tracing import sub_jaxprs
 
 _TRANSCENDENTAL = {"exp", "log", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "pow", "exp2", "log1p", "expm1", "erf"}
@@ -66,6 +67,21 @@ def _bytes_of(aval) -> int:
         return int(math.prod(shape)) * 4
 
 
+def _static_dims(sliced, whole) -> list[int]:
+    """A copied slice's shape; a size computed at run time (pl.ds with a traced length, a
+    BoundedSlice) counts as the whole ref's dimension there: an upper bound."""
+    dims, full = list(getattr(sliced, "shape", ())), list(getattr(whole, "shape", ()))
+    full = full[len(full) - len(dims):] if len(full) >= len(dims) else []  # indexed leading dims (a buffer slot) dropped
+    out = []
+    for k, d in enumerate(dims):
+        try:
+            out.append(int(d))
+        except TypeError:
+            bound = full[k] if full else 1
+            out.append(int(bound) if isinstance(bound, (int, np.integer)) else 1)
+    return out
+
+
 class _Body:
     """Costs, DMAs and run_scoped buffers of a kernel body, with how often each runs per grid
     step: lax.cond / pl.when branches give a [min, max] range, loops multiply by their trips."""
@@ -81,6 +97,8 @@ class _Body:
         self.dmas: list[DmaInfo] = []
         self.scoped: list[ScratchInfo] = []
         self.run_scoped: list = []  # the run_scoped equations, in program order (emit_pipeline's among them)
+        self.pipeline_runs: list[tuple[float, float]] = []  # per emit_pipeline scope: [min, max] runs per grid step
+        self._in_pipeline = 0  # inside an emit_pipeline's scope: its DMAs are the pipeline's block copies
 
     def _inherit(self, eqn, sub) -> None:
         """Give a nested jaxpr's refs the kernel's names for what the equation passes in."""
@@ -204,6 +222,16 @@ class _Body:
                     aval = v.aval
                     self.scoped.append(ScratchInfo([int(d) for d in getattr(aval, "shape", ())],
                                                    str(getattr(aval, "dtype", "")), memory_space(aval), scoped=True))
+                pipeline = is_pipeline_scope(eqn)
+                if pipeline:
+                    self.pipeline_runs.append((times[0], times[1]))
+                self._in_pipeline += pipeline
+                for sub in sub_jaxprs(eqn.params):
+                    self._inherit(eqn, sub)
+                    c = self.visit(sub, times)
+                    lo, hi = lo + c[0], hi + c[1]
+                self._in_pipeline -= pipeline
+                continue
             for sub in sub_jaxprs(eqn.params):
                 self._inherit(eqn, sub)
                 c = self.visit(sub, times)
@@ -219,13 +247,13 @@ class _Body:
             dst_name = self.names.get(id(getattr(dst_var, "ref", dst_var)), "ref")
         except Exception:
             src_name = dst_name = "ref"
-        shape = [int(d) for d in getattr(src, "shape", ())]
+        shape = _static_dims(src, src_ref)
         dtype = str(getattr(src, "dtype", ""))
         nbytes = int(math.prod(shape)) * (np.dtype(dtype).itemsize if dtype else 1)
         self.dmas.append(DmaInfo(
             source=src_name, destination=dst_name,
             src_space=memory_space(src_ref), dst_space=memory_space(dst_ref), shape=shape, dtype=dtype,
-            bytes=nbytes, per_step=[times[0], times[1]], remote=device is not None))
+            bytes=nbytes, per_step=[times[0], times[1]], remote=device is not None, pipeline=self._in_pipeline > 0))
 
 
 def _short_src(src: str | None) -> str | None:

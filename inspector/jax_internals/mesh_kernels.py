@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 from types import SimpleNamespace
 from typing import Callable
 
@@ -108,7 +109,8 @@ def _pipeline_index_map(spec, n_grid: int, rank: int) -> Callable:
     def one(*idx):
         out = fn(*idx)
         out = out if isinstance(out, tuple) else (out,)
-        return tuple(jnp.asarray(b, jnp.int32) for b in out)
+        # a pl.ds (BoundedSlice / Element dims) gives an element offset: its start
+        return tuple(jnp.asarray(getattr(b, "start", b), jnp.int32) for b in out)
 
     if n_grid == 0:
         f0 = jax.jit(one)
@@ -184,9 +186,9 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
     flops_lo, flops_hi = body.visit(jaxpr, (1.0, 1.0))
     pipelines: list[FoundCall] = []
     unwalked: list[str] = []
-    for scope in body.run_scoped:
-        if not is_pipeline_scope(scope):
-            continue
+    runs: list[float] = []
+    cores = math.prod(int(n) for n in mesh.shape.values())
+    for scope, (_, most) in zip([s for s in body.run_scoped if is_pipeline_scope(s)], body.pipeline_runs):
         record = pipeline_for(scope)
         frame = eqn_frame(scope)
         where = f"{short_path(frame[0])}:{frame[1]}" if frame else "its kernel"
@@ -197,6 +199,8 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
             unwalked.append(f"the emit_pipeline at {where}: its grid is computed inside the kernel at run time")
         else:
             pipelines.append(pipeline_call(record, name, len(pipelines) + 1))
+            # a grid split over the core axis runs once in all; else each core runs all of it
+            runs.append(most * (1 if record.core_axis else cores))
     spaces = {s.memory_space for s in scratch + body.scoped}
     odd = sorted(spaces - set(_MODELLED_SPACES))
     unfollowed = (f"{', '.join(odd)} buffers are not modelled" if odd else
@@ -216,4 +220,4 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
         interpret=bool(eqn.params.get("interpret")) and not forced_interpret,
         style=style, core_type=_core_type(mesh), vmem_unfollowed=unfollowed)
     signature = hashlib.sha256(f"{style}|{name}|{id(jaxpr)}|{grid}".encode()).hexdigest()
-    return FoundCall(call, maps, signature, pipelines=pipelines, unwalked_pipelines=unwalked)
+    return FoundCall(call, maps, signature, pipelines=pipelines, unwalked_pipelines=unwalked, pipeline_runs=runs)

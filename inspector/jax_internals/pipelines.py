@@ -57,9 +57,7 @@ def _semantics(values) -> list[str]:
 
 
 def _ref_info(ref) -> tuple[list[int], str, str]:
-    from .kernel_body import memory_space
-
-    return [int(d) for d in ref.shape], str(ref.dtype), memory_space(getattr(ref, "aval", ref))
+    return [int(d) for d in ref.shape], str(ref.dtype), str(getattr(getattr(ref, "aval", ref), "memory_space", "")).lower()
 
 
 def _record(grid, in_specs, out_specs, params: dict, refs) -> None:

@@ -169,6 +169,22 @@ def _walk_pipelines(found) -> tuple[list[GridWalk], list[Finding]]:
     return walks, findings
 
 
+def _with_pipeline_traffic(found, walk: GridWalk, pipelines: list[GridWalk]) -> GridWalk:
+    """A mesh kernel whose every emit_pipeline was walked: HBM traffic from those walks (a block
+    fetched when its index changes) plus the body's other DMAs, instead of every conditional
+    block copy in the pipelines' code counted as if it ran each step."""
+    info = found.info
+    if (info.style == "pallas_call" or walk.skipped or not pipelines or found.unwalked_pipelines
+            or len(pipelines) != len(found.pipelines) or len(found.pipeline_runs) != len(pipelines) or info.steps is None):
+        return walk
+    other = [d for d in info.dmas if d.touches_hbm and not d.pipeline]
+    read = sum(d.bytes * d.per_step[1] for d in other if d.src_space in ("any", "hbm")) * info.steps
+    written = sum(d.bytes * d.per_step[1] for d in other) * info.steps - read
+    read += sum(p.hbm_bytes_read * runs for p, runs in zip(pipelines, found.pipeline_runs))
+    written += sum(p.hbm_bytes_written * runs for p, runs in zip(pipelines, found.pipeline_runs))
+    return dataclasses.replace(walk, hbm_bytes_read=int(read), hbm_bytes_written=int(written))
+
+
 def _could_not(what: str, kernel: str, err: Exception) -> Finding:
     return Finding("warning", "analysis-failed", f"could not analyse {what} of {kernel}: {type(err).__name__}: {err}; "
                    "the other views still hold", kernel=kernel, view="pallas", data={"what": what, "why": str(err)})
@@ -191,6 +207,7 @@ def analyse_pallas(program, budget_chips: list[Chip], rule_chips: list[Chip]) ->
         findings = list(walk.findings)
         pipeline_walks, pipeline_findings = _walk_pipelines(found)
         findings += pipeline_findings
+        walk = _with_pipeline_traffic(found, walk, pipeline_walks)
         budgets = {}
         for chip in budget_chips + [c for c in rule_chips if c not in budget_chips]:
             try:

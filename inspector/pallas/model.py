@@ -103,6 +103,7 @@ class DmaInfo:
     bytes: int  # one transfer
     per_step: list[float]  # [min, max] transfers per grid step (branches and loops counted)
     remote: bool  # to another device (device_id given)
+    pipeline: bool = False  # an emit_pipeline's block copy (its walk counts those blocks exactly)
 
     @property
     def touches_hbm(self) -> bool:
@@ -182,3 +183,4 @@ class FoundCall:
     # the HBM refs it was given); and why each pipeline that could not be read is not walked
     pipelines: list["FoundCall"] = dataclasses.field(default_factory=list)
     unwalked_pipelines: list[str] = dataclasses.field(default_factory=list)
+    pipeline_runs: list[float] = dataclasses.field(default_factory=list)  # per pipeline: its whole grid's runs per kernel

@@ -35,6 +35,23 @@ def core_indexed(x):
                      mesh=pltpu.create_tensorcore_mesh("core"))(x)
 
 
+def bounded_tail(x):
+    """Copies a (1000, 128) array in row blocks of 256 with pl.BoundedSlice: the last block is
+    a 232-row slice (a DMA whose size is computed in the kernel), as tokamax's loss blocks are."""
+    n, block = x.shape[0], 256
+
+    def rows(i):
+        return (pl.ds(i * block, jnp.minimum(block, n - i * block)), 0)
+
+    def kernel(x_hbm, o_hbm):
+        pltpu.emit_pipeline(_copy, grid=(pl.cdiv(n, block),),
+                            in_specs=[pl.BlockSpec((pl.BoundedSlice(block), 128), rows)],
+                            out_specs=pl.BlockSpec((pl.BoundedSlice(block), 128), rows))(x_hbm, o_hbm)
+
+    return pl.kernel(kernel, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                     mesh=pltpu.create_tensorcore_mesh("core"))(x)
+
+
 def _boom(a):
     raise ValueError("boom from the host")
 
@@ -52,4 +69,5 @@ INSPECT = {
     "half_written": {"args": "f32[512,512]", "reference": "reference"},
     "core_indexed": {"args": "f32[512,256]", "reference": "reference"},
     "raises_on_host": {"args": "f32[8]", "reference": "reference"},
+    "bounded_tail": {"args": "f32[1000,128]", "reference": "reference"},
 }
