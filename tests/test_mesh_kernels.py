@@ -126,3 +126,15 @@ def test_bounded_slice_pipelines_are_walked_and_give_the_kernels_hbm_traffic():
     block = 256 * 128 * 4
     assert kernel.walk.hbm_bytes_read == 4 * block == kernel.walk.hbm_bytes_written  # the walk's, not every copy's branch
     assert max(kernel.walk.dma_bytes) > kernel.walk.hbm_bytes  # what counting each conditional copy would say
+
+
+@pytest.mark.tpu
+def test_the_fusions_view_gives_a_pl_kernels_mosaic_call_its_flops_and_the_overview_its_source():
+    from inspector.report import make_report
+
+    report = make_report(_target("quantized_matmul"), get_chip("tpu-v5e"), collectives=False)
+    [mosaic] = [k for k in report.fusions.kernels if k.kind.startswith("custom-call")]
+    assert mosaic.flops == 2 * 512 * 1024 * 512
+    assert mosaic.hbm_bytes_read == report.pallas[0].walk.hbm_bytes_read > 0
+    [lowered] = report.stages.mosaic
+    assert lowered.source and lowered.source.endswith("mesh_kernels.py:98")

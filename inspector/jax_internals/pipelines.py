@@ -19,7 +19,7 @@ from typing import Any
 
 from .tracing import eqn_frame, user_frame
 
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()
 _RECORDED: dict[tuple[str, int], list["PipelineRecord"]] = {}  # per source line, the latest first
 _KEEP_PER_LINE = 8
 
@@ -81,32 +81,43 @@ def _record(grid, in_specs, out_specs, params: dict, refs) -> None:
         del kept[_KEEP_PER_LINE:]
 
 
+_ACTIVE = [0, None]  # how many recordings are active (threads may trace at once), and jax's own function
+
+
 @contextlib.contextmanager
 def recording_pipelines():
-    """Note every emit_pipeline traced while active (the patch is undone on every path)."""
+    """Note every emit_pipeline traced while active. The patch is shared by overlapping recordings
+    (the TUI traces off its main thread) and undone, on every path, when the last one ends."""
     try:
         from jax._src.pallas.mosaic import pipeline
-        original = pipeline._emit_pipeline
+        pipeline._emit_pipeline  # noqa: B018 (present in this jax?)
     except (ImportError, AttributeError):  # a jax without it: pipelines go unwalked, said where they show
         yield
         return
+    with _LOCK:
+        if _ACTIVE[0] == 0:
+            _ACTIVE[1] = original = pipeline._emit_pipeline
 
-    def emit(body, *, grid, in_specs=(), out_specs=(), **params):
-        run = original(body, grid=grid, in_specs=in_specs, out_specs=out_specs, **params)
+            def emit(body, *, grid, in_specs=(), out_specs=(), **params):
+                run = original(body, grid=grid, in_specs=in_specs, out_specs=out_specs, **params)
 
-        def recorded(*refs, **kwargs):
-            try:
-                _record(grid, in_specs, out_specs, params, refs)
-            except Exception:  # noting is best effort: the pipeline itself must trace as before
-                pass
-            return run(*refs, **kwargs)
-        return recorded
+                def recorded(*refs, **kwargs):
+                    try:
+                        _record(grid, in_specs, out_specs, params, refs)
+                    except Exception:  # noting is best effort: the pipeline itself must trace as before
+                        pass
+                    return run(*refs, **kwargs)
+                return recorded
 
-    pipeline._emit_pipeline = emit
+            pipeline._emit_pipeline = emit
+        _ACTIVE[0] += 1
     try:
         yield
     finally:
-        pipeline._emit_pipeline = original
+        with _LOCK:
+            _ACTIVE[0] -= 1
+            if _ACTIVE[0] == 0:
+                pipeline._emit_pipeline = _ACTIVE[1]
 
 
 def is_pipeline_scope(eqn) -> bool:
