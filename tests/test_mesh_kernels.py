@@ -138,3 +138,9 @@ def test_the_fusions_view_gives_a_pl_kernels_mosaic_call_its_flops_and_the_overv
     assert mosaic.hbm_bytes_read == report.pallas[0].walk.hbm_bytes_read > 0
     [lowered] = report.stages.mosaic
     assert lowered.source and lowered.source.endswith("mesh_kernels.py:98")
+
+
+@pytest.mark.tpu
+def test_complementary_pl_when_guards_count_one_branch_each_step():
+    [kernel] = run_check(_target("when_complement", BUGS), [get_chip("tpu-v5e")], estimate_only=True).kernels
+    assert kernel.flops_range == [2 * 256 * 256 * 256] * 2  # not twice that: k == 0 and k != 0 never both run

@@ -67,6 +67,23 @@ def _bytes_of(aval) -> int:
         return int(math.prod(shape)) * 4
 
 
+_COMPLEMENT = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "gt": "le", "le": "gt"}
+
+
+def _predicate(index, defs: dict) -> tuple[tuple | None, tuple | None]:
+    """(key, its complement's key) of a cond whose index is a comparison made an integer (how
+    pl.when and lax.cond on a bool lower), e.g. ("eq", h, 0) and ("ne", h, 0); (None, None) else."""
+    convert = defs.get(id(index))
+    if convert is None or convert.primitive.name != "convert_element_type":
+        return None, None
+    compare = defs.get(id(convert.invars[0]))
+    if compare is None or compare.primitive.name not in _COMPLEMENT or len(compare.invars) != 2:
+        return None, None
+    operands = tuple(("literal", repr(v.val)) if hasattr(v, "val") else id(v) for v in compare.invars)
+    name = compare.primitive.name
+    return (name, operands), (_COMPLEMENT[name], operands)
+
+
 def _static_dims(sliced, whole) -> list[int]:
     """A copied slice's shape; a size computed at run time (pl.ds with a traced length, a
     BoundedSlice) counts as the whole ref's dimension there: an upper bound."""
@@ -166,6 +183,8 @@ class _Body:
         """Walk ``jaxpr`` running ``times`` per step; return its own [min, max] flops per run."""
         lo = hi = 0.0
         stored = {id(e.invars[1]) for e in jaxpr.eqns if e.primitive.name in ("swap", "store") and len(e.invars) > 1}
+        defs = {id(v): e for e in jaxpr.eqns for v in e.outvars}
+        guards: dict = {}  # a pl.when's predicate -> (its branch costs, what it added): for its complement
         for eqn in jaxpr.eqns:
             p = eqn.primitive.name
             self._fold(eqn)
@@ -191,8 +210,18 @@ class _Body:
                 for b in eqn.params["branches"]:
                     self._inherit(eqn, b.jaxpr)
                 costs = [self.visit(b.jaxpr, (0.0, times[1])) for b in eqn.params["branches"]]
-                lo += min(c[0] for c in costs)
-                hi += max(c[1] for c in costs)
+                key, complement = _predicate(eqn.invars[0], defs)
+                partner = guards.pop(complement, None) if complement else None
+                if partner is not None and len(costs) == 2 == len(partner[0]):
+                    # pl.when(x == 0) then pl.when(x != 0): exactly one of the two bodies runs
+                    other, (other_lo, other_hi) = partner
+                    lo += min(other[i][0] + costs[1 - i][0] for i in (0, 1)) - other_lo
+                    hi += max(other[i][1] + costs[1 - i][1] for i in (0, 1)) - other_hi
+                else:
+                    added = (min(c[0] for c in costs), max(c[1] for c in costs))
+                    lo, hi = lo + added[0], hi + added[1]
+                    if key is not None:
+                        guards[key] = (costs, added)
                 continue
             elif p == "scan":
                 n = float(eqn.params.get("length", 1))

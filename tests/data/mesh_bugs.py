@@ -1,5 +1,6 @@
 """pl.kernel kernels with emit_pipeline, for the tests: one whose output index map misses half
-the output blocks, one whose index map reads the core index (a value of the kernel)."""
+the output blocks, one whose index map reads the core index (a value of the kernel), one with
+complementary pl.when guards, one with run-time sized blocks, one that raises when run."""
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
@@ -52,6 +53,33 @@ def bounded_tail(x):
                      mesh=pltpu.create_tensorcore_mesh("core"))(x)
 
 
+def when_complement(x, y):
+    """tokamax's accumulation: pl.when(k == 0) sets, pl.when(k != 0) adds; one dot per step runs."""
+    def body(x_ref, y_ref, o_ref):
+        k = pl.program_id(2)
+
+        @pl.when(k == 0)
+        def _():
+            o_ref[...] = jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+
+        @pl.when(k != 0)
+        def _():
+            o_ref[...] += jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+
+    def kernel(x_hbm, y_hbm, o_hbm):
+        pltpu.emit_pipeline(body, grid=(2, 2, 2),
+                            in_specs=[pl.BlockSpec((128, 128), lambda i, j, k: (i, k)),
+                                      pl.BlockSpec((128, 128), lambda i, j, k: (k, j))],
+                            out_specs=pl.BlockSpec((128, 128), lambda i, j, k: (i, j)))(x_hbm, y_hbm, o_hbm)
+
+    return pl.kernel(kernel, out_type=jax.ShapeDtypeStruct((x.shape[0], y.shape[1]), jnp.float32),
+                     mesh=pltpu.create_tensorcore_mesh("core"))(x, y)
+
+
+def matmul_reference(x, y):
+    return jnp.dot(x, y, preferred_element_type=jnp.float32)
+
+
 def _boom(a):
     raise ValueError("boom from the host")
 
@@ -70,4 +98,5 @@ INSPECT = {
     "core_indexed": {"args": "f32[512,256]", "reference": "reference"},
     "raises_on_host": {"args": "f32[8]", "reference": "reference"},
     "bounded_tail": {"args": "f32[1000,128]", "reference": "reference"},
+    "when_complement": {"args": "f32[256,256] f32[256,256]", "reference": "matmul_reference"},
 }
