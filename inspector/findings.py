@@ -45,6 +45,8 @@ CODES = _codes(
     Code("walk-sampled", "info", False, "pallas", (), "the grid is too large to walk whole"),
     Code("walk-needs-values", "info", False, "pallas", ("why",), "the grid or index maps depend on run-time values"),
     Code("analysis-failed", "warning", False, "pallas", ("what", "why"), "an analysis could not follow a kernel"),
+    Code("pipeline-not-walked", "info", False, "pallas", ("why",),
+         "an emit_pipeline in a pl.kernel / core_map body whose grid walk cannot be done"),
     # layout rules and budgets (per chip)
     Code("tiling", "error", True, "pallas", (), "a block shape the chip's tiling refuses"),
     Code("tiling-packing", "warning", True, "pallas", ("chip", "rows", "native_rows", "dtype"),
@@ -53,6 +55,9 @@ CODES = _codes(
     Code("vmem-over-limit", "error", True, "pallas", ("chip", "bytes", "limit"), "the VMEM estimate is over the limit"),
     Code("vmem-may-exceed", "warning", True, "pallas", ("chip", "bytes", "limit", "certain_bytes"),
          "only the body's largest value puts the VMEM estimate over the limit"),
+    Code("no-sparse-core", "error", True, "pallas", ("chip",), "a SparseCore kernel traced for a chip without SparseCores"),
+    Code("vmem-undecided", "warning", True, "pallas", ("chip", "bytes", "limit", "certain_bytes", "why"),
+         "part of a kernel's VMEM is not modelled: the estimate cannot say it fits"),
     Code("vmem-estimate-over-compiler", "warning", True, "pallas", ("chip", "bytes", "limit", "compiler_bytes"),
          "the VMEM estimate is over the limit, but the compiler fitted the kernel"),
     Code("shared-memory-over-limit", "error", True, "pallas", ("chip", "bytes", "limit"),

@@ -25,6 +25,8 @@ from .errors import TargetFailure
 from .hlo.mlir_sources import with_sources
 from .hlo.text import count_hlo_ops, count_mlir_ops
 from .jax_internals import tracing
+from .jax_internals.mesh_kernels import KERNEL_PRIMITIVES
+from .jax_internals.pipelines import recording_pipelines
 from .progress import slow_step
 from .target import Target, short_path, describe_error
 
@@ -143,7 +145,7 @@ def _relative(text: str) -> str:
 
 def _attach_sources(kernels: list[MosaicKernel], eqns: list[JaxprEqn]) -> None:
     """Lowering keeps no traceback for pallas_call; the kernels lower in the order of their eqns."""
-    calls = [e for e in eqns if e.primitive == "pallas_call"]
+    calls = [e for e in eqns if e.primitive in KERNEL_PRIMITIVES]
     if len(calls) == len(kernels):
         for kernel, eqn in zip(kernels, calls):
             kernel.source = kernel.source or eqn.source
@@ -192,7 +194,7 @@ def _compile_would_abort(stages: Stages, backend: Backend, closed_jaxpr) -> Comp
 
 
 def _has_pallas(eqns: list[JaxprEqn]) -> bool:
-    return any(e.primitive == "pallas_call" for e in eqns)
+    return any(e.primitive in KERNEL_PRIMITIVES for e in eqns)  # pallas_call, pl.kernel, core_map
 
 
 SIMULATED_CHIP = DEFAULT_TPU  # whose figures a TPU kernel's own chip lookups get on the CPU
@@ -345,7 +347,8 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
     timings = {}
     t0 = time.perf_counter()
     with backend.context(), _interpret_context(backend):
-        with slow_step(f"tracing {target.name} (jax runs the Python function once)"), backend.trace_context():
+        with slow_step(f"tracing {target.name} (jax runs the Python function once)"), backend.trace_context(), \
+                recording_pipelines():
             traced = _trace(target, backend)
         closed = traced.jaxpr
         eqns = [_eqn_record(e) for e in tracing.walk_eqns(closed.jaxpr)]

@@ -90,13 +90,15 @@ def budget_table(k: PallasReport) -> Table:
 def kernel_view(k: PallasReport) -> Group:
     c, w = k.call, k.walk
     head = [
-        Text.assemble((c.name, "bold"), f"  pallas_call at {c.source or '?'}; kernel {c.kernel_source or '?'}"),
+        Text.assemble((c.name, "bold"), f"  {c.style} at {c.source or '?'}; kernel {c.kernel_source or '?'}"
+                      + (f"; one step per {c.core_type} of the mesh" if c.core_type else "")),
         Text(grid_line(k)),
         Text(f"HBM traffic from the walk: read {fmt_bytes(w.hbm_bytes_read)}, write {fmt_bytes(w.hbm_bytes_written)}"
              + (f" (the body's DMAs: {_range(w.dma_bytes, fmt_bytes)}{_or_more(c)})" if c.dmas else "")
              + f"  (walk {w.seconds:.2f} s)" if not w.skipped else f"grid walk skipped: {w.skipped}"),
         Text(cost_estimate_line(k), style="dim"),
-    ]
+    ] + [Text(f"{p.kernel} (emit_pipeline): {p.steps:,} grid steps walked; blocks read {fmt_bytes(p.hbm_bytes_read)}, "
+              f"written {fmt_bytes(p.hbm_bytes_written)}") for p in k.pipelines]
     parts = [blockspec_table(k)] + ([dma_table(k)] if c.dmas else [])
     return Group(*head, *parts, budget_table(k), findings_table(k.findings), Text(""))
 

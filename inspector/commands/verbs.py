@@ -120,6 +120,10 @@ def _emit(opts, result, view) -> int:
         print_json(dataclasses.asdict(result), console)
     else:
         print_fitting(console, view(result))
+    if getattr(opts, "debug", False):  # --debug: the traceback (or interpreter output) behind each finding that kept one
+        for f in result.findings:
+            if isinstance(f.data, dict) and f.data.get("detail"):
+                print(f"--debug: {f.code}: {f.message.splitlines()[0][:160]}\n{f.data['detail']}", file=sys.stderr)
     if result.ok:
         return EXIT_OK
     return EXIT_UNDECIDED if getattr(result, "undecided", None) and not result.failed else EXIT_FINDINGS

@@ -18,6 +18,8 @@ _CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_ca
           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
           "remat": "jaxpr", "checkpoint": "jaxpr"}
 _UNKNOWN = object()
+# the kernels: pallas_call, pl.kernel (mpmd_map) and pl.core_map over a core mesh
+KERNEL_PRIMITIVES = ("pallas_call", "mpmd_map", "core_map")
 _MAX_ELEMENTS = 1 << 24  # past this an intermediate is not worth evaluating for grid sizes
 
 
@@ -35,7 +37,7 @@ def pallas_occurrences(jaxpr, path: tuple | None = ()) -> Iterator[tuple[tuple |
     from .tracing import sub_jaxprs
 
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "pallas_call":
+        if eqn.primitive.name in KERNEL_PRIMITIVES:  # pallas_call, pl.kernel (mpmd_map), core_map
             yield path, eqn
             continue
         called = called_jaxpr(eqn)
@@ -80,7 +82,7 @@ class _Frame:
         if called_jaxpr(eqn) is not None:
             frame = self.child(eqn)
             return frame.value(frame.jaxpr.outvars[k])
-        if eqn.primitive.name == "pallas_call" or any(_big(v) for v in eqn.outvars):
+        if eqn.primitive.name in KERNEL_PRIMITIVES or any(_big(v) for v in eqn.outvars):
             return _UNKNOWN
         args = [self.value(v) for v in eqn.invars]
         if any(a is _UNKNOWN for a in args):
@@ -103,7 +105,9 @@ def _big(var) -> bool:
 
 def leading_operands(eqn) -> int:
     """How many operands come before the kernel's inputs: dynamic grid sizes, then scalar prefetch."""
-    gm = eqn.params["grid_mapping"]
+    gm = eqn.params.get("grid_mapping")
+    if gm is None:  # a kernel over a core mesh: no grid, no scalar prefetch
+        return 0
     dynamic = sum(1 for d in gm.grid if not isinstance(d, (int, np.integer)))
     return dynamic + int(gm.num_index_operands)
 

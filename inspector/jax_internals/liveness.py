@@ -18,7 +18,7 @@ def live_outputs(closed_jaxpr) -> dict[int, list[bool]]:
         for eqn in reversed(jaxpr.eqns):
             outs = [id(v) in live for v in eqn.outvars]
             effectful = bool(getattr(eqn, "effects", None))
-            if eqn.primitive.name == "pallas_call":
+            if eqn.primitive.name in ("pallas_call", "mpmd_map"):  # a core_map has no outputs: its refs are
                 before = result.get(id(eqn), [False] * len(outs))
                 result[id(eqn)] = [a or b for a, b in zip(before, outs)]
                 uses = [any(outs) or effectful] * len(eqn.invars)

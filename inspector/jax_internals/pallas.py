@@ -8,26 +8,19 @@ Reads jax's GridMapping/BlockMapping and the Pallas TPU primitives (jax/_src/pal
 from __future__ import annotations
 
 import hashlib
-import math
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
-from ..pallas.model import GRID_LETTERS, BlockSpecInfo, DmaInfo, FoundCall, PallasCall, ScratchInfo
+from ..pallas.model import GRID_LETTERS, BlockSpecInfo, FoundCall, PallasCall, ScratchInfo
 from .evaluate import operand_values, pallas_occurrences
+from .kernel_body import _Body, _bytes_of, _cost_estimate, _short_src, memory_space
 from .liveness import live_outputs
 from .row_flow import straight_flows
-from .tracing import eqn_frame, sub_jaxprs
+from .tracing import eqn_frame
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "//", "rem": "%", "and": "&", "or": "|",
            "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-_TRANSCENDENTAL = {"exp", "log", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "pow", "exp2", "log1p", "expm1", "erf"}
-_REF_OPS = ("get", "load", "swap", "store", "masked_load", "masked_swap")
-# Integer scalar arithmetic folded to find loop bounds (division only where it cannot round).
-_FOLD: dict[str, Callable[..., Any]] = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "max": max, "min": min,
-    "neg": lambda a: -a, "convert_element_type": lambda a: a,
-    "div": lambda a, b: a // b if a % b == 0 else None}
 
 
 def _dim_kind(dim) -> tuple[str, int | None]:
@@ -119,24 +112,6 @@ def _discharged(closed) -> tuple:
     return discharge.discharge_state(closed.jaxpr, closed.consts)  # type: ignore[call-arg, return-value]  # older jax
 
 
-def _dma_refs(tree, flat: list) -> tuple:
-    """(source, destination, device id) of a DMA equation's operands; a sliced ref comes as a
-    TransformedRef (its .ref the whole ref, its .shape the slice's)."""
-    from jax._src.pallas.mosaic import primitives as mosaic_primitives
-
-    parts = mosaic_primitives._dma_unflatten(tree, flat)
-    if len(parts) == 9:  # jax 0.10.0: each ref and its transforms apart
-        from jax._src.state.types import TransformedRef
-
-        src, src_transforms, dst, dst_transforms, *_, device = parts
-        wrap = lambda ref, transforms: TransformedRef(ref, tuple(transforms)) if transforms else ref
-        return wrap(src, src_transforms), wrap(dst, dst_transforms), device
-    src, dst, _, _, device = parts
-    return src, dst, device
-
-
-# Compiler hints that return their operand unchanged and have no vmap rule in jax 0.10
-# (pl.multiple_of, common in index maps over scalar-prefetched offsets): the walk skips them.
 _IDENTITY_HINTS = ("multiple_of",)
 
 
@@ -187,223 +162,6 @@ def _index_map_callable(closed, prefetch: list | None, n_grid: int) -> Callable:
     return jax.jit(jax.vmap(one))
 
 
-def memory_space(aval) -> str:
-    """vmem | smem | any | hbm | semaphore ... of a ref's aval (TPU blocks default to VMEM)."""
-    space = getattr(aval, "memory_space", None)
-    text = str(space).lower() if space is not None else "vmem"
-    if text in ("", "none", "default"):
-        return "vmem"
-    if "sem" in text:
-        return "semaphore"
-    for known in ("vmem", "smem", "any", "hbm"):
-        if known in text:
-            return known
-    return text
-
-
-def _aval_of(x):
-    return getattr(x, "aval", x)
-
-
-def _bytes_of(aval) -> int:
-    shape = getattr(aval, "shape", ())
-    try:
-        return int(math.prod(shape)) * np.dtype(aval.dtype).itemsize
-    except TypeError:  # semaphores and other non-numpy dtypes
-        return int(math.prod(shape)) * 4
-
-
-class _Body:
-    """Costs, DMAs and run_scoped buffers of a kernel body, with how often each runs per grid
-    step: lax.cond / pl.when branches give a [min, max] range, loops multiply by their trips."""
-
-    def __init__(self, names: dict):
-        self.names = names  # id(kernel ref var) -> the kernel's name for it
-        self.known: dict[int, int] = {}  # id(var) -> its value, for integer scalars made of literals
-        self.unknown_loops = 0  # while loops whose trip count is not known here (counted once)
-        self.flops = [0.0, 0.0]
-        self.trans = 0.0
-        self.dots: list[list[int]] = []
-        self.sizes: list[int] = []
-        self.dmas: list[DmaInfo] = []
-        self.scoped: list[ScratchInfo] = []
-
-    def _inherit(self, eqn, sub) -> None:
-        """Give a nested jaxpr's refs the kernel's names for what the equation passes in."""
-        if eqn.primitive.name == "cond":
-            outer = eqn.invars[1:]
-            inner = sub.invars
-        elif eqn.primitive.name == "while":  # operands: cond consts, body consts, carry
-            outer = eqn.invars[eqn.params["cond_nconsts"]:]
-            inner = sub.invars[-len(outer):] if len(sub.invars) >= len(outer) else sub.invars
-        elif len(sub.constvars) == len(eqn.invars) and sub.constvars:  # run_scoped closes over its operands
-            outer, inner = eqn.invars, sub.constvars
-        else:
-            outer, inner = eqn.invars, sub.invars
-        if len(outer) == len(inner):
-            for o, i in zip(outer, inner):
-                if id(o) in self.names:
-                    self.names[id(i)] = self.names[id(o)]
-                if (value := self._value(o)) is not None:
-                    self.known[id(i)] = value
-
-    def _value(self, v) -> int | None:
-        if hasattr(v, "val"):  # a literal
-            return int(v.val) if np.ndim(v.val) == 0 and np.issubdtype(np.asarray(v.val).dtype, np.integer) else None
-        return self.known.get(id(v))
-
-    def _fold(self, eqn) -> None:
-        """Record the value of an integer scalar computed from known ones (loop bounds)."""
-        fold = _FOLD.get(eqn.primitive.name)
-        args = [self._value(v) for v in eqn.invars]
-        if fold is None or len(eqn.outvars) != 1 or any(a is None for a in args):
-            return
-        aval = getattr(eqn.outvars[0], "aval", None)
-        if getattr(aval, "shape", None) != () or not np.issubdtype(getattr(aval, "dtype", np.float32), np.integer):
-            return
-        try:
-            self.known[id(eqn.outvars[0])] = int(fold(*args))
-        except (TypeError, ValueError, ZeroDivisionError):
-            pass
-
-    def _trips(self, eqn) -> int | None:
-        """A lax.fori_loop's trip count: ``i < n`` on the carry, i from a known start going up by
-        one each trip, n known and unchanged by the body. None for any other while loop."""
-        nc, nb = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
-        cond, body = eqn.params["cond_jaxpr"].jaxpr, eqn.params["body_jaxpr"].jaxpr
-        if len(cond.eqns) != 1 or cond.eqns[0].primitive.name != "lt" or cond.outvars != cond.eqns[0].outvars:
-            return None
-        outer = list(eqn.invars[:nc]) + list(eqn.invars[nc + nb:])  # what cond's invars receive
-        where = {id(v): k for k, v in enumerate(cond.invars)}
-        counter, limit = cond.eqns[0].invars
-        k = where.get(id(counter), -1) - nc  # the counter's position in the carry
-        if k < 0:
-            return None
-        m = where.get(id(limit))
-        if m is not None and m >= nc and body.outvars[m - nc] is not body.invars[nb + m - nc]:
-            return None  # the body moves the limit
-        step = next((e for e in body.eqns if body.outvars[k] in e.outvars), None)
-        if step is None or step.primitive.name != "add" or body.invars[nb + k] not in step.invars or \
-                1 not in [self._value(v) for v in step.invars if v is not body.invars[nb + k]]:
-            return None
-        start = self._value(outer[k + nc])
-        end = self._value(limit) if m is None else self._value(outer[m])
-        return None if start is None or end is None else max(0, end - start)
-
-    def visit(self, jaxpr, times: tuple[float, float]) -> tuple[float, float]:
-        """Walk ``jaxpr`` running ``times`` per step; return its own [min, max] flops per run."""
-        lo = hi = 0.0
-        stored = {id(e.invars[1]) for e in jaxpr.eqns if e.primitive.name in ("swap", "store") and len(e.invars) > 1}
-        for eqn in jaxpr.eqns:
-            p = eqn.primitive.name
-            self._fold(eqn)
-            if p not in _REF_OPS:
-                for v in eqn.outvars:
-                    aval = getattr(v, "aval", None)
-                    shape = getattr(aval, "shape", None)
-                    if id(v) not in stored and shape and hasattr(aval, "dtype"):
-                        self.sizes.append(_bytes_of(aval))
-            if p == "dot_general":
-                (lc, _), _ = eqn.params["dimension_numbers"]
-                lhs, out = eqn.invars[0].aval.shape, eqn.outvars[0].aval.shape
-                k = math.prod(lhs[d] for d in lc)
-                f = 2.0 * math.prod(out) * k
-                lo, hi = lo + f, hi + f
-                m = math.prod(out[:-1]) if len(out) > 1 else 1
-                self.dots.append([int(m), int(k), int(out[-1]) if out else 1])
-            elif p in _TRANSCENDENTAL:
-                self.trans += math.prod(eqn.outvars[0].aval.shape) * times[1]
-            elif p == "dma_start":
-                self._dma(eqn, times)
-            elif p == "cond":
-                for b in eqn.params["branches"]:
-                    self._inherit(eqn, b.jaxpr)
-                costs = [self.visit(b.jaxpr, (0.0, times[1])) for b in eqn.params["branches"]]
-                lo += min(c[0] for c in costs)
-                hi += max(c[1] for c in costs)
-                continue
-            elif p == "scan":
-                n = float(eqn.params.get("length", 1))
-                self._inherit(eqn, eqn.params["jaxpr"].jaxpr)
-                c = self.visit(eqn.params["jaxpr"].jaxpr, (times[0] * n, times[1] * n))
-                lo, hi = lo + n * c[0], hi + n * c[1]
-                continue
-            elif p == "while":
-                body = eqn.params["body_jaxpr"].jaxpr
-                self._inherit(eqn, body)
-                trips = self._trips(eqn)
-                if trips is not None:  # a fori_loop: like a scan
-                    c = self.visit(body, (times[0] * trips, times[1] * trips))
-                    lo, hi = lo + trips * c[0], hi + trips * c[1]
-                    continue
-                # trips unknown: counted once, so the max is a lower bound (said with the figures)
-                dmas = len(self.dmas)
-                c = self.visit(body, (0.0, times[1]))
-                hi += c[1]
-                self.unknown_loops += len(self.dmas) > dmas or c[1] > 0
-                continue
-            elif p == "run_scoped":
-                inner = eqn.params["jaxpr"]
-                for v in inner.invars:
-                    self.names[id(v)] = f"run_scoped buffer {len(self.scoped)}"
-                    aval = v.aval
-                    self.scoped.append(ScratchInfo([int(d) for d in getattr(aval, "shape", ())],
-                                                   str(getattr(aval, "dtype", "")), memory_space(aval), scoped=True))
-            for sub in sub_jaxprs(eqn.params):
-                self._inherit(eqn, sub)
-                c = self.visit(sub, times)
-                lo, hi = lo + c[0], hi + c[1]
-        return lo, hi
-
-    def _dma(self, eqn, times) -> None:
-        src, dst, device = _dma_refs(eqn.params["tree"], [_aval_of(v) for v in eqn.invars])
-        src_ref, dst_ref = getattr(src, "ref", src), getattr(dst, "ref", dst)
-        try:  # the same structure over the variables: which of the kernel's refs are copied
-            src_var, dst_var, _ = _dma_refs(eqn.params["tree"], list(eqn.invars))
-            src_name = self.names.get(id(getattr(src_var, "ref", src_var)), "ref")
-            dst_name = self.names.get(id(getattr(dst_var, "ref", dst_var)), "ref")
-        except Exception:
-            src_name = dst_name = "ref"
-        shape, known = _copy_shape(src)
-        dtype = str(getattr(src, "dtype", ""))
-        nbytes = int(math.prod(shape)) * (np.dtype(dtype).itemsize if dtype else 1)
-        self.dmas.append(DmaInfo(
-            source=src_name, destination=dst_name,
-            src_space=memory_space(src_ref), dst_space=memory_space(dst_ref), shape=shape, dtype=dtype,
-            bytes=nbytes, per_step=[times[0] if known else 0.0, times[1]], remote=device is not None,
-            size_known=known))
-
-
-def _copy_shape(src) -> tuple[list[int], bool]:
-    """The shape a DMA copies, and whether it is known here. A slice sized at run time
-    (``pl.ds(start, n)``, n traced: decode kernels copy as many rows as there are tokens) has no
-    static size; it is bounded by the ref's extent along that dimension (less a static start)."""
-    dims = list(getattr(src, "shape", ()))
-    if all(isinstance(d, (int, np.integer)) for d in dims):
-        return [int(d) for d in dims], True
-    bounds = _slice_bounds(src)
-    if bounds is None or len(bounds) != len(dims):
-        whole = getattr(getattr(src, "ref", src), "shape", ())  # the whole ref: the most any copy moves
-        return [int(d) for d in whole], False
-    return [int(d) if isinstance(d, (int, np.integer)) else b for d, b in zip(dims, bounds)], False
-
-
-def _slice_bounds(src) -> list[int] | None:
-    """Per dimension of a ref sliced by one indexer: the most its slice can span."""
-    transforms: tuple = getattr(src, "transforms", ())
-    base = getattr(getattr(src, "ref", None), "shape", None)
-    if len(transforms) != 1 or base is None or not hasattr(transforms[0], "indices"):
-        return None
-    bounds = []
-    for extent, index in zip(base, transforms[0].indices):
-        if not hasattr(index, "is_dynamic_size"):  # not a Slice: an integer index drops the dimension
-            continue
-        start = index.start if isinstance(index.start, (int, np.integer)) else 0
-        size = index.size if isinstance(index.size, (int, np.integer)) else int(extent) - int(start)
-        bounds.append(int(size))
-    return bounds + [int(d) for d in base[len(transforms[0].indices):]]
-
-
 def _semantics(compiler_params, ndim: int) -> list[str]:
     sem = getattr(compiler_params, "dimension_semantics", None)
     if not sem:
@@ -435,17 +193,6 @@ def _returns_constants(closed) -> bool:
     return bool(outvars) and all(isinstance(v, Literal) for v in outvars)
 
 
-def _short_src(src: str | None) -> str | None:
-    """'kernel at /abs/path/file.py:48' -> 'kernel at path/file.py:48'."""
-    from ..target import short_path
-
-    if not src or " at " not in src:
-        return src
-    name, _, where = src.rpartition(" at ")
-    path, _, line = where.rpartition(":")
-    return f"{name} at {short_path(path)}:{line}" if path else src
-
-
 def _constant_outputs(closed) -> list[int] | None:
     """The block index an index map returns when it returns literals only."""
     if not _returns_constants(closed):
@@ -466,12 +213,6 @@ def _signature(grid, gm, prefetch) -> str:
     parts = [repr(tuple(grid))] + [f"{bm.block_shape}|{bm.array_aval}|{bm.index_map_jaxpr}" for bm in gm.block_mappings]
     parts += [hashlib.sha256(np.ascontiguousarray(p).tobytes()).hexdigest() for p in prefetch or []]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
-def _cost_estimate(ce) -> dict | None:
-    if ce is None:
-        return None
-    return {k: int(getattr(ce, k)) for k in ("flops", "transcendentals", "bytes_accessed") if getattr(ce, k, None) is not None}
 
 
 def _dynamic(d) -> bool:
@@ -509,6 +250,8 @@ def block_specs(closed_jaxpr) -> list[tuple[str, str | None, list[BlockSpecInfo]
     found = []
     for _, eqn in pallas_occurrences(closed_jaxpr.jaxpr):
         p = eqn.params
+        if "grid_mapping" not in p:  # pl.kernel / core_map: no BlockSpecs
+            continue
         gm = p["grid_mapping"]
         grid = list(gm.grid)
         names = [str(n) for n in gm.grid_names] if gm.grid_names else list(GRID_LETTERS[:len(grid)].ljust(len(grid), "g"))
@@ -604,6 +347,8 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
     """Every pallas_call in the program (inside jit, custom_vjp, scan, cond, vmap'd code too), as
     (name, FoundCall) or (name, the exception) for a call this reader cannot follow.
     ``forced_interpret``: traced under the inspector's own TPU interpret mode."""
+    from .mesh_kernels import is_mesh_kernel, read_mesh_kernel
+
     occurrences = list(pallas_occurrences(closed_jaxpr.jaxpr))
     try:
         values = operand_values(closed_jaxpr, occurrences, example_values)
@@ -612,9 +357,12 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
     live = live_outputs(closed_jaxpr)
     found: list[tuple[str, FoundCall | Exception]] = []
     for (_, eqn), operand_vals in zip(occurrences, values):
-        name = str(eqn.params.get("name") or "pallas_call")
+        name = str(eqn.params.get("name") or eqn.primitive.name)
         try:
-            found.append((name, read_call(eqn, operand_vals, live.get(id(eqn)), forced_interpret)))
+            if is_mesh_kernel(eqn):  # pl.kernel / core_map: a mesh of cores, no BlockSpecs
+                found.append((name, read_mesh_kernel(eqn, live.get(id(eqn)), forced_interpret)))
+            else:
+                found.append((name, read_call(eqn, operand_vals, live.get(id(eqn)), forced_interpret)))
         except Exception as err:  # a kernel this jax version lays out differently: a finding, not a crash
             found.append((name, err))
     return found

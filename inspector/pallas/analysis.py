@@ -19,6 +19,7 @@ class PallasReport:
     walk: GridWalk
     budgets: list[VmemBudget]  # one per chip that has a budget (TPUs, GPUs)
     findings: list[Finding]
+    pipelines: list[GridWalk] = dataclasses.field(default_factory=list)  # each emit_pipeline in the body, walked
 
     @property
     def flops(self) -> float | None:
@@ -56,6 +57,12 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
     mib = lambda n: f"{n / 2**20:.2f} MiB"
     data = {"chip": b.chip, "bytes": b.total_bytes, "limit": b.limit_bytes}
     certain = b.certain_bytes
+    if b.unfollowed and b.verdict == "unsure":
+        return found + [Finding("warning", "vmem-undecided",
+                        f"{b.kernel} on {b.chip}: the estimate counts {mib(b.total_bytes)} of the {b.limit_source} "
+                        f"{mib(b.limit_bytes)}, but {b.unfollowed}, so it cannot say the kernel fits: only a compile "
+                        "decides (check without --estimate-only)",
+                        kernel=b.kernel, view="pallas", data={**data, "certain_bytes": certain, "why": b.unfollowed})]
     if b.verdict == "unsure":
         unsure = []
         if b.body_bytes:
@@ -85,7 +92,8 @@ def defer_to_compiler(findings: list[Finding], chip: str, compiler_bytes) -> lis
     kernel uses by the compiler's figure, or a function that reads it (only asked when needed)."""
     def deferred(f: Finding) -> Finding:
         nonlocal compiler_bytes
-        if f.code not in ("vmem-over-limit", "vmem-may-exceed") or f.data is None or f.data.get("chip") != chip:
+        if f.code not in ("vmem-over-limit", "vmem-may-exceed", "vmem-undecided") or f.data is None or \
+                f.data.get("chip") != chip:
             return f
         if callable(compiler_bytes):
             compiler_bytes = compiler_bytes() or None
@@ -99,12 +107,20 @@ def defer_to_compiler(findings: list[Finding], chip: str, compiler_bytes) -> lis
     return [deferred(f) for f in findings]
 
 
+def _why_unevaluated(err: Exception) -> str:
+    if type(err).__name__ == "UnexpectedTracerError":  # the map closes over a traced value of the kernel
+        return "they read a value of the kernel, such as lax.axis_index or a ref"
+    return f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"
+
+
 def refused_by_compiler(findings: list[Finding], chip: str) -> list[Finding]:
     """libtpu ran out of VMEM compiling for ``chip``: what the estimate left undecided is decided.
     The warning keeps the estimate's figures and says so; the error is the compiler's."""
     def settled(f: Finding) -> Finding:
-        if f.code != "vmem-may-exceed" or f.data is None or f.data.get("chip") != chip:
+        if f.code not in ("vmem-may-exceed", "vmem-undecided") or f.data is None or f.data.get("chip") != chip:
             return f
+        if f.code == "vmem-undecided":
+            return dataclasses.replace(f, message=f"{f.message}; libtpu decided: it ran out of VMEM (compile-vmem-oom)")
         return dataclasses.replace(f, message=(
             f"{f.kernel} on {chip}: the estimate is over the limit ({f.data['bytes'] / 2**20:.2f} MiB with its unsure "
             f"terms, {f.data['certain_bytes'] / 2**20:.2f} MiB without, of {f.data['limit'] / 2**20:.2f} "
@@ -142,6 +158,45 @@ def compiler_vmem_by_call(calls: list[str], kernels, compile_error) -> dict[str,
     return found
 
 
+def _walk_pipelines(found) -> tuple[list[GridWalk], list[Finding]]:
+    """Each emit_pipeline of a pl.kernel / core_map body walked like a pallas_call's grid; one
+    that cannot be walked is a finding that says so (never silence)."""
+    info, walks, findings = found.info, [], []
+    for why in found.unwalked_pipelines:
+        findings.append(Finding("info", "pipeline-not-walked", f"{info.name}: {why}, so its grid walk (coverage, "
+                                "revisits, block traffic) is not done; its buffers are still counted in the VMEM budget",
+                                kernel=info.name, view="pallas", data={"why": why}))
+    for pipe in found.pipelines:
+        try:
+            walk = walk_grid(pipe)
+        except Exception as err:  # an index map that reads values of the kernel (program ids, refs)
+            findings.append(Finding("info", "pipeline-not-walked",
+                                    f"{info.name}: the emit_pipeline at {pipe.info.source} has index maps that cannot be "
+                                    f"evaluated outside the kernel ({_why_unevaluated(err)}), so its grid walk is not "
+                                    "done; its buffers are still counted in the VMEM budget",
+                                    kernel=info.name, view="pallas", data={"why": str(err)[:400]}))
+            continue
+        walks.append(walk)
+        findings += [dataclasses.replace(f, kernel=info.name) for f in walk.findings]
+    return walks, findings
+
+
+def _with_pipeline_traffic(found, walk: GridWalk, pipelines: list[GridWalk]) -> GridWalk:
+    """A mesh kernel whose every emit_pipeline was walked: HBM traffic from those walks (a block
+    fetched when its index changes) plus the body's other DMAs, instead of every conditional
+    block copy in the pipelines' code counted as if it ran each step."""
+    info = found.info
+    if (info.style == "pallas_call" or walk.skipped or not pipelines or found.unwalked_pipelines
+            or len(pipelines) != len(found.pipelines) or len(found.pipeline_runs) != len(pipelines) or info.steps is None):
+        return walk
+    other = [d for d in info.dmas if d.touches_hbm and not d.pipeline]
+    read = sum(d.bytes * d.per_step[1] for d in other if d.src_space in ("any", "hbm")) * info.steps
+    written = sum(d.bytes * d.per_step[1] for d in other) * info.steps - read
+    read += sum(p.hbm_bytes_read * runs for p, runs in zip(pipelines, found.pipeline_runs))
+    written += sum(p.hbm_bytes_written * runs for p, runs in zip(pipelines, found.pipeline_runs))
+    return dataclasses.replace(walk, hbm_bytes_read=int(read), hbm_bytes_written=int(written))
+
+
 def _could_not(what: str, kernel: str, err: Exception) -> Finding:
     return Finding("warning", "analysis-failed", f"could not analyse {what} of {kernel}: {type(err).__name__}: {err}; "
                    "the other views still hold", kernel=kernel, view="pallas", data={"what": what, "why": str(err)})
@@ -162,6 +217,9 @@ def analyse_pallas(program, budget_chips: list[Chip], rule_chips: list[Chip]) ->
             walk = GridWalk(info.name, info.steps or 0, 0, [], 0, 0, [_could_not("the grid walk", info.name, err)], 0.0,
                             skipped=f"walk failed: {type(err).__name__}")
         findings = list(walk.findings)
+        pipeline_walks, pipeline_findings = _walk_pipelines(found)
+        findings += pipeline_findings
+        walk = _with_pipeline_traffic(found, walk, pipeline_walks)
         budgets = {}
         for chip in budget_chips + [c for c in rule_chips if c not in budget_chips]:
             try:
@@ -184,5 +242,5 @@ def analyse_pallas(program, budget_chips: list[Chip], rule_chips: list[Chip]) ->
                 findings.append(_could_not(f"the layout rules on {chip.name}", info.name, err))
             if chip.name in budgets:
                 findings += _budget_findings(budgets[chip.name], chip)
-        reports.append(PallasReport(info, walk, list(budgets.values()), findings))
+        reports.append(PallasReport(info, walk, list(budgets.values()), findings, pipeline_walks))
     return reports, unread

@@ -12,6 +12,7 @@ from ..findings import Finding, by_severity
 from ..memory import analyse_memory
 from .analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler, refused_by_compiler
 from .vmem import estimate_fits
+from ..errors import TargetFailure
 from ..stages import Capture, Stages, capture, compile_is_cached
 from ..target import Target
 
@@ -110,24 +111,37 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
     findings: list[Finding] = []
     rows: list[ChipCheck] = []
     kernels: list[PallasReport] = []
+    analysed = False  # a chip has been analysed: chip-independent findings are taken from the first only
     for chip in chips:
         if chip.is_local:
             raise ValueError("check needs TPU or GPU targets")
         compile = chip.is_tpu and not estimate_only  # one trace serves the estimate and the compile
-        backend = Backend(chip if chip.is_tpu else get_chip("cpu"))
-        aborted = None
-        if compile and compile_apart is not None and not compile_is_cached(target, backend, use_cache=use_cache,
-                                                                           buffers=True, memo=memo):
-            captured = capture(target, backend, compile=False, use_cache=use_cache, memo=memo)
-            try:
-                captured = Capture(compile_apart(chip), captured.program)
-            except CompilerAborted as err:
-                aborted = err
-        else:
-            captured = capture(target, backend, compile=compile, use_cache=use_cache, memo=memo, buffers=compile)
+        try:
+            backend = Backend(chip if chip.is_tpu else get_chip("cpu"))
+            aborted = None
+            if compile and compile_apart is not None and not compile_is_cached(target, backend, use_cache=use_cache,
+                                                                               buffers=True, memo=memo):
+                captured = capture(target, backend, compile=False, use_cache=use_cache, memo=memo)
+                try:
+                    captured = Capture(compile_apart(chip), captured.program)
+                except CompilerAborted as err:
+                    aborted = err
+            else:
+                captured = capture(target, backend, compile=compile, use_cache=use_cache, memo=memo, buffers=compile)
+        except TargetFailure as err:  # a SparseCore mesh on a chip without one: that chip's verdict, not the run's
+            if not chip.is_tpu or chip.sparse_core_vmem_bytes is not None or "does not have SparseCores" not in str(err):
+                raise
+            findings.append(Finding("error", "no-sparse-core", f"{target.spec} on {chip.name}: the program builds a SparseCore "
+                                    f"mesh (plsc.VectorSubcoreMesh / ScalarSubcoreMesh) and {chip.name} has no SparseCore "
+                                    "(v5p, v6e and TPU7x have): " + str(err).split(" (raised while")[0],
+                                    view="pallas", data={"chip": chip.name}))
+            rows.append(ChipCheck(chip.name, None, None, None, False if compile else None,
+                                  compiler_message="no SparseCore on this chip"))
+            continue
         stages = captured.stages
         reports, unread = analyse_pallas(captured.program, [chip], [chip])
-        if chip is chips[0]:  # chip-independent findings once, whichever chips read any kernel
+        if not analysed:  # chip-independent findings once, whichever chips read any kernel
+            analysed = True
             kernels = reports
             findings += unread + [f for r in reports for f in r.findings if not f.per_chip]
         findings += [f for r in reports for f in r.findings if f.per_chip]

@@ -113,6 +113,7 @@ class DmaInfo:
     # False: a dimension is sized at run time (pl.ds(start, n) with a traced n); ``shape`` and
     # ``bytes`` are then the most it can copy (the ref's extent) and per_step's min is 0
     size_known: bool = True
+    pipeline: bool = False  # an emit_pipeline's block copy (its walk counts those blocks exactly)
 
     @property
     def touches_hbm(self) -> bool:
@@ -146,6 +147,11 @@ class PallasCall:
     vmapped_dims: list[int] = dataclasses.field(default_factory=list)  # grid axes added by jax.vmap
     interpret: bool = False  # pallas_call(interpret=...) given: the interpreter's HLO on every backend, never Mosaic
     unknown_loops: int = 0  # while loops in the body with a trip count unknown here: maxima count them once
+    # "pallas_call", or a kernel over a core mesh: "pl.kernel" / "core_map" (the grid is then the mesh,
+    # one step per core, and operands stay in HBM for the kernel to copy)
+    style: str = "pallas_call"
+    core_type: str | None = None  # mesh kernels: "TensorCore", "SparseCore vector subcore", ...
+    vmem_unfollowed: str | None = None  # why the kernel's VMEM cannot all be counted (the budget is then undecided)
 
     @property
     def steps(self) -> int | None:
@@ -195,3 +201,8 @@ class FoundCall:
     index_maps: list  # per operand: f(*grid_index_arrays) -> tuple of block-index arrays
     signature: str  # same grid, shapes, index maps and prefetch data: the same walk
     prefetch_known: bool = False  # the scalar-prefetch values are known (constants or example inputs)
+    # pltpu.emit_pipeline calls in the body, each as a call of its own to walk (grid, BlockSpecs over
+    # the HBM refs it was given); and why each pipeline that could not be read is not walked
+    pipelines: list["FoundCall"] = dataclasses.field(default_factory=list)
+    unwalked_pipelines: list[str] = dataclasses.field(default_factory=list)
+    pipeline_runs: list[float] = dataclasses.field(default_factory=list)  # per pipeline: its whole grid's runs per kernel

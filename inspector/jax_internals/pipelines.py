@@ -1,0 +1,147 @@
+"""What each ``pltpu.emit_pipeline`` was asked to do: its grid, BlockSpecs and the refs it pipelines.
+
+Tracing inlines a pipeline into its kernel (a ``run_scoped`` of its buffers around a loop), which
+keeps the buffer shapes but loses the grid and the index maps. While a program is traced under
+``recording_pipelines()``, each pipeline that runs is noted, with the source line that ran it;
+afterwards ``pipeline_for(run_scoped eqn)`` finds the note of the pipeline that equation came
+from (same source line, same block shapes). A pipeline traced before recording began (a jit
+cache hit), or in a jax laid out differently, has no note: the caller says it is not walked.
+
+Reads jax/_src/pallas/mosaic/pipeline.py (0.10.x): ``_emit_pipeline`` is what ``emit_pipeline``
+(without the emit_pipeline primitive, jax's default) and ``emit_pipeline_with_allocations`` call.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+from typing import Any
+
+from .tracing import eqn_frame, user_frame
+
+_LOCK = threading.RLock()
+_RECORDED: dict[tuple[str, int], list["PipelineRecord"]] = {}  # per source line, the latest first
+_KEEP_PER_LINE = 8
+
+
+@dataclasses.dataclass
+class PipelineRecord:
+    """One emit_pipeline as written: grid (ints, or None for a size computed at run time), the flat
+    BlockSpecs (inputs first) and the (shape, dtype, memory space) of the refs they window."""
+
+    grid: list[int | None]
+    in_specs: list[Any]  # pl.BlockSpec
+    out_specs: list[Any]
+    refs: list[tuple[list[int], str, str]]
+    dimension_semantics: list[str]
+    core_axis: str | None
+    source: tuple[str, int] | None
+
+    @property
+    def specs(self) -> list[Any]:
+        return self.in_specs + self.out_specs
+
+    def block_shapes(self) -> set[tuple[int, ...]]:
+        """The VMEM windows it allocates: the block without its squeezed dims."""
+        shapes = set()
+        for spec in self.specs:
+            dims = getattr(spec, "block_shape", None)
+            if dims is not None:
+                shapes.add(tuple(int(getattr(d, "block_size", d)) for d in dims
+                                 if d is not None and type(d).__name__ != "Squeezed"))
+        return shapes
+
+
+def _semantics(values) -> list[str]:
+    return [str(s).split(".")[-1].lower() for s in values or ()]
+
+
+def _ref_info(ref) -> tuple[list[int], str, str]:
+    return [int(d) for d in ref.shape], str(ref.dtype), str(getattr(getattr(ref, "aval", ref), "memory_space", "")).lower()
+
+
+def _record(grid, in_specs, out_specs, params: dict, refs) -> None:
+    import jax
+    from jax._src import source_info_util
+    from jax._src.pallas.mosaic import pipeline
+
+    flat_in = [s for s in jax.tree.leaves(pipeline._normalize_specs(in_specs), is_leaf=lambda x: x is None) if s is not None]
+    flat_out = [s for s in jax.tree.leaves(pipeline._normalize_specs(out_specs), is_leaf=lambda x: x is None) if s is not None]
+    flat_refs = jax.tree.leaves(refs, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype"))
+    source = user_frame(source_info_util.current().traceback)
+    record = PipelineRecord(
+        grid=[int(g) if isinstance(g, int) else None for g in grid], in_specs=flat_in, out_specs=flat_out,
+        refs=[_ref_info(r) for r in flat_refs], dimension_semantics=_semantics(params.get("dimension_semantics")),
+        core_axis=params.get("core_axis_name"), source=source)
+    if source is None:
+        return
+    with _LOCK:
+        kept = _RECORDED.setdefault(source, [])
+        kept.insert(0, record)
+        del kept[_KEEP_PER_LINE:]
+
+
+_ACTIVE = [0, None]  # how many recordings are active (threads may trace at once), and jax's own function
+
+
+@contextlib.contextmanager
+def recording_pipelines():
+    """Note every emit_pipeline traced while active. The patch is shared by overlapping recordings
+    (the TUI traces off its main thread) and undone, on every path, when the last one ends."""
+    try:
+        from jax._src.pallas.mosaic import pipeline
+        pipeline._emit_pipeline  # noqa: B018 (present in this jax?)
+    except (ImportError, AttributeError):  # a jax without it: pipelines go unwalked, said where they show
+        yield
+        return
+    with _LOCK:
+        if _ACTIVE[0] == 0:
+            _ACTIVE[1] = original = pipeline._emit_pipeline
+
+            def emit(body, *, grid, in_specs=(), out_specs=(), **params):
+                run = original(body, grid=grid, in_specs=in_specs, out_specs=out_specs, **params)
+
+                def recorded(*refs, **kwargs):
+                    try:
+                        _record(grid, in_specs, out_specs, params, refs)
+                    except Exception:  # noting is best effort: the pipeline itself must trace as before
+                        pass
+                    return run(*refs, **kwargs)
+                return recorded
+
+            pipeline._emit_pipeline = emit
+        _ACTIVE[0] += 1
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _ACTIVE[0] -= 1
+            if _ACTIVE[0] == 0:
+                pipeline._emit_pipeline = _ACTIVE[1]
+
+
+def is_pipeline_scope(eqn) -> bool:
+    """A run_scoped equation that emit_pipeline made for its buffers: the innermost frame of jax's
+    pipeline.py on its traceback is the pipeline function itself (a sync_copy inside the pipeline
+    makes run_scoped equations of its own, deeper down)."""
+    tb = getattr(getattr(eqn, "source_info", None), "traceback", None)
+    if tb is None:
+        return False
+    try:
+        inner = next((f for f in tb.frames if f.file_name.endswith("pallas/mosaic/pipeline.py")), None)
+    except Exception:
+        return False
+    return inner is not None and inner.function_name.rsplit(".", 1)[-1] == "pipeline"
+
+
+def pipeline_for(eqn) -> PipelineRecord | None:
+    """The note of the emit_pipeline a run_scoped equation came from, or None."""
+    frame = eqn_frame(eqn)
+    with _LOCK:
+        candidates = list(_RECORDED.get(frame, [])) if frame else []
+    if len(candidates) > 1:
+        windows = {tuple(int(d) for d in v.aval.shape[1:]) for v in eqn.params["jaxpr"].invars
+                   if hasattr(v.aval, "shape") and len(v.aval.shape) > 1}
+        windows |= {tuple(int(d) for d in v.aval.shape) for v in eqn.params["jaxpr"].invars if hasattr(v.aval, "shape")}
+        candidates = [c for c in candidates if c.block_shapes() <= windows] or candidates
+    return candidates[0] if candidates else None
