@@ -43,16 +43,24 @@ def block(tree):
 
 def run(fn, args, kwargs, chip: Chip, *, cores: int, check: bool, seed: int | None = None,
         out_of_bounds_reads: ji.OutOfBoundsReads = "raise", dma_execution_mode: ji.DmaExecutionMode = "on_wait") -> Outcome:
-    """fn(*args, **kwargs) in TPU interpret mode as ``chip``, its prints captured."""
+    """fn(*args, **kwargs) in TPU interpret mode as ``chip`` (on the devices of ji.mesh_axes' mesh), its prints captured."""
+    import numpy as np
+
     params = ji.interpret_params(cores=cores, detect_races=check, seed=seed, out_of_bounds_reads=out_of_bounds_reads,
-                                 dma_execution_mode=dma_execution_mode, record=check)
+                                 dma_execution_mode=dma_execution_mode, record=check, devices=ji.mesh_devices())
     ji.reset_state()
+    # the interpreter draws each DMA's vector-clock entry from numpy's global generator: seeded, so the
+    # same diff finds the same DMA hazards every time; the caller's generator is left as it was
+    rng_state = np.random.get_state()
+    np.random.seed(0 if seed is None else seed)
     with captured_output() as printed:
         try:
             with ji.simulating(chip), ji.forced(params):
                 out, err = block(fn(*args, **kwargs)), None
         except Exception as e:  # noqa: BLE001 - the kernel's failure is the finding
             out, err = None, e
+        finally:
+            np.random.set_state(rng_state)
     if err is not None:
         ji.reset_state()  # the interpreter's state is unusable after a raise
     return Outcome(out, err, printed.text)
@@ -68,6 +76,9 @@ def detail(text: str) -> str:
 _INTERPRETER_ERRORS = [
     (re.compile(r"Out-of-bounds block index \(([^)]*)\) for (\w+) \"(\w+)\" in iteration \(([^)]*)\)"), "interpret-out-of-bounds",
      lambda m: f"{m[3]} ({m[2]}): block index ({m[1]}) is out of bounds at grid point ({m[4]})"),
+    (re.compile(r"Out-of-bounds read of \(\d+ \d+ (\w+) (\d+)\): reading \[\(?(.*?),?\)?\] but buffer has shape (\([^)]*\))"),
+     "interpret-out-of-bounds", lambda m: f"reads [{', '.join(ji.slice_ranges(m[3]))}] of {m[1].upper()} buffer {m[2]} of shape {m[4]}, "
+     "past its end"),
     (re.compile(r"[Rr]evisit\w* block[^\n]*"), "interpret-revisit",
      lambda m: f"the interpreter refused a non-consecutive output revisit: {m[0].strip()}"),
 ]
@@ -83,7 +94,13 @@ def failure_finding(err: BaseException, text: str, what: str, chip: Chip, strict
     for pattern, code, describe in _INTERPRETER_ERRORS:
         m = pattern.search(message)
         if m:
-            return Finding("error", code, f"{what}: {describe(m)}", view="diff", data={"detail": detail(text)})
+            where = ""
+            if "grid point" not in describe(m):  # a read inside the kernel body: where the grid was, and the line
+                at = ji.grid_points_of(text)
+                raised = ji.kernel_exception(err)
+                where = "".join([f" at grid point {_point(p)}" + (f" on core {c}" if len(at) > 1 else "") for c, p in sorted(at.items())][:2])
+                where += f" ({short_path(raised.source)})" if raised is not None and raised.source else ""
+            return Finding("error", code, f"{what}: {describe(m)}{where}", view="diff", data={"detail": detail(text)})
     reason = ji.known_limit(err)
     if reason is not None:
         return Finding("error" if strict else "info", "interpret-unsupported",
