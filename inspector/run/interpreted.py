@@ -149,10 +149,17 @@ def _operand_of(report: ji.RaceReport, found_calls) -> tuple[str, list[int] | No
 def describe_race(report: ji.RaceReport, found_calls) -> str:
     name, blk = _operand_of(report, found_calls)
     cores = sorted(set(report.cores))
-    who = f"cores {cores[0]} and {cores[1]}" if len(cores) == 2 else f"core {cores[0]} and a DMA"
-    rng = "[" + ", ".join(report.ranges) + "]"
+    if all(report.dmas):
+        who = "two DMAs"
+    elif any(report.dmas):
+        who = f"core {report.cores[report.dmas.index(False)]} and a DMA"
+    else:
+        who = f"cores {cores[0]} and {cores[1]}" if len(cores) == 2 else f"core {cores[0]} and a DMA"
+    rng = "[" + ", ".join(report.ranges) + "]" if report.ranges else " (all of it)"
     points = ", ".join(f"core {c} at {_point(p)}" for c, p in sorted(report.grid_points.items()) if c in report.cores)
-    sources = sorted({s for s in report.sources if s != "pallas_call"})
+    sources = [f"{'the DMA started at ' if dma else ''}{short_path(s)}" for s, dma in zip(report.sources, report.dmas)
+               if s != "pallas_call"]
+    sources = list(dict.fromkeys(sources))
     via = f" at {', '.join(sources)}" if sources else " (the interpreter's copy of an output block)" if report.access == "write" else ""
     return (f"{who}: {report.access} and {report.other} of {name}{rng}" + (f", block {tuple(blk)}" if blk else "")
             + via + (f"; grid points {points}" if points else ""))

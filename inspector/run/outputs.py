@@ -6,7 +6,7 @@ import numpy as np
 
 from ..findings import Finding
 from .result import BadBlock, ErrorMap, LeafDiff
-from .tolerance import TOLERANCES, choose
+from .tolerance import choose
 
 MANTISSA_BITS = {"float64": 52, "float32": 23, "float16": 10, "bfloat16": 7}
 MAP_CELLS = (32, 64)  # rows, columns of the printed error map

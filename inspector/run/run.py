@@ -242,20 +242,23 @@ def _confirm_races(kernel, args, kwargs, chip, cores, main_out, ref_out, tol, te
 
 
 def run_diff(target: Target, *, seed: int = 0, atol: float | None = None, rtol: float | None = None,
-             grad: bool = False, runs: int = 3, chip: str | Chip | None = None, strict: bool = False) -> DiffResult:
+             grad: bool = False, runs: int = 3, chip: str | Chip | None = None, strict: bool = False,
+             start_devices: bool = False) -> DiffResult:
     """Run ``target`` and its reference on the same inputs and compare. ``chip``: the TPU that
     interpret mode simulates (default tpu-v5e); ``strict``: a kernel the interpreter cannot run is
-    an error rather than an info finding. Usage problems raise ValueError."""
+    an error rather than an info finding; ``start_devices``: where jax has not started, start its CPU
+    with as many devices as the target's mesh has (a process of its own, as the CLI's: the setting
+    is the whole process's). Usage problems raise ValueError."""
     from ..jax_internals import interpret as ji
 
     # a sharded target (INSPECT's or --mesh's axes) runs on as many CPU devices as its mesh has
-    sizes, mesh_note = _mesh_here(target)
+    sizes, mesh_note = _mesh_here(target, start_devices)
     with ji.mesh_axes(sizes):
         return _run_diff(target, seed=seed, atol=atol, rtol=rtol, grad=grad, runs=runs, chip=chip, strict=strict,
                          mesh_note=mesh_note)
 
 
-def _mesh_here(target: Target) -> tuple[dict[str, int], Finding | None]:
+def _mesh_here(target: Target, start_devices: bool) -> tuple[dict[str, int], Finding | None]:
     """The mesh the diff runs on, and the info finding that says which. Its axes get their sizes
     when this process has (or can still start) that many devices; an axis of -1 ("the devices left
     over") gets 1. Where there are too few devices, every axis is of size 1, and a kernel that then
@@ -275,13 +278,13 @@ def _mesh_here(target: Target) -> tuple[dict[str, int], Finding | None]:
             if free else "")
     data = {"axes": dict(mesh), "devices": needed}
     if needed > 1:
-        have = ji.cpu_devices(needed)
+        have = ji.cpu_devices(needed if start_devices else 1)
         if have >= needed:
             return sizes, Finding("info", "mesh-on-cpu-devices", f"{target.name}: run on {needed} devices, its mesh ({given})"
                                   f"{rest}", view="diff", data=data | {"sizes": sizes, "reduced": bool(free)})
         ones = {name: 1 for name in mesh}
         return ones, Finding("info", "mesh-on-one-device", f"{target.name}: its mesh ({given}) needs {needed} devices and this "
-                             f"process has {have} (jax started before the diff could ask for more): run on one device, every "
+                             f"process has {have}: run on one device, every "
                              f"axis of size 1. `inspector diff` on the command line runs it on {needed} CPU devices, as does "
                              f"XLA_FLAGS=--xla_force_host_platform_device_count={needed} set before jax starts", view="diff",
                              data=data | {"sizes": ones, "reduced": True})
@@ -293,15 +296,16 @@ def _mesh_here(target: Target) -> tuple[dict[str, int], Finding | None]:
 def _mesh_failure(finding: Finding, mesh_note: Finding, strict: bool) -> Finding:
     """A kernel that raised on a mesh smaller than its own (a collective kernel on one device: its
     ring of neighbours is empty, a split over n - 1 steps divides by zero): it cannot be diffed here."""
-    axes, sizes = mesh_note.data["axes"], mesh_note.data["sizes"]
+    note = mesh_note.data or {}
+    axes, sizes = note["axes"], note["sizes"]
     shape = ",".join(f"{k}={v}" for k, v in sizes.items())
     own = ",".join(f"{k}={v if v != -1 else 'the rest'}" for k, v in axes.items())
     if -1 in axes.values():
         hint = "give the axis sizes (e.g. --mesh " + ",".join(f"{k}=4" if v == -1 else f"{k}={v}" for k, v in axes.items()) \
                + ") to run it on that many CPU devices"
     else:
-        hint = (f"`inspector diff` on the command line runs it on {mesh_note.data['devices']} CPU devices, as does "
-                f"XLA_FLAGS=--xla_force_host_platform_device_count={mesh_note.data['devices']} set before jax starts")
+        hint = (f"`inspector diff` on the command line runs it on {note['devices']} CPU devices, as does "
+                f"XLA_FLAGS=--xla_force_host_platform_device_count={note['devices']} set before jax starts")
     return Finding("error" if strict else "info", "mesh-unavailable",
                    f"{finding.message.rstrip('.')}: on a mesh of {shape}, smaller than its own ({own}), so it cannot be "
                    f"diffed here (a collective kernel needs its mesh's devices): {hint}",
@@ -310,6 +314,8 @@ def _mesh_failure(finding: Finding, mesh_note: Finding, strict: bool) -> Finding
 
 def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict, mesh_note=None) -> DiffResult:
     import jax
+
+    from ..jax_internals import interpret as ji
 
     from ..errors import TargetFailure
 
@@ -321,13 +327,13 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict, mes
     accelerator = next((d.platform for d in jax.devices() if d.platform in ("gpu", "tpu")), None)
     try:
         closed, found, has_pallas, discovery_note = _trace(target, sim)
-    except TargetFailure as err:
-        if mesh_note is None or not mesh_note.data.get("reduced"):
+    except TargetFailure as failure:
+        if mesh_note is None or not (mesh_note.data or {}).get("reduced"):
             raise
-        raised = Finding("error", "kernel-raised", f"{target.name}: {err}", view="diff")
-        findings = [mesh_note, _mesh_failure(raised, mesh_note, strict)]
+        raised = Finding("error", "kernel-raised", f"{target.name}: {failure}", view="diff")
+        said = [mesh_note, _mesh_failure(raised, mesh_note, strict)]
         return DiffResult(target.spec, target.reference_name or "reference", seed, "not run", [], [], None, None,
-                          by_severity(findings), not strict, chip=None)
+                          by_severity(said), not strict, chip=None)
     interpret = accelerator is None and has_pallas
     ref_params = _reference_params(target.reference, target.params)
     _check_memory(target, closed, target.reference, ref_params)
@@ -358,7 +364,7 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict, mes
         if err is not None:
             findings.append(Finding("error", "kernel-raised", f"{target.name}: " + describe_error(err, target.file, "raised while running"),
                                     view="diff"))
-    if not ran and mesh_note is not None and mesh_note.data.get("reduced"):
+    if not ran and mesh_note is not None and (mesh_note.data or {}).get("reduced"):
         findings = [_mesh_failure(f, mesh_note, strict) if f.code in ("kernel-raised", "interpret-out-of-bounds") else f
                     for f in findings]
     outputs: list[LeafDiff] = []
@@ -378,7 +384,10 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict, mes
     for leaf in outputs + (gradients or []):
         if not leaf.ok:
             unwritten = leaf.nan_kernel - leaf.nan_reference
-            extra = f"; {unwritten} NaN elements in the kernel's output (never written?)" if unwritten > 0 and interpret else ""
+            read_past = any(f.code == "interpret-out-of-bounds" for f in findings)
+            extra = (f"; {unwritten} NaN elements in the kernel's output ("
+                     + ("never written, or made from the NaN read past the end?)" if read_past else "never written?)")
+                     if unwritten > 0 and interpret else "")
             why = f"; tolerance {leaf.tolerance.source}: {leaf.tolerance.reason}" if leaf.tolerance else ""
             findings.append(Finding("error", "mismatch", f"{leaf.output or 'output'}: {leaf.bad} of {int(np.prod(leaf.shape))} "
                                     f"elements outside atol={leaf.atol:g}, rtol={leaf.rtol:g} (max abs error {leaf.max_abs:.3g} at "
@@ -386,8 +395,10 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict, mes
     if accelerator:
         mode = f"accelerator ({accelerator})"
     elif interpret:
+        on = ji.mesh_devices()
         mode = (f"TPU interpret mode on the CPU as {sim.name} ("
                 + ("2 TensorCores share each grid" if cores > 1 else "1 TensorCore")
+                + (f" on each of {on} devices" if on > 1 else "")
                 + ", race detection, NaN for uninitialized memory)")
     else:
         mode = "XLA on the CPU"
