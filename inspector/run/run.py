@@ -354,8 +354,9 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict, mes
     tol = (atol, rtol, accs)
     cores = interpreted.cores_of(sim)
     printed = ""
+    run_options: dict = {}
     if interpret:
-        k_out, findings_run, printed = _interpret(kernel, args, kwargs, sim, cores, r_out, tol, found, target.name, strict)
+        k_out, findings_run, printed, run_options = _interpret(kernel, args, kwargs, sim, cores, r_out, tol, found, target.name, strict)
         findings += findings_run
         ran = k_out is not None
     else:
@@ -377,7 +378,7 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict, mes
         findings += grad_findings
     timing = None
     if ran and runs > 0:
-        timing = Timing(_median_time(kernel, args, kwargs, runs, sim if interpret else None),
+        timing = Timing(_median_time(kernel, args, kwargs, runs, sim if interpret else None, run_options),
                         _median_time(reference, args, kwargs, runs, None), runs,
                         "Pallas kernel in TPU interpret mode on the CPU: not representative of TPU speed"
                         if interpret else f"measured on the {accelerator}" if accelerator else "XLA on the CPU")
@@ -422,8 +423,9 @@ def _retried(name: str, why: str) -> Finding:
 
 
 def _interpret(kernel, args, kwargs, sim, cores, r_out, tol, found, name, strict):
-    """(kernel outputs or None, findings, printed text) of the checked interpret-mode run. What the
-    interpreter refuses but the chip runs is retried with the interpreter's options that allow it;
+    """(kernel outputs or None, findings, printed text, the interpreter options it needed) of the
+    checked interpret-mode run. What the interpreter refuses but the chip runs is retried with the
+    interpreter's options that allow it;
     an out-of-bounds read is an error finding, and the run goes on (NaN for what was read past the end)
     so the outputs are still compared."""
     from ..jax_internals import interpret as ji
@@ -474,18 +476,18 @@ def _interpret(kernel, args, kwargs, sim, cores, r_out, tol, found, name, strict
         if finding.code == "interpret-out-of-bounds" and any(f.code == finding.code for f in findings):
             finding.message = finding.message.replace("; the outputs are compared from a run that reads NaN there", "")
         findings.append(finding)
-        return None, findings, main.text
+        return None, findings, main.text, options
     if check and (ji.parse_races(main.text) or ji.races_found() or "RACE DETECTED" in main.text):
         findings.append(_confirm_races(kernel, args, kwargs, sim, cores, main.output, r_out, tol, main.text, found, name, options))
-    return main.output, findings, main.text
+    return main.output, findings, main.text, options
 
 
-def _median_time(fn, args, kwargs, runs: int, sim: Chip | None) -> float | None:
+def _median_time(fn, args, kwargs, runs: int, sim: Chip | None, options: dict | None = None) -> float | None:
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
         if sim is not None:
-            outcome = interpreted.run(fn, args, kwargs, sim, cores=1, check=False)
+            outcome = interpreted.run(fn, args, kwargs, sim, cores=1, check=False, **(options or {}))
             err = outcome.error
         else:
             _, err = _plain(fn, args, kwargs)
