@@ -151,3 +151,27 @@ def test_collective_kernel_runs_on_as_many_cpu_devices_as_its_mesh(run_cli):
     assert data["ok"] and "on each of 4 devices" in data["mode"]
     assert [f["code"] for f in data["findings"]] == ["mesh-on-cpu-devices"]
     assert data["outputs"][0]["bad"] == 0 and data["outputs"][0]["tolerance"]["source"] == "dtype"
+
+
+def test_a_run_that_stops_using_the_cpu_is_stopped_and_one_that_computes_is_not():
+    """Several CPU devices that wait on each other for ever (jax 0.10.2's interpreter on JAX's own
+    all_gather) must not hang the diff: no CPU time for stall_s is a Stalled error, an info finding."""
+    import time
+
+    from inspector.chips import get_chip
+    from inspector.run.interpreted import Stalled, failure_finding, watched
+
+    with pytest.raises(Stalled) as stalled:
+        watched(lambda: time.sleep(30), stall_s=0.6, poll_s=0.2)
+    finding = failure_finding(stalled.value, "", "k", get_chip("tpu-v5e"), strict=False)
+    assert (finding.severity, finding.code) == ("info", "interpret-unsupported") and "stopped making progress" in finding.message
+
+    def busy():
+        end = time.process_time() + 1.5
+        while time.process_time() < end:
+            pass
+        return "done"
+
+    assert watched(busy, stall_s=0.6, poll_s=0.2) == "done"
+    with pytest.raises(ValueError, match="inside"):
+        watched(lambda: (_ for _ in ()).throw(ValueError("inside")), stall_s=5, poll_s=0.2)

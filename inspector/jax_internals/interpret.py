@@ -71,6 +71,18 @@ def mesh_axes(axes: dict[str, int] | tuple[str, ...]):
         _MESH_AXES.reset(token)
 
 
+@contextlib.contextmanager
+def entered_mesh():
+    """Re-enter, in another thread, the mesh ``mesh_axes`` set up in this context (jax's mesh is
+    per thread; the axes travel with contextvars.copy_context). Nothing outside one."""
+    axes = _MESH_AXES.get()
+    if not axes:
+        yield
+        return
+    with mesh_axes(dict(axes)):  # the same mesh again where it is already set: harmless
+        yield
+
+
 def mesh_devices() -> int:
     """Devices of the mesh ``mesh_axes`` set up (1 outside one)."""
     import math
@@ -310,6 +322,9 @@ KNOWN_LIMITS = (
     (re.compile(r"unpack_elementwise"), "the interpreter has no CPU rule for unpack_elementwise"),
     (re.compile(r"'ReshapeTransform' object has no attribute 'indices'"),
      "the interpreter cannot DMA through a reshaped HBM ref ('ReshapeTransform' object has no attribute 'indices')"),
+    (re.compile(r"the run stopped: no CPU time for"),
+     "on several CPU devices the interpreter stopped making progress (its devices wait on each other for ever, as "
+     "jax 0.10.2's interpreter does for some collective kernels)"),
     (re.compile(r"safe_zip\(\) argument \d+ (?:is (?:shorter|longer) than argument \d+|has length \d+ but argument \d+ has length)"),
      "the interpreter cannot run a vmapped pallas_call with dimension_semantics (a safe_zip length error)"),
 )

@@ -53,17 +53,65 @@ def run(fn, args, kwargs, chip: Chip, *, cores: int, check: bool, seed: int | No
     # same diff finds the same DMA hazards every time; the caller's generator is left as it was
     rng_state = np.random.get_state()
     np.random.seed(0 if seed is None else seed)
+    def go():
+        with ji.entered_mesh(), ji.simulating(chip), ji.forced(params):
+            return block(fn(*args, **kwargs))
+
     with captured_output() as printed:
         try:
-            with ji.simulating(chip), ji.forced(params):
-                out, err = block(fn(*args, **kwargs)), None
+            if ji.mesh_devices() > 1:  # devices that wait on each other can wait for ever: watched
+                out, err = watched(go), None
+            else:
+                out, err = go(), None
         except Exception as e:  # noqa: BLE001 - the kernel's failure is the finding
             out, err = None, e
         finally:
             np.random.set_state(rng_state)
+    if isinstance(err, Stalled):
+        return Outcome(None, err, printed.text)  # its threads still wait: no reset, nothing more runs on them
     if err is not None:
         ji.reset_state()  # the interpreter's state is unusable after a raise
     return Outcome(out, err, printed.text)
+
+
+STALL_S = 60.0  # seconds without CPU time that mean a multi-device run waits for ever
+
+
+class Stalled(RuntimeError):
+    """A run that stopped using the CPU: its devices wait on each other for ever."""
+
+
+def watched(go, stall_s: float = STALL_S, poll_s: float = 5.0):
+    """go() in a thread of its own, watched: it raises Stalled once the process has used no CPU
+    for ``stall_s`` (jax 0.10.2's interpreter deadlocks on some collective kernels over several CPU
+    devices, e.g. JAX's own all_gather: every device waits in an allocation callback). A run that
+    computes, however long, uses CPU and is left alone. The stalled thread is a daemon: the CLI's
+    process ends without it."""
+    import contextvars
+    import threading
+    import time
+
+    box: dict = {}
+
+    def target():
+        try:
+            box["out"] = go()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            box["err"] = e
+
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(target,), daemon=True, name="inspector-interpret")
+    thread.start()
+    last_cpu, since = time.process_time(), time.monotonic()
+    while thread.is_alive():
+        thread.join(poll_s)
+        cpu = time.process_time()
+        if cpu - last_cpu > 0.05 * poll_s:
+            last_cpu, since = cpu, time.monotonic()
+        elif time.monotonic() - since > stall_s:
+            raise Stalled(f"the run stopped: no CPU time for {stall_s:g} s, its devices waiting on each other")
+    if "err" in box:
+        raise box["err"]
+    return box.get("out")
 
 
 def detail(text: str) -> str:
