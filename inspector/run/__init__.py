@@ -2,7 +2,8 @@
 
 Modules: ``run`` (the diff), ``interpreted`` (TPU interpret mode as a chip would run it: races
 confirmed, kernel exceptions, interpreter limits), ``outputs`` (tree structure, shapes, dtypes,
-values, error maps), ``inputs`` (seeded inputs, the memory check), ``capture`` (the interpreter's
+values, error maps), ``tolerance`` (atol/rtol given, or derived from the dtype and the terms the
+reference sums), ``inputs`` (seeded inputs, the memory check), ``capture`` (the interpreter's
 prints kept off the terminal), ``result`` (the dataclasses the views read).
 """
 from .outputs import MANTISSA_BITS, compare, error_map

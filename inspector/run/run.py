@@ -2,9 +2,12 @@
 
 On a machine with an accelerator both run natively. On the CPU, Pallas TPU kernels run in TPU
 interpret mode as the chip being simulated (``interpreted``): elements no grid step wrote come
-back NaN, out-of-bounds reads and revisits the interpreter raises become findings with the grid
-point, races are confirmed by rerunning. The comparison checks the output trees' structure,
-shapes and dtypes, then folds the value errors onto the output BlockSpec's blocks.
+back NaN; an out-of-bounds read is an error finding with the grid point and the run goes on
+reading NaN there, so the outputs are still compared; revisits the interpreter refuses become
+findings; races and DMA hazards are confirmed by rerunning. A sharded target runs on as many CPU
+devices as its mesh has where the process can have them. The comparison checks the output trees'
+structure, shapes and dtypes, then the values at a tolerance given or derived from the dtype and
+the terms summed (``tolerance``), folded onto the output BlockSpec's blocks.
 """
 from __future__ import annotations
 
