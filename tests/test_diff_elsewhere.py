@@ -33,6 +33,9 @@ def test_contraction_lengths_are_read_per_output():
     accs = accumulations(jax.make_jaxpr(f)(jnp.ones((8, 300)), jnp.ones((300, 16))))
     assert [a.terms for a in accs] == [300, 1, 8 * 300, 300]
     assert accs[0].op == "dot_general" and not accs[0].wide
+    ragged = accumulations(jax.make_jaxpr(lambda a, b, g: jax.lax.ragged_dot(a, b, g))(
+        jnp.ones((8, 300)), jnp.ones((2, 300, 16)), jnp.array([4, 4], jnp.int32)))
+    assert [(a.terms, a.op) for a in ragged] == [(300, "ragged_dot_general")]  # megablox's reference
 
 
 def test_tolerance_grows_with_sqrt_k_and_given_values_win():

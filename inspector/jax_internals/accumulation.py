@@ -43,8 +43,10 @@ def _terms(eqn) -> int:
     """Terms one equation sums into each of its outputs (1: none)."""
     name, params = eqn.primitive.name, eqn.params
     try:
-        if name == "dot_general":
-            (lhs_contract, _), _ = params["dimension_numbers"]
+        if name in ("dot_general", "ragged_dot_general"):  # ragged_dot: jax.lax.ragged_dot, megablox's reference
+            numbers = params["dimension_numbers"] if name == "dot_general" else \
+                params["ragged_dot_dimension_numbers"].dot_dimension_numbers
+            (lhs_contract, _), _ = numbers
             shape = _shape(eqn.invars[0])
             return math.prod(shape[d] for d in lhs_contract)
         if name in ("reduce_sum", "reduce_prod"):
