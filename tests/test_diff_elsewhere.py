@@ -127,6 +127,16 @@ def test_zero_byte_wait_assertion_is_recognised():
     assert not race_detector_zero_wait(AssertionError("in the user's own kernel"))
 
 
+def test_only_the_interpreters_own_assertions_are_its_limits():
+    from inspector.jax_internals.interpret import interpreter_assertion
+
+    theirs = ('Traceback (most recent call last):\n  File "/x/jax/_src/pallas/mosaic/interpret/shared_memory.py", '
+              'line 828, in store_buffer_content\n    assert buff.dtype == value.dtype\nAssertionError\n')
+    assert interpreter_assertion(RuntimeError(theirs)) == "shared_memory.py:828 in store_buffer_content"
+    mine = 'Traceback (most recent call last):\n  File "/home/me/kernel.py", line 12, in body\n    assert n > 0\nAssertionError\n'
+    assert interpreter_assertion(RuntimeError(mine)) is None
+
+
 # ----------------------------------------------------------------------------- collective kernels
 
 

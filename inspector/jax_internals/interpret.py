@@ -373,3 +373,21 @@ def race_detector_zero_wait(err: BaseException) -> bool:
     import traceback
 
     return bool(_ZERO_WAIT.search(str(err) + "\n" + "".join(traceback.format_exception(err))))
+
+
+_FRAME_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def interpreter_assertion(err: BaseException) -> str | None:
+    """Where the interpreter's own code asserted ("shared_memory.py:194 in wait"), when the
+    innermost frame before an AssertionError is in jax's TPU interpreter (not the kernel's own
+    assert); None otherwise. jax 0.10.2 asserts on states the chip runs fine (a zero-byte wait on a
+    semaphore never signalled, with race detection on)."""
+    import traceback
+
+    text = str(err) + "\n" + "".join(traceback.format_exception(err))
+    for m in re.finditer(r"^\s*AssertionError\b", text, re.M):
+        frames = list(_FRAME_LINE.finditer(text, 0, m.start()))
+        if frames and "/pallas/mosaic/interpret/" in frames[-1][1]:
+            return f"{frames[-1][1].rsplit('/', 1)[-1]}:{frames[-1][2]} in {frames[-1][3]}"
+    return None

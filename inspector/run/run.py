@@ -455,10 +455,14 @@ def _interpret(kernel, args, kwargs, sim, cores, r_out, tol, found, name, strict
             findings.append(_retried(name, "the interpreter's race detector fails (an AssertionError in its semaphore "
                                      "wait) on a zero-byte DMA wait, which the chip accepts; ran again with each DMA "
                                      "done when it starts, race detection kept"))
-        elif ji.race_detector_zero_wait(err) and check:
+        elif (at := ji.interpreter_assertion(err)) and "dma_execution_mode" not in options:
+            options["dma_execution_mode"] = "eager"
+            findings.append(_retried(name, f"the interpreter's own assertion failed ({at}), not the kernel's; ran "
+                                     "again with each DMA done when it starts"))
+        elif ji.interpreter_assertion(err) and check:
             check = False
-            findings.append(_retried(name, "the interpreter's race detector still fails on a zero-byte DMA wait; ran "
-                                     "again without race detection (races are not checked in this run)"))
+            findings.append(_retried(name, f"the interpreter's own assertion still fails ({ji.interpreter_assertion(err)}); "
+                                     "ran again without race detection (races are not checked in this run)"))
         elif ji.out_of_bounds_read(err) and options.get("out_of_bounds_reads") != "uninitialized":
             read = interpreted.failure_finding(err, main.text, name, sim, strict)
             read.message += "; the outputs are compared from a run that reads NaN there"
@@ -476,6 +480,12 @@ def _interpret(kernel, args, kwargs, sim, cores, r_out, tol, found, name, strict
                               f"{name}: cannot run in interpret mode: {reason}; the compile views still hold "
                               f"(inspector check/show --target {sim.name})", view="diff",
                               data={"reason": reason, "detail": finding.data.get("detail", "")})
+        if (at := ji.interpreter_assertion(main.error)) is not None:  # jax's interpreter, not the kernel, asserted
+            reason = f"the interpreter's own assertion fails ({at}) in every setting tried"
+            finding = Finding("error" if strict else "info", "interpret-unsupported",
+                              f"{name}: cannot run in interpret mode: {reason}; the compile views still hold "
+                              f"(inspector check/show --target {sim.name})", view="diff",
+                              data={"reason": reason, "detail": interpreted.detail(main.text)})
         if finding.code == "interpret-out-of-bounds" and any(f.code == finding.code for f in findings):
             finding.message = finding.message.replace("; the outputs are compared from a run that reads NaN there", "")
         findings.append(finding)
