@@ -224,7 +224,8 @@ def diff(fn: Callable | str, reference: Callable | str | None = None, *args: Any
     """Run ``fn`` and ``reference`` on the same inputs and compare every output, as ``inspector
     diff``: arrays given are used as they are, ShapeDtypeStructs and shape specs become seeded
     random inputs (``seed``). ``.ok``; ``.outputs`` per output (max abs/rel error, ulps, how many
-    elements outside ``atol``/``rtol``, the error folded onto the kernel's blocks); ``.gradients``
+    elements outside ``atol``/``rtol``, which default to the dtype's, raised with the number of terms
+    the reference sums: ``.tolerance`` says which and why; the error folded onto the kernel's blocks); ``.gradients``
     with ``grad``; ``.timing`` (median of ``runs``). On a GPU or TPU both run there for real; on
     the CPU, Pallas TPU kernels run in TPU interpret mode as ``target`` (a TPU, default tpu-v5e).
     ``reference`` may be None for a spec whose INSPECT names one."""

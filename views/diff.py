@@ -30,6 +30,20 @@ def _leaf_table(title: str, leaves: list[LeafDiff]) -> Table:
     return table
 
 
+def _tolerances(leaves: list[LeafDiff]) -> list:
+    """One line per distinct tolerance: the figures, where they come from and why."""
+    seen: dict[tuple, list[str]] = {}
+    for l in leaves:
+        if l.tolerance is not None:
+            t = l.tolerance
+            seen.setdefault((t.atol, t.rtol, t.source, t.reason), []).append(l.output or "output")
+    lines = []
+    for (atol, rtol, source, reason), names in seen.items():
+        who = "" if len(seen) == 1 else f"{', '.join(names[:4])}{' ...' if len(names) > 4 else ''}: "
+        lines.append(Text(f"tolerance {who}atol={atol:.3g}, rtol={rtol:.3g} ({source}: {reason})", style="dim"))
+    return lines
+
+
 def _map(leaf: LeafDiff) -> list:
     m = leaf.error_map
     if m is None or not m.bad_blocks:
@@ -60,10 +74,12 @@ def diff_view(result: DiffResult) -> Group:
             Text("inputs: " + ", ".join(result.inputs), style="dim")]
     parts = head + ([_leaf_table("outputs", result.outputs)] if result.outputs else
                     [Text("no outputs compared (see the findings)", style="bold red")])
+    parts += _tolerances(result.outputs)
     for leaf in result.outputs:
         parts += _map(leaf)
     if result.gradients is not None:
         parts.append(_leaf_table("gradients (vjp with a random cotangent)", result.gradients))
+        parts += _tolerances(result.gradients)
         for leaf in result.gradients:
             parts += _map(leaf)
     if result.timing:

@@ -168,7 +168,7 @@ def _work_diff(opts):
     with _exits_are_failures(target, f"raised while running {target.name}"):
         try:
             return run_diff(target, seed=opts.seed, atol=opts.atol, rtol=opts.rtol, grad=opts.grad, runs=opts.runs,
-                            chip=chip, strict=opts.strict)
+                            chip=chip, strict=opts.strict, start_devices=bool(getattr(opts, "isolate", False)))
         except ValueError as err:
             raise UsageError(str(err)) from err
 

@@ -45,35 +45,75 @@ def abstract_mesh(chip):
     return jax.sharding.AbstractMesh((1,), ("x",), abstract_device=device)
 
 
-_MESH_AXES: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("inspector_mesh_axes", default=())
+_MESH_AXES: contextvars.ContextVar[tuple[tuple[str, int], ...]] = contextvars.ContextVar("inspector_mesh_axes", default=())
 
 
 @contextlib.contextmanager
-def mesh_axes(names: tuple[str, ...]):
-    """Run a sharded program on this one device: a mesh of ``names``, each of size 1, so that
-    ``shard_map`` over ``get_abstract_mesh()`` finds its axes (``simulating`` keeps them)."""
-    if not names:
+def mesh_axes(axes: dict[str, int] | tuple[str, ...]):
+    """Run a sharded program here: a mesh of these axes (name -> size; names alone: each of size 1)
+    over the first devices, so that ``shard_map`` over ``get_abstract_mesh()`` finds its axes
+    (``simulating`` keeps them). ``cpu_devices`` says how many devices there are for it."""
+    sizes = dict(axes) if isinstance(axes, dict) else {name: 1 for name in axes}
+    if not sizes:
         yield
         return
+    import math
+
     import jax
     import numpy as np
 
-    token = _MESH_AXES.set(tuple(names))
+    token = _MESH_AXES.set(tuple(sizes.items()))
+    devices = np.array(jax.devices()[:math.prod(sizes.values())]).reshape(tuple(sizes.values()))
     try:
-        with jax.set_mesh(jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape((1,) * len(names)), tuple(names))):
+        with jax.set_mesh(jax.sharding.Mesh(devices, tuple(sizes))):
             yield
     finally:
         _MESH_AXES.reset(token)
+
+
+@contextlib.contextmanager
+def entered_mesh():
+    """Re-enter, in another thread, the mesh ``mesh_axes`` set up in this context (jax's mesh is
+    per thread; the axes travel with contextvars.copy_context). Nothing outside one."""
+    axes = _MESH_AXES.get()
+    if not axes:
+        yield
+        return
+    with mesh_axes(dict(axes)):  # the same mesh again where it is already set: harmless
+        yield
+
+
+def mesh_devices() -> int:
+    """Devices of the mesh ``mesh_axes`` set up (1 outside one)."""
+    import math
+
+    return math.prod(s for _, s in _MESH_AXES.get())
 
 
 def simulating(chip):
     """Trace under this: ``get_tpu_info()`` and friends answer for ``chip``."""
     import jax
 
-    mesh, names = abstract_mesh(chip), _MESH_AXES.get()
-    if names:  # the program's own axes, each of size 1, on the simulated chip
-        mesh = jax.sharding.AbstractMesh((1,) * len(names), names, abstract_device=mesh.abstract_device)
+    mesh, axes = abstract_mesh(chip), _MESH_AXES.get()
+    if axes:  # the program's own axes, of their sizes here, on the simulated chip
+        mesh = jax.sharding.AbstractMesh(tuple(s for _, s in axes), tuple(n for n, _ in axes),
+                                         abstract_device=mesh.abstract_device)
     return jax.sharding.use_abstract_mesh(mesh)
+
+
+def cpu_devices(wanted: int) -> int:
+    """Devices jax has here, asking for ``wanted`` CPU devices first where jax has not started its
+    backends yet (jax_num_cpu_devices is read once, when the CPU backend starts)."""
+    import jax
+    from jax._src import xla_bridge
+
+    if wanted > 1 and not xla_bridge.backends_are_initialized():
+        try:
+            if jax.config.jax_num_cpu_devices < wanted:  # type: ignore[attr-defined]  # a config flag jax 0.10 has
+                jax.config.update("jax_num_cpu_devices", wanted)
+        except (AttributeError, ValueError):
+            pass  # a jax without the flag, or started meanwhile: as many as there are
+    return len(jax.devices())
 
 
 # ----------------------------------------------------------------------------- running
@@ -83,15 +123,23 @@ OutOfBoundsReads = Literal["raise", "uninitialized"]  # what InterpretParams acc
 DmaExecutionMode = Literal["eager", "on_wait"]
 
 
+# Vector-clock entries for DMAs. The interpreter gives each DMA a random "virtual core" among the
+# entries past the real cores; with its default (2 x cores) a one-core chip has a single one, so two
+# DMAs on the same buffer (a writeback and the next prefetch into it) always look ordered and their
+# hazard is never reported. With 64, two DMAs share an entry 1 time in 64.
+DMA_CLOCKS = 64
+
+
 def interpret_params(*, cores: int = 1, detect_races: bool = False, seed: int | None = None,
                      out_of_bounds_reads: OutOfBoundsReads = "raise", dma_execution_mode: DmaExecutionMode = "on_wait",
-                     record: bool = False):
+                     record: bool = False, devices: int = 1):
     from jax.experimental.pallas import tpu as pltpu
 
     return pltpu.InterpretParams(
         detect_races=detect_races, uninitialized_memory="nan", num_cores_or_threads=cores, random_seed=seed,
         out_of_bounds_reads=out_of_bounds_reads, dma_execution_mode=dma_execution_mode,
-        grid_point_recorder=record_grid_point if record else None)
+        grid_point_recorder=record_grid_point if record else None,
+        vector_clock_size=devices * cores + DMA_CLOCKS if detect_races else None)
 
 
 def forced(params):
@@ -175,18 +223,21 @@ class RaceReport:
     buffer_id: int
     ranges: list[str]  # the later access's index ranges per dim, e.g. ["0:128", "0:128"]
     other_ranges: list[str]
-    cores: list[int]  # [later core, earlier core] (local core ids)
-    sources: list[str]  # source lines of the two accesses ("pallas_call": the interpreter's own block copy)
+    cores: list[int]  # [later core, earlier core] (local core ids; 0 for a DMA)
+    sources: list[str]  # source lines of the two accesses ("pallas_call": the interpreter's own block copy; a DMA's: its start)
     grid_points: dict[int, list[int]]  # core -> the grid point it was at when the race was seen
+    dmas: list[bool] = dataclasses.field(default_factory=lambda: [False, False])  # [later, earlier] access made by a DMA
 
 
+FIRST_DMA_ID = 100  # the interpreter numbers DMAs from 100 and prints a DMA's id where a core's device id would be
+_CLOCK = r"\s*clock: \[[^\]]*\]\n"  # a long vector clock wraps over several lines
 _RACE = re.compile(
     r"RACE DETECTED\n\s*(write|read) of \('(\w+)', (\d+), (\d+), (\d+)\)\[(.*?)\] from (\d+), (\d+),? ?(.*?)\n"
-    r"\s*clock: [^\n]*\n\s*(write|read) of \('\w+', \d+, \d+, \d+\)\[(.*?)\] from (\d+), (\d+),? ?(.*?)\n")
+    + _CLOCK + r"\s*(write|read) of \('\w+', \d+, \d+, \d+\)\[(.*?)\] from (\d+), (\d+),? ?(.*?)\n")
 _SLICE = re.compile(r"slice\((\d+|None), (\d+|None)(?:, (?:\d+|None))?\)|(\d+)")
 
 
-def _ranges(text: str) -> list[str]:
+def slice_ranges(text: str) -> list[str]:
     out = []
     for m in _SLICE.finditer(text):
         if m[3] is not None:
@@ -207,9 +258,10 @@ def parse_races(text: str) -> list[RaceReport]:
             at[int(m[1])] = [int(i) for i in m[2].split(",") if i]
             continue
         reports.append(RaceReport(
-            access=m[1], other=m[10], memory_space=m[2], buffer_id=int(m[3]), ranges=_ranges(m[6]),
-            other_ranges=_ranges(m[11]), cores=[int(m[8]), int(m[13])],
-            sources=[m[9].strip() or "pallas_call", m[14].strip() or "pallas_call"], grid_points=dict(at)))
+            access=m[1], other=m[10], memory_space=m[2], buffer_id=int(m[3]), ranges=slice_ranges(m[6]),
+            other_ranges=slice_ranges(m[11]), cores=[int(m[8]), int(m[13])],
+            sources=[m[9].strip() or "pallas_call", m[14].strip() or "pallas_call"], grid_points=dict(at),
+            dmas=[int(m[7]) >= FIRST_DMA_ID, int(m[12]) >= FIRST_DMA_ID]))
     return reports
 
 
@@ -270,6 +322,9 @@ KNOWN_LIMITS = (
     (re.compile(r"unpack_elementwise"), "the interpreter has no CPU rule for unpack_elementwise"),
     (re.compile(r"'ReshapeTransform' object has no attribute 'indices'"),
      "the interpreter cannot DMA through a reshaped HBM ref ('ReshapeTransform' object has no attribute 'indices')"),
+    (re.compile(r"the run stopped: no CPU time for"),
+     "on several CPU devices the interpreter stopped making progress (its devices wait on each other for ever, as "
+     "jax 0.10.2's interpreter does for some collective kernels)"),
     (re.compile(r"safe_zip\(\) argument \d+ (?:is (?:shorter|longer) than argument \d+|has length \d+ but argument \d+ has length)"),
      "the interpreter cannot run a vmapped pallas_call with dimension_semantics (a safe_zip length error)"),
 )
@@ -295,3 +350,44 @@ def zero_length_out_of_bounds(err: BaseException) -> bool:
     if not m:
         return False
     return any(s == e for s, e in re.findall(r"slice\((\d+), (\d+)", m[5]))
+
+
+_OOB_INPUT = re.compile(r"Out-of-bounds block index \([^)]*\) for input \"\w+\"")
+
+
+def out_of_bounds_read(err: BaseException) -> bool:
+    """The interpreter refused a read past a buffer's end (a ref read, a DMA's source, or an input
+    block): with out_of_bounds_reads="uninitialized" the same run goes on with NaN for those values."""
+    text = str(err)
+    return bool(_OOB_READ.search(text) or _OOB_INPUT.search(text))
+
+
+_ZERO_WAIT = re.compile(r"interpret/shared_memory\.py\", line \d+, in wait\s*\n(?:.*\n)*?\s*AssertionError")
+
+
+def race_detector_zero_wait(err: BaseException) -> bool:
+    """jax 0.10.2's race detector asserts when a DMA semaphore that was never signalled is waited on
+    for zero bytes (a zero-length DMA, executed on wait, signals nothing first): an AssertionError in
+    shared_memory.py's wait. The chip waits for nothing there; the interpreter runs it when DMAs run
+    as they start (eager) or without race detection."""
+    import traceback
+
+    return bool(_ZERO_WAIT.search(str(err) + "\n" + "".join(traceback.format_exception(err))))
+
+
+_FRAME_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def interpreter_assertion(err: BaseException) -> str | None:
+    """Where the interpreter's own code asserted ("shared_memory.py:194 in wait"), when the
+    innermost frame before an AssertionError is in jax's TPU interpreter (not the kernel's own
+    assert); None otherwise. jax 0.10.2 asserts on states the chip runs fine (a zero-byte wait on a
+    semaphore never signalled, with race detection on)."""
+    import traceback
+
+    text = str(err) + "\n" + "".join(traceback.format_exception(err))
+    for m in re.finditer(r"^\s*AssertionError\b", text, re.M):
+        frames = list(_FRAME_LINE.finditer(text, 0, m.start()))
+        if frames and "/pallas/mosaic/interpret/" in frames[-1][1]:
+            return f"{frames[-1][1].rsplit('/', 1)[-1]}:{frames[-1][2]} in {frames[-1][3]}"
+    return None

@@ -2,13 +2,15 @@
 
 Modules: ``run`` (the diff), ``interpreted`` (TPU interpret mode as a chip would run it: races
 confirmed, kernel exceptions, interpreter limits), ``outputs`` (tree structure, shapes, dtypes,
-values, error maps), ``inputs`` (seeded inputs, the memory check), ``capture`` (the interpreter's
+values, error maps), ``tolerance`` (atol/rtol given, or derived from the dtype and the terms the
+reference sums), ``inputs`` (seeded inputs, the memory check), ``capture`` (the interpreter's
 prints kept off the terminal), ``result`` (the dataclasses the views read).
 """
-from .outputs import MANTISSA_BITS, TOLERANCES, compare, error_map
+from .outputs import MANTISSA_BITS, compare, error_map
+from .tolerance import TOLERANCES
 from .inputs import make_inputs
-from .result import BadBlock, DiffResult, ErrorMap, LeafDiff, Timing
+from .result import BadBlock, DiffResult, ErrorMap, LeafDiff, Timing, Tolerance
 from .run import check_tolerance, run_diff
 
-__all__ = ["BadBlock", "DiffResult", "ErrorMap", "LeafDiff", "MANTISSA_BITS", "TOLERANCES", "Timing", "check_tolerance",
+__all__ = ["BadBlock", "DiffResult", "ErrorMap", "LeafDiff", "MANTISSA_BITS", "TOLERANCES", "Timing", "Tolerance", "check_tolerance",
            "compare", "error_map", "make_inputs", "run_diff"]

@@ -6,9 +6,8 @@ import numpy as np
 
 from ..findings import Finding
 from .result import BadBlock, ErrorMap, LeafDiff
+from .tolerance import choose
 
-# (atol, rtol) per dtype: a few units in the last place of typical O(1) values
-TOLERANCES = {"float64": (1e-10, 1e-10), "float32": (1e-5, 1e-5), "float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2)}
 MANTISSA_BITS = {"float64": 52, "float32": 23, "float16": 10, "bfloat16": 7}
 MAP_CELLS = (32, 64)  # rows, columns of the printed error map
 
@@ -19,8 +18,10 @@ def _ulp(x: np.ndarray, dtype: str) -> np.ndarray:
     return np.exp2(np.floor(np.log2(mag)) - bits)
 
 
-def compare(name: str, kernel, reference, atol: float | None, rtol: float | None):
-    """(LeafDiff, bad mask, kernel NaN mask, absolute error) of one output of the same shape."""
+def compare(name: str, kernel, reference, atol: float | None, rtol: float | None, accumulation=None):
+    """(LeafDiff, bad mask, kernel NaN mask, absolute error) of one output of the same shape.
+    ``accumulation`` (jax_internals.accumulation.Accumulation): the terms the reference summed to
+    make it, from which a tolerance not given is derived."""
     dtype = str(reference.dtype)
     # complex compared as complex (a cast to float64 would drop the imaginary part)
     wide = np.complex128 if np.iscomplexobj(kernel) or np.iscomplexobj(reference) else np.float64
@@ -28,9 +29,9 @@ def compare(name: str, kernel, reference, atol: float | None, rtol: float | None
     b = np.asarray(reference).astype(wide)
     if a.shape != b.shape:
         raise ValueError(f"output {name}: the kernel gives shape {a.shape}, the reference {b.shape}")
-    default = TOLERANCES.get(dtype.replace("complex64", "float32").replace("complex128", "float64"), (0.0, 0.0))
-    atol = default[0] if atol is None else atol
-    rtol = default[1] if rtol is None else rtol
+    tol = choose(dtype, atol, rtol, accumulation.terms if accumulation else 1, accumulation.wide if accumulation else False,
+                 b if accumulation and accumulation.terms > 1 else None, accumulation.op if accumulation else "")
+    atol, rtol = tol.atol, tol.rtol
     both_nan = np.isnan(a) & np.isnan(b)
     with np.errstate(invalid="ignore"):  # inf - inf: equal infinities are equal, not NaN
         diff = np.where(both_nan | (a == b), 0.0, np.abs(a - b))
@@ -53,7 +54,7 @@ def compare(name: str, kernel, reference, atol: float | None, rtol: float | None
         nan_kernel=int(np.isnan(a).sum()), nan_reference=int(np.isnan(b).sum()),
         inf_kernel=int(np.isinf(a).sum()), inf_reference=int(np.isinf(b).sum()),
         worst_index=[int(i) for i in worst], worst_kernel=0.0 if empty else _real(a[worst]),
-        worst_reference=0.0 if empty else _real(b[worst]), error_map=None,
+        worst_reference=0.0 if empty else _real(b[worst]), error_map=None, tolerance=tol,
     ), bad, np.isnan(a), diff
 
 

@@ -27,6 +27,17 @@ class ErrorMap:
 
 
 @dataclasses.dataclass
+class Tolerance:
+    """The tolerance one output was compared at, and why (run/tolerance.py has the formula)."""
+
+    atol: float
+    rtol: float
+    source: str  # "given" (--atol/--rtol, INSPECT), "dtype" (the dtype's default), "derived" (dtype and K), or "given and ..."
+    terms: int  # K: the most terms summed on the way to this output in the reference (1: none)
+    reason: str  # one line: the formula with its figures, or "float32's default"
+
+
+@dataclasses.dataclass
 class LeafDiff:
     output: str
     shape: list[int]
@@ -46,6 +57,7 @@ class LeafDiff:
     worst_kernel: float
     worst_reference: float
     error_map: ErrorMap | None
+    tolerance: Tolerance | None = None  # how atol and rtol were chosen
 
     @property
     def ok(self) -> bool:

@@ -2,9 +2,12 @@
 
 On a machine with an accelerator both run natively. On the CPU, Pallas TPU kernels run in TPU
 interpret mode as the chip being simulated (``interpreted``): elements no grid step wrote come
-back NaN, out-of-bounds reads and revisits the interpreter raises become findings with the grid
-point, races are confirmed by rerunning. The comparison checks the output trees' structure,
-shapes and dtypes, then folds the value errors onto the output BlockSpec's blocks.
+back NaN; an out-of-bounds read is an error finding with the grid point and the run goes on
+reading NaN there, so the outputs are still compared; revisits the interpreter refuses become
+findings; races and DMA hazards are confirmed by rerunning. A sharded target runs on as many CPU
+devices as its mesh has where the process can have them. The comparison checks the output trees'
+structure, shapes and dtypes, then the values at a tolerance given or derived from the dtype and
+the terms summed (``tolerance``), folded onto the output BlockSpec's blocks.
 """
 from __future__ import annotations
 
@@ -138,16 +141,37 @@ def _output_blockspec(found_calls, shape: tuple[int, ...], dtype: str):
     return None, None
 
 
-def compare_trees(kernel_out, ref_out, found_calls, atol, rtol, label: str = "") -> tuple[list[LeafDiff], list[Finding]]:
-    """Every output leaf compared, and the structure/shape/dtype findings."""
+def accumulations_of(fn, args, kwargs):
+    """Per flat output of ``fn``, the terms it sums (jax_internals.accumulation); None when it cannot be traced."""
+    import jax
+
+    from ..jax_internals.accumulation import accumulations
+
+    try:
+        return accumulations(jax.make_jaxpr(fn)(*args, **kwargs))
+    except Exception:  # noqa: BLE001 - the tolerance falls back to the dtype's; the run reports the function's errors
+        return None
+
+
+def _by_leaf(ref_out, accs) -> dict[int, object]:
+    import jax
+
+    leaves = jax.tree.leaves(ref_out)
+    return {id(leaf): acc for leaf, acc in zip(leaves, accs)} if accs is not None and len(accs) == len(leaves) else {}
+
+
+def compare_trees(kernel_out, ref_out, found_calls, atol, rtol, label: str = "", accs=None) -> tuple[list[LeafDiff], list[Finding]]:
+    """Every output leaf compared, and the structure/shape/dtype findings. ``accs``: the reference's
+    accumulations per flat output (accumulations_of), from which tolerances not given are derived."""
     pairs, findings = pair_leaves(kernel_out, ref_out, label)
+    by_leaf = _by_leaf(ref_out, accs)
     diffs = []
     for name, k, r in pairs:
         comparable, leaf_notes = leaf_findings(name, k, r)
         findings += leaf_notes
         if not comparable:
             continue
-        leaf, bad, nan, diff = compare(name, k, r, atol, rtol)
+        leaf, bad, nan, diff = compare(name, k, r, atol, rtol, by_leaf.get(id(r)))
         findings += value_notes(leaf)
         call, operand = _output_blockspec(found_calls, tuple(np.shape(k)), str(np.asarray(k).dtype))
         if call is not None:
@@ -160,9 +184,10 @@ def compare_trees(kernel_out, ref_out, found_calls, atol, rtol, label: str = "")
     return diffs, findings
 
 
-def _wrong(kernel_out, ref_out, atol, rtol) -> int | None:
-    """Elements outside tolerance (None: the trees do not even match)."""
-    diffs, findings = compare_trees(kernel_out, ref_out, [], atol, rtol)
+def _wrong(kernel_out, ref_out, tol) -> int | None:
+    """Elements outside tolerance (None: the trees do not even match). ``tol``: (atol, rtol, accumulations)."""
+    atol, rtol, accs = tol
+    diffs, findings = compare_trees(kernel_out, ref_out, [], atol, rtol, accs=accs)
     if any(f.severity == "error" for f in findings):
         return None
     return sum(l.bad + max(0, l.nan_kernel - l.nan_reference) for l in diffs)
@@ -171,32 +196,50 @@ def _wrong(kernel_out, ref_out, atol, rtol) -> int | None:
 # ----------------------------------------------------------------------------- races
 
 
-def _confirm_races(kernel, args, kwargs, chip, cores, main_out, ref_out, atol, rtol, text, found, name) -> Finding:
+def _confirm_races(kernel, args, kwargs, chip, cores, main_out, ref_out, tol, text, found, name, options=None) -> Finding:
     """Rerun a racy kernel in other orderings: a race is an error only when some ordering's
-    outputs differ from the reference."""
+    outputs differ from the reference. A race where a DMA is one side (a DMA hazard: a writeback
+    and the next prefetch into the same buffer, a store into a buffer a DMA still reads) is
+    reported as such, with the lines that started the DMAs."""
     from ..jax_internals import interpret as ji
 
+    options = dict(options or {})
     if cores > 1:
-        others = [("one core", dict(cores=1)), ("the parallel steps in another order", dict(cores=cores, seed=1))]
+        others = [("one core", dict(options, cores=1)), ("the parallel steps in another order", dict(options, cores=cores, seed=1))]
     else:
-        others = [("eager DMAs", dict(cores=1, dma_execution_mode="eager")), ("another order", dict(cores=1, seed=1))]
-    verdicts = [(f"{cores} cores" if cores > 1 else "as checked", _wrong(main_out, ref_out, atol, rtol))]
+        flip = ("DMAs done on wait", "on_wait") if options.get("dma_execution_mode") == "eager" else ("eager DMAs", "eager")
+        others = [(flip[0], dict(options, cores=1, dma_execution_mode=flip[1])), ("another order", dict(options, cores=1, seed=1))]
+    verdicts = [(f"{cores} cores" if cores > 1 else "as checked", _wrong(main_out, ref_out, tol))]
     for label, kw in others:
         outcome = interpreted.run(kernel, args, kwargs, chip, check=False, **kw)
-        verdicts.append((label, None if outcome.error is not None else _wrong(outcome.output, ref_out, atol, rtol)))
+        verdicts.append((label, None if outcome.error is not None else _wrong(outcome.output, ref_out, tol)))
     reports = ji.parse_races(text)
     first = interpreted.describe_race(reports[0], found) if reports else "(the interpreter's report was not captured)"
-    count = f"{len(reports)} race{'s' if len(reports) != 1 else ''}" if reports else "a race"
-    where = f"{name} as {chip.name} ({cores} TensorCore{'s' if cores > 1 else ''} sharing the grid): {count}, first {first}"
+    dma = bool(reports) and any(reports[0].dmas)
+    kind = "DMA hazard" if dma else "race"
+    count = f"{len(reports)} {kind}{'s' if len(reports) != 1 else ''}" if reports else f"a {kind}"
+    if cores > 1:
+        where = f"{name} as {chip.name} ({cores} TensorCores sharing the grid): {count}, first {first}"
+    else:
+        where = f"{name} as {chip.name}: {count}, first {first}"
     runs = "; ".join(f"{label}: {'matches' if bad == 0 else 'did not finish' if bad is None else f'{bad} wrong'}"
                      for label, bad in verdicts)
     benign = all(bad == 0 for _, bad in verdicts)
+    code = "dma-hazard" if dma else "race-detected"
     data = {"chip": chip.name, "cores": cores, "runs": {label: bad for label, bad in verdicts},
             "races": [r.__dict__ for r in reports[:20]], "detail": interpreted.detail(text)}
+    if dma:
+        fix = ("wait for the DMA that reads or writes the buffer before the next access to it (a writeback before "
+               "the next prefetch into the same buffer), or give the two their own buffers (double buffering)")
+        if benign:
+            return Finding("warning", code, f"{where}. The outputs match the reference in every ordering tried ({runs}), "
+                           f"but on the chip the two overlap: {fix}", view="diff", data=data)
+        return Finding("error", code, f"{where}. Confirmed: the outputs depend on when the DMAs run ({runs}); {fix}",
+                       view="diff", data=data)
     if benign:
-        return Finding("warning", "race-detected", f"{where}. The outputs match the reference in every ordering tried "
+        return Finding("warning", code, f"{where}. The outputs match the reference in every ordering tried "
                        f"({runs}): benign here (the same values written twice?), but it depends on the data", view="diff", data=data)
-    return Finding("error", "race-detected", f"{where}. Confirmed: the outputs depend on the ordering ({runs}); "
+    return Finding("error", code, f"{where}. Confirmed: the outputs depend on the ordering ({runs}); "
                    "make the axis \"arbitrary\" or give each parallel step its own output block", view="diff", data=data)
 
 
@@ -204,19 +247,82 @@ def _confirm_races(kernel, args, kwargs, chip, cores, main_out, ref_out, atol, r
 
 
 def run_diff(target: Target, *, seed: int = 0, atol: float | None = None, rtol: float | None = None,
-             grad: bool = False, runs: int = 3, chip: str | Chip | None = None, strict: bool = False) -> DiffResult:
+             grad: bool = False, runs: int = 3, chip: str | Chip | None = None, strict: bool = False,
+             start_devices: bool = False) -> DiffResult:
     """Run ``target`` and its reference on the same inputs and compare. ``chip``: the TPU that
     interpret mode simulates (default tpu-v5e); ``strict``: a kernel the interpreter cannot run is
-    an error rather than an info finding. Usage problems raise ValueError."""
+    an error rather than an info finding; ``start_devices``: where jax has not started, start its CPU
+    with as many devices as the target's mesh has (a process of its own, as the CLI's: the setting
+    is the whole process's). Usage problems raise ValueError."""
     from ..jax_internals import interpret as ji
 
-    # a sharded target (INSPECT's or --mesh's axes) runs here on one device: its axes of size 1
-    with ji.mesh_axes(tuple(target.mesh or ())):
-        return _run_diff(target, seed=seed, atol=atol, rtol=rtol, grad=grad, runs=runs, chip=chip, strict=strict)
+    # a sharded target (INSPECT's or --mesh's axes) runs on as many CPU devices as its mesh has
+    sizes, mesh_note = _mesh_here(target, start_devices)
+    with ji.mesh_axes(sizes):
+        return _run_diff(target, seed=seed, atol=atol, rtol=rtol, grad=grad, runs=runs, chip=chip, strict=strict,
+                         mesh_note=mesh_note)
 
 
-def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict) -> DiffResult:
+def _mesh_here(target: Target, start_devices: bool) -> tuple[dict[str, int], Finding | None]:
+    """The mesh the diff runs on, and the info finding that says which. Its axes get their sizes
+    when this process has (or can still start) that many devices; an axis of -1 ("the devices left
+    over") gets 1. Where there are too few devices, every axis is of size 1, and a kernel that then
+    fails is no finding against the kernel (see _mesh_failure)."""
+    import math
+
+    from ..jax_internals import interpret as ji
+
+    mesh = dict(target.mesh or {})
+    if not mesh:
+        return {}, None
+    sizes = {name: (size if size != -1 else 1) for name, size in mesh.items()}
+    needed = math.prod(sizes.values())
+    given = ", ".join(f"{name}={size if size != -1 else 'the rest'}" for name, size in mesh.items())
+    free = [name for name, size in mesh.items() if size == -1]
+    rest = (f"; {', '.join(free)} (the devices left over) has size 1 here: give --mesh with its size to run it wider"
+            if free else "")
+    data = {"axes": dict(mesh), "devices": needed}
+    if needed > 1:
+        have = ji.cpu_devices(needed if start_devices else 1)
+        if have >= needed:
+            return sizes, Finding("info", "mesh-on-cpu-devices", f"{target.name}: run on {needed} devices, its mesh ({given})"
+                                  f"{rest}", view="diff", data=data | {"sizes": sizes, "reduced": bool(free)})
+        ones = {name: 1 for name in mesh}
+        return ones, Finding("info", "mesh-on-one-device", f"{target.name}: its mesh ({given}) needs {needed} devices and this "
+                             f"process has {have}: run on one device, every "
+                             f"axis of size 1. `inspector diff` on the command line runs it on {needed} CPU devices, as does "
+                             f"XLA_FLAGS=--xla_force_host_platform_device_count={needed} set before jax starts", view="diff",
+                             data=data | {"sizes": ones, "reduced": True})
+    return sizes, Finding("info", "mesh-on-one-device", f"{target.name}: run on one device, its mesh ({given}) with every axis "
+                          f"of size 1{rest}; the compile views (show/check --target CHIP:SHAPE) have the real mesh", view="diff",
+                          data=data | {"sizes": sizes, "reduced": bool(free)})
+
+
+def _mesh_failure(finding: Finding, mesh_note: Finding, strict: bool) -> Finding:
+    """A kernel that raised on a mesh smaller than its own (a collective kernel on one device: its
+    ring of neighbours is empty, a split over n - 1 steps divides by zero): it cannot be diffed here."""
+    note = mesh_note.data or {}
+    axes, sizes = note["axes"], note["sizes"]
+    shape = ",".join(f"{k}={v}" for k, v in sizes.items())
+    own = ",".join(f"{k}={v if v != -1 else 'the rest'}" for k, v in axes.items())
+    if -1 in axes.values():
+        hint = "give the axis sizes (e.g. --mesh " + ",".join(f"{k}=4" if v == -1 else f"{k}={v}" for k, v in axes.items()) \
+               + ") to run it on that many CPU devices"
+    else:
+        hint = (f"`inspector diff` on the command line runs it on {note['devices']} CPU devices, as does "
+                f"XLA_FLAGS=--xla_force_host_platform_device_count={note['devices']} set before jax starts")
+    return Finding("error" if strict else "info", "mesh-unavailable",
+                   f"{finding.message.rstrip('.')}: on a mesh of {shape}, smaller than its own ({own}), so it cannot be "
+                   f"diffed here (a collective kernel needs its mesh's devices): {hint}",
+                   view="diff", data={"raised": finding.message, "detail": (finding.data or {}).get("detail", "")})
+
+
+def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict, mesh_note=None) -> DiffResult:
     import jax
+
+    from ..jax_internals import interpret as ji
+
+    from ..errors import TargetFailure
 
     if target.reference is None:
         raise ValueError(f"{target.spec} has no reference: give --ref file.py:function or INSPECT's \"reference\"")
@@ -224,7 +330,15 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict) -> 
     rtol = check_tolerance("rtol", target.options.get("rtol") if rtol is None else rtol)
     sim = simulated_chip(chip)
     accelerator = next((d.platform for d in jax.devices() if d.platform in ("gpu", "tpu")), None)
-    closed, found, has_pallas, discovery_note = _trace(target, sim)
+    try:
+        closed, found, has_pallas, discovery_note = _trace(target, sim)
+    except TargetFailure as failure:
+        if mesh_note is None or not (mesh_note.data or {}).get("reduced"):
+            raise
+        raised = Finding("error", "kernel-raised", f"{target.name}: {failure}", view="diff")
+        said = [mesh_note, _mesh_failure(raised, mesh_note, strict)]
+        return DiffResult(target.spec, target.reference_name or "reference", seed, "not run", [], [], None, None,
+                          by_severity(said), not strict, chip=None)
     interpret = accelerator is None and has_pallas
     ref_params = _reference_params(target.reference, target.params)
     _check_memory(target, closed, target.reference, ref_params)
@@ -232,22 +346,20 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict) -> 
     kernel = jax.jit(functools.partial(target.fn, **target.params))
     reference = jax.jit(functools.partial(target.reference, **ref_params))
     findings: list[Finding] = []
-    if target.mesh:  # said, not hidden: a program that needs the mesh's real sizes fails or differs here
-        axes = ", ".join(f"{name}={size if size != -1 else 'the rest'}" for name, size in target.mesh.items())
-        findings.append(Finding("info", "mesh-on-one-device", f"{target.name}: run on one device, its mesh ({axes}) "
-                                "with every axis of size 1; the compile views (show/check --target CHIP:SHAPE) "
-                                "have the real mesh", view="diff", data={"axes": dict(target.mesh)}))
+    if mesh_note is not None:  # said, not hidden: a program that needs the mesh's real sizes fails or differs on a smaller one
+        findings.append(mesh_note)
     if discovery_note and has_pallas:
         findings.append(Finding("info", "blocks-unknown", f"{target.name}: the error map uses an even grid, not the kernel's "
                                 f"blocks: the pallas_call could not be followed ({discovery_note})", view="diff"))
 
     r_out, r_err = _plain(reference, args, kwargs)
     if r_err is not None:  # the analysed code failed (exit 1), not the command line
-        from ..errors import TargetFailure
-
         raise TargetFailure(describe_error(r_err, target.file, f"raised while running the reference {target.reference_name}")) from r_err
+    accs = accumulations_of(reference, args, kwargs)  # terms summed per output: the default tolerance grows with them
+    tol = (atol, rtol, accs)
     cores = interpreted.cores_of(sim)
     printed = ""
+    run_options: dict = {}
     sparse = [f.info.name for f in found if (f.info.core_type or "").startswith("SparseCore")] if interpret else []
     if sparse:  # measured with jax 0.10.2: only the first subcore's share is written, the rest left NaN
         findings.append(Finding("error" if strict else "info", "interpret-unsupported",
@@ -259,7 +371,7 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict) -> 
                                 data={"reason": "SparseCore mesh not interpreted"}))
         k_out, ran = None, False
     elif interpret:
-        k_out, findings_run, printed = _interpret(kernel, args, kwargs, sim, cores, r_out, atol, rtol, found, target.name, strict)
+        k_out, findings_run, printed, run_options = _interpret(kernel, args, kwargs, sim, cores, r_out, tol, found, target.name, strict)
         findings += findings_run
         ran = k_out is not None
     else:
@@ -270,9 +382,12 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict) -> 
 
             findings.append(Finding("error", "kernel-raised", f"{target.name}: " + describe_error(err, target.file, "raised while running"),
                                     view="diff", data={"detail": interpreted.detail("".join(traceback.format_exception(err)))}))
+    if not ran and mesh_note is not None and (mesh_note.data or {}).get("reduced"):
+        findings = [_mesh_failure(f, mesh_note, strict) if f.code in ("kernel-raised", "interpret-out-of-bounds") else f
+                    for f in findings]
     outputs: list[LeafDiff] = []
     if ran:
-        outputs, tree_findings = compare_trees(k_out, r_out, found, atol, rtol)
+        outputs, tree_findings = compare_trees(k_out, r_out, found, atol, rtol, accs=accs)
         findings += tree_findings
     gradients = None
     if grad and ran:
@@ -280,28 +395,34 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict) -> 
         findings += grad_findings
     timing = None
     if ran and runs > 0:
-        timing = Timing(_median_time(kernel, args, kwargs, runs, sim if interpret else None),
+        timing = Timing(_median_time(kernel, args, kwargs, runs, sim if interpret else None, run_options),
                         _median_time(reference, args, kwargs, runs, None), runs,
                         "Pallas kernel in TPU interpret mode on the CPU: not representative of TPU speed"
                         if interpret else f"measured on the {accelerator}" if accelerator else "XLA on the CPU")
     for leaf in outputs + (gradients or []):
         if not leaf.ok:
             unwritten = leaf.nan_kernel - leaf.nan_reference
-            extra = f"; {unwritten} NaN elements in the kernel's output (never written?)" if unwritten > 0 and interpret else ""
+            read_past = any(f.code == "interpret-out-of-bounds" for f in findings)
+            extra = (f"; {unwritten} NaN elements in the kernel's output ("
+                     + ("never written, or made from the NaN read past the end?)" if read_past else "never written?)")
+                     if unwritten > 0 and interpret else "")
+            why = f"; tolerance {leaf.tolerance.source}: {leaf.tolerance.reason}" if leaf.tolerance else ""
             findings.append(Finding("error", "mismatch", f"{leaf.output or 'output'}: {leaf.bad} of {int(np.prod(leaf.shape))} "
                                     f"elements outside atol={leaf.atol:g}, rtol={leaf.rtol:g} (max abs error {leaf.max_abs:.3g} at "
-                                    f"{tuple(leaf.worst_index)}){extra}", view="diff"))
+                                    f"{tuple(leaf.worst_index)}){extra}{why}", view="diff"))
     if accelerator:
         mode = f"accelerator ({accelerator})"
     elif interpret:
+        on = ji.mesh_devices()
         mode = (f"TPU interpret mode on the CPU as {sim.name} ("
                 + ("2 TensorCores share each grid" if cores > 1 else "1 TensorCore")
+                + (f" on each of {on} devices" if on > 1 else "")
                 + ", race detection, NaN for uninitialized memory)")
     else:
         mode = "XLA on the CPU"
     inputs = [f"{name}: {getattr(a, 'dtype', '')}{list(getattr(a, 'shape', []))}" for name, a in zip(target.arg_names, args)]
     errors = any(f.severity == "error" for f in findings)
-    unsupported = not ran and any(f.code == "interpret-unsupported" for f in findings)  # nothing ran, nothing seen wrong
+    unsupported = not ran and any(f.code in ("interpret-unsupported", "mesh-unavailable") for f in findings)  # nothing ran, nothing seen wrong
     ok = not errors and (unsupported or (ran and all(l.ok for l in outputs + (gradients or []))))
     from ..jax_internals.interpret import without_marks
 
@@ -314,18 +435,56 @@ def _revisit_any(found_calls) -> bool:
     return any(op.revisit == "any" for call in found_calls for op in call.info.operands if op.role == "output")
 
 
-def _interpret(kernel, args, kwargs, sim, cores, r_out, atol, rtol, found, name, strict):
-    """(kernel outputs or None, findings, printed text) of the checked interpret-mode run."""
+def _retried(name: str, why: str) -> Finding:
+    return Finding("info", "interpret-retried", f"{name}: {why}", view="diff")
+
+
+def _interpret(kernel, args, kwargs, sim, cores, r_out, tol, found, name, strict):
+    """(kernel outputs or None, findings, printed text, the interpreter options it needed) of the
+    checked interpret-mode run. What the interpreter refuses but the chip runs is retried with the
+    interpreter's options that allow it;
+    an out-of-bounds read is an error finding, and the run goes on (NaN for what was read past the end)
+    so the outputs are still compared."""
     from ..jax_internals import interpret as ji
 
     findings = []
-    main = interpreted.run(kernel, args, kwargs, sim, cores=cores, check=True)
-    if main.error is not None and ji.zero_length_out_of_bounds(main.error):
-        retry = interpreted.run(kernel, args, kwargs, sim, cores=cores, check=True, out_of_bounds_reads="uninitialized")
-        findings.append(Finding("info", "interpret-retried", f"{name}: the interpreter counts a zero-length read at the end of a "
-                                "buffer (a zero-length DMA at offset == size) as out of bounds, which the chip accepts; ran "
-                                "again with out-of-bounds reads returning uninitialized (NaN) values", view="diff"))
-        main = retry
+    options: dict = {}
+    check = True
+
+    def again():
+        return interpreted.run(kernel, args, kwargs, sim, cores=cores, check=check, **options)
+
+    main = again()
+    for _ in range(4):  # each remedy at most once
+        err = main.error
+        if err is None:
+            break
+        if ji.zero_length_out_of_bounds(err) and "out_of_bounds_reads" not in options:
+            options["out_of_bounds_reads"] = "uninitialized"
+            findings.append(_retried(name, "the interpreter counts a zero-length read at the end of a buffer (a zero-length "
+                                     "DMA at offset == size) as out of bounds, which the chip accepts; ran again with "
+                                     "out-of-bounds reads returning uninitialized (NaN) values"))
+        elif ji.race_detector_zero_wait(err) and "dma_execution_mode" not in options:
+            options["dma_execution_mode"] = "eager"
+            findings.append(_retried(name, "the interpreter's race detector fails (an AssertionError in its semaphore "
+                                     "wait) on a zero-byte DMA wait, which the chip accepts; ran again with each DMA "
+                                     "done when it starts, race detection kept"))
+        elif (at := ji.interpreter_assertion(err)) and "dma_execution_mode" not in options:
+            options["dma_execution_mode"] = "eager"
+            findings.append(_retried(name, f"the interpreter's own assertion failed ({at}), not the kernel's; ran "
+                                     "again with each DMA done when it starts"))
+        elif ji.interpreter_assertion(err) and check:
+            check = False
+            findings.append(_retried(name, f"the interpreter's own assertion still fails ({ji.interpreter_assertion(err)}); "
+                                     "ran again without race detection (races are not checked in this run)"))
+        elif ji.out_of_bounds_read(err) and options.get("out_of_bounds_reads") != "uninitialized":
+            read = interpreted.failure_finding(err, main.text, name, sim, strict)
+            read.message += "; the outputs are compared from a run that reads NaN there"
+            findings.append(read)
+            options["out_of_bounds_reads"] = "uninitialized"
+        else:
+            break
+        main = again()
     if main.error is not None:
         finding = interpreted.failure_finding(main.error, main.text, name, sim, strict)
         if finding.code == "interpret-revisit" and _revisit_any(found):
@@ -335,19 +494,27 @@ def _interpret(kernel, args, kwargs, sim, cores, r_out, atol, rtol, found, name,
                               f"{name}: cannot run in interpret mode: {reason}; the compile views still hold "
                               f"(inspector check/show --target {sim.name})", view="diff",
                               data={"reason": reason, "detail": finding.data.get("detail", "")})
+        if (at := ji.interpreter_assertion(main.error)) is not None:  # jax's interpreter, not the kernel, asserted
+            reason = f"the interpreter's own assertion fails ({at}) in every setting tried"
+            finding = Finding("error" if strict else "info", "interpret-unsupported",
+                              f"{name}: cannot run in interpret mode: {reason}; the compile views still hold "
+                              f"(inspector check/show --target {sim.name})", view="diff",
+                              data={"reason": reason, "detail": interpreted.detail(main.text)})
+        if finding.code == "interpret-out-of-bounds" and any(f.code == finding.code for f in findings):
+            finding.message = finding.message.replace("; the outputs are compared from a run that reads NaN there", "")
         findings.append(finding)
-        return None, findings, main.text
-    if ji.parse_races(main.text) or ji.races_found() or "RACE DETECTED" in main.text:
-        findings.append(_confirm_races(kernel, args, kwargs, sim, cores, main.output, r_out, atol, rtol, main.text, found, name))
-    return main.output, findings, main.text
+        return None, findings, main.text, options
+    if check and (ji.parse_races(main.text) or ji.races_found() or "RACE DETECTED" in main.text):
+        findings.append(_confirm_races(kernel, args, kwargs, sim, cores, main.output, r_out, tol, main.text, found, name, options))
+    return main.output, findings, main.text, options
 
 
-def _median_time(fn, args, kwargs, runs: int, sim: Chip | None) -> float | None:
+def _median_time(fn, args, kwargs, runs: int, sim: Chip | None, options: dict | None = None) -> float | None:
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
         if sim is not None:
-            outcome = interpreted.run(fn, args, kwargs, sim, cores=1, check=False)
+            outcome = interpreted.run(fn, args, kwargs, sim, cores=1, check=False, **(options or {}))
             err = outcome.error
         else:
             _, err = _plain(fn, args, kwargs)
@@ -406,6 +573,8 @@ def _gradients(target, kernel, reference, args, kwargs, atol, rtol, seed, sim: C
         return None, [interpreted.failure_finding(err, text, f"{target.name} (gradient)", sim, False) if sim is not None else
                       Finding("error", "kernel-raised", f"{target.name} (gradient): " + describe_error(err, target.file, "raised"), view="diff")]
     r_grads, r_err = _plain(vjp_of(reference), (), {})
+    accs = accumulations_of(vjp_of(reference), (), {}) if r_err is None else None
+    by_leaf = _by_leaf(r_grads, accs)
     if r_err is not None:
         raise ValueError(describe_error(r_err, target.file, f"raised while differentiating the reference {target.reference_name}"))
     names = [target.arg_names[i] for i in wrt]
@@ -415,7 +584,7 @@ def _gradients(target, kernel, reference, args, kwargs, atol, rtol, seed, sim: C
         findings += notes
         if not comparable:
             continue
-        leaf, bad, nan, diff = compare(f"d/d{name}", k, r, atol, rtol)
+        leaf, bad, nan, diff = compare(f"d/d{name}", k, r, atol, rtol, by_leaf.get(id(r)))
         findings += value_notes(leaf)
         leaf.error_map = error_map(bad, nan, diff, coarse_blocks(bad.shape), "coarse") if bad.ndim else None
         diffs.append(leaf)
