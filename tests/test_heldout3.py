@@ -40,6 +40,8 @@ LOWERING_ERRORS = {"fused_topk_gating": ("mosaic-unimplemented", "top_k")}
 # A pl.kernel on a VectorSubcoreMesh asks pltpu.get_tpu_info() while tracing: on the CPU target
 # jax raises "Unsupported TPU device kind: cpu" (issue 28 item 1, being fixed on branch plkernel).
 PL_KERNEL_ON_CPU = pytest.mark.xfail(reason="known, branch plkernel: pl.kernel traced for the CPU target", strict=False)
+# On a TPU target the same kernel is compiled but not listed: no PallasReport for a pl.kernel (item 1).
+PL_KERNEL_UNLISTED = pytest.mark.xfail(reason="known, branch plkernel: pl.kernel kernels are not listed", strict=False)
 # The interpreter cannot run a vmapped pallas_call with dimension_semantics (documented limitation).
 NOT_INTERPRETABLE = {"ragged_mha"}
 _REPORTS: dict = {}
@@ -90,7 +92,7 @@ def test_every_view_on_cpu(spec):
 
 
 @pytest.mark.tpu
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", entries({"gather_reduce": PL_KERNEL_UNLISTED}))
 def test_every_view_on_one_tpu(spec):
     name = spec.rsplit(":", 1)[1]
     r = report(spec, TPU_OF.get(name, "tpu-v5e"))
