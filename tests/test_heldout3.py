@@ -144,3 +144,37 @@ def test_diff_in_interpret_mode(spec):
         assert [f for f in result.findings if f.code == "interpret-unsupported"]
     else:
         assert result.ok and result.outputs
+
+
+# --------------------------------------------------------------------------- collectives done by a Pallas kernel
+
+def test_collectives_view_names_pallas_remote_dmas():
+    """A program whose only device-to-device traffic is a Pallas kernel's remote DMAs (a ring
+    all-gather) has no XLA collective: the view must not say that nothing moves between devices."""
+    from types import SimpleNamespace as NS
+
+    from inspector.views.collectives import collectives_view, remote_dma_lines
+
+    dma = lambda remote, per_step: NS(remote=remote, per_step=per_step, bytes=64 * 1024)
+    ring = NS(call=NS(name="ring", steps=4, dmas=[dma(False, [1, 1]), dma(True, [0, 2]), dma(True, [1, 1])]))
+    local = NS(call=NS(name="copy", steps=1, dmas=[dma(False, [1, 1])]))
+    lines = remote_dma_lines([ring, local])
+    assert lines == ["ring: up to 3 remote DMAs, 192 KiB per device per grid step, 768 KiB per call over 4 steps (--view pallas lists them)"]
+    out = io.StringIO()
+    make_console(out).print(collectives_view(NS(collectives=[], mesh={"x": 4}), remote=lines))
+    assert "moves nothing" not in out.getvalue() and "remote DMAs" in out.getvalue() and "ring: up to 3" in out.getvalue()
+    out = io.StringIO()
+    make_console(out).print(collectives_view(NS(collectives=[], mesh={"x": 4}), remote=remote_dma_lines([local])))
+    assert "moves nothing between devices" in out.getvalue()
+
+
+@pytest.mark.tpu
+def test_ring_all_gather_collectives_on_a_slice():
+    """MaxText's ring all-gather over the four chips of a v5e:2x2: six 64 KiB remote copies per
+    device (three ring steps in two directions), shown by the pallas and collectives views."""
+    r = report(NAMES["ring_gather"], "tpu-v5e:2x2")
+    assert r.stages.compile_error is None and errors(r.findings) == []
+    remote = [d for d in r.pallas[0].call.dmas if d.remote]
+    assert len(remote) == 6 and {d.bytes for d in remote} == {64 * 1024}
+    text = render(r, "collectives")
+    assert "moves nothing" not in text and "up to 6 remote DMAs, 384 KiB per device" in text
