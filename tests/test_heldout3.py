@@ -178,3 +178,23 @@ def test_ring_all_gather_collectives_on_a_slice():
     assert len(remote) == 6 and {d.bytes for d in remote} == {64 * 1024}
     text = render(r, "collectives")
     assert "moves nothing" not in text and "up to 6 remote DMAs, 384 KiB per device" in text
+
+
+# --------------------------------------------------------------------------- a kernel libtpu does not time
+
+@pytest.mark.tpu
+@pytest.mark.slow
+def test_a_kernel_simulated_to_zero_cycles_keeps_its_roofline():
+    """sglang's fused MLP (emit_pipeline inside a pallas_call over HBM refs): on tpu-v6e libtpu's
+    static simulation writes 0 cycles for it (on v5e it times it). No kernel runs in no time: the
+    estimate is the roofline, marked so, with a finding, never "0 ns"."""
+    from inspector.libtpu import LIBTPU, ROOFLINE, estimate_times
+
+    target = load_target(NAMES["fused_mlp"])
+    v6e = estimate_times(target, get_chip("tpu-v6e"), use_cache=False)
+    kernel = v6e.kernel("fused_mlp.1")
+    assert kernel.estimate_source == ROOFLINE and kernel.estimated_seconds == kernel.roofline_seconds > 0
+    assert [f for f in v6e.findings if f.code == "libtpu-no-time" and "fused_mlp.1" in f.message]
+    assert all(b.cycles_per_step is None for b in v6e.bundles if b.kernel == "fused_mlp.1")
+    v5e = estimate_times(target, get_chip("tpu-v5e"), use_cache=False).kernel("fused_mlp.1")
+    assert v5e.estimate_source == LIBTPU and v5e.estimated_seconds > 0
