@@ -128,6 +128,7 @@ CODES = _codes(
     Code("time-budget", "info", True, "fusions", ("chip", "seconds", "memory_bytes", "why"),
          "libtpu's simulation would pass the time budget: figures from elsewhere"),
     Code("libtpu-aborted", "info", True, "fusions", ("chip", "reason"), "libtpu ended the compile that writes its dumps"),
+    Code("libtpu-no-time", "info", True, "fusions", ("chip",), "libtpu's simulation gave a kernel 0 cycles: the roofline stands"),
     Code("libtpu-dump-unreadable", "info", True, "fusions", ("chip", "file", "why"),
          "a libtpu dump in a format the inspector cannot read"),
     Code("time-roofline-only", "info", True, "fusions", ("chip",), "no libtpu estimate off TPU: times are the roofline"),

@@ -72,7 +72,7 @@ VIEWS: tuple[View, ...] = (
     View("memory", "9", "Memory", Needs(compile=True, buffers=True), ("memory",), render="printer:render_memory",
          waiting="compiling… (the memory figures come with the compile)",
          summary="HBM per device against the chip's capacity; B: the largest buffers at the peak"),
-    View("collectives", "0", "Collectives", Needs(compile=True, collectives=True), ("collectives", "collective_totals"),
+    View("collectives", "0", "Collectives", Needs(compile=True, collectives=True, pallas=True), ("collectives", "collective_totals"),
          render="printer:render_collectives", waiting="compiling… (the collectives come with the optimized HLO)",
          summary="every collective, bytes per device, ICI time"),
     View("passes", "p", "Passes", Needs(compile=True, passes=True), ("passes", "pass_diff", "origins", "pass_log"),

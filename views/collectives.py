@@ -50,10 +50,34 @@ def totals_table(title: str, rows: dict[str, dict]) -> Table:
     return table
 
 
-def collectives_view(a: CollectiveAnalysis | None, top: int = 40, reason: str = "not compiled") -> Group | Text:
+def remote_dma_lines(kernels) -> list[str]:
+    """What Pallas kernels move between devices themselves (remote DMAs: a ring all-gather, an
+    all-to-all), which XLA's collectives do not show: per kernel, its remote copies per grid step."""
+    lines = []
+    for k in kernels or []:
+        remote = [d for d in k.call.dmas if d.remote]
+        if not remote:
+            continue
+        count = sum(d.per_step[1] for d in remote)
+        per_step = sum(d.per_step[1] * d.bytes for d in remote)
+        steps = k.call.steps
+        total = f", {fmt_bytes(per_step * steps)} per call over {steps} steps" if steps is not None and steps > 1 else ""
+        lines.append(f"{k.call.name}: up to {count:g} remote DMA{'s' if count != 1 else ''}, {fmt_bytes(per_step)} per device "
+                     f"per grid step{total} (--view pallas lists them)")
+    return lines
+
+
+def collectives_view(a: CollectiveAnalysis | None, top: int = 40, reason: str = "not compiled",
+                     remote: list[str] | None = None) -> Group | Text:
+    """``remote``: remote_dma_lines of the program's Pallas kernels (device-to-device traffic no
+    XLA collective shows)."""
+    pallas = (Text("Pallas kernels move data between devices themselves (remote DMAs; not in XLA's collectives):\n  "
+                   + "\n  ".join(remote)) if remote else None)
     if a is None:
-        return Text(f"no collectives: {reason}")
+        return Group(Text(f"no collectives: {reason}"), pallas) if pallas else Text(f"no collectives: {reason}")
     if not a.collectives:
+        if pallas:
+            return Group(Text("no XLA collectives"), pallas)
         return Text("no collectives: the compiled program moves nothing between devices"
                     + ("" if a.mesh else " (a sharded program needs a topology and a mesh: --target tpu-v5e:4x4 --mesh data=4,model=4)"))
     summary = (f"{sum(r['count'] for r in a.by_kind.values())} collectives, {fmt_bytes(a.total_bytes)} per device"
@@ -61,4 +85,5 @@ def collectives_view(a: CollectiveAnalysis | None, top: int = 40, reason: str = 
                   if a.total_time_s is not None else ""))
     return Group(collectives_table(a, top), Text(summary, style="bold"), Text(""),
                  totals_table("by kind", a.by_kind), totals_table("by mesh axis", a.by_axis),
-                 Text("ICI time: an estimate (ring over each axis, both link directions, no latency); see --json", style="dim"))
+                 Text("ICI time: an estimate (ring over each axis, both link directions, no latency); see --json", style="dim"),
+                 *([pallas] if pallas else []))

@@ -13,7 +13,7 @@ from rich.console import Console
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InspectorError
-from .collectives import collectives_view
+from .collectives import collectives_view, remote_dma_lines
 from .compare import compare_view
 from .diff import diff_view
 from .fusions import fusions_view
@@ -87,9 +87,10 @@ def report_html(report: Report) -> str:
     if m is not None:  # open where it decides something: a sharded program, or one that does not fit
         parts.append(_section(f"memory: HBM per device on {m.chip}" + (": DOES NOT FIT" if m.fits is False else ""),
                               render(memory_view(m)), open_=m.devices > 1 or m.fits is False))
-    comms = report.collectives
-    if comms is not None and comms.collectives:
-        parts.append(_section(f"collectives: {len(comms.collectives)} per device", render(collectives_view(comms))))
+    comms, remote = report.collectives, remote_dma_lines(report.pallas)
+    if comms is not None and (comms.collectives or remote):
+        parts.append(_section(f"collectives: {len(comms.collectives)} per device" + (", and Pallas remote DMAs" if remote else ""),
+                              render(collectives_view(comms, remote=remote))))
     parts.append(_section("kernel graph", graph_html(report), open_=False))
     return _wrap(parts)
 

@@ -22,7 +22,7 @@ from ..units import fmt_bytes, fmt_count, fmt_time
 from .cells import add_row, findings_table
 from .fusions import fusions_view
 from .highlight import THEME, IrHighlighter
-from .collectives import collectives_view
+from .collectives import collectives_view, remote_dma_lines
 from .memory import memory_view
 from .pallas import errors_outside, pallas_view, unread_calls
 
@@ -317,7 +317,7 @@ def render_memory(report: Report, view: str, options: RenderOptions):
 
 
 def render_collectives(report: Report, view: str, options: RenderOptions):
-    return collectives_view(report.collectives, options.top, _not_compiled(report))
+    return collectives_view(report.collectives, options.top, _not_compiled(report), remote_dma_lines(report.pallas))
 
 
 def render_fusions(report: Report, view: str, options: RenderOptions):

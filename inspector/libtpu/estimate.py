@@ -99,6 +99,7 @@ class _Run:
         self.jobs: list[JobCost] = []
         self.findings: list[Finding] = []
         self.points: dict[str, list[tuple[int, int, list[int]]]] = {}  # Pallas op -> (steps, cycles, grid)
+        self.not_timed: set[str] = set()  # Pallas ops libtpu simulated to 0 cycles
         self.cycles: dict[str, int] = {}  # other ops -> simulated cycles (the same in every compile)
         self.llo: dict[str, dict[str, str]] = {}
         self.grids: dict[str, tuple[int, ...]] = {}  # Pallas op -> its full grid
@@ -227,6 +228,9 @@ class _Run:
         for op, cycles in outcome.cycles.items():
             if op in collectives and not cycles:  # one chip simulated: 0 cycles is "not simulated", not a time
                 continue
+            if not cycles and (op in used or op in unnamed):  # a Pallas kernel libtpu did not time (emit_pipeline in a pallas_call on v6e)
+                self._not_timed(op)
+                continue
             if op in used:
                 self.points.setdefault(op, []).append((math.prod(used[op]), cycles, list(used[op])))
             elif op not in unnamed or label == "whole":  # a Pallas kernel not paired: its grid may be cut
@@ -351,6 +355,16 @@ class _Run:
             f"{t.name}: {t.steps:,} grid steps; libtpu simulated grids {grids}: {fit.per_step:,.0f} cycles a step, "
             f"extrapolated to {t.estimated_cycles:,.0f} cycles", kernel=t.name, view="fusions",
             data={"chip": self.chip.name, "steps": t.steps, "grids": fit.grids, "cycles_per_step": fit.per_step}))
+
+    def _not_timed(self, op: str) -> None:
+        """A Pallas kernel's simulation came back as 0 cycles: no kernel runs in no time, so libtpu
+        did not time it; its roofline stands (marked r), said once per kernel."""
+        if op in self.not_timed:
+            return
+        self.not_timed.add(op)
+        self.findings.append(Finding(
+            "info", "libtpu-no-time", f"{op}: libtpu's simulation on {self.chip.name} gave 0 cycles (it did not time this "
+            "kernel): its time is the roofline", kernel=op, view="fusions", data={"chip": self.chip.name}))
 
     def _unreadable(self, problem: str) -> None:
         file, _, why = problem.partition(": ")

@@ -159,11 +159,14 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done) -> Tune
     if seconds is None or times.method == ROOFLINE:
         # a roofline is a lower bound, not an estimate: ranked among libtpu's figures it would win unfairly
         bound = f" (its roofline, a lower bound: {seconds * 1e6:,.1f} us)" if seconds else ""
+        # libtpu simulated it to 0 cycles: more time changes nothing
+        zero = any(f.code == "libtpu-no-time" for f in times.findings)
         return done(status=UNTIMED, code="no-estimate", notes=notes, vmem_bytes=max(used, default=None),
                     vmem_estimate_bytes=estimate, vmem_limit_bytes=limit,
                     hbm_bytes=int(report.fusions.totals["hbm_bytes"]) if report.fusions else None,
-                    reason="libtpu gave no time for it within the budget" + bound
-                           + "; not ranked: raise --time-budget")
+                    reason=("libtpu's simulation gave it 0 cycles (it does not time this kernel on this chip)" + bound
+                            + "; not ranked" if zero else
+                            "libtpu gave no time for it within the budget" + bound + "; not ranked: raise --time-budget"))
     return done(status=RANKED, estimated_seconds=seconds, estimated_cycles=times.totals.get("estimated_cycles"),
                 estimate_source=times.method, vmem_bytes=max(used, default=None), vmem_estimate_bytes=estimate,
                 vmem_limit_bytes=limit, hbm_bytes=int(report.fusions.totals["hbm_bytes"]) if report.fusions else None,

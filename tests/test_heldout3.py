@@ -1,0 +1,200 @@
+"""The held-out corpus of issue 28's third round (tests/data/heldout3): twelve Pallas TPU kernels
+from sglang-jax, MaxText, MaxDiffusion and RecurrentGemma that the inspector was not written
+against, run the way a new user runs them. Each view on the CPU and on one TPU from one Report
+per entry, `check` (estimate on three generations, libtpu's compile on one) and `diff` in
+interpret mode. A correct kernel gets no error finding, no analysis takes a command down, and
+the estimate never says "does not fit" where libtpu fits the kernel.
+
+Defects other helpers are fixing are expected failures here (not strict: the test passes once
+they land), each naming what is wrong; /work/notes/heldout3.md has the full table."""
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from conftest import DATA
+from inspector.backends import Backend
+from inspector.chips import get_chip
+from inspector.pallas.check import run_check
+from inspector.report import build_report
+from inspector.stages import capture
+from inspector.target import load_module, load_target
+from inspector.view_table import SHOW_VIEWS as VIEWS
+from inspector.views.printer import make_console, print_view
+
+CORPUS = DATA / "heldout3"
+ENTRIES = [(f"{path.relative_to(DATA.parent.parent)}:{name}")
+           for path in sorted(CORPUS.glob("*.py")) for name in load_module(str(path)).INSPECT]
+NAMES = {spec.rsplit(":", 1)[1]: spec for spec in ENTRIES}
+CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
+# The one TPU each entry's views and real compile use: the SparseCore kernel needs a chip with
+# 16-lane SparseCores (v5e has none; on v6e's 8 lanes its reduce group of 8 leaves no output rows).
+# The ring all-gather runs over the devices of a slice (INSPECT's mesh puts them all on one axis):
+# on one chip Mosaic refuses its collective_id, as it should, since no barrier is used.
+TPU_OF = {"gather_reduce": "tpu-7x", "ring_gather": "tpu-v5e:2x2"}
+# Kernels that are wrong for this jax (0.10.2) and that check must say so: MaxText's top-k gating
+# calls lax.top_k in the kernel (with is_stable=False, newer jax), which has no Mosaic rule here.
+LOWERING_ERRORS = {"fused_topk_gating": ("mosaic-unimplemented", "top_k")}
+# A pl.kernel on a VectorSubcoreMesh asks pltpu.get_tpu_info() while tracing: on the CPU target
+# jax raises "Unsupported TPU device kind: cpu" (issue 28 item 1, being fixed on branch plkernel).
+PL_KERNEL_ON_CPU = pytest.mark.xfail(reason="known, branch plkernel: pl.kernel traced for the CPU target", strict=False)
+# On a TPU target the same kernel is compiled but not listed: no PallasReport for a pl.kernel (item 1).
+PL_KERNEL_UNLISTED = pytest.mark.xfail(reason="known, branch plkernel: pl.kernel kernels are not listed", strict=False)
+# The interpreter cannot run a vmapped pallas_call with dimension_semantics (documented limitation).
+NOT_INTERPRETABLE = {"ragged_mha"}
+_REPORTS: dict = {}
+
+
+def entries(marks: dict | None = None) -> list:
+    return [pytest.param(spec, id=spec.rsplit(":", 1)[1], marks=(marks or {}).get(spec.rsplit(":", 1)[1], ()))
+            for spec in ENTRIES]
+
+
+def report(spec: str, chip: str):
+    """One Report per entry and chip, shared by the tests here (one trace and compile each)."""
+    if (spec, chip) not in _REPORTS:
+        target = load_target(spec)
+        captured = capture(target, Backend(get_chip(chip)))
+        _REPORTS[spec, chip] = build_report(target, get_chip(chip), captured, fusions=True, pallas=True)
+    return _REPORTS[spec, chip]
+
+
+def errors(findings) -> list[str]:
+    return [f"{f.code}: {f.message}" for f in findings if f.severity == "error"]
+
+
+def render(r, view: str) -> str:
+    out = io.StringIO()
+    print_view(r, view, make_console(out))
+    return out.getvalue()
+
+
+def test_corpus_is_what_the_notes_say():
+    """Twelve kernels (thirteen entries) from four sources, each with its licence and source."""
+    files = sorted(CORPUS.glob("*.py"))
+    assert len(files) == 12 and len(ENTRIES) == 13
+    for path in files:
+        head = path.read_text()[:1500]
+        assert "https://github.com/" in head and "Apache" in head, path.name
+
+
+@pytest.mark.parametrize("spec", entries({"gather_reduce": PL_KERNEL_ON_CPU}))
+def test_every_view_on_cpu(spec):
+    r = report(spec, "cpu")
+    assert errors(r.findings) == []
+    assert not [f for f in r.findings if f.code == "analysis-failed"], r.findings
+    for view in VIEWS:
+        assert render(r, view).strip()
+    assert r.pallas, "every entry launches at least one Pallas kernel"
+    json.dumps(r.to_dict(texts=("jaxpr", "stablehlo", "hlo", "mosaic")), default=str)
+
+
+@pytest.mark.tpu
+@pytest.mark.parametrize("spec", entries({"gather_reduce": PL_KERNEL_UNLISTED}))
+def test_every_view_on_one_tpu(spec):
+    name = spec.rsplit(":", 1)[1]
+    r = report(spec, TPU_OF.get(name, "tpu-v5e"))
+    if name in LOWERING_ERRORS:
+        code, word = LOWERING_ERRORS[name]
+        assert [f for f in r.findings if f.severity == "error" and f.code == code and word in f.message], r.findings
+        for view in VIEWS:
+            assert render(r, view).strip()
+        return
+    assert r.stages.compile_error is None, r.stages.compile_error
+    assert errors(r.findings) == []
+    assert not [f for f in r.findings if f.code == "analysis-failed"], r.findings
+    for view in VIEWS:
+        assert render(r, view).strip()
+    assert r.pallas and len(r.stages.mosaic) >= 1
+
+
+@pytest.mark.tpu
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", entries())
+def test_check_agrees_with_libtpu(spec):
+    """The estimate on three generations, libtpu's compile on the entry's chip: no error finding,
+    and never "does not fit" where libtpu fits (an undecided estimate is allowed)."""
+    name = spec.rsplit(":", 1)[1]
+    target = load_target(spec)
+    chips = [TPU_OF[name]] if name in TPU_OF else CHECK_CHIPS
+    estimate = run_check(target, [get_chip(c) for c in chips], estimate_only=True)
+    assert errors(estimate.findings) == []
+    real = run_check(target, [get_chip(TPU_OF.get(name, "tpu-v5e"))])
+    row = real.targets[0]
+    if name in LOWERING_ERRORS:
+        code, word = LOWERING_ERRORS[name]
+        assert row.compiler_fits is False and [f for f in real.findings if f.code == code and word in f.message]
+        return
+    assert errors(real.findings) == [] and real.ok
+    assert row.compiler_fits is True, row.compiler_message
+    guess = next(r for r in estimate.targets if r.chip == row.chip)
+    assert guess.fits is not False, (guess.vmem_bytes, row.compiler_vmem_bytes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", entries({"gather_reduce": PL_KERNEL_ON_CPU}))
+def test_diff_in_interpret_mode(spec):
+    from inspector.run import run_diff
+
+    result = run_diff(load_target(spec), runs=0)
+    assert not errors(result.findings)
+    if spec.rsplit(":", 1)[1] in NOT_INTERPRETABLE:
+        assert [f for f in result.findings if f.code == "interpret-unsupported"]
+    else:
+        assert result.ok and result.outputs
+
+
+# --------------------------------------------------------------------------- collectives done by a Pallas kernel
+
+def test_collectives_view_names_pallas_remote_dmas():
+    """A program whose only device-to-device traffic is a Pallas kernel's remote DMAs (a ring
+    all-gather) has no XLA collective: the view must not say that nothing moves between devices."""
+    from types import SimpleNamespace as NS
+
+    from inspector.views.collectives import collectives_view, remote_dma_lines
+
+    dma = lambda remote, per_step: NS(remote=remote, per_step=per_step, bytes=64 * 1024)
+    ring = NS(call=NS(name="ring", steps=4, dmas=[dma(False, [1, 1]), dma(True, [0, 2]), dma(True, [1, 1])]))
+    local = NS(call=NS(name="copy", steps=1, dmas=[dma(False, [1, 1])]))
+    lines = remote_dma_lines([ring, local])
+    assert lines == ["ring: up to 3 remote DMAs, 192 KiB per device per grid step, 768 KiB per call over 4 steps (--view pallas lists them)"]
+    out = io.StringIO()
+    make_console(out).print(collectives_view(NS(collectives=[], mesh={"x": 4}), remote=lines))
+    assert "moves nothing" not in out.getvalue() and "remote DMAs" in out.getvalue() and "ring: up to 3" in out.getvalue()
+    out = io.StringIO()
+    make_console(out).print(collectives_view(NS(collectives=[], mesh={"x": 4}), remote=remote_dma_lines([local])))
+    assert "moves nothing between devices" in out.getvalue()
+
+
+@pytest.mark.tpu
+def test_ring_all_gather_collectives_on_a_slice():
+    """MaxText's ring all-gather over the four chips of a v5e:2x2: six 64 KiB remote copies per
+    device (three ring steps in two directions), shown by the pallas and collectives views."""
+    r = report(NAMES["ring_gather"], "tpu-v5e:2x2")
+    assert r.stages.compile_error is None and errors(r.findings) == []
+    remote = [d for d in r.pallas[0].call.dmas if d.remote]
+    assert len(remote) == 6 and {d.bytes for d in remote} == {64 * 1024}
+    text = render(r, "collectives")
+    assert "moves nothing" not in text and "up to 6 remote DMAs, 384 KiB per device" in text
+
+
+# --------------------------------------------------------------------------- a kernel libtpu does not time
+
+@pytest.mark.tpu
+@pytest.mark.slow
+def test_a_kernel_simulated_to_zero_cycles_keeps_its_roofline():
+    """sglang's fused MLP (emit_pipeline inside a pallas_call over HBM refs): on tpu-v6e libtpu's
+    static simulation writes 0 cycles for it (on v5e it times it). No kernel runs in no time: the
+    estimate is the roofline, marked so, with a finding, never "0 ns"."""
+    from inspector.libtpu import LIBTPU, ROOFLINE, estimate_times
+
+    target = load_target(NAMES["fused_mlp"])
+    v6e = estimate_times(target, get_chip("tpu-v6e"), use_cache=False)
+    kernel = v6e.kernel("fused_mlp.1")
+    assert kernel.estimate_source == ROOFLINE and kernel.estimated_seconds == kernel.roofline_seconds > 0
+    assert [f for f in v6e.findings if f.code == "libtpu-no-time" and "fused_mlp.1" in f.message]
+    assert all(b.cycles_per_step is None for b in v6e.bundles if b.kernel == "fused_mlp.1")
+    v5e = estimate_times(target, get_chip("tpu-v5e"), use_cache=False).kernel("fused_mlp.1")
+    assert v5e.estimate_source == LIBTPU and v5e.estimated_seconds > 0
