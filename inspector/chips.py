@@ -168,6 +168,7 @@ _BY_NAME = {alias: chip for chip in CHIPS for alias in (chip.name, *chip.aliases
 
 
 DEFAULT_TPU = "tpu-v5e"  # the chip a TPU-only verb (check, diff's interpreter, the UI on a Pallas file) takes unless told
+SPARSE_CORE_CHIP = "tpu-7x"  # simulated on the CPU for a program that asks its chip for SparseCores (v5e has none)
 
 
 def get_chip(name: str) -> Chip:

@@ -90,6 +90,7 @@ CODES = _codes(
     Code("hbm-over-capacity", "error", True, "memory", ("chip", "bytes", "limit", "largest"),
          "the program needs more HBM per device than the chip has (or the compiler refused it for HBM)"),
     Code("pallas-interpreted", "info", False, "hlo", (), "Pallas kernels interpreted on the CPU"),
+    Code("simulated-chip", "info", False, "pallas", ("chip",), "the chip a SparseCore program's CPU trace simulated"),
     Code("kernel-interpret-flag", "info", False, "pallas", (), "a pallas_call given interpret=True: no Mosaic kernel on a TPU"),
     Code("no-pallas-call", "info", False, "pallas", (), "nothing to check"),
     # running the kernel (diff)

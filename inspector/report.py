@@ -14,7 +14,7 @@ from .memory import MemoryReport, analyse_memory
 from .libtpu import Budget, TimeEstimate
 from .mosaic.passes import MosaicPasses
 from .specs import hlo_type
-from .stages import STAGES, Capture, Stages
+from .stages import SIMULATED_CHIP, STAGES, Capture, Stages
 from .target import Target, short_path
 from .units import fmt_bytes, fmt_time
 
@@ -213,6 +213,10 @@ def _stage_findings(stages: Stages) -> list[Finding]:
         found.append(Finding("info", "pallas-interpreted",
                              "Pallas kernels are interpreted on the CPU backend: the HLO shows the interpreter, "
                              "not Mosaic. Use --target tpu-v5e (or another TPU) for the real kernel", view="hlo"))
+    if stages.simulated_chip and stages.simulated_chip != SIMULATED_CHIP:
+        found.append(Finding("info", "simulated-chip", f"the program asks for SparseCores, which {SIMULATED_CHIP} has not: "
+                             f"on the CPU its chip lookups (get_tpu_info) answered for {stages.simulated_chip}",
+                             view="pallas", data={"chip": stages.simulated_chip}))
     return found
 
 

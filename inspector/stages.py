@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import inspector.compile_cache as compile_cache
 from .backends import Backend
-from .chips import DEFAULT_TPU
+from .chips import DEFAULT_TPU, SPARSE_CORE_CHIP
 from .compile_errors import CompileError, parse_compile_error
 from .errors import TargetFailure
 from .hlo.mlir_sources import with_sources
@@ -61,6 +61,8 @@ class Stages:
     compile_error: CompileError | None = None
     mosaic: list[MosaicKernel] = dataclasses.field(default_factory=list)
     pallas_interpreted: bool = False  # Pallas kernels ran through the interpreter (CPU)
+    simulated_chip: str | None = None  # the TPU whose figures a CPU trace's chip lookups got (SIMULATED_CHIP, or
+    # SPARSE_CORE_CHIP for a program that needs SparseCores)
     compile_cached: bool = False
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     mesh: dict[str, int] | None = None  # the mesh the program is sharded over (axis sizes by name)
@@ -201,7 +203,7 @@ SIMULATED_CHIP = DEFAULT_TPU  # whose figures a TPU kernel's own chip lookups ge
 
 
 @contextlib.contextmanager
-def _interpret_context(backend: Backend):
+def _interpret_context(backend: Backend, chip: str = SIMULATED_CHIP):
     """On the CPU, Pallas TPU kernels can only run interpreted; pallas_call decides that when it
     is traced, so the whole trace and lowering run under TPU interpret mode, with chip lookups
     (emit_pipeline's) answered for a TPU rather than refused for the CPU."""
@@ -216,7 +218,7 @@ def _interpret_context(backend: Backend):
     from .jax_internals.interpret import gpu_kernels_interpreted
 
     gpu_kernels_interpreted()
-    with pltpu.force_tpu_interpret_mode(), simulated_chip(get_chip(SIMULATED_CHIP).jax_chip_version):
+    with pltpu.force_tpu_interpret_mode(), simulated_chip(get_chip(chip).jax_chip_version):
         yield
 
 
@@ -344,9 +346,21 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
     key = ("lowering",) + _memo_key(target, backend, False, jaxpr_text)
     if memo and key in _MEMO:
         return _MEMO[key]
+    try:
+        lowering = _trace_and_lower(target, backend, jaxpr_text, SIMULATED_CHIP)
+    except TargetFailure as err:  # a SparseCore program asks its chip for SparseCores: simulate one that has them
+        if backend.platform != "cpu" or "SparseCore" not in str(err):
+            raise
+        lowering = _trace_and_lower(target, backend, jaxpr_text, SPARSE_CORE_CHIP)
+    if memo:
+        _MEMO[key] = lowering
+    return lowering
+
+
+def _trace_and_lower(target: Target, backend: Backend, jaxpr_text: bool, simulated: str) -> _Lowering:
     timings = {}
     t0 = time.perf_counter()
-    with backend.context(), _interpret_context(backend):
+    with backend.context(), _interpret_context(backend, simulated):
         with slow_step(f"tracing {target.name} (jax runs the Python function once)"), backend.trace_context(), \
                 recording_pipelines():
             traced = _trace(target, backend)
@@ -374,15 +388,13 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
             jaxpr_eqns=eqns,
             stablehlo=with_sources(module_text),
             mosaic=list(mosaic), pallas_interpreted=interpret, timings=timings,
+            simulated_chip=simulated if interpret else None,
             mesh=backend.mesh_axes, devices=backend.devices if backend.mesh_axes else 1,
             compile_error=lowering_failure(lowering_error, interpreted=interpret) if lowering_error is not None else None,
         )
     if lowering_error is not None:
         _explain_kernel_failure(stages, backend, closed, lowering_error)
-    lowering = _Lowering(Capture(stages, Program(closed, example_values(target), interpret)), lowered, module_text)
-    if memo:
-        _MEMO[key] = lowering
-    return lowering
+    return _Lowering(Capture(stages, Program(closed, example_values(target), interpret)), lowered, module_text)
 
 
 def lowered_program(target: Target, backend: Backend, *, memo: bool = True) -> tuple[Capture, object | None, str]:

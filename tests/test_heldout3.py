@@ -37,13 +37,10 @@ TPU_OF = {"gather_reduce": "tpu-7x", "ring_gather": "tpu-v5e:2x2"}
 # Kernels that are wrong for this jax (0.10.2) and that check must say so: MaxText's top-k gating
 # calls lax.top_k in the kernel (with is_stable=False, newer jax), which has no Mosaic rule here.
 LOWERING_ERRORS = {"fused_topk_gating": ("mosaic-unimplemented", "top_k")}
-# A pl.kernel on a VectorSubcoreMesh asks pltpu.get_tpu_info() while tracing: on the CPU target
-# jax raises "Unsupported TPU device kind: cpu" (issue 28 item 1, being fixed on branch plkernel).
-PL_KERNEL_ON_CPU = pytest.mark.xfail(reason="known, branch plkernel: pl.kernel traced for the CPU target", strict=False)
-# On a TPU target the same kernel is compiled but not listed: no PallasReport for a pl.kernel (item 1).
-PL_KERNEL_UNLISTED = pytest.mark.xfail(reason="known, branch plkernel: pl.kernel kernels are not listed", strict=False)
-# The interpreter cannot run a vmapped pallas_call with dimension_semantics (documented limitation).
-NOT_INTERPRETABLE = {"ragged_mha"}
+# The interpreter cannot run a vmapped pallas_call with dimension_semantics, nor a SparseCore
+# kernel (documented limitations). The SparseCore one asks get_tpu_info() for SparseCores while
+# tracing: on the CPU it is traced simulating a chip that has them (simulated-chip).
+NOT_INTERPRETABLE = {"ragged_mha", "gather_reduce"}
 _REPORTS: dict = {}
 
 
@@ -80,7 +77,7 @@ def test_corpus_is_what_the_notes_say():
         assert "https://github.com/" in head and "Apache" in head, path.name
 
 
-@pytest.mark.parametrize("spec", entries({"gather_reduce": PL_KERNEL_ON_CPU}))
+@pytest.mark.parametrize("spec", entries())
 def test_every_view_on_cpu(spec):
     r = report(spec, "cpu")
     assert errors(r.findings) == []
@@ -92,7 +89,7 @@ def test_every_view_on_cpu(spec):
 
 
 @pytest.mark.tpu
-@pytest.mark.parametrize("spec", entries({"gather_reduce": PL_KERNEL_UNLISTED}))
+@pytest.mark.parametrize("spec", entries())
 def test_every_view_on_one_tpu(spec):
     name = spec.rsplit(":", 1)[1]
     r = report(spec, TPU_OF.get(name, "tpu-v5e"))
@@ -134,7 +131,7 @@ def test_check_agrees_with_libtpu(spec):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", entries({"gather_reduce": PL_KERNEL_ON_CPU}))
+@pytest.mark.parametrize("spec", entries())
 def test_diff_in_interpret_mode(spec):
     from inspector.run import run_diff
 
@@ -198,3 +195,11 @@ def test_a_kernel_simulated_to_zero_cycles_keeps_its_roofline():
     assert all(b.cycles_per_step is None for b in v6e.bundles if b.kernel == "fused_mlp.1")
     v5e = estimate_times(target, get_chip("tpu-v5e"), use_cache=False).kernel("fused_mlp.1")
     assert v5e.estimate_source == LIBTPU and v5e.estimated_seconds > 0
+
+
+def test_a_sparse_core_program_on_the_cpu_is_traced_simulating_a_chip_with_sparse_cores():
+    r = report("tests/data/heldout3/maxtext_gather_reduce_sc.py:gather_reduce", "cpu")
+    [note] = [f for f in r.findings if f.code == "simulated-chip"]
+    assert note.data == {"chip": "tpu-7x"} and r.stages.simulated_chip == "tpu-7x"
+    assert "cannot lower SparseCore kernels" in r.stages.compile_error.interpreter_limit
+    assert errors(r.findings) == []

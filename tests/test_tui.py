@@ -498,6 +498,7 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
         # inspector/pallas/check.py, inspector/report.py, inspector/compile_errors.py
         Finding("info", "no-pallas-call", "f has no pallas_call: nothing to check" + long),
         Finding("info", "pallas-interpreted", "Pallas kernels are interpreted on the CPU backend" + long, view="hlo"),
+        Finding("info", "simulated-chip", "the program asks for SparseCores" + long, view="pallas", data={"chip": "tpu-7x"}),
         Finding("error", "compile-vmem-oom", "tpu-v5e: VMEM out of memory (scoped)" + long, kernel=kernel,
                 view="overview", data=oom),
         Finding("error", "compile-error", "tpu-v5e: INVALID_ARGUMENT: something" + long, view="overview",

@@ -22,7 +22,15 @@ def simulated_chip(jax_chip_version: str | None, cores_per_device: int = 1):
         yield
         return
     registry["cpu"] = lambda: pltpu.get_tpu_info_for_chip(version, cores_per_device)
-    try:
+    _forget_answers(tpu_info)  # get_tpu_info() is cached per trace context, not per chip: a chip simulated
+    try:                       # earlier in this process would answer again
         yield
     finally:
         registry.pop("cpu", None)
+        _forget_answers(tpu_info)
+
+
+def _forget_answers(tpu_info) -> None:
+    clear = getattr(tpu_info.get_tpu_info, "cache_clear", None)
+    if clear is not None:
+        clear()

@@ -325,6 +325,8 @@ KNOWN_LIMITS = (
     (re.compile(r"the run stopped: no CPU time for"),
      "on several CPU devices the interpreter stopped making progress (its devices wait on each other for ever, as "
      "jax 0.10.2's interpreter does for some collective kernels)"),
+    (re.compile(r"MLIR translation rule for primitive '(?:parallel_loop|[a-z_]*subcore[a-z_]*)' not found for platform cpu"),
+     "the interpreter cannot lower SparseCore kernels (no CPU rule for plsc.parallel_loop and its kin)"),
     (re.compile(r"safe_zip\(\) argument \d+ (?:is (?:shorter|longer) than argument \d+|has length \d+ but argument \d+ has length)"),
      "the interpreter cannot run a vmapped pallas_call with dimension_semantics (a safe_zip length error)"),
 )

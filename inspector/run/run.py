@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from ..chips import DEFAULT_TPU, Chip, get_chip
+from ..chips import DEFAULT_TPU, SPARSE_CORE_CHIP, Chip, get_chip
 from ..findings import Finding, by_severity
 from ..target import Target, describe_error
 import inspector.run.inputs as inputs_
@@ -331,7 +331,13 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict, mes
     sim = simulated_chip(chip)
     accelerator = next((d.platform for d in jax.devices() if d.platform in ("gpu", "tpu")), None)
     try:
-        closed, found, has_pallas, discovery_note = _trace(target, sim)
+        try:
+            closed, found, has_pallas, discovery_note = _trace(target, sim)
+        except TargetFailure as failure:  # a SparseCore program on a chip without: simulate one that has them
+            if "SparseCore" not in str(failure) or sim.sparse_core_vmem_bytes is not None:
+                raise
+            sim = get_chip(SPARSE_CORE_CHIP)
+            closed, found, has_pallas, discovery_note = _trace(target, sim)
     except TargetFailure as failure:
         if mesh_note is None or not (mesh_note.data or {}).get("reduced"):
             raise
