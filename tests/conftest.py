@@ -42,6 +42,24 @@ def lines_of_function(path: str, name: str) -> range:
 
 
 @pytest.fixture
+def cli(capsys, monkeypatch, tmp_path):
+    """The CLI in this process with a private cache: (code, stdout, stderr)."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "120")
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
+
+    from inspector.cli import main
+
+    def run(*argv: str):
+        code = main(list(argv), isolate=False)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture
 def run_cli():
     """Run `python -m inspector ARGS` in a subprocess; returns CompletedProcess (text)."""
 

@@ -18,7 +18,6 @@ import pytest
 from conftest import DATA, ROOT
 
 from inspector.chips import get_chip
-from inspector.cli import main
 from inspector.errors import UsageError
 from inspector.hlo.fusions import analyse_fusions
 from inspector.hlo.graph import build_dot
@@ -28,22 +27,6 @@ from inspector.tuning.rank import rank_all
 
 FUNCS = str(DATA / "funcs.py")
 TUNE = "tests/data/tune_kernels.py:mm"
-
-
-@pytest.fixture
-def cli(capsys, monkeypatch, tmp_path):
-    """The CLI in this process with a private cache: (code, stdout, stderr)."""
-    monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("NO_COLOR", "1")
-    monkeypatch.setenv("COLUMNS", "120")
-    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
-
-    def run(*argv: str):
-        code = main(list(argv), isolate=False)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def one_line(err: str, needle: str) -> None:

@@ -24,7 +24,6 @@ import pytest
 
 from conftest import DATA, ROOT
 
-from inspector.cli import main
 
 FUNCS = str(DATA / "funcs.py")
 HOSTILE = str(DATA / "hostile.py")
@@ -34,22 +33,6 @@ def one_line(err: str, needle: str) -> None:
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("inspector: ") and needle in lines[0], err
     assert "Traceback" not in err
-
-
-@pytest.fixture
-def cli(capsys, monkeypatch, tmp_path):
-    """The CLI in this process with a private cache: (code, stdout, stderr)."""
-    monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("NO_COLOR", "1")
-    monkeypatch.setenv("COLUMNS", "120")
-    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
-
-    def run(*argv: str):
-        code = main(list(argv), isolate=False)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def _env(**extra) -> dict:
