@@ -374,3 +374,20 @@ def test_diff_of_a_sharded_target_runs_its_shard_map_on_one_device():
     assert result.ok and [f.code for f in result.findings if f.severity == "error"] == []
     [said] = [f for f in result.findings if f.code == "mesh-on-one-device"]  # and it says so
     assert said.severity == "info" and "every axis of size 1" in said.message
+
+
+def test_identical_dmas_are_one_row_of_the_dma_table_with_their_copies_added():
+    import dataclasses
+
+    from rich.console import Console
+
+    from inspector.units import fmt_bytes
+    from inspector.views.pallas import dma_table
+
+    r = analysed("manual_dma")
+    [dma] = r.call.dmas
+    twice = dataclasses.replace(r, call=dataclasses.replace(r.call, dmas=[dma] * 32))
+    console = Console(width=160, record=True)
+    console.print(dma_table(twice))
+    rows = [line for line in console.export_text().splitlines() if "(any)" in line]
+    assert len(rows) == 1 and " 32 " in rows[0] and fmt_bytes(32 * 4096) in rows[0]  # 32 copies of 4 KiB a step

@@ -52,13 +52,25 @@ def dma_table(k: PallasReport) -> Table:
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title="DMAs in the kernel body (per grid step)", title_justify="left")
     for col in ("from", "to", "shape", "bytes", "per step", "HBM per step"):
         table.add_column(col, justify="right" if col in ("bytes", "per step", "HBM per step") else "left", overflow="fold")
-    for d in k.call.dmas:
-        lo, hi = d.per_step
+    for d, (lo, hi) in _same_copies_merged(k.call.dmas):
         times = f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
         hbm = (fmt_bytes(d.bytes * hi) if lo == hi else f"{fmt_bytes(d.bytes * lo)}-{fmt_bytes(d.bytes * hi)}") if d.touches_hbm else "-"
         add_row(table, f"{d.source} ({d.src_space})", f"{d.destination} ({d.dst_space})" + (" (remote)" if d.remote else ""),
                 f"{d.dtype}{list(d.shape)}", fmt_bytes(d.bytes), times, hbm)
     return table
+
+
+def _same_copies_merged(dmas: list) -> list[tuple]:
+    """One row per distinct copy (refs, spaces, shape), its copies per step added up: an unrolled
+    loop of 32 identical DMAs is one row of 32 a step, not 32 rows."""
+    merged: dict[tuple, list] = {}
+    for d in dmas:
+        key = (d.source, d.src_space, d.destination, d.dst_space, d.remote, d.dtype, tuple(d.shape), d.bytes)
+        if key in merged:
+            merged[key][1] = (merged[key][1][0] + d.per_step[0], merged[key][1][1] + d.per_step[1])
+        else:
+            merged[key] = [d, (d.per_step[0], d.per_step[1])]
+    return [(d, times) for d, times in merged.values()]
 
 
 def estimate_kind(k: PallasReport) -> str:
