@@ -21,6 +21,7 @@ from typing import Callable
 
 from ..pallas.model import GRID_LETTERS, BlockSpecInfo, FoundCall, PallasCall, ScratchInfo
 from .evaluate import KERNEL_PRIMITIVES  # noqa: F401 (re-exported for stages and run)
+from .body_dots import body_dots
 from .kernel_body import _Body, _cost_estimate, _short_src, memory_space
 from .pipelines import PipelineRecord, is_pipeline_scope, pipeline_for
 from .tracing import eqn_frame
@@ -184,6 +185,7 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
                                    memory_space(aval)))
     body = _Body(names)
     flops_lo, flops_hi = body.visit(jaxpr, (1.0, 1.0))
+    dots = body_dots(jaxpr)
     pipelines: list[FoundCall] = []
     unwalked: list[str] = []
     runs: list[float] = []
@@ -216,6 +218,8 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
         vmem_limit_bytes=getattr(eqn.params.get("compiler_params"), "vmem_limit_bytes", None), num_stages=None,
         step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
+        held_dot_bytes=dots.held_bytes, unrolled_dot_bytes=dots.unrolled_bytes,
+        unrolled_values_bytes=dots.unrolled_values_bytes,
         cost_estimate=_cost_estimate(eqn.params.get("cost_estimate")),
         interpret=bool(eqn.params.get("interpret")) and not forced_interpret,
         style=style, core_type=_core_type(mesh), vmem_unfollowed=unfollowed)

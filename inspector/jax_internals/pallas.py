@@ -14,6 +14,7 @@ import numpy as np
 
 from ..pallas.model import GRID_LETTERS, BlockSpecInfo, FoundCall, PallasCall, ScratchInfo
 from .evaluate import operand_values, pallas_occurrences
+from .body_dots import body_dots
 from .kernel_body import _Body, _bytes_of, _cost_estimate, _short_src, memory_space
 from .liveness import live_outputs
 from .row_flow import straight_flows
@@ -319,6 +320,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
     body = _Body(ref_names)
     flops_lo, flops_hi = body.visit(kernel, (1.0, 1.0))
     frame = eqn_frame(eqn)
+    dots = body_dots(kernel)
     cp = p.get("compiler_params")
     call = PallasCall(
         name=str(p.get("name") or getattr(info, "func_name", "pallas_call")),
@@ -331,6 +333,8 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         vmem_limit_bytes=getattr(cp, "vmem_limit_bytes", None), num_stages=getattr(cp, "num_stages", None),
         step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
+        held_dot_bytes=dots.held_bytes, unrolled_dot_bytes=dots.unrolled_bytes,
+        unrolled_values_bytes=dots.unrolled_values_bytes,
         cost_estimate=_cost_estimate(p.get("cost_estimate")), vmapped_dims=[int(d) for d in gm.vmapped_dims],
         # True or the interpreter's params, unless the inspector forced interpret mode (the CPU)
         interpret=bool(p.get("interpret")) and not forced_interpret,

@@ -65,22 +65,28 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
                         kernel=b.kernel, view="pallas", data={**data, "certain_bytes": certain, "why": b.unfollowed})]
     if b.verdict == "unsure":
         unsure = []
-        if b.body_bytes:
+        if b.body_unrolled:
+            unsure.append(f"the values of straight-line code ({mib(b.body_bytes)}: matmul results, an unrolled "
+                          "loop's trips), which the compiler can keep live together")
+        elif b.body_bytes:
             unsure.append(f"the largest value the body builds ({mib(b.body_bytes)}), which the compiler usually keeps "
                           "in VMEM but can stream (a dot accumulated into a ref)")
         if b.outside_bytes:
             outside = ", ".join(i.what for i in b.items if i.maybe_outside)
             unsure.append(f"the blocks of {outside} ({mib(b.outside_bytes)}), operands XLA may place whole in VMEM "
                           "outside the kernel's scoped limit (then they take none of it)")
+        where = "at" if b.total_bytes == b.limit_bytes else "over"
         return found + [Finding("warning", "vmem-may-exceed",
                         f"{b.kernel} on {b.chip}: the rest needs {mib(certain)} of the {b.limit_source} "
-                        f"{mib(b.limit_bytes)}; with {' and '.join(unsure)} the estimate is {mib(b.total_bytes)}, over "
+                        f"{mib(b.limit_bytes)}; with {' and '.join(unsure)} the estimate is {mib(b.total_bytes)}, {where} "
                         "it: only a compile decides (check without --estimate-only)",
                         kernel=b.kernel, view="pallas", data={**data, "certain_bytes": certain})]
     growth = f"; the pipelined blocks alone would have to shrink to {b.block_growth:.2f}x" if b.block_growth else ""
     body = f" ({mib(b.total_bytes)} with the unsure terms)" if certain != b.total_bytes else ""
+    held = (f", {mib(b.held_bytes)} of it the least libtpu keeps of a matmul result the body uses"
+            if b.held_bytes else "")
     return found + [Finding("error", "vmem-over-limit" if b.memory == "VMEM" else "shared-memory-over-limit",
-                    f"{b.kernel} on {b.chip}: needs at least {mib(certain)} of {b.memory}{body} but the "
+                    f"{b.kernel} on {b.chip}: needs at least {mib(certain)} of {b.memory}{held}{body} but the "
                     f"{b.limit_source} is {mib(b.limit_bytes)} (over by {mib(certain - b.limit_bytes)}){growth}",
                     kernel=b.kernel, view="pallas", data=data)]
 

@@ -152,6 +152,12 @@ class PallasCall:
     style: str = "pallas_call"
     core_type: str | None = None  # mesh kernels: "TensorCore", "SparseCore vector subcore", ...
     vmem_unfollowed: str | None = None  # why the kernel's VMEM cannot all be counted (the budget is then undecided)
+    # matmul results the body keeps in VMEM (jax_internals/body_dots.py): the largest one a reduction
+    # must see whole before it is used whole, and the most one straight-line stretch computes (unrolled
+    # loops per trip)
+    held_dot_bytes: int = 0
+    unrolled_dot_bytes: int = 0
+    unrolled_values_bytes: int = 0  # an unrolled loop's trips x its body's largest value
 
     @property
     def steps(self) -> int | None:

@@ -11,6 +11,11 @@ the example inputs make it one step), plus scratch, plus the largest value
 the kernel body builds when it outgrows the vector registers (the compiler keeps it in VMEM).
 Compared with the scoped limit (the chip's default or the kernel's vmem_limit_bytes) and the
 physical VMEM. A static estimate: register spills and compiler temporaries come on top.
+
+Matmul results the body keeps (jax_internals/body_dots.py) bound it both ways: below, a share of
+the largest one under the least libtpu was measured to keep; above, what a loop unrolled into
+straight-line code keeps live (a share of its matmul results, or its trips' values), which "fits"
+must leave room for.
 """
 from __future__ import annotations
 
@@ -22,6 +27,15 @@ from .model import PallasCall, dtype_bits
 from .tiling import packing, tpu_dtype
 
 VREG_FILE_BYTES = 64 * 4096  # 64 vector registers of 8x128x32 bits
+# Of the largest matmul result held whole (softmax's scores), what the estimate counts as certain:
+# libtpu kept 0.69-1.5x of it in every compile measured (BENCHMARKS.md), so 0.6 stays under that.
+HELD_DOT_SHARE = 0.6
+# Of the matmul results a loop unrolled into straight-line code computes, what "fits" must leave
+# room for: libtpu kept 0.47-0.81x of them in the measured compiles that ran out of VMEM.
+UNROLLED_DOT_SHARE = 0.6
+# Of an unrolled loop without matmuls, its trips x its body's largest value, all of it: sglang's
+# biased top-k (an unrolled fori_loop carrying three (256, 2048) f32 arrays, 7 trips) needed 1.18x.
+UNROLLED_VALUE_SHARE = 1.0
 TRITON_DEFAULT_STAGES = 3
 
 
@@ -60,10 +74,14 @@ class VmemBudget:
     note: str = "compiler temporaries come on top; small blocks can take less"
     body_bytes: int = 0  # of total_bytes: the largest value the kernel body builds, the estimate's unsure term
     outside_bytes: int = 0  # of total_bytes: blocks of operands XLA may place whole in VMEM (VmemItem.maybe_outside)
+    held_bytes: int = 0  # of body_bytes: the share of a kept matmul result counted as certain (HELD_DOT_SHARE)
+    body_unrolled: bool = False  # body_bytes is what an unrolled loop keeps live (UNROLLED_DOT_SHARE, UNROLLED_VALUE_SHARE)
     unfollowed: str | None = None  # why part of the kernel's VMEM is not counted: a total under the limit decides nothing
-    # "fits"; "over": the blocks and scratch alone exceed the limit; "unsure": only the body's largest
-    # value puts it over; libtpu usually keeps such a value in VMEM but can stream one (a dot
-    # accumulated into a ref): only a compile decides (BENCHMARKS.md, the VMEM truth table)
+    # "fits"; "over": what is surely held exceeds the limit (blocks, scratch, the least share of a
+    # kept matmul result); "unsure": only the unsure terms put it over (the body's largest value,
+    # which libtpu usually keeps but can stream, operands XLA may place outside the limit); a body
+    # value that takes the total to exactly the limit is unsure too: only a compile decides
+    # (BENCHMARKS.md, the VMEM truth table)
     verdict: str = dataclasses.field(init=False)
 
     def __post_init__(self):
@@ -73,7 +91,7 @@ class VmemBudget:
     @property
     def certain_bytes(self) -> int:
         """What the kernel surely holds in scoped VMEM: the total less its unsure terms."""
-        return self.total_bytes - self.body_bytes - self.outside_bytes
+        return self.total_bytes - self.body_bytes - self.outside_bytes + self.held_bytes
 
 
 def estimate_fits(budgets: list[VmemBudget]) -> bool | None:
@@ -180,9 +198,18 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
             smem += s.bytes
     largest = info.intermediates_bytes[0] if info.intermediates_bytes else 0
     body = largest if largest > VREG_FILE_BYTES else 0
-    if body:
+    unrolled = max(int(UNROLLED_DOT_SHARE * info.unrolled_dot_bytes), int(UNROLLED_VALUE_SHARE * info.unrolled_values_bytes))
+    if unrolled > max(body, VREG_FILE_BYTES):
+        body = unrolled
+        items.append(VmemItem("values live together in straight-line code (matmul results, unrolled loops)", [], "", body, 1))
+    elif body:
         items.append(VmemItem("kernel intermediate (largest value in the body)", [], "", body, 1))
     total = sum(i.bytes for i in items)
+    held = int(HELD_DOT_SHARE * info.held_dot_bytes) if info.held_dot_bytes > VREG_FILE_BYTES else 0
+    # a value held whole that takes the total to the very limit leaves no room for the compiler's
+    # temporaries (libtpu refused flash attention at exactly 16 MiB of blocks and scores on v4, v5e,
+    # v5p); a matmul result streamed into a ref does (JAX's matmul at exactly 32 MiB on v6e, TPU7x)
+    fits = total < limit if held or body == unrolled > 0 else total <= limit
     pipelined = sum(i.bytes for i in items[:len([o for o in info.operands if o.memory_space == "vmem"])])  # blocks come first
     fixed = total - pipelined
     growth = (limit - fixed) / pipelined if pipelined and limit > fixed else None
@@ -191,8 +218,9 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         note = ("run_scoped buffers (emit_pipeline's among them) are counted as if all were live at once, which can "
                 "overstate when scopes follow each other; register spills and compiler temporaries come on top")
     return VmemBudget(chip.name, info.name, "VMEM", items, total, limit, source, chip.vmem_bytes, smem,
-                      total <= limit, limit - total, growth, note, body,
-                      outside_bytes=sum(i.bytes for i in items if i.maybe_outside), unfollowed=info.vmem_unfollowed)
+                      fits, limit - total, growth, note, body,
+                      outside_bytes=sum(i.bytes for i in items if i.maybe_outside), held_bytes=min(held, body),
+                      body_unrolled=body == unrolled > 0, unfollowed=info.vmem_unfollowed)
 
 
 def _scoped_limit(info: PallasCall, chip: Chip) -> tuple[int, str]:

@@ -135,10 +135,9 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done) -> Tune
     limit = max((b.limit_bytes for b in budgets), default=None)
     over = [b for b in budgets if b.verdict == "over"]
     if over:
-        b = max(over, key=lambda b: b.total_bytes - b.body_bytes)
-        needs = b.total_bytes - b.body_bytes
+        b = max(over, key=lambda b: b.certain_bytes)
         return done(status=PRUNED, code="vmem-over-limit", vmem_estimate_bytes=estimate, vmem_limit_bytes=limit,
-                    reason=f"{b.kernel}: blocks and scratch need {_mib(needs)} of VMEM, over the {b.limit_source} "
+                    reason=f"{b.kernel}: needs at least {_mib(b.certain_bytes)} of VMEM, over the {b.limit_source} "
                            f"{_mib(b.limit_bytes)} (the estimate; not compiled)")
     use_compile_cache = compile_cache.REFRESH if cache == REFRESH else bool(cache) and compile_cache.enabled()
     compiled = capture(target, Backend(chip), jaxpr_text=False, use_cache=use_compile_cache)  # type: ignore[arg-type]  # REFRESH is capture's own value

@@ -1,0 +1,158 @@
+"""Which matmul results a Pallas TPU kernel body holds in VMEM (measured with libtpu 0.0.42.1 on
+1,005 deviceless compiles: BENCHMARKS.md, "The VMEM estimate against libtpu").
+
+- A dot result a reduction must see whole before it is used whole (softmax's scores: max(s), then
+  exp(s - max)) is held: libtpu's VMEM beyond the blocks was 0.69-1.5x the largest such result in
+  every compile measured (TPU7x left out: XLA's placement of its operands blurs the figure there).
+  A result only reduced, or only partly used after, need not be: a running max over 1024-wide
+  score chunks took 0.33x of one chunk.
+- A dot result only accumulated into a ref (``acc[...] += dot``) or stored streams: 0-0.46x.
+- A loop unrolled into straight-line code (``scan`` with ``unroll``, as ``pl.loop(unroll=True)``
+  gives) keeps its iterations' dot results live together: flash attention over a 4096-wide kv
+  block in 1024-wide chunks needed about four chunks' scores at once.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from .tracing import sub_jaxprs
+
+_STORES = frozenset({"swap", "store", "masked_swap"})
+_REDUCTIONS = frozenset({"reduce_max", "reduce_min", "reduce_sum", "argmax", "argmin"})
+# ops that go element by element: a chain of them carries the whole value on
+_ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "max", "min", "neg", "exp", "exp2", "log", "tanh", "logistic",
+                          "convert_element_type", "select_n", "abs", "sqrt", "rsqrt", "integer_pow", "square"})
+_REF_OPS = _STORES | {"get", "load", "masked_load"}
+
+
+@dataclasses.dataclass(frozen=True)
+class BodyDots:
+    held_bytes: int = 0  # the largest dot result a reduction must see whole before it is used whole
+    unrolled_bytes: int = 0  # the most not-streamed dot results one straight-line stretch computes
+    unrolled_values_bytes: int = 0  # the most an unrolled loop's trips build: trips x its body's largest value
+
+
+def _nbytes(var) -> int:
+    aval = var.aval
+    try:
+        return int(math.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
+    except TypeError:
+        return 0
+
+
+def _users(jaxpr) -> dict[int, list]:
+    users: dict[int, list] = {}
+    for e in jaxpr.eqns:
+        for v in e.invars:
+            if not hasattr(v, "val"):  # literals are not values of the body
+                users.setdefault(id(v), []).append(e)
+    for v in jaxpr.outvars:
+        users.setdefault(id(v), []).append(None)  # leaves this jaxpr: used somewhere we do not follow
+    return users
+
+
+def _streamed(out, users) -> bool:
+    """Only stored into a ref, or added (or cast) once on the way there."""
+    for _ in range(3):
+        uses = users.get(id(out), [])
+        if len(uses) != 1 or uses[0] is None:
+            return False
+        if uses[0].primitive.name in _STORES:
+            return True
+        if uses[0].primitive.name not in ("add", "convert_element_type"):
+            return False
+        out = uses[0].outvars[0]
+    return False
+
+
+def _uses(var, jaxpr, users_of) -> list:
+    """The equations that read ``var``, looking into cond branches (pl.when) for those that read it there."""
+    found = []
+    for e in users_of(jaxpr).get(id(var), []):
+        if e is None:
+            continue
+        name = e.primitive.name
+        subs = sub_jaxprs(e.params)
+        if name == "cond" and subs:
+            args = list(e.invars[1:])
+            for sub in subs:
+                if len(sub.invars) == len(args):
+                    for a, inner in zip(args, sub.invars):
+                        if a is var:
+                            found += [(u, j) for u, j in _uses(inner, sub, users_of)]
+            continue
+        found.append((e, jaxpr))
+    return found
+
+
+def _reduced_then_used_whole(var, jaxpr, users_of) -> bool:
+    """Softmax's pattern: the value (through element-wise ops) feeds a reduction and an element-wise
+    op of its own shape, which cannot start before the reduction has seen all of it."""
+    shape = var.aval.shape
+    frontier, reduced, whole = [(var, jaxpr)], False, False
+    for _ in range(8):
+        nxt = []
+        for v, j in frontier:
+            uses = _uses(v, j, users_of)
+            reduced |= any(u.primitive.name in _REDUCTIONS for u, _ in uses)
+            # a jitted helper of the same shape (jnp.where's) counts as one element-wise op
+            chain = [(u, jj) for u, jj in uses if u.primitive.name in _ELEMENTWISE | {"pjit", "jit"}
+                     and len(u.outvars) == 1 and getattr(u.outvars[0].aval, "shape", None) == shape]
+            whole |= len(uses) > 1 and bool(chain) and any(u.primitive.name in _REDUCTIONS for u, _ in uses)
+            nxt += [(u.outvars[0], jj) for u, jj in chain]
+        if whole:
+            return True
+        frontier = nxt
+    return reduced and whole
+
+
+def _unroll(eqn) -> int:
+    if eqn.primitive.name != "scan":
+        return 1
+    length = int(eqn.params.get("length", 1))
+    unroll = eqn.params.get("unroll", 1)
+    return length if unroll is True else max(1, min(int(unroll), length))
+
+
+def _largest_value(jaxpr) -> int:
+    sizes = [_nbytes(v) for e in jaxpr.eqns if e.primitive.name not in _REF_OPS for v in e.outvars
+             if getattr(v.aval, "shape", None)]
+    return max(sizes + [_largest_value(sub) for e in jaxpr.eqns for sub in sub_jaxprs(e.params)], default=0)
+
+
+def body_dots(jaxpr) -> BodyDots:
+    held = values = 0
+    stretches: list[int] = []
+    cache: dict[int, dict] = {}
+
+    def users_of(j) -> dict:
+        if id(j) not in cache:
+            cache[id(j)] = _users(j)
+        return cache[id(j)]
+
+    def walk(j) -> int:
+        nonlocal held, values
+        users = users_of(j)
+        here = 0
+        for e in j.eqns:
+            if e.primitive.name == "dot_general":
+                size = _nbytes(e.outvars[0])
+                if not _streamed(e.outvars[0], users):
+                    here += size
+                    if _reduced_then_used_whole(e.outvars[0], j, users_of):
+                        held = max(held, size)
+            times = _unroll(e)
+            for sub in sub_jaxprs(e.params):
+                inner = walk(sub)
+                if times > 1:
+                    here += inner * times
+                    if not inner:  # a loop of matmuls is counted by its results (above)
+                        values = max(values, _largest_value(sub) * times)
+        stretches.append(here)
+        return here
+
+    walk(jaxpr)
+    return BodyDots(held, max(stretches, default=0), values)

@@ -1,0 +1,78 @@
+"""Kernels whose bodies hold matmul results and unrolled loops in VMEM, for the estimate's body
+terms (inspector/jax_internals/body_dots.py): a matmul accumulated into a ref, a softmax over
+a dot's scores, the scores of chunks in a loop unrolled with pl.loop, and an unrolled fori_loop
+without matmuls. Inputs: q f32[rows, 128], k f32[cols, 128]."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+_NT = (((1,), (1,)), ((), ()))
+
+
+def _accumulate(q_ref, k_ref, o_ref, acc_ref):
+    acc_ref[...] += jax.lax.dot_general(q_ref[...], k_ref[...], _NT, preferred_element_type=jnp.float32)
+    o_ref[...] = acc_ref[...]
+
+
+def accumulated(q, k):
+    """q @ k.T summed into a scratch accumulator: the dot's result streams into the ref."""
+    rows, cols = q.shape[0], k.shape[0]
+    return pl.pallas_call(
+        _accumulate, out_shape=jax.ShapeDtypeStruct((rows, cols), jnp.float32),
+        scratch_shapes=[pltpu.VMEM((rows, cols), jnp.float32)])(q, k)
+
+
+def _softmax(q_ref, k_ref, o_ref):
+    s = jax.lax.dot_general(q_ref[...], k_ref[...], _NT, preferred_element_type=jnp.float32)
+    p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
+    o_ref[...] = (p / jnp.sum(p, axis=-1, keepdims=True))[:, :128]
+
+
+def softmax_scores(q, k):
+    """softmax(q @ k.T), its first 128 columns: the whole score block is kept for the max."""
+    return pl.pallas_call(_softmax, out_shape=jax.ShapeDtypeStruct((q.shape[0], 128), jnp.float32))(q, k)
+
+
+def _chunked(q_ref, k_ref, o_ref, *, chunk):
+    o_ref[...] = jnp.zeros_like(o_ref)
+
+    @pl.loop(0, k_ref.shape[0], step=chunk, unroll=True)
+    def _(start):
+        s = jax.lax.dot_general(q_ref[...], k_ref[pl.ds(start, chunk), :], _NT, preferred_element_type=jnp.float32)
+        o_ref[...] = jnp.maximum(o_ref[...], jnp.max(s, axis=-1, keepdims=True) + s[:, :128])
+
+
+def chunked_scores(q, k, chunk=512):
+    """Running max over k in chunks of ``chunk`` rows, the loop unrolled (flash attention's
+    block_k inside block_k_major): the chunks' scores can be live together."""
+    return pl.pallas_call(functools.partial(_chunked, chunk=chunk),
+                          out_shape=jax.ShapeDtypeStruct((q.shape[0], 128), jnp.float32))(q, k)
+
+
+def _top_rounds(x_ref, o_ref, *, rounds):
+    def one(i, carry):
+        scores, best = carry
+        top = jnp.max(scores, axis=0, keepdims=True)
+        return jnp.where(scores == top, -jnp.inf, scores), best + top
+
+    _, best = jax.lax.fori_loop(0, rounds, one, (x_ref[...], jnp.zeros((1, x_ref.shape[1]), jnp.float32)),
+                                unroll=True)
+    o_ref[...] = jnp.broadcast_to(best, o_ref.shape)
+
+
+def top_rounds(x, rounds=4):
+    """``rounds`` rounds of take-the-column-max, an unrolled fori_loop carrying the whole block."""
+    return pl.pallas_call(functools.partial(_top_rounds, rounds=rounds),
+                          out_shape=jax.ShapeDtypeStruct((8, x.shape[1]), jnp.float32))(x)
+
+
+INSPECT = {
+    "accumulated": {"args": "f32[512,128] f32[1024,128]"},
+    "softmax_scores": {"args": "f32[512,128] f32[1024,128]"},
+    "chunked_scores": {"args": "f32[512,128] f32[2048,128]"},
+    "top_rounds": {"args": "f32[512,1024]"},
+}

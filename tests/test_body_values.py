@@ -1,0 +1,82 @@
+"""The VMEM estimate's body terms (jax_internals/body_dots.py, pallas/vmem.py): which matmul
+results a kernel keeps, what an unrolled loop keeps live, and the verdicts they give. The kernels
+are tests/data/body_values.py; the shares are measured against libtpu (BENCHMARKS.md)."""
+import dataclasses
+
+import pytest
+
+from conftest import DATA
+from inspector.backends import Backend
+from inspector.chips import get_chip
+from inspector.pallas.analysis import analyse_pallas
+from inspector.pallas.discovery import find_pallas_calls
+from inspector.pallas.vmem import HELD_DOT_SHARE, UNROLLED_DOT_SHARE, budget
+from inspector.stages import capture
+from inspector.target import load_target
+
+KERNELS = str(DATA / "body_values.py")
+MiB = 2**20
+V5E = get_chip("tpu-v5e")
+
+
+def traced(name: str, args: str, sets=None):
+    program = capture(load_target(f"{KERNELS}:{name}", args=args, sets=sets), Backend(get_chip("cpu")),
+                      compile=False).program
+    [call] = find_pallas_calls(program)
+    return call.info, program
+
+
+def test_a_matmul_accumulated_into_a_ref_is_not_kept():
+    info, _ = traced("accumulated", "f32[512,128] f32[1024,128]")
+    assert (info.held_dot_bytes, info.unrolled_dot_bytes) == (0, 0)
+    assert budget(info, V5E).held_bytes == 0
+
+
+def test_scores_a_softmax_reduces_are_kept_and_a_share_of_them_is_certain():
+    info, _ = traced("softmax_scores", "f32[512,128] f32[1024,128]")
+    assert info.held_dot_bytes == 2 * MiB  # the (512, 1024) f32 scores
+    b = budget(info, V5E)
+    assert b.held_bytes == int(HELD_DOT_SHARE * 2 * MiB) and b.verdict == "fits"
+    assert b.certain_bytes == b.total_bytes - b.body_bytes + b.held_bytes
+
+
+def test_scores_too_large_to_hold_are_over_the_limit_with_the_reason():
+    """(2048, 4096) f32 scores are 32 MiB: 60% of them alone is over v5e's 16 MiB; libtpu refuses."""
+    info, program = traced("softmax_scores", "f32[2048,128] f32[4096,128]")
+    b = budget(info, V5E)
+    assert b.verdict == "over" and b.certain_bytes > b.limit_bytes
+    [report], _ = analyse_pallas(program, [V5E], [V5E])
+    [f] = [f for f in report.findings if f.code == "vmem-over-limit"]
+    assert f.severity == "error" and "the least libtpu keeps of a matmul result" in f.message
+
+
+def test_an_unrolled_loop_keeps_its_chunks_scores_together():
+    info, program = traced("chunked_scores", "f32[1024,128] f32[8192,128]", sets=["chunk=1024"])
+    # a running max only reduces each chunk: none is held whole (libtpu: 1.31 MiB beyond the blocks)
+    assert info.held_dot_bytes == 0 and info.unrolled_dot_bytes == 8 * 4 * MiB
+    b = budget(info, V5E)
+    assert b.body_unrolled and b.body_bytes == int(UNROLLED_DOT_SHARE * 32 * MiB)
+    assert b.verdict == "unsure"  # the chunks are over the limit together, one alone is not
+    [report], _ = analyse_pallas(program, [V5E], [V5E])
+    [f] = [f for f in report.findings if f.code == "vmem-may-exceed"]
+    assert "the values of straight-line code" in f.message
+
+
+def test_an_unrolled_loop_without_matmuls_counts_each_trips_value():
+    info, _ = traced("top_rounds", "f32[512,1024]")
+    assert info.unrolled_dot_bytes == 0 and info.unrolled_values_bytes == 4 * 2 * MiB
+
+
+@pytest.mark.parametrize("name, args, verdict", [
+    ("softmax_scores", "f32[512,128] f32[1024,128]", "unsure"),
+    ("accumulated", "f32[512,128] f32[1024,128]", "fits"),
+    ("softmax_scores", "f32[8,128] f32[256,128]", "fits"),
+])
+def test_a_total_exactly_at_the_limit_fits_unless_a_held_value_takes_it_there(name, args, verdict):
+    """Scores held whole that take the total to the very limit leave no room for the compiler's
+    temporaries (libtpu refused flash attention at exactly 16 MiB on v4, v5e, v5p); a matmul
+    result streamed into a ref does (JAX's matmul at exactly 32 MiB fits on v6e and TPU7x), and so
+    do blocks alone (libtpu's figure matches them to the byte)."""
+    info, _ = traced(name, args)
+    total = budget(info, V5E).total_bytes
+    assert budget(dataclasses.replace(info, vmem_limit_bytes=total), V5E).verdict == verdict
