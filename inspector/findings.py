@@ -56,6 +56,8 @@ CODES = _codes(
     Code("vmem-may-exceed", "warning", True, "pallas", ("chip", "bytes", "limit", "certain_bytes"),
          "only the body's largest value puts the VMEM estimate over the limit"),
     Code("no-sparse-core", "error", True, "pallas", ("chip",), "a SparseCore kernel traced for a chip without SparseCores"),
+    Code("raised-for-chip", "error", True, "overview", ("chip",),
+         "the code raised tracing for one chip of a multi-chip check; the other chips are checked"),
     Code("vmem-undecided", "warning", True, "pallas", ("chip", "bytes", "limit", "certain_bytes", "why"),
          "part of a kernel's VMEM is not modelled: the estimate cannot say it fits"),
     Code("vmem-estimate-over-compiler", "warning", True, "pallas", ("chip", "bytes", "limit", "compiler_bytes"),

@@ -203,3 +203,24 @@ def test_a_sparse_core_program_on_the_cpu_is_traced_simulating_a_chip_with_spars
     assert note.data == {"chip": "tpu-7x"} and r.stages.simulated_chip == "tpu-7x"
     assert "cannot lower SparseCore kernels" in r.stages.compile_error.interpreter_limit
     assert errors(r.findings) == []
+
+
+@pytest.mark.tpu
+def test_a_kernel_that_raises_for_one_chip_is_that_chips_finding(run_cli):
+    """MaxText's SparseCore kernel raises its own "SparseCore is not available" on v5e and a shape
+    error on v6e (its default grouping gives a zero-sized dimension there): each is that chip's
+    error finding, and TPU7x, where it traces, still gets its verdict. Raising on every chip is
+    the code's error, one line as before."""
+    spec = NAMES["gather_reduce"]
+    result = run_check(load_target(spec), [get_chip(c) for c in CHECK_CHIPS], estimate_only=True)
+    by_code = {f.code: f for f in result.findings if f.severity == "error"}
+    assert set(by_code) == {"no-sparse-core", "raised-for-chip"}
+    assert by_code["no-sparse-core"].data == {"chip": "tpu-v5e"} and by_code["raised-for-chip"].data == {"chip": "tpu-v6e"}
+    assert "ValueError" in by_code["raised-for-chip"].message and len(by_code["raised-for-chip"].message) < 500
+    assert [(t.chip, t.fits) for t in result.targets] == [("tpu-v5e", None), ("tpu-v6e", None), ("tpu-7x", True)]
+    assert result.failed and result.undecided == []
+    both = run_cli("check", spec, "--target", "tpu-v5e,tpu-v6e", "--estimate-only", "--json")
+    assert both.returncode == 1, both.stderr
+    assert sorted(f["code"] for f in json.loads(both.stdout)["findings"]) == ["no-sparse-core", "raised-for-chip"]
+    every = run_cli("check", spec, "--target", "tpu-v6e,tpu-v5p", "--estimate-only")
+    assert every.returncode == 1 and every.stdout == "" and len(every.stderr.strip().splitlines()) == 1, every.stderr

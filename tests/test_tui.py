@@ -503,6 +503,8 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
                 kernel=kernel, view="pallas", data={"why": "lax.axis_index"}),
         Finding("error", "no-sparse-core", "f on tpu-v5e: the program builds a SparseCore mesh" + long, view="pallas",
                 data={"chip": "tpu-v5e"}),
+        Finding("error", "raised-for-chip", "f on tpu-v6e: the code raised while tracing for this chip" + long,
+                view="overview", data={"chip": "tpu-v6e"}),
         Finding("warning", "vmem-undecided", f"{kernel} on tpu-v6e: VMEM_SHARED is not modelled" + long, kernel=kernel,
                 view="pallas", data={"chip": "tpu-v6e", "bytes": 2**20, "limit": 2**25, "certain_bytes": 2**20,
                                      "why": "VMEM_SHARED"}),

@@ -85,8 +85,8 @@ def estimate_kind(k: PallasReport) -> str:
 def budget_table(k: PallasReport) -> Table:
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title=f"on-chip memory per target ({estimate_kind(k)})",
                   title_justify="left", caption="limit: the chip's default scoped VMEM, or the kernel's vmem_limit_bytes "
-                  "(set); grow: how far the pipelined blocks could grow and still fit; unsure: only the largest value "
-                  "the body builds puts it over (a compile decides)", caption_justify="left")
+                  "(set); grow: how far the pipelined blocks could grow and still fit; unsure: only values the body "
+                  "builds, or operands XLA may place outside the limit, put it over or to it (a compile decides)", caption_justify="left")
     for col in ("target", "needs", "limit", "fits", "headroom", "grow", "physical", "SMEM"):
         table.add_column(col, justify="left" if col in ("target", "fits") else "right", no_wrap=True)
     for b in k.budgets:
@@ -173,13 +173,13 @@ def check_view(result: CheckResult) -> Group:
         table.add_column(col, justify="left" if col in ("target", "fits", "compiler", "HBM") else "right", no_wrap=True)
     verdict = lambda v: Text("-", style="dim") if v is None else (Text("fits", style="green") if v else Text("DOES NOT FIT", style="bold red"))
     for t in result.targets:
-        failed_otherwise = t.compiler_fits is False and t.compiler_message and "VMEM" not in t.compiler_message
-        compiler = Text("COMPILE ERROR", style="bold red") if failed_otherwise else verdict(t.compiler_fits)
-        failed_otherwise = failed_otherwise and t.hbm_fits is not False
+        failed_otherwise = (t.compiler_fits is False and t.compiler_message and "VMEM" not in t.compiler_message
+                            and t.hbm_fits is not False)
         compiler = Text("COMPILE ERROR", style="bold red") if failed_otherwise else verdict(t.compiler_fits)
         if t.compiler_aborted:
             compiler = Text("ABORTED", style="bold red")
-        estimate = (Text("unsure", style="yellow") if t.fits is None else
+        never_traced = t.fits is None and t.vmem_bytes is None and t.compiler_message is not None  # its finding says why
+        estimate = (Text("-", style="dim") if never_traced else Text("unsure", style="yellow") if t.fits is None else
                     verdict(t.fits) if t.vmem_bytes is not None or not t.fits else Text("-", style="dim"))
         add_row(table, t.chip, fmt_bytes(t.vmem_bytes), fmt_bytes(t.vmem_limit_bytes), estimate,
                       compiler, fmt_bytes(t.compiler_vmem_bytes), fmt_bytes(t.hbm_bytes), fmt_bytes(t.hbm_limit_bytes),

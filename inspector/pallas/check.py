@@ -103,6 +103,19 @@ class CompilerAborted(Exception):
                                               "log_tail": "\n".join(lines[-20:])})
 
 
+def _first_line(err: Exception, most: int = 240) -> str:
+    text = str(err).split(" (raised while")[0].splitlines()[0]
+    return text if len(text) <= most else text[:most - 3] + "..."
+
+
+def _about_sparse_cores(err: Exception) -> bool:
+    """The error is jax's (or the kernel's own) refusal to build a SparseCore kernel: "does not have
+    SparseCores" from plsc's meshes, "SparseCore is not available on this TPU version" from
+    MaxText's check of pltpu.get_tpu_info()."""
+    text = str(err).split(" (raised while")[0].lower().replace(" ", "").replace("-", "")
+    return "sparsecore" in text
+
+
 def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False, use_cache: bool = True,
               memo: bool = True, compile_apart: Callable[[Chip], Stages] | None = None) -> CheckResult:
     """``compile_apart``: compiles for one TPU chip elsewhere (a process of its own) and returns
@@ -112,6 +125,7 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
     rows: list[ChipCheck] = []
     kernels: list[PallasReport] = []
     analysed = False  # a chip has been analysed: chip-independent findings are taken from the first only
+    raised: list[TargetFailure] = []  # the code raised tracing for these chips
     for chip in chips:
         if chip.is_local:
             raise ValueError("check needs TPU or GPU targets")
@@ -129,8 +143,17 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
             else:
                 captured = capture(target, backend, compile=compile, use_cache=use_cache, memo=memo, buffers=compile)
         except TargetFailure as err:  # a SparseCore mesh on a chip without one: that chip's verdict, not the run's
-            if not chip.is_tpu or chip.sparse_core_vmem_bytes is not None or "does not have SparseCores" not in str(err):
-                raise
+            if not chip.is_tpu or chip.sparse_core_vmem_bytes is not None or not _about_sparse_cores(err):
+                if len(chips) == 1:
+                    raise
+                # the code raised for this chip only, maybe (a kernel sized from the chip's cores):
+                # that chip's finding, the others still checked
+                raised.append(err)
+                findings.append(Finding("error", "raised-for-chip", f"{target.spec} on {chip.name}: the code raised while "
+                                        f"tracing for this chip ({_first_line(err)}); the other "
+                                        "chips are checked", view="overview", data={"chip": chip.name}))
+                rows.append(ChipCheck(chip.name, None, None, None, None, compiler_message="raised while tracing"))
+                continue
             findings.append(Finding("error", "no-sparse-core", f"{target.spec} on {chip.name}: the program builds a SparseCore "
                                     f"mesh (plsc.VectorSubcoreMesh / ScalarSubcoreMesh) and {chip.name} has no SparseCore "
                                     "(v5p, v6e and TPU7x have): " + str(err).split(" (raised while")[0],
@@ -165,13 +188,16 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
                 row.hbm_bytes, row.hbm_limit_bytes, row.hbm_fits = memory.required_bytes, memory.hbm_capacity_bytes, memory.fits
             row.mesh = stages.mesh
         rows.append(row)
-    if not kernels and not any(f.code == "analysis-failed" for f in findings):  # one it could not read is no absence
+    if raised and len(raised) == len(chips):  # it raises whatever the chip: the code's error, said once
+        raise raised[0]
+    # one it could not read is no absence, nor is one no chip could trace
+    if not kernels and analysed and not any(f.code == "analysis-failed" for f in findings):
         checked = "HBM fit only" if any(r.hbm_fits is not None for r in rows) else "nothing to check"
         findings.append(Finding("info", "no-pallas-call", f"{target.spec} has no pallas_call: {checked}"))
     failed = (any(f.severity == "error" for f in findings)
               or any((r.fits is False and not r.compiler_fits) or r.compiler_fits is False or r.hbm_fits is False
                      for r in rows))
-    undecided = [r.chip for r in rows if r.fits is None and r.compiler_fits is None]
+    undecided = [r.chip for r in rows if r.fits is None and r.compiler_fits is None and r.compiler_message is None]
     return CheckResult(not failed and not undecided, target.spec, rows, kernels, by_severity(findings),
                        failed=failed, undecided=undecided)
 
