@@ -92,21 +92,19 @@ def _reduced_then_used_whole(var, jaxpr, users_of) -> bool:
     """Softmax's pattern: the value (through element-wise ops) feeds a reduction and an element-wise
     op of its own shape, which cannot start before the reduction has seen all of it."""
     shape = var.aval.shape
-    frontier, reduced, whole = [(var, jaxpr)], False, False
-    for _ in range(8):
+    frontier = [(var, jaxpr)]
+    for _ in range(8):  # how far down an element-wise chain the pattern is looked for
         nxt = []
         for v, j in frontier:
             uses = _uses(v, j, users_of)
-            reduced |= any(u.primitive.name in _REDUCTIONS for u, _ in uses)
             # a jitted helper of the same shape (jnp.where's) counts as one element-wise op
             chain = [(u, jj) for u, jj in uses if u.primitive.name in _ELEMENTWISE | {"pjit", "jit"}
                      and len(u.outvars) == 1 and getattr(u.outvars[0].aval, "shape", None) == shape]
-            whole |= len(uses) > 1 and bool(chain) and any(u.primitive.name in _REDUCTIONS for u, _ in uses)
+            if chain and any(u.primitive.name in _REDUCTIONS for u, _ in uses):
+                return True
             nxt += [(u.outvars[0], jj) for u, jj in chain]
-        if whole:
-            return True
         frontier = nxt
-    return reduced and whole
+    return False
 
 
 def _unroll(eqn) -> int:
