@@ -30,8 +30,9 @@ VREG_FILE_BYTES = 64 * 4096  # 64 vector registers of 8x128x32 bits
 # Of the largest matmul result held whole (softmax's scores), what the estimate counts as certain:
 # libtpu kept 0.69-1.5x of it in every compile measured (BENCHMARKS.md), so 0.6 stays under that.
 HELD_DOT_SHARE = 0.6
-# Of the matmul results a loop unrolled into straight-line code computes, what "fits" must leave
-# room for: libtpu kept 0.47-0.81x of them in the measured compiles that ran out of VMEM.
+# Of the matmul results one stretch of straight-line code computes (an unrolled loop's trips each),
+# what "fits" must leave room for: libtpu kept 0.47-1.0x of them in the measured compiles that ran
+# out of VMEM (0.21-0.99x in those that fit; TPU7x left out).
 UNROLLED_DOT_SHARE = 0.6
 # Of an unrolled loop without matmuls, its trips x its body's largest value, all of it: sglang's
 # biased top-k (an unrolled fori_loop carrying three (256, 2048) f32 arrays, 7 trips) needed 1.18x.
