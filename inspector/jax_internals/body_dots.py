@@ -2,7 +2,7 @@
 1,005 deviceless compiles: BENCHMARKS.md, "The VMEM estimate against libtpu").
 
 - A dot result a reduction must see whole before it is used whole (softmax's scores: max(s), then
-  exp(s - max)) is held: libtpu's VMEM beyond the blocks was 0.69-1.5x the largest such result in
+  exp(s - max)) is held: libtpu's VMEM beyond the blocks was 0.69x the largest such result or more in
   every compile measured (TPU7x left out: XLA's placement of its operands blurs the figure there).
   A result only reduced, or only partly used after, need not be: a running max over 1024-wide
   score chunks took 0.33x of one chunk.

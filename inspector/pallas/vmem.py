@@ -28,7 +28,7 @@ from .tiling import packing, tpu_dtype
 
 VREG_FILE_BYTES = 64 * 4096  # 64 vector registers of 8x128x32 bits
 # Of the largest matmul result held whole (softmax's scores), what the estimate counts as certain:
-# libtpu kept 0.69-1.5x of it in every compile measured (BENCHMARKS.md), so 0.6 stays under that.
+# libtpu kept 0.69x of it or more in every compile measured (BENCHMARKS.md), so 0.6 stays under that.
 HELD_DOT_SHARE = 0.6
 # Of the matmul results one stretch of straight-line code computes (an unrolled loop's trips each),
 # what "fits" must leave room for: libtpu kept 0.47-1.0x of them in the measured compiles that ran
