@@ -5,7 +5,8 @@
   exp(s - max)) is held: libtpu's VMEM beyond the blocks was 0.69x the largest such result or more in
   every compile measured (TPU7x left out: XLA's placement of its operands blurs the figure there).
   A result only reduced, or only partly used after, need not be: a running max over 1024-wide
-  score chunks took 0.33x of one chunk.
+  score chunks took 0.33x of one chunk. Nor one whose softmax is stored whole into an output block
+  (PallasBench's qk-softmax, held out: libtpu builds it there, 0x beyond the blocks).
 - A dot result only accumulated into a ref (``acc[...] += dot``) or stored streams: 0-0.46x.
 - A loop unrolled into straight-line code (``scan`` with ``unroll``, as ``pl.loop(unroll=True)``
   gives) keeps its iterations' dot results live together: flash attention over a 4096-wide kv
@@ -88,23 +89,30 @@ def _uses(var, jaxpr, users_of) -> list:
     return found
 
 
+def _stored_shape(store) -> tuple | None:
+    value = store.invars[1] if len(store.invars) > 1 else None  # swap / store: ref, value, indices...
+    return getattr(getattr(value, "aval", None), "shape", None)
+
+
 def _reduced_then_used_whole(var, jaxpr, users_of) -> bool:
     """Softmax's pattern: the value (through element-wise ops) feeds a reduction and an element-wise
-    op of its own shape, which cannot start before the reduction has seen all of it."""
+    op of its own shape, which cannot start before the reduction has seen all of it; unless the
+    chain stores a value of that shape whole, into an output block it can be built in."""
     shape = var.aval.shape
-    frontier = [(var, jaxpr)]
+    frontier, pattern = [(var, jaxpr)], False
     for _ in range(8):  # how far down an element-wise chain the pattern is looked for
         nxt = []
         for v, j in frontier:
             uses = _uses(v, j, users_of)
+            if any(u.primitive.name in _STORES and _stored_shape(u) == shape for u, _ in uses):
+                return False
             # a jitted helper of the same shape (jnp.where's) counts as one element-wise op
             chain = [(u, jj) for u, jj in uses if u.primitive.name in _ELEMENTWISE | {"pjit", "jit"}
                      and len(u.outvars) == 1 and getattr(u.outvars[0].aval, "shape", None) == shape]
-            if chain and any(u.primitive.name in _REDUCTIONS for u, _ in uses):
-                return True
+            pattern |= bool(chain) and any(u.primitive.name in _REDUCTIONS for u, _ in uses)
             nxt += [(u.outvars[0], jj) for u, jj in chain]
         frontier = nxt
-    return False
+    return pattern
 
 
 def _unroll(eqn) -> int:
