@@ -16,7 +16,7 @@
 # in jax 0.10.2) is jnp.tile, the same lane-wise copies. Ours: the reference, inputs, INSPECT.
 # Style: logits accumulated over H into an f32 (b, v) scratch by `+=` of a dot, then read back
 # whole from the scratch at the last H step for a streamed max / exp / sum over V (an online
-# logsumexp) and a one-hot label gather; pltpu.repeat of a lane-wide max, a 1-D labels block,
+# logsumexp) and a one-hot label gather; a lane-wide max tiled across the vocab block, a 1-D labels block,
 # (b, 128) lane-replicated outputs, a 3-D grid (b parallel, v and h arbitrary).
 from functools import partial
 import math
