@@ -50,6 +50,18 @@ def test_scores_too_large_to_hold_are_over_the_limit_with_the_reason():
     assert f.severity == "error" and "the least libtpu keeps of a matmul result" in f.message
 
 
+def test_a_softmax_stored_whole_is_built_in_its_output_block():
+    """PallasBench's qk-softmax (held out): libtpu used nothing beyond the blocks for the scores."""
+    info, _ = traced("softmax_out", "f32[512,128] f32[1024,128]")
+    assert info.held_dot_bytes == 0
+
+
+def test_scores_of_a_matmul_on_3d_values_are_held():
+    """jnp.matmul on (1, S, D) values is a 2-D dot broadcast back to 3-D: still the scores."""
+    info, _ = traced("batched_attention", "f32[2,1024,128] f32[2,1024,128] f32[2,1024,128]")
+    assert info.held_dot_bytes == 1024 * 1024 * 4
+
+
 def test_an_unrolled_loop_keeps_its_chunks_scores_together():
     info, program = traced("chunked_scores", "f32[1024,128] f32[8192,128]", sets=["chunk=1024"])
     # a running max only reduces each chunk: none is held whole (libtpu: 1.31 MiB beyond the blocks)

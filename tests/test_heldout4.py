@@ -3,8 +3,9 @@ from Levanter (marin-community/marin) and PallasBench that nobody on the team ha
 VMEM estimate's matmul shares were fitted, run the way a new user runs them, at small shapes:
 every view on the CPU and on one TPU, `check` (the estimate on three generations, libtpu on one),
 `diff` in interpret mode and `export`. A correct kernel gets no error finding, and the estimate
-never says "does not fit" where libtpu fits it. /work/notes/vmemnew.md has the sweep across the
-VMEM limits that this file does not repeat (it takes half an hour of compiles)."""
+never says "does not fit" where libtpu fits it. tests/data/vmem_truth_heldout4.json holds libtpu's
+verdicts across the VMEM limits (34 configurations on three chips: half an hour of compiles), which
+the estimate is held to here without compiling again."""
 from __future__ import annotations
 
 import io
@@ -131,3 +132,36 @@ def test_two_groups_are_a_tiling_error_as_libtpu_says():
     tiling = [f for f in result.findings if f.severity == "error" and f.code == "tiling"]
     assert {f.message.split(":")[0] for f in tiling} == {"a_q_ref", "a_k_ref", "src_k_ref"}
     assert not result.ok
+
+
+def test_the_estimate_against_libtpu_across_the_limits():
+    """Measured after the estimate's matmul rules were fitted, on kernels they were not fitted on
+    (BENCHMARKS.md): never "does not fit" where libtpu fits; 77 of 102 rows agree; three say
+    "fits" where libtpu runs out: the body builds several values the size of its largest at once
+    (Levanter's cross-entropy logits and their exponentials; SSD's decay mask and scores), and the
+    estimate counts one. Held at that, so a change that does worse fails here."""
+    import dataclasses
+    from importlib import metadata
+
+    from inspector.pallas.discovery import find_pallas_calls
+    from inspector.pallas.vmem import budget, estimate_fits
+
+    truth = json.loads((DATA / "vmem_truth_heldout4.json").read_text())
+    assert truth["libtpu"] == metadata.version("libtpu"), "made with another libtpu: compile the rows again"
+    rows = [r for r in truth["rows"] if r["compiler_fits"] or "VMEM" in (r["compiler_message"] or "")]
+    calls: dict = {}
+    outcome: dict = {"agree": [], "undecided": [], "short": [], "false error": []}
+    for r in rows:
+        key = (r["target"], r["args"], json.dumps(r["params"], sort_keys=True))
+        if key not in calls:
+            base = load_target(r["target"], args=r["args"])
+            target = dataclasses.replace(base, params=dict(base.params, **r["params"]))
+            calls[key] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
+        estimate = estimate_fits([b for c in calls[key] if (b := budget(c.info, get_chip(r["chip"])))])
+        kind = ("agree" if estimate == r["compiler_fits"] else "undecided" if estimate is None else
+                "short" if estimate else "false error")
+        outcome[kind].append((r["target"].rsplit(":", 1)[1], r["args"], r["params"], r["chip"]))
+    assert len(rows) == 102 and outcome["false error"] == []
+    assert len(outcome["agree"]) >= 77 and len(outcome["short"]) <= 3, outcome["short"]
+    assert {name for name, *_ in outcome["short"]} <= {"linear_softmax_cross_entropy_loss_fwd_pallas_mosaic_tpu",
+                                                      "ssd_intra_chunk_pallas_tpu"}

@@ -10,7 +10,8 @@
 - A dot result only accumulated into a ref (``acc[...] += dot``) or stored streams: 0-0.46x.
 - A loop unrolled into straight-line code (``scan`` with ``unroll``, as ``pl.loop(unroll=True)``
   gives) keeps its iterations' dot results live together: flash attention over a 4096-wide kv
-  block in 1024-wide chunks needed about four chunks' scores at once.
+  block in 1024-wide chunks needed about four chunks' scores at once. An unrolled loop without
+  matmuls keeps its trips' values: sglang's biased top-k, 7 trips of a (256, 2048) f32 block.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ _REDUCTIONS = frozenset({"reduce_max", "reduce_min", "reduce_sum", "argmax", "ar
 _ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "max", "min", "neg", "exp", "exp2", "log", "tanh", "logistic",
                           "convert_element_type", "select_n", "abs", "sqrt", "rsqrt", "integer_pow", "square"})
 _REF_OPS = _STORES | {"get", "load", "masked_load"}
+_SAME_VALUE = frozenset({"pjit", "jit", "reshape", "broadcast_in_dim", "squeeze", "expand_dims"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,27 +91,33 @@ def _uses(var, jaxpr, users_of) -> list:
     return found
 
 
-def _stored_shape(store) -> tuple | None:
-    value = store.invars[1] if len(store.invars) > 1 else None  # swap / store: ref, value, indices...
-    return getattr(getattr(value, "aval", None), "shape", None)
+def _elements(var) -> int | None:
+    shape = getattr(getattr(var, "aval", None), "shape", None)
+    return None if shape is None else int(math.prod(shape))
+
+
+def _stored_elements(store) -> int | None:
+    return _elements(store.invars[1]) if len(store.invars) > 1 else None  # swap / store: ref, value, indices...
 
 
 def _reduced_then_used_whole(var, jaxpr, users_of) -> bool:
     """Softmax's pattern: the value (through element-wise ops) feeds a reduction and an element-wise
-    op of its own shape, which cannot start before the reduction has seen all of it; unless the
-    chain stores a value of that shape whole, into an output block it can be built in."""
-    shape = var.aval.shape
+    op of its own size, which cannot start before the reduction has seen all of it; unless the
+    chain stores a value of that size whole, into an output block it can be built in."""
+    size = _elements(var)
     frontier, pattern = [(var, jaxpr)], False
     for _ in range(8):  # how far down an element-wise chain the pattern is looked for
         nxt = []
         for v, j in frontier:
             uses = _uses(v, j, users_of)
-            if any(u.primitive.name in _STORES and _stored_shape(u) == shape for u, _ in uses):
+            if any(u.primitive.name in _STORES and _stored_elements(u) == size for u, _ in uses):
                 return False
-            # a jitted helper of the same shape (jnp.where's) counts as one element-wise op
-            chain = [(u, jj) for u, jj in uses if u.primitive.name in _ELEMENTWISE | {"pjit", "jit"}
-                     and len(u.outvars) == 1 and getattr(u.outvars[0].aval, "shape", None) == shape]
-            pattern |= bool(chain) and any(u.primitive.name in _REDUCTIONS for u, _ in uses)
+            # a jitted helper (jnp.where's) counts as one element-wise op, a reshape or broadcast
+            # of size-1 dims (jnp.matmul on 3-D values) as none
+            chain = [(u, jj) for u, jj in uses if u.primitive.name in _ELEMENTWISE | _SAME_VALUE
+                     and len(u.outvars) == 1 and _elements(u.outvars[0]) == size]
+            pattern |= any(u.primitive.name in _ELEMENTWISE for u, _ in chain) and \
+                any(u.primitive.name in _REDUCTIONS for u, _ in uses)
             nxt += [(u.outvars[0], jj) for u, jj in chain]
         frontier = nxt
     return pattern

@@ -70,9 +70,35 @@ def top_rounds(x, rounds=4):
                           out_shape=jax.ShapeDtypeStruct((8, x.shape[1]), jnp.float32))(x)
 
 
+def _softmax_out(q_ref, k_ref, o_ref):
+    s = jax.lax.dot_general(q_ref[...], k_ref[...], _NT, preferred_element_type=jnp.float32)
+    p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
+    o_ref[...] = p / jnp.sum(p, axis=-1, keepdims=True)
+
+
+def softmax_out(q, k):
+    """softmax(q @ k.T) written whole (PallasBench's qk-softmax): built in the output block."""
+    return pl.pallas_call(_softmax_out, out_shape=jax.ShapeDtypeStruct((q.shape[0], k.shape[0]), jnp.float32))(q, k)
+
+
+def _batched(q_ref, k_ref, v_ref, o_ref):
+    s = jnp.matmul(q_ref[...], jnp.swapaxes(k_ref[...], 1, 2))  # (1, S, S): a 2-D dot, broadcast back
+    p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
+    o_ref[...] = jnp.matmul(p / jnp.sum(p, axis=-1, keepdims=True), v_ref[...])
+
+
+def batched_attention(q, k, v):
+    """softmax(q @ k^T) @ v on (1, S, D) blocks (PallasBench's MHA), one head per grid step."""
+    spec = pl.BlockSpec((1, q.shape[1], q.shape[2]), lambda h: (h, 0, 0))
+    return pl.pallas_call(_batched, grid=(q.shape[0],), in_specs=[spec] * 3, out_specs=spec,
+                          out_shape=jax.ShapeDtypeStruct(q.shape, jnp.float32))(q, k, v)
+
+
 INSPECT = {
     "accumulated": {"args": "f32[512,128] f32[1024,128]"},
     "softmax_scores": {"args": "f32[512,128] f32[1024,128]"},
     "chunked_scores": {"args": "f32[512,128] f32[2048,128]"},
     "top_rounds": {"args": "f32[512,1024]"},
+    "softmax_out": {"args": "f32[512,128] f32[1024,128]"},
+    "batched_attention": {"args": "f32[2,1024,128] f32[2,1024,128] f32[2,1024,128]"},
 }
