@@ -71,6 +71,9 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
         elif b.body_bytes:
             unsure.append(f"the largest value the body builds ({mib(b.body_bytes)}), which the compiler usually keeps "
                           "in VMEM but can stream (a dot accumulated into a ref)")
+        if b.unsure_block_bytes:
+            unsure.append(f"the second buffers of a vmapped kernel's blocks ({mib(b.unsure_block_bytes)}), which XLA "
+                          "may place in VMEM outside the scoped limit instead")
         if b.outside_bytes:
             outside = ", ".join(i.what for i in b.items if i.maybe_outside)
             unsure.append(f"the blocks of {outside} ({mib(b.outside_bytes)}), operands XLA may place whole in VMEM "
