@@ -33,6 +33,49 @@ def line_of(path: str, text: str) -> int:
     raise AssertionError(f"{text!r} not in {path}")
 
 
+_REPORTS: dict = {}
+
+
+def shared_report(spec: str, chip: str):
+    """One Report (fusions and Pallas views) per target and chip, shared by every test file that
+    runs a corpus through the views: one trace and compile each."""
+    from inspector.backends import Backend
+    from inspector.chips import get_chip
+    from inspector.report import build_report
+    from inspector.stages import capture
+    from inspector.target import load_target
+
+    if (spec, chip) not in _REPORTS:
+        target = load_target(spec)
+        _REPORTS[spec, chip] = build_report(target, get_chip(chip), capture(target, Backend(get_chip(chip))),
+                                            fusions=True, pallas=True)
+    return _REPORTS[spec, chip]
+
+
+def errors(findings) -> list[str]:
+    return [f"{f.code}: {f.message}" for f in findings if f.severity == "error"]
+
+
+def render(report, view: str) -> str:
+    """One view of a Report as the terminal shows it."""
+    import io
+
+    from inspector.views.printer import make_console, print_view
+
+    out = io.StringIO()
+    print_view(report, view, make_console(out))
+    return out.getvalue()
+
+
+def assert_views_clean(report, views) -> None:
+    """A correct kernel's Report: no error finding, nothing the analyses could not follow, and
+    every view renders."""
+    assert errors(report.findings) == []
+    assert not [f for f in report.findings if f.code == "analysis-failed"], report.findings
+    for view in views:
+        assert render(report, view).strip()
+
+
 def lines_of_function(path: str, name: str) -> range:
     import ast
 

@@ -6,59 +6,35 @@ analysis takes a command down."""
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 from importlib import metadata
 
 import pytest
 
-from conftest import DATA, loaded
+from conftest import DATA, assert_views_clean, errors, render, shared_report, loaded
 from inspector.backends import Backend
 from inspector.chips import CHIPS, get_chip
 from inspector.view_table import SHOW_VIEWS as VIEWS
 from inspector.pallas.check import run_check
 from inspector.pallas.discovery import find_pallas_calls
 from inspector.pallas.vmem import budget, estimate_fits
-from inspector.report import build_report
 from inspector.stages import capture
 from inspector.target import load_module, load_target
-from inspector.views.printer import make_console, print_view
 
 CORPUS = "samples/jax_kernels.py"
 ENTRIES = list(load_module(CORPUS).INSPECT)
 TPUS = [c for c in CHIPS if c.is_tpu]
 # Kernels that only run on several devices: with one chip jax skips the kernel (no pallas_call).
 NEEDS_DEVICES = {"all_gather"}
-_REPORTS: dict = {}
-
-
 def report(entry: str, chip: str):
-    """One Report per entry and chip, shared by every test here (one trace and compile each)."""
-    if (entry, chip) not in _REPORTS:
-        target = load_target(f"{CORPUS}:{entry}")
-        captured = capture(target, Backend(get_chip(chip)))
-        _REPORTS[entry, chip] = build_report(target, get_chip(chip), captured, fusions=True, pallas=True)
-    return _REPORTS[entry, chip]
-
-
-def errors(findings) -> list[str]:
-    return [f"{f.code}: {f.message}" for f in findings if f.severity == "error"]
-
-
-def render(r, view: str) -> str:
-    out = io.StringIO()
-    print_view(r, view, make_console(out))
-    return out.getvalue()
+    return shared_report(f"{CORPUS}:{entry}", chip)
 
 
 @pytest.mark.compat
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_every_view_on_cpu(entry):
     r = report(entry, "cpu")
-    assert errors(r.findings) == []
-    assert not [f for f in r.findings if f.code == "analysis-failed"], r.findings
-    for view in VIEWS:
-        assert render(r, view).strip()
+    assert_views_clean(r, VIEWS)
     if entry in NEEDS_DEVICES:
         assert r.pallas == [] and "no pallas_call" in render(r, "pallas")
     else:

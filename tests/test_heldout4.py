@@ -8,50 +8,29 @@ verdicts across the VMEM limits (34 configurations on three chips: half an hour 
 the estimate is held to here without compiling again."""
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
 
-from conftest import DATA
+from conftest import DATA, assert_views_clean, errors, shared_report
 from inspector.backends import Backend
 from inspector.chips import get_chip
 from inspector.pallas.check import run_check
-from inspector.report import build_report
 from inspector.stages import capture
 from inspector.target import load_module, load_target
 from inspector.view_table import SHOW_VIEWS as VIEWS
-from inspector.views.printer import make_console, print_view
 
 CORPUS = DATA / "heldout4"
 ENTRIES = [(f"{path.relative_to(DATA.parent.parent)}:{name}")
            for path in sorted(CORPUS.glob("*.py")) for name in load_module(str(path)).INSPECT]
 NAMES = {spec.rsplit(":", 1)[1]: spec for spec in ENTRIES}
 CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
-_REPORTS: dict = {}
-
-
 def entries() -> list:
     return [pytest.param(spec, id=spec.rsplit(":", 1)[1]) for spec in ENTRIES]
 
 
 def report(spec: str, chip: str):
-    """One Report per entry and chip, shared by the tests here (one trace and compile each)."""
-    if (spec, chip) not in _REPORTS:
-        target = load_target(spec)
-        captured = capture(target, Backend(get_chip(chip)))
-        _REPORTS[spec, chip] = build_report(target, get_chip(chip), captured, fusions=True, pallas=True)
-    return _REPORTS[spec, chip]
-
-
-def errors(findings) -> list[str]:
-    return [f"{f.code}: {f.message}" for f in findings if f.severity == "error"]
-
-
-def render(r, view: str) -> str:
-    out = io.StringIO()
-    print_view(r, view, make_console(out))
-    return out.getvalue()
+    return shared_report(spec, chip)
 
 
 def test_corpus_is_what_the_notes_say():
@@ -66,10 +45,7 @@ def test_corpus_is_what_the_notes_say():
 @pytest.mark.parametrize("spec", entries())
 def test_every_view_on_cpu(spec):
     r = report(spec, "cpu")
-    assert errors(r.findings) == []
-    assert not [f for f in r.findings if f.code == "analysis-failed"], r.findings
-    for view in VIEWS:
-        assert render(r, view).strip()
+    assert_views_clean(r, VIEWS)
     assert r.pallas, "every entry launches a Pallas kernel"
     json.dumps(r.to_dict(texts=("jaxpr", "stablehlo", "hlo", "mosaic")), default=str)
 
@@ -79,10 +55,7 @@ def test_every_view_on_cpu(spec):
 def test_every_view_on_one_tpu(spec):
     r = report(spec, "tpu-v5e")
     assert r.stages.compile_error is None, r.stages.compile_error
-    assert errors(r.findings) == []
-    assert not [f for f in r.findings if f.code == "analysis-failed"], r.findings
-    for view in VIEWS:
-        assert render(r, view).strip()
+    assert_views_clean(r, VIEWS)
     assert r.pallas and len(r.stages.mosaic) >= 1
 
 
