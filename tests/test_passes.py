@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, ROOT
-from inspector.cli import main
+from conftest import DATA
 from inspector.hlo.passes import FINAL, FIRST, UnknownPass, diff_steps, index_dumps, parse_range, read_dumps
 
 CHAIN = f"{DATA / 'passes_funcs.py'}:chain"
@@ -18,25 +17,16 @@ FLASH_ARGS = ["--args", "bf16[2,512,128] bf16[2,512,128] bf16[2,512,128]", "--se
 
 
 @pytest.fixture
-def cli(capsys, monkeypatch, tmp_path):
-    """The CLI in this process, with a private cache and temporary folder: (code, stdout, stderr)."""
-    monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("NO_COLOR", "1")
-    monkeypatch.setenv("COLUMNS", "120")
-    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
+def cli(cli, monkeypatch, tmp_path):
+    """conftest's in-process CLI, with a private temporary folder and no compile memoized by
+    another test (the pass dumps are written per compile): (code, stdout, stderr)."""
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     from inspector import stages
 
     monkeypatch.setattr(stages, "_MEMO", {})
-
-    def run(*argv: str):
-        code = main(list(argv), isolate=False)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    run.tmp = tmp_path
-    return run
+    cli.tmp = tmp_path
+    return cli
 
 
 # ----------------------------------------------------------------------------- the dump reader, on files
