@@ -103,8 +103,13 @@ class CompilerAborted(Exception):
                                               "log_tail": "\n".join(lines[-20:])})
 
 
+def _own_words(err: Exception) -> str:
+    """The code's error without the inspector's "(raised while tracing ...)" tail."""
+    return str(err).split(" (raised while")[0]
+
+
 def _first_line(err: Exception, most: int = 240) -> str:
-    text = str(err).split(" (raised while")[0].splitlines()[0]
+    text = _own_words(err).splitlines()[0]
     return text if len(text) <= most else text[:most - 3] + "..."
 
 
@@ -112,7 +117,7 @@ def _about_sparse_cores(err: Exception) -> bool:
     """The error is jax's (or the kernel's own) refusal to build a SparseCore kernel: "does not have
     SparseCores" from plsc's meshes, "SparseCore is not available on this TPU version" from
     MaxText's check of pltpu.get_tpu_info()."""
-    text = str(err).split(" (raised while")[0].lower().replace(" ", "").replace("-", "")
+    text = _own_words(err).lower().replace(" ", "").replace("-", "")
     return "sparsecore" in text
 
 
@@ -156,7 +161,7 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
                 continue
             findings.append(Finding("error", "no-sparse-core", f"{target.spec} on {chip.name}: the program builds a SparseCore "
                                     f"mesh (plsc.VectorSubcoreMesh / ScalarSubcoreMesh) and {chip.name} has no SparseCore "
-                                    "(v5p, v6e and TPU7x have): " + str(err).split(" (raised while")[0],
+                                    "(v5p, v6e and TPU7x have): " + _own_words(err),
                                     view="pallas", data={"chip": chip.name}))
             rows.append(ChipCheck(chip.name, None, None, None, False if compile else None,
                                   compiler_message="no SparseCore on this chip"))
