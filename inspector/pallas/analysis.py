@@ -81,7 +81,7 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
         where = "at" if b.total_bytes == b.limit_bytes else "over"
         return found + [Finding("warning", "vmem-may-exceed",
                         f"{b.kernel} on {b.chip}: the rest needs {mib(certain)} of the {b.limit_source} "
-                        f"{mib(b.limit_bytes)}; with {' and '.join(unsure)} the estimate is {mib(b.total_bytes)}, {where} "
+                        f"{mib(b.limit_bytes)}; with {' and '.join(unsure)}, the estimate is {mib(b.total_bytes)}, {where} "
                         "it: only a compile decides (check without --estimate-only)",
                         kernel=b.kernel, view="pallas", data={**data, "certain_bytes": certain})]
     growth = f"; the pipelined blocks alone would have to shrink to {b.block_growth:.2f}x" if b.block_growth else ""
