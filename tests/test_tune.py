@@ -167,3 +167,16 @@ def test_ray_address_that_does_not_answer_is_one_line():
     done = _cli("tests/data/tune_kernels.py:mm", "--ray", f"127.0.0.1:{port}")
     assert done.returncode == 2 and f"cannot reach the Ray cluster at 127.0.0.1:{port}" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_row_made_by_other_inspector_code_is_a_miss(monkeypatch):
+    """A row holds the estimate's verdict (a pruned candidate) and figures read from libtpu's output:
+    code that changed them between commits of one version number must not be answered from it."""
+    from inspector.tuning import store
+
+    parts = lambda: store.request_parts("samples/matmul.py:tiled", "tpu-v5e", {})
+    before = store.row_key("module", "tpu-v5e", {}), store.journal_key(parts(), None, {}, "")
+    assert before == (store.row_key("module", "tpu-v5e", {}), store.journal_key(parts(), None, {}, ""))
+    monkeypatch.setattr(store, "code_fingerprint", lambda: "another commit")
+    after = store.row_key("module", "tpu-v5e", {}), store.journal_key(parts(), None, {}, "")
+    assert after[0] != before[0] and after[1] != before[1]

@@ -4,7 +4,7 @@ Two kinds of entries, in the compile cache's folder (``inspector cache clear`` r
 
 - a **row**, keyed like a compile: the lowered module with its locations, the chip, every
   variable that reaches XLA or libtpu, the jax/jaxlib/libtpu/inspector versions (all of
-  ``compile_cache.key``), with the estimate's budget. A worker reads it after tracing a candidate,
+  ``compile_cache.key``), with the estimate's budget and the inspector's own code. A worker reads it after tracing a candidate,
   before compiling: nothing that shapes the row changed, so the row stands.
 - a **journal** entry, keyed by the request (the target, the shape, the parameters, the chip,
   the budget, the environment, the versions) and the signatures of every file the target's import
@@ -15,10 +15,12 @@ Entries are JSON, checked when read; anything else is a miss. Writes are atomic.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import sys
+from pathlib import Path
 
 import inspector.compile_cache as compile_cache
 
@@ -31,8 +33,21 @@ def versions() -> dict[str, str]:
 
     found = {d: _version(d) for d in ("jax", "jaxlib", "libtpu")}
     found["inspector"] = _own_version()
+    found["inspector code"] = code_fingerprint()
     found["python"] = ".".join(map(str, sys.version_info[:3]))
     return found
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Of the inspector's own source: a row holds the VMEM estimate's verdict (a pruned candidate)
+    and figures read from libtpu's output, and the code that makes them changes between commits
+    of one version number (about 15 ms, once)."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def _hash(kind: str, parts: dict) -> str:
@@ -41,7 +56,7 @@ def _hash(kind: str, parts: dict) -> str:
 
 
 def row_key(module_text: str, chip: str, budget: dict) -> str:
-    return _hash(ROW, {"compile": compile_cache.key(module_text, chip), "budget": budget})
+    return _hash(ROW, {"compile": compile_cache.key(module_text, chip), "budget": budget, "code": code_fingerprint()})
 
 
 def request_parts(spec: str, chip: str | None, budget: dict) -> dict:
