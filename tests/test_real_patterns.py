@@ -123,6 +123,24 @@ def test_nested_emit_pipeline_counts_its_buffers_and_raises_no_race():
     assert estimate_kind(analysed("manual_dma")) == "estimate"
 
 
+def test_a_pipeline_nested_in_a_pallas_call_is_walked_and_gives_its_traffic():
+    """The emit_pipeline runs at each of the 2 grid steps over a (256, 512) slice: 8 steps of
+    (128, 128) blocks, each read and written once, so x (1 MiB) is read once and written once."""
+    r = analysed("nested")
+    [pipeline] = r.pipelines
+    assert pipeline.steps == 8 and [o.transfers for o in pipeline.operands] == [8, 8]
+    assert r.walk.hbm_bytes_read == r.walk.hbm_bytes_written == 512 * 512 * 4
+    assert "pipeline-not-walked" not in codes(r)
+
+
+def test_a_pipeline_nested_in_a_pallas_call_that_leaves_output_blocks_unwritten_is_an_error():
+    r = analysed("nested_half_written")
+    [pipeline] = r.pipelines
+    assert pipeline.steps == 4
+    [f] = [f for f in r.findings if f.severity == "error"]
+    assert f.code == "output-not-written" and f.kernel == "kernel", f
+
+
 def test_an_in_place_update_through_input_output_aliases_is_not_an_unwritten_output():
     """Blocks the kernel leaves alone keep the aliased input's values: an info, never an error."""
     r = analysed("in_place_rows")

@@ -152,6 +152,31 @@ def pipeline_call(record: PipelineRecord, kernel: str, number: int) -> FoundCall
     return FoundCall(info, maps, f"emit_pipeline|{next(_SERIAL)}")
 
 
+def body_pipelines(body, kernel: str, copies: int | None) -> tuple[list[FoundCall], list[str], list[float]]:
+    """Each emit_pipeline a kernel body ran, as a call to walk, or why it cannot be walked; and how
+    many times each runs in all (``copies``: how many times the body runs, on every core or grid
+    step; a pipeline split over the core axis runs once in all; None: not known)."""
+    from ..target import short_path
+
+    pipelines: list[FoundCall] = []
+    unwalked: list[str] = []
+    runs: list[float] = []
+    for scope, (_, most) in zip([s for s in body.run_scoped if is_pipeline_scope(s)], body.pipeline_runs):
+        record = pipeline_for(scope)
+        frame = eqn_frame(scope)
+        where = f"{short_path(frame[0])}:{frame[1]}" if frame else "its kernel"
+        if record is None:
+            unwalked.append(f"the emit_pipeline at {where}: its grid and BlockSpecs were not noted while tracing "
+                            "(traced before the inspector looked, or a jax that lays pipelines out differently)")
+        elif any(g is None for g in record.grid):
+            unwalked.append(f"the emit_pipeline at {where}: its grid is computed inside the kernel at run time")
+        else:
+            pipelines.append(pipeline_call(record, kernel, len(pipelines) + 1))
+            if copies is not None:
+                runs.append(most * (1 if record.core_axis else copies))
+    return pipelines, unwalked, runs
+
+
 def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool = False) -> FoundCall:
     """A pl.kernel (mpmd_map) or core_map equation as a PallasCall: grid = the mesh (one step per
     core), operands whole where the mesh keeps them, scratch_types and run_scoped buffers, the
@@ -186,23 +211,8 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
     body = _Body(names)
     flops_lo, flops_hi = body.visit(jaxpr, (1.0, 1.0))
     dots = body_dots(jaxpr)
-    pipelines: list[FoundCall] = []
-    unwalked: list[str] = []
-    runs: list[float] = []
     cores = math.prod(int(n) for n in mesh.shape.values())
-    for scope, (_, most) in zip([s for s in body.run_scoped if is_pipeline_scope(s)], body.pipeline_runs):
-        record = pipeline_for(scope)
-        frame = eqn_frame(scope)
-        where = f"{short_path(frame[0])}:{frame[1]}" if frame else "its kernel"
-        if record is None:
-            unwalked.append(f"the emit_pipeline at {where}: its grid and BlockSpecs were not noted while tracing "
-                            "(traced before the inspector looked, or a jax that lays pipelines out differently)")
-        elif any(g is None for g in record.grid):
-            unwalked.append(f"the emit_pipeline at {where}: its grid is computed inside the kernel at run time")
-        else:
-            pipelines.append(pipeline_call(record, name, len(pipelines) + 1))
-            # a grid split over the core axis runs once in all; else each core runs all of it
-            runs.append(most * (1 if record.core_axis else cores))
+    pipelines, unwalked, runs = body_pipelines(body, name, cores)
     spaces = {s.memory_space for s in scratch + body.scoped}
     odd = sorted(spaces - set(_MODELLED_SPACES))
     unfollowed = (f"{', '.join(odd)} buffers are not modelled" if odd else

@@ -8,6 +8,7 @@ Reads jax's GridMapping/BlockMapping and the Pallas TPU primitives (jax/_src/pal
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Callable
 
 import numpy as np
@@ -17,6 +18,7 @@ from .evaluate import operand_values, pallas_occurrences
 from .body_dots import body_dots
 from .kernel_body import _Body, _bytes_of, _cost_estimate, _short_src, memory_space
 from .liveness import live_outputs
+from .operand_origins import operands_made_by_ops
 from .row_flow import straight_flows
 from .tracing import eqn_frame
 
@@ -267,11 +269,14 @@ def block_specs(closed_jaxpr) -> list[tuple[str, str | None, list[BlockSpecInfo]
     return found
 
 
-def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_interpret: bool = False) -> FoundCall:
+def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_interpret: bool = False,
+              made: list[bool] | None = None) -> FoundCall:
     """One pallas_call equation as data. ``values``: the concrete values of its operands where
     the example inputs decide them (None per operand otherwise); ``live``: which outputs the
-    program reads (all, when not known)."""
+    program reads (all, when not known); ``made``: which operands the program computes before
+    the kernel (operand_origins; none when not known)."""
     from ..target import short_path
+    from .mesh_kernels import body_pipelines
 
     p = eqn.params
     gm = p["grid_mapping"]
@@ -299,6 +304,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
     for pos, bm in enumerate(gm.block_mappings):
         operand = _operand(bm, pos, n_in, n_idx, arg_names, names + prefetch_names, names)
         operand.unused = operand.role == "output" and live is not None and not live[pos - n_in]
+        operand.made_by_op = operand.role == "input" and bool(made) and made[n_dyn + n_idx + pos]  # type: ignore[index]
         operands.append(operand)
         maps.append(_index_map_callable(bm.index_map_jaxpr, prefetch, len(grid)))
     try:  # which input dims reach the outputs straight: padding read along them is harmless
@@ -319,12 +325,14 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
                  for i, v in enumerate(kernel.invars)}
     body = _Body(ref_names)
     flops_lo, flops_hi = body.visit(kernel, (1.0, 1.0))
+    name = str(p.get("name") or getattr(info, "func_name", "pallas_call"))
+    # a pipeline nested in the body (emit_pipeline over HBM refs) runs at every grid step
+    pipelines, unwalked, runs = body_pipelines(body, name, None if None in grid else math.prod(grid))  # type: ignore[arg-type]
     frame = eqn_frame(eqn)
     dots = body_dots(kernel)
     cp = p.get("compiler_params")
     call = PallasCall(
-        name=str(p.get("name") or getattr(info, "func_name", "pallas_call")),
-        source=f"{short_path(frame[0])}:{frame[1]}" if frame else None,
+        name=name, source=f"{short_path(frame[0])}:{frame[1]}" if frame else None,
         kernel_source=_short_src(getattr(info, "func_src_info", None)),
         grid=grid, grid_names=names, grid_dynamic=[_dynamic(d) for d in gm.grid],
         dimension_semantics=_semantics(cp, len(grid)),
@@ -336,10 +344,22 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         held_dot_bytes=dots.held_bytes, unrolled_dot_bytes=dots.unrolled_bytes,
         unrolled_values_bytes=dots.unrolled_values_bytes,
         cost_estimate=_cost_estimate(p.get("cost_estimate")), vmapped_dims=[int(d) for d in gm.vmapped_dims],
+        work_before_bytes=_work_before(eqn.invars[n_dyn:], made[n_dyn:] if made else None,
+                                       p.get("input_output_aliases")),
         # True or the interpreter's params, unless the inspector forced interpret mode (the CPU)
         interpret=bool(p.get("interpret")) and not forced_interpret,
     )
-    return FoundCall(call, maps, _signature(grid, gm, prefetch), prefetch is not None)
+    return FoundCall(call, maps, _signature(grid, gm, prefetch), prefetch is not None, pipelines=pipelines,
+                     unwalked_pipelines=unwalked, pipeline_runs=runs)
+
+
+def _work_before(operands: list, made: list[bool] | None, aliases) -> int:
+    """Bytes of the kernel's operands (scalar prefetch, then inputs) the program computes before
+    it, plus the aliased arguments XLA copies first (it keeps the caller's buffer unless donated)."""
+    made = made or [False] * len(operands)
+    aliased = {i for i, _ in aliases or ()}
+    return sum(_bytes_of(v.aval) for k, v in enumerate(operands)
+               if made[k] or (k in aliased and not hasattr(v, "val")))
 
 
 def pallas_eqns(closed_jaxpr) -> list:
@@ -359,6 +379,7 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
     except Exception:  # evaluation is best effort: without values the walk says what it cannot follow
         values = [None] * len(occurrences)
     live = live_outputs(closed_jaxpr)
+    made = operands_made_by_ops(closed_jaxpr)
     found: list[tuple[str, FoundCall | Exception]] = []
     for (_, eqn), operand_vals in zip(occurrences, values):
         name = str(eqn.params.get("name") or eqn.primitive.name)
@@ -366,7 +387,7 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
             if is_mesh_kernel(eqn):  # pl.kernel / core_map: a mesh of cores, no BlockSpecs
                 found.append((name, read_mesh_kernel(eqn, live.get(id(eqn)), forced_interpret)))
             else:
-                found.append((name, read_call(eqn, operand_vals, live.get(id(eqn)), forced_interpret)))
+                found.append((name, read_call(eqn, operand_vals, live.get(id(eqn)), forced_interpret, made.get(id(eqn)))))
         except Exception as err:  # a kernel this jax version lays out differently: a finding, not a crash
             found.append((name, err))
     return found

@@ -71,9 +71,6 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
         elif b.body_bytes:
             unsure.append(f"the largest value the body builds ({mib(b.body_bytes)}), which the compiler usually keeps "
                           "in VMEM but can stream (a dot accumulated into a ref)")
-        if b.unsure_block_bytes:
-            unsure.append(f"the second buffers of a vmapped kernel's blocks ({mib(b.unsure_block_bytes)}), which XLA "
-                          "may place in VMEM outside the scoped limit instead")
         if b.outside_bytes:
             outside = ", ".join(i.what for i in b.items if i.maybe_outside)
             unsure.append(f"the blocks of {outside} ({mib(b.outside_bytes)}), operands XLA may place whole in VMEM "
@@ -168,8 +165,9 @@ def compiler_vmem_by_call(calls: list[str], kernels, compile_error) -> dict[str,
 
 
 def _walk_pipelines(found) -> tuple[list[GridWalk], list[Finding]]:
-    """Each emit_pipeline of a pl.kernel / core_map body walked like a pallas_call's grid; one
-    that cannot be walked is a finding that says so (never silence)."""
+    """Each emit_pipeline of a kernel body (pl.kernel, core_map, or a pallas_call's over HBM refs)
+    walked like a pallas_call's grid; one that cannot be walked is a finding that says so (never
+    silence)."""
     info, walks, findings = found.info, [], []
     for why in found.unwalked_pipelines:
         findings.append(Finding("info", "pipeline-not-walked", f"{info.name}: {why}, so its grid walk (coverage, "
@@ -186,21 +184,24 @@ def _walk_pipelines(found) -> tuple[list[GridWalk], list[Finding]]:
                                     kernel=info.name, view="pallas", data={"why": str(err)[:400]}))
             continue
         walks.append(walk)
-        findings += [dataclasses.replace(f, kernel=info.name) for f in walk.findings]
+        findings += [dataclasses.replace(f, kernel=info.name, message=f"{info.name}, the emit_pipeline at "
+                                         f"{pipe.info.source}: {f.message}") for f in walk.findings]
     return walks, findings
 
 
 def _with_pipeline_traffic(found, walk: GridWalk, pipelines: list[GridWalk]) -> GridWalk:
-    """A mesh kernel whose every emit_pipeline was walked: HBM traffic from those walks (a block
-    fetched when its index changes) plus the body's other DMAs, instead of every conditional
-    block copy in the pipelines' code counted as if it ran each step."""
+    """A kernel whose every emit_pipeline was walked: HBM traffic from those walks (a block fetched
+    when its index changes), the outer grid's blocks and the body's other DMAs, instead of every
+    conditional block copy in the pipelines' code counted as if it ran each step."""
     info = found.info
-    if (info.style == "pallas_call" or walk.skipped or not pipelines or found.unwalked_pipelines
-            or len(pipelines) != len(found.pipelines) or len(found.pipeline_runs) != len(pipelines) or info.steps is None):
+    if (walk.skipped or not pipelines or found.unwalked_pipelines or len(pipelines) != len(found.pipelines)
+            or len(found.pipeline_runs) != len(pipelines) or info.steps is None):
         return walk
     other = [d for d in info.dmas if d.touches_hbm and not d.pipeline]
     read = sum(d.bytes * d.per_step[1] for d in other if d.src_space in ("any", "hbm")) * info.steps
     written = sum(d.bytes * d.per_step[1] for d in other) * info.steps - read
+    read += sum(w.bytes for w in walk.operands if w.role == "input")
+    written += sum(w.bytes for w in walk.operands if w.role == "output")
     read += sum(p.hbm_bytes_read * runs for p, runs in zip(pipelines, found.pipeline_runs))
     written += sum(p.hbm_bytes_written * runs for p, runs in zip(pipelines, found.pipeline_runs))
     return dataclasses.replace(walk, hbm_bytes_read=int(read), hbm_bytes_written=int(written))

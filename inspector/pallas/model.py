@@ -43,6 +43,7 @@ class BlockSpecInfo:
     aliased_input: str | None = None  # an output sharing its buffer with this input (input_output_aliases)
     resident: bool = False  # memory_space=VMEM given without a block: the whole array, copied in once
     revisit: str | None = None  # pl.Buffered(revisit=pl.RevisitMode.ANY): "any"; None for jax's default (immediate)
+    made_by_op: bool = False  # an input the program computes before the kernel, not one of its arguments
     # an input's dims whose elements only reach outputs straight: {dim: [(output position, its dim)]}
     straight_to: dict = dataclasses.field(default_factory=dict)
 
@@ -145,6 +146,9 @@ class PallasCall:
     intermediates_bytes: list[int]  # sizes of the body's array values, largest first (top 8)
     cost_estimate: dict | None = None  # the pl.CostEstimate the author gave, if any
     vmapped_dims: list[int] = dataclasses.field(default_factory=list)  # grid axes added by jax.vmap
+    # bytes the program writes before the kernel into its computed operands, and copies of aliased
+    # arguments: work during which XLA can copy an input into VMEM (operand_origins)
+    work_before_bytes: int = 0
     interpret: bool = False  # pallas_call(interpret=...) given: the interpreter's HLO on every backend, never Mosaic
     unknown_loops: int = 0  # while loops in the body with a trip count unknown here: maxima count them once
     # "pallas_call", or a kernel over a core mesh: "pl.kernel" / "core_map" (the grid is then the mesh,

@@ -50,9 +50,6 @@ class VmemItem:
     # XLA may give the kernel this operand whole in VMEM instead (its own allocation, outside the
     # scoped limit): then these blocks take nothing of the limit. Counted, but not certain.
     maybe_outside: bool = False
-    # of bytes, what libtpu may not take (not certain): the second buffer of a vmapped kernel's
-    # blocks (BENCHMARKS.md, held out)
-    unsure_bytes: int = 0
 
     @property
     def bytes(self) -> int:
@@ -79,7 +76,6 @@ class VmemBudget:
     body_bytes: int = 0  # of total_bytes: the largest value the kernel body builds, the estimate's unsure term
     outside_bytes: int = 0  # of total_bytes: blocks of operands XLA may place whole in VMEM (VmemItem.maybe_outside)
     held_bytes: int = 0  # of body_bytes: the share of a kept matmul result counted as certain (HELD_DOT_SHARE)
-    unsure_block_bytes: int = 0  # of total_bytes: the blocks' unsure parts (VmemItem.unsure_bytes)
     body_unrolled: bool = False  # body_bytes is what an unrolled loop keeps live (UNROLLED_DOT_SHARE, UNROLLED_VALUE_SHARE)
     unfollowed: str | None = None  # why part of the kernel's VMEM is not counted: a total under the limit decides nothing
     # "fits"; "over": what is surely held exceeds the limit (blocks, scratch, the least share of a
@@ -96,7 +92,7 @@ class VmemBudget:
     @property
     def certain_bytes(self) -> int:
         """What the kernel surely holds in scoped VMEM: the total less its unsure terms."""
-        return self.total_bytes - self.body_bytes - self.outside_bytes - self.unsure_block_bytes + self.held_bytes
+        return self.total_bytes - self.body_bytes - self.outside_bytes + self.held_bytes
 
 
 def estimate_fits(budgets: list[VmemBudget]) -> bool | None:
@@ -145,16 +141,21 @@ def per_core_grid(info: PallasCall, chip: Chip) -> list[int | None]:
     return grid
 
 
-def _maybe_outside(op, chip: Chip, limit: int) -> bool:
+def _maybe_outside(op, info: PallasCall, chip: Chip, limit: int) -> bool:
     """Whether XLA may hand the kernel this operand whole in VMEM (measured, libtpu 0.0.42.1):
     on TPU7x, operands that fit beside the scoped region (Chip.vmem_operands); on every chip,
     operands one lane wide ((rows, 1) blocks: rowsum and log-sum-exp outputs came out in S(1) on
-    v5e, and RWKV-7's (B, T, 1) reset input, held out)."""
+    v5e, RWKV-7's (B, T, 1) reset input), and inputs the program computes just before the kernel
+    (a fusion writes them into VMEM) or that XLA can copy there while work before the kernel
+    writes at least half their size (tests/data/xla_placed.py; an argument handed to a kernel
+    that starts the program stays in HBM)."""
     whole = padded_bytes(list(op.array_shape), op.dtype)
     beside = chip.vmem_bytes is not None and whole <= chip.vmem_bytes - limit
-    if chip.vmem_operands and beside:
+    if not beside:
+        return False
+    if chip.vmem_operands or (bool(op.block_shape) and op.block_shape[-1] == 1):
         return True
-    return bool(op.block_shape) and op.block_shape[-1] == 1 and beside
+    return op.role == "input" and (op.made_by_op or 2 * info.work_before_bytes >= whole)
 
 
 def sparse_core_budget(info: PallasCall, chip: Chip) -> VmemBudget | None:
@@ -195,11 +196,8 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
             continue  # memory_space=ANY stays in HBM: the kernel copies what it needs itself
         block = [b or 1 for b in op.block_shape]
         each, buffers = padded_bytes(block, op.dtype), op.buffers(steps, grid)
-        # under jax.vmap XLA transposed ragged attention's K and V into VMEM (S(1)) before the kernel
-        # (held out): which it does is its own decision, so a vmapped kernel's second buffers are unsure
-        unsure = each * (buffers - 1) if info.vmapped_dims else 0
         items.append(VmemItem(op.operand, block, op.dtype, each, buffers,
-                              maybe_outside=_maybe_outside(op, chip, limit), unsure_bytes=unsure))
+                              maybe_outside=_maybe_outside(op, info, chip, limit)))
     for i, s in enumerate(info.scratch):
         what = f"run_scoped buffer {i}" if s.scoped else f"scratch {i}"
         if s.memory_space == "vmem" and s.shape:
@@ -230,7 +228,6 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     return VmemBudget(chip.name, info.name, "VMEM", items, total, limit, source, chip.vmem_bytes, smem,
                       fits, limit - total, growth, note, body,
                       outside_bytes=sum(i.bytes for i in items if i.maybe_outside), held_bytes=min(held, body),
-                      unsure_block_bytes=sum(i.unsure_bytes for i in items if not i.maybe_outside),
                       body_unrolled=body == unrolled > 0, unfollowed=info.vmem_unfollowed)
 
 

@@ -63,6 +63,18 @@ def nested(x):  # x f32[512, 512] HBM; outer grid of 2 over rows, inner emit_pip
         out_specs=pl.BlockSpec(memory_space=pl.ANY), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
         compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)))(x)
 
+def nested_half_written(x):  # as nested, but its pipeline's grid covers only the first half of each slice's columns
+    def kernel(x_hbm, o_hbm):
+        i = pl.program_id(0)
+        def inner(x_ref, o_ref):
+            o_ref[...] = x_ref[...] + 1
+        pltpu.emit_pipeline(inner, grid=(2, 2),
+            in_specs=[pl.BlockSpec((128, 128), lambda a, b: (a, b))],
+            out_specs=[pl.BlockSpec((128, 128), lambda a, b: (a, b))])(
+                x_hbm.at[pl.ds(i * 256, 256)], o_hbm.at[pl.ds(i * 256, 256)])
+    return pl.pallas_call(kernel, grid=(2,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
 def resident_input(x):  # x f32[64,128] whole in VMEM (memory_space given, no block); grid of 4 over the output rows
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref[pl.ds(pl.program_id(0) * 16, 16), :] + 1
@@ -217,6 +229,7 @@ INSPECT = {
     "vmapped": {"args": "f32[4,64,128]"},
     "vmapped_parallel": {"args": "f32[2,16,128]"},
     "nested": {"args": "f32[512,512]"},
+    "nested_half_written": {"args": "f32[512,512]"},
     "with_cond": {"args": "f32[128,128]"},
     "in_place_rows": {"args": lambda: (jnp.zeros((4, 64, 128)), jnp.array([0, 9, 40, 63], jnp.int32))},
 }

@@ -1,0 +1,66 @@
+"""Inputs XLA may hand a kernel whole in VMEM: which operands the program computes before the
+kernel (jax_internals/operand_origins.py), and the estimate's unsure term for them. The kernels
+are tests/data/xla_placed.py; what libtpu does with each was measured on v5e (its docstrings)."""
+import pytest
+
+from conftest import DATA
+from inspector.backends import Backend
+from inspector.pallas.check import run_check
+from inspector.chips import get_chip
+from inspector.pallas.discovery import find_pallas_calls
+from inspector.pallas.vmem import budget
+from inspector.stages import capture
+from inspector.target import load_target
+
+KERNELS = str(DATA / "xla_placed.py")
+V5E = get_chip("tpu-v5e")
+MiB = 2**20
+SMALL_WORK = "bf16[1024,8192] f32[768,2048]"  # z's fusion writes 6 MiB: too little to hide x's 16 MiB copy
+
+
+def info_of(name: str, args: str | None = None):
+    target = load_target(f"{KERNELS}:{name}", args=args)
+    [call] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
+    return call.info
+
+
+def test_an_argument_passed_straight_is_not_made_by_an_op():
+    info = info_of("argument")
+    assert [(o.operand, o.made_by_op) for o in info.operands if o.role == "input"] == [
+        ("x_ref", False), ("z_hbm_ref", False)]
+    assert info.work_before_bytes == 0
+
+
+def test_an_input_a_fusion_makes_is_made_by_an_op():
+    info = info_of("computed")
+    assert [o.made_by_op for o in info.operands if o.role == "input"] == [True, False]
+    assert info.work_before_bytes == 16 * MiB
+
+
+def test_work_before_the_kernel_counts_what_it_writes():
+    assert info_of("copied_meanwhile").work_before_bytes == 8 * MiB
+    assert info_of("copied_meanwhile", SMALL_WORK).work_before_bytes == 6 * MiB
+
+
+def test_an_input_xla_may_place_is_unsure_and_the_verdict_undecided():
+    for name, args in (("computed", None), ("copied_meanwhile", None)):
+        b = budget(info_of(name, args), V5E)
+        assert b.verdict == "unsure", name
+        [x] = [i for i in b.items if i.what == "x_ref"]
+        assert x.maybe_outside and b.outside_bytes == 16 * MiB
+    for name, args in (("argument", None), ("copied_meanwhile", SMALL_WORK)):
+        assert budget(info_of(name, args), V5E).verdict == "over", name
+
+
+@pytest.mark.tpu
+@pytest.mark.slow
+@pytest.mark.parametrize("name, args, libtpu_fits", [
+    ("argument", None, False), ("computed", None, True), ("copied_meanwhile", None, True),
+    ("copied_meanwhile", SMALL_WORK, False)])
+def test_the_estimate_never_contradicts_libtpu(name, args, libtpu_fits):
+    """libtpu's compile on v5e, against the estimate: "does not fit" only where libtpu refuses."""
+    target = load_target(f"{KERNELS}:{name}", args=args)
+    row = run_check(target, [V5E]).targets[0]
+    assert row.compiler_fits is libtpu_fits, row.compiler_message
+    guess = run_check(target, [V5E], estimate_only=True).targets[0]
+    assert guess.fits is (False if not libtpu_fits else None)
