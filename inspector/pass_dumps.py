@@ -18,7 +18,6 @@ cancel in the terminal UI) has its folder removed by the process that killed it,
 """
 from __future__ import annotations
 
-import atexit
 import hashlib
 import os
 
@@ -28,7 +27,7 @@ from .hlo.passes import PassLog, UnknownPass, diff_steps, parse_range, read_dump
 from .pass_select import check_selector
 from .stages import Capture, capture
 from .target import Target
-from .tempdirs import new_folder, remove, temp_folder
+from .tempdirs import KeptFolder, temp_folder
 
 
 def capture_with_passes(target: Target, backend: Backend, *, jaxpr_text: bool = False,
@@ -53,7 +52,7 @@ def capture_with_passes(target: Target, backend: Backend, *, jaxpr_text: bool = 
     return captured, log
 
 
-_KEPT: dict[tuple, tuple[str, PassLog]] = {}  # this process's kept dumps: module key -> (folder, log)
+_KEPT = KeptFolder("passes")  # this process's kept dumps: one module's folder and its log
 
 
 def kept_diff(target: Target, backend: Backend, select: str):
@@ -61,32 +60,19 @@ def kept_diff(target: Target, backend: Backend, select: str):
     process keeps for the module it compiled: the first call compiles, the next ones for the same
     module (same StableHLO, chip and XLA options) only read files. Another module's dumps go first."""
     check_selector(select)
+
+    def fill(directory: str) -> PassLog:
+        captured = capture(target, backend, compile=True, jaxpr_text=False, use_cache=False, dump_to=directory)
+        log = read_dumps(directory, module=f"jit_{target.name}", final_hlo=captured.stages.hlo)
+        if not log.steps:
+            raise UsageError(f"--pass {select}: the compile wrote no pass dumps")
+        return log
+
     lowered = capture(target, backend, compile=False, jaxpr_text=False).stages.stablehlo
     key = (backend.chip.name, hashlib.sha256(lowered.encode()).hexdigest(),
            tuple(os.environ.get(v, "") for v in ("XLA_FLAGS", "LIBTPU_INIT_ARGS")))
-    kept = _KEPT.get(key)
-    if kept is None or not os.path.isdir(kept[0]):
-        forget_kept()
-        directory = new_folder("passes")
-        try:
-            captured = capture(target, backend, compile=True, jaxpr_text=False, use_cache=False, dump_to=directory)
-            log = read_dumps(directory, module=f"jit_{target.name}", final_hlo=captured.stages.hlo)
-        except BaseException:
-            remove(directory)
-            raise
-        if not log.steps:
-            remove(directory)
-            raise UsageError(f"--pass {select}: the compile wrote no pass dumps")
-        kept = _KEPT[key] = (directory, log)
-    directory, log = kept
+    log = _KEPT.get(key, fill)
     try:
         return diff_steps(log, *parse_range(log, select))
     except UnknownPass as err:
         raise UsageError(str(err)) from None
-
-
-@atexit.register
-def forget_kept() -> None:
-    for directory, _ in _KEPT.values():
-        remove(directory)
-    _KEPT.clear()

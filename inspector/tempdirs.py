@@ -155,3 +155,36 @@ def _remove_owned() -> None:
     for root, (_, pid) in list(_OWNED.items()):
         if pid == os.getpid():  # a forked child that exits normally leaves its parent's folders be
             remove(root)
+
+
+class KeptFolder:
+    """One folder of compiler dumps kept for the last key asked (a module, its chip and flags):
+    the first ``get`` of a key fills a fresh folder, the next ones answer from it; another key's
+    folder replaces it (the old one removed first), and the process's exit removes it."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.key: object = None
+        self.folder: str | None = None
+        self.value: object = None
+        atexit.register(self.forget)
+
+    def get(self, key, fill):
+        """``fill(folder)``'s value for ``key``; what it raised leaves no folder behind."""
+        if self.folder is not None and self.key == key and os.path.isdir(self.folder):
+            return self.value
+        self.forget()
+        folder = new_folder(self.kind)
+        try:
+            value = fill(folder)
+        except BaseException:
+            remove(folder)
+            raise
+        self.key, self.folder, self.value = key, folder, value
+        return value
+
+    def forget(self) -> None:
+        if self.folder is not None:
+            remove(self.folder)
+        self.key = self.folder = self.value = None
+

@@ -243,5 +243,5 @@ def test_the_worker_keeps_one_compiles_dumps_for_the_next_passs_diff(monkeypatch
         with pytest.raises(UsageError, match="--view mosaic"):
             kept.kept_mosaic_diff(None, chip, "_mask_kernel", "99")
     finally:
-        kept.forget_kept()
+        kept._KEPT.forget()
     assert compiles and not os.path.exists(compiles[0])

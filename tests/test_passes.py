@@ -302,12 +302,12 @@ def test_the_ui_worker_keeps_one_compile_of_dumps_for_its_diffs(cli, monkeypatch
     monkeypatch.setattr(passes, "capture", lambda *a, **k: (compiles.append(k["compile"]), real(*a, **k))[1])
     session = Session(CHAIN)
     first = session.pass_diff("1")
-    [(folder, log)] = passes._KEPT.values()
+    folder, log = passes._KEPT.folder, passes._KEPT.value
     assert compiles.count(True) == 1 and not stale.exists() and os.path.isdir(folder)
     changed = next(s.index for s in log.steps if s.changed and s.index > 1)
     second = session.pass_diff(str(changed))
     assert compiles.count(True) == 1 and (first.first, second.first) == (1, changed) and second.text
     Session(SCALED).pass_diff("1")
-    assert compiles.count(True) == 2 and not os.path.isdir(folder) and len(passes._KEPT) == 1
-    passes.forget_kept()
-    assert passes._KEPT == {} and not list((cli.tmp / "tmp").glob("inspector-passes-*"))
+    assert compiles.count(True) == 2 and not os.path.isdir(folder) and os.path.isdir(passes._KEPT.folder)
+    passes._KEPT.forget()
+    assert passes._KEPT.folder is None and not list((cli.tmp / "tmp").glob("inspector-passes-*"))

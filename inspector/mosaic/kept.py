@@ -6,15 +6,15 @@ The folder is a ``tempdirs`` folder: removed when another module's dumps replace
 process exits, or (the process killed) by the next run's sweep."""
 from __future__ import annotations
 
-import atexit
 import hashlib
 import os
 
 from ..errors import UsageError
+from ..tempdirs import KeptFolder
 from .dumps import KernelPasses, diff_passes, reattach
 from .passes import compile_with_dumps
 
-_KEPT: dict[tuple, tuple[str, list[KernelPasses]]] = {}  # module key -> (folder, its kernels' passes)
+_KEPT = KeptFolder("mosaic")  # the folder of one module's dumps, and its kernels' passes
 
 
 def kept_mosaic_diff(target, chip, kernel: str, select: str, index: int = 0):
@@ -25,25 +25,17 @@ def kept_mosaic_diff(target, chip, kernel: str, select: str, index: int = 0):
     from ..backends import Backend
     from ..hlo.passes import UnknownPass, parse_range
     from ..stages import capture
-    from ..tempdirs import new_folder, remove
+
+    def fill(directory: str) -> list[KernelPasses]:
+        kernels = compile_with_dumps(target, chip, directory).kernels
+        reattach(kernels, directory)
+        if not kernels:
+            raise UsageError(f"--pass {select}: Mosaic wrote no pass dumps for this target")
+        return kernels
 
     lowered = capture(target, Backend(chip), compile=False, jaxpr_text=False).stages.stablehlo
     key = (chip.name, hashlib.sha256(lowered.encode()).hexdigest(), os.environ.get("LIBTPU_INIT_ARGS", ""))
-    kept = _KEPT.get(key)
-    if kept is None or not os.path.isdir(kept[0]):
-        forget_kept()
-        directory = new_folder("mosaic")
-        try:
-            kernels = compile_with_dumps(target, chip, directory).kernels
-            reattach(kernels, directory)
-        except BaseException:
-            remove(directory)
-            raise
-        if not kernels:
-            remove(directory)
-            raise UsageError(f"--pass {select}: Mosaic wrote no pass dumps for this target")
-        kept = _KEPT[key] = (directory, kernels)
-    kernels = kept[1]
+    kernels = _KEPT.get(key, fill)
     named: list[KernelPasses | None] = [k for k in kernels if k.kernel == kernel]
     chosen = kernels[index] if index < len(kernels) and kernels[index].kernel == kernel else (named or [None])[0]
     if chosen is None:
@@ -52,12 +44,3 @@ def kept_mosaic_diff(target, chip, kernel: str, select: str, index: int = 0):
         return diff_passes(chosen, *parse_range(chosen, select, view="--view mosaic"))
     except UnknownPass as err:
         raise UsageError(str(err)) from None
-
-
-@atexit.register
-def forget_kept() -> None:
-    from ..tempdirs import remove
-
-    for directory, _ in _KEPT.values():
-        remove(directory)
-    _KEPT.clear()
