@@ -162,6 +162,18 @@ def test_pallas_grid_steps_with_the_arrow_keys():
     asyncio.run(run())
 
 
+def test_pallas_tab_shows_the_walks_of_a_pipeline_nested_in_the_kernel():
+    async def run():
+        app = InspectorApp(Session(f"{DATA}/real_patterns.py:nested", "cpu"))
+        async with app.run_test(size=SIZE) as pilot:
+            await loaded(pilot)
+            await pilot.press("6")
+            body = plain(app, "#pallas-body")
+            assert "emit_pipeline walks" in body and "kernel pipeline 1" in body
+            assert "in[0] (inp)" in body and "512 KiB" in body  # 8 blocks of 64 KiB per run
+    asyncio.run(run())
+
+
 def test_fusions_sort_and_findings_jump_to_their_view():
     async def run():
         app = InspectorApp(Session("samples/bugs.py:dropped_tail", "cpu"))

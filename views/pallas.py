@@ -47,6 +47,23 @@ def blockspec_table(k: PallasReport) -> Table:
     return table
 
 
+def pipeline_table(k: PallasReport) -> Table | None:
+    """Each emit_pipeline of the body, walked as a grid of its own: its blocks per operand (each
+    run of the pipeline; a pallas_call runs it at every step of its own grid)."""
+    if not k.pipelines:
+        return None
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title="emit_pipeline walks (per run of the pipeline)",
+                  title_justify="left")
+    for col in ("pipeline", "steps", "operand", "block", "distinct", "transfers", "HBM"):
+        table.add_column(col, justify="right" if col in ("steps", "block", "distinct", "transfers", "HBM") else "left",
+                         overflow="fold")
+    for p in k.pipelines:
+        for i, w in enumerate(p.operands):
+            add_row(table, p.kernel if i == 0 else "", f"{p.steps:,}" if i == 0 else "", f"{w.operand} ({w.role[:3]})",
+                    fmt_bytes(w.block_bytes), str(w.distinct_blocks), f"{w.transfers:,}", fmt_bytes(w.bytes))
+    return table
+
+
 def dma_table(k: PallasReport) -> Table:
     """The body's async copies: what moves where, how much, how often per grid step."""
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title="DMAs in the kernel body (per grid step)", title_justify="left")
@@ -109,9 +126,8 @@ def kernel_view(k: PallasReport) -> Group:
              + (f" (the body's DMAs: {_range(w.dma_bytes, fmt_bytes)}{_or_more(c)})" if c.dmas else "")
              + f"  (walk {w.seconds:.2f} s)" if not w.skipped else f"grid walk skipped: {w.skipped}"),
         Text(cost_estimate_line(k), style="dim"),
-    ] + [Text(f"{p.kernel} (emit_pipeline): {p.steps:,} grid steps walked; blocks read {fmt_bytes(p.hbm_bytes_read)}, "
-              f"written {fmt_bytes(p.hbm_bytes_written)}") for p in k.pipelines]
-    parts = [blockspec_table(k)] + ([dma_table(k)] if c.dmas else [])
+    ]
+    parts = [blockspec_table(k)] + [t for t in (pipeline_table(k),) if t is not None] + ([dma_table(k)] if c.dmas else [])
     return Group(*head, *parts, budget_table(k), findings_table(k.findings), Text(""))
 
 

@@ -18,7 +18,7 @@ from ...findings import Finding
 from ...units import fmt_bytes
 
 from ..cells import add_row, findings_table
-from ..pallas import blockspec_table, estimate_kind, unread_calls
+from ..pallas import blockspec_table, estimate_kind, pipeline_table, unread_calls
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from collections.abc import Sequence
@@ -307,7 +307,8 @@ class PallasTab(VerticalScroll, can_focus=True):
                                   f"at {c.source}; grid ({axes}), {'?' if c.steps is None else format(c.steps, ',')} steps"))
         compiler = self.compiler.get(c.name, {})
         vmem_title = f"VMEM per chip ({estimate_kind(k)}" + ("; the compiler's own figure beside it)" if compiler else ")")
-        body.update(Group(blockspec_table(k), Text(vmem_title, style="bold"), budget_bars(k, compiler), Text(""),
+        pipelines = [t for t in (pipeline_table(k),) if t is not None]
+        body.update(Group(blockspec_table(k), *pipelines, Text(vmem_title, style="bold"), budget_bars(k, compiler), Text(""),
                           Text("suggested CostEstimate (c copies; flops count every pl.when branch):", style="bold"),
                           Text(cost_estimate_text(k)), Text(""), findings_table(k.findings)))
         self._redraw_grid()
