@@ -201,7 +201,8 @@ def check(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] |
     needed), layout rules and BlockSpec bugs; as ``inspector check``. ``.ok`` is False on any
     error (``.failed``) and where nothing decides whether a kernel fits VMEM (``.undecided``: the
     chips where, with ``estimate_only``, only the unsure terms (values a kernel body builds, operands
-    XLA may place in VMEM itself) put the estimate over the limit); ``.targets`` one row per chip; ``.findings``; ``.kernels`` the Pallas analyses.
+    XLA may place in VMEM itself) put the estimate over the limit); ``.targets`` one row per chip;
+    ``.findings``; ``.kernels`` the Pallas analyses.
     ``sweep``: also estimate every combination of the INSPECT params. On a topology
     (``tpu-v5e:16x16``, with ``mesh``/``shardings`` as in ``inspect``) the rows carry the HBM
     fit per device and a program that does not fit is an ``hbm-over-capacity`` error."""
