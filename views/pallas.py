@@ -110,7 +110,9 @@ def kernel_view(k: PallasReport) -> Group:
              + f"  (walk {w.seconds:.2f} s)" if not w.skipped else f"grid walk skipped: {w.skipped}"),
         Text(cost_estimate_line(k), style="dim"),
     ] + [Text(f"{p.kernel} (emit_pipeline): {p.steps:,} grid steps walked; blocks read {fmt_bytes(p.hbm_bytes_read)}, "
-              f"written {fmt_bytes(p.hbm_bytes_written)}") for p in k.pipelines]
+              f"written {fmt_bytes(p.hbm_bytes_written)}" + (f" from/to HBM; {fmt_bytes(p.onchip_bytes)} copied within "
+                                                             "VMEM (its refs are already on the chip)" if p.onchip_bytes else ""))
+         for p in k.pipelines]
     parts = [blockspec_table(k)] + ([dma_table(k)] if c.dmas else [])
     return Group(*head, *parts, budget_table(k), findings_table(k.findings), Text(""))
 

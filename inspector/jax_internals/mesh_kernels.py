@@ -119,6 +119,12 @@ def _pipeline_index_map(spec, n_grid: int, rank: int) -> Callable:
     return jax.jit(jax.vmap(one))
 
 
+def _ref_space(space: str) -> str:
+    """Where a ref handed to emit_pipeline lives: "any" (HBM) for memory_space ANY/HBM, else on the
+    chip ("default" is a pallas_call's block ref, which is in VMEM)."""
+    return "smem" if "smem" in space else "any" if ("any" in space or "hbm" in space) else "vmem"
+
+
 def pipeline_call(record: PipelineRecord, kernel: str, number: int) -> FoundCall:
     """One noted emit_pipeline as a call of its own: its grid over the refs it was given."""
     from ..target import short_path
@@ -126,7 +132,7 @@ def pipeline_call(record: PipelineRecord, kernel: str, number: int) -> FoundCall
     operands, maps = [], []
     n_grid = len(record.grid)
     letters = list(GRID_LETTERS[:n_grid].ljust(n_grid, "g"))
-    for pos, (spec, (shape, dtype, _)) in enumerate(zip(record.specs, record.refs)):
+    for pos, (spec, (shape, dtype, ref_space)) in enumerate(zip(record.specs, record.refs)):
         role = "input" if pos < len(record.in_specs) else "output"
         dims = getattr(spec, "block_shape", None)
         kinds, block = zip(*(_dim(d) for d in dims)) if dims is not None else (["blocked"] * len(shape), list(shape))
@@ -139,6 +145,7 @@ def pipeline_call(record: PipelineRecord, kernel: str, number: int) -> FoundCall
             role=role, position=pos if role == "input" else pos - len(record.in_specs), array_shape=list(shape),
             dtype=dtype, block_shape=list(block), dim_kinds=list(kinds), memory_space=space,
             buffer_count=getattr(getattr(spec, "pipeline_mode", None), "buffer_count", None),
+            source_space=_ref_space(ref_space),
             index_map=f"({', '.join(letters)}) -> {getattr(fn, '__name__', 'block 0')}",
             index_map_source=f"{short_path(code.co_filename)}:{code.co_firstlineno}" if code else None))
         maps.append(_pipeline_index_map(spec, n_grid, len(block)))

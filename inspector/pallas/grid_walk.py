@@ -47,6 +47,7 @@ class GridWalk:
     seconds: float
     skipped: str | None = None  # why no walk was possible (grid sizes or index-map data known only at run time)
     dma_bytes: list[int] = dataclasses.field(default_factory=lambda: [0, 0])  # [min, max] moved by the body's DMAs
+    onchip_bytes: int = 0  # blocks an emit_pipeline over VMEM refs copies within VMEM: not HBM traffic
     # For the first TRACE_STEPS steps: the grid point and, per operand, the block it touches.
     trace_points: list[list[int]] = dataclasses.field(default_factory=list)
     trace_blocks: dict[str, list[list[int]]] = dataclasses.field(default_factory=dict)
@@ -332,10 +333,11 @@ def _walk(call: FoundCall, max_steps: int) -> GridWalk:
         findings.append(Finding("info", "walk-sampled", f"{info.name}: the grid has {steps:,} steps; the walk covered "
                                 f"the first {walked:,}", kernel=info.name, view="pallas"))
     dma, dma_read, dma_written = _dma_traffic(info, steps)
+    hbm = [w for w, s in zip(walks, states) if s.op.from_hbm]
     return GridWalk(
         kernel=info.name, steps=steps, walked_steps=walked, operands=walks,
-        hbm_bytes_read=sum(w.bytes for w in walks if w.role == "input") + dma_read,
-        hbm_bytes_written=sum(w.bytes for w in walks if w.role == "output") + dma_written,
+        hbm_bytes_read=sum(w.bytes for w in hbm if w.role == "input") + dma_read,
+        hbm_bytes_written=sum(w.bytes for w in hbm if w.role == "output") + dma_written,
         findings=findings, seconds=time.perf_counter() - t0, trace_points=trace_points, trace_blocks=trace_blocks,
-        dma_bytes=dma,
+        dma_bytes=dma, onchip_bytes=sum(w.bytes for w, s in zip(walks, states) if not s.op.from_hbm),
     )
