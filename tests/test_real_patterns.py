@@ -133,6 +133,20 @@ def test_a_pipeline_nested_in_a_pallas_call_is_walked_and_gives_its_traffic():
     assert "pipeline-not-walked" not in codes(r)
 
 
+def test_a_pipeline_over_vmem_blocks_copies_within_vmem_and_adds_no_hbm_traffic():
+    """The outer grid reads x (128 KiB) once and w (2 MiB) once, block by block, and writes the
+    output (16 KiB); the pipeline in the body copies slices of those VMEM blocks (4 steps, twice)
+    within VMEM, which is no HBM traffic (it was counted as HBM reads: 2.27 MiB more)."""
+    r = analysed("nested_in_vmem")
+    [pipeline] = r.pipelines
+    assert pipeline.steps == 4 and [o.transfers for o in pipeline.operands] == [4, 4]
+    assert pipeline.hbm_bytes_read == pipeline.hbm_bytes_written == 0
+    assert pipeline.onchip_bytes == 4 * (16 * 512 + 512 * 128) * 4
+    assert r.walk.hbm_bytes_read == (16 * 2048 + 2048 * 256) * 4
+    assert r.walk.hbm_bytes_written == 16 * 256 * 4
+    assert not [f for f in r.findings if f.severity in ("error", "warning")], r.findings
+
+
 def test_a_pipeline_nested_in_a_pallas_call_that_leaves_output_blocks_unwritten_is_an_error():
     r = analysed("nested_half_written")
     [pipeline] = r.pipelines

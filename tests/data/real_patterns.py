@@ -75,6 +75,20 @@ def nested_half_written(x):  # as nested, but its pipeline's grid covers only th
     return pl.pallas_call(kernel, grid=(2,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
         out_specs=pl.BlockSpec(memory_space=pl.ANY), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
 
+def nested_in_vmem(x, w):  # x f32[16,2048], w f32[2048,256]: a (1, 2) grid of VMEM blocks spanning the
+    # whole reduction; the body pipelines 512-wide slices of those blocks (VMEM to VMEM, nothing from HBM)
+    def kernel(x_ref, w_ref, o_ref, acc):
+        acc[...] = jnp.zeros_like(acc)
+        def step(x_blk, w_blk):
+            acc[...] += jnp.dot(x_blk[...], w_blk[...], preferred_element_type=jnp.float32)
+        pltpu.emit_pipeline(step, grid=(4,), in_specs=[pl.BlockSpec((16, 512), lambda k: (0, k)),
+                                                       pl.BlockSpec((512, 128), lambda k: (k, 0))])(x_ref, w_ref)
+        o_ref[...] = acc[...]
+    return pl.pallas_call(kernel, grid=(1, 2), in_specs=[pl.BlockSpec((16, 2048), lambda i, j: (i, 0)),
+        pl.BlockSpec((2048, 128), lambda i, j: (0, j))], out_specs=pl.BlockSpec((16, 128), lambda i, j: (i, j)),
+        out_shape=jax.ShapeDtypeStruct((16, 256), x.dtype),
+        scratch_shapes=[pltpu.VMEM((16, 128), jnp.float32)])(x, w)
+
 def resident_input(x):  # x f32[64,128] whole in VMEM (memory_space given, no block); grid of 4 over the output rows
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref[pl.ds(pl.program_id(0) * 16, 16), :] + 1
@@ -230,6 +244,7 @@ INSPECT = {
     "vmapped_parallel": {"args": "f32[2,16,128]"},
     "nested": {"args": "f32[512,512]"},
     "nested_half_written": {"args": "f32[512,512]"},
+    "nested_in_vmem": {"args": "f32[16,2048] f32[2048,256]"},
     "with_cond": {"args": "f32[128,128]"},
     "in_place_rows": {"args": lambda: (jnp.zeros((4, 64, 128)), jnp.array([0, 9, 40, 63], jnp.int32))},
 }
