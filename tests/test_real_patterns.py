@@ -147,6 +147,19 @@ def test_a_pipeline_over_vmem_blocks_copies_within_vmem_and_adds_no_hbm_traffic(
     assert not [f for f in r.findings if f.severity in ("error", "warning")], r.findings
 
 
+def test_a_pipeline_on_buffers_the_kernel_gives_it_is_said_not_walked():
+    """pipeline(..., allocations=) under pl.with_scoped makes no scope of its own: it was seen by
+    nobody (no walk, no finding). Now an info says it is not walked; its 2 x 2 buffers are counted
+    and its copies come with the body's DMAs (every block in and out at the most)."""
+    r = analysed("nested_given_buffers")
+    assert r.pipelines == []
+    [f] = [f for f in r.findings if f.code == "pipeline-not-walked"]
+    assert f.severity == "info" and "allocations=" in f.message
+    assert r.budgets[0].total_bytes == 4 * 128 * 128 * 4
+    assert r.walk.dma_bytes[1] >= 2 * 512 * 512 * 4
+    assert "pipeline-not-walked" not in codes(analysed("nested"))
+
+
 def test_a_pipeline_nested_in_a_pallas_call_that_leaves_output_blocks_unwritten_is_an_error():
     r = analysed("nested_half_written")
     [pipeline] = r.pipelines

@@ -23,7 +23,7 @@ from ..pallas.model import GRID_LETTERS, BlockSpecInfo, FoundCall, PallasCall, S
 from .evaluate import KERNEL_PRIMITIVES  # noqa: F401 (re-exported for stages and run)
 from .body_dots import body_dots
 from .kernel_body import _Body, _cost_estimate, _short_src, memory_space
-from .pipelines import PipelineRecord, is_pipeline_scope, pipeline_for
+from .pipelines import PipelineRecord, is_pipeline_scope, pipeline_for, runs_pipeline_on_given_buffers
 from .tracing import eqn_frame
 
 MESH_KERNELS = ("mpmd_map", "core_map")
@@ -181,6 +181,13 @@ def body_pipelines(body, kernel: str, copies: int | None) -> tuple[list[FoundCal
             pipelines.append(pipeline_call(record, kernel, len(pipelines) + 1))
             if copies is not None:
                 runs.append(most * (1 if record.core_axis else copies))
+    for scope in body.run_scoped:
+        if runs_pipeline_on_given_buffers(scope):
+            frame = eqn_frame(scope)
+            where = f"{short_path(frame[0])}:{frame[1]}" if frame else "its kernel"
+            unwalked.append(f"the emit_pipeline in the scope at {where} runs on buffers it is given (allocations=), "
+                            "whose copies may not be the blocks its index maps name (a BufferedRef of the kernel's "
+                            "own can gather rows or update in place); its copies are counted with the body's DMAs")
     return pipelines, unwalked, runs
 
 

@@ -134,6 +134,28 @@ def is_pipeline_scope(eqn) -> bool:
     return inner is not None and inner.function_name.rsplit(".", 1)[-1] == "pipeline"
 
 
+_PIPELINE_STEPS = ("scan", "while", "cond", "dma_start", "dma_wait")
+
+
+def _in_pipeline_function(eqn) -> bool:
+    tb = getattr(getattr(eqn, "source_info", None), "traceback", None)
+    try:
+        return tb is not None and any(f.file_name.endswith("pallas/mosaic/pipeline.py")
+                                      and f.function_name.rsplit(".", 1)[-1] == "pipeline" for f in tb.frames)
+    except Exception:
+        return False
+
+
+def runs_pipeline_on_given_buffers(eqn) -> bool:
+    """A run_scoped of the kernel's own (``pl.run_scoped`` / ``pl.with_scoped``) in which an
+    emit_pipeline runs on buffers it was handed (``pipeline(..., allocations=...)``): the pipeline
+    makes no scope of its own, so its loop and copies sit directly in this one."""
+    if eqn.primitive.name != "run_scoped" or is_pipeline_scope(eqn):
+        return False
+    inner = getattr(eqn.params.get("jaxpr"), "eqns", ())
+    return any(e.primitive.name in _PIPELINE_STEPS and _in_pipeline_function(e) for e in inner)
+
+
 def pipeline_for(eqn) -> PipelineRecord | None:
     """The note of the emit_pipeline a run_scoped equation came from, or None."""
     frame = eqn_frame(eqn)

@@ -89,6 +89,20 @@ def nested_in_vmem(x, w):  # x f32[16,2048], w f32[2048,256]: a (1, 2) grid of V
         out_shape=jax.ShapeDtypeStruct((16, 256), x.dtype),
         scratch_shapes=[pltpu.VMEM((16, 128), jnp.float32)])(x, w)
 
+def nested_given_buffers(x):  # as nested, in one step, on buffers the kernel allocates and hands to the pipeline
+    def kernel(x_hbm, o_hbm):
+        def inner(x_ref, o_ref):
+            o_ref[...] = x_ref[...] + 1
+        spec = pl.BlockSpec((128, 128), lambda a, b: (a, b))
+        pipe = pltpu.emit_pipeline(inner, grid=(4, 4), in_specs=[spec], out_specs=[spec])
+        @pl.with_scoped(allocations=(pltpu.BufferedRef.input(spec, x.dtype, buffer_count=2),
+                                     pltpu.BufferedRef.output(spec, x.dtype, buffer_count=2)))
+        def run(allocations):
+            pipe(x_hbm, o_hbm, allocations=allocations)
+        run()
+    return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
 def resident_input(x):  # x f32[64,128] whole in VMEM (memory_space given, no block); grid of 4 over the output rows
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref[pl.ds(pl.program_id(0) * 16, 16), :] + 1
@@ -245,6 +259,7 @@ INSPECT = {
     "nested": {"args": "f32[512,512]"},
     "nested_half_written": {"args": "f32[512,512]"},
     "nested_in_vmem": {"args": "f32[16,2048] f32[2048,256]"},
+    "nested_given_buffers": {"args": "f32[512,512]"},
     "with_cond": {"args": "f32[128,128]"},
     "in_place_rows": {"args": lambda: (jnp.zeros((4, 64, 128)), jnp.array([0, 9, 40, 63], jnp.int32))},
 }
