@@ -160,6 +160,15 @@ def test_a_pipeline_on_buffers_the_kernel_gives_it_is_said_not_walked():
     assert "pipeline-not-walked" not in codes(analysed("nested"))
 
 
+def test_a_copy_of_a_size_known_at_run_time_is_bounded_by_its_smaller_end():
+    """pl.ds(0, n) rows of a (64, 128) HBM array into an (8, 128) VMEM buffer move at most 8 rows
+    (4 KiB), not the array's 64 (32 KiB): GDN decode's BoundedSlice copies were shown 8x too large."""
+    r = analysed("dynamic_rows_copy")
+    assert len(r.call.dmas) == 2 and all(not d.size_known for d in r.call.dmas)
+    assert [d.shape for d in r.call.dmas] == [[8, 128], [8, 128]]
+    assert r.walk.dma_bytes[1] == 2 * 8 * 128 * 4
+
+
 def test_a_pipeline_nested_in_a_pallas_call_that_leaves_output_blocks_unwritten_is_an_error():
     r = analysed("nested_half_written")
     [pipeline] = r.pipelines

@@ -103,6 +103,16 @@ def nested_given_buffers(x):  # as nested, in one step, on buffers the kernel al
     return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
         out_specs=pl.BlockSpec(memory_space=pl.ANY), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
 
+def dynamic_rows_copy(x, n):  # x f32[64,128] in HBM; n i32[1] (<= 8): the first n rows through an (8, 128) VMEM buffer
+    def kernel(n_ref, x_hbm, o_hbm, buf, sem):
+        rows = n_ref[0]
+        pltpu.make_async_copy(x_hbm.at[pl.ds(0, rows)], buf.at[pl.ds(0, rows)], sem).start()
+        pltpu.make_async_copy(x_hbm.at[pl.ds(0, rows)], buf.at[pl.ds(0, rows)], sem).wait()
+        pltpu.sync_copy(buf.at[pl.ds(0, rows)], o_hbm.at[pl.ds(0, rows)])
+    return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM), pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA])(n, x)
+
 def resident_input(x):  # x f32[64,128] whole in VMEM (memory_space given, no block); grid of 4 over the output rows
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref[pl.ds(pl.program_id(0) * 16, 16), :] + 1
@@ -260,6 +270,7 @@ INSPECT = {
     "nested_half_written": {"args": "f32[512,512]"},
     "nested_in_vmem": {"args": "f32[16,2048] f32[2048,256]"},
     "nested_given_buffers": {"args": "f32[512,512]"},
+    "dynamic_rows_copy": {"args": "f32[64,128] i32[1]"},
     "with_cond": {"args": "f32[128,128]"},
     "in_place_rows": {"args": lambda: (jnp.zeros((4, 64, 128)), jnp.array([0, 9, 40, 63], jnp.int32))},
 }
