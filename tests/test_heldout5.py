@@ -1,4 +1,4 @@
-"""The held-out corpus of round five (tests/data/heldout5): three tpu-inference kernels that run
+"""The held-out corpus of round five (tests/data/heldout5): four tpu-inference kernels that run
 pltpu.emit_pipeline inside a pallas_call body, the style the nested-pipeline walk reads, run the
 way a new user runs them at small shapes: show on the CPU and on v5e, check (the estimate on
 three generations, libtpu's compile on v5e), diff in interpret mode. A correct kernel gets no
@@ -9,6 +9,8 @@ error finding, and the estimate never says "does not fit" where libtpu fits it.
   which the inspector did not see at all before this round (now an info: not walked);
 - 2-D quantized matmul (two entries): the pipeline windows the pallas_call's VMEM blocks, so its
   copies stay in VMEM (the walk counted them as HBM reads before this round);
+- DeepSeek-V4 projection into a paged cache: a walked pipeline over HBM refs whose body writes
+  the results by hand (paged DMAs), which the walk dropped as if they were the pipeline's copies;
 - GDN decode: the pipeline's grid is computed in the kernel, so it is not walked (an info). Its
   diff is a true error: the state written back from a VMEM buffer at pipeline step b is waited
   at step b + 2, but step b + 1 already prefetches the next states into that buffer, so what
@@ -34,6 +36,8 @@ CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
 # A kernel with a real DMA race (the writeback of a state buffer still in flight when the next
 # prefetch into that buffer starts): diff must say so, confirmed by running the DMAs both ways.
 RACES = {"gdn_decode"}
+# jax 0.10.2's interpreter cannot run a load through a reshaped ref (acc_ref.reshape(-1, 128)).
+NOT_INTERPRETABLE = {"proj_and_save_state_rows"}
 
 
 def entries() -> list:
@@ -41,9 +45,9 @@ def entries() -> list:
 
 
 def test_corpus_is_what_the_notes_say():
-    """Three kernels (six entries) from tpu-inference, each with its licence and its source at a commit."""
+    """Four kernels (seven entries) from tpu-inference, each with its licence and its source at a commit."""
     files = sorted(CORPUS.glob("*.py"))
-    assert len(files) == 3 and len(ENTRIES) == 6
+    assert len(files) == 4 and len(ENTRIES) == 7
     for path in files:
         head = path.read_text()[:1500]
         assert "https://github.com/vllm-project/tpu-inference/blob/" in head and "Apache" in head, path.name
@@ -78,6 +82,21 @@ def test_a_pipeline_over_the_calls_vmem_blocks_moves_nothing_from_hbm(name):
     assert pipeline.steps == 2 and pipeline.hbm_bytes_read == 0 and pipeline.onchip_bytes > 0
     assert k.walk.hbm_bytes_read == 8 * 16384 * 2 + 256 * 16384 + 128 * 256 * 4
     assert k.walk.hbm_bytes_written == 8 * 256 * 2
+
+
+def test_the_pipelines_blocks_and_the_copies_its_body_starts_are_both_traffic():
+    """The (1, 2, 2) pipeline reads four (2048, 256) bf16 weight blocks (4 MiB), the (16, 2048)
+    activations at each step (4 x 64 KiB) and the positions once; ape (4 KiB) is the call's VMEM
+    block. The paged writes its body starts by hand (16 tokens x 2 slots x 512 B per tile, one
+    tile late; 14 of 16 tokens have a slot) are HBM writes, counted at their most (every pl.when
+    taken): 28 KiB really, at most 144 KiB. They were dropped as pipeline copies (16 KiB: the
+    epilogue's only)."""
+    [k] = shared_report(NAMES["proj_and_save_state_rows"], "cpu").pallas
+    [pipeline] = k.pipelines
+    assert pipeline.steps == 4 and [o.transfers for o in pipeline.operands] == [4, 4, 1]
+    assert k.walk.hbm_bytes_read == 4 * 2048 * 256 * 2 + 4 * 16 * 2048 * 2 + 16 * 4 + 4 * 256 * 4
+    assert 14 * 2 * 2 * 512 <= k.walk.hbm_bytes_written <= 144 * 1024
+    assert not errors(k.findings) and "pipeline-not-walked" not in {f.code for f in k.findings}
 
 
 def test_a_pipeline_whose_grid_the_kernel_computes_is_said_not_walked():
@@ -127,6 +146,9 @@ def test_diff_in_interpret_mode(spec):
     from inspector.run import run_diff
 
     result = run_diff(load_target(spec), runs=0)
+    if spec.rsplit(":", 1)[1] in NOT_INTERPRETABLE:
+        assert [f for f in result.findings if f.code == "interpret-unsupported" and "Reshape" in f.message]
+        return
     if spec.rsplit(":", 1)[1] in RACES:
         [race] = [f for f in result.findings if f.code == "dma-hazard"]
         assert race.severity == "error" and "Confirmed" in race.message and "eager DMAs: matches" in race.message

@@ -169,6 +169,19 @@ def test_a_copy_of_a_size_known_at_run_time_is_bounded_by_its_smaller_end():
     assert r.walk.dma_bytes[1] == 2 * 8 * 128 * 4
 
 
+def test_copies_the_pipelines_body_starts_by_hand_are_hbm_traffic_of_their_own():
+    """The pipeline reads x and writes o block by block (1 MiB each); its body also copies each
+    block to c by hand (1 MiB more written). Those copies were taken for the pipeline's own block
+    copies and dropped from the kernel's traffic (DSv4's paged cache writes went missing)."""
+    r = analysed("nested_body_dma")
+    [pipeline] = r.pipelines
+    assert pipeline.hbm_bytes_read == pipeline.hbm_bytes_written == 512 * 512 * 4
+    [by_hand] = [d for d in r.call.dmas if not d.pipeline]
+    assert by_hand.destination == "c_hbm" and by_hand.bytes == 128 * 128 * 4
+    assert r.walk.hbm_bytes_read == 512 * 512 * 4 and r.walk.hbm_bytes_written == 2 * 512 * 512 * 4
+    assert "pipeline-not-walked" not in codes(r) and "error" not in {f.severity for f in r.findings}
+
+
 def test_a_pipeline_nested_in_a_pallas_call_that_leaves_output_blocks_unwritten_is_an_error():
     r = analysed("nested_half_written")
     [pipeline] = r.pipelines

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..pallas.model import DmaInfo, ScratchInfo
-from .pipelines import is_pipeline_scope
+from .pipelines import is_pipeline_copy, is_pipeline_scope
 from .tracing import sub_jaxprs
 
 _TRANSCENDENTAL = {"exp", "log", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "pow", "exp2", "log1p", "expm1", "erf"}
@@ -291,7 +291,7 @@ class _Body:
             source=src_name, destination=dst_name,
             src_space=memory_space(src_ref), dst_space=memory_space(dst_ref), shape=shape, dtype=dtype,
             bytes=nbytes, per_step=[times[0] if known else 0.0, times[1]], remote=device is not None,
-            size_known=known, pipeline=self._in_pipeline > 0))
+            size_known=known, pipeline=self._in_pipeline > 0 and is_pipeline_copy(eqn)))
 
 
 def _short_src(src: str | None) -> str | None:

@@ -137,6 +137,24 @@ def is_pipeline_scope(eqn) -> bool:
 _PIPELINE_STEPS = ("scan", "while", "cond", "dma_start", "dma_wait")
 
 
+def is_pipeline_copy(eqn) -> bool:
+    """A DMA that emit_pipeline's own code starts (a block copy in or out), not one the body it
+    runs starts by hand (pltpu.make_async_copy in the pipeline's body): jax's pipeline.py is
+    nearer the copy than any frame of the user's code."""
+    tb = getattr(getattr(eqn, "source_info", None), "traceback", None)
+    try:
+        from jax._src import source_info_util
+
+        for f in tb.frames if tb is not None else ():
+            if f.file_name.endswith("pallas/mosaic/pipeline.py"):
+                return True
+            if source_info_util.is_user_filename(f.file_name):
+                return False
+    except Exception:
+        return True  # unreadable: as before, a copy inside a pipeline's scope is the pipeline's
+    return True
+
+
 def _in_pipeline_function(eqn) -> bool:
     tb = getattr(getattr(eqn, "source_info", None), "traceback", None)
     try:

@@ -113,6 +113,20 @@ def dynamic_rows_copy(x, n):  # x f32[64,128] in HBM; n i32[1] (<= 8): the first
         out_specs=pl.BlockSpec(memory_space=pl.ANY), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
         scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA])(n, x)
 
+def nested_body_dma(x):  # as nested, in one step; the pipeline's body also copies each block to a second output by hand
+    def kernel(x_hbm, o_hbm, c_hbm, sem):
+        def inner(x_ref, o_ref):
+            o_ref[...] = x_ref[...] + 1
+            a, b = pl.program_id(0), pl.program_id(1)
+            copy = pltpu.make_async_copy(x_ref, c_hbm.at[pl.ds(a * 128, 128), pl.ds(b * 128, 128)], sem)
+            copy.start()
+            copy.wait()
+        spec = pl.BlockSpec((128, 128), lambda a, b: (a, b))
+        pltpu.emit_pipeline(inner, grid=(4, 4), in_specs=[spec], out_specs=[spec])(x_hbm, o_hbm)
+    return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=[pl.BlockSpec(memory_space=pl.ANY)] * 2, out_shape=[jax.ShapeDtypeStruct(x.shape, x.dtype)] * 2,
+        scratch_shapes=[pltpu.SemaphoreType.DMA])(x)
+
 def resident_input(x):  # x f32[64,128] whole in VMEM (memory_space given, no block); grid of 4 over the output rows
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref[pl.ds(pl.program_id(0) * 16, 16), :] + 1
@@ -271,6 +285,7 @@ INSPECT = {
     "nested_in_vmem": {"args": "f32[16,2048] f32[2048,256]"},
     "nested_given_buffers": {"args": "f32[512,512]"},
     "dynamic_rows_copy": {"args": "f32[64,128] i32[1]"},
+    "nested_body_dma": {"args": "f32[512,512]"},
     "with_cond": {"args": "f32[128,128]"},
     "in_place_rows": {"args": lambda: (jnp.zeros((4, 64, 128)), jnp.array([0, 9, 40, 63], jnp.int32))},
 }
