@@ -60,7 +60,8 @@ def pipeline_table(k: PallasReport) -> Table | None:
     for p in k.pipelines:
         for i, w in enumerate(p.operands):
             add_row(table, p.kernel if i == 0 else "", f"{p.steps:,}" if i == 0 else "", f"{w.operand} ({w.role[:3]})",
-                    fmt_bytes(w.block_bytes), str(w.distinct_blocks), f"{w.transfers:,}", fmt_bytes(w.bytes))
+                    fmt_bytes(w.block_bytes), str(w.distinct_blocks), f"{w.transfers:,}",
+                    f"- ({fmt_bytes(w.bytes)} within VMEM)" if w.on_chip else fmt_bytes(w.bytes))
     return table
 
 

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..pallas.model import DmaInfo, ScratchInfo
-from .pipelines import is_pipeline_scope
+from .pipelines import is_pipeline_copy, is_pipeline_scope
 from .tracing import sub_jaxprs
 
 _TRANSCENDENTAL = {"exp", "log", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "pow", "exp2", "log1p", "expm1", "erf"}
@@ -84,18 +84,25 @@ def _predicate(index, defs: dict) -> tuple[tuple | None, tuple | None]:
     return (name, operands), (_COMPLEMENT[name], operands)
 
 
-def _static_dims(sliced, whole) -> list[int]:
+def _static_dims(sliced, whole, *other_whole) -> list[int]:
     """A copied slice's shape; a size computed at run time (pl.ds with a traced length, a
-    BoundedSlice) counts as the whole ref's dimension there: an upper bound."""
-    dims, full = list(getattr(sliced, "shape", ())), list(getattr(whole, "shape", ()))
-    full = full[len(full) - len(dims):] if len(full) >= len(dims) else []  # indexed leading dims (a buffer slot) dropped
+    BoundedSlice) counts as the whole ref's dimension there, or the other end's when that is
+    smaller (a copy of a (<=2, 8, 128) window of a (16, 8, 128) array moves at most 2 rows): an
+    upper bound."""
+    dims = list(getattr(sliced, "shape", ()))
+
+    def trailing(ref) -> list:  # indexed leading dims (a buffer slot) dropped
+        full = list(getattr(ref, "shape", ()))
+        return full[len(full) - len(dims):] if len(full) >= len(dims) else []
+
+    ends = [trailing(ref) for ref in (whole, *other_whole)]
     out = []
     for k, d in enumerate(dims):
         try:
             out.append(int(d))
         except TypeError:
-            bound = full[k] if full else 1
-            out.append(int(bound) if isinstance(bound, (int, np.integer)) else 1)
+            bounds = [int(full[k]) for full in ends if full and isinstance(full[k], (int, np.integer))]
+            out.append(min(bounds) if bounds else 1)
     return out
 
 
@@ -276,7 +283,7 @@ class _Body:
             dst_name = self.names.get(id(getattr(dst_var, "ref", dst_var)), "ref")
         except Exception:
             src_name = dst_name = "ref"
-        shape = _static_dims(src, src_ref)
+        shape = _static_dims(src, src_ref, dst_ref)
         known = all(isinstance(d, (int, np.integer)) for d in getattr(src, "shape", ()))
         dtype = str(getattr(src, "dtype", ""))
         nbytes = int(math.prod(shape)) * (np.dtype(dtype).itemsize if dtype else 1)
@@ -284,7 +291,7 @@ class _Body:
             source=src_name, destination=dst_name,
             src_space=memory_space(src_ref), dst_space=memory_space(dst_ref), shape=shape, dtype=dtype,
             bytes=nbytes, per_step=[times[0] if known else 0.0, times[1]], remote=device is not None,
-            size_known=known, pipeline=self._in_pipeline > 0))
+            size_known=known, pipeline=self._in_pipeline > 0 and is_pipeline_copy(eqn)))
 
 
 def _short_src(src: str | None) -> str | None:

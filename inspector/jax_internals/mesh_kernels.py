@@ -23,7 +23,7 @@ from ..pallas.model import GRID_LETTERS, BlockSpecInfo, FoundCall, PallasCall, S
 from .evaluate import KERNEL_PRIMITIVES  # noqa: F401 (re-exported for stages and run)
 from .body_dots import body_dots
 from .kernel_body import _Body, _cost_estimate, _short_src, memory_space
-from .pipelines import PipelineRecord, is_pipeline_scope, pipeline_for
+from .pipelines import PipelineRecord, is_pipeline_scope, pipeline_for, runs_pipeline_on_given_buffers
 from .tracing import eqn_frame
 
 MESH_KERNELS = ("mpmd_map", "core_map")
@@ -119,6 +119,12 @@ def _pipeline_index_map(spec, n_grid: int, rank: int) -> Callable:
     return jax.jit(jax.vmap(one))
 
 
+def _ref_space(space: str) -> str:
+    """Where a ref handed to emit_pipeline lives: "any" (HBM) for memory_space ANY/HBM, else on the
+    chip ("default" is a pallas_call's block ref, which is in VMEM)."""
+    return "smem" if "smem" in space else "any" if ("any" in space or "hbm" in space) else "vmem"
+
+
 def pipeline_call(record: PipelineRecord, kernel: str, number: int) -> FoundCall:
     """One noted emit_pipeline as a call of its own: its grid over the refs it was given."""
     from ..target import short_path
@@ -126,7 +132,7 @@ def pipeline_call(record: PipelineRecord, kernel: str, number: int) -> FoundCall
     operands, maps = [], []
     n_grid = len(record.grid)
     letters = list(GRID_LETTERS[:n_grid].ljust(n_grid, "g"))
-    for pos, (spec, (shape, dtype, _)) in enumerate(zip(record.specs, record.refs)):
+    for pos, (spec, (shape, dtype, ref_space)) in enumerate(zip(record.specs, record.refs)):
         role = "input" if pos < len(record.in_specs) else "output"
         dims = getattr(spec, "block_shape", None)
         kinds, block = zip(*(_dim(d) for d in dims)) if dims is not None else (["blocked"] * len(shape), list(shape))
@@ -139,6 +145,7 @@ def pipeline_call(record: PipelineRecord, kernel: str, number: int) -> FoundCall
             role=role, position=pos if role == "input" else pos - len(record.in_specs), array_shape=list(shape),
             dtype=dtype, block_shape=list(block), dim_kinds=list(kinds), memory_space=space,
             buffer_count=getattr(getattr(spec, "pipeline_mode", None), "buffer_count", None),
+            source_space=_ref_space(ref_space),
             index_map=f"({', '.join(letters)}) -> {getattr(fn, '__name__', 'block 0')}",
             index_map_source=f"{short_path(code.co_filename)}:{code.co_firstlineno}" if code else None))
         maps.append(_pipeline_index_map(spec, n_grid, len(block)))
@@ -174,6 +181,13 @@ def body_pipelines(body, kernel: str, copies: int | None) -> tuple[list[FoundCal
             pipelines.append(pipeline_call(record, kernel, len(pipelines) + 1))
             if copies is not None:
                 runs.append(most * (1 if record.core_axis else copies))
+    for scope in body.run_scoped:
+        if runs_pipeline_on_given_buffers(scope):
+            frame = eqn_frame(scope)
+            where = f"{short_path(frame[0])}:{frame[1]}" if frame else "its kernel"
+            unwalked.append(f"the emit_pipeline in the scope at {where} runs on buffers it is given (allocations=), "
+                            "whose copies may not be the blocks its index maps name (a BufferedRef of the kernel's "
+                            "own can gather rows or update in place); its copies are counted with the body's DMAs")
     return pipelines, unwalked, runs
 
 

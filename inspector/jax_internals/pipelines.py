@@ -134,6 +134,46 @@ def is_pipeline_scope(eqn) -> bool:
     return inner is not None and inner.function_name.rsplit(".", 1)[-1] == "pipeline"
 
 
+_PIPELINE_STEPS = ("scan", "while", "cond", "dma_start", "dma_wait")
+
+
+def is_pipeline_copy(eqn) -> bool:
+    """A DMA that emit_pipeline's own code starts (a block copy in or out), not one the body it
+    runs starts by hand (pltpu.make_async_copy in the pipeline's body): jax's pipeline.py is
+    nearer the copy than any frame of the user's code."""
+    tb = getattr(getattr(eqn, "source_info", None), "traceback", None)
+    try:
+        from jax._src import source_info_util
+
+        for f in tb.frames if tb is not None else ():
+            if f.file_name.endswith("pallas/mosaic/pipeline.py"):
+                return True
+            if source_info_util.is_user_filename(f.file_name):
+                return False
+    except Exception:
+        return True  # unreadable: as before, a copy inside a pipeline's scope is the pipeline's
+    return True
+
+
+def _in_pipeline_function(eqn) -> bool:
+    tb = getattr(getattr(eqn, "source_info", None), "traceback", None)
+    try:
+        return tb is not None and any(f.file_name.endswith("pallas/mosaic/pipeline.py")
+                                      and f.function_name.rsplit(".", 1)[-1] == "pipeline" for f in tb.frames)
+    except Exception:
+        return False
+
+
+def runs_pipeline_on_given_buffers(eqn) -> bool:
+    """A run_scoped of the kernel's own (``pl.run_scoped`` / ``pl.with_scoped``) in which an
+    emit_pipeline runs on buffers it was handed (``pipeline(..., allocations=...)``): the pipeline
+    makes no scope of its own, so its loop and copies sit directly in this one."""
+    if eqn.primitive.name != "run_scoped" or is_pipeline_scope(eqn):
+        return False
+    inner = getattr(eqn.params.get("jaxpr"), "eqns", ())
+    return any(e.primitive.name in _PIPELINE_STEPS and _in_pipeline_function(e) for e in inner)
+
+
 def pipeline_for(eqn) -> PipelineRecord | None:
     """The note of the emit_pipeline a run_scoped equation came from, or None."""
     frame = eqn_frame(eqn)

@@ -33,6 +33,7 @@ class OperandWalk:
     transfers: int  # fetches (inputs) or write-backs (outputs): runs of an unchanged block index
     bytes: int  # transfers x block bytes
     constant: bool  # the index never changes: one buffer is enough
+    on_chip: bool = False  # an emit_pipeline over a ref already in VMEM/SMEM: its copies are no HBM traffic
 
 
 @dataclasses.dataclass
@@ -47,6 +48,7 @@ class GridWalk:
     seconds: float
     skipped: str | None = None  # why no walk was possible (grid sizes or index-map data known only at run time)
     dma_bytes: list[int] = dataclasses.field(default_factory=lambda: [0, 0])  # [min, max] moved by the body's DMAs
+    onchip_bytes: int = 0  # blocks an emit_pipeline over VMEM refs copies within VMEM: not HBM traffic
     # For the first TRACE_STEPS steps: the grid point and, per operand, the block it touches.
     trace_points: list[list[int]] = dataclasses.field(default_factory=list)
     trace_blocks: dict[str, list[list[int]]] = dataclasses.field(default_factory=dict)
@@ -332,10 +334,13 @@ def _walk(call: FoundCall, max_steps: int) -> GridWalk:
         findings.append(Finding("info", "walk-sampled", f"{info.name}: the grid has {steps:,} steps; the walk covered "
                                 f"the first {walked:,}", kernel=info.name, view="pallas"))
     dma, dma_read, dma_written = _dma_traffic(info, steps)
+    for w, s in zip(walks, states):
+        w.on_chip = not s.op.from_hbm
+    hbm = [w for w in walks if not w.on_chip]
     return GridWalk(
         kernel=info.name, steps=steps, walked_steps=walked, operands=walks,
-        hbm_bytes_read=sum(w.bytes for w in walks if w.role == "input") + dma_read,
-        hbm_bytes_written=sum(w.bytes for w in walks if w.role == "output") + dma_written,
+        hbm_bytes_read=sum(w.bytes for w in hbm if w.role == "input") + dma_read,
+        hbm_bytes_written=sum(w.bytes for w in hbm if w.role == "output") + dma_written,
         findings=findings, seconds=time.perf_counter() - t0, trace_points=trace_points, trace_blocks=trace_blocks,
-        dma_bytes=dma,
+        dma_bytes=dma, onchip_bytes=sum(w.bytes for w in walks if w.on_chip),
     )

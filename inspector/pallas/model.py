@@ -44,6 +44,9 @@ class BlockSpecInfo:
     resident: bool = False  # memory_space=VMEM given without a block: the whole array, copied in once
     revisit: str | None = None  # pl.Buffered(revisit=pl.RevisitMode.ANY): "any"; None for jax's default (immediate)
     made_by_op: bool = False  # an input the program computes before the kernel, not one of its arguments
+    # an emit_pipeline's operand: the memory of the ref it windows ("vmem" or "smem": its blocks are
+    # copied within the chip, no HBM traffic); None for a pallas_call's blocks, which come from HBM
+    source_space: str | None = None
     # an input's dims whose elements only reach outputs straight: {dim: [(output position, its dim)]}
     straight_to: dict = dataclasses.field(default_factory=dict)
 
@@ -68,6 +71,11 @@ class BlockSpecInfo:
         """Blocks of the outer grid (VMEM/SMEM); memory_space=ANY/HBM operands are the kernel's own
         to copy (manual DMA, nested pipelines) and are not blocks of the grid."""
         return self.memory_space not in ("any", "hbm")
+
+    @property
+    def from_hbm(self) -> bool:
+        """Its blocks move between HBM and VMEM (not an emit_pipeline over refs already on the chip)."""
+        return self.source_space not in ("vmem", "smem")
 
     @property
     def block_elements(self) -> int:

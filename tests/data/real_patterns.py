@@ -75,6 +75,58 @@ def nested_half_written(x):  # as nested, but its pipeline's grid covers only th
     return pl.pallas_call(kernel, grid=(2,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
         out_specs=pl.BlockSpec(memory_space=pl.ANY), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
 
+def nested_in_vmem(x, w):  # x f32[16,2048], w f32[2048,256]: a (1, 2) grid of VMEM blocks spanning the
+    # whole reduction; the body pipelines 512-wide slices of those blocks (VMEM to VMEM, nothing from HBM)
+    def kernel(x_ref, w_ref, o_ref, acc):
+        acc[...] = jnp.zeros_like(acc)
+        def step(x_blk, w_blk):
+            acc[...] += jnp.dot(x_blk[...], w_blk[...], preferred_element_type=jnp.float32)
+        pltpu.emit_pipeline(step, grid=(4,), in_specs=[pl.BlockSpec((16, 512), lambda k: (0, k)),
+                                                       pl.BlockSpec((512, 128), lambda k: (k, 0))])(x_ref, w_ref)
+        o_ref[...] = acc[...]
+    return pl.pallas_call(kernel, grid=(1, 2), in_specs=[pl.BlockSpec((16, 2048), lambda i, j: (i, 0)),
+        pl.BlockSpec((2048, 128), lambda i, j: (0, j))], out_specs=pl.BlockSpec((16, 128), lambda i, j: (i, j)),
+        out_shape=jax.ShapeDtypeStruct((16, 256), x.dtype),
+        scratch_shapes=[pltpu.VMEM((16, 128), jnp.float32)])(x, w)
+
+def nested_given_buffers(x):  # as nested, in one step, on buffers the kernel allocates and hands to the pipeline
+    def kernel(x_hbm, o_hbm):
+        def inner(x_ref, o_ref):
+            o_ref[...] = x_ref[...] + 1
+        spec = pl.BlockSpec((128, 128), lambda a, b: (a, b))
+        pipe = pltpu.emit_pipeline(inner, grid=(4, 4), in_specs=[spec], out_specs=[spec])
+        @pl.with_scoped(allocations=(pltpu.BufferedRef.input(spec, x.dtype, buffer_count=2),
+                                     pltpu.BufferedRef.output(spec, x.dtype, buffer_count=2)))
+        def run(allocations):
+            pipe(x_hbm, o_hbm, allocations=allocations)
+        run()
+    return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+def dynamic_rows_copy(x, n):  # x f32[64,128] in HBM; n i32[1] (<= 8): the first n rows through an (8, 128) VMEM buffer
+    def kernel(n_ref, x_hbm, o_hbm, buf, sem):
+        rows = n_ref[0]
+        pltpu.make_async_copy(x_hbm.at[pl.ds(0, rows)], buf.at[pl.ds(0, rows)], sem).start()
+        pltpu.make_async_copy(x_hbm.at[pl.ds(0, rows)], buf.at[pl.ds(0, rows)], sem).wait()
+        pltpu.sync_copy(buf.at[pl.ds(0, rows)], o_hbm.at[pl.ds(0, rows)])
+    return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM), pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA])(n, x)
+
+def nested_body_dma(x):  # as nested, in one step; the pipeline's body also copies each block to a second output by hand
+    def kernel(x_hbm, o_hbm, c_hbm, sem):
+        def inner(x_ref, o_ref):
+            o_ref[...] = x_ref[...] + 1
+            a, b = pl.program_id(0), pl.program_id(1)
+            copy = pltpu.make_async_copy(x_ref, c_hbm.at[pl.ds(a * 128, 128), pl.ds(b * 128, 128)], sem)
+            copy.start()
+            copy.wait()
+        spec = pl.BlockSpec((128, 128), lambda a, b: (a, b))
+        pltpu.emit_pipeline(inner, grid=(4, 4), in_specs=[spec], out_specs=[spec])(x_hbm, o_hbm)
+    return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=[pl.BlockSpec(memory_space=pl.ANY)] * 2, out_shape=[jax.ShapeDtypeStruct(x.shape, x.dtype)] * 2,
+        scratch_shapes=[pltpu.SemaphoreType.DMA])(x)
+
 def resident_input(x):  # x f32[64,128] whole in VMEM (memory_space given, no block); grid of 4 over the output rows
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref[pl.ds(pl.program_id(0) * 16, 16), :] + 1
@@ -230,6 +282,10 @@ INSPECT = {
     "vmapped_parallel": {"args": "f32[2,16,128]"},
     "nested": {"args": "f32[512,512]"},
     "nested_half_written": {"args": "f32[512,512]"},
+    "nested_in_vmem": {"args": "f32[16,2048] f32[2048,256]"},
+    "nested_given_buffers": {"args": "f32[512,512]"},
+    "dynamic_rows_copy": {"args": "f32[64,128] i32[1]"},
+    "nested_body_dma": {"args": "f32[512,512]"},
     "with_cond": {"args": "f32[128,128]"},
     "in_place_rows": {"args": lambda: (jnp.zeros((4, 64, 128)), jnp.array([0, 9, 40, 63], jnp.int32))},
 }
