@@ -321,7 +321,7 @@ def kernel_exception(err: BaseException) -> KernelException | None:
 KNOWN_LIMITS = (
     (re.compile(r"unpack_elementwise"), "the interpreter has no CPU rule for unpack_elementwise"),
     (re.compile(r"'ReshapeTransform' object has no attribute 'indices'"),
-     "the interpreter cannot DMA through a reshaped HBM ref ('ReshapeTransform' object has no attribute 'indices')"),
+     "the interpreter cannot DMA through a reshaped ref ('ReshapeTransform' object has no attribute 'indices')"),
     (re.compile(r"the run stopped: no CPU time for"),
      "on several CPU devices the interpreter stopped making progress (its devices wait on each other for ever, as "
      "jax 0.10.2's interpreter does for some collective kernels)"),
