@@ -190,6 +190,28 @@ def test_a_pipeline_nested_in_a_pallas_call_that_leaves_output_blocks_unwritten_
     assert f.code == "output-not-written" and f.kernel == "kernel", f
 
 
+def test_a_vmem_limit_above_the_chips_vmem_stops_at_its_capacity():
+    """vmem_limit_bytes sized for a 128 MiB chip (96 MiB): v4 has 16 MiB, TPU7x 64 MiB per core."""
+    from inspector.pallas.vmem import budget
+
+    [call] = find_pallas_calls(capture(load_target(f"{PATTERNS}:limit_of_a_larger_chip"), Backend(get_chip("cpu")),
+                                       compile=False).program)
+    v4, v5e, tpu7x = (budget(call.info, get_chip(c)) for c in ("tpu-v4", "tpu-v5e", "tpu-7x"))
+    assert (v4.limit_bytes, v4.verdict) == (16 * 2**20, "over") and v4.limit_source.startswith("VMEM capacity")
+    assert (v5e.limit_bytes, v5e.limit_source, v5e.verdict) == (96 * 2**20, "vmem_limit_bytes", "fits")
+    assert (tpu7x.limit_bytes, tpu7x.verdict) == (64 * 2**20, "fits")
+
+
+@pytest.mark.tpu
+@pytest.mark.slow
+def test_a_vmem_limit_above_the_chips_vmem_against_libtpu():
+    """libtpu on v4: out of memory (capacity), 32 MiB of 16; on TPU7x the 32 MiB fit."""
+    from inspector.pallas.check import run_check
+
+    result = run_check(load_target(f"{PATTERNS}:limit_of_a_larger_chip"), [get_chip("tpu-v4"), get_chip("tpu-7x")])
+    assert [(r.chip, r.fits, r.compiler_fits) for r in result.targets] == [("tpu-v4", False, False), ("tpu-7x", True, True)]
+
+
 def test_an_in_place_update_through_input_output_aliases_is_not_an_unwritten_output():
     """Blocks the kernel leaves alone keep the aliased input's values: an info, never an error."""
     r = analysed("in_place_rows")

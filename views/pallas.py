@@ -103,14 +103,15 @@ def estimate_kind(k: PallasReport) -> str:
 def budget_table(k: PallasReport) -> Table:
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title=f"on-chip memory per target ({estimate_kind(k)})",
                   title_justify="left", caption="limit: the chip's default scoped VMEM, or the kernel's vmem_limit_bytes "
-                  "(set); grow: how far the pipelined blocks could grow and still fit; unsure: only values the body "
+                  "(set), at most the chip's VMEM (capacity); grow: how far the pipelined blocks could grow and still fit; unsure: only values the body "
                   "builds, or operands XLA may place outside the limit, put it over or to it (a compile decides)", caption_justify="left")
     for col in ("target", "needs", "limit", "fits", "headroom", "grow", "physical", "SMEM"):
         table.add_column(col, justify="left" if col in ("target", "fits") else "right", no_wrap=True)
     for b in k.budgets:
         fits = {"fits": Text("yes", style="green"), "over": Text("NO", style="bold red")}.get(
             b.verdict, Text("unsure", style="yellow"))
-        limit = fmt_bytes(b.limit_bytes) + ("" if b.limit_source == "scoped default" else " (set)")
+        limit = fmt_bytes(b.limit_bytes) + ("" if b.limit_source == "scoped default" else
+                                             " (capacity)" if b.limit_source.startswith("VMEM capacity") else " (set)")
         add_row(table, f"{b.chip} ({b.memory})", fmt_bytes(b.total_bytes), limit, fits,
                       fmt_bytes(b.headroom_bytes), f"{b.block_growth:.2f}x" if b.block_growth else "-", fmt_bytes(b.physical_bytes),
                       fmt_bytes(b.smem_bytes) if b.memory == "VMEM" else "-")

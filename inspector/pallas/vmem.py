@@ -64,7 +64,9 @@ class VmemBudget:
     items: list[VmemItem]
     total_bytes: int
     limit_bytes: int
-    limit_source: str  # "scoped default", "vmem_limit_bytes", "opt-in shared memory per block"
+    # "scoped default", "vmem_limit_bytes", "LIBTPU_INIT_ARGS", "VMEM capacity (... asks for N MiB)",
+    # "opt-in shared memory per block"
+    limit_source: str
     physical_bytes: int | None
     smem_bytes: int  # scalar prefetch and SMEM scratch (TPU)
     fits: bool
@@ -232,13 +234,21 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
 
 
 def _scoped_limit(info: PallasCall, chip: Chip) -> tuple[int, str]:
+    """The limit the kernel's VMEM must fit, and where it comes from. A limit set above the chip's
+    VMEM stops at it (libtpu on v4 with vmem_limit_bytes of 96 MiB: "out of memory (capacity):
+    needs 32 MiB of 16 MiB"; TPU7x fits 64 MiB of blocks under it): a kernel that sizes its limit
+    from one chip's VMEM asks too much of a smaller one."""
     flag = scoped_limit_flag()
     if info.vmem_limit_bytes:
-        return info.vmem_limit_bytes, "vmem_limit_bytes"
-    if flag:
-        return flag, "LIBTPU_INIT_ARGS"
-    assert chip.scoped_vmem_bytes is not None  # every TPU has one (_tpu)
-    return chip.scoped_vmem_bytes, "scoped default"
+        limit, source = info.vmem_limit_bytes, "vmem_limit_bytes"
+    elif flag:
+        limit, source = flag, "LIBTPU_INIT_ARGS"
+    else:
+        assert chip.scoped_vmem_bytes is not None  # every TPU has one (_tpu)
+        return chip.scoped_vmem_bytes, "scoped default"
+    if chip.vmem_bytes is not None and limit > chip.vmem_bytes:
+        return chip.vmem_bytes, f"VMEM capacity ({source} asks for {limit / 2**20:g} MiB)"
+    return limit, source
 
 
 def gpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:

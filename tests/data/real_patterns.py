@@ -127,6 +127,13 @@ def nested_body_dma(x):  # as nested, in one step; the pipeline's body also copi
         out_specs=[pl.BlockSpec(memory_space=pl.ANY)] * 2, out_shape=[jax.ShapeDtypeStruct(x.shape, x.dtype)] * 2,
         scratch_shapes=[pltpu.SemaphoreType.DMA])(x)
 
+def limit_of_a_larger_chip(x, *, block=2048):  # x f32[4096, 1024]: 32 MiB of blocks under a 96 MiB vmem_limit_bytes
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2
+    return pl.pallas_call(kernel, grid=(x.shape[0] // block,), in_specs=[pl.BlockSpec((block, 1024), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((block, 1024), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        compiler_params=pltpu.CompilerParams(vmem_limit_bytes=96 * 2**20))(x)
+
 def resident_input(x):  # x f32[64,128] whole in VMEM (memory_space given, no block); grid of 4 over the output rows
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref[pl.ds(pl.program_id(0) * 16, 16), :] + 1
@@ -282,6 +289,7 @@ INSPECT = {
     "vmapped_parallel": {"args": "f32[2,16,128]"},
     "nested": {"args": "f32[512,512]"},
     "nested_half_written": {"args": "f32[512,512]"},
+    "limit_of_a_larger_chip": {"args": "f32[4096,1024]"},
     "nested_in_vmem": {"args": "f32[16,2048] f32[2048,256]"},
     "nested_given_buffers": {"args": "f32[512,512]"},
     "dynamic_rows_copy": {"args": "f32[64,128] i32[1]"},
