@@ -76,6 +76,22 @@ def assert_views_clean(report, views) -> None:
         assert render(report, view).strip()
 
 
+def assert_entry_clean(spec: str, chip: str, views) -> None:
+    """A held-out corpus entry on one chip: every view clean, a Pallas kernel found; on the CPU the
+    Report serialises, on a TPU libtpu compiled it and Mosaic saw a kernel."""
+    import json
+
+    r = shared_report(spec, chip)
+    if chip != "cpu":
+        assert r.stages.compile_error is None, r.stages.compile_error
+    assert_views_clean(r, views)
+    assert r.pallas, "every entry launches a Pallas kernel"
+    if chip == "cpu":
+        json.dumps(r.to_dict(texts=("jaxpr", "stablehlo", "hlo", "mosaic")), default=str)
+    else:
+        assert len(r.stages.mosaic) >= 1
+
+
 def lines_of_function(path: str, name: str) -> range:
     import ast
 
