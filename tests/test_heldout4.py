@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from conftest import DATA, assert_entry_clean, errors, shared_report
+from conftest import DATA, assert_entry_clean, errors
 from inspector.backends import Backend
 from inspector.chips import get_chip
 from inspector.pallas.check import run_check
@@ -27,10 +27,6 @@ NAMES = {spec.rsplit(":", 1)[1]: spec for spec in ENTRIES}
 CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
 def entries() -> list:
     return [pytest.param(spec, id=spec.rsplit(":", 1)[1]) for spec in ENTRIES]
-
-
-def report(spec: str, chip: str):
-    return shared_report(spec, chip)
 
 
 def test_corpus_is_what_the_notes_say():
