@@ -12,6 +12,9 @@
   gives) keeps its iterations' dot results live together: flash attention over a 4096-wide kv
   block in 1024-wide chunks needed about four chunks' scores at once. An unrolled loop without
   matmuls keeps its trips' values: sglang's biased top-k, 7 trips of a (256, 2048) f32 block.
+- A value that element-wise ops carry into a store of its own size is built in that ref, not
+  beside it: PallasBench's qk-softmax (a (128, 10240) f32 softmax stored into its output block)
+  and sglang's fused MLP kept nothing beyond the blocks (held out, round three and four).
 """
 from __future__ import annotations
 
@@ -36,6 +39,8 @@ class BodyDots:
     held_bytes: int = 0  # the largest dot result a reduction must see whole before it is used whole
     unrolled_bytes: int = 0  # the most not-streamed dot results one straight-line stretch computes
     unrolled_values_bytes: int = 0  # the most an unrolled loop's trips build: trips x its body's largest value
+    largest_value_bytes: int = 0  # the body's largest value not built in a ref (below)
+    in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
 
 
 def _nbytes(var) -> int:
@@ -104,14 +109,14 @@ def _reduced_then_used_whole(var, jaxpr, users_of) -> bool:
     """Softmax's pattern: the value (through element-wise ops) feeds a reduction and an element-wise
     op of its own size, which cannot start before the reduction has seen all of it; unless the
     chain stores a value of that size whole, into an output block it can be built in."""
+    if _built_in_ref(var, jaxpr, users_of):
+        return False
     size = _elements(var)
     frontier, pattern = [(var, jaxpr)], False
     for _ in range(8):  # how far down an element-wise chain the pattern is looked for
         nxt = []
         for v, j in frontier:
             uses = _uses(v, j, users_of)
-            if any(u.primitive.name in _STORES and _stored_elements(u) == size for u, _ in uses):
-                return False
             # a jitted helper (jnp.where's) counts as one element-wise op, a reshape or broadcast
             # of size-1 dims (jnp.matmul on 3-D values) as none
             chain = [(u, jj) for u, jj in uses if u.primitive.name in _ELEMENTWISE | _SAME_VALUE
@@ -121,6 +126,23 @@ def _reduced_then_used_whole(var, jaxpr, users_of) -> bool:
             nxt += [(u.outvars[0], jj) for u, jj in chain]
         frontier = nxt
     return pattern
+
+
+def _built_in_ref(var, jaxpr, users_of) -> bool:
+    """Whether element-wise ops of its size carry the value into a store of that size: Mosaic can
+    build it in that ref (an output block, an accumulator) instead of a VMEM temporary of its own."""
+    size = _elements(var)
+    frontier = [(var, jaxpr)]
+    for _ in range(10):  # how far down an element-wise chain the store is looked for
+        nxt = []
+        for v, j in frontier:
+            uses = _uses(v, j, users_of)
+            if any(u.primitive.name in _STORES and _stored_elements(u) == size for u, _ in uses):
+                return True
+            nxt += [(u.outvars[0], jj) for u, jj in uses if u.primitive.name in _ELEMENTWISE | _SAME_VALUE
+                    and len(u.outvars) == 1 and _elements(u.outvars[0]) == size]
+        frontier = nxt
+    return False
 
 
 def _unroll(eqn) -> int:
@@ -138,7 +160,7 @@ def _largest_value(jaxpr) -> int:
 
 
 def body_dots(jaxpr) -> BodyDots:
-    held = values = 0
+    held = values = largest = in_ref = 0
     stretches: list[int] = []
     cache: dict[int, dict] = {}
 
@@ -148,10 +170,17 @@ def body_dots(jaxpr) -> BodyDots:
         return cache[id(j)]
 
     def walk(j) -> int:
-        nonlocal held, values
+        nonlocal held, values, largest, in_ref
         users = users_of(j)
         here = 0
         for e in j.eqns:
+            if e.primitive.name not in _REF_OPS:
+                for v in e.outvars:
+                    if getattr(v.aval, "shape", None):
+                        if _built_in_ref(v, j, users_of):
+                            in_ref = max(in_ref, _nbytes(v))
+                        else:
+                            largest = max(largest, _nbytes(v))
             if e.primitive.name == "dot_general":
                 size = _nbytes(e.outvars[0])
                 if not _streamed(e.outvars[0], users):
@@ -169,4 +198,4 @@ def body_dots(jaxpr) -> BodyDots:
         return here
 
     walk(jaxpr)
-    return BodyDots(held, max(stretches, default=0), values)
+    return BodyDots(held, max(stretches, default=0), values, largest, in_ref)

@@ -343,6 +343,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
         held_dot_bytes=dots.held_bytes, unrolled_dot_bytes=dots.unrolled_bytes,
         unrolled_values_bytes=dots.unrolled_values_bytes,
+        body_value_bytes=dots.largest_value_bytes, in_ref_bytes=dots.in_ref_bytes,
         cost_estimate=_cost_estimate(p.get("cost_estimate")), vmapped_dims=[int(d) for d in gm.vmapped_dims],
         work_before_bytes=_work_before(eqn.invars[n_dyn:], made[n_dyn:] if made else None,
                                        p.get("input_output_aliases")),

@@ -10,7 +10,7 @@ from .grid_walk import GridWalk, walk_grid
 from .discovery import read_program
 from .model import PallasCall
 from .tiling import tiling_findings
-from .vmem import VmemBudget, budget
+from .vmem import BODY_MARGIN, VmemBudget, budget
 
 
 @dataclasses.dataclass
@@ -75,7 +75,11 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
             outside = ", ".join(i.what for i in b.items if i.maybe_outside)
             unsure.append(f"the blocks of {outside} ({mib(b.outside_bytes)}), operands XLA may place whole in VMEM "
                           "outside the kernel's scoped limit (then they take none of it)")
-        where = "at" if b.total_bytes == b.limit_bytes else "over"
+        if b.in_ref_matmul_bytes and not unsure:
+            unsure.append(f"a matmul result built in the ref it is stored into ({mib(b.in_ref_matmul_bytes)}), which "
+                          "leaves the compiler no room at the very limit on some chips")
+        where = ("over" if b.total_bytes > b.limit_bytes else "at" if b.total_bytes == b.limit_bytes else
+                 f"within {BODY_MARGIN:.0%} of")
         return found + [Finding("warning", "vmem-may-exceed",
                         f"{b.kernel} on {b.chip}: the rest needs {mib(certain)} of the {b.limit_source} "
                         f"{mib(b.limit_bytes)}; with {' and '.join(unsure)}, the estimate is {mib(b.total_bytes)}, {where} "

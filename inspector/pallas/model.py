@@ -170,6 +170,10 @@ class PallasCall:
     held_dot_bytes: int = 0
     unrolled_dot_bytes: int = 0
     unrolled_values_bytes: int = 0  # an unrolled loop's trips x its body's largest value
+    # the body's largest value not built in the ref it is stored into (None: not followed, then
+    # intermediates_bytes[0]), and the largest one built there
+    body_value_bytes: int | None = None
+    in_ref_bytes: int = 0
 
     @property
     def steps(self) -> int | None:

@@ -8,7 +8,8 @@ change (flash attention's q over a single q block); a grid of one step, or none,
 pipeline and Mosaic gives each block one buffer: an (8192,128) f32 copy kernel on v5e uses 8 MiB
 at grid (1,) and 16 MiB at grid (2,); not so a grid sized at run time, which gets two even where
 the example inputs make it one step), plus scratch, plus the largest value
-the kernel body builds when it outgrows the vector registers (the compiler keeps it in VMEM).
+the kernel body builds when it outgrows the vector registers (the compiler keeps it in VMEM; not
+one built in the ref it is stored into, an output block or an accumulator).
 Compared with the scoped limit (the chip's default or the kernel's vmem_limit_bytes) and the
 physical VMEM. A static estimate: register spills and compiler temporaries come on top.
 
@@ -34,9 +35,15 @@ HELD_DOT_SHARE = 0.6
 # what "fits" must leave room for: libtpu kept 0.47-1.0x of them in the measured compiles that ran
 # out of VMEM (0.21-0.99x in those that fit; TPU7x left out).
 UNROLLED_DOT_SHARE = 0.6
-# Of an unrolled loop without matmuls, its trips x its body's largest value, all of it: sglang's
-# biased top-k (an unrolled fori_loop carrying three (256, 2048) f32 arrays, 7 trips) needed 1.18x.
+# Of an unrolled loop without matmuls, its trips x its body's largest value, all of it, and certain:
+# sglang's biased top-k (an unrolled fori_loop carrying three (256, 2048) f32 arrays, 7 trips) needed
+# 1.18x, its held-out copy 1.01-1.03x on v5e and v6e, in every compile that ran out of VMEM.
 UNROLLED_VALUE_SHARE = 1.0
+# Of the limit, what a "fits" with values of the body counted leaves to the compiler's temporaries:
+# of the compiles whose estimate came within 2% of the limit with such values, three of four ran out
+# (cross attention at 62.8 of 64 MiB: 66.9 on v5e, 68.4 on TPU7x, 61.3 fit on v6e; SSD's intra-chunk
+# kernel at 15.7 of 16 MiB: 19.0); none further below the limit did but three (BENCHMARKS.md)
+BODY_MARGIN = 0.02
 TRITON_DEFAULT_STAGES = 3
 
 
@@ -77,9 +84,12 @@ class VmemBudget:
     note: str = "compiler temporaries come on top; small blocks can take less"
     body_bytes: int = 0  # of total_bytes: the largest value the kernel body builds, the estimate's unsure term
     outside_bytes: int = 0  # of total_bytes: blocks of operands XLA may place whole in VMEM (VmemItem.maybe_outside)
-    held_bytes: int = 0  # of body_bytes: the share of a kept matmul result counted as certain (HELD_DOT_SHARE)
+    # of body_bytes: what is counted as certain: a share of a kept matmul result (HELD_DOT_SHARE), or
+    # all that an unrolled loop without matmuls builds (UNROLLED_VALUE_SHARE)
+    held_bytes: int = 0
     body_unrolled: bool = False  # body_bytes is what an unrolled loop keeps live (UNROLLED_DOT_SHARE, UNROLLED_VALUE_SHARE)
     unfollowed: str | None = None  # why part of the kernel's VMEM is not counted: a total under the limit decides nothing
+    in_ref_matmul_bytes: int = 0  # a matmul result built in the ref it is stored into: a total at the limit is unsure
     # "fits"; "over": what is surely held exceeds the limit (blocks, scratch, the least share of a
     # kept matmul result); "unsure": only the unsure terms put it over (the body's largest value,
     # which libtpu usually keeps but can stream, operands XLA may place outside the limit); a body
@@ -88,8 +98,9 @@ class VmemBudget:
     verdict: str = dataclasses.field(init=False)
 
     def __post_init__(self):
-        self.verdict = ("unsure" if self.fits and self.unfollowed else "fits" if self.fits else
-                        "over" if self.certain_bytes > self.limit_bytes else "unsure")
+        # a held value that takes what is certain to the very limit leaves no room (tpu_budget)
+        over = self.certain_bytes > self.limit_bytes or self.certain_bytes == self.limit_bytes and self.held_bytes > 0
+        self.verdict = "unsure" if self.fits and self.unfollowed else "fits" if self.fits else "over" if over else "unsure"
 
     @property
     def certain_bytes(self) -> int:
@@ -206,9 +217,12 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
             items.append(VmemItem(what, s.shape, s.dtype, padded_bytes(s.shape, s.dtype), 1))
         elif s.memory_space == "smem":
             smem += s.bytes
-    largest = info.intermediates_bytes[0] if info.intermediates_bytes else 0
+    largest = info.body_value_bytes if info.body_value_bytes is not None else \
+        info.intermediates_bytes[0] if info.intermediates_bytes else 0
     body = largest if largest > VREG_FILE_BYTES else 0
-    unrolled = max(int(UNROLLED_DOT_SHARE * info.unrolled_dot_bytes), int(UNROLLED_VALUE_SHARE * info.unrolled_values_bytes))
+    dots_live = int(UNROLLED_DOT_SHARE * info.unrolled_dot_bytes)
+    values_live = int(UNROLLED_VALUE_SHARE * info.unrolled_values_bytes)
+    unrolled = max(dots_live, values_live)
     if unrolled > max(body, VREG_FILE_BYTES):
         body = unrolled
         items.append(VmemItem("values live together in straight-line code (matmul results, unrolled loops)", [], "", body, 1))
@@ -216,10 +230,18 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         items.append(VmemItem("kernel intermediate (largest value in the body)", [], "", body, 1))
     total = sum(i.bytes for i in items)
     held = int(HELD_DOT_SHARE * info.held_dot_bytes) if info.held_dot_bytes > VREG_FILE_BYTES else 0
+    if body == unrolled == values_live > dots_live:
+        held = body
+    # a matmul result built in the ref it is stored into (an accumulator, an output block) when it
+    # outgrows the registers
+    in_ref_matmul = bool(info.dots) and info.in_ref_bytes > max(largest, VREG_FILE_BYTES)
     # a value held whole that takes the total to the very limit leaves no room for the compiler's
     # temporaries (libtpu refused flash attention at exactly 16 MiB of blocks and scores on v4, v5e,
-    # v5p); a matmul result streamed into a ref does (JAX's matmul at exactly 32 MiB on v6e, TPU7x)
-    fits = total < limit if held or body == unrolled > 0 else total <= limit
+    # v5p), nor, on some chips, does a matmul result built in its ref (JAX's matmul at exactly 32 MiB
+    # refused on v6e, fitted on TPU7x): only a compile decides those; an element-wise result
+    # built in its output block leaves room (a copy kernel at exactly 32 MiB on v6e and TPU7x)
+    room = limit - int(BODY_MARGIN * limit) if body else limit
+    fits = total < room if held or body == unrolled > 0 or in_ref_matmul else total <= room
     pipelined = sum(i.bytes for i in items[:len([o for o in info.operands if o.memory_space == "vmem"])])  # blocks come first
     fixed = total - pipelined
     growth = (limit - fixed) / pipelined if pipelined and limit > fixed else None
@@ -230,7 +252,8 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     return VmemBudget(chip.name, info.name, "VMEM", items, total, limit, source, chip.vmem_bytes, smem,
                       fits, limit - total, growth, note, body,
                       outside_bytes=sum(i.bytes for i in items if i.maybe_outside), held_bytes=min(held, body),
-                      body_unrolled=body == unrolled > 0, unfollowed=info.vmem_unfollowed)
+                      body_unrolled=body == unrolled > 0, unfollowed=info.vmem_unfollowed,
+                      in_ref_matmul_bytes=info.in_ref_bytes if in_ref_matmul else 0)
 
 
 def _scoped_limit(info: PallasCall, chip: Chip) -> tuple[int, str]:

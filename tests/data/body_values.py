@@ -1,7 +1,7 @@
 """Kernels whose bodies hold matmul results and unrolled loops in VMEM, for the estimate's body
 terms (inspector/jax_internals/body_dots.py): a matmul accumulated into a ref, a softmax over
-a dot's scores, the scores of chunks in a loop unrolled with pl.loop, and an unrolled fori_loop
-without matmuls. Inputs: q f32[rows, 128], k f32[cols, 128]."""
+a dot's scores, the scores of chunks in a loop unrolled with pl.loop, an unrolled fori_loop
+without matmuls, and values built in the output block they are stored into. Inputs: q f32[rows, 128], k f32[cols, 128]."""
 
 import functools
 
@@ -81,6 +81,15 @@ def softmax_out(q, k):
     return pl.pallas_call(_softmax_out, out_shape=jax.ShapeDtypeStruct((q.shape[0], k.shape[0]), jnp.float32))(q, k)
 
 
+def _scaled(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2.0 + 1.0
+
+
+def scaled(x):
+    """x * 2 + 1, element-wise into the output block: built there, no temporary beside it."""
+    return pl.pallas_call(_scaled, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+
 def _batched(q_ref, k_ref, v_ref, o_ref):
     s = jnp.matmul(q_ref[...], jnp.swapaxes(k_ref[...], 1, 2))  # (1, S, S): a 2-D dot, broadcast back
     p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
@@ -100,5 +109,6 @@ INSPECT = {
     "chunked_scores": {"args": "f32[512,128] f32[2048,128]"},
     "top_rounds": {"args": "f32[512,1024]"},
     "softmax_out": {"args": "f32[512,128] f32[1024,128]"},
+    "scaled": {"args": "f32[512,1024]"},
     "batched_attention": {"args": "f32[2,1024,128] f32[2,1024,128] f32[2,1024,128]"},
 }
