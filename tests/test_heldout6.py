@@ -136,7 +136,10 @@ def truth_outcome() -> tuple[list, dict]:
 # scoped VMEM is 128 KiB: ht's block only). The estimate counts o's (16384, 128) block, double
 # buffered, as certain on v5e and v6e (_maybe_outside takes only inputs, lane-1 blocks or TPU7x
 # operands): 16.12 MiB over v5e's 16 MiB. The same output at T = 32768 (32 MiB whole) is not placed
-# (libtpu: 64.12 MiB scoped), so it is a rule to refine, not a rule to drop.
+# (libtpu: 64.12 MiB scoped), nor with one head at 16384 tokens, where the transposes around the
+# kernel are bitcasts (no fusion reads o; libtpu: 32.06 MiB scoped, over): a rule to refine, not to
+# drop. jaxite's Toeplitz blocks show it too: s32[18,1024,1024] comes out in S(1) on v5e (read by
+# bat_matmul's fusion), which the estimate got right only because the blocks fit anyway.
 KNOWN_FALSE_ERROR = [("fused_recurrent_gla_fwd", " ".join(["f32[1,16384,2,128]"] * 3), {}, "tpu-v5e")]
 # The one row where the estimate says "fits" and libtpu runs out: tops' chunk_fwd_o with chunks of
 # 512 and K = V = 1024 on TPU7x: libtpu needs 41.21 MiB of its 40 MiB; the estimate's total is 28 MiB
@@ -153,12 +156,12 @@ def test_the_estimate_never_says_does_not_fit_where_libtpu_fits():
 
 
 def test_the_estimate_against_libtpu_across_the_limits():
-    """66 rows (22 shapes on three chips), measured with the rules of e89f81a: 39 agree, 25
+    """75 rows (25 shapes on three chips), measured with the rules of e89f81a: 42 agree, 31
     undecided (operands XLA may place whole in VMEM, or the body's largest value, decide them), one
     "fits" where libtpu runs out, one "does not fit" where libtpu fits. Held at that, so that a
     change that does worse fails here; the known rows may go, no row may join them."""
     rows, outcome = truth_outcome()
-    assert len(rows) == 66 and sum(not r["compiler_fits"] for r in rows) >= 15
+    assert len(rows) == 75 and sum(not r["compiler_fits"] for r in rows) >= 20
     assert [row for row in outcome["false error"] if row not in KNOWN_FALSE_ERROR] == [], outcome["false error"]
     assert [row for row in outcome["short"] if row not in KNOWN_SHORT] == [], outcome["short"]
-    assert len(outcome["agree"]) >= 39, {k: len(v) for k, v in outcome.items()}
+    assert len(outcome["agree"]) >= 42, {k: len(v) for k, v in outcome.items()}

@@ -100,6 +100,7 @@ CHUNK_H, RECUR = H6 + "tops_gla_chunk_fwd_h.py:chunk_fwd_h", H6 + "tops_gla_fuse
 CHUNK_O = H6 + "tops_gla_chunk_fwd_o.py:chunk_gla_fwd_o"
 GLA = lambda b, t: " ".join([f"f32[{b},{t},2,128]"] * 2)
 QKV = lambda t: " ".join([f"f32[1,{t},2,128]"] * 3)
+QKV1 = lambda t: " ".join([f"f32[1,{t},1,128]"] * 3)
 
 
 def gla_o(t: int, d: int, bt: int) -> str:
@@ -130,6 +131,11 @@ HELDOUT6 = [
     (CHUNK_O, gla_o(2048, 1024, 1024), {"chunk_size": [1024]}),
     (RECUR, QKV(32768), {}),
     (CHUNK_O, gla_o(1024, 2048, 128), {"chunk_size": [128]}),
+    # one head, one grid step: where XLA hands the whole output to the kernel in VMEM (the rows
+    # above: at 2 x 16384 tokens on v5e and v6e, not at 2 x 32768)
+    (RECUR, QKV1(16384), {}),
+    (RECUR, QKV1(32768), {}),
+    (RECUR, QKV1(65536), {}),
 ]
 
 
