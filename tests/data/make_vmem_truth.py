@@ -6,6 +6,7 @@ against it. Run from the repository root (takes a while: one real compile per ro
     .venv/bin/python tests/data/make_vmem_truth.py [TARGET ...]
     .venv/bin/python tests/data/make_vmem_truth.py --styles
     .venv/bin/python tests/data/make_vmem_truth.py --heldout [PART-OF-A-TARGET ...]
+    .venv/bin/python tests/data/make_vmem_truth.py --heldout6 [PART-OF-A-TARGET ...]
 
 ``--styles`` writes tests/data/vmem_truth_styles.json instead, from the kernels written in the
 styles of third-party ones (tests/data/third_party_styles.py; tests/test_third_party_styles.py).
@@ -13,6 +14,10 @@ styles of third-party ones (tests/data/third_party_styles.py; tests/test_third_p
 ``--heldout`` writes tests/data/vmem_truth_heldout.json: the vendored third-party kernels of
 tests/data/heldout3/ at shapes that straddle the limits (HELDOUT), on v5e, v6e and TPU7x. The
 estimate's shares were not fitted on them (tests/test_heldout3.py measures it against them).
+
+``--heldout6`` writes tests/data/vmem_truth_heldout6.json the same way from the kernels of
+tests/data/heldout6/ (HELDOUT6), without the estimate's figures (the rules change; the test
+recomputes them): libtpu's verdicts only.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ STYLES_OUT = Path(__file__).with_name("vmem_truth_styles.json")
 STYLES = "tests/data/third_party_styles.py"
 HELDOUT_OUT = Path(__file__).with_name("vmem_truth_heldout.json")
 HELDOUT_CHIPS = ("tpu-v5e", "tpu-v6e", "tpu-7x")
+HELDOUT6_OUT = Path(__file__).with_name("vmem_truth_heldout6.json")
 CORPUS = ["samples/jax_kernels.py", "samples/attention.py", "samples/matmul.py", "samples/moe.py", "samples/bugs.py"]
 MAX_COMBINATIONS = 8  # per target: the first combinations INSPECT offers (the defaults first)
 # Shapes and blocks that straddle the VMEM limits (the corpus's own shapes fit everywhere):
@@ -85,6 +91,53 @@ HELDOUT = [
      {"run": [256, 512]}),
 ]
 
+H6 = "tests/data/heldout6/"
+# Round six (tests/data/heldout6/): shapes whose blocks or body values straddle the limits: 32 MiB
+# set by the kernel (jaxite's polymul, tops' chunk_fwd_h), else 16 MiB on v5e, 32 MiB on v6e and
+# TPU7x. One job per shape, kernels interleaved, so that a run stopped early still has each kernel.
+POLY, BAT = H6 + "jaxite_polymul.py:_decomposed_vector_matrix_polymul", H6 + "jaxite_polymul.py:negacyclic_vector_matrix_polymul_bat"
+CHUNK_H, RECUR = H6 + "tops_gla_chunk_fwd_h.py:chunk_fwd_h", H6 + "tops_gla_fused_recurrent.py:fused_recurrent_gla_fwd"
+CHUNK_O = H6 + "tops_gla_chunk_fwd_o.py:chunk_gla_fwd_o"
+GLA = lambda b, t: " ".join([f"f32[{b},{t},2,128]"] * 2)
+QKV = lambda t: " ".join([f"f32[1,{t},2,128]"] * 3)
+QKV1 = lambda t: " ".join([f"f32[1,{t},1,128]"] * 3)
+
+
+def gla_o(t: int, d: int, bt: int) -> str:
+    """q, v, g, A, h of chunk_gla_fwd_o: one sequence of t tokens, 2 heads, K = V = d, chunks of bt."""
+    return f"f32[1,{t},2,{d}] f32[1,{t},2,{d}] f32[1,{t},2,{d}] f32[1,{t},2,{bt}] f32[1,{t // bt},2,{d},{d}]"
+
+
+HELDOUT6 = [
+    (POLY, "i32[6,1024] i32[6,3,1024]", {}),
+    (BAT, "u32[18,1024] u8[18,3,1024,4,4]", {}),
+    (CHUNK_H, GLA(2, 4096), {"chunk_size": [128]}),
+    (RECUR, QKV(4096), {}),
+    (POLY, "i32[4,2048] i32[4,3,2048]", {}),
+    (BAT, "u32[18,2048] u8[18,3,2048,4,4]", {}),
+    (CHUNK_H, GLA(2, 8192), {"chunk_size": [128], "split_size": [1024]}),
+    (RECUR, QKV(8192), {}),
+    (POLY, "i32[2,4096] i32[2,3,4096]", {}),
+    (BAT, "u32[18,1536] u8[18,3,1536,4,4]", {}),
+    (CHUNK_H, GLA(2, 8192), {"chunk_size": [128]}),
+    (RECUR, QKV(2048), {}),
+    (BAT, "u32[18,512] u8[18,3,512,4,4]", {}),
+    (CHUNK_H, GLA(1, 12288), {"chunk_size": [256], "split_size": [2048]}),
+    (RECUR, QKV(6144), {}),
+    (CHUNK_O, gla_o(2048, 1024, 256), {"chunk_size": [256]}),
+    (RECUR, QKV(16384), {}),
+    (CHUNK_O, gla_o(2048, 1024, 512), {"chunk_size": [512]}),
+    (CHUNK_H, GLA(4, 16384), {"chunk_size": [256], "split_size": [8192]}),
+    (CHUNK_O, gla_o(2048, 1024, 1024), {"chunk_size": [1024]}),
+    (RECUR, QKV(32768), {}),
+    (CHUNK_O, gla_o(1024, 2048, 128), {"chunk_size": [128]}),
+    # one head, one grid step: where XLA hands the whole output to the kernel in VMEM (the rows
+    # above: at 2 x 16384 tokens on v5e and v6e, not at 2 x 32768)
+    (RECUR, QKV1(16384), {}),
+    (RECUR, QKV1(32768), {}),
+    (RECUR, QKV1(65536), {}),
+]
+
 
 def targets(files: list[str]) -> list[str]:
     from inspector.target import load_module
@@ -115,7 +168,7 @@ def rows_for(spec: str, args: str | None = None, grid: dict | None = None, chip_
         print(f"skip {spec}: {err}", file=sys.stderr)
         return []
     rows = []
-    combos = ([dict(zip(grid, values)) for values in itertools.product(*grid.values())] if grid
+    combos = ([dict(zip(grid, values)) for values in itertools.product(*grid.values())] if grid is not None
               else combinations(base) or [{}])
     for params in combos:
         target = dataclasses.replace(base, params=dict(base.params, **params))
@@ -141,13 +194,20 @@ def main(argv: list[str]) -> None:
     chip_names, only = None, []
     if argv[:1] == ["--styles"]:
         OUT, argv = STYLES_OUT, targets([STYLES])
-    if argv[:1] == ["--heldout"]:
+    if argv[:1] == ["--heldout6"]:
+        OUT, chip_names = HELDOUT6_OUT, HELDOUT_CHIPS
+        only = argv[1:]
+        jobs = [job for job in HELDOUT6 if not only or any(word in job[0] for word in only)]
+    elif argv[:1] == ["--heldout"]:
         OUT, chip_names = HELDOUT_OUT, HELDOUT_CHIPS
         only = argv[1:]  # substrings of the targets to compile (the others are left out)
         jobs = [job for job in HELDOUT if not only or any(word in job[0] for word in only)]
     else:
         jobs = [(spec, None, None) for spec in argv or targets(CORPUS)] + ([] if argv else STRESS)
     table = {"jax": metadata.version("jax"), "libtpu": metadata.version("libtpu"), "seconds": 0, "rows": []}
+    if OUT == HELDOUT6_OUT:
+        table["source"] = "the held-out round six (tests/data/heldout6/): libtpu's verdict per chip and shape"
+
     if only and OUT.exists():  # a partial run redoes its jobs and keeps the other rows
         kept = json.loads(OUT.read_text())
         redone = {(spec, args) for spec, args, _ in jobs}
@@ -156,6 +216,8 @@ def main(argv: list[str]) -> None:
     t0 = time.time() - table["seconds"]
     for spec, args, grid in jobs:
         rows = rows_for(spec, args, grid, chip_names)
+        if OUT == HELDOUT6_OUT:  # libtpu's verdicts only: the estimate's rules change
+            rows = [{k: v for k, v in r.items() if not k.startswith("estimate_")} for r in rows]
         table["rows"] += rows
         table["seconds"] = round(time.time() - t0)  # the wall time of the compiles, for BENCHMARKS.md
         OUT.write_text(json.dumps(table, indent=1) + "\n")  # as it goes: a long run keeps what it has

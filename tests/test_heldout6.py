@@ -1,0 +1,167 @@
+"""The held-out corpus of round six (tests/data/heldout6): five Pallas TPU kernels from two
+repositories nobody on the team had read (google/jaxite's FHE polynomial kernels, the "tops"
+gated-linear-attention kernels of sdh1014/pallas-kernel), run the way a new user runs them at
+small shapes: every view on the CPU and on v5e, check (the estimate on three generations,
+libtpu's compile on v5e), diff in interpret mode, export. A correct kernel gets no error finding,
+and the estimate never says "does not fit" where libtpu fits it: tests/data/vmem_truth_heldout6.json
+holds libtpu's verdicts at shapes across the VMEM limits (make_vmem_truth.py --heldout6), which the
+estimate is held to here without compiling again.
+
+- jaxite's polymul: one whole-array block whose body unrolls a loop building an (n, n) int32
+  Toeplitz matrix per row (strided pltpu.roll, iota masks, a concatenate) for bf16 matmuls;
+- jaxite's Toeplitz blocks: an (18,) grid writing one (n, n) int32 block per step;
+- tops' chunk_fwd_h and fused recurrent GLA: blocks holding a whole sequence of one head, a
+  fori_loop over its chunks (pl.dslice) or tokens (single-row loads and stores through reshaped
+  refs, which jax 0.10.2's interpreter cannot run: an info, the compile views hold);
+- tops' chunk_fwd_o: one chunk per step, the (K, V) state whole, two f32 matmuls."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from conftest import DATA, assert_entry_clean, errors
+from inspector.backends import Backend
+from inspector.chips import get_chip
+from inspector.pallas.check import run_check
+from inspector.stages import capture
+from inspector.target import load_module, load_target
+from inspector.view_table import SHOW_VIEWS as VIEWS
+
+CORPUS = DATA / "heldout6"
+ENTRIES = [(f"{path.relative_to(DATA.parent.parent)}:{name}")
+           for path in sorted(CORPUS.glob("*.py")) for name in load_module(str(path)).INSPECT]
+NAMES = {spec.rsplit(":", 1)[1]: spec for spec in ENTRIES}
+CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
+# jax 0.10.2's interpreter cannot DMA through a reshaped ref (q.reshape(T, BK) on the kernel's refs).
+NOT_INTERPRETABLE = {"fused_recurrent_gla_fwd"}
+
+
+def entries() -> list:
+    return [pytest.param(spec, id=spec.rsplit(":", 1)[1]) for spec in ENTRIES]
+
+
+def test_corpus_is_what_the_notes_say():
+    """Five kernels from two sources, each with its licence and its source at a commit."""
+    files = sorted(CORPUS.glob("*.py"))
+    assert len(files) == 4 and len(ENTRIES) == 5
+    for path in files:
+        head = path.read_text()[:1500]
+        assert "https://github.com/" in head and "/blob/" in head and "Apache" in head, path.name
+
+
+@pytest.mark.parametrize("spec", entries())
+def test_every_view_on_cpu(spec):
+    assert_entry_clean(spec, "cpu", VIEWS)
+
+
+@pytest.mark.tpu
+@pytest.mark.parametrize("spec", entries())
+def test_every_view_on_one_tpu(spec):
+    assert_entry_clean(spec, "tpu-v5e", VIEWS)
+
+
+@pytest.mark.tpu
+@pytest.mark.parametrize("spec", entries())
+def test_the_estimate_on_three_generations_finds_no_error(spec):
+    estimate = run_check(load_target(spec), [get_chip(c) for c in CHECK_CHIPS], estimate_only=True)
+    assert errors(estimate.findings) == [] and estimate.ok
+    assert [row.fits for row in estimate.targets] == [True, True, True]
+
+
+@pytest.mark.tpu
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", entries())
+def test_check_agrees_with_libtpu(spec):
+    """libtpu's compile on v5e fits each entry at INSPECT's shape, as the estimate says."""
+    target = load_target(spec)
+    real = run_check(target, [get_chip("tpu-v5e")])
+    assert errors(real.findings) == [] and real.ok
+    row = real.targets[0]
+    assert row.compiler_fits is True, row.compiler_message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", entries())
+def test_diff_in_interpret_mode(spec):
+    from inspector.run import run_diff
+
+    result = run_diff(load_target(spec), runs=0)
+    if spec.rsplit(":", 1)[1] in NOT_INTERPRETABLE:
+        assert [f for f in result.findings if f.code == "interpret-unsupported" and "reshaped ref" in f.message]
+        assert not errors(result.findings)
+        return
+    assert not errors(result.findings)
+    assert result.ok and result.outputs
+
+
+def test_export_writes_the_graph_and_the_report(cli, tmp_path):
+    spec = NAMES["chunk_gla_fwd_o"]
+    code, out, err = cli("export", spec, "--svg", str(tmp_path / "g.svg"), "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    assert (tmp_path / "g.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+    assert json.loads((tmp_path / "r.json").read_text())["pallas"]
+
+
+def truth_outcome() -> tuple[list, dict]:
+    """Each VMEM row of the truth table beside the estimate's verdict on its chip (no compile)."""
+    from importlib import metadata
+
+    from inspector.pallas.discovery import find_pallas_calls
+    from inspector.pallas.vmem import budget, estimate_fits
+
+    truth = json.loads((DATA / "vmem_truth_heldout6.json").read_text())
+    assert truth["libtpu"] == metadata.version("libtpu"), "made with another libtpu: compile the rows again"
+    rows = [r for r in truth["rows"] if r["compiler_fits"] or "VMEM" in (r["compiler_message"] or "")]
+    calls: dict = {}
+    outcome: dict = {"agree": [], "undecided": [], "short": [], "false error": []}
+    for r in rows:
+        key = (r["target"], r["args"], json.dumps(r["params"], sort_keys=True))
+        if key not in calls:
+            base = load_target(r["target"], args=r["args"])
+            target = dataclasses.replace(base, params=dict(base.params, **r["params"]))
+            calls[key] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
+        estimate = estimate_fits([b for c in calls[key] if (b := budget(c.info, get_chip(r["chip"])))])
+        kind = ("agree" if estimate == r["compiler_fits"] else "undecided" if estimate is None else
+                "short" if estimate else "false error")
+        outcome[kind].append((r["target"].rsplit(":", 1)[1], r["args"], r["params"], r["chip"]))
+    return rows, outcome
+
+
+# The one row where the estimate says "does not fit" and libtpu fits (measured with the rules of
+# e89f81a): tops' fused recurrent GLA at T = 16384 on v5e. Its output o (2 heads x 16384 x 128 f32,
+# 16 MiB whole) is read next by a fusion (transpose, sum over K blocks), and XLA hands it to the
+# kernel whole in VMEM (the compiled HLO's custom call returns f32[1,2,1,16384,128]{...S(1)}; libtpu's
+# scoped VMEM is 128 KiB: ht's block only). The estimate counts o's (16384, 128) block, double
+# buffered, as certain on v5e and v6e (_maybe_outside takes only inputs, lane-1 blocks or TPU7x
+# operands): 16.12 MiB over v5e's 16 MiB. The same output at T = 32768 (32 MiB whole) is not placed
+# (libtpu: 64.12 MiB scoped), nor with one head at 16384 tokens, where the transposes around the
+# kernel are bitcasts (no fusion reads o; libtpu: 32.06 MiB scoped, over): a rule to refine, not to
+# drop. jaxite's Toeplitz blocks show it too: s32[18,1024,1024] comes out in S(1) on v5e (read by
+# bat_matmul's fusion), which the estimate got right only because the blocks fit anyway.
+KNOWN_FALSE_ERROR = [("fused_recurrent_gla_fwd", " ".join(["f32[1,16384,2,128]"] * 3), {}, "tpu-v5e")]
+# The one row where the estimate says "fits" and libtpu runs out: tops' chunk_fwd_o with chunks of
+# 512 and K = V = 1024 on TPU7x: libtpu needs 41.21 MiB of its 40 MiB; the estimate's total is 28 MiB
+# (26 of them blocks TPU7x may take whole, 2 the largest body value). Its two HIGHEST-precision f32
+# matmuls keep several (512, 1024) values live (q * exp(g), the split operands, the two products).
+KNOWN_SHORT = [("chunk_gla_fwd_o", "f32[1,2048,2,1024] f32[1,2048,2,1024] f32[1,2048,2,1024] f32[1,2048,2,512] "
+                "f32[1,4,2,1024,1024]", {"chunk_size": 512}, "tpu-7x")]
+
+
+@pytest.mark.xfail(strict=False, reason="the estimate counts an output XLA places whole in VMEM (KNOWN_FALSE_ERROR)")
+def test_the_estimate_never_says_does_not_fit_where_libtpu_fits():
+    _, outcome = truth_outcome()
+    assert outcome["false error"] == []
+
+
+def test_the_estimate_against_libtpu_across_the_limits():
+    """75 rows (25 shapes on three chips), measured with the rules of e89f81a: 42 agree, 31
+    undecided (operands XLA may place whole in VMEM, or the body's largest value, decide them), one
+    "fits" where libtpu runs out, one "does not fit" where libtpu fits. Held at that, so that a
+    change that does worse fails here; the known rows may go, no row may join them."""
+    rows, outcome = truth_outcome()
+    assert len(rows) == 75 and sum(not r["compiler_fits"] for r in rows) >= 20
+    assert [row for row in outcome["false error"] if row not in KNOWN_FALSE_ERROR] == [], outcome["false error"]
+    assert [row for row in outcome["short"] if row not in KNOWN_SHORT] == [], outcome["short"]
+    assert len(outcome["agree"]) >= 42, {k: len(v) for k, v in outcome.items()}
