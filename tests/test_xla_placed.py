@@ -52,11 +52,39 @@ def test_an_input_xla_may_place_is_unsure_and_the_verdict_undecided():
         assert budget(info_of(name, args), V5E).verdict == "over", name
 
 
+def test_what_xla_makes_a_bitcast_passes_an_operand_through():
+    """A pad by nothing before, a dim of size 1 added, reduced and transposed after: no work on
+    the buffers, so x and the output are placed as if handed straight (libtpu refuses, 32 MiB)."""
+    info = info_of("through_views")
+    assert [(o.operand, o.made_by_op, o.read_by_op) for o in info.operands if o.operand != "z_hbm_ref"] == [
+        ("x_ref", False, False), ("o_ref", False, False)]
+    assert budget(info, V5E).verdict == "over"
+
+
+def test_an_output_an_op_reads_next_is_unsure():
+    """XLA can write the output into VMEM for the fusion that reads it (libtpu fits read_after)."""
+    [read] = [o.read_by_op for o in info_of("read_after").operands if o.role == "output"]
+    [returned] = [o.read_by_op for o in info_of("argument").operands if o.role == "output"]
+    assert read and not returned
+    b = budget(info_of("read_after"), V5E)
+    assert b.verdict == "unsure" and b.outside_bytes == 16 * MiB
+
+
+def test_operands_xla_places_must_fit_beside_the_scoped_region_together():
+    """Of four 32 MiB operands with 16 MiB of blocks each, at most three fit in v5e's 112 MiB
+    beside its scoped 16: at least one's blocks stay in the limit (fused recurrent GLA's did)."""
+    from inspector.pallas.vmem import _most_outside
+
+    assert _most_outside([(32 * MiB, 16 * MiB)] * 4, 112 * MiB) == 48 * MiB
+    assert _most_outside([(100 * MiB, 1 * MiB), (20 * MiB, 8 * MiB)], 110 * MiB) == 8 * MiB
+    assert _most_outside([], 112 * MiB) == 0
+
+
 @pytest.mark.tpu
 @pytest.mark.slow
 @pytest.mark.parametrize("name, args, libtpu_fits", [
     ("argument", None, False), ("computed", None, True), ("copied_meanwhile", None, True),
-    ("copied_meanwhile", SMALL_WORK, False)])
+    ("copied_meanwhile", SMALL_WORK, False), ("through_views", None, False), ("read_after", None, True)])
 def test_the_estimate_never_contradicts_libtpu(name, args, libtpu_fits):
     """libtpu's compile on v5e, against the estimate: "does not fit" only where libtpu refuses."""
     target = load_target(f"{KERNELS}:{name}", args=args)

@@ -3,19 +3,39 @@ its own arguments. XLA can write a computed operand straight into VMEM (its prod
 `S(1)`), or copy any operand there while other work runs before the kernel; an argument handed to
 a kernel that starts the program gets no such window (measured with libtpu 0.0.42.1 on v5e: a
 16 MiB input in two (512, 8192) blocks stays in HBM when it is an argument, and comes in `S(1)`
-when a fusion makes it or when the copy of an aliased argument runs first)."""
+when a fusion makes it or when the copy of an aliased argument runs first). The same holds after
+the kernel: an output a fusion reads next can be written into VMEM whole (fused recurrent GLA's
+16 MiB output, transposed and summed after the kernel, came back in `S(1)` on v5e; returned from
+the program, or read by no op, it stays in HBM)."""
 from __future__ import annotations
+
+import math
 
 from .evaluate import KERNEL_PRIMITIVES, called_jaxpr
 from .tracing import sub_jaxprs
 
 # equations XLA turns into no work on the operand's buffer: a reshape that keeps the two minor
-# dimensions (the (8, 128) tiles stay as they are) and a conversion to the same dtype
+# dimensions (the (8, 128) tiles stay as they are), a conversion to the same dtype, and what XLA's
+# simplifier turns into a bitcast: a transpose of dimensions of size 1 (fused recurrent GLA's one
+# head: (1, T, 1, 128) to (1, 1, T, 128)), a sum over them, adding them, a pad by nothing
 _VIEWS = ("reshape", "squeeze", "expand_dims", "convert_element_type")
 
 
 def _is_view(eqn) -> bool:
     name = eqn.primitive.name
+    shape = getattr(getattr(eqn.invars[0], "aval", None), "shape", None) if eqn.invars else None
+    if name == "pad" and shape is not None:  # padding by nothing: XLA's simplifier removes it
+        return all(lo == hi == inner == 0 for lo, hi, inner in eqn.params.get("padding_config", ((1, 1, 1),)))
+    if name in ("reduce_sum", "reduce_max", "reduce_min") and shape is not None:  # over dims of size 1
+        return all(shape[a] == 1 for a in eqn.params.get("axes", (0,)))
+    if name == "broadcast_in_dim" and shape is not None:  # adding dims of size 1 only (x[None])
+        return math.prod(shape) == math.prod(eqn.outvars[0].aval.shape)
+    if name == "transpose":  # one that moves only dims of size 1 is a bitcast in XLA
+        perm = eqn.params.get("permutation")
+        if shape is None or perm is None:
+            return False
+        moved = [d for d in perm if shape[d] != 1]
+        return moved == sorted(moved) and tuple(shape[-1:]) == tuple(shape[d] for d in perm[-1:])
     if name not in _VIEWS or not eqn.invars:
         return False
     src, dst = getattr(eqn.invars[0], "aval", None), getattr(eqn.outvars[0], "aval", None)
@@ -53,4 +73,40 @@ def operands_made_by_ops(closed_jaxpr) -> dict[int, list[bool]]:
         return [of(v) for v in jaxpr.outvars]
 
     visit(closed_jaxpr.jaxpr, [False] * len(closed_jaxpr.jaxpr.invars))
+    return result
+
+
+def outputs_read_by_ops(closed_jaxpr) -> dict[int, list[bool]]:
+    """{id(kernel eqn): [does an op of the program read output i after the kernel?]}. An output
+    the program returns, through views and calls only, is not read; one used inside a loop or
+    branch, or by another kernel, is (conservatively, as above)."""
+    result: dict[int, list[bool]] = {}
+
+    def visit(jaxpr, outs_read: list[bool]) -> list[bool]:
+        read: dict[int, bool] = {}
+
+        def mark(v, r: bool) -> None:
+            if not hasattr(v, "val"):
+                read[id(v)] = read.get(id(v), False) or r
+
+        for v, r in zip(jaxpr.outvars, outs_read):
+            mark(v, r)
+        for eqn in reversed(jaxpr.eqns):
+            outs = [read.get(id(v), False) for v in eqn.outvars]
+            if eqn.primitive.name in KERNEL_PRIMITIVES:
+                result[id(eqn)] = [a or b for a, b in zip(result.get(id(eqn), outs), outs)]  # any call site
+                ins = [True] * len(eqn.invars)
+            elif _is_view(eqn):
+                ins = [outs[0]]
+            elif (called := called_jaxpr(eqn)) is not None:
+                ins = visit(called[0], outs)
+            else:
+                for sub in sub_jaxprs(eqn.params):
+                    visit(sub, [True] * len(sub.outvars))
+                ins = [True] * len(eqn.invars)
+            for v, r in zip(eqn.invars, ins):
+                mark(v, r)
+        return [read.get(id(v), False) for v in jaxpr.invars]
+
+    visit(closed_jaxpr.jaxpr, [False] * len(closed_jaxpr.jaxpr.outvars))
     return result

@@ -18,7 +18,7 @@ from .evaluate import operand_values, pallas_occurrences
 from .body_dots import body_dots
 from .kernel_body import _Body, _bytes_of, _cost_estimate, _short_src, memory_space
 from .liveness import live_outputs
-from .operand_origins import operands_made_by_ops
+from .operand_origins import operands_made_by_ops, outputs_read_by_ops
 from .row_flow import straight_flows
 from .tracing import eqn_frame
 
@@ -270,11 +270,12 @@ def block_specs(closed_jaxpr) -> list[tuple[str, str | None, list[BlockSpecInfo]
 
 
 def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_interpret: bool = False,
-              made: list[bool] | None = None) -> FoundCall:
+              made: list[bool] | None = None, read_after: list[bool] | None = None) -> FoundCall:
     """One pallas_call equation as data. ``values``: the concrete values of its operands where
     the example inputs decide them (None per operand otherwise); ``live``: which outputs the
     program reads (all, when not known); ``made``: which operands the program computes before
-    the kernel (operand_origins; none when not known)."""
+    the kernel, ``read_after``: which outputs an op reads after it (operand_origins; none when
+    not known)."""
     from ..target import short_path
     from .mesh_kernels import body_pipelines
 
@@ -305,6 +306,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         operand = _operand(bm, pos, n_in, n_idx, arg_names, names + prefetch_names, names)
         operand.unused = operand.role == "output" and live is not None and not live[pos - n_in]
         operand.made_by_op = operand.role == "input" and bool(made) and made[n_dyn + n_idx + pos]  # type: ignore[index]
+        operand.read_by_op = operand.role == "output" and bool(read_after) and read_after[pos - n_in]  # type: ignore[index]
         operands.append(operand)
         maps.append(_index_map_callable(bm.index_map_jaxpr, prefetch, len(grid)))
     try:  # which input dims reach the outputs straight: padding read along them is harmless
@@ -380,7 +382,7 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
     except Exception:  # evaluation is best effort: without values the walk says what it cannot follow
         values = [None] * len(occurrences)
     live = live_outputs(closed_jaxpr)
-    made = operands_made_by_ops(closed_jaxpr)
+    made, read_after = operands_made_by_ops(closed_jaxpr), outputs_read_by_ops(closed_jaxpr)
     found: list[tuple[str, FoundCall | Exception]] = []
     for (_, eqn), operand_vals in zip(occurrences, values):
         name = str(eqn.params.get("name") or eqn.primitive.name)
@@ -388,7 +390,8 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
             if is_mesh_kernel(eqn):  # pl.kernel / core_map: a mesh of cores, no BlockSpecs
                 found.append((name, read_mesh_kernel(eqn, live.get(id(eqn)), forced_interpret)))
             else:
-                found.append((name, read_call(eqn, operand_vals, live.get(id(eqn)), forced_interpret, made.get(id(eqn)))))
+                found.append((name, read_call(eqn, operand_vals, live.get(id(eqn)), forced_interpret, made.get(id(eqn)),
+                                              read_after.get(id(eqn)))))
         except Exception as err:  # a kernel this jax version lays out differently: a finding, not a crash
             found.append((name, err))
     return found

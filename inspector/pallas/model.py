@@ -44,6 +44,7 @@ class BlockSpecInfo:
     resident: bool = False  # memory_space=VMEM given without a block: the whole array, copied in once
     revisit: str | None = None  # pl.Buffered(revisit=pl.RevisitMode.ANY): "any"; None for jax's default (immediate)
     made_by_op: bool = False  # an input the program computes before the kernel, not one of its arguments
+    read_by_op: bool = False  # an output an op of the program reads after the kernel, not only returned
     # an emit_pipeline's operand: the memory of the ref it windows ("vmem" or "smem": its blocks are
     # copied within the chip, no HBM traffic); None for a pallas_call's blocks, which come from HBM
     source_space: str | None = None

@@ -161,14 +161,32 @@ def _maybe_outside(op, info: PallasCall, chip: Chip, limit: int) -> bool:
     v5e, RWKV-7's (B, T, 1) reset input), and inputs the program computes just before the kernel
     (a fusion writes them into VMEM) or that XLA can copy there while work before the kernel
     writes at least half their size (tests/data/xla_placed.py; an argument handed to a kernel
-    that starts the program stays in HBM)."""
+    that starts the program stays in HBM), and outputs an op reads after the kernel (fused
+    recurrent GLA's, transposed and summed: `S(1)` on v5e; returned, they stay in HBM)."""
     whole = padded_bytes(list(op.array_shape), op.dtype)
     beside = chip.vmem_bytes is not None and whole <= chip.vmem_bytes - limit
     if not beside:
         return False
     if chip.vmem_operands or (bool(op.block_shape) and op.block_shape[-1] == 1):
         return True
+    if op.role == "output":
+        return op.read_by_op
     return op.role == "input" and (op.made_by_op or 2 * info.work_before_bytes >= whole)
+
+
+def _most_outside(candidates: list[tuple[int, int]], room: int) -> int:
+    """The most block bytes XLA can take out of the scoped limit by placing whole operands in VMEM:
+    those it places must fit beside the scoped region together (fused recurrent GLA's four 32 MiB
+    operands, each of which fits beside v5e's 16 MiB scoped limit, all stayed in it: refused at
+    64 MiB). ``candidates``: (whole operand, its blocks) per operand it may place."""
+    if len(candidates) > 12:  # too many to try every choice: any of them may be outside
+        return sum(blocks for _, blocks in candidates)
+    best = 0
+    for chosen in range(1 << len(candidates)):
+        picked = [c for k, c in enumerate(candidates) if chosen >> k & 1]
+        if sum(whole for whole, _ in picked) <= room:
+            best = max(best, sum(blocks for _, blocks in picked))
+    return best
 
 
 def sparse_core_budget(info: PallasCall, chip: Chip) -> VmemBudget | None:
@@ -198,6 +216,7 @@ def sparse_core_budget(info: PallasCall, chip: Chip) -> VmemBudget | None:
 
 def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     items, smem = [], info.prefetch_bytes
+    candidates: list[tuple[int, int]] = []  # (whole operand, its blocks) of operands XLA may place in VMEM
     limit, source = _scoped_limit(info, chip)
     grid = per_core_grid(info, chip)
     steps = None if None in grid else math.prod(grid)  # type: ignore[arg-type]  # no None (checked)
@@ -209,8 +228,10 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
             continue  # memory_space=ANY stays in HBM: the kernel copies what it needs itself
         block = [b or 1 for b in op.block_shape]
         each, buffers = padded_bytes(block, op.dtype), op.buffers(steps, grid)
-        items.append(VmemItem(op.operand, block, op.dtype, each, buffers,
-                              maybe_outside=_maybe_outside(op, info, chip, limit)))
+        outside = _maybe_outside(op, info, chip, limit)
+        items.append(VmemItem(op.operand, block, op.dtype, each, buffers, maybe_outside=outside))
+        if outside:
+            candidates.append((padded_bytes(list(op.array_shape), op.dtype), each * buffers))
     for i, s in enumerate(info.scratch):
         what = f"run_scoped buffer {i}" if s.scoped else f"scratch {i}"
         if s.memory_space == "vmem" and s.shape:
@@ -251,7 +272,7 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
                 "overstate when scopes follow each other; register spills and compiler temporaries come on top")
     return VmemBudget(chip.name, info.name, "VMEM", items, total, limit, source, chip.vmem_bytes, smem,
                       fits, limit - total, growth, note, body,
-                      outside_bytes=sum(i.bytes for i in items if i.maybe_outside), held_bytes=min(held, body),
+                      outside_bytes=_most_outside(candidates, (chip.vmem_bytes or limit) - limit), held_bytes=min(held, body),
                       body_unrolled=body == unrolled > 0, unfollowed=info.vmem_unfollowed,
                       in_ref_matmul_bytes=info.in_ref_bytes if in_ref_matmul else 0)
 

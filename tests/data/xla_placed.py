@@ -5,6 +5,7 @@ kernel starts, outside its scoped limit, or may not: the estimate's unsure term 
 16 MiB when x is not buffered. libtpu 0.0.42.1 on v5e, per kernel below."""
 
 import jax
+import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
@@ -40,9 +41,24 @@ def copied_meanwhile(x, z, *, block=512):
     return _kernel(x, z * 3, block)
 
 
+def through_views(x, z, *, block=512):
+    """x padded by nothing, the output reduced over a new axis of size 1 and transposed over it:
+    what XLA makes bitcasts, so as ``argument`` (refused, 32 MiB)."""
+    out = _kernel(jnp.pad(x, ((0, 0), (0, 0))), z, block)
+    return jnp.transpose(jnp.max(out[None], axis=0)[None], (1, 0, 2))
+
+
+def read_after(x, z, *, block=512):
+    """x an argument, the kernel's output doubled after it: XLA can write the output into VMEM
+    for the fusion that reads it next."""
+    return _kernel(x, z, block) * 2
+
+
 INSPECT = {
     "argument": {"args": "bf16[1024,8192] f32[1024,2048]"},
     "computed": {"args": "bf16[1024,8192] f32[1024,2048]"},
     "copied_meanwhile": {"args": "bf16[1024,8192] f32[1024,2048]"},
+    "through_views": {"args": "bf16[1024,8192] f32[1024,2048]"},
+    "read_after": {"args": "bf16[1024,8192] f32[1024,2048]"},
 }
 
