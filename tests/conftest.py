@@ -1,6 +1,7 @@
 """Shared set-up: a quiet jax, a private compile cache, and helpers to run the CLI."""
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -90,6 +91,86 @@ def assert_entry_clean(spec: str, chip: str, views) -> None:
         json.dumps(r.to_dict(texts=("jaxpr", "stablehlo", "hlo", "mosaic")), default=str)
     else:
         assert len(r.stages.mosaic) >= 1
+
+
+class HeldOut:
+    """A held-out round's vendored kernels (tests/data/<folder>/): one entry per INSPECT name."""
+
+    def __init__(self, folder: str):
+        from inspector.target import load_module
+
+        self.corpus = DATA / folder
+        self.files = sorted(self.corpus.glob("*.py"))
+        self.entries = [f"{path.relative_to(ROOT)}:{name}" for path in self.files
+                        for name in load_module(str(path)).INSPECT]
+        self.names = {spec.rsplit(":", 1)[1]: spec for spec in self.entries}
+
+    def params(self, marks: dict | None = None) -> list:
+        return [pytest.param(spec, id=spec.rsplit(":", 1)[1], marks=(marks or {}).get(spec.rsplit(":", 1)[1], ()))
+                for spec in self.entries]
+
+    def assert_vendored(self, files: int, entries: int, source: str = "https://github.com/") -> None:
+        """So many files and entries, each file naming its source (a link at a commit) and its
+        Apache licence up top."""
+        assert (len(self.files), len(self.entries)) == (files, entries)
+        for path in self.files:
+            head = path.read_text()[:1500]
+            assert source in head and "/blob/" in head and "Apache" in head, path.name
+
+
+TRUTH_KINDS = ("agree", "undecided", "short", "false error")
+
+
+def estimate_against_truth(name: str) -> list[tuple[dict, bool | None, int]]:
+    """Each VMEM row of tests/data/<name> (libtpu's verdicts) beside the estimate's verdict on its
+    chip, as `check --estimate-only` gives it (one CPU trace per kernel and params, no compile), and
+    the tightest limit among its kernels. Rows whose compile failed for another reason than VMEM
+    say nothing about the estimate and are left out."""
+    import dataclasses
+    import json
+    from importlib import metadata
+
+    from inspector.backends import Backend
+    from inspector.chips import get_chip
+    from inspector.pallas.discovery import find_pallas_calls
+    from inspector.pallas.vmem import budget, estimate_fits
+    from inspector.stages import capture
+    from inspector.target import load_target
+
+    truth = json.loads((DATA / name).read_text())
+    assert truth["libtpu"] == metadata.version("libtpu"), f"{name} was made with another libtpu: compile the rows again"
+    calls: dict = {}
+    found = []
+    for r in truth["rows"]:
+        if not (r["compiler_fits"] or "VMEM" in (r["compiler_message"] or "")):
+            continue
+        key = (r["target"], r["args"], json.dumps(r["params"], sort_keys=True))
+        if key not in calls:
+            base = load_target(r["target"], args=r["args"])
+            target = dataclasses.replace(base, params=dict(base.params, **(r["params"] or {})))
+            calls[key] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
+        budgets = [b for c in calls[key] if (b := budget(c.info, get_chip(r["chip"])))]
+        found.append((r, estimate_fits(budgets) if budgets else True, min((b.limit_bytes for b in budgets), default=0)))
+    return found
+
+
+def truth_kind(estimate: bool | None, libtpu_fits: bool) -> str:
+    """One of TRUTH_KINDS: the estimate agrees, cannot decide, says "fits" where libtpu runs out
+    (short), or "does not fit" where libtpu fits (a false error)."""
+    return ("agree" if estimate == libtpu_fits else "undecided" if estimate is None else
+            "short" if estimate else "false error")
+
+
+@functools.lru_cache(maxsize=None)
+def truth_outcome(name: str) -> tuple[list[dict], dict[str, list]]:
+    """The VMEM rows of tests/data/<name>, and per TRUTH_KINDS the rows of that kind as
+    (kernel, args, params, chip)."""
+    found = estimate_against_truth(name)
+    outcome: dict[str, list] = {kind: [] for kind in TRUTH_KINDS}
+    for r, estimate, _ in found:
+        outcome[truth_kind(estimate, r["compiler_fits"])].append(
+            (r["target"].rsplit(":", 1)[1], r["args"], r["params"], r["chip"]))
+    return [r for r, _, _ in found], outcome
 
 
 def lines_of_function(path: str, name: str) -> range:

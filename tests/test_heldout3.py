@@ -14,19 +14,14 @@ import json
 
 import pytest
 
-from conftest import DATA, assert_entry_clean, errors, render, shared_report
-from inspector.backends import Backend
+from conftest import DATA, HeldOut, assert_entry_clean, errors, estimate_against_truth, render, shared_report
 from inspector.chips import get_chip
 from inspector.pallas.check import run_check
-from inspector.stages import capture
-from inspector.target import load_module, load_target
+from inspector.target import load_target
 from inspector.view_table import SHOW_VIEWS as VIEWS
 from inspector.views.printer import make_console
 
-CORPUS = DATA / "heldout3"
-ENTRIES = [(f"{path.relative_to(DATA.parent.parent)}:{name}")
-           for path in sorted(CORPUS.glob("*.py")) for name in load_module(str(path)).INSPECT]
-NAMES = {spec.rsplit(":", 1)[1]: spec for spec in ENTRIES}
+ROUND = HeldOut("heldout3")
 CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
 # The one TPU each entry's views and real compile use: the SparseCore kernel needs a chip with
 # 16-lane SparseCores (v5e has none; on v6e's 8 lanes its reduce group of 8 leaves no output rows).
@@ -40,31 +35,22 @@ LOWERING_ERRORS = {"fused_topk_gating": ("mosaic-unimplemented", "top_k")}
 # kernel (documented limitations). The SparseCore one asks get_tpu_info() for SparseCores while
 # tracing: on the CPU it is traced simulating a chip that has them (simulated-chip).
 NOT_INTERPRETABLE = {"ragged_mha", "gather_reduce"}
-def entries(marks: dict | None = None) -> list:
-    return [pytest.param(spec, id=spec.rsplit(":", 1)[1], marks=(marks or {}).get(spec.rsplit(":", 1)[1], ()))
-            for spec in ENTRIES]
-
-
 def report(spec: str, chip: str):
     return shared_report(spec, chip)
 
 
 def test_corpus_is_what_the_notes_say():
     """Twelve kernels (thirteen entries) from four sources, each with its licence and source."""
-    files = sorted(CORPUS.glob("*.py"))
-    assert len(files) == 12 and len(ENTRIES) == 13
-    for path in files:
-        head = path.read_text()[:1500]
-        assert "https://github.com/" in head and "Apache" in head, path.name
+    ROUND.assert_vendored(files=12, entries=13)
 
 
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_every_view_on_cpu(spec):
     assert_entry_clean(spec, "cpu", VIEWS)
 
 
 @pytest.mark.tpu
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_every_view_on_one_tpu(spec):
     name = spec.rsplit(":", 1)[1]
     r = report(spec, TPU_OF.get(name, "tpu-v5e"))
@@ -79,7 +65,7 @@ def test_every_view_on_one_tpu(spec):
 
 @pytest.mark.tpu
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_check_agrees_with_libtpu(spec):
     """The estimate on three generations, libtpu's compile on the entry's chip: no error finding,
     and never "does not fit" where libtpu fits (an undecided estimate is allowed)."""
@@ -101,7 +87,7 @@ def test_check_agrees_with_libtpu(spec):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_diff_in_interpret_mode(spec):
     from inspector.run import run_diff
 
@@ -139,7 +125,7 @@ def test_collectives_view_names_pallas_remote_dmas():
 def test_ring_all_gather_collectives_on_a_slice():
     """MaxText's ring all-gather over the four chips of a v5e:2x2: six 64 KiB remote copies per
     device (three ring steps in two directions), shown by the pallas and collectives views."""
-    r = report(NAMES["ring_gather"], "tpu-v5e:2x2")
+    r = report(ROUND.names["ring_gather"], "tpu-v5e:2x2")
     assert r.stages.compile_error is None and errors(r.findings) == []
     remote = [d for d in r.pallas[0].call.dmas if d.remote]
     assert len(remote) == 6 and {d.bytes for d in remote} == {64 * 1024}
@@ -157,7 +143,7 @@ def test_a_kernel_simulated_to_zero_cycles_keeps_its_roofline():
     estimate is the roofline, marked so, with a finding, never "0 ns"."""
     from inspector.libtpu import LIBTPU, ROOFLINE, estimate_times
 
-    target = load_target(NAMES["fused_mlp"])
+    target = load_target(ROUND.names["fused_mlp"])
     v6e = estimate_times(target, get_chip("tpu-v6e"), use_cache=False)
     kernel = v6e.kernel("fused_mlp.1")
     assert kernel.estimate_source == ROOFLINE and kernel.estimated_seconds == kernel.roofline_seconds > 0
@@ -181,7 +167,7 @@ def test_a_kernel_that_raises_for_one_chip_is_that_chips_finding(run_cli):
     error on v6e (its default grouping gives a zero-sized dimension there): each is that chip's
     error finding, and TPU7x, where it traces, still gets its verdict. Raising on every chip is
     the code's error, one line as before."""
-    spec = NAMES["gather_reduce"]
+    spec = ROUND.names["gather_reduce"]
     result = run_check(load_target(spec), [get_chip(c) for c in CHECK_CHIPS], estimate_only=True)
     by_code = {f.code: f for f in result.findings if f.severity == "error"}
     assert set(by_code) == {"no-sparse-core", "raised-for-chip"}
@@ -213,46 +199,14 @@ UNDECIDED_FITS_HELD_OUT = 18
 UNDECIDED_REFUSES_HELD_OUT = 8
 
 
-def _heldout_estimates(spec: str, args: str | None, params: dict) -> dict[str, tuple[bool | None, int]]:
-    """The static verdict per chip for one held-out row's kernel and params, and the tightest
-    limit among its kernels: one trace on the CPU, a budget per chip (as `check --estimate-only`)."""
-    import dataclasses
-
-    from inspector.pallas.discovery import find_pallas_calls
-    from inspector.pallas.vmem import budget, estimate_fits
-
-    base = load_target(spec, args=args)
-    target = dataclasses.replace(base, params=dict(base.params, **params))
-    calls = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
-    verdicts = {}
-    for chip in CHECK_CHIPS:
-        budgets = [b for c in calls if (b := budget(c.info, get_chip(chip)))]
-        verdicts[chip] = (estimate_fits(budgets) if budgets else True, min((b.limit_bytes for b in budgets), default=0))
-    return verdicts
-
-
-_HELDOUT_OUTCOME: dict = {}
-
-
 def heldout_outcome() -> tuple[list[dict], dict[str, list], int]:
     """The VMEM rows of the held-out truth, each classified by the estimate recomputed now (agree,
     undecided by libtpu's verdict, short, false does-not-fit), and how many lie near a limit."""
-    if _HELDOUT_OUTCOME:
-        return _HELDOUT_OUTCOME["rows"], _HELDOUT_OUTCOME["outcome"], _HELDOUT_OUTCOME["near"]
-    truth = json.loads(HELDOUT_TRUTH.read_text())
-    from importlib import metadata
-    assert truth["libtpu"] == metadata.version("libtpu"), "regenerate with make_vmem_truth.py --heldout"
-    # rows whose compile failed for another reason than VMEM say nothing about the estimate
-    rows = [r for r in truth["rows"] if r["compiler_fits"] or "VMEM" in (r["compiler_message"] or "")]
-    verdicts: dict = {}
+    found = estimate_against_truth(HELDOUT_TRUTH.name)
     outcome: dict[str, list] = {"agree": [], "undecided, libtpu fits": [], "undecided, libtpu refuses": [],
                                 "short": [], "false does-not-fit": []}
     near = 0
-    for r in rows:
-        key = (r["target"], r["args"], json.dumps(r["params"], sort_keys=True))
-        if key not in verdicts:
-            verdicts[key] = _heldout_estimates(r["target"], r["args"], r["params"])
-        estimate, limit = verdicts[key][r["chip"]]
+    for r, estimate, limit in found:
         row = (r["target"].rsplit(":", 1)[1], r["params"], r["chip"])
         if estimate == r["compiler_fits"]:
             outcome["agree"].append(row)
@@ -261,8 +215,7 @@ def heldout_outcome() -> tuple[list[dict], dict[str, list], int]:
         else:
             outcome["short" if estimate else "false does-not-fit"].append(row)
         near += bool(r["compiler_bytes"] and 0.75 * limit <= r["compiler_bytes"] <= 1.5 * limit)
-    _HELDOUT_OUTCOME.update(rows=rows, outcome=outcome, near=near)
-    return rows, outcome, near
+    return [r for r, _, _ in found], outcome, near
 
 
 @pytest.mark.slow

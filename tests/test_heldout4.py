@@ -12,45 +12,34 @@ import json
 
 import pytest
 
-from conftest import DATA, assert_entry_clean, errors
-from inspector.backends import Backend
+from conftest import HeldOut, assert_entry_clean, errors, truth_outcome
 from inspector.chips import get_chip
 from inspector.pallas.check import run_check
-from inspector.stages import capture
-from inspector.target import load_module, load_target
+from inspector.target import load_target
 from inspector.view_table import SHOW_VIEWS as VIEWS
 
-CORPUS = DATA / "heldout4"
-ENTRIES = [(f"{path.relative_to(DATA.parent.parent)}:{name}")
-           for path in sorted(CORPUS.glob("*.py")) for name in load_module(str(path)).INSPECT]
-NAMES = {spec.rsplit(":", 1)[1]: spec for spec in ENTRIES}
+ROUND = HeldOut("heldout4")
 CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
-def entries() -> list:
-    return [pytest.param(spec, id=spec.rsplit(":", 1)[1]) for spec in ENTRIES]
 
 
 def test_corpus_is_what_the_notes_say():
     """Four kernels from two sources, each with its licence and its source at a commit."""
-    files = sorted(CORPUS.glob("*.py"))
-    assert len(files) == 4 and len(ENTRIES) == 4
-    for path in files:
-        head = path.read_text()[:1500]
-        assert "https://github.com/" in head and "/blob/" in head and "Apache" in head, path.name
+    ROUND.assert_vendored(files=4, entries=4)
 
 
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_every_view_on_cpu(spec):
     assert_entry_clean(spec, "cpu", VIEWS)
 
 
 @pytest.mark.tpu
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_every_view_on_one_tpu(spec):
     assert_entry_clean(spec, "tpu-v5e", VIEWS)
 
 
 @pytest.mark.tpu
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_check_agrees_with_libtpu(spec):
     """At INSPECT's small shapes every entry fits everywhere: the estimate says so on three
     generations and libtpu's compile on v5e agrees."""
@@ -66,7 +55,7 @@ def test_check_agrees_with_libtpu(spec):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_diff_in_interpret_mode(spec):
     from inspector.run import run_diff
 
@@ -76,7 +65,7 @@ def test_diff_in_interpret_mode(spec):
 
 
 def test_export_writes_the_graph_and_the_report(cli, tmp_path):
-    spec = NAMES["pallas_qk_softmax"]
+    spec = ROUND.names["pallas_qk_softmax"]
     code, out, err = cli("export", spec, "--svg", str(tmp_path / "g.svg"), "--json", str(tmp_path / "r.json"))
     assert code == 0, err
     assert (tmp_path / "g.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
@@ -89,7 +78,7 @@ def test_two_groups_are_a_tiling_error_as_libtpu_says():
     second-to-last dim is neither a multiple of 8 nor G, which Mosaic refuses on every chip
     (measured: COMPILE ERROR, mosaic-layout, on v5e, v6e and TPU7x). The estimate says so
     without libtpu's compile (it traces for v5e)."""
-    spec = NAMES["ssd_intra_chunk_pallas_tpu"]
+    spec = ROUND.names["ssd_intra_chunk_pallas_tpu"]
     args = "f32[2,512] f32[2,512] f32[2,512,128] f32[2,512,128] f32[2,512,256]"
     result = run_check(load_target(spec, args=args), [get_chip("tpu-v5e")], estimate_only=True)
     tiling = [f for f in result.findings if f.severity == "error" and f.code == "tiling"]
@@ -103,27 +92,7 @@ def test_the_estimate_against_libtpu_across_the_limits():
     "fits" where libtpu runs out: the body builds several values the size of its largest at once
     (Levanter's cross-entropy logits and their exponentials; SSD's decay mask and scores), and the
     estimate counts one. Held at that, so a change that does worse fails here."""
-    import dataclasses
-    from importlib import metadata
-
-    from inspector.pallas.discovery import find_pallas_calls
-    from inspector.pallas.vmem import budget, estimate_fits
-
-    truth = json.loads((DATA / "vmem_truth_heldout4.json").read_text())
-    assert truth["libtpu"] == metadata.version("libtpu"), "made with another libtpu: compile the rows again"
-    rows = [r for r in truth["rows"] if r["compiler_fits"] or "VMEM" in (r["compiler_message"] or "")]
-    calls: dict = {}
-    outcome: dict = {"agree": [], "undecided": [], "short": [], "false error": []}
-    for r in rows:
-        key = (r["target"], r["args"], json.dumps(r["params"], sort_keys=True))
-        if key not in calls:
-            base = load_target(r["target"], args=r["args"])
-            target = dataclasses.replace(base, params=dict(base.params, **r["params"]))
-            calls[key] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
-        estimate = estimate_fits([b for c in calls[key] if (b := budget(c.info, get_chip(r["chip"])))])
-        kind = ("agree" if estimate == r["compiler_fits"] else "undecided" if estimate is None else
-                "short" if estimate else "false error")
-        outcome[kind].append((r["target"].rsplit(":", 1)[1], r["args"], r["params"], r["chip"]))
+    rows, outcome = truth_outcome("vmem_truth_heldout4.json")
     assert len(rows) == 102 and outcome["false error"] == []
     assert len(outcome["agree"]) >= 79 and len(outcome["short"]) <= 2, outcome["short"]
     assert {name for name, *_ in outcome["short"]} <= {"linear_softmax_cross_entropy_loss_fwd_pallas_mosaic_tpu",

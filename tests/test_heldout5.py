@@ -21,16 +21,13 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import DATA, assert_entry_clean, errors, shared_report
+from conftest import HeldOut, assert_entry_clean, errors, shared_report
 from inspector.chips import get_chip
 from inspector.pallas.check import run_check
-from inspector.target import load_module, load_target
+from inspector.target import load_target
 from inspector.view_table import SHOW_VIEWS as VIEWS
 
-CORPUS = DATA / "heldout5"
-ENTRIES = [(f"{path.relative_to(DATA.parent.parent)}:{name}")
-           for path in sorted(CORPUS.glob("*.py")) for name in load_module(str(path)).INSPECT]
-NAMES = {spec.rsplit(":", 1)[1]: spec for spec in ENTRIES}
+ROUND = HeldOut("heldout5")
 CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
 # A kernel with a real DMA race (the writeback of a state buffer still in flight when the next
 # prefetch into that buffer starts): diff must say so, confirmed by running the DMAs both ways.
@@ -39,26 +36,19 @@ RACES = {"gdn_decode"}
 NOT_INTERPRETABLE = {"proj_and_save_state_rows"}
 
 
-def entries() -> list:
-    return [pytest.param(spec, id=spec.rsplit(":", 1)[1]) for spec in ENTRIES]
-
 
 def test_corpus_is_what_the_notes_say():
     """Four kernels (seven entries) from tpu-inference, each with its licence and its source at a commit."""
-    files = sorted(CORPUS.glob("*.py"))
-    assert len(files) == 4 and len(ENTRIES) == 7
-    for path in files:
-        head = path.read_text()[:1500]
-        assert "https://github.com/vllm-project/tpu-inference/blob/" in head and "Apache" in head, path.name
+    ROUND.assert_vendored(files=4, entries=7, source="https://github.com/vllm-project/tpu-inference/blob/")
 
 
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_every_view_on_cpu(spec):
     assert_entry_clean(spec, "cpu", VIEWS)
 
 
 @pytest.mark.tpu
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_every_view_on_one_tpu(spec):
     assert_entry_clean(spec, "tpu-v5e", VIEWS)
 
@@ -68,7 +58,7 @@ def test_a_pipeline_over_the_calls_vmem_blocks_moves_nothing_from_hbm(name):
     """A (1, 2) grid of (8, 16384) bf16 activations, (128, 16384) int8 weights and (128, 128) f32
     scales, each block fetched once: 4.38 MiB from HBM. The body's pipeline copies 8192-wide slices
     of those blocks within VMEM (2 steps per grid step); the walk said 9 MiB before this round."""
-    [k] = shared_report(NAMES[name], "cpu").pallas
+    [k] = shared_report(ROUND.names[name], "cpu").pallas
     [pipeline] = k.pipelines
     assert pipeline.steps == 2 and pipeline.hbm_bytes_read == 0 and pipeline.onchip_bytes > 0
     assert k.walk.hbm_bytes_read == 8 * 16384 * 2 + 256 * 16384 + 128 * 256 * 4
@@ -82,7 +72,7 @@ def test_the_pipelines_blocks_and_the_copies_its_body_starts_are_both_traffic():
     tile late; 14 of 16 tokens have a slot) are HBM writes, counted at their most (every pl.when
     taken): 28 KiB really, at most 144 KiB. They were dropped as pipeline copies (16 KiB: the
     epilogue's only)."""
-    [k] = shared_report(NAMES["proj_and_save_state_rows"], "cpu").pallas
+    [k] = shared_report(ROUND.names["proj_and_save_state_rows"], "cpu").pallas
     [pipeline] = k.pipelines
     assert pipeline.steps == 4 and [o.transfers for o in pipeline.operands] == [4, 4, 1]
     assert k.walk.hbm_bytes_read == 4 * 2048 * 256 * 2 + 4 * 16 * 2048 * 2 + 16 * 4 + 4 * 256 * 4
@@ -91,7 +81,7 @@ def test_the_pipelines_blocks_and_the_copies_its_body_starts_are_both_traffic():
 
 
 def test_a_pipeline_whose_grid_the_kernel_computes_is_said_not_walked():
-    [k] = shared_report(NAMES["gdn_decode"], "cpu").pallas
+    [k] = shared_report(ROUND.names["gdn_decode"], "cpu").pallas
     assert k.pipelines == []
     [f] = [f for f in k.findings if f.code == "pipeline-not-walked"]
     assert f.severity == "info" and "computed inside the kernel" in f.message
@@ -102,7 +92,7 @@ def test_a_pipeline_given_its_allocations_is_said_not_walked(name):
     """emit_pipeline(...)(..., allocations=) under pl.with_scoped makes no scope of its own, and
     its CosSinRef gathers rows by position whatever its index map says: it went unseen (no walk,
     no finding); now an info says it is not walked, and its copies are the body's DMAs."""
-    [k] = shared_report(NAMES[name], "cpu").pallas
+    [k] = shared_report(ROUND.names[name], "cpu").pallas
     assert k.pipelines == []
     [f] = [f for f in k.findings if f.code == "pipeline-not-walked"]
     assert f.severity == "info" and "allocations=" in f.message
@@ -110,7 +100,7 @@ def test_a_pipeline_given_its_allocations_is_said_not_walked(name):
 
 
 @pytest.mark.tpu
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_the_estimate_on_three_generations_finds_no_error(spec):
     estimate = run_check(load_target(spec), [get_chip(c) for c in CHECK_CHIPS], estimate_only=True)
     assert errors(estimate.findings) == [] and estimate.ok
@@ -119,7 +109,7 @@ def test_the_estimate_on_three_generations_finds_no_error(spec):
 
 @pytest.mark.tpu
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_check_agrees_with_libtpu(spec):
     """libtpu's compile on v5e fits each entry, as the estimate says; no error finding."""
     target = load_target(spec)
@@ -132,7 +122,7 @@ def test_check_agrees_with_libtpu(spec):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_diff_in_interpret_mode(spec):
     from inspector.run import run_diff
 

@@ -16,54 +16,41 @@ estimate is held to here without compiling again.
 - tops' chunk_fwd_o: one chunk per step, the (K, V) state whole, two f32 matmuls."""
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
 
-from conftest import DATA, assert_entry_clean, errors
-from inspector.backends import Backend
+from conftest import HeldOut, assert_entry_clean, errors, truth_outcome
 from inspector.chips import get_chip
 from inspector.pallas.check import run_check
-from inspector.stages import capture
-from inspector.target import load_module, load_target
+from inspector.target import load_target
 from inspector.view_table import SHOW_VIEWS as VIEWS
 
-CORPUS = DATA / "heldout6"
-ENTRIES = [(f"{path.relative_to(DATA.parent.parent)}:{name}")
-           for path in sorted(CORPUS.glob("*.py")) for name in load_module(str(path)).INSPECT]
-NAMES = {spec.rsplit(":", 1)[1]: spec for spec in ENTRIES}
+ROUND = HeldOut("heldout6")
 CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
 # jax 0.10.2's interpreter cannot DMA through a reshaped ref (q.reshape(T, BK) on the kernel's refs).
 NOT_INTERPRETABLE = {"fused_recurrent_gla_fwd"}
 
 
-def entries() -> list:
-    return [pytest.param(spec, id=spec.rsplit(":", 1)[1]) for spec in ENTRIES]
-
 
 def test_corpus_is_what_the_notes_say():
     """Five kernels from two sources, each with its licence and its source at a commit."""
-    files = sorted(CORPUS.glob("*.py"))
-    assert len(files) == 4 and len(ENTRIES) == 5
-    for path in files:
-        head = path.read_text()[:1500]
-        assert "https://github.com/" in head and "/blob/" in head and "Apache" in head, path.name
+    ROUND.assert_vendored(files=4, entries=5)
 
 
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_every_view_on_cpu(spec):
     assert_entry_clean(spec, "cpu", VIEWS)
 
 
 @pytest.mark.tpu
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_every_view_on_one_tpu(spec):
     assert_entry_clean(spec, "tpu-v5e", VIEWS)
 
 
 @pytest.mark.tpu
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_the_estimate_on_three_generations_finds_no_error(spec):
     estimate = run_check(load_target(spec), [get_chip(c) for c in CHECK_CHIPS], estimate_only=True)
     assert errors(estimate.findings) == [] and estimate.ok
@@ -72,7 +59,7 @@ def test_the_estimate_on_three_generations_finds_no_error(spec):
 
 @pytest.mark.tpu
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_check_agrees_with_libtpu(spec):
     """libtpu's compile on v5e fits each entry at INSPECT's shape, as the estimate says."""
     target = load_target(spec)
@@ -83,7 +70,7 @@ def test_check_agrees_with_libtpu(spec):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", entries())
+@pytest.mark.parametrize("spec", ROUND.params())
 def test_diff_in_interpret_mode(spec):
     from inspector.run import run_diff
 
@@ -97,36 +84,11 @@ def test_diff_in_interpret_mode(spec):
 
 
 def test_export_writes_the_graph_and_the_report(cli, tmp_path):
-    spec = NAMES["chunk_gla_fwd_o"]
+    spec = ROUND.names["chunk_gla_fwd_o"]
     code, out, err = cli("export", spec, "--svg", str(tmp_path / "g.svg"), "--json", str(tmp_path / "r.json"))
     assert code == 0, err
     assert (tmp_path / "g.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
     assert json.loads((tmp_path / "r.json").read_text())["pallas"]
-
-
-def truth_outcome() -> tuple[list, dict]:
-    """Each VMEM row of the truth table beside the estimate's verdict on its chip (no compile)."""
-    from importlib import metadata
-
-    from inspector.pallas.discovery import find_pallas_calls
-    from inspector.pallas.vmem import budget, estimate_fits
-
-    truth = json.loads((DATA / "vmem_truth_heldout6.json").read_text())
-    assert truth["libtpu"] == metadata.version("libtpu"), "made with another libtpu: compile the rows again"
-    rows = [r for r in truth["rows"] if r["compiler_fits"] or "VMEM" in (r["compiler_message"] or "")]
-    calls: dict = {}
-    outcome: dict = {"agree": [], "undecided": [], "short": [], "false error": []}
-    for r in rows:
-        key = (r["target"], r["args"], json.dumps(r["params"], sort_keys=True))
-        if key not in calls:
-            base = load_target(r["target"], args=r["args"])
-            target = dataclasses.replace(base, params=dict(base.params, **r["params"]))
-            calls[key] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
-        estimate = estimate_fits([b for c in calls[key] if (b := budget(c.info, get_chip(r["chip"])))])
-        kind = ("agree" if estimate == r["compiler_fits"] else "undecided" if estimate is None else
-                "short" if estimate else "false error")
-        outcome[kind].append((r["target"].rsplit(":", 1)[1], r["args"], r["params"], r["chip"]))
-    return rows, outcome
 
 
 # The one row that said "does not fit" where libtpu fits (with the rules of e89f81a): tops' fused
@@ -146,7 +108,7 @@ KNOWN_SHORT = [("chunk_gla_fwd_o", "f32[1,2048,2,1024] f32[1,2048,2,1024] f32[1,
 
 
 def test_the_estimate_never_says_does_not_fit_where_libtpu_fits():
-    _, outcome = truth_outcome()
+    _, outcome = truth_outcome("vmem_truth_heldout6.json")
     assert outcome["false error"] == []
 
 
@@ -157,7 +119,7 @@ def test_the_estimate_against_libtpu_across_the_limits():
     (operands XLA may place whole in VMEM, or the body's largest value, decide them), the one
     "fits" left. Held at that, so that a change that does worse fails here; the known row may go,
     no row may join it."""
-    rows, outcome = truth_outcome()
+    rows, outcome = truth_outcome("vmem_truth_heldout6.json")
     assert len(rows) == 75 and sum(not r["compiler_fits"] for r in rows) >= 20
     assert outcome["false error"] == [], outcome["false error"]
     assert [row for row in outcome["short"] if row not in KNOWN_SHORT] == [], outcome["short"]

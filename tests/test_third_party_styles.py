@@ -5,12 +5,11 @@ import dataclasses
 
 import pytest
 
-from conftest import DATA
+from conftest import DATA, truth_outcome
 
 from inspector.backends import Backend
 from inspector.chips import get_chip
 from inspector.pallas.analysis import analyse_pallas
-from inspector.pallas.vmem import budget
 from inspector.stages import capture
 from inspector.target import load_target
 
@@ -203,27 +202,7 @@ def test_the_estimate_agrees_with_libtpu_on_these_styles():
     on every style at its INSPECT params on v4, v5e, v5p, v6e and TPU7x. Never a "does not fit"
     where libtpu fits, never a "fits" where it does not; undecided only where XLA's placement
     decides (TPU7x), at most one row in twenty."""
-    import json
-    from importlib import metadata
-
-    from inspector.chips import CHIPS
-    from inspector.pallas.discovery import find_pallas_calls
-    from inspector.pallas.vmem import estimate_fits
-
-    truth = json.loads((DATA / "vmem_truth_styles.json").read_text())
-    assert truth["libtpu"] == metadata.version("libtpu"), "regenerate with make_vmem_truth.py --styles"
-    rows = [r for r in truth["rows"] if r["compiler_fits"] or "VMEM" in (r["compiler_message"] or "")]
-    chips = {c.name: c for c in CHIPS if c.is_tpu}
-    verdicts, outcome = {}, {"agree": [], "undecided": [], "wrong": []}
-    for r in rows:
-        key = (r["target"], json.dumps(r["params"], sort_keys=True))
-        if key not in verdicts:
-            name = r["target"].rpartition(":")[2]
-            calls = find_pallas_calls(capture(target(name, **r["params"]), Backend(get_chip("cpu")), compile=False).program)
-            verdicts[key] = {c: estimate_fits([b for call in calls if (b := budget(call.info, chip))]) for c, chip in chips.items()}
-        estimate = verdicts[key][r["chip"]]
-        kind = "agree" if estimate == r["compiler_fits"] else "undecided" if estimate is None else "wrong"
-        outcome[kind].append((r["target"], r["params"], r["chip"]))
-    assert len(rows) >= 60 and outcome["wrong"] == [], outcome["wrong"]
+    rows, outcome = truth_outcome("vmem_truth_styles.json")
+    assert len(rows) >= 60 and outcome["short"] == outcome["false error"] == [], outcome
     assert len(outcome["agree"]) >= 0.95 * len(rows), outcome["undecided"]
-    assert all(chip == "tpu-7x" for _, _, chip in outcome["undecided"])
+    assert all(chip == "tpu-7x" for *_, chip in outcome["undecided"])
