@@ -32,7 +32,6 @@ CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
 NOT_INTERPRETABLE = {"fused_recurrent_gla_fwd"}
 
 
-
 def test_corpus_is_what_the_notes_say():
     """Five kernels from two sources, each with its licence and its source at a commit."""
     ROUND.assert_vendored(files=4, entries=5)
