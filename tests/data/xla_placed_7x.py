@@ -7,7 +7,6 @@ block index 0 where ``const``); the output is the sum of the inputs, in the same
 Measured with libtpu 0.0.42.1 (tests/test_xla_placed_7x.py, BENCHMARKS.md)."""
 
 import jax
-import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
