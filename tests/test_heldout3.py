@@ -184,19 +184,17 @@ def test_a_kernel_that_raises_for_one_chip_is_that_chips_finding(run_cli):
 # --------------------------------------------------------------- a held-out measurement of the estimate
 
 HELDOUT_TRUTH = DATA / "vmem_truth_heldout.json"
-# What was measured on 2026-12-02 (BENCHMARKS.md, "Values built in their ref, and the margin"): of
-# the 147 rows about VMEM, 120 agree, 18 undecided where libtpu fits, 8 undecided where it refuses,
-# and none where the estimate says "does not fit" and libtpu fits. The rows where the estimate says
-# "fits" and libtpu runs out, each explained in BENCHMARKS.md: a fix removes a row from this list
-# (and the test then asks for the list to shrink), a new one fails the test.
-# "fits" where libtpu runs out: cross attention's twenty heads in VPU-sum mode keep more of their
-# straight-line matmul results than UNROLLED_DOT_SHARE (59.2 MiB estimated, 64.1 needed, of 64).
-KNOWN_SHORT = [
-    ("cross_attention_pallas", {"heads": 40, "block_q": 1024, "head_block": 20, "sum_mode": "vpu"}, "tpu-v5e"),
-]
-AGREE_HELD_OUT = 120
-UNDECIDED_FITS_HELD_OUT = 18
-UNDECIDED_REFUSES_HELD_OUT = 8
+# What was measured on 2026-12-02 (BENCHMARKS.md, "Values built in their ref, unrolled values, and
+# the margin", and "TPU7x's placement in the estimate"): of the 147 rows about VMEM, 119 agree, 19
+# undecided where libtpu fits, 9 undecided where it refuses, none where the estimate says "does not
+# fit" and libtpu fits, none where it says "fits" and libtpu runs out (cross attention's twenty heads
+# in VPU-sum mode on v5e were, until UNROLLED_DOT_SHARE left room for 0.8 of their matmul results).
+# A row where the estimate says "fits" and libtpu runs out would go here, explained in BENCHMARKS.md
+# (and the test then asks for the list to shrink with its fix); a new one fails the test.
+KNOWN_SHORT: list[tuple] = []
+AGREE_HELD_OUT = 119
+UNDECIDED_FITS_HELD_OUT = 19
+UNDECIDED_REFUSES_HELD_OUT = 9
 
 
 def heldout_outcome() -> tuple[list[dict], dict[str, list], int]:

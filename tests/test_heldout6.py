@@ -114,12 +114,12 @@ def test_the_estimate_never_says_does_not_fit_where_libtpu_fits():
 def test_the_estimate_against_libtpu_across_the_limits():
     """75 rows (25 shapes on three chips). Measured with the rules of e89f81a: 42 agree, 31
     undecided, one "fits" where libtpu runs out, one "does not fit" where libtpu fits; with the
-    output, bitcast and room rules it was fitted to (BENCHMARKS.md): 50 agree, 24 undecided
-    (operands XLA may place whole in VMEM, or the body's largest value, decide them), the one
-    "fits" left. Held at that, so that a change that does worse fails here; the known row may go,
+    output, bitcast and room rules it was fitted to, and TPU7x's placement (BENCHMARKS.md): 54
+    agree, 20 undecided (operands XLA may place whole in VMEM, or the body's largest value, decide
+    them), the one "fits" left. Held at that, so that a change that does worse fails here; the known row may go,
     no row may join it."""
     rows, outcome = truth_outcome("vmem_truth_heldout6.json")
     assert len(rows) == 75 and sum(not r["compiler_fits"] for r in rows) >= 20
     assert outcome["false error"] == [], outcome["false error"]
     assert [row for row in outcome["short"] if row not in KNOWN_SHORT] == [], outcome["short"]
-    assert len(outcome["agree"]) >= 50, {k: len(v) for k, v in outcome.items()}
+    assert len(outcome["agree"]) >= 54, {k: len(v) for k, v in outcome.items()}

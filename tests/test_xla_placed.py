@@ -73,11 +73,14 @@ def test_an_output_an_op_reads_next_is_unsure():
 def test_operands_xla_places_must_fit_beside_the_scoped_region_together():
     """Of four 32 MiB operands with 16 MiB of blocks each, at most three fit in v5e's 112 MiB
     beside its scoped 16: at least one's blocks stay in the limit (fused recurrent GLA's did)."""
-    from inspector.pallas.vmem import _most_outside
+    from inspector.pallas.vmem import _taken_out
 
-    assert _most_outside([(32 * MiB, 16 * MiB)] * 4, 112 * MiB) == 48 * MiB
-    assert _most_outside([(100 * MiB, 1 * MiB), (20 * MiB, 8 * MiB)], 110 * MiB) == 8 * MiB
-    assert _most_outside([], 112 * MiB) == 0
+    assert _taken_out([(32 * MiB, 16 * MiB)] * 4, 112 * MiB, False) == (0, 48 * MiB)
+    assert _taken_out([(100 * MiB, 1 * MiB), (20 * MiB, 8 * MiB)], 110 * MiB, False) == (0, 8 * MiB)
+    assert _taken_out([], 112 * MiB, False) == (0, 0)
+    # TPU7x places them all when they fit together, else a set nothing else fits beside
+    assert _taken_out([(8 * MiB, 4 * MiB)] * 2, 22 * MiB, True) == (8 * MiB, 8 * MiB)
+    assert _taken_out([(16 * MiB, 8 * MiB), (4 * MiB, 2 * MiB), (4 * MiB, 2 * MiB)], 22 * MiB, True) == (4 * MiB, 10 * MiB)
 
 
 @pytest.mark.tpu

@@ -23,6 +23,7 @@ from inspector.chips import get_chip
 from inspector.hlo.module import parse_hlo
 from inspector.pallas.analysis import compiler_scoped_vmem
 from inspector.pallas.discovery import find_pallas_calls
+from inspector.pallas.vmem import budget
 from inspector.stages import capture
 from inspector.target import load_target
 
@@ -59,50 +60,14 @@ def test_a_whole_block_at_a_constant_index_is_one_block_of_the_whole_array():
     assert list(x.block_shape) == [256, 1024] and list(y.block_shape) == list(y.array_shape) == [2048, 1024]
 
 
-ROOM_RESERVE = 10 * MiB  # VMEM - scoped limit - this is what XLA places in on TPU7x (measured below)
 
-
-def proposed_blocks_in_limit(info, chip) -> tuple[int, int]:
-    """The proposed TPU7x rule (not yet the estimate's): the fewest and most bytes of blocks and
-    scratch left in the scoped figure, given that XLA places inputs of any origin and outputs an op
-    reads after, within VMEM - scoped limit - 10 MiB together, all of them when they fit together,
-    else a maximal set (no other candidate fits beside it). Body values are not counted."""
-    import math
-
-    from inspector.pallas.vmem import _most_outside, _scoped_limit, padded_bytes, per_core_grid
-
-    limit, _ = _scoped_limit(info, chip)
-    room = chip.vmem_bytes - limit - ROOM_RESERVE
-    grid = per_core_grid(info, chip)
-    steps = None if None in grid else math.prod(grid)
-    kept, candidates = 0, []  # (whole operand, its blocks)
-    for op in info.operands:
-        whole = padded_bytes(list(op.array_shape), op.dtype)
-        if op.memory_space in ("any", "hbm"):  # no blocks, but XLA may place it and then it takes room
-            if op.role == "input" and whole <= room:
-                candidates.append((whole, 0))
-            continue
-        if op.memory_space != "vmem":
-            continue
-        blocks = padded_bytes([b or 1 for b in op.block_shape], op.dtype) * op.buffers(steps, grid)
-        if (op.role == "input" or op.read_by_op) and whole <= room:
-            candidates.append((whole, blocks))
-        else:
-            kept += blocks
-    kept += sum(padded_bytes(s.shape, s.dtype) for s in info.scratch if s.memory_space == "vmem" and s.shape)
-    blocks = sum(b for _, b in candidates)
-    if sum(w for w, _ in candidates) <= room:
-        return kept, kept
-    fewest_out = None
-    for chosen in range(1 << len(candidates)):
-        picked = [c for k, c in enumerate(candidates) if chosen >> k & 1]
-        used = sum(w for w, _ in picked)
-        maximal = used <= room and not any(used + w <= room for k, (w, _) in enumerate(candidates)
-                                           if not chosen >> k & 1)
-        if maximal:
-            out = sum(b for _, b in picked)
-            fewest_out = out if fewest_out is None else min(fewest_out, out)
-    return kept + blocks - _most_outside(candidates, room), kept + blocks - (fewest_out or 0)
+def blocks_in_limit(info, chip) -> tuple[int, int]:
+    """The fewest and most bytes of blocks and scratch the estimate leaves in the scoped figure
+    (its budget less the body's values): XLA places inputs of any origin and outputs an op reads
+    after, within VMEM - scoped limit - 10 MiB together, all of them when they fit together, else
+    a set nothing else fits beside."""
+    b = budget(info, chip)
+    return b.total_bytes - b.body_bytes - b.outside_bytes, b.total_bytes - b.body_bytes
 
 
 def placement(spec: str, args: str, chip: str, **params) -> tuple[list[int], bool, float, float]:
@@ -182,7 +147,7 @@ MEASURED = [
 
 @pytest.mark.parametrize("name, args, params, chip, vmem_in, vmem_out, used, offset",
                          [m for m in MEASURED if m[3] == "tpu-7x" and "qk_softmax" not in m[0]])
-def test_the_proposed_rule_holds_libtpus_figure_less_the_offset(name, args, params, chip, vmem_in, vmem_out, used,
+def test_the_rule_holds_libtpus_figure_less_the_offset(name, args, params, chip, vmem_in, vmem_out, used,
                                                                 offset):
     """The rule's range for the blocks left in the scoped figure holds what libtpu used (its figure
     less XLA's buffers below the region), and is a single figure where every candidate fits
@@ -190,16 +155,16 @@ def test_the_proposed_rule_holds_libtpus_figure_less_the_offset(name, args, para
     spec = f"{DATA}/{name}" if ":" in name else f"{KERNELS}:{name}"
     target = load_target(spec, args=args, params=params or None)
     [call] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
-    fewest, most = proposed_blocks_in_limit(call.info, get_chip(chip))
+    fewest, most = blocks_in_limit(call.info, get_chip(chip))
     assert fewest / MiB - 0.01 <= used - offset <= most / MiB + 0.01, (fewest / MiB, most / MiB)
 
 
-def test_the_proposed_rule_decides_linear_attention_at_16384():
+def test_the_rule_decides_linear_attention_at_16384():
     """Two of q, k, v (8 MiB each, 24 together of 22 of room) are placed, whichever: 16.06 MiB, fits."""
     target = load_target(f"{DATA}/third_party_styles.py:linear_attention_long",
                          args="bf16[2,16384,128] bf16[2,16384,128] bf16[2,16384,128]", params={"chunk": 16384})
     [call] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
-    fewest, most = proposed_blocks_in_limit(call.info, get_chip("tpu-7x"))
+    fewest, most = blocks_in_limit(call.info, get_chip("tpu-7x"))
     assert fewest == most and round(most / MiB, 2) == 16.06
 
 

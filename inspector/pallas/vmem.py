@@ -33,8 +33,11 @@ VREG_FILE_BYTES = 64 * 4096  # 64 vector registers of 8x128x32 bits
 HELD_DOT_SHARE = 0.6
 # Of the matmul results one stretch of straight-line code computes (an unrolled loop's trips each),
 # what "fits" must leave room for: libtpu kept 0.47-1.0x of them in the measured compiles that ran
-# out of VMEM (0.21-0.99x in those that fit; TPU7x left out).
-UNROLLED_DOT_SHARE = 0.6
+# out of VMEM (0.21-0.99x in those that fit). 0.8 is the least share, of 0.6 to 1.0 by tenths, at
+# which no compile measured says "fits" where libtpu runs out through them (cross attention's
+# heads on v5e needed 0.70, JAX's flash attention on TPU7x with its inputs placed more than 0.7;
+# BENCHMARKS.md, "TPU7x's placement in the estimate").
+UNROLLED_DOT_SHARE = 0.8
 # Of an unrolled loop without matmuls, its trips x its body's largest value, all of it, and certain:
 # sglang's biased top-k (an unrolled fori_loop carrying three (256, 2048) f32 arrays, 7 trips) needed
 # 1.18x, its held-out copy 1.01-1.03x on v5e and v6e, in every compile that ran out of VMEM.
@@ -84,6 +87,7 @@ class VmemBudget:
     note: str = "compiler temporaries come on top; small blocks can take less"
     body_bytes: int = 0  # of total_bytes: the largest value the kernel body builds, the estimate's unsure term
     outside_bytes: int = 0  # of total_bytes: blocks of operands XLA may place whole in VMEM (VmemItem.maybe_outside)
+    placed_bytes: int = 0  # not in total_bytes: the items' blocks XLA surely takes out by placing operands (TPU7x)
     # of body_bytes: what is counted as certain: a share of a kept matmul result (HELD_DOT_SHARE), or
     # all that an unrolled loop without matmuls builds (UNROLLED_VALUE_SHARE)
     held_bytes: int = 0
@@ -154,39 +158,51 @@ def per_core_grid(info: PallasCall, chip: Chip) -> list[int | None]:
     return grid
 
 
-def _maybe_outside(op, info: PallasCall, chip: Chip, limit: int) -> bool:
-    """Whether XLA may hand the kernel this operand whole in VMEM (measured, libtpu 0.0.42.1):
-    on TPU7x, operands that fit beside the scoped region (Chip.vmem_operands); on every chip,
-    operands one lane wide ((rows, 1) blocks: rowsum and log-sum-exp outputs came out in S(1) on
-    v5e, RWKV-7's (B, T, 1) reset input), and inputs the program computes just before the kernel
-    (a fusion writes them into VMEM) or that XLA can copy there while work before the kernel
-    writes at least half their size (tests/data/xla_placed.py; an argument handed to a kernel
-    that starts the program stays in HBM), and outputs an op reads after the kernel (fused
-    recurrent GLA's, transposed and summed: `S(1)` on v5e; returned, they stay in HBM)."""
+def _maybe_outside(op, info: PallasCall, chip: Chip, room: int) -> bool:
+    """Whether XLA may hand the kernel this operand whole in VMEM, beside the scoped region (in
+    ``room`` bytes; measured, libtpu 0.0.42.1): on TPU7x every input, whatever its origin, and
+    outputs an op reads after the kernel (Chip.vmem_operands; tests/data/xla_placed_7x.py); on
+    every chip, operands one lane wide ((rows, 1) blocks: rowsum and log-sum-exp outputs came out in
+    S(1) on v5e, RWKV-7's (B, T, 1) reset input), inputs the program computes just before the
+    kernel (a fusion writes them into VMEM) or that XLA can copy there while work before the kernel
+    writes at least half their size (tests/data/xla_placed.py; an argument handed to a kernel that
+    starts the program stays in HBM), and outputs an op reads after the kernel (fused recurrent
+    GLA's, transposed and summed: `S(1)` on v5e; returned, they stay in HBM)."""
     whole = padded_bytes(list(op.array_shape), op.dtype)
-    beside = chip.vmem_bytes is not None and whole <= chip.vmem_bytes - limit
-    if not beside:
+    if chip.vmem_bytes is None or whole > room:
         return False
-    if chip.vmem_operands or (bool(op.block_shape) and op.block_shape[-1] == 1):
+    if bool(op.block_shape) and op.block_shape[-1] == 1:
         return True
     if op.role == "output":
         return op.read_by_op
-    return op.role == "input" and (op.made_by_op or 2 * info.work_before_bytes >= whole)
+    return chip.vmem_operands or op.made_by_op or 2 * info.work_before_bytes >= whole
 
 
-def _most_outside(candidates: list[tuple[int, int]], room: int) -> int:
-    """The most block bytes XLA can take out of the scoped limit by placing whole operands in VMEM:
-    those it places must fit beside the scoped region together (fused recurrent GLA's four 32 MiB
-    operands, each of which fits beside v5e's 16 MiB scoped limit, all stayed in it: refused at
-    64 MiB). ``candidates``: (whole operand, its blocks) per operand it may place."""
+def _taken_out(candidates: list[tuple[int, int]], room: int, placed_when_fit: bool) -> tuple[int, int]:
+    """The fewest and the most block bytes XLA takes out of the scoped limit by placing whole
+    operands in VMEM. ``candidates``: (whole operand, its blocks) per operand it may place (blocks
+    0: an operand the kernel copies itself, which takes room all the same). What it places must fit
+    in ``room`` together: fused recurrent GLA's four 32 MiB operands, each of which fits beside v5e's
+    16 MiB scoped limit, all stayed in it (refused at 64 MiB). ``placed_when_fit`` (TPU7x): all of
+    them when they fit together, else as many as fit (a set nothing else fits beside; which one is
+    XLA's choice); elsewhere any set of them, none included."""
     if len(candidates) > 12:  # too many to try every choice: any of them may be outside
-        return sum(blocks for _, blocks in candidates)
-    best = 0
+        return 0, sum(blocks for _, blocks in candidates)
+    if placed_when_fit and sum(whole for whole, _ in candidates) <= room:
+        every = sum(blocks for _, blocks in candidates)
+        return every, every
+    fewest, most = None, 0
     for chosen in range(1 << len(candidates)):
         picked = [c for k, c in enumerate(candidates) if chosen >> k & 1]
-        if sum(whole for whole, _ in picked) <= room:
-            best = max(best, sum(blocks for _, blocks in picked))
-    return best
+        used = sum(whole for whole, _ in picked)
+        if used > room:
+            continue
+        out = sum(blocks for _, blocks in picked)
+        most = max(most, out)
+        if placed_when_fit and not any(used + whole <= room for k, (whole, _) in enumerate(candidates)
+                                       if not chosen >> k & 1):
+            fewest = out if fewest is None else min(fewest, out)
+    return fewest or 0, most
 
 
 def sparse_core_budget(info: PallasCall, chip: Chip) -> VmemBudget | None:
@@ -218,17 +234,21 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     items, smem = [], info.prefetch_bytes
     candidates: list[tuple[int, int]] = []  # (whole operand, its blocks) of operands XLA may place in VMEM
     limit, source = _scoped_limit(info, chip)
+    beside = (chip.vmem_bytes or limit) - limit - chip.vmem_operand_reserve_bytes  # where XLA can place operands
     grid = per_core_grid(info, chip)
     steps = None if None in grid else math.prod(grid)  # type: ignore[arg-type]  # no None (checked)
     for op in info.operands:
         if op.memory_space == "smem":
             smem += op.block_bytes
             continue
-        if op.memory_space != "vmem":
-            continue  # memory_space=ANY stays in HBM: the kernel copies what it needs itself
+        if op.memory_space != "vmem":  # memory_space=ANY: the kernel copies what it needs itself
+            whole = padded_bytes(list(op.array_shape), op.dtype)
+            if chip.vmem_operands and op.role == "input" and whole <= beside:  # TPU7x may place it: room taken
+                candidates.append((whole, 0))
+            continue
         block = [b or 1 for b in op.block_shape]
         each, buffers = padded_bytes(block, op.dtype), op.buffers(steps, grid)
-        outside = _maybe_outside(op, info, chip, limit)
+        outside = _maybe_outside(op, info, chip, beside)
         items.append(VmemItem(op.operand, block, op.dtype, each, buffers, maybe_outside=outside))
         if outside:
             candidates.append((padded_bytes(list(op.array_shape), op.dtype), each * buffers))
@@ -249,7 +269,8 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         items.append(VmemItem("values live together in straight-line code (matmul results, unrolled loops)", [], "", body, 1))
     elif body:
         items.append(VmemItem("kernel intermediate (largest value in the body)", [], "", body, 1))
-    total = sum(i.bytes for i in items)
+    placed, most_out = _taken_out(candidates, beside, chip.vmem_operands)
+    total = sum(i.bytes for i in items) - placed
     held = int(HELD_DOT_SHARE * info.held_dot_bytes) if info.held_dot_bytes > VREG_FILE_BYTES else 0
     if body == unrolled == values_live > dots_live:
         held = body
@@ -262,8 +283,11 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     # refused on v6e, fitted on TPU7x): only a compile decides those; an element-wise result
     # built in its output block leaves room (a copy kernel at exactly 32 MiB on v6e and TPU7x)
     room = limit - int(BODY_MARGIN * limit) if body else limit
-    fits = total < room if held or body == unrolled > 0 or in_ref_matmul else total <= room
-    pipelined = sum(i.bytes for i in items[:len([o for o in info.operands if o.memory_space == "vmem"])])  # blocks come first
+    # so does a total that operands XLA places take to the very limit (tops' chunk_fwd_h on TPU7x, k
+    # placed: 36 KiB over at exactly 32 MiB of blocks)
+    fits = total < room if held or body == unrolled > 0 or in_ref_matmul or placed else total <= room
+    # blocks come first; those XLA surely places take none of the limit whatever their size
+    pipelined = sum(i.bytes for i in items[:len([o for o in info.operands if o.memory_space == "vmem"])]) - placed
     fixed = total - pipelined
     growth = (limit - fixed) / pipelined if pipelined and limit > fixed else None
     note = VmemBudget.note
@@ -272,7 +296,7 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
                 "overstate when scopes follow each other; register spills and compiler temporaries come on top")
     return VmemBudget(chip.name, info.name, "VMEM", items, total, limit, source, chip.vmem_bytes, smem,
                       fits, limit - total, growth, note, body,
-                      outside_bytes=_most_outside(candidates, (chip.vmem_bytes or limit) - limit), held_bytes=min(held, body),
+                      outside_bytes=most_out - placed, placed_bytes=placed, held_bytes=min(held, body),
                       body_unrolled=body == unrolled > 0, unfollowed=info.vmem_unfollowed,
                       in_ref_matmul_bytes=info.in_ref_bytes if in_ref_matmul else 0)
 
