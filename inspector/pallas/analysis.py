@@ -142,9 +142,10 @@ def compiler_scoped_vmem(hlo: str) -> list[int]:
     """The scoped VMEM each Mosaic kernel of a compiled TPU program uses, as libtpu wrote it in the
     custom call's config (scan and cond bodies too). 0 for a config that names none: that says
     nothing about its VMEM (unknown, not 0 B)."""
+    from ..hlo.fusions import scoped_vmem_used
     from ..hlo.module import parse_hlo
 
-    return [sum(int(u.get("size", 0)) for u in (i.backend_config or {}).get("used_scoped_memory_configs", []))
+    return [scoped_vmem_used(i.backend_config) or 0
             for c in parse_hlo(hlo).computations.values() for i in c.instructions
             if i.opcode == "custom-call" and i.attr("custom_call_target") == "tpu_custom_call"]
 
