@@ -188,3 +188,18 @@ def test_the_compiler_figure_leaves_out_xlas_buffers_below_the_scoped_region():
     assert scoped_vmem_used(below) == 2 * MiB
     assert scoped_vmem_used({"used_scoped_memory_configs": [{"offset": "0", "size": str(5 * MiB)}]}) == 5 * MiB
     assert scoped_vmem_used({}) is None
+
+
+def test_a_total_placed_operands_take_to_the_very_limit_is_undecided_and_says_why():
+    """tops' chunk_fwd_h on TPU7x with k placed needed 36 KiB more than its 32 MiB of blocks."""
+    import dataclasses
+
+    from inspector.pallas.analysis import _budget_findings
+
+    info = info_of("argument", f32(8, 2))  # 2 x 8 MiB, both placed: 4 MiB of output blocks left
+    tpu7x = get_chip("tpu-7x")
+    b = budget(info, tpu7x)
+    assert b.placed_bytes == 4 * MiB and b.verdict == "fits"
+    at = budget(dataclasses.replace(info, vmem_limit_bytes=b.total_bytes), tpu7x)
+    [f] = _budget_findings(at, tpu7x)
+    assert at.verdict == "unsure" and "operands XLA places whole in VMEM" in f.message

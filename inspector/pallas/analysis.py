@@ -78,6 +78,9 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
         if b.in_ref_matmul_bytes and not unsure:
             unsure.append(f"a matmul result built in the ref it is stored into ({mib(b.in_ref_matmul_bytes)}), which "
                           "leaves the compiler no room at the very limit on some chips")
+        if b.placed_bytes and not unsure:
+            unsure.append(f"operands XLA places whole in VMEM (their {mib(b.placed_bytes)} of blocks out of the "
+                          "limit), which leave the compiler no room at the very limit")
         where = ("over" if b.total_bytes > b.limit_bytes else "at" if b.total_bytes == b.limit_bytes else
                  f"within {BODY_MARGIN:.0%} of")
         return found + [Finding("warning", "vmem-may-exceed",

@@ -43,9 +43,9 @@ UNROLLED_DOT_SHARE = 0.8
 # 1.18x, its held-out copy 1.01-1.03x on v5e and v6e, in every compile that ran out of VMEM.
 UNROLLED_VALUE_SHARE = 1.0
 # Of the limit, what a "fits" with values of the body counted leaves to the compiler's temporaries:
-# of the compiles whose estimate came within 2% of the limit with such values, three of four ran out
-# (cross attention at 62.8 of 64 MiB: 66.9 on v5e, 68.4 on TPU7x, 61.3 fit on v6e; SSD's intra-chunk
-# kernel at 15.7 of 16 MiB: 19.0); none further below the limit did but three (BENCHMARKS.md)
+# of the compiles whose estimate came within 2% of the limit with such values (UNROLLED_DOT_SHARE
+# then 0.6), three of four ran out: cross attention at 62.8 of 64 MiB (66.9 on v5e, 68.4 on TPU7x,
+# 61.3 fit on v6e), SSD's intra-chunk kernel at 15.7 of 16 MiB (19.0; BENCHMARKS.md)
 BODY_MARGIN = 0.02
 TRITON_DEFAULT_STAGES = 3
 
