@@ -73,6 +73,8 @@ class Chip:
     vmem_operands: bool = False
     # of the VMEM beside the scoped limit, what XLA keeps for itself when it places operands there
     vmem_operand_reserve_bytes: int = 0
+    # a kernel's f32 matmuls at HIGHEST precision keep their operands' bf16 parts in VMEM
+    splits_f32_matmuls: bool = False
     sources: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -96,11 +98,16 @@ MEASURED_RESERVE = ("measured: TPU7x places operands within VMEM - scoped limit 
                     "22.25 not at the default 32 MiB limit; 6 and 6.5 at 48; 32 placed at 16; "
                     "tests/test_xla_placed_7x.py); not measured on other chips (0)")
 
+MEASURED_F32_SPLIT = ("measured: tops' chunk_fwd_o (two f32 matmuls at HIGHEST precision) took 7.9, 15.2 and 32.7 "
+                      "MiB beyond its blocks and values on TPU7x at chunks of 256, 512 and 1024, 0.84-1.36x of 1.5x "
+                      "the matmuls' operands; v5e none (11.75 MiB where the estimate counts 28 at chunk 512); "
+                      "v6e's figure does not tell (21.91 MiB, some operands placed)")
+
 
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,
          device_kind, version, topologies, hbm_device, ici, links, ici_source, clock, clock_source,
          devices_per_chip=1, parallel_grid_cores=1, vmem_operands=False, reserve=0, sc_vmem=None,
-         sources=None) -> Chip:
+         splits_f32=False, sources=None) -> Chip:
     base = {
         "tensor_cores": CLOUD_TPU, "vmem_bytes": TPU_INFO, "smem_bytes": TPU_INFO, "hbm_bytes": TPU_INFO,
         "hbm_bytes_per_s": TPU_INFO, "bf16_flops": TPU_INFO, "int8_ops": TPU_INFO, "mxu": TPU_INFO,
@@ -110,7 +117,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
         "ici_bytes_per_s": ici_source, "ici_links": ici_source,
         "devices_per_chip": "probed: get_topology_desc('v4:2x2x1') and ('tpu7x:2x2x1') list 8 devices for 4 chips",
         "clock_hz": clock_source, "parallel_grid_cores": MEASURED_SPLIT, "vmem_operands": MEASURED_VMEM_OPERANDS,
-        "vmem_operand_reserve_bytes": MEASURED_RESERVE,
+        "vmem_operand_reserve_bytes": MEASURED_RESERVE, "splits_f32_matmuls": MEASURED_F32_SPLIT,
         "sparse_core_vmem_bytes": TPU_INFO + " (SparseCoreInfo.vmem_capacity_bytes; no SparseCore on v4 and v5e)",
     }
     base.update(sources or {})
@@ -120,7 +127,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
                 topologies=topologies, hbm_device_bytes=hbm_device, ici_bytes_per_s=ici, ici_links=links,
                 devices_per_chip=devices_per_chip, clock_hz=clock, parallel_grid_cores=parallel_grid_cores,
                 vmem_operands=vmem_operands, vmem_operand_reserve_bytes=reserve, sparse_core_vmem_bytes=sc_vmem,
-                sources=base)
+                splits_f32_matmuls=splits_f32, sources=base)
 
 
 def _gpu(name, description, *, bw, bf16, smem, hbm, source) -> Chip:
@@ -159,7 +166,7 @@ CHIPS: tuple[Chip, ...] = (
          vmem=64 * MiB, scoped=32 * MiB, hbm=206_000_000_000, bw=7.4e12, bf16=2310e12, int8=None, mxu=256,
          topology="tpu7x:2x2x1", device_kind="TPU7x", version="7x", topologies=_3D,
          hbm_device=round(94.75 * GiB), ici=1e11, links=6, devices_per_chip=2, vmem_operands=True, reserve=10 * MiB,
-         sc_vmem=512 * 1024,
+         sc_vmem=512 * 1024, splits_f32=True,
          ici_source="Google's Ironwood announcement: 1.2 TBps bidirectional ICI per chip; over 6 links (3D torus, an assumption) = 100 GB/s one way",
          clock=2.2e9, clock_source="derived: 2310e12 / (2 TensorCores x 4 x 256^2 x 2 flops) = 2.2 GHz, as on v6e; "
          + _DOT.format(pct=93) + " on one TensorCore",

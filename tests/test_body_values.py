@@ -143,3 +143,65 @@ def test_the_warning_says_why_a_total_under_or_at_the_limit_is_undecided():
     at = budget(info, V5E).total_bytes
     [f] = _budget_findings(budget(dataclasses.replace(info, vmem_limit_bytes=at), V5E), V5E)
     assert "a matmul result built in the ref it is stored into (2.00 MiB)" in f.message and ", at it" in f.message
+
+
+def test_what_is_certain_at_the_very_limit_leaves_no_room_for_the_body():
+    """Blocks (and the held share) that take the whole limit, with a value the body builds beyond
+    the registers: over, whether that value is held or not (five held-out compiles so, all ran
+    out: BENCHMARKS.md), and the error says what has no room."""
+    from inspector.pallas.analysis import _budget_findings
+
+    info, _ = traced("softmax_scores", "f32[512,128] f32[1024,128]")
+    b = budget(info, V5E)
+    at = dataclasses.replace(info, vmem_limit_bytes=b.certain_bytes)
+    b = budget(at, V5E)
+    assert b.certain_bytes == b.limit_bytes and b.verdict == "over"
+    [f] = _budget_findings(b, V5E)
+    rest = (b.body_bytes - b.held_bytes) / MiB
+    assert f.code == "vmem-over-limit" and f"with no room left for the {rest:.2f} MiB more" in f.message
+    # blocks alone at the very limit still fit (libtpu's figure matches them to the byte)
+    info, _ = traced("scaled", "f32[512,1024]")
+    assert budget(dataclasses.replace(info, vmem_limit_bytes=budget(info, V5E).total_bytes), V5E).verdict == "fits"
+
+
+def test_a_value_computed_element_wise_is_held_whole():
+    """exp(2x - max) over a (512, 2048) f32 block is 4 MiB no ref is built in and no matmul result
+    as large is held: certain, all of it (nine held-out compiles it decided all ran out), so a
+    limit below blocks + 4 MiB is "does not fit", and the error says what it counted. The body
+    computes several values of that size (2x, 2x - max, the exponentials): "fits" leaves room for
+    a second (libtpu kept up to 1.8 of them)."""
+    from inspector.pallas.analysis import _budget_findings
+
+    info, _ = traced("row_logsumexp", "f32[512,2048]")
+    assert info.computed_value_bytes == info.second_computed_bytes == 4 * MiB and info.held_dot_bytes == 0
+    b = budget(info, V5E)
+    assert b.held_bytes == 4 * MiB and b.body_bytes == 8 * MiB and b.certain_bytes == b.total_bytes - 4 * MiB
+    tight = budget(dataclasses.replace(info, vmem_limit_bytes=b.certain_bytes - MiB), V5E)
+    assert tight.verdict == "over"
+    [f] = _budget_findings(tight, V5E)
+    assert "4.00 MiB of it a value the body computes whole" in f.message
+    between = budget(dataclasses.replace(info, vmem_limit_bytes=b.certain_bytes + 2 * MiB), V5E)
+    assert between.verdict == "unsure"
+    [f] = _budget_findings(between, V5E)
+    assert "a second value of the size of the largest the body computes" in f.message and "(4.00 MiB)" in f.message
+
+
+def test_tpu7x_leaves_room_for_the_bf16_parts_of_highest_precision_f32_matmuls():
+    """An f32 (512, 1024) @ (1024, 1024) at HIGHEST precision: 1.5x its 6 MiB of operands as bf16
+    parts, unsure on TPU7x (tops' chunk_fwd_o needed 0.84-1.36x of that beyond its blocks), not
+    counted on v5e (which needed none)."""
+    info, _ = traced("highest_matmul", "f32[512,1024] f32[1024,1024]")
+    assert info.split_operand_bytes == 9 * MiB
+    seven = get_chip("tpu-7x")
+    b = budget(info, seven)
+    assert [size for _, size in b.room_for] == [9 * MiB] and b.certain_bytes == b.total_bytes - b.body_bytes
+    assert budget(info, V5E).room_for == []
+    assert budget(dataclasses.replace(info, vmem_limit_bytes=b.total_bytes - MiB), seven).verdict == "unsure"
+
+
+def test_a_concatenation_and_its_cast_are_their_parts():
+    """Four (256, 1024) f32 parts of 1 MiB concatenated and cast to bf16: the body's largest value
+    is a part (and the matmul result), not the 4 MiB concatenation nor its 2 MiB cast."""
+    info, _ = traced("stacked", "f32[256,1024] f32[1024,128]")
+    assert info.intermediates_bytes[0] == 4 * MiB  # the concatenation, as a plain count sees it
+    assert info.body_value_bytes == info.computed_value_bytes == 1 * MiB

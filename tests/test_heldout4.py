@@ -88,12 +88,12 @@ def test_two_groups_are_a_tiling_error_as_libtpu_says():
 
 def test_the_estimate_against_libtpu_across_the_limits():
     """Measured after the estimate's matmul rules were fitted, on kernels they were not fitted on
-    (BENCHMARKS.md): never "does not fit" where libtpu fits; 84 of 102 rows agree; three say
-    "fits" where libtpu runs out: the body builds several values the size of its largest at once
+    (BENCHMARKS.md): never "does not fit" where libtpu fits; 84 of 102 rows agreed, and three said
+    "fits" where libtpu ran out: the body builds several values the size of its largest at once
     (Levanter's cross-entropy logits and their exponentials; SSD's decay mask and scores), and the
-    estimate counts one. Held at that, so a change that does worse fails here."""
+    estimate counted one. Since a value computed element-wise is held whole and a "fits" leaves room
+    for a second of its size, none says "fits" where libtpu runs out and 82 agree (15 rows libtpu
+    fits within that room are undecided). Held at that, so a change that does worse fails here."""
     rows, outcome = truth_outcome("vmem_truth_heldout4.json")
     assert len(rows) == 102 and outcome["false error"] == []
-    assert len(outcome["agree"]) >= 84 and len(outcome["short"]) <= 3, outcome["short"]
-    assert {name for name, *_ in outcome["short"]} <= {"linear_softmax_cross_entropy_loss_fwd_pallas_mosaic_tpu",
-                                                      "ssd_intra_chunk_pallas_tpu"}
+    assert len(outcome["agree"]) >= 82 and outcome["short"] == [], outcome["short"]

@@ -42,14 +42,27 @@ def test_work_before_the_kernel_counts_what_it_writes():
     assert info_of("copied_meanwhile", SMALL_WORK).work_before_bytes == 6 * MiB
 
 
-def test_an_input_xla_may_place_is_unsure_and_the_verdict_undecided():
+def test_an_input_xla_may_place_is_placed_when_it_fits_beside():
+    """x is computed, or copied while 8 MiB are written: XLA places it whole (libtpu fits both), so
+    its 16 MiB of blocks leave the limit; the body holds nothing else unsure."""
     for name, args in (("computed", None), ("copied_meanwhile", None)):
         b = budget(info_of(name, args), V5E)
-        assert b.verdict == "unsure", name
+        assert b.verdict == "fits", name
         [x] = [i for i in b.items if i.what == "x_ref"]
-        assert x.maybe_outside and b.outside_bytes == 16 * MiB
+        assert x.maybe_outside and b.placed_bytes == 16 * MiB and b.outside_bytes == 0
     for name, args in (("argument", None), ("copied_meanwhile", SMALL_WORK)):
         assert budget(info_of(name, args), V5E).verdict == "over", name
+
+
+def test_placement_is_not_relied_on_beside_a_body_value():
+    """With an unsure body value as well, XLA's placement is one assumption too many for "fits"
+    (splash attention ran out on v5e so): the operand is an unsure term again."""
+    import dataclasses
+
+    info = dataclasses.replace(info_of("computed"), body_value_bytes=2 * MiB, vmem_limit_bytes=24 * MiB)
+    b = budget(info, V5E)
+    assert b.verdict == "unsure" and b.placed_bytes == 0 and b.outside_bytes == 16 * MiB
+    assert budget(dataclasses.replace(info, body_value_bytes=0), V5E).verdict == "fits"
 
 
 def test_what_xla_makes_a_bitcast_passes_an_operand_through():
@@ -61,13 +74,13 @@ def test_what_xla_makes_a_bitcast_passes_an_operand_through():
     assert budget(info, V5E).verdict == "over"
 
 
-def test_an_output_an_op_reads_next_is_unsure():
+def test_an_output_an_op_reads_next_is_placed():
     """XLA can write the output into VMEM for the fusion that reads it (libtpu fits read_after)."""
     [read] = [o.read_by_op for o in info_of("read_after").operands if o.role == "output"]
     [returned] = [o.read_by_op for o in info_of("argument").operands if o.role == "output"]
     assert read and not returned
     b = budget(info_of("read_after"), V5E)
-    assert b.verdict == "unsure" and b.outside_bytes == 16 * MiB
+    assert b.verdict == "fits" and b.placed_bytes == 16 * MiB
 
 
 def test_operands_xla_places_must_fit_beside_the_scoped_region_together():
@@ -75,12 +88,16 @@ def test_operands_xla_places_must_fit_beside_the_scoped_region_together():
     beside its scoped 16: at least one's blocks stay in the limit (fused recurrent GLA's did)."""
     from inspector.pallas.vmem import _taken_out
 
-    assert _taken_out([(32 * MiB, 16 * MiB)] * 4, 112 * MiB, False) == (0, 48 * MiB)
-    assert _taken_out([(100 * MiB, 1 * MiB), (20 * MiB, 8 * MiB)], 110 * MiB, False) == (0, 8 * MiB)
-    assert _taken_out([], 112 * MiB, False) == (0, 0)
-    # TPU7x places them all when they fit together, else a set nothing else fits beside
-    assert _taken_out([(8 * MiB, 4 * MiB)] * 2, 22 * MiB, True) == (8 * MiB, 8 * MiB)
-    assert _taken_out([(16 * MiB, 8 * MiB), (4 * MiB, 2 * MiB), (4 * MiB, 2 * MiB)], 22 * MiB, True) == (4 * MiB, 10 * MiB)
+    for v5e in ((False, False), (True, False)):
+        assert _taken_out([(32 * MiB, 16 * MiB)] * 4, 112 * MiB, *v5e) == (0, 48 * MiB)
+        assert _taken_out([(100 * MiB, 1 * MiB), (20 * MiB, 8 * MiB)], 110 * MiB, *v5e) == (0, 8 * MiB)
+        assert _taken_out([], 112 * MiB, *v5e) == (0, 0)
+    # all of them when they fit together
+    assert _taken_out([(8 * MiB, 4 * MiB)] * 2, 22 * MiB, True, False) == (8 * MiB, 8 * MiB)
+    assert _taken_out([(8 * MiB, 4 * MiB)] * 2, 22 * MiB, False, False) == (0, 8 * MiB)
+    # TPU7x: else a set nothing else fits beside
+    assert _taken_out([(16 * MiB, 8 * MiB), (4 * MiB, 2 * MiB), (4 * MiB, 2 * MiB)], 22 * MiB, True, True) == (
+        4 * MiB, 10 * MiB)
 
 
 @pytest.mark.tpu
@@ -88,10 +105,10 @@ def test_operands_xla_places_must_fit_beside_the_scoped_region_together():
 @pytest.mark.parametrize("name, args, libtpu_fits", [
     ("argument", None, False), ("computed", None, True), ("copied_meanwhile", None, True),
     ("copied_meanwhile", SMALL_WORK, False), ("through_views", None, False), ("read_after", None, True)])
-def test_the_estimate_never_contradicts_libtpu(name, args, libtpu_fits):
-    """libtpu's compile on v5e, against the estimate: "does not fit" only where libtpu refuses."""
+def test_the_estimate_agrees_with_libtpu(name, args, libtpu_fits):
+    """libtpu's compile on v5e, against the estimate: they agree on each."""
     target = load_target(f"{KERNELS}:{name}", args=args)
     row = run_check(target, [V5E]).targets[0]
     assert row.compiler_fits is libtpu_fits, row.compiler_message
     guess = run_check(target, [V5E], estimate_only=True).targets[0]
-    assert guess.fits is (False if not libtpu_fits else None)
+    assert guess.fits is libtpu_fits

@@ -31,6 +31,10 @@ _REDUCTIONS = frozenset({"reduce_max", "reduce_min", "reduce_sum", "argmax", "ar
 _ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "max", "min", "neg", "exp", "exp2", "log", "tanh", "logistic",
                           "convert_element_type", "select_n", "abs", "sqrt", "rsqrt", "integer_pow", "square"})
 _REF_OPS = _STORES | {"get", "load", "masked_load"}
+# not a value of its own: a concatenation is its parts, whose vregs Mosaic lays side by side, and
+# so is what element-wise ops make of it, vreg by vreg (jaxite's Toeplitz matrix, 64 MiB concatenated
+# from 2 MiB chunks and cast to bf16 for a matmul: libtpu used 10 MiB)
+_NOT_VALUES = _REF_OPS | {"concatenate"}
 _SAME_VALUE = frozenset({"pjit", "jit", "reshape", "broadcast_in_dim", "squeeze", "expand_dims"})
 
 
@@ -40,7 +44,18 @@ class BodyDots:
     unrolled_bytes: int = 0  # the most not-streamed dot results one straight-line stretch computes
     unrolled_values_bytes: int = 0  # the most an unrolled loop's trips build: trips x its body's largest value
     largest_value_bytes: int = 0  # the body's largest value not built in a ref (below)
+    computed_value_bytes: int = 0  # of those, the largest that is not a matmul result
+    second_computed_bytes: int = 0  # and the next largest (another value, maybe of the same size)
+    split_operand_bytes: int = 0  # bf16 parts of HIGHEST-precision f32 matmuls' operands (_split_bytes)
     in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
+
+    def call_fields(self) -> dict:
+        """As PallasCall's fields."""
+        return dict(held_dot_bytes=self.held_bytes,
+                    unrolled_dot_bytes=self.unrolled_bytes, unrolled_values_bytes=self.unrolled_values_bytes,
+                    body_value_bytes=self.largest_value_bytes, computed_value_bytes=self.computed_value_bytes,
+                    second_computed_bytes=self.second_computed_bytes, split_operand_bytes=self.split_operand_bytes,
+                    in_ref_bytes=self.in_ref_bytes)
 
 
 def _nbytes(var) -> int:
@@ -154,13 +169,35 @@ def _unroll(eqn) -> int:
 
 
 def _largest_value(jaxpr) -> int:
-    sizes = [_nbytes(v) for e in jaxpr.eqns if e.primitive.name not in _REF_OPS for v in e.outvars
+    sizes = [_nbytes(v) for e in jaxpr.eqns if e.primitive.name not in _NOT_VALUES for v in e.outvars
              if getattr(v.aval, "shape", None)]
     return max(sizes + [_largest_value(sub) for e in jaxpr.eqns for sub in sub_jaxprs(e.params)], default=0)
 
 
+def _of_parts(eqn, parts: set[int]) -> bool:
+    """A concatenation, or an element-wise op (or a reshape) of one of the same size."""
+    name = eqn.primitive.name
+    if name == "concatenate":
+        return True
+    if name not in _ELEMENTWISE | _SAME_VALUE - {"pjit", "jit"} or len(eqn.outvars) != 1:
+        return False
+    size = _elements(eqn.outvars[0])
+    return any(id(v) in parts and _elements(v) == size for v in eqn.invars)
+
+
+def _split_bytes(dot) -> int:
+    """A matmul of f32 operands at HIGHEST precision runs as bf16 passes over each operand's three
+    bf16 parts: 1.5x the operands' bytes (TPU7x kept about that beyond the blocks: vmem.py)."""
+    lhs, rhs = dot.invars[:2]
+    if "HIGHEST" not in str(dot.params.get("precision")) or \
+            any(getattr(v.aval, "dtype", None) != np.float32 for v in (lhs, rhs)):
+        return 0
+    return 3 * (_nbytes(lhs) + _nbytes(rhs)) // 2
+
+
 def body_dots(jaxpr) -> BodyDots:
-    held = values = largest = in_ref = 0
+    held = values = largest = in_ref = split = 0
+    computed = [0, 0]  # the two largest values computed element-wise
     stretches: list[int] = []
     cache: dict[int, dict] = {}
 
@@ -170,18 +207,24 @@ def body_dots(jaxpr) -> BodyDots:
         return cache[id(j)]
 
     def walk(j) -> int:
-        nonlocal held, values, largest, in_ref
+        nonlocal held, values, largest, in_ref, split
         users = users_of(j)
         here = 0
+        parts: set[int] = set()  # values that are a concatenation's parts (above)
         for e in j.eqns:
-            if e.primitive.name not in _REF_OPS:
+            if _of_parts(e, parts):
+                parts.update(id(v) for v in e.outvars)
+            elif e.primitive.name not in _NOT_VALUES:
                 for v in e.outvars:
                     if getattr(v.aval, "shape", None):
                         if _built_in_ref(v, j, users_of):
                             in_ref = max(in_ref, _nbytes(v))
                         else:
                             largest = max(largest, _nbytes(v))
+                            if e.primitive.name != "dot_general":
+                                computed[:] = sorted(computed + [_nbytes(v)], reverse=True)[:2]
             if e.primitive.name == "dot_general":
+                split += _split_bytes(e)
                 size = _nbytes(e.outvars[0])
                 if not _streamed(e.outvars[0], users):
                     here += size
@@ -198,4 +241,4 @@ def body_dots(jaxpr) -> BodyDots:
         return here
 
     walk(jaxpr)
-    return BodyDots(held, max(stretches, default=0), values, largest, in_ref)
+    return BodyDots(held, max(stretches, default=0), values, largest, computed[0], computed[1], split, in_ref)

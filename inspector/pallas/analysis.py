@@ -65,12 +65,14 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
                         kernel=b.kernel, view="pallas", data={**data, "certain_bytes": certain, "why": b.unfollowed})]
     if b.verdict == "unsure":
         unsure = []
+        besides = sum(size for _, size in b.room_for)
         if b.body_unrolled:
-            unsure.append(f"the values of straight-line code ({mib(b.body_bytes)}: matmul results, an unrolled "
-                          "loop's trips), which the compiler can keep live together")
-        elif b.body_bytes:
-            unsure.append(f"the largest value the body builds ({mib(b.body_bytes)}), which the compiler usually keeps "
-                          "in VMEM but can stream (a dot accumulated into a ref)")
+            unsure.append(f"the values of straight-line code ({mib(b.body_bytes - besides)}: matmul results, an "
+                          "unrolled loop's trips), which the compiler can keep live together")
+        elif b.body_bytes - besides > b.held_bytes:
+            unsure.append(f"the largest value the body builds ({mib(b.body_bytes - besides)}), which the compiler "
+                          "usually keeps in VMEM but can stream (a dot accumulated into a ref)")
+        unsure += [f"{what} ({mib(size)})" for what, size in b.room_for]
         if b.outside_bytes:
             outside = ", ".join(i.what for i in b.items if i.maybe_outside)
             unsure.append(f"the blocks of {outside} ({mib(b.outside_bytes)}), operands XLA may place whole in VMEM "
@@ -90,11 +92,14 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
                         kernel=b.kernel, view="pallas", data={**data, "certain_bytes": certain})]
     growth = f"; the pipelined blocks alone would have to shrink to {b.block_growth:.2f}x" if b.block_growth else ""
     body = f" ({mib(b.total_bytes)} with the unsure terms)" if certain != b.total_bytes else ""
-    held = (f", {mib(b.held_bytes)} of it the least libtpu keeps of a matmul result the body uses"
-            if b.held_bytes else "")
+    held = f", {mib(b.held_bytes)} of it {b.held_what}" if b.held_bytes else ""
+    rest = b.body_bytes - b.held_bytes
+    over = (f"over by {mib(certain - b.limit_bytes)}" if certain > b.limit_bytes else
+            f"all of it, with no room left for the {mib(rest)} more the body builds beyond the registers" if rest
+            else "all of it, with no room left for the compiler's temporaries")
     return found + [Finding("error", "vmem-over-limit" if b.memory == "VMEM" else "shared-memory-over-limit",
                     f"{b.kernel} on {b.chip}: needs at least {mib(certain)} of {b.memory}{held}{body} but the "
-                    f"{b.limit_source} is {mib(b.limit_bytes)} (over by {mib(certain - b.limit_bytes)}){growth}",
+                    f"{b.limit_source} is {mib(b.limit_bytes)} ({over}){growth}",
                     kernel=b.kernel, view="pallas", data=data)]
 
 

@@ -88,10 +88,14 @@ class VmemBudget:
     body_bytes: int = 0  # of total_bytes: the largest value the kernel body builds, the estimate's unsure term
     outside_bytes: int = 0  # of total_bytes: blocks of operands XLA may place whole in VMEM (VmemItem.maybe_outside)
     placed_bytes: int = 0  # not in total_bytes: the items' blocks XLA surely takes out by placing operands (TPU7x)
-    # of body_bytes: what is counted as certain: a share of a kept matmul result (HELD_DOT_SHARE), or
-    # all that an unrolled loop without matmuls builds (UNROLLED_VALUE_SHARE)
+    # of body_bytes: what is counted as certain: a share of a kept matmul result (HELD_DOT_SHARE), all
+    # that an unrolled loop without matmuls builds (UNROLLED_VALUE_SHARE), or a larger value computed
+    # element-wise
     held_bytes: int = 0
+    held_what: str = ""  # what held_bytes is, for the finding
     body_unrolled: bool = False  # body_bytes is what an unrolled loop keeps live (UNROLLED_DOT_SHARE, UNROLLED_VALUE_SHARE)
+    # of body_bytes: what else the body may keep live beside its largest value, (what, bytes) each
+    room_for: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     unfollowed: str | None = None  # why part of the kernel's VMEM is not counted: a total under the limit decides nothing
     in_ref_matmul_bytes: int = 0  # a matmul result built in the ref it is stored into: a total at the limit is unsure
     # "fits"; "over": what is surely held exceeds the limit (blocks, scratch, the least share of a
@@ -102,8 +106,9 @@ class VmemBudget:
     verdict: str = dataclasses.field(init=False)
 
     def __post_init__(self):
-        # a held value that takes what is certain to the very limit leaves no room (tpu_budget)
-        over = self.certain_bytes > self.limit_bytes or self.certain_bytes == self.limit_bytes and self.held_bytes > 0
+        # what is certain at the very limit leaves no room for a value the body builds beyond the
+        # registers, held or not (tpu_budget; every such compile measured ran out: BENCHMARKS.md)
+        over = self.certain_bytes > self.limit_bytes or self.certain_bytes == self.limit_bytes and self.body_bytes > 0
         self.verdict = "unsure" if self.fits and self.unfollowed else "fits" if self.fits else "over" if over else "unsure"
 
     @property
@@ -178,17 +183,18 @@ def _maybe_outside(op, info: PallasCall, chip: Chip, room: int) -> bool:
     return chip.vmem_operands or op.made_by_op or 2 * info.work_before_bytes >= whole
 
 
-def _taken_out(candidates: list[tuple[int, int]], room: int, placed_when_fit: bool) -> tuple[int, int]:
+def _taken_out(candidates: list[tuple[int, int]], room: int, all_that_fit: bool, maximal: bool) -> tuple[int, int]:
     """The fewest and the most block bytes XLA takes out of the scoped limit by placing whole
     operands in VMEM. ``candidates``: (whole operand, its blocks) per operand it may place (blocks
     0: an operand the kernel copies itself, which takes room all the same). What it places must fit
-    in ``room`` together: fused recurrent GLA's four 32 MiB operands, each of which fits beside v5e's
-    16 MiB scoped limit, all stayed in it (refused at 64 MiB). ``placed_when_fit`` (TPU7x): all of
-    them when they fit together, else as many as fit (a set nothing else fits beside; which one is
-    XLA's choice); elsewhere any set of them, none included."""
+    in ``room`` together. ``all_that_fit``: all of them when they fit together (TPU7x always; v5e
+    and v6e in every compile measured). ``maximal`` (TPU7x): when they do not, as many as fit (a
+    set nothing else fits beside; which one is XLA's choice); not so on v5e, where fused recurrent
+    GLA's four 32 MiB operands, each of which fits beside the 16 MiB scoped limit, all stayed in it
+    (refused at 64 MiB). Otherwise any set of them, none included."""
     if len(candidates) > 12:  # too many to try every choice: any of them may be outside
         return 0, sum(blocks for _, blocks in candidates)
-    if placed_when_fit and sum(whole for whole, _ in candidates) <= room:
+    if all_that_fit and sum(whole for whole, _ in candidates) <= room:
         every = sum(blocks for _, blocks in candidates)
         return every, every
     fewest, most = None, 0
@@ -199,7 +205,7 @@ def _taken_out(candidates: list[tuple[int, int]], room: int, placed_when_fit: bo
             continue
         out = sum(blocks for _, blocks in picked)
         most = max(most, out)
-        if placed_when_fit and not any(used + whole <= room for k, (whole, _) in enumerate(candidates)
+        if maximal and not any(used + whole <= room for k, (whole, _) in enumerate(candidates)
                                        if not chosen >> k & 1):
             fewest = out if fewest is None else min(fewest, out)
     return fewest or 0, most
@@ -269,11 +275,32 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         items.append(VmemItem("values live together in straight-line code (matmul results, unrolled loops)", [], "", body, 1))
     elif body:
         items.append(VmemItem("kernel intermediate (largest value in the body)", [], "", body, 1))
-    placed, most_out = _taken_out(candidates, beside, chip.vmem_operands)
-    total = sum(i.bytes for i in items) - placed
+    straight_line = body == unrolled > 0
     held = int(HELD_DOT_SHARE * info.held_dot_bytes) if info.held_dot_bytes > VREG_FILE_BYTES else 0
-    if body == unrolled == values_live > dots_live:
-        held = body
+    held_what = "the least libtpu keeps of a matmul result the body uses" if held else ""
+    room_for: list[tuple[str, int]] = []  # values a "fits" leaves room for beside the body's largest
+    if straight_line and values_live > dots_live:
+        held, held_what = body, "what the unrolled loop's trips build"
+    elif body and not straight_line and info.computed_value_bytes > max(info.held_dot_bytes, VREG_FILE_BYTES):
+        # a value computed element-wise (not a matmul result, which the MXU can hand on tile by tile)
+        # and larger than any matmul result held is built whole: all nine held-out compiles where it
+        # decided ran out (Levanter's cross-entropy, SSD's intra-chunk kernel; BENCHMARKS.md); where
+        # the body computes several of that size, libtpu kept up to 1.8 of them (Levanter's at b 512
+        # on v6e: 32.14 MiB of 32, SSD's on v6e and TPU7x), so a "fits" leaves room for a second
+        held, held_what = max(held, info.computed_value_bytes), "a value the body computes whole"
+        if info.second_computed_bytes == info.computed_value_bytes == largest:
+            room_for.append(("a second value of the size of the largest the body computes, which the compiler can "
+                             "keep live beside it", info.second_computed_bytes))
+    if chip.splits_f32_matmuls and info.split_operand_bytes > VREG_FILE_BYTES:
+        # (Chip.splits_f32_matmuls) tops' chunk_fwd_o at chunks of 512 said "fits" at 26 MiB, needed 41.21
+        room_for.append(("the bf16 parts of the f32 operands of HIGHEST-precision matmuls", info.split_operand_bytes))
+    for what, size in room_for:
+        items.append(VmemItem(what, [], "", size, 1))
+        body += size
+    # on v5e and v6e, placement is relied on only as the one assumption of a "fits": beside a body
+    # value it let splash attention through on v5e, where libtpu needed 17.3 MiB of 16
+    placed, most_out = _taken_out(candidates, beside, chip.vmem_operands or not body, chip.vmem_operands)
+    total = sum(i.bytes for i in items) - placed
     # a matmul result built in the ref it is stored into (an accumulator, an output block) when it
     # outgrows the registers
     in_ref_matmul = bool(info.dots) and info.in_ref_bytes > max(largest, VREG_FILE_BYTES)
@@ -283,9 +310,10 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     # refused on v6e, fitted on TPU7x): only a compile decides those; an element-wise result
     # built in its output block leaves room (a copy kernel at exactly 32 MiB on v6e and TPU7x)
     room = limit - int(BODY_MARGIN * limit) if body else limit
-    # so does a total that operands XLA places take to the very limit (tops' chunk_fwd_h on TPU7x, k
-    # placed: 36 KiB over at exactly 32 MiB of blocks)
-    fits = total < room if held or body == unrolled > 0 or in_ref_matmul or placed else total <= room
+    # so does, on TPU7x, a total that operands XLA places take to the very limit (tops' chunk_fwd_h, k
+    # placed: 36 KiB over at exactly 32 MiB of blocks); on v5e the kernels of xla_placed.py fit there
+    at_limit_unsure = held or straight_line or in_ref_matmul or placed and chip.vmem_operands
+    fits = total < room if at_limit_unsure else total <= room
     # blocks come first; those XLA surely places take none of the limit whatever their size
     pipelined = sum(i.bytes for i in items[:len([o for o in info.operands if o.memory_space == "vmem"])]) - placed
     fixed = total - pipelined
@@ -297,7 +325,8 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     return VmemBudget(chip.name, info.name, "VMEM", items, total, limit, source, chip.vmem_bytes, smem,
                       fits, limit - total, growth, note, body,
                       outside_bytes=most_out - placed, placed_bytes=placed, held_bytes=min(held, body),
-                      body_unrolled=body == unrolled > 0, unfollowed=info.vmem_unfollowed,
+                      held_what=held_what,
+                      body_unrolled=straight_line, room_for=room_for, unfollowed=info.vmem_unfollowed,
                       in_ref_matmul_bytes=info.in_ref_bytes if in_ref_matmul else 0)
 
 

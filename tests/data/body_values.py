@@ -1,7 +1,9 @@
 """Kernels whose bodies hold matmul results and unrolled loops in VMEM, for the estimate's body
 terms (inspector/jax_internals/body_dots.py): a matmul accumulated into a ref, a softmax over
 a dot's scores, the scores of chunks in a loop unrolled with pl.loop, an unrolled fori_loop
-without matmuls, and values built in the output block they are stored into. Inputs: q f32[rows, 128], k f32[cols, 128]."""
+without matmuls, values built in the output block they are stored into, values computed
+element-wise, a concatenation, and an f32 matmul at HIGHEST precision. Inputs (the first ones):
+q f32[rows, 128], k f32[cols, 128]."""
 
 import functools
 
@@ -103,6 +105,41 @@ def batched_attention(q, k, v):
                           out_shape=jax.ShapeDtypeStruct(q.shape, jnp.float32))(q, k, v)
 
 
+def _row_lse(x_ref, o_ref):
+    z = x_ref[...] * 2.0
+    e = jnp.exp(z - jnp.max(z, axis=-1, keepdims=True))
+    o_ref[...] = jnp.broadcast_to(jnp.log(jnp.sum(e, axis=-1, keepdims=True)), o_ref.shape)
+
+
+def row_logsumexp(x):
+    """log(sum(exp(2x - max))) per row into a (rows, 128) block: full-size values computed
+    element-wise, none stored whole (Levanter's cross-entropy does so with its logits)."""
+    return pl.pallas_call(_row_lse, out_shape=jax.ShapeDtypeStruct((x.shape[0], 128), jnp.float32))(x)
+
+
+def _stacked(x_ref, w_ref, o_ref):
+    parts = [x_ref[...] * float(k + 1) for k in range(4)]
+    o_ref[...] = jnp.dot(jnp.concatenate(parts, axis=0).astype(jnp.bfloat16), w_ref[...].astype(jnp.bfloat16),
+                         preferred_element_type=jnp.float32)[:x_ref.shape[0]]
+
+
+def stacked(x, w):
+    """Four scaled copies of x concatenated (jaxite's Toeplitz matrix is built so) and cast for a
+    matmul: the concatenation and its cast are the parts' vregs, not values of their own."""
+    return pl.pallas_call(_stacked, out_shape=jax.ShapeDtypeStruct((x.shape[0], w.shape[1]), jnp.float32))(x, w)
+
+
+def _highest(x_ref, w_ref, o_ref):
+    o_ref[...] = jnp.dot(x_ref[...], w_ref[...], precision=jax.lax.Precision.HIGHEST,
+                         preferred_element_type=jnp.float32)
+
+
+def highest_matmul(x, w):
+    """x @ w in f32 at HIGHEST precision (tops' GLA kernels do so): bf16 passes over each operand's
+    three bf16 parts."""
+    return pl.pallas_call(_highest, out_shape=jax.ShapeDtypeStruct((x.shape[0], w.shape[1]), jnp.float32))(x, w)
+
+
 INSPECT = {
     "accumulated": {"args": "f32[512,128] f32[1024,128]"},
     "softmax_scores": {"args": "f32[512,128] f32[1024,128]"},
@@ -111,4 +148,7 @@ INSPECT = {
     "softmax_out": {"args": "f32[512,128] f32[1024,128]"},
     "scaled": {"args": "f32[512,1024]"},
     "batched_attention": {"args": "f32[2,1024,128] f32[2,1024,128] f32[2,1024,128]"},
+    "row_logsumexp": {"args": "f32[512,2048]"},
+    "stacked": {"args": "f32[256,1024] f32[1024,128]"},
+    "highest_matmul": {"args": "f32[512,1024] f32[1024,1024]"},
 }
