@@ -7,6 +7,7 @@ against it. Run from the repository root (takes a while: one real compile per ro
     .venv/bin/python tests/data/make_vmem_truth.py --styles
     .venv/bin/python tests/data/make_vmem_truth.py --heldout [PART-OF-A-TARGET ...]
     .venv/bin/python tests/data/make_vmem_truth.py --heldout6 [PART-OF-A-TARGET ...]
+    .venv/bin/python tests/data/make_vmem_truth.py --heldout7 [PART-OF-A-TARGET ...]
 
 ``--styles`` writes tests/data/vmem_truth_styles.json instead, from the kernels written in the
 styles of third-party ones (tests/data/third_party_styles.py; tests/test_third_party_styles.py).
@@ -18,6 +19,9 @@ estimate's shares were not fitted on them (tests/test_heldout3.py measures it ag
 ``--heldout6`` writes tests/data/vmem_truth_heldout6.json the same way from the kernels of
 tests/data/heldout6/ (HELDOUT6), without the estimate's figures (the rules change; the test
 recomputes them): libtpu's verdicts only.
+
+``--heldout7`` writes tests/data/vmem_truth_heldout7.json the same way from the kernels of
+tests/data/heldout7/ (HELDOUT7): libtpu's verdicts only.
 """
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ STYLES = "tests/data/third_party_styles.py"
 HELDOUT_OUT = Path(__file__).with_name("vmem_truth_heldout.json")
 HELDOUT_CHIPS = ("tpu-v5e", "tpu-v6e", "tpu-7x")
 HELDOUT6_OUT = Path(__file__).with_name("vmem_truth_heldout6.json")
+HELDOUT7_OUT = Path(__file__).with_name("vmem_truth_heldout7.json")
 CORPUS = ["samples/jax_kernels.py", "samples/attention.py", "samples/matmul.py", "samples/moe.py", "samples/bugs.py"]
 MAX_COMBINATIONS = 8  # per target: the first combinations INSPECT offers (the defaults first)
 # Shapes and blocks that straddle the VMEM limits (the corpus's own shapes fit everywhere):
@@ -139,6 +144,53 @@ HELDOUT6 = [
 ]
 
 
+H7 = "tests/data/heldout7/"
+# Round seven (tests/data/heldout7/): none of these kernels sets vmem_limit_bytes, so the limits are
+# 16 MiB scoped on v5e, 32 MiB on v6e and TPU7x. Shapes chosen from the blocks' sizes alone (before
+# the estimate was looked at): double-buffered blocks of about 7-8 MiB (under everywhere), 14-20 MiB
+# (near or over v5e), 28-32 MiB (over v5e, near v6e/TPU7x), 48-68 MiB (over all). One job per shape,
+# kernels interleaved, so that a run stopped early still has each kernel.
+DRD = H7 + "jllm_decode_ragged_dot.py:decode_ragged_dot_entry"
+RD = H7 + "jllm_ragged_decode.py:ragged_decode"
+RU = H7 + "jllm_ragged_update.py:ragged_update"
+MM = H7 + "easydel_matmul.py:easydel_matmul"
+DRD_K = "bf16[64,7168] bf16[64,7168,128] i32[64]"  # experts' (k, m) = (7168, 128): 1.75 MiB a group
+DRD_M = "bf16[64,128] bf16[64,128,7168] i32[64]"  # (128, 7168): the same bytes, the output block wide
+RD_ARGS = "bf16[16,16,128] bf16[16,8192,128] bf16[16,8192,128] i32[16] i32[16]"
+RU_ARGS = "bf16[8,32,4096,128] bf16[4,32,2048,128] i32[4] i32[4] i32[4]"
+MM_ARGS = "bf16[4096,4096] bf16[4096,4096]"
+
+
+def mm(bm: int, bk: int, bn: int) -> dict:
+    return {"blocksize_m": [bm], "blocksize_k": [bk], "blocksize_n": [bn]}
+
+
+HELDOUT7 = [
+    (DRD, DRD_K, {"block_g": [2], "block_compute": [8]}),
+    (RD, RD_ARGS, {"block_bs": [8], "block_kv": [1024]}),
+    (RU, RU_ARGS, {"time_window": [128]}),
+    (MM, MM_ARGS, mm(512, 512, 512)),
+    (DRD, DRD_K, {"block_g": [4], "block_compute": [8]}),
+    (RD, RD_ARGS, {"block_bs": [8], "block_kv": [2048]}),
+    (RU, RU_ARGS, {"time_window": [256]}),
+    (MM, MM_ARGS, mm(1024, 512, 1024)),
+    (DRD, DRD_K, {"block_g": [8], "block_compute": [8]}),
+    (RD, RD_ARGS, {"block_bs": [4], "block_kv": [4096]}),
+    (RU, RU_ARGS, {"time_window": [512]}),
+    (MM, MM_ARGS, mm(512, 2048, 512)),
+    (DRD, DRD_M, {"block_g": [8], "block_compute": [8]}),
+    (RD, RD_ARGS, {"block_bs": [8], "block_kv": [4096]}),
+    (RU, RU_ARGS, {"time_window": [1024]}),
+    (MM, MM_ARGS, mm(1024, 1024, 1024)),
+    (DRD, DRD_K, {"block_g": [16], "block_compute": [8]}),
+    (RD, RD_ARGS, {"block_bs": [16], "block_kv": [2048]}),
+    (MM, MM_ARGS, mm(2048, 1024, 1024)),
+    (DRD, DRD_K, {"block_g": [4], "block_compute": [8], "block_n": [16]}),
+    (RD, RD_ARGS, {"block_bs": [8], "block_kv": [8192]}),
+    (MM, MM_ARGS, mm(2048, 512, 2048)),
+]
+
+
 def targets(files: list[str]) -> list[str]:
     from inspector.target import load_module
 
@@ -198,6 +250,10 @@ def main(argv: list[str]) -> None:
         OUT, chip_names = HELDOUT6_OUT, HELDOUT_CHIPS
         only = argv[1:]
         jobs = [job for job in HELDOUT6 if not only or any(word in job[0] for word in only)]
+    elif argv[:1] == ["--heldout7"]:
+        OUT, chip_names = HELDOUT7_OUT, HELDOUT_CHIPS
+        only = argv[1:]
+        jobs = [job for job in HELDOUT7 if not only or any(word in job[0] for word in only)]
     elif argv[:1] == ["--heldout"]:
         OUT, chip_names = HELDOUT_OUT, HELDOUT_CHIPS
         only = argv[1:]  # substrings of the targets to compile (the others are left out)
@@ -207,6 +263,8 @@ def main(argv: list[str]) -> None:
     table = {"jax": metadata.version("jax"), "libtpu": metadata.version("libtpu"), "seconds": 0, "rows": []}
     if OUT == HELDOUT6_OUT:
         table["source"] = "the held-out round six (tests/data/heldout6/): libtpu's verdict per chip and shape"
+    if OUT == HELDOUT7_OUT:
+        table["source"] = "the held-out round seven (tests/data/heldout7/): libtpu's verdict per chip and shape"
 
     if only and OUT.exists():  # a partial run redoes its jobs and keeps the other rows
         kept = json.loads(OUT.read_text())
@@ -216,7 +274,7 @@ def main(argv: list[str]) -> None:
     t0 = time.time() - table["seconds"]
     for spec, args, grid in jobs:
         rows = rows_for(spec, args, grid, chip_names)
-        if OUT == HELDOUT6_OUT:  # libtpu's verdicts only: the estimate's rules change
+        if OUT in (HELDOUT6_OUT, HELDOUT7_OUT):  # libtpu's verdicts only: the estimate's rules change
             rows = [{k: v for k, v in r.items() if not k.startswith("estimate_")} for r in rows]
         table["rows"] += rows
         table["seconds"] = round(time.time() - t0)  # the wall time of the compiles, for BENCHMARKS.md

@@ -1,0 +1,99 @@
+"""The held-out corpus of round seven (tests/data/heldout7): four Pallas TPU kernels from two
+repositories nobody on the team had read (jax-ml/jax-llm-examples' serving kernels, EasyDeL's
+retired TPU matmul), run the way a new user runs them at small shapes: every view on the CPU and
+on v5e, check (the estimate on three generations, libtpu's compile on v5e). A correct kernel gets
+no error finding, and the estimate never says "does not fit" where libtpu fits it:
+tests/data/vmem_truth_heldout7.json holds libtpu's verdicts at shapes across the VMEM limits
+(make_vmem_truth.py --heldout7), which the estimate is held to here without compiling again.
+
+- jax-llm-examples' decode_ragged_dot (DeepSeek R1's MoE decode): a (g / block_g, n / block_n)
+  grid steered by two scalar-prefetched index maps, a (block_g, k, m) block of experts per step,
+  SMEM group sizes and scratch carries, a fori_loop holding a while_loop of lax.cond'ed matmuls;
+- its ragged decode attention (Llama 4): four scalar-prefetched operands steering the k/v blocks,
+  None operands for the optional scales, three f32 VMEM scratch accumulators, an online softmax
+  in a fori_loop over the block's batch rows;
+- its KV-cache insert: a dynamic grid (the count of valid updates, traced), the cache aliased to
+  the output, pltpu.roll by a run-time shift, an f32 scratch window carried across steps;
+- EasyDeL's matmul: a plain tiled matmul with an f32 scratch accumulator, bf16 blocks cast to f32
+  in the body.
+
+What it found: no crash, and on the three TPUs no error finding; on the CPU the KV-cache insert
+(a traced grid extent jax's interpreter cannot run) gets an error finding (CPU_DYNAMIC_GRID)."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import HeldOut, assert_entry_clean, errors, truth_outcome
+from inspector.chips import get_chip
+from inspector.pallas.check import run_check
+from inspector.target import load_target
+from inspector.view_table import SHOW_VIEWS as VIEWS
+
+ROUND = HeldOut("heldout7")
+CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
+# On the CPU a Pallas kernel runs in interpret mode, and jax 0.10.2's interpreter cannot take a grid
+# whose extent is traced (the KV-cache insert's count of valid updates): the inspector reports it as
+# an error finding, "compile-error: cpu: ConcretizationTypeError while lowering", where round six's
+# uninterpretable kernel got an info (interpret-unsupported). Measured, not fixed here: strict, so
+# that the day it is an info this mark has to go.
+CPU_DYNAMIC_GRID = pytest.mark.xfail(strict=True, reason="a traced grid extent: jax 0.10.2's interpreter cannot "
+                                     "lower it, and the inspector calls that an error finding on the CPU")
+
+
+def test_corpus_is_what_the_notes_say():
+    """Four kernels from two sources, each with its licence and its source at a commit."""
+    ROUND.assert_vendored(files=4, entries=4)
+
+
+@pytest.mark.parametrize("spec", ROUND.params({"ragged_update": CPU_DYNAMIC_GRID}))
+def test_every_view_on_cpu(spec):
+    assert_entry_clean(spec, "cpu", VIEWS)
+
+
+@pytest.mark.tpu
+@pytest.mark.parametrize("spec", ROUND.params())
+def test_every_view_on_one_tpu(spec):
+    assert_entry_clean(spec, "tpu-v5e", VIEWS)
+
+
+@pytest.mark.tpu
+@pytest.mark.parametrize("spec", ROUND.params())
+def test_the_estimate_on_three_generations_finds_no_error(spec):
+    estimate = run_check(load_target(spec), [get_chip(c) for c in CHECK_CHIPS], estimate_only=True)
+    assert errors(estimate.findings) == [] and estimate.ok
+    assert [row.fits for row in estimate.targets] == [True, True, True]
+
+
+@pytest.mark.tpu
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", ROUND.params())
+def test_check_agrees_with_libtpu(spec):
+    """libtpu's compile on v5e fits each entry at INSPECT's shape, as the estimate says."""
+    target = load_target(spec)
+    real = run_check(target, [get_chip("tpu-v5e")])
+    assert errors(real.findings) == [] and real.ok
+    row = real.targets[0]
+    assert row.compiler_fits is True, row.compiler_message
+
+
+def test_the_estimate_never_says_does_not_fit_where_libtpu_fits():
+    _, outcome = truth_outcome("vmem_truth_heldout7.json")
+    assert outcome["false error"] == []
+
+
+# Measured once, with the rules of ff37512 and no change made for these kernels: the two rows the
+# estimate leaves undecided are EasyDeL's matmul on v5e with blocks (1024, 512, 1024) and (512, 2048,
+# 512): 16 and 18 MiB counted of 16 MiB, 4 and 8 MiB of them the body's f32 casts of the blocks (the
+# unsure term); libtpu fits both (13.91 and 14.07 MiB).
+
+
+def test_the_estimate_against_libtpu_across_the_limits():
+    """66 rows (22 shapes on three chips, chosen from the blocks' sizes before the estimate was
+    looked at), 36 that libtpu fits and 30 it runs out on. Measured with the rules of ff37512: 64
+    agree, 2 undecided, no "fits" where libtpu runs out and no "does not fit" where it fits. Held at
+    that, so that a change that does worse fails here."""
+    rows, outcome = truth_outcome("vmem_truth_heldout7.json")
+    assert len(rows) == 66 and sum(not r["compiler_fits"] for r in rows) == 30
+    assert outcome["false error"] == [], outcome["false error"]
+    assert outcome["short"] == [], outcome["short"]
+    assert len(outcome["agree"]) >= 64, {k: len(v) for k, v in outcome.items()}
