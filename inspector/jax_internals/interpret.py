@@ -175,10 +175,29 @@ def gpu_kernels_interpreted() -> None:
         if isinstance(interpret, tpu_params.InterpretParams) and given is not None \
                 and not isinstance(given, tpu_core.CompilerParams):
             interpret = True
+        if isinstance(interpret, tpu_params.InterpretParams) and isinstance(given, tpu_core.CompilerParams):
+            params["compiler_params"] = _sequential_dynamic_dims(given, params.get("grid_mapping"))
         return lower(ctx, *in_nodes, interpret=interpret, **params)
 
     mlir.register_lowering(pc.pallas_call_p, on_cpu, platform="cpu")
     _GPU_FALLBACK.append(on_cpu)
+
+
+def _sequential_dynamic_dims(compiler_params, grid_mapping):
+    """The 0.10.2 interpreter shuffles a "parallel" grid dimension and so needs its size while
+    tracing: one sized at run time (a KV-cache insert's count of valid rows) is run in order
+    instead ("arbitrary"), which a kernel correct under "parallel" computes the same."""
+    import dataclasses
+
+    from jax._src.pallas import core as pallas_core
+
+    semantics = getattr(compiler_params, "dimension_semantics", None)
+    grid = getattr(grid_mapping, "grid", ())
+    if not semantics or len(semantics) != len(grid):
+        return compiler_params
+    kept = tuple("arbitrary" if g is pallas_core.dynamic_grid_dim and "parallel" in str(d).lower() else d
+                 for g, d in zip(grid, semantics))
+    return dataclasses.replace(compiler_params, dimension_semantics=kept)
 
 
 def reset_state() -> None:

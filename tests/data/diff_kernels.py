@@ -332,6 +332,21 @@ def ring_shift_ref(x):
     return jnp.roll(x, SHARD, axis=0) * 2
 
 
+def _copy_doubled(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2
+
+
+def runtime_parallel_grid(x):
+    """x doubled over a "parallel" grid whose extent is a traced value (the count of rows to
+    write, as jax-llm-examples' KV-cache insert sizes its grid): jax 0.10.2's interpreter
+    shuffles parallel dimensions and cannot trace one of unknown size."""
+    steps = jnp.where(x[0, 0] > -jnp.inf, x.shape[0] // ROWS, 0)
+    spec = pl.BlockSpec((ROWS, 128), lambda i: (i, 0))
+    return pl.pallas_call(_copy_doubled, grid=(steps,), in_specs=[spec], out_specs=spec,
+                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                          compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)))(x)
+
+
 INSPECT.update({
     "gmm_f32": {"args": "f32[256,1024] f32[2,1024,128]", "reference": "grouped_einsum"},
     "paged_sum": {"args": f"f32[{SEQS * PAGES_PER_SEQ},{PAGE},128]", "reference": "paged_sum_ref"},
@@ -339,5 +354,6 @@ INSPECT.update({
     "gdn_decode": {"args": f"f32[4,{STATE},{STATE}] f32[4,1,{STATE}]", "reference": "gdn_decode_ref"},
     "ring_shift": {"args": f"f32[{4 * SHARD},128]", "reference": "ring_shift_ref", "mesh": {"x": 4}},
     "ring_shift_unsized": {"args": f"f32[{4 * SHARD},128]", "reference": "ring_shift_ref", "mesh": {"x": -1}},
+    "runtime_parallel_grid": {"args": "f32[32,128]", "reference": "double"},
 })
 ring_shift_unsized = ring_shift

@@ -184,6 +184,6 @@ def ragged_update_reference(x, u, batch_idxs, starts, lengths, time_window=128):
 INSPECT = {
     "ragged_update": {
         "args": "bf16[4,8,1024,128] bf16[2,8,512,128] i32[2] i32[2] i32[2]",
-        "params": {"time_window": [128]},
+        "params": {"time_window": [128]}, "reference": "ragged_update_reference",
     },
 }
