@@ -112,3 +112,14 @@ def test_the_estimate_agrees_with_libtpu(name, args, libtpu_fits):
     assert row.compiler_fits is libtpu_fits, row.compiler_message
     guess = run_check(target, [V5E], estimate_only=True).targets[0]
     assert guess.fits is libtpu_fits
+
+
+def test_placement_is_not_relied_on_for_a_kernel_in_a_branch_or_a_shard_map():
+    """In a lax.cond branch or a shard_map, an operand's origin is assumed, not followed: libtpu kept
+    the blocks of both in the scoped limit on v5e (128 KiB for in_cond's kernel, 12 MiB for the
+    whole-shard copy), so they stay an unsure term, never taken out."""
+    for spec in (f"{DATA / 'real_patterns.py'}:in_cond", f"{DATA / 'sharded.py'}:whole_shard_kernel"):
+        for call in find_pallas_calls(capture(load_target(spec), Backend(get_chip("cpu")), compile=False).program):
+            b = budget(call.info, V5E)
+            assert not call.info.origins_followed and b.placed_bytes == 0 and b.outside_bytes > 0, spec
+    assert info_of("computed").origins_followed

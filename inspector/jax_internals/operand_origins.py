@@ -110,3 +110,25 @@ def outputs_read_by_ops(closed_jaxpr) -> dict[int, list[bool]]:
 
     visit(closed_jaxpr.jaxpr, [False] * len(closed_jaxpr.jaxpr.outvars))
     return result
+
+
+def kernels_in_control_flow(closed_jaxpr) -> set[int]:
+    """id(kernel eqn) of kernels reached only inside a loop, a branch or a map (shard_map): their
+    operands' origins above are assumed, not followed (a kernel in a lax.cond branch, or given its
+    shard whole by shard_map, kept its blocks in the scoped limit on v5e)."""
+    inside: set[int] = set()
+    outside: set[int] = set()
+
+    def visit(jaxpr, nested: bool) -> None:
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name in KERNEL_PRIMITIVES:
+                (inside if nested else outside).add(id(eqn))
+            elif (called := called_jaxpr(eqn)) is not None:
+                visit(called[0], nested)
+            else:
+                for sub in sub_jaxprs(eqn.params):
+                    visit(sub, True)
+
+    visit(closed_jaxpr.jaxpr, False)
+    return inside - outside
+

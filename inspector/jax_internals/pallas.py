@@ -18,7 +18,7 @@ from .evaluate import operand_values, pallas_occurrences
 from .body_dots import body_dots
 from .kernel_body import _Body, _bytes_of, _cost_estimate, _short_src, memory_space
 from .liveness import live_outputs
-from .operand_origins import operands_made_by_ops, outputs_read_by_ops
+from .operand_origins import kernels_in_control_flow, operands_made_by_ops, outputs_read_by_ops
 from .row_flow import straight_flows
 from .tracing import eqn_frame
 
@@ -270,12 +270,13 @@ def block_specs(closed_jaxpr) -> list[tuple[str, str | None, list[BlockSpecInfo]
 
 
 def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_interpret: bool = False,
-              made: list[bool] | None = None, read_after: list[bool] | None = None) -> FoundCall:
+              made: list[bool] | None = None, read_after: list[bool] | None = None, followed: bool = False) -> FoundCall:
     """One pallas_call equation as data. ``values``: the concrete values of its operands where
     the example inputs decide them (None per operand otherwise); ``live``: which outputs the
     program reads (all, when not known); ``made``: which operands the program computes before
     the kernel, ``read_after``: which outputs an op reads after it (operand_origins; none when
-    not known)."""
+    not known); ``followed``: those were followed, not assumed (the kernel is outside loops,
+    branches and maps)."""
     from ..target import short_path
     from .mesh_kernels import body_pipelines
 
@@ -347,6 +348,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         cost_estimate=_cost_estimate(p.get("cost_estimate")), vmapped_dims=[int(d) for d in gm.vmapped_dims],
         work_before_bytes=_work_before(eqn.invars[n_dyn:], made[n_dyn:] if made else None,
                                        p.get("input_output_aliases")),
+        origins_followed=followed and made is not None,
         # True or the interpreter's params, unless the inspector forced interpret mode (the CPU)
         interpret=bool(p.get("interpret")) and not forced_interpret,
     )
@@ -381,6 +383,7 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
         values = [None] * len(occurrences)
     live = live_outputs(closed_jaxpr)
     made, read_after = operands_made_by_ops(closed_jaxpr), outputs_read_by_ops(closed_jaxpr)
+    nested = kernels_in_control_flow(closed_jaxpr)
     found: list[tuple[str, FoundCall | Exception]] = []
     for (_, eqn), operand_vals in zip(occurrences, values):
         name = str(eqn.params.get("name") or eqn.primitive.name)
@@ -389,7 +392,7 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
                 found.append((name, read_mesh_kernel(eqn, live.get(id(eqn)), forced_interpret)))
             else:
                 found.append((name, read_call(eqn, operand_vals, live.get(id(eqn)), forced_interpret, made.get(id(eqn)),
-                                              read_after.get(id(eqn)))))
+                                              read_after.get(id(eqn)), followed=id(eqn) not in nested)))
         except Exception as err:  # a kernel this jax version lays out differently: a finding, not a crash
             found.append((name, err))
     return found

@@ -158,6 +158,9 @@ class PallasCall:
     # bytes the program writes before the kernel into its computed operands, and copies of aliased
     # arguments: work during which XLA can copy an input into VMEM (operand_origins)
     work_before_bytes: int = 0
+    # the operands' origins (made_by_op, read_by_op, work_before_bytes) were followed through the
+    # program, not assumed (a kernel inside a loop, branch or shard_map): XLA's placement is relied on
+    origins_followed: bool = False
     interpret: bool = False  # pallas_call(interpret=...) given: the interpreter's HLO on every backend, never Mosaic
     unknown_loops: int = 0  # while loops in the body with a trip count unknown here: maxima count them once
     # "pallas_call", or a kernel over a core mesh: "pl.kernel" / "core_map" (the grid is then the mesh,

@@ -297,9 +297,11 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     for what, size in room_for:
         items.append(VmemItem(what, [], "", size, 1))
         body += size
-    # on v5e and v6e, placement is relied on only as the one assumption of a "fits": beside a body
-    # value it let splash attention through on v5e, where libtpu needed 17.3 MiB of 16
-    placed, most_out = _taken_out(candidates, beside, chip.vmem_operands or not body, chip.vmem_operands)
+    # on v5e and v6e, placement is relied on only as the one assumption of a "fits" (beside a body
+    # value it let splash attention through on v5e, where libtpu needed 17.3 MiB of 16), and only
+    # where the operands' origins were followed (a kernel in a lax.cond branch kept its blocks)
+    placed, most_out = _taken_out(candidates, beside, chip.vmem_operands or not body and info.origins_followed,
+                                  chip.vmem_operands)
     total = sum(i.bytes for i in items) - placed
     # a matmul result built in the ref it is stored into (an accumulator, an output block) when it
     # outgrows the registers
