@@ -246,25 +246,19 @@ def main(argv: list[str]) -> None:
     chip_names, only = None, []
     if argv[:1] == ["--styles"]:
         OUT, argv = STYLES_OUT, targets([STYLES])
-    if argv[:1] == ["--heldout6"]:
-        OUT, chip_names = HELDOUT6_OUT, HELDOUT_CHIPS
-        only = argv[1:]
-        jobs = [job for job in HELDOUT6 if not only or any(word in job[0] for word in only)]
-    elif argv[:1] == ["--heldout7"]:
-        OUT, chip_names = HELDOUT7_OUT, HELDOUT_CHIPS
-        only = argv[1:]
-        jobs = [job for job in HELDOUT7 if not only or any(word in job[0] for word in only)]
-    elif argv[:1] == ["--heldout"]:
-        OUT, chip_names = HELDOUT_OUT, HELDOUT_CHIPS
-        only = argv[1:]  # substrings of the targets to compile (the others are left out)
-        jobs = [job for job in HELDOUT if not only or any(word in job[0] for word in only)]
+    rounds = {"--heldout": (HELDOUT_OUT, HELDOUT, None), "--heldout6": (HELDOUT6_OUT, HELDOUT6, "six"),
+              "--heldout7": (HELDOUT7_OUT, HELDOUT7, "seven")}
+    if argv[:1] and argv[0] in rounds:
+        OUT, held_jobs, number = rounds[argv[0]]
+        chip_names, only = HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
+        jobs = [job for job in held_jobs if not only or any(word in job[0] for word in only)]
     else:
         jobs = [(spec, None, None) for spec in argv or targets(CORPUS)] + ([] if argv else STRESS)
+        number = None
     table = {"jax": metadata.version("jax"), "libtpu": metadata.version("libtpu"), "seconds": 0, "rows": []}
-    if OUT == HELDOUT6_OUT:
-        table["source"] = "the held-out round six (tests/data/heldout6/): libtpu's verdict per chip and shape"
-    if OUT == HELDOUT7_OUT:
-        table["source"] = "the held-out round seven (tests/data/heldout7/): libtpu's verdict per chip and shape"
+    if number:
+        folder = OUT.stem.replace("vmem_truth_", "")
+        table["source"] = f"the held-out round {number} (tests/data/{folder}/): libtpu's verdict per chip and shape"
 
     if only and OUT.exists():  # a partial run redoes its jobs and keeps the other rows
         kept = json.loads(OUT.read_text())
@@ -274,7 +268,7 @@ def main(argv: list[str]) -> None:
     t0 = time.time() - table["seconds"]
     for spec, args, grid in jobs:
         rows = rows_for(spec, args, grid, chip_names)
-        if OUT in (HELDOUT6_OUT, HELDOUT7_OUT):  # libtpu's verdicts only: the estimate's rules change
+        if number:  # libtpu's verdicts only: the estimate's rules change
             rows = [{k: v for k, v in r.items() if not k.startswith("estimate_")} for r in rows]
         table["rows"] += rows
         table["seconds"] = round(time.time() - t0)  # the wall time of the compiles, for BENCHMARKS.md
