@@ -20,11 +20,8 @@ import json
 
 import pytest
 
-from conftest import HeldOut, assert_entry_clean, errors, truth_outcome
-from inspector.chips import get_chip
-from inspector.pallas.check import run_check
+from conftest import HeldOut, errors, round_tests, truth_outcome
 from inspector.target import load_target
-from inspector.view_table import SHOW_VIEWS as VIEWS
 
 ROUND = HeldOut("heldout6")
 CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
@@ -37,35 +34,8 @@ def test_corpus_is_what_the_notes_say():
     ROUND.assert_vendored(files=4, entries=5)
 
 
-@pytest.mark.parametrize("spec", ROUND.params())
-def test_every_view_on_cpu(spec):
-    assert_entry_clean(spec, "cpu", VIEWS)
-
-
-@pytest.mark.tpu
-@pytest.mark.parametrize("spec", ROUND.params())
-def test_every_view_on_one_tpu(spec):
-    assert_entry_clean(spec, "tpu-v5e", VIEWS)
-
-
-@pytest.mark.tpu
-@pytest.mark.parametrize("spec", ROUND.params())
-def test_the_estimate_on_three_generations_finds_no_error(spec):
-    estimate = run_check(load_target(spec), [get_chip(c) for c in CHECK_CHIPS], estimate_only=True)
-    assert errors(estimate.findings) == [] and estimate.ok
-    assert [row.fits for row in estimate.targets] == [True, True, True]
-
-
-@pytest.mark.tpu
-@pytest.mark.slow
-@pytest.mark.parametrize("spec", ROUND.params())
-def test_check_agrees_with_libtpu(spec):
-    """libtpu's compile on v5e fits each entry at INSPECT's shape, as the estimate says."""
-    target = load_target(spec)
-    real = run_check(target, [get_chip("tpu-v5e")])
-    assert errors(real.findings) == [] and real.ok
-    row = real.targets[0]
-    assert row.compiler_fits is True, row.compiler_message
+(test_every_view_on_cpu, test_every_view_on_one_tpu, test_the_estimate_on_three_generations_finds_no_error,
+ test_check_agrees_with_libtpu) = round_tests(ROUND, CHECK_CHIPS)
 
 
 @pytest.mark.slow
