@@ -187,15 +187,13 @@ def _sequential_dynamic_dims(compiler_params, grid_mapping):
     """The 0.10.2 interpreter shuffles a "parallel" grid dimension and so needs its size while
     tracing: one sized at run time (a KV-cache insert's count of valid rows) is run in order
     instead ("arbitrary"), which a kernel correct under "parallel" computes the same."""
-    import dataclasses
-
-    from jax._src.pallas import core as pallas_core
+    from .pallas import is_dynamic_dim
 
     semantics = getattr(compiler_params, "dimension_semantics", None)
     grid = getattr(grid_mapping, "grid", ())
     if not semantics or len(semantics) != len(grid):
         return compiler_params
-    kept = tuple("arbitrary" if g is pallas_core.dynamic_grid_dim and "parallel" in str(d).lower() else d
+    kept = tuple("arbitrary" if is_dynamic_dim(g) and "parallel" in str(d).lower() else d
                  for g, d in zip(grid, semantics))
     return dataclasses.replace(compiler_params, dimension_semantics=kept)
 

@@ -218,7 +218,8 @@ def _signature(grid, gm, prefetch) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def _dynamic(d) -> bool:
+def is_dynamic_dim(d) -> bool:
+    """A grid dimension whose size is a traced value (jax's placeholder, not an int)."""
     return not isinstance(d, (int, np.integer))
 
 
@@ -282,12 +283,12 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
 
     p = eqn.params
     gm = p["grid_mapping"]
-    n_dyn = sum(1 for d in gm.grid if _dynamic(d))
+    n_dyn = sum(1 for d in gm.grid if is_dynamic_dim(d))
     values = values or [None] * len(eqn.invars)
     dyn_values = iter(values[:n_dyn])
     grid: list[int | None] = []
     for d in gm.grid:
-        if _dynamic(d):
+        if is_dynamic_dim(d):
             v = next(dyn_values)
             grid.append(int(np.asarray(v).reshape(-1)[0]) if v is not None else None)
         else:
@@ -337,7 +338,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
     call = PallasCall(
         name=name, source=f"{short_path(frame[0])}:{frame[1]}" if frame else None,
         kernel_source=_short_src(getattr(info, "func_src_info", None)),
-        grid=grid, grid_names=names, grid_dynamic=[_dynamic(d) for d in gm.grid],
+        grid=grid, grid_names=names, grid_dynamic=[is_dynamic_dim(d) for d in gm.grid],
         dimension_semantics=_semantics(cp, len(grid)),
         scalar_prefetch=n_idx, prefetch_bytes=sum(_bytes_of(v.aval) for v in prefetch_vars),
         operands=operands, scratch=scratch + body.scoped, dmas=body.dmas,
