@@ -2,8 +2,10 @@
 1,005 deviceless compiles: BENCHMARKS.md, "The VMEM estimate against libtpu").
 
 - A dot result a reduction must see whole before it is used whole (softmax's scores: max(s), then
-  exp(s - max)) is held: libtpu's VMEM beyond the blocks was 0.69x the largest such result or more in
-  every compile measured (TPU7x left out: XLA's placement of its operands blurs the figure there).
+  exp(s - max)) is held: libtpu's VMEM beyond the blocks was 0.61x the largest such result, less
+  the register file, or more in every compile measured (maxdiffusion's cross attention on v6e, which
+  sums its exponentials on the MXU); where the chain feeds a second reduction (the sum of the
+  exponentials on the VPU), 1.09x or more in all 126 (vmem.py).
   A result only reduced, or only partly used after, need not be: a running max over 1024-wide
   score chunks took 0.33x of one chunk. Nor one whose softmax is stored whole into an output block
   (PallasBench's qk-softmax, held out: libtpu builds it there, 0x beyond the blocks).
@@ -48,6 +50,7 @@ class BodyDots:
     second_computed_bytes: int = 0  # and the next largest (another value, maybe of the same size)
     split_operand_bytes: int = 0  # bf16 parts of HIGHEST-precision f32 matmuls' operands (_split_bytes)
     in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
+    summed_bytes: int = 0  # of those held, the largest whose chain feeds two reductions (max, then the sum of exp)
 
     def call_fields(self) -> dict:
         """As PallasCall's fields."""
@@ -55,7 +58,7 @@ class BodyDots:
                     unrolled_dot_bytes=self.unrolled_bytes, unrolled_values_bytes=self.unrolled_values_bytes,
                     body_value_bytes=self.largest_value_bytes, computed_value_bytes=self.computed_value_bytes,
                     second_computed_bytes=self.second_computed_bytes, split_operand_bytes=self.split_operand_bytes,
-                    in_ref_bytes=self.in_ref_bytes)
+                    in_ref_bytes=self.in_ref_bytes, summed_dot_bytes=self.summed_bytes)
 
 
 def _nbytes(var) -> int:
@@ -120,14 +123,15 @@ def _stored_elements(store) -> int | None:
     return _elements(store.invars[1]) if len(store.invars) > 1 else None  # swap / store: ref, value, indices...
 
 
-def _reduced_then_used_whole(var, jaxpr, users_of) -> bool:
+def _reduced_then_used_whole(var, jaxpr, users_of) -> int:
     """Softmax's pattern: the value (through element-wise ops) feeds a reduction and an element-wise
     op of its own size, which cannot start before the reduction has seen all of it; unless the
-    chain stores a value of that size whole, into an output block it can be built in."""
+    chain stores a value of that size whole, into an output block it can be built in. How many
+    reductions the chain feeds (softmax's max, and the sum of its exponentials), 0 without the pattern."""
     if _built_in_ref(var, jaxpr, users_of):
-        return False
+        return 0
     size = _elements(var)
-    frontier, pattern = [(var, jaxpr)], False
+    frontier, pattern, reductions = [(var, jaxpr)], False, 0
     for _ in range(8):  # how far down an element-wise chain the pattern is looked for
         nxt = []
         for v, j in frontier:
@@ -138,9 +142,10 @@ def _reduced_then_used_whole(var, jaxpr, users_of) -> bool:
                      and len(u.outvars) == 1 and _elements(u.outvars[0]) == size]
             pattern |= any(u.primitive.name in _ELEMENTWISE for u, _ in chain) and \
                 any(u.primitive.name in _REDUCTIONS for u, _ in uses)
+            reductions += sum(u.primitive.name in _REDUCTIONS for u, _ in uses)
             nxt += [(u.outvars[0], jj) for u, jj in chain]
         frontier = nxt
-    return pattern
+    return reductions if pattern else 0
 
 
 def _built_in_ref(var, jaxpr, users_of) -> bool:
@@ -196,7 +201,7 @@ def _split_bytes(dot) -> int:
 
 
 def body_dots(jaxpr) -> BodyDots:
-    held = values = largest = in_ref = split = 0
+    held = summed = values = largest = in_ref = split = 0
     computed = [0, 0]  # the two largest values computed element-wise
     stretches: list[int] = []
     cache: dict[int, dict] = {}
@@ -207,7 +212,7 @@ def body_dots(jaxpr) -> BodyDots:
         return cache[id(j)]
 
     def walk(j) -> int:
-        nonlocal held, values, largest, in_ref, split
+        nonlocal held, summed, values, largest, in_ref, split
         users = users_of(j)
         here = 0
         parts: set[int] = set()  # values that are a concatenation's parts (above)
@@ -228,8 +233,11 @@ def body_dots(jaxpr) -> BodyDots:
                 size = _nbytes(e.outvars[0])
                 if not _streamed(e.outvars[0], users):
                     here += size
-                    if _reduced_then_used_whole(e.outvars[0], j, users_of):
+                    reductions = _reduced_then_used_whole(e.outvars[0], j, users_of)
+                    if reductions:
                         held = max(held, size)
+                    if reductions > 1:
+                        summed = max(summed, size)
             times = _unroll(e)
             for sub in sub_jaxprs(e.params):
                 inner = walk(sub)
@@ -241,4 +249,4 @@ def body_dots(jaxpr) -> BodyDots:
         return here
 
     walk(jaxpr)
-    return BodyDots(held, max(stretches, default=0), values, largest, computed[0], computed[1], split, in_ref)
+    return BodyDots(held, max(stretches, default=0), values, largest, computed[0], computed[1], split, in_ref, summed)

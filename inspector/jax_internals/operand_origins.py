@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from .evaluate import KERNEL_PRIMITIVES, called_jaxpr
+from .tpu_layout import copied_for_a_kernel
 from .tracing import sub_jaxprs
 
 # equations XLA turns into no work on the operand's buffer: a reshape that keeps the two minor
@@ -46,8 +47,9 @@ def _is_view(eqn) -> bool:
 
 def operands_made_by_ops(closed_jaxpr) -> dict[int, list[bool]]:
     """{id(kernel eqn): [is operand i computed by the program before the kernel?]}. An argument of
-    the program or a constant, reached through views and calls only, is not; anything inside a
-    loop or branch is (conservatively: the question is whether XLA may place it in VMEM)."""
+    the program or a constant, reached through views and calls only, is not, unless XLA copies it
+    out of its default TPU layout first (tpu_layout.py); anything inside a loop or branch is
+    (conservatively: the question is whether XLA may place it in VMEM)."""
     result: dict[int, list[bool]] = {}
 
     def visit(jaxpr, made: list[bool]) -> list[bool]:
@@ -72,14 +74,15 @@ def operands_made_by_ops(closed_jaxpr) -> dict[int, list[bool]]:
             state.update((id(v), m) for v, m in zip(eqn.outvars, outs))
         return [of(v) for v in jaxpr.outvars]
 
-    visit(closed_jaxpr.jaxpr, [False] * len(closed_jaxpr.jaxpr.invars))
+    visit(closed_jaxpr.jaxpr, [copied_for_a_kernel(v.aval) for v in closed_jaxpr.jaxpr.invars])
     return result
 
 
 def outputs_read_by_ops(closed_jaxpr) -> dict[int, list[bool]]:
     """{id(kernel eqn): [does an op of the program read output i after the kernel?]}. An output
-    the program returns, through views and calls only, is not read; one used inside a loop or
-    branch, or by another kernel, is (conservatively, as above)."""
+    the program returns, through views and calls only, is not read, unless XLA copies it into its
+    default TPU layout after the kernel; one used inside a loop or branch, or by another kernel, is
+    (conservatively, as above)."""
     result: dict[int, list[bool]] = {}
 
     def visit(jaxpr, outs_read: list[bool]) -> list[bool]:
@@ -108,7 +111,7 @@ def outputs_read_by_ops(closed_jaxpr) -> dict[int, list[bool]]:
                 mark(v, r)
         return [read.get(id(v), False) for v in jaxpr.invars]
 
-    visit(closed_jaxpr.jaxpr, [False] * len(closed_jaxpr.jaxpr.outvars))
+    visit(closed_jaxpr.jaxpr, [copied_for_a_kernel(getattr(v, "aval", None)) for v in closed_jaxpr.jaxpr.outvars])
     return result
 
 
