@@ -83,6 +83,20 @@ def test_an_output_an_op_reads_next_is_placed():
     assert b.verdict == "fits" and b.placed_bytes == 16 * MiB
 
 
+def test_an_argument_xla_copies_out_of_its_tpu_layout_is_placed():
+    """A (2, 16384, 64) f32 argument is stored with 16384 minor on a TPU: XLA copies it into the
+    kernel's layout and can write the copy into VMEM, and the output back (libtpu fits narrow with
+    0 B of scoped VMEM where its blocks are 32 MiB of v5e's 16); a 128-wide one is not copied."""
+    info = info_of("narrow")
+    assert [(o.role, o.made_by_op, o.read_by_op) for o in info.operands] == [("input", True, False),
+                                                                            ("output", False, True)]
+    b = budget(info, V5E)
+    assert b.verdict == "fits" and b.placed_bytes == 32 * MiB
+    wide = info_of("narrow", "f32[2,16384,128]")
+    assert not any(o.made_by_op or o.read_by_op for o in wide.operands)
+    assert budget(wide, V5E).verdict == "over"
+
+
 def test_operands_xla_places_must_fit_beside_the_scoped_region_together():
     """Of four 32 MiB operands with 16 MiB of blocks each, at most three fit in v5e's 112 MiB
     beside its scoped 16: at least one's blocks stay in the limit (fused recurrent GLA's did)."""
@@ -104,7 +118,8 @@ def test_operands_xla_places_must_fit_beside_the_scoped_region_together():
 @pytest.mark.slow
 @pytest.mark.parametrize("name, args, libtpu_fits", [
     ("argument", None, False), ("computed", None, True), ("copied_meanwhile", None, True),
-    ("copied_meanwhile", SMALL_WORK, False), ("through_views", None, False), ("read_after", None, True)])
+    ("copied_meanwhile", SMALL_WORK, False), ("through_views", None, False), ("read_after", None, True),
+    ("narrow", None, True), ("narrow", "f32[2,16384,128]", False)])
 def test_the_estimate_agrees_with_libtpu(name, args, libtpu_fits):
     """libtpu's compile on v5e, against the estimate: they agree on each."""
     target = load_target(f"{KERNELS}:{name}", args=args)

@@ -5,7 +5,7 @@
   exp(s - max)) is held: libtpu's VMEM beyond the blocks was 0.61x the largest such result, less
   the register file, or more in every compile measured (maxdiffusion's cross attention on v6e, which
   sums its exponentials on the MXU); where the chain feeds a second reduction (the sum of the
-  exponentials on the VPU), 1.09x or more in all 126 (vmem.py).
+  exponentials on the VPU), 1.05x or more in every such compile that fit (vmem.py).
   A result only reduced, or only partly used after, need not be: a running max over 1024-wide
   score chunks took 0.33x of one chunk. Nor one whose softmax is stored whole into an output block
   (PallasBench's qk-softmax, held out: libtpu builds it there, 0x beyond the blocks).

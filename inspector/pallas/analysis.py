@@ -66,12 +66,15 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
     if b.verdict == "unsure":
         unsure = []
         besides = sum(size for _, size in b.room_for)
+        value = b.body_bytes - besides
+        # what of the body's value is not already counted as certain
+        size = f"{mib(value - b.held_bytes)} more of its {mib(value)}" if b.held_bytes else mib(value)
         if b.body_unrolled:
-            unsure.append(f"the values of straight-line code ({mib(b.body_bytes - besides)}: matmul results, an "
-                          "unrolled loop's trips), which the compiler can keep live together")
-        elif b.body_bytes - besides > b.held_bytes:
-            unsure.append(f"the largest value the body builds ({mib(b.body_bytes - besides)}), which the compiler "
-                          "usually keeps in VMEM but can stream (a dot accumulated into a ref)")
+            unsure.append(f"the values of straight-line code ({size}: matmul results, an unrolled loop's trips), "
+                          "which the compiler can keep live together")
+        elif value > b.held_bytes:
+            unsure.append(f"the largest value the body builds ({size}), which the compiler usually keeps in VMEM "
+                          "but can stream (a dot accumulated into a ref)")
         unsure += [f"{what} ({mib(size)})" for what, size in b.room_for]
         if b.outside_bytes:
             outside = ", ".join(i.what for i in b.items if i.maybe_outside)
@@ -83,11 +86,12 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
         if b.placed_bytes and not unsure:
             unsure.append(f"operands XLA places whole in VMEM (their {mib(b.placed_bytes)} of blocks out of the "
                           "limit), which leave the compiler no room at the very limit")
+        held = f", {mib(b.held_bytes)} of it {b.held_what}" if b.held_bytes else ""
         where = ("over" if b.total_bytes > b.limit_bytes else "at" if b.total_bytes == b.limit_bytes else
                  f"within {BODY_MARGIN:.0%} of")
         return found + [Finding("warning", "vmem-may-exceed",
                         f"{b.kernel} on {b.chip}: the rest needs {mib(certain)} of the {b.limit_source} "
-                        f"{mib(b.limit_bytes)}; with {' and '.join(unsure)}, the estimate is {mib(b.total_bytes)}, {where} "
+                        f"{mib(b.limit_bytes)}{held}; with {' and '.join(unsure)}, the estimate is {mib(b.total_bytes)}, {where} "
                         "it: only a compile decides (check without --estimate-only)",
                         kernel=b.kernel, view="pallas", data={**data, "certain_bytes": certain})]
     growth = f"; the pipelined blocks alone would have to shrink to {b.block_growth:.2f}x" if b.block_growth else ""

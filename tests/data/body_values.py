@@ -2,7 +2,8 @@
 terms (inspector/jax_internals/body_dots.py): a matmul accumulated into a ref, a softmax over
 a dot's scores, the scores of chunks in a loop unrolled with pl.loop, an unrolled fori_loop
 without matmuls, values built in the output block they are stored into, values computed
-element-wise, a concatenation, and an f32 matmul at HIGHEST precision. Inputs (the first ones):
+element-wise, a concatenation, an f32 matmul at HIGHEST precision, and softmaxes whose
+exponentials the MXU sums, or the VPU for several heads in a Python loop. Inputs (the first ones):
 q f32[rows, 128], k f32[cols, 128]."""
 
 import functools
@@ -140,6 +141,36 @@ def highest_matmul(x, w):
     return pl.pallas_call(_highest, out_shape=jax.ShapeDtypeStruct((x.shape[0], w.shape[1]), jnp.float32))(x, w)
 
 
+def _mxu_sum(q_ref, k_ref, v_ref, o_ref):
+    s = jax.lax.dot_general(q_ref[...], k_ref[...], _NT, preferred_element_type=jnp.float32)
+    p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True)).astype(jnp.bfloat16)
+    ones = jnp.ones((v_ref.shape[0], 128), jnp.bfloat16)
+    both = jnp.dot(p, jnp.concatenate([v_ref[...].astype(jnp.bfloat16), ones], axis=-1),
+                   preferred_element_type=jnp.float32)
+    o_ref[...] = both[:, :128] / both[:, 128:]
+
+
+def mxu_sum(q, k, v):
+    """softmax(q @ k^T) @ v with the exponentials summed by the MXU, a column of ones beside v
+    (maxdiffusion's cross attention in "mxu" sum mode): one reduction, the max."""
+    return pl.pallas_call(_mxu_sum, out_shape=jax.ShapeDtypeStruct((q.shape[0], 128), jnp.float32))(q, k, v)
+
+
+def _heads(q_ref, k_ref, v_ref, o_ref, *, heads):
+    for h in range(heads):  # straight-line code: each head's scores, in one stretch
+        cols = pl.ds(h * 128, 128)
+        s = jax.lax.dot_general(q_ref[:, cols], k_ref[:, cols], _NT, preferred_element_type=jnp.float32)
+        p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
+        o_ref[:, cols] = jnp.dot(p, v_ref[:, cols], preferred_element_type=jnp.float32) / jnp.sum(p, -1, keepdims=True)
+
+
+def heads_softmax(q, k, v, heads=4):
+    """Attention of ``heads`` 128-wide heads side by side, a Python loop over them, each softmax
+    summed on the VPU (maxdiffusion's cross attention in "vpu" sum mode)."""
+    return pl.pallas_call(functools.partial(_heads, heads=heads),
+                          out_shape=jax.ShapeDtypeStruct(q.shape, jnp.float32))(q, k, v)
+
+
 INSPECT = {
     "accumulated": {"args": "f32[512,128] f32[1024,128]"},
     "softmax_scores": {"args": "f32[512,128] f32[1024,128]"},
@@ -151,4 +182,6 @@ INSPECT = {
     "row_logsumexp": {"args": "f32[512,2048]"},
     "stacked": {"args": "f32[256,1024] f32[1024,128]"},
     "highest_matmul": {"args": "f32[512,1024] f32[1024,1024]"},
+    "mxu_sum": {"args": "f32[512,128] f32[1024,128] f32[1024,128]"},
+    "heads_softmax": {"args": "f32[512,512] f32[1024,512] f32[1024,512]"},
 }

@@ -54,11 +54,26 @@ def read_after(x, z, *, block=512):
     return _kernel(x, z, block) * 2
 
 
+def _plus_one(q_ref, o_ref):
+    o_ref[...] = q_ref[...] + 1
+
+
+def narrow(q):
+    """q + 1 over (1, S, 64) f32 blocks of an argument (head_dim 64): its default TPU layout keeps S
+    minor ({1,2,0}), so XLA copies it into the kernel's row-major layout, into VMEM, and the
+    output back out of it: libtpu fits (2, 16384, 64), 32 MiB of blocks by the kernel's own
+    layout, with 0 B of scoped VMEM on v5e."""
+    spec = pl.BlockSpec((1, q.shape[1], q.shape[2]), lambda h: (h, 0, 0))
+    return pl.pallas_call(_plus_one, grid=(q.shape[0],), in_specs=[spec], out_specs=spec,
+                          out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype))(q)
+
+
 INSPECT = {
     "argument": {"args": "bf16[1024,8192] f32[1024,2048]"},
     "computed": {"args": "bf16[1024,8192] f32[1024,2048]"},
     "copied_meanwhile": {"args": "bf16[1024,8192] f32[1024,2048]"},
     "through_views": {"args": "bf16[1024,8192] f32[1024,2048]"},
     "read_after": {"args": "bf16[1024,8192] f32[1024,2048]"},
+    "narrow": {"args": "f32[2,16384,64]"},
 }
 
