@@ -378,6 +378,8 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
     from .mesh_kernels import is_mesh_kernel, read_mesh_kernel
 
     occurrences = list(pallas_occurrences(closed_jaxpr.jaxpr))
+    if not occurrences:  # nothing to read (and no TPU layouts to ask libtpu for)
+        return []
     try:
         values = operand_values(closed_jaxpr, occurrences, example_values)
     except Exception:  # evaluation is best effort: without values the walk says what it cannot follow
