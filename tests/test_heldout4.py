@@ -93,10 +93,11 @@ def test_the_estimate_against_libtpu_across_the_limits():
     (Levanter's cross-entropy logits and their exponentials; SSD's decay mask and scores), and the
     estimate counted one. Since a value computed element-wise is held whole and a "fits" leaves room
     for a second of its size, none says "fits" where libtpu runs out and 82 agreed (15 rows libtpu
-    fits within that room are undecided); 81 since the blocks of PallasBench's qk-softmax, 64 wide
-    and so copied out of their TPU layout by XLA, may be placed in VMEM (jax_internals/tpu_layout.py):
-    its refusal at block_q 128 on v5e (17.85 MiB) is undecided. Held at that, so a change that does
-    worse fails here."""
+    fits within that room are undecided); still 82 since the blocks of PallasBench's 64-wide
+    kernels, which XLA copies out of their TPU layout, may be placed in VMEM
+    (jax_internals/tpu_layout.py): the qk-softmax's refusal at block_q 128 on v5e (17.85 MiB) is
+    undecided now, and the MHA's at 2048 on v5e decided (15.75 of 16 MiB certain). Held at that,
+    so a change that does worse fails here."""
     rows, outcome = truth_outcome("vmem_truth_heldout4.json")
     assert len(rows) == 102 and outcome["false error"] == []
-    assert len(outcome["agree"]) >= 81 and outcome["short"] == [], outcome["short"]
+    assert len(outcome["agree"]) >= 82 and outcome["short"] == [], outcome["short"]

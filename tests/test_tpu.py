@@ -38,10 +38,9 @@ def test_live_vmem_failure_is_a_finding_with_the_compilers_figures(run_cli):
     report = json.loads(out.stdout)
     assert report["ok"] is False
     errors = {f["code"]: f for f in report["findings"] if f["severity"] == "error"}
-    assert set(errors) == {"compile-vmem-oom"}
-    # the estimate could not decide alone (only the body's scores put it over); the compile did, and the warning says so
-    [undecided] = [f for f in report["findings"] if f["code"] == "vmem-may-exceed"]
-    assert undecided["severity"] == "warning" and "libtpu agrees: it ran out of VMEM" in undecided["message"]
+    # the compile's refusal, and the estimate's own: the (4096, 512) f32 scores its softmax sums are held
+    assert set(errors) == {"compile-vmem-oom", "vmem-over-limit"}
+    assert "a matmul result whose softmax the body sums" in errors["vmem-over-limit"]["message"]
     finding = errors["compile-vmem-oom"]
     assert finding["data"]["limit_bytes"] == 16 * 2**20
     assert finding["data"]["used_bytes"] > finding["data"]["limit_bytes"]

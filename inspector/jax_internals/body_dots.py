@@ -51,6 +51,7 @@ class BodyDots:
     split_operand_bytes: int = 0  # bf16 parts of HIGHEST-precision f32 matmuls' operands (_split_bytes)
     in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
     summed_bytes: int = 0  # of those held, the largest whose chain feeds two reductions (max, then the sum of exp)
+    summed_operand_bytes: int = 0  # its operands the body computes (not blocks read as they are: _computed_operand_bytes)
 
     def call_fields(self) -> dict:
         """As PallasCall's fields."""
@@ -58,7 +59,8 @@ class BodyDots:
                     unrolled_dot_bytes=self.unrolled_bytes, unrolled_values_bytes=self.unrolled_values_bytes,
                     body_value_bytes=self.largest_value_bytes, computed_value_bytes=self.computed_value_bytes,
                     second_computed_bytes=self.second_computed_bytes, split_operand_bytes=self.split_operand_bytes,
-                    in_ref_bytes=self.in_ref_bytes, summed_dot_bytes=self.summed_bytes)
+                    in_ref_bytes=self.in_ref_bytes, summed_dot_bytes=self.summed_bytes,
+                    summed_operand_bytes=self.summed_operand_bytes)
 
 
 def _nbytes(var) -> int:
@@ -150,14 +152,20 @@ def _reduced_then_used_whole(var, jaxpr, users_of) -> int:
 
 def _built_in_ref(var, jaxpr, users_of) -> bool:
     """Whether element-wise ops of its size carry the value into a store of that size: Mosaic can
-    build it in that ref (an output block, an accumulator) instead of a VMEM temporary of its own."""
+    build it in that ref (an output block, an accumulator) instead of a VMEM temporary of its own.
+    A chain that a reduction must see whole first (a softmax's exponentials, summed, then divided)
+    is built there only in a ref as wide as the value: AMLeng's softmax, f32 exponentials stored as
+    bf16, took one f32 copy of its block beyond the blocks (held out, round eight: 23.8 MiB where
+    16 are blocks on v5e); an accumulator cast on its way out streams (sglang's fused MLP)."""
     size = _elements(var)
-    frontier = [(var, jaxpr)]
+    frontier, reduced = [(var, jaxpr)], False
     for _ in range(10):  # how far down an element-wise chain the store is looked for
         nxt = []
         for v, j in frontier:
             uses = _uses(v, j, users_of)
-            if any(u.primitive.name in _STORES and _stored_elements(u) == size for u, _ in uses):
+            reduced |= any(u.primitive.name in _REDUCTIONS for u, _ in uses)
+            if any(u.primitive.name in _STORES and _stored_elements(u) == size and
+                   (not reduced or _nbytes(u.invars[1]) >= _nbytes(var)) for u, _ in uses):
                 return True
             nxt += [(u.outvars[0], jj) for u, jj in uses if u.primitive.name in _ELEMENTWISE | _SAME_VALUE
                     and len(u.outvars) == 1 and _elements(u.outvars[0]) == size]
@@ -190,6 +198,23 @@ def _of_parts(eqn, parts: set[int]) -> bool:
     return any(id(v) in parts and _elements(v) == size for v in eqn.invars)
 
 
+def _computed_operand_bytes(dot, jaxpr) -> int:
+    """The bytes of a matmul's operands the body computes (RoPE's rotation), which the MXU needs
+    whole beside its result; not a block read as it is, or only cast, transposed or reshaped on the
+    way (maxtext's ragged attention casts its bf16 k block to f32: libtpu held no copy of it)."""
+    producers = {id(v): e for e in jaxpr.eqns for v in e.outvars}
+    total = 0
+    for operand in dot.invars[:2]:
+        v = operand
+        while (e := producers.get(id(v))) is not None and \
+                e.primitive.name in _SAME_VALUE | {"transpose", "convert_element_type"}:
+            v = e.invars[0]
+        e = producers.get(id(v))
+        if e is not None and e.primitive.name not in _REF_OPS:
+            total += _nbytes(operand)
+    return total
+
+
 def _split_bytes(dot) -> int:
     """A matmul of f32 operands at HIGHEST precision runs as bf16 passes over each operand's three
     bf16 parts: 1.5x the operands' bytes (TPU7x kept about that beyond the blocks: vmem.py)."""
@@ -201,7 +226,7 @@ def _split_bytes(dot) -> int:
 
 
 def body_dots(jaxpr) -> BodyDots:
-    held = summed = values = largest = in_ref = split = 0
+    held = summed = summed_operands = values = largest = in_ref = split = 0
     computed = [0, 0]  # the two largest values computed element-wise
     stretches: list[int] = []
     cache: dict[int, dict] = {}
@@ -212,7 +237,7 @@ def body_dots(jaxpr) -> BodyDots:
         return cache[id(j)]
 
     def walk(j) -> int:
-        nonlocal held, summed, values, largest, in_ref, split
+        nonlocal held, summed, summed_operands, values, largest, in_ref, split
         users = users_of(j)
         here = 0
         parts: set[int] = set()  # values that are a concatenation's parts (above)
@@ -236,8 +261,8 @@ def body_dots(jaxpr) -> BodyDots:
                     reductions = _reduced_then_used_whole(e.outvars[0], j, users_of)
                     if reductions:
                         held = max(held, size)
-                    if reductions > 1:
-                        summed = max(summed, size)
+                    if reductions > 1 and size >= summed:
+                        summed, summed_operands = size, _computed_operand_bytes(e, j)
             times = _unroll(e)
             for sub in sub_jaxprs(e.params):
                 inner = walk(sub)
@@ -249,4 +274,5 @@ def body_dots(jaxpr) -> BodyDots:
         return here
 
     walk(jaxpr)
-    return BodyDots(held, max(stretches, default=0), values, largest, computed[0], computed[1], split, in_ref, summed)
+    return BodyDots(held, max(stretches, default=0), values, largest, computed[0], computed[1], split, in_ref, summed,
+                    summed_operands)

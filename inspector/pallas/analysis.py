@@ -99,6 +99,8 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
     held = f", {mib(b.held_bytes)} of it {b.held_what}" if b.held_bytes else ""
     rest = b.body_bytes - b.held_bytes
     over = (f"over by {mib(certain - b.limit_bytes)}" if certain > b.limit_bytes else
+            f"all but {mib(b.limit_bytes - certain)}, less than the vector registers hold: no room left for the "
+            "compiler's temporaries" if certain < b.limit_bytes else
             f"all of it, with no room left for the {mib(rest)} more the body builds beyond the registers" if rest
             else "all of it, with no room left for the compiler's temporaries")
     return found + [Finding("error", "vmem-over-limit" if b.memory == "VMEM" else "shared-memory-over-limit",

@@ -8,6 +8,7 @@ against it. Run from the repository root (takes a while: one real compile per ro
     .venv/bin/python tests/data/make_vmem_truth.py --heldout [PART-OF-A-TARGET ...]
     .venv/bin/python tests/data/make_vmem_truth.py --heldout6 [PART-OF-A-TARGET ...]
     .venv/bin/python tests/data/make_vmem_truth.py --heldout7 [PART-OF-A-TARGET ...]
+    .venv/bin/python tests/data/make_vmem_truth.py --heldout8 [PART-OF-A-TARGET ...]
 
 ``--styles`` writes tests/data/vmem_truth_styles.json instead, from the kernels written in the
 styles of third-party ones (tests/data/third_party_styles.py; tests/test_third_party_styles.py).
@@ -22,6 +23,9 @@ recomputes them): libtpu's verdicts only.
 
 ``--heldout7`` writes tests/data/vmem_truth_heldout7.json the same way from the kernels of
 tests/data/heldout7/ (HELDOUT7): libtpu's verdicts only.
+
+``--heldout8`` writes tests/data/vmem_truth_heldout8.json the same way from the kernels of
+tests/data/heldout8/ (HELDOUT8): libtpu's verdicts only.
 """
 from __future__ import annotations
 
@@ -41,6 +45,7 @@ HELDOUT_OUT = Path(__file__).with_name("vmem_truth_heldout.json")
 HELDOUT_CHIPS = ("tpu-v5e", "tpu-v6e", "tpu-7x")
 HELDOUT6_OUT = Path(__file__).with_name("vmem_truth_heldout6.json")
 HELDOUT7_OUT = Path(__file__).with_name("vmem_truth_heldout7.json")
+HELDOUT8_OUT = Path(__file__).with_name("vmem_truth_heldout8.json")
 CORPUS = ["samples/jax_kernels.py", "samples/attention.py", "samples/matmul.py", "samples/moe.py", "samples/bugs.py"]
 MAX_COMBINATIONS = 8  # per target: the first combinations INSPECT offers (the defaults first)
 # Shapes and blocks that straddle the VMEM limits (the corpus's own shapes fit everywhere):
@@ -191,6 +196,53 @@ HELDOUT7 = [
 ]
 
 
+H8 = "tests/data/heldout8/"
+# Round eight (tests/data/heldout8/): none of these kernels sets vmem_limit_bytes, so the limits are
+# 16 MiB scoped on v5e, 32 MiB on v6e and TPU7x. Shapes chosen from the blocks' sizes alone (before
+# the estimate was looked at), counting each block's logical bytes (a last dim of 64 or 1 counted
+# as it is, not padded to 128 lanes) twice: about 7-8 MiB, 14-20 MiB, 28-32 MiB, 48-68 MiB. The
+# attention rows keep block_k at 128 so that the (block_q, block_k) f32 scores stay the size of a
+# block. One job per shape, kernels interleaved, so that a run stopped early still has each kernel.
+LN = H8 + "flax_layer_norm.py:flax_layer_norm"
+SM = H8 + "amleng_softmax.py:amleng_softmax"
+FA = H8 + "pallasflash_flash_attention.py:pallasflash_attention"
+ROPE = H8 + "pallasflash_fused_rope.py:pallasflash_rope_attention"
+LN64 = "f32[65536,64] f32[64] f32[64]"  # dim 64: the model's latent size, under the 128 lanes
+LN1K = "f32[8192,1024] f32[1024] f32[1024]"
+SM_ARGS = "bf16[4096,8192]"
+ROPE_ARGS = "bf16[1,2,16384,128] bf16[1,1,16384,128] bf16[1,1,16384,128] f32[16384,128] f32[16384,128]"
+
+
+def fa_args(seq: int) -> str:
+    """q, k, v of the flash attention: head_dim 64, GQA with two query heads on one kv head."""
+    return f"bf16[1,2,{seq},64] bf16[1,1,{seq},64] bf16[1,1,{seq},64]"
+
+
+def attn(bq: int, bk: int) -> dict:
+    return {"block_q": [bq], "block_k": [bk], "causal": [False]}
+
+
+HELDOUT8 = [
+    (LN, LN64, {"block_size": [8192]}),                           # 8 MiB of blocks
+    (SM, SM_ARGS, {"bm": [128]}),                                 # 8 MiB
+    (FA, fa_args(16384), attn(16384, 128)),                       # 8.2 MiB
+    (ROPE, ROPE_ARGS, {**attn(2048, 512), "causal": [True]}),     # 7.5 MiB
+    (LN, LN64, {"block_size": [16384]}),                          # 16 MiB
+    (SM, SM_ARGS, {"bm": [256]}),                                 # 16 MiB
+    (FA, fa_args(32768), attn(32768, 128)),                       # 16.3 MiB
+    (ROPE, ROPE_ARGS, {**attn(4096, 1024), "causal": [True]}),    # 15 MiB
+    (LN, LN1K, {"block_size": [1024]}),                           # 16 MiB
+    (SM, SM_ARGS, {"bm": [512]}),                                 # 32 MiB
+    (FA, fa_args(65536), attn(65536, 128)),                       # 32.6 MiB
+    (ROPE, ROPE_ARGS, {**attn(8192, 2048), "causal": [True]}),    # 30 MiB
+    (LN, LN1K, {"block_size": [2048]}),                           # 32 MiB
+    (SM, SM_ARGS, {"bm": [1024]}),                                # 64 MiB
+    (FA, fa_args(131072), attn(131072, 128)),                     # 65 MiB
+    (ROPE, ROPE_ARGS, {**attn(16384, 4096), "causal": [True]}),   # 60 MiB
+    (LN, LN64, {"block_size": [65536]}),                          # 64 MiB
+]
+
+
 def targets(files: list[str]) -> list[str]:
     from inspector.target import load_module
 
@@ -247,7 +299,7 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["--styles"]:
         OUT, argv = STYLES_OUT, targets([STYLES])
     rounds = {"--heldout": (HELDOUT_OUT, HELDOUT, None), "--heldout6": (HELDOUT6_OUT, HELDOUT6, "six"),
-              "--heldout7": (HELDOUT7_OUT, HELDOUT7, "seven")}
+              "--heldout7": (HELDOUT7_OUT, HELDOUT7, "seven"), "--heldout8": (HELDOUT8_OUT, HELDOUT8, "eight")}
     if argv[:1] and argv[0] in rounds:
         OUT, held_jobs, number = rounds[argv[0]]
         chip_names, only = HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
