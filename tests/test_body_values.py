@@ -237,3 +237,27 @@ def test_a_concatenation_and_its_cast_are_their_parts():
     info, _ = traced("stacked", "f32[256,1024] f32[1024,128]")
     assert info.intermediates_bytes[0] == 4 * MiB  # the concatenation, as a plain count sees it
     assert info.body_value_bytes == info.computed_value_bytes == 1 * MiB
+
+
+def test_a_softmax_stored_into_a_narrower_block_is_held():
+    """f32 exponentials summed, divided and stored as bf16: not built in the bf16 output block (it
+    has half their bytes), so the (512, 2048) f32 value is held, less the registers (AMLeng's
+    softmax said "fits" at the limit where libtpu needed the blocks and one f32 block more)."""
+    info, _ = traced("softmax_narrow", "bf16[512,2048]")
+    assert info.body_value_bytes == info.computed_value_bytes == 4 * MiB  # the f32 values: not in the block
+    assert budget(info, V5E).held_bytes == 4 * MiB - VREG_FILE_BYTES
+    info, _ = traced("softmax_out", "f32[512,128] f32[1024,128]")  # f32 into f32: built there
+    assert info.in_ref_bytes == 2 * MiB and info.body_value_bytes < 2 * MiB
+
+
+def test_a_fits_leaves_room_for_matmul_operands_the_body_computes():
+    """q and k rotated before the scores' matmul: the MXU needs them whole beside the (2048, 512)
+    f32 scores, room a "fits" leaves (pallasflash's fused RoPE: 1.73x the scores beyond the
+    blocks); cast only, they feed the MXU as they go (maxtext's ragged attention)."""
+    rotated, _ = traced("rotated_attention", "bf16[2048,128] bf16[512,128] f32[512,128]")
+    assert rotated.summed_dot_bytes == 4 * MiB and rotated.summed_operand_bytes == (2048 + 512) * 128 * 4
+    room = dict(budget(rotated, V5E).room_for)
+    assert room["the matmul operands the body computes beside the scores (not blocks read or cast)"] == (
+        rotated.summed_operand_bytes)
+    cast, _ = traced("rotated_attention", "bf16[2048,128] bf16[512,128] f32[512,128]", sets=["rotate=False"])
+    assert cast.summed_dot_bytes == 4 * MiB and cast.summed_operand_bytes == 0

@@ -2,8 +2,9 @@
 terms (inspector/jax_internals/body_dots.py): a matmul accumulated into a ref, a softmax over
 a dot's scores, the scores of chunks in a loop unrolled with pl.loop, an unrolled fori_loop
 without matmuls, values built in the output block they are stored into, values computed
-element-wise, a concatenation, an f32 matmul at HIGHEST precision, and softmaxes whose
-exponentials the MXU sums, or the VPU for several heads in a Python loop. Inputs (the first ones):
+element-wise, a concatenation, an f32 matmul at HIGHEST precision, softmaxes whose exponentials
+the MXU sums, or the VPU for several heads in a Python loop, a softmax stored into a narrower
+block, and attention on rotated or only cast blocks. Inputs (the first ones):
 q f32[rows, 128], k f32[cols, 128]."""
 
 import functools
@@ -171,6 +172,35 @@ def heads_softmax(q, k, v, heads=4):
                           out_shape=jax.ShapeDtypeStruct(q.shape, jnp.float32))(q, k, v)
 
 
+def _softmax_narrow(x_ref, o_ref):
+    x = x_ref[...].astype(jnp.float32)
+    e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
+    o_ref[...] = (e / jnp.sum(e, axis=-1, keepdims=True)).astype(o_ref.dtype)
+
+
+def softmax_narrow(x):
+    """A row softmax of bf16 rows computed in f32 and stored as bf16 (AMLeng's): the f32
+    exponentials, summed before they are divided, have no room in the bf16 output block."""
+    return pl.pallas_call(_softmax_narrow, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+
+def _rotated(q_ref, k_ref, v_ref, o_ref, *, rotate):
+    q, k = q_ref[...].astype(jnp.float32), k_ref[...].astype(jnp.float32)
+    if rotate:  # RoPE's rotate-half: a value the body computes, not a block cast
+        q = q + jnp.concatenate([-q[:, 64:], q[:, :64]], axis=-1)
+        k = k + jnp.concatenate([-k[:, 64:], k[:, :64]], axis=-1)
+    s = jax.lax.dot_general(q, k, _NT, preferred_element_type=jnp.float32)
+    p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
+    o_ref[...] = jnp.dot(p, v_ref[...], preferred_element_type=jnp.float32) / jnp.sum(p, -1, keepdims=True)
+
+
+def rotated_attention(q, k, v, rotate=True):
+    """Attention over bf16 blocks cast to f32, q and k rotated first (pallasflash's fused RoPE) or
+    not (maxtext's ragged attention casts only)."""
+    return pl.pallas_call(functools.partial(_rotated, rotate=rotate),
+                          out_shape=jax.ShapeDtypeStruct((q.shape[0], 128), jnp.float32))(q, k, v)
+
+
 INSPECT = {
     "accumulated": {"args": "f32[512,128] f32[1024,128]"},
     "softmax_scores": {"args": "f32[512,128] f32[1024,128]"},
@@ -184,4 +214,6 @@ INSPECT = {
     "highest_matmul": {"args": "f32[512,1024] f32[1024,1024]"},
     "mxu_sum": {"args": "f32[512,128] f32[1024,128] f32[1024,128]"},
     "heads_softmax": {"args": "f32[512,512] f32[1024,512] f32[1024,512]"},
+    "softmax_narrow": {"args": "bf16[512,2048]"},
+    "rotated_attention": {"args": "bf16[2048,128] bf16[512,128] f32[512,128]", "params": {"rotate": [True, False]}},
 }
