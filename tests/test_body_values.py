@@ -75,7 +75,7 @@ def test_a_softmax_stored_whole_is_built_in_its_output_block():
     nor for the exponentials and the quotient the scores become on their way to the block."""
     info, _ = traced("softmax_out", "f32[512,128] f32[1024,128]")
     assert info.held_dot_bytes == 0 and info.in_ref_bytes == 2 * MiB  # the (512, 1024) f32 scores
-    assert info.intermediates_bytes[0] == 2 * MiB and info.body_value_bytes < VREG_FILE_BYTES
+    assert info.intermediates_bytes[0] == 2 * MiB and info.body_value_bytes <= VREG_FILE_BYTES  # (512, 1) sums
     # what is left is the matmul result as one of straight-line code's (cross attention's heads
     # kept theirs, stored into slices of the output block, held out: BENCHMARKS.md)
     b = budget(info, V5E)

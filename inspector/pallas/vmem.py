@@ -33,8 +33,9 @@ VREG_FILE_BYTES = 64 * 4096  # 64 vector registers of 8x128x32 bits
 # (maxdiffusion's cross attention on v6e, 2 MiB of scores per head, whose exponentials the MXU sums).
 HELD_DOT_SHARE = 0.6
 # The same where the body also sums the exponentials on the VPU (a second reduction: flash, splash,
-# PallasBench's MHA, the LSE kernels): libtpu kept 1.05x or more in all 58 such compiles that fit
-# (the project's flash attention at 4096/1024 on v6e the least) and in 66 of the 68 that ran out.
+# PallasBench's MHA, the LSE kernels): libtpu kept 1.05x or more in all 59 such compiles that fit
+# (the project's flash attention at 4096/1024 on v6e the least) and in 71 of the 75 that ran out
+# (the other four report no more than their blocks).
 SUMMED_DOT_SHARE = 1.0
 # Of such results computed in one stretch of straight-line code (an unrolled loop's trips, a Python
 # loop over heads), less the registers: 0.51x or more in the 89 compiles measured where every
