@@ -65,19 +65,22 @@ class BodyDots:
 
 def _nbytes(var) -> int:
     """A value's bytes in the vector registers, or in VMEM where it spills: its two minor dims in
-    (8 x packing, 128) tiles of 4 KiB. A (rows, 64) f32 value takes twice its elements' bytes, a
-    (rows, 1) softmax statistic 512 bytes a row (flax's LayerNorm at dim 64 needed 47.69 MiB on
-    v6e where its values' elements are 16 MiB each: held out, round eight)."""
+    (8 x packing, 128) tiles of 4 KiB, so a (rows, 64) f32 value takes twice its elements' bytes
+    (flax's LayerNorm at dim 64 needed 47.69 MiB on v6e where its values' elements are 16 MiB
+    each: held out, round eight). Never more than twice: tpu-inference's RoPE gathers with
+    (128, 8, 128, 1) int32 indices, 0.5 MiB of elements and 64 MiB of tiles, which Mosaic never
+    lays out whole (the kernel fits 64 MiB on TPU7x)."""
     aval = var.aval
     try:
         size = np.dtype(aval.dtype).itemsize
         shape = [int(d) for d in aval.shape]
     except TypeError:
         return 0
+    elements = int(math.prod(shape)) * size
     if len(shape) < 2:
-        return int(math.prod(shape)) * size
+        return elements
     rows = 8 * max(1, 4 // size)
-    return int(math.prod(shape[:-2])) * -(-shape[-2] // rows) * -(-shape[-1] // 128) * 4096
+    return min(int(math.prod(shape[:-2])) * -(-shape[-2] // rows) * -(-shape[-1] // 128) * 4096, 2 * elements)
 
 
 def _users(jaxpr) -> dict[int, list]:
