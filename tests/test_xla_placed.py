@@ -138,3 +138,23 @@ def test_placement_is_not_relied_on_for_a_kernel_in_a_branch_or_a_shard_map():
             b = budget(call.info, V5E)
             assert not call.info.origins_followed and b.placed_bytes == 0 and b.outside_bytes > 0, spec
     assert info_of("computed").origins_followed
+
+
+@pytest.mark.tpu
+def test_the_views_say_which_blocks_xla_places():
+    """An estimate of 0 B says why: the Pallas view's needs column names the blocks placed, and
+    check's table says its estimate leaves them out."""
+    import io
+
+    from rich.console import Console
+
+    from inspector.views.pallas import budget_table, check_view
+
+    result = run_check(load_target(f"{KERNELS}:narrow"), [V5E], estimate_only=True)
+    out = io.StringIO()
+    console = Console(file=out, width=200)
+    console.print(check_view(result))
+    console.print(budget_table(result.kernels[0]))
+    text = out.getvalue()
+    assert "estimate: without the blocks of operands XLA hands a kernel whole in VMEM" in text
+    assert "0 B (32 MiB placed)" in text

@@ -101,10 +101,14 @@ def estimate_kind(k: PallasReport) -> str:
 
 
 def budget_table(k: PallasReport) -> Table:
+    caption = ("limit: the chip's default scoped VMEM, or the kernel's vmem_limit_bytes (set), at most the chip's "
+               "VMEM (capacity); grow: how far the pipelined blocks could grow and still fit; unsure: only values the "
+               "body builds, or operands XLA may place outside the limit, put it over or to it (a compile decides)")
+    if any(b.placed_bytes for b in k.budgets):
+        caption += ("; placed: blocks of operands XLA hands the kernel whole in VMEM beside the scoped region (not "
+                    "counted in needs)")
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title=f"on-chip memory per target ({estimate_kind(k)})",
-                  title_justify="left", caption="limit: the chip's default scoped VMEM, or the kernel's vmem_limit_bytes "
-                  "(set), at most the chip's VMEM (capacity); grow: how far the pipelined blocks could grow and still fit; unsure: only values the body "
-                  "builds, or operands XLA may place outside the limit, put it over or to it (a compile decides)", caption_justify="left")
+                  title_justify="left", caption=caption, caption_justify="left")
     for col in ("target", "needs", "limit", "fits", "headroom", "grow", "physical", "SMEM"):
         table.add_column(col, justify="left" if col in ("target", "fits") else "right", no_wrap=True)
     for b in k.budgets:
@@ -112,7 +116,8 @@ def budget_table(k: PallasReport) -> Table:
             b.verdict, Text("unsure", style="yellow"))
         limit = fmt_bytes(b.limit_bytes) + ("" if b.limit_source == "scoped default" else
                                              " (capacity)" if b.limit_source.startswith("VMEM capacity") else " (set)")
-        add_row(table, f"{b.chip} ({b.memory})", fmt_bytes(b.total_bytes), limit, fits,
+        needs = fmt_bytes(b.total_bytes) + (f" ({fmt_bytes(b.placed_bytes)} placed)" if b.placed_bytes else "")
+        add_row(table, f"{b.chip} ({b.memory})", needs, limit, fits,
                       fmt_bytes(b.headroom_bytes), f"{b.block_growth:.2f}x" if b.block_growth else "-", fmt_bytes(b.physical_bytes),
                       fmt_bytes(b.smem_bytes) if b.memory == "VMEM" else "-")
     return table
@@ -208,6 +213,9 @@ def check_view(result: CheckResult) -> Group:
         status.append(f": the VMEM estimate cannot decide on {', '.join(result.undecided)} (vmem-may-exceed); "
                       "check without --estimate-only for the compiler's verdict", style="yellow")
     parts: list[RenderableType] = [table, Text(f"kernels: {kernels}"), Text("")]
+    if any(b.placed_bytes for k in result.kernels for b in k.budgets):  # an estimate of 0 B says why
+        parts.insert(2, Text("estimate: without the blocks of operands XLA hands a kernel whole in VMEM beside "
+                             "the scoped region (show --view pallas lists them per chip)", style="dim"))
     if result.sweep:
         parts += [sweep_table(result.sweep), Text("")]
     return Group(*parts, findings_table(result.findings), Text(""), status)
