@@ -3,7 +3,7 @@
 
 - A dot result a reduction must see whole before it is used whole (softmax's scores: max(s), then
   exp(s - max)) is held: libtpu's VMEM beyond the blocks was 0.61x the largest such result, less
-  the register file, or more in every compile measured (maxdiffusion's cross attention on v6e, which
+  the register file, or more in every compile that fit (maxdiffusion's cross attention on v6e, which
   sums its exponentials on the MXU); where the chain feeds a second reduction (the sum of the
   exponentials on the VPU), 1.05x or more in every such compile that fit (vmem.py).
   A result only reduced, or only partly used after, need not be: a running max over 1024-wide
