@@ -33,10 +33,11 @@ _REDUCTIONS = frozenset({"reduce_max", "reduce_min", "reduce_sum", "argmax", "ar
 _ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "max", "min", "neg", "exp", "exp2", "log", "tanh", "logistic",
                           "convert_element_type", "select_n", "abs", "sqrt", "rsqrt", "integer_pow", "square"})
 _REF_OPS = _STORES | {"get", "load", "masked_load"}
-# not a value of its own: a concatenation is its parts, whose vregs Mosaic lays side by side, and
-# so is what element-wise ops make of it, vreg by vreg (jaxite's Toeplitz matrix, 64 MiB concatenated
-# from 2 MiB chunks and cast to bf16 for a matmul: libtpu used 10 MiB)
-_NOT_VALUES = _REF_OPS | {"concatenate"}
+# not a value of its own: a concatenation (or a stack) is its parts, whose vregs Mosaic lays side by
+# side, and so is what element-wise ops make of it, vreg by vreg (jaxite's Toeplitz matrix, 64 MiB
+# concatenated from 2 MiB chunks and cast to bf16 for a matmul: libtpu used 10 MiB; xma's causal
+# conv, 4 rolled copies of its block stacked, weighted and summed: libtpu used nothing beyond the blocks)
+_NOT_VALUES = _REF_OPS | {"concatenate", "stack"}
 _SAME_VALUE = frozenset({"pjit", "jit", "reshape", "broadcast_in_dim", "squeeze", "expand_dims"})
 
 
@@ -211,7 +212,7 @@ def _largest_value(jaxpr) -> int:
 def _of_parts(eqn, parts: set[int]) -> bool:
     """A concatenation, or an element-wise op (or a reshape) of one of the same size."""
     name = eqn.primitive.name
-    if name == "concatenate":
+    if name in ("concatenate", "stack"):  # jnp.stack is a primitive of its own in jax 0.10
         return True
     if name not in _ELEMENTWISE | _SAME_VALUE - {"pjit", "jit"} or len(eqn.outvars) != 1:
         return False

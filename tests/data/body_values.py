@@ -201,6 +201,18 @@ def rotated_attention(q, k, v, rotate=True):
                           out_shape=jax.ShapeDtypeStruct((q.shape[0], 128), jnp.float32))(q, k, v)
 
 
+def _taps(x_ref, w_ref, o_ref):
+    x = x_ref[...]
+    taps = [pltpu.roll(x, k, axis=0) for k in range(4)]
+    o_ref[...] = jnp.sum(jnp.stack(taps, axis=0) * w_ref[...][:, None, :], axis=0)
+
+
+def stacked_taps(x, w):
+    """Four rolled copies of the block stacked, weighted and summed over the stack (xma's causal
+    conv): jnp.stack, a primitive of its own in jax 0.10, is its parts as a concatenation is."""
+    return pl.pallas_call(_taps, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x, w)
+
+
 INSPECT = {
     "accumulated": {"args": "f32[512,128] f32[1024,128]"},
     "softmax_scores": {"args": "f32[512,128] f32[1024,128]"},
@@ -215,5 +227,6 @@ INSPECT = {
     "mxu_sum": {"args": "f32[512,128] f32[1024,128] f32[1024,128]"},
     "heads_softmax": {"args": "f32[512,512] f32[1024,512] f32[1024,512]"},
     "softmax_narrow": {"args": "bf16[512,2048]"},
+    "stacked_taps": {"args": "f32[512,1024] f32[4,1024]"},
     "rotated_attention": {"args": "bf16[2048,128] bf16[512,128] f32[512,128]", "params": {"rotate": [True, False]}},
 }

@@ -9,6 +9,7 @@ against it. Run from the repository root (takes a while: one real compile per ro
     .venv/bin/python tests/data/make_vmem_truth.py --heldout6 [PART-OF-A-TARGET ...]
     .venv/bin/python tests/data/make_vmem_truth.py --heldout7 [PART-OF-A-TARGET ...]
     .venv/bin/python tests/data/make_vmem_truth.py --heldout8 [PART-OF-A-TARGET ...]
+    .venv/bin/python tests/data/make_vmem_truth.py --heldout9 [PART-OF-A-TARGET ...]
 
 ``--styles`` writes tests/data/vmem_truth_styles.json instead, from the kernels written in the
 styles of third-party ones (tests/data/third_party_styles.py; tests/test_third_party_styles.py).
@@ -26,6 +27,9 @@ tests/data/heldout7/ (HELDOUT7): libtpu's verdicts only.
 
 ``--heldout8`` writes tests/data/vmem_truth_heldout8.json the same way from the kernels of
 tests/data/heldout8/ (HELDOUT8): libtpu's verdicts only.
+
+``--heldout9`` writes tests/data/vmem_truth_heldout9.json the same way from the kernels of
+tests/data/heldout9/ (HELDOUT9): libtpu's verdicts only.
 """
 from __future__ import annotations
 
@@ -46,6 +50,7 @@ HELDOUT_CHIPS = ("tpu-v5e", "tpu-v6e", "tpu-7x")
 HELDOUT6_OUT = Path(__file__).with_name("vmem_truth_heldout6.json")
 HELDOUT7_OUT = Path(__file__).with_name("vmem_truth_heldout7.json")
 HELDOUT8_OUT = Path(__file__).with_name("vmem_truth_heldout8.json")
+HELDOUT9_OUT = Path(__file__).with_name("vmem_truth_heldout9.json")
 CORPUS = ["samples/jax_kernels.py", "samples/attention.py", "samples/matmul.py", "samples/moe.py", "samples/bugs.py"]
 MAX_COMBINATIONS = 8  # per target: the first combinations INSPECT offers (the defaults first)
 # Shapes and blocks that straddle the VMEM limits (the corpus's own shapes fit everywhere):
@@ -243,6 +248,55 @@ HELDOUT8 = [
 ]
 
 
+H9 = "tests/data/heldout9/"
+# Round nine (tests/data/heldout9/): none of these kernels sets vmem_limit_bytes, so the limits are
+# 16 MiB scoped on v5e, 32 MiB on v6e and TPU7x. Shapes chosen from the blocks' sizes alone (before
+# the estimate was looked at), each block's logical bytes counted twice (scratch and blocks that
+# never move included): about 8-9.5 MiB, 16-17.5 MiB, 32-35 MiB, 48-64 MiB. Sequences at most 32768.
+# One job per shape, kernels interleaved, so that a run stopped early still has each kernel.
+LA = H9 + "xma_linear_attention.py:xma_linear_attention"
+CONV = H9 + "xma_causal_conv.py:xma_causal_conv"
+DEC = H9 + "unbound_flash_decoding.py:unbound_flash_decoding"
+UFA = H9 + "unbound_flash_attention.py:unbound_flash_attention"
+CONV_ARGS = "f32[1,8192,1024] f32[4,1024] f32[1,1024]"  # kernel width 4, the history 8 rows
+
+
+def la_args(heads: int) -> str:
+    """q, k, v of the linear attention: head_dim 128 in f32, heads a multiple of 8 (no sublane
+    padding in the (S, heads, 128) blocks). The heads, not the sequence block, make the larger
+    shapes: the body's Python loop over heads keeps each compile cheap where (S, S) values would
+    not."""
+    return " ".join([f"f32[1,4096,{heads},128]"] * 3)
+
+
+def dec_args(seq: int, dim: int = 128) -> str:
+    """q (one token) and the whole K and V cache of two heads."""
+    return f"bf16[1,2,1,{dim}] bf16[1,2,{seq},{dim}] bf16[1,2,{seq},{dim}]"
+
+
+def ufa_args(seq: int) -> str:
+    return " ".join([f"bf16[1,1,{seq},128]"] * 3)
+
+
+HELDOUT9 = [
+    (LA, la_args(8), {"block_s": [256], "block_v": [128]}),        # 8 MiB of q/k/v/y, 9.5 with the state
+    (CONV, CONV_ARGS, {"block_s": [512]}),                         # 8 MiB
+    (DEC, dec_args(8192), {"block_kv": [128]}),                    # 8 MiB (the whole K and V)
+    (UFA, ufa_args(4096), {"block_q": [4096], "block_kv": [128]}),  # 8 MiB
+    (LA, la_args(8), {"block_s": [512], "block_v": [128]}),        # 17.5 MiB
+    (CONV, CONV_ARGS, {"block_s": [1024]}),                        # 16 MiB
+    (DEC, dec_args(16384), {"block_kv": [128]}),                   # 16 MiB
+    (UFA, ufa_args(8192), {"block_q": [8192], "block_kv": [128]}),  # 16 MiB
+    (LA, la_args(16), {"block_s": [512], "block_v": [128]}),       # 35 MiB
+    (CONV, CONV_ARGS, {"block_s": [2048]}),                        # 32 MiB
+    (DEC, dec_args(32768), {"block_kv": [128]}),                   # 32 MiB
+    (UFA, ufa_args(16384), {"block_q": [16384], "block_kv": [128]}),  # 32 MiB
+    (LA, la_args(48), {"block_s": [256], "block_v": [128]}),       # 57 MiB
+    (CONV, CONV_ARGS, {"block_s": [4096]}),                        # 64 MiB
+    (DEC, dec_args(32768, 256), {"block_kv": [128]}),              # 64 MiB (head_dim 256)
+    (UFA, ufa_args(32768), {"block_q": [16384], "block_kv": [128]}),  # 48 MiB
+]
+
 def targets(files: list[str]) -> list[str]:
     from inspector.target import load_module
 
@@ -299,7 +353,8 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["--styles"]:
         OUT, argv = STYLES_OUT, targets([STYLES])
     rounds = {"--heldout": (HELDOUT_OUT, HELDOUT, None), "--heldout6": (HELDOUT6_OUT, HELDOUT6, "six"),
-              "--heldout7": (HELDOUT7_OUT, HELDOUT7, "seven"), "--heldout8": (HELDOUT8_OUT, HELDOUT8, "eight")}
+              "--heldout7": (HELDOUT7_OUT, HELDOUT7, "seven"), "--heldout8": (HELDOUT8_OUT, HELDOUT8, "eight"),
+              "--heldout9": (HELDOUT9_OUT, HELDOUT9, "nine")}
     if argv[:1] and argv[0] in rounds:
         OUT, held_jobs, number = rounds[argv[0]]
         chip_names, only = HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)

@@ -19,7 +19,7 @@
 # limitations under the License.
 #
 # Verbatim: mxu_matmul, vpu_stable_exp, cast_to_fp32 (intrinsics.py), get_padded_dim,
-# pad_tensor, unpad_tensor (layout.py, the config import falling back to 128 as it does there),
+# pad_tensor, unpad_tensor (layout.py, docstrings cut, MXU_SIZE set to the 128 its fallback gives),
 # decoding_kv_loop, flash_decoding_kernel, get_decoding_specs, pallas_flash_decoding. Edits, so
 # that it runs on jax 0.10: pl.load(ref, idx) written ref[idx] and pl.store(ref, idx, v) written
 # ref[idx] = v (pl.load and pl.store are gone); the KV step of the loop (BLOCK_KV_DECODE) a static

@@ -1,0 +1,114 @@
+"""The held-out corpus of round nine (tests/data/heldout9): four Pallas TPU kernels from two
+repositories nobody on the team had read (open-lm-engine/accelerated-model-architectures' JAX
+layers, ArjunSom9/Pallas-Unbound), run the way a new user runs them at small shapes: every view on
+the CPU and on v5e, check (the estimate on three generations, libtpu's compile on v5e). A correct
+kernel gets no error finding at those shapes. tests/data/vmem_truth_heldout9.json holds libtpu's
+verdicts at shapes across the VMEM limits (make_vmem_truth.py --heldout9), which the estimate is held
+to here without compiling again, at what it measured with the rules as they stood (52b8295): five
+rows "does not fit" where libtpu fits and seven "fits" where libtpu runs out (listed below).
+
+- xma's chunked causal linear attention: a (batch, value blocks, sequence blocks) grid,
+  (S, heads, 128) q/k/v/y blocks with the batch squeezed, an f32 (heads, K, V) state in VMEM
+  scratch, the body transposing each block heads-major and looping over the heads in Python
+  (unrolled): per head a causal (S, S) q.k^T, two matmuls into y, one into the state; the final
+  state a second f32 output whose block never moves;
+- xma's depthwise causal convolution (Mamba's short conv): (S, H) x and y blocks, (K, H) weights
+  and a (1, H) bias that never move, the previous block's last rows in a VMEM scratch, the body
+  building K rolled f32 copies of the block (pltpu.roll), stacking them and summing the weighted
+  stack, then SiLU; a second output of each block's incoming history;
+- Pallas-Unbound's flash decoding: one query per (batch, head), the WHOLE K and V cache of a head
+  as one block each, a fori_loop over 128-row slices of them with an online softmax; no
+  compiler_params;
+- Pallas-Unbound's flash attention: (BLOCK_Q, 128) q and o blocks against whole-sequence K and V
+  blocks, the same fori_loop with (BLOCK_Q, 128) f32 carries; no compiler_params.
+
+All four files are Apache-2.0; the vendored check below accepts Apache, MIT or BSD per file."""
+from __future__ import annotations
+
+import pytest
+from conftest import HeldOut, round_tests, truth_outcome
+from inspector.target import load_target
+
+ROUND = HeldOut("heldout9")
+CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
+
+
+def _licence(head: str) -> str | None:
+    return ("Apache" if "Apache License" in head else "MIT" if "MIT License" in head else
+            "BSD" if "BSD" in head and "Redistribution and use" in head else None)
+
+
+def test_corpus_is_what_the_notes_say():
+    """Four kernels from two sources, each with its licence (Apache, MIT or BSD) and its source at
+    a commit."""
+    assert (len(ROUND.files), len(ROUND.entries)) == (4, 4)
+    licences = {}
+    for path in ROUND.files:
+        head = path.read_text()[:3000]
+        assert "https://github.com/" in head and "/blob/" in head, path.name
+        licences[path.name] = _licence(head)
+    assert licences == {"unbound_flash_attention.py": "Apache", "unbound_flash_decoding.py": "Apache",
+                        "xma_causal_conv.py": "Apache", "xma_linear_attention.py": "Apache"}
+
+
+(test_every_view_on_cpu, test_every_view_on_one_tpu, test_the_estimate_on_three_generations_finds_no_error,
+ test_check_agrees_with_libtpu) = round_tests(ROUND, CHECK_CHIPS)
+
+
+UFA_ARGS = {seq: " ".join([f"bf16[1,1,{seq},128]"] * 3) for seq in (4096, 8192, 16384, 32768)}
+CONV_ARGS = "f32[1,8192,1024] f32[4,1024] f32[1,1024]"
+
+
+def dec_args(seq: int) -> str:
+    return f"bf16[1,2,1,128] bf16[1,2,{seq},128] bf16[1,2,{seq},128]"
+
+
+def ufa(seq: int, block_q: int, chip: str) -> tuple:
+    return ("unbound_flash_attention", UFA_ARGS[seq], {"block_q": block_q, "block_kv": 128}, chip)
+
+
+# Measured first with the rules of 52b8295 (no change made for these kernels), 48 rows (16 shapes
+# on three chips, chosen from the blocks' sizes before the estimate was looked at), 20 that libtpu
+# fits and 28 it runs out on: 34 agree, 2 undecided, 7 "fits" where libtpu runs out, 5 "does not
+# fit" where libtpu fits. Since jnp.stack (a primitive of its own in jax 0.10) counts as its parts,
+# as a concatenation does, the causal conv's three are fixed: 37 agree, 7 short, 2 false errors.
+# - short, all Pallas-Unbound's flash attention (whole-sequence K/V blocks, a fori_loop whose
+#   carries are a (BLOCK_Q, 128) f32 accumulator and two (BLOCK_Q, 1) vectors): the estimate counts
+#   a body of 3.2-12.8 MiB and takes the K/V blocks as maybe outside the limit; libtpu needs
+#   16.19 MiB (v5e, 4096) up to 138.57 MiB (TPU7x, 32768/16384): the loop's carries and the
+#   (BLOCK_Q, BLOCK_KV) scores and exponentials it keeps live are not counted.
+# - false errors: (fixed) xma's causal conv where the (K, S, H) f32 stack of rolled taps was counted
+#   as certain ("a larger value computed element-wise", 7.75 MiB at block_s 512) and libtpu streams
+#   it (8.28 MiB, the blocks alone); (open) Pallas-Unbound's decoding where the blocks are exactly the
+#   limit (16 and 32 MiB) and the (1, 1, 1, 128) q and o blocks, padded to (16, 128) tiles, add
+#   16 KiB over it; libtpu fits at 16.00 and 32.00 MiB.
+SHORT = [ufa(4096, 4096, "tpu-v5e"), ufa(8192, 8192, "tpu-v5e"), ufa(8192, 8192, "tpu-v6e"),
+         ufa(8192, 8192, "tpu-7x"), ufa(16384, 16384, "tpu-v6e"), ufa(16384, 16384, "tpu-7x"),
+         ufa(32768, 16384, "tpu-7x")]
+FALSE_ERRORS = [("unbound_flash_decoding", dec_args(16384), {"block_kv": 128}, "tpu-v5e"),
+                ("unbound_flash_decoding", dec_args(32768), {"block_kv": 128}, "tpu-v6e")]
+
+
+@pytest.mark.xfail(strict=True, reason="measured: 2 rows say 'does not fit' where libtpu fits (FALSE_ERRORS)")
+def test_the_estimate_never_says_does_not_fit_where_libtpu_fits():
+    _, outcome = truth_outcome("vmem_truth_heldout9.json")
+    assert outcome["false error"] == []
+
+
+def test_the_estimate_against_libtpu_across_the_limits():
+    """48 rows, 28 that libtpu runs out on: 37 agree, 2 undecided, the short and false-error rows
+    exactly those measured (above). Held at that, so that a change that does worse fails here."""
+    rows, outcome = truth_outcome("vmem_truth_heldout9.json")
+    assert len(rows) == 48 and sum(not r["compiler_fits"] for r in rows) == 28
+    assert sorted(map(repr, outcome["short"])) == sorted(map(repr, SHORT)), outcome["short"]
+    assert sorted(map(repr, outcome["false error"])) == sorted(map(repr, FALSE_ERRORS)), outcome["false error"]
+    assert len(outcome["agree"]) >= 37, {k: len(v) for k, v in outcome.items()}
+
+
+def test_the_linear_attention_runs_on_the_cpu_and_matches_its_reference():
+    """The unrolled loop over heads, the f32 state in scratch: the interpreter's y and final state
+    are the reference's."""
+    from inspector.run import run_diff
+
+    result = run_diff(load_target(ROUND.names["xma_linear_attention"]), runs=0)
+    assert result.ok and [l.ok for l in result.outputs] == [True, True]
