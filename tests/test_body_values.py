@@ -269,3 +269,16 @@ def test_a_stack_is_its_parts():
     so; counted, it was a false "does not fit" on three chips)."""
     info, _ = traced("stacked_taps", "f32[512,1024] f32[4,1024]")
     assert info.body_value_bytes == info.computed_value_bytes == 2 * MiB
+
+
+def test_a_fits_leaves_room_for_a_loops_carries():
+    """A fori_loop carrying a (2048, 128) f32 accumulator and two (2048, 1) statistics: each takes
+    256 vregs (a statistic 512 bytes a row in its tiles), 3 MiB in all; a "fits" leaves room for
+    the carries a step reads and those it writes (Pallas-Unbound's flash attention said "fits"
+    where libtpu needed five or six such values)."""
+    from inspector.pallas.vmem import LOOP_CARRY_COPIES
+
+    info, _ = traced("looped_attention", "f32[2048,128] f32[1024,128] f32[1024,128]")
+    assert info.loop_carry_bytes == 3 * MiB
+    room = dict(budget(info, V5E).room_for)
+    assert room["the carries of a loop in the body, those a step reads and those it writes"] == LOOP_CARRY_COPIES * 3 * MiB

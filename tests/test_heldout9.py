@@ -71,8 +71,10 @@ def ufa(seq: int, block_q: int, chip: str) -> tuple:
 # on three chips, chosen from the blocks' sizes before the estimate was looked at), 20 that libtpu
 # fits and 28 it runs out on: 34 agree, 2 undecided, 7 "fits" where libtpu runs out, 5 "does not
 # fit" where libtpu fits. Since jnp.stack (a primitive of its own in jax 0.10) counts as its parts,
-# as a concatenation does, the causal conv's three are fixed: 37 agree, 7 short, 2 false errors.
-# - short, all Pallas-Unbound's flash attention (whole-sequence K/V blocks, a fori_loop whose
+# as a concatenation does, the causal conv's three are fixed; since a "fits" leaves room for two
+# copies of a rolled loop's carries, the seven short rows are undecided: 37 agree, 9 undecided, no
+# short row, 2 false errors.
+# - short (now undecided), all Pallas-Unbound's flash attention (whole-sequence K/V blocks, a fori_loop whose
 #   carries are a (BLOCK_Q, 128) f32 accumulator and two (BLOCK_Q, 1) vectors): the estimate counts
 #   a body of 3.2-12.8 MiB and takes the K/V blocks as maybe outside the limit; libtpu needs
 #   16.19 MiB (v5e, 4096) up to 138.57 MiB (TPU7x, 32768/16384): the loop's carries and the
@@ -82,9 +84,9 @@ def ufa(seq: int, block_q: int, chip: str) -> tuple:
 #   it (8.28 MiB, the blocks alone); (open) Pallas-Unbound's decoding where the blocks are exactly the
 #   limit (16 and 32 MiB) and the (1, 1, 1, 128) q and o blocks, padded to (16, 128) tiles, add
 #   16 KiB over it; libtpu fits at 16.00 and 32.00 MiB.
-SHORT = [ufa(4096, 4096, "tpu-v5e"), ufa(8192, 8192, "tpu-v5e"), ufa(8192, 8192, "tpu-v6e"),
-         ufa(8192, 8192, "tpu-7x"), ufa(16384, 16384, "tpu-v6e"), ufa(16384, 16384, "tpu-7x"),
-         ufa(32768, 16384, "tpu-7x")]
+WERE_SHORT = [ufa(4096, 4096, "tpu-v5e"), ufa(8192, 8192, "tpu-v5e"), ufa(8192, 8192, "tpu-v6e"),
+              ufa(8192, 8192, "tpu-7x"), ufa(16384, 16384, "tpu-v6e"), ufa(16384, 16384, "tpu-7x"),
+              ufa(32768, 16384, "tpu-7x")]
 FALSE_ERRORS = [("unbound_flash_decoding", dec_args(16384), {"block_kv": 128}, "tpu-v5e"),
                 ("unbound_flash_decoding", dec_args(32768), {"block_kv": 128}, "tpu-v6e")]
 
@@ -96,11 +98,13 @@ def test_the_estimate_never_says_does_not_fit_where_libtpu_fits():
 
 
 def test_the_estimate_against_libtpu_across_the_limits():
-    """48 rows, 28 that libtpu runs out on: 37 agree, 2 undecided, the short and false-error rows
-    exactly those measured (above). Held at that, so that a change that does worse fails here."""
+    """48 rows, 28 that libtpu runs out on: 37 agree, 9 undecided (the seven that were short among
+    them), no short row, the false-error rows exactly those measured (above). Held at that, so that
+    a change that does worse fails here."""
     rows, outcome = truth_outcome("vmem_truth_heldout9.json")
     assert len(rows) == 48 and sum(not r["compiler_fits"] for r in rows) == 28
-    assert sorted(map(repr, outcome["short"])) == sorted(map(repr, SHORT)), outcome["short"]
+    assert outcome["short"] == [], outcome["short"]
+    assert set(map(repr, WERE_SHORT)) <= set(map(repr, outcome["undecided"]))
     assert sorted(map(repr, outcome["false error"])) == sorted(map(repr, FALSE_ERRORS)), outcome["false error"]
     assert len(outcome["agree"]) >= 37, {k: len(v) for k, v in outcome.items()}
 

@@ -53,6 +53,7 @@ class BodyDots:
     in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
     summed_bytes: int = 0  # of those held, the largest whose chain feeds two reductions (max, then the sum of exp)
     summed_operand_bytes: int = 0  # its operands the body computes (not blocks read as they are: _computed_operand_bytes)
+    loop_carry_bytes: int = 0  # the most a rolled loop (fori_loop, while) carries from step to step, in vreg tiles
 
     def call_fields(self) -> dict:
         """As PallasCall's fields."""
@@ -61,7 +62,18 @@ class BodyDots:
                     body_value_bytes=self.largest_value_bytes, computed_value_bytes=self.computed_value_bytes,
                     second_computed_bytes=self.second_computed_bytes, split_operand_bytes=self.split_operand_bytes,
                     in_ref_bytes=self.in_ref_bytes, summed_dot_bytes=self.summed_bytes,
-                    summed_operand_bytes=self.summed_operand_bytes)
+                    summed_operand_bytes=self.summed_operand_bytes, loop_carry_bytes=self.loop_carry_bytes)
+
+
+def _tiled_bytes(var) -> int:
+    """A 2-D value in its (8 x packing, 128) vreg tiles, uncapped (a (rows, 1) statistic: 512 bytes
+    a row); other ranks as _nbytes."""
+    shape = [int(d) for d in getattr(var.aval, "shape", ())]
+    if len(shape) != 2:
+        return _nbytes(var)
+    rows, cols = shape
+    size = np.dtype(var.aval.dtype).itemsize
+    return -(-rows // (8 * max(1, 4 // size))) * -(-cols // 128) * 4096
 
 
 def _nbytes(var) -> int:
@@ -248,7 +260,7 @@ def _split_bytes(dot) -> int:
 
 
 def body_dots(jaxpr) -> BodyDots:
-    held = summed = summed_operands = values = largest = in_ref = split = 0
+    held = summed = summed_operands = values = largest = in_ref = split = carry = 0
     computed = [0, 0]  # the two largest values computed element-wise
     stretches: list[int] = []
     cache: dict[int, dict] = {}
@@ -259,7 +271,7 @@ def body_dots(jaxpr) -> BodyDots:
         return cache[id(j)]
 
     def walk(j) -> int:
-        nonlocal held, summed, summed_operands, values, largest, in_ref, split
+        nonlocal held, summed, summed_operands, values, largest, in_ref, split, carry
         users = users_of(j)
         here = 0
         parts: set[int] = set()  # values that are a concatenation's parts (above)
@@ -286,6 +298,9 @@ def body_dots(jaxpr) -> BodyDots:
                     if reductions > 1 and size >= summed:
                         summed, summed_operands = size, _computed_operand_bytes(e, j)
             times = _unroll(e)
+            if times == 1 and e.primitive.name in ("scan", "while"):
+                carries = e.outvars[:int(e.params.get("num_carry", len(e.outvars)))]
+                carry = max(carry, sum(_tiled_bytes(v) for v in carries if getattr(v.aval, "shape", ())))  # not the index
             for sub in sub_jaxprs(e.params):
                 inner = walk(sub)
                 if times > 1:
@@ -297,4 +312,4 @@ def body_dots(jaxpr) -> BodyDots:
 
     walk(jaxpr)
     return BodyDots(held, max(stretches, default=0), values, largest, computed[0], computed[1], split, in_ref, summed,
-                    summed_operands)
+                    summed_operands, carry)

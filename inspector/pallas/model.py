@@ -174,6 +174,7 @@ class PallasCall:
     held_dot_bytes: int = 0
     summed_dot_bytes: int = 0  # of those, the largest whose exponentials are summed too (a second reduction)
     summed_operand_bytes: int = 0  # its operands the body computes (a cast, RoPE), held beside it
+    loop_carry_bytes: int = 0  # what a rolled loop in the body carries from step to step (vreg tiles)
     unrolled_dot_bytes: int = 0
     unrolled_values_bytes: int = 0  # an unrolled loop's trips x its body's largest value
     # the body's largest value not built in the ref it is stored into (None: not followed, then

@@ -42,6 +42,12 @@ SUMMED_DOT_SHARE = 1.0
 # block's place is known (JAX's flash attention at 4096/4096/1024 on TPU7x the least), 0.58x or
 # more in the 42 that fit (BENCHMARKS.md)
 UNROLLED_SUMMED_SHARE = 0.5
+# Of a rolled loop's carries (a fori_loop's accumulator and softmax statistics, in vreg tiles), what
+# a "fits" leaves room for: the carries a step reads and those it writes. Pallas-Unbound's flash
+# attention (held out, round nine: a (BLOCK_Q, 128) f32 accumulator and two (BLOCK_Q, 1) statistics,
+# 6 MiB at block_q 4096) said "fits" at 7.2 MiB of 16 on v5e where libtpu needed 16.19; with room
+# for two copies none of its seven rows does, and no other row on record changes
+LOOP_CARRY_COPIES = 2
 # Of the matmul results one stretch of straight-line code computes (an unrolled loop's trips each),
 # what "fits" must leave room for: libtpu kept 0.47-1.0x of them in the measured compiles that ran
 # out of VMEM (0.21-0.99x in those that fit). 0.8 is the least share, of 0.6 to 1.0 by tenths, at
@@ -318,6 +324,9 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         # attention, EasyDeL's matmul)
         room_for.append(("the matmul operands the body computes beside the scores (not blocks read or cast)",
                          info.summed_operand_bytes))
+    if info.loop_carry_bytes > VREG_FILE_BYTES:
+        room_for.append(("the carries of a loop in the body, those a step reads and those it writes",
+                         LOOP_CARRY_COPIES * info.loop_carry_bytes))
     if chip.splits_f32_matmuls and info.split_operand_bytes > VREG_FILE_BYTES:
         # (Chip.splits_f32_matmuls) tops' chunk_fwd_o at chunks of 512 said "fits" at 26 MiB, needed 41.21
         room_for.append(("the bf16 parts of the f32 operands of HIGHEST-precision matmuls", info.split_operand_bytes))

@@ -213,6 +213,31 @@ def stacked_taps(x, w):
     return pl.pallas_call(_taps, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x, w)
 
 
+def _looped(q_ref, k_ref, v_ref, o_ref, *, chunk):
+    q = q_ref[...]
+
+    def step(i, carry):
+        acc, m, l = carry
+        s = jax.lax.dot_general(q, k_ref[pl.ds(i * chunk, chunk), :], _NT, preferred_element_type=jnp.float32)
+        m_new = jnp.maximum(m, jnp.max(s, axis=-1, keepdims=True))
+        p = jnp.exp(s - m_new)
+        alpha = jnp.exp(m - m_new)
+        return (acc * alpha + jnp.dot(p, v_ref[pl.ds(i * chunk, chunk), :], preferred_element_type=jnp.float32),
+                m_new, l * alpha + jnp.sum(p, axis=-1, keepdims=True))
+
+    rows = q.shape[0]
+    init = (jnp.zeros((rows, 128), jnp.float32), jnp.full((rows, 1), -jnp.inf), jnp.zeros((rows, 1), jnp.float32))
+    acc, _, l = jax.lax.fori_loop(0, k_ref.shape[0] // chunk, step, init)
+    o_ref[...] = acc / l
+
+
+def looped_attention(q, k, v, chunk=256):
+    """Online softmax in a fori_loop over k in chunks (Pallas-Unbound's flash attention): an f32
+    (rows, 128) accumulator and two (rows, 1) statistics carried from step to step."""
+    return pl.pallas_call(functools.partial(_looped, chunk=chunk),
+                          out_shape=jax.ShapeDtypeStruct((q.shape[0], 128), jnp.float32))(q, k, v)
+
+
 INSPECT = {
     "accumulated": {"args": "f32[512,128] f32[1024,128]"},
     "softmax_scores": {"args": "f32[512,128] f32[1024,128]"},
@@ -227,6 +252,7 @@ INSPECT = {
     "mxu_sum": {"args": "f32[512,128] f32[1024,128] f32[1024,128]"},
     "heads_softmax": {"args": "f32[512,512] f32[1024,512] f32[1024,512]"},
     "softmax_narrow": {"args": "bf16[512,2048]"},
+    "looped_attention": {"args": "f32[2048,128] f32[1024,128] f32[1024,128]"},
     "stacked_taps": {"args": "f32[512,1024] f32[4,1024]"},
     "rotated_attention": {"args": "bf16[2048,128] bf16[512,128] f32[512,128]", "params": {"rotate": [True, False]}},
 }
