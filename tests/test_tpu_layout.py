@@ -4,22 +4,28 @@ import random
 
 import pytest
 
-from inspector.jax_internals.tpu_layout import row_major_by_default
+from inspector.jax_internals.tpu_layout import copied_for_a_kernel, default_signature
 
 TOPOLOGIES = ("v4:2x2x1", "v5e:2x2", "v5p:2x2x1", "v6e:2x2", "tpu7x:2x2x1")
 
 
+class _Aval:
+    def __init__(self, shape):
+        self.shape = shape
+
+
 @pytest.mark.tpu
-@pytest.mark.parametrize("shape, dtype, row_major", [
-    ((2, 16384, 64), "float32", False),  # head_dim 64: S minor, no lane wasted
-    ((4, 4096, 128), "bfloat16", True),
-    ((16384, 192), "float32", False),  # 192 lanes pad to 256; 16384 does not pad
-    ((64, 64), "float32", True),  # the same padding either way: row-major
-    ((1024, 1, 8192), "bfloat16", True),  # a dim of size 1 anywhere is the same bytes
-    ((4096,), "int8", True),
+@pytest.mark.parametrize("shape, dtype, kernel_shape, copied", [
+    ((2, 16384, 64), "float32", None, True),  # head_dim 64: S minor, no lane wasted
+    ((4, 4096, 128), "bfloat16", None, False),
+    ((16384, 192), "float32", None, True),  # 192 lanes pad to 256; 16384 does not pad
+    ((64, 64), "float32", None, False),  # the same padding either way: row-major
+    ((1024, 1, 8192), "bfloat16", (1024, 8192), False),  # the kernel's (1024, 8192), a dim of size 1 added: a bitcast
+    ((1, 2, 1, 128), "bfloat16", None, True),  # tiled over its 2 ({3,1,2,0}), the kernel's over a 1: XLA copies
+    ((4096,), "int8", None, False),
 ])
-def test_the_default_layout_as_libtpu_gives_it(shape, dtype, row_major):
-    assert row_major_by_default(shape, dtype) is row_major
+def test_the_default_layout_as_libtpu_gives_it(shape, dtype, kernel_shape, copied):
+    assert copied_for_a_kernel(default_signature(shape, dtype), _Aval(kernel_shape or shape)) is copied
 
 
 @pytest.mark.tpu
@@ -48,4 +54,5 @@ def test_without_libtpu_nothing_is_guessed(monkeypatch):
         raise RuntimeError("no libtpu")
 
     monkeypatch.setattr(tpu_layout, "_client", fail)
-    assert tpu_layout.row_major_by_default.__wrapped__((2, 77, 64), "float32") is None
+    assert tpu_layout.default_signature.__wrapped__((2, 77, 64), "float32") is None
+    assert not copied_for_a_kernel(None, _Aval((2, 77, 64)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from .evaluate import KERNEL_PRIMITIVES, called_jaxpr
-from .tpu_layout import copied_for_a_kernel
+from .tpu_layout import copied_for_a_kernel, signature_of
 from .tracing import sub_jaxprs
 
 # equations XLA turns into no work on the operand's buffer: a reshape that keeps the two minor
@@ -52,16 +52,18 @@ def operands_made_by_ops(closed_jaxpr) -> dict[int, list[bool]]:
     (conservatively: the question is whether XLA may place it in VMEM)."""
     result: dict[int, list[bool]] = {}
 
-    def visit(jaxpr, made: list[bool]) -> list[bool]:
+    # per value: True (an op made it), False, or an argument's layout signature (tpu_layout.py)
+    def visit(jaxpr, made: list) -> list:
         state = {id(v): m for v, m in zip(jaxpr.invars, made)}
 
-        def of(v) -> bool:
+        def of(v):
             return False if hasattr(v, "val") else state.get(id(v), False)
 
         for eqn in jaxpr.eqns:
             ins = [of(v) for v in eqn.invars]
             if eqn.primitive.name in KERNEL_PRIMITIVES:
-                result[id(eqn)] = [a or b for a, b in zip(result.get(id(eqn), ins), ins)]  # any call site
+                here = [m is True or copied_for_a_kernel(m, v.aval) for m, v in zip(ins, eqn.invars)]
+                result[id(eqn)] = [a or b for a, b in zip(result.get(id(eqn), here), here)]  # any call site
                 outs = [True] * len(eqn.outvars)
             elif _is_view(eqn):
                 outs = [ins[0]]
@@ -74,7 +76,7 @@ def operands_made_by_ops(closed_jaxpr) -> dict[int, list[bool]]:
             state.update((id(v), m) for v, m in zip(eqn.outvars, outs))
         return [of(v) for v in jaxpr.outvars]
 
-    visit(closed_jaxpr.jaxpr, [copied_for_a_kernel(v.aval) for v in closed_jaxpr.jaxpr.invars])
+    visit(closed_jaxpr.jaxpr, [signature_of(v.aval) for v in closed_jaxpr.jaxpr.invars])
     return result
 
 
@@ -85,20 +87,23 @@ def outputs_read_by_ops(closed_jaxpr) -> dict[int, list[bool]]:
     (conservatively, as above)."""
     result: dict[int, list[bool]] = {}
 
-    def visit(jaxpr, outs_read: list[bool]) -> list[bool]:
-        read: dict[int, bool] = {}
+    # per value: True (an op reads it), False, or a result's layout signature (tpu_layout.py)
+    def visit(jaxpr, outs_read: list) -> list:
+        read: dict[int, object] = {}
 
-        def mark(v, r: bool) -> None:
+        def mark(v, r) -> None:
             if not hasattr(v, "val"):
-                read[id(v)] = read.get(id(v), False) or r
+                before = read.get(id(v), False)
+                read[id(v)] = True if True in (before, r) else before or r
 
         for v, r in zip(jaxpr.outvars, outs_read):
             mark(v, r)
         for eqn in reversed(jaxpr.eqns):
             outs = [read.get(id(v), False) for v in eqn.outvars]
             if eqn.primitive.name in KERNEL_PRIMITIVES:
-                result[id(eqn)] = [a or b for a, b in zip(result.get(id(eqn), outs), outs)]  # any call site
-                ins = [True] * len(eqn.invars)
+                here = [r is True or copied_for_a_kernel(r, v.aval) for r, v in zip(outs, eqn.outvars)]
+                result[id(eqn)] = [a or b for a, b in zip(result.get(id(eqn), here), here)]  # any call site
+                ins: list = [True] * len(eqn.invars)
             elif _is_view(eqn):
                 ins = [outs[0]]
             elif (called := called_jaxpr(eqn)) is not None:
@@ -111,7 +116,7 @@ def outputs_read_by_ops(closed_jaxpr) -> dict[int, list[bool]]:
                 mark(v, r)
         return [read.get(id(v), False) for v in jaxpr.invars]
 
-    visit(closed_jaxpr.jaxpr, [copied_for_a_kernel(getattr(v, "aval", None)) for v in closed_jaxpr.jaxpr.outvars])
+    visit(closed_jaxpr.jaxpr, [signature_of(getattr(v, "aval", None)) for v in closed_jaxpr.jaxpr.outvars])
     return result
 
 

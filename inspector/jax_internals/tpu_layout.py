@@ -26,12 +26,24 @@ def _client():
     return device.client, device
 
 
+def _signature(shape: tuple[int, ...], minor_to_major: list[int]) -> tuple:
+    """The order of the dims larger than 1, minor first: what decides the bytes' order in memory
+    (a dim of size 1 sits anywhere: T(1,128) tiles over it, as TPUs lay out (1, T, 1, 128), are
+    (T, 128) rows one after another)."""
+    return tuple(shape[d] for d in minor_to_major if shape[d] != 1)
+
+
+def row_major_signature(shape: tuple[int, ...]) -> tuple:
+    """The signature of a kernel's operand: Mosaic takes it row-major."""
+    return _signature(shape, list(reversed(range(len(shape)))))
+
+
 @functools.cache
-def row_major_by_default(shape: tuple[int, ...], dtype: str) -> bool | None:
-    """Whether a TPU stores an array of this shape and dtype row-major by default (dims of size 1
-    aside); None where libtpu cannot say (not installed, or a dtype it does not lay out)."""
+def default_signature(shape: tuple[int, ...], dtype: str) -> tuple | None:
+    """The signature of the layout a TPU gives an array of this shape and dtype by default; None
+    where libtpu cannot say (not installed, or a dtype it does not lay out)."""
     if len(shape) < 2:
-        return True
+        return row_major_signature(shape)
     try:
         import numpy as np
 
@@ -42,15 +54,28 @@ def row_major_by_default(shape: tuple[int, ...], dtype: str) -> bool | None:
     match = re.match(r"\{([\d,]*)[:}]", text)
     if match is None:  # a layout written another way: not read, not guessed
         return None
-    # dims of size 1 may sit anywhere: the bytes are laid out the same (a bitcast in XLA)
-    order = [int(d) for d in match.group(1).split(",") if shape[int(d)] != 1]
-    return order == sorted(order, reverse=True)
+    return _signature(shape, [int(d) for d in match.group(1).split(",")])
 
 
-def copied_for_a_kernel(aval) -> bool:
-    """Whether XLA copies this argument (or returned value) between its default layout and a
-    kernel's row-major one: a copy it can place in VMEM."""
+def signature_of(aval) -> tuple | None:
+    """The default layout's signature of an argument or result of the program."""
     shape, dtype = getattr(aval, "shape", None), getattr(aval, "dtype", None)
     if shape is None or dtype is None:
+        return None
+    return default_signature(tuple(int(d) for d in shape), str(dtype))
+
+
+def copied_for_a_kernel(signature, aval) -> bool:
+    """Whether XLA copies between an array of the program (its default layout's ``signature``,
+    reached through views only) and a kernel operand of ``aval`` (row-major): a copy it can place
+    in VMEM. A (1, 2, 1, 128) kernel result is tiled over its 1, the TPU's layout of it over its
+    2: copied (Pallas-Unbound's flash decoding); (1024, 1, 8192) is the kernel's (1024, 8192) with
+    a dim of size 1 added, and fused recurrent GLA's (1, T, 1, 128) inputs its (1, 1, T, 128): bitcasts."""
+    shape = getattr(aval, "shape", None)
+    if not isinstance(signature, tuple) or shape is None:
         return False
-    return row_major_by_default(tuple(int(d) for d in shape), str(dtype)) is False
+    shape = tuple(int(d) for d in shape)
+    # a kernel operand whose second-minor dim is 1 pads it to a tile's rows, which the TPU's own
+    # layout of the array (tiled over its dims larger than 1) does not
+    padded = len(shape) >= 2 and shape[-2] == 1 and sum(d != 1 for d in shape) > 1
+    return padded or signature != row_major_signature(shape)
