@@ -109,13 +109,17 @@ class HeldOut:
         return [pytest.param(spec, id=spec.rsplit(":", 1)[1], marks=(marks or {}).get(spec.rsplit(":", 1)[1], ()))
                 for spec in self.entries]
 
-    def assert_vendored(self, files: int, entries: int, source: str = "https://github.com/") -> None:
+    def assert_vendored(self, files: int, entries: int, source: str = "https://github.com/",
+                        licences: dict[str, str] | None = None) -> None:
         """So many files and entries, each file naming its source (a link at a commit) and its
-        Apache licence up top."""
+        licence up top: Apache, or as ``licences`` says per file name ("MIT", "BSD")."""
         assert (len(self.files), len(self.entries)) == (files, entries)
         for path in self.files:
-            head = path.read_text()[:1500]
-            assert source in head and "/blob/" in head and "Apache" in head, path.name
+            head = path.read_text()[:3000]
+            assert source in head and "/blob/" in head, path.name
+            found = ("Apache" if "Apache License" in head else "MIT" if "MIT License" in head else
+                     "BSD" if "BSD" in head and "Redistribution and use" in head else None)
+            assert found == (licences or {}).get(path.name, "Apache"), (path.name, found)
 
 
 def round_tests(held: HeldOut, chips: list[str]) -> tuple:

@@ -18,8 +18,7 @@ again.
 - its fused-RoPE forward (MIT): the same with four 2-D cos/sin tables as extra inputs indexed by
   the q or kv block, q and k rotated in f32 in the body.
 
-Two of the four files are MIT, not Apache: the vendored check below accepts either licence
-(HeldOut.assert_vendored asks for Apache)."""
+Two of the four files are MIT, not Apache: the vendored check names them."""
 from __future__ import annotations
 
 from conftest import HeldOut, round_tests, truth_outcome
@@ -32,14 +31,8 @@ CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
 def test_corpus_is_what_the_notes_say():
     """Four kernels from three sources, each with its licence (Apache or MIT) and its source at a
     commit."""
-    assert (len(ROUND.files), len(ROUND.entries)) == (4, 4)
-    licences = {}
-    for path in ROUND.files:
-        head = path.read_text()[:2500]
-        assert "https://github.com/" in head and "/blob/" in head, path.name
-        licences[path.name] = "Apache" if "Apache License" in head else "MIT" if "MIT License" in head else None
-    assert licences == {"amleng_softmax.py": "Apache", "flax_layer_norm.py": "Apache",
-                        "pallasflash_flash_attention.py": "MIT", "pallasflash_fused_rope.py": "MIT"}
+    ROUND.assert_vendored(files=4, entries=4, licences={"pallasflash_flash_attention.py": "MIT",
+                                                        "pallasflash_fused_rope.py": "MIT"})
 
 
 (test_every_view_on_cpu, test_every_view_on_one_tpu, test_the_estimate_on_three_generations_finds_no_error,

@@ -22,7 +22,7 @@ rows "does not fit" where libtpu fits and seven "fits" where libtpu runs out (li
 - Pallas-Unbound's flash attention: (BLOCK_Q, 128) q and o blocks against whole-sequence K and V
   blocks, the same fori_loop with (BLOCK_Q, 128) f32 carries; no compiler_params.
 
-All four files are Apache-2.0; the vendored check below accepts Apache, MIT or BSD per file."""
+All four files are Apache-2.0."""
 from __future__ import annotations
 
 from conftest import HeldOut, round_tests, truth_outcome
@@ -32,22 +32,9 @@ ROUND = HeldOut("heldout9")
 CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
 
 
-def _licence(head: str) -> str | None:
-    return ("Apache" if "Apache License" in head else "MIT" if "MIT License" in head else
-            "BSD" if "BSD" in head and "Redistribution and use" in head else None)
-
-
 def test_corpus_is_what_the_notes_say():
-    """Four kernels from two sources, each with its licence (Apache, MIT or BSD) and its source at
-    a commit."""
-    assert (len(ROUND.files), len(ROUND.entries)) == (4, 4)
-    licences = {}
-    for path in ROUND.files:
-        head = path.read_text()[:3000]
-        assert "https://github.com/" in head and "/blob/" in head, path.name
-        licences[path.name] = _licence(head)
-    assert licences == {"unbound_flash_attention.py": "Apache", "unbound_flash_decoding.py": "Apache",
-                        "xma_causal_conv.py": "Apache", "xma_linear_attention.py": "Apache"}
+    """Four kernels from two sources, each with its Apache licence and its source at a commit."""
+    ROUND.assert_vendored(files=4, entries=4)
 
 
 (test_every_view_on_cpu, test_every_view_on_one_tpu, test_the_estimate_on_three_generations_finds_no_error,
