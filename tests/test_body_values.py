@@ -282,3 +282,16 @@ def test_a_fits_leaves_room_for_a_loops_carries():
     assert info.loop_carry_bytes == 3 * MiB
     room = dict(budget(info, V5E).room_for)
     assert room["the carries of a loop in the body, those a step reads and those it writes"] == LOOP_CARRY_COPIES * 3 * MiB
+
+
+def test_a_loops_carries_are_certain_beside_the_scores_a_step_keeps():
+    """Between two steps of a rolled loop its carries are whole values: what the registers cannot
+    hold of them is in VMEM, beside the scores each step keeps (the (2048, 256) f32 chunk whose
+    softmax the body sums). Counted so, Pallas-Unbound's flash attention is "does not fit" on the
+    six compiles where libtpu needs 26.81-138.57 MiB (held out, round nine)."""
+    info, _ = traced("looped_attention", "f32[2048,128] f32[1024,128] f32[1024,128]")
+    b = budget(info, V5E)
+    scores = int(SUMMED_DOT_SHARE * (info.summed_dot_bytes - VREG_FILE_BYTES))
+    assert info.summed_dot_bytes == 2 * MiB and b.held_bytes == scores + 3 * MiB
+    blocks = sum(i.bytes for i in b.items[:4])
+    assert b.certain_bytes == blocks + b.held_bytes

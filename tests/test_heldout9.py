@@ -61,7 +61,9 @@ def ufa(seq: int, block_q: int, chip: str) -> tuple:
 # copies of a rolled loop's carries, the seven short rows are undecided: 37 agree, 9 undecided, no
 # short row, 2 false errors. Since the q and o of the decoding, whose TPU layout is tiled over
 # their 2 heads where the kernel's would tile a dim of size 1, count as copies XLA may place (it
-# does: `S(1)` in the compiled HLO), those two agree too: 39 agree, 9 undecided, none wrong.
+# does: `S(1)` in the compiled HLO), those two agree too: 39 agree, 9 undecided, none wrong. Since a
+# rolled loop's carries count as certain beside the scores a step keeps, six of the seven that were
+# short are "does not fit", as libtpu says: 45 agree, 3 undecided.
 # - short (now undecided), all Pallas-Unbound's flash attention (whole-sequence K/V blocks, a fori_loop whose
 #   carries are a (BLOCK_Q, 128) f32 accumulator and two (BLOCK_Q, 1) vectors): the estimate counts
 #   a body of 3.2-12.8 MiB and takes the K/V blocks as maybe outside the limit; libtpu needs
@@ -75,6 +77,9 @@ def ufa(seq: int, block_q: int, chip: str) -> tuple:
 WERE_SHORT = [ufa(4096, 4096, "tpu-v5e"), ufa(8192, 8192, "tpu-v5e"), ufa(8192, 8192, "tpu-v6e"),
               ufa(8192, 8192, "tpu-7x"), ufa(16384, 16384, "tpu-v6e"), ufa(16384, 16384, "tpu-7x"),
               ufa(32768, 16384, "tpu-7x")]
+# the carries (6 MiB at block_q 4096) and the scores beside them put the certain part over the limit
+# from block_q 8192 on v5e and 16384 on v6e and TPU7x; below, only a compile decides
+STILL_UNDECIDED = [ufa(4096, 4096, "tpu-v5e"), ufa(8192, 8192, "tpu-v6e"), ufa(8192, 8192, "tpu-7x")]
 WERE_FALSE_ERRORS = [("unbound_flash_decoding", dec_args(16384), {"block_kv": 128}, "tpu-v5e"),
                      ("unbound_flash_decoding", dec_args(32768), {"block_kv": 128}, "tpu-v6e")]
 
@@ -85,16 +90,17 @@ def test_the_estimate_never_says_does_not_fit_where_libtpu_fits():
 
 
 def test_the_estimate_against_libtpu_across_the_limits():
-    """48 rows, 28 that libtpu runs out on: 39 agree, 9 undecided (the seven that were short among
-    them), no "fits" where libtpu runs out, no "does not fit" where it fits (above). Held at that,
+    """48 rows, 28 that libtpu runs out on: 45 agree, 3 undecided (three of the seven that were
+    short), no "fits" where libtpu runs out, no "does not fit" where it fits (above). Held at that,
     so that a change that does worse fails here."""
     rows, outcome = truth_outcome("vmem_truth_heldout9.json")
     assert len(rows) == 48 and sum(not r["compiler_fits"] for r in rows) == 28
     assert outcome["short"] == [], outcome["short"]
-    assert set(map(repr, WERE_SHORT)) <= set(map(repr, outcome["undecided"]))
+    assert set(map(repr, WERE_SHORT)) <= set(map(repr, outcome["undecided"] + outcome["agree"]))
+    assert set(map(repr, STILL_UNDECIDED)) == set(map(repr, outcome["undecided"]))
     assert outcome["false error"] == [], outcome["false error"]
     assert set(map(repr, WERE_FALSE_ERRORS)) <= set(map(repr, outcome["agree"]))
-    assert len(outcome["agree"]) >= 39, {k: len(v) for k, v in outcome.items()}
+    assert len(outcome["agree"]) >= 45, {k: len(v) for k, v in outcome.items()}
 
 
 def test_the_linear_attention_runs_on_the_cpu_and_matches_its_reference():

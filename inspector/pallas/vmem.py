@@ -46,7 +46,8 @@ UNROLLED_SUMMED_SHARE = 0.5
 # a "fits" leaves room for: the carries a step reads and those it writes. Pallas-Unbound's flash
 # attention (held out, round nine: a (BLOCK_Q, 128) f32 accumulator and two (BLOCK_Q, 1) statistics,
 # 6 MiB at block_q 4096) said "fits" at 7.2 MiB of 16 on v5e where libtpu needed 16.19; with room
-# for two copies none of its seven rows does, and no other row on record changes
+# for two copies none of its seven rows does, and no other row on record changes. One copy is
+# certain (tpu_budget): between two steps the carries are whole values
 LOOP_CARRY_COPIES = 2
 # Of the matmul results one stretch of straight-line code computes (an unrolled loop's trips each),
 # what "fits" must leave room for: libtpu kept 0.47-1.0x of them in the measured compiles that ran
@@ -305,7 +306,8 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     elif straight_line and info.summed_dot_bytes and \
             (together := int(UNROLLED_SUMMED_SHARE * (info.unrolled_dot_bytes - VREG_FILE_BYTES))) > held:
         held, held_what = together, "the least libtpu keeps of the matmul results straight-line code computes"
-    elif body and not straight_line and info.computed_value_bytes > max(info.held_dot_bytes, VREG_FILE_BYTES):
+    matmul_results_held = 0 if straight_line and values_live > dots_live else held
+    if body and not straight_line and info.computed_value_bytes > max(info.held_dot_bytes, VREG_FILE_BYTES):
         # a value computed element-wise (not a matmul result, which the MXU can hand on tile by tile)
         # and larger than any matmul result held is built whole, less what the registers hold: all
         # nine held-out compiles where it decided ran out (Levanter's cross-entropy, SSD's intra-chunk
@@ -325,6 +327,15 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         room_for.append(("the matmul operands the body computes beside the scores (not blocks read or cast)",
                          info.summed_operand_bytes))
     if info.loop_carry_bytes > VREG_FILE_BYTES:
+        # a rolled loop's carries are whole between its steps, beside the matmul results a step keeps:
+        # what the registers cannot hold of them is in VMEM (Pallas-Unbound's flash attention, six
+        # compiles that ran out at 26.81-138.57 MiB, were undecided without; no row on record changes
+        # otherwise). A value the body computes element-wise may be the next carries: not added to them
+        with_carries = matmul_results_held + info.loop_carry_bytes if matmul_results_held else \
+            info.loop_carry_bytes - VREG_FILE_BYTES
+        if with_carries > held:
+            held, held_what = with_carries, "the carries of a rolled loop in the body beside the matmul results a " \
+                "step keeps, all but what the registers hold"
         room_for.append(("the carries of a loop in the body, those a step reads and those it writes",
                          LOOP_CARRY_COPIES * info.loop_carry_bytes))
     if chip.splits_f32_matmuls and info.split_operand_bytes > VREG_FILE_BYTES:
