@@ -10,6 +10,7 @@ against it. Run from the repository root (takes a while: one real compile per ro
     .venv/bin/python tests/data/make_vmem_truth.py --heldout7 [PART-OF-A-TARGET ...]
     .venv/bin/python tests/data/make_vmem_truth.py --heldout8 [PART-OF-A-TARGET ...]
     .venv/bin/python tests/data/make_vmem_truth.py --heldout9 [PART-OF-A-TARGET ...]
+    .venv/bin/python tests/data/make_vmem_truth.py --heldout10 [PART-OF-A-TARGET ...]
 
 ``--styles`` writes tests/data/vmem_truth_styles.json instead, from the kernels written in the
 styles of third-party ones (tests/data/third_party_styles.py; tests/test_third_party_styles.py).
@@ -30,6 +31,9 @@ tests/data/heldout8/ (HELDOUT8): libtpu's verdicts only.
 
 ``--heldout9`` writes tests/data/vmem_truth_heldout9.json the same way from the kernels of
 tests/data/heldout9/ (HELDOUT9): libtpu's verdicts only.
+
+``--heldout10`` writes tests/data/vmem_truth_heldout10.json the same way from the kernels of
+tests/data/heldout10/ (HELDOUT10): libtpu's verdicts only.
 """
 from __future__ import annotations
 
@@ -51,6 +55,7 @@ HELDOUT6_OUT = Path(__file__).with_name("vmem_truth_heldout6.json")
 HELDOUT7_OUT = Path(__file__).with_name("vmem_truth_heldout7.json")
 HELDOUT8_OUT = Path(__file__).with_name("vmem_truth_heldout8.json")
 HELDOUT9_OUT = Path(__file__).with_name("vmem_truth_heldout9.json")
+HELDOUT10_OUT = Path(__file__).with_name("vmem_truth_heldout10.json")
 CORPUS = ["samples/jax_kernels.py", "samples/attention.py", "samples/matmul.py", "samples/moe.py", "samples/bugs.py"]
 MAX_COMBINATIONS = 8  # per target: the first combinations INSPECT offers (the defaults first)
 # Shapes and blocks that straddle the VMEM limits (the corpus's own shapes fit everywhere):
@@ -297,6 +302,72 @@ HELDOUT9 = [
     (UFA, ufa_args(32768), {"block_q": [16384], "block_kv": [128]}),  # 48 MiB
 ]
 
+
+H10 = "tests/data/heldout10/"
+# Round ten (tests/data/heldout10/): kernels whose body computes matmul results in straight-line
+# code and does something other than a softmax with them (an element-wise epilogue, a LayerNorm, a
+# LoRA gather-matmul unrolled over the block's tokens). None sets vmem_limit_bytes: 16 MiB scoped
+# on v5e, 32 MiB on v6e and TPU7x. Shapes chosen from the blocks' bytes (B: each pipelined block
+# twice, blocks that never move once) and the f32 matmul results' bytes (R: the straight-line
+# results together), before the estimate was looked at: B below the limit and B + R near or over
+# it, so that what libtpu keeps of R decides. Every grid has at least two steps along the axes the
+# maps follow (double buffers). One job per shape, kernels interleaved.
+KMR = H10 + "keras_matmul_relu.py:keras_matmul_relu"
+GSW = H10 + "maxkernel_gemm_swish.py:maxkernel_gemm_swish"
+GST = H10 + "maxkernel_gemm_swish_tanh.py:maxkernel_gemm_swish_tanh"
+GLN = H10 + "maxkernel_gemm_layernorm.py:maxkernel_gemm_layernorm"
+BGMV = H10 + "vllm_lora_bgmv.py:vllm_lora_bgmv"
+
+
+def kmr_args(m: int, k: int, n: int) -> str:
+    return f"f32[{m},{k}] f32[{k},{n}]"
+
+
+def gsw_args(rows: int, k: int, n: int) -> str:
+    """x, the (out, in) weight, the bias."""
+    return f"f32[{rows},{k}] f32[{n},{k}] f32[{n}]"
+
+
+def gst_args(m: int, k: int, n: int) -> str:
+    return f"f32[{m},{k}] f32[{k},{n}] f32[{n}]"
+
+
+def gln_args(rows: int, k: int, n: int) -> str:
+    """x, y, the (in, out) weight, its bias, LayerNorm's scale and bias."""
+    return f"f32[{rows},{k}] f32[{rows},{n}] f32[{k},{n}] f32[{n}] f32[{n}] f32[{n}]"
+
+
+def bgmv_args(tokens: int, dim: int, loras: int, rank: int) -> str:
+    """The adapter index per token, the tokens, the adapters (N, L, D) in bf16."""
+    return f"i32[{tokens}] bf16[{tokens},{dim}] bf16[{loras},{rank},{dim}]"
+
+
+def bgmv(tb: int, rb: int, db: int) -> dict:
+    return {"token_block": [tb], "rank_block": [rb], "dim_block": [db]}
+
+
+HELDOUT10 = [
+    (KMR, kmr_args(2048, 128, 2048), {"tile_m": [1024], "tile_n": [1024]}),  # B 10 MiB, R 4
+    (GSW, gsw_args(1024, 256, 2048), {"b_batch": [512]}),                     # B 11, R 4
+    (GST, gst_args(2048, 256, 2048), {"bM": [1024], "bN": [1024]}),           # B 12, R 4
+    (GLN, gln_args(256, 128, 4096), {"block_size": [128]}),                   # B 10.1, R 2
+    (BGMV, bgmv_args(64, 512, 8, 1024), bgmv(32, 512, 256)),                  # B 4.2, R 2 (32 x 64 KiB)
+    (KMR, kmr_args(2048, 256, 2048), {"tile_m": [1024], "tile_n": [1024]}),  # B 12, R 4
+    (GSW, gsw_args(1024, 512, 2048), {"b_batch": [512]}),                     # B 14, R 4
+    (GST, gst_args(2048, 384, 4096), {"bM": [1024], "bN": [2048]}),           # B 25, R 8
+    (GLN, gln_args(768, 128, 2048), {"block_size": [384]}),                   # B 13.4, R 3
+    (BGMV, bgmv_args(128, 512, 16, 1024), bgmv(64, 512, 256)),                # B 8.6, R 8 (64 x 128 KiB)
+    (KMR, kmr_args(2048, 384, 4096), {"tile_m": [1024], "tile_n": [2048]}),  # B 25, R 8
+    (GSW, gsw_args(2048, 256, 2048), {"b_batch": [1024]}),                    # B 20, R 8
+    (GST, gst_args(2048, 512, 4096), {"bM": [1024], "bN": [2048]}),           # B 28, R 8
+    (GLN, gln_args(512, 128, 4096), {"block_size": [256]}),                   # B 18.3, R 4
+    (BGMV, bgmv_args(256, 512, 8, 512), bgmv(128, 256, 256)),                 # B 2.5, R 16 (128 x 128 KiB)
+    (KMR, kmr_args(2048, 512, 4096), {"tile_m": [1024], "tile_n": [2048]}),  # B 28, R 8
+    (GSW, gsw_args(2048, 256, 3072), {"b_batch": [1024]}),                    # B 29, R 12
+    (GLN, gln_args(768, 128, 4096), {"block_size": [384]}),                   # B 26.4, R 6
+    (BGMV, bgmv_args(256, 256, 16, 1024), bgmv(128, 512, 128)),               # B 4.8, R 32 (128 x 256 KiB)
+]
+
 def targets(files: list[str]) -> list[str]:
     from inspector.target import load_module
 
@@ -354,7 +425,7 @@ def main(argv: list[str]) -> None:
         OUT, argv = STYLES_OUT, targets([STYLES])
     rounds = {"--heldout": (HELDOUT_OUT, HELDOUT, None), "--heldout6": (HELDOUT6_OUT, HELDOUT6, "six"),
               "--heldout7": (HELDOUT7_OUT, HELDOUT7, "seven"), "--heldout8": (HELDOUT8_OUT, HELDOUT8, "eight"),
-              "--heldout9": (HELDOUT9_OUT, HELDOUT9, "nine")}
+              "--heldout9": (HELDOUT9_OUT, HELDOUT9, "nine"), "--heldout10": (HELDOUT10_OUT, HELDOUT10, "ten")}
     if argv[:1] and argv[0] in rounds:
         OUT, held_jobs, number = rounds[argv[0]]
         chip_names, only = HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)

@@ -1,0 +1,109 @@
+"""The held-out corpus of round ten (tests/data/heldout10): five Pallas TPU kernels whose body
+computes matmul results in straight-line code and does something other than a softmax with them,
+from three repositories nobody on the team had read (vllm-project/vllm's TPU LoRA kernel, the Keras
+developer guide's fused Dense + ReLU, and three kernels Google's accelerator-agents MaxKernel
+generator wrote for KernelBench level 2), run the way a new user runs them at small shapes: every
+view on the CPU and on v5e, check (the estimate on three generations, libtpu's compile on v5e). A
+correct kernel gets no error finding at those shapes. tests/data/vmem_truth_heldout10.json holds
+libtpu's verdicts at shapes across the VMEM limits (make_vmem_truth.py --heldout10), which the
+estimate is held to here without compiling again, at what it measured with the rules as they
+stood (56c87d5): four rows "does not fit" where libtpu fits, none "fits" where it runs out (below).
+
+- vLLM's multi-LoRA bgmv: a (token, rank, dim) block grid, the adapter index per token
+  scalar-prefetched, the (N, rank, dim) block of every adapter; the body a Python loop over the
+  block's tokens, per token a (tokens, dim) x (rank, dim)^T matmul masked to its row and added to
+  an f32 scratch accumulator;
+- the Keras guide's fused matmul + ReLU: (tile_m, K) and (K, tile_n) blocks, one pl.dot, a
+  jnp.maximum and a store into the (tile_m, tile_n) output block;
+- MaxKernel's Dense + SiLU + scaling: the whole (out, in) weight as a block that never moves,
+  transposed in the body (weight_ref[...].T) for the matmul;
+- MaxKernel's Dense + SiLU / 2, clip, tanh, clip: a 2-D tiled grid, jnp.clip (a jitted helper);
+- MaxKernel's Dense + LayerNorm over the features + residual add and multiply: the matmul result's
+  row mean and variance, then the result used whole.
+
+All five files are Apache-2.0."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import HeldOut, round_tests, truth_outcome
+from inspector.target import load_target
+
+ROUND = HeldOut("heldout10")
+CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
+
+
+def test_corpus_is_what_the_notes_say():
+    """Five kernels from three sources, each with its Apache licence and its source at a commit."""
+    ROUND.assert_vendored(files=5, entries=5)
+
+
+(test_every_view_on_cpu, test_every_view_on_one_tpu, test_the_estimate_on_three_generations_finds_no_error,
+ test_check_agrees_with_libtpu) = round_tests(ROUND, CHECK_CHIPS)
+
+
+def kmr(m: int, k: int, n: int, tm: int, tn: int, chip: str) -> tuple:
+    return ("keras_matmul_relu", f"f32[{m},{k}] f32[{k},{n}]", {"tile_m": tm, "tile_n": tn}, chip)
+
+
+def gsw(rows: int, k: int, n: int, b: int, chip: str) -> tuple:
+    return ("maxkernel_gemm_swish", f"f32[{rows},{k}] f32[{n},{k}] f32[{n}]", {"b_batch": b}, chip)
+
+
+def gst(m: int, k: int, n: int, bm: int, bn: int, chip: str) -> tuple:
+    return ("maxkernel_gemm_swish_tanh", f"f32[{m},{k}] f32[{k},{n}] f32[{n}]", {"bM": bm, "bN": bn}, chip)
+
+
+def bgmv(tokens: int, dim: int, loras: int, rank: int, tb: int, rb: int, db: int, chip: str) -> tuple:
+    return ("vllm_lora_bgmv", f"i32[{tokens}] bf16[{tokens},{dim}] bf16[{loras},{rank},{dim}]",
+            {"token_block": tb, "rank_block": rb, "dim_block": db}, chip)
+
+
+# Measured with the rules of 56c87d5 (no change made for these kernels), 57 rows (19 shapes on three
+# chips, chosen from the blocks' and the f32 matmul results' sizes before the estimate was looked
+# at), 47 that libtpu fits and 10 it runs out on: 46 agree, 7 undecided, no "fits" where libtpu runs
+# out, 4 "does not fit" where libtpu fits.
+# - false errors: the estimate holds as certain "a value the body computes whole" (less the
+#   registers) that libtpu never builds: in MaxKernel's Dense + SiLU the in-body transpose of the
+#   whole weight (weight_ref[...].T, 4 MiB at in 512, out 2048); in its Dense + SiLU/clip/tanh an
+#   element-wise value of the matmul result's size inside jnp.clip's jitted helper (4 and 8 MiB),
+#   with room for a second. libtpu's figure is the blocks alone in all four (12.01, 14.01, 25.26,
+#   28.21 MiB): it fuses the transpose into the matmul and builds the epilogue in the output block.
+# - undecided: room for 0.8 of the straight-line matmul results (UNROLLED_DOT_SHARE) puts the total
+#   over the limit where libtpu keeps none of them: the Keras kernel at an 8 MiB result on v6e
+#   (libtpu 25.00 and 28.00 MiB, its blocks), MaxKernel's Dense + SiLU at a 12 MiB result on v6e and
+#   TPU7x, vLLM's bgmv at 128 x 256 KiB of unrolled results on v5e (libtpu 4.90 MiB, its blocks
+#   4.81); and the Dense + SiLU/clip/tanh on TPU7x at 8 MiB.
+FALSE_ERRORS = [gst(2048, 256, 2048, 1024, 1024, "tpu-v5e"), gsw(1024, 512, 2048, 512, "tpu-v5e"),
+                gst(2048, 384, 4096, 1024, 2048, "tpu-v6e"), gst(2048, 512, 4096, 1024, 2048, "tpu-v6e")]
+UNDECIDED = [kmr(2048, 384, 4096, 1024, 2048, "tpu-v6e"), kmr(2048, 512, 4096, 1024, 2048, "tpu-v6e"),
+             gsw(2048, 256, 3072, 1024, "tpu-v6e"), gsw(2048, 256, 3072, 1024, "tpu-7x"),
+             gst(2048, 384, 4096, 1024, 2048, "tpu-7x"), gst(2048, 512, 4096, 1024, 2048, "tpu-7x"),
+             bgmv(256, 256, 16, 1024, 128, 512, 128, "tpu-v5e")]
+
+
+@pytest.mark.xfail(strict=True, reason="four rows 'does not fit' where libtpu fits (FALSE_ERRORS): the estimate "
+                   "holds an in-body transpose of a weight and values inside jnp.clip's helper as built whole")
+def test_the_estimate_never_says_does_not_fit_where_libtpu_fits():
+    _, outcome = truth_outcome("vmem_truth_heldout10.json")
+    assert outcome["false error"] == []
+
+
+def test_the_estimate_against_libtpu_across_the_limits():
+    """57 rows, 10 that libtpu runs out on: 46 agree, 7 undecided, no "fits" where libtpu runs out,
+    the four false errors above. Held at that, so that a change that does worse fails here."""
+    rows, outcome = truth_outcome("vmem_truth_heldout10.json")
+    assert len(rows) == 57 and sum(not r["compiler_fits"] for r in rows) == 10
+    assert outcome["short"] == [], outcome["short"]
+    assert set(map(repr, outcome["false error"])) <= set(map(repr, FALSE_ERRORS)), outcome["false error"]
+    assert set(map(repr, outcome["undecided"])) <= set(map(repr, UNDECIDED + FALSE_ERRORS)), outcome["undecided"]
+    assert len(outcome["agree"]) >= 46, {k: len(v) for k, v in outcome.items()}
+
+
+def test_the_lora_kernel_runs_on_the_cpu_and_matches_its_reference():
+    """The Python loop over the block's tokens, each its own adapter gathered by a scalar-prefetched
+    index: the interpreter's output is the reference's."""
+    from inspector.run import run_diff
+
+    result = run_diff(load_target(ROUND.names["vllm_lora_bgmv"]), runs=0)
+    assert result.ok and [l.ok for l in result.outputs] == [True]
