@@ -295,3 +295,26 @@ def test_a_loops_carries_are_certain_beside_the_scores_a_step_keeps():
     assert info.summed_dot_bytes == 2 * MiB and b.held_bytes == scores + 3 * MiB
     blocks = sum(i.bytes for i in b.items[:4])
     assert b.certain_bytes == blocks + b.held_bytes
+
+
+@pytest.mark.parametrize("clip", [True, False])
+def test_a_dense_epilogue_is_built_in_its_output_block(clip):
+    """x @ w.T, SiLU, jnp.clip (a jitted helper, followed in place), stored whole: the (256, 2048)
+    transposed weight is no value of its own (the MXU takes it transposed), and the 4 MiB result
+    is built in the output block, so nothing of the body is counted. MaxKernel's Dense kernels
+    (held out, round ten) were false "does not fit" with the transpose or clip's values held, and
+    undecided with room for 0.8 of the result; libtpu needed their blocks alone."""
+    info, _ = traced("dense_epilogue", "f32[512,256] f32[2048,256]", sets=[f"clip={clip}"])
+    assert info.unrolled_dot_bytes == 4 * MiB and info.unrolled_unbuilt_dot_bytes == 0
+    assert info.computed_value_bytes < VREG_FILE_BYTES and info.in_ref_bytes == 4 * MiB
+    b = budget(info, V5E)
+    assert (b.body_bytes, b.held_bytes) == (0, 0)
+    assert b.total_bytes == sum(i.bytes for i in b.items) == (512 + 2048) * 256 * 4 + 4 * MiB  # one step: one buffer each
+
+
+def test_a_softmax_built_in_its_output_block_keeps_its_room():
+    """A reduction on the way to the store (qk-softmax's pattern): the result is built in the ref
+    but libtpu kept up to 0.78x of it beyond the blocks (PallasBench's qk-softmax on v6e), so its
+    straight-line room stays."""
+    info, _ = traced("softmax_out", "f32[512,128] f32[1024,128]")
+    assert info.unrolled_unbuilt_dot_bytes == info.unrolled_dot_bytes > 0

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
+from typing import Any
 
 import numpy as np
 
@@ -54,6 +56,8 @@ class BodyDots:
     summed_bytes: int = 0  # of those held, the largest whose chain feeds two reductions (max, then the sum of exp)
     summed_operand_bytes: int = 0  # its operands the body computes (not blocks read as they are: _computed_operand_bytes)
     loop_carry_bytes: int = 0  # the most a rolled loop (fori_loop, while) carries from step to step, in vreg tiles
+    # of unrolled_bytes, what element-wise ops alone do not carry into a store of its size (_built_in_ref)
+    unrolled_unbuilt_bytes: int = 0
 
     def call_fields(self) -> dict:
         """As PallasCall's fields."""
@@ -62,7 +66,8 @@ class BodyDots:
                     body_value_bytes=self.largest_value_bytes, computed_value_bytes=self.computed_value_bytes,
                     second_computed_bytes=self.second_computed_bytes, split_operand_bytes=self.split_operand_bytes,
                     in_ref_bytes=self.in_ref_bytes, summed_dot_bytes=self.summed_bytes,
-                    summed_operand_bytes=self.summed_operand_bytes, loop_carry_bytes=self.loop_carry_bytes)
+                    summed_operand_bytes=self.summed_operand_bytes, loop_carry_bytes=self.loop_carry_bytes,
+                    unrolled_unbuilt_dot_bytes=self.unrolled_unbuilt_bytes)
 
 
 def _tiled_bytes(var) -> int:
@@ -94,6 +99,56 @@ def _nbytes(var) -> int:
         return elements
     rows = 8 * max(1, 4 // size)
     return min(int(math.prod(shape[:-2])) * -(-shape[-2] // rows) * -(-shape[-1] // 128) * 4096, 2 * elements)
+
+
+_JIT_CALLS = frozenset({"pjit", "jit", "closed_call"})
+
+
+def _jit_body(eqn):
+    """The body of a jitted helper's call (jnp.clip's, jnp.where's), when it can be inlined."""
+    if eqn.primitive.name not in _JIT_CALLS:
+        return None
+    body = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
+    body = getattr(body, "jaxpr", body)
+    if body is None or not hasattr(body, "eqns") or body.constvars or len(body.invars) != len(eqn.invars):
+        return None
+    return body
+
+
+def _inlined(jaxpr: Any) -> Any:
+    """The jaxpr with each jitted helper's equations in place of its call, each call's values fresh
+    (a helper called twice has one cached body): what a helper computes is then followed to where
+    it goes, as Mosaic sees it (MaxKernel's Dense + clip + tanh, held out round ten: jnp.clip's
+    result, stored whole into the output block, was counted as a value of its own)."""
+    if not any(_jit_body(e) is not None for e in jaxpr.eqns):
+        return jaxpr
+    eqns: list = []
+
+    def inline(j, env: dict, fresh: bool) -> list:
+        for e in j.eqns:
+            ins = [env.get(id(v), v) for v in e.invars]
+            body = _jit_body(e)
+            if body is not None:
+                outs = inline(body, {id(a): b for a, b in zip(body.invars, ins)}, True)
+                env.update((id(o), r) for o, r in zip(e.outvars, outs))
+                continue
+            outs = [types.SimpleNamespace(aval=o.aval) for o in e.outvars] if fresh else list(e.outvars)
+            env.update((id(o), r) for o, r in zip(e.outvars, outs))
+            eqns.append(types.SimpleNamespace(primitive=e.primitive, params=e.params, invars=ins, outvars=outs))
+        return [env.get(id(v), v) for v in j.outvars]
+
+    outvars = inline(jaxpr, {}, False)
+    return types.SimpleNamespace(eqns=eqns, invars=jaxpr.invars, outvars=outvars, constvars=jaxpr.constvars)
+
+
+def _transposed_operand(eqn, users) -> bool:
+    """A transpose only matmuls read: the MXU takes the operand transposed, no copy is built
+    (MaxKernel's Dense + SiLU, held out round ten: ``x @ w_ref[...].T`` with a 4 MiB weight, libtpu
+    needed only the blocks)."""
+    if eqn.primitive.name != "transpose":
+        return False
+    uses = users.get(id(eqn.outvars[0]), [])
+    return bool(uses) and all(u is not None and u.primitive.name == "dot_general" for u in uses)
 
 
 def _users(jaxpr) -> dict[int, list]:
@@ -175,9 +230,10 @@ def _reduced_then_used_whole(var, jaxpr, users_of) -> int:
     return reductions if pattern else 0
 
 
-def _built_in_ref(var, jaxpr, users_of) -> bool:
+def _built_in_ref(var, jaxpr, users_of, unreduced: bool = False) -> bool:
     """Whether element-wise ops of its size carry the value into a store of that size: Mosaic can
-    build it in that ref (an output block, an accumulator) instead of a VMEM temporary of its own.
+    build it in that ref (an output block, an accumulator) instead of a VMEM temporary of its own;
+    with ``unreduced``, only where no reduction reads the chain on the way.
     A chain that a reduction must see whole first (a softmax's exponentials, summed, then divided)
     is built there only in a ref as wide as the value: AMLeng's softmax, f32 exponentials stored as
     bf16, took one f32 copy of its block beyond the blocks (held out, round eight: 23.8 MiB where
@@ -189,6 +245,8 @@ def _built_in_ref(var, jaxpr, users_of) -> bool:
         for v, j in frontier:
             uses = _uses(v, j, users_of)
             reduced |= any(u.primitive.name in _REDUCTIONS for u, _ in uses)
+            if reduced and unreduced:
+                return False
             if any(u.primitive.name in _STORES and _stored_elements(u) == size and
                    (not reduced or _nbytes(u.invars[1]) >= _nbytes(var)) for u, _ in uses):
                 return True
@@ -261,6 +319,7 @@ def _split_bytes(dot) -> int:
 
 def body_dots(jaxpr) -> BodyDots:
     held = summed = summed_operands = values = largest = in_ref = split = carry = 0
+    unbuilt: list[int] = []  # per stretch, as stretches
     computed = [0, 0]  # the two largest values computed element-wise
     stretches: list[int] = []
     cache: dict[int, dict] = {}
@@ -270,15 +329,16 @@ def body_dots(jaxpr) -> BodyDots:
             cache[id(j)] = _users(j)
         return cache[id(j)]
 
-    def walk(j) -> int:
+    def walk(j) -> tuple[int, int]:
         nonlocal held, summed, summed_operands, values, largest, in_ref, split, carry
+        j = _inlined(j)
         users = users_of(j)
-        here = 0
+        here = loose = 0
         parts: set[int] = set()  # values that are a concatenation's parts (above)
         for e in j.eqns:
             if _of_parts(e, parts):
                 parts.update(id(v) for v in e.outvars)
-            elif e.primitive.name not in _NOT_VALUES:
+            elif e.primitive.name not in _NOT_VALUES and not _transposed_operand(e, users):
                 for v in e.outvars:
                     if getattr(v.aval, "shape", None) and not _only_reduced(v, j, users_of):
                         if _built_in_ref(v, j, users_of):
@@ -292,6 +352,8 @@ def body_dots(jaxpr) -> BodyDots:
                 size = _nbytes(e.outvars[0])
                 if not _streamed(e.outvars[0], users):
                     here += size
+                    if not _built_in_ref(e.outvars[0], j, users_of, unreduced=True):
+                        loose += size
                     reductions = _reduced_then_used_whole(e.outvars[0], j, users_of)
                     if reductions:
                         held = max(held, size)
@@ -302,14 +364,16 @@ def body_dots(jaxpr) -> BodyDots:
                 carries = e.outvars[:int(e.params.get("num_carry", len(e.outvars)))]
                 carry = max(carry, sum(_tiled_bytes(v) for v in carries if getattr(v.aval, "shape", ())))  # not the index
             for sub in sub_jaxprs(e.params):
-                inner = walk(sub)
+                inner, inner_loose = walk(sub)
                 if times > 1:
                     here += inner * times
+                    loose += inner_loose * times
                     if not inner:  # a loop of matmuls is counted by its results (above)
                         values = max(values, _largest_value(sub) * times)
         stretches.append(here)
-        return here
+        unbuilt.append(loose)
+        return here, loose
 
     walk(jaxpr)
     return BodyDots(held, max(stretches, default=0), values, largest, computed[0], computed[1], split, in_ref, summed,
-                    summed_operands, carry)
+                    summed_operands, carry, max(unbuilt, default=0))

@@ -54,7 +54,11 @@ LOOP_CARRY_COPIES = 2
 # out of VMEM (0.21-0.99x in those that fit). 0.8 is the least share, of 0.6 to 1.0 by tenths, at
 # which no compile measured says "fits" where libtpu runs out through them (cross attention's
 # heads on v5e needed 0.70, JAX's flash attention on TPU7x with its inputs placed more than 0.7;
-# BENCHMARKS.md, "TPU7x's placement in the estimate").
+# BENCHMARKS.md, "TPU7x's placement in the estimate"). Not of a result that element-wise ops alone
+# carry into a store of its size where the body holds no matmul result whole: libtpu built those in
+# their output block (a Dense + activation, 4-12 MiB of results: 0.00-0.25 MiB beyond the blocks on
+# v5e and v6e in 16 compiles that fit; held out, round ten), where beside a softmax it did not (JAX's
+# flash attention on TPU7x, maxdiffusion's cross attention on v5e: "fits" where libtpu ran out)
 UNROLLED_DOT_SHARE = 0.8
 # Of an unrolled loop without matmuls, its trips x its body's largest value, all of it, and certain:
 # sglang's biased top-k (an unrolled fori_loop carrying three (256, 2048) f32 arrays, 7 trips) needed
@@ -287,7 +291,10 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     largest = info.body_value_bytes if info.body_value_bytes is not None else \
         info.intermediates_bytes[0] if info.intermediates_bytes else 0
     body = largest if largest > VREG_FILE_BYTES else 0
-    dots_live = int(UNROLLED_DOT_SHARE * info.unrolled_dot_bytes)
+    # where the body holds no matmul result whole (no softmax), a result that element-wise ops alone
+    # carry into a store of its size is built in that ref (module comment of UNROLLED_DOT_SHARE)
+    dots_live = int(UNROLLED_DOT_SHARE * (info.unrolled_dot_bytes if info.held_dot_bytes else
+                                          info.unrolled_unbuilt_dot_bytes))
     values_live = int(UNROLLED_VALUE_SHARE * info.unrolled_values_bytes)
     unrolled = max(dots_live, values_live)
     if unrolled > max(body, VREG_FILE_BYTES):

@@ -4,7 +4,7 @@ a dot's scores, the scores of chunks in a loop unrolled with pl.loop, an unrolle
 without matmuls, values built in the output block they are stored into, values computed
 element-wise, a concatenation, an f32 matmul at HIGHEST precision, softmaxes whose exponentials
 the MXU sums, or the VPU for several heads in a Python loop, a softmax stored into a narrower
-block, and attention on rotated or only cast blocks. Inputs (the first ones):
+block, attention on rotated or only cast blocks, and a Dense with an epilogue. Inputs (the first ones):
 q f32[rows, 128], k f32[cols, 128]."""
 
 import functools
@@ -238,6 +238,20 @@ def looped_attention(q, k, v, chunk=256):
                           out_shape=jax.ShapeDtypeStruct((q.shape[0], 128), jnp.float32))(q, k, v)
 
 
+def _dense(x_ref, w_ref, o_ref, *, clip):
+    y = jnp.dot(x_ref[...], w_ref[...].T, preferred_element_type=jnp.float32)
+    y = y * jax.nn.sigmoid(y)
+    o_ref[...] = jnp.clip(y, -1.0, 1.0) if clip else y
+
+
+def dense_epilogue(x, w, clip=True):
+    """x @ w.T through SiLU and jnp.clip (a jitted helper) into the output block (MaxKernel's Dense
+    kernels, held out round ten): the weight's transpose feeds only the matmul, the result is
+    carried element-wise into a store of its size."""
+    return pl.pallas_call(functools.partial(_dense, clip=clip),
+                          out_shape=jax.ShapeDtypeStruct((x.shape[0], w.shape[0]), jnp.float32))(x, w)
+
+
 INSPECT = {
     "accumulated": {"args": "f32[512,128] f32[1024,128]"},
     "softmax_scores": {"args": "f32[512,128] f32[1024,128]"},
@@ -254,5 +268,6 @@ INSPECT = {
     "softmax_narrow": {"args": "bf16[512,2048]"},
     "looped_attention": {"args": "f32[2048,128] f32[1024,128] f32[1024,128]"},
     "stacked_taps": {"args": "f32[512,1024] f32[4,1024]"},
+    "dense_epilogue": {"args": "f32[512,256] f32[2048,256]", "params": {"clip": [True, False]}},
     "rotated_attention": {"args": "bf16[2048,128] bf16[512,128] f32[512,128]", "params": {"rotate": [True, False]}},
 }
