@@ -11,6 +11,7 @@ against it. Run from the repository root (takes a while: one real compile per ro
     .venv/bin/python tests/data/make_vmem_truth.py --heldout8 [PART-OF-A-TARGET ...]
     .venv/bin/python tests/data/make_vmem_truth.py --heldout9 [PART-OF-A-TARGET ...]
     .venv/bin/python tests/data/make_vmem_truth.py --heldout10 [PART-OF-A-TARGET ...]
+    .venv/bin/python tests/data/make_vmem_truth.py --heldout11 [PART-OF-A-TARGET ...]
 
 ``--styles`` writes tests/data/vmem_truth_styles.json instead, from the kernels written in the
 styles of third-party ones (tests/data/third_party_styles.py; tests/test_third_party_styles.py).
@@ -34,6 +35,9 @@ tests/data/heldout9/ (HELDOUT9): libtpu's verdicts only.
 
 ``--heldout10`` writes tests/data/vmem_truth_heldout10.json the same way from the kernels of
 tests/data/heldout10/ (HELDOUT10): libtpu's verdicts only.
+
+``--heldout11`` writes tests/data/vmem_truth_heldout11.json the same way from the kernels of
+tests/data/heldout11/ (HELDOUT11): libtpu's verdicts only.
 """
 from __future__ import annotations
 
@@ -56,6 +60,7 @@ HELDOUT7_OUT = Path(__file__).with_name("vmem_truth_heldout7.json")
 HELDOUT8_OUT = Path(__file__).with_name("vmem_truth_heldout8.json")
 HELDOUT9_OUT = Path(__file__).with_name("vmem_truth_heldout9.json")
 HELDOUT10_OUT = Path(__file__).with_name("vmem_truth_heldout10.json")
+HELDOUT11_OUT = Path(__file__).with_name("vmem_truth_heldout11.json")
 CORPUS = ["samples/jax_kernels.py", "samples/attention.py", "samples/matmul.py", "samples/moe.py", "samples/bugs.py"]
 MAX_COMBINATIONS = 8  # per target: the first combinations INSPECT offers (the defaults first)
 # Shapes and blocks that straddle the VMEM limits (the corpus's own shapes fit everywhere):
@@ -368,6 +373,74 @@ HELDOUT10 = [
     (BGMV, bgmv_args(256, 256, 16, 1024), bgmv(128, 512, 128)),               # B 4.8, R 32 (128 x 256 KiB)
 ]
 
+
+H11 = "tests/data/heldout11/"
+# Round eleven (tests/data/heldout11/): kernels with a rolled loop inside the body (JetStream's chunked
+# prefill attention: a fori_loop over the KV chunks, no carries, each step's (chunk, chunk) f32
+# scores; GDN-2's WY solve: a fori_loop carrying a (16, 16) matrix), matmuls with an element-wise
+# epilogue stored into the output block through jitted helpers (pallas-forge's SwiGLU / GeGLU: two
+# matmul results, jax.nn.silu / jax.nn.gelu; GDN-2's recompute: matmuls and exp products through
+# jnp.clip / jnp.nan_to_num), and GDN-2's chunk scores ((128, 128, 128) f32 values built element-wise
+# in straight-line code). Shapes chosen from the blocks' bytes (B: each pipelined block twice,
+# blocks that never move once, scratch once) and the body's values' bytes, before the estimate was
+# looked at: B below the limit and B plus the matmul results (R) or the per-step scores (S) near or
+# over it. Limits: pallas-forge and JetStream set none (16 MiB v5e, 32 v6e / TPU7x); GDN-2 sets
+# vmem_limit_bytes itself (scores 100 MiB, solve 96, recompute 64: above TPU7x's 64 MiB of VMEM for
+# the first two). The two fixed-shape GDN-2 kernels (head_dim 128, chunk 256 hard-coded) get one
+# shape each.
+SWIGLU = H11 + "pallas_forge_glu.py:pallas_forge_swiglu"
+GEGLU = H11 + "pallas_forge_glu.py:pallas_forge_geglu"
+PREFILL = H11 + "jetstream_chunked_prefill.py:jetstream_chunked_prefill"
+SCORES = H11 + "gdn2_fwd.py:gdn2_chunk_scores"
+SOLVE = H11 + "gdn2_fwd.py:gdn2_wy_solve"
+RECOMPUTE = H11 + "gdn2_fwd.py:gdn2_recompute_wy"
+
+
+def glu_args(dtype: str, m: int, k: int, n: int) -> str:
+    """x (M, K), w_gate and w_up (K, N)."""
+    return f"{dtype}[{m},{k}] {dtype}[{k},{n}] {dtype}[{k},{n}]"
+
+
+def glu(bm: int, bn: int) -> dict:
+    return {"block_m": [bm], "block_n": [bn]}
+
+
+def prefill_args(dtype: str, chunk: int, heads: int, kv_heads: int, head_dim: int = 128) -> str:
+    """q (chunk, heads, head_dim); K/V pages (kv_heads, 16 pages, 128 tokens, head_dim); the length;
+    a 16-page table (2048 tokens)."""
+    pages = f"{dtype}[{kv_heads},16,128,{head_dim}]"
+    return f"{dtype}[{chunk},{heads},{head_dim}] {pages} {pages} i32[] i32[16]"
+
+
+def recompute_args(dtype: str, d: int) -> str:
+    """q, k, v, w, b, g (1, 512, 1, D): two 256-token chunks of one head; A (1, 1, 2, 256, 256) f32."""
+    x = f"{dtype}[1,512,1,{d}]"
+    return " ".join([x] * 6) + " f32[1,1,2,256,256]"
+
+
+HELDOUT11 = [
+    (SWIGLU, glu_args("f32", 2048, 256, 2048), glu(1024, 1024)),    # B 14 MiB, R 8 (two 4 MiB f32 results)
+    (SWIGLU, glu_args("f32", 1024, 512, 2048), glu(512, 1024)),     # B 14, R 4
+    (SWIGLU, glu_args("f32", 2048, 512, 2048), glu(1024, 1024)),    # B 20, R 8
+    (SWIGLU, glu_args("f32", 2048, 256, 4096), glu(1024, 2048)),    # B 26, R 16
+    (GEGLU, glu_args("bf16", 2048, 512, 2048), glu(1024, 1024)),    # B 10, R 8
+    (GEGLU, glu_args("bf16", 4096, 256, 2048), glu(2048, 1024)),    # B 12, R 16
+    (GEGLU, glu_args("bf16", 2048, 512, 4096), glu(1024, 2048)),    # B 18, R 16
+    (GEGLU, glu_args("bf16", 4096, 512, 4096), glu(2048, 2048)),    # B 28, R 32
+    (PREFILL, prefill_args("f32", 512, 8, 2), {}),                  # B 7 (group 4), S 1 MiB per (chunk, chunk) value
+    (PREFILL, prefill_args("f32", 1024, 8, 2), {}),                 # B 14, S 4
+    (PREFILL, prefill_args("f32", 1024, 4, 2), {}),                 # B 8 (group 2), S 4
+    (PREFILL, prefill_args("f32", 2048, 2, 2), {}),                 # B 10 (group 1), S 16
+    (PREFILL, prefill_args("bf16", 2048, 2, 2), {}),                # B 6, S 16
+    (SCORES, " ".join(["f32[1,512,1,128]"] * 4), {}),               # B 2 of 100; (128, 128, 128) f32 values, 8 MiB each
+    (SOLVE, "f32[1,1,2,256,256]", {}),                              # B 1 of 96; a (16, 16) carry
+    (RECOMPUTE, recompute_args("f32", 1536), {}),                   # B 30.5 of 64, values (256, D) f32 1.5 MiB each
+    (RECOMPUTE, recompute_args("f32", 2048), {}),                   # B 40.5, values 2 MiB each
+    (RECOMPUTE, recompute_args("f32", 2560), {}),                   # B 50.5, values 2.5 MiB each
+    (RECOMPUTE, recompute_args("bf16", 3072), {}),                  # B 42.5, values 3 MiB each
+    (RECOMPUTE, recompute_args("bf16", 4096), {}),                  # B 56.5, values 4 MiB each
+]
+
 def targets(files: list[str]) -> list[str]:
     from inspector.target import load_module
 
@@ -425,7 +498,8 @@ def main(argv: list[str]) -> None:
         OUT, argv = STYLES_OUT, targets([STYLES])
     rounds = {"--heldout": (HELDOUT_OUT, HELDOUT, None), "--heldout6": (HELDOUT6_OUT, HELDOUT6, "six"),
               "--heldout7": (HELDOUT7_OUT, HELDOUT7, "seven"), "--heldout8": (HELDOUT8_OUT, HELDOUT8, "eight"),
-              "--heldout9": (HELDOUT9_OUT, HELDOUT9, "nine"), "--heldout10": (HELDOUT10_OUT, HELDOUT10, "ten")}
+              "--heldout9": (HELDOUT9_OUT, HELDOUT9, "nine"), "--heldout10": (HELDOUT10_OUT, HELDOUT10, "ten"),
+              "--heldout11": (HELDOUT11_OUT, HELDOUT11, "eleven")}
     if argv[:1] and argv[0] in rounds:
         OUT, held_jobs, number = rounds[argv[0]]
         chip_names, only = HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
