@@ -58,6 +58,7 @@ class BodyDots:
     loop_carry_bytes: int = 0  # the most a rolled loop (fori_loop, while) carries from step to step, in vreg tiles
     # of unrolled_bytes, what element-wise ops alone do not carry into a store of its size (_built_in_ref)
     unrolled_unbuilt_bytes: int = 0
+    met_bytes: int = 0  # the largest matmul result whose element-wise chain meets another's (_meets_another_result)
 
     def call_fields(self) -> dict:
         """As PallasCall's fields."""
@@ -67,7 +68,7 @@ class BodyDots:
                     second_computed_bytes=self.second_computed_bytes, split_operand_bytes=self.split_operand_bytes,
                     in_ref_bytes=self.in_ref_bytes, summed_dot_bytes=self.summed_bytes,
                     summed_operand_bytes=self.summed_operand_bytes, loop_carry_bytes=self.loop_carry_bytes,
-                    unrolled_unbuilt_dot_bytes=self.unrolled_unbuilt_bytes)
+                    unrolled_unbuilt_dot_bytes=self.unrolled_unbuilt_bytes, met_dot_bytes=self.met_bytes)
 
 
 def _tiled_bytes(var) -> int:
@@ -256,6 +257,31 @@ def _built_in_ref(var, jaxpr, users_of, unreduced: bool = False) -> bool:
     return False
 
 
+def _chain(var, jaxpr, users_of) -> set[int]:
+    """The values element-wise ops of its size make of ``var``, as far as _built_in_ref looks."""
+    size, seen, frontier = _elements(var), {id(var)}, [(var, jaxpr)]
+    for _ in range(10):
+        nxt = []
+        for v, j in frontier:
+            for u, jj in _uses(v, j, users_of):
+                if u.primitive.name in _ELEMENTWISE | _SAME_VALUE and len(u.outvars) == 1 and \
+                        _elements(u.outvars[0]) == size and id(u.outvars[0]) not in seen:
+                    seen.add(id(u.outvars[0]))
+                    nxt.append((u.outvars[0], jj))
+        frontier = nxt
+    return seen
+
+
+def _meets_another_result(var, jaxpr, users_of) -> bool:
+    """Whether the chain of a matmul result meets another's (SwiGLU's silu(x @ w1) * (x @ w3)): only
+    one of them can be built in the output block, the other is whole beside it (pallas-forge's
+    SwiGLU and GeGLU, held out round eleven: libtpu kept 0.92-2.03 results beyond the blocks, where
+    both were taken as built in the ref)."""
+    own = _chain(var, jaxpr, users_of)
+    return any(e.primitive.name == "dot_general" and e.outvars[0] is not var and
+               own & _chain(e.outvars[0], jaxpr, users_of) for e in jaxpr.eqns)
+
+
 def _only_reduced(var, jaxpr, users_of) -> bool:
     """A value only reductions read streams into them, vreg by vreg: LayerNorm's squared
     deviations, summed for the variance (flax's, held out round eight, kept 2.44 MiB beside its
@@ -318,7 +344,7 @@ def _split_bytes(dot) -> int:
 
 
 def body_dots(jaxpr) -> BodyDots:
-    held = summed = summed_operands = values = largest = in_ref = split = carry = 0
+    held = summed = summed_operands = values = largest = in_ref = split = carry = met = 0
     unbuilt: list[int] = []  # per stretch, as stretches
     computed = [0, 0]  # the two largest values computed element-wise
     stretches: list[int] = []
@@ -330,7 +356,7 @@ def body_dots(jaxpr) -> BodyDots:
         return cache[id(j)]
 
     def walk(j) -> tuple[int, int]:
-        nonlocal held, summed, summed_operands, values, largest, in_ref, split, carry
+        nonlocal held, summed, summed_operands, values, largest, in_ref, split, carry, met
         j = _inlined(j)
         users = users_of(j)
         here = loose = 0
@@ -352,7 +378,10 @@ def body_dots(jaxpr) -> BodyDots:
                 size = _nbytes(e.outvars[0])
                 if not _streamed(e.outvars[0], users):
                     here += size
-                    if not _built_in_ref(e.outvars[0], j, users_of, unreduced=True):
+                    if _meets_another_result(e.outvars[0], j, users_of):
+                        loose += size
+                        met = max(met, size)
+                    elif not _built_in_ref(e.outvars[0], j, users_of, unreduced=True):
                         loose += size
                     reductions = _reduced_then_used_whole(e.outvars[0], j, users_of)
                     if reductions:
@@ -376,4 +405,4 @@ def body_dots(jaxpr) -> BodyDots:
 
     walk(jaxpr)
     return BodyDots(held, max(stretches, default=0), values, largest, computed[0], computed[1], split, in_ref, summed,
-                    summed_operands, carry, max(unbuilt, default=0))
+                    summed_operands, carry, max(unbuilt, default=0), met)

@@ -177,6 +177,7 @@ class PallasCall:
     loop_carry_bytes: int = 0  # what a rolled loop in the body carries from step to step (vreg tiles)
     unrolled_dot_bytes: int = 0
     unrolled_unbuilt_dot_bytes: int = 0  # of unrolled_dot_bytes, the results not built in the ref they are stored into
+    met_dot_bytes: int = 0  # the largest matmul result that meets another in an element-wise op (SwiGLU's)
     unrolled_values_bytes: int = 0  # an unrolled loop's trips x its body's largest value
     # the body's largest value not built in the ref it is stored into (None: not followed, then
     # intermediates_bytes[0]), and the largest one built there

@@ -60,6 +60,11 @@ LOOP_CARRY_COPIES = 2
 # v5e and v6e in 16 compiles that fit; held out, round ten), where beside a softmax it did not (JAX's
 # flash attention on TPU7x, maxdiffusion's cross attention on v5e: "fits" where libtpu ran out)
 UNROLLED_DOT_SHARE = 0.8
+# Of such results where one meets another in an element-wise op (SwiGLU's silu(x @ w1) * (x @ w3)),
+# all: neither is built in the output block. pallas-forge's SwiGLU and GeGLU (held out, round
+# eleven) kept 0.92-2.03 results beyond the blocks on v5e and v6e (1.01x of the two the most); with
+# room for 0.8 of them TPU7x's SwiGLU at 2 x 8 MiB said "fits" where libtpu needed 35.62 MiB of 32
+MET_DOTS_SHARE = 1.0
 # Of an unrolled loop without matmuls, its trips x its body's largest value, all of it, and certain:
 # sglang's biased top-k (an unrolled fori_loop carrying three (256, 2048) f32 arrays, 7 trips) needed
 # 1.18x, its held-out copy 1.01-1.03x on v5e and v6e, in every compile that ran out of VMEM.
@@ -292,9 +297,9 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         info.intermediates_bytes[0] if info.intermediates_bytes else 0
     body = largest if largest > VREG_FILE_BYTES else 0
     # where the body holds no matmul result whole (no softmax), a result that element-wise ops alone
-    # carry into a store of its size is built in that ref (module comment of UNROLLED_DOT_SHARE)
-    dots_live = int(UNROLLED_DOT_SHARE * (info.unrolled_dot_bytes if info.held_dot_bytes else
-                                          info.unrolled_unbuilt_dot_bytes))
+    # carry into a store of its size, meeting no other result, is built in that ref (UNROLLED_DOT_SHARE)
+    dots_live = int(UNROLLED_DOT_SHARE * info.unrolled_dot_bytes) if info.held_dot_bytes else \
+        int((MET_DOTS_SHARE if info.met_dot_bytes else UNROLLED_DOT_SHARE) * info.unrolled_unbuilt_dot_bytes)
     values_live = int(UNROLLED_VALUE_SHARE * info.unrolled_values_bytes)
     unrolled = max(dots_live, values_live)
     if unrolled > max(body, VREG_FILE_BYTES):

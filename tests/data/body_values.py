@@ -4,7 +4,7 @@ a dot's scores, the scores of chunks in a loop unrolled with pl.loop, an unrolle
 without matmuls, values built in the output block they are stored into, values computed
 element-wise, a concatenation, an f32 matmul at HIGHEST precision, softmaxes whose exponentials
 the MXU sums, or the VPU for several heads in a Python loop, a softmax stored into a narrower
-block, attention on rotated or only cast blocks, and a Dense with an epilogue. Inputs (the first ones):
+block, attention on rotated or only cast blocks, a Dense with an epilogue, and SwiGLU. Inputs (the first ones):
 q f32[rows, 128], k f32[cols, 128]."""
 
 import functools
@@ -252,6 +252,17 @@ def dense_epilogue(x, w, clip=True):
                           out_shape=jax.ShapeDtypeStruct((x.shape[0], w.shape[0]), jnp.float32))(x, w)
 
 
+def _gated(x_ref, w1_ref, w3_ref, o_ref):
+    gate = jnp.dot(x_ref[...], w1_ref[...], preferred_element_type=jnp.float32)
+    up = jnp.dot(x_ref[...], w3_ref[...], preferred_element_type=jnp.float32)
+    o_ref[...] = (jax.nn.silu(gate) * up).astype(o_ref.dtype)
+
+
+def gated(x, w1, w3):
+    """SwiGLU: silu(x @ w1) * (x @ w3) into the output block; the two results meet in the product."""
+    return pl.pallas_call(_gated, out_shape=jax.ShapeDtypeStruct((x.shape[0], w1.shape[1]), x.dtype))(x, w1, w3)
+
+
 INSPECT = {
     "accumulated": {"args": "f32[512,128] f32[1024,128]"},
     "softmax_scores": {"args": "f32[512,128] f32[1024,128]"},
@@ -269,5 +280,6 @@ INSPECT = {
     "looped_attention": {"args": "f32[2048,128] f32[1024,128] f32[1024,128]"},
     "stacked_taps": {"args": "f32[512,1024] f32[4,1024]"},
     "dense_epilogue": {"args": "f32[512,256] f32[2048,256]", "params": {"clip": [True, False]}},
+    "gated": {"args": "f32[512,256] f32[256,2048] f32[256,2048]"},
     "rotated_attention": {"args": "bf16[2048,128] bf16[512,128] f32[512,128]", "params": {"rotate": [True, False]}},
 }
