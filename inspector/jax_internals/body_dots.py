@@ -206,6 +206,28 @@ def _stored_elements(store) -> int | None:
     return _elements(store.invars[1]) if len(store.invars) > 1 else None  # swap / store: ref, value, indices...
 
 
+def _in_chain(use, size) -> bool:
+    """An element-wise op (or a reshape, a jitted helper) that makes a value of ``size`` elements."""
+    return use.primitive.name in _ELEMENTWISE | _SAME_VALUE and len(use.outvars) == 1 and \
+        _elements(use.outvars[0]) == size
+
+
+def _chain_uses(var, jaxpr, users_of, steps: int, once: bool = False):
+    """Each value element-wise ops of its size make of ``var``, level by level for ``steps``
+    levels (``var`` the first), with the equations that read it; ``once``: each value once."""
+    size, frontier, seen = _elements(var), [(var, jaxpr)], {id(var)}
+    for _ in range(steps):
+        nxt = []
+        for v, j in frontier:
+            uses = _uses(v, j, users_of)
+            yield v, uses
+            for u, jj in uses:
+                if _in_chain(u, size) and not (once and id(u.outvars[0]) in seen):
+                    seen.add(id(u.outvars[0]))
+                    nxt.append((u.outvars[0], jj))
+        frontier = nxt
+
+
 def _reduced_then_used_whole(var, jaxpr, users_of) -> int:
     """Softmax's pattern: the value (through element-wise ops) feeds a reduction and an element-wise
     op of its own size, which cannot start before the reduction has seen all of it; unless the
@@ -213,21 +235,13 @@ def _reduced_then_used_whole(var, jaxpr, users_of) -> int:
     reductions the chain feeds (softmax's max, and the sum of its exponentials), 0 without the pattern."""
     if _built_in_ref(var, jaxpr, users_of):
         return 0
-    size = _elements(var)
-    frontier, pattern, reductions = [(var, jaxpr)], False, 0
-    for _ in range(8):  # how far down an element-wise chain the pattern is looked for
-        nxt = []
-        for v, j in frontier:
-            uses = _uses(v, j, users_of)
-            # a jitted helper (jnp.where's) counts as one element-wise op, a reshape or broadcast
-            # of size-1 dims (jnp.matmul on 3-D values) as none
-            chain = [(u, jj) for u, jj in uses if u.primitive.name in _ELEMENTWISE | _SAME_VALUE
-                     and len(u.outvars) == 1 and _elements(u.outvars[0]) == size]
-            pattern |= any(u.primitive.name in _ELEMENTWISE for u, _ in chain) and \
-                any(u.primitive.name in _REDUCTIONS for u, _ in uses)
-            reductions += sum(u.primitive.name in _REDUCTIONS for u, _ in uses)
-            nxt += [(u.outvars[0], jj) for u, jj in chain]
-        frontier = nxt
+    size, pattern, reductions = _elements(var), False, 0
+    for _, uses in _chain_uses(var, jaxpr, users_of, 8):  # how far down the chain the pattern is looked for
+        # a jitted helper (jnp.where's) counts as one element-wise op, a reshape or broadcast of
+        # size-1 dims (jnp.matmul on 3-D values) as none
+        pattern |= any(u.primitive.name in _ELEMENTWISE and _in_chain(u, size) for u, _ in uses) and \
+            any(u.primitive.name in _REDUCTIONS for u, _ in uses)
+        reductions += sum(u.primitive.name in _REDUCTIONS for u, _ in uses)
     return reductions if pattern else 0
 
 
@@ -239,37 +253,20 @@ def _built_in_ref(var, jaxpr, users_of, unreduced: bool = False) -> bool:
     is built there only in a ref as wide as the value: AMLeng's softmax, f32 exponentials stored as
     bf16, took one f32 copy of its block beyond the blocks (held out, round eight: 23.8 MiB where
     16 are blocks on v5e); an accumulator cast on its way out streams (sglang's fused MLP)."""
-    size = _elements(var)
-    frontier, reduced = [(var, jaxpr)], False
-    for _ in range(10):  # how far down an element-wise chain the store is looked for
-        nxt = []
-        for v, j in frontier:
-            uses = _uses(v, j, users_of)
-            reduced |= any(u.primitive.name in _REDUCTIONS for u, _ in uses)
-            if reduced and unreduced:
-                return False
-            if any(u.primitive.name in _STORES and _stored_elements(u) == size and
-                   (not reduced or _nbytes(u.invars[1]) >= _nbytes(var)) for u, _ in uses):
-                return True
-            nxt += [(u.outvars[0], jj) for u, jj in uses if u.primitive.name in _ELEMENTWISE | _SAME_VALUE
-                    and len(u.outvars) == 1 and _elements(u.outvars[0]) == size]
-        frontier = nxt
+    size, reduced = _elements(var), False
+    for _, uses in _chain_uses(var, jaxpr, users_of, 10):  # how far down the chain the store is looked for
+        reduced |= any(u.primitive.name in _REDUCTIONS for u, _ in uses)
+        if reduced and unreduced:
+            return False
+        if any(u.primitive.name in _STORES and _stored_elements(u) == size and
+               (not reduced or _nbytes(u.invars[1]) >= _nbytes(var)) for u, _ in uses):
+            return True
     return False
 
 
 def _chain(var, jaxpr, users_of) -> set[int]:
     """The values element-wise ops of its size make of ``var``, as far as _built_in_ref looks."""
-    size, seen, frontier = _elements(var), {id(var)}, [(var, jaxpr)]
-    for _ in range(10):
-        nxt = []
-        for v, j in frontier:
-            for u, jj in _uses(v, j, users_of):
-                if u.primitive.name in _ELEMENTWISE | _SAME_VALUE and len(u.outvars) == 1 and \
-                        _elements(u.outvars[0]) == size and id(u.outvars[0]) not in seen:
-                    seen.add(id(u.outvars[0]))
-                    nxt.append((u.outvars[0], jj))
-        frontier = nxt
-    return seen
+    return {id(v) for v, _ in _chain_uses(var, jaxpr, users_of, 11, once=True)}
 
 
 def _meets_another_result(var, jaxpr, users_of) -> bool:
