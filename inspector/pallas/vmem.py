@@ -15,8 +15,8 @@ physical VMEM. A static estimate: register spills and compiler temporaries come 
 
 Matmul results the body keeps (jax_internals/body_dots.py) bound it both ways: below, a share of
 the largest one under the least libtpu was measured to keep; above, what a loop unrolled into
-straight-line code keeps live (a share of its matmul results, or its trips' values), which "fits"
-must leave room for.
+straight-line code keeps live (a share of its matmul results, one at a time where it holds them
+whole and no VPU reduction sums them, or its trips' values), which "fits" must leave room for.
 """
 from __future__ import annotations
 
@@ -60,6 +60,15 @@ LOOP_CARRY_COPIES = 2
 # v5e and v6e in 16 compiles that fit; held out, round ten), where beside a softmax it did not (JAX's
 # flash attention on TPU7x, maxdiffusion's cross attention on v5e: "fits" where libtpu ran out)
 UNROLLED_DOT_SHARE = 0.8
+# Straight-line code whose matmul results the body holds whole (a softmax's scores per head) but
+# whose exponentials no VPU reduction sums (the row sum on the MXU, or none) computes them one after
+# another: the body keeps one, the largest, not a share of all. libtpu kept 0.53-1.12x of one beyond
+# the blocks in the 15 compiles of maxdiffusion's cross attention in "mxu" mode that fit (up to 20
+# heads), 0.86-1.09x in the 51 of the team's tests/data/head_loops.py (4 and 8 heads, the row sum as
+# a second matmul, or none), written to test this before they were compiled; where the VPU sums them
+# (head_loops.py's vpu_sum), up to 5.8 of 8 (UNROLLED_SUMMED_SHARE). A "fits" leaves room for this
+# share of one more: twice the most measured beyond one
+ONE_AT_A_TIME_ROOM = 0.25
 # Of such results where one meets another in an element-wise op (SwiGLU's silu(x @ w1) * (x @ w3)),
 # all: neither is built in the output block. pallas-forge's SwiGLU and GeGLU (held out, round
 # eleven) kept 0.92-2.03 results beyond the blocks on v5e and v6e (1.01x of the two the most); with
@@ -298,8 +307,13 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     body = largest if largest > VREG_FILE_BYTES else 0
     # where the body holds no matmul result whole (no softmax), a result that element-wise ops alone
     # carry into a store of its size, meeting no other result, is built in that ref (UNROLLED_DOT_SHARE)
-    dots_live = int(UNROLLED_DOT_SHARE * info.unrolled_dot_bytes) if info.held_dot_bytes else \
-        int((MET_DOTS_SHARE if info.met_dot_bytes else UNROLLED_DOT_SHARE) * info.unrolled_unbuilt_dot_bytes)
+    # where it holds them whole and sums none on the VPU, one at a time (ONE_AT_A_TIME_ROOM)
+    one_at_a_time = bool(info.held_dot_bytes) and not info.summed_dot_bytes and \
+        info.unrolled_dot_bytes > info.held_dot_bytes
+    if info.held_dot_bytes:
+        dots_live = 0 if one_at_a_time else int(UNROLLED_DOT_SHARE * info.unrolled_dot_bytes)
+    else:
+        dots_live = int((MET_DOTS_SHARE if info.met_dot_bytes else UNROLLED_DOT_SHARE) * info.unrolled_unbuilt_dot_bytes)
     values_live = int(UNROLLED_VALUE_SHARE * info.unrolled_values_bytes)
     unrolled = max(dots_live, values_live)
     if unrolled > max(body, VREG_FILE_BYTES):
@@ -353,6 +367,9 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     if chip.splits_f32_matmuls and info.split_operand_bytes > VREG_FILE_BYTES:
         # (Chip.splits_f32_matmuls) tops' chunk_fwd_o at chunks of 512 said "fits" at 26 MiB, needed 41.21
         room_for.append(("the bf16 parts of the f32 operands of HIGHEST-precision matmuls", info.split_operand_bytes))
+    if one_at_a_time and info.held_dot_bytes > VREG_FILE_BYTES:
+        room_for.append(("part of the next matmul result straight-line code computes beside the one it holds",
+                         int(ONE_AT_A_TIME_ROOM * info.held_dot_bytes)))
     for what, size in room_for:
         items.append(VmemItem(what, [], "", size, 1))
         body += size

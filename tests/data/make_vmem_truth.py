@@ -38,6 +38,10 @@ tests/data/heldout10/ (HELDOUT10): libtpu's verdicts only.
 
 ``--heldout11`` writes tests/data/vmem_truth_heldout11.json the same way from the kernels of
 tests/data/heldout11/ (HELDOUT11): libtpu's verdicts only.
+
+``--heads`` writes tests/data/vmem_truth_heads.json the same way from the team's own kernels of
+tests/data/head_loops.py (HEADS: attention over several heads in straight-line code, written to
+test one claim of the estimate): libtpu's verdicts only.
 """
 from __future__ import annotations
 
@@ -61,6 +65,7 @@ HELDOUT8_OUT = Path(__file__).with_name("vmem_truth_heldout8.json")
 HELDOUT9_OUT = Path(__file__).with_name("vmem_truth_heldout9.json")
 HELDOUT10_OUT = Path(__file__).with_name("vmem_truth_heldout10.json")
 HELDOUT11_OUT = Path(__file__).with_name("vmem_truth_heldout11.json")
+HEADS_OUT = Path(__file__).with_name("vmem_truth_heads.json")
 CORPUS = ["samples/jax_kernels.py", "samples/attention.py", "samples/matmul.py", "samples/moe.py", "samples/bugs.py"]
 MAX_COMBINATIONS = 8  # per target: the first combinations INSPECT offers (the defaults first)
 # Shapes and blocks that straddle the VMEM limits (the corpus's own shapes fit everywhere):
@@ -441,6 +446,20 @@ HELDOUT11 = [
     (RECOMPUTE, recompute_args("bf16", 4096), {}),                  # B 56.5, values 4 MiB each
 ]
 
+HEAD_LOOPS = "tests/data/head_loops.py:"
+
+
+def heads_args(heads: int) -> str:
+    """q (4096, heads x 128), k and v (2048, heads x 128), bf16."""
+    width = heads * 128
+    return f"bf16[4096,{width}] bf16[2048,{width}] bf16[2048,{width}]"
+
+
+# each kernel at 4 and 8 heads, query blocks of 256 to 1024 rows (a head's scores: 2 to 8 MiB f32)
+HEADS = [(HEAD_LOOPS + kernel, heads_args(heads), {"block_q": [256, 512, 1024]})
+         for kernel in ("ones_matmul", "unrolled_fori", "unnormalised", "vpu_sum") for heads in (4, 8)]
+
+
 def targets(files: list[str]) -> list[str]:
     from inspector.target import load_module
 
@@ -499,7 +518,7 @@ def main(argv: list[str]) -> None:
     rounds = {"--heldout": (HELDOUT_OUT, HELDOUT, None), "--heldout6": (HELDOUT6_OUT, HELDOUT6, "six"),
               "--heldout7": (HELDOUT7_OUT, HELDOUT7, "seven"), "--heldout8": (HELDOUT8_OUT, HELDOUT8, "eight"),
               "--heldout9": (HELDOUT9_OUT, HELDOUT9, "nine"), "--heldout10": (HELDOUT10_OUT, HELDOUT10, "ten"),
-              "--heldout11": (HELDOUT11_OUT, HELDOUT11, "eleven")}
+              "--heldout11": (HELDOUT11_OUT, HELDOUT11, "eleven"), "--heads": (HEADS_OUT, HEADS, "heads")}
     if argv[:1] and argv[0] in rounds:
         OUT, held_jobs, number = rounds[argv[0]]
         chip_names, only = HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
@@ -510,7 +529,8 @@ def main(argv: list[str]) -> None:
     table = {"jax": metadata.version("jax"), "libtpu": metadata.version("libtpu"), "seconds": 0, "rows": []}
     if number:
         folder = OUT.stem.replace("vmem_truth_", "")
-        table["source"] = f"the held-out round {number} (tests/data/{folder}/): libtpu's verdict per chip and shape"
+        table["source"] = "the team's own head-loop kernels (tests/data/head_loops.py): libtpu's verdict per chip and shape" \
+            if number == "heads" else f"the held-out round {number} (tests/data/{folder}/): libtpu's verdict per chip and shape"
 
     if only and OUT.exists():  # a partial run redoes its jobs and keeps the other rows
         kept = json.loads(OUT.read_text())
