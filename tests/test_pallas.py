@@ -164,12 +164,11 @@ def test_estimate_and_compiler_agree_across_each_chips_limit(spec, args, sets):
         assert row.fits in (row.compiler_fits, None), (row.chip, row.vmem_bytes, row.compiler_vmem_bytes)
 
 
-# Known short (BENCHMARKS.md, "The VMEM estimate against libtpu"): q, o and lse of a single q block
-# take one buffer each (libtpu does so: measured on kernels whose blocks are read only by grid axes
-# of one step), leaving 12.1 MiB of blocks, scratch and the largest score block; libtpu needs
-# 18.3 MiB, the scores' other temporaries live at once. The estimate agreed before only by counting
-# those blocks twice.
-KNOWN_SHORT = {("samples/attention.py:flash", ("block_q=4096", "block_k=128"), "tpu-v5e")}
+# Known short (BENCHMARKS.md, "The VMEM estimate against libtpu"), none now: flash at block_q 4096,
+# block_k 128 on v5e said "fits" at 12.1 MiB where libtpu needs 17.47: its (4096, 1) row statistics
+# take as many vregs as its scores, and a "fits" now leaves room for them (vmem.STATISTICS_ROOM_SHARE):
+# undecided.
+KNOWN_SHORT: set[tuple] = set()
 
 
 @pytest.mark.tpu

@@ -17,6 +17,9 @@
 - A value that element-wise ops carry into a store of its own size is built in that ref, not
   beside it: PallasBench's qk-softmax (a (128, 10240) f32 softmax stored into its output block)
   and sglang's fused MLP kept nothing beyond the blocks (held out, round three and four).
+- A (rows, 1) statistic (a row max or sum, a mean) takes one lane of rows / 8 vregs, as many as a
+  (rows, 128) f32 value: flax's LayerNorm at dim 64 and flash attention with 128-wide kv blocks
+  keep more of them than of any other value (vmem.STATISTICS_CERTAIN).
 """
 from __future__ import annotations
 
@@ -59,6 +62,9 @@ class BodyDots:
     # of unrolled_bytes, what element-wise ops alone do not carry into a store of its size (_built_in_ref)
     unrolled_unbuilt_bytes: int = 0
     met_bytes: int = 0  # the largest matmul result whose element-wise chain meets another's (_meets_another_result)
+    # the largest (rows, 1) value (a row max or sum, a mean) in vreg tiles, and how many the body computes of that size
+    statistic_bytes: int = 0
+    statistic_count: int = 0
 
     def call_fields(self) -> dict:
         """As PallasCall's fields."""
@@ -68,7 +74,8 @@ class BodyDots:
                     second_computed_bytes=self.second_computed_bytes, split_operand_bytes=self.split_operand_bytes,
                     in_ref_bytes=self.in_ref_bytes, summed_dot_bytes=self.summed_bytes,
                     summed_operand_bytes=self.summed_operand_bytes, loop_carry_bytes=self.loop_carry_bytes,
-                    unrolled_unbuilt_dot_bytes=self.unrolled_unbuilt_bytes, met_dot_bytes=self.met_bytes)
+                    unrolled_unbuilt_dot_bytes=self.unrolled_unbuilt_bytes, met_dot_bytes=self.met_bytes,
+                    statistic_bytes=self.statistic_bytes, statistic_count=self.statistic_count)
 
 
 def _tiled_bytes(var) -> int:
@@ -288,6 +295,13 @@ def _only_reduced(var, jaxpr, users_of) -> bool:
         len(uses) == len(users_of(jaxpr).get(id(var), []))
 
 
+def _statistic_bytes(var) -> int:
+    """A (rows, 1) value's vreg tiles: one lane of each (a row max, a sum, a mean or a variance), as
+    many vregs as a (rows, 128) f32 value; 0 for any other shape."""
+    shape = tuple(getattr(getattr(var, "aval", None), "shape", ()))
+    return _tiled_bytes(var) if shape[1:] == (1,) and len(shape) == 2 and shape[0] >= 8 else 0
+
+
 def _unroll(eqn) -> int:
     if eqn.primitive.name != "scan":
         return 1
@@ -346,6 +360,7 @@ def body_dots(jaxpr) -> BodyDots:
     computed = [0, 0]  # the two largest values computed element-wise
     stretches: list[int] = []
     cache: dict[int, dict] = {}
+    statistics: dict[int, int] = {}  # size in tiles: how many of that size
 
     def users_of(j) -> dict:
         if id(j) not in cache:
@@ -359,6 +374,10 @@ def body_dots(jaxpr) -> BodyDots:
         here = loose = 0
         parts: set[int] = set()  # values that are a concatenation's parts (above)
         for e in j.eqns:
+            if e.primitive.name not in _NOT_VALUES:
+                for v in e.outvars:
+                    if size := _statistic_bytes(v):
+                        statistics[size] = statistics.get(size, 0) + 1
             if _of_parts(e, parts):
                 parts.update(id(v) for v in e.outvars)
             elif e.primitive.name not in _NOT_VALUES and not _transposed_operand(e, users):
@@ -401,5 +420,6 @@ def body_dots(jaxpr) -> BodyDots:
         return here, loose
 
     walk(jaxpr)
+    statistic = max(statistics, default=0)
     return BodyDots(held, max(stretches, default=0), values, largest, computed[0], computed[1], split, in_ref, summed,
-                    summed_operands, carry, max(unbuilt, default=0), met)
+                    summed_operands, carry, max(unbuilt, default=0), met, statistic, statistics.get(statistic, 0))

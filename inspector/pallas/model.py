@@ -178,6 +178,8 @@ class PallasCall:
     unrolled_dot_bytes: int = 0
     unrolled_unbuilt_dot_bytes: int = 0  # of unrolled_dot_bytes, the results not built in the ref they are stored into
     met_dot_bytes: int = 0  # the largest matmul result that meets another in an element-wise op (SwiGLU's)
+    statistic_bytes: int = 0  # the largest (rows, 1) value the body computes, in vreg tiles
+    statistic_count: int = 0  # how many of that size
     unrolled_values_bytes: int = 0  # an unrolled loop's trips x its body's largest value
     # the body's largest value not built in the ref it is stored into (None: not followed, then
     # intermediates_bytes[0]), and the largest one built there
