@@ -333,23 +333,24 @@ def test_two_results_that_meet_are_neither_built_in_the_ref():
     assert b.body_unrolled and b.body_bytes == int(MET_DOTS_SHARE * 8 * MiB) and b.held_bytes == 0
 
 
-def test_row_statistics_that_are_the_largest_values_are_certain():
+def test_row_statistics_that_are_the_largest_values_leave_room_in_a_fits():
     """LayerNorm over (16384, 64) blocks: the (16384, 1) mean and variance are 8 MiB each in vreg
-    tiles, the largest values the body computes; one is certain (libtpu kept 1.42-1.65 of them
-    beyond the blocks on flax's). On TPU7x the blocks alone are 32 MiB, the limit: over."""
-    from inspector.pallas.vmem import STATISTICS_CERTAIN
+    tiles, the largest values the body computes. None is certain (tests/data/row_statistics.py's
+    RMSNorm kept none beyond its blocks), but a "fits" leaves room for a share of them."""
+    from inspector.pallas.vmem import STATISTICS_ROOM_SHARE
 
     info, _ = traced("normalised", "f32[65536,64]", ["block_rows=16384"])
     assert info.statistic_bytes == 8 * MiB and info.statistic_count >= 2
-    b = budget(info, get_chip("tpu-7x"))
-    assert [i.bytes for i in b.items if i.what.startswith("row statistics")] == [STATISTICS_CERTAIN * 8 * MiB]
-    assert b.certain_bytes >= 32 * MiB + 8 * MiB and b.verdict == "over"
+    b = budget(info, get_chip("tpu-v6e"))
+    room = [size for what, size in b.room_for if what.startswith("row statistics")]
+    assert room == [int(STATISTICS_ROOM_SHARE * info.statistic_count * 8 * MiB)]
+    assert b.certain_bytes + sum(room) <= b.total_bytes
 
 
 def test_row_statistics_beside_the_scores_leave_room_in_a_fits():
     """samples/attention.py's flash at block_q 4096, block_k 128: its (4096, 1) statistics take as
     many vregs as its (4096, 128) scores. On v5e it said "fits" at 12.1 MiB where libtpu needs 17.47;
-    room for 0.4 of its statistics makes it undecided."""
+    room for a share of its statistics makes it undecided."""
     from inspector.pallas.vmem import STATISTICS_ROOM_SHARE
 
     program = capture(load_target("samples/attention.py:flash", args="bf16[1,4096,128] bf16[1,4096,128] bf16[1,4096,128]",
@@ -358,5 +359,5 @@ def test_row_statistics_beside_the_scores_leave_room_in_a_fits():
     assert fwd.statistic_bytes == fwd.held_dot_bytes == 2 * MiB
     b = budget(fwd, V5E)
     room = [size for what, size in b.room_for if what.startswith("row statistics")]
-    assert room == [int((STATISTICS_ROOM_SHARE * fwd.statistic_count - 1) * 2 * MiB)]
-    assert b.verdict == "unsure" and b.certain_bytes < b.limit_bytes < 17.47 * MiB < b.total_bytes
+    assert room == [int(STATISTICS_ROOM_SHARE * fwd.statistic_count * 2 * MiB)]
+    assert b.verdict == "unsure" and b.certain_bytes < b.limit_bytes < b.total_bytes

@@ -60,21 +60,24 @@ def test_the_estimate_never_says_does_not_fit_where_libtpu_fits():
 # TPU layout), AMLeng's softmax where libtpu
 # fits (3: room for a second f32 block-sized value), the fused RoPE at (2048, 512) on v5e and
 # (4096, 1024) on TPU7x (2).
-# Since one row statistic is certain where they are the body's largest values (vmem.STATISTICS_CERTAIN:
-# LayerNorm's mean and variance, (rows, 1), take rows / 8 vregs each), the four LayerNorm rows agree:
-# 46 agree, 5 undecided, none wrong.
+# Since a "fits" leaves room for row statistics where they are the body's largest values
+# (vmem.STATISTICS_ROOM_SHARE: LayerNorm's (rows, 1) mean and variance take rows / 8 vregs each),
+# LayerNorm at blocks 8192 and 16384 on v5e and 16384 on v6e, which libtpu fits at 6.49-13.21 MiB with
+# their blocks placed outside the limit, are undecided (room in the body means placement is not relied
+# on); at 16384 and 2048 on TPU7x, whose blocks alone reach the 32 MiB limit, a body value beside them
+# is over, as libtpu says (43.70 and 35.00 MiB). 41 agree, 10 undecided.
 
 
 def test_the_estimate_against_libtpu_across_the_limits():
     """51 rows (17 shapes on three chips, chosen from the blocks' sizes before the estimate was
-    looked at), 14 that libtpu fits and 37 it runs out on: 46 agree, 5 undecided, no "fits" where
+    looked at), 14 that libtpu fits and 37 it runs out on: 41 agree, 10 undecided, no "fits" where
     libtpu runs out and no "does not fit" where it fits (above). Held at that, so that a change
     that does worse fails here."""
     rows, outcome = truth_outcome("vmem_truth_heldout8.json")
     assert len(rows) == 51 and sum(not r["compiler_fits"] for r in rows) == 37
     assert outcome["false error"] == [], outcome["false error"]
     assert outcome["short"] == [], outcome["short"]
-    assert len(outcome["agree"]) >= 46, {k: len(v) for k, v in outcome.items()}
+    assert len(outcome["agree"]) >= 41, {k: len(v) for k, v in outcome.items()}
 
 
 def test_the_flash_attention_runs_on_the_cpu_and_matches_its_reference():

@@ -18,8 +18,8 @@
   beside it: PallasBench's qk-softmax (a (128, 10240) f32 softmax stored into its output block)
   and sglang's fused MLP kept nothing beyond the blocks (held out, round three and four).
 - A (rows, 1) statistic (a row max or sum, a mean) takes one lane of rows / 8 vregs, as many as a
-  (rows, 128) f32 value: flax's LayerNorm at dim 64 and flash attention with 128-wide kv blocks
-  keep more of them than of any other value (vmem.STATISTICS_CERTAIN).
+  (rows, 128) f32 value: flash attention with 128-wide kv blocks kept several of them, an RMSNorm
+  none (vmem.STATISTICS_ROOM_SHARE).
 """
 from __future__ import annotations
 

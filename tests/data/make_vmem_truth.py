@@ -42,6 +42,9 @@ tests/data/heldout11/ (HELDOUT11): libtpu's verdicts only.
 ``--heads`` writes tests/data/vmem_truth_heads.json the same way from the team's own kernels of
 tests/data/head_loops.py (HEADS: attention over several heads in straight-line code, written to
 test one claim of the estimate): libtpu's verdicts only.
+
+``--statistics`` writes tests/data/vmem_truth_statistics.json the same way from the team's own
+kernels of tests/data/row_statistics.py (STATISTICS: row statistics the body's largest values).
 """
 from __future__ import annotations
 
@@ -66,6 +69,7 @@ HELDOUT9_OUT = Path(__file__).with_name("vmem_truth_heldout9.json")
 HELDOUT10_OUT = Path(__file__).with_name("vmem_truth_heldout10.json")
 HELDOUT11_OUT = Path(__file__).with_name("vmem_truth_heldout11.json")
 HEADS_OUT = Path(__file__).with_name("vmem_truth_heads.json")
+STATISTICS_OUT = Path(__file__).with_name("vmem_truth_statistics.json")
 CORPUS = ["samples/jax_kernels.py", "samples/attention.py", "samples/matmul.py", "samples/moe.py", "samples/bugs.py"]
 MAX_COMBINATIONS = 8  # per target: the first combinations INSPECT offers (the defaults first)
 # Shapes and blocks that straddle the VMEM limits (the corpus's own shapes fit everywhere):
@@ -460,6 +464,15 @@ HEADS = [(HEAD_LOOPS + kernel, heads_args(heads), {"block_q": [256, 512, 1024]})
          for kernel in ("ones_matmul", "unrolled_fori", "unnormalised", "vpu_sum") for heads in (4, 8)]
 
 
+ROW_STATISTICS = "tests/data/row_statistics.py:"
+# block rows whose blocks alone sit under each limit and whose one certain statistic takes them over
+# (7168 on v5e, 14336 on v6e), or within one statistic of it (6144, 12288)
+STATISTICS = [(ROW_STATISTICS + kernel, f"f32[{2 * rows},128]" + (" f32[1,128]" if kernel == "rms_norm" else ""),
+               {"block_rows": [rows]}) for kernel in ("rms_norm", "centred") for rows in (4096, 6144, 7168, 12288, 14336)] + \
+    [(ROW_STATISTICS + "online_softmax", f"bf16[{2 * bq},128] bf16[{s},128] bf16[{s},128]", {"block_q": [bq], "chunk": [128]})
+     for bq, s in ((4096, 2048), (8192, 2048), (8192, 8192), (16384, 2048))]
+
+
 def targets(files: list[str]) -> list[str]:
     from inspector.target import load_module
 
@@ -518,7 +531,8 @@ def main(argv: list[str]) -> None:
     rounds = {"--heldout": (HELDOUT_OUT, HELDOUT, None), "--heldout6": (HELDOUT6_OUT, HELDOUT6, "six"),
               "--heldout7": (HELDOUT7_OUT, HELDOUT7, "seven"), "--heldout8": (HELDOUT8_OUT, HELDOUT8, "eight"),
               "--heldout9": (HELDOUT9_OUT, HELDOUT9, "nine"), "--heldout10": (HELDOUT10_OUT, HELDOUT10, "ten"),
-              "--heldout11": (HELDOUT11_OUT, HELDOUT11, "eleven"), "--heads": (HEADS_OUT, HEADS, "heads")}
+              "--heldout11": (HELDOUT11_OUT, HELDOUT11, "eleven"), "--heads": (HEADS_OUT, HEADS, "heads"),
+              "--statistics": (STATISTICS_OUT, STATISTICS, "statistics")}
     if argv[:1] and argv[0] in rounds:
         OUT, held_jobs, number = rounds[argv[0]]
         chip_names, only = HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
@@ -529,8 +543,9 @@ def main(argv: list[str]) -> None:
     table = {"jax": metadata.version("jax"), "libtpu": metadata.version("libtpu"), "seconds": 0, "rows": []}
     if number:
         folder = OUT.stem.replace("vmem_truth_", "")
-        table["source"] = "the team's own head-loop kernels (tests/data/head_loops.py): libtpu's verdict per chip and shape" \
-            if number == "heads" else f"the held-out round {number} (tests/data/{folder}/): libtpu's verdict per chip and shape"
+        own = {"heads": "head_loops.py", "statistics": "row_statistics.py"}
+        table["source"] = f"the team's own kernels (tests/data/{own[number]}): libtpu's verdict per chip and shape" \
+            if number in own else f"the held-out round {number} (tests/data/{folder}/): libtpu's verdict per chip and shape"
 
     if only and OUT.exists():  # a partial run redoes its jobs and keeps the other rows
         kept = json.loads(OUT.read_text())
