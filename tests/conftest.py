@@ -219,6 +219,16 @@ def truth_outcome(name: str) -> tuple[list[dict], dict[str, list]]:
     return [r for r, _, _ in found], outcome
 
 
+def assert_truth_outcome(name: str, rows: int, refused: int, undecided: list[tuple], agree: int) -> None:
+    """tests/data/<name> holds ``rows`` VMEM rows, ``refused`` of them refused by libtpu; the estimate
+    recomputed now is never wrong on them, undecided on exactly ``undecided`` and agrees on ``agree``."""
+    found, outcome = truth_outcome(name)
+    assert len(found) == rows and sum(not r["compiler_fits"] for r in found) == refused
+    assert outcome["short"] == [] and outcome["false error"] == [], outcome
+    assert sorted(map(repr, outcome["undecided"])) == sorted(map(repr, undecided))
+    assert len(outcome["agree"]) == agree, {k: len(v) for k, v in outcome.items()}
+
+
 def lines_of_function(path: str, name: str) -> range:
     import ast
 

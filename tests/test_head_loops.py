@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import truth_outcome
+from conftest import assert_truth_outcome
 from inspector.target import load_target
 
 FILE = "tests/data/head_loops.py"
@@ -33,11 +33,7 @@ UNDECIDED = [row(k, heads, bq, "tpu-v5e") for k in FIRST_KIND for heads, bq in (
 
 
 def test_the_estimate_against_libtpu_on_the_head_loops():
-    rows, outcome = truth_outcome("vmem_truth_heads.json")
-    assert len(rows) == 72 and sum(not r["compiler_fits"] for r in rows) == 12
-    assert outcome["short"] == [] and outcome["false error"] == [], outcome
-    assert sorted(map(repr, outcome["undecided"])) == sorted(map(repr, UNDECIDED))
-    assert len(outcome["agree"]) == 63
+    assert_truth_outcome("vmem_truth_heads.json", rows=72, refused=12, undecided=UNDECIDED, agree=63)
 
 
 def budgets(kernel: str, heads: int, block_q: int, chip: str):

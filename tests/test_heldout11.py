@@ -28,7 +28,7 @@ No kernel with a LARGE rolled-loop carry could be found under a licence that all
 Two of the three files are MIT, not Apache: the vendored check names them."""
 from __future__ import annotations
 
-from conftest import HeldOut, round_tests, truth_outcome
+from conftest import HeldOut, assert_truth_outcome, round_tests, truth_outcome
 from inspector.target import load_target
 
 ROUND = HeldOut("heldout11")
@@ -109,11 +109,8 @@ def test_the_estimate_against_libtpu_across_the_limits():
     """60 rows, 15 that libtpu runs out on: 45 agree, the 15 undecided exactly those above (the six
     that were short among them), no wrong verdict. Held at that, so that a change that does worse
     fails here."""
-    rows, outcome = truth_outcome("vmem_truth_heldout11.json")
-    assert len(rows) == 60 and sum(not r["compiler_fits"] for r in rows) == 15
-    assert outcome["short"] == [] and outcome["false error"] == [], outcome
-    assert sorted(map(repr, outcome["undecided"])) == sorted(map(repr, UNDECIDED + SHORT + NOW_UNDECIDED))
-    assert len(outcome["agree"]) == 45, {k: len(v) for k, v in outcome.items()}
+    assert_truth_outcome("vmem_truth_heldout11.json", rows=60, refused=15, undecided=UNDECIDED + SHORT + NOW_UNDECIDED,
+                         agree=45)
 
 
 def test_the_swiglu_kernel_runs_on_the_cpu_and_matches_its_reference():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import truth_outcome
+from conftest import assert_truth_outcome
 from inspector.target import load_target
 
 FILE = "tests/data/row_statistics.py"
@@ -37,11 +37,7 @@ UNDECIDED = [norm("rms_norm", 7168, "tpu-v5e"), norm("rms_norm", 14336, "tpu-v6e
 
 
 def test_the_estimate_against_libtpu_on_the_row_statistics():
-    rows, outcome = truth_outcome("vmem_truth_statistics.json")
-    assert len(rows) == 42 and sum(not r["compiler_fits"] for r in rows) == 16
-    assert outcome["short"] == [] and outcome["false error"] == [], outcome
-    assert sorted(map(repr, outcome["undecided"])) == sorted(map(repr, UNDECIDED))
-    assert len(outcome["agree"]) == 31
+    assert_truth_outcome("vmem_truth_statistics.json", rows=42, refused=16, undecided=UNDECIDED, agree=31)
 
 
 @pytest.mark.parametrize("kernel", ["rms_norm", "centred", "online_softmax"])
