@@ -81,13 +81,19 @@ def recompute(dtype: str, d: int, chip: str) -> tuple:
 # the ref, with room for all such results (vmem.MET_DOTS_SHARE), the six are undecided, and three
 # rows that agreed by the blocks alone are too (SwiGLU and GeGLU on v5e at 15.85 and 14.92 MiB of
 # 16, GeGLU on v6e at 29.20 of 32, where libtpu kept 0.92-1.40 results): 45 agree, 15 undecided,
-# none wrong.
+# none wrong. With 0.6 of one such result certain (vmem.MET_HELD_SHARE, tested on the team's
+# tests/data/gated_units.py) and TPU7x's lane-sliced weight blocks copied though the weights are
+# placed (vmem._contiguous, tests/data/placed_slices.py), four of the six are over, as libtpu says
+# (SHORT_NOW_OVER), and GeGLU at 1024 x 2048 on TPU7x, which fits in 26.18 MiB, is undecided at
+# 32.00 counted: 48 agree.
 SHORT = [glu("swiglu", "f32", 2048, 256, 2048, 1024, 1024, "tpu-v5e"),
          glu("swiglu", "f32", 2048, 256, 4096, 1024, 2048, "tpu-v6e"),
          glu("swiglu", "f32", 2048, 256, 4096, 1024, 2048, "tpu-7x"),
          glu("geglu", "bf16", 4096, 256, 2048, 2048, 1024, "tpu-v5e"),
          glu("geglu", "bf16", 4096, 512, 4096, 2048, 2048, "tpu-v6e"),
          glu("geglu", "bf16", 4096, 512, 4096, 2048, 2048, "tpu-7x")]
+SHORT_NOW_OVER = [SHORT[0], SHORT[3], SHORT[4], SHORT[5]]
+PLACED_BUT_COPIED = [glu("geglu", "bf16", 2048, 512, 4096, 1024, 2048, "tpu-7x")]
 NOW_UNDECIDED = [glu("swiglu", "f32", 1024, 512, 2048, 512, 1024, "tpu-v5e"),
                  glu("geglu", "bf16", 2048, 512, 2048, 1024, 1024, "tpu-v5e"),
                  glu("geglu", "bf16", 2048, 512, 4096, 1024, 2048, "tpu-v6e")]
@@ -106,11 +112,11 @@ def test_the_estimate_never_says_fits_where_libtpu_runs_out():
 
 
 def test_the_estimate_against_libtpu_across_the_limits():
-    """60 rows, 15 that libtpu runs out on: 45 agree, the 15 undecided exactly those above (the six
+    """60 rows, 15 that libtpu runs out on: 48 agree, the 12 undecided exactly those above (two
     that were short among them), no wrong verdict. Held at that, so that a change that does worse
     fails here."""
-    assert_truth_outcome("vmem_truth_heldout11.json", rows=60, refused=15, undecided=UNDECIDED + SHORT + NOW_UNDECIDED,
-                         agree=45)
+    undecided = UNDECIDED + [row for row in SHORT if row not in SHORT_NOW_OVER] + NOW_UNDECIDED + PLACED_BUT_COPIED
+    assert_truth_outcome("vmem_truth_heldout11.json", rows=60, refused=15, undecided=undecided, agree=48)
 
 
 def test_the_swiglu_kernel_runs_on_the_cpu_and_matches_its_reference():

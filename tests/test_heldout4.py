@@ -96,8 +96,10 @@ def test_the_estimate_against_libtpu_across_the_limits():
     fits within that room are undecided); still 82 since the blocks of PallasBench's 64-wide
     kernels, which XLA copies out of their TPU layout, may be placed in VMEM
     (jax_internals/tpu_layout.py): the qk-softmax's refusal at block_q 128 on v5e (17.85 MiB) is
-    undecided now, and the MHA's at 2048 on v5e decided (15.75 of 16 MiB certain). Held at that,
-    so a change that does worse fails here."""
+    undecided now, and the MHA's at 2048 on v5e decided (15.75 of 16 MiB certain). 81 since TPU7x
+    copies the lane-sliced blocks of inputs it places (vmem._contiguous, tests/data/placed_slices.py):
+    the cross-entropy at 1024/512/2048 and SSD at 2048/1024 fit within the room and are undecided,
+    SSD at 2048/2048 is over, as libtpu says. Held at that, so a change that does worse fails here."""
     rows, outcome = truth_outcome("vmem_truth_heldout4.json")
     assert len(rows) == 102 and outcome["false error"] == []
-    assert len(outcome["agree"]) >= 82 and outcome["short"] == [], outcome["short"]
+    assert len(outcome["agree"]) >= 81 and outcome["short"] == [], outcome["short"]

@@ -145,6 +145,15 @@ MEASURED = [
      "tpu-7x", [0, 1], False, 23.99, 0),
     ("heldout4/pallasbench_qk_softmax.py:pallas_qk_softmax", "f32[16384,64] f32[16384,64]", {"block_q": 64},
      "tpu-7x", [0, 1], False, 11.95, 0),
+    # a placed input's block is read in place only where it is one contiguous piece (placed_slices.py,
+    # predicted before compiling): rows and (1, 1024, 128) of (8, 4096, 128) yes, only the output
+    # blocks counted; lane-sliced columns, tiles and (1, 4096, 128) of (2, 4096, 512) keep their buffers
+    ("placed_slices.py:rows", "f32[4096,1024]", {}, "tpu-7x", [0], False, 4.0, 0),
+    ("placed_slices.py:columns", "f32[4096,1024]", {}, "tpu-7x", [0], False, 16.0, 0),
+    ("placed_slices.py:tiles", "f32[4096,1024]", {}, "tpu-7x", [0], False, 4.0, 0),
+    ("placed_slices.py:heads", "f32[8,4096,128]", {}, "tpu-7x", [0], False, 1.0, 0),
+    ("placed_slices.py:head_columns", "f32[2,4096,512]", {}, "tpu-7x", [0], False, 8.0, 0),
+    ("placed_slices.py:rows", "f32[4096,1024]", {}, "tpu-v6e", [], False, 8.0, 0),
 ]
 
 

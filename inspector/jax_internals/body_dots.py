@@ -65,6 +65,8 @@ class BodyDots:
     # the largest (rows, 1) value (a row max or sum, a mean) in vreg tiles, and how many the body computes of that size
     statistic_bytes: int = 0
     statistic_count: int = 0
+    statistic_reductions: int = 0  # of those, how many are reductions of a block-sized value along its rows
+    reduced_row_bytes: int = 0  # the largest value built in its ref after a reduction along its rows saw it (_reduced_row)
 
     def call_fields(self) -> dict:
         """As PallasCall's fields."""
@@ -75,7 +77,8 @@ class BodyDots:
                     in_ref_bytes=self.in_ref_bytes, summed_dot_bytes=self.summed_bytes,
                     summed_operand_bytes=self.summed_operand_bytes, loop_carry_bytes=self.loop_carry_bytes,
                     unrolled_unbuilt_dot_bytes=self.unrolled_unbuilt_bytes, met_dot_bytes=self.met_bytes,
-                    statistic_bytes=self.statistic_bytes, statistic_count=self.statistic_count)
+                    statistic_bytes=self.statistic_bytes, statistic_count=self.statistic_count,
+                    statistic_reductions=self.statistic_reductions, reduced_row_bytes=self.reduced_row_bytes)
 
 
 def _tiled_bytes(var) -> int:
@@ -271,6 +274,17 @@ def _built_in_ref(var, jaxpr, users_of, unreduced: bool = False) -> bool:
     return False
 
 
+def _reduced_row(var, jaxpr, users_of) -> bool:
+    """A value computed element-wise, wider than one vreg's 128 lanes, that a reduction must see
+    whole before the chain that stores it goes on (x - mean, then its variance; exp(x - max), then its
+    sum). Mosaic builds a one-vreg-wide one in its ref as it goes (tests/data/row_reductions.py's
+    shifted_square at 128 lanes: nothing beyond the blocks), not a wider one: at 256 to 2048 lanes
+    libtpu kept 0.36-1.44x of it beyond the blocks (less as it grows: 2.1-2.2 MiB of shifted_square's
+    4 and 6 MiB at 1024 lanes), so it is room a "fits" leaves, not certain."""
+    shape = tuple(getattr(getattr(var, "aval", None), "shape", ()))
+    return bool(shape) and shape[-1] > 128 and not _built_in_ref(var, jaxpr, users_of, unreduced=True)
+
+
 def _chain(var, jaxpr, users_of) -> set[int]:
     """The values element-wise ops of its size make of ``var``, as far as _built_in_ref looks."""
     return {id(v) for v, _ in _chain_uses(var, jaxpr, users_of, 11, once=True)}
@@ -300,6 +314,18 @@ def _statistic_bytes(var) -> int:
     many vregs as a (rows, 128) f32 value; 0 for any other shape."""
     shape = tuple(getattr(getattr(var, "aval", None), "shape", ()))
     return _tiled_bytes(var) if shape[1:] == (1,) and len(shape) == 2 and shape[0] >= 8 else 0
+
+
+def _row_reduction_bytes(eqn) -> int:
+    """A reduction of a 2-D value along its rows (a row sum, max or min: (rows, d) to (rows,)): its
+    result's bytes as a (rows, 1) statistic in vreg tiles; 0 for any other equation."""
+    if eqn.primitive.name not in _REDUCTIONS or not eqn.invars or len(eqn.outvars) != 1:
+        return 0
+    shape = tuple(getattr(getattr(eqn.invars[0], "aval", None), "shape", ()))
+    if len(shape) != 2 or tuple(eqn.params.get("axes", ())) != (1,) or shape[0] < 8:
+        return 0
+    size = np.dtype(eqn.outvars[0].aval.dtype).itemsize
+    return -(-shape[0] // (8 * max(1, 4 // size))) * 4096
 
 
 def _unroll(eqn) -> int:
@@ -355,12 +381,13 @@ def _split_bytes(dot) -> int:
 
 
 def body_dots(jaxpr) -> BodyDots:
-    held = summed = summed_operands = values = largest = in_ref = split = carry = met = 0
+    held = summed = summed_operands = values = largest = in_ref = split = carry = met = reduced_row = 0
     unbuilt: list[int] = []  # per stretch, as stretches
     computed = [0, 0]  # the two largest values computed element-wise
     stretches: list[int] = []
     cache: dict[int, dict] = {}
     statistics: dict[int, int] = {}  # size in tiles: how many of that size
+    row_reductions: dict[int, int] = {}  # the same, of reductions along rows (_row_reduction_bytes)
 
     def users_of(j) -> dict:
         if id(j) not in cache:
@@ -368,7 +395,7 @@ def body_dots(jaxpr) -> BodyDots:
         return cache[id(j)]
 
     def walk(j) -> tuple[int, int]:
-        nonlocal held, summed, summed_operands, values, largest, in_ref, split, carry, met
+        nonlocal held, summed, summed_operands, values, largest, in_ref, split, carry, met, reduced_row
         j = _inlined(j)
         users = users_of(j)
         here = loose = 0
@@ -378,6 +405,8 @@ def body_dots(jaxpr) -> BodyDots:
                 for v in e.outvars:
                     if size := _statistic_bytes(v):
                         statistics[size] = statistics.get(size, 0) + 1
+            if size := _row_reduction_bytes(e):
+                row_reductions[size] = row_reductions.get(size, 0) + 1
             if _of_parts(e, parts):
                 parts.update(id(v) for v in e.outvars)
             elif e.primitive.name not in _NOT_VALUES and not _transposed_operand(e, users):
@@ -385,6 +414,8 @@ def body_dots(jaxpr) -> BodyDots:
                     if getattr(v.aval, "shape", None) and not _only_reduced(v, j, users_of):
                         if _built_in_ref(v, j, users_of):
                             in_ref = max(in_ref, _nbytes(v))
+                            if e.primitive.name != "dot_general" and _reduced_row(v, j, users_of):
+                                reduced_row = max(reduced_row, _nbytes(v))
                         else:
                             largest = max(largest, _nbytes(v))
                             if e.primitive.name != "dot_general":
@@ -422,4 +453,5 @@ def body_dots(jaxpr) -> BodyDots:
     walk(jaxpr)
     statistic = max(statistics, default=0)
     return BodyDots(held, max(stretches, default=0), values, largest, computed[0], computed[1], split, in_ref, summed,
-                    summed_operands, carry, max(unbuilt, default=0), met, statistic, statistics.get(statistic, 0))
+                    summed_operands, carry, max(unbuilt, default=0), met, statistic, statistics.get(statistic, 0),
+                    row_reductions.get(statistic, 0), reduced_row)

@@ -180,6 +180,8 @@ class PallasCall:
     met_dot_bytes: int = 0  # the largest matmul result that meets another in an element-wise op (SwiGLU's)
     statistic_bytes: int = 0  # the largest (rows, 1) value the body computes, in vreg tiles
     statistic_count: int = 0  # how many of that size
+    statistic_reductions: int = 0  # of those, reductions of a block-sized value along its rows
+    reduced_row_bytes: int = 0  # a value wider than a vreg a reduction along its rows sees whole, then stored
     unrolled_values_bytes: int = 0  # an unrolled loop's trips x its body's largest value
     # the body's largest value not built in the ref it is stored into (None: not followed, then
     # intermediates_bytes[0]), and the largest one built there

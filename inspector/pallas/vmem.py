@@ -70,18 +70,30 @@ UNROLLED_DOT_SHARE = 0.8
 # share of one more: twice the most measured beyond one
 ONE_AT_A_TIME_ROOM = 0.25
 # Row statistics ((rows, 1) values: a row max or sum, a mean) take one lane of each vreg, rows / 8
-# vregs as a (rows, 128) f32 value does. Where they are the body's largest values, a "fits" leaves
-# room for this share of them: 0.3 is the least, by tenths, at which no compile measured says "fits"
-# where libtpu runs out through them (samples/attention.py's flash at block_q 4096, block_k 128 on
-# v5e: "fits" at 12.1 MiB of 16, libtpu 17.47; tests/data/row_statistics.py's centred rows: 15 of 16
-# and 30 of 32, libtpu 20.61 and 35.96). None is certain: its rms_norm kept none beyond the blocks
-# where its centred kept 2-2.95 of them, flax's LayerNorm 1.4-1.7, Pallas-Unbound's flash 7.4 of 12
+# vregs as a (rows, 128) f32 value does. Where they are the body's largest values and several
+# reductions along the rows make them, one statistic is certain, less the registers: the results of
+# one reduction wait whole for the pass that uses them. tests/data/row_reductions.py (written to
+# test it, 75 compiles) and row_statistics.py: 1.0 statistic kept with two reductions, 1.16-2.95
+# with two to four, 0.0 with one (an RMSNorm, a row max: exactly the blocks in 30 compiles, as
+# predicted); flax's LayerNorm 1.4-1.7. (All but the last was predicted and refuted: four
+# reductions kept 1.9 on v6e and TPU7x, three over 512-wide rows 1.2.) With several, a "fits"
+# leaves room for this share of them: 0.3 is the least, by tenths, at which no compile measured says
+# "fits" where libtpu runs out through them (samples/attention.py's flash at block_q 4096, block_k
+# 128 on v5e: "fits" at 12.1 MiB of 16, libtpu 17.47; the centred rows: 15 of 16 and 30 of 32,
+# libtpu 20.61 and 35.96; without the certain one, row_reductions.py's 512-wide centred and 256-wide
+# LayerNorm on v5e at 15.6 and 14.7 of 16, libtpu 16.98 and 16.28). v5e kept up to 3.4, which it
+# does not cover: those rows are undecided only through BODY_MARGIN
 STATISTICS_ROOM_SHARE = 0.3
 # Of such results where one meets another in an element-wise op (SwiGLU's silu(x @ w1) * (x @ w3)),
 # all: neither is built in the output block. pallas-forge's SwiGLU and GeGLU (held out, round
 # eleven) kept 0.92-2.03 results beyond the blocks on v5e and v6e (1.01x of the two the most); with
 # room for 0.8 of them TPU7x's SwiGLU at 2 x 8 MiB said "fits" where libtpu needed 35.62 MiB of 32
 MET_DOTS_SHARE = 1.0
+# Of the largest such result less the registers, what is certain: libtpu kept 1.00-1.20 of one beyond
+# the blocks on v5e, 1.44-2.19 on v6e, 0.69-0.93 on TPU7x where the product feeds the down projection
+# (tests/data/gated_units.py: SwiGLU and GeGLU written to test it, 75 compiles); pallas-forge's
+# 0.92-2.03. 0.6, by tenths under the least, as HELD_DOT_SHARE
+MET_HELD_SHARE = 0.6
 # Of an unrolled loop without matmuls, its trips x its body's largest value, all of it, and certain:
 # sglang's biased top-k (an unrolled fori_loop carrying three (256, 2048) f32 arrays, 7 trips) needed
 # 1.18x, its held-out copy 1.01-1.03x on v5e and v6e, in every compile that ran out of VMEM.
@@ -132,9 +144,9 @@ class VmemBudget:
     body_bytes: int = 0  # of total_bytes: the largest value the kernel body builds, the estimate's unsure term
     outside_bytes: int = 0  # of total_bytes: blocks of operands XLA may place whole in VMEM (VmemItem.maybe_outside)
     placed_bytes: int = 0  # not in total_bytes: the items' blocks XLA surely takes out by placing operands (TPU7x)
-    # of body_bytes: what is counted as certain: a share of a kept matmul result (HELD_DOT_SHARE), all
-    # that an unrolled loop without matmuls builds (UNROLLED_VALUE_SHARE), or a larger value computed
-    # element-wise
+    # of body_bytes: what is counted as certain: a share of a kept matmul result (HELD_DOT_SHARE,
+    # MET_HELD_SHARE), all that an unrolled loop without matmuls builds (UNROLLED_VALUE_SHARE), a larger
+    # value computed element-wise, or a row statistic that waits (STATISTICS_ROOM_SHARE)
     held_bytes: int = 0
     held_what: str = ""  # what held_bytes is, for the finding
     body_unrolled: bool = False  # body_bytes is what an unrolled loop keeps live (UNROLLED_DOT_SHARE, UNROLLED_VALUE_SHARE)
@@ -229,6 +241,17 @@ def _maybe_outside(op, info: PallasCall, chip: Chip, room: int) -> bool:
     return chip.vmem_operands or op.made_by_op or 2 * info.work_before_bytes >= whole
 
 
+def _contiguous(block: list[int], shape: list[int]) -> bool:
+    """Whether a block is one contiguous piece of its array: every dimension after the last one it
+    slices whole, every one before it of size 1. TPU7x reads such a block of an input XLA placed in
+    VMEM in place, and copies any other into its double buffers all the same (tests/data/
+    placed_slices.py: 16 MiB inputs, all placed: row blocks and (1, 1024, 128) blocks of (8, 4096,
+    128) took no scoped VMEM, (4096, 256) column blocks, (1024, 256) tiles and (1, 4096, 128) blocks
+    of (2, 4096, 512) took their buffers, as predicted; SwiGLU's lane-sliced weight blocks too)."""
+    sliced = [k for k, (b, a) in enumerate(zip(block, shape)) if b < a]
+    return not sliced or all(b == 1 for b in block[:sliced[-1]])
+
+
 def _taken_out(candidates: list[tuple[int, int]], room: int, all_that_fit: bool, maximal: bool) -> tuple[int, int]:
     """The fewest and the most block bytes XLA takes out of the scoped limit by placing whole
     operands in VMEM. ``candidates``: (whole operand, its blocks) per operand it may place (blocks
@@ -300,10 +323,12 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
             continue
         block = [b or 1 for b in op.block_shape]
         each, buffers = padded_bytes(block, op.dtype), op.buffers(steps, grid)
-        outside = _maybe_outside(op, info, chip, beside)
+        placeable = _maybe_outside(op, info, chip, beside)
+        # a placed input's block is read in place only where it is one piece of it; others are copied
+        outside = placeable and (op.role != "input" or _contiguous(block, list(op.array_shape)))
         items.append(VmemItem(op.operand, block, op.dtype, each, buffers, maybe_outside=outside))
-        if outside:
-            candidates.append((padded_bytes(list(op.array_shape), op.dtype), each * buffers))
+        if placeable:
+            candidates.append((padded_bytes(list(op.array_shape), op.dtype), each * buffers if outside else 0))
     for i, s in enumerate(info.scratch):
         what = f"run_scoped buffer {i}" if s.scoped else f"scratch {i}"
         if s.memory_space == "vmem" and s.shape:
@@ -324,9 +349,17 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         dots_live = int((MET_DOTS_SHARE if info.met_dot_bytes else UNROLLED_DOT_SHARE) * info.unrolled_unbuilt_dot_bytes)
     values_live = int(UNROLLED_VALUE_SHARE * info.unrolled_values_bytes)
     unrolled = max(dots_live, values_live)
+    statistics = info.statistic_bytes > VREG_FILE_BYTES and \
+        info.statistic_bytes >= max(info.held_dot_bytes, info.body_value_bytes or 0)
+    # several reductions along the rows: the statistics of one wait whole for the pass that uses them
+    waiting = info.statistic_bytes - VREG_FILE_BYTES if statistics and info.statistic_reductions > 1 else 0
     if unrolled > max(body, VREG_FILE_BYTES):
         body = unrolled
         items.append(VmemItem("values live together in straight-line code (matmul results, unrolled loops)", [], "", body, 1))
+    elif waiting > body:
+        body = waiting
+        items.append(VmemItem("row statistics of one of several reductions along the rows, whole until the pass "
+                              "that uses them", [], "", body, 1))
     elif body:
         items.append(VmemItem("kernel intermediate (largest value in the body)", [], "", body, 1))
     straight_line = body == unrolled > 0
@@ -340,6 +373,12 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     elif straight_line and info.summed_dot_bytes and \
             (together := int(UNROLLED_SUMMED_SHARE * (info.unrolled_dot_bytes - VREG_FILE_BYTES))) > held:
         held, held_what = together, "the least libtpu keeps of the matmul results straight-line code computes"
+    if (met := int(MET_HELD_SHARE * (info.met_dot_bytes - VREG_FILE_BYTES))) > held:
+        held, held_what = met, "the least libtpu keeps of a matmul result that meets another, all but what the " \
+            "registers hold"
+    if waiting > held and body == waiting:
+        held, held_what = waiting, "the row statistics of one of several reductions along the rows, all but what " \
+            "the registers hold"
     matmul_results_held = 0 if straight_line and values_live > dots_live else held
     if body and not straight_line and info.computed_value_bytes > max(info.held_dot_bytes, VREG_FILE_BYTES):
         # a value computed element-wise (not a matmul result, which the MXU can hand on tile by tile)
@@ -375,10 +414,12 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     if chip.splits_f32_matmuls and info.split_operand_bytes > VREG_FILE_BYTES:
         # (Chip.splits_f32_matmuls) tops' chunk_fwd_o at chunks of 512 said "fits" at 26 MiB, needed 41.21
         room_for.append(("the bf16 parts of the f32 operands of HIGHEST-precision matmuls", info.split_operand_bytes))
-    statistics = info.statistic_bytes > VREG_FILE_BYTES and \
-        info.statistic_bytes >= max(info.held_dot_bytes, info.body_value_bytes or 0)
-    if statistics:
+    if statistics and info.statistic_reductions != 1:  # one reduction's statistics are used as they come
         room_for.append(("row statistics the body computes", int(STATISTICS_ROOM_SHARE * info.statistic_count * info.statistic_bytes)))
+    # the body may keep it rather than its largest value; beside matmul results, their own rules count it
+    if info.reduced_row_bytes > max(body, VREG_FILE_BYTES) and not info.dots:
+        room_for.append(("a value wider than a vreg that a reduction along its rows sees whole before it is used "
+                         "whole, beyond the body's largest", info.reduced_row_bytes - body))
     if one_at_a_time and info.held_dot_bytes > VREG_FILE_BYTES:
         room_for.append(("part of the next matmul result straight-line code computes beside the one it holds",
                          int(ONE_AT_A_TIME_ROOM * info.held_dot_bytes)))

@@ -45,6 +45,12 @@ test one claim of the estimate): libtpu's verdicts only.
 
 ``--statistics`` writes tests/data/vmem_truth_statistics.json the same way from the team's own
 kernels of tests/data/row_statistics.py (STATISTICS: row statistics the body's largest values).
+
+``--reductions`` writes tests/data/vmem_truth_reductions.json the same way from the team's own
+kernels of tests/data/row_reductions.py (REDUCTIONS: one block reduced along its rows 1 to 4 times).
+
+``--gated`` writes tests/data/vmem_truth_gated.json the same way from the team's own kernels of
+tests/data/gated_units.py (GATED: two matmul results that meet, SwiGLU's).
 """
 from __future__ import annotations
 
@@ -70,6 +76,8 @@ HELDOUT10_OUT = Path(__file__).with_name("vmem_truth_heldout10.json")
 HELDOUT11_OUT = Path(__file__).with_name("vmem_truth_heldout11.json")
 HEADS_OUT = Path(__file__).with_name("vmem_truth_heads.json")
 STATISTICS_OUT = Path(__file__).with_name("vmem_truth_statistics.json")
+REDUCTIONS_OUT = Path(__file__).with_name("vmem_truth_reductions.json")
+GATED_OUT = Path(__file__).with_name("vmem_truth_gated.json")
 CORPUS = ["samples/jax_kernels.py", "samples/attention.py", "samples/matmul.py", "samples/moe.py", "samples/bugs.py"]
 MAX_COMBINATIONS = 8  # per target: the first combinations INSPECT offers (the defaults first)
 # Shapes and blocks that straddle the VMEM limits (the corpus's own shapes fit everywhere):
@@ -473,6 +481,44 @@ STATISTICS = [(ROW_STATISTICS + kernel, f"f32[{2 * rows},128]" + (" f32[1,128]" 
      for bq, s in ((4096, 2048), (8192, 2048), (8192, 8192), (16384, 2048))]
 
 
+ROW_REDUCTIONS = "tests/data/row_reductions.py:"
+# per kernel, block rows whose blocks alone sit under each limit, and where the statistics that wait
+# take them over or leave them just under (on v5e at 16 MiB, on v6e and TPU7x at 32)
+REDUCTIONS = [(ROW_REDUCTIONS + kernel, f"f32[{2 * rows},{dim}]", {"block_rows": [rows]})
+              for kernel, dim, sizes in (("one_max", 128, (4096, 6144, 7168, 12288, 14336)),
+                                         ("mean_max", 128, (4096, 6144, 7168, 12288, 14336)),
+                                         ("four_stats", 128, (4096, 6144, 7168, 12288, 14336)),
+                                         ("wide_centred", 512, (1024, 1536, 1792, 3072, 3584)),
+                                         ("layer_norm_256", 256, (2048, 3072, 3584, 6144, 7168)),
+                                         ("layer_norm_1024", 1024, (256, 512, 768, 1024, 1536)),
+                                         ("layer_norm_2048", 2048, (128, 256, 384, 512, 768)),
+                                         ("shifted_square", 128, (4096, 6144, 7168, 12288, 14336)),
+                                         ("shifted_square_1024", 1024, (256, 512, 768, 1024, 1536)),
+                                         ("centred_1024", 1024, (256, 512, 768, 1024, 1536)),
+                                         ("row_softmax_1024", 1024, (256, 512, 768, 1024, 1536)))
+              for rows in sizes]
+
+
+GATED_UNITS = "tests/data/gated_units.py:"
+GATED_BLOCKS = ((512, 1024), (1024, 1024), (1024, 2048), (2048, 1024), (2048, 2048))  # results of 2 to 16 MiB f32
+
+
+def gated_args(kernel: str, bm: int, bn: int) -> str:
+    """x (2 bm, K), w1 and w3 (K, 2 bn) (the down projection: (K, bn) and w2 (bn, K)); K 256, 1024 to
+    sum over a grid axis."""
+    dtype = "bf16" if kernel.endswith("bf16") else "f32"
+    k = 1024 if kernel == "swiglu_acc" else 256
+    if kernel == "swiglu_down":
+        return f"f32[{2 * bm},{k}] f32[{k},{bn}] f32[{k},{bn}] f32[{bn},{k}]"
+    return f"{dtype}[{2 * bm},{k}] {dtype}[{k},{2 * bn}] {dtype}[{k},{2 * bn}]"
+
+
+GATED = [(GATED_UNITS + kernel, gated_args(kernel, bm, bn),
+          {"block_m": [bm], "block_n": [bn]} | ({"block_k": [256]} if kernel == "swiglu_acc" else {}))
+         for kernel in ("swiglu_f32", "swiglu_bf16", "geglu_bf16", "swiglu_down", "swiglu_acc")
+         for bm, bn in GATED_BLOCKS]
+
+
 def targets(files: list[str]) -> list[str]:
     from inspector.target import load_module
 
@@ -532,7 +578,8 @@ def main(argv: list[str]) -> None:
               "--heldout7": (HELDOUT7_OUT, HELDOUT7, "seven"), "--heldout8": (HELDOUT8_OUT, HELDOUT8, "eight"),
               "--heldout9": (HELDOUT9_OUT, HELDOUT9, "nine"), "--heldout10": (HELDOUT10_OUT, HELDOUT10, "ten"),
               "--heldout11": (HELDOUT11_OUT, HELDOUT11, "eleven"), "--heads": (HEADS_OUT, HEADS, "heads"),
-              "--statistics": (STATISTICS_OUT, STATISTICS, "statistics")}
+              "--statistics": (STATISTICS_OUT, STATISTICS, "statistics"),
+              "--reductions": (REDUCTIONS_OUT, REDUCTIONS, "reductions"), "--gated": (GATED_OUT, GATED, "gated")}
     if argv[:1] and argv[0] in rounds:
         OUT, held_jobs, number = rounds[argv[0]]
         chip_names, only = HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
@@ -543,7 +590,8 @@ def main(argv: list[str]) -> None:
     table = {"jax": metadata.version("jax"), "libtpu": metadata.version("libtpu"), "seconds": 0, "rows": []}
     if number:
         folder = OUT.stem.replace("vmem_truth_", "")
-        own = {"heads": "head_loops.py", "statistics": "row_statistics.py"}
+        own = {"heads": "head_loops.py", "statistics": "row_statistics.py", "reductions": "row_reductions.py",
+               "gated": "gated_units.py"}
         table["source"] = f"the team's own kernels (tests/data/{own[number]}): libtpu's verdict per chip and shape" \
             if number in own else f"the held-out round {number} (tests/data/{folder}/): libtpu's verdict per chip and shape"
 
