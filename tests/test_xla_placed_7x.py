@@ -154,6 +154,16 @@ MEASURED = [
     ("placed_slices.py:heads", "f32[8,4096,128]", {}, "tpu-7x", [0], False, 1.0, 0),
     ("placed_slices.py:head_columns", "f32[2,4096,512]", {}, "tpu-7x", [0], False, 8.0, 0),
     ("placed_slices.py:rows", "f32[4096,1024]", {}, "tpu-v6e", [], False, 8.0, 0),
+    # the same where v5e and v6e place the input (computed just before the kernel)
+    ("placed_slices.py:computed_rows", "f32[4096,1024]", {}, "tpu-v5e", [0], False, 4.0, 0),
+    ("placed_slices.py:computed_columns", "f32[4096,1024]", {}, "tpu-v5e", [0], False, 16.0, 0),
+    ("placed_slices.py:computed_rows", "f32[4096,1024]", {}, "tpu-v6e", [0], False, 4.0, 0),
+    ("placed_slices.py:computed_columns", "f32[4096,1024]", {}, "tpu-v6e", [0], False, 16.0, 0),
+    # and of an output an op reads after, placed on every chip
+    ("placed_slices.py:rows_read_after", "f32[4096,1024]", {}, "tpu-7x", [], True, 4.0, 0),
+    ("placed_slices.py:columns_read_after", "f32[4096,1024]", {}, "tpu-7x", [], True, 16.0, 0),
+    ("placed_slices.py:rows_read_after", "f32[4096,1024]", {}, "tpu-v5e", [], True, 4.0, 0),
+    ("placed_slices.py:columns_read_after", "f32[4096,1024]", {}, "tpu-v5e", [], True, 16.0, 0),
 ]
 
 

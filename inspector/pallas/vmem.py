@@ -243,11 +243,13 @@ def _maybe_outside(op, info: PallasCall, chip: Chip, room: int) -> bool:
 
 def _contiguous(block: list[int], shape: list[int]) -> bool:
     """Whether a block is one contiguous piece of its array: every dimension after the last one it
-    slices whole, every one before it of size 1. TPU7x reads such a block of an input XLA placed in
-    VMEM in place, and copies any other into its double buffers all the same (tests/data/
+    slices whole, every one before it of size 1. The kernel uses such a block of an operand XLA placed
+    in VMEM in place, and copies any other through its double buffers all the same (tests/data/
     placed_slices.py: 16 MiB inputs, all placed: row blocks and (1, 1024, 128) blocks of (8, 4096,
-    128) took no scoped VMEM, (4096, 256) column blocks, (1024, 256) tiles and (1, 4096, 128) blocks
-    of (2, 4096, 512) took their buffers, as predicted; SwiGLU's lane-sliced weight blocks too)."""
+    128) took no scoped VMEM on TPU7x, (4096, 256) column blocks, (1024, 256) tiles and (1, 4096, 128)
+    blocks of (2, 4096, 512) took their buffers, as predicted; rows and columns of a computed input,
+    and of an output an op reads after, the same on v5e, v6e and TPU7x; SwiGLU's lane-sliced weight
+    blocks too)."""
     sliced = [k for k, (b, a) in enumerate(zip(block, shape)) if b < a]
     return not sliced or all(b == 1 for b in block[:sliced[-1]])
 
@@ -324,8 +326,8 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         block = [b or 1 for b in op.block_shape]
         each, buffers = padded_bytes(block, op.dtype), op.buffers(steps, grid)
         placeable = _maybe_outside(op, info, chip, beside)
-        # a placed input's block is read in place only where it is one piece of it; others are copied
-        outside = placeable and (op.role != "input" or _contiguous(block, list(op.array_shape)))
+        # a placed operand's block is used in place only where it is one piece of it; others are copied
+        outside = placeable and _contiguous(block, list(op.array_shape))
         items.append(VmemItem(op.operand, block, op.dtype, each, buffers, maybe_outside=outside))
         if placeable:
             candidates.append((padded_bytes(list(op.array_shape), op.dtype), each * buffers if outside else 0))

@@ -10,7 +10,10 @@ tests/data/gated_units.py). Each kernel doubles its input into an output of the 
 - columns: (4096, 256) blocks of f32[4096, 1024] (lanes sliced);
 - tiles: (1024, 256) blocks of f32[4096, 1024] (both sliced);
 - heads: (1, 1024, 128) blocks of f32[8, 4096, 128] (leading 1, then rows: contiguous);
-- head_columns: (1, 4096, 128) blocks of f32[2, 4096, 512] (lanes sliced).
+- head_columns: (1, 4096, 128) blocks of f32[2, 4096, 512] (lanes sliced);
+- computed_rows, computed_columns: rows and columns of an input computed just before the kernel,
+  which v5e and v6e place too (tests/data/xla_placed.py);
+- rows_read_after, columns_read_after: the same blocks of an output an op reads after the kernel.
 """
 import jax
 from jax.experimental import pallas as pl
@@ -45,3 +48,20 @@ def heads(x):
 
 def head_columns(x):
     return _copy(x, (1, 4096, 128), lambda b, i, j: (b, i, j))
+
+
+def computed_rows(x):
+    return rows(x + 1)
+
+
+def computed_columns(x):
+    return columns(x + 1)
+
+
+def rows_read_after(x):
+    """The output an op reads after the kernel: XLA places it too (xla_placed_7x.py's read_after)."""
+    return rows(x) + 1
+
+
+def columns_read_after(x):
+    return columns(x) + 1
