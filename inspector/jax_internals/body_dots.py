@@ -88,8 +88,12 @@ def _tiled_bytes(var) -> int:
     if len(shape) != 2:
         return _nbytes(var)
     rows, cols = shape
-    size = np.dtype(var.aval.dtype).itemsize
-    return -(-rows // (8 * max(1, 4 // size))) * -(-cols // 128) * 4096
+    return _tile_bytes(rows, cols, np.dtype(var.aval.dtype).itemsize)
+
+
+def _tile_bytes(rows: int, cols: int, itemsize: int) -> int:
+    """A (rows, cols) value's bytes in (8 x packing, 128) vreg tiles of 4 KiB."""
+    return -(-rows // (8 * max(1, 4 // itemsize))) * -(-cols // 128) * 4096
 
 
 def _nbytes(var) -> int:
@@ -324,8 +328,7 @@ def _row_reduction_bytes(eqn) -> int:
     shape = tuple(getattr(getattr(eqn.invars[0], "aval", None), "shape", ()))
     if len(shape) != 2 or tuple(eqn.params.get("axes", ())) != (1,) or shape[0] < 8:
         return 0
-    size = np.dtype(eqn.outvars[0].aval.dtype).itemsize
-    return -(-shape[0] // (8 * max(1, 4 // size))) * 4096
+    return _tile_bytes(shape[0], 1, np.dtype(eqn.outvars[0].aval.dtype).itemsize)
 
 
 def _unroll(eqn) -> int:
