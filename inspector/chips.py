@@ -75,6 +75,9 @@ class Chip:
     vmem_operand_reserve_bytes: int = 0
     # a kernel's f32 matmuls at HIGHEST precision keep their operands' bf16 parts in VMEM
     splits_f32_matmuls: bool = False
+    # of the larger of two matmul results that meet in an element-wise op (SwiGLU's), less the
+    # registers, what the compiler surely keeps in scoped VMEM beyond the blocks
+    met_result_share: float = 0.6
     sources: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -102,12 +105,19 @@ MEASURED_F32_SPLIT = ("measured: tops' chunk_fwd_o (two f32 matmuls at HIGHEST p
                       "MiB beyond its blocks and values on TPU7x at chunks of 256, 512 and 1024, 0.84-1.36x of 1.5x "
                       "the matmuls' operands; v5e none (11.75 MiB where the estimate counts 28 at chunk 512); "
                       "v6e's figure does not tell (21.91 MiB, some operands placed)")
+MEASURED_MET = ("measured: of the larger of two f32 matmul results that meet in an element-wise op, less the "
+                "registers, libtpu kept 1.05-1.38 beyond the blocks on v5e, 1.00-2.41 on v6e, 1.01-1.82 on TPU7x "
+                "and 0.76-0.95 there where the product feeds a third matmul, in the 150 compiles of "
+                "tests/data/gated_units.py and second_values.py and pallas-forge's SwiGLU and GeGLU (held out, "
+                "round eleven); the share: 0.9 on v5e and v6e (at 1.0 pallas-forge's SwiGLU at 512 x 1024 on v5e, "
+                "15.85 MiB of 16, would be said not to fit; v6e's least is 1.00), 0.6 on TPU7x and where not "
+                "measured (v4, v5p)")
 
 
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,
          device_kind, version, topologies, hbm_device, ici, links, ici_source, clock, clock_source,
          devices_per_chip=1, parallel_grid_cores=1, vmem_operands=False, reserve=0, sc_vmem=None,
-         splits_f32=False, sources=None) -> Chip:
+         splits_f32=False, met_share=0.6, sources=None) -> Chip:
     base = {
         "tensor_cores": CLOUD_TPU, "vmem_bytes": TPU_INFO, "smem_bytes": TPU_INFO, "hbm_bytes": TPU_INFO,
         "hbm_bytes_per_s": TPU_INFO, "bf16_flops": TPU_INFO, "int8_ops": TPU_INFO, "mxu": TPU_INFO,
@@ -118,6 +128,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
         "devices_per_chip": "probed: get_topology_desc('v4:2x2x1') and ('tpu7x:2x2x1') list 8 devices for 4 chips",
         "clock_hz": clock_source, "parallel_grid_cores": MEASURED_SPLIT, "vmem_operands": MEASURED_VMEM_OPERANDS,
         "vmem_operand_reserve_bytes": MEASURED_RESERVE, "splits_f32_matmuls": MEASURED_F32_SPLIT,
+        "met_result_share": MEASURED_MET,
         "sparse_core_vmem_bytes": TPU_INFO + " (SparseCoreInfo.vmem_capacity_bytes; no SparseCore on v4 and v5e)",
     }
     base.update(sources or {})
@@ -127,7 +138,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
                 topologies=topologies, hbm_device_bytes=hbm_device, ici_bytes_per_s=ici, ici_links=links,
                 devices_per_chip=devices_per_chip, clock_hz=clock, parallel_grid_cores=parallel_grid_cores,
                 vmem_operands=vmem_operands, vmem_operand_reserve_bytes=reserve, sparse_core_vmem_bytes=sc_vmem,
-                splits_f32_matmuls=splits_f32, sources=base)
+                splits_f32_matmuls=splits_f32, met_result_share=met_share, sources=base)
 
 
 def _gpu(name, description, *, bw, bf16, smem, hbm, source) -> Chip:
@@ -147,7 +158,7 @@ CHIPS: tuple[Chip, ...] = (
          sources={"int8_ops": "not given by jax tpu_info"}),
     _tpu("tpu-v5e", "TPU v5e (v5 lite)", aliases=("v5e", "v5litepod"), cores=1,
          vmem=128 * MiB, scoped=16 * MiB, hbm=17_200_000_000, bw=0.82e12, bf16=197e12, int8=394e12, mxu=128,
-         topology="v5e:2x2", device_kind="TPU v5 lite", version="v5e", topologies=_2D,
+         topology="v5e:2x2", device_kind="TPU v5 lite", version="v5e", topologies=_2D, met_share=0.9,
          hbm_device=round(15.75 * GiB), ici=4.5e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v5e page: 2D torus)",
          clock=1.5e9, clock_source="derived: 197e12 / (4 MXUs x 128^2 x 2 flops) = 1.50 GHz; " + _DOT.format(pct=97)),
     _tpu("tpu-v5p", "TPU v5p (megacore)", aliases=("v5p",), cores=2,
@@ -159,7 +170,7 @@ CHIPS: tuple[Chip, ...] = (
          sources={"hbm_bytes_per_s": TPU_INFO + "; the Cloud TPU page says 2765 GB/s"}),
     _tpu("tpu-v6e", "TPU v6e (Trillium)", aliases=("v6e", "trillium"), cores=1,
          vmem=128 * MiB, scoped=32 * MiB, hbm=34_400_000_000, bw=1.64e12, bf16=920e12, int8=1840e12, mxu=256,
-         topology="v6e:2x2", device_kind="TPU v6 lite", version="v6e", topologies=_2D,
+         topology="v6e:2x2", device_kind="TPU v6 lite", version="v6e", topologies=_2D, met_share=0.9,
          hbm_device=round(31.25 * GiB), sc_vmem=256 * 1024, ici=9e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v6e page)",
          clock=1.75e9, clock_source="derived: 920e12 / (4 x 256^2 x 2 flops) = 1.75 GHz; " + _DOT.format(pct=94) + " (492,700 flops a cycle: more than the 2 MXUs jax's table lists could give at 256^2, so the 4 of the Cloud TPU page)"),
     _tpu("tpu-7x", "TPU7x (Ironwood, 2 TensorCores)", aliases=("ironwood", "tpu7x", "v7x"), cores=2,

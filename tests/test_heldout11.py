@@ -81,7 +81,7 @@ def recompute(dtype: str, d: int, chip: str) -> tuple:
 # the ref, with room for all such results (vmem.MET_DOTS_SHARE), the six are undecided, and three
 # rows that agreed by the blocks alone are too (SwiGLU and GeGLU on v5e at 15.85 and 14.92 MiB of
 # 16, GeGLU on v6e at 29.20 of 32, where libtpu kept 0.92-1.40 results): 45 agree, 15 undecided,
-# none wrong. With 0.6 of one such result certain (vmem.MET_HELD_SHARE, tested on the team's
+# none wrong. With 0.6 of one such result certain (then vmem.MET_HELD_SHARE, tested on the team's
 # tests/data/gated_units.py) and TPU7x's lane-sliced weight blocks copied though the weights are
 # placed (vmem._contiguous, tests/data/placed_slices.py), four of the six are over, as libtpu says
 # (SHORT_NOW_OVER), and GeGLU at 1024 x 2048 on TPU7x, which fits in 26.18 MiB, is undecided at
@@ -92,12 +92,15 @@ SHORT = [glu("swiglu", "f32", 2048, 256, 2048, 1024, 1024, "tpu-v5e"),
          glu("geglu", "bf16", 4096, 256, 2048, 2048, 1024, "tpu-v5e"),
          glu("geglu", "bf16", 4096, 512, 4096, 2048, 2048, "tpu-v6e"),
          glu("geglu", "bf16", 4096, 512, 4096, 2048, 2048, "tpu-7x")]
-SHORT_NOW_OVER = [SHORT[0], SHORT[3], SHORT[4], SHORT[5]]
+# With 0.9 of one result certain on v5e and v6e (Chip.met_result_share; tests/data/second_values.py)
+# SwiGLU at 1024 x 2048 on v6e is over too, and with room for 0.7 of a second value where the body
+# holds matmuls (vmem.SECOND_VALUE_ROOM), GDN-2's recompute at bf16 D 3072 on TPU7x fits: 50 agree
+SHORT_NOW_OVER = [SHORT[0], SHORT[1], SHORT[3], SHORT[4], SHORT[5]]
 PLACED_BUT_COPIED = [glu("geglu", "bf16", 2048, 512, 4096, 1024, 2048, "tpu-7x")]
 NOW_UNDECIDED = [glu("swiglu", "f32", 1024, 512, 2048, 512, 1024, "tpu-v5e"),
                  glu("geglu", "bf16", 2048, 512, 2048, 1024, 1024, "tpu-v5e"),
                  glu("geglu", "bf16", 2048, 512, 4096, 1024, 2048, "tpu-v6e")]
-UNDECIDED = [prefill("f32", 1024, 8, "tpu-v5e"), recompute("f32", 2560, "tpu-7x"), recompute("bf16", 3072, "tpu-7x"),
+UNDECIDED = [prefill("f32", 1024, 8, "tpu-v5e"), recompute("f32", 2560, "tpu-7x"),
              recompute("bf16", 4096, "tpu-v5e"), recompute("bf16", 4096, "tpu-v6e"), recompute("bf16", 4096, "tpu-7x")]
 
 
@@ -112,11 +115,11 @@ def test_the_estimate_never_says_fits_where_libtpu_runs_out():
 
 
 def test_the_estimate_against_libtpu_across_the_limits():
-    """60 rows, 15 that libtpu runs out on: 48 agree, the 12 undecided exactly those above (two
-    that were short among them), no wrong verdict. Held at that, so that a change that does worse
+    """60 rows, 15 that libtpu runs out on: 50 agree, the 10 undecided exactly those above (one
+    that was short among them), no wrong verdict. Held at that, so that a change that does worse
     fails here."""
     undecided = UNDECIDED + [row for row in SHORT if row not in SHORT_NOW_OVER] + NOW_UNDECIDED + PLACED_BUT_COPIED
-    assert_truth_outcome("vmem_truth_heldout11.json", rows=60, refused=15, undecided=undecided, agree=48)
+    assert_truth_outcome("vmem_truth_heldout11.json", rows=60, refused=15, undecided=undecided, agree=50)
 
 
 def test_the_swiglu_kernel_runs_on_the_cpu_and_matches_its_reference():

@@ -72,12 +72,13 @@ def test_the_estimate_against_libtpu_across_the_limits():
     """51 rows (17 shapes on three chips, chosen from the blocks' sizes before the estimate was
     looked at), 14 that libtpu fits and 37 it runs out on: 41 agree, 10 undecided, no "fits" where
     libtpu runs out and no "does not fit" where it fits (above). Held at that, so that a change
-    that does worse fails here."""
+    that does worse fails here. 46 now: AMLeng's softmax, which has no matmul, leaves no room for a
+    second value of its size (libtpu kept one: tests/data/second_values.py)."""
     rows, outcome = truth_outcome("vmem_truth_heldout8.json")
     assert len(rows) == 51 and sum(not r["compiler_fits"] for r in rows) == 37
     assert outcome["false error"] == [], outcome["false error"]
     assert outcome["short"] == [], outcome["short"]
-    assert len(outcome["agree"]) >= 41, {k: len(v) for k, v in outcome.items()}
+    assert len(outcome["agree"]) >= 46, {k: len(v) for k, v in outcome.items()}
 
 
 def test_the_flash_attention_runs_on_the_cpu_and_matches_its_reference():

@@ -38,6 +38,8 @@ _REDUCTIONS = frozenset({"reduce_max", "reduce_min", "reduce_sum", "argmax", "ar
 _ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "max", "min", "neg", "exp", "exp2", "log", "tanh", "logistic",
                           "convert_element_type", "select_n", "abs", "sqrt", "rsqrt", "integer_pow", "square"})
 _REF_OPS = _STORES | {"get", "load", "masked_load"}
+# what a chain that streams into reductions may pass through (_streams_into_reductions)
+_STREAMING = _ELEMENTWISE | {"eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not", "broadcast_in_dim"}
 # not a value of its own: a concatenation (or a stack) is its parts, whose vregs Mosaic lays side by
 # side, and so is what element-wise ops make of it, vreg by vreg (jaxite's Toeplitz matrix, 64 MiB
 # concatenated from 2 MiB chunks and cast to bf16 for a matmul: libtpu used 10 MiB; xma's causal
@@ -52,8 +54,8 @@ class BodyDots:
     unrolled_bytes: int = 0  # the most not-streamed dot results one straight-line stretch computes
     unrolled_values_bytes: int = 0  # the most an unrolled loop's trips build: trips x its body's largest value
     largest_value_bytes: int = 0  # the body's largest value not built in a ref (below)
-    computed_value_bytes: int = 0  # of those, the largest that is not a matmul result
-    second_computed_bytes: int = 0  # and the next largest (another value, maybe of the same size)
+    computed_value_bytes: int = 0  # of those, the largest that is not a matmul result and is whole (_streams_into_reductions)
+    second_computed_bytes: int = 0  # the next largest such value, whole or streamed (maybe of the same size)
     split_operand_bytes: int = 0  # bf16 parts of HIGHEST-precision f32 matmuls' operands (_split_bytes)
     in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
     summed_bytes: int = 0  # of those held, the largest whose chain feeds two reductions (max, then the sum of exp)
@@ -313,6 +315,38 @@ def _only_reduced(var, jaxpr, users_of) -> bool:
         len(uses) == len(users_of(jaxpr).get(id(var), []))
 
 
+def _streams_into_reductions(eqn, var, jaxpr, users_of) -> bool:
+    """A value an element-wise op makes whose chain of element-wise ops of its size ends only in
+    reductions streams into them vreg by vreg, whole nowhere: a cross-entropy's masked label logits
+    and the exponentials of logits read from a scratch ref, each summed (tests/data/second_values.py's
+    ce_lse kept 0.10-0.66 of its (b, v) f32 values beyond its blocks and scratch, where counting one
+    certain said "does not fit" of two compiles that fit). Not a value the chain also stores, nor
+    one a reduction sees before another op goes on with it (a log-softmax's block and shifted logits,
+    kept whole), nor one a tile or reshape lays out anew (Levanter's tiled row max: it kept 1.8 of
+    such values)."""
+    if eqn.primitive.name not in _STREAMING | {"iota"}:
+        return False
+    size, frontier, seen, ended = _elements(var), [(var, jaxpr)], {id(var)}, False
+    while frontier:
+        v, j = frontier.pop()
+        if None in users_of(j).get(id(v), [None]):  # an output of its jaxpr, or read by nothing
+            return False
+        uses = _uses(v, j, users_of)
+        if len(uses) > 1 and any(u.primitive.name in _REDUCTIONS for u, _ in uses):
+            return False  # a reduction sees it before another op goes on with it: whole
+        for u, jj in uses:
+            if u.primitive.name in _REDUCTIONS:
+                ended = True
+            elif u.primitive.name in _STREAMING | {"pjit", "jit"} and len(u.outvars) == 1 and \
+                    _elements(u.outvars[0]) == size:
+                if id(u.outvars[0]) not in seen:
+                    seen.add(id(u.outvars[0]))
+                    frontier.append((u.outvars[0], jj))
+            else:
+                return False
+    return ended
+
+
 def _statistic_bytes(var) -> int:
     """A (rows, 1) value's vreg tiles: one lane of each (a row max, a sum, a mean or a variance), as
     many vregs as a (rows, 128) f32 value; 0 for any other shape."""
@@ -387,6 +421,7 @@ def body_dots(jaxpr) -> BodyDots:
     held = summed = summed_operands = values = largest = in_ref = split = carry = met = reduced_row = 0
     unbuilt: list[int] = []  # per stretch, as stretches
     computed = [0, 0]  # the two largest values computed element-wise
+    whole = 0  # the largest of them that does not stream into reductions
     stretches: list[int] = []
     cache: dict[int, dict] = {}
     statistics: dict[int, int] = {}  # size in tiles: how many of that size
@@ -398,7 +433,7 @@ def body_dots(jaxpr) -> BodyDots:
         return cache[id(j)]
 
     def walk(j) -> tuple[int, int]:
-        nonlocal held, summed, summed_operands, values, largest, in_ref, split, carry, met, reduced_row
+        nonlocal held, summed, summed_operands, values, largest, in_ref, split, carry, met, reduced_row, whole
         j = _inlined(j)
         users = users_of(j)
         here = loose = 0
@@ -423,6 +458,8 @@ def body_dots(jaxpr) -> BodyDots:
                             largest = max(largest, _nbytes(v))
                             if e.primitive.name != "dot_general":
                                 computed[:] = sorted(computed + [_nbytes(v)], reverse=True)[:2]
+                                if not _streams_into_reductions(e, v, j, users_of):
+                                    whole = max(whole, _nbytes(v))
             if e.primitive.name == "dot_general":
                 split += _split_bytes(e)
                 size = _nbytes(e.outvars[0])
@@ -455,6 +492,7 @@ def body_dots(jaxpr) -> BodyDots:
 
     walk(jaxpr)
     statistic = max(statistics, default=0)
-    return BodyDots(held, max(stretches, default=0), values, largest, computed[0], computed[1], split, in_ref, summed,
+    second = computed[1] if whole == computed[0] else computed[0]
+    return BodyDots(held, max(stretches, default=0), values, largest, whole, second, split, in_ref, summed,
                     summed_operands, carry, max(unbuilt, default=0), met, statistic, statistics.get(statistic, 0),
                     row_reductions.get(statistic, 0), reduced_row)

@@ -87,13 +87,17 @@ STATISTICS_ROOM_SHARE = 0.3
 # Of such results where one meets another in an element-wise op (SwiGLU's silu(x @ w1) * (x @ w3)),
 # all: neither is built in the output block. pallas-forge's SwiGLU and GeGLU (held out, round
 # eleven) kept 0.92-2.03 results beyond the blocks on v5e and v6e (1.01x of the two the most); with
-# room for 0.8 of them TPU7x's SwiGLU at 2 x 8 MiB said "fits" where libtpu needed 35.62 MiB of 32
+# room for 0.8 of them TPU7x's SwiGLU at 2 x 8 MiB said "fits" where libtpu needed 35.62 MiB of 32.
+# Of the larger result less the registers, Chip.met_result_share is certain: it differs by chip
 MET_DOTS_SHARE = 1.0
-# Of the largest such result less the registers, what is certain: libtpu kept 1.00-1.20 of one beyond
-# the blocks on v5e, 1.44-2.19 on v6e, 0.69-0.93 on TPU7x where the product feeds the down projection
-# (tests/data/gated_units.py: SwiGLU and GeGLU written to test it, 75 compiles); pallas-forge's
-# 0.92-2.03. 0.6, by tenths under the least, as HELD_DOT_SHARE
-MET_HELD_SHARE = 0.6
+# Where the body holds a value it computes whole (below) and another of its size, and holds matmuls
+# (Levanter's cross-entropy: a tiled row max and the exponentials of the logits; SSD's intra-chunk
+# kernel), libtpu kept up to 1.8 of them (Levanter's at b 512 on v6e: 32.14 MiB of 32): a "fits"
+# leaves room for this share of the second, the least by tenths at which no compile measured says
+# "fits" where libtpu runs out (at 0.6, that one). Without matmuls libtpu kept one: AMLeng's softmax
+# (12 compiles) and the team's log-softmax and tanh-RMS kernels (tests/data/second_values.py, 30
+# compiles, 0.96-1.02 of one, as predicted before they were compiled)
+SECOND_VALUE_ROOM = 0.7
 # Of an unrolled loop without matmuls, its trips x its body's largest value, all of it, and certain:
 # sglang's biased top-k (an unrolled fori_loop carrying three (256, 2048) f32 arrays, 7 trips) needed
 # 1.18x, its held-out copy 1.01-1.03x on v5e and v6e, in every compile that ran out of VMEM.
@@ -145,7 +149,7 @@ class VmemBudget:
     outside_bytes: int = 0  # of total_bytes: blocks of operands XLA may place whole in VMEM (VmemItem.maybe_outside)
     placed_bytes: int = 0  # not in total_bytes: the items' blocks XLA surely takes out by placing operands (TPU7x)
     # of body_bytes: what is counted as certain: a share of a kept matmul result (HELD_DOT_SHARE,
-    # MET_HELD_SHARE), all that an unrolled loop without matmuls builds (UNROLLED_VALUE_SHARE), a larger
+    # Chip.met_result_share), all that an unrolled loop without matmuls builds (UNROLLED_VALUE_SHARE), a larger
     # value computed element-wise, or a row statistic that waits (STATISTICS_ROOM_SHARE)
     held_bytes: int = 0
     held_what: str = ""  # what held_bytes is, for the finding
@@ -375,7 +379,7 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     elif straight_line and info.summed_dot_bytes and \
             (together := int(UNROLLED_SUMMED_SHARE * (info.unrolled_dot_bytes - VREG_FILE_BYTES))) > held:
         held, held_what = together, "the least libtpu keeps of the matmul results straight-line code computes"
-    if (met := int(MET_HELD_SHARE * (info.met_dot_bytes - VREG_FILE_BYTES))) > held:
+    if (met := int(chip.met_result_share * (info.met_dot_bytes - VREG_FILE_BYTES))) > held:
         held, held_what = met, "the least libtpu keeps of a matmul result that meets another, all but what the " \
             "registers hold"
     if waiting > held and body == waiting:
@@ -386,14 +390,13 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         # a value computed element-wise (not a matmul result, which the MXU can hand on tile by tile)
         # and larger than any matmul result held is built whole, less what the registers hold: all
         # nine held-out compiles where it decided ran out (Levanter's cross-entropy, SSD's intra-chunk
-        # kernel; BENCHMARKS.md), AMLeng's softmax fitted at 11.83 MiB where 11.75 are so counted; where
-        # the body computes several of that size, libtpu kept up to 1.8 of them (Levanter's at b 512
-        # on v6e: 32.14 MiB of 32, SSD's on v6e and TPU7x), so a "fits" leaves room for a second
+        # kernel; BENCHMARKS.md), AMLeng's softmax fitted at 11.83 MiB where 11.75 are so counted. Not
+        # one that streams into reductions (body_dots._streams_into_reductions)
         held, held_what = max(held, info.computed_value_bytes - VREG_FILE_BYTES), \
             "a value the body computes whole, all but what the registers hold"
-        if info.second_computed_bytes == info.computed_value_bytes == largest:
-            room_for.append(("a second value of the size of the largest the body computes, which the compiler can "
-                             "keep live beside it", info.second_computed_bytes))
+        if info.second_computed_bytes == info.computed_value_bytes == largest and info.dots:
+            room_for.append(("part of a second value of the size of the largest the body computes, which the "
+                             "compiler can keep live beside it", int(SECOND_VALUE_ROOM * info.second_computed_bytes)))
     if info.summed_dot_bytes > VREG_FILE_BYTES and info.summed_operand_bytes > VREG_FILE_BYTES:
         # the RoPE'd q and k of pallasflash's fused attention (held out, round eight): it said "fits" at
         # 14.5 MiB of 16 on v5e, libtpu needed 17.41 (1.73x the scores beyond the blocks, where the

@@ -50,7 +50,9 @@ kernels of tests/data/row_statistics.py (STATISTICS: row statistics the body's l
 kernels of tests/data/row_reductions.py (REDUCTIONS: one block reduced along its rows 1 to 4 times).
 
 ``--gated`` writes tests/data/vmem_truth_gated.json the same way from the team's own kernels of
-tests/data/gated_units.py (GATED: two matmul results that meet, SwiGLU's).
+tests/data/gated_units.py (GATED: two matmul results that meet, SwiGLU's); ``--second`` writes
+tests/data/vmem_truth_second.json from tests/data/second_values.py (SECOND: values the size of the
+largest a body computes, with and without matmuls, and more results that meet).
 """
 from __future__ import annotations
 
@@ -78,6 +80,7 @@ HEADS_OUT = Path(__file__).with_name("vmem_truth_heads.json")
 STATISTICS_OUT = Path(__file__).with_name("vmem_truth_statistics.json")
 REDUCTIONS_OUT = Path(__file__).with_name("vmem_truth_reductions.json")
 GATED_OUT = Path(__file__).with_name("vmem_truth_gated.json")
+SECOND_OUT = Path(__file__).with_name("vmem_truth_second.json")
 CORPUS = ["samples/jax_kernels.py", "samples/attention.py", "samples/matmul.py", "samples/moe.py", "samples/bugs.py"]
 MAX_COMBINATIONS = 8  # per target: the first combinations INSPECT offers (the defaults first)
 # Shapes and blocks that straddle the VMEM limits (the corpus's own shapes fit everywhere):
@@ -519,6 +522,32 @@ GATED = [(GATED_UNITS + kernel, gated_args(kernel, bm, bn),
          for bm, bn in GATED_BLOCKS]
 
 
+SECOND_VALUES = "tests/data/second_values.py:"
+
+
+def second_args(kernel: str, a: int, b: int = 0) -> str:
+    """Two blocks along the first axis: (2 rows, 4096) bf16 rows; the cross-entropy's x (2 a, 1024),
+    w (1024, 2 b) and labels; the gated units' x (2 a, K), weights (K, 2 b) (and bias rows)."""
+    if kernel.endswith("_bf16") and not kernel.startswith("glu"):
+        return f"bf16[{2 * a},4096]"
+    if kernel == "ce_lse":
+        return f"bf16[{2 * a},1024] bf16[1024,{2 * b}] i32[{2 * a},1]"
+    if kernel == "swiglu_bias":
+        return f"f32[{2 * a},256] f32[256,{2 * b}] f32[256,{2 * b}] f32[1,{2 * b}] f32[1,{2 * b}]"
+    return f"bf16[{2 * a},512] bf16[512,{2 * b}] bf16[512,{2 * b}]"
+
+
+# rows of 4096 whose blocks and one f32 value sit under each limit, and whose second value would take
+# them over (256 and 320 on v5e, 512 and 640 on v6e and TPU7x); the cross-entropy's (block_b,
+# block_v), sums of 2 to 16 MiB; the gated units' blocks as GATED's
+SECOND = [(SECOND_VALUES + k, second_args(k, rows), {"block_rows": [rows]})
+          for k in ("log_softmax_bf16", "rms_tanh_bf16") for rows in (256, 320, 384, 512, 640)] + \
+    [(SECOND_VALUES + "ce_lse", second_args("ce_lse", bb, bv), {"block_b": [bb], "block_v": [bv], "block_h": [512]})
+     for bb, bv in ((512, 1024), (1024, 1024), (512, 2048), (1024, 2048), (2048, 2048))] + \
+    [(SECOND_VALUES + k, second_args(k, bm, bn), {"block_m": [bm], "block_n": [bn]})
+     for k in ("swiglu_bias", "glu_sigmoid_bf16") for bm, bn in GATED_BLOCKS]
+
+
 def targets(files: list[str]) -> list[str]:
     from inspector.target import load_module
 
@@ -579,7 +608,8 @@ def main(argv: list[str]) -> None:
               "--heldout9": (HELDOUT9_OUT, HELDOUT9, "nine"), "--heldout10": (HELDOUT10_OUT, HELDOUT10, "ten"),
               "--heldout11": (HELDOUT11_OUT, HELDOUT11, "eleven"), "--heads": (HEADS_OUT, HEADS, "heads"),
               "--statistics": (STATISTICS_OUT, STATISTICS, "statistics"),
-              "--reductions": (REDUCTIONS_OUT, REDUCTIONS, "reductions"), "--gated": (GATED_OUT, GATED, "gated")}
+              "--reductions": (REDUCTIONS_OUT, REDUCTIONS, "reductions"), "--gated": (GATED_OUT, GATED, "gated"),
+              "--second": (SECOND_OUT, SECOND, "second")}
     if argv[:1] and argv[0] in rounds:
         OUT, held_jobs, number = rounds[argv[0]]
         chip_names, only = HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
@@ -591,7 +621,7 @@ def main(argv: list[str]) -> None:
     if number:
         folder = OUT.stem.replace("vmem_truth_", "")
         own = {"heads": "head_loops.py", "statistics": "row_statistics.py", "reductions": "row_reductions.py",
-               "gated": "gated_units.py"}
+               "gated": "gated_units.py", "second": "second_values.py"}
         table["source"] = f"the team's own kernels (tests/data/{own[number]}): libtpu's verdict per chip and shape" \
             if number in own else f"the held-out round {number} (tests/data/{folder}/): libtpu's verdict per chip and shape"
 
