@@ -93,3 +93,21 @@ def test_each_kernel_runs_on_the_cpu_and_matches_its_reference(kernel):
 
     result = run_diff(load_target(f"{FILE}:{kernel}"), runs=0)
     assert result.ok and all(o.ok for o in result.outputs), result
+
+
+@pytest.mark.tpu
+def test_check_traces_for_the_chip_what_the_truth_tests_trace_for_the_cpu():
+    """`check --estimate-only` traces for each TPU, where jnp.where's operands get a reshard (the
+    abstract mesh), and the truth tests for the CPU, where they do not. A reshard is its operand:
+    the same values, the same verdict. (It made the cross-entropy's f32 zeros a value computed
+    whole: "does not fit" at 42.75 MiB where libtpu fits in 28.85.)"""
+    import dataclasses
+
+    from inspector.pallas.check import run_check
+
+    base = load_target(f"{FILE}:ce_lse", args="bf16[4096,1024] bf16[1024,4096] i32[4096,1]")
+    target = dataclasses.replace(base, params=dict(base.params, block_b=2048, block_v=2048, block_h=512))
+    result = run_check(target, [get_chip("tpu-v6e")], estimate_only=True, use_cache=False)
+    [kernel] = result.kernels
+    assert kernel.call.computed_value_bytes == 0
+    assert [(row.chip, row.fits) for row in result.targets] == [("tpu-v6e", None)]

@@ -45,6 +45,7 @@ _STREAMING = _ELEMENTWISE | {"eq", "ne", "lt", "le", "gt", "ge", "and", "or", "n
 # concatenated from 2 MiB chunks and cast to bf16 for a matmul: libtpu used 10 MiB; xma's causal
 # conv, 4 rolled copies of its block stacked, weighted and summed: libtpu used nothing beyond the blocks)
 _NOT_VALUES = _REF_OPS | {"concatenate", "stack"}
+_SAME_ARRAY = frozenset({"reshard"})  # annotations of an array's sharding, no op of their own (_inlined)
 _SAME_VALUE = frozenset({"pjit", "jit", "reshape", "broadcast_in_dim", "squeeze", "expand_dims"})
 
 
@@ -136,14 +137,19 @@ def _inlined(jaxpr: Any) -> Any:
     """The jaxpr with each jitted helper's equations in place of its call, each call's values fresh
     (a helper called twice has one cached body): what a helper computes is then followed to where
     it goes, as Mosaic sees it (MaxKernel's Dense + clip + tanh, held out round ten: jnp.clip's
-    result, stored whole into the output block, was counted as a value of its own)."""
-    if not any(_jit_body(e) is not None for e in jaxpr.eqns):
+    result, stored whole into the output block, was counted as a value of its own). A reshard
+    (what a trace for a TPU's abstract mesh puts on jnp.where's operands) is its operand: the CPU
+    trace has none, and Mosaic sees the same value."""
+    if not any(_jit_body(e) is not None or e.primitive.name in _SAME_ARRAY for e in jaxpr.eqns):
         return jaxpr
     eqns: list = []
 
     def inline(j, env: dict, fresh: bool) -> list:
         for e in j.eqns:
             ins = [env.get(id(v), v) for v in e.invars]
+            if e.primitive.name in _SAME_ARRAY and len(ins) == len(e.outvars) == 1:
+                env[id(e.outvars[0])] = ins[0]
+                continue
             body = _jit_body(e)
             if body is not None:
                 outs = inline(body, {id(a): b for a, b in zip(body.invars, ins)}, True)
