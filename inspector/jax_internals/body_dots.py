@@ -56,7 +56,7 @@ class BodyDots:
     unrolled_values_bytes: int = 0  # the most an unrolled loop's trips build: trips x its body's largest value
     largest_value_bytes: int = 0  # the body's largest value not built in a ref (below)
     computed_value_bytes: int = 0  # of those, the largest that is not a matmul result and is whole (_streams_into_reductions)
-    second_computed_bytes: int = 0  # the next largest such value, whole or streamed (maybe of the same size)
+    second_computed_bytes: int = 0  # the second largest value computed element-wise, whole or streamed
     split_operand_bytes: int = 0  # bf16 parts of HIGHEST-precision f32 matmuls' operands (_split_bytes)
     in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
     summed_bytes: int = 0  # of those held, the largest whose chain feeds two reductions (max, then the sum of exp)
@@ -330,7 +330,7 @@ def _streams_into_reductions(eqn, var, jaxpr, users_of) -> bool:
     one a reduction sees before another op goes on with it (a log-softmax's block and shifted logits,
     kept whole), nor one a tile or reshape lays out anew (Levanter's tiled row max: it kept 1.8 of
     such values)."""
-    if eqn.primitive.name not in _STREAMING | {"iota"}:
+    if eqn.primitive.name not in _STREAMING | {"iota", "tile"}:
         return False
     size, frontier, seen, ended = _elements(var), [(var, jaxpr)], {id(var)}, False
     while frontier:
@@ -498,7 +498,6 @@ def body_dots(jaxpr) -> BodyDots:
 
     walk(jaxpr)
     statistic = max(statistics, default=0)
-    second = computed[1] if whole == computed[0] else computed[0]
-    return BodyDots(held, max(stretches, default=0), values, largest, whole, second, split, in_ref, summed,
+    return BodyDots(held, max(stretches, default=0), values, largest, whole, computed[1], split, in_ref, summed,
                     summed_operands, carry, max(unbuilt, default=0), met, statistic, statistics.get(statistic, 0),
                     row_reductions.get(statistic, 0), reduced_row)

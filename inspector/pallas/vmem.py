@@ -90,13 +90,13 @@ STATISTICS_ROOM_SHARE = 0.3
 # room for 0.8 of them TPU7x's SwiGLU at 2 x 8 MiB said "fits" where libtpu needed 35.62 MiB of 32.
 # Of the larger result less the registers, Chip.met_result_share is certain: it differs by chip
 MET_DOTS_SHARE = 1.0
-# Where the body holds a value it computes whole (below) and another of its size, and holds matmuls
-# (Levanter's cross-entropy: a tiled row max and the exponentials of the logits; SSD's intra-chunk
-# kernel), libtpu kept up to 1.8 of them (Levanter's at b 512 on v6e: 32.14 MiB of 32): a "fits"
-# leaves room for this share of the second, the least by tenths at which no compile measured says
-# "fits" where libtpu runs out (at 0.6, that one). Without matmuls libtpu kept one: AMLeng's softmax
-# (12 compiles) and the team's log-softmax and tanh-RMS kernels (tests/data/second_values.py, 30
-# compiles, 0.96-1.02 of one, as predicted before they were compiled)
+# Where the body computes two values of the size of its largest element-wise, whole or streamed
+# into reductions, and holds matmuls, libtpu kept up to 1.8 of them beyond the blocks counted
+# (Levanter's cross-entropy at b 512, v 4096 on v6e: 32.14 MiB of 32; the team's cross-entropies of
+# tests/data/second_values.py 0.10-0.66): a "fits" leaves room for this share of a second, the least
+# by tenths at which no compile measured says "fits" where libtpu runs out (at 0.6, that one). Without matmuls libtpu kept
+# one: AMLeng's softmax (12 compiles) and the team's log-softmax and tanh-RMS kernels
+# (tests/data/second_values.py, 30 compiles, 0.96-1.02 of one, as predicted before compiling)
 SECOND_VALUE_ROOM = 0.7
 # Of an unrolled loop without matmuls, its trips x its body's largest value, all of it, and certain:
 # sglang's biased top-k (an unrolled fori_loop carrying three (256, 2048) f32 arrays, 7 trips) needed
@@ -394,9 +394,10 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         # one that streams into reductions (body_dots._streams_into_reductions)
         held, held_what = max(held, info.computed_value_bytes - VREG_FILE_BYTES), \
             "a value the body computes whole, all but what the registers hold"
-        if info.second_computed_bytes == info.computed_value_bytes == largest and info.dots:
-            room_for.append(("part of a second value of the size of the largest the body computes, which the "
-                             "compiler can keep live beside it", int(SECOND_VALUE_ROOM * info.second_computed_bytes)))
+    if body and not straight_line and info.dots and info.second_computed_bytes == largest > \
+            max(info.held_dot_bytes, VREG_FILE_BYTES):
+        room_for.append(("part of a second value of the size of the largest the body computes, which the "
+                         "compiler can keep live beside it", int(SECOND_VALUE_ROOM * info.second_computed_bytes)))
     if info.summed_dot_bytes > VREG_FILE_BYTES and info.summed_operand_bytes > VREG_FILE_BYTES:
         # the RoPE'd q and k of pallasflash's fused attention (held out, round eight): it said "fits" at
         # 14.5 MiB of 16 on v5e, libtpu needed 17.41 (1.73x the scores beyond the blocks, where the

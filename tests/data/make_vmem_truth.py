@@ -530,22 +530,27 @@ def second_args(kernel: str, a: int, b: int = 0) -> str:
     w (1024, 2 b) and labels; the gated units' x (2 a, K), weights (K, 2 b) (and bias rows)."""
     if kernel.endswith("_bf16") and not kernel.startswith("glu"):
         return f"bf16[{2 * a},4096]"
-    if kernel == "ce_lse":
+    if kernel.startswith("ce_"):
         return f"bf16[{2 * a},1024] bf16[1024,{2 * b}] i32[{2 * a},1]"
+    if kernel == "scores_log_softmax":
+        return f"bf16[{2 * a},256] bf16[256,4096]"
     if kernel == "swiglu_bias":
         return f"f32[{2 * a},256] f32[256,{2 * b}] f32[256,{2 * b}] f32[1,{2 * b}] f32[1,{2 * b}]"
     return f"bf16[{2 * a},512] bf16[512,{2 * b}] bf16[512,{2 * b}]"
 
 
 # rows of 4096 whose blocks and one f32 value sit under each limit, and whose second value would take
-# them over (256 and 320 on v5e, 512 and 640 on v6e and TPU7x); the cross-entropy's (block_b,
-# block_v), sums of 2 to 16 MiB; the gated units' blocks as GATED's
+# them over (256 and 320 on v5e, 512 and 640 on v6e and TPU7x); the cross-entropies' (block_b,
+# block_v), sums of 2 to 16 MiB; the gated units' blocks as GATED's; the log-softmax of scores over
+# 4096 columns, 2 to 12 MiB f32 per block
 SECOND = [(SECOND_VALUES + k, second_args(k, rows), {"block_rows": [rows]})
           for k in ("log_softmax_bf16", "rms_tanh_bf16") for rows in (256, 320, 384, 512, 640)] + \
-    [(SECOND_VALUES + "ce_lse", second_args("ce_lse", bb, bv), {"block_b": [bb], "block_v": [bv], "block_h": [512]})
-     for bb, bv in ((512, 1024), (1024, 1024), (512, 2048), (1024, 2048), (2048, 2048))] + \
+    [(SECOND_VALUES + k, second_args(k, bb, bv), {"block_b": [bb], "block_v": [bv], "block_h": [512]})
+     for k in ("ce_lse", "ce_tiled") for bb, bv in ((512, 1024), (1024, 1024), (512, 2048), (1024, 2048), (2048, 2048))] + \
     [(SECOND_VALUES + k, second_args(k, bm, bn), {"block_m": [bm], "block_n": [bn]})
-     for k in ("swiglu_bias", "glu_sigmoid_bf16") for bm, bn in GATED_BLOCKS]
+     for k in ("swiglu_bias", "glu_sigmoid_bf16") for bm, bn in GATED_BLOCKS] + \
+    [(SECOND_VALUES + "scores_log_softmax", second_args("scores_log_softmax", bm), {"block_m": [bm]})
+     for bm in (128, 256, 384, 512, 768)]
 
 
 def targets(files: list[str]) -> list[str]:

@@ -103,6 +103,75 @@ def ce_lse(x, w, labels, block_b=128, block_v=256, block_h=128):
     )(x, w, labels)
 
 
+def _ce_tiled_kernel(x_ref, w_ref, labels_ref, lse_ref, label_ref, acc, m_ref, l_ref, hit_ref):
+    v, h = pl.program_id(1), pl.program_id(2)
+    block_v = acc.shape[1]
+
+    @pl.when((v == 0) & (h == 0))
+    def _():
+        m_ref[...] = jnp.full_like(m_ref, -jnp.inf)
+        l_ref[...] = jnp.zeros_like(l_ref)
+        hit_ref[...] = jnp.zeros_like(hit_ref)
+
+    @pl.when(h == 0)
+    def _():
+        acc[...] = jnp.zeros_like(acc)
+
+    acc[...] += jnp.dot(x_ref[...], w_ref[...], preferred_element_type=jnp.float32)
+
+    @pl.when(h == pl.num_programs(2) - 1)
+    def _():
+        logits = acc[...]
+        cols = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1) + v * block_v
+        hit_ref[...] += jnp.sum(jnp.where(cols == labels_ref[...], logits, 0.0), axis=-1, keepdims=True)
+        m_prev = m_ref[...]
+        m_next = jnp.maximum(m_prev, jnp.max(logits, axis=-1, keepdims=True))
+        s = jnp.exp(logits - jnp.tile(m_next, (1, block_v // 128)))
+        l_ref[...] = l_ref[...] * jnp.exp(m_prev - m_next) + jnp.sum(s, axis=-1, keepdims=True)
+        m_ref[...] = m_next
+
+    @pl.when((v == pl.num_programs(1) - 1) & (h == pl.num_programs(2) - 1))
+    def _():
+        lse_ref[...] = (m_ref[...] + jnp.log(l_ref[...]))[:, :1]
+        label_ref[...] = hit_ref[...]
+
+
+def ce_tiled(x, w, labels, block_b=128, block_v=256, block_h=128):
+    """ce_lse with (B, 128) running max and sum, the max tiled across the vocabulary block."""
+    b, hidden = x.shape
+    vocab = w.shape[1]
+    column = pl.BlockSpec((block_b, 1), lambda i, j, k: (i, 0))
+    return pl.pallas_call(
+        _ce_tiled_kernel, grid=(b // block_b, vocab // block_v, hidden // block_h),
+        in_specs=[pl.BlockSpec((block_b, block_h), lambda i, j, k: (i, k)),
+                  pl.BlockSpec((block_h, block_v), lambda i, j, k: (k, j)), column],
+        out_specs=[column, column],
+        out_shape=[jax.ShapeDtypeStruct((b, 1), jnp.float32)] * 2,
+        scratch_shapes=[pltpu.VMEM((block_b, block_v), jnp.float32), pltpu.VMEM((block_b, 128), jnp.float32),
+                        pltpu.VMEM((block_b, 128), jnp.float32), pltpu.VMEM((block_b, 1), jnp.float32)],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary", "arbitrary")),
+    )(x, w, labels)
+
+
+def _scores_log_softmax_kernel(x_ref, w_ref, o_ref):
+    s = jnp.dot(x_ref[...], w_ref[...], preferred_element_type=jnp.float32)
+    shifted = s - jnp.max(s, axis=-1, keepdims=True)
+    o_ref[...] = shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=-1, keepdims=True))
+
+
+def scores_log_softmax(x, w, block_m=128):
+    """Per block of rows of x, log_softmax(x @ w) over all of w's columns, f32."""
+    m, k = x.shape
+    n = w.shape[1]
+    return pl.pallas_call(
+        _scores_log_softmax_kernel, grid=(m // block_m,),
+        in_specs=[pl.BlockSpec((block_m, k), lambda i: (i, 0)), pl.BlockSpec((k, n), lambda i: (0, 0))],
+        out_specs=pl.BlockSpec((block_m, n), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+    )(x, w)
+
+
 def _glu_kernel(x_ref, w1_ref, w3_ref, *rest, act, bias):
     b1_ref, b3_ref, o_ref = rest if bias else (None, None, rest[0])
     x = x_ref[...]
@@ -152,6 +221,11 @@ def ce_lse_reference(x, w, labels, **_):
     return [lse, jnp.take_along_axis(logits, labels, axis=-1)]
 
 
+def scores_log_softmax_reference(x, w, **_):
+    s = jnp.dot(x.astype(jnp.float32), w.astype(jnp.float32), precision=jax.lax.Precision.HIGHEST)
+    return jax.nn.log_softmax(s, axis=-1)
+
+
 def _glu_reference(x, w1, w3, biases, act):
     hi, f32 = jax.lax.Precision.HIGHEST, jnp.float32
     gate = jnp.dot(x.astype(f32), w1.astype(f32), precision=hi)
@@ -189,6 +263,9 @@ INSPECT = {
     "rms_tanh_bf16": {"args": _normal((256, 512), dtype=jnp.bfloat16), "reference": "rms_tanh_reference",
                       "params": {"block_rows": [64]}},
     "ce_lse": {"args": _ce_args, "reference": "ce_lse_reference", "params": {"block_b": [128], "block_v": [256]}},
+    "ce_tiled": {"args": _ce_args, "reference": "ce_lse_reference", "params": {"block_b": [128], "block_v": [256]}},
+    "scores_log_softmax": {"args": _normal((256, 256), (256, 512), dtype=jnp.bfloat16, scale=0.25),
+                           "reference": "scores_log_softmax_reference", "params": {"block_m": [128]}},
     "swiglu_bias": {"args": _normal((512, 256), (256, 512), (256, 512), (1, 512), (1, 512), scale=0.25),
                     "reference": "swiglu_bias_reference", "params": {"block_m": [256], "block_n": [256]}},
     "glu_sigmoid_bf16": {"args": _normal((512, 512), (512, 512), (512, 512), dtype=jnp.bfloat16, scale=0.25),
