@@ -55,55 +55,7 @@ def rms_tanh_bf16(x, block_rows=64):
     return _rows(_rms_tanh_kernel, x, block_rows)
 
 
-def _ce_kernel(x_ref, w_ref, labels_ref, lse_ref, label_ref, acc, m_ref, l_ref, hit_ref):
-    v, h = pl.program_id(1), pl.program_id(2)
-    block_v = acc.shape[1]
-
-    @pl.when((v == 0) & (h == 0))
-    def _():
-        m_ref[...] = jnp.full_like(m_ref, -jnp.inf)
-        l_ref[...] = jnp.zeros_like(l_ref)
-        hit_ref[...] = jnp.zeros_like(hit_ref)
-
-    @pl.when(h == 0)
-    def _():
-        acc[...] = jnp.zeros_like(acc)
-
-    acc[...] += jnp.dot(x_ref[...], w_ref[...], preferred_element_type=jnp.float32)
-
-    @pl.when(h == pl.num_programs(2) - 1)
-    def _():
-        logits = acc[...]
-        cols = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1) + v * block_v
-        hit_ref[...] += jnp.sum(jnp.where(cols == labels_ref[...], logits, 0.0), axis=-1, keepdims=True)
-        m_new = jnp.maximum(m_ref[...], jnp.max(logits, axis=-1, keepdims=True))
-        l_ref[...] = l_ref[...] * jnp.exp(m_ref[...] - m_new) + \
-            jnp.sum(jnp.exp(logits - m_new), axis=-1, keepdims=True)
-        m_ref[...] = m_new
-
-    @pl.when((v == pl.num_programs(1) - 1) & (h == pl.num_programs(2) - 1))
-    def _():
-        lse_ref[...] = m_ref[...] + jnp.log(l_ref[...])
-        label_ref[...] = hit_ref[...]
-
-
-def ce_lse(x, w, labels, block_b=128, block_v=256, block_h=128):
-    """Per row of x @ w: the log-sum-exp over the vocabulary and the logit of its label ((B, 1))."""
-    b, hidden = x.shape
-    vocab = w.shape[1]
-    column = pl.BlockSpec((block_b, 1), lambda i, j, k: (i, 0))
-    return pl.pallas_call(
-        _ce_kernel, grid=(b // block_b, vocab // block_v, hidden // block_h),
-        in_specs=[pl.BlockSpec((block_b, block_h), lambda i, j, k: (i, k)),
-                  pl.BlockSpec((block_h, block_v), lambda i, j, k: (k, j)), column],
-        out_specs=[column, column],
-        out_shape=[jax.ShapeDtypeStruct((b, 1), jnp.float32)] * 2,
-        scratch_shapes=[pltpu.VMEM((block_b, block_v), jnp.float32)] + [pltpu.VMEM((block_b, 1), jnp.float32)] * 3,
-        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary", "arbitrary")),
-    )(x, w, labels)
-
-
-def _ce_tiled_kernel(x_ref, w_ref, labels_ref, lse_ref, label_ref, acc, m_ref, l_ref, hit_ref):
+def _ce_kernel(x_ref, w_ref, labels_ref, lse_ref, label_ref, acc, m_ref, l_ref, hit_ref, *, tiled):
     v, h = pl.program_id(1), pl.program_id(2)
     block_v = acc.shape[1]
 
@@ -126,31 +78,42 @@ def _ce_tiled_kernel(x_ref, w_ref, labels_ref, lse_ref, label_ref, acc, m_ref, l
         hit_ref[...] += jnp.sum(jnp.where(cols == labels_ref[...], logits, 0.0), axis=-1, keepdims=True)
         m_prev = m_ref[...]
         m_next = jnp.maximum(m_prev, jnp.max(logits, axis=-1, keepdims=True))
-        s = jnp.exp(logits - jnp.tile(m_next, (1, block_v // 128)))
-        l_ref[...] = l_ref[...] * jnp.exp(m_prev - m_next) + jnp.sum(s, axis=-1, keepdims=True)
+        shift = jnp.tile(m_next, (1, block_v // 128)) if tiled else m_next
+        l_ref[...] = l_ref[...] * jnp.exp(m_prev - m_next) + jnp.sum(jnp.exp(logits - shift), axis=-1, keepdims=True)
         m_ref[...] = m_next
 
     @pl.when((v == pl.num_programs(1) - 1) & (h == pl.num_programs(2) - 1))
     def _():
-        lse_ref[...] = (m_ref[...] + jnp.log(l_ref[...]))[:, :1]
+        lse = m_ref[...] + jnp.log(l_ref[...])
+        lse_ref[...] = lse[:, :1] if tiled else lse
         label_ref[...] = hit_ref[...]
 
 
-def ce_tiled(x, w, labels, block_b=128, block_v=256, block_h=128):
-    """ce_lse with (B, 128) running max and sum, the max tiled across the vocabulary block."""
+def _ce(x, w, labels, block_b, block_v, block_h, tiled):
     b, hidden = x.shape
     vocab = w.shape[1]
     column = pl.BlockSpec((block_b, 1), lambda i, j, k: (i, 0))
+    statistic = pltpu.VMEM((block_b, 128 if tiled else 1), jnp.float32)
     return pl.pallas_call(
-        _ce_tiled_kernel, grid=(b // block_b, vocab // block_v, hidden // block_h),
+        functools.partial(_ce_kernel, tiled=tiled), grid=(b // block_b, vocab // block_v, hidden // block_h),
         in_specs=[pl.BlockSpec((block_b, block_h), lambda i, j, k: (i, k)),
                   pl.BlockSpec((block_h, block_v), lambda i, j, k: (k, j)), column],
         out_specs=[column, column],
         out_shape=[jax.ShapeDtypeStruct((b, 1), jnp.float32)] * 2,
-        scratch_shapes=[pltpu.VMEM((block_b, block_v), jnp.float32), pltpu.VMEM((block_b, 128), jnp.float32),
-                        pltpu.VMEM((block_b, 128), jnp.float32), pltpu.VMEM((block_b, 1), jnp.float32)],
+        scratch_shapes=[pltpu.VMEM((block_b, block_v), jnp.float32), statistic, statistic,
+                        pltpu.VMEM((block_b, 1), jnp.float32)],
         compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary", "arbitrary")),
     )(x, w, labels)
+
+
+def ce_lse(x, w, labels, block_b=128, block_v=256, block_h=128):
+    """Per row of x @ w: the log-sum-exp over the vocabulary and the logit of its label ((B, 1))."""
+    return _ce(x, w, labels, block_b, block_v, block_h, tiled=False)
+
+
+def ce_tiled(x, w, labels, block_b=128, block_v=256, block_h=128):
+    """ce_lse with (B, 128) running max and sum, the max tiled across the vocabulary block."""
+    return _ce(x, w, labels, block_b, block_v, block_h, tiled=True)
 
 
 def _scores_log_softmax_kernel(x_ref, w_ref, o_ref):
