@@ -55,7 +55,8 @@ class BodyDots:
     unrolled_bytes: int = 0  # the most not-streamed dot results one straight-line stretch computes
     unrolled_values_bytes: int = 0  # the most an unrolled loop's trips build: trips x its body's largest value
     largest_value_bytes: int = 0  # the body's largest value not built in a ref (below)
-    computed_value_bytes: int = 0  # of those, the largest that is not a matmul result and is whole (_streams_into_reductions)
+    # of those, the largest that is not a matmul result and is whole (_streams_into_reductions)
+    computed_value_bytes: int = 0
     second_computed_bytes: int = 0  # the second largest value computed element-wise, whole or streamed
     split_operand_bytes: int = 0  # bf16 parts of HIGHEST-precision f32 matmuls' operands (_split_bytes)
     in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
@@ -322,14 +323,13 @@ def _only_reduced(var, jaxpr, users_of) -> bool:
 
 
 def _streams_into_reductions(eqn, var, jaxpr, users_of) -> bool:
-    """A value an element-wise op makes whose chain of element-wise ops of its size ends only in
-    reductions streams into them vreg by vreg, whole nowhere: a cross-entropy's masked label logits
-    and the exponentials of logits read from a scratch ref, each summed (tests/data/second_values.py's
-    ce_lse kept 0.10-0.66 of its (b, v) f32 values beyond its blocks and scratch, where counting one
-    certain said "does not fit" of two compiles that fit). Not a value the chain also stores, nor
-    one a reduction sees before another op goes on with it (a log-softmax's block and shifted logits,
-    kept whole), nor one a tile or reshape lays out anew (Levanter's tiled row max: it kept 1.8 of
-    such values)."""
+    """A value an element-wise op, an iota or a tile makes whose chain of element-wise ops of its
+    size ends only in reductions streams into them vreg by vreg, whole nowhere: a cross-entropy's
+    masked label logits, its tiled row max and the exponentials of logits read from a scratch ref,
+    each summed (tests/data/second_values.py's ce_lse and ce_tiled kept 0.10-0.66 of one (b, v) f32
+    value beyond their blocks and scratch, where counting one certain said "does not fit" of four
+    compiles that fit). Not a value the chain also stores, nor one a reduction sees before another
+    op goes on with it (a log-softmax's block and shifted logits, kept whole)."""
     if eqn.primitive.name not in _STREAMING | {"iota", "tile"}:
         return False
     size, frontier, seen, ended = _elements(var), [(var, jaxpr)], {id(var)}, False

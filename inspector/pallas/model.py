@@ -186,7 +186,8 @@ class PallasCall:
     # the body's largest value not built in the ref it is stored into (None: not followed, then
     # intermediates_bytes[0]), and the largest one built there
     body_value_bytes: int | None = None
-    computed_value_bytes: int = 0  # of those, the largest that is not a matmul result and does not stream into reductions
+    # of those, the largest that is not a matmul result and does not stream into reductions
+    computed_value_bytes: int = 0
     second_computed_bytes: int = 0  # the next largest, whole or streamed into reductions
     split_operand_bytes: int = 0  # bf16 parts of the f32 operands of HIGHEST-precision matmuls
     in_ref_bytes: int = 0

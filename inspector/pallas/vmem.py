@@ -93,10 +93,10 @@ MET_DOTS_SHARE = 1.0
 # Where the body computes two values of the size of its largest element-wise, whole or streamed
 # into reductions, and holds matmuls, libtpu kept up to 1.8 of them beyond the blocks counted
 # (Levanter's cross-entropy at b 512, v 4096 on v6e: 32.14 MiB of 32; the team's cross-entropies of
-# tests/data/second_values.py 0.10-0.66): a "fits" leaves room for this share of a second, the least
-# by tenths at which no compile measured says "fits" where libtpu runs out (at 0.6, that one). Without matmuls libtpu kept
-# one: AMLeng's softmax (12 compiles) and the team's log-softmax and tanh-RMS kernels
-# (tests/data/second_values.py, 30 compiles, 0.96-1.02 of one, as predicted before compiling)
+# tests/data/second_values.py 0.10-0.66): a "fits" leaves room for this share of a second, the
+# least by tenths at which no compile measured says "fits" where libtpu runs out (at 0.6, that
+# one). Without matmuls libtpu kept one: AMLeng's softmax (12 compiles) and the team's log-softmax
+# and tanh-RMS kernels (tests/data/second_values.py, 30 compiles, 0.96-1.02 of one, as predicted)
 SECOND_VALUE_ROOM = 0.7
 # Of an unrolled loop without matmuls, its trips x its body's largest value, all of it, and certain:
 # sglang's biased top-k (an unrolled fori_loop carrying three (256, 2048) f32 arrays, 7 trips) needed
