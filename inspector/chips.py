@@ -78,6 +78,15 @@ class Chip:
     # of the larger of two matmul results that meet in an element-wise op (SwiGLU's), less the
     # registers, what the compiler surely keeps in scoped VMEM beyond the blocks
     met_result_share: float = 0.6
+    # of the two such results, what a "fits" leaves room for beside the blocks (the most kept)
+    met_results_room: float = 1.0
+    # of the matmul results straight-line code computes where the VPU sums their softmax, less the
+    # registers, what the compiler surely keeps (vmem.py, the unrolled loop's results)
+    unrolled_summed_share: float = 0.5
+    # the most row statistics ((rows, 1) values) the compiler keeps beside the one that waits for the
+    # pass that uses it, where several reductions along the rows make them: a "fits" leaves room for
+    # a share of all the body computes (vmem.STATISTICS_ROOM_SHARE), no more than these
+    statistics_room: float | None = None
     sources: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -112,12 +121,27 @@ MEASURED_MET = ("measured: of the larger of two f32 matmul results that meet in 
                 "round eleven); the share: 0.9 on v5e and v6e (at 1.0 pallas-forge's SwiGLU at 512 x 1024 on v5e, "
                 "15.85 MiB of 16, would be said not to fit; v6e's least is 1.00), 0.6 on TPU7x and where not "
                 "measured (v4, v5p)")
+MEASURED_MET_ROOM = ("measured: of the two results, libtpu kept at most 0.62 beyond the blocks on v5e, 1.10 on v6e and "
+                     "0.90 on TPU7x, in 42 compiles each of tests/data/gated_units.py, second_values.py and "
+                     "pallas-forge's SwiGLU and GeGLU (held out, round eleven); room for 0.7, 1.1 and 0.9 of them "
+                     "(1.0, all, where not measured: v4, v5p)")
+MEASURED_UNROLLED_SUMMED = ("measured: of the matmul results straight-line code computes, softmax summed on the VPU, "
+                            "less the registers, libtpu kept 0.62x or more on v4 and 0.68x or more on v5p (18 compiles "
+                            "each: JAX's flash attention, splash attention, maxdiffusion's cross attention), 0.57x on "
+                            "v6e, 0.51x on v5e (tests/data/head_loops.py's vpu_sum) and TPU7x (JAX's flash attention at "
+                            "4096/4096/1024); 0.6 certain on v4 and v5p, 0.5 elsewhere")
+MEASURED_STATISTICS = ("measured: where several reductions along 128- and 256-lane rows make the body's largest values "
+                       "(tests/data/row_reductions.py and row_statistics.py: four_stats, centred, LayerNorm, mean and "
+                       "max; 20 compiles a chip), v6e and TPU7x kept one statistic beyond the one that waits, v5e "
+                       "two, plus at most 0.21 MiB, which vmem.BODY_MARGIN leaves room for; not measured on v4 and "
+                       "v5p (no bound)")
 
 
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,
          device_kind, version, topologies, hbm_device, ici, links, ici_source, clock, clock_source,
          devices_per_chip=1, parallel_grid_cores=1, vmem_operands=False, reserve=0, sc_vmem=None,
-         splits_f32=False, met_share=0.6, sources=None) -> Chip:
+         splits_f32=False, met_share=0.6, met_room=1.0, unrolled_summed=0.5, statistics_room=None,
+         sources=None) -> Chip:
     base = {
         "tensor_cores": CLOUD_TPU, "vmem_bytes": TPU_INFO, "smem_bytes": TPU_INFO, "hbm_bytes": TPU_INFO,
         "hbm_bytes_per_s": TPU_INFO, "bf16_flops": TPU_INFO, "int8_ops": TPU_INFO, "mxu": TPU_INFO,
@@ -128,7 +152,8 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
         "devices_per_chip": "probed: get_topology_desc('v4:2x2x1') and ('tpu7x:2x2x1') list 8 devices for 4 chips",
         "clock_hz": clock_source, "parallel_grid_cores": MEASURED_SPLIT, "vmem_operands": MEASURED_VMEM_OPERANDS,
         "vmem_operand_reserve_bytes": MEASURED_RESERVE, "splits_f32_matmuls": MEASURED_F32_SPLIT,
-        "met_result_share": MEASURED_MET,
+        "met_result_share": MEASURED_MET, "met_results_room": MEASURED_MET_ROOM,
+        "unrolled_summed_share": MEASURED_UNROLLED_SUMMED, "statistics_room": MEASURED_STATISTICS,
         "sparse_core_vmem_bytes": TPU_INFO + " (SparseCoreInfo.vmem_capacity_bytes; no SparseCore on v4 and v5e)",
     }
     base.update(sources or {})
@@ -138,7 +163,8 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
                 topologies=topologies, hbm_device_bytes=hbm_device, ici_bytes_per_s=ici, ici_links=links,
                 devices_per_chip=devices_per_chip, clock_hz=clock, parallel_grid_cores=parallel_grid_cores,
                 vmem_operands=vmem_operands, vmem_operand_reserve_bytes=reserve, sparse_core_vmem_bytes=sc_vmem,
-                splits_f32_matmuls=splits_f32, met_result_share=met_share, sources=base)
+                splits_f32_matmuls=splits_f32, met_result_share=met_share, met_results_room=met_room,
+                unrolled_summed_share=unrolled_summed, statistics_room=statistics_room, sources=base)
 
 
 def _gpu(name, description, *, bw, bf16, smem, hbm, source) -> Chip:
@@ -153,31 +179,33 @@ CHIPS: tuple[Chip, ...] = (
     _tpu("tpu-v4", "TPU v4 (megacore: 2 TensorCores act as one device)", aliases=("v4",), cores=2,
          vmem=16 * MiB, scoped=16 * MiB, hbm=34_400_000_000, bw=1.23e12, bf16=275e12, int8=None, mxu=128,
          topology="v4:2x2x1", device_kind="TPU v4", version="v4", topologies=_3D + ("16x16x16",),
-         hbm_device=round(15.25 * GiB), ici=4.5e10, links=6, devices_per_chip=2, ici_source=SCALING_BOOK_ICI + "; 6 links (3D torus)",
+         hbm_device=round(15.25 * GiB), ici=4.5e10, links=6, devices_per_chip=2, unrolled_summed=0.6,
+         ici_source=SCALING_BOOK_ICI + "; 6 links (3D torus)",
          clock=1.05e9, clock_source="derived: 275e12 / (2 TensorCores x 4 MXUs x 128^2 x 2 flops) = 1.05 GHz, the 1050 MHz of the TPU v4 paper (ISCA 2023); libtpu cannot simulate v4 (its DMA latency model refuses the chip)",
          sources={"int8_ops": "not given by jax tpu_info"}),
     _tpu("tpu-v5e", "TPU v5e (v5 lite)", aliases=("v5e", "v5litepod"), cores=1,
          vmem=128 * MiB, scoped=16 * MiB, hbm=17_200_000_000, bw=0.82e12, bf16=197e12, int8=394e12, mxu=128,
-         topology="v5e:2x2", device_kind="TPU v5 lite", version="v5e", topologies=_2D, met_share=0.9,
+         topology="v5e:2x2", device_kind="TPU v5 lite", version="v5e", topologies=_2D, met_share=0.9, met_room=0.7, statistics_room=2.0,
          hbm_device=round(15.75 * GiB), ici=4.5e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v5e page: 2D torus)",
          clock=1.5e9, clock_source="derived: 197e12 / (4 MXUs x 128^2 x 2 flops) = 1.50 GHz; " + _DOT.format(pct=97)),
     _tpu("tpu-v5p", "TPU v5p (megacore)", aliases=("v5p",), cores=2,
          vmem=64 * MiB, scoped=16 * MiB, hbm=103_000_000_000, bw=2.46e12, bf16=459e12, int8=918e12, mxu=128,
          topology="v5p:2x2x1", device_kind="TPU v5", version="v5p", topologies=_3D + ("16x16x16", "16x16x24"),
-         parallel_grid_cores=2,
+         parallel_grid_cores=2, unrolled_summed=0.6,
          hbm_device=round(95.74 * GiB), sc_vmem=512 * 1024, ici=9e10, links=6, ici_source=SCALING_BOOK_ICI + "; 6 links (3D torus)",
          clock=1.75e9, clock_source="derived: 459e12 / (2 TensorCores x 4 MXUs x 128^2 x 2 flops) = 1.75 GHz; " + _DOT.format(pct=97),
          sources={"hbm_bytes_per_s": TPU_INFO + "; the Cloud TPU page says 2765 GB/s"}),
     _tpu("tpu-v6e", "TPU v6e (Trillium)", aliases=("v6e", "trillium"), cores=1,
          vmem=128 * MiB, scoped=32 * MiB, hbm=34_400_000_000, bw=1.64e12, bf16=920e12, int8=1840e12, mxu=256,
-         topology="v6e:2x2", device_kind="TPU v6 lite", version="v6e", topologies=_2D, met_share=0.9,
+         topology="v6e:2x2", device_kind="TPU v6 lite", version="v6e", topologies=_2D, met_share=0.9, met_room=1.1,
+         statistics_room=1.0,
          hbm_device=round(31.25 * GiB), sc_vmem=256 * 1024, ici=9e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v6e page)",
          clock=1.75e9, clock_source="derived: 920e12 / (4 x 256^2 x 2 flops) = 1.75 GHz; " + _DOT.format(pct=94) + " (492,700 flops a cycle: more than the 2 MXUs jax's table lists could give at 256^2, so the 4 of the Cloud TPU page)"),
     _tpu("tpu-7x", "TPU7x (Ironwood, 2 TensorCores)", aliases=("ironwood", "tpu7x", "v7x"), cores=2,
          vmem=64 * MiB, scoped=32 * MiB, hbm=206_000_000_000, bw=7.4e12, bf16=2310e12, int8=None, mxu=256,
          topology="tpu7x:2x2x1", device_kind="TPU7x", version="7x", topologies=_3D,
          hbm_device=round(94.75 * GiB), ici=1e11, links=6, devices_per_chip=2, vmem_operands=True, reserve=10 * MiB,
-         sc_vmem=512 * 1024, splits_f32=True,
+         sc_vmem=512 * 1024, splits_f32=True, met_room=0.9, statistics_room=1.0,
          ici_source="Google's Ironwood announcement: 1.2 TBps bidirectional ICI per chip; over 6 links (3D torus, an assumption) = 100 GB/s one way",
          clock=2.2e9, clock_source="derived: 2310e12 / (2 TensorCores x 4 x 256^2 x 2 flops) = 2.2 GHz, as on v6e; "
          + _DOT.format(pct=93) + " on one TensorCore",

@@ -93,7 +93,9 @@ UNDECIDED = [kmr(2048, 384, 4096, 1024, 2048, "tpu-v6e"), kmr(2048, 512, 4096, 1
 # jnp.var's centred and squared values, summed), MaxKernel's LayerNorm at 384-row blocks is
 # undecided where libtpu runs out at 16.39 of 16 (v5e) and 33.75 of 32 (v6e): the certain figures
 # had been over libtpu's (16.15 and 32.17 MiB; 22.05 where it needs 18.30), now 13.40 and 26.42
-STREAMED = [gln(768, 128, 2048, 384, "tpu-v5e"), gln(768, 128, 4096, 384, "tpu-v6e")]
+# and the matmul result whose LayerNorm is stored whole, held beside its output block (0.9 of it
+# certain, vmem.STORED_DOT_SHARE: libtpu kept 1.0-1.7x), takes the v5e row over, as libtpu says
+STREAMED = [gln(768, 128, 4096, 384, "tpu-v6e")]
 
 
 def test_the_estimate_never_says_does_not_fit_where_libtpu_fits():
@@ -109,7 +111,7 @@ def test_the_estimate_against_libtpu_across_the_limits():
     assert len(rows) == 57 and sum(not r["compiler_fits"] for r in rows) == 10
     assert set(map(repr, UNDECIDED + FALSE_ERRORS)) <= set(map(repr, outcome["agree"]))
     assert sorted(map(repr, outcome["undecided"])) == sorted(map(repr, STREAMED))
-    assert len(outcome["agree"]) == 55, {k: len(v) for k, v in outcome.items()}
+    assert len(outcome["agree"]) == 56, {k: len(v) for k, v in outcome.items()}
 
 
 def test_the_lora_kernel_runs_on_the_cpu_and_matches_its_reference():

@@ -78,7 +78,7 @@ def recompute(dtype: str, d: int, chip: str) -> tuple:
 #   D 2560, bf16 D 3072 and 4096 (libtpu fits at 54.68, 47.44, 62.77 of 64) and on v5e and v6e at
 #   bf16 D 4096 (runs out at 65.35 and 65.63 of 64).
 # Since a matmul result whose element-wise chain meets another result's counts as neither built in
-# the ref, with room for all such results (vmem.MET_DOTS_SHARE), the six are undecided, and three
+# the ref, with room for all such results (then vmem.MET_DOTS_SHARE), the six are undecided, and three
 # rows that agreed by the blocks alone are too (SwiGLU and GeGLU on v5e at 15.85 and 14.92 MiB of
 # 16, GeGLU on v6e at 29.20 of 32, where libtpu kept 0.92-1.40 results): 45 agree, 15 undecided,
 # none wrong. With 0.6 of one such result certain (then vmem.MET_HELD_SHARE, tested on the team's
@@ -96,9 +96,9 @@ SHORT = [glu("swiglu", "f32", 2048, 256, 2048, 1024, 1024, "tpu-v5e"),
 # SwiGLU at 1024 x 2048 on v6e is over too, and with room for 0.7 of a second value where the body
 # holds matmuls (vmem.SECOND_VALUE_ROOM), GDN-2's recompute at bf16 D 3072 on TPU7x fits: 50 agree
 SHORT_NOW_OVER = [SHORT[0], SHORT[1], SHORT[3], SHORT[4], SHORT[5]]
-PLACED_BUT_COPIED = [glu("geglu", "bf16", 2048, 512, 4096, 1024, 2048, "tpu-7x")]
+# With room for the most of the two results each chip kept (Chip.met_results_room: 0.7 on v5e, 0.9
+# on TPU7x) GeGLU at 1024 x 1024 on v5e and at 1024 x 2048 on TPU7x fit, as libtpu says: 52 agree
 NOW_UNDECIDED = [glu("swiglu", "f32", 1024, 512, 2048, 512, 1024, "tpu-v5e"),
-                 glu("geglu", "bf16", 2048, 512, 2048, 1024, 1024, "tpu-v5e"),
                  glu("geglu", "bf16", 2048, 512, 4096, 1024, 2048, "tpu-v6e")]
 UNDECIDED = [prefill("f32", 1024, 8, "tpu-v5e"), recompute("f32", 2560, "tpu-7x"),
              recompute("bf16", 4096, "tpu-v5e"), recompute("bf16", 4096, "tpu-v6e"), recompute("bf16", 4096, "tpu-7x")]
@@ -115,11 +115,11 @@ def test_the_estimate_never_says_fits_where_libtpu_runs_out():
 
 
 def test_the_estimate_against_libtpu_across_the_limits():
-    """60 rows, 15 that libtpu runs out on: 50 agree, the 10 undecided exactly those above (one
+    """60 rows, 15 that libtpu runs out on: 52 agree, the 8 undecided exactly those above (one
     that was short among them), no wrong verdict. Held at that, so that a change that does worse
     fails here."""
-    undecided = UNDECIDED + [row for row in SHORT if row not in SHORT_NOW_OVER] + NOW_UNDECIDED + PLACED_BUT_COPIED
-    assert_truth_outcome("vmem_truth_heldout11.json", rows=60, refused=15, undecided=undecided, agree=50)
+    undecided = UNDECIDED + [row for row in SHORT if row not in SHORT_NOW_OVER] + NOW_UNDECIDED
+    assert_truth_outcome("vmem_truth_heldout11.json", rows=60, refused=15, undecided=undecided, agree=52)
 
 
 def test_the_swiglu_kernel_runs_on_the_cpu_and_matches_its_reference():

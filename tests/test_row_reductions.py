@@ -22,19 +22,19 @@ def rows(kernel: str, block_rows: int, chip: str, dim: int = 128) -> tuple:
 
 
 # Undecided, none wrong: each within the room a "fits" leaves for row statistics of its limit
-# (v5e: 14.97 and 13.82 MiB fit, 20.73, 16.98, 16.28 and 19.04 ran out; v6e: 30.05, 30.06 and 29.86
-# fit, 35.80 and 34.86 ran out; TPU7x: 23.80 and 27.80 fit)
+# (v5e: 14.97 MiB fits, 20.73, 16.98, 16.28 and 19.04 ran out; v6e: 30.05 and 29.86 fit, 35.80 and
+# 34.86 ran out). With room for no more statistics than each chip kept beside the waiting one
+# (Chip.statistics_room: one on v6e and TPU7x, two on v5e) four-stats on v5e at 13.82 MiB and on
+# TPU7x at 23.80 and 27.80, and the centred rows at 512 lanes on v6e at 30.06, fit, as libtpu says
 UNDECIDED = [rows("mean_max", 6144, "tpu-v5e"), rows("mean_max", 12288, "tpu-v6e"),
-             rows("four_stats", 4096, "tpu-v5e"), rows("four_stats", 6144, "tpu-v5e"),
-             rows("four_stats", 12288, "tpu-v6e"), rows("four_stats", 12288, "tpu-7x"),
-             rows("four_stats", 14336, "tpu-7x"),
-             rows("wide_centred", 1792, "tpu-v5e", 512), rows("wide_centred", 3584, "tpu-v6e", 512),
+             rows("four_stats", 6144, "tpu-v5e"), rows("four_stats", 12288, "tpu-v6e"),
+             rows("wide_centred", 1792, "tpu-v5e", 512),
              rows("layer_norm_256", 3072, "tpu-v5e", 256), rows("layer_norm_256", 3584, "tpu-v5e", 256),
              rows("layer_norm_256", 6144, "tpu-v6e", 256), rows("layer_norm_256", 7168, "tpu-v6e", 256)]
 
 
 def test_the_estimate_against_libtpu_on_the_row_reductions():
-    assert_truth_outcome("vmem_truth_reductions.json", rows=165, refused=32, undecided=UNDECIDED, agree=152)
+    assert_truth_outcome("vmem_truth_reductions.json", rows=165, refused=32, undecided=UNDECIDED, agree=156)
 
 
 @pytest.mark.parametrize("kernel", ["one_max", "mean_max", "four_stats", "wide_centred", "layer_norm_256",

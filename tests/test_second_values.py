@@ -47,22 +47,22 @@ def glu(kernel: str, bm: int, bn: int, chip: str) -> tuple:
 
 # Undecided, none wrong: the cross-entropies' streamed values are room, not certain (the largest fit
 # on v6e and TPU7x at 28.76-30.71 MiB where one value certain said 42.75; 1024 x 2048 runs out on
-# v5e at 16.34 with 15.5 of blocks and scratch); results that meet within the room for both; the
-# log-softmax of scores, kept whole beside the output block they are built in
+# v5e at 16.34 with 15.5 of blocks and scratch); results that meet within the room for both. Decided
+# since: the log-softmax of scores, held beside the output block it is stored in (0.9 of it certain,
+# vmem.STORED_DOT_SHARE: over, as libtpu says); the cross-entropies at 1024 x 2048 on v6e, their
+# one-lane blocks placed (beside a body that sums no softmax); GLU at 1024 x 1024 on v5e and 1024 x
+# 2048 on TPU7x, with room for the most of the two results those chips kept (Chip.met_results_room)
 UNDECIDED = [ce(1024, 1024, "tpu-v5e", k) for k in ("ce_lse", "ce_tiled")] + \
     [ce(512, 2048, "tpu-v5e", k) for k in ("ce_lse", "ce_tiled")] + \
-    [ce(1024, 2048, "tpu-v5e"), ce(1024, 2048, "tpu-v6e"), ce(1024, 2048, "tpu-v6e", "ce_tiled")] + \
+    [ce(1024, 2048, "tpu-v5e")] + \
     [ce(2048, 2048, chip, k) for k in ("ce_lse", "ce_tiled") for chip in ("tpu-v6e", "tpu-7x")] + \
     [glu("swiglu_bias", 1024, 2048, "tpu-7x"), glu("swiglu_bias", 2048, 1024, "tpu-v6e"),
-     glu("swiglu_bias", 2048, 1024, "tpu-7x"), glu("glu_sigmoid_bf16", 1024, 1024, "tpu-v5e"),
-     glu("glu_sigmoid_bf16", 1024, 2048, "tpu-v6e"), glu("glu_sigmoid_bf16", 1024, 2048, "tpu-7x"),
-     glu("glu_sigmoid_bf16", 2048, 1024, "tpu-v6e")] + \
-    [_row("scores_log_softmax", f"bf16[{2 * bm},256] bf16[256,4096]", {"block_m": bm}, chip)
-     for bm, chip in ((384, "tpu-v5e"), (768, "tpu-v6e"), (768, "tpu-7x"))]
+     glu("swiglu_bias", 2048, 1024, "tpu-7x"), glu("glu_sigmoid_bf16", 1024, 2048, "tpu-v6e"),
+     glu("glu_sigmoid_bf16", 2048, 1024, "tpu-v6e")]
 
 
 def test_the_estimate_against_libtpu_on_the_second_values():
-    assert_truth_outcome("vmem_truth_second.json", rows=105, refused=29, undecided=UNDECIDED, agree=84)
+    assert_truth_outcome("vmem_truth_second.json", rows=105, refused=29, undecided=UNDECIDED, agree=91)
 
 
 def traced(kernel: str, args: str, **params):
@@ -75,12 +75,13 @@ def test_values_that_stream_into_reductions_are_not_counted_whole():
     """ce_lse's (1024, 2048) f32 values (the masked label logits, the exponentials of the logits it
     reads from its scratch) each end in a sum, as does ce_tiled's tiled row max: none is certain
     (ce_tiled's (1024, 128) running max is, 0.5 MiB), the largest stays an unsure term, with room
-    for 0.7 of a second beside it (matmuls)."""
+    for 0.8 of a second beside it (matmuls)."""
     for kernel, whole in (("ce_lse", 0), ("ce_tiled", MiB // 2)):
         info = traced(kernel, "bf16[2048,1024] bf16[1024,4096] i32[2048,1]", block_b=1024, block_v=2048, block_h=512)
         assert info.computed_value_bytes == whole and info.second_computed_bytes == info.body_value_bytes == 8 * MiB
-        b = budget(info, get_chip("tpu-v6e"))
-        assert b.held_bytes == max(whole - VREG_FILE_BYTES, 0) and b.verdict == "unsure"
+        b = budget(info, get_chip("tpu-v5e"))  # libtpu runs out of 16 MiB at 16.34 and 16.34
+        # ce_tiled's certain 0.25 MiB more takes it within the registers of the limit: over
+        assert b.held_bytes == max(whole - VREG_FILE_BYTES, 0) and b.verdict == ("over" if whole else "unsure")
         assert b.body_bytes == int(8 * MiB * (1 + SECOND_VALUE_ROOM))
 
 

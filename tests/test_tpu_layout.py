@@ -10,8 +10,12 @@ TOPOLOGIES = ("v4:2x2x1", "v5e:2x2", "v5p:2x2x1", "v6e:2x2", "tpu7x:2x2x1")
 
 
 class _Aval:
-    def __init__(self, shape):
+    def __init__(self, shape, dtype="float32"):
+        import numpy as np
+        import ml_dtypes
+
         self.shape = shape
+        self.dtype = np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
 
 
 @pytest.mark.tpu
@@ -23,9 +27,13 @@ class _Aval:
     ((1024, 1, 8192), "bfloat16", (1024, 8192), False),  # the kernel's (1024, 8192), a dim of size 1 added: a bitcast
     ((1, 2, 1, 128), "bfloat16", None, True),  # tiled over its 2 ({3,1,2,0}), the kernel's over a 1: XLA copies
     ((4096,), "int8", None, False),
+    # GDN-2's inputs reshaped to (1, 1, 2, 256, D) chunks: bf16 is tiled over its 512 ({3,1,2,0}), a
+    # bitcast; f32 is tiled T(1,128) over the 1 ({3,2,1,0}), which XLA copies (S(1) on v5e)
+    ((1, 512, 1, 4096), "bfloat16", (1, 1, 2, 256, 4096), False),
+    ((1, 512, 1, 1536), "float32", (1, 1, 2, 256, 1536), True),
 ])
 def test_the_default_layout_as_libtpu_gives_it(shape, dtype, kernel_shape, copied):
-    assert copied_for_a_kernel(default_signature(shape, dtype), _Aval(kernel_shape or shape)) is copied
+    assert copied_for_a_kernel(default_signature(shape, dtype), _Aval(kernel_shape or shape, dtype)) is copied
 
 
 @pytest.mark.tpu

@@ -65,7 +65,7 @@ def blocks_in_limit(info, chip) -> tuple[int, int]:
     """The fewest and most bytes of blocks and scratch the estimate leaves in the scoped figure
     (its budget less the body's values): XLA places inputs of any origin and outputs an op reads
     after, within VMEM - scoped limit - 10 MiB together, all of them when they fit together, else
-    a set nothing else fits beside."""
+    the smallest first while they fit."""
     b = budget(info, chip)
     return b.total_bytes - b.body_bytes - b.outside_bytes, b.total_bytes - b.body_bytes
 
@@ -132,6 +132,10 @@ MEASURED = [
     # together: 16 + 6 fit; of 16 + 4 + 4 the two small ones; an operand in HBM memory space takes room too
     ("argument", f"{f32(16)} {f32(6)}", {}, "tpu-7x", [0, 1], False, 4.0, 0),
     ("argument", f"{f32(16)} {f32(4, 2)}", {}, "tpu-7x", [1, 2], False, 8.0, 0),
+    # the smallest first, wherever they stand, the first of equal ones first (vmem._taken_out)
+    ("argument", f"{f32(14)} {f32(6)} {f32(6)}", {}, "tpu-7x", [1, 2], False, 7.0, 0),
+    ("argument", f"{f32(6)} {f32(14)} {f32(6)}", {}, "tpu-7x", [0, 2], False, 3.0, 0),
+    ("argument", f"{f32(12)} {f32(4)} {f32(12)}", {}, "tpu-7x", [0, 1], False, 6.0, 0),
     ("work_before", f"{f32(16)} {f32(8)}", {}, "tpu-7x", [1], False, 8.0, 0),
     # the limit applies to libtpu's figure less the offset: 16 MiB of XLA's below (24 MiB by the
     # figure), 8 of blocks, limit 17

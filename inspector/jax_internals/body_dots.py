@@ -7,16 +7,17 @@
   sums its exponentials on the MXU); where the chain feeds a second reduction (the sum of the
   exponentials on the VPU), 1.05x or more in every such compile that fit (vmem.py).
   A result only reduced, or only partly used after, need not be: a running max over 1024-wide
-  score chunks took 0.33x of one chunk. Nor one whose softmax is stored whole into an output block
-  (PallasBench's qk-softmax, held out: libtpu builds it there, 0x beyond the blocks).
+  score chunks took 0.33x of one chunk. One whose softmax is stored whole into an output block as
+  wide is held too, though the chain ends in a ref that could hold it (PallasBench's qk-softmax,
+  held out: 0.66-0.93x beyond the blocks; the team's log-softmax of matmul scores 0.93-1.01x).
 - A dot result only accumulated into a ref (``acc[...] += dot``) or stored streams: 0-0.46x.
 - A loop unrolled into straight-line code (``scan`` with ``unroll``, as ``pl.loop(unroll=True)``
   gives) keeps its iterations' dot results live together: flash attention over a 4096-wide kv
   block in 1024-wide chunks needed about four chunks' scores at once. An unrolled loop without
   matmuls keeps its trips' values: sglang's biased top-k, 7 trips of a (256, 2048) f32 block.
 - A value that element-wise ops carry into a store of its own size is built in that ref, not
-  beside it: PallasBench's qk-softmax (a (128, 10240) f32 softmax stored into its output block)
-  and sglang's fused MLP kept nothing beyond the blocks (held out, round three and four).
+  beside it, unless a reduction must see it whole on the way (a softmax, above): sglang's fused
+  MLP kept nothing beyond the blocks (held out, round three).
 - A (rows, 1) statistic (a row max or sum, a mean) takes one lane of rows / 8 vregs, as many as a
   (rows, 128) f32 value: flash attention with 128-wide kv blocks kept several of them, an RMSNorm
   none (vmem.STATISTICS_ROOM_SHARE).
@@ -61,6 +62,7 @@ class BodyDots:
     split_operand_bytes: int = 0  # bf16 parts of HIGHEST-precision f32 matmuls' operands (_split_bytes)
     in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
     summed_bytes: int = 0  # of those held, the largest whose chain feeds two reductions (max, then the sum of exp)
+    stored_held_bytes: int = 0  # the largest dot result held so, whose chain then stores it whole in a ref as wide
     summed_operand_bytes: int = 0  # its operands the body computes (not blocks read as they are: _computed_operand_bytes)
     loop_carry_bytes: int = 0  # the most a rolled loop (fori_loop, while) carries from step to step, in vreg tiles
     # of unrolled_bytes, what element-wise ops alone do not carry into a store of its size (_built_in_ref)
@@ -79,6 +81,7 @@ class BodyDots:
                     body_value_bytes=self.largest_value_bytes, computed_value_bytes=self.computed_value_bytes,
                     second_computed_bytes=self.second_computed_bytes, split_operand_bytes=self.split_operand_bytes,
                     in_ref_bytes=self.in_ref_bytes, summed_dot_bytes=self.summed_bytes,
+                    stored_dot_bytes=self.stored_held_bytes,
                     summed_operand_bytes=self.summed_operand_bytes, loop_carry_bytes=self.loop_carry_bytes,
                     unrolled_unbuilt_dot_bytes=self.unrolled_unbuilt_bytes, met_dot_bytes=self.met_bytes,
                     statistic_bytes=self.statistic_bytes, statistic_count=self.statistic_count,
@@ -251,12 +254,13 @@ def _chain_uses(var, jaxpr, users_of, steps: int, once: bool = False):
         frontier = nxt
 
 
-def _reduced_then_used_whole(var, jaxpr, users_of) -> int:
+def _reduced_then_used_whole(var, jaxpr, users_of, stored: bool = False) -> int:
     """Softmax's pattern: the value (through element-wise ops) feeds a reduction and an element-wise
     op of its own size, which cannot start before the reduction has seen all of it; unless the
-    chain stores a value of that size whole, into an output block it can be built in. How many
-    reductions the chain feeds (softmax's max, and the sum of its exponentials), 0 without the pattern."""
-    if _built_in_ref(var, jaxpr, users_of):
+    chain stores a value of that size whole, into an output block it can be built in (with
+    ``stored``, only where it does). How many reductions the chain feeds (softmax's max, and the sum
+    of its exponentials), 0 without the pattern."""
+    if _built_in_ref(var, jaxpr, users_of) != stored:
         return 0
     size, pattern, reductions = _elements(var), False, 0
     for _, uses in _chain_uses(var, jaxpr, users_of, 8):  # how far down the chain the pattern is looked for
@@ -424,7 +428,7 @@ def _split_bytes(dot) -> int:
 
 
 def body_dots(jaxpr) -> BodyDots:
-    held = summed = summed_operands = values = largest = in_ref = split = carry = met = reduced_row = 0
+    held = summed = summed_operands = values = largest = in_ref = split = carry = met = reduced_row = stored = 0
     unbuilt: list[int] = []  # per stretch, as stretches
     computed = [0, 0]  # the two largest values computed element-wise
     whole = 0  # the largest of them that does not stream into reductions
@@ -439,7 +443,7 @@ def body_dots(jaxpr) -> BodyDots:
         return cache[id(j)]
 
     def walk(j) -> tuple[int, int]:
-        nonlocal held, summed, summed_operands, values, largest, in_ref, split, carry, met, reduced_row, whole
+        nonlocal held, summed, summed_operands, values, largest, in_ref, split, carry, met, reduced_row, whole, stored
         j = _inlined(j)
         users = users_of(j)
         here = loose = 0
@@ -481,6 +485,8 @@ def body_dots(jaxpr) -> BodyDots:
                         held = max(held, size)
                     if reductions > 1 and size >= summed:
                         summed, summed_operands = size, _computed_operand_bytes(e, j)
+                    if _reduced_then_used_whole(e.outvars[0], j, users_of, stored=True):
+                        stored = max(stored, size)
             times = _unroll(e)
             if times == 1 and e.primitive.name in ("scan", "while"):
                 carries = e.outvars[:int(e.params.get("num_carry", len(e.outvars)))]
@@ -498,6 +504,6 @@ def body_dots(jaxpr) -> BodyDots:
 
     walk(jaxpr)
     statistic = max(statistics, default=0)
-    return BodyDots(held, max(stretches, default=0), values, largest, whole, computed[1], split, in_ref, summed,
+    return BodyDots(held, max(stretches, default=0), values, largest, whole, computed[1], split, in_ref, summed, stored,
                     summed_operands, carry, max(unbuilt, default=0), met, statistic, statistics.get(statistic, 0),
                     row_reductions.get(statistic, 0), reduced_row)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from .evaluate import KERNEL_PRIMITIVES, called_jaxpr
-from .tpu_layout import copied_for_a_kernel, signature_of
+from .tpu_layout import copied_for_a_kernel, row_major_signature, signature_of, tiled_signature
 from .tracing import sub_jaxprs
 
 # equations XLA turns into no work on the operand's buffer: a reshape that keeps the two minor
@@ -42,7 +42,11 @@ def _is_view(eqn) -> bool:
     src, dst = getattr(eqn.invars[0], "aval", None), getattr(eqn.outvars[0], "aval", None)
     if src is None or dst is None or getattr(src, "dtype", None) != getattr(dst, "dtype", None):
         return False
-    return tuple(src.shape[-2:]) == tuple(dst.shape[-2:]) or name != "reshape"
+    if name != "reshape" or tuple(src.shape[-2:]) == tuple(dst.shape[-2:]):
+        return True
+    bits = 8 * getattr(src.dtype, "itemsize", 4)  # rows split or merged in whole tiles (tpu_layout.tiled_signature)
+    return tiled_signature(row_major_signature(tuple(src.shape)), bits) == \
+        tiled_signature(row_major_signature(tuple(dst.shape)), bits)
 
 
 def operands_made_by_ops(closed_jaxpr) -> dict[int, list[bool]]:

@@ -12,6 +12,7 @@ and TPU7x for 800 shapes and dtypes (tests/test_tpu_layout.py)."""
 from __future__ import annotations
 
 import functools
+import math
 import re
 
 # any TPU topology: the default layouts did not differ between generations (see above)
@@ -38,10 +39,22 @@ def row_major_signature(shape: tuple[int, ...]) -> tuple:
     return _signature(shape, list(reversed(range(len(shape)))))
 
 
+class DefaultLayout(tuple):
+    """A default layout's signature (a tuple, as _signature gives it) and the rows of its tile
+    (8 x packing for a (8, 128) tile, 1 for T(1,128)): the two decide its bytes."""
+    tile_rows: int | None = None
+
+    def __new__(cls, dims: tuple, tile_rows: int | None):
+        layout = super().__new__(cls, dims)
+        layout.tile_rows = tile_rows
+        return layout
+
+
 @functools.cache
 def default_signature(shape: tuple[int, ...], dtype: str) -> tuple | None:
-    """The signature of the layout a TPU gives an array of this shape and dtype by default; None
-    where libtpu cannot say (not installed, or a dtype it does not lay out)."""
+    """The signature of the layout a TPU gives an array of this shape and dtype by default, with its
+    tile's rows (DefaultLayout); None where libtpu cannot say (not installed, or a dtype it does not
+    lay out)."""
     if len(shape) < 2:
         return row_major_signature(shape)
     try:
@@ -54,7 +67,9 @@ def default_signature(shape: tuple[int, ...], dtype: str) -> tuple | None:
     match = re.match(r"\{([\d,]*)[:}]", text)
     if match is None:  # a layout written another way: not read, not guessed
         return None
-    return _signature(shape, [int(d) for d in match.group(1).split(",")])
+    tile = re.search(r"T\((\d+),\d+\)(?:\((\d+),1\))?", text)  # T(8,128)(2,1): 8 rows of 2 packed
+    rows = int(tile.group(1)) * int(tile.group(2) or 1) if tile else None
+    return DefaultLayout(_signature(shape, [int(d) for d in match.group(1).split(",")]), rows)
 
 
 def signature_of(aval) -> tuple | None:
@@ -63,6 +78,17 @@ def signature_of(aval) -> tuple | None:
     if shape is None or dtype is None:
         return None
     return default_signature(tuple(int(d) for d in shape), str(dtype))
+
+
+def tiled_signature(signature: tuple, bits: int) -> tuple:
+    """A signature with every dim beyond the second-minor merged into it where the second-minor
+    fills whole (8 x packing, 128) tiles: those dims are then tiles one after another, the same
+    bytes either way (gdn2's (1, 512, 1, 4096) bf16 inputs, reshaped to (1, 1, 2, 256, 4096) for
+    the kernel: a bitcast in the optimized HLO, the arguments handed over in HBM)."""
+    rows = 8 * max(1, 32 // bits)
+    if len(signature) > 2 and signature[1] % rows == 0:
+        return signature[0], math.prod(signature[1:])
+    return tuple(signature)
 
 
 def copied_for_a_kernel(signature, aval) -> bool:
@@ -78,4 +104,9 @@ def copied_for_a_kernel(signature, aval) -> bool:
     # a kernel operand whose second-minor dim is 1 pads it to a tile's rows, which the TPU's own
     # layout of the array (tiled over its dims larger than 1) does not
     padded = len(shape) >= 2 and shape[-2] == 1 and sum(d != 1 for d in shape) > 1
-    return padded or signature != row_major_signature(shape)
+    bits = 8 * getattr(getattr(aval, "dtype", None), "itemsize", 4)
+    # a kernel tiles its operand (8 x packing, 128); a layout tiled otherwise (T(1,128): f32 (1, 512,
+    # 1, 1536) as GDN-2's inputs come) holds other bytes, unless one tile spans the lanes
+    rows = getattr(signature, "tile_rows", None)
+    retiled = rows is not None and rows != 8 * max(1, 32 // bits) and bool(signature) and signature[0] > 128
+    return padded or retiled or tiled_signature(signature, bits) != tiled_signature(row_major_signature(shape), bits)

@@ -173,6 +173,7 @@ class PallasCall:
     # loops per trip)
     held_dot_bytes: int = 0
     summed_dot_bytes: int = 0  # of those, the largest whose exponentials are summed too (a second reduction)
+    stored_dot_bytes: int = 0  # a matmul result held so whose chain stores it whole in an output block as wide
     summed_operand_bytes: int = 0  # its operands the body computes (a cast, RoPE), held beside it
     loop_carry_bytes: int = 0  # what a rolled loop in the body carries from step to step (vreg tiles)
     unrolled_dot_bytes: int = 0

@@ -37,11 +37,15 @@ HELD_DOT_SHARE = 0.6
 # (the project's flash attention at 4096/1024 on v6e the least) and in 71 of the 75 that ran out
 # (the other four report no more than their blocks).
 SUMMED_DOT_SHARE = 1.0
+# The same where the body stores the softmax whole into an output block as wide (which could hold
+# it): libtpu kept 0.93x or more beside the block in all 44 such compiles that report more than
+# their blocks (PallasBench's qk-softmax, held out, round four; the team's log-softmax of matmul
+# scores, tests/data/second_values.py; MaxKernel's Dense + LayerNorm, round ten, 1.0-1.7x)
+STORED_DOT_SHARE = 0.9
 # Of such results computed in one stretch of straight-line code (an unrolled loop's trips, a Python
-# loop over heads), less the registers: 0.51x or more in the 89 compiles measured where every
-# block's place is known (JAX's flash attention at 4096/4096/1024 on TPU7x the least), 0.58x or
-# more in the 42 that fit (BENCHMARKS.md)
-UNROLLED_SUMMED_SHARE = 0.5
+# loop over heads), less the registers, Chip.unrolled_summed_share is certain: 0.51x or more in the
+# 89 compiles measured where every block's place is known (JAX's flash attention at 4096/4096/1024
+# on TPU7x the least), 0.58x or more in the 42 that fit (BENCHMARKS.md); more on v4 and v5p
 # Of a rolled loop's carries (a fori_loop's accumulator and softmax statistics, in vreg tiles), what
 # a "fits" leaves room for: the carries a step reads and those it writes. Pallas-Unbound's flash
 # attention (held out, round nine: a (BLOCK_Q, 128) f32 accumulator and two (BLOCK_Q, 1) statistics,
@@ -66,7 +70,7 @@ UNROLLED_DOT_SHARE = 0.8
 # the blocks in the 15 compiles of maxdiffusion's cross attention in "mxu" mode that fit (up to 20
 # heads), 0.86-1.09x in the 51 of the team's tests/data/head_loops.py (4 and 8 heads, the row sum as
 # a second matmul, or none), written to test this before they were compiled; where the VPU sums them
-# (head_loops.py's vpu_sum), up to 5.8 of 8 (UNROLLED_SUMMED_SHARE). A "fits" leaves room for this
+# (head_loops.py's vpu_sum), up to 5.8 of 8 (Chip.unrolled_summed_share). A "fits" leaves room for this
 # share of one more: twice the most measured beyond one
 ONE_AT_A_TIME_ROOM = 0.25
 # Row statistics ((rows, 1) values: a row max or sum, a mean) take one lane of each vreg, rows / 8
@@ -82,22 +86,24 @@ ONE_AT_A_TIME_ROOM = 0.25
 # 128 on v5e: "fits" at 12.1 MiB of 16, libtpu 17.47; the centred rows: 15 of 16 and 30 of 32,
 # libtpu 20.61 and 35.96; without the certain one, row_reductions.py's 512-wide centred and 256-wide
 # LayerNorm on v5e at 15.6 and 14.7 of 16, libtpu 16.98 and 16.28). v5e kept up to 3.4, which it
-# does not cover: those rows are undecided only through BODY_MARGIN
+# does not cover: those rows are undecided only through BODY_MARGIN. v6e and TPU7x kept one beyond
+# the waiting one, whatever their number: Chip.statistics_room
 STATISTICS_ROOM_SHARE = 0.3
 # Of such results where one meets another in an element-wise op (SwiGLU's silu(x @ w1) * (x @ w3)),
-# all: neither is built in the output block. pallas-forge's SwiGLU and GeGLU (held out, round
-# eleven) kept 0.92-2.03 results beyond the blocks on v5e and v6e (1.01x of the two the most); with
-# room for 0.8 of them TPU7x's SwiGLU at 2 x 8 MiB said "fits" where libtpu needed 35.62 MiB of 32.
-# Of the larger result less the registers, Chip.met_result_share is certain: it differs by chip
-MET_DOTS_SHARE = 1.0
+# neither is built in the output block: a "fits" leaves room for Chip.met_results_room of the two
+# (the most kept, by chip: pallas-forge's SwiGLU and GeGLU, held out in round eleven, kept up to
+# 2.03 results beyond the blocks on v6e; with room for 0.8 of them TPU7x's SwiGLU at 2 x 8 MiB
+# said "fits" where libtpu needed 35.62 MiB of 32). Of the larger result less the registers,
+# Chip.met_result_share is certain
 # Where the body computes two values of the size of its largest element-wise, whole or streamed
 # into reductions, and holds matmuls, libtpu kept up to 1.8 of them beyond the blocks counted
 # (Levanter's cross-entropy at b 512, v 4096 on v6e: 32.14 MiB of 32; the team's cross-entropies of
 # tests/data/second_values.py 0.10-0.66): a "fits" leaves room for this share of a second, the
-# least by tenths at which no compile measured says "fits" where libtpu runs out (at 0.6, that
-# one). Without matmuls libtpu kept one: AMLeng's softmax (12 compiles) and the team's log-softmax
+# least by tenths at which no compile measured says "fits" where libtpu runs out (at 0.7, that
+# one, its two (512, 128) outputs placed: an op reads them after the kernel). Without matmuls
+# libtpu kept one: AMLeng's softmax (12 compiles) and the team's log-softmax
 # and tanh-RMS kernels (tests/data/second_values.py, 30 compiles, 0.96-1.02 of one, as predicted)
-SECOND_VALUE_ROOM = 0.7
+SECOND_VALUE_ROOM = 0.8
 # Of an unrolled loop without matmuls, its trips x its body's largest value, all of it, and certain:
 # sglang's biased top-k (an unrolled fori_loop carrying three (256, 2048) f32 arrays, 7 trips) needed
 # 1.18x, its held-out copy 1.01-1.03x on v5e and v6e, in every compile that ran out of VMEM.
@@ -258,32 +264,33 @@ def _contiguous(block: list[int], shape: list[int]) -> bool:
     return not sliced or all(b == 1 for b in block[:sliced[-1]])
 
 
-def _taken_out(candidates: list[tuple[int, int]], room: int, all_that_fit: bool, maximal: bool) -> tuple[int, int]:
+def _taken_out(candidates: list[tuple[int, int]], room: int, all_that_fit: bool, smallest_first: bool) -> tuple[int, int]:
     """The fewest and the most block bytes XLA takes out of the scoped limit by placing whole
     operands in VMEM. ``candidates``: (whole operand, its blocks) per operand it may place (blocks
     0: an operand the kernel copies itself, which takes room all the same). What it places must fit
     in ``room`` together. ``all_that_fit``: all of them when they fit together (TPU7x always; v5e
-    and v6e in every compile measured). ``maximal`` (TPU7x): when they do not, as many as fit (a
-    set nothing else fits beside; which one is XLA's choice); not so on v5e, where fused recurrent
-    GLA's four 32 MiB operands, each of which fits beside the 16 MiB scoped limit, all stayed in it
-    (refused at 64 MiB). Otherwise any set of them, none included."""
-    if len(candidates) > 12:  # too many to try every choice: any of them may be outside
-        return 0, sum(blocks for _, blocks in candidates)
+    and v6e in every compile measured). ``smallest_first`` (TPU7x): when they do not, the smallest
+    first while they fit, the first of equal ones first (of 16 + 4 + 4 MiB the two small ones, of
+    16 + 16 the first, of 14 + 6 + 6 and 6 + 14 + 6 the two of 6: tests/test_xla_placed_7x.py); not
+    so on v5e, where fused recurrent GLA's four 32 MiB operands, each of which fits beside the 16 MiB
+    scoped limit, all stayed in it (refused at 64 MiB). Otherwise any set of them, none included."""
     if all_that_fit and sum(whole for whole, _ in candidates) <= room:
         every = sum(blocks for _, blocks in candidates)
         return every, every
-    fewest, most = None, 0
+    if smallest_first:
+        used = out = 0
+        for whole, blocks in sorted(candidates, key=lambda c: c[0]):
+            if used + whole <= room:
+                used, out = used + whole, out + blocks
+        return out, out
+    if len(candidates) > 12:  # too many to try every choice: any of them may be outside
+        return 0, sum(blocks for _, blocks in candidates)
+    most = 0
     for chosen in range(1 << len(candidates)):
         picked = [c for k, c in enumerate(candidates) if chosen >> k & 1]
-        used = sum(whole for whole, _ in picked)
-        if used > room:
-            continue
-        out = sum(blocks for _, blocks in picked)
-        most = max(most, out)
-        if maximal and not any(used + whole <= room for k, (whole, _) in enumerate(candidates)
-                                       if not chosen >> k & 1):
-            fewest = out if fewest is None else min(fewest, out)
-    return fewest or 0, most
+        if sum(whole for whole, _ in picked) <= room:
+            most = max(most, sum(blocks for _, blocks in picked))
+    return 0, most
 
 
 def sparse_core_budget(info: PallasCall, chip: Chip) -> VmemBudget | None:
@@ -343,6 +350,7 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
             smem += s.bytes
     largest = info.body_value_bytes if info.body_value_bytes is not None else \
         info.intermediates_bytes[0] if info.intermediates_bytes else 0
+    largest = max(largest, info.stored_dot_bytes)  # held beside its output block, not built in it
     body = largest if largest > VREG_FILE_BYTES else 0
     # where the body holds no matmul result whole (no softmax), a result that element-wise ops alone
     # carry into a store of its size, meeting no other result, is built in that ref (UNROLLED_DOT_SHARE)
@@ -352,7 +360,8 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     if info.held_dot_bytes:
         dots_live = 0 if one_at_a_time else int(UNROLLED_DOT_SHARE * info.unrolled_dot_bytes)
     else:
-        dots_live = int((MET_DOTS_SHARE if info.met_dot_bytes else UNROLLED_DOT_SHARE) * info.unrolled_unbuilt_dot_bytes)
+        dots_live = int((chip.met_results_room if info.met_dot_bytes else UNROLLED_DOT_SHARE) *
+                        info.unrolled_unbuilt_dot_bytes)
     values_live = int(UNROLLED_VALUE_SHARE * info.unrolled_values_bytes)
     unrolled = max(dots_live, values_live)
     statistics = info.statistic_bytes > VREG_FILE_BYTES and \
@@ -372,12 +381,14 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     held, held_what = max((int(HELD_DOT_SHARE * (info.held_dot_bytes - VREG_FILE_BYTES)),
                            "the least libtpu keeps of a matmul result the body reduces and then uses whole"),
                           (int(SUMMED_DOT_SHARE * (info.summed_dot_bytes - VREG_FILE_BYTES)),
-                           "a matmul result whose softmax the body sums, all but what the registers hold"), (0, ""))
+                           "a matmul result whose softmax the body sums, all but what the registers hold"),
+                          (int(STORED_DOT_SHARE * (info.stored_dot_bytes - VREG_FILE_BYTES)),
+                           "the least libtpu keeps of a matmul result whose softmax the body stores whole"), (0, ""))
     room_for: list[tuple[str, int]] = []  # values a "fits" leaves room for beside the body's largest
     if straight_line and values_live > dots_live:
         held, held_what = body, "what the unrolled loop's trips build"
     elif straight_line and info.summed_dot_bytes and \
-            (together := int(UNROLLED_SUMMED_SHARE * (info.unrolled_dot_bytes - VREG_FILE_BYTES))) > held:
+            (together := int(chip.unrolled_summed_share * (info.unrolled_dot_bytes - VREG_FILE_BYTES))) > held:
         held, held_what = together, "the least libtpu keeps of the matmul results straight-line code computes"
     if (met := int(chip.met_result_share * (info.met_dot_bytes - VREG_FILE_BYTES))) > held:
         held, held_what = met, "the least libtpu keeps of a matmul result that meets another, all but what the " \
@@ -421,7 +432,10 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         # (Chip.splits_f32_matmuls) tops' chunk_fwd_o at chunks of 512 said "fits" at 26 MiB, needed 41.21
         room_for.append(("the bf16 parts of the f32 operands of HIGHEST-precision matmuls", info.split_operand_bytes))
     if statistics and info.statistic_reductions != 1:  # one reduction's statistics are used as they come
-        room_for.append(("row statistics the body computes", int(STATISTICS_ROOM_SHARE * info.statistic_count * info.statistic_bytes)))
+        kept = STATISTICS_ROOM_SHARE * info.statistic_count
+        if chip.statistics_room is not None:  # no more than the chip was seen to keep
+            kept = min(kept, chip.statistics_room)
+        room_for.append(("row statistics the body computes", int(kept * info.statistic_bytes)))
     # the body may keep it rather than its largest value; beside matmul results, their own rules count it
     if info.reduced_row_bytes > max(body, VREG_FILE_BYTES) and not info.dots:
         room_for.append(("a value wider than a vreg that a reduction along its rows sees whole before it is used "
@@ -432,11 +446,13 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     for what, size in room_for:
         items.append(VmemItem(what, [], "", size, 1))
         body += size
-    # on v5e and v6e, placement is relied on only as the one assumption of a "fits" (beside a body
-    # value it let splash attention through on v5e, where libtpu needed 17.3 MiB of 16), and only
-    # where the operands' origins were followed (a kernel in a lax.cond branch kept its blocks)
-    placed, most_out = _taken_out(candidates, beside, chip.vmem_operands or not body and info.origins_followed,
-                                  chip.vmem_operands)
+    # on v5e and v6e, placement is relied on for a "fits" only where the operands' origins were
+    # followed (a kernel in a lax.cond branch kept its blocks), and not beside a body whose softmax
+    # the VPU sums: such bodies kept 0.8-2.8 scores beyond the blocks, more than the estimate counts
+    # (with the inputs placed, splash attention needed 17.3 MiB of 16 on v5e, JetStream's chunked
+    # prefill 17.04; with them the estimate said 14.8 and 6)
+    placed, most_out = _taken_out(candidates, beside, chip.vmem_operands or info.origins_followed and
+                                  not (body and info.summed_dot_bytes), chip.vmem_operands)
     total = sum(i.bytes for i in items) - placed
     # a matmul result built in the ref it is stored into (an accumulator, an output block) when it
     # outgrows the registers
