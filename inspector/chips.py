@@ -87,6 +87,8 @@ class Chip:
     # pass that uses it, where several reductions along the rows make them: a "fits" leaves room for
     # a share of all the body computes (vmem.STATISTICS_ROOM_SHARE), no more than these
     statistics_room: float | None = None
+    # of those, what it surely keeps where three or more reductions along 128-lane rows make them
+    statistics_kept: float = 0.0
     sources: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -133,15 +135,17 @@ MEASURED_UNROLLED_SUMMED = ("measured: of the matmul results straight-line code 
 MEASURED_STATISTICS = ("measured: where several reductions along 128- and 256-lane rows make the body's largest values "
                        "(tests/data/row_reductions.py and row_statistics.py: four_stats, centred, LayerNorm, mean and "
                        "max; 20 compiles a chip), v6e and TPU7x kept one statistic beyond the one that waits, v5e "
-                       "two, plus at most 0.21 MiB, which vmem.BODY_MARGIN leaves room for; not measured on v4 and "
-                       "v5p (no bound)")
+                       "two, plus at most 0.21 MiB, which vmem.BODY_MARGIN leaves room for; where three or four "
+                       "reductions along 128-lane rows make them (centred, four_stats: 10 compiles a chip) at "
+                       "least 1.01 and 1.95: 1.0 and 1.9 certain (none where two do: mean and max kept 0.05); "
+                       "not measured on v4 and v5p (no bound, none certain)")
 
 
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,
          device_kind, version, topologies, hbm_device, ici, links, ici_source, clock, clock_source,
          devices_per_chip=1, parallel_grid_cores=1, vmem_operands=False, reserve=0, sc_vmem=None,
          splits_f32=False, met_share=0.6, met_room=1.0, unrolled_summed=0.5, statistics_room=None,
-         sources=None) -> Chip:
+         statistics_kept=0.0, sources=None) -> Chip:
     base = {
         "tensor_cores": CLOUD_TPU, "vmem_bytes": TPU_INFO, "smem_bytes": TPU_INFO, "hbm_bytes": TPU_INFO,
         "hbm_bytes_per_s": TPU_INFO, "bf16_flops": TPU_INFO, "int8_ops": TPU_INFO, "mxu": TPU_INFO,
@@ -154,6 +158,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
         "vmem_operand_reserve_bytes": MEASURED_RESERVE, "splits_f32_matmuls": MEASURED_F32_SPLIT,
         "met_result_share": MEASURED_MET, "met_results_room": MEASURED_MET_ROOM,
         "unrolled_summed_share": MEASURED_UNROLLED_SUMMED, "statistics_room": MEASURED_STATISTICS,
+        "statistics_kept": MEASURED_STATISTICS,
         "sparse_core_vmem_bytes": TPU_INFO + " (SparseCoreInfo.vmem_capacity_bytes; no SparseCore on v4 and v5e)",
     }
     base.update(sources or {})
@@ -164,7 +169,8 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
                 devices_per_chip=devices_per_chip, clock_hz=clock, parallel_grid_cores=parallel_grid_cores,
                 vmem_operands=vmem_operands, vmem_operand_reserve_bytes=reserve, sparse_core_vmem_bytes=sc_vmem,
                 splits_f32_matmuls=splits_f32, met_result_share=met_share, met_results_room=met_room,
-                unrolled_summed_share=unrolled_summed, statistics_room=statistics_room, sources=base)
+                unrolled_summed_share=unrolled_summed, statistics_room=statistics_room,
+                statistics_kept=statistics_kept, sources=base)
 
 
 def _gpu(name, description, *, bw, bf16, smem, hbm, source) -> Chip:
@@ -186,6 +192,7 @@ CHIPS: tuple[Chip, ...] = (
     _tpu("tpu-v5e", "TPU v5e (v5 lite)", aliases=("v5e", "v5litepod"), cores=1,
          vmem=128 * MiB, scoped=16 * MiB, hbm=17_200_000_000, bw=0.82e12, bf16=197e12, int8=394e12, mxu=128,
          topology="v5e:2x2", device_kind="TPU v5 lite", version="v5e", topologies=_2D, met_share=0.9, met_room=0.7, statistics_room=2.0,
+         statistics_kept=1.9,
          hbm_device=round(15.75 * GiB), ici=4.5e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v5e page: 2D torus)",
          clock=1.5e9, clock_source="derived: 197e12 / (4 MXUs x 128^2 x 2 flops) = 1.50 GHz; " + _DOT.format(pct=97)),
     _tpu("tpu-v5p", "TPU v5p (megacore)", aliases=("v5p",), cores=2,
@@ -198,14 +205,14 @@ CHIPS: tuple[Chip, ...] = (
     _tpu("tpu-v6e", "TPU v6e (Trillium)", aliases=("v6e", "trillium"), cores=1,
          vmem=128 * MiB, scoped=32 * MiB, hbm=34_400_000_000, bw=1.64e12, bf16=920e12, int8=1840e12, mxu=256,
          topology="v6e:2x2", device_kind="TPU v6 lite", version="v6e", topologies=_2D, met_share=0.9, met_room=1.1,
-         statistics_room=1.0,
+         statistics_room=1.0, statistics_kept=1.0,
          hbm_device=round(31.25 * GiB), sc_vmem=256 * 1024, ici=9e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v6e page)",
          clock=1.75e9, clock_source="derived: 920e12 / (4 x 256^2 x 2 flops) = 1.75 GHz; " + _DOT.format(pct=94) + " (492,700 flops a cycle: more than the 2 MXUs jax's table lists could give at 256^2, so the 4 of the Cloud TPU page)"),
     _tpu("tpu-7x", "TPU7x (Ironwood, 2 TensorCores)", aliases=("ironwood", "tpu7x", "v7x"), cores=2,
          vmem=64 * MiB, scoped=32 * MiB, hbm=206_000_000_000, bw=7.4e12, bf16=2310e12, int8=None, mxu=256,
          topology="tpu7x:2x2x1", device_kind="TPU7x", version="7x", topologies=_3D,
          hbm_device=round(94.75 * GiB), ici=1e11, links=6, devices_per_chip=2, vmem_operands=True, reserve=10 * MiB,
-         sc_vmem=512 * 1024, splits_f32=True, met_room=0.9, statistics_room=1.0,
+         sc_vmem=512 * 1024, splits_f32=True, met_room=0.9, statistics_room=1.0, statistics_kept=1.0,
          ici_source="Google's Ironwood announcement: 1.2 TBps bidirectional ICI per chip; over 6 links (3D torus, an assumption) = 100 GB/s one way",
          clock=2.2e9, clock_source="derived: 2310e12 / (2 TensorCores x 4 x 256^2 x 2 flops) = 2.2 GHz, as on v6e; "
          + _DOT.format(pct=93) + " on one TensorCore",

@@ -72,6 +72,7 @@ class BodyDots:
     statistic_bytes: int = 0
     statistic_count: int = 0
     statistic_reductions: int = 0  # of those, how many are reductions of a block-sized value along its rows
+    statistic_lanes: int = 0  # the widest value those reductions reduce, in lanes
     reduced_row_bytes: int = 0  # the largest value built in its ref after a reduction along its rows saw it (_reduced_row)
 
     def call_fields(self) -> dict:
@@ -85,7 +86,8 @@ class BodyDots:
                     summed_operand_bytes=self.summed_operand_bytes, loop_carry_bytes=self.loop_carry_bytes,
                     unrolled_unbuilt_dot_bytes=self.unrolled_unbuilt_bytes, met_dot_bytes=self.met_bytes,
                     statistic_bytes=self.statistic_bytes, statistic_count=self.statistic_count,
-                    statistic_reductions=self.statistic_reductions, reduced_row_bytes=self.reduced_row_bytes)
+                    statistic_reductions=self.statistic_reductions, statistic_lanes=self.statistic_lanes,
+                    reduced_row_bytes=self.reduced_row_bytes)
 
 
 def _tiled_bytes(var) -> int:
@@ -436,6 +438,7 @@ def body_dots(jaxpr) -> BodyDots:
     cache: dict[int, dict] = {}
     statistics: dict[int, int] = {}  # size in tiles: how many of that size
     row_reductions: dict[int, int] = {}  # the same, of reductions along rows (_row_reduction_bytes)
+    row_lanes: dict[int, int] = {}  # the widest value each size's reductions along rows reduce
 
     def users_of(j) -> dict:
         if id(j) not in cache:
@@ -455,6 +458,7 @@ def body_dots(jaxpr) -> BodyDots:
                         statistics[size] = statistics.get(size, 0) + 1
             if size := _row_reduction_bytes(e):
                 row_reductions[size] = row_reductions.get(size, 0) + 1
+                row_lanes[size] = max(row_lanes.get(size, 0), int(e.invars[0].aval.shape[1]))
             if _of_parts(e, parts):
                 parts.update(id(v) for v in e.outvars)
             elif e.primitive.name not in _NOT_VALUES and not _transposed_operand(e, users):
@@ -506,4 +510,4 @@ def body_dots(jaxpr) -> BodyDots:
     statistic = max(statistics, default=0)
     return BodyDots(held, max(stretches, default=0), values, largest, whole, computed[1], split, in_ref, summed, stored,
                     summed_operands, carry, max(unbuilt, default=0), met, statistic, statistics.get(statistic, 0),
-                    row_reductions.get(statistic, 0), reduced_row)
+                    row_reductions.get(statistic, 0), row_lanes.get(statistic, 0), reduced_row)

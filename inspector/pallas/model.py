@@ -182,6 +182,7 @@ class PallasCall:
     statistic_bytes: int = 0  # the largest (rows, 1) value the body computes, in vreg tiles
     statistic_count: int = 0  # how many of that size
     statistic_reductions: int = 0  # of those, reductions of a block-sized value along its rows
+    statistic_lanes: int = 0  # the widest value those reductions reduce, in lanes
     reduced_row_bytes: int = 0  # a value wider than a vreg a reduction along its rows sees whole, then stored
     unrolled_values_bytes: int = 0  # an unrolled loop's trips x its body's largest value
     # the body's largest value not built in the ref it is stored into (None: not followed, then

@@ -87,7 +87,9 @@ ONE_AT_A_TIME_ROOM = 0.25
 # libtpu 20.61 and 35.96; without the certain one, row_reductions.py's 512-wide centred and 256-wide
 # LayerNorm on v5e at 15.6 and 14.7 of 16, libtpu 16.98 and 16.28). v5e kept up to 3.4, which it
 # does not cover: those rows are undecided only through BODY_MARGIN. v6e and TPU7x kept one beyond
-# the waiting one, whatever their number: Chip.statistics_room
+# the waiting one, whatever their number, v5e two: no more room than that (Chip.statistics_room);
+# where three or more reductions along 128-lane rows make them, that many are certain
+# (Chip.statistics_kept; two reductions, a mean and a max, kept none)
 STATISTICS_ROOM_SHARE = 0.3
 # Of such results where one meets another in an element-wise op (SwiGLU's silu(x @ w1) * (x @ w3)),
 # neither is built in the output block: a "fits" leaves room for Chip.met_results_room of the two
@@ -366,8 +368,12 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     unrolled = max(dots_live, values_live)
     statistics = info.statistic_bytes > VREG_FILE_BYTES and \
         info.statistic_bytes >= max(info.held_dot_bytes, info.body_value_bytes or 0)
-    # several reductions along the rows: the statistics of one wait whole for the pass that uses them
-    waiting = info.statistic_bytes - VREG_FILE_BYTES if statistics and info.statistic_reductions > 1 else 0
+    # several reductions along the rows: the statistics of one wait whole for the pass that uses them;
+    # three or more along 128-lane rows keep more beside them (Chip.statistics_kept)
+    also_kept = chip.statistics_kept if statistics and info.statistic_reductions >= 3 and \
+        info.statistic_lanes <= 128 and not info.dots else 0.0
+    waiting = info.statistic_bytes - VREG_FILE_BYTES + int(also_kept * info.statistic_bytes) \
+        if statistics and info.statistic_reductions > 1 else 0
     if unrolled > max(body, VREG_FILE_BYTES):
         body = unrolled
         items.append(VmemItem("values live together in straight-line code (matmul results, unrolled loops)", [], "", body, 1))
@@ -435,7 +441,8 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         kept = STATISTICS_ROOM_SHARE * info.statistic_count
         if chip.statistics_room is not None:  # no more than the chip was seen to keep
             kept = min(kept, chip.statistics_room)
-        room_for.append(("row statistics the body computes", int(kept * info.statistic_bytes)))
+        if kept > also_kept:  # those counted as waiting already
+            room_for.append(("row statistics the body computes", int((kept - also_kept) * info.statistic_bytes)))
     # the body may keep it rather than its largest value; beside matmul results, their own rules count it
     if info.reduced_row_bytes > max(body, VREG_FILE_BYTES) and not info.dots:
         room_for.append(("a value wider than a vreg that a reduction along its rows sees whole before it is used "

@@ -49,6 +49,10 @@ kernels of tests/data/row_statistics.py (STATISTICS: row statistics the body's l
 ``--reductions`` writes tests/data/vmem_truth_reductions.json the same way from the team's own
 kernels of tests/data/row_reductions.py (REDUCTIONS: one block reduced along its rows 1 to 4 times).
 
+``--checks`` writes tests/data/vmem_truth_checks.json from CHECKS: shapes of kernels on record not
+compiled before, on a grid around the limits, whose verdicts were predicted before compiling to check
+the rules of 2026-12-03 (tests/test_estimate_checks.py).
+
 ``--gated`` writes tests/data/vmem_truth_gated.json the same way from the team's own kernels of
 tests/data/gated_units.py (GATED: two matmul results that meet, SwiGLU's); ``--second`` writes
 tests/data/vmem_truth_second.json from tests/data/second_values.py (SECOND: values the size of the
@@ -81,6 +85,7 @@ STATISTICS_OUT = Path(__file__).with_name("vmem_truth_statistics.json")
 REDUCTIONS_OUT = Path(__file__).with_name("vmem_truth_reductions.json")
 GATED_OUT = Path(__file__).with_name("vmem_truth_gated.json")
 SECOND_OUT = Path(__file__).with_name("vmem_truth_second.json")
+CHECKS_OUT = Path(__file__).with_name("vmem_truth_checks.json")
 CORPUS = ["samples/jax_kernels.py", "samples/attention.py", "samples/matmul.py", "samples/moe.py", "samples/bugs.py"]
 MAX_COMBINATIONS = 8  # per target: the first combinations INSPECT offers (the defaults first)
 # Shapes and blocks that straddle the VMEM limits (the corpus's own shapes fit everywhere):
@@ -553,6 +558,20 @@ SECOND = [(SECOND_VALUES + k, second_args(k, rows), {"block_rows": [rows]})
      for bm in (128, 256, 384, 512, 768)]
 
 
+# qk-softmax and the log-softmax of scores (a softmax stored whole), four reductions, a LayerNorm and
+# three reductions along rows (the statistics each chip keeps), SSD with 8 MiB b and c beside its
+# 16 MiB x (TPU7x places the smallest first): new shapes around the limits
+CHECKS = [("tests/data/heldout4/pallasbench_qk_softmax.py:pallas_qk_softmax", f"f32[{n},64] f32[{n},64]",
+           {"block_q": [bq]}) for n, bq in ((14336, 128), (6144, 256), (3072, 512))] + \
+    [(SECOND_VALUES + "scores_log_softmax", second_args("scores_log_softmax", bm), {"block_m": [bm]}) for bm in (320, 640)] + \
+    [(ROW_REDUCTIONS + k, f"f32[{2 * rows},{dim}]", {"block_rows": [rows]})
+     for k, rows, dim in (("four_stats", 10240, 128), ("four_stats", 5120, 128), ("layer_norm_256", 5120, 256))] + \
+    [("tests/data/row_statistics.py:centred", "f32[20480,128]", {"block_rows": [10240]}),
+     ("tests/data/heldout4/levanter_ssd_intra_chunk.py:ssd_intra_chunk_pallas_tpu",
+      "f32[1,4096] f32[1,4096] f32[1,4096,512] f32[1,4096,512] f32[1,4096,1024]",
+      {"query_block_size": [2048], "key_block_size": [1024], "value_block_size": [512]})]
+
+
 def targets(files: list[str]) -> list[str]:
     from inspector.target import load_module
 
@@ -614,7 +633,7 @@ def main(argv: list[str]) -> None:
               "--heldout11": (HELDOUT11_OUT, HELDOUT11, "eleven"), "--heads": (HEADS_OUT, HEADS, "heads"),
               "--statistics": (STATISTICS_OUT, STATISTICS, "statistics"),
               "--reductions": (REDUCTIONS_OUT, REDUCTIONS, "reductions"), "--gated": (GATED_OUT, GATED, "gated"),
-              "--second": (SECOND_OUT, SECOND, "second")}
+              "--second": (SECOND_OUT, SECOND, "second"), "--checks": (CHECKS_OUT, CHECKS, "checks")}
     if argv[:1] and argv[0] in rounds:
         OUT, held_jobs, number = rounds[argv[0]]
         chip_names, only = HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
@@ -628,7 +647,8 @@ def main(argv: list[str]) -> None:
         own = {"heads": "head_loops.py", "statistics": "row_statistics.py", "reductions": "row_reductions.py",
                "gated": "gated_units.py", "second": "second_values.py"}
         table["source"] = f"the team's own kernels (tests/data/{own[number]}): libtpu's verdict per chip and shape" \
-            if number in own else f"the held-out round {number} (tests/data/{folder}/): libtpu's verdict per chip and shape"
+            if number in own else f"the held-out round {number} (tests/data/{folder}/): libtpu's verdict per chip and shape" \
+            if number != "checks" else "new shapes of kernels on record, predicted before compiling (CHECKS)"
 
     if only and OUT.exists():  # a partial run redoes its jobs and keeps the other rows
         kept = json.loads(OUT.read_text())
