@@ -380,7 +380,8 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     elif waiting > body:
         body = waiting
         items.append(VmemItem("row statistics of one of several reductions along the rows, whole until the pass "
-                              "that uses them", [], "", body, 1))
+                              "that uses them" + (f", and {also_kept:g} more the chip keeps" if also_kept else ""),
+                              [], "", body, 1))
     elif body:
         items.append(VmemItem("kernel intermediate (largest value in the body)", [], "", body, 1))
     straight_line = body == unrolled > 0
@@ -400,8 +401,8 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
         held, held_what = met, "the least libtpu keeps of a matmul result that meets another, all but what the " \
             "registers hold"
     if waiting > held and body == waiting:
-        held, held_what = waiting, "the row statistics of one of several reductions along the rows, all but what " \
-            "the registers hold"
+        held, held_what = waiting, "the row statistics of one of several reductions along the rows" + \
+            (f" and {also_kept:g} more the chip keeps beside them" if also_kept else "") + ", all but what the registers hold"
     matmul_results_held = 0 if straight_line and values_live > dots_live else held
     if body and not straight_line and info.computed_value_bytes > max(info.held_dot_bytes, VREG_FILE_BYTES):
         # a value computed element-wise (not a matmul result, which the MXU can hand on tile by tile)
