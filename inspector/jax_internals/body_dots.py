@@ -9,7 +9,8 @@
   A result only reduced, or only partly used after, need not be: a running max over 1024-wide
   score chunks took 0.33x of one chunk. One whose softmax is stored whole into an output block as
   wide is held too, though the chain ends in a ref that could hold it (PallasBench's qk-softmax,
-  held out: 0.66-0.93x beyond the blocks; the team's log-softmax of matmul scores 0.93-1.01x).
+  held out, its q and k placed: 0.95-1.00x beside the block; the team's log-softmax of matmul
+  scores 0.93-1.02x).
 - A dot result only accumulated into a ref (``acc[...] += dot``) or stored streams: 0-0.46x.
 - A loop unrolled into straight-line code (``scan`` with ``unroll``, as ``pl.loop(unroll=True)``
   gives) keeps its iterations' dot results live together: flash attention over a 4096-wide kv
