@@ -160,5 +160,47 @@ def local_chip() -> Chip:
     raise UsageError(f"jax's default backend here is {platform!r}, which the inspector cannot compile for: use cpu or a TPU target")
 
 
+GOOGLE_PCI_VENDOR = "0x1ae0"
+
+
+def attached_chip() -> Chip | None:
+    """The TPU attached to this machine, read without opening it (another process may hold it)
+    and without jax: the PCI bus (the chip table's device ids, as jax reads them at start-up), else
+    the Cloud TPU VM's TPU_ACCELERATOR_TYPE (v5litepod-8, v6e-4). None where no TPU is attached or
+    neither says which."""
+    import glob
+    import os
+
+    from .environment import tpu_attached
+
+    if not tpu_attached():
+        return None
+    by_id = {c.pci_device_id: c for c in CHIPS if c.pci_device_id}
+    for vendor in sorted(glob.glob("/sys/bus/pci/devices/*/vendor")):
+        try:
+            if open(vendor).read().strip() != GOOGLE_PCI_VENDOR:
+                continue
+            device = open(os.path.join(os.path.dirname(vendor), "device")).read().strip()
+        except OSError:
+            continue
+        if device in by_id:
+            return by_id[device]
+    accelerator = os.environ.get("TPU_ACCELERATOR_TYPE", "").strip().lower()
+    if accelerator:
+        try:
+            chip = get_chip(accelerator.rsplit("-", 1)[0])
+        except UsageError:
+            return None
+        return chip if chip.is_tpu else None
+    return None
+
+
+def default_target() -> str:
+    """What a verb compiles for when no --target is given: the TPU attached to this machine,
+    compiled deviceless (its chip stays free), else the CPU."""
+    chip = attached_chip()
+    return chip.name if chip is not None else "cpu"
+
+
 def _is_array(x) -> bool:
     return hasattr(x, "shape") and hasattr(x, "dtype")

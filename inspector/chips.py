@@ -64,6 +64,7 @@ class Chip:
     ici_links: int | None = None  # ICI ports per chip
     clock_hz: float | None = None  # TensorCore clock: what turns libtpu's cycle estimates into seconds
     device_kind: str | None = None  # what jax reports for the device
+    pci_device_id: str | None = None  # the chip's PCI device id (vendor 0x1ae0, Google): which TPU is attached
     jax_chip_version: str | None = None  # pltpu ChipVersion value
     # TensorCores one jax device splits a "parallel" grid axis over: each core pipelines its own
     # share of the steps (so a share of one step is single-buffered)
@@ -141,8 +142,11 @@ MEASURED_STATISTICS = ("measured: where several reductions along 128- and 256-la
                        "not measured on v4 and v5p (no bound, none certain)")
 
 
+PCI_IDS = "jax/_src/hardware_utils.py (_TPU_PCI_DEVICE_IDS), what jax reads at start-up to find the TPU"
+
+
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,
-         device_kind, version, topologies, hbm_device, ici, links, ici_source, clock, clock_source,
+         device_kind, pci, version, topologies, hbm_device, ici, links, ici_source, clock, clock_source,
          devices_per_chip=1, parallel_grid_cores=1, vmem_operands=False, reserve=0, sc_vmem=None,
          splits_f32=False, met_share=0.6, met_room=1.0, unrolled_summed=0.5, statistics_room=None,
          statistics_kept=0.0, sources=None) -> Chip:
@@ -160,11 +164,12 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
         "unrolled_summed_share": MEASURED_UNROLLED_SUMMED, "statistics_room": MEASURED_STATISTICS,
         "statistics_kept": MEASURED_STATISTICS,
         "sparse_core_vmem_bytes": TPU_INFO + " (SparseCoreInfo.vmem_capacity_bytes; no SparseCore on v4 and v5e)",
+        "pci_device_id": PCI_IDS,
     }
     base.update(sources or {})
     return Chip(name, "tpu", description, aliases, tensor_cores=cores, vmem_bytes=vmem, scoped_vmem_bytes=scoped,
                 smem_bytes=1 * MiB, hbm_bytes=hbm, hbm_bytes_per_s=bw, bf16_flops=bf16, int8_ops=int8, mxu=mxu,
-                sublanes=8, lanes=128, topology=topology, device_kind=device_kind, jax_chip_version=version,
+                sublanes=8, lanes=128, topology=topology, device_kind=device_kind, pci_device_id=pci, jax_chip_version=version,
                 topologies=topologies, hbm_device_bytes=hbm_device, ici_bytes_per_s=ici, ici_links=links,
                 devices_per_chip=devices_per_chip, clock_hz=clock, parallel_grid_cores=parallel_grid_cores,
                 vmem_operands=vmem_operands, vmem_operand_reserve_bytes=reserve, sparse_core_vmem_bytes=sc_vmem,
@@ -184,33 +189,33 @@ CHIPS: tuple[Chip, ...] = (
     Chip("gpu", "local", "the local GPU through jax's CUDA backend, when jax sees one"),
     _tpu("tpu-v4", "TPU v4 (megacore: 2 TensorCores act as one device)", aliases=("v4",), cores=2,
          vmem=16 * MiB, scoped=16 * MiB, hbm=34_400_000_000, bw=1.23e12, bf16=275e12, int8=None, mxu=128,
-         topology="v4:2x2x1", device_kind="TPU v4", version="v4", topologies=_3D + ("16x16x16",),
+         topology="v4:2x2x1", device_kind="TPU v4", pci="0x005e", version="v4", topologies=_3D + ("16x16x16",),
          hbm_device=round(15.25 * GiB), ici=4.5e10, links=6, devices_per_chip=2, unrolled_summed=0.6,
          ici_source=SCALING_BOOK_ICI + "; 6 links (3D torus)",
          clock=1.05e9, clock_source="derived: 275e12 / (2 TensorCores x 4 MXUs x 128^2 x 2 flops) = 1.05 GHz, the 1050 MHz of the TPU v4 paper (ISCA 2023); libtpu cannot simulate v4 (its DMA latency model refuses the chip)",
          sources={"int8_ops": "not given by jax tpu_info"}),
     _tpu("tpu-v5e", "TPU v5e (v5 lite)", aliases=("v5e", "v5litepod"), cores=1,
          vmem=128 * MiB, scoped=16 * MiB, hbm=17_200_000_000, bw=0.82e12, bf16=197e12, int8=394e12, mxu=128,
-         topology="v5e:2x2", device_kind="TPU v5 lite", version="v5e", topologies=_2D, met_share=0.9, met_room=0.7, statistics_room=2.0,
+         topology="v5e:2x2", device_kind="TPU v5 lite", pci="0x0063", version="v5e", topologies=_2D, met_share=0.9, met_room=0.7, statistics_room=2.0,
          statistics_kept=1.9,
          hbm_device=round(15.75 * GiB), ici=4.5e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v5e page: 2D torus)",
          clock=1.5e9, clock_source="derived: 197e12 / (4 MXUs x 128^2 x 2 flops) = 1.50 GHz; " + _DOT.format(pct=97)),
     _tpu("tpu-v5p", "TPU v5p (megacore)", aliases=("v5p",), cores=2,
          vmem=64 * MiB, scoped=16 * MiB, hbm=103_000_000_000, bw=2.46e12, bf16=459e12, int8=918e12, mxu=128,
-         topology="v5p:2x2x1", device_kind="TPU v5", version="v5p", topologies=_3D + ("16x16x16", "16x16x24"),
+         topology="v5p:2x2x1", device_kind="TPU v5", pci="0x0062", version="v5p", topologies=_3D + ("16x16x16", "16x16x24"),
          parallel_grid_cores=2, unrolled_summed=0.6,
          hbm_device=round(95.74 * GiB), sc_vmem=512 * 1024, ici=9e10, links=6, ici_source=SCALING_BOOK_ICI + "; 6 links (3D torus)",
          clock=1.75e9, clock_source="derived: 459e12 / (2 TensorCores x 4 MXUs x 128^2 x 2 flops) = 1.75 GHz; " + _DOT.format(pct=97),
          sources={"hbm_bytes_per_s": TPU_INFO + "; the Cloud TPU page says 2765 GB/s"}),
     _tpu("tpu-v6e", "TPU v6e (Trillium)", aliases=("v6e", "trillium"), cores=1,
          vmem=128 * MiB, scoped=32 * MiB, hbm=34_400_000_000, bw=1.64e12, bf16=920e12, int8=1840e12, mxu=256,
-         topology="v6e:2x2", device_kind="TPU v6 lite", version="v6e", topologies=_2D, met_share=0.9, met_room=1.1,
+         topology="v6e:2x2", device_kind="TPU v6 lite", pci="0x006f", version="v6e", topologies=_2D, met_share=0.9, met_room=1.1,
          statistics_room=1.0, statistics_kept=1.0,
          hbm_device=round(31.25 * GiB), sc_vmem=256 * 1024, ici=9e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v6e page)",
          clock=1.75e9, clock_source="derived: 920e12 / (4 x 256^2 x 2 flops) = 1.75 GHz; " + _DOT.format(pct=94) + " (492,700 flops a cycle: more than the 2 MXUs jax's table lists could give at 256^2, so the 4 of the Cloud TPU page)"),
     _tpu("tpu-7x", "TPU7x (Ironwood, 2 TensorCores)", aliases=("ironwood", "tpu7x", "v7x"), cores=2,
          vmem=64 * MiB, scoped=32 * MiB, hbm=206_000_000_000, bw=7.4e12, bf16=2310e12, int8=None, mxu=256,
-         topology="tpu7x:2x2x1", device_kind="TPU7x", version="7x", topologies=_3D,
+         topology="tpu7x:2x2x1", device_kind="TPU7x", pci="0x0076", version="7x", topologies=_3D,
          hbm_device=round(94.75 * GiB), ici=1e11, links=6, devices_per_chip=2, vmem_operands=True, reserve=10 * MiB,
          sc_vmem=512 * 1024, splits_f32=True, met_room=0.9, statistics_room=1.0, statistics_kept=1.0,
          ici_source="Google's Ironwood announcement: 1.2 TBps bidirectional ICI per chip; over 6 links (3D torus, an assumption) = 100 GB/s one way",

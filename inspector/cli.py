@@ -19,7 +19,7 @@ import signal
 import sys
 
 from .commands import tune, verbs
-from .commands.parser import VERBS as verb_names, build_parser, normalise
+from .commands.parser import VERBS as verb_names, build_parser, chosen_chip, normalise
 from .commands.process import (EXIT_SIGINT, EXIT_SIGTERM, Terminated, fail, internal_error, is_stdout_error, main_thread,
                                on_sigterm, reopen_std_streams, silence_stdout, stdout_usable)
 from .errors import InspectorError, OutputError, UsageError
@@ -52,6 +52,7 @@ def _main(argv: list[str], isolate: bool, debug: bool) -> int:
         opts.isolate = isolate
         if opts.verb is None:
             raise UsageError("give a target (inspector samples/attention.py:naive) or a verb: " + ", ".join(verb_names))
+        chosen_chip(opts)
         if not stdout_usable():
             raise OutputError("standard output is closed: give it a file or a pipe (> out.txt, | less)")
         code = VERBS[opts.verb](opts)

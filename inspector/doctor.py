@@ -127,14 +127,21 @@ def _accelerators() -> Check:
     import jax
 
     import inspector.environment as environment
+    from .backends import attached_chip
 
+    if environment.tpu_attached():
+        chip = attached_chip()
+        which = (f"a {chip.name} ({chip.device_kind}) is attached" if chip is not None
+                 else "a TPU is attached, of a kind neither the PCI bus nor TPU_ACCELERATOR_TYPE names (give --target)")
+        use = ("it is the default target, compiled deviceless (the chip stays free); diff and --measure run on it"
+               if environment.may_use_chip() else "JAX_PLATFORMS keeps diff and --measure off it")
+        return Check("accelerators", INFO, f"{which}: {use}")
     seen = sorted({d.platform for d in jax.devices()})
     local = [p for p in seen if p != "cpu"]
-    attached = "a TPU is attached" if environment.tpu_attached() else ""
     if local:
-        return Check("accelerators", INFO, f"jax runs on {', '.join(local)} here" + (f" ({attached})" if attached else ""))
-    return Check("accelerators", INFO, "none that jax uses here (" + (attached + "; " if attached else "")
-                 + "TPU targets compile deviceless; diff runs Pallas TPU kernels in interpret mode on the CPU)")
+        return Check("accelerators", INFO, f"jax runs on {', '.join(local)} here")
+    return Check("accelerators", INFO, "none that jax uses here (TPU targets compile deviceless; diff runs Pallas TPU "
+                 "kernels in interpret mode on the CPU)")
 
 
 def _cache() -> Check:

@@ -2,8 +2,12 @@
 
 libtpu prints start-up noise (TPU_WORKER_HOSTNAMES, InitGoogle) when it looks for a TPU that is
 not there, and takes a lock file that stops two processes from loading it. On a machine with no
-TPU we set the variables that keep it quiet and shareable (without them libtpu prints start-up warnings and locks /tmp/libtpu_lockfile against a second process); where a TPU is
-attached, or the user set a variable, we leave it alone.
+TPU we set the variables that keep it quiet and shareable (without them libtpu prints start-up
+warnings and locks /tmp/libtpu_lockfile against a second process). On a machine with a TPU the
+inspector's own processes are deviceless too: they compile for the chip through libtpu without
+opening it (JAX_PLATFORMS=cpu, the lock file skipped), so they work while a training job, a
+notebook or another inspector holds the chip; only the work that runs a program on the chip
+(``chip_env``: diff, --measure) opens it. A variable the user set is never changed.
 """
 from __future__ import annotations
 
@@ -19,8 +23,15 @@ _QUIET_LIBTPU = {
     "TPU_SKIP_MDS_QUERY": "1",
     "TPU_WORKER_HOSTNAMES": "localhost",
     "TPU_ACCELERATOR_TYPE": "v5litepod-4",  # only silences the probe; the topology picks the chip
-    "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
 }
+# libtpu's lock file lets one process load it at a time: a deviceless compile needs no lock, and a
+# process that opens the chip finds it busy all the same when another holds it
+_SHARED_LIBTPU = {"ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
+# set (to "1") in the environment of a process whose JAX_PLATFORMS=cpu the inspector chose, so that
+# its children know the choice was ours (chip_env undoes it), not the user's
+DEVICELESS_MARK = "INSPECTOR_DEVICELESS"
+# set in the environment of the one kind of process that opens the chip (chip_env)
+ON_CHIP_MARK = "INSPECTOR_ON_CHIP"
 
 
 def tpu_attached() -> bool:
@@ -65,11 +76,14 @@ def _private_tpu_log_dir() -> None:
     os.environ["TPU_LOG_DIR"] = _OWN_LOG_DIR
 
 
-def prepare(debug: bool = False, *, jax_logs: bool = True) -> None:
+def prepare(debug: bool = False, *, jax_logs: bool = True, own_process: bool = True) -> None:
     """Set the environment for a quiet jax; call before the first ``import jax``. Only unset
     variables are set. ``debug`` undoes the log quieting an earlier call (``import inspector``)
     made, so ``--debug`` shows jax's and libtpu's logs; ``jax_logs`` also raises the jax logger
-    to CRITICAL for the whole process (the CLI; the Python API does it per call, see quiet())."""
+    to CRITICAL for the whole process (the CLI; the Python API does it per call, see quiet()).
+    ``own_process``: the process is the inspector's (the CLI and its children), so on a machine
+    with a TPU it stays off the chip; False in a user's process (``import inspector``), whose
+    jax keeps the TPU it would have had."""
     if debug:
         for key in _QUIET_LOGS:
             if key in _set_by_us:
@@ -85,11 +99,36 @@ def prepare(debug: bool = False, *, jax_logs: bool = True) -> None:
             # CRITICAL, not ERROR: a kernel that raises inside interpret mode makes jax log the
             # callback's whole traceback at ERROR; the diff reports it as a one-line finding instead.
             logging.getLogger("jax").setLevel(logging.CRITICAL)
+    for key, value in _SHARED_LIBTPU.items():
+        _setdefault(key, value)
     if tpu_attached():
+        if own_process and "JAX_PLATFORMS" not in os.environ and os.environ.get(ON_CHIP_MARK) != "1":
+            _setdefault("JAX_PLATFORMS", "cpu")
+            _setdefault(DEVICELESS_MARK, "1")
         return
     for key, value in _QUIET_LIBTPU.items():
         _setdefault(key, value)
     _setdefault("JAX_PLATFORMS", local_platforms())
+
+
+def platforms_ours() -> bool:
+    """Whether JAX_PLATFORMS is the inspector's choice (this process's or a parent's), not the user's."""
+    return "JAX_PLATFORMS" in _set_by_us or os.environ.get(DEVICELESS_MARK) == "1"
+
+
+def chip_env() -> dict[str, str | None]:
+    """The variables a process that runs programs on the attached TPU needs changed: the
+    deviceless choice undone (None: unset), so jax opens the chip as it would for the user."""
+    if os.environ.get(DEVICELESS_MARK) != "1":
+        return {ON_CHIP_MARK: "1"}
+    return {"JAX_PLATFORMS": None, DEVICELESS_MARK: None, ON_CHIP_MARK: "1"}
+
+
+def may_use_chip() -> bool:
+    """A TPU is attached and nothing the user set keeps jax off it."""
+    if not tpu_attached():
+        return False
+    return platforms_ours() or "tpu" in os.environ.get("JAX_PLATFORMS", "tpu").split(",")
 
 
 def prepare_on_import() -> str:
@@ -103,11 +142,11 @@ def prepare_on_import() -> str:
     import sys
 
     if "jax" not in sys.modules:
-        prepare(jax_logs=False)
+        prepare(jax_logs=False, own_process=False)
         import_state = "before-jax"
         return import_state
     user_platforms = "JAX_PLATFORMS" in os.environ
-    prepare(jax_logs=False)
+    prepare(jax_logs=False, own_process=False)
     from .jax_internals.runtime import backends_started
 
     if backends_started():
@@ -130,7 +169,7 @@ def backend_failure(err: BaseException):
     from .errors import UsageError
 
     platforms = os.environ.get("JAX_PLATFORMS")
-    if not platforms or "JAX_PLATFORMS" in _set_by_us:
+    if not platforms or platforms_ours():
         return None
     frames = traceback.extract_tb(err.__traceback__)
     in_bridge = bool(frames) and frames[-1].filename.endswith("xla_bridge.py")

@@ -5,6 +5,7 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1  # the analysed function failed, or a check found an error
 EXIT_USAGE = 2  # the command line or the target file is wrong
 EXIT_UNDECIDED = 3  # check could not decide (a VMEM estimate only a compile can settle), nothing failed
+EXIT_UNAVAILABLE = 4  # the attached TPU is held by another process: try again when it is free
 
 
 class InspectorError(Exception):

@@ -149,10 +149,10 @@ _BOOT = ("import sys,json;sys.path[:]=json.loads(sys.stdin.buffer.readline());"
          "from inspector.remote import _child_main;_child_main(int(sys.argv[1]))")
 
 
-def run_isolated(fn, *args, env: dict[str, str] | None = None, stderr_to: str | None = None):
+def run_isolated(fn, *args, env: dict[str, str | None] | None = None, stderr_to: str | None = None):
     """``fn(*args)`` in a fresh child process; its return value, or what it raised, raised here.
     ``env``: variables set (over this process's) for the child alone, e.g. LIBTPU_INIT_ARGS,
-    which libtpu reads once, when its backend starts. ``stderr_to``: a file that takes the child's
+    which libtpu reads once, when its backend starts; a value None unsets the variable there. ``stderr_to``: a file that takes the child's
     stderr (libtpu's log when it aborts) instead of ours.
 
     Why a child: a compile in libtpu or XLA holds the thread in C++ for minutes, and Python runs
@@ -175,7 +175,7 @@ def run_isolated(fn, *args, env: dict[str, str] | None = None, stderr_to: str | 
     try:
         proc = subprocess.Popen([sys.executable, "-P", "-c", _BOOT, str(write_fd)], stdin=subprocess.PIPE,
                                 stdout=_stderr_fd(), stderr=err_fd, pass_fds=(write_fd,), process_group=0,
-                                env={**os.environ, **env} if env else None)
+                                env=_child_env(env) if env else None)
     except BaseException:
         os.close(read_fd)
         os.close(write_fd)
@@ -214,6 +214,13 @@ def run_isolated(fn, *args, env: dict[str, str] | None = None, stderr_to: str | 
         return payload
     payload.child_traceback = trace
     raise payload
+
+
+def _child_env(changes: dict[str, str | None]) -> dict[str, str]:
+    import os
+
+    merged: dict[str, str | None] = {**os.environ, **changes}
+    return {k: v for k, v in merged.items() if v is not None}
 
 
 def _stderr_fd() -> int:

@@ -12,6 +12,7 @@ from .hlo.fusions import FusionAnalysis, analyse_fusions
 from .hlo.passes import PassLog
 from .memory import MemoryReport, analyse_memory
 from .libtpu import Budget, TimeEstimate
+from .measure import Measurement
 from .mosaic.passes import MosaicPasses
 from .specs import hlo_type
 from .stages import SIMULATED_CHIP, STAGES, Capture, Stages
@@ -56,6 +57,7 @@ class Report:
     passes: PassLog | None = None  # what each compiler pass did (compiled with pass dumps)
     mosaic_passes: MosaicPasses | None = None  # what each Mosaic pass did to each Pallas kernel (TPU, with its dumps)
     time: TimeEstimate | None = None  # libtpu's estimated time and VLIW bundles per kernel (--time)
+    measured: Measurement | None = None  # device time per kernel on the attached TPU (--measure)
 
     @property
     def compiler_vmem(self) -> dict[str, int]:
@@ -154,7 +156,29 @@ class Report:
             **(_passes_json(self.passes) if self.passes is not None else {}),
             **(self.mosaic_passes.to_json() if self.mosaic_passes is not None else {}),
             **(_time_json(self.time) if self.time is not None else {}),
+            **({"measured": dataclasses.asdict(self.measured)} if self.measured is not None else {}),
         }
+
+
+def with_measurement(report: Report, measured: Measurement) -> Report:
+    """The report with each kernel's device time on the chip (matched by HLO op name: the chip's
+    compile and the deviceless one are the same program), the program's in the totals; the ops
+    measured that the Report has no kernel for are listed in ``measured.unmatched``."""
+    report.measured = measured
+    if report.fusions is not None:
+        names = {k.name for k in report.fusions.kernels}
+        for kernel in report.fusions.kernels:
+            found = measured.kernel(kernel.name)
+            kernel.measured_seconds = found.seconds / found.launches if found is not None and found.launches else None
+        measured.unmatched = sorted(k.name for k in measured.kernels if k.name not in names)
+        report.fusions.totals["measured_seconds"] = measured.seconds
+        if measured.unmatched and len(measured.unmatched) > len(measured.kernels) / 2:
+            report.findings = by_severity(report.findings + [Finding(
+                "info", "measured-unmatched",
+                f"{len(measured.unmatched)} of the {len(measured.kernels)} ops run on {measured.chip} have no kernel of "
+                "this name in the deviceless compile (the chip's compile differs): their times are in the program's "
+                "total only", view="fusions", data={"ops": measured.unmatched[:20]})])
+    return report
 
 
 def _time_json(estimate: TimeEstimate) -> dict:

@@ -31,6 +31,7 @@ class Session:
     buffers: bool = False  # ask the compiler for its buffer assignment (the Memory tab's largest buffers)
     mosaic_passes: bool = False  # compile again with Mosaic's pass dumps (the Mosaic passes tab)
     time: bool = False  # libtpu's time estimate and VLIW bundles per kernel (the Bundles tab; fusions' est. time)
+    measure: bool = False  # device time per kernel on the attached TPU (fusions' measured column)
     mesh: str | None = None  # --mesh data=4,model=4 (over INSPECT's "mesh")
     shard: str | None = None  # --shard "P('data',None) P()" (over INSPECT's "shardings")
 
@@ -65,6 +66,11 @@ class Session:
         report = make_report(self.target(fresh), get_chip(self.chip), use_cache=self.use_cache, collectives=True,
                              buffers=self.buffers, passes=self.passes, mosaic_passes=self.mosaic_passes, time=self.time)
         _ = report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
+        if self.measure:
+            from .measure.run import measure_on_chip
+            from .report import with_measurement
+
+            with_measurement(report, measure_on_chip(self.target, report.chip))
         return report
 
     def pass_diff(self, select: str):
@@ -97,6 +103,9 @@ class Session:
     def with_time(self, time: bool = True) -> "Session":
         return dataclasses.replace(self, time=time)
 
+    def with_measure(self, measure: bool = True) -> "Session":
+        return dataclasses.replace(self, measure=measure)
+
     def with_mosaic_passes(self, mosaic_passes: bool = True) -> "Session":
         return dataclasses.replace(self, mosaic_passes=mosaic_passes)
 
@@ -111,8 +120,8 @@ class Session:
         return dataclasses.replace(self, sets=sets)
 
     def suggested_chip(self) -> str:
-        """The chip to open on when the user named none: the last one used for this file, else a
-        TPU when the file has (or imports) Pallas TPU kernels, else the CPU. Decided from source
+        """The chip to open on when the user named none: the last one used for this file, else the
+        TPU attached to this machine, else a TPU when the file has (or imports) Pallas TPU kernels, else the CPU. Decided from source
         text only (never by importing or compiling): the UI opens at once."""
         path = self.source_file()
         if path is None:
@@ -120,6 +129,11 @@ class Session:
         remembered = _chip_memory().get(str(path.resolve()))
         if remembered:
             return remembered
+        from .backends import attached_chip
+
+        attached = attached_chip()  # on a TPU VM, its chip (compiled deviceless: the chip stays free)
+        if attached is not None:
+            return attached.name
         return DEFAULT_TPU if has_tpu_pallas(path) else "cpu"
 
     def remember_chip(self) -> None:

@@ -48,6 +48,21 @@ def check_time_options(time: bool, budget: float | None, view: str | None = None
         raise UsageError("--time-budget is the budget of libtpu's time estimate: add --time (or --view bundles)")
 
 
+def check_measure(measure: bool) -> None:
+    """--measure runs the program on the attached TPU: where there is none, one line before any compile."""
+    if not measure:
+        return
+    from .environment import may_use_chip, tpu_attached
+    from .measure import NoChip
+
+    if not tpu_attached():
+        raise NoChip("--measure runs the program on a TPU attached to this machine, and this machine has none: "
+                     "--time gives libtpu's estimate without a TPU")
+    if not may_use_chip():
+        raise NoChip("--measure runs the program on the attached TPU, and JAX_PLATFORMS keeps jax off it: unset JAX_PLATFORMS "
+                     "(or include tpu)")
+
+
 def check_chips(chips: list[Chip], example: str) -> list[Chip]:
     """check is about TPUs (compiled deviceless) and spec-only GPUs, never the local backend."""
     local = [c.name for c in chips if c.is_local]

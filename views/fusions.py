@@ -82,17 +82,24 @@ def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) 
     timed = any(k.estimate_source for k in analysis.kernels)  # with --time: libtpu's estimate
     if timed:
         table.add_column("est. time", justify="right", no_wrap=True)
+    measured = analysis.totals.get("measured_seconds") is not None  # with --measure: device time on the chip
+    if measured:
+        table.add_column("measured", justify="right", no_wrap=True)
     order = {id(k): i for i, k in enumerate(analysis.kernels)}
     for k in shown:
         add_row(table, str(order[id(k)]), *(col.cell(k) for col in columns),
                 *([(k.made_by or "-").split(" (", 1)[0]] if made_by else []),
-                *([fmt_time(k.estimated_seconds) + ESTIMATE_MARK.get(k.estimate_source or "", "")] if timed else []))
+                *([fmt_time(k.estimated_seconds) + ESTIMATE_MARK.get(k.estimate_source or "", "")] if timed else []),
+                *([fmt_time(k.measured_seconds)] if measured else []))
     notes = []
     if len(shown) < len(kernels):
         notes.append(f"{len(kernels) - len(shown)} more kernels: --top 0 shows all, --sort bytes|flops|time ranks them")
     if timed:
         notes.append("est. time: libtpu's static simulation of the compiled kernel (~ extrapolated from smaller grids, "
                      "c the compiler's cost model, r roofline: libtpu gave none); time: the roofline bound")
+    if measured:
+        notes.append("measured: device time of one launch on the attached TPU (jax's profiler; - where the chip ran no op "
+                     "of that name)")
     if notes:
         table.caption = "\n".join(notes)
         table.caption_justify = "left"
@@ -121,6 +128,8 @@ def totals_table(analysis: FusionAnalysis) -> Table:
     if t.get("estimated_seconds") is not None:
         sources = sorted({k.estimate_source for k in analysis.kernels if k.estimate_source is not None})
         add_row(table, f"estimated time ({', '.join(sources) or 'libtpu'})", fmt_time(t["estimated_seconds"]), "", "")
+    if t.get("measured_seconds") is not None:
+        add_row(table, "measured time (on the chip)", fmt_time(t["measured_seconds"]), "", "")
     return table
 
 

@@ -205,6 +205,8 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
         rows.append(("kernels", f"{len(a.kernels)} launched, HBM traffic {fmt_bytes(a.totals['hbm_bytes'])}{roof}"))
         if report.time is not None:
             rows.append(("estimated time", _estimate_line(report)))
+        if report.measured is not None:
+            rows.append(("measured time", measured_line(report)))
         top = a.intermediates[0] if a.intermediates else None
         if top is not None:
             where = "HBM" if top.memory_space == 0 else "VMEM"
@@ -220,6 +222,19 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
         parts += ([Text("\nfindings", style="bold"), findings_table(report.findings)] if report.findings
                   else [Text("\nno findings", style="green")])
     return Panel(Group(*parts), title=Text.assemble((t.spec, "bold"), f" on {report.chip.name}"), expand=False)
+
+
+def measured_line(report: Report) -> str:
+    """The program's device time on the chip, against the estimate and the roofline (--measure)."""
+    m = report.measured
+    assert m is not None and report.fusions is not None  # called only when the report has one (overview)
+    totals = report.fusions.totals
+    against = [f"{name} {fmt_time(totals[key])} ({totals[key] / m.seconds:.2f}x)"
+               for name, key in (("estimate", "estimated_seconds"), ("roofline", "roofline_s")) if totals.get(key)]
+    spread = f", runs {fmt_time(m.seconds_min)}-{fmt_time(m.seconds_max)}" if m.seconds_max > 1.05 * m.seconds_min else ""
+    slowest = ", ".join(f"{k.name} {fmt_time(k.seconds)}" for k in m.kernels[:3])
+    return (f"{fmt_time(m.seconds)} on the attached {m.device_kind} (median of {m.runs} runs{spread}); "
+            + (f"{'; '.join(against)}; " if against else "") + f"slowest: {slowest}")
 
 
 def _estimate_line(report: Report) -> str:

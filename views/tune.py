@@ -60,7 +60,8 @@ def ranking_table(shape: str, ranking: ChipRanking, swept: list[str], top: int =
     table.add_column("rank", justify="right")
     for name in swept:
         table.add_column(name, justify="right")
-    for column in ("est. time", "x best", "VMEM used / limit", "HBM traffic", "bound", "spills"):
+    measured = any(r.measured_seconds is not None for r in ranking.rows)  # tune --measure: device time beside the estimate
+    for column in ("est. time", *(("measured",) if measured else ()), "x best", "VMEM used / limit", "HBM traffic", "bound", "spills"):
         table.add_column(column, justify="left" if column == "bound" else "right")
     table.add_column("note")
     rows = ranking.rows
@@ -70,11 +71,18 @@ def ranking_table(shape: str, ranking: ChipRanking, swept: list[str], top: int =
     for row in shown:
         style = "bold green" if row is ranking.best else _STATUS_STYLE.get(row.status, "")
         table.add_row(str(row.rank) if row.rank else "-", *(str(row.params.get(n, "-")) for n in swept),
-                      fmt_time(row.estimated_seconds), f"{row.ratio:.2f}x" if row.ratio else "-", _vmem(row),
+                      fmt_time(row.estimated_seconds), *((fmt_time(row.measured_seconds),) if measured else ()),
+                      f"{row.ratio:.2f}x" if row.ratio else "-", _vmem(row),
                       fmt_bytes(row.hbm_bytes), row.bound or "-", "-" if row.spills is None else f"{row.spills:,}",
                       _note(row, reasons), style=style)
+    captions = []
     if top and len(ranked) > top:
-        table.caption = f"{len(ranked) - top} more ranked rows (--top 0 shows all)"
+        captions.append(f"{len(ranked) - top} more ranked rows (--top 0 shows all)")
+    if measured:
+        captions.append("ranked by measured device time on the attached TPU where measured (x best from it), then by "
+                        "libtpu's estimate")
+    if captions:
+        table.caption = "\n".join(captions)
         table.caption_justify = "left"
     listed = Text("\n".join(f"  [{n}] {_short(reason)}" for reason, n in reasons.items()), style="dim")
     return Group(table, listed) if reasons else Group(table)

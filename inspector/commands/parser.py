@@ -28,8 +28,9 @@ def _globals() -> _Parser:
 
 def _target_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
     p.add_argument("target", help="path/to/file.py:function or package.module:function")
-    p.add_argument("--target", dest="chip", default="cpu", metavar="CHIP",
-                   help="where to compile: cpu (default), gpu, or a TPU such as tpu-v5e (see `inspector chips`)")
+    p.add_argument("--target", dest="chip", default=None, metavar="CHIP",
+                   help="where to compile: cpu, gpu, or a TPU such as tpu-v5e (see `inspector chips`); default: the TPU "
+                        "attached to this machine (compiled without opening it), else cpu")
     p.add_argument("--args", help='example inputs as shape specs, e.g. "bf16[4,2048,128] f32[] k=i32[16]"')
     p.add_argument("--ref", help="reference function: name in the same file, or file.py:function")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="static keyword parameter (repeatable)")
@@ -38,6 +39,13 @@ def _target_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
     if json_flag:
         p.add_argument("--json", action="store_true", help="print the Report as JSON")
     p.add_argument("--no-cache", action="store_true", help="compile even when the on-disk cache has this module (and store the fresh result)")
+
+
+def _measure_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--measure", action="store_true",
+                   help="run the program on the TPU attached to this machine and read each kernel's device time from "
+                        "jax's profiler, beside the estimate and the roofline (needs a TPU VM; the chip is opened only "
+                        "for the runs)")
 
 
 def _time_options(p: argparse.ArgumentParser) -> None:
@@ -64,11 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="passes view: the diff of the module before and after PASS (a name, a substring or an index; A..B for a range); "
                            "mosaic view: the same for a Mosaic pass")
     _time_options(show)
+    _measure_option(show)
     show.add_argument("--passes", action="store_true",
                       help="compile with pass dumps: the fusions view names the pass that created each kernel (no compile cache)")
     export = sub.add_parser("export", help="write the kernel graph (SVG, DOT) and the Report (JSON) to files", parents=common)
     _target_options(export, json_flag=False)
     _time_options(export)
+    _measure_option(export)
     export.add_argument("--svg", metavar="PATH", help="kernel graph as SVG (needs Graphviz's dot)")
     export.add_argument("--dot", metavar="PATH", help="kernel graph as Graphviz DOT source")
     export.add_argument("--json", dest="json_path", metavar="PATH", help="the whole Report as JSON")
@@ -84,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="time for laying out the drawings (default 30); past it Graphviz's simpler settings, then a layout of our own")
     check = sub.add_parser("check", help="VMEM fit, layout rules and BlockSpec bugs of every pallas_call; exit 1 on a problem", parents=common)
     _target_options(check)
-    check.set_defaults(chip=DEFAULT_TPU)
+    check.set_defaults(chip=None)  # the attached TPU, else DEFAULT_TPU (chosen_chip)
     check.add_argument("--estimate-only", action="store_true", help="skip the real TPU compiles (libtpu); the static estimate only")
     check.add_argument("--sweep", action="store_true", help="also estimate every combination of INSPECT's params: which block sizes fit")
     diff = sub.add_parser("diff", help="run the function and its reference on the same inputs; where do they differ", parents=common)
@@ -93,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--atol", type=_tolerance, help="absolute tolerance (default per dtype)")
     diff.add_argument("--rtol", type=_tolerance, help="relative tolerance (default per dtype)")
     diff.add_argument("--grad", action="store_true", help="compare gradients too (vjp with a random cotangent)")
-    diff.add_argument("--runs", type=_count, default=3, metavar="N", help="timed runs after the checked one (0: no timing)")
+    diff.add_argument("--runs", type=_count, default=3, metavar="N",
+                      help="timed runs after the checked one (0: no timing); on a TPU, device time from jax's profiler")
     diff.add_argument("--strict", action="store_true",
                       help="a kernel the TPU interpreter cannot run is an error (exit 1), not an info finding")
     tui = sub.add_parser("tui", help="the terminal UI (what `inspector TARGET` opens)", parents=common)
@@ -122,7 +133,8 @@ def _compare_parser(sub, common) -> None:
     compare = sub.add_parser("compare", help="two variants side by side: two targets, two --set's or two chips", parents=common)
     compare.add_argument("target", help="path/to/file.py:function (variant A, and B unless B is given)")
     compare.add_argument("target_b", nargs="?", metavar="target-b", help="variant B's function (default: the same)")
-    compare.add_argument("--target", dest="chip", default="cpu", metavar="CHIP", help="chip of both variants (default cpu)")
+    compare.add_argument("--target", dest="chip", default=None, metavar="CHIP",
+                         help="chip of both variants (default: the attached TPU, else cpu)")
     compare.add_argument("--target-a", dest="chip_a", metavar="CHIP", help="chip of variant A")
     compare.add_argument("--target-b", dest="chip_b", metavar="CHIP", help="chip of variant B")
     compare.add_argument("--args", help="example inputs of both variants, as shape specs")
@@ -135,7 +147,19 @@ def _compare_parser(sub, common) -> None:
     compare.add_argument("--top", type=_count, default=10, metavar="N", help="kernels whose bytes changed most: rows to print (0 for all)")
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
     _time_options(compare)
+    _measure_option(compare)
     compare.add_argument("--no-cache", action="store_true", help="compile even when the on-disk cache has the module")
+
+
+def chosen_chip(opts) -> None:
+    """--target left out: the TPU attached to this machine (read without opening it), else cpu
+    (check: DEFAULT_TPU, it is about TPUs). The terminal UI chooses from the file instead."""
+    from ..backends import attached_chip
+
+    if getattr(opts, "chip", "") is not None or opts.verb in ("tui", "doctor", "tune"):
+        return
+    attached = attached_chip()
+    opts.chip = attached.name if attached is not None else DEFAULT_TPU if opts.verb == "check" else "cpu"
 
 
 def normalise(argv: list[str]) -> list[str]:

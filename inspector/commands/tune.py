@@ -27,8 +27,8 @@ def add_tune_parser(sub, common) -> argparse.ArgumentParser:
                           help="rank every candidate of INSPECT's params (or --grid) per chip by libtpu's estimated time, "
                                "without a TPU")
     tune.add_argument("target", help="path/to/file.py:function or package.module:function")
-    tune.add_argument("--target", dest="chip", default=DEFAULT_TPU, metavar="CHIPS",
-                      help="the TPUs to rank for, e.g. tpu-v5e,tpu-v6e (default tpu-v5e)")
+    tune.add_argument("--target", dest="chip", default=None, metavar="CHIPS",
+                      help=f"the TPUs to rank for, e.g. tpu-v5e,tpu-v6e (default: the attached TPU, else {DEFAULT_TPU})")
     tune.add_argument("--args", action="append", default=[], metavar="SPECS",
                       help='input shapes, e.g. "bf16[4096,4096] bf16[4096,4096]"; repeat for one table per shape '
                            "(default: INSPECT's shapes, else its args)")
@@ -47,6 +47,9 @@ def add_tune_parser(sub, common) -> argparse.ArgumentParser:
     tune.add_argument("--time-budget", type=_seconds, default=None, metavar="SECONDS",
                       help="what libtpu's simulation may spend per candidate before its time is extrapolated "
                            "(default 60)")
+    tune.add_argument("--measure", action="store_true",
+                      help="run the top candidates by estimate (--top, default 8) on the TPU attached to this machine and "
+                           "rank them by device time (jax's profiler); needs a TPU VM")
     tune.add_argument("--json", action="store_true", help="every row as JSON")
     tune.add_argument("--no-cache", action="store_true",
                       help="compute every candidate again (and store the fresh results)")
@@ -56,9 +59,19 @@ def add_tune_parser(sub, common) -> argparse.ArgumentParser:
 def request(opts):
     """The SweepRequest the options ask for (checked before anything starts)."""
     from ..tuning.candidates import check_overlap, parse_grid, parse_sets
+    from ..tuning.measured import MEASURE_TOP
     from ..tuning.sweep import REFRESH, SweepRequest, check_chips
 
+    from ..backends import attached_chip
+    from ..verb_rules import check_measure
+
+    attached = attached_chip()
+    opts.chip = opts.chip or (attached.name if attached is not None else DEFAULT_TPU)
     chips = [c.name for c in check_chips([opts.chip])]
+    check_measure(opts.measure)
+    if opts.measure and (attached is None or chips[0].split(":")[0] != attached.name):
+        raise UsageError(f"tune --measure ranks on the attached TPU ({attached.name if attached else 'none here'}): give it "
+                         f"first in --target (not {chips[0]})")
     if opts.table:
         from ..tuning.table import check_table
 
@@ -75,7 +88,8 @@ def request(opts):
     check_overlap(grid, fixed)  # before any worker starts
     return SweepRequest(opts.target, chips, list(opts.args), grid, fixed,
                         workers=opts.workers, ray=opts.ray or os.environ.get("RAY_ADDRESS") or None, cache=cache,
-                        budget=budget, table=opts.table, debug=bool(getattr(opts, "debug", False)))
+                        budget=budget, table=opts.table, debug=bool(getattr(opts, "debug", False)),
+                        measure=(opts.top or MEASURE_TOP) if opts.measure else 0)
 
 
 def work_tune(opts):

@@ -7,7 +7,7 @@ import sys
 
 from ..errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, TargetFailure, UsageError
 from ..view_table import get_view
-from ..verb_rules import check_chips, check_time_options, diff_simulated_chip, require_two_variants
+from ..verb_rules import check_chips, check_measure, check_time_options, diff_simulated_chip, require_two_variants
 from .work import compare_sides, run
 
 
@@ -20,6 +20,7 @@ def show(opts) -> int:
     select = getattr(opts, "pass_select", None)
     check_view_options(opts.view, select, bool(getattr(opts, "passes", False)))
     check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None), opts.view, bool(opts.json))
+    check_measure(bool(getattr(opts, "measure", False)))
     if select is not None and opts.view == "overview":
         opts.view = "passes"  # --pass alone asks for the passes view
     report = run(opts)
@@ -56,6 +57,7 @@ def export(opts) -> int:
         raise UsageError("export needs at least one of --svg PATH, --dot PATH, --html PATH, --json PATH")
     _export_paths(opts)
     check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None))
+    check_measure(bool(getattr(opts, "measure", False)))
     drawings = [(f, p) for f, p in (("SVG", opts.svg), ("DOT", opts.dot), ("HTML", opts.html)) if p]
     blank = [e for e in opts.expand if not e.strip()]
     if blank:
@@ -136,6 +138,7 @@ def compare(opts) -> int:
     from ..views.printer import make_console, print_fitting, print_json
 
     check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None))
+    check_measure(bool(getattr(opts, "measure", False)))
     sides = compare_sides(opts)
     a, b = sides
     params = lambda side: dict(item.split("=", 1) if "=" in item else (item, None) for item in side.set)  # the last --set wins

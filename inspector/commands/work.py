@@ -55,6 +55,13 @@ def _report(opts, needs: Needs):
                              pass_select=getattr(opts, "pass_select", None), mosaic_passes=needs.mosaic_passes,
                              time=needs.time, time_budget=time_budget(getattr(opts, "time_budget", None), "--time-budget"))
     _ = report.stages.op_counts  # counted here, where the stages were made, not in the process that renders
+    if getattr(opts, "measure", False):
+        import functools
+
+        from ..measure.run import measure_on_chip
+        from ..report import with_measurement
+
+        with_measurement(report, measure_on_chip(functools.partial(_load, opts), chip, debug=opts.debug))
     return report
 
 
@@ -198,17 +205,28 @@ def work(opts):
     try:
         with contextlib.redirect_stdout(sys.stderr):
             return _WORK[opts.verb](opts)
-    except (RuntimeError, AssertionError) as err:  # JAX_PLATFORMS names a backend jax cannot start
-        usage = environment.backend_failure(err)
-        if usage is None:
+    except (RuntimeError, AssertionError) as err:  # JAX_PLATFORMS names a backend jax cannot start; the TPU is busy
+        from ..measure.on_chip import chip_failure
+
+        failure = environment.backend_failure(err) or chip_failure(err)
+        if failure is None:
             raise
-        raise usage from err
+        raise failure from err
+
+
+def runs_on_chip(opts) -> bool:
+    """diff runs the function itself: on the attached TPU where there is one (and nothing the user
+    set keeps jax off it), so its process opens the chip; every other verb's stays deviceless."""
+    import inspector.environment as environment
+
+    return opts.verb == "diff" and environment.may_use_chip()
 
 
 def run(opts):
     """``work(opts)`` in a child process (the CLI), or here (``main(isolate=False)``: tests)."""
     if not opts.isolate:
         return work(opts)
+    import inspector.environment as environment
     from ..remote import run_isolated
 
-    return run_isolated(work, opts)
+    return run_isolated(work, opts, env=environment.chip_env() if runs_on_chip(opts) else None)

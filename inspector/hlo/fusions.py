@@ -82,6 +82,8 @@ class Kernel:
     estimated_cycles: float | None = None
     estimated_seconds: float | None = None
     estimate_source: str | None = None
+    # device time of one launch on the attached TPU (with --measure; inspector.measure), as estimated_seconds
+    measured_seconds: float | None = None
     group: str | None = None  # the label of its KernelGroup (FusionAnalysis.groups): layer3 forward, gpt2.py:34-35 block #7 backward
 
     @property

@@ -400,7 +400,9 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict, mes
         gradients, grad_findings = _gradients(target, kernel, reference, args, kwargs, atol, rtol, seed, sim if interpret else None)
         findings += grad_findings
     timing = None
-    if ran and runs > 0:
+    if ran and runs > 0 and accelerator == "tpu":
+        timing = _device_timing(kernel, reference, args, kwargs, runs)
+    elif ran and runs > 0:
         timing = Timing(_median_time(kernel, args, kwargs, runs, sim if interpret else None, run_options),
                         _median_time(reference, args, kwargs, runs, None), runs,
                         "Pallas kernel in TPU interpret mode on the CPU: not representative of TPU speed"
@@ -513,6 +515,19 @@ def _interpret(kernel, args, kwargs, sim, cores, r_out, tol, found, name, strict
     if check and (ji.parse_races(main.text) or ji.races_found() or "RACE DETECTED" in main.text):
         findings.append(_confirm_races(kernel, args, kwargs, sim, cores, main.output, r_out, tol, main.text, found, name, options))
     return main.output, findings, main.text, options
+
+
+def _device_timing(kernel, reference, args, kwargs, runs: int) -> Timing:
+    """On a TPU: each function's device time from jax's profiler (wall-clock time there is mostly
+    dispatch and synchronisation for programs under a millisecond)."""
+    from ..backends import attached_chip
+    from ..measure.on_chip import measure_function
+
+    chip = attached_chip()
+    name = chip.name if chip is not None else "tpu"
+    k = measure_function(kernel, args, kwargs, chip_name=name, runs=max(runs, 3))
+    r = measure_function(reference, args, kwargs, chip_name=name, runs=max(runs, 3))
+    return Timing(k.seconds, r.seconds, k.runs, f"device time on the {k.device_kind} (jax profiler), median of {k.runs} runs")
 
 
 def _median_time(fn, args, kwargs, runs: int, sim: Chip | None, options: dict | None = None) -> float | None:

@@ -38,7 +38,8 @@ class TuneRow:
     cached: bool = False  # from the cache: nothing that shapes it changed since it was computed
     wall_seconds: float | None = None  # what computing it cost (None when cached)
     rank: int | None = None  # 1 = fastest on its chip and shape; None when not ranked
-    ratio: float | None = None  # estimated time / the best's
+    ratio: float | None = None  # estimated time / the best's (measured time / the best's, where measured)
+    measured_seconds: float | None = None  # device time on the attached TPU (tune --measure), per run of the program
 
     def set_line(self) -> str:
         return " ".join(f"--set {k}={_text(v)}" for k, v in self.params.items())
@@ -57,7 +58,7 @@ def sound_row(data) -> TuneRow | None:
     texts = (row.shape, row.chip, row.status)
     maybe_texts = (row.reason, row.code, row.estimate_source, row.bound)
     numbers = (row.estimated_seconds, row.estimated_cycles, row.vmem_bytes, row.vmem_estimate_bytes,
-               row.vmem_limit_bytes, row.hbm_bytes, row.spills, row.wall_seconds, row.rank, row.ratio)
+               row.vmem_limit_bytes, row.hbm_bytes, row.spills, row.wall_seconds, row.rank, row.ratio, row.measured_seconds)
     ok = (all(isinstance(t, str) for t in texts) and row.status in STATUSES and isinstance(row.params, dict)
           and all(t is None or isinstance(t, str) for t in maybe_texts)
           and all(n is None or (isinstance(n, (int, float)) and not isinstance(n, bool) and 0 <= n < float("inf"))
@@ -74,7 +75,8 @@ def _text(value) -> str:
 
 @dataclasses.dataclass
 class ChipRanking:
-    """The rows of one shape on one chip: ranked by estimated time, then the others by status."""
+    """The rows of one shape on one chip: ranked by estimated time (by device time first, where
+    tune --measure ran them on the chip), then the others by status."""
 
     chip: str
     rows: list[TuneRow]
@@ -119,6 +121,7 @@ class TuneResult:
     table_note: str | None = None  # why it was not written, if asked for
     notes: list[str] = dataclasses.field(default_factory=list)  # what the sweep changed of what was asked (fewer workers)
     table_failed: bool = False  # it was to be written and could not be (exit 2 once the tables are shown)
+    measured_on: str | None = None  # the chip tune --measure ran the top candidates on
 
     @property
     def rows(self) -> list[TuneRow]:

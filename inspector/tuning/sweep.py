@@ -33,6 +33,7 @@ class SweepRequest:
     budget: dict = dataclasses.field(default_factory=dict)  # inspector.libtpu.Budget fields
     table: str | None = None  # tuning table to write or update
     debug: bool = False
+    measure: int = 0  # candidates per shape to run on the attached TPU and rank by device time (tune --measure)
 
 
 class Progress(Protocol):
@@ -158,6 +159,11 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None, cancel=None) 
                         min(runner.size, max(len(pending), 1)), runner.runner, store.versions())
     if workers_note and ray_pool is None:
         result.notes.append(workers_note)
+    if req.measure and not interrupted:
+        from .measured import measure_rankings
+
+        measure_rankings(result, req.spec, dict(plan.shapes), dict(req.fixed), req.measure, chips[0])
+        result.measured_on = chips[0]
     if req.table:
         _write_table(req, result)
     return result

@@ -60,6 +60,7 @@ class InspectorApp(Loading, Navigation, Jobs, Tuning, App):
         Binding("B", "buffers", "buffer assignment", show=False),
         Binding("M", "mosaic_dumps", "Mosaic pass dumps", show=False),
         Binding("T", "time", "estimate time", show=False),
+        Binding("D", "measure", "measure on the TPU", show=False),
         Binding("slash", "search", "search"),
         Binding("n", "find(True)", "next"),
         Binding("N", "find(False)", "previous", show=False),

@@ -1,12 +1,14 @@
 """What the terminal UI runs on request, each in the worker process and cancellable: the diff
-(d), pass dumps and a pass's diff (P, Enter), the buffer assignment (B), a comparison (c), another
+(d), pass dumps and a pass's diff (P, Enter), the buffer assignment (B), a measurement on the
+attached TPU (D), a comparison (c), another
 chip (t) or parameters (x), the export (e)."""
 from __future__ import annotations
 
 from textual import work
 
 from .app_base import AppBase
-from ...chips import CHIPS
+from ...chips import CHIPS, get_chip
+from ...errors import UsageError
 from ...session import Session
 from ...target import parse_value
 from .loading import message_of
@@ -81,6 +83,23 @@ class Jobs(AppBase):
         self.session = self.session.with_time(True)
         self.load()
         self.action_tab("bundles")
+
+    def action_measure(self) -> None:
+        """Run the program on the attached TPU: the Fusions tab gets a measured column, the overview a line."""
+        if self.session.measure and self.report is not None and self.report.measured is not None:
+            self.action_tab("fusions")
+            self.status("already measured: the measured column in the Fusions tab")
+            return
+        from ...measure.run import attached_for
+
+        try:
+            attached_for(get_chip(self.session.chip))
+        except UsageError as err:  # no TPU here, or not the target's (NoChip is one)
+            self.status(str(err), "yellow")
+            return
+        self.session = self.session.with_measure(True)
+        self.load()
+        self.action_tab("fusions")
 
     def action_mosaic_dumps(self) -> None:
         """Compile again with Mosaic's pass dumps: the Mosaic passes tab fills in."""

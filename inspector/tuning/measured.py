@@ -1,0 +1,75 @@
+"""``tune --measure``: the top candidates by estimate, run on the attached TPU and ranked by their
+device time. One process opens the chip for all of them (opening it costs seconds); the rest of
+the sweep never does."""
+from __future__ import annotations
+
+from .model import RANKED, ChipRanking, TuneResult
+
+MEASURE_TOP = 8  # candidates measured per shape when --top does not say
+
+
+def measure_rankings(result: TuneResult, spec: str, shape_args: dict[str, str | None], fixed: dict, top: int,
+                     chip: str) -> None:
+    """Measure the ``top`` fastest-estimated ranked rows of each shape on ``chip`` (the attached
+    one) and re-rank them by device time: measured rows first, fastest first, then the rest as the
+    estimate ranked them. Rows get ``measured_seconds``; a candidate that failed on the chip gets
+    a note instead."""
+    import inspector.environment as environment
+    from ..remote import run_isolated
+
+    jobs = []
+    for shape in result.shapes:
+        for ranking in shape.chips:
+            if ranking.chip != chip:
+                continue
+            for row in [r for r in ranking.rows if r.status == RANKED][:top]:
+                jobs.append((shape.shape, shape_args[shape.shape], {**fixed, **row.params}, row))
+    if not jobs:
+        return
+    answers = run_isolated(measure_candidates, spec, chip, [(args, params) for _, args, params, _ in jobs],
+                           env=environment.chip_env())
+    for (_, _, _, row), answer in zip(jobs, answers):
+        if isinstance(answer, float):
+            row.measured_seconds = answer
+        else:
+            row.notes = [*row.notes, f"not measured on the chip: {answer}"]
+    for shape in result.shapes:
+        shape.chips = [rerank(r) if r.chip == chip else r for r in shape.chips]
+
+
+def rerank(ranking: ChipRanking) -> ChipRanking:
+    """Measured rows by device time (rank and ratio from it), then the other rows as they were."""
+    measured = sorted((r for r in ranking.rows if r.measured_seconds is not None), key=lambda r: r.measured_seconds)
+    if not measured:
+        return ranking
+    rest = [r for r in ranking.rows if r.measured_seconds is None]
+    best = measured[0]
+    for i, row in enumerate(measured, 1):
+        row.rank, row.ratio = i, row.measured_seconds / best.measured_seconds
+    for i, row in enumerate((r for r in rest if r.status == RANKED), len(measured) + 1):
+        row.rank = i
+        row.ratio = row.estimated_seconds / best.estimated_seconds if row.estimated_seconds and best.estimated_seconds else None
+    return ChipRanking(ranking.chip, measured + rest, best, ranking.default)
+
+
+def measure_candidates(spec: str, chip: str, candidates: list[tuple[str | None, dict]]) -> list:
+    """In the process that opens the chip: each candidate's device time (seconds), or why not (a line)."""
+    import inspector.environment as environment
+
+    environment.prepare()
+    from ..errors import InspectorError
+    from ..measure.on_chip import chip_failure, measure_target, tpu_devices
+    from ..target import load_target
+
+    try:
+        tpu_devices()
+    except RuntimeError as err:
+        raise (chip_failure(err) or err) from err
+    answers: list = []
+    for args, params in candidates:
+        try:
+            target = load_target(spec, args=args, sets=[], params=params)
+            answers.append(measure_target(target, chip_name=chip).seconds)
+        except (InspectorError, Exception) as err:  # one candidate failing on the chip is that row's note
+            answers.append(f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}")
+    return answers

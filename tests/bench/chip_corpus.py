@@ -1,0 +1,213 @@
+"""The corpus of programs measured on a real TPU (issue "Time checked against the chip").
+
+    python tests/bench/chip_corpus.py measure OUT.json [--only LABEL,...]   # on a TPU VM: device time per kernel
+    python tests/bench/chip_corpus.py estimate OUT.json [--workers N]       # anywhere: the inspector's figures
+    python tests/bench/chip_corpus.py merge MEASURED.json ESTIMATED.json    # -> tests/data/chip_v5e.json
+
+``measure`` runs each entry on the attached chip under jax's profiler (inspector.measure.on_chip,
+the code --measure runs); ``estimate`` computes, deviceless, what the inspector shows for the same
+entry on that chip (each kernel's roofline and libtpu's estimate, as `show --time --json`).
+tests/test_chip_time.py reads the merged file without a TPU.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    label: str
+    spec: str
+    args: str | None = None  # shape specs; None: INSPECT's
+    sets: tuple[tuple[str, object], ...] = ()
+    sweep: str | None = None  # the block-size sweep it belongs to
+
+    @property
+    def set_list(self) -> list[str]:
+        return [f"{k}={v}" for k, v in self.sets]
+
+
+def _sweep(name: str, spec: str, args: str | None, grid: dict[str, list]) -> list[Entry]:
+    import itertools
+
+    keys = list(grid)
+    return [Entry(f"{name}:" + ",".join(f"{k}={v}" for k, v in zip(keys, values)), spec, args,
+                  tuple(zip(keys, values)), sweep=name) for values in itertools.product(*(grid[k] for k in keys))]
+
+
+QKV = "bf16[4,4096,128] bf16[4,4096,128] bf16[4,4096,128]"
+J = "samples/jax_kernels.py"
+
+ENTRIES: list[Entry] = [
+    # the samples, as INSPECT gives them
+    Entry("attention.naive", "samples/attention.py:naive"),
+    Entry("attention.flash", "samples/attention.py:flash"),
+    Entry("attention.reference", "samples/attention.py:reference", QKV),
+    Entry("matmul.tiled", "samples/matmul.py:tiled"),
+    Entry("matmul.xla", "samples/matmul.py:xla"),
+    Entry("moe.experts", "samples/moe.py:experts"),
+    Entry("moe.experts_xla", "samples/moe.py:experts_xla"),
+    Entry("transformer.loss_fn", "samples/transformer.py:loss_fn"),
+    Entry("transformer.train_step", "samples/transformer.py:train_step"),
+    # every Pallas TPU kernel JAX ships (samples/jax_kernels.py), at working sizes
+    Entry("jax.flash_attention", f"{J}:flash_attention", "bf16[2,8,2048,128] bf16[2,8,2048,128] bf16[2,8,2048,128]",
+          (("block_q", 512), ("block_k_major", 512), ("block_k", 256))),
+    Entry("jax.flash_attention_ref", f"{J}:flash_attention_ref", "bf16[2,8,2048,128] bf16[2,8,2048,128] bf16[2,8,2048,128]"),
+    Entry("jax.splash_mha_causal", f"{J}:splash_mha_causal", "bf16[8,2048,128] bf16[8,2048,128] bf16[8,2048,128]",
+          (("block_q", 512), ("block_kv", 512), ("block_kv_compute", 256))),
+    Entry("jax.splash_mha_local", f"{J}:splash_mha_local", "bf16[8,2048,128] bf16[8,2048,128] bf16[8,2048,128]",
+          (("window", 256), ("block_q", 256), ("block_kv", 256), ("block_kv_compute", 128))),
+    Entry("jax.splash_mqa", f"{J}:splash_mqa", "bf16[8,2048,128] bf16[2048,128] bf16[2048,128]",
+          (("block_q", 512), ("block_kv", 512), ("block_kv_compute", 256))),
+    Entry("jax.gmm", f"{J}:gmm"),
+    Entry("jax.tgmm", f"{J}:tgmm"),
+    Entry("jax.paged_attention", f"{J}:paged_attention"),
+    Entry("jax.ragged_paged_attention", f"{J}:ragged_paged_attention"),
+    Entry("jax.matmul", f"{J}:matmul", "f32[2048,2048] f32[2048,2048]", (("bm", 512), ("bn", 512), ("bk", 256))),
+    Entry("jax.matmul_ref", f"{J}:matmul_ref", "f32[2048,2048] f32[2048,2048]"),
+    Entry("jax.threefry_bits", f"{J}:threefry_bits"),
+    Entry("jax.philox_bits", f"{J}:philox_bits"),
+    Entry("jax.double", f"{J}:double", "f32[1024,1024]"),
+    # block-size sweeps: a matmul, flash attention, a grouped matmul
+    *_sweep("sweep.matmul", "samples/matmul.py:tiled", "bf16[4096,4096] bf16[4096,4096]",
+            {"bm": [128, 256, 512, 1024], "bk": [256, 1024], "bn": [256, 512, 1024]}),
+    *_sweep("sweep.flash", "samples/attention.py:flash", QKV, {"block_q": [128, 256, 512, 1024], "block_k": [128, 256, 512]}),
+    *_sweep("sweep.experts", "samples/moe.py:experts", None, {"bm": [128, 256, 512], "bk": [128, 512], "bn": [128, 256, 512]}),
+]
+
+
+def _entries(only: str | None) -> list[Entry]:
+    if not only:
+        return ENTRIES
+    wanted = only.split(",")
+    return [e for e in ENTRIES if any(e.label == w or e.label.startswith(w + ":") or (e.sweep or "") == w for w in wanted)]
+
+
+def _write(path: str, data) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def measure(out: str, only: str | None) -> None:
+    """On the chip: each entry's device time per kernel; written after every entry (a run cut short keeps what it did)."""
+    import inspector.environment as environment
+
+    os.environ[environment.ON_CHIP_MARK] = "1"  # this process is the one that opens the chip
+    environment.prepare()
+    from inspector.backends import attached_chip
+    from inspector.measure.on_chip import measure_target, tpu_devices, versions
+    from inspector.target import load_target
+
+    chip = attached_chip()
+    devices = tpu_devices()
+    data = {"chip": chip.name if chip else None, "device_kind": devices[0].device_kind, "versions": versions(),
+            "date": datetime.date.today().isoformat(), "method": None, "entries": {}}
+    for e in _entries(only):
+        start = time.perf_counter()
+        try:
+            target = load_target(e.spec, args=e.args, sets=e.set_list)
+            m = measure_target(target, chip_name=data["chip"] or "tpu")
+            data["method"] = m.method.split(";")[0].replace(f"{m.runs} runs", "N runs")
+            data["entries"][e.label] = {"seconds": m.seconds, "seconds_min": m.seconds_min, "seconds_max": m.seconds_max,
+                                        "runs": m.runs, "kernels": [dataclasses.asdict(k) for k in m.kernels]}
+        except Exception as err:  # one entry failing is that entry's record
+            data["entries"][e.label] = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
+        print(f"{e.label}: {time.perf_counter() - start:.1f}s "
+              + (f"{data['entries'][e.label]['seconds'] * 1e6:.1f} us" if "seconds" in data["entries"][e.label] else data["entries"][e.label]["error"]),
+              flush=True)
+        _write(out, data)
+
+
+def _estimate_one(payload):
+    label, spec, args, sets, chip_name, budget = payload
+    import inspector.environment as environment
+
+    environment.prepare()
+    from inspector.chips import get_chip
+    from inspector.libtpu import Budget
+    from inspector.report import make_report
+    from inspector.target import load_target
+
+    start = time.perf_counter()
+    try:
+        target = load_target(spec, args=args, sets=list(sets))
+        report = make_report(target, get_chip(chip_name), jaxpr_text=False, collectives=False, time=True,
+                             time_budget=Budget(seconds=budget))
+        a = report.fusions
+        kernels = [{"name": k.name, "kind": k.kind, "repeat": k.repeat, "roofline_s": k.roofline_s,
+                    "estimated_seconds": k.estimated_seconds, "estimate_source": k.estimate_source,
+                    "flops": k.flops, "reduce_window_flops": k.reduce_window_flops, "transcendentals": k.transcendentals,
+                    "hbm_bytes": k.hbm_bytes}
+                   for k in (a.kernels if a else [])]
+        found = {"kernels": kernels, "roofline_s": a.totals.get("roofline_s") if a else None,
+                 "estimated_seconds": a.totals.get("estimated_seconds") if a else None,
+                 "method": report.time.method if report.time else None,
+                 "findings": sorted({f.code for f in report.findings})}
+    except Exception as err:
+        found = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
+    found["wall_seconds"] = round(time.perf_counter() - start, 2)
+    return label, found
+
+
+def estimate(out: str, only: str | None, workers: int, chip: str, budget: float) -> None:
+    """Deviceless: the inspector's roofline and libtpu estimate per kernel of each entry."""
+    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing
+
+    data = {"chip": chip, "date": datetime.date.today().isoformat(), "entries": {}}
+    jobs = [(e.label, e.spec, e.args, tuple(e.set_list), chip, budget) for e in _entries(only)]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for label, found in pool.map(_estimate_one, jobs):
+            data["entries"][label] = found
+            print(f"{label}: {found.get('wall_seconds')}s {found.get('error', '')}", flush=True)
+            _write(out, data)
+
+
+def merge(measured: str, estimated: str, out: str) -> None:
+    with open(measured) as f:
+        m = json.load(f)
+    with open(estimated) as f:
+        e = json.load(f)
+    entries = {}
+    for e_ in ENTRIES:
+        label = e_.label
+        entries[label] = {"spec": e_.spec, "args": e_.args, "sets": dict(e_.sets), "sweep": e_.sweep,
+                          "measured": m["entries"].get(label), "inspector": e["entries"].get(label)}
+    data = {k: m[k] for k in ("chip", "device_kind", "versions", "date", "method")}
+    data["inspector_date"] = e["date"]
+    data["entries"] = entries
+    _write(out, data)
+
+
+def main(argv=None) -> None:
+    os.chdir(ROOT)  # the entries name files from the repository's root; the inspector is the installed one
+    p = argparse.ArgumentParser()
+    p.add_argument("mode", choices=("measure", "estimate", "merge", "list"))
+    p.add_argument("paths", nargs="*")
+    p.add_argument("--only")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--chip", default="tpu-v5e")
+    p.add_argument("--budget", type=float, default=60.0)
+    a = p.parse_args(argv)
+    if a.mode == "measure":
+        measure(a.paths[0], a.only)
+    elif a.mode == "estimate":
+        estimate(a.paths[0], a.only, a.workers, a.chip, a.budget)
+    elif a.mode == "merge":
+        merge(a.paths[0], a.paths[1], a.paths[2] if len(a.paths) > 2 else os.path.join(ROOT, "tests/data/chip_v5e.json"))
+    else:
+        for e in _entries(a.only):
+            print(e.label, e.spec, e.args or "", " ".join(e.set_list))
+
+
+if __name__ == "__main__":
+    main()
