@@ -90,6 +90,8 @@ class Chip:
     statistics_room: float | None = None
     # of those, what it surely keeps where three or more reductions along 128-lane rows make them
     statistics_kept: float = 0.0
+    # libtpu's static simulation times programs for this chip (what `--time` and `tune` rank by)
+    libtpu_times: bool = True
     sources: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -143,13 +145,15 @@ MEASURED_STATISTICS = ("measured: where several reductions along 128- and 256-la
 
 
 PCI_IDS = "jax/_src/hardware_utils.py (_TPU_PCI_DEVICE_IDS), what jax reads at start-up to find the TPU"
+LIBTPU_TIMES = ("measured, libtpu 0.0.42.1: its static profile of a v4 compile aborts ('Dma latency model is "
+                "currently only supported on VF/VL/GF/GL'); v5e, v5p, v6e and TPU7x are simulated")
 
 
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,
          device_kind, pci, version, topologies, hbm_device, ici, links, ici_source, clock, clock_source,
          devices_per_chip=1, parallel_grid_cores=1, vmem_operands=False, reserve=0, sc_vmem=None,
          splits_f32=False, met_share=0.6, met_room=1.0, unrolled_summed=0.5, statistics_room=None,
-         statistics_kept=0.0, sources=None) -> Chip:
+         statistics_kept=0.0, libtpu_times=True, sources=None) -> Chip:
     base = {
         "tensor_cores": CLOUD_TPU, "vmem_bytes": TPU_INFO, "smem_bytes": TPU_INFO, "hbm_bytes": TPU_INFO,
         "hbm_bytes_per_s": TPU_INFO, "bf16_flops": TPU_INFO, "int8_ops": TPU_INFO, "mxu": TPU_INFO,
@@ -163,6 +167,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
         "met_result_share": MEASURED_MET, "met_results_room": MEASURED_MET_ROOM,
         "unrolled_summed_share": MEASURED_UNROLLED_SUMMED, "statistics_room": MEASURED_STATISTICS,
         "statistics_kept": MEASURED_STATISTICS,
+        "libtpu_times": LIBTPU_TIMES,
         "sparse_core_vmem_bytes": TPU_INFO + " (SparseCoreInfo.vmem_capacity_bytes; no SparseCore on v4 and v5e)",
         "pci_device_id": PCI_IDS,
     }
@@ -175,7 +180,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
                 vmem_operands=vmem_operands, vmem_operand_reserve_bytes=reserve, sparse_core_vmem_bytes=sc_vmem,
                 splits_f32_matmuls=splits_f32, met_result_share=met_share, met_results_room=met_room,
                 unrolled_summed_share=unrolled_summed, statistics_room=statistics_room,
-                statistics_kept=statistics_kept, sources=base)
+                statistics_kept=statistics_kept, libtpu_times=libtpu_times, sources=base)
 
 
 def _gpu(name, description, *, bw, bf16, smem, hbm, source) -> Chip:
@@ -190,7 +195,7 @@ CHIPS: tuple[Chip, ...] = (
     _tpu("tpu-v4", "TPU v4 (megacore: 2 TensorCores act as one device)", aliases=("v4",), cores=2,
          vmem=16 * MiB, scoped=16 * MiB, hbm=34_400_000_000, bw=1.23e12, bf16=275e12, int8=None, mxu=128,
          topology="v4:2x2x1", device_kind="TPU v4", pci="0x005e", version="v4", topologies=_3D + ("16x16x16",),
-         hbm_device=round(15.25 * GiB), ici=4.5e10, links=6, devices_per_chip=2, unrolled_summed=0.6,
+         hbm_device=round(15.25 * GiB), ici=4.5e10, links=6, devices_per_chip=2, unrolled_summed=0.6, libtpu_times=False,
          ici_source=SCALING_BOOK_ICI + "; 6 links (3D torus)",
          clock=1.05e9, clock_source="derived: 275e12 / (2 TensorCores x 4 MXUs x 128^2 x 2 flops) = 1.05 GHz, the 1050 MHz of the TPU v4 paper (ISCA 2023); libtpu cannot simulate v4 (its DMA latency model refuses the chip)",
          sources={"int8_ops": "not given by jax tpu_info"}),

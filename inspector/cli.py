@@ -2,8 +2,8 @@
 
 Exit codes: 0 ok, 1 the analysed function failed or a finding is an error, 2 usage (the command
 line, the target file, an output that cannot be written), 3 check could not decide, 130 Ctrl-C,
-143 SIGTERM. Every failure is one line on stderr; ``--debug`` (anywhere on the line) adds the
-traceback.
+143 SIGTERM, 129 SIGHUP (a closed terminal). Every failure is one line on stderr; ``--debug``
+(anywhere on the line) adds the traceback.
 
 The work that runs jax and the user's code (import, trace, compile, run) happens in a child
 process (``remote.run_isolated``) and comes back as plain data; this process only parses, waits
@@ -20,8 +20,8 @@ import sys
 
 from .commands import tune, verbs
 from .commands.parser import VERBS as verb_names, build_parser, chosen_chip, normalise
-from .commands.process import (EXIT_SIGINT, EXIT_SIGTERM, Terminated, fail, internal_error, is_stdout_error, main_thread,
-                               on_sigterm, reopen_std_streams, silence_stdout, stdout_usable)
+from .commands.process import (EXIT_SIGINT, EXIT_SIGTERM, TERMINATING, Terminated, fail, internal_error, is_stdout_error,
+                               main_thread, on_sigterm, reopen_std_streams, silence_stdout, stdout_usable)
 from .errors import InspectorError, OutputError, UsageError
 
 VERBS = {"show": verbs.show, "check": verbs.check, "diff": verbs.diff, "export": verbs.export, "chips": verbs.chips,
@@ -33,12 +33,13 @@ def main(argv: list[str] | None = None, *, isolate: bool = True) -> int:
     (tests: no child to start), with the same messages and codes."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    previous = signal.signal(signal.SIGTERM, on_sigterm) if isolate and main_thread() else None
+    signals = [getattr(signal, name) for name in TERMINATING if hasattr(signal, name)] if isolate and main_thread() else []
+    previous = {sig: signal.signal(sig, on_sigterm) for sig in signals}
     try:
         return _main(argv, isolate, debug)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _main(argv: list[str], isolate: bool, debug: bool) -> int:
@@ -63,7 +64,7 @@ def _main(argv: list[str], isolate: bool, debug: bool) -> int:
     except KeyboardInterrupt as err:
         return fail(err, "interrupted (Ctrl-C)", EXIT_SIGINT, False)
     except Terminated as err:
-        return fail(err, "terminated (SIGTERM)", EXIT_SIGTERM, False)
+        return fail(err, f"terminated ({err.name})", 128 + err.signum if err.signum > 0 else EXIT_SIGTERM, False)
     except (OSError, ValueError) as err:
         if is_stdout_error(err):
             silence_stdout()

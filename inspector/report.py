@@ -342,6 +342,13 @@ def make_report(target: Target, chip: Chip, *, compile: bool = True, jaxpr_text:
         seen = {(f.code, f.message) for f in report.findings}  # a compile error the ordinary compile found too
         report.findings = by_severity(report.findings + [f for f in report.mosaic_passes.findings
                                                          if (f.code, f.message) not in seen])
+    elif mosaic_passes and pass_select is not None and not passes:  # a Mosaic pass asked for where Mosaic never ran
+        from .errors import UsageError
+
+        why = ("Mosaic runs only when lowering for a TPU: add --target tpu-v5e" if not chip.is_tpu else
+               "its pallas_calls are given interpret=True, so Mosaic never runs" if report.pallas else
+               "the function has no Pallas kernel, so Mosaic never runs (--view passes diffs XLA's passes)")
+        raise UsageError(f"--pass {pass_select} does not apply: {why}")
     if time and report.fusions is not None:
         from .libtpu import estimate_times
 

@@ -217,7 +217,11 @@ def _params(fn_sig, entry: dict, sets: list[str], spec: str, func: str = "") -> 
     defaults = {p.name: p.default for p in fn_sig.parameters.values() if p.default is not p.empty} if fn_sig else {}
     choices: dict[str, list] = {}
     for name, value in (entry.get("params") or {}).items():
-        choices[name] = list(value) if isinstance(value, (list, tuple)) else [value]
+        if not isinstance(value, (list, tuple)):  # taken as [value], it was a choice nobody was told about
+            raise UsageError(f"{spec}: INSPECT[{func!r}][\"params\"][{name!r}] is {value!r}: give a list of the "
+                             f"values to try, the first the default, e.g. [{value!r}] (or --set {name}=... on the "
+                             "command line)")
+        choices[name] = list(value)
         _check_choices(name, choices[name], defaults.get(name), f"{spec}: INSPECT[{func!r}][\"params\"][{name!r}]")
     check_param_names(fn_sig, choices, spec, f"INSPECT[{func!r}][\"params\"] names {{name!r}}")
     params = {name: values[0] for name, values in choices.items() if values}

@@ -30,8 +30,11 @@ def time_budget(seconds: float | None, option: str):
 
     if seconds is None:
         return Budget()
-    if not seconds > 0 or seconds == float("inf"):
-        raise UsageError(f"{option} {seconds!r}: give the seconds libtpu's simulation may take, a number > 0 (default 60)")
+    from .libtpu.budget import MIN_SECONDS
+
+    if not seconds >= MIN_SECONDS or seconds == float("inf"):
+        raise UsageError(f"{option} {seconds:g}: give the seconds libtpu's simulation may take, {MIN_SECONDS:g} or more "
+                         f"(each of its compiles is given {MIN_SECONDS:g} s at least; default 60)")
     return Budget(seconds=float(seconds))
 
 
@@ -46,6 +49,8 @@ def check_time_options(time: bool, budget: float | None, view: str | None = None
                          f"--view {view} does not show it, it only makes the run slower")
     if budget is not None and not time and view != "bundles":
         raise UsageError("--time-budget is the budget of libtpu's time estimate: add --time (or --view bundles)")
+    if budget is not None:
+        time_budget(budget, "--time-budget")  # a budget it cannot keep: refused before the compile
 
 
 def check_measure(measure: bool) -> None:

@@ -434,7 +434,8 @@ def test_more_workers_than_memory_holds_are_not_started_and_it_is_said(monkeypat
     assert sweep_mod.fit_workers(2) == (2, None)
     assert sweep_mod.fit_workers(64)[0] == 3
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
-    plan = TunePlan("k.py:mm", {"bm": [1, 2]}, {"bm": 1}, ["x", "bm"], [("f32[8]", None)])
+    # more candidates than memory holds workers (with fewer, no note: tests/test_trust_round4.py)
+    plan = TunePlan("k.py:mm", {"bm": [1, 2, 3, 4]}, {"bm": 1}, ["x", "bm"], [("f32[8]", None)])
     monkeypatch.setattr(sweep_mod, "_plan", lambda req, local, budget: plan)
     sizes = []
     monkeypatch.setattr(LocalPool, "run", lambda self, jobs, on_answer, on_died: sizes.append(self.size))

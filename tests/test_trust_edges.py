@@ -651,7 +651,7 @@ def _stopped_run(monkeypatch, grid, status="time-limit"):
     monkeypatch.setattr(est, "open_session", lambda *a, **k: contextlib.nullcontext(Session()))
     monkeypatch.setattr(est._Run, "_request", lambda self, caps: (None, [record]))
     kernel = SimpleNamespace(name="k.1", kind="custom-call:pallas", compiler_cycles=None, roofline_s=1e-6, repeat=1)
-    budget = est.Budget(seconds=1e-9)
+    budget = est.Budget(seconds=1.0)  # the least a budget may be (the compile is stopped all the same, here)
     return est._Run(None, None, get_chip("tpu-v5e"), [kernel], budget).run()
 
 

@@ -109,7 +109,15 @@ def best_lines(ranking: ChipRanking) -> Text:
     return text
 
 
-def summary(result: TuneResult) -> Text:
+def interrupted_line(result: TuneResult) -> str:
+    c = result.counts
+    return (f"interrupted: {c['total'] - c.get('not-run', 0)} of {c['total']} done; run the same command again to "
+            "resume (what is done is cached)")
+
+
+def summary(result: TuneResult, with_interrupted: bool = True) -> Text:
+    """``with_interrupted``: False where the interruption is said elsewhere (the command line says
+    it on stderr, as it says every other way a command ends early; Jupyter keeps it here)."""
     c = result.counts
     chips = len(result.shapes[0].chips) if result.shapes else 0
     per = f"{count(c['total'] // max(chips * len(result.shapes), 1), 'candidate')} x {count(chips, 'chip')}"
@@ -119,9 +127,8 @@ def summary(result: TuneResult) -> Text:
     where = result.runner if result.runner != "local" else f"{count(result.workers, 'worker')}"
     text = Text(f"{result.target}: {per}: {', '.join(parts)}; {c.get('cached', 0)} from the cache, {c.get('done', 0)} computed "
                 f"in {_duration(result.wall_seconds)} on {where}")
-    if result.interrupted:
-        text.append(f"\ninterrupted: {c['total'] - c.get('not-run', 0)} of {c['total']} done; run the same command "
-                    "again to resume (what is done is cached)", style="bold yellow")
+    if result.interrupted and with_interrupted:
+        text.append("\n" + interrupted_line(result), style="bold yellow")
     for note in result.notes:
         text.append(f"\nnote: {note}", style="yellow")
     if result.table:
@@ -132,6 +139,7 @@ def summary(result: TuneResult) -> Text:
 
 
 def tune_view(result: TuneResult, top: int = 0) -> Group:
+    """The command line's output (stdout): an interruption is not in it; ``interrupted_line`` goes to stderr."""
     parts: list[RenderableType] = []
     for shape in result.shapes:
         for ranking in shape.chips:
@@ -143,7 +151,7 @@ def tune_view(result: TuneResult, top: int = 0) -> Group:
         parts += [best_lines(r) for r in shape.chips]
     if result.fixed:
         parts.append(Text("fixed: " + " ".join(f"--set {k}={v}" for k, v in result.fixed.items()), style="dim"))
-    parts.append(summary(result))
+    parts.append(summary(result, with_interrupted=False))
     return Group(*parts)
 
 

@@ -12,7 +12,25 @@ EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 
 
 class Terminated(BaseException):
-    """SIGTERM, raised where the main thread is (like KeyboardInterrupt for SIGINT)."""
+    """SIGTERM, or SIGHUP (its terminal closed), raised where the main thread is (like
+    KeyboardInterrupt for SIGINT): the same cleanup runs for both (children killed, temp folders
+    removed). ``signum``: which; the exit code is 128 + it."""
+
+    def __init__(self, signum: int = 15):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        import signal
+
+        try:
+            return signal.Signals(self.signum).name
+        except ValueError:
+            return f"signal {self.signum}"
+
+
+TERMINATING = ("SIGTERM", "SIGHUP")  # the signals on_sigterm answers (those the platform has)
 
 
 
@@ -61,9 +79,19 @@ def silence_stdout() -> None:
         pass
 
 
+def readable(line: str) -> str:
+    """``line`` with the bytes of a non-UTF-8 argument or file name written \\xff: Python keeps
+    such a byte as a lone surrogate, which is echoed '\\udcff' (by repr, or by the stream's
+    backslashreplace), a character nobody typed."""
+    import re
+
+    line = re.sub(r"\\udc([89a-f][0-9a-f])", r"\\x\1", line)  # already escaped, by repr
+    return "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in line)
+
+
 def say(line: str) -> None:
     try:
-        print(f"inspector: {line}", file=sys.stderr, flush=True)
+        print(f"inspector: {readable(line)}", file=sys.stderr, flush=True)
     except (OSError, ValueError, AttributeError):
         pass  # stderr is gone too: the exit code is all that is left
 
@@ -82,7 +110,7 @@ def fail(err: BaseException, line: str, code: int, debug: bool) -> int:
 
 
 def on_sigterm(signum, frame):
-    raise Terminated()
+    raise Terminated(signum)
 
 
 def is_stdout_error(err: OSError | ValueError) -> bool:

@@ -61,6 +61,7 @@ def request(opts):
     from ..tuning.candidates import check_overlap, parse_grid, parse_sets
     from ..tuning.measured import MEASURE_TOP
     from ..tuning.sweep import REFRESH, SweepRequest, check_chips
+    from ..verb_rules import time_budget
 
     from ..backends import attached_chip
     from ..verb_rules import check_measure
@@ -80,7 +81,7 @@ def request(opts):
         from ..specs import parse_specs
 
         parse_specs(text)
-    budget = {"seconds": opts.time_budget} if opts.time_budget else {}
+    budget = {"seconds": time_budget(opts.time_budget, "--time-budget").seconds} if opts.time_budget else {}
     import inspector.compile_cache as compile_cache
 
     cache = False if not compile_cache.enabled() else REFRESH if opts.no_cache else True
@@ -112,7 +113,11 @@ def render_tune(opts, result) -> int:
         print_json(result.to_dict(), console)
     else:
         print_fitting(console, tune_view(result, top=opts.top))
-    if result.interrupted:
+    if result.interrupted:  # on stderr, as every other way a command ends early: stdout keeps the tables
+        from ..views.tune import interrupted_line
+        from .process import say
+
+        say(interrupted_line(result))
         return EXIT_SIGINT
     if result.table_failed:  # the tables are shown; the one thing asked that did not happen is said last
         print(f"inspector: {result.table_note}", file=sys.stderr)

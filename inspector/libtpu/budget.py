@@ -22,6 +22,11 @@ from .model import StepFit
 GiB = 1024**3
 
 
+# The least time one of libtpu's compiles is given: a budget below it could not be kept (with 0.001 s
+# asked, the compile still ran 1 s and was said to stop "after 1 s"), so it is refused.
+MIN_SECONDS = 1.0
+
+
 @dataclasses.dataclass(frozen=True)
 class Budget:
     """What one estimate may spend on libtpu's compiles (every compile together)."""
@@ -37,9 +42,10 @@ class Budget:
 
     def __post_init__(self) -> None:
         # nan or inf seconds reached the compile's hard stop as its timeout; 0 or less, no compile at all
-        if not (math.isfinite(self.seconds) and self.seconds > 0):
+        if not (math.isfinite(self.seconds) and self.seconds >= MIN_SECONDS):
             raise UsageError(f"Budget(seconds={self.seconds!r}): give the seconds libtpu's simulation may take, "
-                             "a finite number > 0 (default 60)")
+                             f"a finite number of {MIN_SECONDS:g} or more: a compile is given {MIN_SECONDS:g} s at "
+                             "least (default 60)")
         if not self.memory_bytes > 0:
             raise UsageError(f"Budget(memory_bytes={self.memory_bytes!r}): give the bytes its compiles may use, > 0")
 

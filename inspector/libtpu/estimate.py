@@ -25,7 +25,7 @@ from ..chips import Chip
 from ..findings import Finding
 from ..target import Target, short_path
 from .store import key as cache_key, load as load_cached, store as store_cached
-from .budget import Budget, extrapolate, fit_steps, predict_whole, reduced_grid
+from .budget import MIN_SECONDS, Budget, extrapolate, fit_steps, predict_whole, reduced_grid
 from .bundles import kernel_bundles
 from .dumps import BUNDLES_LABEL, UTILIZATION_LABEL, UnreadableDump, read_bundles, read_utilization
 from .model import (COST_MODEL, EXTRAPOLATED, LIBTPU, ROOFLINE, JobCost, KernelBundles, KernelTime, StepFit,
@@ -219,7 +219,7 @@ class _Run:
                 self.grids[match.name] = record.grid
 
     def _job(self, session: DumpSession, label: str, request, records, seconds: float) -> Outcome:
-        outcome = session.run(request, seconds=max(seconds, 1.0), memory_bytes=self.budget.memory_bytes)
+        outcome = session.run(request, seconds=max(seconds, MIN_SECONDS), memory_bytes=self.budget.memory_bytes)
         used = {self.names[i]: r.used for i, r in enumerate(records) if i in self.names}
         self.jobs.append(JobCost(label, outcome.status, round(outcome.wall_seconds, 3), outcome.peak_rss_bytes,
                                  {op: math.prod(g) for op, g in used.items()}, outcome.detail))

@@ -160,11 +160,15 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done) -> Tune
         bound = f" (its roofline, a lower bound: {seconds * 1e6:,.1f} us)" if seconds else ""
         # libtpu simulated it to 0 cycles: more time changes nothing
         zero = any(f.code == "libtpu-no-time" for f in times.findings)
+        # libtpu ended the simulation itself: no budget would give a time either
+        aborted = next((f for f in times.findings if f.code == "libtpu-aborted"), None)
         return done(status=UNTIMED, code="no-estimate", notes=notes, vmem_bytes=max(used, default=None),
                     vmem_estimate_bytes=estimate, vmem_limit_bytes=limit,
                     hbm_bytes=int(report.fusions.totals["hbm_bytes"]) if report.fusions else None,
                     reason=("libtpu's simulation gave it 0 cycles (it does not time this kernel on this chip)" + bound
                             + "; not ranked" if zero else
+                            f"libtpu's simulation aborted on {chip.name} ({(aborted.data or {}).get('reason') or 'SIGABRT'})"
+                            + bound + "; not ranked" if aborted is not None else
                             "libtpu gave no time for it within the budget" + bound + "; not ranked: raise --time-budget"))
     return done(status=RANKED, estimated_seconds=seconds, estimated_cycles=times.totals.get("estimated_cycles"),
                 estimate_source=times.method, vmem_bytes=max(used, default=None), vmem_estimate_bytes=estimate,

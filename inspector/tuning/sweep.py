@@ -64,6 +64,11 @@ def check_chips(names: list[str]) -> list:
     if other:
         raise UsageError(f"tune ranks by libtpu's time estimate: give TPU targets (e.g. --target tpu-v5e,tpu-v6e), "
                          f"not {', '.join(other)}")
+    untimed = [c.name for c in chips if not c.libtpu_times]
+    if untimed:  # every candidate would compile, then come back without a time
+        raise UsageError(f"tune ranks by libtpu's simulated time, and libtpu does not simulate {', '.join(untimed)} "
+                         "(its DMA latency model refuses the chip): give tpu-v5e, tpu-v5p, tpu-v6e or tpu-7x "
+                         f"(`inspector check --target {untimed[0]}` still checks the VMEM fit)")
     sliced = [c.name for c in chips if c.devices > 1]
     if sliced:
         raise UsageError(f"tune ranks one chip's kernels: give the chip (tpu-v5e), not a slice ({', '.join(sliced)})")
@@ -157,7 +162,7 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None, cancel=None) 
     result = TuneResult(req.spec, list(values), dict(req.fixed), default, rank_all([s for s, _ in plan.shapes], chips, ordered),
                         counts, interrupted, round(time.perf_counter() - started, 3),
                         min(runner.size, max(len(pending), 1)), runner.runner, store.versions())
-    if workers_note and ray_pool is None:
+    if workers_note and ray_pool is None and len(pending) > workers:  # else memory held all that started
         result.notes.append(workers_note)
     if req.measure and not interrupted:
         from .measured import measure_rankings

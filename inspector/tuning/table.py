@@ -18,6 +18,7 @@ import json
 import time
 
 SCHEMA = 1
+MAX_BYTES = 64 << 20  # a table holds a few hundred bytes per shape and chip: a larger file is not one
 
 
 def shape_key(*arrays) -> str:
@@ -50,15 +51,17 @@ def read_table(path: str, kernel: str | None = None) -> dict:
     """The table at ``path``, or a new one when there is no file; a file that is not a tuning
     table, or is another kernel's (``kernel``: the spec about to be written), is refused (it
     would be overwritten, or mixed with this kernel's parameters)."""
-    from ..errors import UsageError
+    from ..atomic import read_regular
+    from ..errors import OutputError, UsageError
 
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return {"schema": SCHEMA, "kernel": None, "entries": {}}
+        data = read_regular(path, MAX_BYTES)  # /dev/zero, a pipe, a huge file: refused before reading
+    except OutputError as err:
+        raise UsageError(f"--table {err}") from err
     except OSError as err:
         raise UsageError(f"--table {path}: cannot read it: {err.strerror or err}") from err
+    if data is None:
+        return {"schema": SCHEMA, "kernel": None, "entries": {}}
     try:
         text = data.decode("utf-8")
         table = json.loads(text) if text.strip() else {"schema": SCHEMA, "kernel": None, "entries": {}}
@@ -75,8 +78,12 @@ def read_table(path: str, kernel: str | None = None) -> dict:
 def check_table(path: str, kernel: str) -> None:
     """Before a sweep: the table can be written (its folder, not a folder itself, not read-only)
     and is a tuning table of this kernel, or no file yet; else a UsageError now, not after the sweep."""
-    from ..atomic import check_not_read_only, check_writable
+    from ..atomic import check_not_read_only, check_writable, our_output
+    from ..errors import UsageError
 
+    if our_output(path) is not None:  # read, it is what we print; renamed over, what we print after is lost
+        raise UsageError(f"--table {path} is this command's own output: give the table a file name "
+                         "(--json prints the results)")
     check_writable(path)
     check_not_read_only(path)
     read_table(path, kernel)

@@ -48,7 +48,7 @@ NOT_CALLABLE = 3
 INSPECT = {
     "matmul": {"args": "f32[8,16] f32[16,4]", "reference": "ref_matmul"},
     "jitted": {"args": "f32[4,4]"},
-    "with_params": {"args": "f32[4]", "params": {"power": [3, 2], "shift": 1.5}},
+    "with_params": {"args": "f32[4]", "params": {"power": [3, 2], "shift": [1.5]}},
     "raises_in_trace": {"args": "f32[4,4]"},
     "tree_fn": {"args": make_tree},
     "kw_only": {"args": "f32[4] bias=f32[4]"},

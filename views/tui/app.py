@@ -123,6 +123,12 @@ class InspectorApp(Loading, Navigation, Jobs, Tuning, App):
             raise UICrash(f"the terminal UI crashed: {type(error).__name__}: {error} (traceback in {where})") from error
         return result
 
+    def action_help_quit(self) -> None:  # Textual's ctrl+c where no text is selected
+        """Quits, as q does (Textual only hinted that ctrl+q quits, and the hint was easy to miss):
+        ctrl+c is a terminal user's reflex. With text selected it copies, as before; the tune
+        screen keeps it for stopping a sweep."""
+        self.exit()
+
     def _handle_exception(self, error: Exception) -> None:  # Textual's hook (pinned textual 8)
         """Instead of ~1,800 lines of rich traceback over the terminal: write it to a log file,
         stop the worker, exit with a non-zero code; run() turns it into one line."""

@@ -101,8 +101,12 @@ class TuneScreen(ModalScreen[dict]):
     #tune-table { height: 1fr; }
     #tune-detail { height: auto; max-height: 8; border-top: solid $primary; }
     """
+    # no field is focused when the screen opens, so q closes it as it reads (in a field it types a q;
+    # Tab goes to the fields, Enter runs the sweep from anywhere on the form)
+    AUTO_FOCUS = None
     BINDINGS = [
         Binding("escape,q", "close", "stop the sweep / close"),
+        Binding("enter", "run", "run the sweep", show=False),
         Binding("ctrl+c", "stop", "stop the sweep", priority=True),
         Binding("s", "next_chip", "rank by the next chip"),
         Binding("left_square_bracket", "shape(-1)", "previous shape"),
@@ -161,9 +165,7 @@ class TuneScreen(ModalScreen[dict]):
         for name in ("tune-progress", "tune-progress-line", "tune-table", "tune-detail"):
             self.query_one(f"#{name}").display = False
         self._hint()
-        fields = self.query(Input)
-        if fields:
-            fields.first().focus()
+        if self.query(Input):
             self._count()
         self.set_interval(1.0, self._tick)
 
@@ -174,9 +176,9 @@ class TuneScreen(ModalScreen[dict]):
             more = "  [ ] shape" if len(self.result.shapes) > 1 else ""
             hint = f"Enter applies the row  s ranks by the next chip{more}  w tuning table  r sweep again  Esc closes"
         elif self.form.tunable:
-            hint = "Enter runs the sweep (the candidates compile in worker processes)  Esc closes"
+            hint = "Enter runs the sweep (the candidates compile in worker processes)  Tab edits the values  q or Esc closes"
         else:
-            hint = "Esc closes"
+            hint = "q or Esc closes"
         self.query_one("#tune-hint", Static).update(Text(hint, style="dim"))
 
     def _values(self) -> dict[str, str]:
@@ -196,7 +198,11 @@ class TuneScreen(ModalScreen[dict]):
     # ------------------------------------------------------------------ the sweep
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        if self.running:
+        self.action_run()
+
+    def action_run(self) -> None:
+        """Enter: the sweep the form asks for (in a field, or with none focused)."""
+        if self.running or not self.form.tunable or not self.query_one("#tune-form").display:
             return
         request, problems = sweep_request(self.form, self.session, self.query_one("#tune-chips", Input).value,
                                           self._values())
