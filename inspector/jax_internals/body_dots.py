@@ -30,6 +30,7 @@ import math
 import types
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from .tracing import sub_jaxprs
@@ -47,6 +48,8 @@ _STREAMING = _ELEMENTWISE | {"eq", "ne", "lt", "le", "gt", "ge", "and", "or", "n
 # concatenated from 2 MiB chunks and cast to bf16 for a matmul: libtpu used 10 MiB; xma's causal
 # conv, 4 rolled copies of its block stacked, weighted and summed: libtpu used nothing beyond the blocks)
 _NOT_VALUES = _REF_OPS | {"concatenate", "stack"}
+# what a mask is made with: comparisons and logic on an iota or a value, element by element
+_MASK_OPS = frozenset({"iota", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not"})
 _SAME_ARRAY = frozenset({"reshard"})  # annotations of an array's sharding, no op of their own (_inlined)
 _SAME_VALUE = frozenset({"pjit", "jit", "reshape", "broadcast_in_dim", "squeeze", "expand_dims"})
 
@@ -61,6 +64,9 @@ class BodyDots:
     computed_value_bytes: int = 0
     second_computed_bytes: int = 0  # the second largest value computed element-wise, whole or streamed
     split_operand_bytes: int = 0  # bf16 parts of HIGHEST-precision f32 matmuls' operands (_split_bytes)
+    # the largest matmul's two operands in vreg tiles, as read (_mxu_operand_bytes) and with 8-bit floats as bf16
+    mxu_operand_bytes: int = 0
+    mxu_operand_f8_bf16_bytes: int = 0
     in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
     summed_bytes: int = 0  # of those held, the largest whose chain feeds two reductions (max, then the sum of exp)
     stored_held_bytes: int = 0  # the largest dot result held so, whose chain then stores it whole in a ref as wide
@@ -82,6 +88,7 @@ class BodyDots:
                     unrolled_dot_bytes=self.unrolled_bytes, unrolled_values_bytes=self.unrolled_values_bytes,
                     body_value_bytes=self.largest_value_bytes, computed_value_bytes=self.computed_value_bytes,
                     second_computed_bytes=self.second_computed_bytes, split_operand_bytes=self.split_operand_bytes,
+                    mxu_operand_bytes=self.mxu_operand_bytes, mxu_operand_f8_bf16_bytes=self.mxu_operand_f8_bf16_bytes,
                     in_ref_bytes=self.in_ref_bytes, summed_dot_bytes=self.summed_bytes,
                     stored_dot_bytes=self.stored_held_bytes,
                     summed_operand_bytes=self.summed_operand_bytes, loop_carry_bytes=self.loop_carry_bytes,
@@ -235,15 +242,17 @@ def _stored_elements(store) -> int | None:
     return _elements(store.invars[1]) if len(store.invars) > 1 else None  # swap / store: ref, value, indices...
 
 
-def _in_chain(use, size) -> bool:
-    """An element-wise op (or a reshape, a jitted helper) that makes a value of ``size`` elements."""
-    return use.primitive.name in _ELEMENTWISE | _SAME_VALUE and len(use.outvars) == 1 and \
-        _elements(use.outvars[0]) == size
+def _in_chain(use, size, masks: bool = False) -> bool:
+    """An element-wise op (or a reshape, a jitted helper) that makes a value of ``size`` elements;
+    with ``masks``, a comparison or a logical op too."""
+    return use.primitive.name in _ELEMENTWISE | _SAME_VALUE | (_MASK_OPS if masks else frozenset()) and \
+        len(use.outvars) == 1 and _elements(use.outvars[0]) == size
 
 
-def _chain_uses(var, jaxpr, users_of, steps: int, once: bool = False):
+def _chain_uses(var, jaxpr, users_of, steps: int, once: bool = False, masks: bool = False):
     """Each value element-wise ops of its size make of ``var``, level by level for ``steps``
-    levels (``var`` the first), with the equations that read it; ``once``: each value once."""
+    levels (``var`` the first), with the equations that read it; ``once``: each value once;
+    ``masks``: through comparisons and logical ops too."""
     size, frontier, seen = _elements(var), [(var, jaxpr)], {id(var)}
     for _ in range(steps):
         nxt = []
@@ -251,7 +260,7 @@ def _chain_uses(var, jaxpr, users_of, steps: int, once: bool = False):
             uses = _uses(v, j, users_of)
             yield v, uses
             for u, jj in uses:
-                if _in_chain(u, size) and not (once and id(u.outvars[0]) in seen):
+                if _in_chain(u, size, masks) and not (once and id(u.outvars[0]) in seen):
                     seen.add(id(u.outvars[0]))
                     nxt.append((u.outvars[0], jj))
         frontier = nxt
@@ -275,7 +284,7 @@ def _reduced_then_used_whole(var, jaxpr, users_of, stored: bool = False) -> int:
     return reductions if pattern else 0
 
 
-def _built_in_ref(var, jaxpr, users_of, unreduced: bool = False) -> bool:
+def _built_in_ref(var, jaxpr, users_of, unreduced: bool = False, masks: bool = False) -> bool:
     """Whether element-wise ops of its size carry the value into a store of that size: Mosaic can
     build it in that ref (an output block, an accumulator) instead of a VMEM temporary of its own;
     with ``unreduced``, only where no reduction reads the chain on the way.
@@ -284,7 +293,7 @@ def _built_in_ref(var, jaxpr, users_of, unreduced: bool = False) -> bool:
     bf16, took one f32 copy of its block beyond the blocks (held out, round eight: 23.8 MiB where
     16 are blocks on v5e); an accumulator cast on its way out streams (sglang's fused MLP)."""
     size, reduced = _elements(var), False
-    for _, uses in _chain_uses(var, jaxpr, users_of, 10):  # how far down the chain the store is looked for
+    for _, uses in _chain_uses(var, jaxpr, users_of, 10, masks=masks):  # how far down the chain the store is looked for
         reduced |= any(u.primitive.name in _REDUCTIONS for u, _ in uses)
         if reduced and unreduced:
             return False
@@ -430,8 +439,32 @@ def _split_bytes(dot) -> int:
     return 3 * (_nbytes(lhs) + _nbytes(rhs)) // 2
 
 
+def _is_mask(eqn, var) -> bool:
+    """An iota, an integer or a boolean value: what comparisons make a mask of (megablox gmm's rows
+    of the current group, an iota offset and compared with the group's bounds, then a select stored
+    into the output block). Mosaic computes such a chain vreg by vreg into the store that ends it."""
+    dtype = np.dtype(var.aval.dtype)
+    return eqn.primitive.name == "iota" or dtype == np.bool_ or np.issubdtype(dtype, np.integer)
+
+
+def _mxu_operand_bytes(dot, f8_as_bf16: bool = False) -> int:
+    """A matmul's two operands in vreg tiles as the MXU takes them; with ``f8_as_bf16``, 8-bit
+    float operands as bf16, which Mosaic converts them to on a chip whose MXU does not take fp8.
+    The matmul's lowering holds these operand vregs across its passes over the other operand;
+    what the 64 registers cannot hold, the register allocator spills into VMEM."""
+    total = 0
+    for v in dot.invars[:2]:
+        size = _nbytes(v)
+        dtype = np.dtype(v.aval.dtype)
+        if f8_as_bf16 and dtype.name.startswith("float8"):
+            size = _nbytes(types.SimpleNamespace(aval=types.SimpleNamespace(shape=v.aval.shape, dtype=ml_dtypes.bfloat16)))
+        total += size
+    return total
+
+
 def body_dots(jaxpr) -> BodyDots:
     held = summed = summed_operands = values = largest = in_ref = split = carry = met = reduced_row = stored = 0
+    operands = operands_f8 = 0
     unbuilt: list[int] = []  # per stretch, as stretches
     computed = [0, 0]  # the two largest values computed element-wise
     whole = 0  # the largest of them that does not stream into reductions
@@ -448,6 +481,7 @@ def body_dots(jaxpr) -> BodyDots:
 
     def walk(j) -> tuple[int, int]:
         nonlocal held, summed, summed_operands, values, largest, in_ref, split, carry, met, reduced_row, whole, stored
+        nonlocal operands, operands_f8
         j = _inlined(j)
         users = users_of(j)
         here = loose = 0
@@ -465,7 +499,7 @@ def body_dots(jaxpr) -> BodyDots:
             elif e.primitive.name not in _NOT_VALUES and not _transposed_operand(e, users):
                 for v in e.outvars:
                     if getattr(v.aval, "shape", None) and not _only_reduced(v, j, users_of):
-                        if _built_in_ref(v, j, users_of):
+                        if _built_in_ref(v, j, users_of, masks=_is_mask(e, v)):
                             in_ref = max(in_ref, _nbytes(v))
                             if e.primitive.name != "dot_general" and _reduced_row(v, j, users_of):
                                 reduced_row = max(reduced_row, _nbytes(v))
@@ -477,6 +511,8 @@ def body_dots(jaxpr) -> BodyDots:
                                     whole = max(whole, _nbytes(v))
             if e.primitive.name == "dot_general":
                 split += _split_bytes(e)
+                operands = max(operands, _mxu_operand_bytes(e))
+                operands_f8 = max(operands_f8, _mxu_operand_bytes(e, f8_as_bf16=True))
                 size = _nbytes(e.outvars[0])
                 if not _streamed(e.outvars[0], users):
                     here += size
@@ -509,6 +545,7 @@ def body_dots(jaxpr) -> BodyDots:
 
     walk(jaxpr)
     statistic = max(statistics, default=0)
-    return BodyDots(held, max(stretches, default=0), values, largest, whole, computed[1], split, in_ref, summed, stored,
-                    summed_operands, carry, max(unbuilt, default=0), met, statistic, statistics.get(statistic, 0),
-                    row_reductions.get(statistic, 0), row_lanes.get(statistic, 0), reduced_row)
+    return BodyDots(held, max(stretches, default=0), values, largest, whole, computed[1], split, operands, operands_f8,
+                    in_ref, summed, stored, summed_operands, carry, max(unbuilt, default=0), met, statistic,
+                    statistics.get(statistic, 0), row_reductions.get(statistic, 0), row_lanes.get(statistic, 0),
+                    reduced_row)
