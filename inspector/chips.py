@@ -71,9 +71,6 @@ class Chip:
     # XLA may hand a Pallas kernel a whole operand already in VMEM (its own allocation, outside the
     # kernel's scoped limit), so that operand's blocks take no scoped VMEM
     vmem_operands: bool = False
-    # XLA was seen to place in VMEM every operand it may place when they all fit there (v5e, v6e;
-    # TPU7x: vmem_operands): a "fits" may rely on it; elsewhere those blocks are unsure
-    places_fitting_operands: bool = False
     # of the VMEM beside the scoped limit, what XLA keeps for itself when it places operands there
     vmem_operand_reserve_bytes: int = 0
     # a kernel's f32 matmuls at HIGHEST precision keep their operands' bf16 parts in VMEM
@@ -122,13 +119,10 @@ MEASURED_F32_SPLIT = ("measured: tops' chunk_fwd_o (two f32 matmuls at HIGHEST p
                       "MiB beyond its blocks and values on TPU7x at chunks of 256, 512 and 1024, 0.84-1.36x of 1.5x "
                       "the matmuls' operands; v5e none (11.75 MiB where the estimate counts 28 at chunk 512); "
                       "v6e's figure does not tell (21.91 MiB, some operands placed)")
-MEASURED_FP8 = ("measured: Mosaic's LLO for an fp8 (float8_e4m3fn) matmul converts the operands to bf16 in the "
-                "vector registers (f8negztoz, vunpack, vsel) on v5e, v5p and v6e, not on TPU7x, whose scoped VMEM "
-                "is exactly the blocks in 11 of tests/data/quantized_matmul.py's 20 fp8 compiles that fit there and "
-                "beyond them only where bf16 operands of the same blocks spill too (tests/test_quantized_matmul.py)")
-MEASURED_PLACES = ("measured: the (rows, 1) f32 scale inputs of tests/data/quantized_matmul.py's qmm (rows of "
-                   "512 to 2048) took no scoped VMEM on v5e and v6e in 80 compiles, their two buffers (1 MiB per "
-                   "1024 rows) on v5p in all 40; v4 not measured")
+MEASURED_FP8 = ("measured (LLO dumps, --xla_jf_dump_to): Mosaic converts float8_e4m3fn matmul operands to bf16 in "
+                "the vector registers (f8negztoz, vunpack, vsel) on v5e, v5p and v6e; on v6e a (1024, 2048) x (2048, "
+                "1024) block pair spilled 731 vregs (2.86 MiB) beyond its blocks; TPU7x kept exactly its blocks at the "
+                "shapes of tests/data/quantized_matmul.py where v6e spilled (tests/test_quantized_matmul.py)")
 MEASURED_MET = ("measured: of the larger of two f32 matmul results that meet in an element-wise op, less the "
                 "registers, libtpu kept 1.05-1.38 beyond the blocks on v5e, 1.00-2.41 on v6e, 1.01-1.82 on TPU7x "
                 "and 0.76-0.95 there where the product feeds a third matmul, in the 150 compiles of "
@@ -157,7 +151,7 @@ MEASURED_STATISTICS = ("measured: where several reductions along 128- and 256-la
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,
          device_kind, version, topologies, hbm_device, ici, links, ici_source, clock, clock_source,
          devices_per_chip=1, parallel_grid_cores=1, vmem_operands=False, reserve=0, sc_vmem=None,
-         splits_f32=False, fp8=False, places=False, met_share=0.6, met_room=1.0, unrolled_summed=0.5, statistics_room=None,
+         splits_f32=False, fp8=False, met_share=0.6, met_room=1.0, unrolled_summed=0.5, statistics_room=None,
          statistics_kept=0.0, sources=None) -> Chip:
     base = {
         "tensor_cores": CLOUD_TPU, "vmem_bytes": TPU_INFO, "smem_bytes": TPU_INFO, "hbm_bytes": TPU_INFO,
@@ -169,7 +163,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
         "devices_per_chip": "probed: get_topology_desc('v4:2x2x1') and ('tpu7x:2x2x1') list 8 devices for 4 chips",
         "clock_hz": clock_source, "parallel_grid_cores": MEASURED_SPLIT, "vmem_operands": MEASURED_VMEM_OPERANDS,
         "vmem_operand_reserve_bytes": MEASURED_RESERVE, "splits_f32_matmuls": MEASURED_F32_SPLIT,
-        "mxu_takes_fp8": MEASURED_FP8, "places_fitting_operands": MEASURED_PLACES,
+        "mxu_takes_fp8": MEASURED_FP8,
         "met_result_share": MEASURED_MET, "met_results_room": MEASURED_MET_ROOM,
         "unrolled_summed_share": MEASURED_UNROLLED_SUMMED, "statistics_room": MEASURED_STATISTICS,
         "statistics_kept": MEASURED_STATISTICS,
@@ -182,7 +176,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
                 topologies=topologies, hbm_device_bytes=hbm_device, ici_bytes_per_s=ici, ici_links=links,
                 devices_per_chip=devices_per_chip, clock_hz=clock, parallel_grid_cores=parallel_grid_cores,
                 vmem_operands=vmem_operands, vmem_operand_reserve_bytes=reserve, sparse_core_vmem_bytes=sc_vmem,
-                splits_f32_matmuls=splits_f32, mxu_takes_fp8=fp8, places_fitting_operands=places, met_result_share=met_share, met_results_room=met_room,
+                splits_f32_matmuls=splits_f32, mxu_takes_fp8=fp8, met_result_share=met_share, met_results_room=met_room,
                 unrolled_summed_share=unrolled_summed, statistics_room=statistics_room,
                 statistics_kept=statistics_kept, sources=base)
 
@@ -205,7 +199,7 @@ CHIPS: tuple[Chip, ...] = (
          sources={"int8_ops": "not given by jax tpu_info"}),
     _tpu("tpu-v5e", "TPU v5e (v5 lite)", aliases=("v5e", "v5litepod"), cores=1,
          vmem=128 * MiB, scoped=16 * MiB, hbm=17_200_000_000, bw=0.82e12, bf16=197e12, int8=394e12, mxu=128,
-         topology="v5e:2x2", device_kind="TPU v5 lite", version="v5e", topologies=_2D, places=True, met_share=0.9, met_room=0.7, statistics_room=2.0,
+         topology="v5e:2x2", device_kind="TPU v5 lite", version="v5e", topologies=_2D, met_share=0.9, met_room=0.7, statistics_room=2.0,
          statistics_kept=1.9,
          hbm_device=round(15.75 * GiB), ici=4.5e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v5e page: 2D torus)",
          clock=1.5e9, clock_source="derived: 197e12 / (4 MXUs x 128^2 x 2 flops) = 1.50 GHz; " + _DOT.format(pct=97)),
@@ -218,7 +212,7 @@ CHIPS: tuple[Chip, ...] = (
          sources={"hbm_bytes_per_s": TPU_INFO + "; the Cloud TPU page says 2765 GB/s"}),
     _tpu("tpu-v6e", "TPU v6e (Trillium)", aliases=("v6e", "trillium"), cores=1,
          vmem=128 * MiB, scoped=32 * MiB, hbm=34_400_000_000, bw=1.64e12, bf16=920e12, int8=1840e12, mxu=256,
-         topology="v6e:2x2", device_kind="TPU v6 lite", version="v6e", topologies=_2D, places=True, met_share=0.9, met_room=1.1,
+         topology="v6e:2x2", device_kind="TPU v6 lite", version="v6e", topologies=_2D, met_share=0.9, met_room=1.1,
          statistics_room=1.0, statistics_kept=1.0,
          hbm_device=round(31.25 * GiB), sc_vmem=256 * 1024, ici=9e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v6e page)",
          clock=1.75e9, clock_source="derived: 920e12 / (4 x 256^2 x 2 flops) = 1.75 GHz; " + _DOT.format(pct=94) + " (492,700 flops a cycle: more than the 2 MXUs jax's table lists could give at 256^2, so the 4 of the Cloud TPU page)"),

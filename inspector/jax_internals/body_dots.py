@@ -48,8 +48,6 @@ _STREAMING = _ELEMENTWISE | {"eq", "ne", "lt", "le", "gt", "ge", "and", "or", "n
 # concatenated from 2 MiB chunks and cast to bf16 for a matmul: libtpu used 10 MiB; xma's causal
 # conv, 4 rolled copies of its block stacked, weighted and summed: libtpu used nothing beyond the blocks)
 _NOT_VALUES = _REF_OPS | {"concatenate", "stack"}
-# what a mask is made with: comparisons and logic on an iota or a value, element by element
-_MASK_OPS = frozenset({"iota", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not"})
 _SAME_ARRAY = frozenset({"reshard"})  # annotations of an array's sharding, no op of their own (_inlined)
 _SAME_VALUE = frozenset({"pjit", "jit", "reshape", "broadcast_in_dim", "squeeze", "expand_dims"})
 
@@ -64,7 +62,8 @@ class BodyDots:
     computed_value_bytes: int = 0
     second_computed_bytes: int = 0  # the second largest value computed element-wise, whole or streamed
     split_operand_bytes: int = 0  # bf16 parts of HIGHEST-precision f32 matmuls' operands (_split_bytes)
-    # the largest matmul's two operands in vreg tiles, as read (_mxu_operand_bytes) and with 8-bit floats as bf16
+    # the largest matmul's two operands in vreg tiles, as read (_mxu_operand_bytes); of matmuls with an
+    # 8-bit float operand, the largest with those as bf16
     mxu_operand_bytes: int = 0
     mxu_operand_f8_bf16_bytes: int = 0
     in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
@@ -242,17 +241,15 @@ def _stored_elements(store) -> int | None:
     return _elements(store.invars[1]) if len(store.invars) > 1 else None  # swap / store: ref, value, indices...
 
 
-def _in_chain(use, size, masks: bool = False) -> bool:
-    """An element-wise op (or a reshape, a jitted helper) that makes a value of ``size`` elements;
-    with ``masks``, a comparison or a logical op too."""
-    return use.primitive.name in _ELEMENTWISE | _SAME_VALUE | (_MASK_OPS if masks else frozenset()) and \
-        len(use.outvars) == 1 and _elements(use.outvars[0]) == size
+def _in_chain(use, size) -> bool:
+    """An element-wise op (or a reshape, a jitted helper) that makes a value of ``size`` elements."""
+    return use.primitive.name in _ELEMENTWISE | _SAME_VALUE and len(use.outvars) == 1 and \
+        _elements(use.outvars[0]) == size
 
 
-def _chain_uses(var, jaxpr, users_of, steps: int, once: bool = False, masks: bool = False):
+def _chain_uses(var, jaxpr, users_of, steps: int, once: bool = False):
     """Each value element-wise ops of its size make of ``var``, level by level for ``steps``
-    levels (``var`` the first), with the equations that read it; ``once``: each value once;
-    ``masks``: through comparisons and logical ops too."""
+    levels (``var`` the first), with the equations that read it; ``once``: each value once."""
     size, frontier, seen = _elements(var), [(var, jaxpr)], {id(var)}
     for _ in range(steps):
         nxt = []
@@ -260,7 +257,7 @@ def _chain_uses(var, jaxpr, users_of, steps: int, once: bool = False, masks: boo
             uses = _uses(v, j, users_of)
             yield v, uses
             for u, jj in uses:
-                if _in_chain(u, size, masks) and not (once and id(u.outvars[0]) in seen):
+                if _in_chain(u, size) and not (once and id(u.outvars[0]) in seen):
                     seen.add(id(u.outvars[0]))
                     nxt.append((u.outvars[0], jj))
         frontier = nxt
@@ -284,7 +281,7 @@ def _reduced_then_used_whole(var, jaxpr, users_of, stored: bool = False) -> int:
     return reductions if pattern else 0
 
 
-def _built_in_ref(var, jaxpr, users_of, unreduced: bool = False, masks: bool = False) -> bool:
+def _built_in_ref(var, jaxpr, users_of, unreduced: bool = False) -> bool:
     """Whether element-wise ops of its size carry the value into a store of that size: Mosaic can
     build it in that ref (an output block, an accumulator) instead of a VMEM temporary of its own;
     with ``unreduced``, only where no reduction reads the chain on the way.
@@ -293,7 +290,7 @@ def _built_in_ref(var, jaxpr, users_of, unreduced: bool = False, masks: bool = F
     bf16, took one f32 copy of its block beyond the blocks (held out, round eight: 23.8 MiB where
     16 are blocks on v5e); an accumulator cast on its way out streams (sglang's fused MLP)."""
     size, reduced = _elements(var), False
-    for _, uses in _chain_uses(var, jaxpr, users_of, 10, masks=masks):  # how far down the chain the store is looked for
+    for _, uses in _chain_uses(var, jaxpr, users_of, 10):  # how far down the chain the store is looked for
         reduced |= any(u.primitive.name in _REDUCTIONS for u, _ in uses)
         if reduced and unreduced:
             return False
@@ -439,12 +436,8 @@ def _split_bytes(dot) -> int:
     return 3 * (_nbytes(lhs) + _nbytes(rhs)) // 2
 
 
-def _is_mask(eqn, var) -> bool:
-    """An iota, an integer or a boolean value: what comparisons make a mask of (megablox gmm's rows
-    of the current group, an iota offset and compared with the group's bounds, then a select stored
-    into the output block). Mosaic computes such a chain vreg by vreg into the store that ends it."""
-    dtype = np.dtype(var.aval.dtype)
-    return eqn.primitive.name == "iota" or dtype == np.bool_ or np.issubdtype(dtype, np.integer)
+def _has_f8_operand(dot) -> bool:
+    return any(np.dtype(v.aval.dtype).name.startswith("float8") for v in dot.invars[:2])
 
 
 def _mxu_operand_bytes(dot, f8_as_bf16: bool = False) -> int:
@@ -499,7 +492,7 @@ def body_dots(jaxpr) -> BodyDots:
             elif e.primitive.name not in _NOT_VALUES and not _transposed_operand(e, users):
                 for v in e.outvars:
                     if getattr(v.aval, "shape", None) and not _only_reduced(v, j, users_of):
-                        if _built_in_ref(v, j, users_of, masks=_is_mask(e, v)):
+                        if _built_in_ref(v, j, users_of):
                             in_ref = max(in_ref, _nbytes(v))
                             if e.primitive.name != "dot_general" and _reduced_row(v, j, users_of):
                                 reduced_row = max(reduced_row, _nbytes(v))
@@ -512,7 +505,8 @@ def body_dots(jaxpr) -> BodyDots:
             if e.primitive.name == "dot_general":
                 split += _split_bytes(e)
                 operands = max(operands, _mxu_operand_bytes(e))
-                operands_f8 = max(operands_f8, _mxu_operand_bytes(e, f8_as_bf16=True))
+                if _has_f8_operand(e):
+                    operands_f8 = max(operands_f8, _mxu_operand_bytes(e, f8_as_bf16=True))
                 size = _nbytes(e.outvars[0])
                 if not _streamed(e.outvars[0], users):
                     here += size

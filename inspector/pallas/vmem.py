@@ -438,13 +438,13 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     if chip.splits_f32_matmuls and info.split_operand_bytes > VREG_FILE_BYTES:
         # (Chip.splits_f32_matmuls) tops' chunk_fwd_o at chunks of 512 said "fits" at 26 MiB, needed 41.21
         room_for.append(("the bf16 parts of the f32 operands of HIGHEST-precision matmuls", info.split_operand_bytes))
-    operands = info.mxu_operand_bytes if chip.mxu_takes_fp8 else info.mxu_operand_f8_bf16_bytes
-    if operands > VREG_FILE_BYTES:
-        # a matmul's lowering holds its operands' vregs (fp8 converted to bf16 where the MXU cannot
-        # take it) and partial sums across its passes; what the registers cannot hold is spilled into
-        # scoped VMEM (MATMUL_SPILL_EVIDENCE): a "fits" leaves room for the operands as the MXU takes them
-        room_for.append(("the matmul operands as the MXU takes them (fp8 as bf16 where it cannot take fp8), "
-                         "which the register allocator spills when they outgrow the registers", operands))
+    if not chip.mxu_takes_fp8 and info.mxu_operand_f8_bf16_bytes > VREG_FILE_BYTES:
+        # Mosaic converts fp8 matmul operands to bf16 in the vector registers on a chip whose MXU
+        # cannot take fp8, and the matmul's lowering holds them (and its partial sums) across its
+        # passes: what the registers cannot hold the register allocator spills into scoped VMEM
+        # (Chip.mxu_takes_fp8): a "fits" leaves room for the operands as bf16
+        room_for.append(("the fp8 matmul operands as bf16, which the chip's MXU takes and the register allocator "
+                         "spills when they outgrow the registers", info.mxu_operand_f8_bf16_bytes))
     if statistics and info.statistic_reductions != 1:  # one reduction's statistics are used as they come
         kept = STATISTICS_ROOM_SHARE * info.statistic_count
         if chip.statistics_room is not None:  # no more than the chip was seen to keep
@@ -466,10 +466,8 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     # the VPU sums: such bodies kept 0.8-2.8 scores beyond the blocks, more than the estimate counts
     # (with the inputs placed, splash attention needed 17.3 MiB of 16 on v5e, JetStream's chunked
     # prefill 17.04; with them the estimate said 14.8 and 6)
-    # (Chip.places_fitting_operands): not on v5p, which kept every (rows, 1) scale block in its scoped
-    # VMEM where v5e and v6e placed them
-    placed, most_out = _taken_out(candidates, beside, chip.vmem_operands or chip.places_fitting_operands and
-                                  info.origins_followed and not (body and info.summed_dot_bytes), chip.vmem_operands)
+    placed, most_out = _taken_out(candidates, beside, chip.vmem_operands or info.origins_followed and
+                                  not (body and info.summed_dot_bytes), chip.vmem_operands)
     total = sum(i.bytes for i in items) - placed
     # a matmul result built in the ref it is stored into (an accumulator, an output block) when it
     # outgrows the registers
