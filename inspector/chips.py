@@ -76,6 +76,9 @@ class Chip:
     vmem_operand_reserve_bytes: int = 0
     # a kernel's f32 matmuls at HIGHEST precision keep their operands' bf16 parts in VMEM
     splits_f32_matmuls: bool = False
+    # the MXU takes 8-bit float operands (float8_e4m3fn, float8_e5m2) as they are; elsewhere Mosaic
+    # converts them to bf16 in the vector registers first
+    mxu_takes_fp8: bool = False
     # of the larger of two matmul results that meet in an element-wise op (SwiGLU's), less the
     # registers, what the compiler surely keeps in scoped VMEM beyond the blocks
     met_result_share: float = 0.6
@@ -119,6 +122,10 @@ MEASURED_F32_SPLIT = ("measured: tops' chunk_fwd_o (two f32 matmuls at HIGHEST p
                       "MiB beyond its blocks and values on TPU7x at chunks of 256, 512 and 1024, 0.84-1.36x of 1.5x "
                       "the matmuls' operands; v5e none (11.75 MiB where the estimate counts 28 at chunk 512); "
                       "v6e's figure does not tell (21.91 MiB, some operands placed)")
+MEASURED_FP8 = ("measured (LLO dumps, --xla_jf_dump_to): Mosaic converts float8_e4m3fn matmul operands to bf16 in "
+                "the vector registers (f8negztoz, vunpack, vsel) on v5e, v5p and v6e; on v6e a (1024, 2048) x (2048, "
+                "1024) block pair spilled 731 vregs (2.86 MiB) beyond its blocks; TPU7x kept exactly its blocks at the "
+                "shapes of tests/data/quantized_matmul.py where v6e spilled (tests/test_quantized_matmul.py)")
 MEASURED_MET = ("measured: of the larger of two f32 matmul results that meet in an element-wise op, less the "
                 "registers, libtpu kept 1.05-1.38 beyond the blocks on v5e, 1.00-2.41 on v6e, 1.01-1.82 on TPU7x "
                 "and 0.76-0.95 there where the product feeds a third matmul, in the 150 compiles of "
@@ -152,7 +159,7 @@ LIBTPU_TIMES = ("measured, libtpu 0.0.42.1: its static profile of a v4 compile a
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,
          device_kind, pci, version, topologies, hbm_device, ici, links, ici_source, clock, clock_source,
          devices_per_chip=1, parallel_grid_cores=1, vmem_operands=False, reserve=0, sc_vmem=None,
-         splits_f32=False, met_share=0.6, met_room=1.0, unrolled_summed=0.5, statistics_room=None,
+         splits_f32=False, fp8=False, met_share=0.6, met_room=1.0, unrolled_summed=0.5, statistics_room=None,
          statistics_kept=0.0, libtpu_times=True, sources=None) -> Chip:
     base = {
         "tensor_cores": CLOUD_TPU, "vmem_bytes": TPU_INFO, "smem_bytes": TPU_INFO, "hbm_bytes": TPU_INFO,
@@ -164,6 +171,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
         "devices_per_chip": "probed: get_topology_desc('v4:2x2x1') and ('tpu7x:2x2x1') list 8 devices for 4 chips",
         "clock_hz": clock_source, "parallel_grid_cores": MEASURED_SPLIT, "vmem_operands": MEASURED_VMEM_OPERANDS,
         "vmem_operand_reserve_bytes": MEASURED_RESERVE, "splits_f32_matmuls": MEASURED_F32_SPLIT,
+        "mxu_takes_fp8": MEASURED_FP8,
         "met_result_share": MEASURED_MET, "met_results_room": MEASURED_MET_ROOM,
         "unrolled_summed_share": MEASURED_UNROLLED_SUMMED, "statistics_room": MEASURED_STATISTICS,
         "statistics_kept": MEASURED_STATISTICS,
@@ -178,7 +186,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
                 topologies=topologies, hbm_device_bytes=hbm_device, ici_bytes_per_s=ici, ici_links=links,
                 devices_per_chip=devices_per_chip, clock_hz=clock, parallel_grid_cores=parallel_grid_cores,
                 vmem_operands=vmem_operands, vmem_operand_reserve_bytes=reserve, sparse_core_vmem_bytes=sc_vmem,
-                splits_f32_matmuls=splits_f32, met_result_share=met_share, met_results_room=met_room,
+                splits_f32_matmuls=splits_f32, mxu_takes_fp8=fp8, met_result_share=met_share, met_results_room=met_room,
                 unrolled_summed_share=unrolled_summed, statistics_room=statistics_room,
                 statistics_kept=statistics_kept, libtpu_times=libtpu_times, sources=base)
 
@@ -222,7 +230,7 @@ CHIPS: tuple[Chip, ...] = (
          vmem=64 * MiB, scoped=32 * MiB, hbm=206_000_000_000, bw=7.4e12, bf16=2310e12, int8=None, mxu=256,
          topology="tpu7x:2x2x1", device_kind="TPU7x", pci="0x0076", version="7x", topologies=_3D,
          hbm_device=round(94.75 * GiB), ici=1e11, links=6, devices_per_chip=2, vmem_operands=True, reserve=10 * MiB,
-         sc_vmem=512 * 1024, splits_f32=True, met_room=0.9, statistics_room=1.0, statistics_kept=1.0,
+         sc_vmem=512 * 1024, splits_f32=True, fp8=True, met_room=0.9, statistics_room=1.0, statistics_kept=1.0,
          ici_source="Google's Ironwood announcement: 1.2 TBps bidirectional ICI per chip; over 6 links (3D torus, an assumption) = 100 GB/s one way",
          clock=2.2e9, clock_source="derived: 2310e12 / (2 TensorCores x 4 x 256^2 x 2 flops) = 2.2 GHz, as on v6e; "
          + _DOT.format(pct=93) + " on one TensorCore",

@@ -30,6 +30,7 @@ import math
 import types
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from .tracing import sub_jaxprs
@@ -61,6 +62,10 @@ class BodyDots:
     computed_value_bytes: int = 0
     second_computed_bytes: int = 0  # the second largest value computed element-wise, whole or streamed
     split_operand_bytes: int = 0  # bf16 parts of HIGHEST-precision f32 matmuls' operands (_split_bytes)
+    # the largest matmul's two operands in vreg tiles, as read (_mxu_operand_bytes); of matmuls with an
+    # 8-bit float operand, the largest with those as bf16
+    mxu_operand_bytes: int = 0
+    mxu_operand_f8_bf16_bytes: int = 0
     in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
     summed_bytes: int = 0  # of those held, the largest whose chain feeds two reductions (max, then the sum of exp)
     stored_held_bytes: int = 0  # the largest dot result held so, whose chain then stores it whole in a ref as wide
@@ -82,6 +87,7 @@ class BodyDots:
                     unrolled_dot_bytes=self.unrolled_bytes, unrolled_values_bytes=self.unrolled_values_bytes,
                     body_value_bytes=self.largest_value_bytes, computed_value_bytes=self.computed_value_bytes,
                     second_computed_bytes=self.second_computed_bytes, split_operand_bytes=self.split_operand_bytes,
+                    mxu_operand_bytes=self.mxu_operand_bytes, mxu_operand_f8_bf16_bytes=self.mxu_operand_f8_bf16_bytes,
                     in_ref_bytes=self.in_ref_bytes, summed_dot_bytes=self.summed_bytes,
                     stored_dot_bytes=self.stored_held_bytes,
                     summed_operand_bytes=self.summed_operand_bytes, loop_carry_bytes=self.loop_carry_bytes,
@@ -430,8 +436,28 @@ def _split_bytes(dot) -> int:
     return 3 * (_nbytes(lhs) + _nbytes(rhs)) // 2
 
 
+def _has_f8_operand(dot) -> bool:
+    return any(np.dtype(v.aval.dtype).name.startswith("float8") for v in dot.invars[:2])
+
+
+def _mxu_operand_bytes(dot, f8_as_bf16: bool = False) -> int:
+    """A matmul's two operands in vreg tiles as the MXU takes them; with ``f8_as_bf16``, 8-bit
+    float operands as bf16, which Mosaic converts them to on a chip whose MXU does not take fp8.
+    The matmul's lowering holds these operand vregs across its passes over the other operand;
+    what the 64 registers cannot hold, the register allocator spills into VMEM."""
+    total = 0
+    for v in dot.invars[:2]:
+        size = _nbytes(v)
+        dtype = np.dtype(v.aval.dtype)
+        if f8_as_bf16 and dtype.name.startswith("float8"):
+            size = _nbytes(types.SimpleNamespace(aval=types.SimpleNamespace(shape=v.aval.shape, dtype=ml_dtypes.bfloat16)))
+        total += size
+    return total
+
+
 def body_dots(jaxpr) -> BodyDots:
     held = summed = summed_operands = values = largest = in_ref = split = carry = met = reduced_row = stored = 0
+    operands = operands_f8 = 0
     unbuilt: list[int] = []  # per stretch, as stretches
     computed = [0, 0]  # the two largest values computed element-wise
     whole = 0  # the largest of them that does not stream into reductions
@@ -448,6 +474,7 @@ def body_dots(jaxpr) -> BodyDots:
 
     def walk(j) -> tuple[int, int]:
         nonlocal held, summed, summed_operands, values, largest, in_ref, split, carry, met, reduced_row, whole, stored
+        nonlocal operands, operands_f8
         j = _inlined(j)
         users = users_of(j)
         here = loose = 0
@@ -477,6 +504,9 @@ def body_dots(jaxpr) -> BodyDots:
                                     whole = max(whole, _nbytes(v))
             if e.primitive.name == "dot_general":
                 split += _split_bytes(e)
+                operands = max(operands, _mxu_operand_bytes(e))
+                if _has_f8_operand(e):
+                    operands_f8 = max(operands_f8, _mxu_operand_bytes(e, f8_as_bf16=True))
                 size = _nbytes(e.outvars[0])
                 if not _streamed(e.outvars[0], users):
                     here += size
@@ -509,6 +539,7 @@ def body_dots(jaxpr) -> BodyDots:
 
     walk(jaxpr)
     statistic = max(statistics, default=0)
-    return BodyDots(held, max(stretches, default=0), values, largest, whole, computed[1], split, in_ref, summed, stored,
-                    summed_operands, carry, max(unbuilt, default=0), met, statistic, statistics.get(statistic, 0),
-                    row_reductions.get(statistic, 0), row_lanes.get(statistic, 0), reduced_row)
+    return BodyDots(held, max(stretches, default=0), values, largest, whole, computed[1], split, operands, operands_f8,
+                    in_ref, summed, stored, summed_operands, carry, max(unbuilt, default=0), met, statistic,
+                    statistics.get(statistic, 0), row_reductions.get(statistic, 0), row_lanes.get(statistic, 0),
+                    reduced_row)

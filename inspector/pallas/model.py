@@ -192,6 +192,8 @@ class PallasCall:
     computed_value_bytes: int = 0
     second_computed_bytes: int = 0  # the next largest, whole or streamed into reductions
     split_operand_bytes: int = 0  # bf16 parts of the f32 operands of HIGHEST-precision matmuls
+    mxu_operand_bytes: int = 0  # the largest matmul's operands in vreg tiles (body_dots._mxu_operand_bytes)
+    mxu_operand_f8_bf16_bytes: int = 0  # the same with 8-bit float operands as bf16
     in_ref_bytes: int = 0
 
     @property

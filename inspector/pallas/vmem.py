@@ -438,6 +438,13 @@ def tpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
     if chip.splits_f32_matmuls and info.split_operand_bytes > VREG_FILE_BYTES:
         # (Chip.splits_f32_matmuls) tops' chunk_fwd_o at chunks of 512 said "fits" at 26 MiB, needed 41.21
         room_for.append(("the bf16 parts of the f32 operands of HIGHEST-precision matmuls", info.split_operand_bytes))
+    if not chip.mxu_takes_fp8 and info.mxu_operand_f8_bf16_bytes > VREG_FILE_BYTES:
+        # Mosaic converts fp8 matmul operands to bf16 in the vector registers on a chip whose MXU
+        # cannot take fp8, and the matmul's lowering holds them (and its partial sums) across its
+        # passes: what the registers cannot hold the register allocator spills into scoped VMEM
+        # (Chip.mxu_takes_fp8): a "fits" leaves room for the operands as bf16
+        room_for.append(("the fp8 matmul operands as bf16, which the chip's MXU takes and the register allocator "
+                         "spills when they outgrow the registers", info.mxu_operand_f8_bf16_bytes))
     if statistics and info.statistic_reductions != 1:  # one reduction's statistics are used as they come
         kept = STATISTICS_ROOM_SHARE * info.statistic_count
         if chip.statistics_room is not None:  # no more than the chip was seen to keep

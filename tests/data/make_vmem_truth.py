@@ -57,6 +57,11 @@ the rules of 2026-12-03 (tests/test_estimate_checks.py).
 tests/data/gated_units.py (GATED: two matmul results that meet, SwiGLU's); ``--second`` writes
 tests/data/vmem_truth_second.json from tests/data/second_values.py (SECOND: values the size of the
 largest a body computes, with and without matmuls, and more results that meet).
+
+``--quantized`` writes tests/data/vmem_truth_quantized.json from the team's kernels of
+tests/data/quantized_matmul.py (QUANTIZED: fp8, int8 and bf16 blocked matmuls with scales, megablox's
+gmm) on v5e, v5p, v6e and TPU7x: the shapes the causes were found on, then PREDICTED's, whose
+verdicts were written to tests/data/vmem_predictions_quantized.json before they were compiled.
 """
 from __future__ import annotations
 
@@ -86,6 +91,8 @@ REDUCTIONS_OUT = Path(__file__).with_name("vmem_truth_reductions.json")
 GATED_OUT = Path(__file__).with_name("vmem_truth_gated.json")
 SECOND_OUT = Path(__file__).with_name("vmem_truth_second.json")
 CHECKS_OUT = Path(__file__).with_name("vmem_truth_checks.json")
+QUANTIZED_OUT = Path(__file__).with_name("vmem_truth_quantized.json")
+QUANTIZED_CHIPS = ("tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x")
 CORPUS = ["samples/jax_kernels.py", "samples/attention.py", "samples/matmul.py", "samples/moe.py", "samples/bugs.py"]
 MAX_COMBINATIONS = 8  # per target: the first combinations INSPECT offers (the defaults first)
 # Shapes and blocks that straddle the VMEM limits (the corpus's own shapes fit everywhere):
@@ -572,6 +579,40 @@ CHECKS = [("tests/data/heldout4/pallasbench_qk_softmax.py:pallas_qk_softmax", f"
       {"query_block_size": [2048], "key_block_size": [1024], "value_block_size": [512]})]
 
 
+QUANTIZED_MATMUL = "tests/data/quantized_matmul.py:"
+
+
+def qmm_args(dtype: str, bm: int, bk: int, bn: int) -> str:
+    """Two blocks along each axis: x (2 bm, 2 bk), w (2 bk, 2 bn), the row and column scales."""
+    return f"{dtype}[{2 * bm},{2 * bk}] {dtype}[{2 * bk},{2 * bn}] f32[{2 * bm},1] f32[1,{2 * bn}]"
+
+
+def qmm_job(kernel: str, dtype: str, bm: int, bk: int, bn: int) -> tuple:
+    args = f"bf16[{2 * bm},{2 * bk}] s8[{2 * bk},{2 * bn}] f32[1,{2 * bn}]" if kernel == "qmm_w8" else \
+        qmm_args(dtype, bm, bk, bn)
+    return (QUANTIZED_MATMUL + kernel, args, {"bm": [bm], "bk": [bk], "bn": [bn]})
+
+
+def gmm_job(m: int, k: int, n: int, groups: int, tm: int, tk: int, tn: int) -> tuple:
+    return (QUANTIZED_MATMUL + "gmm", f"bf16[{m},{k}] bf16[{groups},{k},{n}] i32[{groups}]",
+            {"tm": [tm], "tk": [tk], "tn": [tn]})
+
+
+# the blocks the causes were found on (issue 48): K blocks of 256 to 4096, results of 1 to 8 MiB
+QMM_BLOCKS = ((512, 512, 512), (512, 1024, 512), (1024, 512, 1024), (1024, 1024, 1024), (1024, 2048, 1024),
+              (2048, 1024, 1024), (1024, 1024, 2048), (256, 2048, 256), (2048, 512, 512), (512, 4096, 512))
+GMM_TILES = ((512, 1024, 1024), (512, 2048, 1024), (1024, 1024, 1024), (1024, 512, 1024), (512, 1024, 2048),
+             (256, 2048, 2048), (1024, 1024, 512))
+# new shapes whose verdicts were predicted before they were compiled
+PREDICTED = [qmm_job("qmm", "f8e4m3fn", *b) for b in
+             ((1536, 1024, 1024), (1024, 1536, 1024), (512, 3072, 512), (2048, 768, 1024), (1024, 1024, 1536))] + \
+    [qmm_job("qmm_cast", "f8e5m2", *b) for b in ((1024, 1024, 1024), (2048, 1024, 1024), (1024, 2048, 1024), (512, 2048, 512))] + \
+    [qmm_job("qmm_w8", "", *b) for b in ((1024, 2048, 1024), (2048, 1024, 1024), (1024, 1024, 2048), (512, 2048, 512))] + \
+    [gmm_job(3072, 3072, 1536, 6, *t) for t in ((512, 1536, 768), (768, 1024, 768), (1024, 768, 768), (384, 3072, 768))]
+QUANTIZED = [qmm_job("qmm", dtype, *b) for dtype in ("bf16", "f8e4m3fn", "f8e5m2", "f32") for b in QMM_BLOCKS] + \
+    [gmm_job(4096, 2048, 2048, 8, *t) for t in GMM_TILES] + PREDICTED
+
+
 def targets(files: list[str]) -> list[str]:
     from inspector.target import load_module
 
@@ -633,10 +674,11 @@ def main(argv: list[str]) -> None:
               "--heldout11": (HELDOUT11_OUT, HELDOUT11, "eleven"), "--heads": (HEADS_OUT, HEADS, "heads"),
               "--statistics": (STATISTICS_OUT, STATISTICS, "statistics"),
               "--reductions": (REDUCTIONS_OUT, REDUCTIONS, "reductions"), "--gated": (GATED_OUT, GATED, "gated"),
-              "--second": (SECOND_OUT, SECOND, "second"), "--checks": (CHECKS_OUT, CHECKS, "checks")}
+              "--second": (SECOND_OUT, SECOND, "second"), "--checks": (CHECKS_OUT, CHECKS, "checks"),
+              "--quantized": (QUANTIZED_OUT, QUANTIZED, "quantized")}
     if argv[:1] and argv[0] in rounds:
         OUT, held_jobs, number = rounds[argv[0]]
-        chip_names, only = HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
+        chip_names, only = QUANTIZED_CHIPS if number == "quantized" else HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
         jobs = [job for job in held_jobs if not only or any(word in job[0] for word in only)]
     else:
         jobs = [(spec, None, None) for spec in argv or targets(CORPUS)] + ([] if argv else STRESS)
@@ -645,7 +687,7 @@ def main(argv: list[str]) -> None:
     if number:
         folder = OUT.stem.replace("vmem_truth_", "")
         own = {"heads": "head_loops.py", "statistics": "row_statistics.py", "reductions": "row_reductions.py",
-               "gated": "gated_units.py", "second": "second_values.py"}
+               "gated": "gated_units.py", "second": "second_values.py", "quantized": "quantized_matmul.py"}
         table["source"] = f"the team's own kernels (tests/data/{own[number]}): libtpu's verdict per chip and shape" \
             if number in own else f"the held-out round {number} (tests/data/{folder}/): libtpu's verdict per chip and shape" \
             if number != "checks" else "new shapes of kernels on record, predicted before compiling (CHECKS)"
