@@ -67,7 +67,9 @@ def _check_path(path: Path) -> Path:
         raise UsageError(f"the path {ascii(str(path))} cannot be named in this locale ({_locale()}): {LOCALE_FIX}") from None
     try:
         if not path.exists():
-            raise UsageError(f"no such file: {path} (give path/to/file.py:function)")
+            near = nearest_path(path)
+            raise UsageError(f"{path}: no such file; did you mean {near}?" if near else
+                             f"{path}: no such file (give path/to/file.py:function)")
         resolved = path.resolve()
         is_file = resolved.is_file()
     except OSError as err:  # ENAMETOOLONG, ELOOP, EACCES
@@ -79,6 +81,29 @@ def _check_path(path: Path) -> Path:
     if not os.access(resolved, os.R_OK):
         raise UsageError(f"cannot read {path}: permission denied")
     return resolved
+
+
+def nearest_path(path: Path) -> Path | None:
+    """The existing path nearest to a mistyped one, part by part (`samples/atention.py` ->
+    `samples/attention.py`, `sample/attention.py` -> `samples/attention.py`); None when a part has
+    no close name. Only the names in the folders on the way are read."""
+    import difflib
+
+    found = Path(path.anchor) if path.is_absolute() else Path()
+    for part in path.parts[1:] if path.is_absolute() else path.parts:
+        candidate = found / part
+        if part in ("..", ".") or candidate.exists():
+            found = candidate
+            continue
+        try:
+            names = sorted(entry.name for entry in os.scandir(found))
+        except OSError:
+            return None
+        close = difflib.get_close_matches(part, names, n=1, cutoff=0.75)
+        if not close:
+            return None
+        found = found / close[0]
+    return found if found != path and found.exists() else None
 
 
 def _locale() -> str:

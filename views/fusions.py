@@ -62,8 +62,9 @@ def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) 
     if sort_key := SORT_KEYS.get(sort):
         kernels.sort(key=sort_key)
     shown = kernels if top <= 0 else kernels[:top]
-    chip = analysis.chip or "no chip figures (use --roofline CHIP)"
-    table = Table(title=f"kernels in schedule order{'' if sort == 'order' else f', by {sort}'}; roofline on {chip}",
+    roofline = (f"roofline on {analysis.chip}" if analysis.chip else
+                "no roofline time (this target has no bandwidth figures; --roofline CHIP borrows a chip's)")
+    table = Table(title=f"kernels in schedule order{'' if sort == 'order' else f', by {sort}'}; {roofline}",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("#", justify="right", no_wrap=True)
     columns = list(KERNEL_COLUMNS)

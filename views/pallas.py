@@ -195,6 +195,7 @@ def check_view(result: CheckResult) -> Group:
     for col in ("target", "estimate", "limit", "fits", "compiler", "compiler figure", "HBM/device", "usable", "HBM"):
         table.add_column(col, justify="left" if col in ("target", "fits", "compiler", "HBM") else "right", no_wrap=True)
     verdict = lambda v: Text("-", style="dim") if v is None else (Text("fits", style="green") if v else Text("DOES NOT FIT", style="bold red"))
+    overruled: list[str] = []  # chips where the estimate and the compiler disagree: the compiler's verdict stands
     for t in result.targets:
         failed_otherwise = (t.compiler_fits is False and t.compiler_message and "VMEM" not in t.compiler_message
                             and t.hbm_fits is not False)
@@ -204,6 +205,9 @@ def check_view(result: CheckResult) -> Group:
         never_traced = t.fits is None and t.vmem_bytes is None and t.compiler_message is not None  # its finding says why
         estimate = (Text("-", style="dim") if never_traced else Text("unsure", style="yellow") if t.fits is None else
                     verdict(t.fits) if t.vmem_bytes is not None or not t.fits else Text("-", style="dim"))
+        if t.compiler_fits is not None and estimate.plain != "-" and estimate.plain != compiler.plain:
+            overruled.append(f"{t.chip} ({compiler.plain}" + (": a failure other than VMEM, its finding below; the estimate "
+                                                              "speaks of VMEM only)" if failed_otherwise else ")"))
         add_row(table, t.chip, fmt_bytes(t.vmem_bytes), fmt_bytes(t.vmem_limit_bytes), estimate,
                       compiler, fmt_bytes(t.compiler_vmem_bytes), fmt_bytes(t.hbm_bytes), fmt_bytes(t.hbm_limit_bytes),
                       verdict(t.hbm_fits))
@@ -213,6 +217,8 @@ def check_view(result: CheckResult) -> Group:
         status.append(f": the VMEM estimate cannot decide on {', '.join(result.undecided)} (vmem-may-exceed); "
                       "check without --estimate-only for the compiler's verdict", style="yellow")
     parts: list[RenderableType] = [table, Text(f"kernels: {kernels}"), Text("")]
+    if overruled:  # two verdicts in a row: say which one stands
+        parts.insert(1, Text("the compiler's verdict stands where the two differ: " + ", ".join(overruled), style="yellow"))
     if any(b.placed_bytes for k in result.kernels for b in k.budgets):  # an estimate of 0 B says why
         parts.insert(2, Text("estimate: without the blocks of operands XLA hands a kernel whole in VMEM beside "
                              "the scoped region (show --view pallas lists them per chip)", style="dim"))

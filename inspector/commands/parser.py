@@ -6,6 +6,7 @@ import argparse
 
 from ..chips import DEFAULT_TPU
 from .arg_types import count as _count, positive as _positive, seconds as _seconds, tolerance as _tolerance
+from .help_text import EPILOGS, TOP, HelpFormatter
 from ..errors import UsageError
 from ..view_table import SHOW_VIEWS, SORT_ORDERS
 
@@ -13,6 +14,10 @@ VERBS = ("show", "check", "diff", "export", "compare", "tune", "chips", "cache",
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):  # every option's default in --help, the examples as written
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message):  # one line and exit 2, like every other usage error
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
@@ -31,11 +36,11 @@ def _target_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
     p.add_argument("--target", dest="chip", default=None, metavar="CHIP",
                    help="where to compile: cpu, gpu, or a TPU such as tpu-v5e (see `inspector chips`); default: the TPU "
                         "attached to this machine (compiled without opening it), else cpu")
-    p.add_argument("--args", help='example inputs as shape specs, e.g. "bf16[4,2048,128] f32[] k=i32[16]"')
-    p.add_argument("--ref", help="reference function: name in the same file, or file.py:function")
+    p.add_argument("--args", help='example inputs as shape specs, e.g. "bf16[4,2048,128] f32[] k=i32[16]" (default: INSPECT\'s args)')
+    p.add_argument("--ref", help="reference function: name in the same file, or file.py:function (default: INSPECT's reference)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="static keyword parameter (repeatable)")
-    p.add_argument("--mesh", metavar="AXIS=N,...", help="shard over a mesh of the target's devices, e.g. data=4,model=4 (one may be -1)")
-    p.add_argument("--shard", metavar="SPECS", help="one PartitionSpec per positional input, e.g. \"P('data',None) P(None,'model')\"")
+    p.add_argument("--mesh", metavar="AXIS=N,...", help="shard over a mesh of the target's devices, e.g. data=4,model=4 (one may be -1; default: INSPECT's mesh, else none)")
+    p.add_argument("--shard", metavar="SPECS", help="one PartitionSpec per positional input, e.g. \"P('data',None) P(None,'model')\" (default: INSPECT's shardings, else replicated)")
     if json_flag:
         p.add_argument("--json", action="store_true", help="print the Report as JSON")
     p.add_argument("--no-cache", action="store_true", help="compile even when the on-disk cache has this module (and store the fresh result)")
@@ -58,24 +63,26 @@ def _time_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="inspector", description="Inspect what XLA and Pallas make of a JAX function.")
+    parser = _Parser(prog="inspector", description="Inspect what XLA and Pallas make of a JAX function.", epilog=TOP)
     parser.add_argument("--debug", action="store_true", help="show tracebacks and jax/libtpu logs")
     sub = parser.add_subparsers(dest="verb", parser_class=_Parser)
     common = [_globals()]
-    show = sub.add_parser("show", help="print one view of a target", parents=common)
+    show = sub.add_parser("show", help="print one view of a target", parents=common, epilog=EPILOGS["show"])
     _target_options(show)
-    show.add_argument("--view", choices=SHOW_VIEWS, default="overview")
+    show.add_argument("--view", choices=SHOW_VIEWS, default="overview", metavar="VIEW",
+                      help="the view to print: " + ", ".join(SHOW_VIEWS))
     show.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: the target; e.g. h100 for --target cpu)")
     show.add_argument("--sort", choices=SORT_ORDERS, default="order", help="fusions view: row order")
     show.add_argument("--top", type=_count, default=40, metavar="N", help="fusions view: rows to print (0 for all)")
     show.add_argument("--pass", dest="pass_select", metavar="PASS",
                       help="passes view: the diff of the module before and after PASS (a name, a substring or an index; A..B for a range); "
-                           "mosaic view: the same for a Mosaic pass")
+                           "mosaic view: the same for a Mosaic pass (default: none, the list of passes)")
     _time_options(show)
     _measure_option(show)
     show.add_argument("--passes", action="store_true",
                       help="compile with pass dumps: the fusions view names the pass that created each kernel (no compile cache)")
-    export = sub.add_parser("export", help="write the kernel graph (SVG, DOT) and the Report (JSON) to files", parents=common)
+    export = sub.add_parser("export", help="write the kernel graph (SVG, interactive HTML, DOT) and the Report (JSON) to files",
+                            parents=common, epilog=EPILOGS["export"])
     _target_options(export, json_flag=False)
     _time_options(export)
     _measure_option(export)
@@ -92,22 +99,24 @@ def build_parser() -> argparse.ArgumentParser:
                         help="keep this group's kernels when collapsing: a scope (layer3) or words of a group's label ('block #7'); repeatable")
     export.add_argument("--layout-budget", type=_seconds, default=30.0, metavar="SECONDS",
                         help="time for laying out the drawings (default 30); past it Graphviz's simpler settings, then a layout of our own")
-    check = sub.add_parser("check", help="VMEM fit, layout rules and BlockSpec bugs of every pallas_call; exit 1 on a problem", parents=common)
+    check = sub.add_parser("check", help="VMEM fit, layout rules and BlockSpec bugs of every pallas_call; exit 1 on a problem", parents=common,
+                           epilog=EPILOGS["check"])
     _target_options(check)
     check.set_defaults(chip=None)  # the attached TPU, else DEFAULT_TPU (chosen_chip)
     check.add_argument("--estimate-only", action="store_true", help="skip the real TPU compiles (libtpu); the static estimate only")
     check.add_argument("--sweep", action="store_true", help="also estimate every combination of INSPECT's params: which block sizes fit")
-    diff = sub.add_parser("diff", help="run the function and its reference on the same inputs; where do they differ", parents=common)
+    diff = sub.add_parser("diff", help="run the function and its reference on the same inputs; where do they differ", parents=common,
+                          epilog=EPILOGS["diff"])
     _target_options(diff)
     diff.add_argument("--seed", type=_count, default=0, help="seed of the random inputs (default 0)")
     diff.add_argument("--atol", type=_tolerance, help="absolute tolerance (default per dtype)")
     diff.add_argument("--rtol", type=_tolerance, help="relative tolerance (default per dtype)")
     diff.add_argument("--grad", action="store_true", help="compare gradients too (vjp with a random cotangent)")
     diff.add_argument("--runs", type=_count, default=3, metavar="N",
-                      help="timed runs after the checked one (0: no timing); on a TPU, device time from jax's profiler")
+                      help="timed runs after the checked one (0: no timing; default 3); on a TPU, device time from jax's profiler")
     diff.add_argument("--strict", action="store_true",
                       help="a kernel the TPU interpreter cannot run is an error (exit 1), not an info finding")
-    tui = sub.add_parser("tui", help="the terminal UI (what `inspector TARGET` opens)", parents=common)
+    tui = sub.add_parser("tui", help="the terminal UI (what `inspector TARGET` opens)", parents=common, epilog=EPILOGS["tui"])
     _target_options(tui)
     tui.add_argument("--watch", action="store_true", help="re-analyse when the target file is saved")
     tui.set_defaults(chip=None)  # no --target: the file suggests the chip
@@ -115,36 +124,40 @@ def build_parser() -> argparse.ArgumentParser:
     from .tune import add_tune_parser
 
     add_tune_parser(sub, common)
-    chips = sub.add_parser("chips", help="list the hardware targets and their figures", parents=common)
-    chips.add_argument("--json", action="store_true")
-    cache = sub.add_parser("cache", help="where the compile cache is and its size; `cache clear` empties it", parents=common)
-    cache.add_argument("action", nargs="?", choices=("info", "clear"), default="info")
-    cache.add_argument("--json", action="store_true")
+    chips = sub.add_parser("chips", help="list the hardware targets and their figures", parents=common, epilog=EPILOGS["chips"])
+    chips.add_argument("--json", action="store_true", help="as JSON, each figure with its source")
+    cache = sub.add_parser("cache", help="where the compile cache is and its size; `cache clear` empties it", parents=common,
+                           epilog=EPILOGS["cache"])
+    cache.add_argument("action", nargs="?", choices=("info", "clear"), default="info",
+                       help="info: where and how big (default); clear: empty it")
+    cache.add_argument("--json", action="store_true", help="as JSON")
     doctor = sub.add_parser("doctor", help="versions found, a deviceless compile per TPU generation, Graphviz, accelerators, "
-                                           "the cache; exit 1 when something asked for cannot work", parents=common)
+                                           "the cache; exit 1 when something asked for cannot work", parents=common,
+                                epilog=EPILOGS["doctor"])
     doctor.add_argument("--target", dest="chip", metavar="CHIPS", help="the TPU targets to compile for, e.g. tpu-v5e,tpu-v6e "
                                                                         "(default: every TPU generation)")
     doctor.add_argument("--svg", action="store_true", help="SVG export is needed: Graphviz's dot missing is a failure")
-    doctor.add_argument("--json", action="store_true")
+    doctor.add_argument("--json", action="store_true", help="as JSON")
     return parser
 
 
 def _compare_parser(sub, common) -> None:
-    compare = sub.add_parser("compare", help="two variants side by side: two targets, two --set's or two chips", parents=common)
+    compare = sub.add_parser("compare", help="two variants side by side: two targets, two --set's or two chips", parents=common,
+                             epilog=EPILOGS["compare"])
     compare.add_argument("target", help="path/to/file.py:function (variant A, and B unless B is given)")
     compare.add_argument("target_b", nargs="?", metavar="target-b", help="variant B's function (default: the same)")
     compare.add_argument("--target", dest="chip", default=None, metavar="CHIP",
                          help="chip of both variants (default: the attached TPU, else cpu)")
-    compare.add_argument("--target-a", dest="chip_a", metavar="CHIP", help="chip of variant A")
-    compare.add_argument("--target-b", dest="chip_b", metavar="CHIP", help="chip of variant B")
-    compare.add_argument("--args", help="example inputs of both variants, as shape specs")
+    compare.add_argument("--target-a", dest="chip_a", metavar="CHIP", help="chip of variant A (default: --target)")
+    compare.add_argument("--target-b", dest="chip_b", metavar="CHIP", help="chip of variant B (default: --target)")
+    compare.add_argument("--args", help="example inputs of both variants, as shape specs (default: INSPECT's args)")
     compare.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a static parameter of both (repeatable)")
     compare.add_argument("--set-a", action="append", default=[], metavar="NAME=VALUE", help="a static parameter of A only (repeatable)")
     compare.add_argument("--set-b", action="append", default=[], metavar="NAME=VALUE", help="a static parameter of B only (repeatable)")
-    compare.add_argument("--mesh", metavar="AXIS=N,...", help="both variants' mesh on a TPU slice, e.g. data=-1,model=2 (-1 fits each slice)")
-    compare.add_argument("--shard", metavar="SPECS", help="both variants' PartitionSpecs, one per positional input")
+    compare.add_argument("--mesh", metavar="AXIS=N,...", help="both variants' mesh on a TPU slice, e.g. data=-1,model=2 (-1 fits each slice; default: INSPECT's mesh)")
+    compare.add_argument("--shard", metavar="SPECS", help="both variants' PartitionSpecs, one per positional input (default: INSPECT's shardings)")
     compare.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: each variant's target)")
-    compare.add_argument("--top", type=_count, default=10, metavar="N", help="kernels whose bytes changed most: rows to print (0 for all)")
+    compare.add_argument("--top", type=_count, default=10, metavar="N", help="kernels whose bytes changed most: rows to print (0 for all; default 10)")
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
     _time_options(compare)
     _measure_option(compare)

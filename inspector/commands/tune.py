@@ -23,7 +23,9 @@ from .process import EXIT_SIGINT
 
 def add_tune_parser(sub, common) -> argparse.ArgumentParser:
     """The ``tune`` subparser (``common``: the parents every verb takes, e.g. --debug)."""
-    tune = sub.add_parser("tune", parents=common,
+    from .help_text import EPILOGS
+
+    tune = sub.add_parser("tune", parents=common, epilog=EPILOGS["tune"],
                           help="rank every candidate of INSPECT's params (or --grid) per chip by libtpu's estimated time, "
                                "without a TPU")
     tune.add_argument("target", help="path/to/file.py:function or package.module:function")
@@ -42,7 +44,7 @@ def add_tune_parser(sub, common) -> argparse.ArgumentParser:
                       help="send each candidate to the Ray cluster at ADDRESS (default: $RAY_ADDRESS when set); "
                            "needs jax-inspector[ray]")
     tune.add_argument("--table", metavar="FILE",
-                      help="write (or add to) a tuning table: the best parameters per shape and chip, as JSON")
+                      help="write (or add to) a tuning table: the best parameters per shape and chip, as JSON (default: none)")
     tune.add_argument("--top", type=_count, default=0, metavar="N", help="ranked rows per table (default 0: all)")
     tune.add_argument("--time-budget", type=_seconds, default=None, metavar="SECONDS",
                       help="what libtpu's simulation may spend per candidate before its time is extrapolated "

@@ -1,0 +1,182 @@
+"""The documentation cannot drift from the code:
+
+- every `$ inspector ...` line in a fenced block of README.md and docs/*.md runs here, in a fresh
+  process as a reader would run it (COLUMNS=100, no colour), and must exit as the block says
+  (`# exit N` after the command; 0 otherwise) and print the first output line the block shows
+  under it (whitespace aside). `# needs a TPU` marks a command skipped without one. Commands that
+  compile for a TPU (libtpu, deviceless) are marked `tpu`, those that run kernels in interpret
+  mode (diff) `slow`. Files a command writes go to a temporary folder.
+- the reference tables of docs/ (tests/gen_docs.py) match the code's own tables, and changing one
+  entry of a table makes that check fail;
+- the examples of `inspector VERB --help` parse, and every option says its default.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gen_docs  # noqa: E402
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^(\s*)```")
+OUTPUT_FLAGS = ("--svg", "--html", "--dot", "--table")  # and export's --json PATH
+
+
+def commands(page: Path) -> list[tuple[str, int, str, str | None, int]]:
+    """(page name, line, command, the first output line shown under it or None, exit code)."""
+    found = []
+    lines = page.read_text().splitlines()
+    inside = False
+    for number, line in enumerate(lines):
+        if FENCE.match(line):
+            inside = not inside
+            continue
+        text = line.strip()
+        if not inside or not text.startswith("$ inspector"):
+            continue
+        command, comment = (re.split(r"\s+#\s*", text[2:], maxsplit=1) + [""])[:2]
+        code = int(m.group(1)) if (m := re.search(r"exit (\d+)", comment)) else 0
+        expected = None
+        for after in lines[number + 1:]:
+            after = after.strip()
+            if after.startswith("```") or after.startswith("$ "):
+                break
+            if after and after != "...":
+                expected = after
+                break
+        if "needs a TPU" in comment:
+            code = -1
+        found.append((page.name, number + 1, command.strip(), expected, code))
+    return found
+
+
+ALL = [c for page in PAGES for c in commands(page)]
+
+
+def _marks(command: str, code: int) -> list:
+    if code == -1:
+        return [pytest.mark.skip(reason="needs a TPU (on a TPU VM: INSPECTOR_DOCS_TPU=1 runs it)")
+                if not os.environ.get("INSPECTOR_DOCS_TPU") else pytest.mark.tpu]
+    argv = command.split()
+    marks = []
+    tpu_target = any(a.startswith("tpu-") for a in argv) or argv[1] in ("check", "tune", "doctor")
+    if tpu_target and "--estimate-only" not in argv or argv[1] == "tune":
+        marks.append(pytest.mark.tpu)
+    if argv[1] == "diff":
+        marks.append(pytest.mark.slow)
+    return marks
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("page, line, command, expected, code",
+                         [pytest.param(*c, id=f"{c[0]}:{c[1]}", marks=_marks(c[2], c[4])) for c in ALL])
+def test_every_command_runs(page, line, command, expected, code, tmp_path):
+    argv = shlex.split(command)
+    for i, arg in enumerate(argv[:-1]):  # files a command writes land in tmp_path
+        if arg in OUTPUT_FLAGS or (arg == "--json" and argv[1] == "export"):
+            argv[i + 1] = str(tmp_path / Path(argv[i + 1]).name)
+    env = dict(os.environ, COLUMNS="100", NO_COLOR="1")
+    done = subprocess.run([sys.executable, "-m", "inspector", *argv[1:]], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    out = (done.stdout + done.stderr).replace(str(tmp_path) + "/", "")
+    assert done.returncode == max(code, 0), f"{page}:{line}: {command}\n{out[-3000:]}"
+    if expected is not None:
+        assert _normal(expected) in _normal(out), f"{page}:{line}: {command}: {expected!r} not in\n{out[-3000:]}"
+
+
+def test_the_docs_hold_commands():
+    assert len(ALL) >= 30 and {p for p, *_ in ALL} >= {"README.md", "vmem.md", "tune.md", "diff.md", "mosaic.md"}
+
+
+def test_readme_is_short_with_a_picture():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) < 250
+    for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
+        assert (ROOT / image).is_file(), image
+
+
+def test_links_between_pages_resolve():
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)#:]+\.(?:md|svg))(?:#[^)]*)?\)", page.read_text()):
+            assert (page.parent / target).is_file(), f"{page.name}: {target}"
+
+
+def test_generated_pages_match_the_code():
+    assert gen_docs.stale() == [], "run .venv/bin/python tests/gen_docs.py"
+    assert set(gen_docs.blocks()) == set(gen_docs.TABLES)
+
+
+@pytest.mark.parametrize("change", ["findings", "views", "chips", "exit-codes"])
+def test_a_changed_table_entry_fails_the_check(change, monkeypatch):
+    import dataclasses
+
+    from inspector import chips, findings, view_table
+
+    if change == "findings":
+        code = findings.CODES["tiling"]
+        monkeypatch.setitem(findings.CODES, "tiling", dataclasses.replace(code, severity="warning"))
+    elif change == "views":
+        views = list(view_table.VIEWS)
+        views[1] = dataclasses.replace(views[1], summary="something else")
+        monkeypatch.setattr(view_table, "VIEWS", tuple(views))
+    elif change == "chips":
+        monkeypatch.setattr(chips, "CHIPS", tuple(dataclasses.replace(c, scoped_vmem_bytes=1 << 20) if c.name == "tpu-v5e" else c
+                                                  for c in chips.CHIPS))
+    else:
+        monkeypatch.setattr(gen_docs, "exit_codes", lambda: [(4, "EXIT_BUSY", "the TPU is held by another process")])
+    assert gen_docs.stale() != []
+
+
+def _subparsers():
+    from inspector.commands.parser import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return parser, sub.choices
+
+
+def test_every_option_says_its_default():
+    _, verbs = _subparsers()
+    for name, verb in verbs.items():
+        for action in verb._actions:
+            if action.option_strings and action.nargs != 0:
+                text = verb._get_formatter()._get_help_string(action) or ""
+                assert "default" in text, (name, action.option_strings)
+
+
+def test_help_examples_parse():
+    from inspector.commands.help_text import EPILOGS, TOP
+    from inspector.commands.parser import normalise
+
+    parser, verbs = _subparsers()
+    assert set(EPILOGS) == set(verbs)
+    assert "HTML" in parser.format_help()  # export's summary
+    for text in (TOP, *EPILOGS.values()):
+        for line in text.splitlines():
+            line = line.split("  #")[0].strip()
+            if line.startswith("inspector ") and "VERB" not in line:
+                argv = shlex.split(line)[1:]
+                parser.parse_args(normalise(argv))
+                spec = next((a for a in argv if ".py:" in a), None)
+                assert spec is None or (ROOT / spec.split(":")[0]).is_file(), line
+
+
+def test_a_missing_file_suggests_the_nearest(tmp_path):
+    from inspector.errors import UsageError
+    from inspector.target import load_target
+
+    with pytest.raises(UsageError, match=r"samples/atention.py: no such file; did you mean samples/attention.py\?"):
+        load_target("samples/atention.py:flash")
