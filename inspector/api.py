@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from .environment import quiet
 from .chips import DEFAULT_TPU
 from .errors import UsageError
+from .backends import default_target
 from .verb_rules import check_chips, diff_simulated_chip, require_two_variants
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ def _use_cache(cache: bool) -> bool:
     return bool(cache) and cache_enabled()
 
 
-def inspect(fn_or_spec: Callable | str, *args: Any, target: str = "cpu", params: dict | None = None,
+def inspect(fn_or_spec: Callable | str, *args: Any, target: str | None = None, params: dict | None = None,
             reference: Callable | str | None = None, roofline: str | None = None, cache: bool = True,
             mesh: dict | str | None = None, shardings: Any = None, buffers: bool = False, **kwargs: Any) -> Report:
     """Trace, lower and compile ``fn_or_spec`` for ``target`` and analyse it: what ``inspector
@@ -161,7 +162,8 @@ def inspect(fn_or_spec: Callable | str, *args: Any, target: str = "cpu", params:
 
     ``args``/``kwargs``: example inputs (arrays, ShapeDtypeStructs, pytrees, shape-spec strings);
     ``params``: static keyword values baked into the trace; ``target``: ``cpu``, ``gpu``,
-    ``local`` (jax's default backend) or a TPU such as ``tpu-v5e`` (libtpu, no TPU needed);
+    ``local`` (jax's default backend) or a TPU such as ``tpu-v5e`` (libtpu, no TPU needed); by
+    default the TPU attached to this machine (compiled without opening it), else ``cpu``;
     ``roofline``: the chip whose figures the roofline uses (default: the target); ``cache``: use
     the on-disk compile cache. A compile failure is a finding, not an exception.
 
@@ -176,7 +178,7 @@ def inspect(fn_or_spec: Callable | str, *args: Any, target: str = "cpu", params:
 
     with _call():
         t = make_target(fn_or_spec, args, kwargs, params=params, reference=reference, mesh=mesh, shardings=shardings)
-        chip = resolve_chip(target)
+        chip = resolve_chip(target or default_target())
         roof = get_chip(roofline) if roofline else None
         return make_report(t, chip, compile=True, jaxpr_text=True, fusions=True, pallas=True, roofline_chip=roof,
                            use_cache=_use_cache(cache), memo=False, buffers=buffers)
@@ -253,7 +255,7 @@ def diff(fn: Callable | str, reference: Callable | str | None = None, *args: Any
 
 
 def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, params: dict | None = None,
-            params_a: dict | None = None, params_b: dict | None = None, target: str = "cpu", target_a: str | None = None,
+            params_a: dict | None = None, params_b: dict | None = None, target: str | None = None, target_a: str | None = None,
             target_b: str | None = None, roofline: str | None = None, cache: bool = True, mesh: dict | str | None = None,
             shardings: Any = None, **kwargs: Any) -> Compare:
     """Two variants side by side, as ``inspector compare``: ``a`` and ``b`` (functions or
@@ -273,7 +275,7 @@ def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, para
                 raise UsageError(f"{name} must be a dict of static keyword values, not a {type(value).__name__}")
         second = a if b is None else b
         pa, pb = {**(params or {}), **(params_a or {})}, {**(params or {}), **(params_b or {})}
-        chip_a, chip_b = resolve_chip(target_a or target), resolve_chip(target_b or target)
+        chip_a, chip_b = resolve_chip(target_a or target or default_target()), resolve_chip(target_b or target or default_target())
         require_two_variants((id(a), pa, chip_a.name), (id(second), pb, chip_b.name),
                              "give b, params_a/params_b (e.g. params_a={'block_q': 128}, params_b={'block_q': 256}) "
                              "or target_a/target_b")

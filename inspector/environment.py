@@ -241,7 +241,9 @@ def quiet(debug: bool = False):
             warnings.simplefilter("ignore")
             yield
     except (RuntimeError, AssertionError) as err:
-        usage = backend_failure(err)
+        from .measure.on_chip import chip_failure
+
+        usage = backend_failure(err) or chip_failure(err)
         if usage is None:
             raise
         raise usage from err

@@ -135,6 +135,10 @@ CODES = _codes(
     Code("libtpu-dump-unreadable", "info", True, "fusions", ("chip", "file", "why"),
          "a libtpu dump in a format the inspector cannot read"),
     Code("time-roofline-only", "info", True, "fusions", ("chip",), "no libtpu estimate off TPU: times are the roofline"),
+    Code("libtpu-below-roofline", "warning", True, "fusions", ("chip", "libtpu_seconds", "roofline_seconds"),
+         "libtpu's simulated time is below the kernel's roofline: not credible, the roofline stands"),
+    Code("measured-unmatched", "info", False, "fusions", ("ops",),
+         "most ops the chip ran have no kernel of that name in the deviceless compile"),
 )
 
 

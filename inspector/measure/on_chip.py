@@ -24,7 +24,8 @@ def chip_failure(err: BaseException) -> Exception | None:
     if any(sign in text for sign in BUSY_SIGNS):
         return ChipBusy("the TPU is held by another process (one process at a time can run on it: a training job, a "
                         "notebook, another `inspector diff/--measure`): run again when it is free; every deviceless verb "
-                        "(show, check, tune, export without --measure) works meanwhile")
+                        "(show, check, tune, export without --measure) works meanwhile; in your own Python process, set "
+                        "JAX_PLATFORMS=cpu before jax starts to compile for TPU targets without the chip")
     if "Unable to initialize backend 'tpu'" in text:
         return NoChip(f"jax cannot open the TPU here ({text.splitlines()[0][:200]})")
     return None

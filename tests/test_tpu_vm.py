@@ -1,0 +1,213 @@
+"""On a TPU VM: deviceless work stays off the chip, the chip's measurements are read right, and what
+was measured on a real v5e (tests/data/chip/v5e_corpus.json) holds against the inspector's figures.
+Tests marked ``chip`` run on an attached TPU only (the device tool's v5e); CI has none."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests/data/chip/v5e_corpus.json"
+
+XSPACE = '''
+planes { id: 1 name: "/device:TPU:0"
+  lines { id: 1 name: "XLA Modules" timestamp_ns: 1000
+    events { metadata_id: 1 offset_ps: 0 duration_ps: 100000000 }
+    events { metadata_id: 1 offset_ps: 200000000 duration_ps: 110000000 }
+    events { metadata_id: 4 offset_ps: 400000000 duration_ps: 1000 } }
+  lines { id: 2 name: "XLA Ops" timestamp_ns: 1000
+    events { metadata_id: 2 offset_ps: 1000000 duration_ps: 60000000 }
+    events { metadata_id: 3 offset_ps: 70000000 duration_ps: 10000000 }
+    events { metadata_id: 3 offset_ps: 85000000 duration_ps: 10000000 }
+    events { metadata_id: 2 offset_ps: 201000000 duration_ps: 70000000 }
+    events { metadata_id: 3 offset_ps: 280000000 duration_ps: 20000000 }
+    events { metadata_id: 5 offset_ps: 400000000 duration_ps: 1000 } }
+  event_metadata { key: 1 value { id: 1 name: "jit_f(1)" } }
+  event_metadata { key: 2 value { id: 2 name: "%fusion.1 = f32[8]{0} fusion(x)" } }
+  event_metadata { key: 3 value { id: 3 name: "%copy.2 = f32[8]{0} copy(y)" } }
+  event_metadata { key: 4 value { id: 4 name: "jit_transfer(2)" } }
+  event_metadata { key: 5 value { id: 5 name: "%other.1 = f32[] add()" } }
+}
+'''
+
+
+def test_profile_reader_splits_runs_and_sums_launches():
+    import jax
+
+    from inspector.measure.profile import read_profile
+
+    runs, kernels = read_profile(jax.profiler.ProfileData.from_text_proto(XSPACE), 2)
+    assert runs == pytest.approx([100e-6, 110e-6])
+    by = {k.name: k for k in kernels}
+    assert set(by) == {"fusion.1", "copy.2"}  # the other module's op is not ours
+    assert by["fusion.1"].seconds == pytest.approx(65e-6) and by["fusion.1"].launches == 1
+    assert by["copy.2"].seconds == pytest.approx(20e-6) and by["copy.2"].launches == 1.5
+    assert by["copy.2"].min_seconds == pytest.approx(10e-6) and by["copy.2"].max_seconds == pytest.approx(20e-6)
+
+
+def test_profile_without_device_plane_is_one_line():
+    import jax
+
+    from inspector.measure.profile import UnreadableTrace, read_profile
+
+    with pytest.raises(UnreadableTrace, match="no plane /device:TPU:0"):
+        read_profile(jax.profiler.ProfileData.from_text_proto('planes { id: 1 name: "/host:CPU" }'), 1)
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("Unable to initialize backend 'tpu': FAILED_PRECONDITION: TPU initialization failed: open(/dev/vfio/3): 16: "
+     "Device or resource busy; Couldn't open iommu group /dev/vfio/3", "ChipBusy"),
+    ("ABORTED: Internal error when accessing libtpu multi-process lockfile. Run \"$ sudo lsof -w /dev/vfio/0\"", "ChipBusy"),
+    ("Unable to initialize backend 'tpu': NOT_FOUND: no TPU", "NoChip"),
+    ("something else", None),
+])
+def test_a_chip_that_cannot_be_opened_is_one_line(text, kind):
+    from inspector.errors import EXIT_UNAVAILABLE, EXIT_USAGE
+    from inspector.measure.on_chip import chip_failure
+
+    found = chip_failure(RuntimeError(text))
+    assert (type(found).__name__ if found else None) == kind
+    if found is not None:
+        assert found.exit_code == (EXIT_UNAVAILABLE if kind == "ChipBusy" else EXIT_USAGE)
+        assert "\n" not in str(found)
+
+
+def _prepare_in(env: dict, own: bool, attached: bool) -> dict:
+    """The environment prepare() leaves in a fresh process (tpu_attached() answered as told)."""
+    code = ("import glob, json, os\n"  # /dev/vfio as a TPU VM has it, before `import inspector` looks
+            "real = glob.glob\n"
+            f"glob.glob = lambda p, *a, **k: (['/dev/vfio/1'] if {attached} else []) if p.startswith('/dev/') else real(p, *a, **k)\n"
+            "import inspector.environment as e\n"
+            f"e.prepare(own_process={own})\n"
+            "print(json.dumps({k: os.environ.get(k) for k in ('JAX_PLATFORMS', 'ALLOW_MULTIPLE_LIBTPU_LOAD', "
+            "'INSPECTOR_DEVICELESS', 'TPU_ACCELERATOR_TYPE')}))\n"
+            "print(json.dumps(e.chip_env()))")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "TPU_", "ALLOW_MULTIPLE", "INSPECTOR_"))}
+    out = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True, check=True)
+    first, second = out.stdout.splitlines()
+    return {**json.loads(first), "chip_env": json.loads(second)}
+
+
+def test_on_a_tpu_vm_the_inspectors_processes_stay_off_the_chip():
+    found = _prepare_in({}, own=True, attached=True)
+    assert found["JAX_PLATFORMS"] == "cpu" and found["ALLOW_MULTIPLE_LIBTPU_LOAD"] == "1"
+    assert found["TPU_ACCELERATOR_TYPE"] is None  # the VM's own settings are the chip's: never ours to set
+    assert found["chip_env"] == {"JAX_PLATFORMS": None, "INSPECTOR_DEVICELESS": None, "INSPECTOR_ON_CHIP": "1"}
+
+
+def test_a_users_process_keeps_its_tpu_and_its_own_setting():
+    assert _prepare_in({}, own=False, attached=True)["JAX_PLATFORMS"] is None  # `import inspector` in a notebook
+    user = _prepare_in({"JAX_PLATFORMS": "tpu"}, own=True, attached=True)
+    assert user["JAX_PLATFORMS"] == "tpu" and user["chip_env"] == {"INSPECTOR_ON_CHIP": "1"}
+    assert _prepare_in({"INSPECTOR_ON_CHIP": "1"}, own=True, attached=True)["JAX_PLATFORMS"] is None
+
+
+@pytest.mark.tpu
+def test_deviceless_compiles_while_another_process_holds_libtpus_lock(run_cli, tmp_path):
+    """A process that loaded libtpu without ALLOW_MULTIPLE_LIBTPU_LOAD holds /tmp/libtpu_lockfile (as a
+    training job on a TPU VM does): the inspector's compiles for a TPU target still run."""
+    holder_code = ("from jax.experimental import topologies; topologies.get_topology_desc(platform='tpu', "
+                   "topology_name='v5e:2x2'); print('held', flush=True); import time; time.sleep(120)")
+    env = {k: v for k, v in os.environ.items() if k != "ALLOW_MULTIPLE_LIBTPU_LOAD"}
+    env.update(JAX_PLATFORMS="cpu", TPU_SKIP_MDS_QUERY="1", TPU_WORKER_HOSTNAMES="localhost",
+               TPU_ACCELERATOR_TYPE="v5litepod-4", TF_CPP_MIN_LOG_LEVEL="3")
+    holder = subprocess.Popen([sys.executable, "-c", holder_code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        out = run_cli("show", "samples/matmul.py:xla", "--target", "tpu-v5e", "--args", "bf16[256,256] bf16[256,256]")
+        assert out.returncode == 0, out.stderr
+        assert "tpu-v5e" in out.stdout
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_measure_without_a_tpu_is_one_line(run_cli):
+    out = run_cli("show", "samples/matmul.py:xla", "--measure")
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "inspector: --measure runs the program on a TPU attached to this machine, and this machine has none: "
+        "--time gives libtpu's estimate without a TPU"]
+    out = run_cli("tune", "samples/matmul.py:tiled", "--measure")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_cost_model_sentinel_is_no_estimate():
+    from inspector.hlo.fusions import SENTINEL_CYCLES, _compiler_figures
+    from inspector.hlo.module import Instruction
+
+    def cycles(n):
+        instr = Instruction.__new__(Instruction)
+        instr.backend_config = {"estimated_cycles": str(n)}
+        return _compiler_figures(instr)[0]
+
+    assert cycles(12345) == 12345
+    assert cycles(2**63 - 1) is None and cycles(SENTINEL_CYCLES) is None  # samples/transformer.py on the v5e
+
+
+# ----------------------------------------------------------------------------- the corpus measured on the chip
+
+def _corpus():
+    return json.loads(CORPUS.read_text())
+
+
+def _rows(sweep: str):
+    rows = []
+    for label, e in _corpus()["entries"].items():
+        m, i = e["measured"], e["inspector"]
+        if e["sweep"] != sweep or not m or "error" in m or not i or "error" in i:
+            continue
+        kernel = max(m["kernels"], key=lambda k: k["seconds"])
+        est = next(k for k in i["kernels"] if k["name"] == kernel["name"])
+        rows.append((label, kernel["seconds"], est["estimated_seconds"], est["roofline_s"]))
+    return rows
+
+
+def _spearman(a, b):
+    import numpy as np
+
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def test_corpus_says_where_it_was_measured():
+    data = _corpus()
+    assert data["device_kind"] == "TPU v5 lite" and data["chip"] == "tpu-v5e"
+    assert {"jax", "jaxlib", "libtpu"} <= set(data["versions"])
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("chip_corpus", ROOT / "tests/bench/chip_corpus.py")
+    corpus = importlib.util.module_from_spec(spec)
+    sys.modules["chip_corpus"] = corpus  # its dataclasses look their module up
+    spec.loader.exec_module(corpus)
+    assert set(data["entries"]) == {e.label for e in corpus.ENTRIES}
+
+
+def test_matmul_sweep_estimate_against_the_chip():
+    """The blocked matmul at 4096^3: libtpu's figure within 25% of the chip on every candidate, the
+    ranking right (Spearman >= 0.9), the first pick within 5% of the fastest."""
+    rows = _rows("sweep.matmul")
+    assert len(rows) >= 20
+    for label, measured, est, roof in rows:
+        assert 0.75 <= est / measured <= 1.25, label
+        assert roof <= 1.1 * measured, label
+    assert _spearman([r[1] for r in rows], [r[2] for r in rows]) >= 0.9
+    pick = min(rows, key=lambda r: r[2])
+    assert pick[1] <= 1.05 * min(r[1] for r in rows)
+
+
+def test_flash_sweep_is_where_libtpus_simulation_falls_short():
+    """samples/attention.py:flash: libtpu simulated 0.15-0.5x of the chip's time, below the roofline
+    on 5 of its 12 block sizes (the cause is open: the bundles of a step outnumber its simulated cycles).
+    What the inspector now shows there is the roofline with a libtpu-below-roofline finding; this
+    test holds the measured gap, so that a fix of the cause shows here."""
+    rows = _rows("sweep.flash")
+    assert len(rows) == 12
+    below = [r for r in rows if r[2] < r[3]]
+    assert len(below) >= 4
+    assert all(r[2] / r[1] < 0.6 for r in rows)
