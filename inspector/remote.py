@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+from collections.abc import Mapping
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 
 from .errors import AnalysisFailed
@@ -149,7 +150,7 @@ _BOOT = ("import sys,json;sys.path[:]=json.loads(sys.stdin.buffer.readline());"
          "from inspector.remote import _child_main;_child_main(int(sys.argv[1]))")
 
 
-def run_isolated(fn, *args, env: dict[str, str | None] | None = None, stderr_to: str | None = None):
+def run_isolated(fn, *args, env: Mapping[str, str | None] | None = None, stderr_to: str | None = None):
     """``fn(*args)`` in a fresh child process; its return value, or what it raised, raised here.
     ``env``: variables set (over this process's) for the child alone, e.g. LIBTPU_INIT_ARGS,
     which libtpu reads once, when its backend starts; a value None unsets the variable there. ``stderr_to``: a file that takes the child's
@@ -216,7 +217,7 @@ def run_isolated(fn, *args, env: dict[str, str | None] | None = None, stderr_to:
     raise payload
 
 
-def _child_env(changes: dict[str, str | None]) -> dict[str, str]:
+def _child_env(changes: Mapping[str, str | None]) -> dict[str, str]:
     import os
 
     merged: dict[str, str | None] = {**os.environ, **changes}

@@ -269,6 +269,16 @@ def run_cli():
 
 
 @pytest.fixture(autouse=True)
+def _chip_tests_need_a_chip(request):
+    """@pytest.mark.chip: the test runs programs on an attached TPU; without one it is skipped."""
+    if request.node.get_closest_marker("chip"):
+        from inspector.backends import attached_chip
+
+        if attached_chip() is None:
+            pytest.skip("needs a TPU attached to this machine (a TPU VM)")
+
+
+@pytest.fixture(autouse=True)
 def _tpu_marker_is_honest(request, monkeypatch):
     """A test that builds a TPU backend in this process must carry @pytest.mark.tpu, so that
     `-m "not tpu"` really runs without libtpu compiles."""

@@ -229,8 +229,8 @@ def measured_line(report: Report) -> str:
     m = report.measured
     assert m is not None and report.fusions is not None  # called only when the report has one (overview)
     totals = report.fusions.totals
-    against = [f"{name} {fmt_time(totals[key])} ({totals[key] / m.seconds:.2f}x)"
-               for name, key in (("estimate", "estimated_seconds"), ("roofline", "roofline_s")) if totals.get(key)]
+    against = [f"{name} {fmt_time(value)} ({value / m.seconds:.2f}x)"
+               for name, value in (("estimate", totals.get("estimated_seconds")), ("roofline", totals.get("roofline_s"))) if value]
     spread = f", runs {fmt_time(m.seconds_min)}-{fmt_time(m.seconds_max)}" if m.seconds_max > 1.05 * m.seconds_min else ""
     slowest = ", ".join(f"{k.name} {fmt_time(k.seconds)}" for k in m.kernels[:3])
     return (f"{fmt_time(m.seconds)} on the attached {m.device_kind} (median of {m.runs} runs{spread}); "
@@ -247,7 +247,7 @@ def _estimate_line(report: Report) -> str:
         return f"- ({why})"
     how = {"libtpu": "libtpu's static simulation", "libtpu-extrapolated": "libtpu's simulation, Pallas grids extrapolated",
            "libtpu-cost-model": "the compiler's cost model",
-           "roofline": "roofline (libtpu gave none)"}.get(estimate.method, estimate.method)
+           "roofline": "roofline: libtpu gave none, or one below it"}.get(estimate.method, estimate.method)
     slowest = ", ".join(f"{k.name} {fmt_time((k.estimated_seconds or 0.0) * k.repeat)}"  # slowest: timed ones only
                         for k in estimate.slowest(3))
     return f"{fmt_time(total)} on {estimate.chip} ({how}); slowest: {slowest} (--view bundles)"

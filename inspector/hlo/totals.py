@@ -27,6 +27,7 @@ class Totals(TypedDict):
     padding_bytes: int
     roofline_s: float | None
     estimated_seconds: NotRequired[float | None]  # libtpu's estimate of the whole program (--time)
+    measured_seconds: NotRequired[float | None]  # its device time on the attached TPU (--measure)
 
 
 def sums(kernels: list[Kernel], roofline: bool, trips: bool = True) -> Totals:

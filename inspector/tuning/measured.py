@@ -39,13 +39,14 @@ def measure_rankings(result: TuneResult, spec: str, shape_args: dict[str, str | 
 
 def rerank(ranking: ChipRanking) -> ChipRanking:
     """Measured rows by device time (rank and ratio from it), then the other rows as they were."""
-    measured = sorted((r for r in ranking.rows if r.measured_seconds is not None), key=lambda r: r.measured_seconds)
+    times = {id(r): r.measured_seconds for r in ranking.rows if r.measured_seconds is not None}
+    measured = sorted((r for r in ranking.rows if id(r) in times), key=lambda r: times[id(r)])
     if not measured:
         return ranking
-    rest = [r for r in ranking.rows if r.measured_seconds is None]
+    rest = [r for r in ranking.rows if id(r) not in times]
     best = measured[0]
     for i, row in enumerate(measured, 1):
-        row.rank, row.ratio = i, row.measured_seconds / best.measured_seconds
+        row.rank, row.ratio = i, times[id(row)] / times[id(best)]
     for i, row in enumerate((r for r in rest if r.status == RANKED), len(measured) + 1):
         row.rank = i
         row.ratio = row.estimated_seconds / best.estimated_seconds if row.estimated_seconds and best.estimated_seconds else None
