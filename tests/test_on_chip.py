@@ -4,15 +4,27 @@ Marked ``chip``: skipped without an attached TPU (CI has none); run on the devic
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = [pytest.mark.chip, pytest.mark.tpu]
 
 FLASH = "samples/attention.py:flash"
+
+
+def _user_env() -> dict:
+    """A user's process on the TPU VM: jax opens the chip (the test session's own processes are
+    deviceless, as the inspector's are)."""
+    from inspector import environment
+
+    return {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS", environment.DEVICELESS_MARK)}
 
 
 def _plain_profile_seconds(spec: str) -> float:
@@ -32,7 +44,7 @@ plane = next(x for x in p.planes if x.name == "/device:TPU:0")
 line = next(x for x in plane.lines if x.name == "XLA Modules")
 print(statistics.median(e.duration_ns for e in line.events) * 1e-9)
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=_user_env())
     return float(out.stdout.split()[-1])
 
 
@@ -62,7 +74,7 @@ def test_tune_measure_ranks_by_the_chip(run_cli):
 
 def test_deviceless_verbs_work_while_another_process_holds_the_chip(run_cli):
     holder = subprocess.Popen([sys.executable, "-c", "import jax, time; jax.devices(); print('held', flush=True); time.sleep(300)"],
-                              stdout=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, text=True, env=_user_env())
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         for args in (("show", FLASH), ("show", FLASH, "--time"), ("check", FLASH, "--target", "tpu-v5e,tpu-v6e,tpu-7x"),
