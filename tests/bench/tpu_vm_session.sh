@@ -42,24 +42,7 @@ wait $MEASURE
 echo "measure finished at $(( $(date +%s) - START ))s" >> "$LOG"
 [ -n "${SKIP_CHIP_VERBS:-}" ] && { tar czf "$OUT/extra.tar.gz" -C "$T" . ; exit 0; }
 step show_measure 120 inspector show samples/attention.py:flash --measure --json
-step plain_profile 120 python3 -c '
-import jax, tempfile, glob, statistics
-from inspector.target import load_target
-from inspector.run.inputs import make_inputs
-import functools
-t = load_target("samples/attention.py:flash"); a, k = make_inputs(t, 0)
-f = jax.jit(functools.partial(t.fn, **t.params)); jax.block_until_ready(f(*a))
-d = tempfile.mkdtemp()
-with jax.profiler.trace(d):
-    for _ in range(20): o = f(*a)
-    jax.block_until_ready(o)
-p = jax.profiler.ProfileData.from_file(glob.glob(d + "/**/*.xplane.pb", recursive=True)[0])
-pl = [x for x in p.planes if x.name == "/device:TPU:0"][0]
-for line in pl.lines:
-    ev = list(line.events)
-    print(line.name, len(ev), [(e.name[:60], e.duration_ns) for e in ev[:4]])
-    if line.name == "XLA Modules": print("median module us", statistics.median(e.duration_ns for e in ev) / 1e3)
-'
+# --measure against a plain profiler trace: tests/test_on_chip.py (pytest -m chip)
 step diff_chip 180 inspector diff samples/attention.py:flash
 [ "$(left)" -gt 150 ] && step tune_measure 240 inspector tune samples/matmul.py:tiled --args 'bf16[4096,4096] bf16[4096,4096]' --grid bm=256,512,1024 --grid bk=512,1024 --grid bn=512,1024 --measure --top 8 --workers 8
 [ "$(left)" -gt 40 ] && step naive_measure 60 inspector show samples/attention.py:naive --measure --view fusions --top 12
