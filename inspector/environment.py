@@ -241,7 +241,7 @@ def quiet(debug: bool = False):
             warnings.simplefilter("ignore")
             yield
     except (RuntimeError, AssertionError) as err:
-        from .measure.on_chip import chip_failure
+        from .measure.model import chip_failure
 
         usage = backend_failure(err) or chip_failure(err)
         if usage is None:

@@ -188,7 +188,7 @@ def _run(kernels, chip="tpu-v5e"):
 
 def test_sources_per_kernel():
     run = _run([_kernel("mm.1", "custom-call:pallas"), _kernel("fusion", "fusion:loop", compiler_cycles=3000),
-                _kernel("fusion.2", "fusion:loop"), _kernel("copy.1", "copy", compiler_cycles=None, roofline=2e-6)])
+                _kernel("fusion.2", "fusion:loop", roofline=1e-7), _kernel("copy.1", "copy", compiler_cycles=None, roofline=2e-6)])
     run.grids = {"mm.1": (4, 64)}
     run.points = {"mm.1": [(64, 64 * 700 + 500, [1, 64]), (128, 128 * 700 + 500, [2, 64])]}
     run.cycles = {"fusion.2": 1200}
@@ -202,6 +202,17 @@ def test_sources_per_kernel():
     assert estimate.method == EXTRAPOLATED
     assert estimate.totals["estimated_seconds"] == pytest.approx(sum(k.estimated_seconds for k in estimate.kernels))
     assert [f.code for f in estimate.findings] == ["time-extrapolated"]
+
+
+def test_a_simulated_time_below_the_roofline_gives_way_to_the_roofline_with_a_warning():
+    run = _run([_kernel("fusion.2", "fusion:loop", roofline=2e-6), _kernel("fusion.3", "fusion:loop", roofline=1e-7)])
+    run.cycles = {"fusion.2": 1500, "fusion.3": 1500}  # 1 us on a 1.5 GHz v5e: below the first's roofline only
+    estimate = run._answer(LIBTPU)
+    by = {k.name: k for k in estimate.kernels}
+    assert by["fusion.2"].estimate_source == ROOFLINE and by["fusion.2"].estimated_seconds == pytest.approx(2e-6)
+    assert by["fusion.3"].estimate_source == LIBTPU and by["fusion.3"].estimated_seconds == pytest.approx(1e-6)
+    (finding,) = [f for f in estimate.findings if f.code == "libtpu-below-roofline"]
+    assert finding.kernel == "fusion.2" and finding.data["libtpu_seconds"] == pytest.approx(1e-6)
 
 
 def test_unreadable_dump_is_an_info_finding_and_no_figure():

@@ -10,27 +10,11 @@ import functools
 import math
 import time
 
-from .model import ChipBusy, Measurement, NoChip
+from .model import Measurement, NoChip, chip_failure
 from .profile import UnreadableTrace, newest_trace, read_profile, summary
 
 # what a measurement aims for: enough runs for a stable median, within a bounded time
 MIN_RUNS, MAX_RUNS, TARGET_SECONDS = 3, 100, 0.3
-BUSY_SIGNS = ("Device or resource busy", "multi-process lockfile", "TPU is already in use", "already in use by process")
-
-
-def chip_failure(err: BaseException) -> Exception | None:
-    """ChipBusy or NoChip when ``err`` is jax failing to open the TPU, else None."""
-    text = str(err)
-    if any(sign in text for sign in BUSY_SIGNS):
-        return ChipBusy("the TPU is held by another process (one process at a time can run on it: a training job, a "
-                        "notebook, another `inspector diff/--measure`): run again when it is free; every deviceless verb "
-                        "(show, check, tune, export without --measure) works meanwhile; in your own Python process, set "
-                        "JAX_PLATFORMS=cpu before jax starts to compile for TPU targets without the chip")
-    if "Unable to initialize backend 'tpu'" in text:
-        return NoChip(f"jax cannot open the TPU here ({text.splitlines()[0][:200]})")
-    return None
-
-
 def tpu_devices():
     """jax's TPU devices, opening the chip; ChipBusy/NoChip when it cannot be had."""
     import jax
