@@ -132,12 +132,12 @@ def round_tests(held: HeldOut, chips: list[str]) -> tuple:
     def every_view_on_cpu(spec):
         assert_entry_clean(spec, "cpu", SHOW_VIEWS)
 
-    @pytest.mark.tpu
+    @pytest.mark.libtpu
     @pytest.mark.parametrize("spec", held.params())
     def every_view_on_one_tpu(spec):
         assert_entry_clean(spec, "tpu-v5e", SHOW_VIEWS)
 
-    @pytest.mark.tpu
+    @pytest.mark.libtpu
     @pytest.mark.parametrize("spec", held.params())
     def the_estimate_finds_no_error(spec):
         from inspector.chips import get_chip
@@ -148,7 +148,7 @@ def round_tests(held: HeldOut, chips: list[str]) -> tuple:
         assert errors(estimate.findings) == [] and estimate.ok
         assert [row.fits for row in estimate.targets] == [True] * len(chips)
 
-    @pytest.mark.tpu
+    @pytest.mark.libtpu
     @pytest.mark.slow
     @pytest.mark.parametrize("spec", held.params())
     def check_agrees_with_libtpu(spec):
@@ -270,8 +270,8 @@ def run_cli():
 
 @pytest.fixture(autouse=True)
 def _chip_tests_need_a_chip(request):
-    """@pytest.mark.chip: the test runs programs on an attached TPU; without one it is skipped."""
-    if request.node.get_closest_marker("chip"):
+    """@pytest.mark.tpu: the test runs programs on an attached TPU; without one it is skipped."""
+    if request.node.get_closest_marker("tpu"):
         from inspector.backends import attached_chip
 
         if attached_chip() is None:
@@ -279,15 +279,15 @@ def _chip_tests_need_a_chip(request):
 
 
 @pytest.fixture(autouse=True)
-def _tpu_marker_is_honest(request, monkeypatch):
-    """A test that builds a TPU backend in this process must carry @pytest.mark.tpu, so that
-    `-m "not tpu"` really runs without libtpu compiles."""
-    if request.node.get_closest_marker("tpu"):
+def _libtpu_marker_is_honest(request, monkeypatch):
+    """A test that builds a TPU backend in this process must carry @pytest.mark.libtpu, so that
+    `-m "not libtpu"` really runs without libtpu compiles."""
+    if request.node.get_closest_marker("libtpu"):
         return
     from inspector import backends
 
     def refuse(topology):
-        raise AssertionError(f"this test compiles for a TPU ({topology}): mark it @pytest.mark.tpu")
+        raise AssertionError(f"this test compiles for a TPU ({topology}): mark it @pytest.mark.libtpu")
 
     monkeypatch.setattr(backends, "_tpu_mesh", refuse)
 

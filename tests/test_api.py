@@ -285,7 +285,7 @@ def test_the_api_names_are_no_module_names():
         assert callable(getattr(inspector, name)) and getattr(inspector, name).__module__ == "inspector.api"
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_check_api_on_a_tpu_target():
     from inspector.views.html import plain
 
@@ -303,7 +303,7 @@ def test_check_api_on_a_tpu_target():
 
 
 @pytest.mark.slow
-@pytest.mark.tpu  # its pods section compiles for tpu-v5e:2x2 (in the notebook's kernel process)
+@pytest.mark.libtpu  # its pods section compiles for tpu-v5e:2x2 (in the notebook's kernel process)
 def test_example_notebook_runs_clean():
     """samples/inspector_api.ipynb executes without an error; its HTML shows the fusions table
     and nothing reached stderr."""
@@ -346,7 +346,7 @@ def test_compare_api_gives_what_the_cli_prints(run_cli, monkeypatch):
 SHARDED = "tests/data/sharded.py:step"
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_sharded_targets_through_the_api(run_cli, monkeypatch):
     """A topology target: INSPECT's mesh and shardings for a spec, mesh= and shardings= for a function
     object; memory and collectives as `show --json` gives them; the HTML shows both."""
@@ -393,7 +393,7 @@ def test_sharded_targets_through_the_api(run_cli, monkeypatch):
     assert "hbm-over-capacity" in plain(too_big._repr_html_())
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_many_calls_in_one_session_keep_no_state():
     """Calls alternating between targets give the same figures each time; no file handles pile up."""
     import jax

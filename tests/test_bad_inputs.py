@@ -206,7 +206,7 @@ def assert_one_line(err: str, needle: str) -> None:
 _LOWERS_FOR_TPU = {"sys.exit under check"}
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.tpu) if c in _LOWERS_FOR_TPU else c for c in MATRIX],
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.libtpu) if c in _LOWERS_FOR_TPU else c for c in MATRIX],
                          ids=list(MATRIX))
 def test_bad_input(cli, case):
     argv, code, needle = MATRIX[case]
@@ -279,7 +279,7 @@ def test_debug_after_the_verb_shows_the_traceback(cli):
     assert code == 2 and "Traceback" in err and err.strip().endswith("(give path/to/file.py:function)")
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.parametrize("columns", ["0", "-5", "junk"])
 def test_columns_zero_or_junk_means_unset(cli, monkeypatch, columns):
     monkeypatch.setenv("COLUMNS", columns)

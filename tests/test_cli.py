@@ -90,7 +90,7 @@ def test_debug_shows_the_traceback(run_cli):
     assert out.returncode != 0 and "Traceback" in out.stderr
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_the_pallas_view_names_the_error_that_makes_show_exit_1(run_cli, tmp_path):
     """A kernel Mosaic cannot lower: the error is the report's, not a kernel's; the pallas view
     shows it instead of "no findings" beside exit 1."""

@@ -45,7 +45,7 @@ def test_every_view_on_cpu(capsys, target):
     assert code == 0 and report["stages"] and ("flash" not in target[0] or report["pallas"])
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_a_tpu_compile_shows_its_mosaic_and_fits(capsys):
     code, out, err = cli(capsys, "show", *FLASH, "--target", "tpu-v5e", "--view", "mosaic")
     assert code == 0 and "tpu.memory_space<vmem>" in out, err

@@ -36,7 +36,7 @@ def test_every_view_on_cpu(entry):
     json.dumps(r.to_dict(texts=("jaxpr", "stablehlo", "hlo", "mosaic")), default=str)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_every_view_on_tpu_v5e(entry):
     r = report(entry, "tpu-v5e")
@@ -53,7 +53,7 @@ def test_every_view_on_tpu_v5e(entry):
         assert sum(k.hbm_bytes for k in paired) == sum(k.walk.hbm_bytes for k in walked)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_check_on_five_chips(entry):
     """Estimates on every generation; the real compile on v5e (the compile the v5e report made)."""

@@ -66,12 +66,12 @@ ALL = [c for page in PAGES for c in commands(page)]
 def _marks(command: str, code: int) -> list:
     if code == -1:
         return [pytest.mark.skip(reason="needs a TPU (on a TPU VM: INSPECTOR_DOCS_TPU=1 runs it)")
-                if not os.environ.get("INSPECTOR_DOCS_TPU") else pytest.mark.tpu]
+                if not os.environ.get("INSPECTOR_DOCS_TPU") else pytest.mark.libtpu]
     argv = command.split()
     marks = []
     tpu_target = any(a.startswith("tpu-") for a in argv) or argv[1] in ("check", "tune", "doctor")
     if tpu_target and "--estimate-only" not in argv or argv[1] == "tune":
-        marks.append(pytest.mark.tpu)
+        marks.append(pytest.mark.libtpu)
     if argv[1] == "diff":
         marks.append(pytest.mark.slow)
     return marks

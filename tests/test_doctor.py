@@ -19,7 +19,7 @@ def checks(found: dict) -> dict[str, dict]:
     return {c["name"]: c for c in found["checks"]}
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.compat
 def test_a_deviceless_compile_per_generation_asked_for(capsys):
     code, found = run(capsys, "--target", "tpu-v5e,tpu-v6e", "--json")

@@ -105,7 +105,7 @@ def test_transformer_step_agrees_with_xla_on_cpu():
     assert len(a.kernels) > 12 * 10
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_transformer_step_on_tpu_explains_where_it_differs_from_xla():
     """XLA:TPU counts reduce-window flops and async copies differently: the note says so and by how much,
     and once those are set aside the totals agree within 5%."""
@@ -219,7 +219,7 @@ def test_scan_kernels_agree_with_xla_kernel_by_kernel_on_cpu():
     assert "flops, every trip" in rows and "bytes accessed, every trip" in rows
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_scan_on_tpu_counts_its_trips_and_agrees_with_xla_per_trip():
     """XLA:TPU writes no known_trip_count on the scan's loops: the trips come from the loop
     counter, and counted once per body the totals agree with XLA's once its async copies

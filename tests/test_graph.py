@@ -206,7 +206,7 @@ def test_export_html_and_svg(run_cli, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.html", "g.svg"]  # no temporary files left
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @needs_dot
 def test_export_svg_is_a_self_contained_picture(run_cli, tmp_path):
     svg, dot = tmp_path / "naive.svg", tmp_path / "naive.dot"

@@ -387,7 +387,7 @@ def test_layout_budget_must_be_a_positive_number(run_cli, tmp_path):
     assert out.returncode == 2 and "--layout-budget" in out.stderr and "seconds > 0" in out.stderr
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 @needs_dot
 def test_cli_export_of_the_24_layer_plain_gpt2_on_tpu(run_cli, tmp_path):

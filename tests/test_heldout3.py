@@ -49,7 +49,7 @@ def test_every_view_on_cpu(spec):
     assert_entry_clean(spec, "cpu", VIEWS)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.parametrize("spec", ROUND.params())
 def test_every_view_on_one_tpu(spec):
     name = spec.rsplit(":", 1)[1]
@@ -63,7 +63,7 @@ def test_every_view_on_one_tpu(spec):
     assert_entry_clean(spec, TPU_OF.get(name, "tpu-v5e"), VIEWS)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", ROUND.params())
 def test_check_agrees_with_libtpu(spec):
@@ -121,7 +121,7 @@ def test_collectives_view_names_pallas_remote_dmas():
     assert "moves nothing between devices" in out.getvalue()
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_ring_all_gather_collectives_on_a_slice():
     """MaxText's ring all-gather over the four chips of a v5e:2x2: six 64 KiB remote copies per
     device (three ring steps in two directions), shown by the pallas and collectives views."""
@@ -135,7 +135,7 @@ def test_ring_all_gather_collectives_on_a_slice():
 
 # --------------------------------------------------------------------------- a kernel libtpu does not time
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 def test_a_kernel_simulated_to_zero_cycles_keeps_its_roofline():
     """sglang's fused MLP (emit_pipeline inside a pallas_call over HBM refs): on tpu-v6e libtpu's
@@ -161,7 +161,7 @@ def test_a_sparse_core_program_on_the_cpu_is_traced_simulating_a_chip_with_spars
     assert errors(r.findings) == []
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_a_kernel_that_raises_for_one_chip_is_that_chips_finding(run_cli):
     """MaxText's SparseCore kernel raises its own "SparseCore is not available" on v5e and a shape
     error on v6e (its default grouping gives a zero-sized dimension there): each is that chip's

@@ -32,13 +32,13 @@ def test_every_view_on_cpu(spec):
     assert_entry_clean(spec, "cpu", VIEWS)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.parametrize("spec", ROUND.params())
 def test_every_view_on_one_tpu(spec):
     assert_entry_clean(spec, "tpu-v5e", VIEWS)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.parametrize("spec", ROUND.params())
 def test_check_agrees_with_libtpu(spec):
     """At INSPECT's small shapes every entry fits everywhere: the estimate says so on three
@@ -72,7 +72,7 @@ def test_export_writes_the_graph_and_the_report(cli, tmp_path):
     assert json.loads((tmp_path / "r.json").read_text())["pallas"]
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_two_groups_are_a_tiling_error_as_libtpu_says():
     """Levanter's SSD prototype blocks its [G, C] inputs (1, block): with G = 2 the block's
     second-to-last dim is neither a multiple of 8 nor G, which Mosaic refuses on every chip

@@ -47,7 +47,7 @@ def test_every_view_on_cpu(spec):
     assert_entry_clean(spec, "cpu", VIEWS)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.parametrize("spec", ROUND.params())
 def test_every_view_on_one_tpu(spec):
     assert_entry_clean(spec, "tpu-v5e", VIEWS)
@@ -99,7 +99,7 @@ def test_a_pipeline_given_its_allocations_is_said_not_walked(name):
     assert k.call.dmas and k.walk.hbm_bytes_read > 0
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.parametrize("spec", ROUND.params())
 def test_the_estimate_on_three_generations_finds_no_error(spec):
     estimate = run_check(load_target(spec), [get_chip(c) for c in CHECK_CHIPS], estimate_only=True)
@@ -107,7 +107,7 @@ def test_the_estimate_on_three_generations_finds_no_error(spec):
     assert [row.fits for row in estimate.targets] == [True, True, True]
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", ROUND.params())
 def test_check_agrees_with_libtpu(spec):

@@ -112,7 +112,7 @@ def test_ragged_dot_matches_lax_ragged_dot(sizes):
     np.testing.assert_allclose(out, rd.reference(lhs, rhs, group_sizes), atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.parametrize("chip", ["tpu-v5e", "tpu-v6e"])
 def test_every_kernel_compiles_for_tpu_at_its_defaults(chip):
     backend = Backend(get_chip(chip))

@@ -52,7 +52,7 @@ def tiled(no_folder_left):
     return _estimate("samples/matmul.py:tiled", probe_steps=1024)  # its 504 steps simulated whole
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_pallas_kernel_gets_libtpus_time(tiled):
     target, estimate = tiled
     (m, k), (_, n) = target.args[0].shape, target.args[1].shape
@@ -69,7 +69,7 @@ def test_pallas_kernel_gets_libtpus_time(tiled):
     assert [j.label for j in estimate.jobs] == ["whole"] and estimate.jobs[0].status == "ok"
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_bundles_name_the_kernels_lines(tiled):
     _, estimate = tiled
     (kb,) = [b for b in estimate.bundles if b.kernel == "matmul.1"]
@@ -84,7 +84,7 @@ def test_bundles_name_the_kernels_lines(tiled):
     assert len(kb.listing) == kb.bundles and any(dot in row.sources for row in kb.listing)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_asking_again_is_instant(tiled):
     target, first = tiled
     start = time.perf_counter()
@@ -93,7 +93,7 @@ def test_asking_again_is_instant(tiled):
     assert again.kernel("matmul.1").estimated_cycles == first.kernel("matmul.1").estimated_cycles
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_dump_compile_is_the_ordinary_compile(no_folder_left):
     """The child compiles the same program (the op names of the plain compile), and its profile
     says what the optimized HLO's bundle_analysis_data says."""
@@ -124,7 +124,7 @@ def not_spilling(no_folder_left):
     return _estimate("tests/data/spill_kernels.py:chained_sin", "f32[64,512]", ["rows=8", "chains=1"])
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_a_kernel_that_spills_names_its_lines(spilling):
     _, estimate = spilling
     (kb,) = estimate.bundles
@@ -139,7 +139,7 @@ def test_a_kernel_that_spills_names_its_lines(spilling):
     assert finding.data["stores"] == kb.spill_stores and "block_kv_compute" in finding.message
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_a_kernel_that_does_not_spill_names_none(not_spilling):
     _, estimate = not_spilling
     (kb,) = estimate.bundles
@@ -156,7 +156,7 @@ def matmul_1024(no_folder_left):
     return whole, cut
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_extrapolated_from_cut_grids_agrees_with_the_whole(matmul_1024):
     whole, cut = matmul_1024
     exact, extrapolated = whole.kernel("matmul.1"), cut.kernel("matmul.1")
@@ -170,7 +170,7 @@ def test_extrapolated_from_cut_grids_agrees_with_the_whole(matmul_1024):
     assert finding.kernel == "matmul.1" and finding.data["steps"] == 512
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 def test_8192_cubed_finishes_within_the_budget(no_folder_left):
     start = time.perf_counter()
@@ -184,7 +184,7 @@ def test_8192_cubed_finishes_within_the_budget(no_folder_left):
     assert any(f.code == "time-budget" for f in estimate.findings)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_a_chip_libtpu_cannot_simulate_is_a_finding(no_folder_left):
     """v4: libtpu aborts the process ("Dma latency model ... only supported on VF/VL/GF/GL")."""
     _, estimate = _estimate("samples/matmul.py:tiled", "bf16[512,512] bf16[512,512]", chip=get_chip("tpu-v4"))
@@ -214,7 +214,7 @@ def _request():
     return compile_request(lowered_program(target, Backend(V5E), memo=False)[1], V5E.topology)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_a_compile_past_its_limit_is_stopped_and_its_folder_removed():
     from inspector.libtpu.runner import DumpSession
 
@@ -236,7 +236,7 @@ time.sleep(600)
 """
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_folder_removed_when_this_process_is_killed():
     """The CLI kills its worker with SIGKILL on Ctrl-C: no finally runs there, the janitor cleans."""
     code = _KILLED.format(paths=[str(ROOT)])

@@ -16,7 +16,7 @@ def _target(name: str, path: str = SAMPLES, args: str | None = None, **params):
     return target
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_a_pl_kernel_is_listed_with_its_flops_and_its_pipeline_walked():
     result = run_check(_target("quantized_matmul"), [get_chip("tpu-v5e")], estimate_only=True)
     [kernel] = result.kernels
@@ -30,7 +30,7 @@ def test_a_pl_kernel_is_listed_with_its_flops_and_its_pipeline_walked():
     assert result.ok
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_a_core_map_kernel_counts_its_run_scoped_vmem():
     [kernel] = run_check(_target("scaled_add"), [get_chip("tpu-v5e")], estimate_only=True).kernels
     assert kernel.call.style == "core_map"
@@ -39,14 +39,14 @@ def test_a_core_map_kernel_counts_its_run_scoped_vmem():
     assert kernel.budgets[0].total_bytes == 2 * 64 * 256 * 4
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_the_pipeline_walk_finds_output_blocks_a_pl_kernel_never_writes():
     result = run_check(_target("half_written", BUGS), [get_chip("tpu-v5e")], estimate_only=True)
     assert [f.code for f in result.findings if f.severity == "error"] == ["output-not-written"]
     assert not result.ok
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_a_pipeline_whose_index_map_reads_the_core_index_is_said_not_walked():
     result = run_check(_target("core_indexed", BUGS), [get_chip("tpu-v5e")], estimate_only=True)
     assert [f.code for f in result.findings] == ["pipeline-not-walked"]
@@ -64,7 +64,7 @@ def _agrees(target, chips: list[str]) -> list[tuple]:
     return rows
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 def test_tensorcore_pl_kernel_budget_agrees_with_libtpu_on_three_chips():
     # grid (2, 2, 1): double-buffered (512, 4096) and (4096, 512) bf16 blocks, 18 MiB with the output and the
@@ -75,7 +75,7 @@ def test_tensorcore_pl_kernel_budget_agrees_with_libtpu_on_three_chips():
     assert [r[1] for r in rows] == [False, True, True]
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 def test_sparse_core_gather_budget_agrees_with_libtpu():
     # 640 gathered f32 rows of 128 per vector subcore: 320 KiB, over v6e's 256 KiB, within TPU7x's 512 KiB
@@ -108,7 +108,7 @@ def test_debug_shows_the_traceback_of_a_function_that_raised_while_running():
     assert "Traceback" in debug.stderr and 'mesh_bugs.py", line' in debug.stderr and "boom from the host" in debug.stderr
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_a_sparse_core_kernel_on_a_chip_without_sparse_cores_is_that_chips_finding():
     result = run_check(_target("sparse_core_gather"), [get_chip("tpu-v5e"), get_chip("tpu-7x")], estimate_only=True)
     assert [(f.code, f.data["chip"]) for f in result.findings] == [("no-sparse-core", "tpu-v5e")]
@@ -118,7 +118,7 @@ def test_a_sparse_core_kernel_on_a_chip_without_sparse_cores_is_that_chips_findi
     assert not result.ok and result.failed
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_bounded_slice_pipelines_are_walked_and_give_the_kernels_hbm_traffic():
     # 1000 rows in blocks of 256: four block copies each way, the last a 232-row slice sized in the kernel
     [kernel] = run_check(_target("bounded_tail", BUGS), [get_chip("tpu-v5e")], estimate_only=True).kernels
@@ -129,7 +129,7 @@ def test_bounded_slice_pipelines_are_walked_and_give_the_kernels_hbm_traffic():
     assert max(kernel.walk.dma_bytes) > kernel.walk.hbm_bytes  # what counting each conditional copy would say
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_the_fusions_view_gives_a_pl_kernels_mosaic_call_its_flops_and_the_overview_its_source():
     from inspector.report import make_report
 
@@ -141,7 +141,7 @@ def test_the_fusions_view_gives_a_pl_kernels_mosaic_call_its_flops_and_the_overv
     assert lowered.source and lowered.source.endswith("mesh_kernels.py:98")
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_complementary_pl_when_guards_count_one_branch_each_step():
     [kernel] = run_check(_target("when_complement", BUGS), [get_chip("tpu-v5e")], estimate_only=True).kernels
     assert kernel.flops_range == [2 * 256 * 256 * 256] * 2  # not twice that: k == 0 and k != 0 never both run

@@ -161,7 +161,7 @@ def compiled():
     return get
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_each_kind_at_its_line_on_its_chip(compiled, name):
     code, where = EXPECTED[name]
@@ -180,7 +180,7 @@ def test_each_kind_at_its_line_on_its_chip(compiled, name):
     assert set(finding.data) <= set(CODES[finding.code].fields)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_each_fix_compiles(compiled, name):
     chip, stages = compiled(name, True)
@@ -188,7 +188,7 @@ def test_each_fix_compiles(compiled, name):
     assert stages.hlo and "tpu_custom_call" in stages.hlo
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_vmem_oom_puts_the_estimate_beside_the_compiler(compiled):
     chip, stages = compiled("too_big_blocks")
     f = stages.compile_error.finding(chip, view="overview")
@@ -197,7 +197,7 @@ def test_vmem_oom_puts_the_estimate_beside_the_compiler(compiled):
     assert "the inspector's estimate" in f.message and "vmem_limit_bytes" in f.data["fix"]
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_fp8_matmul_is_refused_on_v4_only():
     from inspector.backends import Backend
     from inspector.stages import capture
@@ -207,7 +207,7 @@ def test_fp8_matmul_is_refused_on_v4_only():
     assert capture(target, Backend(get_chip("tpu-v5e")), jaxpr_text=False).stages.compile_error is None
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 def test_check_exits_1_and_json_names_the_line(run_cli):
     done = run_cli("check", f"{SAMPLE}:mask_column", "--target", "tpu-v5e", "--json")

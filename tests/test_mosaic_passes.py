@@ -143,7 +143,7 @@ def flash():
     return result, after - before
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_flash_attention_passes_on_v5e(flash):
     result, left = flash
     assert left == set()  # the dump folder is gone
@@ -165,7 +165,7 @@ def test_flash_attention_passes_on_v5e(flash):
     assert k.layouts and all(v.layout for v in k.layouts)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 def test_a_kernel_that_fails_shows_its_passes_up_to_the_failure():
     from inspector.chips import get_chip
@@ -178,7 +178,7 @@ def test_a_kernel_that_fails_shows_its_passes_up_to_the_failure():
     assert [f.code for f in result.findings] == ["mosaic-shape-cast"]  # the failure, explained; nothing unread
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_show_view_mosaic_lists_the_passes_and_relayouts_per_line(run_cli):
     """`show --view mosaic` on a TPU target: the passes with their changes and the relayouts per
     source line, as text and as JSON (the MLIR text rides along in the JSON)."""

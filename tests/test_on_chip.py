@@ -1,6 +1,6 @@
 """On a TPU VM, as a user types them: --measure against a plain profiler trace, diff's device time,
 tune --measure ranking by the chip, and every deviceless verb while another process holds the chip.
-Marked ``chip``: skipped without an attached TPU (CI has none); run on the device tool's v5e."""
+Marked ``tpu``: skipped without an attached TPU (CI has none); run on the device tool's v5e."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = [pytest.mark.chip, pytest.mark.tpu]
+pytestmark = [pytest.mark.tpu, pytest.mark.libtpu]
 
 FLASH = "samples/attention.py:flash"
 

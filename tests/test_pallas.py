@@ -138,7 +138,7 @@ def test_budget_arithmetic_by_hand():
     assert b.headroom_bytes == 16 * MiB - 576 * KiB
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_estimate_matches_the_compilers_own_figure():
     target = load_target("samples/attention.py:flash", args="bf16[1,1024,128] bf16[1,1024,128] bf16[1,1024,128]",
                          sets=["block_q=128", "block_k=128"])
@@ -152,7 +152,7 @@ SWEEP = [("samples/bugs.py:too_big_for_vmem", "f32[16384,768]", [f"block_rows={r
     for q, k in ((2048, 512), (4096, 128), (4096, 512))]
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.parametrize("spec, args, sets", SWEEP, ids=lambda x: str(x) if isinstance(x, str) else "-".join(x))
 def test_estimate_and_compiler_agree_across_each_chips_limit(spec, args, sets):
     """Block sizes from 6 to 48 MiB cross the 16 MiB (v5e) and 32 MiB (v6e) scoped limits."""
@@ -171,7 +171,7 @@ def test_estimate_and_compiler_agree_across_each_chips_limit(spec, args, sets):
 KNOWN_SHORT: set[tuple] = set()
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_check_cli_exit_codes_and_json(run_cli):
     out = run_cli("check", "samples/bugs.py:dropped_tail", "--target", "tpu-v5e", "--estimate-only", "--json")
     assert out.returncode == 1, out.stderr
@@ -213,7 +213,7 @@ def test_an_estimate_only_the_body_value_puts_over_is_undecided_never_an_error(r
     assert "vmem-over-limit" in text.stdout and "needs at least 32.00 MiB" in text.stdout
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_the_compiler_decides_what_the_estimate_cannot():
     """The same tile compiled: libtpu fits it on TPU7x, so check is ok and says the estimate
     over-counts, with the compiler's figure; `show`'s report gives the same figure."""

@@ -193,7 +193,7 @@ def test_pass_usage_errors(cli):
     assert code == 2 and "--pass is for the passes view" in err
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_passes_view_on_tpu(cli):
     code, out, err = cli("show", CHAIN, "--view", "passes", "--target", "tpu-v5e", "--json")
     assert code == 0, err
@@ -232,7 +232,7 @@ def test_compare_needs_two_variants(cli):
     assert code == 2
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_compare_flash_block_sizes_matches_the_fusions_view(cli):
     alone = {}
     for block in (128, 256):

@@ -59,7 +59,7 @@ def test_chips_lists_topologies(run_cli):
 
 # ----------------------------------------------------------------------------- deviceless compiles
 
-tpu = pytest.mark.tpu
+tpu = pytest.mark.libtpu
 
 
 @tpu

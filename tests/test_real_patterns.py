@@ -202,7 +202,7 @@ def test_a_vmem_limit_above_the_chips_vmem_stops_at_its_capacity():
     assert (tpu7x.limit_bytes, tpu7x.verdict) == (64 * 2**20, "fits")
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 def test_a_vmem_limit_above_the_chips_vmem_against_libtpu():
     """libtpu on v4: out of memory (capacity), 32 MiB of 16; on TPU7x the 32 MiB fit."""
@@ -265,7 +265,7 @@ def test_bool_blocks_are_int32_in_vmem_no_packing_rule():
     assert all(sum(i.bytes for i in b.items) == 3 * 2 * 8 * 128 * 4 for b in report.budgets)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_the_int4_estimate_is_the_compiler_s_figure():
     from inspector.pallas.check import run_check
 
@@ -273,7 +273,7 @@ def test_the_int4_estimate_is_the_compiler_s_figure():
     assert row.compiler_fits and row.compiler_vmem_bytes == row.vmem_bytes
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_nested_pipeline_estimate_against_the_compiler():
     from inspector.pallas.check import run_check
 
@@ -283,7 +283,7 @@ def test_nested_pipeline_estimate_against_the_compiler():
     assert row.compiler_vmem_bytes == row.vmem_bytes  # run_scoped buffers: the estimate is the compiler's figure
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.parametrize("name", ["no_grid", "resident_input"])
 def test_single_buffered_estimates_are_the_compiler_s_figure(name):
     from inspector.pallas.check import run_check
@@ -304,7 +304,7 @@ def test_grad_through_a_kernel_jax_cannot_differentiate_says_why():
     assert f.code == "kernel-raised" and "JVP rule" in f.message and "custom_vjp" in f.message
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_the_compiler_s_vmem_figure_of_kernels_inside_a_cond():
     """Kernels in lax.cond branches (or a scan body) are not in the entry computation: their
     compiled VMEM figure is read from every computation, not shown as unknown."""
@@ -314,7 +314,7 @@ def test_the_compiler_s_vmem_figure_of_kernels_inside_a_cond():
     assert row.compiler_fits and row.compiler_vmem_bytes and row.compiler_vmem_bytes <= row.vmem_bytes
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_a_kernel_given_interpret_true_says_mosaic_never_saw_it():
     """On a TPU, pallas_call(interpret=True) lowers to the interpreter's HLO: the compile says
     nothing about the kernel's VMEM (unknown, not "fits"), and the views say why."""
@@ -336,7 +336,7 @@ def test_a_kernel_given_interpret_true_says_mosaic_never_saw_it():
     assert "interpret=True" in out.getvalue()
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_reports_keep_their_pallas_analysis_across_chips_in_the_worker():
     """cpu -> tpu-v5e -> cpu in the UI's worker process: the second cpu report is as complete as the first."""
     from inspector.remote import Remote

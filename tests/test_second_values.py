@@ -111,7 +111,7 @@ def test_each_kernel_runs_on_the_cpu_and_matches_its_reference(kernel):
     assert result.ok and all(o.ok for o in result.outputs), result
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_check_traces_for_the_chip_what_the_truth_tests_trace_for_the_cpu():
     """`check --estimate-only` traces for each TPU, where jnp.where's operands get a reshard (the
     abstract mesh), and the truth tests for the CPU, where they do not. A reshard is its operand:

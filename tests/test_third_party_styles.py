@@ -37,7 +37,7 @@ def codes(reports) -> set[str]:
 
 # --------------------------------------------------------------- jax.ensure_compile_time_eval
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_values_computed_at_trace_time_do_not_run_on_the_deviceless_tpu():
     """The wrapper computes its block map eagerly under jax.ensure_compile_time_eval(); traced for
     a TPU target that map must be computed here, not dispatched to the topology's devices (which
@@ -74,7 +74,7 @@ def test_a_grid_sized_at_run_time_keeps_two_buffers_even_at_one_step():
     assert v5e.verdict == "over" and v6e.verdict == "fits"
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 def test_traced_grids_against_libtpu(run_cli):
     """The estimate of the run-time grid equals libtpu's figure, and check says each warning once."""
@@ -105,7 +105,7 @@ def test_int8_in_8_row_blocks_is_an_error_on_every_chip():
     assert all(f.severity == "error" and f.data["native_rows"] == 32 for f in packing)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_an_interpreted_kernel_is_held_to_no_mosaic_rule():
     """interpret=True: the interpreter's HLO on a TPU too; no tiling or VMEM rule applies. (Traced
     for a TPU: on the CPU every kernel is interpreted, the author's flag cannot be told apart.)"""
@@ -116,7 +116,7 @@ def test_an_interpreted_kernel_is_held_to_no_mosaic_rule():
     assert all(row.fits is True and row.vmem_bytes is None for row in result.targets)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 def test_packing_rules_against_libtpu():
     for name, chip, fits in (("rows8_bf16", TPU7X, True), ("rows8_bf16", V5E, True), ("rows8_int8", V6E, False)):
@@ -161,7 +161,7 @@ def test_operands_tpu7x_places_in_vmem_take_their_blocks_out_of_the_limit():
     assert "vmem-over-limit" not in {f.code for f in r.findings if (f.data or {}).get("chip") == "tpu-7x"}
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 def test_vmem_verdicts_against_libtpu():
     """Each new style on the chips where the estimate used to be a false error."""
@@ -178,7 +178,7 @@ def test_vmem_verdicts_against_libtpu():
 
 # --------------------------------------------------------------- a libtpu abort on one chip
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 def test_a_libtpu_abort_is_that_chips_finding(run_cli, tmp_path):
     """libtpu aborts (SIGABRT) compiling for v4 with static LLO profiling on ("Dma latency model is

@@ -15,7 +15,7 @@ from inspector.stages import capture
 from inspector.target import load_target
 
 FUNCS = str(DATA / "funcs.py")
-pytestmark = pytest.mark.tpu
+pytestmark = pytest.mark.libtpu
 
 
 @pytest.mark.parametrize("chip", [c for c in CHIPS if c.is_tpu], ids=lambda c: c.name)

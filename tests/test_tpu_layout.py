@@ -18,7 +18,7 @@ class _Aval:
         self.dtype = np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.parametrize("shape, dtype, kernel_shape, copied", [
     ((2, 16384, 64), "float32", None, True),  # head_dim 64: S minor, no lane wasted
     ((4, 4096, 128), "bfloat16", None, False),
@@ -36,7 +36,7 @@ def test_the_default_layout_as_libtpu_gives_it(shape, dtype, kernel_shape, copie
     assert copied_for_a_kernel(default_signature(shape, dtype), _Aval(kernel_shape or shape, dtype)) is copied
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_the_default_layout_is_the_same_on_every_generation():
     """The module asks one topology; the layouts of 200 shapes in four dtypes agreed on all five."""
     import ml_dtypes

@@ -107,7 +107,7 @@ def test_a_users_process_keeps_its_tpu_and_its_own_setting():
     assert _prepare_in({"INSPECTOR_ON_CHIP": "1"}, own=True, attached=True)["JAX_PLATFORMS"] is None
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_deviceless_compiles_while_another_process_holds_libtpus_lock(run_cli, tmp_path):
     """A process that loaded libtpu without ALLOW_MULTIPLE_LIBTPU_LOAD holds /tmp/libtpu_lockfile (as a
     training job on a TPU VM does): the inspector's compiles for a TPU target still run."""
@@ -213,7 +213,7 @@ def test_flash_sweep_is_where_libtpus_simulation_falls_short():
     assert all(r[2] / r[1] < 0.6 for r in rows)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.parametrize("label", ["transformer.loss_fn", "jax.flash_attention_ref"])
 def test_the_roofline_stays_below_the_chip(label):
     """Per kernel of 10 us or more (async copy starts aside: the chip times their issue, not the copy),

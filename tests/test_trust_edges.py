@@ -250,7 +250,7 @@ def test_a_mesh_axis_used_twice_is_a_usage_line(cli, shard):
     one_line(err, "mesh axis 'data' is used twice")
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_the_api_refuses_a_mesh_axis_used_twice():
     import inspector
     from jax.sharding import PartitionSpec as P
@@ -330,7 +330,7 @@ def test_export_over_a_private_file_keeps_it_private(cli, tmp_path):
 # ----------------------------------------------------------------------------- 5. doctor on a slice
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_doctor_compiles_a_pallas_kernel_on_a_slice(cli):
     code, out, err = cli("doctor", "--target", "tpu-v5e:4x4", "--json")
     checks = {c["name"]: c for c in json.loads(out)["checks"]}
@@ -616,7 +616,7 @@ def test_compare_pairs_the_kernels_of_a_copy(cli, tmp_path):
     assert code == 0 and result["paired"] == 3 and result["only_a"] == [] and result["only_b"] == []
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_a_huge_input_on_a_tpu_is_an_hbm_finding(cli, also):
     code, out, err = cli("show", f"{also}:f", "--target", "tpu-v5e", "--args", "f32[65536,65536]", "--json")
     codes = {f["code"]: f for f in json.loads(out)["findings"]}
@@ -712,7 +712,7 @@ def test_a_budget_that_cannot_be_kept_is_refused_in_python(kwargs):
         Budget(**kwargs)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_the_mosaic_view_of_a_kernel_that_fails_exits_1(cli):
     """`show --view mosaic` on a kernel Mosaic refuses printed "the compile failed" and exited 0
     (the overview of the same kernel exits 1): the failure is its error finding, once."""

@@ -134,7 +134,7 @@ def test_tune_on_a_chip_libtpu_does_not_simulate_is_one_line_before_the_sweep(cl
     sweep_mod.check_chips(["tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x"])  # the chips it does simulate
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_a_row_libtpu_aborted_says_so_not_to_raise_the_budget(tmp_path, monkeypatch):
     """What a sweep's row says when libtpu's simulation aborts (v4, reached past check_chips): the
     reason libtpu gave, never "raise --time-budget", which could not help."""
@@ -264,7 +264,7 @@ def test_a_mosaic_pass_asked_where_mosaic_never_runs_is_one_line(cli):
     one_line(err, "--pass canonicalize does not apply: Mosaic runs only when lowering for a TPU: add --target tpu-v5e")
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_a_mosaic_pass_asked_of_a_function_without_pallas_on_a_tpu_is_one_line(cli):
     code, out, err = cli("show", f"{DATA}/funcs.py:matmul", "--target", "tpu-v5e", "--view", "mosaic",
                          "--pass", "canonicalize")

@@ -1032,7 +1032,7 @@ def test_the_palette_has_the_apps_own_commands_and_help_fits_24_rows():
     asyncio.run(run())
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 def test_time_and_mosaic_passes_on_a_key():
     """T estimates time with libtpu: the Bundles tab shows each kernel's bundles and the Fusions

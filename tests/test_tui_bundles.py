@@ -185,7 +185,7 @@ def test_bundles_and_mosaic_passes_tabs_on_recorded_dumps():
     asyncio.run(run())
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_enter_on_a_mosaic_error_opens_the_mosaic_tab_at_the_failing_op():
     """The unaligned pl.ds read of samples/mosaic_errors.py fails in Mosaic (E2003) on v5e: Enter on
     the finding shows the Mosaic text's line of that read, from the kernel's source line. A kernel
@@ -218,7 +218,7 @@ def test_enter_on_a_mosaic_error_opens_the_mosaic_tab_at_the_failing_op():
     asyncio.run(run())
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 def test_on_a_real_v5e_compile_l_goes_to_the_bundles_and_enter_diffs_a_mosaic_pass():
     """The matmul kernel compiled deviceless for v5e: T's bundles carry the kernel's source lines,

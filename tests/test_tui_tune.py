@@ -304,7 +304,7 @@ def test_cancel_while_the_target_loads_stops_at_once_and_kills_the_worker(monkey
     assert [os.path.basename(p) for p in glob.glob(str(tmp_path / "*"))] in ([], ["tune-workers.log"])  # nothing stored
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_cancel_mid_sweep_returns_what_is_done_and_writes_nothing_half(monkeypatch, tmp_path):
     """A candidate's trace runs (its worker set up for the TPU) when the cancel comes: the sweep
     returns at once, interrupted, every candidate not run; the cache holds whole entries only."""
@@ -339,7 +339,7 @@ def test_cancel_mid_sweep_returns_what_is_done_and_writes_nothing_half(monkeypat
         assert json.load(open(path))["kind"] == "tune-plan"
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 def test_a_real_sweep_in_the_ui_ranks_and_applies(tmp_path, monkeypatch):
     """4 candidates of tests/data/tune_kernels.py:mm on v5e, compiled deviceless: two ranked,

@@ -19,7 +19,7 @@ from inspector.libtpu.runner import PREFIX
 SPEC = "tests/data/tune_kernels.py:mm"
 SMALL = "bf16[256,512] bf16[512,256]"
 V5E = get_chip("tpu-v5e")
-pytestmark = pytest.mark.tpu
+pytestmark = pytest.mark.libtpu
 
 
 def _cli(*args, env=None, timeout=900):

@@ -120,7 +120,7 @@ def test_operands_xla_places_must_fit_beside_the_scoped_region_together():
         2 * MiB, 2 * MiB)
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 @pytest.mark.parametrize("name, args, libtpu_fits", [
     ("argument", None, False), ("computed", None, True), ("copied_meanwhile", None, True),
@@ -146,7 +146,7 @@ def test_placement_is_not_relied_on_for_a_kernel_in_a_branch_or_a_shard_map():
     assert info_of("computed").origins_followed
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 def test_the_views_say_which_blocks_xla_places():
     """An estimate of 0 B says why: the Pallas view's needs column names the blocks placed, and
     check's table says its estimate leaves them out."""

@@ -194,7 +194,7 @@ def test_the_rule_decides_linear_attention_at_16384():
     assert fewest == most and round(most / MiB, 2) == 16.06
 
 
-@pytest.mark.tpu
+@pytest.mark.libtpu
 @pytest.mark.slow
 @pytest.mark.parametrize("name, args, params, chip, vmem_in, vmem_out, used, offset", MEASURED)
 def test_which_operands_xla_places_in_vmem(name, args, params, chip, vmem_in, vmem_out, used, offset):

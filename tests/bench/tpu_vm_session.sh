@@ -42,7 +42,7 @@ wait $MEASURE
 echo "measure finished at $(( $(date +%s) - START ))s" >> "$LOG"
 [ -n "${SKIP_CHIP_VERBS:-}" ] && { tar czf "$OUT/extra.tar.gz" -C "$T" . ; exit 0; }
 step show_measure 120 inspector show samples/attention.py:flash --measure --json
-# --measure against a plain profiler trace: tests/test_on_chip.py (pytest -m chip)
+# --measure against a plain profiler trace: tests/test_on_chip.py (pytest -m tpu)
 step diff_chip 180 inspector diff samples/attention.py:flash
 [ "$(left)" -gt 150 ] && step tune_measure 240 inspector tune samples/matmul.py:tiled --args 'bf16[4096,4096] bf16[4096,4096]' --grid bm=256,512,1024 --grid bk=512,1024 --grid bn=512,1024 --measure --top 8 --workers 8
 [ "$(left)" -gt 40 ] && step naive_measure 60 inspector show samples/attention.py:naive --measure --view fusions --top 12
