@@ -308,6 +308,41 @@ def test_passes_tab_asks_for_pass_dumps_and_enter_shows_a_steps_diff():
     asyncio.run(run())
 
 
+def test_measure_key_says_in_one_line_there_is_no_tpu_and_fills_the_measured_column_where_there_is(monkeypatch):
+    from inspector.measure import run as measure_run
+    from inspector.remote import Remote
+    from inspector.measure.model import KernelMeasure, Measurement
+
+    names = []
+
+    def measured(target, chip):  # what the chip's profile gives: each of the Report's kernels, 2 us per launch
+        return Measurement(chip="tpu-v5e", device_kind="TPU v5 lite", versions={}, runs=3, seconds=2e-6 * len(names),
+                           seconds_min=0, seconds_max=0, method="test", kernels=[
+                               KernelMeasure(name=n, seconds=2e-6, launches=1, min_seconds=2e-6, max_seconds=2e-6)
+                               for n in names])
+
+    async def run():
+        async with app.run_test(size=SIZE) as pilot:
+            await loaded(pilot)
+            await pilot.press("D")
+            await pilot.pause()
+            assert "TPU" in status(app) and not app.session.measure  # no chip here: one line, nothing run
+            names.extend(k.name for k in app.report.fusions.kernels)
+            monkeypatch.setattr(measure_run, "attached_for", lambda chip: chip)
+            monkeypatch.setattr(measure_run, "measure_on_chip", measured)
+            # the Session's work in this process, where the chip's measurement is faked
+            monkeypatch.setattr(Remote, "call", lambda self, session, method, *args, epoch=None: getattr(session, method)(*args))
+            await pilot.press("D")
+            await loaded(pilot)
+            assert app.session.measure and app.query_one(TabbedContent).active == "fusions"
+            assert app.report.measured is not None and all(k.measured_seconds == 2e-6 for k in app.report.fusions.kernels)
+            table = app.query_one("#fusions-table", DataTable)
+            assert any("measured" in str(c.label) for c in table.columns.values())
+
+    app = InspectorApp(NAIVE)
+    asyncio.run(run())
+
+
 def test_compare_with_other_parameters_and_another_chip():
     async def run():
         app = InspectorApp(NAIVE)

@@ -55,6 +55,25 @@ KERNEL_COLUMNS = (
 
 
 GROUP_COLUMN = Column("group", lambda k: k.group or "-", "left")  # FusionAnalysis.groups: a layer's forward, a loop's i-th run
+MADE_BY_COLUMN = Column("made by pass", lambda k: (k.made_by or "-").split(" (", 1)[0], "left")
+ESTIMATE_COLUMN = Column("est. time", lambda k: fmt_time(k.estimated_seconds) + ESTIMATE_MARK.get(k.estimate_source or "", ""))
+MEASURED_COLUMN = Column("measured", lambda k: fmt_time(k.measured_seconds))
+
+
+def table_columns(analysis: FusionAnalysis) -> list[Column]:
+    """The kernels table's columns for this analysis, the printer's and the TUI's: the group where
+    there are several, the pass that made each kernel (compiled with pass dumps), libtpu's estimate
+    (--time) and the chip's time (--measure) where the analysis has them."""
+    columns = list(KERNEL_COLUMNS)
+    if len(analysis.groups) > 1:  # the grouping the kernel graph and compare use, beside the source line
+        columns.insert(next(i for i, c in enumerate(columns) if c.label == "source") + 1, GROUP_COLUMN)
+    if any(k.made_by for k in analysis.kernels):
+        columns.append(MADE_BY_COLUMN)
+    if any(k.estimate_source for k in analysis.kernels):
+        columns.append(ESTIMATE_COLUMN)
+    if analysis.totals.get("measured_seconds") is not None:
+        columns.append(MEASURED_COLUMN)
+    return columns
 
 
 def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) -> Table:
@@ -67,31 +86,20 @@ def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) 
     table = Table(title=f"kernels in schedule order{'' if sort == 'order' else f', by {sort}'}; {roofline}",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("#", justify="right", no_wrap=True)
-    columns = list(KERNEL_COLUMNS)
-    if len(analysis.groups) > 1:  # the grouping the kernel graph and compare use, beside the source line
-        columns.insert(next(i for i, c in enumerate(columns) if c.label == "source") + 1, GROUP_COLUMN)
+    columns = table_columns(analysis)
     for col in columns:
-        if col.label == "kernel":
-            table.add_column(col.label, min_width=14, ratio=1, overflow="fold")
+        if col.label in ("kernel", "made by pass"):
+            table.add_column(col.label, min_width=14 if col.label == "kernel" else None, ratio=1 if col.label == "kernel" else None,
+                             overflow="fold")
         elif col.label == "group":
             table.add_column(col.label, no_wrap=True, overflow="ellipsis", max_width=40)
         else:
             table.add_column(col.label, justify=col.justify, no_wrap=True)
-    made_by = any(k.made_by for k in analysis.kernels)  # compiled with pass dumps (show --passes)
-    if made_by:
-        table.add_column("made by pass", overflow="fold")
-    timed = any(k.estimate_source for k in analysis.kernels)  # with --time: libtpu's estimate
-    if timed:
-        table.add_column("est. time", justify="right", no_wrap=True)
-    measured = analysis.totals.get("measured_seconds") is not None  # with --measure: device time on the chip
-    if measured:
-        table.add_column("measured", justify="right", no_wrap=True)
+    labels = {c.label for c in columns}
+    timed, measured = ESTIMATE_COLUMN.label in labels, MEASURED_COLUMN.label in labels
     order = {id(k): i for i, k in enumerate(analysis.kernels)}
     for k in shown:
-        add_row(table, str(order[id(k)]), *(col.cell(k) for col in columns),
-                *([(k.made_by or "-").split(" (", 1)[0]] if made_by else []),
-                *([fmt_time(k.estimated_seconds) + ESTIMATE_MARK.get(k.estimate_source or "", "")] if timed else []),
-                *([fmt_time(k.measured_seconds)] if measured else []))
+        add_row(table, str(order[id(k)]), *(col.cell(k) for col in columns))
     notes = []
     if len(shown) < len(kernels):
         notes.append(f"{len(kernels) - len(shown)} more kernels: --top 0 shows all, --sort bytes|flops|time ranks them")

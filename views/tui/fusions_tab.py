@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Static
 
 from ...units import fmt_bytes, fmt_count
 
-from ..fusions import KERNEL_COLUMNS, SORT_KEYS, intermediates_table
+from ..fusions import KERNEL_COLUMNS, SORT_KEYS, intermediates_table, table_columns
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from ...hlo.fusions import FusionAnalysis
@@ -66,13 +66,18 @@ class FusionsTab(Vertical):
 
     def _fill(self) -> None:
         table = self.query_one(DataTable)
-        table.clear()
         assert self.analysis is not None  # called by show_analysis with one
+        columns = table_columns(self.analysis)  # with --time or a measurement, their columns too
+        if [str(c.label) for c in table.columns.values()][1:] != [c.label for c in columns]:
+            table.clear(columns=True)
+            table.add_columns("#", *(col.label for col in columns))
+        else:
+            table.clear()
         kernels = list(enumerate(self.analysis.kernels))
         if sort_key := SORT_KEYS.get(self.sort):
             kernels.sort(key=lambda ik: sort_key(ik[1]))
         for i, k in kernels:
-            table.add_row(str(i), *(col.cell(k) for col in KERNEL_COLUMNS), key=str(i))
+            table.add_row(str(i), *(col.cell(k) for col in columns), key=str(i))
         if kernels:
             self._detail(kernels[0][0])
 
