@@ -50,6 +50,7 @@ ENTRIES: list[Entry] = [
     Entry("attention.naive", "samples/attention.py:naive"),
     Entry("attention.flash", "samples/attention.py:flash"),
     Entry("attention.reference", "samples/attention.py:reference", QKV),
+    Entry("attention.block_sparse", "samples/attention.py:block_sparse"),
     Entry("matmul.tiled", "samples/matmul.py:tiled"),
     Entry("matmul.xla", "samples/matmul.py:xla"),
     Entry("moe.experts", "samples/moe.py:experts"),
@@ -79,6 +80,9 @@ ENTRIES: list[Entry] = [
     *_sweep("sweep.matmul", "samples/matmul.py:tiled", "bf16[4096,4096] bf16[4096,4096]",
             {"bm": [128, 256, 512, 1024], "bk": [256, 1024], "bn": [256, 512, 1024]}),
     *_sweep("sweep.flash", "samples/attention.py:flash", QKV, {"block_q": [128, 256, 512, 1024], "block_k": [128, 256, 512]}),
+    # the same kernel with no causal mask: every grid step runs the body its pl.when guards when causal
+    *_sweep("sweep.flash_full", "samples/attention.py:flash", QKV, {"causal": [False], "block_q": [128, 256, 512, 1024],
+                                                                   "block_k": [128, 512]}),
     *_sweep("sweep.experts", "samples/moe.py:experts", None, {"bm": [128, 256, 512], "bk": [128, 512], "bn": [128, 256, 512]}),
 ]
 
@@ -148,7 +152,12 @@ def _estimate_one(payload):
                     "flops": k.flops, "reduce_window_flops": k.reduce_window_flops, "transcendentals": k.transcendentals,
                     "hbm_bytes": k.hbm_bytes}
                    for k in (a.kernels if a else [])]
-        found = {"kernels": kernels, "roofline_s": a.totals.get("roofline_s") if a else None,
+        below = {f.kernel: f.data["libtpu_seconds"] for f in report.findings if f.code == "libtpu-below-roofline"}
+        for k in kernels:
+            k["libtpu_seconds"] = below.get(k["name"], k["estimated_seconds"] if k["estimate_source"] != "roofline" else None)
+        bundles = [{"kernel": b.kernel, "bundles": b.bundles, "bundles_per_step": b.bundles_per_step,
+                    "cycles_per_step": b.cycles_per_step} for b in (report.time.bundles if report.time else [])]
+        found = {"kernels": kernels, "bundles": bundles, "roofline_s": a.totals.get("roofline_s") if a else None,
                  "estimated_seconds": a.totals.get("estimated_seconds") if a else None,
                  "method": report.time.method if report.time else None,
                  "findings": sorted({f.code for f in report.findings})}
