@@ -170,7 +170,7 @@ TRUTH_KINDS = ("agree", "undecided", "short", "false error")
 def estimate_against_truth(name: str) -> list[tuple[dict, bool | None, int]]:
     """Each VMEM row of tests/data/<name> (libtpu's verdicts) beside the estimate's verdict on its
     chip, as `check --estimate-only` gives it (one CPU trace per kernel and params, no compile: check
-    traces for each chip, with the same values, test_second_values), and
+    traces for each chip, with the same values, test_vmem_second_values), and
     the tightest limit among its kernels. Rows whose compile failed for another reason than VMEM
     say nothing about the estimate and are left out."""
     import dataclasses

@@ -85,7 +85,7 @@ def test_vmem_estimate_agrees_with_libtpu():
     The stress shapes straddle the limits: there the estimate may be undecided (a body value, or
     what an unrolled loop keeps live, puts it over), never short of libtpu ("fits" where libtpu
     runs out) and never "does not fit" where libtpu fits; with the third-party styles
-    (tests/test_third_party_styles.py) 986 of 1,005 rows agree (BENCHMARKS.md explains the rest).
+    (tests/test_pallas_third_party_styles.py) 986 of 1,005 rows agree (BENCHMARKS.md explains the rest).
     On the stress rows 93.3% agree: a softmax summed on the VPU holds its scores whole, and half
     of them where straight-line code computes several (SUMMED_DOT_SHARE, UNROLLED_SUMMED_SHARE)."""
     found = estimate_against_truth("vmem_truth.json")

@@ -2,7 +2,7 @@
 compiled (issue 28): where two matmul results meet in an element-wise op (SwiGLU's
 silu(x @ w1) * (x @ w3)), neither is built in the output block, and libtpu keeps at least 0.9 of one
 of them beyond the blocks (pallas-forge's SwiGLU and GeGLU, held out round eleven: 0.92-2.03).
-tests/test_gated_units.py holds libtpu's verdicts (tests/data/vmem_truth_gated.json) against the
+tests/test_vmem_gated_units.py holds libtpu's verdicts (tests/data/vmem_truth_gated.json) against the
 estimate.
 
 - swiglu_f32: f32 x, weights and output, the whole contraction in one block (pallas-forge's form);

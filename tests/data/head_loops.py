@@ -5,7 +5,7 @@ Written by the team to test one claim before any compile: where the body sums a 
 exponentials on the MXU (or not at all), libtpu computes the heads one after another and keeps
 about one head's scores beyond the blocks; where it sums them on the VPU it keeps a share of all
 the heads' (vmem.py, UNROLLED_SUMMED_SHARE). maxdiffusion's cross attention (held out, round
-three) was the only kernel on record of the first kind. tests/test_head_loops.py holds libtpu's
+three) was the only kernel on record of the first kind. tests/test_vmem_head_loops.py holds libtpu's
 verdicts (tests/data/vmem_truth_heads.json) against the estimate.
 
 q is (S, heads x 128), k and v (KV, heads x 128), all heads in one block: the grid runs over

@@ -14,11 +14,11 @@ against it. Run from the repository root (takes a while: one real compile per ro
     .venv/bin/python tests/data/make_vmem_truth.py --heldout11 [PART-OF-A-TARGET ...]
 
 ``--styles`` writes tests/data/vmem_truth_styles.json instead, from the kernels written in the
-styles of third-party ones (tests/data/third_party_styles.py; tests/test_third_party_styles.py).
+styles of third-party ones (tests/data/third_party_styles.py; tests/test_pallas_third_party_styles.py).
 
 ``--heldout`` writes tests/data/vmem_truth_heldout.json: the vendored third-party kernels of
 tests/data/heldout3/ at shapes that straddle the limits (HELDOUT), on v5e, v6e and TPU7x. The
-estimate's shares were not fitted on them (tests/test_heldout3.py measures it against them).
+estimate's shares were not fitted on them (tests/test_corpus_model_kernels.py measures it against them).
 
 ``--heldout6`` writes tests/data/vmem_truth_heldout6.json the same way from the kernels of
 tests/data/heldout6/ (HELDOUT6), without the estimate's figures (the rules change; the test
@@ -51,7 +51,7 @@ kernels of tests/data/row_reductions.py (REDUCTIONS: one block reduced along its
 
 ``--checks`` writes tests/data/vmem_truth_checks.json from CHECKS: shapes of kernels on record not
 compiled before, on a grid around the limits, whose verdicts were predicted before compiling to check
-the rules of 2026-12-03 (tests/test_estimate_checks.py).
+the rules of 2026-12-03 (tests/test_vmem_estimate_checks.py).
 
 ``--gated`` writes tests/data/vmem_truth_gated.json the same way from the team's own kernels of
 tests/data/gated_units.py (GATED: two matmul results that meet, SwiGLU's); ``--second`` writes

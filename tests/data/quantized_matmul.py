@@ -1,7 +1,7 @@
 """Quantized blocked matmuls and JAX's megablox grouped matmul, written by the team to find what
 libtpu keeps in VMEM for a matmul operand the chip's MXU cannot take (fp8 on TPU v5e, v5p and
 v6e: Mosaic converts the block first) and what megablox's gmm takes on v5p (issue 48).
-tests/test_quantized_matmul.py holds libtpu's verdicts (tests/data/vmem_truth_quantized.json)
+tests/test_vmem_quantized_matmul.py holds libtpu's verdicts (tests/data/vmem_truth_quantized.json)
 against the estimate.
 
 - qmm: x (M, K) and w (K, N) of one dtype (float8_e4m3fn, float8_e5m2, int8 or bf16) in

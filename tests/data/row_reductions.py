@@ -2,7 +2,7 @@
 of the VMEM estimate before they were compiled (issue 28): where row statistics are the body's
 largest values, the results of all but the last reduction along the rows wait whole, in VMEM, for
 the pass that uses them ((reductions - 1) statistics of rows / 8 vregs each), and a single reduction
-keeps none (vmem.py, the statistics' "waiting" term). tests/test_row_reductions.py holds libtpu's
+keeps none (vmem.py, the statistics' "waiting" term). tests/test_vmem_row_reductions.py holds libtpu's
 verdicts (tests/data/vmem_truth_reductions.json) against the estimate.
 
 - one_max: x - max(x), one reduction (the control: nothing waits);

@@ -2,7 +2,7 @@
 estimate's statistics rules before they were compiled (issue 28): one statistic, in its rows / 8
 vregs, is certain where they are the body's largest values (vmem.STATISTICS_CERTAIN), and beside a
 matmul result held whole a "fits" leaves room for 0.4 of them (vmem.STATISTICS_ROOM_SHARE).
-tests/test_row_statistics.py holds libtpu's verdicts (tests/data/vmem_truth_statistics.json) against
+tests/test_vmem_row_statistics.py holds libtpu's verdicts (tests/data/vmem_truth_statistics.json) against
 the estimate.
 
 - rms_norm: x * rsqrt(mean(x^2) + eps) * w over 128-wide rows, a grid over row blocks;

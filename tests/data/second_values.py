@@ -1,5 +1,5 @@
 """Kernels written by the team to test three rules of the VMEM estimate before they were compiled
-(issue 28; tests/test_second_values.py holds libtpu's verdicts, tests/data/vmem_truth_second.json):
+(issue 28; tests/test_vmem_second_values.py holds libtpu's verdicts, tests/data/vmem_truth_second.json):
 
 1. A body without matmuls that computes several values of the size of the largest it computes
    (a bf16 block cast to f32, then its exponentials) keeps one of them beyond the blocks, not two:

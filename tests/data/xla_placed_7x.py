@@ -4,7 +4,7 @@ passed straight, an input a fusion computes, an argument with work before, an ou
 the whole operand's size (``mib``), the number of inputs (``n``), a whole block at a constant
 index (``const``). Each input is f32[mib * 256, 1024] read in ``steps`` row blocks (or whole at
 block index 0 where ``const``); the output is the sum of the inputs, in the same row blocks.
-Measured with libtpu 0.0.42.1 (tests/test_xla_placed_7x.py, BENCHMARKS.md)."""
+Measured with libtpu 0.0.42.1 (tests/test_vmem_xla_placed_7x.py, BENCHMARKS.md)."""
 
 import jax
 from jax.experimental import pallas as pl

@@ -4,7 +4,7 @@
 # v5e, "GDN-2 Pallas"; its comments are in Russian and kept as they are).
 # Licence: MIT License (the repository's LICENSE at that commit, reproduced below; also declared in its
 # pyproject.toml and setup.py; the file has no header of its own).
-# NOT Apache: this round's vendored check accepts MIT for this source (tests/test_heldout11.py).
+# NOT Apache: this round's vendored check accepts MIT for this source (tests/test_vmem_rolled_loops.py).
 #
 # MIT License
 #

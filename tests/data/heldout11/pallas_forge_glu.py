@@ -4,7 +4,7 @@
 # two functions it calls) from the same commit's pallas_forge/_compat.py and `pad_to_multiple`, `unpad`
 # from its pallas_forge/kernels/_utils.py inlined in place of the package imports (marked "inlined").
 # Licence: MIT License (the repository's LICENSE, reproduced below; the files have no header of their own).
-# NOT Apache: this round's vendored check accepts MIT for this source (tests/test_heldout11.py).
+# NOT Apache: this round's vendored check accepts MIT for this source (tests/test_vmem_rolled_loops.py).
 #
 # Verbatim: the whole of swiglu.py below its imports (_swiglu_kernel, _fused_glu, fused_swiglu,
 # fused_geglu). Edits: the package imports replaced by the inlined helpers; in the inlined

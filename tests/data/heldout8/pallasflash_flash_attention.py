@@ -2,7 +2,7 @@
 #   https://github.com/aabhimittal/TPU-Native-Pallas-FlashAttention/blob/6a15fb75a29d1c4e31a71ce6128db9caee29b79d/src/pallas_flash/flash_attention.py
 # (last changed upstream in 108ac5fe3ea274e6dd640e59e2f21d974b3b8b8c).
 # Licence: MIT (the repository's LICENSE, reproduced below; the file has no header of its own).
-# NOT Apache: this round's vendored check accepts MIT for this source (tests/test_heldout8.py).
+# NOT Apache: this round's vendored check accepts MIT for this source (tests/test_vmem_norm_softmax_flash.py).
 #
 # Verbatim: the whole file (the forward kernel and its call, both backward kernels and their
 # call, the custom_vjp, flash_attention and flash_attention_decode). Ours, below the "ours" line:

@@ -2,7 +2,7 @@
 #   https://github.com/aabhimittal/TPU-Native-Pallas-FlashAttention/blob/6a15fb75a29d1c4e31a71ce6128db9caee29b79d/src/pallas_flash/fused_rope.py
 # (added upstream in a60ba8d4a1c7e3eab05243f8280a641cf4204690).
 # Licence: MIT (the repository's LICENSE, reproduced below; the file has no header of its own).
-# NOT Apache: this round's vendored check accepts MIT for this source (tests/test_heldout8.py).
+# NOT Apache: this round's vendored check accepts MIT for this source (tests/test_vmem_norm_softmax_flash.py).
 #
 # Verbatim: the whole file (_rotate_half, _apply_rope, _flash_attention_rope_kernel,
 # flash_attention_rope). Changed: its package import `from .flash_attention import _NEG_INF,

@@ -1,4 +1,5 @@
-"""The held-out corpus of round ten (tests/data/heldout10): five Pallas TPU kernels whose body
+"""The VMEM estimate (and every view and check) on kernels held out from its fitting
+(tests/data/heldout10; round ten): five Pallas TPU kernels whose body
 computes matmul results in straight-line code and does something other than a softmax with them,
 from three repositories nobody on the team had read (vllm-project/vllm's TPU LoRA kernel, the Keras
 developer guide's fused Dense + ReLU, and three kernels Google's accelerator-agents MaxKernel

@@ -1,4 +1,5 @@
-"""The held-out corpus of issue 28's fourth round (tests/data/heldout4): four Pallas TPU kernels
+"""Every verb on Levanter's and PallasBench's kernels, held out from the VMEM estimate's fitting
+(tests/data/heldout4; issue 28's fourth round): four Pallas TPU kernels
 from Levanter (marin-community/marin) and PallasBench that nobody on the team had seen when the
 VMEM estimate's matmul shares were fitted, run the way a new user runs them, at small shapes:
 every view on the CPU and on one TPU, `check` (the estimate on three generations, libtpu on one),

@@ -2,7 +2,7 @@
 VMEM estimate before they were compiled: that one (rows, 1) statistic is certain where such values
 are the body's largest (refuted as it stood: the RMSNorm, one reduction, kept none beyond its blocks,
 and the claim gave two false "does not fit"; kept where several reductions make them:
-test_row_reductions.py), and that a "fits" must leave room for them (borne out: the centred kernel
+test_vmem_row_reductions.py), and that a "fits" must leave room for them (borne out: the centred kernel
 kept 2-2.9 of them and said "fits" at 15 of 16 and 30 of 32 MiB where libtpu needed 20.61 and 35.96).
 tests/data/vmem_truth_statistics.json holds libtpu's verdicts on 42 compiles (make_vmem_truth.py
 --statistics); BENCHMARKS.md, "Row statistics"."""

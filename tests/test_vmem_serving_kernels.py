@@ -1,4 +1,6 @@
-"""The held-out corpus of round seven (tests/data/heldout7): four Pallas TPU kernels from two
+"""The VMEM estimate (and every view and check) on LLM-serving kernels (ragged dot, ragged decode
+attention, a KV-cache insert, a tiled matmul) held out from its fitting (tests/data/heldout7; round
+seven): four Pallas TPU kernels from two
 repositories nobody on the team had read (jax-ml/jax-llm-examples' serving kernels, EasyDeL's
 retired TPU matmul), run the way a new user runs them at small shapes: every view on the CPU and
 on v5e, check (the estimate on three generations, libtpu's compile on v5e). A correct kernel gets

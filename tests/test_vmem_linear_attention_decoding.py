@@ -1,4 +1,5 @@
-"""The held-out corpus of round nine (tests/data/heldout9): four Pallas TPU kernels from two
+"""The VMEM estimate (and every view and check) on linear attention, causal convolution and flash
+decoding kernels held out from its fitting (tests/data/heldout9; round nine): four Pallas TPU kernels from two
 repositories nobody on the team had read (open-lm-engine/accelerated-model-architectures' JAX
 layers, ArjunSom9/Pallas-Unbound), run the way a new user runs them at small shapes: every view on
 the CPU and on v5e, check (the estimate on three generations, libtpu's compile on v5e). A correct

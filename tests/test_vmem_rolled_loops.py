@@ -1,4 +1,5 @@
-"""The held-out corpus of round eleven (tests/data/heldout11): six Pallas TPU kernels from three
+"""The VMEM estimate (and every view and check) on kernels with rolled loops in the body, held out
+from its fitting (tests/data/heldout11; round eleven): six Pallas TPU kernels from three
 repositories nobody on the team had read (linhkid/pallas-forge, AI-Hypercomputer/JetStream,
 Akseleu-J/gdn2-jax-kernel), chosen to test the rules of "A rolled loop's carries are certain" and
 "Held out, round ten" (BENCHMARKS.md) on kernels they were not read from, run the way a new user runs

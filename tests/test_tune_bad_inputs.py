@@ -1,5 +1,5 @@
-"""Issue 48's audit of the newest surfaces under bad input (`tune --table`, its chips, signals, the
-TUI's keys): each defect and each "acceptable" item it fixes, as a test that fails without its fix.
+"""`inspector tune` under bad input (`tune --table`, its chips, signals; also the TUI's keys and a
+few CLI messages), as issue 48's audit found it: each defect and each "acceptable" item it fixes, as a test that fails without its fix.
 Only the v4 row test compiles for a TPU; the others stop before any compile (or fake the sweep).
 """
 from __future__ import annotations

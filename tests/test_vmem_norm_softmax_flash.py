@@ -1,4 +1,5 @@
-"""The held-out corpus of round eight (tests/data/heldout8): four Pallas TPU kernels from three
+"""The VMEM estimate (and every view and check) on LayerNorm, row softmax and flash attention kernels
+held out from its fitting (tests/data/heldout8; round eight): four Pallas TPU kernels from three
 repositories nobody on the team had read (google/flax's ogbg_molpcba example, AMLeng/tpu-kernels,
 aabhimittal/TPU-Native-Pallas-FlashAttention), run the way a new user runs them at small shapes:
 every view on the CPU and on v5e, check (the estimate on three generations, libtpu's compile on

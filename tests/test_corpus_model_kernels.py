@@ -1,9 +1,12 @@
-"""The held-out corpus of issue 28's third round (tests/data/heldout3): twelve Pallas TPU kernels
+"""Every verb on third-party model kernels held out from the VMEM estimate's fitting
+(tests/data/heldout3; it was issue 28's third round): twelve Pallas TPU kernels
 from sglang-jax, MaxText, MaxDiffusion and RecurrentGemma that the inspector was not written
 against, run the way a new user runs them. Each view on the CPU and on one TPU from one Report
 per entry, `check` (estimate on three generations, libtpu's compile on one) and `diff` in
 interpret mode. A correct kernel gets no error finding, no analysis takes a command down, and
-the estimate never says "does not fit" where libtpu fits the kernel.
+the estimate never says "does not fit" where libtpu fits the kernel. Also here, beside the
+main subject: the collectives view of Pallas remote DMAs, a SparseCore program traced on the CPU,
+and the VMEM estimate against libtpu's verdicts at production shapes (vmem_truth_heldout.json).
 
 Defects other helpers are fixing are expected failures here (not strict: the test passes once
 they land), each naming what is wrong; /work/notes/heldout3.md has the full table."""

@@ -1,4 +1,5 @@
-"""The held-out corpus of round six (tests/data/heldout6): five Pallas TPU kernels from two
+"""The VMEM estimate (and every verb) on FHE polynomial and gated-linear-attention kernels held out
+from its fitting (tests/data/heldout6; round six): five Pallas TPU kernels from two
 repositories nobody on the team had read (google/jaxite's FHE polynomial kernels, the "tops"
 gated-linear-attention kernels of sdh1014/pallas-kernel), run the way a new user runs them at
 small shapes: every view on the CPU and on v5e, check (the estimate on three generations,

@@ -1,7 +1,10 @@
-"""Issue 30, "trust at the edges, round two": each defect the audit found, as a test that fails
+"""Bad inputs and faults at the edges (issue 30's audit, "trust at the edges, round two"): each
+defect the audit found, as a test that fails
 without its fix (a false claim about a UTF-8 file name, dump folders left by signals, a mesh axis
 used twice, exports that widen permissions, doctor on a slice, a cache that cannot store, a cached
-HLO that does not parse), and the temporary-folder mechanism every dump goes through.
+HLO that does not parse), and the temporary-folder mechanism every dump goes through. Also here:
+the CPU compile's options, usage messages made clearer, and the time estimate, bundles and Mosaic
+views at their edges.
 
 Signals and locales need real processes (``python -m inspector`` in a subprocess, small targets);
 the rest runs in this process.

@@ -1,4 +1,6 @@
-"""The held-out corpus of round five (tests/data/heldout5): four tpu-inference kernels that run
+"""The Pallas model's walk of pipelines nested in a kernel (pltpu.emit_pipeline inside a
+pallas_call body), on kernels held out from its writing (tests/data/heldout5; round five):
+four tpu-inference kernels that run
 pltpu.emit_pipeline inside a pallas_call body, the style the nested-pipeline walk reads, run the
 way a new user runs them at small shapes: show on the CPU and on v5e, check (the estimate on
 three generations, libtpu's compile on v5e), diff in interpret mode. A correct kernel gets no

@@ -1,5 +1,6 @@
-"""Issue 30's audit of the surfaces added last round, `inspector tune` and the graph export of a
-plain model: each defect it found, as a test that fails without its fix (the list, with the cases
+"""`inspector tune` (its tuning table, search space, Ray, workers and their folders, Ctrl-C) and the
+graph export of a plain model (Graphviz's faults, its budgets and flags) at their faults: each
+defect issue 30's audit found, as a test that fails without its fix (the list, with the cases
 that were fine, is in the closing note). Nothing here compiles for a TPU; the graph tests lay out
 a stored HLO's graph, with fake `dot` programs on PATH for the faults of Graphviz.
 """
@@ -434,7 +435,7 @@ def test_more_workers_than_memory_holds_are_not_started_and_it_is_said(monkeypat
     assert sweep_mod.fit_workers(2) == (2, None)
     assert sweep_mod.fit_workers(64)[0] == 3
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
-    # more candidates than memory holds workers (with fewer, no note: tests/test_trust_round4.py)
+    # more candidates than memory holds workers (with fewer, no note: tests/test_tune_bad_inputs.py)
     plan = TunePlan("k.py:mm", {"bm": [1, 2, 3, 4]}, {"bm": 1}, ["x", "bm"], [("f32[8]", None)])
     monkeypatch.setattr(sweep_mod, "_plan", lambda req, local, budget: plan)
     sizes = []

@@ -152,7 +152,7 @@ def test_operands_tpu7x_places_in_vmem_take_their_blocks_out_of_the_limit():
     """Linear attention over 16384-row chunks: 32 MiB of double-buffered blocks. v5e, v5p and v6e
     refuse it (32.06 MiB of scoped VMEM); TPU7x compiles it in 16.06 MiB, XLA having copied two of
     q, k, v (8 MiB each, 24 together, over the 22 MiB it places operands in) whole into VMEM:
-    whichever two, their 16 MiB of blocks are out of the limit (tests/test_xla_placed_7x.py)."""
+    whichever two, their 16 MiB of blocks are out of the limit (tests/test_vmem_xla_placed_7x.py)."""
     [r] = analysed("linear_attention_long", chips=(V5E, V6E, TPU7X), chunk=16384)
     v5e, v6e, tpu7x = r.budgets
     assert v5e.verdict == v6e.verdict == "over"
