@@ -2,12 +2,12 @@
 
     python tests/bench/chip_corpus.py measure OUT.json [--only LABEL,...]   # on a TPU VM: device time per kernel
     python tests/bench/chip_corpus.py estimate OUT.json [--workers N]       # anywhere: the inspector's figures
-    python tests/bench/chip_corpus.py merge MEASURED.json ESTIMATED.json    # -> tests/data/chip_v5e.json
+    python tests/bench/chip_corpus.py merge MEASURED.json ESTIMATED.json    # -> tests/data/chip/v5e_corpus.json
 
 ``measure`` runs each entry on the attached chip under jax's profiler (inspector.measure.on_chip,
 the code --measure runs); ``estimate`` computes, deviceless, what the inspector shows for the same
 entry on that chip (each kernel's roofline and libtpu's estimate, as `show --time --json`).
-tests/test_chip_time.py reads the merged file without a TPU.
+tests/test_tpu_vm.py reads the merged file (tests/data/chip/v5e_corpus.json) without a TPU.
 """
 from __future__ import annotations
 
@@ -212,7 +212,7 @@ def main(argv=None) -> None:
     elif a.mode == "estimate":
         estimate(a.paths[0], a.only, a.workers, a.chip, a.budget)
     elif a.mode == "merge":
-        merge(a.paths[0], a.paths[1], a.paths[2] if len(a.paths) > 2 else os.path.join(ROOT, "tests/data/chip_v5e.json"))
+        merge(a.paths[0], a.paths[1], a.paths[2] if len(a.paths) > 2 else os.path.join(ROOT, "tests/data/chip/v5e_corpus.json"))
     else:
         for e in _entries(a.only):
             print(e.label, e.spec, e.args or "", " ".join(e.set_list))
