@@ -15,6 +15,7 @@ import dataclasses
 import functools
 from typing import Callable
 
+from .branches import Guard, forced, guard
 
 @dataclasses.dataclass(frozen=True)
 class CompileRequest:
@@ -80,14 +81,16 @@ class GridRecord:
     grid: tuple[int | None, ...]  # None: a size known only at run time
     used: tuple[int | None, ...]
     semantics: tuple[str, ...]  # per axis: parallel | arbitrary | core_parallel ...
+    guard: Guard | None = None  # the body's costliest pl.when / lax.cond, over the full grid
+    forced: bool = False  # lowered with the guard's heavy branch taken at every step
 
 
 @contextlib.contextmanager
-def grids_replaced(choose: Callable[[tuple, tuple], tuple]):
+def grids_replaced(choose: Callable[[tuple, tuple], tuple], force: bool = False):
     """While active, each Pallas TPU kernel that lowers gets the grid ``choose(grid, semantics)``
-    returns (its block shapes, index maps and body unchanged); yields the list of GridRecords,
-    in lowering order. Where this jax lays the lowering out differently, nothing is replaced and
-    the list stays empty."""
+    returns (its block shapes, index maps and body unchanged; with ``force``, its costliest guard
+    takes its heavy branch at every step); yields the list of GridRecords, in lowering order.
+    Where this jax lays the lowering out differently, nothing is replaced and the list stays empty."""
     try:
         from jax._src.pallas.mosaic import pallas_call_registration as registration
         lower_module = registration.lowering.lower_jaxpr_to_pipelined_module
@@ -97,15 +100,18 @@ def grids_replaced(choose: Callable[[tuple, tuple], tuple]):
         return
     records: list[GridRecord] = []
 
-    def lowering(ctx, grid_mapping, *args, dimension_semantics=None, **kwargs):
+    def lowering(ctx, grid_mapping, jaxpr, *args, dimension_semantics=None, **kwargs):
         grid = tuple(g if isinstance(g, int) else None for g in grid_mapping.grid)
         semantics = tuple(str(getattr(s, "value", s)).lower().rsplit(".", 1)[-1] for s in (dimension_semantics or ()))
         semantics = semantics or ("arbitrary",) * len(grid)
         used = tuple(choose(grid, semantics)) if None not in grid else grid
-        records.append(GridRecord(None, grid, used, semantics))
+        found = guard(jaxpr, grid)
+        records.append(GridRecord(None, grid, used, semantics, found, force and found is not None))
         if used != grid:
             grid_mapping = dataclasses.replace(grid_mapping, grid=used)
-        return lower_module(ctx, grid_mapping, *args, dimension_semantics=dimension_semantics, **kwargs)
+        if force and found is not None:
+            jaxpr = forced(jaxpr, found.eqn, found.heavy)
+        return lower_module(ctx, grid_mapping, jaxpr, *args, dimension_semantics=dimension_semantics, **kwargs)
 
     def naming(ctx, *args, name=None, **kwargs):
         if records and records[-1].name is None:

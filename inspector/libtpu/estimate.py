@@ -23,16 +23,18 @@ import time
 
 from ..chips import Chip
 from ..findings import Finding
+from ..jax_internals.branches import Guard
 from ..target import Target, short_path
 from .store import key as cache_key, load as load_cached, store as store_cached
 from .budget import MIN_SECONDS, Budget, extrapolate, fit_steps, predict_whole, reduced_grid
-from .bundles import kernel_bundles
+from .bundles import bundle_findings, kernel_bundles
+from .guards import weighted
+from .kernel_times import timed as _timed, timed_roofline as _timed_roofline, totals as _totals
 from .dumps import BUNDLES_LABEL, UTILIZATION_LABEL, UnreadableDump, read_bundles, read_utilization
-from .model import (COST_MODEL, EXTRAPOLATED, LIBTPU, ROOFLINE, JobCost, KernelBundles, KernelTime, StepFit,
+from .model import (COST_MODEL, EXTRAPOLATED, LIBTPU, PALLAS_KINDS, ROOFLINE, JobCost, KernelBundles, KernelTime, StepFit,
                     TimeEstimate)
 from .runner import DumpSession, Outcome, open_session
 
-PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")
 STOPPED = ("time-limit", "memory-limit", "no-answer")  # a job's statuses that say more about the machine than the program
 LISTED_OTHERS = 10  # kernels beyond the Pallas ones whose bundle listing is kept: the costliest
 
@@ -103,6 +105,8 @@ class _Run:
         self.cycles: dict[str, int] = {}  # other ops -> simulated cycles (the same in every compile)
         self.llo: dict[str, dict[str, str]] = {}
         self.grids: dict[str, tuple[int, ...]] = {}  # Pallas op -> its full grid
+        self.guards: dict[str, Guard] = {}  # Pallas op -> its costliest pl.when / lax.cond
+        self.forced: dict[str, tuple[int, int]] = {}  # Pallas op -> (steps, cycles) with that guard taken throughout
         self.names: dict[int, str] = {}  # index of a pallas_call in lowering order -> its HLO op
         self.aborted = False
         self.cores = max(1, (chip.tensor_cores or 1) // (chip.devices_per_chip or 1))
@@ -136,9 +140,19 @@ class _Run:
                 if outcome.status in STOPPED:
                     self._budget_note(f"the whole simulation {_stopped(outcome)} after {outcome.wall_seconds:.0f} s: "
                                       "kernels it did not time keep their roofline")
-                return self._finish(LIBTPU)
-            self._probes(session, request, records)
-        return self._finish(EXTRAPOLATED)
+            else:
+                self._probes(session, request, records)
+            self._guarded(session, None if not reducible else [self.budget.probe_steps] * len(records))
+        return self._finish(EXTRAPOLATED if reducible else LIBTPU)
+
+    def _guarded(self, session, caps: list[int] | None) -> None:
+        """Once more with each Pallas kernel's costliest guard taken at every step, at the grids of
+        the first simulation: what a step that runs the guarded code costs (libtpu's simulation
+        skips it)."""
+        if not self.guards or self.aborted or self.left() < MIN_SECONDS:
+            return
+        request, records = self._request(caps, force=True)
+        self._job(session, "guards-taken", request, records, self.left())
 
     def _probes(self, session, request, records) -> None:
         """Two compiles with every Pallas grid cut: the first at ``probe_steps``, the second as
@@ -187,9 +201,9 @@ class _Run:
                               "figures from smaller grids")
         return fits
 
-    def _request(self, caps: list[int] | None):
+    def _request(self, caps: list[int] | None, force: bool = False):
         """The program lowered with each Pallas grid cut to ``caps[i]`` steps (the i-th kernel
-        to lower), or whole."""
+        to lower), or whole; with ``force``, each kernel's costliest guard taken at every step."""
         from ..jax_internals.aot import compile_request, grids_replaced
         from ..stages import lowered_program
 
@@ -201,7 +215,7 @@ class _Run:
                 return grid
             return reduced_grid(grid, semantics, caps[len(seen) - 1], self.cores)
 
-        with grids_replaced(choose) as records:
+        with grids_replaced(choose, force=force) as records:
             _, lowered, _ = lowered_program(self.target, self.backend, memo=False)
         return compile_request(lowered, self.topology), list(records)
 
@@ -217,6 +231,8 @@ class _Run:
                 free.remove(match)
                 self.names[index] = match.name
                 self.grids[match.name] = record.grid
+                if record.guard is not None:
+                    self.guards[match.name] = record.guard
 
     def _job(self, session: DumpSession, label: str, request, records, seconds: float) -> Outcome:
         outcome = session.run(request, seconds=max(seconds, MIN_SECONDS), memory_bytes=self.budget.memory_bytes)
@@ -224,6 +240,9 @@ class _Run:
         self.jobs.append(JobCost(label, outcome.status, round(outcome.wall_seconds, 3), outcome.peak_rss_bytes,
                                  {op: math.prod(g) for op, g in used.items()}, outcome.detail))
         unnamed = {k.name for k in self.kernels if k.kind in PALLAS_KINDS} - set(used)
+        if label == "guards-taken":  # only the guarded kernels' cycles: the rest is the same program
+            self.forced.update({op: (math.prod(used[op]), c) for op, c in outcome.cycles.items() if op in used and c})
+            return outcome
         collectives = {k.name for k in self.kernels if k.kind == "collective"}
         for op, cycles in outcome.cycles.items():
             if op in collectives and not cycles:  # one chip simulated: 0 cycles is "not simulated", not a time
@@ -291,11 +310,14 @@ class _Run:
             if k.name in self.grids:
                 cycles, fit = self._pallas_cycles(k.name)
                 source = None if cycles is None else EXTRAPOLATED if fit is not None else LIBTPU
+                plain = cycles
+                if cycles is not None and k.name in self.forced:
+                    cycles = self._weighted(k.name, cycles)
                 t = _timed(k, self.chip, cycles, source)
                 t.grid, t.steps = list(self.grids[k.name]), math.prod(self.grids[k.name])
                 t.fit = fit
                 if cycles is not None:
-                    t.cycles_per_step = fit.per_step if fit is not None else cycles / max(t.steps, 1)
+                    t.cycles_per_step = fit.per_step if fit is not None and cycles == plain else cycles / max(t.steps, 1)
                 if fit is not None:
                     self._extrapolated_note(t, fit)
             elif k.name in self.cycles:
@@ -307,7 +329,7 @@ class _Run:
             times.append(t)
         times = [self._no_faster_than_roofline(t) for t in times]
         bundles = self._bundles(times)
-        self.findings += _bundle_findings(bundles, self.chip)
+        self.findings += bundle_findings(bundles, self.chip)
         if method != COST_MODEL:  # how the Pallas kernels got theirs (all kernels' without one): the least exact
             sources = ({t.estimate_source for t in times if t.name in self.grids}
                        or {t.estimate_source for t in times if t.estimate_source})
@@ -357,6 +379,17 @@ class _Run:
             f"extrapolated to {t.estimated_cycles:,.0f} cycles", kernel=t.name, view="fusions",
             data={"chip": self.chip.name, "steps": t.steps, "grids": fit.grids, "cycles_per_step": fit.per_step}))
 
+    def _weighted(self, op: str, cycles: float) -> float:
+        """The first simulation's cycles with the guarded steps at the forced simulation's cost."""
+        steps, forced = self.forced[op]
+        plain = next((c for s, c, _ in self.points.get(op, []) if s == steps), None)
+        if plain is None:
+            return cycles
+        cycles, finding = weighted(op, cycles, self.guards[op], (steps, plain), (steps, forced), self.chip.name)
+        if finding is not None:
+            self.findings.append(finding)
+        return cycles
+
     def _no_faster_than_roofline(self, t: KernelTime) -> KernelTime:
         """A simulated time below the kernel's roofline is impossible (faster than the chip's peak or
         its HBM): the simulation left something out (seen on the v5e: samples/attention.py:flash
@@ -392,59 +425,3 @@ class _Run:
 def _stopped(outcome: Outcome) -> str:
     return {"time-limit": "passed its time limit", "memory-limit": "passed its memory limit",
             "aborted": "was aborted by libtpu"}.get(outcome.status, f"ended ({outcome.status})")
-
-
-def _timed(kernel, chip: Chip, cycles: float | None, source: str | None) -> KernelTime:
-    roofline = kernel.roofline_s
-    if cycles is None and roofline is not None:
-        cycles, source = (roofline * chip.clock_hz if chip.clock_hz else None), ROOFLINE
-    seconds = (cycles / chip.clock_hz if chip.clock_hz and cycles is not None
-               else roofline if source == ROOFLINE else None)
-    return KernelTime(kernel.name, kernel.kind, cycles, seconds, source if seconds is not None or cycles else None,
-                      repeat=kernel.repeat, roofline_seconds=roofline)
-
-
-def _timed_roofline(t: KernelTime, chip: Chip) -> KernelTime:
-    import dataclasses
-
-    assert t.roofline_seconds is not None  # only called where the roofline is known
-    return dataclasses.replace(t, estimated_seconds=t.roofline_seconds, estimate_source=ROOFLINE,
-                               estimated_cycles=t.roofline_seconds * chip.clock_hz if chip.clock_hz else None)
-
-
-def _totals(times: list[KernelTime], chip: Chip) -> dict[str, float | int | None]:
-    timed = [t for t in times if t.estimated_seconds is not None]
-    seconds = sum(t.estimated_seconds * t.repeat for t in timed if t.estimated_seconds is not None) if timed else None
-    cycles = sum(t.estimated_cycles * t.repeat for t in timed if t.estimated_cycles is not None) if timed else None
-    roofline = [t.roofline_seconds * t.repeat for t in times if t.roofline_seconds is not None]
-    return {"estimated_seconds": seconds, "estimated_cycles": cycles,
-            "roofline_seconds": sum(roofline) if roofline else None,
-            "untimed_kernels": len(times) - len(timed)}  # a count: 155, not 155.0, in JSON
-
-
-def _bundle_findings(bundles: list[KernelBundles], chip: Chip) -> list[Finding]:
-    found = []
-    for b in bundles:
-        if b.kind not in PALLAS_KINDS:
-            continue
-        per = "per grid step" if b.bundles_per_step is not None else "in the kernel"
-        if b.spill_stores or b.spill_fills:
-            lines = [line for line in b.spilled_lines if not line.startswith("(")][:5]
-            found.append(Finding(
-                "warning", "register-spills",
-                f"{b.kernel}: {b.spill_stores:,} spill stores and {b.spill_fills:,} fills {per}"
-                + (f", of values from {', '.join(lines)}" if lines else "")
-                + ": the block's live values do not fit in the 64 vector registers; compute it in chunks (a "
-                "fori_loop over row or column slices, as splash attention's block_kv_compute does)",
-                kernel=b.kernel, view="bundles",
-                data={"chip": chip.name, "stores": b.spill_stores, "fills": b.spill_fills, "lines": lines,
-                      "bundles_per_step": b.bundles_per_step}))
-        mxu = b.units.get("MXU")
-        scope = b.bundles_per_step or b.bundles
-        if mxu and mxu.busy and scope and mxu.busy / scope < 0.25 and b.bound != "MXU":
-            found.append(Finding(
-                "info", "mxu-underused",
-                f"{b.kernel}: the MXU is busy in {mxu.busy / scope:.0%} of the bundles {per}; "
-                f"what bounds it is {b.bound}", kernel=b.kernel, view="bundles",
-                data={"chip": chip.name, "mxu_share": mxu.busy / scope, "bound": b.bound}))
-    return found

@@ -11,6 +11,7 @@ from ..findings import Finding
 
 # Where a kernel's time comes from, best first.
 LIBTPU = "libtpu"  # libtpu's static simulation of the compiled program (its static LLO profile)
+PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")  # the kernels with a grid and bundles of their own
 EXTRAPOLATED = "libtpu-extrapolated"  # that simulation on smaller grids of the same kernel, fitted a + b * steps
 COST_MODEL = "libtpu-cost-model"  # the compiler's own per-op estimate in the optimized HLO (no simulation)
 ROOFLINE = "roofline"  # max(flops / peak, HBM bytes / bandwidth): libtpu gave nothing for it
