@@ -650,7 +650,7 @@ def _stopped_run(monkeypatch, grid, status="time-limit"):
         def run(self, request, seconds, memory_bytes):
             return Outcome(status, 1.0, None, detail="stopped (the time budget)")
 
-    record = SimpleNamespace(name="k", grid=grid, used=grid)
+    record = SimpleNamespace(name="k", grid=grid, used=grid, guard=None)
     monkeypatch.setattr(est, "open_session", lambda *a, **k: contextlib.nullcontext(Session()))
     monkeypatch.setattr(est._Run, "_request", lambda self, caps: (None, [record]))
     kernel = SimpleNamespace(name="k.1", kind="custom-call:pallas", compiler_cycles=None, roofline_s=1e-6, repeat=1)
