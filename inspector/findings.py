@@ -28,6 +28,10 @@ _MOSAIC_FIELDS = ("chip", "kind", "kernel", "source", "source_of", "op", "rule",
                   "pallas_call", "frames", "seen", "details")
 
 
+_GUARD_FIELDS = ("chip", "guard", "steps", "heavy_steps", "cycles_per_step_skipped", "cycles_per_step_taken",
+                 "libtpu_cycles", "low_cycles", "high_cycles")
+
+
 def _codes(*codes: Code) -> dict[str, Code]:
     return {c.name: c for c in codes}
 
@@ -137,12 +141,10 @@ CODES = _codes(
     Code("time-roofline-only", "info", True, "fusions", ("chip",), "no libtpu estimate off TPU: times are the roofline"),
     Code("libtpu-below-roofline", "warning", True, "fusions", ("chip", "libtpu_seconds", "roofline_seconds"),
          "libtpu's simulated time is below the kernel's roofline: not credible, the roofline stands"),
-    Code("libtpu-guarded-steps", "info", True, "fusions",
-         ("chip", "guard", "steps", "heavy_steps", "cycles_per_step_skipped", "cycles_per_step_taken"),
-         "the grid steps that run a kernel's guarded code (pl.when) are timed by a simulation that runs it"),
-    Code("libtpu-guard-unknown", "warning", True, "fusions",
-         ("chip", "guard", "steps", "heavy_steps", "cycles_per_step_skipped", "cycles_per_step_taken", "high_cycles"),
-         "which grid steps run a kernel's guarded code is known only at run time: its time is a floor"),
+    Code("libtpu-guarded-steps", "info", True, "fusions", _GUARD_FIELDS,
+         "a kernel's time weights the grid steps that run its guarded code (pl.when) and those that skip it"),
+    Code("libtpu-guard-unknown", "warning", True, "fusions", _GUARD_FIELDS,
+         "which grid steps run a kernel's guarded code is known only at run time: its time lies in a range"),
     Code("measured-unmatched", "info", False, "fusions", ("ops",),
          "most ops the chip ran have no kernel of that name in the deviceless compile"),
 )

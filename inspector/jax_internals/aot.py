@@ -82,14 +82,14 @@ class GridRecord:
     used: tuple[int | None, ...]
     semantics: tuple[str, ...]  # per axis: parallel | arbitrary | core_parallel ...
     guard: Guard | None = None  # the body's costliest pl.when / lax.cond, over the full grid
-    forced: bool = False  # lowered with the guard's heavy branch taken at every step
+    forced: str | None = None  # "heavy" | "light": lowered with that side of the guard taken at every step
 
 
 @contextlib.contextmanager
-def grids_replaced(choose: Callable[[tuple, tuple], tuple], force: bool = False):
+def grids_replaced(choose: Callable[[tuple, tuple], tuple], force: str | None = None):
     """While active, each Pallas TPU kernel that lowers gets the grid ``choose(grid, semantics)``
-    returns (its block shapes, index maps and body unchanged; with ``force``, its costliest guard
-    takes its heavy branch at every step); yields the list of GridRecords, in lowering order.
+    returns (its block shapes, index maps and body unchanged; with ``force`` "heavy" or "light",
+    its costliest guard takes that side at every step); yields the list of GridRecords, in lowering order.
     Where this jax lays the lowering out differently, nothing is replaced and the list stays empty."""
     try:
         from jax._src.pallas.mosaic import pallas_call_registration as registration
@@ -106,11 +106,11 @@ def grids_replaced(choose: Callable[[tuple, tuple], tuple], force: bool = False)
         semantics = semantics or ("arbitrary",) * len(grid)
         used = tuple(choose(grid, semantics)) if None not in grid else grid
         found = guard(jaxpr, grid)
-        records.append(GridRecord(None, grid, used, semantics, found, force and found is not None))
+        records.append(GridRecord(None, grid, used, semantics, found, force if found is not None else None))
         if used != grid:
             grid_mapping = dataclasses.replace(grid_mapping, grid=used)
         if force and found is not None:
-            jaxpr = forced(jaxpr, found.eqn, found.heavy)
+            jaxpr = forced(jaxpr, found.eqn, found.heavy if force == "heavy" else found.light)
         return lower_module(ctx, grid_mapping, jaxpr, *args, dimension_semantics=dimension_semantics, **kwargs)
 
     def naming(ctx, *args, name=None, **kwargs):

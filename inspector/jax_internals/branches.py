@@ -1,11 +1,11 @@
 """The grid steps that run a Pallas kernel's guarded code (``pl.when`` / ``lax.cond`` at the top of
 its body), and the kernel with that code forced on or off.
 
-libtpu's static simulation times one path through each grid step; on the v5e a causal flash
-attention's simulation ran its ``pl.when(needed)`` body at none of them (763 cycles per step for a
-step of 2,630 bundles; 130 us against 377 us measured), while the same kernel without the mask,
-whose steps all run the body, simulated at 584 us against 587 us measured. So the time of a kernel
-with such a guard is the simulation of each side, weighted by how many steps take it. Which steps
+libtpu's static simulation does not follow such a guard step by step: on the v5e the causal flash
+sample's simulation ran its ``pl.when(needed)`` body at none of its steps (130 us against 377 us
+measured), JAX's own flash kernel at most of them, while the sample without the mask, whose steps
+all run the body, simulated at 584 us against 587 us measured. So the time of a kernel with such a
+guard is a simulation of each side at every step, weighted by how many steps take it. Which steps
 take it follows from the program ids when the guard's predicate depends on nothing else (a causal
 mask, a first or last step); it is evaluated here for every step of the grid, in numpy.
 """
@@ -27,6 +27,7 @@ class Guard:
 
     eqn: int  # index of the cond among the kernel body's equations
     heavy: int  # the branch with the most equations (pl.when's body: 1)
+    light: int  # the branch with the fewest (pl.when's: 0, nothing)
     heavy_eqns: int
     light_eqns: int
     steps: int  # the full grid's steps
@@ -54,18 +55,19 @@ def _subjaxprs(eqn) -> list:
     return found
 
 
-def costliest_guard_eqn(jaxpr) -> tuple[int, int, int, int] | None:
-    """(equation index, heavy branch, its size, the lightest branch's size) of the top-level cond
-    whose branches differ most; None without one."""
+def costliest_guard_eqn(jaxpr) -> tuple[int, int, int, int, int] | None:
+    """(equation index, heavy branch, light branch, their sizes) of the top-level cond whose
+    branches differ most; None without one."""
     best = None
     for i, eqn in enumerate(jaxpr.eqns):
         if eqn.primitive.name != "cond":
             continue
         sizes = [_size(b.jaxpr) for b in eqn.params["branches"]]
         heavy = max(range(len(sizes)), key=sizes.__getitem__)
-        gap = sizes[heavy] - min(sizes)
-        if gap > 0 and (best is None or gap > best[2] - best[3]):
-            best = (i, heavy, sizes[heavy], min(sizes))
+        light = min(range(len(sizes)), key=sizes.__getitem__)
+        gap = sizes[heavy] - sizes[light]
+        if gap > 0 and (best is None or gap > best[3] - best[4]):
+            best = (i, heavy, light, sizes[heavy], sizes[light])
     return best
 
 
@@ -76,14 +78,14 @@ def guard(jaxpr, grid: tuple) -> Guard | None:
     found = costliest_guard_eqn(jaxpr)
     if found is None or any(not isinstance(g, int) for g in grid):
         return None
-    index, heavy, heavy_eqns, light_eqns = found
+    index, heavy, light, heavy_eqns, light_eqns = found
     steps = math.prod(grid)
     chosen = None
     if steps <= MAX_STEPS:
         ids = [a.reshape(-1) for a in np.indices(grid, dtype=np.int64)]
         chosen = _value(jaxpr.eqns[index].invars[0], _evaluate(jaxpr.eqns[:index], ids, grid))
     heavy_steps = None if chosen is None else int(np.broadcast_to(np.asarray(chosen) == heavy, (steps,)).sum())
-    return Guard(eqn=index, heavy=heavy, heavy_eqns=heavy_eqns, light_eqns=light_eqns, steps=steps,
+    return Guard(eqn=index, heavy=heavy, light=light, heavy_eqns=heavy_eqns, light_eqns=light_eqns, steps=steps,
                  heavy_steps=heavy_steps, source=_source(jaxpr.eqns[index].source_info))
 
 

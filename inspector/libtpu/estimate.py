@@ -106,7 +106,7 @@ class _Run:
         self.llo: dict[str, dict[str, str]] = {}
         self.grids: dict[str, tuple[int, ...]] = {}  # Pallas op -> its full grid
         self.guards: dict[str, Guard] = {}  # Pallas op -> its costliest pl.when / lax.cond
-        self.forced: dict[str, tuple[int, int]] = {}  # Pallas op -> (steps, cycles) with that guard taken throughout
+        self.forced: dict[str, dict[str, tuple[int, int]]] = {}  # Pallas op -> heavy|light -> (steps, cycles)
         self.names: dict[int, str] = {}  # index of a pallas_call in lowering order -> its HLO op
         self.aborted = False
         self.cores = max(1, (chip.tensor_cores or 1) // (chip.devices_per_chip or 1))
@@ -146,13 +146,14 @@ class _Run:
         return self._finish(EXTRAPOLATED if reducible else LIBTPU)
 
     def _guarded(self, session, caps: list[int] | None) -> None:
-        """Once more with each Pallas kernel's costliest guard taken at every step, at the grids of
-        the first simulation: what a step that runs the guarded code costs (libtpu's simulation
-        skips it)."""
-        if not self.guards or self.aborted or self.left() < MIN_SECONDS:
-            return
-        request, records = self._request(caps, force=True)
-        self._job(session, "guards-taken", request, records, self.left())
+        """Twice more, at the grids of the first simulation, with each Pallas kernel's costliest
+        guard taken at every step and at none: what a step of each kind costs (libtpu's simulation
+        does not follow the guard step by step)."""
+        for side in ("heavy", "light"):
+            if not self.guards or self.aborted or self.left() < MIN_SECONDS:
+                return
+            request, records = self._request(caps, force=side)
+            self._job(session, f"guards-{side}", request, records, self.left())
 
     def _probes(self, session, request, records) -> None:
         """Two compiles with every Pallas grid cut: the first at ``probe_steps``, the second as
@@ -201,7 +202,7 @@ class _Run:
                               "figures from smaller grids")
         return fits
 
-    def _request(self, caps: list[int] | None, force: bool = False):
+    def _request(self, caps: list[int] | None, force: str | None = None):
         """The program lowered with each Pallas grid cut to ``caps[i]`` steps (the i-th kernel
         to lower), or whole; with ``force``, each kernel's costliest guard taken at every step."""
         from ..jax_internals.aot import compile_request, grids_replaced
@@ -240,8 +241,10 @@ class _Run:
         self.jobs.append(JobCost(label, outcome.status, round(outcome.wall_seconds, 3), outcome.peak_rss_bytes,
                                  {op: math.prod(g) for op, g in used.items()}, outcome.detail))
         unnamed = {k.name for k in self.kernels if k.kind in PALLAS_KINDS} - set(used)
-        if label == "guards-taken":  # only the guarded kernels' cycles: the rest is the same program
-            self.forced.update({op: (math.prod(used[op]), c) for op, c in outcome.cycles.items() if op in used and c})
+        if label.startswith("guards-"):  # only the guarded kernels' cycles: the rest is the same program
+            for op, c in outcome.cycles.items():
+                if op in used and c:
+                    self.forced.setdefault(op, {})[label.removeprefix("guards-")] = (math.prod(used[op]), c)
             return outcome
         collectives = {k.name for k in self.kernels if k.kind == "collective"}
         for op, cycles in outcome.cycles.items():
@@ -312,7 +315,7 @@ class _Run:
                 source = None if cycles is None else EXTRAPOLATED if fit is not None else LIBTPU
                 plain = cycles
                 if cycles is not None and k.name in self.forced:
-                    cycles = self._weighted(k.name, cycles)
+                    cycles = self._weighted(k.name, cycles, fit)
                 t = _timed(k, self.chip, cycles, source)
                 t.grid, t.steps = list(self.grids[k.name]), math.prod(self.grids[k.name])
                 t.fit = fit
@@ -379,13 +382,17 @@ class _Run:
             f"extrapolated to {t.estimated_cycles:,.0f} cycles", kernel=t.name, view="fusions",
             data={"chip": self.chip.name, "steps": t.steps, "grids": fit.grids, "cycles_per_step": fit.per_step}))
 
-    def _weighted(self, op: str, cycles: float) -> float:
-        """The first simulation's cycles with the guarded steps at the forced simulation's cost."""
-        steps, forced = self.forced[op]
-        plain = next((c for s, c, _ in self.points.get(op, []) if s == steps), None)
-        if plain is None:
+    def _weighted(self, op: str, cycles: float, fit: StepFit | None) -> float:
+        """The kernel's cycles from the two forced simulations, weighted by the steps of each kind."""
+        sides = self.forced[op]
+        if "heavy" not in sides or "light" not in sides:
             return cycles
-        cycles, finding = weighted(op, cycles, self.guards[op], (steps, plain), (steps, forced), self.chip.name)
+        if fit is None:  # the whole grid simulated: the fixed part from the cut points, where there are two
+            distinct = {s: (c, g) for s, c, g in self.points.get(op, [])}
+            fit = fit_steps([(s, c) for s, (c, _) in distinct.items()], [g for _, g in distinct.values()]) \
+                if len(distinct) >= 2 else None
+        intercept = max(fit.intercept, 0.0) if fit is not None else 0.0
+        cycles, finding = weighted(op, cycles, self.guards[op], intercept, sides["heavy"], sides["light"], self.chip.name)
         if finding is not None:
             self.findings.append(finding)
         return cycles
