@@ -19,7 +19,7 @@ from ..findings import Finding
 from .budget import Budget
 from .model import TimeEstimate
 
-SCHEMA = 3  # 3: guarded grid steps weighted by simulations with the guard taken and skipped; no figure below the roofline
+SCHEMA = 4  # 4: guarded grid steps weighted by simulations with the guard taken and skipped; no figure below the roofline
 
 
 def key(module_text: str, chip: str, budget: Budget) -> str:
