@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import bisect
 import re
+from typing import cast
 
-from typing import TYPE_CHECKING, cast
-
-if TYPE_CHECKING:  # fusions.py groups its kernels with this module
-    from .fusions import Kernel
+from .kernel import Kernel
 
 TOP = "<top>"  # kernels outside any named scope
 _WRAPPER = re.compile(r"^(?:jvp|transpose|vmap|remat|checkpoint|pjit|jit|custom_jvp_call|custom_vjp_call)\((.*)\)$")

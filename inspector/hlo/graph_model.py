@@ -9,7 +9,8 @@ import dataclasses
 import re
 from collections import Counter
 
-from .fusions import FusionAnalysis, Kernel
+from .fusions import FusionAnalysis
+from .kernel import Kernel
 from .graph_budget import Group, choose_expanded, coarsen
 from .graph_groups import TOP, phase_of, scope_matches, scope_of  # noqa: F401 (re-exported)
 from .kernel_groups import KernelGroup, group_kernels

@@ -7,14 +7,11 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
-from typing import TYPE_CHECKING
 
 from .graph_groups import TOP, group_keys, phase_of, scope_matches, scope_structure, settle
+from .kernel import Kernel
+from .module import Frame
 from .source_groups import SourcePlace, source_places
-
-if TYPE_CHECKING:  # fusions.py calls this module
-    from .fusions import Kernel
-    from .module import Frame
 
 
 @dataclasses.dataclass

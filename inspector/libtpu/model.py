@@ -31,8 +31,8 @@ class StepFit:
 class KernelTime:
     """One kernel of the compiled program (an HLO op: a fusion, a Pallas/Mosaic custom call...)."""
 
-    name: str  # the HLO op, as hlo.fusions.Kernel.name
-    kind: str  # as hlo.fusions.Kernel.kind
+    name: str  # the HLO op, as hlo.kernel.Kernel.name
+    kind: str  # as hlo.kernel.Kernel.kind
     estimated_cycles: float | None  # per run of the kernel; None: no estimate at all
     estimated_seconds: float | None
     estimate_source: str | None  # one of SOURCES
