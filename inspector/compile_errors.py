@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING
 
 from .findings import Finding
+from .memory import hbm_finding
+from .mosaic.explain import MosaicFailure, vmem_note
 from .units import fmt_bytes
-
-if TYPE_CHECKING:
-    from .mosaic.explain import MosaicFailure
 
 _UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 _SIZE = r"([\d.]+)\s*([KMGT]?)i?B?"
@@ -85,11 +83,8 @@ class CompileError:
             return Finding("info", "interpret-unsupported", f"{chip}: {self.headline}", view=view,
                            data={"reason": self.interpreter_limit, "detail": self.message[:2000]})
         if self.hbm:
-            from .memory import hbm_finding
             return hbm_finding(chip, self.hbm.required_bytes, self.hbm.available_bytes, buffers, compiler=True)
         if self.vmem and self.mosaic:  # the compiler's figures, with the kernel's line, rule, fix and our estimate
-            from .mosaic.explain import vmem_note
-
             data = dict(dataclasses.asdict(self.vmem), chip=chip)
             where = f" ({self.mosaic.kernel or 'kernel'} at {self.mosaic.source})" if self.mosaic.source else ""
             found = self.mosaic.finding(chip, view, data=data,

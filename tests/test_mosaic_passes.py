@@ -226,9 +226,7 @@ def test_the_worker_keeps_one_compiles_dumps_for_the_next_passs_diff(monkeypatch
         return MosaicPasses(chip.name, kernels, [])
 
     monkeypatch.setattr(kept, "compile_with_dumps", compile_with_dumps)
-    from inspector import backends
-
-    monkeypatch.setattr(backends, "Backend", lambda chip: None)  # the lowering below is faked too
+    monkeypatch.setattr(kept, "Backend", lambda chip: None)  # the lowering below is faked too
     monkeypatch.setattr(stages, "capture", lambda *a, **k: types.SimpleNamespace(stages=types.SimpleNamespace(
         stablehlo="module @m {}")))
     chip = get_chip("tpu-v5e")

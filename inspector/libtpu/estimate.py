@@ -18,11 +18,15 @@ is still used. Kernels libtpu gave nothing for keep their roofline (``roofline``
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
+from ..backends import Backend
 from ..chips import Chip
 from ..findings import Finding
+from ..hlo.fusions import analyse_fusions
+from ..jax_internals.aot import compile_request, grids_replaced
 from ..target import Target, short_path
 from .store import key as cache_key, load as load_cached, store as store_cached
 from .budget import MIN_SECONDS, Budget, extrapolate, fit_steps, predict_whole, reduced_grid
@@ -43,8 +47,7 @@ def estimate_times(target: Target, chip: Chip, *, budget: Budget | None = None, 
     of each kernel and the findings they lead to. ``kernels``: the program's kernels as the
     Report has them (``report.fusions.kernels``; computed here when not given). Off TPU, or
     where libtpu gives nothing, the roofline. Cached like a compile: asking again is instant."""
-    from ..backends import Backend
-    from ..stages import lowered_program
+    from ..stages import lowered_program  # (numpy, jax: only when an estimate runs)
 
     budget = budget or Budget()
     backend = Backend(chip)
@@ -74,8 +77,7 @@ def bundle_report(target: Target, chip: Chip, *, budget: Budget | None = None, k
 
 
 def _plain_kernels(target: Target, backend, chip: Chip) -> list:
-    from ..hlo.fusions import analyse_fusions
-    from ..stages import capture
+    from ..stages import capture  # (numpy, jax: only when an estimate runs)
 
     stages = capture(target, backend, jaxpr_text=False).stages
     return analyse_fusions(stages.hlo, chip, stages.cost).kernels if stages.hlo else []
@@ -190,8 +192,7 @@ class _Run:
     def _request(self, caps: list[int] | None):
         """The program lowered with each Pallas grid cut to ``caps[i]`` steps (the i-th kernel
         to lower), or whole."""
-        from ..jax_internals.aot import compile_request, grids_replaced
-        from ..stages import lowered_program
+        from ..stages import lowered_program  # (numpy, jax: only when an estimate runs)
 
         seen = []
 
@@ -405,8 +406,6 @@ def _timed(kernel, chip: Chip, cycles: float | None, source: str | None) -> Kern
 
 
 def _timed_roofline(t: KernelTime, chip: Chip) -> KernelTime:
-    import dataclasses
-
     assert t.roofline_seconds is not None  # only called where the roofline is known
     return dataclasses.replace(t, estimated_seconds=t.roofline_seconds, estimate_source=ROOFLINE,
                                estimated_cycles=t.roofline_seconds * chip.clock_hz if chip.clock_hz else None)

@@ -19,12 +19,8 @@ import dataclasses
 import difflib
 import os
 import re
-from typing import TYPE_CHECKING
-
+from ..hlo.passes import PassDiff
 from .locations import LocationTable, op_alias, strip_locations
-
-if TYPE_CHECKING:
-    from ..hlo.passes import PassDiff
 
 _FILE = re.compile(r"^(?P<id>\d+)-(?P<seq>\d{4,})-mosaic-dump-(?P<rest>.+)\.txt$")
 _PASS = re.compile(r"-(original|post-[\w.-]+)$")
@@ -285,8 +281,6 @@ def reattach(kernels: list[KernelPasses], directory: str) -> None:
 def diff_passes(kernel: KernelPasses, first: int, last: int, context: int = 3):
     """Unified diff of the module before pass ``first`` and after pass ``last`` (locations left
     out), as the XLA passes view's diff (hlo.passes.PassDiff); the dump files must still exist."""
-    from ..hlo.passes import PassDiff
-
     paths = kernel._paths
     before = strip_locations(_read(paths[first - 1])) if first > 0 else ""
     after = strip_locations(_read(paths[last]))

@@ -14,6 +14,8 @@ import dataclasses
 import os
 
 from ..findings import Finding
+from ..remote import ChildFailed, run_isolated
+from ..tempdirs import new_folder, remove
 
 DUMP_FLAGS = ("--xla_mosaic_dump_to={dir}", "--xla_mosaic_enable_dump_debug_info=true")
 
@@ -76,12 +78,8 @@ def capture_mosaic_passes(target, chip, *, select: str | None = None, kernel: st
     each vector value, the relayouts per source line, and (``select``: a pass name or index, or
     ``A..B``, as ``--pass`` for the XLA passes) the diff of that pass of ``kernel`` (default: the
     first). A bad ``select`` raises UsageError; everything else that goes wrong is a finding."""
-    from ..remote import ChildFailed
-
     if not chip.is_tpu:
         return MosaicPasses(chip.name, [], [_unread(chip.name, f"{chip.name} is not a TPU: Mosaic compiles TPU kernels")])
-    from ..tempdirs import new_folder, remove
-
     directory = new_folder("mosaic")  # owned by this process: swept once it is gone, even if killed
     try:
         return compile_with_dumps(target, chip, directory, select=select, kernel=kernel)
@@ -99,8 +97,6 @@ def compile_with_dumps(target, chip, directory: str, *, select: str | None = Non
                        kernel: str | None = None) -> MosaicPasses:
     """Compile ``target`` for ``chip`` in a fresh child process that writes Mosaic's dumps into
     ``directory`` (the caller's to remove) and reads them; ChildFailed when the child dies."""
-    from ..remote import run_isolated
-
     recipe = _Recipe(target.spec, tuple(target.args), dict(target.kwargs), dict(target.params), target.mesh,
                      target.shardings if isinstance(target.shardings, (str, type(None))) else None)
     flags = dump_flags(directory)
@@ -111,7 +107,8 @@ def compile_with_dumps(target, chip, directory: str, *, select: str | None = Non
 
 
 def _in_child(recipe: _Recipe, chip_name: str, directory: str, select: str | None, kernel: str | None) -> MosaicPasses:
-    """In the child: load the target, compile it (no cache: a hit writes no dumps), read the dumps."""
+    """In the child: load the target, compile it (no cache: a hit writes no dumps), read the dumps.
+    The environment is prepared before the rest is imported (what jax reads when it loads)."""
     import inspector.environment as environment
 
     environment.prepare()
