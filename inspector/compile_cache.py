@@ -200,7 +200,7 @@ def _entries(directory: Path) -> list[Path]:
         return []
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class CacheInfo:
     path: str
     exists: bool
@@ -265,7 +265,7 @@ def info() -> CacheInfo:
             size += p.stat().st_size
         except OSError:
             pass
-    return CacheInfo(str(directory), directory.is_dir(), len(files), size, len(temps), problem(directory))
+    return CacheInfo(path=str(directory), exists=directory.is_dir(), entries=len(files), bytes=size, temp_files=len(temps), problem=problem(directory))
 
 
 def clear() -> CacheInfo:

@@ -47,7 +47,7 @@ def _units(use: Utilization, scope: list[int]) -> dict[str, UnitUse]:
     for j, (unit, capacity) in enumerate(zip(use.units, use.capacity)):
         used = sum(use.rows[i][j] for i in scope)
         busy = sum(1 for i in scope if use.rows[i][j])
-        units[unit] = UnitUse(used, capacity, used / (capacity * len(scope)) if capacity and scope else 0.0, busy)
+        units[unit] = UnitUse(used=used, capacity=capacity, share=used / (capacity * len(scope)) if capacity and scope else 0.0, busy=busy)
     return units
 
 
@@ -109,7 +109,7 @@ def _lines(bundles: list[Bundle], scope: list[int], spilled: Counter) -> list[Li
             if ins.opcode.startswith(("vmatmul", "vmatpush")):
                 mxu[ins.source or NO_SOURCE] += 1
     total = sum(weight.values()) or 1.0
-    lines = [LineBundles(source, holding[source], weight[source] / total, spilled.get(source, 0), mxu[source])
+    lines = [LineBundles(source=source, bundles=holding[source], share=weight[source] / total, spills=spilled.get(source, 0), mxu_ops=mxu[source])
              for source in holding]
     return sorted(lines, key=lambda line: (line.source == NO_SOURCE, -line.share))
 

@@ -32,7 +32,7 @@ _MLIR_DTYPES = {"f8E5M2": "float8_e5m2", "f8E4M3FN": "float8_e4m3fn", "f8E4M3B11
                 "f16": "float16", "f32": "float32", "f64": "float64", "i64": "int64"}
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class MosaicFailure:
     """One failed kernel: where, which rule, what to do. Plain data (it travels in Stages)."""
 

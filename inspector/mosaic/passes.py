@@ -20,7 +20,7 @@ from ..tempdirs import new_folder, remove
 DUMP_FLAGS = ("--xla_mosaic_dump_to={dir}", "--xla_mosaic_enable_dump_debug_info=true")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class MosaicPasses:
     """What Mosaic did to each kernel of a target on one chip."""
 
@@ -79,12 +79,12 @@ def capture_mosaic_passes(target, chip, *, select: str | None = None, kernel: st
     ``A..B``, as ``--pass`` for the XLA passes) the diff of that pass of ``kernel`` (default: the
     first). A bad ``select`` raises UsageError; everything else that goes wrong is a finding."""
     if not chip.is_tpu:
-        return MosaicPasses(chip.name, [], [_unread(chip.name, f"{chip.name} is not a TPU: Mosaic compiles TPU kernels")])
+        return MosaicPasses(chip=chip.name, kernels=[], findings=[_unread(chip.name, f"{chip.name} is not a TPU: Mosaic compiles TPU kernels")])
     directory = new_folder("mosaic")  # owned by this process: swept once it is gone, even if killed
     try:
         return compile_with_dumps(target, chip, directory, select=select, kernel=kernel)
     except ChildFailed as err:  # killed, or libtpu ended the process (an abort is this chip's finding)
-        return MosaicPasses(chip.name, [], [_unread(chip.name, str(err))], flags=dump_flags("DIR"))
+        return MosaicPasses(chip=chip.name, kernels=[], findings=[_unread(chip.name, str(err))], flags=dump_flags("DIR"))
     finally:
         remove(directory)
 
@@ -126,7 +126,7 @@ def _in_child(recipe: _Recipe, chip_name: str, directory: str, select: str | Non
     try:
         target = load_target(recipe.spec, inputs=(recipe.args, recipe.kwargs), params=recipe.params)
     except UsageError as err:
-        return MosaicPasses(chip_name, [], [_unread(chip_name, f"the compile process cannot load {recipe.spec}: {err}")])
+        return MosaicPasses(chip=chip_name, kernels=[], findings=[_unread(chip_name, f"the compile process cannot load {recipe.spec}: {err}")])
     target = dc.replace(target, mesh=recipe.mesh, shardings=recipe.shardings if recipe.shardings is not None
                         else target.shardings)
     stages = capture(target, Backend(chip), compile=True, jaxpr_text=False, use_cache=False, memo=False).stages
@@ -151,4 +151,4 @@ def _in_child(recipe: _Recipe, chip_name: str, directory: str, select: str | Non
     error = stages.compile_error.headline if stages.compile_error is not None else None
     if stages.compile_error is not None:  # `--view mosaic` compiles nothing else: the failure is its error finding
         findings.append(stages.compile_error.finding(stages.backend, view="mosaic"))
-    return MosaicPasses(chip_name, kernels, findings, error)
+    return MosaicPasses(chip=chip_name, kernels=kernels, findings=findings, compile_error=error)
