@@ -265,7 +265,8 @@ def info() -> CacheInfo:
             size += p.stat().st_size
         except OSError:
             pass
-    return CacheInfo(path=str(directory), exists=directory.is_dir(), entries=len(files), bytes=size, temp_files=len(temps), problem=problem(directory))
+    return CacheInfo(path=str(directory), exists=directory.is_dir(), entries=len(files), bytes=size, temp_files=len(temps),
+                     problem=problem(directory))
 
 
 def clear() -> CacheInfo:

@@ -194,4 +194,5 @@ def draw(analysis, title: str, *, max_nodes: int = 200, expand: tuple[str, ...] 
         notes.append(main.note)
     notes += more
     group_svgs = {gid: lay.svg.decode() for gid, lay in done.items()}
-    return Drawing(graph=kg, dot=graph.source, svg=main.svg if main else b"", group_svgs=group_svgs, group_graphs=subs, notes=notes, seconds=time.perf_counter() - started)
+    return Drawing(graph=kg, dot=graph.source, svg=main.svg if main else b"", group_svgs=group_svgs, group_graphs=subs,
+                   notes=notes, seconds=time.perf_counter() - started)

@@ -193,8 +193,9 @@ def read_dumps(directory: str, module: str | None = None, final_hlo: str | None 
             for n in prev_names - names:
                 start.pop(n, None)
         count = len(names)
-        steps.append(PassStep(index=i, name=d.name, pipeline=d.pipeline, next=d.next, changed=changed, instructions=count, fusions=fusions, custom_calls=customs,
-                              delta=count - prev[0], fusions_delta=fusions - prev[1], custom_calls_delta=customs - prev[2], file=os.path.basename(d.path)))
+        steps.append(PassStep(index=i, name=d.name, pipeline=d.pipeline, next=d.next, changed=changed, instructions=count,
+                              fusions=fusions, custom_calls=customs, delta=count - prev[0], fusions_delta=fusions - prev[1],
+                              custom_calls_delta=customs - prev[2], file=os.path.basename(d.path)))
         prev_names, prev_data, prev = names, data, (count, fusions, customs)
     origins = {n.decode(): i for n, i in start.items()}  # what is alive in the last step: the final HLO
     for i in origins.values():

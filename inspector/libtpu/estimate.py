@@ -88,8 +88,8 @@ def _roofline_only(chip: Chip, kernels: list, budget: Budget, why: str | None = 
     finding = Finding("info", "time-roofline-only",
                       f"{why or f'{chip.name} is not a TPU'}: no libtpu estimate, times are the roofline",
                       view="fusions", data={"chip": chip.name})
-    return TimeEstimate(chip=chip.name, clock_hz=chip.clock_hz, kernels=times, totals=_totals(times, chip), method=ROOFLINE, budget=budget.as_dict(), jobs=[],
-                        findings=[finding])
+    return TimeEstimate(chip=chip.name, clock_hz=chip.clock_hz, kernels=times, totals=_totals(times, chip), method=ROOFLINE,
+                        budget=budget.as_dict(), jobs=[], findings=[finding])
 
 
 class _Run:
@@ -222,8 +222,9 @@ class _Run:
     def _job(self, session: DumpSession, label: str, request, records, seconds: float) -> Outcome:
         outcome = session.run(request, seconds=max(seconds, MIN_SECONDS), memory_bytes=self.budget.memory_bytes)
         used = {self.names[i]: r.used for i, r in enumerate(records) if i in self.names}
-        self.jobs.append(JobCost(label=label, status=outcome.status, wall_seconds=round(outcome.wall_seconds, 3), peak_rss_bytes=outcome.peak_rss_bytes,
-                                 steps={op: math.prod(g) for op, g in used.items()}, detail=outcome.detail))
+        self.jobs.append(JobCost(label=label, status=outcome.status, wall_seconds=round(outcome.wall_seconds, 3),
+                                 peak_rss_bytes=outcome.peak_rss_bytes, steps={op: math.prod(g) for op, g in used.items()},
+                                 detail=outcome.detail))
         unnamed = {k.name for k in self.kernels if k.kind in PALLAS_KINDS} - set(used)
         collectives = {k.name for k in self.kernels if k.kind == "collective"}
         for op, cycles in outcome.cycles.items():
@@ -313,8 +314,8 @@ class _Run:
             sources = ({t.estimate_source for t in times if t.name in self.grids}
                        or {t.estimate_source for t in times if t.estimate_source})
             method = next((s for s in (ROOFLINE, COST_MODEL, EXTRAPOLATED) if s in sources), LIBTPU)
-        return TimeEstimate(chip=self.chip.name, clock_hz=self.chip.clock_hz, kernels=times, totals=_totals(times, self.chip), method=method,
-                            budget=self.budget.as_dict(), jobs=self.jobs, findings=self.findings, bundles=bundles)
+        return TimeEstimate(chip=self.chip.name, clock_hz=self.chip.clock_hz, kernels=times, totals=_totals(times, self.chip),
+                            method=method, budget=self.budget.as_dict(), jobs=self.jobs, findings=self.findings, bundles=bundles)
 
     def _bundles(self, times: list[KernelTime]) -> list[KernelBundles]:
         by_name = {t.name: t for t in times}
@@ -401,8 +402,9 @@ def _timed(kernel, chip: Chip, cycles: float | None, source: str | None) -> Kern
         cycles, source = (roofline * chip.clock_hz if chip.clock_hz else None), ROOFLINE
     seconds = (cycles / chip.clock_hz if chip.clock_hz and cycles is not None
                else roofline if source == ROOFLINE else None)
-    return KernelTime(name=kernel.name, kind=kernel.kind, estimated_cycles=cycles, estimated_seconds=seconds, estimate_source=source if seconds is not None or cycles else None,
-                      repeat=kernel.repeat, roofline_seconds=roofline)
+    return KernelTime(name=kernel.name, kind=kernel.kind, estimated_cycles=cycles, estimated_seconds=seconds,
+                      estimate_source=source if seconds is not None or cycles else None, repeat=kernel.repeat,
+                      roofline_seconds=roofline)
 
 
 def _timed_roofline(t: KernelTime, chip: Chip) -> KernelTime:

@@ -254,7 +254,8 @@ def _read_pipeline(dump_id: str, files: list[tuple[int, str, str]]) -> KernelPas
         elif pass_name == RELAYOUT_PASS and not failed:
             relayouts, count = _relayouts(raw)
         prev_ops, prev_text = ops, text
-    kernel = KernelPasses(kernel=name or f"kernel-{dump_id}", passes=steps, layouts=layouts, relayouts=relayouts, relayout_count=count, dump_id=dump_id, files=len(files), dump_bytes=size,
+    kernel = KernelPasses(kernel=name or f"kernel-{dump_id}", passes=steps, layouts=layouts, relayouts=relayouts,
+                          relayout_count=count, dump_id=dump_id, files=len(files), dump_bytes=size,
                           notes=_missing(steps, layouts, relayouts, count))
     kernel._paths = [p for _, _, p in files]
     return kernel
