@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+from ..chips import Chip
+from ..findings import Finding
 from .dumps import Bundle, Instruction, Utilization
 from .model import BundleRow, KernelBundles, LineBundles, UnitUse
 
+PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")
 NO_SOURCE = "(no source line)"
 LISTING_LIMIT = 20_000  # bundles kept per kernel for the listing; the counts use them all
 # libtpu's unit names -> what a kernel author calls what bounds it
@@ -120,3 +123,32 @@ def _row(b: Bundle) -> BundleRow:
         sources=sorted({ins.source for ins in b.instructions if ins.source}),
         spill_stores=sum(1 for ins in b.instructions if ins.spill == "store"),
         spill_fills=sum(1 for ins in b.instructions if ins.spill == "fill"))
+
+
+def bundle_findings(bundles: list[KernelBundles], chip: Chip) -> list[Finding]:
+    """What the Pallas kernels' bundles say to their author: register spills, an MXU mostly idle."""
+    found = []
+    for b in bundles:
+        if b.kind not in PALLAS_KINDS:
+            continue
+        per = "per grid step" if b.bundles_per_step is not None else "in the kernel"
+        if b.spill_stores or b.spill_fills:
+            lines = [line for line in b.spilled_lines if not line.startswith("(")][:5]
+            found.append(Finding(
+                "warning", "register-spills",
+                f"{b.kernel}: {b.spill_stores:,} spill stores and {b.spill_fills:,} fills {per}"
+                + (f", of values from {', '.join(lines)}" if lines else "")
+                + ": the block's live values do not fit in the 64 vector registers; compute it in chunks (a "
+                "fori_loop over row or column slices, as splash attention's block_kv_compute does)",
+                kernel=b.kernel, view="bundles",
+                data={"chip": chip.name, "stores": b.spill_stores, "fills": b.spill_fills, "lines": lines,
+                      "bundles_per_step": b.bundles_per_step}))
+        mxu = b.units.get("MXU")
+        scope = b.bundles_per_step or b.bundles
+        if mxu and mxu.busy and scope and mxu.busy / scope < 0.25 and b.bound != "MXU":
+            found.append(Finding(
+                "info", "mxu-underused",
+                f"{b.kernel}: the MXU is busy in {mxu.busy / scope:.0%} of the bundles {per}; "
+                f"what bounds it is {b.bound}", kernel=b.kernel, view="bundles",
+                data={"chip": chip.name, "mxu_share": mxu.busy / scope, "bound": b.bound}))
+    return found

@@ -30,13 +30,12 @@ from ..jax_internals.aot import compile_request, grids_replaced
 from ..target import Target, short_path
 from .store import key as cache_key, load as load_cached, store as store_cached
 from .budget import MIN_SECONDS, Budget, extrapolate, fit_steps, predict_whole, reduced_grid
-from .bundles import kernel_bundles
+from .bundles import PALLAS_KINDS, bundle_findings, kernel_bundles
 from .dumps import BUNDLES_LABEL, UTILIZATION_LABEL, UnreadableDump, read_bundles, read_utilization
 from .model import (COST_MODEL, EXTRAPOLATED, LIBTPU, ROOFLINE, JobCost, KernelBundles, KernelTime, StepFit,
                     TimeEstimate)
 from .runner import DumpSession, Outcome, open_session
 
-PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")
 STOPPED = ("time-limit", "memory-limit", "no-answer")  # a job's statuses that say more about the machine than the program
 LISTED_OTHERS = 10  # kernels beyond the Pallas ones whose bundle listing is kept: the costliest
 
@@ -309,7 +308,7 @@ class _Run:
             times.append(t)
         times = [self._no_faster_than_roofline(t) for t in times]
         bundles = self._bundles(times)
-        self.findings += _bundle_findings(bundles, self.chip)
+        self.findings += bundle_findings(bundles, self.chip)
         if method != COST_MODEL:  # how the Pallas kernels got theirs (all kernels' without one): the least exact
             sources = ({t.estimate_source for t in times if t.name in self.grids}
                        or {t.estimate_source for t in times if t.estimate_source})
@@ -421,31 +420,3 @@ def _totals(times: list[KernelTime], chip: Chip) -> dict[str, float | int | None
     return {"estimated_seconds": seconds, "estimated_cycles": cycles,
             "roofline_seconds": sum(roofline) if roofline else None,
             "untimed_kernels": len(times) - len(timed)}  # a count: 155, not 155.0, in JSON
-
-
-def _bundle_findings(bundles: list[KernelBundles], chip: Chip) -> list[Finding]:
-    found = []
-    for b in bundles:
-        if b.kind not in PALLAS_KINDS:
-            continue
-        per = "per grid step" if b.bundles_per_step is not None else "in the kernel"
-        if b.spill_stores or b.spill_fills:
-            lines = [line for line in b.spilled_lines if not line.startswith("(")][:5]
-            found.append(Finding(
-                "warning", "register-spills",
-                f"{b.kernel}: {b.spill_stores:,} spill stores and {b.spill_fills:,} fills {per}"
-                + (f", of values from {', '.join(lines)}" if lines else "")
-                + ": the block's live values do not fit in the 64 vector registers; compute it in chunks (a "
-                "fori_loop over row or column slices, as splash attention's block_kv_compute does)",
-                kernel=b.kernel, view="bundles",
-                data={"chip": chip.name, "stores": b.spill_stores, "fills": b.spill_fills, "lines": lines,
-                      "bundles_per_step": b.bundles_per_step}))
-        mxu = b.units.get("MXU")
-        scope = b.bundles_per_step or b.bundles
-        if mxu and mxu.busy and scope and mxu.busy / scope < 0.25 and b.bound != "MXU":
-            found.append(Finding(
-                "info", "mxu-underused",
-                f"{b.kernel}: the MXU is busy in {mxu.busy / scope:.0%} of the bundles {per}; "
-                f"what bounds it is {b.bound}", kernel=b.kernel, view="bundles",
-                data={"chip": chip.name, "mxu_share": mxu.busy / scope, "bound": b.bound}))
-    return found
