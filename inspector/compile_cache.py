@@ -18,13 +18,22 @@ that is renamed into place and removed on every path, so a failed store leaves n
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import os
 import platform
 import re
+import stat
+import tempfile
 import time
 from pathlib import Path
+
+from .atomic import write_atomic
+from .errors import OutputError
+from .hlo.module import entry_is_whole
+from .units import fmt_bytes
+from .version import __version__
 
 SCHEMA = 2  # bump when the stored result's structure or meaning changes
 REFRESH = "refresh"  # use_cache value: do not read, but store the fresh result (--no-cache)
@@ -65,8 +74,6 @@ def _version(dist: str) -> str:
 
 
 def _own_version() -> str:
-    from .version import __version__
-
     return f"{_version('jax-inspector')}/{__version__}"
 
 
@@ -110,8 +117,6 @@ def hlo_is_whole(text: str) -> bool:
     """What the analyses need of a cached HLO text, checked without parsing it all: a module
     header, an ENTRY computation header the parser reads, and that computation's ROOT and closing
     brace. A text that fails this would be served as "hlo ops 0" with failed analyses."""
-    from .hlo.module import entry_is_whole
-
     return text.startswith("HloModule ") and entry_is_whole(text)
 
 
@@ -148,8 +153,6 @@ def load(k: str) -> dict | None:
 def _read_regular(path: Path) -> str:
     """The text of a regular file; anything else in its place (a pipe, a link to /dev/zero) would
     block or never end, so it is a miss (OSError)."""
-    import stat
-
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -165,9 +168,6 @@ def store(k: str, result: dict) -> bool:
     costs time, so errors are swallowed, and the temporary file is removed on every path."""
     if not _valid_result(result):
         return False
-    from .atomic import write_atomic
-    from .errors import OutputError
-
     directory = cache_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -200,7 +200,7 @@ def _entries(directory: Path) -> list[Path]:
         return []
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class CacheInfo:
     path: str
     exists: bool
@@ -217,8 +217,6 @@ def problem(directory: Path | None = None) -> str | None:
     """Why entries cannot be stored in the cache folder, as one line (what to do included), or
     None when they can: the path is a file, a parent of it is a file, the folder is read-only, or
     its disk is full. Found by trying: a small file is written and removed."""
-    import errno
-
     directory = directory or cache_dir()
     fix = "set INSPECTOR_CACHE_DIR to a writable folder"
     if directory.exists() and not directory.is_dir():
@@ -241,7 +239,6 @@ def problem(directory: Path | None = None) -> str | None:
         where = directory if existing == directory else f"{directory} (its folder {existing})"
         return f"compile cache {where} {what}: nothing is cached, every run compiles again (chmod u+w it, or {fix})"
     if free is not None and free < _FULL_BYTES:
-        from .units import fmt_bytes
         return (f"compile cache {directory}: its disk is full ({fmt_bytes(free)} free): entries of large programs cannot "
                 f"be stored, every run compiles them again (free space, or {fix})")
     return None
@@ -249,8 +246,6 @@ def problem(directory: Path | None = None) -> str | None:
 
 def _probe_write(directory: Path) -> None:
     """Write and remove one small file in ``directory``; raises the OSError a store would meet."""
-    import tempfile
-
     fd, name = tempfile.mkstemp(dir=directory, prefix=".probe.", suffix=".tmp")
     try:
         os.write(fd, b"\0" * 4096)
@@ -270,15 +265,14 @@ def info() -> CacheInfo:
             size += p.stat().st_size
         except OSError:
             pass
-    return CacheInfo(str(directory), directory.is_dir(), len(files), size, len(temps), problem(directory))
+    return CacheInfo(path=str(directory), exists=directory.is_dir(), entries=len(files), bytes=size, temp_files=len(temps),
+                     problem=problem(directory))
 
 
 def clear() -> CacheInfo:
     """Remove every entry and temporary file; only our own files, never the folder's other
     contents (INSPECTOR_CACHE_DIR may point anywhere). Returns what was removed. A cache path
     that is a file is not a cache: NotADirectoryError (nothing is removed)."""
-    import errno
-
     directory = cache_dir()
     if directory.exists() and not directory.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "it is a file, not a folder; nothing was removed", str(directory))

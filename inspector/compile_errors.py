@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING
 
 from .findings import Finding
+from .memory import hbm_finding
+from .mosaic.explain import MosaicFailure, vmem_note
 from .units import fmt_bytes
-
-if TYPE_CHECKING:
-    from .mosaic.explain import MosaicFailure
 
 _UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 _SIZE = r"([\d.]+)\s*([KMGT]?)i?B?"
@@ -31,7 +29,7 @@ def parse_size(text: str) -> int:
     return round(float(m[1]) * _UNITS[m[2]])
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class VmemAllocation:
     size_bytes: int
     operator: str | None = None  # the op_name of the operator that owns it
@@ -44,7 +42,7 @@ class VmemAllocation:
     tag: str | None = None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class VmemOom:
     """The compiler's own figures for a kernel that does not fit VMEM."""
 
@@ -57,7 +55,7 @@ class VmemOom:
     allocations: list[VmemAllocation] = dataclasses.field(default_factory=list)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class HbmOom:
     """The compiler's figures for a program that does not fit HBM (per device)."""
 
@@ -65,7 +63,7 @@ class HbmOom:
     available_bytes: int
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class CompileError:
     """Why the compile failed: the compiler's message, and its VMEM figures when that was the cause."""
 
@@ -85,11 +83,8 @@ class CompileError:
             return Finding("info", "interpret-unsupported", f"{chip}: {self.headline}", view=view,
                            data={"reason": self.interpreter_limit, "detail": self.message[:2000]})
         if self.hbm:
-            from .memory import hbm_finding
             return hbm_finding(chip, self.hbm.required_bytes, self.hbm.available_bytes, buffers, compiler=True)
         if self.vmem and self.mosaic:  # the compiler's figures, with the kernel's line, rule, fix and our estimate
-            from .mosaic.explain import vmem_note
-
             data = dict(dataclasses.asdict(self.vmem), chip=chip)
             where = f" ({self.mosaic.kernel or 'kernel'} at {self.mosaic.source})" if self.mosaic.source else ""
             found = self.mosaic.finding(chip, view, data=data,
@@ -163,12 +158,12 @@ def _allocations(text: str) -> list[VmemAllocation]:
 def parse_vmem_oom(text: str) -> VmemOom | None:
     m = _SCOPED.search(text)
     if m:
-        oom = VmemOom(_size(m, 1), _size(m, 3), _size(m, 5), scope="scoped")
+        oom = VmemOom(used_bytes=_size(m, 1), limit_bytes=_size(m, 3), exceeded_by_bytes=_size(m, 5), scope="scoped")
     else:
         m = _CAPACITY.search(text)
         if not m:
             return None
-        oom = VmemOom(_size(m, 1), _size(m, 3), _size(m, 5), scope="capacity")
+        oom = VmemOom(used_bytes=_size(m, 1), limit_bytes=_size(m, 3), exceeded_by_bytes=_size(m, 5), scope="capacity")
     target = _FOR.search(text)
     oom.kernel = target[1] if target else None
     op = _OP_NAME.search(text)
@@ -192,4 +187,4 @@ def parse_compile_error(text: str) -> CompileError:
 
 def parse_hbm_oom(text: str) -> HbmOom | None:
     m = _HBM.search(text) or _HBM_USED.search(text)
-    return HbmOom(_size(m, 1), _size(m, 3)) if m else None
+    return HbmOom(required_bytes=_size(m, 1), available_bytes=_size(m, 3)) if m else None

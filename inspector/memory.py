@@ -16,7 +16,7 @@ from .findings import Finding
 from .units import fmt_bytes
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class MemoryReport:
     chip: str
     devices: int  # devices the program spans; every figure below is per device
@@ -67,7 +67,8 @@ def analyse_memory(stages, chip: Chip) -> tuple[MemoryReport | None, list[Findin
     m = stages.memory
     if m is None and not (err is not None and err.hbm):
         return None, []
-    report = MemoryReport(chip.name, stages.devices, stages.mesh, None, None, None, None, None, None, limit, None,
+    report = MemoryReport(chip=chip.name, devices=stages.devices, mesh=stages.mesh, argument_bytes=None, output_bytes=None,
+                          temp_bytes=None, alias_bytes=None, code_bytes=None, required_bytes=None, hbm_capacity_bytes=limit, fits=None,
                           peak_bytes=buffers.get("peak_bytes"), peak_at=buffers.get("peak_at"),
                           live_by_kind=dict(buffers.get("live_by_kind") or {}), largest=list(buffers.get("largest") or []))
     if m is not None:

@@ -12,6 +12,8 @@ import math
 from typing import Any
 
 from .errors import TargetFailure, UsageError
+from .specs import hlo_type
+from .user_code import describe_error
 
 Entry = None | str | tuple  # one dimension of a PartitionSpec: replicated, one axis, or several axes
 Spec = tuple  # a PartitionSpec as plain data: a tuple of entries
@@ -155,12 +157,10 @@ def resolve_specs(shardings, mesh, args: tuple, arg_names: list[str], spec: str)
         try:
             made = shardings(mesh)
         except Exception as err:
-            from .user_code import describe_error
             raise UsageError(describe_error(err, None, f"raised by the INSPECT shardings of {spec}")) from err
         except KeyboardInterrupt:
             raise
         except BaseException as err:
-            from .user_code import describe_error
             raise TargetFailure(describe_error(err, None, f"raised by the INSPECT shardings of {spec}")) from err
         # one spec pytree per positional input; a lone PartitionSpec (a tuple itself) or dict is for one input
         made = list(made) if isinstance(made, (tuple, list)) and not isinstance(made, PartitionSpec) else [made]
@@ -199,8 +199,6 @@ def spec_leaves(tree, specs) -> list[tuple[str, Any, Any]]:
 
 
 def _check_tree(name: str, tree, specs, mesh) -> None:
-    from .specs import hlo_type
-
     for path, leaf, spec in spec_leaves(tree, specs):
         if not hasattr(leaf, "shape") or spec is None:
             continue

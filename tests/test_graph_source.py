@@ -20,11 +20,12 @@ import pytest
 from conftest import DATA, line_of, lines_of_function
 from inspector.chips import get_chip
 from inspector.errors import UsageError
-from inspector.hlo.fusions import Kernel, TensorRef, analyse_fusions
+from inspector.hlo.fusions import analyse_fusions
 from inspector.hlo.graph import build_dot, dot_available
 from inspector.hlo.graph_model import build_graph
 from inspector.hlo.graph_ranked import ranked_svg
 from inspector.hlo.graph_render import draw, expand_example, layout, layout_many
+from inspector.hlo.kernel import Kernel, TensorRef
 from inspector.hlo.kernel_groups import group_kernels
 from inspector.hlo.module import Frame, parse_hlo
 from inspector.hlo.source_groups import clean_stack
@@ -96,8 +97,11 @@ def test_stack_frames_are_read_outermost_first():
 
 def _kernel(name: str, stack: tuple[Frame, ...], phase: str | None, reads: tuple[str, ...] = ()) -> tuple[Kernel, tuple]:
     op = {"forward": "jit(f)/jvp(x)/mul", "backward": "jit(f)/transpose(jvp(x))/mul", None: "jit(f)/sub"}[phase]
-    k = Kernel(name, "fusion:loop", "fusion", {}, op, None, [], [TensorRef(r, "f32[8]", 32, 0) for r in reads],
-               [TensorRef(name, "f32[8]", 32, 0)], 32, 32, 32, 32, 0.0, 0.0, None, None, None)
+    ref = lambda producer: TensorRef(producer=producer, shape="f32[8]", bytes=32, memory_space=0)
+    k = Kernel(name=name, kind="fusion:loop", opcode="fusion", ops={}, op_name=op, source=None, sources=[],
+               inputs=[ref(r) for r in reads], outputs=[ref(name)], bytes_read=32, bytes_written=32,
+               hbm_bytes_read=32, hbm_bytes_written=32, flops=0.0, transcendentals=0.0, intensity=None,
+               roofline_s=None, bound=None)
     return k, stack
 
 

@@ -1,9 +1,13 @@
-"""The direction of imports: no cycles (imports inside functions count), the core reaches the views
-only through inspector/display.py, and the analyses (hlo/, pallas/) import no front end."""
+"""The direction of imports: no cycles (imports inside functions count, and so, in the strict
+check, do imports under TYPE_CHECKING: a circle closed by a type-only import is still a circle of
+concerns), the core reaches the views only through inspector/display.py, and the analyses (hlo/,
+pallas/) import no front end."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 from conftest import ROOT
 
@@ -30,15 +34,17 @@ def _type_checking_only(node: ast.AST, parents: dict) -> bool:
     return False
 
 
-def _imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The project modules ``name`` imports anywhere in its file (not under TYPE_CHECKING). A
-    ``from . import x`` imports the package too: its __init__ runs."""
+def _imports(name: str, path: Path, known: set[str], type_only: bool = False) -> set[str]:
+    """The project modules ``name`` imports anywhere in its file (under TYPE_CHECKING too with
+    ``type_only``). A ``from . import x`` imports the package too: its __init__ runs."""
     tree = ast.parse(path.read_text())
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     is_package = path.name == "__init__.py"
     targets: set[str] = set()
     for node in ast.walk(tree):
-        if not isinstance(node, (ast.Import, ast.ImportFrom)) or _type_checking_only(node, parents):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if not type_only and _type_checking_only(node, parents):
             continue
         if isinstance(node, ast.Import):
             targets.update(a.name for a in node.names)
@@ -58,9 +64,9 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph(type_only: bool = False) -> dict[str, set[str]]:
     modules = _modules()
-    return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+    return {name: _imports(name, path, set(modules), type_only) for name, path in modules.items()}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -102,6 +108,32 @@ def test_no_import_cycles():
     assert _cycles(_graph()) == []
 
 
+# The one circle left counting type-only imports runs through the door to the views:
+# display -> views -> the records they draw (report, comparison, run.result, pallas.check,
+# tuning.model) -> display, for their show() methods. Issue 47 moves that door; until then the
+# strict check is expected to fail there, and only there (the test below it says so).
+DOOR_CIRCLE = {"inspector.display", "inspector.report"}
+
+
+@pytest.mark.xfail(strict=False, reason="display <-> report (and the records that show() through display) "
+                   "still close a circle through views/: issue 47, another engineer's change")
+def test_no_import_cycles_counting_type_only_imports():
+    assert _cycles(_graph(type_only=True)) == []
+
+
+def test_type_only_circles_run_only_through_the_door():
+    """Whatever the strict check still finds is the one circle through display (above): a new
+    type-only circle elsewhere fails here."""
+    assert all(DOOR_CIRCLE <= set(c) for c in _cycles(_graph(type_only=True)))
+
+
+def test_the_type_only_check_sees_type_only_imports(tmp_path):
+    module = tmp_path / "a.py"
+    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import b\n")
+    assert _imports("pkg.a", module, {"pkg.a", "pkg.b"}) == set()
+    assert _imports("pkg.a", module, {"pkg.a", "pkg.b"}, type_only=True) == {"pkg.b"}
+
+
 def test_the_cycle_check_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
@@ -139,3 +171,27 @@ def test_the_table_of_views_names_renderers_and_tabs_that_exist():
             tab = getattr(importlib.import_module(f"inspector.views.tui.{module}"), cls)
             assert callable(getattr(tab, "reset")) and callable(getattr(tab, "show")), view.name
         assert view.render or view.tab, f"{view.name}: neither a renderer nor a tab"
+
+
+# Modules of one concern (issue 47): no module over 450 lines, no function over 80, in the parts
+# already split; the rest of the tree joins this list as it is split.
+SPLIT = ("inspector/hlo", "inspector/libtpu", "inspector/mosaic", "inspector/measure", "views",
+         "inspector/findings.py", "inspector/memory.py", "inspector/sharding.py", "inspector/compile_cache.py",
+         "inspector/compile_errors.py")
+MODULE_LINES, FUNCTION_LINES = 450, 80
+
+
+def test_modules_and_functions_stay_small():
+    too_long = []
+    for part in SPLIT:
+        path = ROOT / part
+        for file in [path] if path.is_file() else sorted(path.rglob("*.py")):
+            text = file.read_text()
+            where = file.relative_to(ROOT)
+            if text.count("\n") > MODULE_LINES:
+                too_long.append(f"{where}: {text.count(chr(10))} lines")
+            too_long += [f"{where}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines"
+                         for node in ast.walk(ast.parse(text))
+                         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                         and node.end_lineno - node.lineno + 1 > FUNCTION_LINES]
+    assert too_long == []

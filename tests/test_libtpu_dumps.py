@@ -234,7 +234,9 @@ def test_estimate_round_trips_through_the_cache(tmp_path, monkeypatch):
     run.points = {"mm.1": [(8, 9000, [8])]}
     run.llo = {"mm.1": {dumps.BUNDLES_LABEL: BUNDLES, dumps.UTILIZATION_LABEL: UTILIZATION}}
     estimate = run._answer(LIBTPU)
-    estimate.kernels.append(KernelTime("x", "fusion:loop", 5.0, 1e-9, EXTRAPOLATED, fit=StepFit(1.0, 2.0, [(1, 3)], [[1]])))
+    estimate.kernels.append(KernelTime(name="x", kind="fusion:loop", estimated_cycles=5.0, estimated_seconds=1e-9,
+                                       estimate_source=EXTRAPOLATED,
+                                       fit=StepFit(intercept=1.0, per_step=2.0, points=[(1, 3)], grids=[[1]])))
     assert estimate.bundles and estimate.bundles[0].listing
     assert store.store("k" * 64, estimate)
     back = store.load("k" * 64)

@@ -102,11 +102,11 @@ def test_the_view_renders_passes_and_relayouts():
     [k], _ = read_kernel_dumps(str(FIXED))
     k.diff = diff_passes(k, *parse_range(k, "relayout"))
     out = io.StringIO()
-    Console(file=out, width=160, color_system=None).print(mosaic_passes_view(MosaicPasses("tpu-v5e", [k], []), layouts=True))
+    Console(file=out, width=160, color_system=None).print(mosaic_passes_view(MosaicPasses(chip="tpu-v5e", kernels=[k], findings=[]), layouts=True))
     text = out.getvalue()
     assert "18 Mosaic passes" in text and "relayout-insertion" in text and "samples/mosaic_errors.py:104" in text
     assert "+3 tpu.relayout" in text and "32,{0,*},(8,128)" in text
-    data = MosaicPasses("tpu-v5e", [k], []).to_json()
+    data = MosaicPasses(chip="tpu-v5e", kernels=[k], findings=[]).to_json()
     assert {"name", "changed", "ops", "delta"} <= set(data["mosaic_passes"][0])
     assert data["relayouts"] and set(data["relayouts"][0]) == {"source", "count", "from", "to", "shape"}
     json.dumps(data)
@@ -223,12 +223,10 @@ def test_the_worker_keeps_one_compiles_dumps_for_the_next_passs_diff(monkeypatch
         kernels, _ = read_kernel_dumps(directory)
         for k in kernels:
             k.release()  # as the child sends them
-        return MosaicPasses(chip.name, kernels, [])
+        return MosaicPasses(chip=chip.name, kernels=kernels, findings=[])
 
     monkeypatch.setattr(kept, "compile_with_dumps", compile_with_dumps)
-    from inspector import backends
-
-    monkeypatch.setattr(backends, "Backend", lambda chip: None)  # the lowering below is faked too
+    monkeypatch.setattr(kept, "Backend", lambda chip: None)  # the lowering below is faked too
     monkeypatch.setattr(stages, "capture", lambda *a, **k: types.SimpleNamespace(stages=types.SimpleNamespace(
         stablehlo="module @m {}")))
     chip = get_chip("tpu-v5e")

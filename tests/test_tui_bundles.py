@@ -42,7 +42,7 @@ def recorded_bundles():
                             dumps.read_utilization(use), pallas=True, steps=8, cycles_per_step=1000.0)
     spills = kernel_bundles("k.1", "custom-call:pallas", dumps.read_bundles(SPILLING, relative=lambda p: p.lstrip("/")),
                             dumps.read_utilization(SPILLING_USE), pallas=True, steps=4, cycles_per_step=None)
-    return TimeEstimate("tpu-v5e", 1.5e9, [], {}, "libtpu", {}, [], bundles=[matmul, spills])
+    return TimeEstimate(chip="tpu-v5e", clock_hz=1.5e9, kernels=[], totals={}, method="libtpu", budget={}, jobs=[], bundles=[matmul, spills])
 
 
 async def _with(app, pilot, **fields):
@@ -118,7 +118,7 @@ async def _mosaic_passes_tab(app, pilot):
     dumps), ] the failed kernel, Esc drops a diff in flight."""
     [fixed], _ = read_kernel_dumps(str(FIXED))
     [failed], _ = read_kernel_dumps(str(FAILED))
-    result = MosaicPasses("tpu-v5e", [fixed, failed], [])
+    result = MosaicPasses(chip="tpu-v5e", kernels=[fixed, failed], findings=[])
     asked = []
 
     def worker(session, method, name, select, index):  # the worker's answer, from the recorded dumps

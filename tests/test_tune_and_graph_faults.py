@@ -161,7 +161,7 @@ def test_one_node_is_not_1_nodes():
     from inspector.hlo.graph_render import Drawing
 
     kg = types.SimpleNamespace(nodes=[object()], output_node=False, collapsed=[])
-    assert Drawing(kg, "", b"", {}, {}, [], 0.0).summary == "1 node"  # type: ignore[arg-type]
+    assert Drawing(graph=kg, dot="", svg=b"", group_svgs={}, group_graphs={}, notes=[], seconds=0.0).summary == "1 node"  # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------------------- tune: the tuning table

@@ -14,7 +14,8 @@ from ..units import fmt_bytes, fmt_count, fmt_time
 from .cells import add_row
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
-    from ..hlo.fusions import FusionAnalysis, Kernel
+    from ..hlo.fusions import FusionAnalysis
+    from ..hlo.kernel import Kernel
 
 SORT_KEYS = {
     "order": None,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import importlib
 import json
 import os
 import sys
@@ -24,7 +25,9 @@ from .fusions import fusions_view
 from .highlight import THEME, IrHighlighter
 from .collectives import collectives_view, remote_dma_lines
 from .memory import memory_view
+from .mosaic_passes import mosaic_passes_view
 from .pallas import errors_outside, pallas_view, unread_calls
+from .passes import diff_text, passes_view
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from ..report import Report
@@ -291,8 +294,6 @@ class RenderOptions:
 def render_view(report: Report, view: str, options: RenderOptions = RenderOptions()):
     """The view as the table of views names its renderer: a rich renderable, a ``str`` (a stage's
     text, printed as it is), or a list of those, printed one after the other."""
-    import importlib
-
     render = get_view(view).render
     assert render is not None, f"the view {view} has no renderer (a TUI tab of its own)"
     module, function = render.split(":")
@@ -350,8 +351,6 @@ def render_mosaic(report: Report, view: str, options: RenderOptions):
 
 
 def render_mosaic_passes(report: Report, view: str, options: RenderOptions):
-    from .mosaic_passes import mosaic_passes_view
-
     if report.mosaic_passes is None:
         why = ("this target is not a TPU: Mosaic runs only when lowering for a TPU" if not report.chip.is_tpu
                else "press M to compile with Mosaic's pass dumps" if options.interactive else "not compiled with Mosaic's pass dumps")
@@ -361,8 +360,6 @@ def render_mosaic_passes(report: Report, view: str, options: RenderOptions):
 
 def render_passes(report: Report, view: str, options: RenderOptions):
     """The pass list, or with --pass the diff alone (coloured on a terminal, plain text in a pipe)."""
-    from .passes import diff_text, passes_view
-
     log = report.passes
     if log is None or not log.steps:
         reason = report.stages.compile_error.headline if report.stages.compile_error else "the compile wrote no pass dumps"

@@ -32,7 +32,7 @@ _STARTS = {f"{k}-start": k for k in KINDS}
 _DONES = {f"{k}-done" for k in KINDS} | {"async-done"}
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Collective:
     name: str  # the HLO instruction (the start of an async pair)
     kind: str  # one of KINDS
@@ -53,7 +53,7 @@ class Collective:
     repeat: int = 1  # runs per step (inside a while loop of known trip count)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class CollectiveAnalysis:
     chip: str | None  # whose ICI figures the time uses
     mesh: dict | None
@@ -244,6 +244,6 @@ def analyse_collectives(hlo_text: str, chip: Chip | None, mesh: dict | None, dev
     total_time = sum(c.time_s * c.repeat for c in timed if c.time_s is not None) if timed else None
     exposed = sum(c.time_s * c.repeat for c in timed if c.time_s is not None and not c.overlaps) if timed else None
     return CollectiveAnalysis(
-        chip.name if chip is not None and chip.ici_bytes_per_s else None, mesh, found,
-        _totals(found, lambda c: c.kind), _totals(found, lambda c: "+".join(c.axes) if c.axes else ("-" if c.axes == [] else "?")),
-        sum(c.bytes * c.repeat for c in found), total_time, exposed)
+        chip=chip.name if chip is not None and chip.ici_bytes_per_s else None, mesh=mesh, collectives=found,
+        by_kind=_totals(found, lambda c: c.kind), by_axis=_totals(found, lambda c: "+".join(c.axes) if c.axes else ("-" if c.axes == [] else "?")),
+        total_bytes=sum(c.bytes * c.repeat for c in found), total_time_s=total_time, exposed_time_s=exposed)

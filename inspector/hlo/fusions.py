@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import math
-import re
-from collections import Counter
 from typing import Any
 
 from ..chips import Chip
-from .module import ArrayShape, Computation, HloModule, Instruction, parse_hlo
+from .costs import Costs
+from .kernel import HBM, Intermediate, Kernel, TensorRef
 from .kernel_groups import KernelGroup, group_kernels
 from .loops import trip_count
+from .module import ArrayShape, Computation, HloModule, Instruction, parse_hlo
 from .totals import Totals, agreement, sums
 from .traffic import operand_reads, result_writes
 
@@ -29,81 +28,9 @@ NOT_KERNELS = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast",
 COLLECTIVES = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                "all-reduce-start", "all-gather-start", "collective-permute-start", "send", "recv"}
 CONTROL_FLOW = {"while", "call", "conditional"}
-TRANSCENDENTAL = {"exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "power", "rsqrt",
-                  "sqrt", "cbrt", "sine", "cosine", "tan", "tanh", "erf", "atan2"}
-ELEMENTWISE = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "negate", "abs", "compare",
-               "select", "and", "or", "xor", "not", "remainder", "clamp", "sign", "floor", "ceil",
-               "round-nearest-afz", "round-nearest-even", "shift-left", "shift-right-logical",
-               "shift-right-arithmetic", "is-finite", "real", "imag", "popcnt", "count-leading-zeros"}
-HBM = 0  # layout memory space of device memory; S(1) is VMEM on TPU
 
 
-@dataclasses.dataclass
-class TensorRef:
-    producer: str  # the kernel or parameter that made it (pass-through ops such as bitcast skipped)
-    shape: str
-    bytes: int  # bytes moved: less than the buffer when only a slice of it is read or written
-    memory_space: int
-    buffer_bytes: int | None = None  # the whole buffer, when only part of it moves
-
-
-@dataclasses.dataclass
-class Kernel:
-    """One launch of the compiled program (a fusion, a custom call, a copy, a collective): what
-    it reads and writes in HBM, what it computes, and its roofline time on the chosen chip."""
-
-    name: str
-    kind: str  # fusion:loop | fusion:input | fusion:output | fusion:custom | custom-call:pallas | copy | collective | ...
-    opcode: str
-    ops: dict[str, int]  # ops inside, by opcode (nested fusions and reducers included)
-    op_name: str | None
-    source: str | None  # file:line of the kernel's own metadata
-    sources: list[str]  # every file:line the fused ops come from
-    inputs: list[TensorRef]
-    outputs: list[TensorRef]
-    bytes_read: int
-    bytes_written: int
-    hbm_bytes_read: int
-    hbm_bytes_written: int
-    flops: float
-    transcendentals: float
-    intensity: float | None  # flops per HBM byte
-    roofline_s: float | None
-    bound: str | None  # "memory" | "compute" | None when the chip has no figures
-    compiler_cycles: int | None = None  # XLA:TPU's own estimate (backend_config estimated_cycles)
-    compiler_scoped_vmem_bytes: int | None = None  # used_scoped_memory_configs
-    reduce_window_flops: float = 0.0  # part of flops; XLA:TPU counts these differently
-    repeat: int = 1  # times it runs (a while body with a known trip count)
-    scope: str | None = None  # op_name scope, e.g. jit(train_step)/layer3
-    note: str | None = None
-    made_by: str | None = None  # the compiler pass that created it (with pass dumps: show --passes)
-    # libtpu's estimate of one run (with --time; inspector.libtpu): cycles, seconds, and where from
-    # (libtpu, libtpu-extrapolated, libtpu-cost-model, or roofline where libtpu gave none)
-    estimated_cycles: float | None = None
-    estimated_seconds: float | None = None
-    estimate_source: str | None = None
-    # device time of one launch on the attached TPU (with --measure; inspector.measure), as estimated_seconds
-    measured_seconds: float | None = None
-    group: str | None = None  # the label of its KernelGroup (FusionAnalysis.groups): layer3 forward, gpt2.py:34-35 block #7 backward
-
-    @property
-    def hbm_bytes(self) -> int:
-        return self.hbm_bytes_read + self.hbm_bytes_written
-
-
-@dataclasses.dataclass
-class Intermediate:
-    """A buffer one kernel writes and another reads back."""
-
-    producer: str
-    shape: str
-    bytes: int
-    memory_space: int  # 0 HBM; 1 VMEM on TPU
-    source: str | None
-    consumers: list[str]
-
-
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class FusionAnalysis:
     chip: str | None  # whose figures the roofline uses
     kernels: list[Kernel]
@@ -115,116 +42,6 @@ class FusionAnalysis:
     intermediates: list[Intermediate]
     frames: dict[int, str] = dataclasses.field(default_factory=dict)  # HLO stack_frame_id -> file:line
     groups: list[KernelGroup] = dataclasses.field(default_factory=list)  # every kernel in one, in schedule order
-
-
-@dataclasses.dataclass
-class _Cost:
-    flops: float = 0.0
-    transcendentals: float = 0.0
-    reduce_window_flops: float = 0.0  # included in flops
-    ops: Counter = dataclasses.field(default_factory=Counter)
-    sources: set = dataclasses.field(default_factory=set)
-
-    def add(self, other: "_Cost") -> None:
-        self.flops += other.flops
-        self.transcendentals += other.transcendentals
-        self.reduce_window_flops += other.reduce_window_flops
-        self.ops.update(other.ops)
-        self.sources |= other.sources
-
-
-class _Costs:
-    """Flops and transcendentals of instructions and computations, memoised (fusions share reducers)."""
-
-    def __init__(self, module: HloModule):
-        self.module = module
-        self.memo: dict[str, _Cost] = {}
-
-    def computation(self, name: str) -> _Cost:
-        if name not in self.memo:
-            total = _Cost()
-            comp = self.module.computations.get(name)
-            if comp is not None:
-                shapes = {i.name: i.shapes for i in comp.instructions}
-                for instr in comp.instructions:
-                    self.instruction(instr, shapes, into=total)
-            self.memo[name] = total
-        return self.memo[name]
-
-    def instruction(self, instr: Instruction, shapes: dict, into: _Cost | None = None) -> _Cost:
-        """The cost of ``instr``, added into ``into`` (a computation's running total) when given."""
-        cost = into if into is not None else _Cost()
-        op = instr.opcode
-        out_elems = instr.shapes[0].elements if instr.shapes else 0
-        if op not in ("parameter", "constant", "fusion"):
-            cost.ops[op] += 1
-        if (src := self.module.source(instr)) is not None:
-            cost.sources.add(src)
-        operand = lambda i: shapes.get(instr.operands[i], [None])[0] if len(instr.operands) > i else None
-        if op in ("fusion", "call", "while", "conditional") or (op == "custom-call" and instr.calls):
-            for called in instr.calls:
-                cost.add(self.computation(called))
-        elif op in TRANSCENDENTAL:
-            cost.transcendentals += out_elems
-        elif op in ELEMENTWISE:
-            cost.flops += out_elems
-        elif op == "dot":
-            lhs = operand(0)
-            dims = re.findall(r"\d+", instr.attr("lhs_contracting_dims") or "")
-            cost.flops += 2.0 * out_elems * (math.prod(lhs.dims[int(d)] for d in dims) if lhs else 1)
-        elif op == "convolution":
-            cost.flops += self._convolution(instr, shapes)
-        elif op in ("reduce", "reduce-window"):
-            reducer = self.computation(instr.calls[0]) if instr.calls else _Cost()
-            cost.ops.update(reducer.ops)
-            per_element = reducer.flops or 1
-            if op == "reduce":
-                inp = operand(0)
-                cost.flops += max((inp.elements if inp else 0) - out_elems, 0) * per_element
-            else:
-                window = re.search(r"size=([\dx]+)", instr.attrs)
-                size = math.prod(int(x) for x in window[1].split("x")) if window else 1
-                folded = out_elems * (size - 1) * per_element
-                cost.flops += folded
-                cost.reduce_window_flops += folded
-        return cost
-
-    @staticmethod
-    def _convolution(instr: Instruction, shapes) -> float:
-        """2 x batch x out features x in features x the (output, kernel) position pairs that land
-        on real input elements: XLA writes batched matmuls as convolutions with lhs dilation, where
-        most window positions hit holes."""
-        lhs = shapes.get(instr.operands[0], [None])[0] if instr.operands else None
-        rhs = shapes.get(instr.operands[1], [None])[0] if len(instr.operands) > 1 else None
-        out = instr.shapes[0] if instr.shapes else None
-        m = re.match(r"(\w+)_(\w+)->(\w+)", instr.attr("dim_labels") or "")
-        if lhs is None or rhs is None or out is None or not m:
-            return 0.0
-        in_l, k_l, o_l = m[1], m[2], m[3]
-        window = _window(instr.attr("window") or "", sum(c.isdigit() for c in in_l))
-        pairs = 1
-        for d, (_size, stride, pad_lo, lhs_dil, rhs_dil) in enumerate(window):
-            i_size, o_size = lhs.dims[in_l.index(str(d))], out.dims[o_l.index(str(d))]
-            k_size = rhs.dims[k_l.index(str(d))]
-            span = (i_size - 1) * lhs_dil + 1
-            pairs *= sum(1 for o in range(o_size) for k in range(k_size)
-                         if 0 <= (p := o * stride + k * rhs_dil - pad_lo) < span and p % lhs_dil == 0)
-        batch, out_features = out.dims[o_l.index("b")], out.dims[o_l.index("f")]
-        return 2.0 * batch * out_features * rhs.dims[k_l.index("i")] * pairs
-
-
-def _window(text: str, spatial: int) -> list[tuple[int, int, int, int, int]]:
-    """Per spatial dim: (size, stride, low padding, lhs dilation, rhs dilation)."""
-    fields = dict(re.findall(r"(\w+)=([\w\-]+)", text.strip("{}")))
-    def per_dim(key, default):
-        vals = fields.get(key, "").split("x") if key in fields else []
-        return [v for v in vals] + [default] * (spatial - len(vals))
-    sizes = [int(v) for v in per_dim("size", "1")]
-    strides = [int(v) for v in per_dim("stride", "1")]
-    pads = [int(str(v).split("_")[0]) for v in per_dim("pad", "0_0")]
-    lhs = [int(v) for v in per_dim("lhs_dilate", "1")]
-    rhs = [int(v) for v in per_dim("rhs_dilate", "1")]
-    return list(zip(sizes, strides, pads, lhs, rhs))
 
 
 def _results(instr: Instruction) -> tuple[ArrayShape, ...]:
@@ -335,7 +152,7 @@ def _origin(name: str, by_name: dict[str, Instruction], carried: list[str] | Non
     return name
 
 
-def _kernels_of(module: HloModule, comp: Computation, costs: _Costs, chip: Chip | None,
+def _kernels_of(module: HloModule, comp: Computation, costs: Costs, chip: Chip | None,
                 repeat: int = 1, carried: list[str] | None = None, loops: dict | None = None) -> list[Kernel]:
     shapes = {i.name: i.shapes for i in comp.instructions}
     by_name = comp.by_name()
@@ -364,7 +181,7 @@ def _kernels_of(module: HloModule, comp: Computation, costs: _Costs, chip: Chip 
         cost = costs.instruction(instr, shapes)
         out_shapes = _results(instr)
         if instr.opcode == "slice-start":  # an async slice reads only the slice it copies
-            inputs = [TensorRef(origin(instr.operands[0]), str(s), s.bytes, HBM) for s in out_shapes]
+            inputs = [TensorRef(producer=origin(instr.operands[0]), shape=str(s), bytes=s.bytes, memory_space=HBM) for s in out_shapes]
         else:
             inputs = _inputs(module, instr, by_name, origin)
         writes = result_writes(module, instr, {o: by_name[o].shapes[0].bytes for o in instr.operands[1:2]
@@ -390,7 +207,8 @@ def _kernels_of(module: HloModule, comp: Computation, costs: _Costs, chip: Chip 
 
 
 def _ref(producer: str, s: ArrayShape, moved: int) -> TensorRef:
-    return TensorRef(producer, str(s), moved, s.memory_space, s.bytes if moved != s.bytes else None)
+    return TensorRef(producer=producer, shape=str(s), bytes=moved, memory_space=s.memory_space,
+                     buffer_bytes=s.bytes if moved != s.bytes else None)
 
 
 def _inputs(module: HloModule, instr: Instruction, by_name: dict, origin) -> list[TensorRef]:
@@ -422,8 +240,9 @@ def _intermediates(kernels: list[Kernel], limit: int = 10) -> list[Intermediate]
             if t.producer in made and t.bytes and k.name not in readers.get(t.producer, []):
                 readers.setdefault(t.producer, []).append(k.name)
     size = lambda t: t.buffer_bytes or t.bytes  # the buffer, though a kernel may write only part of it
-    found = [Intermediate(name, made[name][1].shape, size(made[name][1]), made[name][1].memory_space,
-                          made[name][0].source, users) for name, users in readers.items()]
+    found = [Intermediate(producer=name, shape=ref.shape, bytes=size(ref), memory_space=ref.memory_space,
+                          source=kernel.source, consumers=users)
+             for name, users in readers.items() for kernel, ref in [made[name]]]
     return sorted(found, key=lambda i: (i.memory_space != HBM, -i.bytes))[:limit]
 
 
@@ -473,7 +292,7 @@ def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None, pallas_tra
     module = parse_hlo(hlo_text)
     figures = chip if chip is not None and chip.hbm_bytes_per_s else None
     loops: dict[str, list[str]] = {}
-    kernels = _kernels_of(module, module.entry_computation, _Costs(module), figures, loops=loops)
+    kernels = _kernels_of(module, module.entry_computation, Costs(module), figures, loops=loops)
     if pallas_traffic:
         _apply_walk(kernels, pallas_traffic, figures)
     totals = sums(kernels, figures is not None)
@@ -482,14 +301,16 @@ def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None, pallas_tra
     once = sums(kernels, figures is not None, trips=False) if looped else None
     entry = module.entry_computation
     by_name = entry.by_name()
-    parameters = [TensorRef(i.name, str(s), s.bytes, s.memory_space)
+    parameters = [TensorRef(producer=i.name, shape=str(s), bytes=s.bytes, memory_space=s.memory_space)
                   for i in entry.instructions if i.opcode == "parameter" for s in i.shapes[:1]]
     root = next((i for i in entry.instructions if i.is_root), None)
     results = [] if root is None else list(dict.fromkeys(
         _origin(o, by_name, None, loops) for o in (root.operands if root.opcode == "tuple" else [root.name])))
-    return FusionAnalysis(figures.name if figures else None, kernels, parameters, results, totals, xla_cost,
-                          agreement(totals, xla_cost, once, sorted({k.repeat for k in looped})),
-                          _intermediates(kernels), dict(module.frames), _groups(module, kernels))
+    return FusionAnalysis(chip=figures.name if figures else None, kernels=kernels, parameters=parameters,
+                          results=results, totals=totals, xla_cost=xla_cost,
+                          agreement=agreement(totals, xla_cost, once, sorted({k.repeat for k in looped})),
+                          intermediates=_intermediates(kernels), frames=dict(module.frames),
+                          groups=_groups(module, kernels))
 
 
 def _groups(module: HloModule, kernels: list[Kernel]) -> list[KernelGroup]:

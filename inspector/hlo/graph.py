@@ -20,7 +20,7 @@ _HEAT = ("#fff5eb", "#fdd0a2", "#fd8d3c", "#d94801", "#7f2704")  # light to dark
 _HEAT_TEXT = ("#000000", "#000000", "#000000", "#ffffff", "#ffffff")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class GraphSummary:
     nodes: int  # drawn
     kernels: int
@@ -90,7 +90,7 @@ def build_dot(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, exp
             raise UsageError(f"--expand {asked}: no such {'scope' if by_scope else 'group'} in this program; its groups: "
                              + (summary(kg.program_groups) or "none"))
     drawn = len(kg.nodes) + (1 if kg.output_node else 0)
-    return dot_of(kg), GraphSummary(drawn, kg.kernels, len(kg.groups), kg.collapsed, kg)
+    return dot_of(kg), GraphSummary(nodes=drawn, kernels=kg.kernels, clusters=len(kg.groups), collapsed=kg.collapsed, graph=kg)
 
 
 def dot_of(kg: KernelGraph, legend: bool = True):

@@ -12,7 +12,7 @@ from .graph_groups import TOP
 from .kernel_groups import KernelGroup, group_matches
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Group:
     """A group of the drawing: one of the program's KernelGroups, or neighbours merged to fit."""
 
@@ -32,7 +32,7 @@ class Group:
 
     @classmethod
     def of(cls, g: KernelGroup, kernels: list[str]) -> "Group":
-        return cls(g.id, g.label, g.place, g.phase, g.order, kernels, g.by)
+        return cls(id=g.id, label=g.label, place=g.place, phase=g.phase, order=g.order, kernels=kernels, by=g.by)
 
 
 def _ident(text: str) -> str:
@@ -121,9 +121,9 @@ def coarsen(collapsed: list[Group], room: int, reps: dict[str, int | None]) -> t
             merged.append(run[0])
         else:
             label, place = _merged_label(run, reps)
-            merged.append(Group("g_" + _ident(label), label, place, run[0].phase if len({g.phase for g in run}) == 1 else None,
-                                min(g.order for g in run), [k for g in run for k in g.kernels], run[0].by, False,
-                                [g.label for g in run]))
+            merged.append(Group(id="g_" + _ident(label), label=label, place=place, phase=run[0].phase if len({g.phase for g in run}) == 1 else None,
+                                order=min(g.order for g in run), kernels=[k for g in run for k in g.kernels], by=run[0].by, expanded=False,
+                                members=[g.label for g in run]))
         at = nxt[at]
     example = next((g.label for g in merged if g.members), merged[0].label)
     note = (f"{len(collapsed)} groups drawn as {len(merged)} nodes to fit --max-nodes: neighbours merged "

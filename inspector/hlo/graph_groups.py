@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Callable
+from typing import cast
 
-from typing import TYPE_CHECKING, cast
-
-if TYPE_CHECKING:  # fusions.py groups its kernels with this module
-    from .fusions import Kernel
+from .kernel import Kernel
 
 TOP = "<top>"  # kernels outside any named scope
 _WRAPPER = re.compile(r"^(?:jvp|transpose|vmap|remat|checkpoint|pjit|jit|custom_jvp_call|custom_vjp_call)\((.*)\)$")
@@ -116,72 +115,12 @@ def settle(kernels: list[Kernel], key: dict[str, tuple | None], loose: set[str],
     splits into runs between the other groups, so one group does not span the whole step:
     `run_key(key, n)` names the n-th run. `loose_between`: other loose kernels between one and
     the group it reads from do not part them (a TPU step interleaves every layer's updates)."""
-    by_name = {k.name: k for k in kernels}
-    index = {k.name: i for i, k in enumerate(kernels)}
     key = dict(key)
     named = {k.name for k in kernels if key.get(k.name) is not None}
-
-    def stretches(skip: set[str]):
-        """beside(i, j, group): nothing keyed (but `skip`) of a group other than `group` runs
-        strictly between schedule indices i and j. A run is a stretch of the schedule where one
-        group's keyed kernels follow each other."""
-        at = [i for i, k in enumerate(kernels) if k.name in named and k.name not in skip]
-        run_of, run = {}, -1
-        for j, i in enumerate(at):
-            if j == 0 or key[kernels[i].name] != key[kernels[at[j - 1]].name]:
-                run += 1
-            run_of[i] = run
-
-        def beside(i: int, j: int, group: tuple) -> bool:
-            lo, hi = min(i, j), max(i, j)
-            a, b = bisect.bisect_right(at, lo), bisect.bisect_left(at, hi) - 1
-            if a > b:
-                return True
-            return run_of[at[a]] == run_of[at[b]] and key[kernels[at[a]].name] == group
-        return beside
-
-    beside = stretches(set())
-
-    readers: dict[str, list[str]] = {}
-    for k in kernels:
-        for t in k.inputs:
-            readers.setdefault(t.producer, []).append(k.name)
-    # the keyed kernel each other one leads to (its first keyed reader, through unkeyed ones) and comes from
-    ahead: dict[str, str | None] = {}
-    for k in reversed(kernels):  # readers come later in the schedule
-        found = [r if r in named else ahead.get(r) for r in readers.get(k.name, [])]
-        ahead[k.name] = min((r for r in found if r), key=index.__getitem__, default=None)
-    behind: dict[str, str | None] = {}
-    for k in kernels:
-        src = next((t.producer for t in sorted(k.inputs, key=lambda t: -t.bytes) if t.producer in by_name), None)
-        behind[k.name] = None if src is None else src if src in named else behind.get(src)
-    borrowed: dict[str, str] = {}  # unkeyed kernel -> the keyed kernel whose group it joins
-    for k in kernels:
-        if k.name in named:
-            continue
-        i, r, p = index[k.name], ahead[k.name], behind[k.name]
-        if r is not None and beside(i, index[r], key[r]):
-            borrowed[k.name] = r
-        elif p is not None and beside(i, index[p], key[p]):
-            borrowed[k.name] = p
-        elif r is not None or p is not None:
-            borrowed[k.name] = cast(str, r or p)  # one of them is a name
-    joined = set()
-    beside_loose = stretches(loose) if loose_between else beside
-    for k in kernels:  # loose: with the group it reads most from, when it runs beside it
-        if k.name in loose and k.name not in borrowed:
-            sizes: dict[tuple, int] = {}
-            last: dict[tuple, int] = {}
-            for t in k.inputs:
-                group = key.get(t.producer)
-                if group is not None and t.producer not in loose and t.producer not in (apart or ()):
-                    sizes[group] = sizes.get(group, 0) + t.bytes
-                    last[group] = max(last.get(group, -1), index[t.producer])
-            if sizes:
-                best = max(sizes, key=sizes.__getitem__)
-                if beside_loose(index[k.name], last[best], best):
-                    key[k.name] = best
-                    joined.add(k.name)
+    beside = _stretches(kernels, key, named, set())
+    borrowed = _borrowed(kernels, key, named, beside)
+    beside_loose = _stretches(kernels, key, named, loose) if loose_between else beside
+    joined = _join_loose(kernels, key, loose, set(borrowed), apart or set(), beside_loose)
     run, last_loose = 0, None
     for k in kernels:  # one group per run of loose kernels
         if k.name in borrowed:
@@ -195,6 +134,86 @@ def settle(kernels: list[Kernel], key: dict[str, tuple | None], loose: set[str],
     for name, anchor in borrowed.items():
         key[name] = key[anchor]
     return cast("dict[str, tuple]", key)  # every kernel keyed now
+
+
+Beside = Callable[[int, int, tuple], bool]
+
+
+def _stretches(kernels: list[Kernel], key: dict[str, tuple | None], named: set[str], skip: set[str]) -> Beside:
+    """beside(i, j, group): nothing keyed (but `skip`) of a group other than `group` runs
+    strictly between schedule indices i and j. A run is a stretch of the schedule where one
+    group's keyed kernels follow each other. (It reads `key` as it is when asked: settle keys
+    loose kernels as it goes.)"""
+    at = [i for i, k in enumerate(kernels) if k.name in named and k.name not in skip]
+    run_of, run = {}, -1
+    for j, i in enumerate(at):
+        if j == 0 or key[kernels[i].name] != key[kernels[at[j - 1]].name]:
+            run += 1
+        run_of[i] = run
+
+    def beside(i: int, j: int, group: tuple) -> bool:
+        lo, hi = min(i, j), max(i, j)
+        a, b = bisect.bisect_right(at, lo), bisect.bisect_left(at, hi) - 1
+        if a > b:
+            return True
+        return run_of[at[a]] == run_of[at[b]] and key[kernels[at[a]].name] == group
+    return beside
+
+
+def _borrowed(kernels: list[Kernel], key: dict[str, tuple | None], named: set[str], beside: Beside) -> dict[str, str]:
+    """Unkeyed kernel -> the keyed kernel whose group it joins: the keyed kernel it leads to (its
+    first keyed reader, through unkeyed ones) when beside it, else the one it comes from when
+    beside that, else either."""
+    by_name = {k.name: k for k in kernels}
+    index = {k.name: i for i, k in enumerate(kernels)}
+    readers: dict[str, list[str]] = {}
+    for k in kernels:
+        for t in k.inputs:
+            readers.setdefault(t.producer, []).append(k.name)
+    ahead: dict[str, str | None] = {}
+    for k in reversed(kernels):  # readers come later in the schedule
+        found = [r if r in named else ahead.get(r) for r in readers.get(k.name, [])]
+        ahead[k.name] = min((r for r in found if r), key=index.__getitem__, default=None)
+    behind: dict[str, str | None] = {}
+    for k in kernels:
+        src = next((t.producer for t in sorted(k.inputs, key=lambda t: -t.bytes) if t.producer in by_name), None)
+        behind[k.name] = None if src is None else src if src in named else behind.get(src)
+    borrowed: dict[str, str] = {}
+    for k in kernels:
+        if k.name in named:
+            continue
+        i, r, p = index[k.name], ahead[k.name], behind[k.name]
+        if r is not None and beside(i, index[r], cast(tuple, key[r])):
+            borrowed[k.name] = r
+        elif p is not None and beside(i, index[p], cast(tuple, key[p])):
+            borrowed[k.name] = p
+        elif r is not None or p is not None:
+            borrowed[k.name] = cast(str, r or p)  # one of them is a name
+    return borrowed
+
+
+def _join_loose(kernels: list[Kernel], key: dict[str, tuple | None], loose: set[str], borrowed: set[str],
+                apart: set[str], beside: Beside) -> set[str]:
+    """Loose kernels (but those `borrowed` already placed) keyed, in `key`, with the group they
+    read most from, when they run beside it; the names of those that joined."""
+    index = {k.name: i for i, k in enumerate(kernels)}
+    joined = set()
+    for k in kernels:
+        if k.name not in loose or k.name in borrowed:
+            continue
+        sizes: dict[tuple, int] = {}
+        last: dict[tuple, int] = {}
+        for t in k.inputs:
+            group = key.get(t.producer)
+            if group is not None and t.producer not in loose and t.producer not in apart:
+                sizes[group] = sizes.get(group, 0) + t.bytes
+                last[group] = max(last.get(group, -1), index[t.producer])
+        if sizes:
+            best = max(sizes, key=sizes.__getitem__)
+            if beside(index[k.name], last[best], best):
+                key[k.name] = best
+                joined.add(k.name)
+    return joined
 
 
 def group_keys(kernels: list[Kernel]) -> tuple[dict[str, tuple[str, str | None]], dict[str, Kernel]]:

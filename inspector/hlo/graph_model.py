@@ -8,8 +8,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
+from collections.abc import Callable
 
-from .fusions import FusionAnalysis, Kernel
+from .fusions import FusionAnalysis
+from .kernel import Kernel
 from .graph_budget import Group, choose_expanded, coarsen
 from .graph_groups import TOP, phase_of, scope_matches, scope_of  # noqa: F401 (re-exported)
 from .kernel_groups import KernelGroup, group_kernels
@@ -23,7 +25,7 @@ OPEN_CAP = 400  # nodes the groups --expand names may take, whatever --max-nodes
 _FOLDABLE = {"copy-start", "slice-start", "bitcast", "async-start", "copy-done", "slice-done", "async-done"}
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Node:
     """One drawn box: a kernel (with the kernels folded into it) or a collapsed group."""
 
@@ -53,7 +55,7 @@ class Node:
     away: str | None = None  # an open group's kernel that runs apart from the rest: drawn outside its box, named here
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Edge:
     src: str
     dst: str
@@ -63,7 +65,7 @@ class Edge:
     hbm: bool
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TopKernel:
     rank: int
     name: str
@@ -74,7 +76,7 @@ class TopKernel:
     source: str | None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class KernelGraph:
     title: str
     chip: str | None
@@ -116,8 +118,49 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
         raise ValueError(f"color must be one of {', '.join(COLORS)}")
     kernels = analysis.kernels
     by_name = {k.name: k for k in kernels}
-    index = {k.name: i for i, k in enumerate(kernels)}
     program_groups = _program_groups(analysis)
+    pairs, group_of = _drawn_groups(program_groups, by_name)
+    host = _hosts(kernels, set(analysis.results), group_of)
+    params = analysis.parameters
+    draw_params = len(params) <= PARAM_NODES_MAX
+    fixed = (len(params) if draw_params else 0) + 1  # parameter nodes and the program's output
+    fit = _fit(pairs, group_of, host, kernels, expand, max_nodes, fixed)
+
+    node_of = {k.name: group_of[k.name].id if not group_of[k.name].expanded else "k_" + _ident(host.get(k.name, k.name))
+               for k in kernels}  # which node holds each kernel
+    nodes = _kernel_nodes(kernels, group_of, host, node_of)
+    param_id = {p.producer: "p_" + _ident(p.producer) for p in params} if draw_params else {}
+    for p in params if draw_params else ():
+        nodes[param_id[p.producer]] = Node(id=param_id[p.producer], kind="parameter", title=p.producer, order=-1,
+                                           group=None, kernels=[], folded=[], detail="parameter", source=None, ops=[],
+                                           hbm_bytes=p.bytes, flops=0.0, time_s=None, bound=None, shape=p.shape)
+    src_of = lambda producer: node_of.get(producer) or param_id.get(producer)
+    edges = _edges(kernels, nodes, node_of, src_of, {p.producer for p in params} - set(param_id))
+    out_srcs = [src_of(r) for r in analysis.results]
+    output_node = len(set(s for s in out_srcs if s)) <= PARAM_NODES_MAX
+    if not output_node:
+        _output_figures(kernels, analysis.results, nodes, src_of)
+    edges, hidden = _within_budget(edges, nodes, int(edge_budget * len(nodes)))
+    top = _top_kernels(kernels, nodes, node_of, top_n)
+
+    ordered = sorted(nodes.values(), key=lambda n: n.order)
+    _mark_away(ordered, fit.groups)
+    outputs = list(dict.fromkeys(s for s in out_srcs if s)) if output_node else []
+    drawn = len(ordered) + (1 if output_node else 0)
+    notes = fit.notes
+    if drawn > max_nodes and not fit.asked_open:  # a budget below the drawing's floor: say so, never "fit"
+        notes = [n.replace("to fit --max-nodes", "to come near --max-nodes") for n in notes]
+        notes.append(f"{drawn} nodes drawn, more than --max-nodes {max_nodes}: the fewest this drawing keeps "
+                     "(the program's output, its parameters and a few groups)")
+    return KernelGraph(title=title, chip=analysis.chip, color=color, nodes=ordered, edges=edges, groups=fit.groups,
+                       top=top, output_node=output_node, outputs=outputs, kernels=len(kernels), hidden_edges=hidden,
+                       collapsed=[g.label for g in fit.collapsed], notes=notes, program_groups=program_groups)
+
+
+def _drawn_groups(program_groups: list[KernelGroup], by_name: dict[str, Kernel]
+                  ) -> tuple[list[tuple[Group, KernelGroup]], dict[str, Group]]:
+    """Each program group with kernels in this analysis as a drawn Group (paired with it), and
+    the Group of each kernel."""
     group_of: dict[str, Group] = {}
     pairs: list[tuple[Group, KernelGroup]] = []
     for kg in program_groups:
@@ -127,61 +170,73 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
             pairs.append((g, kg))
             for x in mine:
                 group_of[x] = g
-    groups = [g for g, _ in pairs]
+    return pairs, group_of
 
+
+def _hosts(kernels: list[Kernel], results: set[str], group_of: dict[str, Group]) -> dict[str, str]:
+    """Kernels with no traffic of their own folded into their one reader of the same group (chains
+    resolved to the last): folded kernel -> the kernel whose node holds it."""
     readers: dict[str, list[str]] = {}
     for k in kernels:
         for t in k.inputs:
             readers.setdefault(t.producer, []).append(k.name)
-    results = set(analysis.results)
-    # fold kernels with no traffic of their own into their one reader (resolving chains)
     host: dict[str, str] = {}
     for k in reversed(kernels):
         r = readers.get(k.name, [])
         if k.name not in results and _foldable(k, r) and group_of[r[0]] is group_of[k.name]:
             host[k.name] = host.get(r[0], r[0])
+    return host
 
-    params = analysis.parameters
-    draw_params = len(params) <= PARAM_NODES_MAX
-    fixed = (len(params) if draw_params else 0) + 1  # parameter nodes and the program's output
-    n_kernel_nodes = len(kernels) - len(host)
-    notes: list[str] = []
-    asked_open = 0  # groups --expand opened (they may take the drawing past max_nodes, up to OPEN_CAP)
-    if n_kernel_nodes + fixed > max_nodes:  # collapse: each group one node, those asked for open as fit
-        open_size = Counter(group_of[x].id for x in by_name if x not in host)
-        reserve = min(len(groups) - 1, max(8, max_nodes // 4))  # nodes for the other groups, merged if need be
-        opened, notes = choose_expanded(pairs, expand, max(max_nodes, OPEN_CAP) - fixed - reserve, open_size)
-        asked_open = len(opened)
-        for g in opened:
-            g.expanded = True
-        shut = [g for g in groups if not g.expanded]
-        room = max(max_nodes - fixed - sum(open_size[g.id] for g in opened), reserve)
-        merged, more = coarsen(shut, room, {g.id: kg.repetition for g, kg in pairs})
-        notes += more
-        for m in merged:
-            if m.members:
-                for x in m.kernels:
-                    group_of[x] = m
-        groups = sorted([g for g in groups if g.expanded] + merged, key=lambda g: g.order)
-        if len(groups) < FEW_GROUPS:  # a program of a few big groups (a scan's body): open the biggest that fit
-            drawn = len(groups) + fixed + sum(open_size[g.id] - 1 for g in groups if g.expanded)
-            for g in sorted((g for g in groups if not g.expanded and not g.members), key=lambda g: -open_size[g.id]):
-                if drawn + open_size[g.id] - 1 <= max_nodes:
-                    g.expanded = True
-                    drawn += open_size[g.id] - 1
-        collapsed = [g for g in groups if not g.expanded]
-    else:
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Fit:
+    """The groups as drawn within the node budget."""
+
+    groups: list[Group]  # in schedule order, merged ones included
+    collapsed: list[Group]  # drawn as one node each
+    notes: list[str]  # what was simplified to fit
+    asked_open: int  # groups --expand opened (they may take the drawing past max_nodes, up to OPEN_CAP)
+
+
+def _fit(pairs: list[tuple[Group, KernelGroup]], group_of: dict[str, Group], host: dict[str, str],
+         kernels: list[Kernel], expand: tuple[str, ...], max_nodes: int, fixed: int) -> _Fit:
+    """Every group open when the kernels fit in `max_nodes`; else each group one node, those
+    `expand` names open as fit, the rest merged with their neighbours to fit (`group_of` then
+    names the merged group of their kernels)."""
+    groups = [g for g, _ in pairs]
+    if len(kernels) - len(host) + fixed <= max_nodes:
         for g in groups:
             g.expanded = True
-        collapsed = []
+        return _Fit(groups=groups, collapsed=[], notes=[], asked_open=0)
+    open_size = Counter(group_of[x].id for x in dict.fromkeys(k.name for k in kernels) if x not in host)
+    reserve = min(len(groups) - 1, max(8, max_nodes // 4))  # nodes for the other groups, merged if need be
+    opened, notes = choose_expanded(pairs, expand, max(max_nodes, OPEN_CAP) - fixed - reserve, open_size)
+    for g in opened:
+        g.expanded = True
+    shut = [g for g in groups if not g.expanded]
+    room = max(max_nodes - fixed - sum(open_size[g.id] for g in opened), reserve)
+    merged, more = coarsen(shut, room, {g.id: kg.repetition for g, kg in pairs})
+    for m in merged:
+        if m.members:
+            for x in m.kernels:
+                group_of[x] = m
+    groups = sorted([g for g in groups if g.expanded] + merged, key=lambda g: g.order)
+    if len(groups) < FEW_GROUPS:  # a program of a few big groups (a scan's body): open the biggest that fit
+        drawn = len(groups) + fixed + sum(open_size[g.id] - 1 for g in groups if g.expanded)
+        for g in sorted((g for g in groups if not g.expanded and not g.members), key=lambda g: -open_size[g.id]):
+            if drawn + open_size[g.id] - 1 <= max_nodes:
+                g.expanded = True
+                drawn += open_size[g.id] - 1
+    return _Fit(groups=groups, collapsed=[g for g in groups if not g.expanded], notes=notes + more,
+                asked_open=len(opened))
 
-    # which node holds each kernel
-    node_of: dict[str, str] = {}
-    for k in kernels:
-        g = group_of[k.name]
-        node_of[k.name] = g.id if not g.expanded else "k_" + _ident(host.get(k.name, k.name))
-    param_names = {p.producer for p in params}
 
+def _kernel_nodes(kernels: list[Kernel], group_of: dict[str, Group], host: dict[str, str],
+                  node_of: dict[str, str]) -> dict[str, Node]:
+    """The nodes that hold kernels (an open group's kernel, with those folded into it, or a
+    collapsed group), each with its kernels' summed figures."""
+    by_name = {k.name: k for k in kernels}
+    index = {k.name: i for i, k in enumerate(kernels)}
     nodes: dict[str, Node] = {}
     for k in kernels:
         nid, g = node_of[k.name], group_of[k.name]
@@ -189,10 +244,12 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
         if n is None:
             if g.expanded:
                 owner = by_name[host.get(k.name, k.name)]
-                n = Node(nid, "kernel", owner.name, index[owner.name], g.id, [], [], owner.kind,
-                         owner.source or (owner.sources[0] if owner.sources else None), [], 0, 0.0, None, owner.bound)
+                n = Node(id=nid, kind="kernel", title=owner.name, order=index[owner.name], group=g.id, kernels=[],
+                         folded=[], detail=owner.kind, source=owner.source or (owner.sources[0] if owner.sources else None),
+                         ops=[], hbm_bytes=0, flops=0.0, time_s=None, bound=owner.bound)
             else:
-                n = Node(nid, "group", g.label, g.order, g.id, [], [], "", None, [], 0, 0.0, None, None)
+                n = Node(id=nid, kind="group", title=g.label, order=g.order, group=g.id, kernels=[], folded=[], detail="",
+                         source=None, ops=[], hbm_bytes=0, flops=0.0, time_s=None, bound=None)
             nodes[nid] = n
         n.kernels.append(k.name)
         if n.kind == "kernel" and k.name in host:
@@ -209,35 +266,32 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
                 n.sources.append(source)
     for n in nodes.values():
         if n.kind == "group":
-            members = [by_name[x] for x in n.kernels]
-            n.detail = f"{len(members)} kernel" + ("s" if len(members) != 1 else "")
-            by_bound: dict[str | None, float] = {}
-            for k in members:
-                by_bound[k.bound] = by_bound.get(k.bound, 0.0) + (k.roofline_s or 0.0)
-            n.bound = max(by_bound, key=by_bound.__getitem__) if by_bound else None
-            n.source = next((k.source or k.sources[0] for k in members if k.source or k.sources), None)  # as the fusions view shows it
+            _describe_group(n, [by_name[x] for x in n.kernels])
         n.kernels.sort(key=index.__getitem__)
         n.folded.sort(key=index.__getitem__)
-    param_id = {p.producer: "p_" + _ident(p.producer) for p in params}
-    if draw_params:
-        for p in params:
-            nodes[param_id[p.producer]] = Node("p_" + _ident(p.producer), "parameter", p.producer, -1, None, [], [], "parameter",
-                                     None, [], p.bytes, 0.0, None, None, shape=p.shape)
+    return nodes
 
-    def src_of(producer: str) -> str | None:
-        if producer in node_of:
-            return node_of[producer]
-        if producer in param_names and draw_params:
-            return param_id[producer]
-        return None
 
-    # edges, parameter figures
+def _describe_group(n: Node, members: list[Kernel]) -> None:
+    """A collapsed group's detail, bound (that of most of its time) and source."""
+    n.detail = f"{len(members)} kernel" + ("s" if len(members) != 1 else "")
+    by_bound: dict[str | None, float] = {}
+    for k in members:
+        by_bound[k.bound] = by_bound.get(k.bound, 0.0) + (k.roofline_s or 0.0)
+    n.bound = max(by_bound, key=by_bound.__getitem__) if by_bound else None
+    n.source = next((k.source or k.sources[0] for k in members if k.source or k.sources), None)  # as the fusions view shows it
+
+
+def _edges(kernels: list[Kernel], nodes: dict[str, Node], node_of: dict[str, str],
+           src_of: Callable[[str], str | None], undrawn_params: set[str]) -> list[Edge]:
+    """One edge per pair of nodes a tensor passes between; parameters not drawn as nodes are
+    counted on the nodes that read them instead."""
     edge_map: dict[tuple[str, str], list] = {}
     param_seen: dict[str, set] = {}
     for k in kernels:
         dst = node_of[k.name]
         for t in k.inputs:
-            if t.producer in param_names and not draw_params:
+            if t.producer in undrawn_params:
                 if t.producer not in param_seen.setdefault(dst, set()):
                     param_seen[dst].add(t.producer)
                     nodes[dst].param_count += 1
@@ -247,30 +301,32 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
             if src is None or src == dst:
                 continue
             edge_map.setdefault((src, dst), []).append(t)
-    edges = [Edge(s, d, len(ts), sum(t.bytes for t in ts), ts[0].shape if len(ts) == 1 else None,
-                  any(t.memory_space == 0 for t in ts)) for (s, d), ts in edge_map.items()]
+    return [Edge(src=s, dst=d, tensors=len(ts), bytes=sum(t.bytes for t in ts),
+                 shape=ts[0].shape if len(ts) == 1 else None, hbm=any(t.memory_space == 0 for t in ts))
+            for (s, d), ts in edge_map.items()]
 
-    # program outputs: an edge each into one node while few, else a figure on the node
-    out_srcs = [src_of(r) for r in analysis.results]
-    output_node = len(set(s for s in out_srcs if s)) <= PARAM_NODES_MAX
-    if not output_node:
-        sizes: dict[str, int] = {}
-        for k in kernels:
-            for o in k.outputs:
-                sizes.setdefault(k.name, 0)
-                sizes[k.name] += o.bytes
-        for result in dict.fromkeys(analysis.results):
-            s = src_of(result)
-            if s is None or nodes[s].kind == "parameter":
-                continue
-            n = nodes[s]
-            n.output_count += 1
-            n.output_bytes += sizes.get(result, 0)
 
-    # past the budget, keep each node's biggest input and the largest of the rest
-    by_id = nodes
+def _output_figures(kernels: list[Kernel], results: list[str], nodes: dict[str, Node],
+                    src_of: Callable[[str], str | None]) -> None:
+    """Too many program outputs for edges into one node: each a figure on the node that makes it."""
+    sizes: dict[str, int] = {}
+    for k in kernels:
+        for o in k.outputs:
+            sizes.setdefault(k.name, 0)
+            sizes[k.name] += o.bytes
+    for result in dict.fromkeys(results):
+        s = src_of(result)
+        if s is None or nodes[s].kind == "parameter":
+            continue
+        n = nodes[s]
+        n.output_count += 1
+        n.output_bytes += sizes.get(result, 0)
+
+
+def _within_budget(edges: list[Edge], by_id: dict[str, Node], budget: int) -> tuple[list[Edge], int]:
+    """Past the budget, each node's biggest input and the largest of the rest; the others
+    summarised on the node they enter. The edges in drawing order, and how many were hidden."""
     hidden = 0
-    budget = int(edge_budget * len(by_id))
     if len(edges) > budget:
         edges.sort(key=lambda e: -e.bytes)
         keep, first_in = [], set()
@@ -288,26 +344,20 @@ def build_graph(analysis: FusionAnalysis, title: str, *, max_nodes: int = 200, e
             hidden += 1
         edges = keep
     edges.sort(key=lambda e: (by_id[e.src].order, by_id[e.dst].order))
+    return edges, hidden
 
-    # top-N kernels by time (or bytes without a roofline)
+
+def _top_kernels(kernels: list[Kernel], by_id: dict[str, Node], node_of: dict[str, str], top_n: int) -> list[TopKernel]:
+    """The top-N kernels by time (or bytes without a roofline), each rank told to its node."""
     measure = (lambda k: k.roofline_s * k.repeat) if any(k.roofline_s for k in kernels) else (lambda k: k.hbm_bytes * k.repeat)
     ranked = sorted((k for k in kernels if measure(k)), key=measure, reverse=True)[:top_n]
     top = []
     for rank, k in enumerate(ranked, 1):
         n = by_id[node_of[k.name]]
         n.ranks.append(rank)
-        top.append(TopKernel(rank, k.name, n.id, k.roofline_s, k.hbm_bytes, k.flops, k.source or (k.sources[0] if k.sources else None)))
-
-    ordered = sorted(by_id.values(), key=lambda n: n.order)
-    _mark_away(ordered, groups)
-    outputs = list(dict.fromkeys(s for s in out_srcs if s)) if output_node else []
-    drawn = len(ordered) + (1 if output_node else 0)
-    if drawn > max_nodes and not asked_open:  # a budget below the drawing's floor: say so, never "fit"
-        notes = [n.replace("to fit --max-nodes", "to come near --max-nodes") for n in notes]
-        notes.append(f"{drawn} nodes drawn, more than --max-nodes {max_nodes}: the fewest this drawing keeps "
-                     "(the program's output, its parameters and a few groups)")
-    return KernelGraph(title, analysis.chip, color, ordered, edges, groups, top, output_node, outputs, len(kernels), hidden,
-                       [g.label for g in collapsed], notes, program_groups)
+        top.append(TopKernel(rank=rank, name=k.name, node=n.id, time_s=k.roofline_s, hbm_bytes=k.hbm_bytes,
+                             flops=k.flops, source=k.source or (k.sources[0] if k.sources else None)))
+    return top
 
 
 def _program_groups(analysis: FusionAnalysis) -> list[KernelGroup]:

@@ -26,7 +26,7 @@ FAST_RATE = 10_000
 LIGHT = 1500  # group drawings up to this cost share one dot process (a start is ~0.1 s)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Layout:
     svg: bytes
     engine: str  # dot | dot-fast | ranked
@@ -46,7 +46,7 @@ def layout_cost(kg: KernelGraph) -> int:
 
 def _ranked(kg: KernelGraph, why: str, started: float) -> Layout:
     note = f"Graphviz {why}: drawn in schedule order by the inspector's own layout ({_advice(why)})"
-    return Layout(ranked_svg(kg, note), "ranked", time.perf_counter() - started, note)
+    return Layout(svg=ranked_svg(kg, note), engine="ranked", seconds=time.perf_counter() - started, note=note)
 
 
 def _advice(why: str) -> str:
@@ -73,7 +73,7 @@ def layout(kg: KernelGraph, source: str, budget_s: float = DEFAULT_BUDGET_S) -> 
         if not isinstance(out, str):
             if fast is not None:
                 fast.kill()
-            return Layout(out[0], "dot", time.perf_counter() - started)
+            return Layout(svg=out[0], engine="dot", seconds=time.perf_counter() - started)
         tried = f"full layout {out}"
     left = started + budget_s - time.perf_counter()
     if fast is None:
@@ -84,7 +84,7 @@ def layout(kg: KernelGraph, source: str, budget_s: float = DEFAULT_BUDGET_S) -> 
     if not isinstance(out, str):
         why = tried or f"full layout skipped: {cost} ranks of edges, more than it lays out in {seconds_text(budget_s * FULL_SHARE)}"
         note = f"Graphviz's {why}: laid out with straight edges and fewer passes"
-        return Layout(out[0], "dot-fast", time.perf_counter() - started, note)
+        return Layout(svg=out[0], engine="dot-fast", seconds=time.perf_counter() - started, note=note)
     return _ranked(kg, f"{tried + ', fast layout ' if tried else 'fast layout '}{out}", started)
 
 
@@ -116,7 +116,7 @@ def layout_many(graphs: dict[str, KernelGraph], budget_s: float, procs: int = 0)
             return
         for g, svg in zip(ids, out if not isinstance(out, str) else [None] * len(ids)):
             if svg is not None:
-                done[g] = Layout(svg, "dot" if not args else "dot-fast", time.perf_counter() - started)
+                done[g] = Layout(svg=svg, engine="dot" if not args else "dot-fast", seconds=time.perf_counter() - started)
 
     with ThreadPoolExecutor(procs) as pool:
         try:
@@ -126,13 +126,13 @@ def layout_many(graphs: dict[str, KernelGraph], budget_s: float, procs: int = 0)
             raise
     late = [gid for gid in graphs if gid not in done]
     for gid in late:
-        done[gid] = Layout(ranked_svg(graphs[gid]), "ranked", time.perf_counter() - started)
+        done[gid] = Layout(svg=ranked_svg(graphs[gid]), engine="ranked", seconds=time.perf_counter() - started)
     notes = [f"{len(late)} of {len(graphs)} group drawings were not done by Graphviz in the budget: drawn in schedule "
              "order by the inspector's own layout (--layout-budget SECONDS gives Graphviz longer)"] if late else []
     return done, notes
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Drawing:
     """What `inspector export` writes: the graph, its DOT source, the SVG and the groups' SVGs."""
 
@@ -194,4 +194,5 @@ def draw(analysis, title: str, *, max_nodes: int = 200, expand: tuple[str, ...] 
         notes.append(main.note)
     notes += more
     group_svgs = {gid: lay.svg.decode() for gid, lay in done.items()}
-    return Drawing(kg, graph.source, main.svg if main else b"", group_svgs, subs, notes, time.perf_counter() - started)
+    return Drawing(graph=kg, dot=graph.source, svg=main.svg if main else b"", group_svgs=group_svgs, group_graphs=subs,
+                   notes=notes, seconds=time.perf_counter() - started)

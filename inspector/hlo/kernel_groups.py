@@ -7,17 +7,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
-from typing import TYPE_CHECKING
 
 from .graph_groups import TOP, group_keys, phase_of, scope_matches, scope_structure, settle
+from .kernel import Kernel
+from .module import Frame
 from .source_groups import SourcePlace, source_places
 
-if TYPE_CHECKING:  # fusions.py calls this module
-    from .fusions import Kernel
-    from .module import Frame
 
-
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class KernelGroup:
     """Kernels that belong together: a scope's kernels of one phase, or one stretch of source
     lines (a loop body's i-th repetition) of one phase."""
@@ -60,7 +57,7 @@ def _scope_groups(kernels: list[Kernel]) -> list[KernelGroup]:
         if g is None:
             ident = scope.replace(TOP, "top") + ("_" + phase if phase else "")
             place = TOP if scope.startswith(TOP) else scope
-            g = groups[(scope, phase)] = KernelGroup("g_" + _ident(ident), "", place, phase, i, [])
+            g = groups[(scope, phase)] = KernelGroup(id="g_" + _ident(ident), label="", place=place, phase=phase, order=i, kernels=[])
         g.kernels.append(k.name)
     index = {k.name: i for i, k in enumerate(kernels)}
     for g in groups.values():  # placed by its first kernel of its own: copies XLA starts early for it do not move it
@@ -132,7 +129,7 @@ def _source_groups(kernels: list[Kernel], stacks: dict[str, tuple[Frame, ...]]) 
     for i, n in enumerate(names):
         g = groups.get(final[n])
         if g is None:
-            g = groups[final[n]] = KernelGroup("", "", "", None, i, [], by="source")
+            g = groups[final[n]] = KernelGroup(id="", label="", place="", phase=None, order=i, kernels=[], by="source")
         g.kernels.append(n)
         if n in places:
             own.setdefault(final[n], []).append(n)

@@ -42,7 +42,7 @@ FIRST = "before-optimizations"  # the HLO jax handed to XLA
 FINAL = "after-optimizations"  # the compiled module (what `--view hlo` shows)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class PassStep:
     """One dump: the module after a pass (or at a pipeline's start, or before / after all passes)."""
 
@@ -65,7 +65,7 @@ class PassStep:
         return f"#{self.index} {self.name}" + (f" ({self.pipeline})" if self.pipeline else "")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PassDiff:
     """The module before step ``first`` against the module after step ``last``."""
 
@@ -77,7 +77,7 @@ class PassDiff:
     removed: int
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class PassLog:
     module: str  # e.g. jit_flash
     steps: list[PassStep]
@@ -193,13 +193,14 @@ def read_dumps(directory: str, module: str | None = None, final_hlo: str | None 
             for n in prev_names - names:
                 start.pop(n, None)
         count = len(names)
-        steps.append(PassStep(i, d.name, d.pipeline, d.next, changed, count, fusions, customs,
-                              count - prev[0], fusions - prev[1], customs - prev[2], file=os.path.basename(d.path)))
+        steps.append(PassStep(index=i, name=d.name, pipeline=d.pipeline, next=d.next, changed=changed, instructions=count,
+                              fusions=fusions, custom_calls=customs, delta=count - prev[0], fusions_delta=fusions - prev[1],
+                              custom_calls_delta=customs - prev[2], file=os.path.basename(d.path)))
         prev_names, prev_data, prev = names, data, (count, fusions, customs)
     origins = {n.decode(): i for n, i in start.items()}  # what is alive in the last step: the final HLO
     for i in origins.values():
         steps[i].made += 1
-    log = PassLog(name, steps, origins, len(dumps), total)
+    log = PassLog(module=name, steps=steps, origins=origins, files=len(dumps), dump_bytes=total)
     log._paths = [d.path for d, _ in texts]  # for diff_steps, while the folder exists
     log._final = final_hlo
     return log
@@ -279,4 +280,4 @@ def diff_steps(log: PassLog, first: int, last: int, context: int = 3) -> PassDif
                                       f"after {b.label}", n=context, lineterm=""))
     added = sum(1 for l in lines if l.startswith("+") and not l.startswith("+++"))
     removed = sum(1 for l in lines if l.startswith("-") and not l.startswith("---"))
-    return PassDiff(first, last, title, "\n".join(lines), added, removed)
+    return PassDiff(first=first, last=last, title=title, text="\n".join(lines), added=added, removed=removed)

@@ -1,13 +1,11 @@
 """A program's totals over its kernels, and how they compare with XLA's own cost analysis."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from ..units import fmt_bytes, fmt_count
+from .kernel import Kernel, TensorRef
 from .module import parse_shape
-
-if TYPE_CHECKING:
-    from .fusions import Kernel, TensorRef
 
 
 class Totals(TypedDict):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from .dumps import Bundle, Instruction, Utilization
 from ..chips import Chip
 from ..findings import Finding
+from .dumps import Bundle, Instruction, Utilization
 from .model import PALLAS_KINDS, BundleRow, KernelBundles, LineBundles, UnitUse
 
 NO_SOURCE = "(no source line)"
@@ -49,7 +49,7 @@ def _units(use: Utilization, scope: list[int]) -> dict[str, UnitUse]:
     for j, (unit, capacity) in enumerate(zip(use.units, use.capacity)):
         used = sum(use.rows[i][j] for i in scope)
         busy = sum(1 for i in scope if use.rows[i][j])
-        units[unit] = UnitUse(used, capacity, used / (capacity * len(scope)) if capacity and scope else 0.0, busy)
+        units[unit] = UnitUse(used=used, capacity=capacity, share=used / (capacity * len(scope)) if capacity and scope else 0.0, busy=busy)
     return units
 
 
@@ -111,7 +111,7 @@ def _lines(bundles: list[Bundle], scope: list[int], spilled: Counter) -> list[Li
             if ins.opcode.startswith(("vmatmul", "vmatpush")):
                 mxu[ins.source or NO_SOURCE] += 1
     total = sum(weight.values()) or 1.0
-    lines = [LineBundles(source, holding[source], weight[source] / total, spilled.get(source, 0), mxu[source])
+    lines = [LineBundles(source=source, bundles=holding[source], share=weight[source] / total, spills=spilled.get(source, 0), mxu_ops=mxu[source])
              for source in holding]
     return sorted(lines, key=lambda line: (line.source == NO_SOURCE, -line.share))
 
@@ -125,6 +125,7 @@ def _row(b: Bundle) -> BundleRow:
 
 
 def bundle_findings(bundles: list[KernelBundles], chip: Chip) -> list[Finding]:
+    """What the Pallas kernels' bundles say to their author: register spills, an MXU mostly idle."""
     found = []
     for b in bundles:
         if b.kind not in PALLAS_KINDS:

@@ -97,7 +97,7 @@ class Instruction:
     stored: str | None = None  # a store's value ("%v327502_v21")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Bundle:
     index: int
     depth: int  # enclosing loops (the ">" marks)
@@ -131,7 +131,7 @@ def read_bundles(text: str, where: str = "bundles", relative=lambda path: path) 
         address = int(start[1], 16) if start[1].startswith("0x") else int(start[1])
         if address != number:
             raise UnreadableDump(f"{where}: bundle {number} is numbered {start[1]}")
-        bundles.append(Bundle(number, len(start[3]), start[2] or "", _instructions("\n".join(lines), relative)))
+        bundles.append(Bundle(index=number, depth=len(start[3]), marker=start[2] or "", instructions=_instructions("\n".join(lines), relative)))
     return bundles
 
 
@@ -165,7 +165,7 @@ def _instructions(body: str, relative) -> list[Instruction]:
     return found
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Utilization:
     units: list[str]  # MXU, XLU, VALU, VPOP, EUP, VLOAD, VLOAD:FILL, VSTORE, VSTORE:SPILL, SALU
     capacity: list[int]  # slots per bundle, per unit
@@ -187,7 +187,7 @@ def read_utilization(text: str, where: str = "utilization") -> Utilization:
         raise UnreadableDump(f"{where}: a capacity or utilization row that is not whole numbers ({err})") from None
     if not units or len(capacity) != len(units) or any(len(r) != len(units) for r in rows):
         raise UnreadableDump(f"{where}: {len(units)} units but rows of other lengths")
-    return Utilization(units, capacity, rows)
+    return Utilization(units=units, capacity=capacity, rows=rows)
 
 
 # ----------------------------------------------------------------------------- abort messages

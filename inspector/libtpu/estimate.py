@@ -21,8 +21,11 @@ from __future__ import annotations
 import math
 import time
 
+from ..backends import Backend
 from ..chips import Chip
 from ..findings import Finding
+from ..hlo.fusions import analyse_fusions
+from ..jax_internals.aot import compile_request, grids_replaced
 from ..jax_internals.branches import Guard
 from ..target import Target, short_path
 from .store import key as cache_key, load as load_cached, store as store_cached
@@ -45,8 +48,7 @@ def estimate_times(target: Target, chip: Chip, *, budget: Budget | None = None, 
     of each kernel and the findings they lead to. ``kernels``: the program's kernels as the
     Report has them (``report.fusions.kernels``; computed here when not given). Off TPU, or
     where libtpu gives nothing, the roofline. Cached like a compile: asking again is instant."""
-    from ..backends import Backend
-    from ..stages import lowered_program
+    from ..stages import lowered_program  # (numpy, jax: only when an estimate runs)
 
     budget = budget or Budget()
     backend = Backend(chip)
@@ -76,8 +78,7 @@ def bundle_report(target: Target, chip: Chip, *, budget: Budget | None = None, k
 
 
 def _plain_kernels(target: Target, backend, chip: Chip) -> list:
-    from ..hlo.fusions import analyse_fusions
-    from ..stages import capture
+    from ..stages import capture  # (numpy, jax: only when an estimate runs)
 
     stages = capture(target, backend, jaxpr_text=False).stages
     return analyse_fusions(stages.hlo, chip, stages.cost).kernels if stages.hlo else []
@@ -88,8 +89,8 @@ def _roofline_only(chip: Chip, kernels: list, budget: Budget, why: str | None = 
     finding = Finding("info", "time-roofline-only",
                       f"{why or f'{chip.name} is not a TPU'}: no libtpu estimate, times are the roofline",
                       view="fusions", data={"chip": chip.name})
-    return TimeEstimate(chip.name, chip.clock_hz, times, _totals(times, chip), ROOFLINE, budget.as_dict(), [],
-                        [finding])
+    return TimeEstimate(chip=chip.name, clock_hz=chip.clock_hz, kernels=times, totals=_totals(times, chip), method=ROOFLINE,
+                        budget=budget.as_dict(), jobs=[], findings=[finding])
 
 
 class _Run:
@@ -205,8 +206,7 @@ class _Run:
     def _request(self, caps: list[int] | None, force: str | None = None):
         """The program lowered with each Pallas grid cut to ``caps[i]`` steps (the i-th kernel
         to lower), or whole; with ``force``, each kernel's costliest guard taken at every step."""
-        from ..jax_internals.aot import compile_request, grids_replaced
-        from ..stages import lowered_program
+        from ..stages import lowered_program  # (numpy, jax: only when an estimate runs)
 
         seen = []
 
@@ -238,8 +238,9 @@ class _Run:
     def _job(self, session: DumpSession, label: str, request, records, seconds: float) -> Outcome:
         outcome = session.run(request, seconds=max(seconds, MIN_SECONDS), memory_bytes=self.budget.memory_bytes)
         used = {self.names[i]: r.used for i, r in enumerate(records) if i in self.names}
-        self.jobs.append(JobCost(label, outcome.status, round(outcome.wall_seconds, 3), outcome.peak_rss_bytes,
-                                 {op: math.prod(g) for op, g in used.items()}, outcome.detail))
+        self.jobs.append(JobCost(label=label, status=outcome.status, wall_seconds=round(outcome.wall_seconds, 3),
+                                 peak_rss_bytes=outcome.peak_rss_bytes, steps={op: math.prod(g) for op, g in used.items()},
+                                 detail=outcome.detail))
         unnamed = {k.name for k in self.kernels if k.kind in PALLAS_KINDS} - set(used)
         if label.startswith("guards-"):  # only the guarded kernels' cycles: the rest is the same program
             for op, c in outcome.cycles.items():
@@ -303,7 +304,7 @@ class _Run:
                 return extrapolate(fit, full), fit
         if len(distinct) == 1:  # one cut only: a line through the origin
             (s, (c, g)), = distinct.items()
-            fit = StepFit(0.0, c / s, [(s, c)], [g])
+            fit = StepFit(intercept=0.0, per_step=c / s, points=[(s, c)], grids=[g])
             return extrapolate(fit, full), fit
         return None, None
 
@@ -337,8 +338,8 @@ class _Run:
             sources = ({t.estimate_source for t in times if t.name in self.grids}
                        or {t.estimate_source for t in times if t.estimate_source})
             method = next((s for s in (ROOFLINE, COST_MODEL, EXTRAPOLATED) if s in sources), LIBTPU)
-        return TimeEstimate(self.chip.name, self.chip.clock_hz, times, _totals(times, self.chip), method,
-                            self.budget.as_dict(), self.jobs, self.findings, bundles)
+        return TimeEstimate(chip=self.chip.name, clock_hz=self.chip.clock_hz, kernels=times, totals=_totals(times, self.chip),
+                            method=method, budget=self.budget.as_dict(), jobs=self.jobs, findings=self.findings, bundles=bundles)
 
     def _bundles(self, times: list[KernelTime]) -> list[KernelBundles]:
         by_name = {t.name: t for t in times}

@@ -13,8 +13,9 @@ def timed(kernel, chip: Chip, cycles: float | None, source: str | None) -> Kerne
         cycles, source = (roofline * chip.clock_hz if chip.clock_hz else None), ROOFLINE
     seconds = (cycles / chip.clock_hz if chip.clock_hz and cycles is not None
                else roofline if source == ROOFLINE else None)
-    return KernelTime(kernel.name, kernel.kind, cycles, seconds, source if seconds is not None or cycles else None,
-                      repeat=kernel.repeat, roofline_seconds=roofline)
+    return KernelTime(name=kernel.name, kind=kernel.kind, estimated_cycles=cycles, estimated_seconds=seconds,
+                      estimate_source=source if seconds is not None or cycles else None, repeat=kernel.repeat,
+                      roofline_seconds=roofline)
 
 
 def timed_roofline(t: KernelTime, chip: Chip) -> KernelTime:

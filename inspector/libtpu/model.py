@@ -18,7 +18,7 @@ ROOFLINE = "roofline"  # max(flops / peak, HBM bytes / bandwidth): libtpu gave n
 SOURCES = (LIBTPU, EXTRAPOLATED, COST_MODEL, ROOFLINE)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class StepFit:
     """cycles = intercept + per_step * steps, through the simulated cycles at reduced grids."""
 
@@ -28,12 +28,12 @@ class StepFit:
     grids: list[list[int]]  # the reduced grids those were measured on
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class KernelTime:
     """One kernel of the compiled program (an HLO op: a fusion, a Pallas/Mosaic custom call...)."""
 
-    name: str  # the HLO op, as hlo.fusions.Kernel.name
-    kind: str  # as hlo.fusions.Kernel.kind
+    name: str  # the HLO op, as hlo.kernel.Kernel.name
+    kind: str  # as hlo.kernel.Kernel.kind
     estimated_cycles: float | None  # per run of the kernel; None: no estimate at all
     estimated_seconds: float | None
     estimate_source: str | None  # one of SOURCES
@@ -46,7 +46,7 @@ class KernelTime:
     note: str | None = None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class JobCost:
     """One compile that wrote libtpu's dumps: what it was for, how it ended, what it cost."""
 
@@ -58,7 +58,7 @@ class JobCost:
     detail: str | None = None  # the one line libtpu or XLA gave when it failed
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class UnitUse:
     """One functional unit over a kernel's bundles (the grid step's for a Pallas kernel)."""
 
@@ -68,7 +68,7 @@ class UnitUse:
     busy: int  # bundles that use it at all
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class LineBundles:
     """One source line of a Pallas kernel's body over the bundles of a grid step."""
 
@@ -79,7 +79,7 @@ class LineBundles:
     mxu_ops: int  # MXU instructions (vmatmul / vmatpush) from this line
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class BundleRow:
     """One VLIW bundle of the listing."""
 
@@ -91,7 +91,7 @@ class BundleRow:
     spill_fills: int = 0
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class KernelBundles:
     """One kernel's final VLIW program: the bundle counts, what each unit does, what bounds it."""
 
@@ -110,7 +110,7 @@ class KernelBundles:
     listing_truncated: bool = False
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class TimeEstimate:
     """Every kernel's estimated time on one chip, the program's total, and how it was obtained."""
 

@@ -28,6 +28,7 @@ import tempfile
 import time
 from typing import IO
 
+from ..tempdirs import new_folder, remove
 from .dumps import DUMP_LABELS, abort_reason, llo_files, read_profiles, read_text
 from .child import receive, send
 
@@ -81,8 +82,6 @@ class DumpSession:
 
     def __enter__(self) -> "DumpSession":
         sweep_stale()
-        from ..tempdirs import new_folder
-
         # owned by this process (inspector.tempdirs): when the janitor dies with it (Ray kills a
         # cancelled task's worker with all its children), the next run's sweep removes the folder
         self.folder = new_folder(PREFIX.removeprefix("inspector-").rstrip("-"))
@@ -257,8 +256,6 @@ class DumpSession:
                 self._log.close()
                 self._log = None
             if self.folder:
-                from ..tempdirs import remove
-
                 remove(self.folder)
             if self._janitor is not None:
                 self._release_janitor()

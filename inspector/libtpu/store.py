@@ -15,6 +15,9 @@ import types
 import typing
 
 import inspector.compile_cache as compile_cache
+
+from ..atomic import write_atomic
+from ..errors import OutputError
 from ..findings import Finding
 from .budget import Budget
 from .model import TimeEstimate
@@ -40,9 +43,6 @@ def load(k: str) -> TimeEstimate | None:
 
 
 def store(k: str, estimate: TimeEstimate) -> bool:
-    from ..atomic import write_atomic
-    from ..errors import OutputError
-
     directory = compile_cache.cache_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)

@@ -7,16 +7,17 @@ import contextlib
 import sys
 from typing import Callable
 
+import inspector.environment as environment
+
+from ..backends import attached_chip
 from ..chips import Chip
 from ..errors import UsageError
+from ..remote import run_isolated
 from .model import Measurement, NoChip
 
 
 def attached_for(chip: Chip) -> Chip:
     """The attached TPU, when ``chip`` (the Report's target) is it; else one line why not."""
-    import inspector.environment as environment
-    from ..backends import attached_chip
-
     attached = attached_chip() if environment.may_use_chip() else None
     if attached is None:
         why = ("this machine has no TPU" if not environment.tpu_attached()
@@ -32,16 +33,12 @@ def attached_for(chip: Chip) -> Chip:
 
 def measure_on_chip(load: Callable, chip: Chip, *, debug: bool = False) -> Measurement:
     """``load()`` (a picklable callable that returns the Target) run on the attached TPU."""
-    import inspector.environment as environment
-    from ..remote import run_isolated
-
     attached = attached_for(chip)
     return run_isolated(_measure_child, load, attached.name, debug, env=environment.chip_env())
 
 
 def _measure_child(load: Callable, chip_name: str, debug: bool) -> Measurement:
-    import inspector.environment as environment
-
+    # the environment is prepared before the rest is imported (what jax reads when it loads)
     environment.prepare(debug=debug)
     from ..errors import TargetFailure
     from ..target import describe_error, reraise_interrupt

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ..pallas.model import BlockSpecInfo
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BadBlockIndex:
     kernel: str
     operand: str
@@ -59,7 +59,7 @@ def bad_block_indices(calls: list[tuple[str, str | None, list[BlockSpecInfo]]]) 
             for dim, index in enumerate(op.fixed_index[:len(op.array_shape)]):
                 blocks = _blocks_along(op, dim)
                 if blocks is not None and not 0 <= index < blocks:
-                    found.append(BadBlockIndex(name, op.operand, op.role, list(op.fixed_index), dim, blocks,
-                                               op.index_map, op.index_map_source, source))
+                    found.append(BadBlockIndex(kernel=name, operand=op.operand, role=op.role, index=list(op.fixed_index), dim=dim, blocks=blocks,
+                                               index_map=op.index_map, index_map_source=op.index_map_source, pallas_call=source))
                     break
     return found

@@ -19,12 +19,8 @@ import dataclasses
 import difflib
 import os
 import re
-from typing import TYPE_CHECKING
-
+from ..hlo.passes import PassDiff
 from .locations import LocationTable, op_alias, strip_locations
-
-if TYPE_CHECKING:
-    from ..hlo.passes import PassDiff
 
 _FILE = re.compile(r"^(?P<id>\d+)-(?P<seq>\d{4,})-mosaic-dump-(?P<rest>.+)\.txt$")
 _PASS = re.compile(r"-(original|post-[\w.-]+)$")
@@ -44,7 +40,7 @@ LAYOUT_PASS = "infer-vector-layout"
 RELAYOUT_PASS = "relayout-insertion"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class MosaicPass:
     """The module after one Mosaic pass (``original``: as Pallas handed it over)."""
 
@@ -65,7 +61,7 @@ class MosaicPass:
         return f"#{self.index} {self.name}"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ValueLayout:
     """The layout infer-vector-layout gave one vector value."""
 
@@ -76,7 +72,7 @@ class ValueLayout:
     source: str | None  # file:line of the op
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Relayout:
     """Relayouts relayout-insertion put in at one source line, between one pair of layouts."""
 
@@ -91,7 +87,7 @@ class Relayout:
                 "shape": self.shape}
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class KernelPasses:
     """One kernel's trip through Mosaic."""
 
@@ -180,8 +176,8 @@ def _layouts(text: str) -> list[ValueLayout]:
         dims, dtype = vectors[-1]
         if op and op[1] in ("arith.cmpi", "arith.cmpf"):  # printed with its operands' type; the result is i1
             dtype = "i1"
-        found.append(ValueLayout(result[1], op[1] if op else "?", _shape(dims, dtype), layouts[0],
-                                 table.source(op_alias(line))))
+        found.append(ValueLayout(value=result[1], op=op[1] if op else "?", shape=_shape(dims, dtype), layout=layouts[0],
+                                 source=table.source(op_alias(line))))
     return found
 
 
@@ -209,7 +205,7 @@ def _relayouts(text: str) -> tuple[list[Relayout], int]:
     for i, _, froms, tos, shape, own in made:  # SSA names repeat across regions: by line, not by name
         groups[(own or uses.get(i), froms[0] if froms else "?", tos[0] if tos else "?", shape)] += 1
     ordered = sorted(groups.items(), key=lambda kv: (-kv[1], kv[0][0] or ""))
-    return [Relayout(src, n, a, b, shape) for (src, a, b, shape), n in ordered], len(made)
+    return [Relayout(source=src, count=n, from_layout=a, to_layout=b, shape=shape) for (src, a, b, shape), n in ordered], len(made)
 
 
 def _kernel_name(text: str) -> str | None:
@@ -249,16 +245,17 @@ def _read_pipeline(dump_id: str, files: list[tuple[int, str, str]]) -> KernelPas
         text = strip_locations(raw)
         ops = count_ops(text)
         delta = {k: ops[k] - prev_ops[k] for k in set(ops) | set(prev_ops) if ops[k] != prev_ops[k]}
-        steps.append(MosaicPass(i, pass_name, text != prev_text, dict(ops.most_common()),
-                                dict(sorted(delta.items(), key=lambda kv: -abs(kv[1]))), sum(ops.values()),
-                                sum(ops.values()) - sum(prev_ops.values()), text.count("\n") + 1, failed,
-                                os.path.basename(path)))
+        steps.append(MosaicPass(index=i, name=pass_name, changed=text != prev_text, ops=dict(ops.most_common()),
+                                delta=dict(sorted(delta.items(), key=lambda kv: -abs(kv[1]))), total=sum(ops.values()),
+                                total_delta=sum(ops.values()) - sum(prev_ops.values()), lines=text.count("\n") + 1, failed=failed,
+                                file=os.path.basename(path)))
         if pass_name == LAYOUT_PASS and not failed:
             layouts = _layouts(raw)
         elif pass_name == RELAYOUT_PASS and not failed:
             relayouts, count = _relayouts(raw)
         prev_ops, prev_text = ops, text
-    kernel = KernelPasses(name or f"kernel-{dump_id}", steps, layouts, relayouts, count, dump_id, len(files), size,
+    kernel = KernelPasses(kernel=name or f"kernel-{dump_id}", passes=steps, layouts=layouts, relayouts=relayouts,
+                          relayout_count=count, dump_id=dump_id, files=len(files), dump_bytes=size,
                           notes=_missing(steps, layouts, relayouts, count))
     kernel._paths = [p for _, _, p in files]
     return kernel
@@ -285,8 +282,6 @@ def reattach(kernels: list[KernelPasses], directory: str) -> None:
 def diff_passes(kernel: KernelPasses, first: int, last: int, context: int = 3):
     """Unified diff of the module before pass ``first`` and after pass ``last`` (locations left
     out), as the XLA passes view's diff (hlo.passes.PassDiff); the dump files must still exist."""
-    from ..hlo.passes import PassDiff
-
     paths = kernel._paths
     before = strip_locations(_read(paths[first - 1])) if first > 0 else ""
     after = strip_locations(_read(paths[last]))
@@ -297,4 +292,4 @@ def diff_passes(kernel: KernelPasses, first: int, last: int, context: int = 3):
                                       n=context, lineterm=""))
     added = sum(1 for l in lines if l.startswith("+") and not l.startswith("+++"))
     removed = sum(1 for l in lines if l.startswith("-") and not l.startswith("---"))
-    return PassDiff(first, last, title, "\n".join(lines), added, removed)
+    return PassDiff(first=first, last=last, title=title, text="\n".join(lines), added=added, removed=removed)

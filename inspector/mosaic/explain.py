@@ -12,13 +12,15 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..findings import Finding
+from ..chips import Chip
+from ..findings import CODES, Finding
+from ..jax_internals import jax_version
 from ..units import fmt_bytes
 from .error_kinds import ALTERNATIVES, NO_ALTERNATIVE, UNKNOWN, ErrorKind, classify, fill
+from ..user_code import short_path
 from .locations import Frame, error_location, strip_error_location
 
-if TYPE_CHECKING:
-    from ..chips import Chip
+if TYPE_CHECKING:  # (numpy)
     from ..pallas.model import MosaicKernel, PallasCall
 
 _OP_INVOLVED = re.compile(r"The MLIR operation involved:\s*\n\s*(.+)")
@@ -30,7 +32,7 @@ _MLIR_DTYPES = {"f8E5M2": "float8_e5m2", "f8E4M3FN": "float8_e4m3fn", "f8E4M3B11
                 "f16": "float16", "f32": "float32", "f64": "float64", "i64": "int64"}
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class MosaicFailure:
     """One failed kernel: where, which rule, what to do. Plain data (it travels in Stages)."""
 
@@ -67,8 +69,6 @@ class MosaicFailure:
             text = body + ("" if self.source else " (no source line in the message)")
         else:
             text = f"{body}. Rule: {self.rule} Fix: {self.fix}"
-        from ..findings import CODES
-
         declared = CODES[self.code].fields if self.code in CODES else ()
         fields: dict[str, Any] = {"chip": chip, "kind": self.kind, "kernel": self.kernel, "source": self.source,
                   "source_of": self.source_of, "op": self.op, "rule": self.rule, "fix": self.fix,
@@ -167,8 +167,7 @@ def _details(kind: ErrorKind, found: dict, message: str, op: str | None, chip: C
     if chip is not None:
         details["chip"] = chip.name
     if kind.name == "unimplemented-primitive":
-        from ..jax_internals import jax_version
-        from ..jax_internals.mosaic import lowerable_primitives
+        from ..jax_internals.mosaic import lowerable_primitives  # (numpy)
 
         primitive = found.get("primitive", "")
         lowerable = lowerable_primitives(found.get("core", "tc")) or []
@@ -199,8 +198,6 @@ def explain_failure(message: str, *, chip: Chip | None = None, kernels: Sequence
     knows beyond the text (the block guard's indices)."""
     kind, found = classify(message)
     located = error_location(message)
-    from ..user_code import short_path
-
     given = [Frame(short_path(f), int(line), 0, fn) for f, line, fn in frames]
     chain = located or given
     kernel, pallas_call = _find_kernel(chain, list(kernels), list(calls), lowering, named_kernel)
@@ -235,7 +232,7 @@ def vmem_estimate(call: PallasCall | None, chip: Chip) -> dict:
     """The inspector's own VMEM budget of the kernel, to put beside the compiler's figure."""
     if call is None:
         return {}
-    from ..pallas.vmem import budget
+    from ..pallas.vmem import budget  # (numpy: only for a VMEM failure)
 
     try:
         b = budget(call, chip)
@@ -271,7 +268,7 @@ def explain_compile_error(error, *, chip: Chip, kernels: list[MosaicKernel], clo
     ``error``: the parsed CompileError; ``lowering_err``: the exception, when lowering failed."""
     if not chip.is_tpu or error.hbm is not None or error.interpreter_limit or not _is_mosaic(error, lowering_err):
         return None
-    from ..pallas.discovery import find_pallas_calls
+    from ..pallas.discovery import find_pallas_calls  # (numpy, jax: only for a failure)
 
     try:
         calls = [found.info for found in find_pallas_calls(closed_jaxpr)]
@@ -279,7 +276,7 @@ def explain_compile_error(error, *, chip: Chip, kernels: list[MosaicKernel], clo
         calls = []
     frames = []
     if lowering_err is not None:
-        from ..jax_internals.mosaic import lowering_frames
+        from ..jax_internals.mosaic import lowering_frames  # (numpy)
 
         frames = lowering_frames(lowering_err)
     named = error.vmem.kernel if error.vmem else None

@@ -14,11 +14,13 @@ import dataclasses
 import os
 
 from ..findings import Finding
+from ..remote import ChildFailed, run_isolated
+from ..tempdirs import new_folder, remove
 
 DUMP_FLAGS = ("--xla_mosaic_dump_to={dir}", "--xla_mosaic_enable_dump_debug_info=true")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class MosaicPasses:
     """What Mosaic did to each kernel of a target on one chip."""
 
@@ -76,17 +78,13 @@ def capture_mosaic_passes(target, chip, *, select: str | None = None, kernel: st
     each vector value, the relayouts per source line, and (``select``: a pass name or index, or
     ``A..B``, as ``--pass`` for the XLA passes) the diff of that pass of ``kernel`` (default: the
     first). A bad ``select`` raises UsageError; everything else that goes wrong is a finding."""
-    from ..remote import ChildFailed
-
     if not chip.is_tpu:
-        return MosaicPasses(chip.name, [], [_unread(chip.name, f"{chip.name} is not a TPU: Mosaic compiles TPU kernels")])
-    from ..tempdirs import new_folder, remove
-
+        return MosaicPasses(chip=chip.name, kernels=[], findings=[_unread(chip.name, f"{chip.name} is not a TPU: Mosaic compiles TPU kernels")])
     directory = new_folder("mosaic")  # owned by this process: swept once it is gone, even if killed
     try:
         return compile_with_dumps(target, chip, directory, select=select, kernel=kernel)
     except ChildFailed as err:  # killed, or libtpu ended the process (an abort is this chip's finding)
-        return MosaicPasses(chip.name, [], [_unread(chip.name, str(err))], flags=dump_flags("DIR"))
+        return MosaicPasses(chip=chip.name, kernels=[], findings=[_unread(chip.name, str(err))], flags=dump_flags("DIR"))
     finally:
         remove(directory)
 
@@ -99,8 +97,6 @@ def compile_with_dumps(target, chip, directory: str, *, select: str | None = Non
                        kernel: str | None = None) -> MosaicPasses:
     """Compile ``target`` for ``chip`` in a fresh child process that writes Mosaic's dumps into
     ``directory`` (the caller's to remove) and reads them; ChildFailed when the child dies."""
-    from ..remote import run_isolated
-
     recipe = _Recipe(target.spec, tuple(target.args), dict(target.kwargs), dict(target.params), target.mesh,
                      target.shardings if isinstance(target.shardings, (str, type(None))) else None)
     flags = dump_flags(directory)
@@ -111,7 +107,8 @@ def compile_with_dumps(target, chip, directory: str, *, select: str | None = Non
 
 
 def _in_child(recipe: _Recipe, chip_name: str, directory: str, select: str | None, kernel: str | None) -> MosaicPasses:
-    """In the child: load the target, compile it (no cache: a hit writes no dumps), read the dumps."""
+    """In the child: load the target, compile it (no cache: a hit writes no dumps), read the dumps.
+    The environment is prepared before the rest is imported (what jax reads when it loads)."""
     import inspector.environment as environment
 
     environment.prepare()
@@ -129,7 +126,7 @@ def _in_child(recipe: _Recipe, chip_name: str, directory: str, select: str | Non
     try:
         target = load_target(recipe.spec, inputs=(recipe.args, recipe.kwargs), params=recipe.params)
     except UsageError as err:
-        return MosaicPasses(chip_name, [], [_unread(chip_name, f"the compile process cannot load {recipe.spec}: {err}")])
+        return MosaicPasses(chip=chip_name, kernels=[], findings=[_unread(chip_name, f"the compile process cannot load {recipe.spec}: {err}")])
     target = dc.replace(target, mesh=recipe.mesh, shardings=recipe.shardings if recipe.shardings is not None
                         else target.shardings)
     stages = capture(target, Backend(chip), compile=True, jaxpr_text=False, use_cache=False, memo=False).stages
@@ -154,4 +151,4 @@ def _in_child(recipe: _Recipe, chip_name: str, directory: str, select: str | Non
     error = stages.compile_error.headline if stages.compile_error is not None else None
     if stages.compile_error is not None:  # `--view mosaic` compiles nothing else: the failure is its error finding
         findings.append(stages.compile_error.finding(stages.backend, view="mosaic"))
-    return MosaicPasses(chip_name, kernels, findings, error)
+    return MosaicPasses(chip=chip_name, kernels=kernels, findings=findings, compile_error=error)

@@ -16,6 +16,7 @@ from textual.widgets import Static
 from ...units import fmt_count
 
 from ..bundles import kernel_detail, render_bundles, summary_table
+from ..printer import RenderOptions
 from .stage_text import StageText
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
@@ -116,8 +117,6 @@ class BundlesTab(Vertical):
         if report.chip.is_tpu and report.time is not None and report.time.bundles:
             self.show_estimate(report.time)
             return
-        from ..printer import RenderOptions
-
         self._message(render_bundles(report, "bundles", RenderOptions(top=0, colour=True, interactive=True)))
 
     def _message(self, message) -> None:

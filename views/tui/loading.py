@@ -2,11 +2,14 @@
 progress while they run; cancel and reload. Whatever an older load sends back is dropped."""
 from __future__ import annotations
 
+from concurrent.futures import CancelledError
+
 from rich.text import Text
 from textual import work
 from textual.widgets import Input, Static, TabbedContent
 
 from .app_base import AppBase
+from ...errors import InspectorError
 from ...session import Session
 from ...units import count
 from .tabs import LOWERED_TABS, TAB_VIEWS
@@ -17,10 +20,6 @@ def seconds(s: float) -> str:
 
 
 def message_of(err: BaseException) -> str:
-    from concurrent.futures import CancelledError
-
-    from ...errors import InspectorError
-
     if type(err).__name__ == "BrokenProcessPool" or isinstance(err, CancelledError):
         return "cancelled"
     return str(err) if isinstance(err, InspectorError) else f"{type(err).__name__}: {err}"

@@ -2,6 +2,7 @@
 the visible lines, so a 90,000-line HLO scrolls), searchable, and each line's source location."""
 from __future__ import annotations
 
+import bisect
 import re
 
 from textual import events
@@ -145,8 +146,6 @@ class StageText(TextArea):
     def find(self, needle: str, forward: bool = True) -> tuple[int, int] | None:
         """Select the next (or previous) occurrence of ``needle`` after the cursor, wrapping
         around; returns (which match, 1-based; how many) or None when there is none."""
-        import bisect
-
         found = self.matches(needle)
         if not found:
             return None

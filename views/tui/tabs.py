@@ -15,6 +15,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from ...view_table import VIEWS, View
+from ..printer import RenderOptions, render_view
 
 if TYPE_CHECKING:
     from ...report import Report
@@ -44,8 +45,6 @@ class RenderedTab(VerticalScroll):
         self.query_one(Static).update(Text(message))
 
     def show(self, report: Report) -> None:
-        from ..printer import RenderOptions, render_view
-
         rendered = render_view(report, self.view.name, RenderOptions(top=0, colour=True, interactive=True))
         parts = rendered if isinstance(rendered, list) else [rendered]
         self.query_one(Static).update(Group(*(Text(p) if isinstance(p, str) else p for p in parts)))

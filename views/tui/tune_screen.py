@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Group
@@ -24,6 +25,8 @@ from textual.widgets import DataTable, Input, Label, ProgressBar, Static
 
 from ...chips import DEFAULT_TPU
 from ...errors import InspectorError
+from ...target import split_spec
+from ...tuning.table import update_table
 from .app_base import AppBase
 from .loading import message_of
 from .tune_form import TuneForm, count_candidates, declare_hint, sweep_request
@@ -392,11 +395,6 @@ class TuneScreen(ModalScreen[dict]):
     def action_write_table(self) -> None:
         """The tuning table (FILE_FUNCTION_tuning.json in the current folder), as ``inspector tune
         --table`` writes it: added to, whole or not at all, never from an interrupted sweep."""
-        from pathlib import Path
-
-        from ...target import split_spec
-        from ...tuning.table import update_table
-
         result = self.result
         if result is None or self.running:
             return
