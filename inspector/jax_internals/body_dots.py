@@ -25,7 +25,6 @@
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import types
 from typing import Any
@@ -33,6 +32,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from ..pallas.model import BodyFacts
 from .tracing import sub_jaxprs
 
 _STORES = frozenset({"swap", "store", "masked_swap"})
@@ -50,51 +50,6 @@ _STREAMING = _ELEMENTWISE | {"eq", "ne", "lt", "le", "gt", "ge", "and", "or", "n
 _NOT_VALUES = _REF_OPS | {"concatenate", "stack"}
 _SAME_ARRAY = frozenset({"reshard"})  # annotations of an array's sharding, no op of their own (_inlined)
 _SAME_VALUE = frozenset({"pjit", "jit", "reshape", "broadcast_in_dim", "squeeze", "expand_dims"})
-
-
-@dataclasses.dataclass(frozen=True)
-class BodyDots:
-    held_bytes: int = 0  # the largest dot result a reduction must see whole before it is used whole
-    unrolled_bytes: int = 0  # the most not-streamed dot results one straight-line stretch computes
-    unrolled_values_bytes: int = 0  # the most an unrolled loop's trips build: trips x its body's largest value
-    largest_value_bytes: int = 0  # the body's largest value not built in a ref (below)
-    # of those, the largest that is not a matmul result and is whole (_streams_into_reductions)
-    computed_value_bytes: int = 0
-    second_computed_bytes: int = 0  # the second largest value computed element-wise, whole or streamed
-    split_operand_bytes: int = 0  # bf16 parts of HIGHEST-precision f32 matmuls' operands (_split_bytes)
-    # the largest matmul's two operands in vreg tiles, as read (_mxu_operand_bytes); of matmuls with an
-    # 8-bit float operand, the largest with those as bf16
-    mxu_operand_bytes: int = 0
-    mxu_operand_f8_bf16_bytes: int = 0
-    in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
-    summed_bytes: int = 0  # of those held, the largest whose chain feeds two reductions (max, then the sum of exp)
-    stored_held_bytes: int = 0  # the largest dot result held so, whose chain then stores it whole in a ref as wide
-    summed_operand_bytes: int = 0  # its operands the body computes (not blocks read as they are: _computed_operand_bytes)
-    loop_carry_bytes: int = 0  # the most a rolled loop (fori_loop, while) carries from step to step, in vreg tiles
-    # of unrolled_bytes, what element-wise ops alone do not carry into a store of its size (_built_in_ref)
-    unrolled_unbuilt_bytes: int = 0
-    met_bytes: int = 0  # the largest matmul result whose element-wise chain meets another's (_meets_another_result)
-    # the largest (rows, 1) value (a row max or sum, a mean) in vreg tiles, and how many the body computes of that size
-    statistic_bytes: int = 0
-    statistic_count: int = 0
-    statistic_reductions: int = 0  # of those, how many are reductions of a block-sized value along its rows
-    statistic_lanes: int = 0  # the widest value those reductions reduce, in lanes
-    reduced_row_bytes: int = 0  # the largest value built in its ref after a reduction along its rows saw it (_reduced_row)
-
-    def call_fields(self) -> dict:
-        """As PallasCall's fields."""
-        return dict(held_dot_bytes=self.held_bytes,
-                    unrolled_dot_bytes=self.unrolled_bytes, unrolled_values_bytes=self.unrolled_values_bytes,
-                    body_value_bytes=self.largest_value_bytes, computed_value_bytes=self.computed_value_bytes,
-                    second_computed_bytes=self.second_computed_bytes, split_operand_bytes=self.split_operand_bytes,
-                    mxu_operand_bytes=self.mxu_operand_bytes, mxu_operand_f8_bf16_bytes=self.mxu_operand_f8_bf16_bytes,
-                    in_ref_bytes=self.in_ref_bytes, summed_dot_bytes=self.summed_bytes,
-                    stored_dot_bytes=self.stored_held_bytes,
-                    summed_operand_bytes=self.summed_operand_bytes, loop_carry_bytes=self.loop_carry_bytes,
-                    unrolled_unbuilt_dot_bytes=self.unrolled_unbuilt_bytes, met_dot_bytes=self.met_bytes,
-                    statistic_bytes=self.statistic_bytes, statistic_count=self.statistic_count,
-                    statistic_reductions=self.statistic_reductions, statistic_lanes=self.statistic_lanes,
-                    reduced_row_bytes=self.reduced_row_bytes)
 
 
 def _tiled_bytes(var) -> int:
@@ -455,7 +410,7 @@ def _mxu_operand_bytes(dot, f8_as_bf16: bool = False) -> int:
     return total
 
 
-def body_dots(jaxpr) -> BodyDots:
+def body_dots(jaxpr) -> BodyFacts:
     held = summed = summed_operands = values = largest = in_ref = split = carry = met = reduced_row = stored = 0
     operands = operands_f8 = 0
     unbuilt: list[int] = []  # per stretch, as stretches
@@ -539,7 +494,12 @@ def body_dots(jaxpr) -> BodyDots:
 
     walk(jaxpr)
     statistic = max(statistics, default=0)
-    return BodyDots(held, max(stretches, default=0), values, largest, whole, computed[1], split, operands, operands_f8,
-                    in_ref, summed, stored, summed_operands, carry, max(unbuilt, default=0), met, statistic,
-                    statistics.get(statistic, 0), row_reductions.get(statistic, 0), row_lanes.get(statistic, 0),
-                    reduced_row)
+    return BodyFacts(held_bytes=held, unrolled_bytes=max(stretches, default=0), unrolled_values_bytes=values,
+                     largest_value_bytes=largest, computed_value_bytes=whole, second_computed_bytes=computed[1],
+                     split_operand_bytes=split, mxu_operand_bytes=operands, mxu_operand_f8_bf16_bytes=operands_f8,
+                     in_ref_bytes=in_ref, summed_bytes=summed, stored_held_bytes=stored,
+                     summed_operand_bytes=summed_operands, loop_carry_bytes=carry,
+                     unrolled_unbuilt_bytes=max(unbuilt, default=0), met_bytes=met, statistic_bytes=statistic,
+                     statistic_count=statistics.get(statistic, 0),
+                     statistic_reductions=row_reductions.get(statistic, 0),
+                     statistic_lanes=row_lanes.get(statistic, 0), reduced_row_bytes=reduced_row)

@@ -242,7 +242,7 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
         vmem_limit_bytes=getattr(eqn.params.get("compiler_params"), "vmem_limit_bytes", None), num_stages=None,
         step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
-        **dots.call_fields(),
+        body=dots,
         cost_estimate=_cost_estimate(eqn.params.get("cost_estimate")),
         interpret=bool(eqn.params.get("interpret")) and not forced_interpret,
         style=style, core_type=_core_type(mesh), vmem_unfollowed=unfollowed)

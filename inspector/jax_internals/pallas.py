@@ -345,7 +345,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         vmem_limit_bytes=getattr(cp, "vmem_limit_bytes", None), num_stages=getattr(cp, "num_stages", None),
         step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
-        **dots.call_fields(),
+        body=dots,
         cost_estimate=_cost_estimate(p.get("cost_estimate")), vmapped_dims=[int(d) for d in gm.vmapped_dims],
         work_before_bytes=_work_before(eqn.invars[n_dyn:], made[n_dyn:] if made else None,
                                        p.get("input_output_aliases")),

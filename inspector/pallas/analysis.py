@@ -10,7 +10,8 @@ from .grid_walk import GridWalk, walk_grid
 from .discovery import read_program
 from .model import PallasCall
 from .tiling import tiling_findings
-from .vmem import BODY_MARGIN, VmemBudget, budget
+from .vmem import VmemBudget, budget
+from .vmem_rules import share
 
 
 @dataclasses.dataclass
@@ -88,7 +89,7 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
                           "limit), which leave the compiler no room at the very limit")
         held = f", {mib(b.held_bytes)} of it {b.held_what}" if b.held_bytes else ""
         where = ("over" if b.total_bytes > b.limit_bytes else "at" if b.total_bytes == b.limit_bytes else
-                 f"within {BODY_MARGIN:.0%} of")
+                 f"within {share('body_margin', chip):.0%} of")
         return found + [Finding("warning", "vmem-may-exceed",
                         f"{b.kernel} on {b.chip}: the rest needs {mib(certain)} of the {b.limit_source} "
                         f"{mib(b.limit_bytes)}{held}; with {' and '.join(unsure)}, the estimate is {mib(b.total_bytes)}, {where} "
