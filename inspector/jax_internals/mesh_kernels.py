@@ -220,8 +220,8 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
         aval = v.aval
         inner = getattr(aval, "inner_aval", aval)
         names[id(v)] = arg_names[len(refs) + k] if len(refs) + k < len(arg_names) else f"scratch {k}"
-        scratch.append(ScratchInfo([int(d) for d in getattr(inner, "shape", ())], str(getattr(inner, "dtype", "")),
-                                   memory_space(aval)))
+        scratch.append(ScratchInfo(shape=[int(d) for d in getattr(inner, "shape", ())],
+                                   dtype=str(getattr(inner, "dtype", "")), memory_space=memory_space(aval)))
     body = _Body(names)
     flops_lo, flops_hi = body.visit(jaxpr, (1.0, 1.0))
     dots = body_dots(jaxpr)

@@ -6,7 +6,9 @@ import dataclasses
 
 from ..chips import Chip
 from ..findings import Finding
-from .grid_walk import GridWalk, walk_grid
+from ..hlo.fusions import scoped_vmem_used
+from ..hlo.module import parse_hlo
+from .grid_walk import GridWalk, unwalked, walk_grid
 from .discovery import read_program
 from .model import PallasCall
 from .tiling import tiling_findings
@@ -14,7 +16,7 @@ from .vmem import VmemBudget, budget
 from .vmem_rules import share
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class PallasReport:
     call: PallasCall
     walk: GridWalk
@@ -157,8 +159,6 @@ def compiler_scoped_vmem(hlo: str) -> list[int]:
     """The scoped VMEM each Mosaic kernel of a compiled TPU program uses, as libtpu wrote it in the
     custom call's config (scan and cond bodies too). 0 for a config that names none: that says
     nothing about its VMEM (unknown, not 0 B)."""
-    from ..hlo.fusions import scoped_vmem_used
-    from ..hlo.module import parse_hlo
 
     return [scoped_vmem_used(i.backend_config) or 0
             for c in parse_hlo(hlo).computations.values() for i in c.instructions
@@ -244,8 +244,7 @@ def analyse_pallas(program, budget_chips: list[Chip], rule_chips: list[Chip]) ->
         try:
             walk = walk_grid(found)
         except Exception as err:
-            walk = GridWalk(info.name, info.steps or 0, 0, [], 0, 0, [_could_not("the grid walk", info.name, err)], 0.0,
-                            skipped=f"walk failed: {type(err).__name__}")
+            walk = unwalked(info, [_could_not("the grid walk", info.name, err)], skipped=f"walk failed: {type(err).__name__}")
         findings = list(walk.findings)
         pipeline_walks, pipeline_findings = _walk_pipelines(found)
         findings += pipeline_findings
@@ -272,5 +271,6 @@ def analyse_pallas(program, budget_chips: list[Chip], rule_chips: list[Chip]) ->
                 findings.append(_could_not(f"the layout rules on {chip.name}", info.name, err))
             if chip.name in budgets:
                 findings += _budget_findings(budgets[chip.name], chip)
-        reports.append(PallasReport(info, walk, list(budgets.values()), findings, pipeline_walks))
+        reports.append(PallasReport(call=info, walk=walk, budgets=list(budgets.values()), findings=findings,
+                                    pipelines=pipeline_walks))
     return reports, unread

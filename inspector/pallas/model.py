@@ -91,7 +91,7 @@ class BlockSpecInfo:
         return math.ceil(self.block_elements * dtype_bits(self.dtype) / 8)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ScratchInfo:
     """A buffer the kernel owns: scratch_shapes, or a run_scoped allocation (emit_pipeline's
     buffers among them) when ``scoped`` is set."""
@@ -107,7 +107,7 @@ class ScratchInfo:
         return math.ceil(math.prod(self.shape or [1]) * bits / 8)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DmaInfo:
     """One async copy in the kernel body (make_async_copy, emit_pipeline's copies)."""
 
@@ -165,7 +165,7 @@ class BodyFacts:
     in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PallasCall:
     """One pallas_call as the compiler sees it."""
 
@@ -235,7 +235,7 @@ class PallasCall:
         return [sum(d.bytes * d.per_step[0] for d in hbm), sum(d.bytes * d.per_step[1] for d in hbm)]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class MosaicKernel:
     """The Mosaic MLIR of one pallas_call, as it was lowered for a TPU."""
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-
 import os
 import re
 

@@ -6,8 +6,8 @@ body's facts from jax_internals/body_dots.py and what the earlier rows made of t
 adds, its kind, and the share of those bytes the figures of libtpu's compiles set, with per-chip
 overrides. The kinds, applied in this order (``apply_rules``):
 
-- ``live``: what one stretch of straight-line code keeps live together (an unrolled loop's matmul
-  results or its trips' values): the most any matching row gives;
+- ``live``, ``live-values``: what one stretch of straight-line code keeps live together, its matmul
+  results and (an unrolled loop without matmuls) its trips' values: the most any matching row gives;
 - ``value``: the body's largest value, the first matching row's bytes;
 - ``certain``: of that, what the compiler surely keeps (a "does not fit" rests on it): the most any
   matching row gives, except where a row ``replaces`` what the rows before it gave;
@@ -39,7 +39,7 @@ PLACEMENT_RESERVE_BYTES = {"tpu-7x": 10 * 1024**2}
 # the evidence file's keys that are no row: the placement figures above, and when placement is relied on
 PLACEMENT_KEYS = ("xla_places_inputs", "placement_reserve", "placement_beside_summed")
 EVIDENCE_FILE = Path(__file__).with_name("vmem_rule_evidence.json")
-KINDS = ("live", "value", "certain", "room", "margin")
+KINDS = ("live", "live-values", "value", "certain", "room", "margin")
 
 
 def chip_key(chip: Chip) -> str:
@@ -60,7 +60,7 @@ class BodyTerms:
     also_kept: float = 0.0  # statistics the chip keeps beside the one that waits (row "waiting_statistics")
     waiting: int = 0  # the statistics of one of several reductions, whole until the pass that uses them
     dots_live: int = 0  # the matmul results straight-line code keeps live together (rows "live")
-    values_live: int = 0  # what an unrolled loop without matmuls keeps live (row "unrolled_trips")
+    values_live: int = 0  # what an unrolled loop without matmuls keeps live (the "live-values" rows)
     body: int = 0  # the body's largest value as counted (rows "value")
     straight_line: bool = False  # that is what straight-line code keeps live
     held_so_far: int = 0  # what the certain rows before this one hold
@@ -97,6 +97,8 @@ class Rule:
     only_on: frozenset[str] | None = None  # the chips it applies on (None: every TPU)
     not_on: frozenset[str] = frozenset()  # chips it does not apply on
     replaces: bool = False  # "certain": sets what is held even where the rows before it held more
+    # what the bytes are where it depends on the body (else ``what``)
+    describe: Callable[[BodyTerms], str] | None = None
 
     def applies_on(self, chip: Chip) -> bool:
         key = chip_key(chip)
@@ -107,6 +109,9 @@ class Rule:
 
     def most_on(self, chip: Chip) -> float | None:
         return self.most.get(chip_key(chip))
+
+    def what_of(self, t: BodyTerms) -> str:
+        return self.describe(t) if self.describe is not None else self.what
 
 
 def _statistics_kept(t: BodyTerms, share: float) -> float:
@@ -132,7 +137,7 @@ RULES: tuple[Rule, ...] = (
                  "in the output block",
          matches=lambda t, s: not t.facts.held_bytes and bool(t.facts.met_bytes),
          adds=lambda t, s: int(s * t.facts.unrolled_unbuilt_bytes)),
-    Rule(name="unrolled_trips", kind="live", share=1.0,
+    Rule(name="unrolled_trips", kind="live-values", share=1.0,
          what="what an unrolled loop without matmuls builds",
          summary="an unrolled loop without matmuls: its trips x its body's largest value",
          matches=lambda t, s: True, adds=lambda t, s: int(s * t.facts.unrolled_values_bytes)),
@@ -147,7 +152,9 @@ RULES: tuple[Rule, ...] = (
          summary="row statistics ((rows, 1) values) the body's largest, made by several reductions along the rows: "
                  "one waits whole for the pass that uses it, less the registers; where three or more reductions "
                  "along 128-lane rows (no matmul) make them, the share more of them",
-         matches=lambda t, s: t.waiting > t.largest_body, adds=lambda t, s: t.waiting),
+         matches=lambda t, s: t.waiting > t.largest_body, adds=lambda t, s: t.waiting,
+         describe=lambda t: "row statistics of one of several reductions along the rows, whole until the pass that "
+         "uses them" + (f", and {t.also_kept:g} more the chip keeps" if t.also_kept else "")),
     Rule(name="largest_value", kind="value", what="kernel intermediate (largest value in the body)",
          summary="the body's largest value not built in the ref it is stored into, where it outgrows the registers",
          matches=lambda t, s: t.largest_body > 0, adds=lambda t, s: t.largest_body),
@@ -180,7 +187,10 @@ RULES: tuple[Rule, ...] = (
     Rule(name="waiting_statistics_held", kind="certain",
          what="the row statistics of one of several reductions along the rows, all but what the registers hold",
          summary="the waiting row statistics, where they are the body's value",
-         matches=lambda t, s: t.body == t.waiting, adds=lambda t, s: t.waiting),
+         matches=lambda t, s: t.body == t.waiting, adds=lambda t, s: t.waiting,
+         describe=lambda t: "the row statistics of one of several reductions along the rows" +
+         (f" and {t.also_kept:g} more the chip keeps beside them" if t.also_kept else "") +
+         ", all but what the registers hold"),
     Rule(name="loop_carries", kind="certain",
          what="the carries of a rolled loop in the body beside the matmul results a step keeps, all but what the "
               "registers hold",
@@ -298,17 +308,11 @@ def _of_kind(rules: tuple[Rule, ...], kind: str, chip: Chip) -> list[Rule]:
 
 
 def _live(t: BodyTerms, chip: Chip, rules: tuple[Rule, ...]) -> BodyTerms:
-    """The live rows: the matmul results kept live together (the most of any row but unrolled_trips),
-    and unrolled_trips' values."""
-    dots = values = 0
-    for r in _of_kind(rules, "live", chip):
-        s = r.share_on(chip)
-        if r.matches(t, s):
-            if r.name == "unrolled_trips":
-                values = max(values, r.adds(t, s))
-            else:
-                dots = max(dots, r.adds(t, s))
-    return dataclasses.replace(t, dots_live=dots, values_live=values)
+    """The live rows: the matmul results kept live together, and the values of a loop without matmuls."""
+    def most(kind: str) -> int:
+        return max((r.adds(t, r.share_on(chip)) for r in _of_kind(rules, kind, chip) if r.matches(t, r.share_on(chip))),
+                   default=0)
+    return dataclasses.replace(t, dots_live=most("live"), values_live=most("live-values"))
 
 
 def apply_rules(info: PallasCall, chip: Chip, rules: tuple[Rule, ...] = RULES) -> BodyCount:
@@ -317,7 +321,7 @@ def apply_rules(info: PallasCall, chip: Chip, rules: tuple[Rule, ...] = RULES) -
     body, body_what = 0, ""
     for r in _of_kind(rules, "value", chip):
         if r.matches(t, r.share_on(chip)):
-            body, body_what = r.adds(t, r.share_on(chip)), r.what
+            body, body_what = r.adds(t, r.share_on(chip)), r.what_of(t)
             break
     t = dataclasses.replace(t, body=body, straight_line=body == t.unrolled > 0)
     held, held_what = 0, ""
@@ -326,27 +330,15 @@ def apply_rules(info: PallasCall, chip: Chip, rules: tuple[Rule, ...] = RULES) -
         if r.matches(dataclasses.replace(t, held_so_far=held), s):
             size = r.adds(dataclasses.replace(t, held_so_far=held), s)
             if r.replaces or size > held:
-                held, held_what = size, r.what
+                held, held_what = size, r.what_of(t)
     room_for: list[tuple[str, int]] = []
     for r in _of_kind(rules, "room", chip):
         s, bounded = r.share_on(chip), dataclasses.replace(t, most=r.most_on(chip))
         if r.matches(bounded, s):
-            room_for.append((r.what, r.adds(bounded, s)))
+            room_for.append((r.what_of(bounded), r.adds(bounded, s)))
     margins = [r.share_on(chip) for r in _of_kind(rules, "margin", chip)
                if r.matches(dataclasses.replace(t, body=body + sum(size for _, size in room_for)), r.share_on(chip))]
-    return BodyCount(body=body, body_what=_value_what(body_what, t), largest=t.largest, held=held,
-                     held_what=_held_what(held_what, t), straight_line=t.straight_line, room_for=room_for,
+    return BodyCount(body=body, body_what=body_what, largest=t.largest, held=held,
+                     held_what=held_what, straight_line=t.straight_line, room_for=room_for,
                      margin=max(margins, default=0.0))
-
-
-def _value_what(what: str, t: BodyTerms) -> str:
-    if what == rule("waiting_statistics").what and t.also_kept:
-        return what + f", and {t.also_kept:g} more the chip keeps"
-    return what
-
-
-def _held_what(what: str, t: BodyTerms) -> str:
-    if what == rule("waiting_statistics_held").what and t.also_kept:
-        return what.replace(", all but", f" and {t.also_kept:g} more the chip keeps beside them, all but")
-    return what
 
