@@ -156,7 +156,7 @@ def pipeline_call(record: PipelineRecord, kernel: str, number: int) -> FoundCall
         grid_dynamic=[g is None for g in record.grid], dimension_semantics=sem, scalar_prefetch=0, prefetch_bytes=0,
         operands=operands, scratch=[], dmas=[], vmem_limit_bytes=None, num_stages=None, step_flops=0.0,
         step_flops_min=0.0, step_transcendentals=0.0, dots=[], intermediates_bytes=[], style="emit_pipeline")
-    return FoundCall(info, maps, f"emit_pipeline|{next(_SERIAL)}")
+    return FoundCall(info=info, index_maps=maps, signature=f"emit_pipeline|{next(_SERIAL)}")
 
 
 def body_pipelines(body, kernel: str, copies: int | None) -> tuple[list[FoundCall], list[str], list[float]]:
@@ -247,4 +247,5 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
         interpret=bool(eqn.params.get("interpret")) and not forced_interpret,
         style=style, core_type=_core_type(mesh), vmem_unfollowed=unfollowed)
     signature = hashlib.sha256(f"{style}|{name}|{id(jaxpr)}|{grid}".encode()).hexdigest()
-    return FoundCall(call, maps, signature, pipelines=pipelines, unwalked_pipelines=unwalked, pipeline_runs=runs)
+    return FoundCall(info=call, index_maps=maps, signature=signature, pipelines=pipelines, unwalked_pipelines=unwalked,
+                     pipeline_runs=runs)

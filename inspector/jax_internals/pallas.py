@@ -364,8 +364,9 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         # True or the interpreter's params, unless the inspector forced interpret mode (the CPU)
         interpret=bool(p.get("interpret")) and not forced_interpret,
     )
-    return FoundCall(call, maps, _signature(grid, gm, prefetch), prefetch is not None, pipelines=pipelines,
-                     unwalked_pipelines=unwalked, pipeline_runs=runs)
+    return FoundCall(info=call, index_maps=maps, signature=_signature(grid, gm, prefetch),
+                     prefetch_known=prefetch is not None, pipelines=pipelines, unwalked_pipelines=unwalked,
+                     pipeline_runs=runs)
 
 
 def _work_before(operands: list, made: list[bool] | None, aliases) -> int:

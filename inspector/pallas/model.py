@@ -21,7 +21,7 @@ def dtype_bits(dtype: str) -> int:
     return _SUB_BYTE_BITS.get(str(dtype), np.dtype(dtype).itemsize * 8)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class BlockSpecInfo:
     """One pipelined operand: the block of an array each grid step sees."""
 
@@ -245,7 +245,7 @@ class MosaicKernel:
     lines: list[str] = dataclasses.field(default_factory=list)  # file:line of the body's operations, as Mosaic knows them
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class FoundCall:
     """A PallasCall with what the grid walk needs and the Report does not carry (in-process only)."""
 
