@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from conftest import DATA
+from conftest import DATA, ROOT
 
 from inspector.backends import Backend
 from inspector.chips import CHIPS, Chip, get_chip
@@ -37,6 +37,7 @@ def test_rows_are_named_once_with_a_known_kind_and_their_evidence():
     chips = {c.name for c in CHIPS}
     for name, entry in found.items():
         assert entry["evidence"] and entry["data"], name
+        assert all((ROOT / path).is_file() for path in entry["data"]), name
         assert set(entry["chips"]) <= chips, name
     for r in RULES:
         assert set(r.per_chip) | set(r.most) | set(r.only_on or ()) | set(r.not_on) <= chips, r.name
