@@ -69,30 +69,6 @@ class Chip:
     # TensorCores one jax device splits a "parallel" grid axis over: each core pipelines its own
     # share of the steps (so a share of one step is single-buffered)
     parallel_grid_cores: int = 1
-    # XLA may hand a Pallas kernel a whole operand already in VMEM (its own allocation, outside the
-    # kernel's scoped limit), so that operand's blocks take no scoped VMEM
-    vmem_operands: bool = False
-    # of the VMEM beside the scoped limit, what XLA keeps for itself when it places operands there
-    vmem_operand_reserve_bytes: int = 0
-    # a kernel's f32 matmuls at HIGHEST precision keep their operands' bf16 parts in VMEM
-    splits_f32_matmuls: bool = False
-    # the MXU takes 8-bit float operands (float8_e4m3fn, float8_e5m2) as they are; elsewhere Mosaic
-    # converts them to bf16 in the vector registers first
-    mxu_takes_fp8: bool = False
-    # of the larger of two matmul results that meet in an element-wise op (SwiGLU's), less the
-    # registers, what the compiler surely keeps in scoped VMEM beyond the blocks
-    met_result_share: float = 0.6
-    # of the two such results, what a "fits" leaves room for beside the blocks (the most kept)
-    met_results_room: float = 1.0
-    # of the matmul results straight-line code computes where the VPU sums their softmax, less the
-    # registers, what the compiler surely keeps (vmem.py, the unrolled loop's results)
-    unrolled_summed_share: float = 0.5
-    # the most row statistics ((rows, 1) values) the compiler keeps beside the one that waits for the
-    # pass that uses it, where several reductions along the rows make them: a "fits" leaves room for
-    # a share of all the body computes (vmem.STATISTICS_ROOM_SHARE), no more than these
-    statistics_room: float | None = None
-    # of those, what it surely keeps where three or more reductions along 128-lane rows make them
-    statistics_kept: float = 0.0
     # libtpu's static simulation times programs for this chip (what `--time` and `tune` rank by)
     libtpu_times: bool = True
     sources: dict = dataclasses.field(default_factory=dict)
@@ -110,45 +86,7 @@ class Chip:
 # chunk per step, compiled deviceless with libtpu 0.0.42.1
 MEASURED_SPLIT = ("measured: a grid (2, 1) with ('parallel', 'arbitrary') takes 4.06 MiB of scoped VMEM on v5p "
                   "(one buffer per block), (4, 1) and ('arbitrary', 'arbitrary') 8.06 MiB (two); v4 8.06 MiB for (2, 1) with either semantics")
-MEASURED_VMEM_OPERANDS = ("measured: on TPU7x the optimized HLO copies whole operands into VMEM (S(1)) before the "
-                          "kernel, every input whatever its origin and outputs an op reads after, all of them when "
-                          "they fit together: 16.06 MiB of scoped VMEM where four double-buffered 4 MiB blocks would "
-                          "take 32; v5e, v5p and v6e refuse the same kernel at 32.06 MiB (tests/test_xla_placed_7x.py)")
-MEASURED_RESERVE = ("measured: TPU7x places operands within VMEM - scoped limit - 10 MiB together (22 MiB placed, "
-                    "22.25 not at the default 32 MiB limit; 6 and 6.5 at 48; 32 placed at 16; "
-                    "tests/test_xla_placed_7x.py); not measured on other chips (0)")
 
-MEASURED_F32_SPLIT = ("measured: tops' chunk_fwd_o (two f32 matmuls at HIGHEST precision) took 7.9, 15.2 and 32.7 "
-                      "MiB beyond its blocks and values on TPU7x at chunks of 256, 512 and 1024, 0.84-1.36x of 1.5x "
-                      "the matmuls' operands; v5e none (11.75 MiB where the estimate counts 28 at chunk 512); "
-                      "v6e's figure does not tell (21.91 MiB, some operands placed)")
-MEASURED_FP8 = ("measured (LLO dumps, --xla_jf_dump_to): Mosaic converts float8_e4m3fn matmul operands to bf16 in "
-                "the vector registers (f8negztoz, vunpack, vsel) on v5e, v5p and v6e; on v6e a (1024, 2048) x (2048, "
-                "1024) block pair spilled 731 vregs (2.86 MiB) beyond its blocks; TPU7x kept exactly its blocks at the "
-                "shapes of tests/data/quantized_matmul.py where v6e spilled (tests/test_quantized_matmul.py)")
-MEASURED_MET = ("measured: of the larger of two f32 matmul results that meet in an element-wise op, less the "
-                "registers, libtpu kept 1.05-1.38 beyond the blocks on v5e, 1.00-2.41 on v6e, 1.01-1.82 on TPU7x "
-                "and 0.76-0.95 there where the product feeds a third matmul, in the 150 compiles of "
-                "tests/data/gated_units.py and second_values.py and pallas-forge's SwiGLU and GeGLU (held out, "
-                "round eleven); the share: 0.9 on v5e and v6e (at 1.0 pallas-forge's SwiGLU at 512 x 1024 on v5e, "
-                "15.85 MiB of 16, would be said not to fit; v6e's least is 1.00), 0.6 on TPU7x and where not "
-                "measured (v4, v5p)")
-MEASURED_MET_ROOM = ("measured: of the two results, libtpu kept at most 0.62 beyond the blocks on v5e, 1.10 on v6e and "
-                     "0.90 on TPU7x, in 42 compiles each of tests/data/gated_units.py, second_values.py and "
-                     "pallas-forge's SwiGLU and GeGLU (held out, round eleven); room for 0.7, 1.1 and 0.9 of them "
-                     "(1.0, all, where not measured: v4, v5p)")
-MEASURED_UNROLLED_SUMMED = ("measured: of the matmul results straight-line code computes, softmax summed on the VPU, "
-                            "less the registers, libtpu kept 0.62x or more on v4 and 0.68x or more on v5p (18 compiles "
-                            "each: JAX's flash attention, splash attention, maxdiffusion's cross attention), 0.57x on "
-                            "v6e, 0.51x on v5e (tests/data/head_loops.py's vpu_sum) and TPU7x (JAX's flash attention at "
-                            "4096/4096/1024); 0.6 certain on v4 and v5p, 0.5 elsewhere")
-MEASURED_STATISTICS = ("measured: where several reductions along 128- and 256-lane rows make the body's largest values "
-                       "(tests/data/row_reductions.py and row_statistics.py: four_stats, centred, LayerNorm, mean and "
-                       "max; 20 compiles a chip), v6e and TPU7x kept one statistic beyond the one that waits, v5e "
-                       "two, plus at most 0.21 MiB, which vmem.BODY_MARGIN leaves room for; where three or four "
-                       "reductions along 128-lane rows make them (centred, four_stats: 10 compiles a chip) at "
-                       "least 1.01 and 1.95: 1.0 and 1.9 certain (none where two do: mean and max kept 0.05); "
-                       "not measured on v4 and v5p (no bound, none certain)")
 
 
 PCI_IDS = "jax/_src/hardware_utils.py (_TPU_PCI_DEVICE_IDS), what jax reads at start-up to find the TPU"
@@ -158,9 +96,7 @@ LIBTPU_TIMES = ("measured, libtpu 0.0.42.1: its static profile of a v4 compile a
 
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,
          device_kind, pci, version, topologies, hbm_device, ici, links, ici_source, clock, clock_source,
-         devices_per_chip=1, parallel_grid_cores=1, vmem_operands=False, reserve=0, sc_vmem=None,
-         splits_f32=False, fp8=False, met_share=0.6, met_room=1.0, unrolled_summed=0.5, statistics_room=None,
-         statistics_kept=0.0, libtpu_times=True, sources=None) -> Chip:
+         devices_per_chip=1, parallel_grid_cores=1, sc_vmem=None, libtpu_times=True, sources=None) -> Chip:
     base = {
         "tensor_cores": CLOUD_TPU, "vmem_bytes": TPU_INFO, "smem_bytes": TPU_INFO, "hbm_bytes": TPU_INFO,
         "hbm_bytes_per_s": TPU_INFO, "bf16_flops": TPU_INFO, "int8_ops": TPU_INFO, "mxu": TPU_INFO,
@@ -169,12 +105,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
         "topologies": PROBED_TOPOLOGIES, "hbm_device_bytes": MEASURED_HBM,
         "ici_bytes_per_s": ici_source, "ici_links": ici_source,
         "devices_per_chip": "probed: get_topology_desc('v4:2x2x1') and ('tpu7x:2x2x1') list 8 devices for 4 chips",
-        "clock_hz": clock_source, "parallel_grid_cores": MEASURED_SPLIT, "vmem_operands": MEASURED_VMEM_OPERANDS,
-        "vmem_operand_reserve_bytes": MEASURED_RESERVE, "splits_f32_matmuls": MEASURED_F32_SPLIT,
-        "mxu_takes_fp8": MEASURED_FP8,
-        "met_result_share": MEASURED_MET, "met_results_room": MEASURED_MET_ROOM,
-        "unrolled_summed_share": MEASURED_UNROLLED_SUMMED, "statistics_room": MEASURED_STATISTICS,
-        "statistics_kept": MEASURED_STATISTICS,
+        "clock_hz": clock_source, "parallel_grid_cores": MEASURED_SPLIT,
         "libtpu_times": LIBTPU_TIMES,
         "sparse_core_vmem_bytes": TPU_INFO + " (SparseCoreInfo.vmem_capacity_bytes; no SparseCore on v4 and v5e)",
         "pci_device_id": PCI_IDS,
@@ -185,10 +116,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
                 sublanes=8, lanes=128, topology=topology, device_kind=device_kind, pci_device_id=pci, jax_chip_version=version,
                 topologies=topologies, hbm_device_bytes=hbm_device, ici_bytes_per_s=ici, ici_links=links,
                 devices_per_chip=devices_per_chip, clock_hz=clock, parallel_grid_cores=parallel_grid_cores,
-                vmem_operands=vmem_operands, vmem_operand_reserve_bytes=reserve, sparse_core_vmem_bytes=sc_vmem,
-                splits_f32_matmuls=splits_f32, mxu_takes_fp8=fp8, met_result_share=met_share, met_results_room=met_room,
-                unrolled_summed_share=unrolled_summed, statistics_room=statistics_room,
-                statistics_kept=statistics_kept, libtpu_times=libtpu_times, sources=base)
+                sparse_core_vmem_bytes=sc_vmem, libtpu_times=libtpu_times, sources=base)
 
 
 def _gpu(name, description, *, bw, bf16, smem, hbm, source) -> Chip:
@@ -203,34 +131,32 @@ CHIPS: tuple[Chip, ...] = (
     _tpu("tpu-v4", "TPU v4 (megacore: 2 TensorCores act as one device)", aliases=("v4",), cores=2,
          vmem=16 * MiB, scoped=16 * MiB, hbm=34_400_000_000, bw=1.23e12, bf16=275e12, int8=None, mxu=128,
          topology="v4:2x2x1", device_kind="TPU v4", pci="0x005e", version="v4", topologies=_3D + ("16x16x16",),
-         hbm_device=round(15.25 * GiB), ici=4.5e10, links=6, devices_per_chip=2, unrolled_summed=0.6, libtpu_times=False,
+         hbm_device=round(15.25 * GiB), ici=4.5e10, links=6, devices_per_chip=2, libtpu_times=False,
          ici_source=SCALING_BOOK_ICI + "; 6 links (3D torus)",
          clock=1.05e9, clock_source="derived: 275e12 / (2 TensorCores x 4 MXUs x 128^2 x 2 flops) = 1.05 GHz, the 1050 MHz of the TPU v4 paper (ISCA 2023); libtpu cannot simulate v4 (its DMA latency model refuses the chip)",
          sources={"int8_ops": "not given by jax tpu_info"}),
     _tpu("tpu-v5e", "TPU v5e (v5 lite)", aliases=("v5e", "v5litepod"), cores=1,
          vmem=128 * MiB, scoped=16 * MiB, hbm=17_200_000_000, bw=0.82e12, bf16=197e12, int8=394e12, mxu=128,
-         topology="v5e:2x2", device_kind="TPU v5 lite", pci="0x0063", version="v5e", topologies=_2D, met_share=0.9, met_room=0.7, statistics_room=2.0,
-         statistics_kept=1.9,
+         topology="v5e:2x2", device_kind="TPU v5 lite", pci="0x0063", version="v5e", topologies=_2D,
          hbm_device=round(15.75 * GiB), ici=4.5e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v5e page: 2D torus)",
          clock=1.5e9, clock_source="derived: 197e12 / (4 MXUs x 128^2 x 2 flops) = 1.50 GHz; " + _DOT.format(pct=97)),
     _tpu("tpu-v5p", "TPU v5p (megacore)", aliases=("v5p",), cores=2,
          vmem=64 * MiB, scoped=16 * MiB, hbm=103_000_000_000, bw=2.46e12, bf16=459e12, int8=918e12, mxu=128,
          topology="v5p:2x2x1", device_kind="TPU v5", pci="0x0062", version="v5p", topologies=_3D + ("16x16x16", "16x16x24"),
-         parallel_grid_cores=2, unrolled_summed=0.6,
+         parallel_grid_cores=2,
          hbm_device=round(95.74 * GiB), sc_vmem=512 * 1024, ici=9e10, links=6, ici_source=SCALING_BOOK_ICI + "; 6 links (3D torus)",
          clock=1.75e9, clock_source="derived: 459e12 / (2 TensorCores x 4 MXUs x 128^2 x 2 flops) = 1.75 GHz; " + _DOT.format(pct=97),
          sources={"hbm_bytes_per_s": TPU_INFO + "; the Cloud TPU page says 2765 GB/s"}),
     _tpu("tpu-v6e", "TPU v6e (Trillium)", aliases=("v6e", "trillium"), cores=1,
          vmem=128 * MiB, scoped=32 * MiB, hbm=34_400_000_000, bw=1.64e12, bf16=920e12, int8=1840e12, mxu=256,
-         topology="v6e:2x2", device_kind="TPU v6 lite", pci="0x006f", version="v6e", topologies=_2D, met_share=0.9, met_room=1.1,
-         statistics_room=1.0, statistics_kept=1.0,
+         topology="v6e:2x2", device_kind="TPU v6 lite", pci="0x006f", version="v6e", topologies=_2D,
          hbm_device=round(31.25 * GiB), sc_vmem=256 * 1024, ici=9e10, links=4, ici_source=SCALING_BOOK_ICI + "; 4 ports (Cloud TPU v6e page)",
          clock=1.75e9, clock_source="derived: 920e12 / (4 x 256^2 x 2 flops) = 1.75 GHz; " + _DOT.format(pct=94) + " (492,700 flops a cycle: more than the 2 MXUs jax's table lists could give at 256^2, so the 4 of the Cloud TPU page)"),
     _tpu("tpu-7x", "TPU7x (Ironwood, 2 TensorCores)", aliases=("ironwood", "tpu7x", "v7x"), cores=2,
          vmem=64 * MiB, scoped=32 * MiB, hbm=206_000_000_000, bw=7.4e12, bf16=2310e12, int8=None, mxu=256,
          topology="tpu7x:2x2x1", device_kind="TPU7x", pci="0x0076", version="7x", topologies=_3D,
-         hbm_device=round(94.75 * GiB), ici=1e11, links=6, devices_per_chip=2, vmem_operands=True, reserve=10 * MiB,
-         sc_vmem=512 * 1024, splits_f32=True, fp8=True, met_room=0.9, statistics_room=1.0, statistics_kept=1.0,
+         hbm_device=round(94.75 * GiB), ici=1e11, links=6, devices_per_chip=2,
+         sc_vmem=512 * 1024,
          ici_source="Google's Ironwood announcement: 1.2 TBps bidirectional ICI per chip; over 6 links (3D torus, an assumption) = 100 GB/s one way",
          clock=2.2e9, clock_source="derived: 2310e12 / (2 TensorCores x 4 x 256^2 x 2 flops) = 2.2 GHz, as on v6e; "
          + _DOT.format(pct=93) + " on one TensorCore",

@@ -286,7 +286,7 @@ def machine_code_options(backend: Backend) -> dict:
     CPU, LLVM without optimization (``xla_backend_optimization_level=0``). XLA's HLO passes,
     buffer assignment and cost analysis run before LLVM and do not read that level, so the
     optimized HLO text, the cost and the memory analysis are the same byte for byte
-    (tests/test_trust_edges.py compares them on the samples) while the compile of a large program
+    (tests/test_bad_inputs_edge_cases.py compares them on the samples) while the compile of a large program
     takes about half the CPU time (BENCHMARKS.md, "Wall time of show --view hlo"). TPU and GPU
     compiles are left as they are: their backend passes make what the TPU views read."""
     return {"xla_backend_optimization_level": 0} if backend.platform == "cpu" else {}

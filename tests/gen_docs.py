@@ -12,7 +12,8 @@ A page holds a block between two markers, and only the text between them is rewr
 The tables: ``views`` (inspector/view_table.py: the TUI's tabs and `show --view`), ``findings``
 (inspector/findings.py's CODES), ``chips`` (inspector/chips.py's CHIPS), ``exit-codes`` (the
 EXIT_* constants of inspector/errors.py and inspector/commands/process.py, with the comment on
-their line). tests/test_docs.py fails when a page and the code disagree.
+their line), ``vmem-rules`` (inspector/pallas/vmem_rules.py's RULES, each with its evidence from
+inspector/pallas/vmem_rule_evidence.json). tests/test_docs.py fails when a page and the code disagree.
 """
 from __future__ import annotations
 
@@ -94,7 +95,33 @@ def exit_codes_table() -> str:
     return _table(["code", "name in the code", "when"], [[code, f"`{name}`", meaning] for code, name, meaning in exit_codes()])
 
 
-TABLES = {"views": views_table, "findings": findings_table, "chips": chips_table, "exit-codes": exit_codes_table}
+def vmem_rules_table() -> str:
+    """The VMEM estimate's rules (inspector/pallas/vmem_rules.py's RULES), then each rule's evidence
+    (vmem_rule_evidence.json) under its name."""
+    from inspector.pallas.vmem_rules import PLACEMENT_KEYS, RULES, evidence
+
+    def figure(r) -> str:
+        return "-" if r.share is None else f"{r.share:g}"
+
+    def per_chip(r) -> str:
+        chips = [f"{c} {v:g}" for c, v in r.per_chip.items()] + [f"{c} at most {v:g}" for c, v in r.most.items()]
+        chips += [f"only on {', '.join(sorted(r.only_on))}"] if r.only_on is not None else []
+        chips += [f"not on {', '.join(sorted(r.not_on))}"] if r.not_on else []
+        return "; ".join(chips) or "-"
+
+    found = evidence()
+    text = _table(["rule", "kind", "share", "per chip", "what it matches"],
+                  [[f"[`{r.name}`](#{r.name.replace('_', '-')})", r.kind + (" (replaces)" if r.replaces else ""),
+                    figure(r), per_chip(r), r.summary] for r in RULES])
+    for name in [r.name for r in RULES] + list(PLACEMENT_KEYS):
+        entry = found[name]
+        text += (f"\n### {name.replace('_', '-')}\n\n{entry['evidence']}\n\nChips: {', '.join(entry['chips'])}. "
+                 f"Data: {', '.join(entry['data'])}.\n")
+    return text
+
+
+TABLES = {"views": views_table, "findings": findings_table, "chips": chips_table, "exit-codes": exit_codes_table,
+          "vmem-rules": vmem_rules_table}
 
 
 def pages() -> list[Path]:

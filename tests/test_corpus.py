@@ -87,7 +87,7 @@ def test_vmem_estimate_agrees_with_libtpu():
     runs out) and never "does not fit" where libtpu fits; with the third-party styles
     (tests/test_pallas_third_party_styles.py) 986 of 1,005 rows agree (BENCHMARKS.md explains the rest).
     On the stress rows 93.3% agree: a softmax summed on the VPU holds its scores whole, and half
-    of them where straight-line code computes several (SUMMED_DOT_SHARE, UNROLLED_SUMMED_SHARE)."""
+    of them where straight-line code computes several (rule summed_dot, rule unrolled_summed)."""
     found = estimate_against_truth("vmem_truth.json")
     rows = [r for r, _, _ in found]
     share = {}

@@ -101,7 +101,7 @@ def test_the_estimate_against_libtpu_across_the_limits():
     copies the lane-sliced blocks of inputs it places (vmem._contiguous, tests/data/placed_slices.py):
     the cross-entropy at 1024/512/2048 and SSD at 2048/1024 fit within the room and are undecided,
     SSD at 2048/2048 is over, as libtpu says. 83 with room for 0.7 of a second value (not all of
-    it) where the body holds matmuls (vmem.SECOND_VALUE_ROOM, tests/data/second_values.py): seven of
+    it) where the body holds matmuls (rule second_value, tests/data/second_values.py): seven of
     the cross-entropy's and SSD's rows that fit are decided; and with its tiled row max no longer
     counted whole (the team's ce_tiled streams it), five of its refusals are undecided. Held at that,
     so a change that does worse fails here."""

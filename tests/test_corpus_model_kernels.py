@@ -193,7 +193,7 @@ HELDOUT_TRUTH = DATA / "vmem_truth_heldout.json"
 # undecided where libtpu fits, 3 undecided where it refuses (cross attention's VPU-summed heads
 # decided by half of their straight-line scores), none where the estimate says "does not fit" and
 # libtpu fits, none where it says "fits" and libtpu runs out (cross attention's twenty heads in
-# VPU-sum mode on v5e were, until UNROLLED_DOT_SHARE left room for 0.8 of their matmul results).
+# VPU-sum mode on v5e were, until rule unrolled_dots left room for 0.8 of their matmul results).
 # Before "Heads one at a time", 128 agreed and 16 were undecided where libtpu fits: the heads of
 # cross attention in "mxu" mode were taken as 0.8 of all their scores live at once.
 # A row where the estimate says "fits" and libtpu runs out would go here, explained in BENCHMARKS.md
@@ -228,7 +228,7 @@ def heldout_outcome() -> tuple[list[dict], dict[str, list], int]:
 def test_the_estimate_against_libtpu_on_held_out_kernels():
     """tests/data/vmem_truth_heldout.json (make_vmem_truth.py --heldout): libtpu's verdict on these
     kernels at production-like shapes that straddle the limits, on v5e, v6e and TPU7x. The
-    estimate's shares (HELD_DOT_SHARE, UNROLLED_*_SHARE) were fitted on the corpus and the styles,
+    estimate's shares (rule held_dot, UNROLLED_*_SHARE) were fitted on the corpus and the styles,
     not here: this is what they are worth on kernels they did not see, held at what was measured
     (BENCHMARKS.md) so that it cannot get worse unnoticed. The rows where the estimate says "does
     not fit" and libtpu fits: none; the short ones are exactly the known ones (none may be added)."""

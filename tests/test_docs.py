@@ -119,7 +119,7 @@ def test_generated_pages_match_the_code():
     assert set(gen_docs.blocks()) == set(gen_docs.TABLES)
 
 
-@pytest.mark.parametrize("change", ["findings", "views", "chips", "exit-codes"])
+@pytest.mark.parametrize("change", ["findings", "views", "chips", "exit-codes", "vmem-rules"])
 def test_a_changed_table_entry_fails_the_check(change, monkeypatch):
     import dataclasses
 
@@ -135,6 +135,11 @@ def test_a_changed_table_entry_fails_the_check(change, monkeypatch):
     elif change == "chips":
         monkeypatch.setattr(chips, "CHIPS", tuple(dataclasses.replace(c, scoped_vmem_bytes=1 << 20) if c.name == "tpu-v5e" else c
                                                   for c in chips.CHIPS))
+    elif change == "vmem-rules":
+        from inspector.pallas import vmem_rules
+
+        monkeypatch.setattr(vmem_rules, "RULES", tuple(dataclasses.replace(r, share=0.7) if r.name == "held_dot" else r
+                                                       for r in vmem_rules.RULES))
     else:
         monkeypatch.setattr(gen_docs, "exit_codes", lambda: [(4, "EXIT_BUSY", "the TPU is held by another process")])
     assert gen_docs.stale() != []

@@ -166,7 +166,7 @@ def test_estimate_and_compiler_agree_across_each_chips_limit(spec, args, sets):
 
 # Known short (BENCHMARKS.md, "The VMEM estimate against libtpu"), none now: flash at block_q 4096,
 # block_k 128 on v5e said "fits" at 12.1 MiB where libtpu needs 17.47: its (4096, 1) row statistics
-# take as many vregs as its scores, and a "fits" now leaves room for them (vmem.STATISTICS_ROOM_SHARE):
+# take as many vregs as its scores, and a "fits" now leaves room for them (rule row_statistics):
 # undecided.
 KNOWN_SHORT: set[tuple] = set()
 

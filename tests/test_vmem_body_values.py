@@ -10,14 +10,15 @@ from inspector.backends import Backend
 from inspector.chips import get_chip
 from inspector.pallas.analysis import analyse_pallas
 from inspector.pallas.discovery import find_pallas_calls
-from inspector.pallas.vmem import (BODY_MARGIN, HELD_DOT_SHARE, SUMMED_DOT_SHARE, UNROLLED_DOT_SHARE,
-                                   VREG_FILE_BYTES, budget)
+from inspector.pallas.vmem import VREG_FILE_BYTES, budget
+from inspector.pallas.vmem_rules import rule, share
 from inspector.stages import capture
 from inspector.target import load_target
 
 KERNELS = str(DATA / "body_values.py")
 MiB = 2**20
 V5E = get_chip("tpu-v5e")
+BODY_MARGIN = share("body_margin", V5E)
 
 
 def traced(name: str, args: str, sets=None):
@@ -29,33 +30,33 @@ def traced(name: str, args: str, sets=None):
 
 def test_a_matmul_accumulated_into_a_ref_is_not_kept():
     info, _ = traced("accumulated", "f32[512,128] f32[1024,128]")
-    assert (info.held_dot_bytes, info.unrolled_dot_bytes) == (0, 0)
+    assert (info.body.held_bytes, info.body.unrolled_bytes) == (0, 0)
     assert budget(info, V5E).held_bytes == 0
 
 
 def test_scores_a_softmax_reduces_and_sums_are_kept_whole_less_the_registers():
     info, _ = traced("softmax_scores", "f32[512,128] f32[1024,128]")
-    assert info.held_dot_bytes == info.summed_dot_bytes == 2 * MiB  # the (512, 1024) f32 scores
+    assert info.body.held_bytes == info.body.summed_bytes == 2 * MiB  # the (512, 1024) f32 scores
     b = budget(info, V5E)
-    assert b.held_bytes == int(SUMMED_DOT_SHARE * (2 * MiB - VREG_FILE_BYTES)) and b.verdict == "fits"
+    assert b.held_bytes == int(share("summed_dot", V5E) * (2 * MiB - VREG_FILE_BYTES)) and b.verdict == "fits"
     assert b.certain_bytes == b.total_bytes - b.body_bytes + b.held_bytes
 
 
 def test_scores_whose_exponentials_the_mxu_sums_are_kept_in_part():
     """One reduction (the max), the sum a matmul with ones: libtpu kept 0.61x of such scores less
-    the registers (maxdiffusion's cross attention on v6e), so only HELD_DOT_SHARE is certain."""
+    the registers (maxdiffusion's cross attention on v6e), so only rule held_dot is certain."""
     info, _ = traced("mxu_sum", "f32[512,128] f32[1024,128] f32[1024,128]")
-    assert (info.held_dot_bytes, info.summed_dot_bytes) == (2 * MiB, 0)
-    assert budget(info, V5E).held_bytes == int(HELD_DOT_SHARE * (2 * MiB - VREG_FILE_BYTES))
+    assert (info.body.held_bytes, info.body.summed_bytes) == (2 * MiB, 0)
+    assert budget(info, V5E).held_bytes == int(share("held_dot", V5E) * (2 * MiB - VREG_FILE_BYTES))
 
 
 def test_half_the_summed_scores_of_straight_line_code_are_certain():
     """Four heads in a Python loop, each softmax summed on the VPU: their scores and outputs in one
     stretch (4 x (2 MiB + 256 KiB)); half of it, less the registers, is certain."""
     info, _ = traced("heads_softmax", "f32[512,512] f32[1024,512] f32[1024,512]")
-    assert info.summed_dot_bytes == 2 * MiB and info.unrolled_dot_bytes == 9 * MiB
+    assert info.body.summed_bytes == 2 * MiB and info.body.unrolled_bytes == 9 * MiB
     b = budget(info, V5E)
-    assert b.body_unrolled and b.held_bytes == int(V5E.unrolled_summed_share * (9 * MiB - VREG_FILE_BYTES))
+    assert b.body_unrolled and b.held_bytes == int(share("unrolled_summed", V5E) * (9 * MiB - VREG_FILE_BYTES))
     assert "straight-line" in b.held_what
 
 
@@ -74,18 +75,17 @@ def test_a_softmax_stored_whole_is_held_beside_its_output_block():
     """PallasBench's qk-softmax (held out): its scores reach the output block through element-wise
     ops alone, yet libtpu kept 0.93x of them or more beside the block (its q and k placed in VMEM),
     as the team's log-softmax of matmul scores kept 1.0x: the result is held, 0.9 of it certain
-    (vmem.STORED_DOT_SHARE), whole in a "fits"."""
-    from inspector.pallas.vmem import STORED_DOT_SHARE
+    (rule stored_dot), whole in a "fits"."""
 
     info, _ = traced("softmax_out", "f32[512,128] f32[1024,128]")
-    assert info.held_dot_bytes == 0 and info.in_ref_bytes == info.stored_dot_bytes == 2 * MiB  # (512, 1024) f32
-    assert info.intermediates_bytes[0] == 2 * MiB and info.body_value_bytes <= VREG_FILE_BYTES  # (512, 1) sums
+    assert info.body.held_bytes == 0 and info.body.in_ref_bytes == info.body.stored_held_bytes == 2 * MiB  # (512, 1024) f32
+    assert info.intermediates_bytes[0] == 2 * MiB and info.body.largest_value_bytes <= VREG_FILE_BYTES  # (512, 1) sums
     b = budget(info, V5E)
-    assert b.body_bytes == 2 * MiB and b.held_bytes == int(STORED_DOT_SHARE * (2 * MiB - VREG_FILE_BYTES))
+    assert b.body_bytes == 2 * MiB and b.held_bytes == int(share("stored_dot", V5E) * (2 * MiB - VREG_FILE_BYTES))
     assert "stores whole" in b.held_what
     # written in part ([:, :128]), the same softmax has no block to be built in: the scores count
     kept, _ = traced("softmax_scores", "f32[512,128] f32[1024,128]")
-    assert kept.in_ref_bytes <= VREG_FILE_BYTES and kept.body_value_bytes == 2 * MiB and not kept.stored_dot_bytes
+    assert kept.body.in_ref_bytes <= VREG_FILE_BYTES and kept.body.largest_value_bytes == 2 * MiB and not kept.body.stored_held_bytes
 
 
 def test_an_unrolled_loop_without_matmuls_is_counted_as_certain():
@@ -102,15 +102,15 @@ def test_an_unrolled_loop_without_matmuls_is_counted_as_certain():
 def test_scores_of_a_matmul_on_3d_values_are_held():
     """jnp.matmul on (1, S, D) values is a 2-D dot broadcast back to 3-D: still the scores."""
     info, _ = traced("batched_attention", "f32[2,1024,128] f32[2,1024,128] f32[2,1024,128]")
-    assert info.held_dot_bytes == 1024 * 1024 * 4
+    assert info.body.held_bytes == 1024 * 1024 * 4
 
 
 def test_an_unrolled_loop_keeps_its_chunks_scores_together():
     info, program = traced("chunked_scores", "f32[1024,128] f32[8192,128]", sets=["chunk=1024"])
     # a running max only reduces each chunk: none is held whole (libtpu: 1.31 MiB beyond the blocks)
-    assert info.held_dot_bytes == 0 and info.unrolled_dot_bytes == 8 * 4 * MiB
+    assert info.body.held_bytes == 0 and info.body.unrolled_bytes == 8 * 4 * MiB
     b = budget(info, V5E)
-    assert b.body_unrolled and b.body_bytes == int(UNROLLED_DOT_SHARE * 32 * MiB)
+    assert b.body_unrolled and b.body_bytes == int(share("unrolled_dots", V5E) * 32 * MiB)
     assert b.verdict == "unsure"  # the chunks are over the limit together, one alone is not
     [report], _ = analyse_pallas(program, [V5E], [V5E])
     [f] = [f for f in report.findings if f.code == "vmem-may-exceed"]
@@ -119,7 +119,7 @@ def test_an_unrolled_loop_keeps_its_chunks_scores_together():
 
 def test_an_unrolled_loop_without_matmuls_counts_each_trips_value():
     info, _ = traced("top_rounds", "f32[512,1024]")
-    assert info.unrolled_dot_bytes == 0 and info.unrolled_values_bytes == 4 * 2 * MiB
+    assert info.body.unrolled_bytes == 0 and info.body.unrolled_values_bytes == 4 * 2 * MiB
 
 
 @pytest.mark.parametrize("name, args, verdict", [
@@ -207,7 +207,7 @@ def test_a_value_computed_element_wise_is_held_whole():
     from inspector.pallas.analysis import _budget_findings
 
     info, _ = traced("row_logsumexp", "f32[512,2048]")
-    assert info.computed_value_bytes == info.second_computed_bytes == 4 * MiB and info.held_dot_bytes == 0
+    assert info.body.computed_value_bytes == info.body.second_computed_bytes == 4 * MiB and info.body.held_bytes == 0
     b = budget(info, V5E)
     assert b.held_bytes == 4 * MiB - VREG_FILE_BYTES and b.body_bytes == 4 * MiB and b.room_for == []
     assert b.certain_bytes == b.total_bytes - VREG_FILE_BYTES
@@ -223,7 +223,7 @@ def test_tpu7x_leaves_room_for_the_bf16_parts_of_highest_precision_f32_matmuls()
     parts, unsure on TPU7x (tops' chunk_fwd_o needed 0.84-1.36x of that beyond its blocks), not
     counted on v5e (which needed none)."""
     info, _ = traced("highest_matmul", "f32[512,1024] f32[1024,1024]")
-    assert info.split_operand_bytes == 9 * MiB
+    assert info.body.split_operand_bytes == 9 * MiB
     seven = get_chip("tpu-7x")
     b = budget(info, seven)
     assert [size for _, size in b.room_for] == [9 * MiB] and b.certain_bytes == b.total_bytes - b.body_bytes
@@ -236,7 +236,7 @@ def test_a_concatenation_and_its_cast_are_their_parts():
     is a part (and the matmul result), not the 4 MiB concatenation nor its 2 MiB cast."""
     info, _ = traced("stacked", "f32[256,1024] f32[1024,128]")
     assert info.intermediates_bytes[0] == 4 * MiB  # the concatenation, as a plain count sees it
-    assert info.body_value_bytes == info.computed_value_bytes == 1 * MiB
+    assert info.body.largest_value_bytes == info.body.computed_value_bytes == 1 * MiB
 
 
 def test_a_softmax_stored_into_a_narrower_block_is_held():
@@ -244,10 +244,10 @@ def test_a_softmax_stored_into_a_narrower_block_is_held():
     has half their bytes), so the (512, 2048) f32 value is held, less the registers (AMLeng's
     softmax said "fits" at the limit where libtpu needed the blocks and one f32 block more)."""
     info, _ = traced("softmax_narrow", "bf16[512,2048]")
-    assert info.body_value_bytes == info.computed_value_bytes == 4 * MiB  # the f32 values: not in the block
+    assert info.body.largest_value_bytes == info.body.computed_value_bytes == 4 * MiB  # the f32 values: not in the block
     assert budget(info, V5E).held_bytes == 4 * MiB - VREG_FILE_BYTES
     info, _ = traced("softmax_out", "f32[512,128] f32[1024,128]")  # f32 into f32: built there
-    assert info.in_ref_bytes == 2 * MiB and info.body_value_bytes < 2 * MiB
+    assert info.body.in_ref_bytes == 2 * MiB and info.body.largest_value_bytes < 2 * MiB
 
 
 def test_a_fits_leaves_room_for_matmul_operands_the_body_computes():
@@ -255,12 +255,12 @@ def test_a_fits_leaves_room_for_matmul_operands_the_body_computes():
     f32 scores, room a "fits" leaves (pallasflash's fused RoPE: 1.73x the scores beyond the
     blocks); cast only, they feed the MXU as they go (maxtext's ragged attention)."""
     rotated, _ = traced("rotated_attention", "bf16[2048,128] bf16[512,128] f32[512,128]")
-    assert rotated.summed_dot_bytes == 4 * MiB and rotated.summed_operand_bytes == (2048 + 512) * 128 * 4
+    assert rotated.body.summed_bytes == 4 * MiB and rotated.body.summed_operand_bytes == (2048 + 512) * 128 * 4
     room = dict(budget(rotated, V5E).room_for)
     assert room["the matmul operands the body computes beside the scores (not blocks read or cast)"] == (
-        rotated.summed_operand_bytes)
+        rotated.body.summed_operand_bytes)
     cast, _ = traced("rotated_attention", "bf16[2048,128] bf16[512,128] f32[512,128]", sets=["rotate=False"])
-    assert cast.summed_dot_bytes == 4 * MiB and cast.summed_operand_bytes == 0
+    assert cast.body.summed_bytes == 4 * MiB and cast.body.summed_operand_bytes == 0
 
 
 def test_a_stack_is_its_parts():
@@ -268,7 +268,7 @@ def test_a_stack_is_its_parts():
     8 MiB value is held (libtpu needed nothing beyond the blocks for xma's causal conv, which does
     so; counted, it was a false "does not fit" on three chips)."""
     info, _ = traced("stacked_taps", "f32[512,1024] f32[4,1024]")
-    assert info.body_value_bytes == info.computed_value_bytes == 2 * MiB
+    assert info.body.largest_value_bytes == info.body.computed_value_bytes == 2 * MiB
 
 
 def test_a_fits_leaves_room_for_a_loops_carries():
@@ -276,12 +276,11 @@ def test_a_fits_leaves_room_for_a_loops_carries():
     256 vregs (a statistic 512 bytes a row in its tiles), 3 MiB in all; a "fits" leaves room for
     the carries a step reads and those it writes (Pallas-Unbound's flash attention said "fits"
     where libtpu needed five or six such values)."""
-    from inspector.pallas.vmem import LOOP_CARRY_COPIES
 
     info, _ = traced("looped_attention", "f32[2048,128] f32[1024,128] f32[1024,128]")
-    assert info.loop_carry_bytes == 3 * MiB
+    assert info.body.loop_carry_bytes == 3 * MiB
     room = dict(budget(info, V5E).room_for)
-    assert room["the carries of a loop in the body, those a step reads and those it writes"] == LOOP_CARRY_COPIES * 3 * MiB
+    assert room["the carries of a loop in the body, those a step reads and those it writes"] == share("loop_carry_copies", V5E) * 3 * MiB
 
 
 def test_a_loops_carries_are_certain_beside_the_scores_a_step_keeps():
@@ -291,8 +290,8 @@ def test_a_loops_carries_are_certain_beside_the_scores_a_step_keeps():
     six compiles where libtpu needs 26.81-138.57 MiB (held out, round nine)."""
     info, _ = traced("looped_attention", "f32[2048,128] f32[1024,128] f32[1024,128]")
     b = budget(info, V5E)
-    scores = int(SUMMED_DOT_SHARE * (info.summed_dot_bytes - VREG_FILE_BYTES))
-    assert info.summed_dot_bytes == 2 * MiB and b.held_bytes == scores + 3 * MiB
+    scores = int(share("summed_dot", V5E) * (info.body.summed_bytes - VREG_FILE_BYTES))
+    assert info.body.summed_bytes == 2 * MiB and b.held_bytes == scores + 3 * MiB
     blocks = sum(i.bytes for i in b.items[:4])
     assert b.certain_bytes == blocks + b.held_bytes
 
@@ -305,8 +304,8 @@ def test_a_dense_epilogue_is_built_in_its_output_block(clip):
     (held out, round ten) were false "does not fit" with the transpose or clip's values held, and
     undecided with room for 0.8 of the result; libtpu needed their blocks alone."""
     info, _ = traced("dense_epilogue", "f32[512,256] f32[2048,256]", sets=[f"clip={clip}"])
-    assert info.unrolled_dot_bytes == 4 * MiB and info.unrolled_unbuilt_dot_bytes == 0
-    assert info.computed_value_bytes < VREG_FILE_BYTES and info.in_ref_bytes == 4 * MiB
+    assert info.body.unrolled_bytes == 4 * MiB and info.body.unrolled_unbuilt_bytes == 0
+    assert info.body.computed_value_bytes < VREG_FILE_BYTES and info.body.in_ref_bytes == 4 * MiB
     b = budget(info, V5E)
     assert (b.body_bytes, b.held_bytes) == (0, 0)
     assert b.total_bytes == sum(i.bytes for i in b.items) == (512 + 2048) * 256 * 4 + 4 * MiB  # one step: one buffer each
@@ -317,34 +316,32 @@ def test_a_softmax_built_in_its_output_block_keeps_its_room():
     but libtpu kept up to 0.78x of it beyond the blocks (PallasBench's qk-softmax on v6e), so its
     straight-line room stays."""
     info, _ = traced("softmax_out", "f32[512,128] f32[1024,128]")
-    assert info.unrolled_unbuilt_dot_bytes == info.unrolled_dot_bytes > 0
+    assert info.body.unrolled_unbuilt_bytes == info.body.unrolled_bytes > 0
 
 
 def test_two_results_that_meet_are_neither_built_in_the_ref():
     """SwiGLU: silu(x @ w1) * (x @ w3) stored whole. Each result reaches the store through
     element-wise ops, but they meet in the product, so at most one could be built in the output
-    block: room for both, the most v5e kept of them (Chip.met_results_room; pallas-forge's SwiGLU, held out round eleven, said "fits"
+    block: room for both, the most v5e kept of them (rule met_results; pallas-forge's SwiGLU, held out round eleven, said "fits"
     with neither counted where libtpu needed 18.08 MiB of 16), and a share of one certain
-    (tests/data/gated_units.py: libtpu kept at least 1.05 of one on v5e, Chip.met_result_share)."""
-    from inspector.pallas.vmem import VREG_FILE_BYTES
+    (tests/data/gated_units.py: libtpu kept at least 1.05 of one on v5e, rule met_result)."""
 
     info, _ = traced("gated", "f32[512,256] f32[256,2048] f32[256,2048]")
-    assert info.met_dot_bytes == 4 * MiB and info.unrolled_unbuilt_dot_bytes == info.unrolled_dot_bytes == 8 * MiB
+    assert info.body.met_bytes == 4 * MiB and info.body.unrolled_unbuilt_bytes == info.body.unrolled_bytes == 8 * MiB
     b = budget(info, V5E)
-    assert b.body_unrolled and b.body_bytes == int(V5E.met_results_room * 8 * MiB)
-    assert b.held_bytes == int(V5E.met_result_share * (4 * MiB - VREG_FILE_BYTES))
+    assert b.body_unrolled and b.body_bytes == int(share("met_results", V5E) * 8 * MiB)
+    assert b.held_bytes == int(share("met_result", V5E) * (4 * MiB - VREG_FILE_BYTES))
 
 
 def test_row_statistics_that_are_the_largest_values_leave_room_in_a_fits():
     """LayerNorm over (16384, 64) blocks: the (16384, 1) mean and variance are 8 MiB each in vreg
     tiles, the largest values the body computes. None is certain (tests/data/row_statistics.py's
     RMSNorm kept none beyond its blocks), but a "fits" leaves room for a share of them, on v6e no
-    more than the one statistic it kept beside the waiting one (Chip.statistics_room)."""
-    from inspector.pallas.vmem import STATISTICS_ROOM_SHARE
+    more than the one statistic it kept beside the waiting one (rule row_statistics's most)."""
 
     info, _ = traced("normalised", "f32[65536,64]", ["block_rows=16384"])
-    assert info.statistic_bytes == 8 * MiB and STATISTICS_ROOM_SHARE * info.statistic_count > 1
-    for chip, kept in (("tpu-v4", STATISTICS_ROOM_SHARE * info.statistic_count), ("tpu-v6e", 1.0)):
+    assert info.body.statistic_bytes == 8 * MiB and share("row_statistics", V5E) * info.body.statistic_count > 1
+    for chip, kept in (("tpu-v4", share("row_statistics", V5E) * info.body.statistic_count), ("tpu-v6e", 1.0)):
         b = budget(info, get_chip(chip))
         room = [size for what, size in b.room_for if what.startswith("row statistics")]
         assert room == [int(kept * 8 * MiB)], chip
@@ -354,15 +351,14 @@ def test_row_statistics_that_are_the_largest_values_leave_room_in_a_fits():
 def test_row_statistics_beside_the_scores_leave_room_in_a_fits():
     """samples/attention.py's flash at block_q 4096, block_k 128: its (4096, 1) statistics take as
     many vregs as its (4096, 128) scores. On v5e it said "fits" at 12.1 MiB where libtpu needs 17.47;
-    room for a share of its statistics, no more than v5e keeps (Chip.statistics_room), makes it
+    room for a share of its statistics, no more than v5e keeps (rule row_statistics's most), makes it
     undecided."""
-    from inspector.pallas.vmem import STATISTICS_ROOM_SHARE
 
     program = capture(load_target("samples/attention.py:flash", args="bf16[1,4096,128] bf16[1,4096,128] bf16[1,4096,128]",
                                   sets=["block_q=4096", "block_k=128"]), Backend(get_chip("cpu")), compile=False).program
     [fwd] = [c.info for c in find_pallas_calls(program)]
-    assert fwd.statistic_bytes == fwd.held_dot_bytes == 2 * MiB
+    assert fwd.body.statistic_bytes == fwd.body.held_bytes == 2 * MiB
     b = budget(fwd, V5E)
     room = [size for what, size in b.room_for if what.startswith("row statistics")]
-    assert room == [int(min(STATISTICS_ROOM_SHARE * fwd.statistic_count, V5E.statistics_room) * 2 * MiB)]
+    assert room == [int(min(share("row_statistics", V5E) * fwd.body.statistic_count, rule("row_statistics").most_on(V5E)) * 2 * MiB)]
     assert b.verdict == "unsure" and b.certain_bytes < b.limit_bytes < b.total_bytes

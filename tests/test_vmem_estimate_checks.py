@@ -7,7 +7,7 @@ from conftest import assert_truth_outcome
 
 # predicted before compiling: 28 agree, 2 undecided, none wrong. The statistics each chip surely
 # keeps beside the waiting one where three or more reductions along 128-lane rows make them
-# (Chip.statistics_kept) were read from the rows on record afterwards; they decide four-stats at
+# (rule waiting_statistics) were read from the rows on record afterwards; they decide four-stats at
 # 5120 rows on v5e (over: libtpu 17.31 MiB of 16). Left undecided: the log-softmax of scores at
 # 640 rows on v6e, 31.40 MiB certain of 32 where libtpu needs 32.65
 UNDECIDED = [("scores_log_softmax", "bf16[1280,256] bf16[256,4096]", {"block_m": 640}, "tpu-v6e")]

@@ -3,7 +3,7 @@ estimate before they were compiled: where two matmul results meet in an element-
 libtpu keeps at least 0.9 of one beyond the blocks. Borne out on v5e (1.00-1.20) and v6e
 (1.44-2.19), not on TPU7x where the product feeds a third matmul (0.69-0.93), so the estimate
 counted 0.6 of one as certain; with tests/data/second_values.py's 30 more compiles, 0.9 on v5e and
-v6e (Chip.met_result_share). The control, whose
+v6e (rule met_result). The control, whose
 results are summed into scratch refs, kept nothing beyond its blocks and scratch on v5e and v6e.
 tests/data/vmem_truth_gated.json holds libtpu's verdicts on 75 compiles (make_vmem_truth.py
 --gated); BENCHMARKS.md, "Gated units"."""

@@ -3,7 +3,7 @@ the heads in straight-line code, written to test one claim of the VMEM estimate 
 compiled: where no VPU reduction sums a head's exponentials (the row sum as a second matmul, in an
 unrolled fori_loop, or none), libtpu computes the heads one after another and keeps about one head's
 scores beyond the blocks; where the VPU sums them it keeps a share of all of them
-(vmem.ONE_AT_A_TIME_ROOM, UNROLLED_SUMMED_SHARE). tests/data/vmem_truth_heads.json holds libtpu's
+(rule one_at_a_time, rule unrolled_summed). tests/data/vmem_truth_heads.json holds libtpu's
 verdicts on 72 compiles (make_vmem_truth.py --heads): 0.86-1.09 of one head's scores in the 51 of
 the first kind that fit, up to 5.8 heads' of 8 with the VPU sum."""
 from __future__ import annotations
@@ -25,7 +25,7 @@ def row(kernel: str, heads: int, block_q: int, chip: str) -> tuple:
 # Measured with the rules of 4c072e0, before one_at_a_time: 45 agree, 27 undecided (the estimate left
 # room for 0.8 of all the heads' scores), none wrong. Now 63 agree. Undecided: the first kind on v5e
 # where the blocks and one head's scores come to exactly 16 MiB (libtpu fits at 15.68-15.84 MiB: no
-# room for the compiler's temporaries is certain there, vmem.BODY_MARGIN), and the VPU-summed control
+# room for the compiler's temporaries is certain there, rule body_margin), and the VPU-summed control
 # where half of its heads' scores are under the limit and libtpu ran out (16.37 of 16, 33.84 and
 # 37.48 of 32).
 UNDECIDED = [row(k, heads, bq, "tpu-v5e") for k in FIRST_KIND for heads, bq in ((4, 1024), (8, 512))] + \

@@ -62,7 +62,7 @@ def test_the_estimate_never_says_does_not_fit_where_libtpu_fits():
 # fits (3: room for a second f32 block-sized value), the fused RoPE at (2048, 512) on v5e and
 # (4096, 1024) on TPU7x (2).
 # Since a "fits" leaves room for row statistics where they are the body's largest values
-# (vmem.STATISTICS_ROOM_SHARE: LayerNorm's (rows, 1) mean and variance take rows / 8 vregs each),
+# (rule row_statistics: LayerNorm's (rows, 1) mean and variance take rows / 8 vregs each),
 # LayerNorm at blocks 8192 and 16384 on v5e and 16384 on v6e, which libtpu fits at 6.49-13.21 MiB with
 # their blocks placed outside the limit, are undecided (room in the body means placement is not relied
 # on); at 16384 and 2048 on TPU7x, whose blocks alone reach the 32 MiB limit, a body value beside them

@@ -71,7 +71,7 @@ def test_export_writes_the_graph_and_the_report(cli, tmp_path):
 # operands at T = 32768 cannot: libtpu 64.12 MiB scoped, refused).
 # The row where the estimate said "fits" and libtpu ran out, tops' chunk_fwd_o with chunks of 512
 # and K = V = 1024 on TPU7x (41.21 MiB needed, 26 counted), is undecided since TPU7x's "fits" leaves
-# room for the bf16 parts of its two HIGHEST-precision f32 matmuls' operands (Chip.splits_f32_matmuls).
+# room for the bf16 parts of its two HIGHEST-precision f32 matmuls' operands (rule split_f32_operands).
 
 
 def test_the_estimate_never_says_does_not_fit_where_libtpu_fits():

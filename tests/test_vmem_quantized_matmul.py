@@ -20,7 +20,7 @@ What libtpu showed (its LLO allocations, --xla_jf_dump_to):
   spills uncovered ("fits" at tm 1024 on v5e and v5p where libtpu needed 16.15 MiB of 16), so the
   rule was not kept; no row here says "does not fit" where libtpu fits.
 
-The estimate leaves room for fp8 operands as bf16 (vmem.py, Chip.mxu_takes_fp8). Register spills of
+The estimate leaves room for fp8 operands as bf16 (vmem.py, rule fp8_as_bf16). Register spills of
 bf16 and int8-weight matmuls and v5p's scale blocks are modelled by no rule: KNOWN_SHORT lists the
 four rows where they make the estimate say "fits" and libtpu runs out. The predictions were made
 with a broader rule (room for every matmul's operands, placement relied on only on v5e and v6e:

@@ -93,11 +93,11 @@ SHORT = [glu("swiglu", "f32", 2048, 256, 2048, 1024, 1024, "tpu-v5e"),
          glu("geglu", "bf16", 4096, 256, 2048, 2048, 1024, "tpu-v5e"),
          glu("geglu", "bf16", 4096, 512, 4096, 2048, 2048, "tpu-v6e"),
          glu("geglu", "bf16", 4096, 512, 4096, 2048, 2048, "tpu-7x")]
-# With 0.9 of one result certain on v5e and v6e (Chip.met_result_share; tests/data/second_values.py)
+# With 0.9 of one result certain on v5e and v6e (rule met_result; tests/data/second_values.py)
 # SwiGLU at 1024 x 2048 on v6e is over too, and with room for 0.7 of a second value where the body
-# holds matmuls (vmem.SECOND_VALUE_ROOM), GDN-2's recompute at bf16 D 3072 on TPU7x fits: 50 agree
+# holds matmuls (rule second_value), GDN-2's recompute at bf16 D 3072 on TPU7x fits: 50 agree
 SHORT_NOW_OVER = [SHORT[0], SHORT[1], SHORT[3], SHORT[4], SHORT[5]]
-# With room for the most of the two results each chip kept (Chip.met_results_room: 0.7 on v5e, 0.9
+# With room for the most of the two results each chip kept (rule met_results: 0.7 on v5e, 0.9
 # on TPU7x) GeGLU at 1024 x 1024 on v5e and at 1024 x 2048 on TPU7x fit, as libtpu says: 52 agree
 NOW_UNDECIDED = [glu("swiglu", "f32", 1024, 512, 2048, 512, 1024, "tpu-v5e"),
                  glu("geglu", "bf16", 2048, 512, 4096, 1024, 2048, "tpu-v6e")]

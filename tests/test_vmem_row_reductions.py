@@ -23,10 +23,10 @@ def rows(kernel: str, block_rows: int, chip: str, dim: int = 128) -> tuple:
 
 # Undecided, none wrong: each within the room a "fits" leaves for row statistics of its limit
 # (v5e: 14.97 MiB fits, 16.98, 16.28 and 19.04 ran out; v6e: 30.05 and 29.86 fit, 34.86 ran out).
-# With room for no more statistics than each chip kept beside the waiting one (Chip.statistics_room:
+# With room for no more statistics than each chip kept beside the waiting one (rule row_statistics's most:
 # one on v6e and TPU7x, two on v5e) four-stats on v5e at 13.82 MiB and on TPU7x at 23.80 and 27.80,
 # and the centred rows at 512 lanes on v6e at 30.06, fit, as libtpu says; with as many certain where
-# three or more reductions along 128-lane rows make them (Chip.statistics_kept: 1.9 on v5e), four-stats
+# three or more reductions along 128-lane rows make them (rule waiting_statistics: 1.9 on v5e), four-stats
 # is over at 6144 rows on v5e (20.73) and 12288 on v6e (35.80), as libtpu says
 UNDECIDED = [rows("mean_max", 6144, "tpu-v5e"), rows("mean_max", 12288, "tpu-v6e"),
              rows("wide_centred", 1792, "tpu-v5e", 512),
@@ -39,13 +39,14 @@ def test_the_estimate_against_libtpu_on_the_row_reductions():
 
 
 def test_three_reductions_along_narrow_rows_keep_statistics_beside_the_waiting_one():
-    """four_stats at 128 lanes: the waiting statistic and Chip.statistics_kept more are certain (v5e
+    """four_stats at 128 lanes: the waiting statistic and rule waiting_statistics more are certain (v5e
     kept 1.95-2.04 beside it, v6e and TPU7x 1.01-1.11), so 6144-row blocks are over on v5e, as libtpu
     says (20.73 MiB of 16); the same reductions along 512-lane rows keep none certain (v6e kept 0.3-0.5)."""
     from inspector.backends import Backend
     from inspector.chips import get_chip
     from inspector.pallas.discovery import find_pallas_calls
     from inspector.pallas.vmem import VREG_FILE_BYTES, budget
+    from inspector.pallas.vmem_rules import share
     from inspector.stages import capture
 
     def info(kernel, args, block_rows):
@@ -54,14 +55,14 @@ def test_three_reductions_along_narrow_rows_keep_statistics_beside_the_waiting_o
         return call.info
 
     narrow = info("four_stats", "f32[12288,128]", 6144)
-    assert narrow.statistic_reductions == 4 and narrow.statistic_lanes == 128
+    assert narrow.body.statistic_reductions == 4 and narrow.body.statistic_lanes == 128
     v5e = get_chip("tpu-v5e")
     b = budget(narrow, v5e)
-    stat = narrow.statistic_bytes
-    assert b.held_bytes == stat - VREG_FILE_BYTES + int(v5e.statistics_kept * stat) and b.verdict == "over"
+    stat = narrow.body.statistic_bytes
+    assert b.held_bytes == stat - VREG_FILE_BYTES + int(share("waiting_statistics", v5e) * stat) and b.verdict == "over"
     wide = info("wide_centred", "f32[3584,512]", 1792)
-    assert wide.statistic_lanes == 512
-    assert budget(wide, get_chip("tpu-v6e")).held_bytes == wide.statistic_bytes - VREG_FILE_BYTES
+    assert wide.body.statistic_lanes == 512
+    assert budget(wide, get_chip("tpu-v6e")).held_bytes == wide.body.statistic_bytes - VREG_FILE_BYTES
 
 
 @pytest.mark.parametrize("kernel", ["one_max", "mean_max", "four_stats", "wide_centred", "layer_norm_256",

@@ -27,9 +27,9 @@ def attention(block_q: int, kv: int, chip: str) -> tuple:
 
 # Undecided, none wrong (the RMSNorm's one reduction leaves no statistic waiting: its rows decide):
 # - no longer the centred kernel: on TPU7x, where it fits in 27.96 of 32, room for one statistic more
-#   (as TPU7x kept: Chip.statistics_room) rather than 0.3 of its six decides it; where it runs out
+#   (as TPU7x kept: rule row_statistics's most) rather than 0.3 of its six decides it; where it runs out
 #   (20.61 MiB of 16 on v5e, 35.96 of 32 on v6e) the statistics its three reductions keep beside the
-#   waiting one (Chip.statistics_kept) are certain: over;
+#   waiting one (rule waiting_statistics) are certain: over;
 # - the online softmax where its blocks, carries and scores fit but libtpu runs out on v5e and v6e
 #   (17.60, 32.88, 35.88 MiB), and where it fits on TPU7x (30.87 of 32).
 UNDECIDED = [attention(4096, 2048, "tpu-v5e"), attention(8192, 2048, "tpu-v6e"), attention(8192, 2048, "tpu-7x"),

@@ -9,7 +9,7 @@ before they were compiled (105 compiles, tests/data/vmem_truth_second.json, make
    "does not fit" of two compiles that fit. Such values are no longer counted certain
    (body_dots._streams_into_reductions);
 3. two matmul results that meet: v5e kept 1.05 or more of one, v6e 1.00, TPU7x 1.01, so v5e and
-   v6e count 0.9 certain (Chip.met_result_share); predicted 1.0 on v6e, refuted by 0.0025;
+   v6e count 0.9 certain (rule met_result); predicted 1.0 on v6e, refuted by 0.0025;
 4. written after those: the same cross-entropy with its row max tiled (Levanter's form), predicted
    to keep the tiled max whole, kept 0.10-0.32 of it (two more false "does not fit"): a tile streams
    too; the room for 0.7 of a second value stays wherever the body holds matmuls.
@@ -22,7 +22,8 @@ from conftest import assert_truth_outcome
 from inspector.backends import Backend
 from inspector.chips import get_chip
 from inspector.pallas.discovery import find_pallas_calls
-from inspector.pallas.vmem import SECOND_VALUE_ROOM, VREG_FILE_BYTES, budget
+from inspector.pallas import vmem_rules
+from inspector.pallas.vmem import VREG_FILE_BYTES, budget
 from inspector.stages import capture
 from inspector.target import load_target
 
@@ -49,9 +50,9 @@ def glu(kernel: str, bm: int, bn: int, chip: str) -> tuple:
 # on v6e and TPU7x at 28.76-30.71 MiB where one value certain said 42.75; 1024 x 2048 runs out on
 # v5e at 16.34 with 15.5 of blocks and scratch); results that meet within the room for both. Decided
 # since: the log-softmax of scores, held beside the output block it is stored in (0.9 of it certain,
-# vmem.STORED_DOT_SHARE: over, as libtpu says); the cross-entropies at 1024 x 2048 on v6e, their
+# rule stored_dot: over, as libtpu says); the cross-entropies at 1024 x 2048 on v6e, their
 # one-lane blocks placed (beside a body that sums no softmax); GLU at 1024 x 1024 on v5e and 1024 x
-# 2048 on TPU7x, with room for the most of the two results those chips kept (Chip.met_results_room)
+# 2048 on TPU7x, with room for the most of the two results those chips kept (rule met_results)
 UNDECIDED = [ce(1024, 1024, "tpu-v5e", k) for k in ("ce_lse", "ce_tiled")] + \
     [ce(512, 2048, "tpu-v5e", k) for k in ("ce_lse", "ce_tiled")] + \
     [ce(1024, 2048, "tpu-v5e")] + \
@@ -78,27 +79,27 @@ def test_values_that_stream_into_reductions_are_not_counted_whole():
     for 0.8 of a second beside it (matmuls)."""
     for kernel, whole in (("ce_lse", 0), ("ce_tiled", MiB // 2)):
         info = traced(kernel, "bf16[2048,1024] bf16[1024,4096] i32[2048,1]", block_b=1024, block_v=2048, block_h=512)
-        assert info.computed_value_bytes == whole and info.second_computed_bytes == info.body_value_bytes == 8 * MiB
+        assert info.body.computed_value_bytes == whole and info.body.second_computed_bytes == info.body.largest_value_bytes == 8 * MiB
         b = budget(info, get_chip("tpu-v5e"))  # libtpu runs out of 16 MiB at 16.34 and 16.34
         # ce_tiled's certain 0.25 MiB more takes it within the registers of the limit: over
         assert b.held_bytes == max(whole - VREG_FILE_BYTES, 0) and b.verdict == ("over" if whole else "unsure")
-        assert b.body_bytes == int(8 * MiB * (1 + SECOND_VALUE_ROOM))
+        assert b.body_bytes == int(8 * MiB * (1 + vmem_rules.share("second_value", get_chip("tpu-v5e"))))
 
 
 def test_a_value_a_reduction_sees_before_the_store_is_whole_and_alone_without_matmuls():
     """log_softmax's f32 block (its max, then x - max stored) is whole; a second of its size is
     not kept where the body has no matmul: 29.75 MiB of 32 fits on v6e (libtpu 30.19)."""
     info = traced("log_softmax_bf16", "bf16[1280,4096]", block_rows=640)
-    assert info.computed_value_bytes == info.second_computed_bytes == 10 * MiB and not info.dots
+    assert info.body.computed_value_bytes == info.body.second_computed_bytes == 10 * MiB and not info.dots
     b = budget(info, get_chip("tpu-v6e"))
     assert b.held_bytes == 10 * MiB - VREG_FILE_BYTES and b.room_for == [] and b.verdict == "fits"
 
 
 def test_the_certain_share_of_results_that_meet_is_the_chips():
     info = traced("glu_sigmoid_bf16", "bf16[2048,512] bf16[512,2048] bf16[512,2048]", block_m=1024, block_n=1024)
-    assert info.met_dot_bytes == 4 * MiB
+    assert info.body.met_bytes == 4 * MiB
     for chip, share in (("tpu-v5e", 0.9), ("tpu-v6e", 0.9), ("tpu-7x", 0.6), ("tpu-v5p", 0.6)):
-        assert get_chip(chip).met_result_share == share
+        assert vmem_rules.share("met_result", get_chip(chip)) == share
         assert budget(info, get_chip(chip)).held_bytes == int(share * (4 * MiB - VREG_FILE_BYTES))
 
 
@@ -125,5 +126,5 @@ def test_check_traces_for_the_chip_what_the_truth_tests_trace_for_the_cpu():
     target = dataclasses.replace(base, params=dict(base.params, block_b=2048, block_v=2048, block_h=512))
     result = run_check(target, [get_chip("tpu-v6e")], estimate_only=True, use_cache=False)
     [kernel] = result.kernels
-    assert kernel.call.computed_value_bytes == 0
+    assert kernel.call.body.computed_value_bytes == 0
     assert [(row.chip, row.fits) for row in result.targets] == [("tpu-v6e", None)]

@@ -59,7 +59,7 @@ def test_the_estimate_against_libtpu_across_the_limits():
     looked at), 36 that libtpu fits and 30 it runs out on. Measured with the rules of ff37512: 64
     agree, 2 undecided, no "fits" where libtpu runs out and no "does not fit" where it fits. Held at
     that, so that a change that does worse fails here. 65 with room for 0.7 of a second value where
-    the body holds matmuls (vmem.SECOND_VALUE_ROOM): EasyDeL's matmul at 1024 on v5e fits."""
+    the body holds matmuls (rule second_value): EasyDeL's matmul at 1024 on v5e fits."""
     rows, outcome = truth_outcome("vmem_truth_heldout7.json")
     assert len(rows) == 66 and sum(not r["compiler_fits"] for r in rows) == 30
     assert outcome["false error"] == [], outcome["false error"]

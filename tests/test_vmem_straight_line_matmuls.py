@@ -74,7 +74,7 @@ def bgmv(tokens: int, dim: int, loras: int, rank: int, tb: int, rb: int, db: int
 #   element-wise value of the matmul result's size inside jnp.clip's jitted helper (4 and 8 MiB),
 #   with room for a second. libtpu's figure is the blocks alone in all four (12.01, 14.01, 25.26,
 #   28.21 MiB): it fuses the transpose into the matmul and builds the epilogue in the output block.
-# - undecided: room for 0.8 of the straight-line matmul results (UNROLLED_DOT_SHARE) puts the total
+# - undecided: room for 0.8 of the straight-line matmul results (rule unrolled_dots) puts the total
 #   over the limit where libtpu keeps none of them: the Keras kernel at an 8 MiB result on v6e
 #   (libtpu 25.00 and 28.00 MiB, its blocks), MaxKernel's Dense + SiLU at a 12 MiB result on v6e and
 #   TPU7x, vLLM's bgmv at 128 x 256 KiB of unrolled results on v5e (libtpu 4.90 MiB, its blocks
@@ -95,7 +95,7 @@ UNDECIDED = [kmr(2048, 384, 4096, 1024, 2048, "tpu-v6e"), kmr(2048, 512, 4096, 1
 # undecided where libtpu runs out at 16.39 of 16 (v5e) and 33.75 of 32 (v6e): the certain figures
 # had been over libtpu's (16.15 and 32.17 MiB; 22.05 where it needs 18.30), now 13.40 and 26.42
 # and the matmul result whose LayerNorm is stored whole, held beside its output block (0.9 of it
-# certain, vmem.STORED_DOT_SHARE: libtpu kept 1.0-1.7x), takes the v5e row over, as libtpu says
+# certain, rule stored_dot: libtpu kept 1.0-1.7x), takes the v5e row over, as libtpu says
 STREAMED = [gln(768, 128, 4096, 384, "tpu-v6e")]
 
 

@@ -61,10 +61,12 @@ def test_placement_is_not_relied_on_beside_a_softmax_the_body_sums():
     operand is an unsure term again."""
     import dataclasses
 
-    info = dataclasses.replace(info_of("computed"), body_value_bytes=2 * MiB, vmem_limit_bytes=24 * MiB)
+    computed = info_of("computed")
+    info = dataclasses.replace(computed, body=dataclasses.replace(computed.body, largest_value_bytes=2 * MiB),
+                               vmem_limit_bytes=24 * MiB)
     b = budget(info, V5E)
     assert b.verdict == "fits" and b.placed_bytes == 16 * MiB and b.outside_bytes == 0
-    summed = dataclasses.replace(info, held_dot_bytes=2 * MiB, summed_dot_bytes=2 * MiB)
+    summed = dataclasses.replace(info, body=dataclasses.replace(info.body, held_bytes=2 * MiB, summed_bytes=2 * MiB))
     b = budget(summed, V5E)
     assert b.verdict == "unsure" and b.placed_bytes == 0 and b.outside_bytes == 16 * MiB
 

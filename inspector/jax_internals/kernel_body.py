@@ -11,6 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..pallas.model import DmaInfo, ScratchInfo
+from ..user_code import short_path
 from .pipelines import is_pipeline_copy, is_pipeline_scope
 from .tracing import sub_jaxprs
 
@@ -202,13 +203,8 @@ class _Body:
                     if id(v) not in stored and shape and hasattr(aval, "dtype"):
                         self.sizes.append(_bytes_of(aval))
             if p == "dot_general":
-                (lc, _), _ = eqn.params["dimension_numbers"]
-                lhs, out = eqn.invars[0].aval.shape, eqn.outvars[0].aval.shape
-                k = math.prod(lhs[d] for d in lc)
-                f = 2.0 * math.prod(out) * k
+                f = self._dot(eqn)
                 lo, hi = lo + f, hi + f
-                m = math.prod(out[:-1]) if len(out) > 1 else 1
-                self.dots.append([int(m), int(k), int(out[-1]) if out else 1])
             elif p in _TRANSCENDENTAL:
                 self.trans += math.prod(eqn.outvars[0].aval.shape) * times[1]
             elif p == "dma_start":
@@ -251,27 +247,43 @@ class _Body:
                 self.unknown_loops += len(self.dmas) > dmas or c[1] > 0
                 continue
             elif p == "run_scoped":
-                inner = eqn.params["jaxpr"]
-                self.run_scoped.append(eqn)
-                for v in inner.invars:
-                    self.names[id(v)] = f"run_scoped buffer {len(self.scoped)}"
-                    aval = v.aval
-                    self.scoped.append(ScratchInfo([int(d) for d in getattr(aval, "shape", ())],
-                                                   str(getattr(aval, "dtype", "")), memory_space(aval), scoped=True))
-                pipeline = is_pipeline_scope(eqn)
-                if pipeline:
-                    self.pipeline_runs.append((times[0], times[1]))
-                self._in_pipeline += pipeline
-                for sub in sub_jaxprs(eqn.params):
-                    self._inherit(eqn, sub)
-                    c = self.visit(sub, times)
-                    lo, hi = lo + c[0], hi + c[1]
-                self._in_pipeline -= pipeline
+                c = self._run_scoped(eqn, times)
+                lo, hi = lo + c[0], hi + c[1]
                 continue
             for sub in sub_jaxprs(eqn.params):
                 self._inherit(eqn, sub)
                 c = self.visit(sub, times)
                 lo, hi = lo + c[0], hi + c[1]
+        return lo, hi
+
+    def _dot(self, eqn) -> float:
+        """A matmul's flops, its (m, k, n) recorded."""
+        (lc, _), _ = eqn.params["dimension_numbers"]
+        lhs, out = eqn.invars[0].aval.shape, eqn.outvars[0].aval.shape
+        k = math.prod(lhs[d] for d in lc)
+        m = math.prod(out[:-1]) if len(out) > 1 else 1
+        self.dots.append([int(m), int(k), int(out[-1]) if out else 1])
+        return 2.0 * math.prod(out) * k
+
+    def _run_scoped(self, eqn, times: tuple[float, float]) -> tuple[float, float]:
+        """A run_scoped region: its buffers (emit_pipeline's among them) and its body's [min, max] flops."""
+        self.run_scoped.append(eqn)
+        for v in eqn.params["jaxpr"].invars:
+            self.names[id(v)] = f"run_scoped buffer {len(self.scoped)}"
+            aval = v.aval
+            self.scoped.append(ScratchInfo(shape=[int(d) for d in getattr(aval, "shape", ())],
+                                           dtype=str(getattr(aval, "dtype", "")), memory_space=memory_space(aval),
+                                           scoped=True))
+        pipeline = is_pipeline_scope(eqn)
+        if pipeline:
+            self.pipeline_runs.append((times[0], times[1]))
+        self._in_pipeline += pipeline
+        lo = hi = 0.0
+        for sub in sub_jaxprs(eqn.params):
+            self._inherit(eqn, sub)
+            c = self.visit(sub, times)
+            lo, hi = lo + c[0], hi + c[1]
+        self._in_pipeline -= pipeline
         return lo, hi
 
     def _dma(self, eqn, times) -> None:
@@ -296,7 +308,6 @@ class _Body:
 
 def _short_src(src: str | None) -> str | None:
     """'kernel at /abs/path/file.py:48' -> 'kernel at path/file.py:48'."""
-    from ..target import short_path
 
     if not src or " at " not in src:
         return src

@@ -156,7 +156,7 @@ def pipeline_call(record: PipelineRecord, kernel: str, number: int) -> FoundCall
         grid_dynamic=[g is None for g in record.grid], dimension_semantics=sem, scalar_prefetch=0, prefetch_bytes=0,
         operands=operands, scratch=[], dmas=[], vmem_limit_bytes=None, num_stages=None, step_flops=0.0,
         step_flops_min=0.0, step_transcendentals=0.0, dots=[], intermediates_bytes=[], style="emit_pipeline")
-    return FoundCall(info, maps, f"emit_pipeline|{next(_SERIAL)}")
+    return FoundCall(info=info, index_maps=maps, signature=f"emit_pipeline|{next(_SERIAL)}")
 
 
 def body_pipelines(body, kernel: str, copies: int | None) -> tuple[list[FoundCall], list[str], list[float]]:
@@ -220,8 +220,8 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
         aval = v.aval
         inner = getattr(aval, "inner_aval", aval)
         names[id(v)] = arg_names[len(refs) + k] if len(refs) + k < len(arg_names) else f"scratch {k}"
-        scratch.append(ScratchInfo([int(d) for d in getattr(inner, "shape", ())], str(getattr(inner, "dtype", "")),
-                                   memory_space(aval)))
+        scratch.append(ScratchInfo(shape=[int(d) for d in getattr(inner, "shape", ())],
+                                   dtype=str(getattr(inner, "dtype", "")), memory_space=memory_space(aval)))
     body = _Body(names)
     flops_lo, flops_hi = body.visit(jaxpr, (1.0, 1.0))
     dots = body_dots(jaxpr)
@@ -242,9 +242,10 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
         vmem_limit_bytes=getattr(eqn.params.get("compiler_params"), "vmem_limit_bytes", None), num_stages=None,
         step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
-        **dots.call_fields(),
+        body=dots,
         cost_estimate=_cost_estimate(eqn.params.get("cost_estimate")),
         interpret=bool(eqn.params.get("interpret")) and not forced_interpret,
         style=style, core_type=_core_type(mesh), vmem_unfollowed=unfollowed)
     signature = hashlib.sha256(f"{style}|{name}|{id(jaxpr)}|{grid}".encode()).hexdigest()
-    return FoundCall(call, maps, signature, pipelines=pipelines, unwalked_pipelines=unwalked, pipeline_runs=runs)
+    return FoundCall(info=call, index_maps=maps, signature=signature, pipelines=pipelines, unwalked_pipelines=unwalked,
+                     pipeline_runs=runs)

@@ -8,16 +8,19 @@ Reads jax's GridMapping/BlockMapping and the Pallas TPU primitives (jax/_src/pal
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 from typing import Callable
 
 import numpy as np
 
 from ..pallas.model import GRID_LETTERS, BlockSpecInfo, FoundCall, PallasCall, ScratchInfo
+from ..user_code import short_path
 from .evaluate import operand_values, pallas_occurrences
 from .body_dots import body_dots
 from .kernel_body import _Body, _bytes_of, _cost_estimate, _short_src, memory_space
 from .liveness import live_outputs
+from .mesh_kernels import body_pipelines, is_mesh_kernel, read_mesh_kernel
 from .operand_origins import kernels_in_control_flow, operands_made_by_ops, outputs_read_by_ops
 from .row_flow import straight_flows
 from .tracing import eqn_frame
@@ -105,8 +108,6 @@ def expr_text(jaxpr, names: list[str]) -> list[str]:
 def _discharged(closed) -> tuple:
     """(jaxpr, consts) of ``closed`` with its refs turned into plain values. jax 0.10.1 takes and
     returns a ClosedJaxpr; 0.10.0 a jaxpr and its consts."""
-    import inspect
-
     from jax._src.state import discharge
 
     if "closed_jaxpr" in inspect.signature(discharge.discharge_state).parameters:
@@ -249,7 +250,6 @@ def _operand(bm, pos: int, n_in: int, n_idx: int, arg_names: list, index_names: 
 def block_specs(closed_jaxpr) -> list[tuple[str, str | None, list[BlockSpecInfo]]]:
     """(name, file:line, BlockSpecs) of every pallas_call, in program order: the BlockSpecs alone,
     without reading the body or evaluating anything (cheap enough to ask before every compile)."""
-    from ..target import short_path
 
     found = []
     for _, eqn in pallas_occurrences(closed_jaxpr.jaxpr):
@@ -270,6 +270,31 @@ def block_specs(closed_jaxpr) -> list[tuple[str, str | None, list[BlockSpecInfo]
     return found
 
 
+def _grid(gm, dynamic_values: list) -> list[int | None]:
+    """The grid's sizes; one computed at run time from the value the example inputs give it (None without)."""
+    values = iter(dynamic_values)
+    grid: list[int | None] = []
+    for d in gm.grid:
+        if is_dynamic_dim(d):
+            v = next(values)
+            grid.append(int(np.asarray(v).reshape(-1)[0]) if v is not None else None)
+        else:
+            grid.append(int(d))
+    return grid
+
+
+def _mark_straight_flows(kernel, operands: list[BlockSpecInfo], n_idx: int, n_in: int) -> None:
+    """Which input dims reach the outputs straight (BlockSpecInfo.straight_to): padding read along
+    them is harmless."""
+    try:
+        ref_dims = [[d for d, k in enumerate(op.dim_kinds) if k != "squeezed"] for op in operands]
+        flows = straight_flows(kernel, n_idx, n_in, len(operands) - n_in, ref_dims)
+    except Exception:  # an analysis that cannot follow the body claims nothing
+        flows = [{} for _ in range(n_in)]
+    for op, found in zip(operands, flows):
+        op.straight_to = found
+
+
 def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_interpret: bool = False,
               made: list[bool] | None = None, read_after: list[bool] | None = None, followed: bool = False) -> FoundCall:
     """One pallas_call equation as data. ``values``: the concrete values of its operands where
@@ -278,21 +303,12 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
     the kernel, ``read_after``: which outputs an op reads after it (operand_origins; none when
     not known); ``followed``: those were followed, not assumed (the kernel is outside loops,
     branches and maps)."""
-    from ..target import short_path
-    from .mesh_kernels import body_pipelines
 
     p = eqn.params
     gm = p["grid_mapping"]
     n_dyn = sum(1 for d in gm.grid if is_dynamic_dim(d))
     values = values or [None] * len(eqn.invars)
-    dyn_values = iter(values[:n_dyn])
-    grid: list[int | None] = []
-    for d in gm.grid:
-        if is_dynamic_dim(d):
-            v = next(dyn_values)
-            grid.append(int(np.asarray(v).reshape(-1)[0]) if v is not None else None)
-        else:
-            grid.append(int(d))
+    grid = _grid(gm, values[:n_dyn])
     names = [str(n) for n in gm.grid_names] if gm.grid_names else list(GRID_LETTERS[:len(grid)].ljust(len(grid), "g"))
     n_idx = int(gm.num_index_operands)
     prefetch_vars = eqn.invars[n_dyn:n_dyn + n_idx]
@@ -311,19 +327,14 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         operand.read_by_op = operand.role == "output" and bool(read_after) and read_after[pos - n_in]  # type: ignore[index]
         operands.append(operand)
         maps.append(_index_map_callable(bm.index_map_jaxpr, prefetch, len(grid)))
-    try:  # which input dims reach the outputs straight: padding read along them is harmless
-        ref_dims = [[d for d, k in enumerate(op.dim_kinds) if k != "squeezed"] for op in operands]
-        flows = straight_flows(kernel, n_idx, n_in, len(operands) - n_in, ref_dims)
-    except Exception:  # an analysis that cannot follow the body claims nothing
-        flows = [{} for _ in range(n_in)]
-    for op, found in zip(operands, flows):
-        op.straight_to = found
+    _mark_straight_flows(kernel, operands, n_idx, n_in)
     # input_output_aliases count the scalar-prefetch operands, then the pipelined inputs
     for i, o in p.get("input_output_aliases", ()) or ():
         if n_in + o < len(operands):
             operands[n_in + o].aliased_input = (operands[i - n_idx].operand if i >= n_idx
                                                 else f"scalar-prefetch operand {i}")
-    scratch = [ScratchInfo([int(d) for d in getattr(a, "shape", ())], str(getattr(a, "dtype", "")), memory_space(a))
+    scratch = [ScratchInfo(shape=[int(d) for d in getattr(a, "shape", ())], dtype=str(getattr(a, "dtype", "")),
+                           memory_space=memory_space(a))
                for a in gm.scratch_avals]
     ref_names = {id(v): (arg_names[i] if i < len(arg_names) and arg_names[i] else f"ref{i}")
                  for i, v in enumerate(kernel.invars)}
@@ -345,7 +356,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         vmem_limit_bytes=getattr(cp, "vmem_limit_bytes", None), num_stages=getattr(cp, "num_stages", None),
         step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
-        **dots.call_fields(),
+        body=dots,
         cost_estimate=_cost_estimate(p.get("cost_estimate")), vmapped_dims=[int(d) for d in gm.vmapped_dims],
         work_before_bytes=_work_before(eqn.invars[n_dyn:], made[n_dyn:] if made else None,
                                        p.get("input_output_aliases")),
@@ -353,8 +364,9 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         # True or the interpreter's params, unless the inspector forced interpret mode (the CPU)
         interpret=bool(p.get("interpret")) and not forced_interpret,
     )
-    return FoundCall(call, maps, _signature(grid, gm, prefetch), prefetch is not None, pipelines=pipelines,
-                     unwalked_pipelines=unwalked, pipeline_runs=runs)
+    return FoundCall(info=call, index_maps=maps, signature=_signature(grid, gm, prefetch),
+                     prefetch_known=prefetch is not None, pipelines=pipelines, unwalked_pipelines=unwalked,
+                     pipeline_runs=runs)
 
 
 def _work_before(operands: list, made: list[bool] | None, aliases) -> int:
@@ -375,8 +387,6 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
     """Every pallas_call in the program (inside jit, custom_vjp, scan, cond, vmap'd code too), as
     (name, FoundCall) or (name, the exception) for a call this reader cannot follow.
     ``forced_interpret``: traced under the inspector's own TPU interpret mode."""
-    from .mesh_kernels import is_mesh_kernel, read_mesh_kernel
-
     occurrences = list(pallas_occurrences(closed_jaxpr.jaxpr))
     if not occurrences:  # nothing to read (and no TPU layouts to ask libtpu for)
         return []

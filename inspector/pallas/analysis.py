@@ -6,14 +6,17 @@ import dataclasses
 
 from ..chips import Chip
 from ..findings import Finding
-from .grid_walk import GridWalk, walk_grid
+from ..hlo.fusions import scoped_vmem_used
+from ..hlo.module import parse_hlo
+from .grid_walk import GridWalk, unwalked, walk_grid
 from .discovery import read_program
 from .model import PallasCall
 from .tiling import tiling_findings
-from .vmem import BODY_MARGIN, VmemBudget, budget
+from .vmem import VmemBudget, budget
+from .vmem_rules import share
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class PallasReport:
     call: PallasCall
     walk: GridWalk
@@ -88,7 +91,7 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
                           "limit), which leave the compiler no room at the very limit")
         held = f", {mib(b.held_bytes)} of it {b.held_what}" if b.held_bytes else ""
         where = ("over" if b.total_bytes > b.limit_bytes else "at" if b.total_bytes == b.limit_bytes else
-                 f"within {BODY_MARGIN:.0%} of")
+                 f"within {share('body_margin', chip):.0%} of")
         return found + [Finding("warning", "vmem-may-exceed",
                         f"{b.kernel} on {b.chip}: the rest needs {mib(certain)} of the {b.limit_source} "
                         f"{mib(b.limit_bytes)}{held}; with {' and '.join(unsure)}, the estimate is {mib(b.total_bytes)}, {where} "
@@ -156,8 +159,6 @@ def compiler_scoped_vmem(hlo: str) -> list[int]:
     """The scoped VMEM each Mosaic kernel of a compiled TPU program uses, as libtpu wrote it in the
     custom call's config (scan and cond bodies too). 0 for a config that names none: that says
     nothing about its VMEM (unknown, not 0 B)."""
-    from ..hlo.fusions import scoped_vmem_used
-    from ..hlo.module import parse_hlo
 
     return [scoped_vmem_used(i.backend_config) or 0
             for c in parse_hlo(hlo).computations.values() for i in c.instructions
@@ -243,8 +244,7 @@ def analyse_pallas(program, budget_chips: list[Chip], rule_chips: list[Chip]) ->
         try:
             walk = walk_grid(found)
         except Exception as err:
-            walk = GridWalk(info.name, info.steps or 0, 0, [], 0, 0, [_could_not("the grid walk", info.name, err)], 0.0,
-                            skipped=f"walk failed: {type(err).__name__}")
+            walk = unwalked(info, [_could_not("the grid walk", info.name, err)], skipped=f"walk failed: {type(err).__name__}")
         findings = list(walk.findings)
         pipeline_walks, pipeline_findings = _walk_pipelines(found)
         findings += pipeline_findings
@@ -271,5 +271,6 @@ def analyse_pallas(program, budget_chips: list[Chip], rule_chips: list[Chip]) ->
                 findings.append(_could_not(f"the layout rules on {chip.name}", info.name, err))
             if chip.name in budgets:
                 findings += _budget_findings(budgets[chip.name], chip)
-        reports.append(PallasReport(info, walk, list(budgets.values()), findings, pipeline_walks))
+        reports.append(PallasReport(call=info, walk=walk, budgets=list(budgets.values()), findings=findings,
+                                    pipelines=pipeline_walks))
     return reports, unread

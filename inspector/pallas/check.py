@@ -4,10 +4,12 @@ chip. The estimate is static (BlockSpecs, scratch); unless told not to, the real
 from __future__ import annotations
 
 import dataclasses
+import signal
 from typing import Callable
 
 from ..backends import Backend
 from ..chips import Chip, get_chip
+from ..display import html
 from ..findings import Finding, by_severity
 from ..memory import analyse_memory
 from .analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler, refused_by_compiler
@@ -17,7 +19,7 @@ from ..stages import Capture, Stages, capture, compile_is_cached
 from ..target import Target
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class ChipCheck:
     """The verdict on one chip: the static estimate and, when compiled, libtpu's."""
 
@@ -35,7 +37,7 @@ class ChipCheck:
     compiler_aborted: bool = False  # libtpu ended the compile's process: no verdict (a compile-aborted finding)
 
 
-@dataclasses.dataclass(repr=False)
+@dataclasses.dataclass(repr=False, kw_only=True)
 class CheckResult:
     """`inspector check` on one target: a row per chip (``targets``, as the --target flag names
     them), every pallas_call's analysis, and the findings (chip-independent ones once)."""
@@ -58,8 +60,6 @@ class CheckResult:
         return "ok" if self.ok else "FAILED" if self.failed else "UNDECIDED"
 
     def _repr_html_(self) -> str:  # Jupyter: the check table, findings and budgets (rich loads only here)
-        from ..display import html
-
         return html(self)
 
 
@@ -88,8 +88,6 @@ class CompilerAborted(Exception):
         self.chip, self.exit, self.log = chip, exit, log
 
     def finding(self) -> Finding:
-        import signal
-
         try:
             how = f"killed by {signal.Signals(-self.exit).name}" if self.exit < 0 else f"exit code {self.exit}"
         except ValueError:
@@ -121,6 +119,21 @@ def _about_sparse_cores(err: Exception) -> bool:
     return "sparsecore" in text
 
 
+def _capture_for(target: Target, chip: Chip, compile: bool, compile_apart: Callable[[Chip], Stages] | None, *,
+                 use_cache: bool, memo: bool) -> tuple[Capture, CompilerAborted | None]:
+    """The program traced for one chip, compiled where ``compile`` (elsewhere through
+    ``compile_apart`` unless the disk cache holds it), and the abort of a compile made elsewhere."""
+    backend = Backend(chip if chip.is_tpu else get_chip("cpu"))
+    if compile and compile_apart is not None and not compile_is_cached(target, backend, use_cache=use_cache,
+                                                                       buffers=True, memo=memo):
+        captured = capture(target, backend, compile=False, use_cache=use_cache, memo=memo)
+        try:
+            return Capture(compile_apart(chip), captured.program), None
+        except CompilerAborted as err:
+            return captured, err
+    return capture(target, backend, compile=compile, use_cache=use_cache, memo=memo, buffers=compile), None
+
+
 def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False, use_cache: bool = True,
               memo: bool = True, compile_apart: Callable[[Chip], Stages] | None = None) -> CheckResult:
     """``compile_apart``: compiles for one TPU chip elsewhere (a process of its own) and returns
@@ -136,17 +149,7 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
             raise ValueError("check needs TPU or GPU targets")
         compile = chip.is_tpu and not estimate_only  # one trace serves the estimate and the compile
         try:
-            backend = Backend(chip if chip.is_tpu else get_chip("cpu"))
-            aborted = None
-            if compile and compile_apart is not None and not compile_is_cached(target, backend, use_cache=use_cache,
-                                                                               buffers=True, memo=memo):
-                captured = capture(target, backend, compile=False, use_cache=use_cache, memo=memo)
-                try:
-                    captured = Capture(compile_apart(chip), captured.program)
-                except CompilerAborted as err:
-                    aborted = err
-            else:
-                captured = capture(target, backend, compile=compile, use_cache=use_cache, memo=memo, buffers=compile)
+            captured, aborted = _capture_for(target, chip, compile, compile_apart, use_cache=use_cache, memo=memo)
         except TargetFailure as err:  # a SparseCore mesh on a chip without one: that chip's verdict, not the run's
             if not chip.is_tpu or chip.sparse_core_vmem_bytes is not None or not _about_sparse_cores(err):
                 if len(chips) == 1:
@@ -157,14 +160,15 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
                 findings.append(Finding("error", "raised-for-chip", f"{target.spec} on {chip.name}: the code raised while "
                                         f"tracing for this chip ({_first_line(err)}); the other "
                                         "chips are checked", view="overview", data={"chip": chip.name}))
-                rows.append(ChipCheck(chip.name, None, None, None, None, compiler_message="raised while tracing"))
+                rows.append(ChipCheck(chip=chip.name, fits=None, vmem_bytes=None, vmem_limit_bytes=None,
+                                      compiler_fits=None, compiler_message="raised while tracing"))
                 continue
             findings.append(Finding("error", "no-sparse-core", f"{target.spec} on {chip.name}: the program builds a SparseCore "
                                     f"mesh (plsc.VectorSubcoreMesh / ScalarSubcoreMesh) and {chip.name} has no SparseCore "
                                     "(v5p, v6e and TPU7x have): " + _own_words(err),
                                     view="pallas", data={"chip": chip.name}))
-            rows.append(ChipCheck(chip.name, None, None, None, False if compile else None,
-                                  compiler_message="no SparseCore on this chip"))
+            rows.append(ChipCheck(chip=chip.name, fits=None, vmem_bytes=None, vmem_limit_bytes=None,
+                                  compiler_fits=False if compile else None, compiler_message="no SparseCore on this chip"))
             continue
         stages = captured.stages
         reports, unread = analyse_pallas(captured.program, [chip], [chip])
@@ -176,8 +180,8 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
         # a pallas_call(interpret=True) runs as plain HLO on a TPU too: no VMEM budget to fit
         budgets = [b for r in reports for b in r.budgets if b.chip == chip.name and not (r.call.interpret and chip.is_tpu)]
         peak = max(budgets, key=lambda b: b.total_bytes, default=None)
-        row = ChipCheck(chip.name, estimate_fits(budgets), peak.total_bytes if peak else None,
-                          peak.limit_bytes if peak else None, None)
+        row = ChipCheck(chip=chip.name, fits=estimate_fits(budgets), vmem_bytes=peak.total_bytes if peak else None,
+                        vmem_limit_bytes=peak.limit_bytes if peak else None, compiler_fits=None)
         if aborted is not None:
             row.compiler_aborted, row.compiler_message = True, str(aborted)
             findings.append(aborted.finding())
@@ -203,6 +207,6 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
               or any((r.fits is False and not r.compiler_fits) or r.compiler_fits is False or r.hbm_fits is False
                      for r in rows))
     undecided = [r.chip for r in rows if r.fits is None and r.compiler_fits is None and r.compiler_message is None]
-    return CheckResult(not failed and not undecided, target.spec, rows, kernels, by_severity(findings),
-                       failed=failed, undecided=undecided)
+    return CheckResult(ok=not failed and not undecided, target=target.spec, targets=rows, kernels=kernels,
+                       findings=by_severity(findings), failed=failed, undecided=undecided)
 

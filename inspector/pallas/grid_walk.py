@@ -24,7 +24,7 @@ CHUNK = 1 << 20
 MULTI_CORE_CHIPS = "v4 and v5p (megacore) and TPU7x"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class OperandWalk:
     operand: str
     role: str
@@ -36,7 +36,7 @@ class OperandWalk:
     on_chip: bool = False  # an emit_pipeline over a ref already in VMEM/SMEM: its copies are no HBM traffic
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class GridWalk:
     kernel: str
     steps: int
@@ -138,8 +138,9 @@ class _OperandState:
         """The operand's totals, and each block visited with its number of runs."""
         runs = np.concatenate(self.runs) if self.runs else np.zeros(0, np.int64)
         values, counts = _unique_counts(runs)
-        walk = OperandWalk(self.op.operand, self.op.role, self.op.block_bytes, int(len(values)), int(len(runs)),
-                           int(len(runs)) * self.op.block_bytes, len(values) <= 1)
+        walk = OperandWalk(operand=self.op.operand, role=self.op.role, block_bytes=self.op.block_bytes,
+                           distinct_blocks=int(len(values)), transfers=int(len(runs)),
+                           bytes=int(len(runs)) * self.op.block_bytes, constant=len(values) <= 1)
         return walk, values, counts
 
 
@@ -272,10 +273,16 @@ def walk_grid(call: FoundCall, max_steps: int = MAX_STEPS) -> GridWalk:
 
 
 def _skipped(info, why: str, message: str) -> GridWalk:
-    return GridWalk(info.name, info.steps or 0, 0, [], 0, 0, [Finding(
+    return unwalked(info, [Finding(
         "info", "walk-needs-values", f"{info.name}: {message}, so the grid walk (coverage, revisits, block traffic) "
         "cannot follow it; give concrete example inputs (INSPECT \"args\" as a function returning arrays) to walk it",
-        kernel=info.name, view="pallas", data={"why": why})], 0.0, skipped=why)
+        kernel=info.name, view="pallas", data={"why": why})], skipped=why)
+
+
+def unwalked(info, findings: list[Finding], skipped: str) -> GridWalk:
+    """A grid that was not walked, and why."""
+    return GridWalk(kernel=info.name, steps=info.steps or 0, walked_steps=0, operands=[], hbm_bytes_read=0,
+                    hbm_bytes_written=0, findings=findings, seconds=0.0, skipped=skipped)
 
 
 def _dma_traffic(info, steps: int) -> tuple[list[int], int, int]:

@@ -21,7 +21,7 @@ def dtype_bits(dtype: str) -> int:
     return _SUB_BYTE_BITS.get(str(dtype), np.dtype(dtype).itemsize * 8)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class BlockSpecInfo:
     """One pipelined operand: the block of an array each grid step sees."""
 
@@ -91,7 +91,7 @@ class BlockSpecInfo:
         return math.ceil(self.block_elements * dtype_bits(self.dtype) / 8)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ScratchInfo:
     """A buffer the kernel owns: scratch_shapes, or a run_scoped allocation (emit_pipeline's
     buffers among them) when ``scoped`` is set."""
@@ -107,7 +107,7 @@ class ScratchInfo:
         return math.ceil(math.prod(self.shape or [1]) * bits / 8)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DmaInfo:
     """One async copy in the kernel body (make_async_copy, emit_pipeline's copies)."""
 
@@ -130,7 +130,42 @@ class DmaInfo:
         return "any" in (self.src_space, self.dst_space) or "hbm" in (self.src_space, self.dst_space)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BodyFacts:
+    """What a kernel body holds in VMEM beside its blocks (jax_internals/body_dots.py), in bytes of
+    (8 x packing, 128) vreg tiles: the facts the VMEM estimate's rules (pallas/vmem_rules.py) read."""
+
+    held_bytes: int = 0  # the largest matmul result a reduction must see whole before it is used whole
+    summed_bytes: int = 0  # of those held, the largest whose chain feeds two reductions (max, then the sum of exp)
+    stored_held_bytes: int = 0  # the largest matmul result held so, whose chain then stores it whole in a ref as wide
+    summed_operand_bytes: int = 0  # its operands the body computes (not blocks read as they are: _computed_operand_bytes)
+    loop_carry_bytes: int = 0  # the most a rolled loop (fori_loop, while) carries from step to step, in vreg tiles
+    unrolled_bytes: int = 0  # the most not-streamed matmul results one straight-line stretch computes
+    # of unrolled_bytes, what element-wise ops alone do not carry into a store of its size (_built_in_ref)
+    unrolled_unbuilt_bytes: int = 0
+    met_bytes: int = 0  # the largest matmul result whose element-wise chain meets another's (_meets_another_result)
+    # the largest (rows, 1) value (a row max or sum, a mean) in vreg tiles, and how many the body computes of that size
+    statistic_bytes: int = 0
+    statistic_count: int = 0
+    statistic_reductions: int = 0  # of those, how many are reductions of a block-sized value along its rows
+    statistic_lanes: int = 0  # the widest value those reductions reduce, in lanes
+    reduced_row_bytes: int = 0  # the largest value built in its ref after a reduction along its rows saw it (_reduced_row)
+    unrolled_values_bytes: int = 0  # the most an unrolled loop's trips build: trips x its body's largest value
+    # the body's largest value not built in the ref it is stored into (None: the body was not followed,
+    # then PallasCall.intermediates_bytes[0] stands for it)
+    largest_value_bytes: int | None = None
+    # of those, the largest that is not a matmul result and is whole (_streams_into_reductions)
+    computed_value_bytes: int = 0
+    second_computed_bytes: int = 0  # the second largest value computed element-wise, whole or streamed
+    split_operand_bytes: int = 0  # bf16 parts of HIGHEST-precision f32 matmuls' operands (_split_bytes)
+    # the largest matmul's two operands in vreg tiles, as read (_mxu_operand_bytes); of matmuls with an
+    # 8-bit float operand, the largest with those as bf16
+    mxu_operand_bytes: int = 0
+    mxu_operand_f8_bf16_bytes: int = 0
+    in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PallasCall:
     """One pallas_call as the compiler sees it."""
 
@@ -168,33 +203,7 @@ class PallasCall:
     style: str = "pallas_call"
     core_type: str | None = None  # mesh kernels: "TensorCore", "SparseCore vector subcore", ...
     vmem_unfollowed: str | None = None  # why the kernel's VMEM cannot all be counted (the budget is then undecided)
-    # matmul results the body keeps in VMEM (jax_internals/body_dots.py): the largest one a reduction
-    # must see whole before it is used whole, and the most one straight-line stretch computes (unrolled
-    # loops per trip)
-    held_dot_bytes: int = 0
-    summed_dot_bytes: int = 0  # of those, the largest whose exponentials are summed too (a second reduction)
-    stored_dot_bytes: int = 0  # a matmul result held so whose chain stores it whole in an output block as wide
-    summed_operand_bytes: int = 0  # its operands the body computes (a cast, RoPE), held beside it
-    loop_carry_bytes: int = 0  # what a rolled loop in the body carries from step to step (vreg tiles)
-    unrolled_dot_bytes: int = 0
-    unrolled_unbuilt_dot_bytes: int = 0  # of unrolled_dot_bytes, the results not built in the ref they are stored into
-    met_dot_bytes: int = 0  # the largest matmul result that meets another in an element-wise op (SwiGLU's)
-    statistic_bytes: int = 0  # the largest (rows, 1) value the body computes, in vreg tiles
-    statistic_count: int = 0  # how many of that size
-    statistic_reductions: int = 0  # of those, reductions of a block-sized value along its rows
-    statistic_lanes: int = 0  # the widest value those reductions reduce, in lanes
-    reduced_row_bytes: int = 0  # a value wider than a vreg a reduction along its rows sees whole, then stored
-    unrolled_values_bytes: int = 0  # an unrolled loop's trips x its body's largest value
-    # the body's largest value not built in the ref it is stored into (None: not followed, then
-    # intermediates_bytes[0]), and the largest one built there
-    body_value_bytes: int | None = None
-    # of those, the largest that is not a matmul result and does not stream into reductions
-    computed_value_bytes: int = 0
-    second_computed_bytes: int = 0  # the next largest, whole or streamed into reductions
-    split_operand_bytes: int = 0  # bf16 parts of the f32 operands of HIGHEST-precision matmuls
-    mxu_operand_bytes: int = 0  # the largest matmul's operands in vreg tiles (body_dots._mxu_operand_bytes)
-    mxu_operand_f8_bf16_bytes: int = 0  # the same with 8-bit float operands as bf16
-    in_ref_bytes: int = 0
+    body: BodyFacts = dataclasses.field(default_factory=lambda: BodyFacts())  # what the body holds in VMEM
 
     @property
     def steps(self) -> int | None:
@@ -206,7 +215,7 @@ class PallasCall:
     def compiled_steps(self) -> int | None:
         """The grid's steps as the compiler knows them: None where a dimension is computed at run
         time, even when the example inputs decide it (libtpu pipelines a dynamic grid of what
-        turns out to be one step with two buffers per block: measured, tests/test_third_party_styles.py)."""
+        turns out to be one step with two buffers per block: measured, tests/test_pallas_third_party_styles.py)."""
         return None if any(self.grid_dynamic) else self.steps
 
     @property
@@ -226,7 +235,7 @@ class PallasCall:
         return [sum(d.bytes * d.per_step[0] for d in hbm), sum(d.bytes * d.per_step[1] for d in hbm)]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class MosaicKernel:
     """The Mosaic MLIR of one pallas_call, as it was lowered for a TPU."""
 
@@ -236,7 +245,7 @@ class MosaicKernel:
     lines: list[str] = dataclasses.field(default_factory=list)  # file:line of the body's operations, as Mosaic knows them
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class FoundCall:
     """A PallasCall with what the grid walk needs and the Report does not carry (in-process only)."""
 

@@ -16,7 +16,7 @@ from .vmem import budget, estimate_fits
 MAX_COMBINATIONS = 64
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class SweepRow:
     params: dict
     needs: dict[str, int | None]  # chip -> estimated peak VMEM of the largest kernel (None: did not trace)
@@ -36,7 +36,8 @@ def sweep(target: Target, chips: list[Chip]) -> list[SweepRow]:
         try:
             program = capture(candidate, Backend(get_chip("cpu")), compile=False).program
         except InspectorError as err:
-            rows.append(SweepRow(dict(zip(names, values)), {}, {}, str(err).split(" (raised", 1)[0]))
+            rows.append(SweepRow(params=dict(zip(names, values)), needs={}, fits={},
+                                 error=str(err).split(" (raised", 1)[0]))
             continue
         calls = find_pallas_calls(program)
         needs, fits = {}, {}
@@ -45,5 +46,5 @@ def sweep(target: Target, chips: list[Chip]) -> list[SweepRow]:
             peak = max(budgets, key=lambda b: b.total_bytes, default=None)
             needs[chip.name] = peak.total_bytes if peak else None
             fits[chip.name] = estimate_fits(budgets) if budgets else None
-        rows.append(SweepRow(dict(zip(names, values)), needs, fits))
+        rows.append(SweepRow(params=dict(zip(names, values)), needs=needs, fits=fits))
     return rows

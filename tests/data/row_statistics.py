@@ -1,7 +1,7 @@
 """Kernels whose largest values are (rows, 1) row statistics, written by the team to test the VMEM
 estimate's statistics rules before they were compiled (issue 28): one statistic, in its rows / 8
 vregs, is certain where they are the body's largest values (vmem.STATISTICS_CERTAIN), and beside a
-matmul result held whole a "fits" leaves room for 0.4 of them (vmem.STATISTICS_ROOM_SHARE).
+matmul result held whole a "fits" leaves room for 0.4 of them (rule row_statistics).
 tests/test_vmem_row_statistics.py holds libtpu's verdicts (tests/data/vmem_truth_statistics.json) against
 the estimate.
 

@@ -7,11 +7,11 @@
    - rms_tanh_bf16: tanh of the f32 block, scaled by its root mean square (one reduction).
 2. A body that sums a matmul into an f32 scratch and then computes on the whole sum (a fused
    cross-entropy's log-sum-exp) keeps at most 1.7 values of the sum's size beyond its blocks and
-   scratch (vmem.SECOND_VALUE_ROOM), and at least one less the registers:
+   scratch (rule second_value), and at least one less the registers:
    - ce_lse: logits over a vocabulary block summed over the hidden axis, then the running max, sum
      of exponentials and the label's logit.
 3. Two matmul results that meet in an element-wise op: v5e keeps at least 0.9 of the larger beyond
-   the blocks, v6e 1.0, TPU7x 0.6 (Chip.met_result_share):
+   the blocks, v6e 1.0, TPU7x 0.6 (rule met_result):
    - swiglu_bias: f32, each result plus a bias row before they meet;
    - glu_sigmoid_bf16: bf16 in and out, a contraction of 512, sigmoid for silu.
 """
