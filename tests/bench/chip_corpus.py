@@ -3,6 +3,7 @@
     python tests/bench/chip_corpus.py measure OUT.json [--only LABEL,...]   # on a TPU VM: device time per kernel
     python tests/bench/chip_corpus.py estimate OUT.json [--workers N]       # anywhere: the inspector's figures
     python tests/bench/chip_corpus.py merge MEASURED.json ESTIMATED.json    # -> tests/data/chip/v5e_corpus.json
+    python tests/bench/chip_corpus.py table [CORPUS.json]                 # BENCHMARKS.md's table
 
 ``measure`` runs each entry on the attached chip under jax's profiler (inspector.measure.on_chip,
 the code --measure runs); ``estimate`` computes, deviceless, what the inspector shows for the same
@@ -197,10 +198,70 @@ def merge(measured: str, estimated: str, out: str) -> None:
     _write(out, data)
 
 
+def _kernel_rows(data: dict, floor: float) -> list[tuple]:
+    """(label, kernel, measured per launch, estimate, source, roofline, findings) for every kernel of
+    ``floor`` seconds or more on the chip that the inspector's figures name."""
+    rows = []
+    for label, e in data["entries"].items():
+        m, i = e["measured"], e["inspector"]
+        if not m or "error" in m or not i or "error" in i:
+            continue
+        mine = {k["name"]: k for k in i["kernels"]}
+        for k in m["kernels"]:
+            seconds = k["seconds"] / k["launches"] if k["launches"] else k["seconds"]
+            if seconds >= floor and k["name"] in mine:
+                x = mine[k["name"]]
+                rows.append((label, k["name"], seconds, x["estimated_seconds"], x["estimate_source"], x["roofline_s"],
+                             i.get("findings", [])))
+    return rows
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    import numpy as np
+
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def table(path: str) -> None:
+    """The markdown table of BENCHMARKS.md: every kernel of 0.1 ms or more, then each sweep."""
+    with open(path) as f:
+        data = json.load(f)
+    rows = _kernel_rows(data, 1e-4)
+    print(f"Measured on {data['device_kind']} ({data['chip']}), jax {data['versions'].get('jax')}, libtpu "
+          f"{data['versions'].get('libtpu')}, {data['date']}: {data['method']}. The inspector's figures "
+          f"(`show --time`, deviceless) of {data['inspector_date']}.\n")
+    print("| program | kernel | measured | estimate | est./meas. | source | roofline/meas. |")
+    print("|---|---|---:|---:|---:|---|---:|")
+    for label, name, seconds, est, source, roof, findings in sorted(rows, key=lambda r: (r[3] or 0) / r[2]):
+        unsure = [f for f in findings if f in ("libtpu-guard-unknown", "libtpu-aborted", "libtpu-below-roofline", "time-budget")]
+        print(f"| {label} | {name} | {seconds * 1e6:,.1f} us | {(est or 0) * 1e6:,.1f} us | {(est or 0) / seconds:.2f} | "
+              f"{source}{' (' + ', '.join(unsure) + ')' if unsure else ''} | {(roof or 0) / seconds:.2f} |")
+    within = sum(1 for r in rows if r[3] and 0.75 <= r[3] / r[2] <= 1.25)
+    twice = sum(1 for r in rows if r[3] and 0.5 <= r[3] / r[2] <= 2)
+    print(f"\n{len(rows)} kernels: {within} within 25% of the chip, {twice} within 2x.\n")
+    print("| sweep | candidates | est./meas. | Spearman | tune's pick against the fastest |")
+    print("|---|---:|---:|---:|---:|")
+    for sweep in sorted({e["sweep"] for e in data["entries"].values() if e["sweep"]}):
+        found = []
+        for e in data["entries"].values():
+            m, i = e["measured"], e["inspector"]
+            if e["sweep"] != sweep or not m or "error" in m or not i or "error" in i:
+                continue
+            k = max(m["kernels"], key=lambda k: k["seconds"])
+            x = next((y for y in i["kernels"] if y["name"] == k["name"]), None)
+            if x and x["estimated_seconds"]:
+                found.append((k["seconds"], x["estimated_seconds"]))
+        ratios = [e / m for m, e in found]
+        pick = min(found, key=lambda r: r[1])[0] / min(m for m, _ in found)
+        print(f"| {sweep} | {len(found)} | {min(ratios):.2f}-{max(ratios):.2f} | "
+              f"{spearman([m for m, _ in found], [e for _, e in found]):.2f} | {pick:.3f}x |")
+
+
 def main(argv=None) -> None:
     os.chdir(ROOT)  # the entries name files from the repository's root; the inspector is the installed one
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=("measure", "estimate", "merge", "list"))
+    p.add_argument("mode", choices=("measure", "estimate", "merge", "table", "list"))
     p.add_argument("paths", nargs="*")
     p.add_argument("--only")
     p.add_argument("--workers", type=int, default=2)
@@ -211,6 +272,8 @@ def main(argv=None) -> None:
         measure(a.paths[0], a.only)
     elif a.mode == "estimate":
         estimate(a.paths[0], a.only, a.workers, a.chip, a.budget)
+    elif a.mode == "table":
+        table(a.paths[0] if a.paths else os.path.join(ROOT, "tests/data/chip/v5e_corpus.json"))
     elif a.mode == "merge":
         merge(a.paths[0], a.paths[1], a.paths[2] if len(a.paths) > 2 else os.path.join(ROOT, "tests/data/chip/v5e_corpus.json"))
     else:
