@@ -23,6 +23,7 @@ from .chips import DEFAULT_TPU
 from .errors import UsageError
 from .backends import default_target
 from .verb_rules import check_chips, diff_simulated_chip, require_two_variants
+from .view_table import Needs
 
 if TYPE_CHECKING:
     from .chips import Chip
@@ -180,8 +181,8 @@ def inspect(fn_or_spec: Callable | str, *args: Any, target: str | None = None, p
         t = make_target(fn_or_spec, args, kwargs, params=params, reference=reference, mesh=mesh, shardings=shardings)
         chip = resolve_chip(target or default_target())
         roof = get_chip(roofline) if roofline else None
-        return make_report(t, chip, compile=True, jaxpr_text=True, fusions=True, pallas=True, roofline_chip=roof,
-                           use_cache=_use_cache(cache), memo=False, buffers=buffers)
+        needs = Needs(compile=True, jaxpr_text=True, fusions=True, pallas=True, collectives=True, buffers=buffers)
+        return make_report(t, chip, needs, roofline_chip=roof, use_cache=_use_cache(cache), memo=False)
 
 
 def _chips(targets: str | Sequence[str]) -> list[Chip]:
@@ -283,6 +284,6 @@ def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, para
         reports = []
         for fn, p, chip in ((a, pa, chip_a), (second, pb, chip_b)):
             t = make_target(fn, args, kwargs, params=p or None, mesh=mesh, shardings=shardings)
-            reports.append(make_report(t, chip, compile=True, jaxpr_text=False, fusions=True, pallas=True,
-                                       roofline_chip=roof, use_cache=_use_cache(cache), memo=False, collectives=False))
+            reports.append(make_report(t, chip, Needs(compile=True, fusions=True, pallas=True), roofline_chip=roof,
+                                       use_cache=_use_cache(cache), memo=False))
         return compare_reports(*reports)

@@ -2,22 +2,33 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
+import numpy as np
+
+from .atomic import write_atomic
+from .backends import Backend
 from .chips import CHIPS, Chip
-from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, compiler_vmem_by_call, defer_to_compiler, refused_by_compiler
+from .display import html, print_view
+from .errors import UsageError
 from .findings import Finding, by_severity
 from .hlo.collectives import CollectiveAnalysis, analyse_collectives
 from .hlo.fusions import FusionAnalysis, analyse_fusions
+from .hlo.graph import build_dot, render_svg
 from .hlo.passes import PassLog
-from .memory import MemoryReport, analyse_memory
-from .libtpu import Budget, TimeEstimate
+from .libtpu import Budget, TimeEstimate, estimate_times
 from .measure import Measurement
-from .mosaic.passes import MosaicPasses
+from .memory import MemoryReport, analyse_memory
+from .mosaic.passes import MosaicPasses, capture_mosaic_passes
+from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, compiler_vmem_by_call, defer_to_compiler, refused_by_compiler
+from .pass_dumps import capture_with_passes
 from .specs import hlo_type
-from .stages import SIMULATED_CHIP, STAGES, Capture, Stages
+from .stages import SIMULATED_CHIP, STAGES, Capture, Stages, capture
 from .target import Target, short_path
 from .units import fmt_bytes, fmt_time
+from .view_table import SHOW_VIEWS, SORT_ORDERS, Needs
+
 
 @dataclasses.dataclass
 class InputInfo:
@@ -81,16 +92,10 @@ class Report:
     def _repr_html_(self) -> str:
         """Jupyter's rich display: the overview with findings, the fusions table, the Pallas
         budgets and the kernel graph (rendered by inspector.views.html; rich loads only here)."""
-        from .display import html
-
         return html(self)
 
     def show(self, view: str = "overview", *, sort: str = "order", top: int = 40) -> None:
         """Print one view as ``inspector show --view VIEW`` does (the only Report method that prints)."""
-        from .display import print_view
-        from .errors import UsageError
-        from .view_table import SHOW_VIEWS, SORT_ORDERS
-
         if view not in SHOW_VIEWS:
             raise UsageError(f"no view {view!r}: use one of {', '.join(SHOW_VIEWS)}")
         if sort not in SORT_ORDERS:
@@ -106,9 +111,6 @@ class Report:
 
     def kernel_graph(self, *, max_nodes: int = 200, expand: tuple[str, ...] = (), color: str = "roofline"):
         """(graphviz.Digraph, GraphSummary) of the kernels; UsageError when there are none."""
-        from .errors import UsageError
-        from .hlo.graph import build_dot
-
         if self.fusions is None:
             reason = self.stages.compile_error.headline if self.stages.compile_error else "not compiled"
             raise UsageError(f"no kernel graph: {reason}")
@@ -116,21 +118,15 @@ class Report:
 
     def svg(self, *, max_nodes: int = 200, expand: tuple[str, ...] = ()) -> str:
         """The kernel graph as SVG text (needs Graphviz's ``dot``; UsageError says how to get it)."""
-        from .hlo.graph import render_svg
-
         graph, summary = self.kernel_graph(max_nodes=max_nodes, expand=expand)
         return render_svg(graph, summary.nodes).decode()
 
     def export_svg(self, path, *, max_nodes: int = 200, expand: tuple[str, ...] = ()):
         """Write the kernel graph as SVG, whole or not at all (as ``inspector export --svg``); returns the path."""
-        from .atomic import write_atomic
-
         return write_atomic(path, self.svg(max_nodes=max_nodes, expand=expand))
 
     def to_json(self, texts: tuple[str, ...] = ("jaxpr", "stablehlo", "hlo", "mosaic"), indent: int | None = 2) -> str:
         """The Report as JSON text (``inspector export --json`` writes the same, every stage text included)."""
-        import json
-
         return json.dumps(self.to_dict(texts=texts), indent=indent, default=str)
 
     def to_dict(self, texts: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -214,7 +210,6 @@ def _passes_json(log: PassLog) -> dict:
 
 def _inputs(target: Target) -> list[InputInfo]:
     import jax
-    import numpy as np
 
     found = []
     named = dict(zip(target.arg_names, target.args), **target.kwargs)
@@ -310,48 +305,33 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
                   memory, comms, passes)
 
 
-def make_report(target: Target, chip: Chip, *, compile: bool = True, jaxpr_text: bool = True, fusions: bool = True,
-                pallas: bool = True, roofline_chip: Chip | None = None, use_cache: bool = True, memo: bool = True,
-                buffers: bool = False, collectives: bool = True, passes: bool = False,
-                pass_select: str | None = None, mosaic_passes: bool = False, time: bool = False,
-                time_budget: Budget | None = None) -> Report:
+def make_report(target: Target, chip: Chip, needs: Needs, *, roofline_chip: Chip | None = None, use_cache: bool = True,
+                memo: bool = True, pass_select: str | None = None, time_budget: Budget | None = None) -> Report:
     """Capture ``target``'s stages on ``chip`` and gather the Report: the one path the CLI's verbs
-    and the Python API take, so both give the same figures for the same target. ``buffers``: the
-    compiler's buffer assignment (the memory view); ``passes``: compile with XLA's pass dumps (the
-    passes view; kernels name the pass that made them); ``mosaic_passes``: compile again with Mosaic's
-    pass dumps (TPU targets with Pallas kernels; ``pass_select`` picks the pass whose diff to keep);
-    ``time``: libtpu's estimated time and VLIW bundles per kernel, within ``time_budget`` (the
-    roofline alone off TPU)."""
-    from .backends import Backend
-    from .stages import capture
-
+    and the Python API take, so both give the same figures for the same target. ``needs`` says what
+    is computed (the view table's ``Needs``: the compile, the kernel analyses, the compiler's buffer
+    assignment, XLA's or Mosaic's pass dumps, libtpu's time estimate); ``pass_select`` picks the
+    pass whose diff to keep; the time estimate stays within ``time_budget`` (the roofline alone off
+    TPU); ``roofline_chip``: the chip whose roofline the kernels get (else ``chip``'s)."""
     log = None
-    if passes:
-        from .pass_dumps import capture_with_passes
-
-        captured, log = capture_with_passes(target, Backend(chip), jaxpr_text=jaxpr_text, select=pass_select)
+    if needs.passes:
+        captured, log = capture_with_passes(target, Backend(chip), jaxpr_text=needs.jaxpr_text, select=pass_select)
     else:
-        captured = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text, use_cache=use_cache, memo=memo,
-                           buffers=buffers)
-    report = build_report(target, chip, captured, fusions=fusions, pallas=pallas, roofline_chip=roofline_chip,
-                          collectives=collectives, passes=log)
-    if mosaic_passes and chip.is_tpu and (captured.stages.mosaic or captured.stages.compile_error is not None):
-        from .mosaic.passes import capture_mosaic_passes
-
-        report.mosaic_passes = capture_mosaic_passes(target, chip, select=None if passes else pass_select)
+        captured = capture(target, Backend(chip), compile=needs.compile, jaxpr_text=needs.jaxpr_text, use_cache=use_cache,
+                           memo=memo, buffers=needs.buffers)
+    report = build_report(target, chip, captured, fusions=needs.fusions, pallas=needs.pallas, roofline_chip=roofline_chip,
+                          collectives=needs.collectives, passes=log)
+    if needs.mosaic_passes and chip.is_tpu and (captured.stages.mosaic or captured.stages.compile_error is not None):
+        report.mosaic_passes = capture_mosaic_passes(target, chip, select=None if needs.passes else pass_select)
         seen = {(f.code, f.message) for f in report.findings}  # a compile error the ordinary compile found too
         report.findings = by_severity(report.findings + [f for f in report.mosaic_passes.findings
                                                          if (f.code, f.message) not in seen])
-    elif mosaic_passes and pass_select is not None and not passes:  # a Mosaic pass asked for where Mosaic never ran
-        from .errors import UsageError
-
+    elif needs.mosaic_passes and pass_select is not None and not needs.passes:  # a Mosaic pass asked for where Mosaic never ran
         why = ("Mosaic runs only when lowering for a TPU: add --target tpu-v5e" if not chip.is_tpu else
                "its pallas_calls are given interpret=True, so Mosaic never runs" if report.pallas else
                "the function has no Pallas kernel, so Mosaic never runs (--view passes diffs XLA's passes)")
         raise UsageError(f"--pass {pass_select} does not apply: {why}")
-    if time and report.fusions is not None:
-        from .libtpu import estimate_times
-
+    if needs.time and report.fusions is not None:
         with_time(report, estimate_times(target, chip, budget=time_budget, kernels=report.fusions.kernels,
                                          use_cache=use_cache is True))
     return report

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from .chips import DEFAULT_TPU
+from .view_table import Needs
 
 # Text that says a file holds (or imports) Pallas TPU kernels; GPU-only Pallas says plgpu/triton.
 _TPU_PALLAS = re.compile(r"\bpltpu\b|pallas\.tpu\b|pallas import tpu\b|pallas\.ops\.tpu\b|\btpu_custom_call\b")
@@ -54,8 +55,7 @@ class Session:
         from .chips import get_chip
         from .report import make_report
 
-        report = make_report(self.target(fresh), get_chip(self.chip), compile=False, fusions=False, pallas=False,
-                             collectives=False)
+        report = make_report(self.target(fresh), get_chip(self.chip), Needs(jaxpr_text=True))
         _ = report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
         return report
 
@@ -63,8 +63,9 @@ class Session:
         from .chips import get_chip
         from .report import make_report
 
-        report = make_report(self.target(fresh), get_chip(self.chip), use_cache=self.use_cache, collectives=True,
-                             buffers=self.buffers, passes=self.passes, mosaic_passes=self.mosaic_passes, time=self.time)
+        needs = Needs(compile=True, jaxpr_text=True, fusions=True, pallas=True, collectives=True, buffers=self.buffers,
+                      passes=self.passes, mosaic_passes=self.mosaic_passes, time=self.time)
+        report = make_report(self.target(fresh), get_chip(self.chip), needs, use_cache=self.use_cache)
         _ = report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
         if self.measure:
             from .measure.run import measure_on_chip

@@ -49,11 +49,9 @@ def _report(opts, needs: Needs):
     roofline = get_chip(opts.roofline) if getattr(opts, "roofline", None) else None
     target = _load(opts)
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
-        report = make_report(target, chip, compile=needs.compile, jaxpr_text=needs.jaxpr_text, fusions=needs.fusions,
-                             pallas=needs.pallas, roofline_chip=roofline, use_cache=_use_cache(opts), buffers=needs.buffers,
-                             collectives=needs.collectives, passes=needs.passes,
-                             pass_select=getattr(opts, "pass_select", None), mosaic_passes=needs.mosaic_passes,
-                             time=needs.time, time_budget=time_budget(getattr(opts, "time_budget", None), "--time-budget"))
+        report = make_report(target, chip, needs, roofline_chip=roofline, use_cache=_use_cache(opts),
+                             pass_select=getattr(opts, "pass_select", None),
+                             time_budget=time_budget(getattr(opts, "time_budget", None), "--time-budget"))
     _ = report.stages.op_counts  # counted here, where the stages were made, not in the process that renders
     if getattr(opts, "measure", False):
         import functools
