@@ -41,6 +41,14 @@ def block(tree):
     return jax.tree.map(lambda x: x.block_until_ready() if hasattr(x, "block_until_ready") else x, tree)
 
 
+def plain(fn, args, kwargs):
+    """fn(*args, **kwargs) as jax runs it, no interpret mode: (outputs, None), or (None, the exception)."""
+    try:
+        return block(fn(*args, **kwargs)), None
+    except Exception as err:  # noqa: BLE001 - the caller reports the function's failure
+        return None, err
+
+
 def run(fn, args, kwargs, chip: Chip, *, cores: int, check: bool, seed: int | None = None,
         out_of_bounds_reads: ji.OutOfBoundsReads = "raise", dma_execution_mode: ji.DmaExecutionMode = "on_wait") -> Outcome:
     """fn(*args, **kwargs) in TPU interpret mode as ``chip`` (on the devices of ji.mesh_axes' mesh), its prints captured."""
