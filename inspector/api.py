@@ -38,7 +38,7 @@ def _call():
     """Around one API call: quiet, and sys.exit() in the user's code (at import, while tracing or
     running) a TargetFailure with its code, never the end of the user's script or kernel."""
     from .errors import TargetFailure
-    from .target import describe_error
+    from .user_code import describe_error
 
     with quiet():
         try:
@@ -50,7 +50,7 @@ def _call():
 def _inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """Positional and keyword inputs; strings are shape specs (a string may hold several, and
     ``name=f32[8]`` in one gives a keyword input)."""
-    from .target import inputs_from_specs
+    from .target_inputs import inputs_from_specs
 
     pos: list = []
     kw: dict = {}
@@ -81,7 +81,7 @@ def _reference(reference, module_spec: str | None) -> Callable | None:
         return reference
     if not isinstance(reference, str):
         raise UsageError(f"reference must be a function or a 'file.py:function' spec, not a {type(reference).__name__}")
-    from .target import load_module, resolve_callable, split_spec
+    from .user_files import load_module, resolve_callable, split_spec
 
     if ":" in reference:
         where, func = split_spec(reference)

@@ -25,7 +25,8 @@ from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem,
 from .pass_dumps import capture_with_passes
 from .specs import hlo_type
 from .stages import SIMULATED_CHIP, STAGES, Capture, Stages, capture
-from .target import Target, short_path
+from .target import Target
+from .user_code import short_path
 from .units import fmt_bytes, fmt_time
 from .view_table import SHOW_VIEWS, SORT_ORDERS, Needs
 

@@ -37,7 +37,8 @@ class Session:
     shard: str | None = None  # --shard "P('data',None) P()" (over INSPECT's "shardings")
 
     def target(self, fresh: bool = False):
-        from .target import load_target, split_spec
+        from .target import load_target
+        from .user_files import split_spec
 
         if fresh:  # --watch: import the file again so edits are seen
             where = split_spec(self.spec)[0]
@@ -159,7 +160,7 @@ class Session:
         import: the UI process never loads jax); None when the file does not define it."""
         import ast
 
-        from .target import split_spec
+        from .user_files import split_spec
 
         path, function = self.source_file(), split_spec(self.spec)[1]
         if path is None:
@@ -185,7 +186,7 @@ class Session:
         return found, a.kwarg is not None
 
     def source_file(self) -> Path | None:
-        from .target import split_spec
+        from .user_files import split_spec
 
         where = split_spec(self.spec)[0]
         return Path(where) if where.endswith(".py") else None

@@ -28,7 +28,8 @@ from .jax_internals import tracing
 from .jax_internals.mesh_kernels import KERNEL_PRIMITIVES
 from .jax_internals.pipelines import recording_pipelines
 from .progress import slow_step
-from .target import Target, short_path, describe_error
+from .target import Target
+from .user_code import describe_error, short_path
 
 if TYPE_CHECKING:  # the CLI imports this module before the terminal UI paints: numpy comes with these
     from .pallas.model import MosaicKernel

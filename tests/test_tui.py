@@ -962,7 +962,7 @@ def test_the_footer_gives_each_tabs_keys_and_a_tab_switch_mounts_nothing():
 # ---------------------------------------------------------------- keys, params, palette
 
 def test_params_are_checked_against_the_signature_and_inspect_choices():
-    from inspector.target import parse_value
+    from inspector.static_params import parse_value
     from inspector.views.tui.screens import check_params
 
     current, choices = {"block_q": 128, "causal": True}, {"block_q": [128, 256, 512]}

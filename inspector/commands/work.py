@@ -14,7 +14,7 @@ from ..verb_rules import diff_simulated_chip, doctor_chips, show_needs, time_bud
 def _exits_are_failures(target, doing: str):
     """sys.exit() (any BaseException but a real Ctrl-C) in the user's function is a failure of
     that function with its code, never our exit."""
-    from ..target import describe_error, reraise_interrupt
+    from ..user_code import describe_error, reraise_interrupt
 
     try:
         yield
@@ -79,7 +79,7 @@ def compare_sides(opts) -> list:
     B is TARGET-B (or TARGET) with --set and --set-b on --target-b (or --target)."""
     import copy
 
-    from ..target import FlagValue
+    from ..static_params import FlagValue
 
     sides: list = []  # copies of opts, the argparse namespace
     for spec, chip, sets in ((opts.target, opts.chip_a, opts.set_a), (opts.target_b or opts.target, opts.chip_b, opts.set_b)):

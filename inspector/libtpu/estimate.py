@@ -23,7 +23,8 @@ import time
 
 from ..chips import Chip
 from ..findings import Finding
-from ..target import Target, short_path
+from ..target import Target
+from ..user_code import short_path
 from .store import key as cache_key, load as load_cached, store as store_cached
 from .budget import MIN_SECONDS, Budget, extrapolate, fit_steps, predict_whole, reduced_grid
 from .bundles import kernel_bundles

@@ -44,7 +44,7 @@ def _measure_child(load: Callable, chip_name: str, debug: bool) -> Measurement:
 
     environment.prepare(debug=debug)
     from ..errors import TargetFailure
-    from ..target import describe_error, reraise_interrupt
+    from ..user_code import describe_error, reraise_interrupt
     from .on_chip import chip_failure, measure_target
 
     target = load()

@@ -29,7 +29,8 @@ from ..jax_internals.pipelines import recording_pipelines
 from ..jax_internals.tracing import walk_eqns
 from ..pallas.discovery import find_pallas_calls
 from ..stages import Program, example_values
-from ..target import Target, describe_error
+from ..target import Target
+from ..user_code import describe_error
 import inspector.run.inputs as inputs_  # the module, so that a test can set its available_memory
 import inspector.run.interpreted as interpreted  # not "from . import": that runs the package, whose __init__ imports this module
 from .gradients import gradients

@@ -6,7 +6,7 @@ import dataclasses
 import itertools
 
 from ..errors import UsageError
-from ..target import parse_value, same_kind
+from ..static_params import parse_value, same_kind
 
 MAX_CANDIDATES = 4096  # past this a sweep is a typo (a grid of 8 params x 8 values is 16M)
 

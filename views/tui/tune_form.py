@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ...chips import DEFAULT_TPU
 from ...errors import InspectorError
-from ...target import parse_value, same_kind
+from ...static_params import parse_value, same_kind
 from .tune_table import param_text
 
 if TYPE_CHECKING:

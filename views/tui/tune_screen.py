@@ -394,7 +394,7 @@ class TuneScreen(ModalScreen[dict]):
         --table`` writes it: added to, whole or not at all, never from an interrupted sweep."""
         from pathlib import Path
 
-        from ...target import split_spec
+        from ...user_files import split_spec
         from ...tuning.table import update_table
 
         result = self.result
