@@ -24,7 +24,8 @@ from .mosaic.passes import MosaicPasses, capture_mosaic_passes
 from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, compiler_vmem_by_call, defer_to_compiler, refused_by_compiler
 from .pass_dumps import capture_with_passes
 from .specs import hlo_type
-from .stages import SIMULATED_CHIP, STAGES, Capture, Stages, capture
+from .stage_records import STAGES, Capture, Stages
+from .stages import SIMULATED_CHIP, capture
 from .target import Target
 from .user_code import short_path
 from .units import fmt_bytes, fmt_time

@@ -28,7 +28,8 @@ from ..jax_internals.mesh_kernels import KERNEL_PRIMITIVES
 from ..jax_internals.pipelines import recording_pipelines
 from ..jax_internals.tracing import walk_eqns
 from ..pallas.discovery import find_pallas_calls
-from ..stages import Program, example_values
+from ..stage_records import Program
+from ..stages import example_values
 from ..target import Target
 from ..user_code import describe_error
 import inspector.run.inputs as inputs_  # the module, so that a test can set its available_memory
