@@ -18,28 +18,27 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from .backends import default_target, local_chip
+from .chips import DEFAULT_TPU, Chip, get_chip, parse_targets
 from .environment import quiet
-from .chips import DEFAULT_TPU
-from .errors import UsageError
-from .backends import default_target
+from .errors import TargetFailure, UsageError
+from .sharding import check_mesh, parse_mesh, parse_specs
+from .user_code import describe_error
 from .verb_rules import check_chips, diff_simulated_chip, require_two_variants
 from .view_table import Needs
 
 if TYPE_CHECKING:
     from .chips import Chip
     from .comparison import Compare
-    from .run.result import DiffResult
     from .pallas.check import CheckResult
     from .report import Report
+    from .run.result import DiffResult
     from .target import Target
 
 @contextlib.contextmanager
 def _call():
     """Around one API call: quiet, and sys.exit() in the user's code (at import, while tracing or
     running) a TargetFailure with its code, never the end of the user's script or kernel."""
-    from .errors import TargetFailure
-    from .user_code import describe_error
-
     with quiet():
         try:
             yield
@@ -96,8 +95,6 @@ def _with_sharding(t: Target, mesh, shardings) -> Target:
     """``mesh=`` ({"data": 2, "model": 2} or "data=2,model=2") and ``shardings=`` (a callable taking
     the mesh, "P('data',None) P()", or one PartitionSpec pytree per positional input) over the
     target's own (INSPECT's); checked as the command line's are."""
-    from .sharding import check_mesh, parse_mesh, parse_specs
-
     if mesh is not None:
         t.mesh = parse_mesh(mesh) if isinstance(mesh, str) else check_mesh(mesh, f"mesh={mesh!r}")
     if shardings is not None:
@@ -134,15 +131,11 @@ def make_target(fn_or_spec: Callable | str, args: tuple = (), kwargs: dict | Non
 
 def resolve_chip(name: str | Chip) -> Chip:
     """A chip by name (``inspector chips``), or ``"local"``: what jax's default backend is."""
-    from .chips import Chip, get_chip
-
     if isinstance(name, Chip):
         return name
     if not isinstance(name, str):
         raise UsageError(f"target must be a chip name such as 'cpu' or 'tpu-v5e', not a {type(name).__name__}")
     if name.strip().lower() == "local":
-        from .backends import local_chip
-
         return local_chip()
     return get_chip(name)
 
@@ -174,7 +167,6 @@ def inspect(fn_or_spec: Callable | str, *args: Any, target: str | None = None, p
     ``--mesh``/``--shard``; ``.memory`` and ``.collectives`` are per device. ``buffers``: also
     read the compiler's buffer assignment (``.memory.largest``, as ``--view memory``).
     """
-    from .chips import get_chip
     from .report import make_report
 
     with _call():
@@ -186,8 +178,6 @@ def inspect(fn_or_spec: Callable | str, *args: Any, target: str | None = None, p
 
 
 def _chips(targets: str | Sequence[str]) -> list[Chip]:
-    from .chips import parse_targets
-
     names = targets.split(",") if isinstance(targets, str) else list(targets)
     if not all(isinstance(n, str) for n in names):
         raise UsageError("targets must be chip names such as ['tpu-v5e', 'tpu-v6e']")
@@ -266,7 +256,6 @@ def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, para
     B / A ratios (``.totals``), the VMEM of each Pallas kernel (``.vmem``), the kernels only one side
     has (``.only_a``, ``.only_b``) and those whose HBM bytes changed most (``.changed``); ``.ok`` is
     False when either side has an error finding."""
-    from .chips import get_chip
     from .comparison import compare_reports
     from .report import make_report
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from .display import html
 from .report import Report
+from .stages import SIMULATED_CHIP
 
 
 @dataclasses.dataclass
@@ -91,7 +93,6 @@ class Compare:
                 f"{len(self.only_b)} only in B, {'ok' if self.ok else 'errors'}>")
 
     def _repr_html_(self) -> str:  # Jupyter: what `inspector compare` prints (rich loads only here)
-        from .display import html
 
         return html(self)
 
@@ -179,8 +180,6 @@ def _pair(a: list, b: list) -> tuple[list[tuple], list, list]:
 def _budget(report: Report, call) -> tuple[str | None, int | None, int | None]:
     """(chip, estimate, limit) of one pallas_call: the target chip's budget, else (on the CPU) that of
     the TPU whose rules the kernel was traced under, else the first TPU's."""
-    from .stages import SIMULATED_CHIP
-
     budgets = [b for b in call.budgets if b.memory == "VMEM"]
     chosen = (next((b for b in budgets if b.chip == report.chip.name), None)
               or next((b for b in budgets if b.chip == SIMULATED_CHIP), None) or (budgets[0] if budgets else None))

@@ -5,17 +5,21 @@ from __future__ import annotations
 import contextlib
 import sys
 
+import inspector.environment as environment
+
+from ..backends import Backend
+from ..chips import CHIPS, get_chip, parse_targets
 from ..errors import TargetFailure, UsageError
-from ..view_table import Needs
+from ..tempdirs import temp_folder
+from ..user_code import describe_error, reraise_interrupt
 from ..verb_rules import diff_simulated_chip, doctor_chips, show_needs, time_budget
+from ..view_table import Needs
 
 
 @contextlib.contextmanager
 def _exits_are_failures(target, doing: str):
     """sys.exit() (any BaseException but a real Ctrl-C) in the user's function is a failure of
     that function with its code, never our exit."""
-    from ..user_code import describe_error, reraise_interrupt
-
     try:
         yield
     except Exception:
@@ -42,7 +46,6 @@ def _load(opts):
 
 def _report(opts, needs: Needs):
     """Load the target, capture its stages and gather the Report: the one path every verb takes."""
-    from ..chips import get_chip
     from ..report import make_report
 
     chip = get_chip(opts.chip)
@@ -99,7 +102,6 @@ def _work_export(opts):
 def _work_check(opts):
     import functools
 
-    from ..chips import parse_targets
     from ..pallas.check import run_check
 
     chips = parse_targets(opts.chip)
@@ -125,7 +127,6 @@ def _compile_apart(opts, chip):
 
     from ..pallas.check import CompilerAborted
     from ..remote import ChildFailed, run_isolated
-    from ..tempdirs import temp_folder
 
     with temp_folder("chip-log") as folder:
         log = os.path.join(folder, "stderr.txt")
@@ -151,11 +152,7 @@ def _read_log(path: str) -> str:
 
 def _compile_chip(opts, chip_name: str):
     """In the child: trace, lower and compile the target for one chip; its Stages (plain data)."""
-    import inspector.environment as environment
-
     environment.prepare(debug=opts.debug)
-    from ..backends import Backend
-    from ..chips import get_chip
     from ..stages import capture
 
     target = _load(opts)
@@ -165,7 +162,6 @@ def _compile_chip(opts, chip_name: str):
 
 
 def _work_diff(opts):
-    from ..chips import parse_targets
     from ..run import run_diff
 
     chip = diff_simulated_chip(parse_targets(opts.chip), "--target", "tpu-v5p", "cpu/gpu")
@@ -179,7 +175,6 @@ def _work_diff(opts):
 
 
 def _work_doctor(opts):
-    from ..chips import CHIPS, parse_targets
     from ..doctor import checkup
 
     chips = doctor_chips(parse_targets(opts.chip)) if opts.chip else [c for c in CHIPS if c.is_tpu and c.devices == 1]
@@ -193,8 +188,6 @@ _WORK = {"show": _work_show, "tui": _work_show, "export": _work_export, "check":
 def work(opts):
     """What the verb computes: runs jax and the user's code, returns plain data. Whatever the
     user's code prints goes to stderr: stdout is the inspector's alone."""
-    import inspector.environment as environment
-
     environment.prepare(debug=opts.debug)
     from ..jax_internals import check_version
 
@@ -215,8 +208,6 @@ def work(opts):
 def runs_on_chip(opts) -> bool:
     """diff runs the function itself: on the attached TPU where there is one (and nothing the user
     set keeps jax off it), so its process opens the chip; every other verb's stays deviceless."""
-    import inspector.environment as environment
-
     return opts.verb == "diff" and environment.may_use_chip()
 
 
@@ -224,7 +215,6 @@ def run(opts):
     """``work(opts)`` in a child process (the CLI), or here (``main(isolate=False)``: tests)."""
     if not opts.isolate:
         return work(opts)
-    import inspector.environment as environment
     from ..remote import run_isolated
 
     return run_isolated(work, opts, env=environment.chip_env() if runs_on_chip(opts) else None)

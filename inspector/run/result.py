@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..display import html
 from ..findings import Finding
 
 
@@ -88,6 +89,5 @@ class DiffResult:
     interpreter_output: str = ""  # what the interpreter printed (race dumps...), kept out of the terminal
 
     def _repr_html_(self) -> str:  # Jupyter: the diff view (rich loads only here)
-        from ..display import html
 
         return html(self)

@@ -11,8 +11,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from ..api import _call, make_target
+from ..chips import get_chip
+from ..display import tune_progress
 from ..errors import UsageError
-from .model import TuneResult
+from ..specs import hlo_type
+from .model import NOT_RUN, STATUSES, TuneResult, TuneRow
+from .rank import rank_all
+from .table import check_table
 
 
 def tune(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] = ("tpu-v5e",), grid: dict | None = None,
@@ -24,8 +30,6 @@ def tune(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] = 
     ShapeDtypeStructs or shape specs (``"bf16[4096,4096]"``) after the function, or ``shapes`` (a list
     of shape-spec strings, one ranking each). ``.best(chip)`` is the fastest row (``.params``,
     ``.set_line()``); ``.shapes[i].chips[j].rows`` every row, ranked; ``.to_dict()`` as ``--json``."""
-    from ..api import _call
-
     if grid is not None and not isinstance(grid, dict):
         raise UsageError(f"grid must be a dict of parameter name to a list of values, not a {type(grid).__name__}")
     if params is not None and not isinstance(params, dict):
@@ -49,8 +53,6 @@ def tune(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] = 
 
 
 def _shape_texts(args: tuple, kwargs: dict, shapes) -> list[str]:
-    from ..specs import hlo_type
-
     if shapes is not None:
         if isinstance(shapes, str) or not all(isinstance(s, str) for s in shapes):
             raise UsageError("shapes must be a list of shape-spec strings, e.g. ['bf16[512,512] bf16[512,512]']")
@@ -65,17 +67,14 @@ def _shape_texts(args: tuple, kwargs: dict, shapes) -> list[str]:
 
 def _spec_sweep(spec, args, kwargs, chips, grid, fixed, shapes, workers, ray, table, cache, budget, progress):
     import inspector.compile_cache as compile_cache
+
     from .sweep import SweepRequest, run_sweep
 
     if table:
-        from .table import check_table
-
         check_table(table, spec)  # as the command line does: before the sweep
     req = SweepRequest(spec, chips, _shape_texts(args, kwargs, shapes), grid, fixed, workers=workers, ray=ray,
                        cache=bool(cache) and compile_cache.enabled(), budget=budget, table=table)
     if progress:
-        from ..display import tune_progress
-
         return run_sweep(req, tune_progress(spec))
     return run_sweep(req)
 
@@ -86,15 +85,12 @@ def _in_process(fn, args, kwargs, chips, grid, fixed, shapes, cache, budget) -> 
     import time
 
     import inspector.compile_cache as compile_cache
-    from ..api import make_target
-    from ..chips import get_chip
+    import inspector.tuning.store as store
+
     from ..libtpu import Budget
     from ..libtpu.runner import kept_sessions
-    import inspector.tuning.store as store
     from .candidates import TunePlan, candidates, default_params, swept_values
     from .evaluate import evaluate_target
-    from .model import NOT_RUN, STATUSES, TuneRow
-    from .rank import rank_all
     from .sweep import check_chips
 
     started = time.perf_counter()
@@ -145,8 +141,6 @@ def _in_process(fn, args, kwargs, chips, grid, fixed, shapes, cache, budget) -> 
 
 def _label(target) -> str:
     import jax
-
-    from ..specs import hlo_type
 
     leaves = jax.tree.leaves((tuple(target.args), dict(target.kwargs)))
     return " ".join(hlo_type(str(x.dtype), tuple(x.shape)) for x in leaves)

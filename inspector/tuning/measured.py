@@ -3,6 +3,12 @@ device time. One process opens the chip for all of them (opening it costs second
 the sweep never does."""
 from __future__ import annotations
 
+import inspector.environment as environment
+
+from ..errors import InspectorError
+from ..measure.on_chip import chip_failure, measure_target, tpu_devices
+from ..remote import run_isolated
+from ..target import load_target
 from .model import RANKED, ChipRanking, TuneResult
 
 MEASURE_TOP = 8  # candidates measured per shape when --top does not say
@@ -14,9 +20,6 @@ def measure_rankings(result: TuneResult, spec: str, shape_args: dict[str, str | 
     one) and re-rank them by device time: measured rows first, fastest first, then the rest as the
     estimate ranked them. Rows get ``measured_seconds``; a candidate that failed on the chip gets
     a note instead."""
-    import inspector.environment as environment
-    from ..remote import run_isolated
-
     jobs = []
     for shape in result.shapes:
         for ranking in shape.chips:
@@ -55,12 +58,7 @@ def rerank(ranking: ChipRanking) -> ChipRanking:
 
 def measure_candidates(spec: str, chip: str, candidates: list[tuple[str | None, dict]]) -> list:
     """In the process that opens the chip: each candidate's device time (seconds), or why not (a line)."""
-    import inspector.environment as environment
-
     environment.prepare()
-    from ..errors import InspectorError
-    from ..measure.on_chip import chip_failure, measure_target, tpu_devices
-    from ..target import load_target
 
     try:
         tpu_devices()

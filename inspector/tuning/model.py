@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..display import html
+
 # How a candidate ended, in the order a ranking lists them.
 RANKED = "ranked"  # compiled, with libtpu's time estimate
 UNTIMED = "untimed"  # compiled, but libtpu gave no time within the budget: a roofline bound only, not ranked
@@ -159,6 +161,5 @@ class TuneResult:
                 f"{' (interrupted)' if self.interrupted else ''}; best {bests}>")
 
     def _repr_html_(self) -> str:  # Jupyter: a table per shape and chip with a bar per row (rich loads only here)
-        from ..display import html
 
         return html(self)
