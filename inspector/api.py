@@ -16,6 +16,7 @@ raised while tracing). Nothing here imports jax at module level.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .backends import default_target, local_chip
@@ -96,14 +97,14 @@ def _with_sharding(t: Target, mesh, shardings) -> Target:
     the mesh, "P('data',None) P()", or one PartitionSpec pytree per positional input) over the
     target's own (INSPECT's); checked as the command line's are."""
     if mesh is not None:
-        t.mesh = parse_mesh(mesh) if isinstance(mesh, str) else check_mesh(mesh, f"mesh={mesh!r}")
+        t = dataclasses.replace(t, mesh=parse_mesh(mesh) if isinstance(mesh, str) else check_mesh(mesh, f"mesh={mesh!r}"))
     if shardings is not None:
         if isinstance(shardings, str):
             parse_specs(shardings)
         elif not callable(shardings) and not isinstance(shardings, (list, tuple)):
             raise UsageError(f"shardings must be a callable taking the mesh, a string such as \"P('data',None) P()\" "
                              f"or one PartitionSpec per positional input, not a {type(shardings).__name__}")
-        t.shardings = shardings
+        t = dataclasses.replace(t, shardings=shardings)
     if t.shardings is not None and t.mesh is None:
         raise UsageError(f"{t.spec}: shardings without a mesh: give mesh={{'data': 4, 'model': 4}} as well")
     return t

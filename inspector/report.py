@@ -32,7 +32,7 @@ from .units import fmt_bytes, fmt_time
 from .view_table import SHOW_VIEWS, SORT_ORDERS, Needs
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class InputInfo:
     name: str
     type: str  # HLO spelling, e.g. bf16[4,2048,128]
@@ -41,7 +41,7 @@ class InputInfo:
     bytes: int
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TargetInfo:
     spec: str
     function: str
@@ -52,7 +52,7 @@ class TargetInfo:
     reference: str | None
 
 
-@dataclasses.dataclass(repr=False)
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False)
 class Report:
     """Everything the inspector found about one target on one chip: the stages, the kernels of
     the optimized HLO, every pallas_call and the findings. Every view renders this and nothing
@@ -162,7 +162,7 @@ def with_measurement(report: Report, measured: Measurement) -> Report:
     """The report with each kernel's device time on the chip (matched by HLO op name: the chip's
     compile and the deviceless one are the same program), the program's in the totals; the ops
     measured that the Report has no kernel for are listed in ``measured.unmatched``."""
-    report.measured = measured
+    findings = report.findings
     if report.fusions is not None:
         names = {k.name for k in report.fusions.kernels}
         for kernel in report.fusions.kernels:
@@ -171,12 +171,12 @@ def with_measurement(report: Report, measured: Measurement) -> Report:
         measured.unmatched = sorted(k.name for k in measured.kernels if k.name not in names)
         report.fusions.totals["measured_seconds"] = measured.seconds
         if measured.unmatched and len(measured.unmatched) > len(measured.kernels) / 2:
-            report.findings = by_severity(report.findings + [Finding(
+            findings = by_severity(findings + [Finding(
                 "info", "measured-unmatched",
                 f"{len(measured.unmatched)} of the {len(measured.kernels)} ops run on {measured.chip} have no kernel of "
                 "this name in the deviceless compile (the chip's compile differs): their times are in the program's "
                 "total only", view="fusions", data={"ops": measured.unmatched[:20]})])
-    return report
+    return dataclasses.replace(report, measured=measured, findings=findings)
 
 
 def _time_json(estimate: TimeEstimate) -> dict:
@@ -190,7 +190,6 @@ def _time_json(estimate: TimeEstimate) -> dict:
 def with_time(report: Report, estimate: TimeEstimate) -> Report:
     """The report with libtpu's estimate: each kernel's cycles, seconds and their source, the
     program's estimated seconds in the totals, the estimate's findings."""
-    report.time = estimate
     if report.fusions is not None:
         for kernel in report.fusions.kernels:
             timed = estimate.kernel(kernel.name)
@@ -198,8 +197,7 @@ def with_time(report: Report, estimate: TimeEstimate) -> Report:
                 kernel.estimated_cycles, kernel.estimated_seconds = timed.estimated_cycles, timed.estimated_seconds
                 kernel.estimate_source = timed.estimate_source
         report.fusions.totals["estimated_seconds"] = estimate.totals.get("estimated_seconds")
-    report.findings = by_severity(report.findings + estimate.findings)
-    return report
+    return dataclasses.replace(report, time=estimate, findings=by_severity(report.findings + estimate.findings))
 
 
 def _passes_json(log: PassLog) -> dict:
@@ -221,7 +219,8 @@ def _inputs(target: Target) -> list[InputInfo]:
                 name = top + jax.tree_util.keystr(path)
                 shape = [int(d) for d in leaf.shape]
                 nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(leaf.dtype).itemsize
-                found.append(InputInfo(name, hlo_type(str(leaf.dtype), tuple(shape)), shape, str(leaf.dtype), nbytes))
+                found.append(InputInfo(name=name, type=hlo_type(str(leaf.dtype), tuple(shape)), shape=shape,
+                                       dtype=str(leaf.dtype), bytes=nbytes))
     return found
 
 
@@ -265,8 +264,9 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     (its roofline on ``roofline_chip``, else on the target chip); ``pallas`` the BlockSpec walk,
     layout rules and VMEM budgets of every pallas_call (it also feeds the fusions' Pallas traffic);
     ``passes`` (from a compile with pass dumps) names the pass that created each kernel."""
-    info = TargetInfo(target.spec, target.name, short_path(target.file) if target.file else None, target.line, dict(target.params),
-                      dict(target.param_choices), target.reference_name)
+    info = TargetInfo(spec=target.spec, function=target.name, file=short_path(target.file) if target.file else None,
+                      line=target.line, params=dict(target.params), param_choices=dict(target.param_choices),
+                      reference=target.reference_name)
     stages = captured.stages
     findings = _stage_findings(stages)
     kernels = None
@@ -303,8 +303,8 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     if analysis is not None and passes is not None:
         for k in analysis.kernels:
             k.made_by = passes.made_by(k.name)
-    return Report(info, _inputs(target), chip, stages, by_severity(findings), analysis, kernels if pallas else None,
-                  memory, comms, passes)
+    return Report(target=info, inputs=_inputs(target), chip=chip, stages=stages, findings=by_severity(findings),
+                  fusions=analysis, pallas=kernels if pallas else None, memory=memory, collectives=comms, passes=passes)
 
 
 def make_report(target: Target, chip: Chip, needs: Needs, *, roofline_chip: Chip | None = None, use_cache: bool = True,
@@ -324,16 +324,16 @@ def make_report(target: Target, chip: Chip, needs: Needs, *, roofline_chip: Chip
     report = build_report(target, chip, captured, fusions=needs.fusions, pallas=needs.pallas, roofline_chip=roofline_chip,
                           collectives=needs.collectives, passes=log)
     if needs.mosaic_passes and chip.is_tpu and (captured.stages.mosaic or captured.stages.compile_error is not None):
-        report.mosaic_passes = capture_mosaic_passes(target, chip, select=None if needs.passes else pass_select)
+        mosaic = capture_mosaic_passes(target, chip, select=None if needs.passes else pass_select)
         seen = {(f.code, f.message) for f in report.findings}  # a compile error the ordinary compile found too
-        report.findings = by_severity(report.findings + [f for f in report.mosaic_passes.findings
-                                                         if (f.code, f.message) not in seen])
+        report = dataclasses.replace(report, mosaic_passes=mosaic, findings=by_severity(
+            report.findings + [f for f in mosaic.findings if (f.code, f.message) not in seen]))
     elif needs.mosaic_passes and pass_select is not None and not needs.passes:  # a Mosaic pass asked for where Mosaic never ran
         why = ("Mosaic runs only when lowering for a TPU: add --target tpu-v5e" if not chip.is_tpu else
                "its pallas_calls are given interpret=True, so Mosaic never runs" if report.pallas else
                "the function has no Pallas kernel, so Mosaic never runs (--view passes diffs XLA's passes)")
         raise UsageError(f"--pass {pass_select} does not apply: {why}")
     if needs.time and report.fusions is not None:
-        with_time(report, estimate_times(target, chip, budget=time_budget, kernels=report.fusions.kernels,
+        report = with_time(report, estimate_times(target, chip, budget=time_budget, kernels=report.fusions.kernels,
                                          use_cache=use_cache is True))
     return report

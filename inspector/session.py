@@ -75,7 +75,7 @@ class Session:
         if self.measure:
             from .report import with_measurement
 
-            with_measurement(report, measure_on_chip(self.target, report.chip))
+            report = with_measurement(report, measure_on_chip(self.target, report.chip))
         return report
 
     def pass_diff(self, select: str):

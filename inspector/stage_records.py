@@ -14,14 +14,14 @@ from .pallas.model import MosaicKernel
 STAGES = ("jaxpr", "stablehlo", "hlo")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class JaxprEqn:
     primitive: str
     source: str | None  # file:line of the user's code that made it
     outputs: str  # e.g. "f32[2,256,256]"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Stages:
     """What the compiler made of a target on one chip, as plain data (no jax objects). Made once
     per phase, as jax's own stages are: the lowering's, then the compile's (a new Stages from the
@@ -59,7 +59,7 @@ class Stages:
         return counts
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Program:
     """The traced program, for analyses that read jax objects (the Pallas readers). It lives in
     the process that traced it: never cached, pickled or changed."""
@@ -69,7 +69,7 @@ class Program:
     interpreted: bool = False  # traced under our TPU interpret mode (the CPU): the kernels' interpret flags are ours
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)  # not kw_only yet: pallas/check.py builds one positionally
 class Capture:
     stages: Stages
     program: Program

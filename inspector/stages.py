@@ -39,7 +39,8 @@ from .xla_compile import compile_lowered, machine_code_options
 
 def _eqn_record(eqn) -> JaxprEqn:
     frame = tracing.eqn_frame(eqn)
-    return JaxprEqn(eqn.primitive.name, f"{short_path(frame[0])}:{frame[1]}" if frame else None, tracing.eqn_outputs(eqn))
+    return JaxprEqn(primitive=eqn.primitive.name, source=f"{short_path(frame[0])}:{frame[1]}" if frame else None,
+                    outputs=tracing.eqn_outputs(eqn))
 
 
 def example_values(target: Target) -> tuple:
@@ -126,7 +127,7 @@ def _memo_key(target: Target, backend: Backend, compile: bool, jaxpr_text: bool)
             repr(target.mesh), shardings)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class _Lowering:
     """A trace and lowering, kept in this process for the compile that may follow: the capture
     up to StableHLO (no compile), and jax's Lowered (None when lowering failed)."""
@@ -190,7 +191,8 @@ def _trace_and_lower(target: Target, backend: Backend, jaxpr_text: bool, simulat
         )
     if lowering_error is not None:
         explain_kernel_failure(stages, backend, closed, lowering_error)
-    return _Lowering(Capture(stages, Program(closed, example_values(target), interpret)), lowered, module_text)
+    program = Program(closed_jaxpr=closed, example_values=example_values(target), interpreted=interpret)
+    return _Lowering(captured=Capture(stages, program), lowered=lowered, module_text=module_text)
 
 
 def lowered_program(target: Target, backend: Backend, *, memo: bool = True) -> tuple[Capture, object | None, str]:

@@ -25,7 +25,7 @@ from .user_code import short_path
 from .user_files import load_module, resolve_callable, split_spec
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Target:
     """A function ready to trace: example inputs, static params and an optional reference."""
 

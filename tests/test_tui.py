@@ -2,6 +2,7 @@
 tabs, search, cross-links between stages, grid stepping, target switching, errors in place;
 snapshots of each tab at 100x30; and one run in a real terminal (tmux)."""
 import asyncio
+import dataclasses
 import io
 import os
 import re
@@ -620,7 +621,7 @@ def test_every_finding_code_renders_in_every_view():
             k = report.pallas[0]
             inp, out = (o.operand for o in k.call.operands)
             examples = example_findings(k.call.name, inp, out)
-            report.findings = examples
+            report = dataclasses.replace(report, findings=examples)
             k.findings = [f for f in examples if f.view == "pallas"]
             app._show(app._generation, report)
             await pilot.pause()

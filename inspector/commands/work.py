@@ -62,7 +62,7 @@ def _report(opts, needs: Needs):
         from ..measure.run import measure_on_chip
         from ..report import with_measurement
 
-        with_measurement(report, measure_on_chip(functools.partial(_load, opts), chip, debug=opts.debug))
+        report = with_measurement(report, measure_on_chip(functools.partial(_load, opts), chip, debug=opts.debug))
     return report
 
 

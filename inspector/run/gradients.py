@@ -3,6 +3,7 @@ w.r.t. every float input, compared leaf by leaf; jax's own autodiff of a pallas_
 is said as such (the kernel needs a custom_vjp)."""
 from __future__ import annotations
 
+import dataclasses
 import traceback
 
 import numpy as np
@@ -75,6 +76,7 @@ def gradients(target, kernel, reference, args, kwargs, atol, rtol, seed, sim: Ch
             continue
         leaf, bad, nan, diff = compare(f"d/d{name}", k, r, atol, rtol, accumulated.get(id(r)))
         findings += value_notes(leaf)
-        leaf.error_map = error_map(bad, nan, diff, coarse_blocks(bad.shape), "coarse") if bad.ndim else None
+        if bad.ndim:
+            leaf = dataclasses.replace(leaf, error_map=error_map(bad, nan, diff, coarse_blocks(bad.shape), "coarse"))
         diffs.append(leaf)
     return diffs, findings

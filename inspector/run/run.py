@@ -86,7 +86,7 @@ def _trace(target: Target, chip: Chip):
         raise TargetFailure(describe_error(err, target.file, f"raised while tracing {target.name}")) from err
     has_pallas = any(e.primitive.name in KERNEL_PRIMITIVES for e in walk_eqns(closed.jaxpr))
     try:
-        return closed, find_pallas_calls(Program(closed, example_values(target))), has_pallas, None
+        return closed, find_pallas_calls(Program(closed_jaxpr=closed, example_values=example_values(target))), has_pallas, None
     except Exception as err:  # noqa: BLE001 - a kernel the discovery cannot follow (a dynamic grid, say)
         return closed, [], has_pallas, f"{type(err).__name__}: {err}"
 
@@ -167,8 +167,8 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict, mes
             raise
         raised = Finding("error", "kernel-raised", f"{target.name}: {failure}", view="diff")
         said = [mesh_note, mesh_failure(raised, mesh_note, strict)]
-        return DiffResult(target.spec, target.reference_name or "reference", seed, "not run", [], [], None, None,
-                          by_severity(said), not strict, chip=None)
+        return DiffResult(target=target.spec, reference=target.reference_name or "reference", seed=seed, mode="not run",
+                          inputs=[], outputs=[], gradients=None, timing=None, findings=by_severity(said), ok=not strict)
     ref_params = _reference_params(target.reference, target.params)
     _check_memory(target, closed, target.reference, ref_params)
     args, kwargs = make_inputs(target, seed)
@@ -203,8 +203,9 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict, mes
     errors = any(f.severity == "error" for f in findings)
     unsupported = not ran and any(f.code in ("interpret-unsupported", "mesh-unavailable") for f in findings)  # nothing ran, nothing seen wrong
     ok = not errors and (unsupported or (ran and all(l.ok for l in outputs + (grads or []))))
-    return DiffResult(target.spec, target.reference_name or "reference", seed, _mode(run, accelerator), inputs, outputs, grads,
-                      timing, by_severity(findings), ok, chip=sim.name if run.interpret else None,
+    return DiffResult(target=target.spec, reference=target.reference_name or "reference", seed=seed, mode=_mode(run, accelerator),
+                      inputs=inputs, outputs=outputs, gradients=grads, timing=timing, findings=by_severity(findings), ok=ok,
+                      chip=sim.name if run.interpret else None,
                       interpreter_output=interpreted.detail(ji.without_marks(printed)) if printed else "")
 
 
@@ -246,9 +247,9 @@ def _timing(run: _Run, accelerator: str | None, runs: int, run_options: dict) ->
     if accelerator == "tpu":
         return device_timing(run.kernel, run.reference, run.args, run.kwargs, runs)
     sim = run.sim if run.interpret else None
-    return Timing(median_time(run.kernel, run.args, run.kwargs, runs, sim, run_options),
-                  median_time(run.reference, run.args, run.kwargs, runs, None), runs,
-                  "Pallas kernel in TPU interpret mode on the CPU: not representative of TPU speed"
+    return Timing(kernel_s=median_time(run.kernel, run.args, run.kwargs, runs, sim, run_options),
+                  reference_s=median_time(run.reference, run.args, run.kwargs, runs, None), runs=runs,
+                  note="Pallas kernel in TPU interpret mode on the CPU: not representative of TPU speed"
                   if run.interpret else f"measured on the {accelerator}" if accelerator else "XLA on the CPU")
 
 

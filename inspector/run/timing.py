@@ -19,7 +19,8 @@ def device_timing(kernel, reference, args, kwargs, runs: int) -> Timing:
     name = chip.name if chip is not None else "tpu"
     k = measure_function(kernel, args, kwargs, chip_name=name, runs=max(runs, 3))
     r = measure_function(reference, args, kwargs, chip_name=name, runs=max(runs, 3))
-    return Timing(k.seconds, r.seconds, k.runs, f"device time on the {k.device_kind} (jax profiler), median of {k.runs} runs")
+    return Timing(kernel_s=k.seconds, reference_s=r.seconds, runs=k.runs,
+                  note=f"device time on the {k.device_kind} (jax profiler), median of {k.runs} runs")
 
 
 def median_time(fn, args, kwargs, runs: int, sim: Chip | None, options: dict | None = None) -> float | None:

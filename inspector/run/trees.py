@@ -3,6 +3,8 @@ and values (``outputs``), each mismatch folded onto the blocks of the pallas_cal
 it, with the first grid points that wrote each bad block."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..findings import Finding
@@ -76,9 +78,10 @@ def compare_trees(kernel_out, ref_out, found_calls, atol, rtol, label: str = "",
         if call is not None:
             op = call.info.operands[operand]
             blocks = [b or 1 for b in op.block_shape]
-            leaf.error_map = error_map(bad, nan, diff, blocks, "blockspec", call.info.name, _writers(call, operand))
+            leaf = dataclasses.replace(leaf, error_map=error_map(bad, nan, diff, blocks, "blockspec", call.info.name,
+                                                                 _writers(call, operand)))
         elif bad.ndim:
-            leaf.error_map = error_map(bad, nan, diff, coarse_blocks(bad.shape), "coarse")
+            leaf = dataclasses.replace(leaf, error_map=error_map(bad, nan, diff, coarse_blocks(bad.shape), "coarse"))
         diffs.append(leaf)
     return diffs, findings
 
