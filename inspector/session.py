@@ -29,10 +29,14 @@ _IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\s+([\w\s,.()]+?)\s*(?:#.*
 _NOT_SCANNED = ("jax", "jaxlib", "numpy", "scipy", "flax", "optax", "torch", "inspector.views")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Session:
+    """What the terminal UI inspects: the target (as the command line gives it) and the chip, then
+    what each compile adds; a change is a new Session (``with_chip``, ``with_time``, ...)."""
+
     spec: str
     chip: str = "cpu"
+    _: dataclasses.KW_ONLY  # the target and the chip name a Session; the rest is said by name
     args: str | None = None
     ref: str | None = None
     sets: list[str] = dataclasses.field(default_factory=list)

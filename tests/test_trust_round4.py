@@ -287,7 +287,7 @@ def test_ctrl_c_quits_the_main_screen_and_q_closes_the_tune_screen(monkeypatch):
     monkeypatch.setattr("inspector.tuning.sweep.run_sweep", fake)
 
     async def run():
-        app = InspectorApp(Session(f"{DATA}/tune_kernels.py:mm", "cpu", SMALL))
+        app = InspectorApp(Session(f"{DATA}/tune_kernels.py:mm", "cpu", args=SMALL))
         async with app.run_test(size=(140, 40)) as pilot:
             await loaded(pilot)
             await pilot.press("u")

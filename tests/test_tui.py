@@ -24,8 +24,8 @@ from inspector.views.tui.pallas_tab import PallasTab
 from inspector.views.tui.screens import ParamsScreen
 from inspector.views.tui.stage_text import StageText
 
-NAIVE = Session("samples/attention.py:naive", "cpu", "f32[1,128,32] f32[1,128,32] f32[1,128,32]")
-FLASH = Session("samples/attention.py:flash", "cpu", "bf16[1,512,128] bf16[1,512,128] bf16[1,512,128]",
+NAIVE = Session("samples/attention.py:naive", "cpu", args="f32[1,128,32] f32[1,128,32] f32[1,128,32]")
+FLASH = Session("samples/attention.py:flash", "cpu", args="bf16[1,512,128] bf16[1,512,128] bf16[1,512,128]",
                 sets=["block_q=128", "block_k=128"])
 SIZE = (100, 30)
 
@@ -250,7 +250,7 @@ def test_memory_and_collectives_tabs_show_what_the_report_carries():
     async def run():
         # not NAIVE: B leaves the buffer assignment in the compile cache, and the memory snapshot
         # of NAIVE shows the tab before B
-        app = InspectorApp(Session("samples/attention.py:naive", "cpu", "f32[1,64,32] f32[1,64,32] f32[1,64,32]"))
+        app = InspectorApp(Session("samples/attention.py:naive", "cpu", args="f32[1,64,32] f32[1,64,32] f32[1,64,32]"))
         async with app.run_test(size=SIZE) as pilot:
             await opened(pilot)
             assert "compiling" in plain(app, "#memory-body")
@@ -784,7 +784,7 @@ def test_esc_when_idle_keeps_the_worker_and_quit_ends_it_quietly():
 def test_a_switch_cancels_the_compile_in_flight_and_nothing_stale_shows():
     """t while a TPU compile runs: the compile is killed, the old target's result never shows."""
     async def run():
-        app = InspectorApp(Session(FLASH.spec, "tpu-v5e", FLASH.args, sets=FLASH.sets, use_cache=False))
+        app = InspectorApp(Session(FLASH.spec, "tpu-v5e", args=FLASH.args, sets=FLASH.sets, use_cache=False))
         shown = []
         original = app._show
         app._show = lambda generation, report: (shown.append((generation == app._generation, report.chip.name)),

@@ -29,7 +29,7 @@ from test_tui import plain, status
 
 SPEC = f"{DATA}/tune_kernels.py:mm"
 SMALL = "bf16[256,512] bf16[512,256]"
-MM = Session(SPEC, "cpu", SMALL)  # interpreted on the CPU: the UI's own load is quick
+MM = Session(SPEC, "cpu", args=SMALL)  # interpreted on the CPU: the UI's own load is quick
 REFUSAL = "Mosaic refused the kernel: the last dim of a block must be a multiple of 128 (tune_kernels.py:30)"
 FORM = TuneForm(SPEC, "mm", {"bm": 256, "bn": 256, "bk": 512, "pad_mib": 0},
                 {"bm": [256, 128], "bn": [256, 64], "bk": [512], "pad_mib": [0, 40]})
@@ -172,7 +172,7 @@ def test_esc_stops_the_sweep_and_the_partial_table_is_not_written(monkeypatch, t
 
     async def run():
         app = InspectorApp(Session(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "tune_kernels.py:mm"),
-                                   "cpu", SMALL))
+                                   "cpu", args=SMALL))
         async with app.run_test(size=(140, 40)) as pilot:
             await loaded(pilot)
             await pilot.press("u")
@@ -198,7 +198,7 @@ def test_esc_stops_the_sweep_and_the_partial_table_is_not_written(monkeypatch, t
 @pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
 def test_snapshot_of_the_ranked_table(snap_compare, monkeypatch, size):
     monkeypatch.setattr("inspector.tuning.sweep.run_sweep", FakeSweep())
-    app = InspectorApp(Session("tests/data/tune_kernels.py:mm", "cpu", SMALL))
+    app = InspectorApp(Session("tests/data/tune_kernels.py:mm", "cpu", args=SMALL))
     app.clock = lambda: 0.0
 
     async def before(pilot):

@@ -183,8 +183,8 @@ def tui(opts) -> int:
         parse_mesh(opts.mesh)
     if opts.shard is not None:
         parse_specs(opts.shard)
-    session = Session(opts.target, opts.chip, opts.args, opts.ref, list(opts.set), cache_enabled() and not opts.no_cache,
-                      mesh=opts.mesh, shard=opts.shard)
+    session = Session(opts.target, opts.chip, args=opts.args, ref=opts.ref, sets=list(opts.set),
+                      use_cache=cache_enabled() and not opts.no_cache, mesh=opts.mesh, shard=opts.shard)
     InspectorApp(session, watch=opts.watch, choose_chip=choose_chip).run()
     return EXIT_OK
 
