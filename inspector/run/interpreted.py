@@ -23,7 +23,7 @@ from .capture import captured_output
 DETAIL_CHARS = 20_000  # of the interpreter's output kept with a finding
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Outcome:
     output: Any  # the kernel's outputs (a pytree), None when it raised
     error: BaseException | None
@@ -76,10 +76,10 @@ def run(fn, args, kwargs, chip: Chip, *, cores: int, check: bool, seed: int | No
         finally:
             np.random.set_state(rng_state)
     if isinstance(err, Stalled):
-        return Outcome(None, err, printed.text)  # its threads still wait: no reset, nothing more runs on them
+        return Outcome(output=None, error=err, text=printed.text)  # its threads still wait: no reset, nothing more runs on them
     if err is not None:
         ji.reset_state()  # the interpreter's state is unusable after a raise
-    return Outcome(out, err, printed.text)
+    return Outcome(output=out, error=err, text=printed.text)
 
 
 STALL_S = 60.0  # seconds without CPU time that mean a multi-device run waits for ever
