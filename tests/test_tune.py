@@ -18,7 +18,7 @@ from inspector.tuning.table import lookup, read_table, update_table
 
 def _plan(**choices):
     defaults = {name: values[0] for name, values in choices.items()}
-    return TunePlan("k.py:mm", choices, {**defaults, "flag": False}, ["a", "b", *choices, "flag"], [("f32[8]", None)])
+    return TunePlan(spec="k.py:mm", choices=choices, defaults={**defaults, "flag": False}, takes=["a", "b", *choices, "flag"], shapes=[("f32[8]", None)])
 
 
 def test_grid_values_are_typed_and_repeats_dropped():
@@ -53,7 +53,7 @@ def test_the_default_is_swept_even_when_the_grid_leaves_it_out():
 
 
 def _row(status, seconds=None, **params):
-    return TuneRow("f32[8]", "tpu-v5e", params, status, estimated_seconds=seconds)
+    return TuneRow(shape="f32[8]", chip="tpu-v5e", params=params, status=status, estimated_seconds=seconds)
 
 
 def test_ranking_orders_by_time_then_by_status():
@@ -71,11 +71,11 @@ def test_ranking_orders_by_time_then_by_status():
 
 
 def _result(shape="f32[8]", best=1e-3, versions=None):
-    rows = [TuneRow(shape, "tpu-v5e", {"bm": 128}, RANKED, estimated_seconds=best * 2, estimate_source="libtpu"),
-            TuneRow(shape, "tpu-v5e", {"bm": 256}, RANKED, estimated_seconds=best, estimate_source="libtpu"),
-            TuneRow(shape, "tpu-v6e", {"bm": 128}, PRUNED)]
-    return TuneResult("k.py:mm", ["bm"], {"bk": 512}, {"bm": 128}, rank_all([shape], ["tpu-v5e", "tpu-v6e"], rows),
-                      {"total": 3}, versions=versions or {"jax": "0.10.2", "libtpu": "0.0.42.1"})
+    rows = [TuneRow(shape=shape, chip="tpu-v5e", params={"bm": 128}, status=RANKED, estimated_seconds=best * 2, estimate_source="libtpu"),
+            TuneRow(shape=shape, chip="tpu-v5e", params={"bm": 256}, status=RANKED, estimated_seconds=best, estimate_source="libtpu"),
+            TuneRow(shape=shape, chip="tpu-v6e", params={"bm": 128}, status=PRUNED)]
+    return TuneResult(target="k.py:mm", swept=["bm"], fixed={"bk": 512}, defaults={"bm": 128}, shapes=rank_all([shape], ["tpu-v5e", "tpu-v6e"], rows),
+                      counts={"total": 3}, versions=versions or {"jax": "0.10.2", "libtpu": "0.0.42.1"})
 
 
 def test_tuning_table_adds_a_shape_and_loads_at_run_time(tmp_path):

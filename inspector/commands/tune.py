@@ -86,7 +86,7 @@ def request(opts):
     cache = False if not compile_cache.enabled() else REFRESH if opts.no_cache else True
     grid, fixed = parse_grid(opts.grid), parse_sets(opts.set)
     check_overlap(grid, fixed)  # before any worker starts
-    return SweepRequest(opts.target, chips, list(opts.args), grid, fixed,
+    return SweepRequest(spec=opts.target, chips=chips, args=list(opts.args), grid=grid, fixed=fixed,
                         workers=opts.workers, ray=opts.ray or os.environ.get("RAY_ADDRESS") or None, cache=cache,
                         budget=budget, table=opts.table, debug=bool(getattr(opts, "debug", False)),
                         measure=(opts.top or MEASURE_TOP) if opts.measure else 0)

@@ -72,7 +72,7 @@ def _spec_sweep(spec, args, kwargs, chips, grid, fixed, shapes, workers, ray, ta
 
     if table:
         check_table(table, spec)  # as the command line does: before the sweep
-    req = SweepRequest(spec, chips, _shape_texts(args, kwargs, shapes), grid, fixed, workers=workers, ray=ray,
+    req = SweepRequest(spec=spec, chips=chips, args=_shape_texts(args, kwargs, shapes), grid=grid, fixed=fixed, workers=workers, ray=ray,
                        cache=bool(cache) and compile_cache.enabled(), budget=budget, table=table)
     if progress:
         return run_sweep(req, tune_progress(spec))
@@ -102,7 +102,7 @@ def _in_process(fn, args, kwargs, chips, grid, fixed, shapes, cache, budget) -> 
     except (TypeError, ValueError):
         takes, defaults = None, {}
     inputs = [(text, (text,), {}) for text in shapes] if shapes is not None else [(None, args, kwargs)]
-    plan = TunePlan(getattr(fn, "__name__", "function"), {}, defaults, takes, [])
+    plan = TunePlan(spec=getattr(fn, "__name__", "function"), choices={}, defaults=defaults, takes=takes, shapes=[])
     values = swept_values(plan, grid, fixed)
     default = default_params(plan, values, fixed)
     combos = candidates(values, default)
@@ -130,13 +130,13 @@ def _in_process(fn, args, kwargs, chips, grid, fixed, shapes, cache, budget) -> 
         for chip_name in chip_names:
             for params, is_default in combos:
                 if (label, chip_name, tuple(sorted(params.items(), key=lambda kv: kv[0]))) not in done:
-                    rows.append(TuneRow(label, chip_name, params, NOT_RUN, default=is_default,
+                    rows.append(TuneRow(shape=label, chip=chip_name, params=params, status=NOT_RUN, default=is_default,
                                         reason="the sweep was interrupted before it"))
     counts = {"total": len(rows), "cached": sum(r.cached for r in rows),
               "done": sum(r.status != NOT_RUN and not r.cached for r in rows)}
     counts.update({s: sum(r.status == s for r in rows) for s in STATUSES})
-    return TuneResult(plan.spec, list(values), dict(fixed), default, rank_all(labels, chip_names, rows), counts,
-                      interrupted, round(time.perf_counter() - started, 3), 1, "in-process", store.versions())
+    return TuneResult(target=plan.spec, swept=list(values), fixed=dict(fixed), defaults=default, shapes=rank_all(labels, chip_names, rows), counts=counts,
+                      interrupted=interrupted, wall_seconds=round(time.perf_counter() - started, 3), workers=1, runner="in-process", versions=store.versions())
 
 
 def _label(target) -> str:

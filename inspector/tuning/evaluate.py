@@ -58,7 +58,7 @@ def plan_target(spec: str, args: list[str], grid_names: list[str]) -> TunePlan:
         label = " ".join(hlo_type(str(x.dtype), tuple(x.shape)) for x in leaves)
         shapes = [(label, None)]
     choices = {name: list(values) for name, values in target.param_choices.items()}
-    return TunePlan(spec, choices, defaults, takes, shapes, fingerprint.closure())
+    return TunePlan(spec=spec, choices=choices, defaults=defaults, takes=takes, shapes=shapes, closure=fingerprint.closure())
 
 
 def _signature(fn):

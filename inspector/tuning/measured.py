@@ -3,6 +3,8 @@ device time. One process opens the chip for all of them (opening it costs second
 the sweep never does."""
 from __future__ import annotations
 
+import dataclasses
+
 import inspector.environment as environment
 
 from ..errors import InspectorError
@@ -36,8 +38,8 @@ def measure_rankings(result: TuneResult, spec: str, shape_args: dict[str, str | 
             row.measured_seconds = answer
         else:
             row.notes = [*row.notes, f"not measured on the chip: {answer}"]
-    for shape in result.shapes:
-        shape.chips = [rerank(r) if r.chip == chip else r for r in shape.chips]
+    result.shapes = [dataclasses.replace(shape, chips=[rerank(r) if r.chip == chip else r for r in shape.chips])
+                     for shape in result.shapes]
 
 
 def rerank(ranking: ChipRanking) -> ChipRanking:
@@ -53,7 +55,7 @@ def rerank(ranking: ChipRanking) -> ChipRanking:
     for i, row in enumerate((r for r in rest if r.status == RANKED), len(measured) + 1):
         row.rank = i
         row.ratio = row.estimated_seconds / best.estimated_seconds if row.estimated_seconds and best.estimated_seconds else None
-    return ChipRanking(ranking.chip, measured + rest, best, ranking.default)
+    return ChipRanking(chip=ranking.chip, rows=measured + rest, best=best, default=ranking.default)
 
 
 def measure_candidates(spec: str, chip: str, candidates: list[tuple[str | None, dict]]) -> list:

@@ -16,7 +16,7 @@ NOT_RUN = "not-run"  # the sweep was interrupted first
 STATUSES = (RANKED, UNTIMED, PRUNED, REFUSED, FAILED, NOT_RUN)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)  # not frozen: ranking and measuring annotate the rows in place
 class TuneRow:
     """One candidate on one chip for one input shape."""
 
@@ -75,7 +75,7 @@ def _text(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ChipRanking:
     """The rows of one shape on one chip: ranked by estimated time (by device time first, where
     tune --measure ran them on the chip), then the others by status."""
@@ -98,13 +98,13 @@ class ChipRanking:
         return sum(r.status == status for r in self.rows)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ShapeResult:
     shape: str
     chips: list[ChipRanking]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)  # not frozen: the sweep adds the table written, notes and the measured ranking
 class TuneResult:
     """A sweep of one target over candidates x chips x input shapes."""
 

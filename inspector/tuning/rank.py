@@ -20,9 +20,9 @@ def rank_rows(chip: str, rows: list[TuneRow]) -> ChipRanking:
     for row in others:
         row.rank = row.ratio = None
     default = next((r for r in rows if r.default), None)
-    return ChipRanking(chip, ranked + others, best, default)
+    return ChipRanking(chip=chip, rows=ranked + others, best=best, default=default)
 
 
 def rank_all(shapes: list[str], chips: list[str], rows: list[TuneRow]) -> list[ShapeResult]:
-    return [ShapeResult(shape, [rank_rows(chip, [r for r in rows if r.shape == shape and r.chip == chip])
+    return [ShapeResult(shape=shape, chips=[rank_rows(chip, [r for r in rows if r.shape == shape and r.chip == chip])
                                 for chip in chips]) for shape in shapes]

@@ -28,7 +28,7 @@ from .ray_backend import RayPool
 REFRESH = "refresh"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SweepRequest:
     spec: str
     chips: list[str]
@@ -105,9 +105,9 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None, cancel=None) 
     cached = len(jobs.keys) - len(jobs.pending)
     counts = {"total": len(ordered), "cached": cached, "done": sum(1 for r in ordered if r.status != NOT_RUN) - cached}
     counts.update({status: sum(r.status == status for r in ordered) for status in STATUSES})
-    result = TuneResult(req.spec, list(values), dict(req.fixed), default, rank_all([s for s, _ in plan.shapes], chips, ordered),
-                        counts, interrupted, round(time.perf_counter() - started, 3),
-                        min(runner.size, max(len(jobs.pending), 1)), runner.runner, store.versions())
+    result = TuneResult(target=req.spec, swept=list(values), fixed=dict(req.fixed), defaults=default, shapes=rank_all([s for s, _ in plan.shapes], chips, ordered),
+                        counts=counts, interrupted=interrupted, wall_seconds=round(time.perf_counter() - started, 3),
+                        workers=min(runner.size, max(len(jobs.pending), 1)), runner=runner.runner, versions=store.versions())
     if workers_note and ray_pool is None and len(jobs.pending) > workers:  # else memory held all that started
         result.notes.append(workers_note)
     if req.measure and not interrupted:
@@ -277,9 +277,7 @@ def _stored_plan(hit) -> TunePlan | None:
             and (plan.takes is None or (isinstance(plan.takes, list) and all(isinstance(t, str) for t in plan.takes)))
             and pairs(plan.shapes, True) and plan.shapes and pairs(plan.closure, False)):
         return None
-    plan.shapes = [(s[0], s[1]) for s in plan.shapes]
-    plan.closure = [(f[0], f[1]) for f in plan.closure]
-    return plan
+    return dataclasses.replace(plan, shapes=[(s[0], s[1]) for s in plan.shapes], closure=[(f[0], f[1]) for f in plan.closure])
 
 
 def _exact_json(value) -> bool:
