@@ -1,5 +1,8 @@
 """The Python API: ``inspector.inspect``, ``inspector.check``, ``inspector.diff`` and ``inspector.compare``.
 
+``import inspector`` (and ``inspector --help``) loads this module: the target loader and the
+analyses (numpy, jax) are imported by the function that needs them.
+
 Each takes a function object with its example inputs (arrays, ``jax.ShapeDtypeStruct``s, any
 pytree of them, or shape-spec strings such as ``"f32[8,128]"``), or a ``"file.py:function"``
 spec whose INSPECT entry gives the defaults (inputs given here win). They build the same Target

@@ -1,6 +1,7 @@
 """What the terminal UI asks of the core, in one object: the report for the current chip and
 parameters, a diff, an export. The app calls these from worker threads and only renders what
-comes back; it never touches jax itself."""
+comes back; it never touches jax itself. The Report's modules (numpy, the analyses) are imported
+by the methods that make one: the UI process imports this module before it paints."""
 from __future__ import annotations
 
 import dataclasses

@@ -7,7 +7,8 @@
 ``work_tune`` never imports jax in the calling process: it starts its own worker processes (or
 Ray tasks), draws the progress bar, and on Ctrl-C kills the workers at once and returns what is
 done, marked interrupted. So it must not be wrapped in ``remote.run_isolated`` (a child killed
-on Ctrl-C could not print what is done); ``render_tune`` then exits 130.
+on Ctrl-C could not print what is done); ``render_tune`` then exits 130. The sweep's modules and
+the views are imported when the verb runs: ``inspector --help`` builds its parser from this module.
 """
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """The verbs as the parent process runs them: check the options, have the work done (in a child
-process), render the result and choose the exit code."""
+process), render the result and choose the exit code.
+
+Imported inside the verb that uses them, so that ``inspector --help`` (which builds its parser from
+this module) loads none of them: the views (rich, textual), the kernel graph, the cache's state
+and the terminal UI's Session."""
 from __future__ import annotations
 
 import os

@@ -1,5 +1,8 @@
 """What each verb computes, in the child process: runs jax and the user's code and returns plain
-data (a Report, CheckResult, DiffResult, Compare, Checkup) for the parent to render."""
+data (a Report, CheckResult, DiffResult, Compare, Checkup) for the parent to render.
+
+Imported inside the verb's work, so that ``inspector --help`` (which imports this module to build
+its parser) stays quick: the target loader, the analyses (numpy, jax), the child-process runner."""
 from __future__ import annotations
 
 import contextlib

@@ -1,5 +1,6 @@
 """``inspector.tune(fn_or_spec, *inputs, targets=..., grid=...) -> TuneResult``: the sweep of
-``inspector tune`` from Python.
+``inspector tune`` from Python. ``import inspector`` loads this module: the sweep, libtpu's runner
+and the evaluation are imported when a sweep runs.
 
 A ``"file.py:function"`` spec takes the command line's path: worker processes (``workers``, default
 the cores) or a Ray cluster (``ray``), the journal (a second call is instant), ``table``. A function

@@ -1,7 +1,9 @@
 """One candidate on one chip, where jax runs (a worker process, a Ray task, or the caller's own
 process for the Python API): trace and lower it, prune it when the VMEM estimate says its blocks
 and scratch alone pass the limit, else compile it and ask libtpu for its time. Whatever happens
-to it is a row: a failure of the candidate never stops the sweep."""
+to it is a row: a failure of the candidate never stops the sweep. The capture and the analyses
+(numpy, jax) are imported by the functions that run them: the sweep's own process imports this
+module (through the pool and Ray) and never runs them."""
 from __future__ import annotations
 
 import contextlib
