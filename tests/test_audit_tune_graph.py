@@ -273,7 +273,7 @@ def test_a_table_that_cannot_be_written_after_the_sweep_keeps_the_rows(tmp_path,
 
     monkeypatch.setattr(table_mod, "update_table", replaced)
     result = _result()
-    _write_table(SweepRequest(spec="k.py:mm", chips=["tpu-v5e"], table=str(path)), result)
+    result = _write_table(SweepRequest(spec="k.py:mm", chips=["tpu-v5e"], table=str(path)), result)
     assert result.table is None and result.table_failed and "not written" in result.table_note
     monkeypatch.setenv("NO_COLOR", "1")
     code = render_tune(types.SimpleNamespace(json=False, top=0), result)
@@ -496,11 +496,11 @@ def test_a_resweep_where_nothing_ranks_anywhere_still_removes_the_stale_entry(tm
     path = str(tmp_path / "t.json")
     update_table(path, _result("f32[8]"))
     result = _result("f32[8]", ranked=False)
-    _write_table(SweepRequest(spec="k.py:mm", chips=["tpu-v5e"], table=path), result)
+    result = _write_table(SweepRequest(spec="k.py:mm", chips=["tpu-v5e"], table=path), result)
     assert result.table == path and lookup(path, "f32[8]", "tpu-v5e", {"bm": 1}) == {"bm": 1}
     fresh = str(tmp_path / "new.json")  # no file, nothing ranked: nothing written
     result = _result("f32[8]", ranked=False)
-    _write_table(SweepRequest(spec="k.py:mm", chips=["tpu-v5e"], table=fresh), result)
+    result = _write_table(SweepRequest(spec="k.py:mm", chips=["tpu-v5e"], table=fresh), result)
     assert not os.path.exists(fresh) and "no candidate was ranked" in result.table_note
 
 

@@ -1,5 +1,6 @@
 """inspector tune without compiling: the candidates, the ranking, the tuning table, the journal's
 file signatures, the command line's usage errors (tests/test_tune_tpu.py compiles)."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -59,7 +60,7 @@ def _row(status, seconds=None, **params):
 def test_ranking_orders_by_time_then_by_status():
     rows = [_row(PRUNED, bm=1), _row(RANKED, 3e-3, bm=2), _row(FAILED, bm=3), _row(RANKED, 1e-3, bm=4),
             _row(REFUSED, bm=5), _row(RANKED, 3e-3, bm=6), _row(NOT_RUN, bm=7), _row(UNTIMED, bm=8)]
-    rows[5].default = True
+    rows[5] = dataclasses.replace(rows[5], default=True)
     ranking = rank_rows("tpu-v5e", rows)
     assert [r.params["bm"] for r in ranking.rows] == [4, 2, 6, 8, 5, 1, 3, 7]  # ties keep the sweep's order
     assert [r.rank for r in ranking.rows] == [1, 2, 3, None, None, None, None, None]

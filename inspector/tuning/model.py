@@ -16,7 +16,7 @@ NOT_RUN = "not-run"  # the sweep was interrupted first
 STATUSES = (RANKED, UNTIMED, PRUNED, REFUSED, FAILED, NOT_RUN)
 
 
-@dataclasses.dataclass(kw_only=True)  # not frozen: ranking and measuring annotate the rows in place
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TuneRow:
     """One candidate on one chip for one input shape."""
 
@@ -104,7 +104,7 @@ class ShapeResult:
     chips: list[ChipRanking]
 
 
-@dataclasses.dataclass(kw_only=True)  # not frozen: the sweep adds the table written, notes and the measured ranking
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TuneResult:
     """A sweep of one target over candidates x chips x input shapes."""
 

@@ -109,13 +109,10 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None, cancel=None) 
                         counts=counts, interrupted=interrupted, wall_seconds=round(time.perf_counter() - started, 3),
                         workers=min(runner.size, max(len(jobs.pending), 1)), runner=runner.runner, versions=store.versions())
     if workers_note and ray_pool is None and len(jobs.pending) > workers:  # else memory held all that started
-        result.notes.append(workers_note)
+        result = dataclasses.replace(result, notes=[*result.notes, workers_note])
     if req.measure and not interrupted:
-        measure_rankings(result, req.spec, dict(plan.shapes), dict(req.fixed), req.measure, chips[0])
-        result.measured_on = chips[0]
-    if req.table:
-        _write_table(req, result)
-    return result
+        result = measure_rankings(result, req.spec, dict(plan.shapes), dict(req.fixed), req.measure, chips[0])
+    return _write_table(req, result) if req.table else result
 
 
 class _Jobs:
@@ -290,19 +287,17 @@ def _exact_json(value) -> bool:
     return False  # tuples (they come back as lists), objects
 
 
-def _write_table(req: SweepRequest, result: TuneResult) -> None:
+def _write_table(req: SweepRequest, result: TuneResult) -> TuneResult:
+    """The result with the tuning table written (``table``), or why not (``table_note``)."""
     assert req.table is not None  # called only when --table names a file
     if result.interrupted:
-        result.table_note = f"{req.table} not written: the sweep was interrupted (run again to finish it)"
-        return
+        return dataclasses.replace(result, table_note=f"{req.table} not written: the sweep was interrupted (run again to finish it)")
     if not any(c.best is not None for s in result.shapes for c in s.chips) and not _holds_any(req.table, result):
-        result.table_note = f"{req.table} not written: no candidate was ranked"
-        return
+        return dataclasses.replace(result, table_note=f"{req.table} not written: no candidate was ranked")
     try:
-        result.table = table.update_table(req.table, result)
+        return dataclasses.replace(result, table=table.update_table(req.table, result))
     except UsageError as err:  # it changed during the sweep (a folder gone, another file): the rows still show
-        result.table_note = f"{req.table} not written: {err}"
-        result.table_failed = True
+        return dataclasses.replace(result, table_note=f"{req.table} not written: {err}", table_failed=True)
 
 
 __all__ = ["SweepRequest", "run_sweep", "check_chips", "cores", "RANKED"]
