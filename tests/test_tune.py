@@ -71,6 +71,24 @@ def test_ranking_orders_by_time_then_by_status():
     assert nothing.best is None and nothing.set_line is None
 
 
+def test_measured_rows_rank_first_by_device_time_in_a_new_result(monkeypatch):
+    """tune --measure: the rows run on the chip rank first by their device time, the other ranked
+    rows after them by estimate (ratio to the measured best's estimate); the default follows its
+    row; the result measured is a new one, the sweep's own left as it was."""
+    import inspector.tuning.measured as measured
+
+    rows = [dataclasses.replace(_row(RANKED, t, bm=bm), default=bm == 2) for bm, t in ((1, 1e-3), (2, 2e-3), (3, 3e-3))]
+    swept = TuneResult(target="k.py:mm", swept=["bm"], fixed={}, defaults={"bm": 2},
+                       shapes=rank_all(["f32[8]"], ["tpu-v5e"], rows + [_row(PRUNED, bm=9)]), counts={})
+    monkeypatch.setattr(measured, "run_isolated", lambda fn, spec, chip, jobs, env=None: [5e-3, 1e-3][:len(jobs)])
+    monkeypatch.setattr(measured.environment, "chip_env", lambda: {})
+    result = measured.measure_rankings(swept, "k.py:mm", {"f32[8]": None}, {}, 2, "tpu-v5e")
+    [ranking] = result.shapes[0].chips
+    assert [(r.params["bm"], r.rank, r.ratio) for r in ranking.rows] == [(2, 1, 1.0), (1, 2, 5.0), (3, 3, 1.5), (9, None, None)]
+    assert ranking.best.params == ranking.default.params == {"bm": 2} and result.measured_on == "tpu-v5e"
+    assert [r.measured_seconds for r in swept.rows] == [None] * 4 and swept.measured_on is None
+
+
 def _result(shape="f32[8]", best=1e-3, versions=None):
     rows = [TuneRow(shape=shape, chip="tpu-v5e", params={"bm": 128}, status=RANKED, estimated_seconds=best * 2, estimate_source="libtpu"),
             TuneRow(shape=shape, chip="tpu-v5e", params={"bm": 256}, status=RANKED, estimated_seconds=best, estimate_source="libtpu"),
