@@ -1,5 +1,8 @@
 """The Python API: ``inspector.inspect``, ``inspector.check``, ``inspector.diff`` and ``inspector.compare``.
 
+``import inspector`` (and ``inspector --help``) loads this module: the target loader and the
+analyses (numpy, jax) are imported by the function that needs them.
+
 Each takes a function object with its example inputs (arrays, ``jax.ShapeDtypeStruct``s, any
 pytree of them, or shape-spec strings such as ``"f32[8,128]"``), or a ``"file.py:function"``
 spec whose INSPECT entry gives the defaults (inputs given here win). They build the same Target
@@ -16,29 +19,30 @@ raised while tracing). Nothing here imports jax at module level.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from .backends import default_target, local_chip
+from .chips import DEFAULT_TPU, Chip, get_chip, parse_targets
 from .environment import quiet
-from .chips import DEFAULT_TPU
-from .errors import UsageError
-from .backends import default_target
+from .errors import TargetFailure, UsageError
+from .sharding import check_mesh, parse_mesh, parse_specs
+from .user_code import describe_error
 from .verb_rules import check_chips, diff_simulated_chip, require_two_variants
+from .view_table import Needs
 
 if TYPE_CHECKING:
     from .chips import Chip
     from .comparison import Compare
-    from .run.result import DiffResult
     from .pallas.check import CheckResult
     from .report import Report
+    from .run.result import DiffResult
     from .target import Target
 
 @contextlib.contextmanager
 def _call():
     """Around one API call: quiet, and sys.exit() in the user's code (at import, while tracing or
     running) a TargetFailure with its code, never the end of the user's script or kernel."""
-    from .errors import TargetFailure
-    from .target import describe_error
-
     with quiet():
         try:
             yield
@@ -49,7 +53,7 @@ def _call():
 def _inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """Positional and keyword inputs; strings are shape specs (a string may hold several, and
     ``name=f32[8]`` in one gives a keyword input)."""
-    from .target import inputs_from_specs
+    from .target_inputs import inputs_from_specs
 
     pos: list = []
     kw: dict = {}
@@ -80,7 +84,7 @@ def _reference(reference, module_spec: str | None) -> Callable | None:
         return reference
     if not isinstance(reference, str):
         raise UsageError(f"reference must be a function or a 'file.py:function' spec, not a {type(reference).__name__}")
-    from .target import load_module, resolve_callable, split_spec
+    from .user_files import load_module, resolve_callable, split_spec
 
     if ":" in reference:
         where, func = split_spec(reference)
@@ -95,17 +99,15 @@ def _with_sharding(t: Target, mesh, shardings) -> Target:
     """``mesh=`` ({"data": 2, "model": 2} or "data=2,model=2") and ``shardings=`` (a callable taking
     the mesh, "P('data',None) P()", or one PartitionSpec pytree per positional input) over the
     target's own (INSPECT's); checked as the command line's are."""
-    from .sharding import check_mesh, parse_mesh, parse_specs
-
     if mesh is not None:
-        t.mesh = parse_mesh(mesh) if isinstance(mesh, str) else check_mesh(mesh, f"mesh={mesh!r}")
+        t = dataclasses.replace(t, mesh=parse_mesh(mesh) if isinstance(mesh, str) else check_mesh(mesh, f"mesh={mesh!r}"))
     if shardings is not None:
         if isinstance(shardings, str):
             parse_specs(shardings)
         elif not callable(shardings) and not isinstance(shardings, (list, tuple)):
             raise UsageError(f"shardings must be a callable taking the mesh, a string such as \"P('data',None) P()\" "
                              f"or one PartitionSpec per positional input, not a {type(shardings).__name__}")
-        t.shardings = shardings
+        t = dataclasses.replace(t, shardings=shardings)
     if t.shardings is not None and t.mesh is None:
         raise UsageError(f"{t.spec}: shardings without a mesh: give mesh={{'data': 4, 'model': 4}} as well")
     return t
@@ -133,15 +135,11 @@ def make_target(fn_or_spec: Callable | str, args: tuple = (), kwargs: dict | Non
 
 def resolve_chip(name: str | Chip) -> Chip:
     """A chip by name (``inspector chips``), or ``"local"``: what jax's default backend is."""
-    from .chips import Chip, get_chip
-
     if isinstance(name, Chip):
         return name
     if not isinstance(name, str):
         raise UsageError(f"target must be a chip name such as 'cpu' or 'tpu-v5e', not a {type(name).__name__}")
     if name.strip().lower() == "local":
-        from .backends import local_chip
-
         return local_chip()
     return get_chip(name)
 
@@ -173,20 +171,17 @@ def inspect(fn_or_spec: Callable | str, *args: Any, target: str | None = None, p
     ``--mesh``/``--shard``; ``.memory`` and ``.collectives`` are per device. ``buffers``: also
     read the compiler's buffer assignment (``.memory.largest``, as ``--view memory``).
     """
-    from .chips import get_chip
     from .report import make_report
 
     with _call():
         t = make_target(fn_or_spec, args, kwargs, params=params, reference=reference, mesh=mesh, shardings=shardings)
         chip = resolve_chip(target or default_target())
         roof = get_chip(roofline) if roofline else None
-        return make_report(t, chip, compile=True, jaxpr_text=True, fusions=True, pallas=True, roofline_chip=roof,
-                           use_cache=_use_cache(cache), memo=False, buffers=buffers)
+        needs = Needs(compile=True, jaxpr_text=True, fusions=True, pallas=True, collectives=True, buffers=buffers)
+        return make_report(t, chip, needs, roofline_chip=roof, use_cache=_use_cache(cache), memo=False)
 
 
 def _chips(targets: str | Sequence[str]) -> list[Chip]:
-    from .chips import parse_targets
-
     names = targets.split(",") if isinstance(targets, str) else list(targets)
     if not all(isinstance(n, str) for n in names):
         raise UsageError("targets must be chip names such as ['tpu-v5e', 'tpu-v6e']")
@@ -265,7 +260,6 @@ def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, para
     B / A ratios (``.totals``), the VMEM of each Pallas kernel (``.vmem``), the kernels only one side
     has (``.only_a``, ``.only_b``) and those whose HBM bytes changed most (``.changed``); ``.ok`` is
     False when either side has an error finding."""
-    from .chips import get_chip
     from .comparison import compare_reports
     from .report import make_report
 
@@ -283,6 +277,6 @@ def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, para
         reports = []
         for fn, p, chip in ((a, pa, chip_a), (second, pb, chip_b)):
             t = make_target(fn, args, kwargs, params=p or None, mesh=mesh, shardings=shardings)
-            reports.append(make_report(t, chip, compile=True, jaxpr_text=False, fusions=True, pallas=True,
-                                       roofline_chip=roof, use_cache=_use_cache(cache), memo=False, collectives=False))
+            reports.append(make_report(t, chip, Needs(compile=True, fusions=True, pallas=True), roofline_chip=roof,
+                                       use_cache=_use_cache(cache), memo=False))
         return compare_reports(*reports)

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from .display import html
 from .report import Report
+from .stages import SIMULATED_CHIP
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Side:
     label: str  # e.g. "samples/attention.py:flash block_q=128 on tpu-v5e"
     spec: str
@@ -28,7 +30,7 @@ class Side:
     errors: list[str]  # the error findings' messages
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Total:
     name: str  # kernels | HBM bytes | flops | roofline time | XLA temporaries | compile time
     unit: str  # count | bytes | flops | seconds
@@ -37,7 +39,7 @@ class Total:
     ratio: float | None  # b / a
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class KernelRef:
     name: str
     kind: str
@@ -47,7 +49,7 @@ class KernelRef:
     group: str | None = None  # its KernelGroup's label: layer3 forward, gpt2.py:34-35 block #7 backward
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class KernelChange:
     a: KernelRef
     b: KernelRef
@@ -55,7 +57,7 @@ class KernelChange:
     ratio: float | None  # b / a of the HBM bytes
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PallasVmem:
     """One pallas_call's VMEM on each side: the inspector's estimate and, on TPU targets, the
     compiler's own figure for its custom call (used_scoped_memory_configs)."""
@@ -71,7 +73,7 @@ class PallasVmem:
     compiler_b: int | None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Compare:
     a: Side
     b: Side
@@ -91,8 +93,6 @@ class Compare:
                 f"{len(self.only_b)} only in B, {'ok' if self.ok else 'errors'}>")
 
     def _repr_html_(self) -> str:  # Jupyter: what `inspector compare` prints (rich loads only here)
-        from .display import html
-
         return html(self)
 
 
@@ -104,8 +104,9 @@ def _side(report: Report) -> Side:
     params = report.target.params
     label = report.target.spec + "".join(f" {k}={v}" for k, v in params.items()) + f" on {report.chip.name}"
     error = report.stages.compile_error.headline if report.stages.compile_error else None
-    return Side(label, report.target.spec, report.chip.name, dict(params), report.ok, error,
-                report.stages.compile_cached, [f.message for f in report.findings if f.severity == "error"])
+    return Side(label=label, spec=report.target.spec, chip=report.chip.name, params=dict(params), ok=report.ok,
+                compile_error=error, compile_cached=report.stages.compile_cached,
+                errors=[f.message for f in report.findings if f.severity == "error"])
 
 
 def _kernels(report: Report) -> list:
@@ -113,7 +114,8 @@ def _kernels(report: Report) -> list:
 
 
 def _ref(k) -> KernelRef:
-    return KernelRef(k.name, k.kind, k.source, k.hbm_bytes * k.repeat, k.flops * k.repeat, k.group)
+    return KernelRef(name=k.name, kind=k.kind, source=k.source, hbm_bytes=k.hbm_bytes * k.repeat, flops=k.flops * k.repeat,
+                     group=k.group)
 
 
 def _totals(a: Report, b: Report) -> list[Total]:
@@ -133,7 +135,7 @@ def _totals(a: Report, b: Report) -> list[Total]:
             ("compile time", "seconds", lambda r: r.stages.timings.get("compile_s"))]
     # a simulation against a roofline (v5e against v4, a TPU against the CPU) is no ratio
     unlike = {name for name, _, _ in rows if name.startswith("estimated time (A ")}
-    return [Total(name, unit, get(a), get(b), None if name in unlike else _ratio(get(a), get(b)))
+    return [Total(name=name, unit=unit, a=get(a), b=get(b), ratio=None if name in unlike else _ratio(get(a), get(b)))
             for name, unit, get in rows]
 
 
@@ -179,8 +181,6 @@ def _pair(a: list, b: list) -> tuple[list[tuple], list, list]:
 def _budget(report: Report, call) -> tuple[str | None, int | None, int | None]:
     """(chip, estimate, limit) of one pallas_call: the target chip's budget, else (on the CPU) that of
     the TPU whose rules the kernel was traced under, else the first TPU's."""
-    from .stages import SIMULATED_CHIP
-
     budgets = [b for b in call.budgets if b.memory == "VMEM"]
     chosen = (next((b for b in budgets if b.chip == report.chip.name), None)
               or next((b for b in budgets if b.chip == SIMULATED_CHIP), None) or (budgets[0] if budgets else None))
@@ -198,18 +198,20 @@ def _vmem(a: Report, b: Report) -> list[PallasVmem]:
         name = either.call.name
         chip_a, est_a, lim_a = _budget(a, ca) if ca else (None, None, None)
         chip_b, est_b, lim_b = _budget(b, cb) if cb else (None, None, None)
-        rows.append(PallasVmem(name if not cb or not ca or ca.call.name == cb.call.name else f"{ca.call.name} / {cb.call.name}",
-                               chip_a, chip_b, est_a, est_b, lim_a, lim_b,
-                               a.compiler_vmem.get(ca.call.name) if ca else None, b.compiler_vmem.get(cb.call.name) if cb else None))
+        rows.append(PallasVmem(
+            kernel=name if not cb or not ca or ca.call.name == cb.call.name else f"{ca.call.name} / {cb.call.name}",
+            chip_a=chip_a, chip_b=chip_b, estimate_a=est_a, estimate_b=est_b, limit_a=lim_a, limit_b=lim_b,
+            compiler_a=a.compiler_vmem.get(ca.call.name) if ca else None,
+            compiler_b=b.compiler_vmem.get(cb.call.name) if cb else None))
     return rows
 
 
 def compare_reports(a: Report, b: Report) -> Compare:
     pairs, only_a, only_b = _pair(_kernels(a), _kernels(b))
-    changed = [KernelChange(_ref(ka), _ref(kb), _ref(kb).hbm_bytes - _ref(ka).hbm_bytes,
-                            _ratio(_ref(ka).hbm_bytes, _ref(kb).hbm_bytes))
+    changed = [KernelChange(a=_ref(ka), b=_ref(kb), bytes_delta=_ref(kb).hbm_bytes - _ref(ka).hbm_bytes,
+                            ratio=_ratio(_ref(ka).hbm_bytes, _ref(kb).hbm_bytes))
                for ka, kb in pairs if ka.hbm_bytes * ka.repeat != kb.hbm_bytes * kb.repeat]
     changed.sort(key=lambda c: -abs(c.bytes_delta))
     by_bytes = lambda k: -k.hbm_bytes
-    return Compare(_side(a), _side(b), _totals(a, b), _vmem(a, b), sorted(map(_ref, only_a), key=by_bytes),
-                   sorted(map(_ref, only_b), key=by_bytes), changed, len(pairs))
+    return Compare(a=_side(a), b=_side(b), totals=_totals(a, b), vmem=_vmem(a, b), only_a=sorted(map(_ref, only_a), key=by_bytes),
+                   only_b=sorted(map(_ref, only_b), key=by_bytes), changed=changed, paired=len(pairs))

@@ -4,7 +4,7 @@ The dumps of a large program are tens of MB (the 12-layer transformer step: ~40 
 so they go to a temporary folder, are read once into an index (``hlo.passes.read_dumps``), the
 one diff asked for is made while the files exist, and the folder is removed on every path.
 The compile itself is the ordinary one with extra XLA options for this compile only
-(``stages.dump_options``): same module, same HLO; it never reads or writes the compile cache.
+(``xla_compile.dump_options``): same module, same HLO; it never reads or writes the compile cache.
 Only a diff shows the module texts, so only a compile for one (``select``) dumps each
 instruction's metadata (jax's op name and source frame). The pass list and the pass that made
 each kernel need names and opcodes only, and a dump without metadata is a third smaller, for XLA
@@ -25,7 +25,8 @@ from .backends import Backend
 from .errors import UsageError
 from .hlo.passes import PassLog, UnknownPass, diff_steps, parse_range, read_dumps
 from .pass_select import check_selector
-from .stages import Capture, capture
+from .stage_records import Capture
+from .stages import capture
 from .target import Target
 from .tempdirs import KeptFolder, temp_folder
 

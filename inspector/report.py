@@ -2,24 +2,37 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
+import numpy as np
+
+from .atomic import write_atomic
+from .backends import Backend
 from .chips import CHIPS, Chip
-from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, compiler_vmem_by_call, defer_to_compiler, refused_by_compiler
+from .display import html, print_view
+from .errors import UsageError
 from .findings import Finding, by_severity
 from .hlo.collectives import CollectiveAnalysis, analyse_collectives
 from .hlo.fusions import FusionAnalysis, analyse_fusions
+from .hlo.graph import build_dot, render_svg
 from .hlo.passes import PassLog
-from .memory import MemoryReport, analyse_memory
-from .libtpu import Budget, TimeEstimate
+from .libtpu import Budget, TimeEstimate, estimate_times
 from .measure import Measurement
-from .mosaic.passes import MosaicPasses
+from .memory import MemoryReport, analyse_memory
+from .mosaic.passes import MosaicPasses, capture_mosaic_passes
+from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, compiler_vmem_by_call, defer_to_compiler, refused_by_compiler
+from .pass_dumps import capture_with_passes
 from .specs import hlo_type
-from .stages import SIMULATED_CHIP, STAGES, Capture, Stages
-from .target import Target, short_path
+from .stage_records import STAGES, Capture, Stages
+from .stages import SIMULATED_CHIP, capture
+from .target import Target
+from .user_code import short_path
 from .units import fmt_bytes, fmt_time
+from .view_table import SHOW_VIEWS, SORT_ORDERS, Needs
 
-@dataclasses.dataclass
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class InputInfo:
     name: str
     type: str  # HLO spelling, e.g. bf16[4,2048,128]
@@ -28,7 +41,7 @@ class InputInfo:
     bytes: int
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TargetInfo:
     spec: str
     function: str
@@ -39,7 +52,7 @@ class TargetInfo:
     reference: str | None
 
 
-@dataclasses.dataclass(repr=False)
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False)
 class Report:
     """Everything the inspector found about one target on one chip: the stages, the kernels of
     the optimized HLO, every pallas_call and the findings. Every view renders this and nothing
@@ -81,16 +94,10 @@ class Report:
     def _repr_html_(self) -> str:
         """Jupyter's rich display: the overview with findings, the fusions table, the Pallas
         budgets and the kernel graph (rendered by inspector.views.html; rich loads only here)."""
-        from .display import html
-
         return html(self)
 
     def show(self, view: str = "overview", *, sort: str = "order", top: int = 40) -> None:
         """Print one view as ``inspector show --view VIEW`` does (the only Report method that prints)."""
-        from .display import print_view
-        from .errors import UsageError
-        from .view_table import SHOW_VIEWS, SORT_ORDERS
-
         if view not in SHOW_VIEWS:
             raise UsageError(f"no view {view!r}: use one of {', '.join(SHOW_VIEWS)}")
         if sort not in SORT_ORDERS:
@@ -106,9 +113,6 @@ class Report:
 
     def kernel_graph(self, *, max_nodes: int = 200, expand: tuple[str, ...] = (), color: str = "roofline"):
         """(graphviz.Digraph, GraphSummary) of the kernels; UsageError when there are none."""
-        from .errors import UsageError
-        from .hlo.graph import build_dot
-
         if self.fusions is None:
             reason = self.stages.compile_error.headline if self.stages.compile_error else "not compiled"
             raise UsageError(f"no kernel graph: {reason}")
@@ -116,21 +120,15 @@ class Report:
 
     def svg(self, *, max_nodes: int = 200, expand: tuple[str, ...] = ()) -> str:
         """The kernel graph as SVG text (needs Graphviz's ``dot``; UsageError says how to get it)."""
-        from .hlo.graph import render_svg
-
         graph, summary = self.kernel_graph(max_nodes=max_nodes, expand=expand)
         return render_svg(graph, summary.nodes).decode()
 
     def export_svg(self, path, *, max_nodes: int = 200, expand: tuple[str, ...] = ()):
         """Write the kernel graph as SVG, whole or not at all (as ``inspector export --svg``); returns the path."""
-        from .atomic import write_atomic
-
         return write_atomic(path, self.svg(max_nodes=max_nodes, expand=expand))
 
     def to_json(self, texts: tuple[str, ...] = ("jaxpr", "stablehlo", "hlo", "mosaic"), indent: int | None = 2) -> str:
         """The Report as JSON text (``inspector export --json`` writes the same, every stage text included)."""
-        import json
-
         return json.dumps(self.to_dict(texts=texts), indent=indent, default=str)
 
     def to_dict(self, texts: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -164,7 +162,7 @@ def with_measurement(report: Report, measured: Measurement) -> Report:
     """The report with each kernel's device time on the chip (matched by HLO op name: the chip's
     compile and the deviceless one are the same program), the program's in the totals; the ops
     measured that the Report has no kernel for are listed in ``measured.unmatched``."""
-    report.measured = measured
+    findings = report.findings
     if report.fusions is not None:
         names = {k.name for k in report.fusions.kernels}
         for kernel in report.fusions.kernels:
@@ -173,12 +171,12 @@ def with_measurement(report: Report, measured: Measurement) -> Report:
         measured.unmatched = sorted(k.name for k in measured.kernels if k.name not in names)
         report.fusions.totals["measured_seconds"] = measured.seconds
         if measured.unmatched and len(measured.unmatched) > len(measured.kernels) / 2:
-            report.findings = by_severity(report.findings + [Finding(
+            findings = by_severity(findings + [Finding(
                 "info", "measured-unmatched",
                 f"{len(measured.unmatched)} of the {len(measured.kernels)} ops run on {measured.chip} have no kernel of "
                 "this name in the deviceless compile (the chip's compile differs): their times are in the program's "
                 "total only", view="fusions", data={"ops": measured.unmatched[:20]})])
-    return report
+    return dataclasses.replace(report, measured=measured, findings=findings)
 
 
 def _time_json(estimate: TimeEstimate) -> dict:
@@ -192,7 +190,6 @@ def _time_json(estimate: TimeEstimate) -> dict:
 def with_time(report: Report, estimate: TimeEstimate) -> Report:
     """The report with libtpu's estimate: each kernel's cycles, seconds and their source, the
     program's estimated seconds in the totals, the estimate's findings."""
-    report.time = estimate
     if report.fusions is not None:
         for kernel in report.fusions.kernels:
             timed = estimate.kernel(kernel.name)
@@ -200,8 +197,7 @@ def with_time(report: Report, estimate: TimeEstimate) -> Report:
                 kernel.estimated_cycles, kernel.estimated_seconds = timed.estimated_cycles, timed.estimated_seconds
                 kernel.estimate_source = timed.estimate_source
         report.fusions.totals["estimated_seconds"] = estimate.totals.get("estimated_seconds")
-    report.findings = by_severity(report.findings + estimate.findings)
-    return report
+    return dataclasses.replace(report, time=estimate, findings=by_severity(report.findings + estimate.findings))
 
 
 def _passes_json(log: PassLog) -> dict:
@@ -214,7 +210,6 @@ def _passes_json(log: PassLog) -> dict:
 
 def _inputs(target: Target) -> list[InputInfo]:
     import jax
-    import numpy as np
 
     found = []
     named = dict(zip(target.arg_names, target.args), **target.kwargs)
@@ -224,7 +219,8 @@ def _inputs(target: Target) -> list[InputInfo]:
                 name = top + jax.tree_util.keystr(path)
                 shape = [int(d) for d in leaf.shape]
                 nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(leaf.dtype).itemsize
-                found.append(InputInfo(name, hlo_type(str(leaf.dtype), tuple(shape)), shape, str(leaf.dtype), nbytes))
+                found.append(InputInfo(name=name, type=hlo_type(str(leaf.dtype), tuple(shape)), shape=shape,
+                                       dtype=str(leaf.dtype), bytes=nbytes))
     return found
 
 
@@ -268,8 +264,9 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     (its roofline on ``roofline_chip``, else on the target chip); ``pallas`` the BlockSpec walk,
     layout rules and VMEM budgets of every pallas_call (it also feeds the fusions' Pallas traffic);
     ``passes`` (from a compile with pass dumps) names the pass that created each kernel."""
-    info = TargetInfo(target.spec, target.name, short_path(target.file) if target.file else None, target.line, dict(target.params),
-                      dict(target.param_choices), target.reference_name)
+    info = TargetInfo(spec=target.spec, function=target.name, file=short_path(target.file) if target.file else None,
+                      line=target.line, params=dict(target.params), param_choices=dict(target.param_choices),
+                      reference=target.reference_name)
     stages = captured.stages
     findings = _stage_findings(stages)
     kernels = None
@@ -306,52 +303,37 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     if analysis is not None and passes is not None:
         for k in analysis.kernels:
             k.made_by = passes.made_by(k.name)
-    return Report(info, _inputs(target), chip, stages, by_severity(findings), analysis, kernels if pallas else None,
-                  memory, comms, passes)
+    return Report(target=info, inputs=_inputs(target), chip=chip, stages=stages, findings=by_severity(findings),
+                  fusions=analysis, pallas=kernels if pallas else None, memory=memory, collectives=comms, passes=passes)
 
 
-def make_report(target: Target, chip: Chip, *, compile: bool = True, jaxpr_text: bool = True, fusions: bool = True,
-                pallas: bool = True, roofline_chip: Chip | None = None, use_cache: bool = True, memo: bool = True,
-                buffers: bool = False, collectives: bool = True, passes: bool = False,
-                pass_select: str | None = None, mosaic_passes: bool = False, time: bool = False,
-                time_budget: Budget | None = None) -> Report:
+def make_report(target: Target, chip: Chip, needs: Needs, *, roofline_chip: Chip | None = None, use_cache: bool = True,
+                memo: bool = True, pass_select: str | None = None, time_budget: Budget | None = None) -> Report:
     """Capture ``target``'s stages on ``chip`` and gather the Report: the one path the CLI's verbs
-    and the Python API take, so both give the same figures for the same target. ``buffers``: the
-    compiler's buffer assignment (the memory view); ``passes``: compile with XLA's pass dumps (the
-    passes view; kernels name the pass that made them); ``mosaic_passes``: compile again with Mosaic's
-    pass dumps (TPU targets with Pallas kernels; ``pass_select`` picks the pass whose diff to keep);
-    ``time``: libtpu's estimated time and VLIW bundles per kernel, within ``time_budget`` (the
-    roofline alone off TPU)."""
-    from .backends import Backend
-    from .stages import capture
-
+    and the Python API take, so both give the same figures for the same target. ``needs`` says what
+    is computed (the view table's ``Needs``: the compile, the kernel analyses, the compiler's buffer
+    assignment, XLA's or Mosaic's pass dumps, libtpu's time estimate); ``pass_select`` picks the
+    pass whose diff to keep; the time estimate stays within ``time_budget`` (the roofline alone off
+    TPU); ``roofline_chip``: the chip whose roofline the kernels get (else ``chip``'s)."""
     log = None
-    if passes:
-        from .pass_dumps import capture_with_passes
-
-        captured, log = capture_with_passes(target, Backend(chip), jaxpr_text=jaxpr_text, select=pass_select)
+    if needs.passes:
+        captured, log = capture_with_passes(target, Backend(chip), jaxpr_text=needs.jaxpr_text, select=pass_select)
     else:
-        captured = capture(target, Backend(chip), compile=compile, jaxpr_text=jaxpr_text, use_cache=use_cache, memo=memo,
-                           buffers=buffers)
-    report = build_report(target, chip, captured, fusions=fusions, pallas=pallas, roofline_chip=roofline_chip,
-                          collectives=collectives, passes=log)
-    if mosaic_passes and chip.is_tpu and (captured.stages.mosaic or captured.stages.compile_error is not None):
-        from .mosaic.passes import capture_mosaic_passes
-
-        report.mosaic_passes = capture_mosaic_passes(target, chip, select=None if passes else pass_select)
+        captured = capture(target, Backend(chip), compile=needs.compile, jaxpr_text=needs.jaxpr_text, use_cache=use_cache,
+                           memo=memo, buffers=needs.buffers)
+    report = build_report(target, chip, captured, fusions=needs.fusions, pallas=needs.pallas, roofline_chip=roofline_chip,
+                          collectives=needs.collectives, passes=log)
+    if needs.mosaic_passes and chip.is_tpu and (captured.stages.mosaic or captured.stages.compile_error is not None):
+        mosaic = capture_mosaic_passes(target, chip, select=None if needs.passes else pass_select)
         seen = {(f.code, f.message) for f in report.findings}  # a compile error the ordinary compile found too
-        report.findings = by_severity(report.findings + [f for f in report.mosaic_passes.findings
-                                                         if (f.code, f.message) not in seen])
-    elif mosaic_passes and pass_select is not None and not passes:  # a Mosaic pass asked for where Mosaic never ran
-        from .errors import UsageError
-
+        report = dataclasses.replace(report, mosaic_passes=mosaic, findings=by_severity(
+            report.findings + [f for f in mosaic.findings if (f.code, f.message) not in seen]))
+    elif needs.mosaic_passes and pass_select is not None and not needs.passes:  # a Mosaic pass asked for where Mosaic never ran
         why = ("Mosaic runs only when lowering for a TPU: add --target tpu-v5e" if not chip.is_tpu else
                "its pallas_calls are given interpret=True, so Mosaic never runs" if report.pallas else
                "the function has no Pallas kernel, so Mosaic never runs (--view passes diffs XLA's passes)")
         raise UsageError(f"--pass {pass_select} does not apply: {why}")
-    if time and report.fusions is not None:
-        from .libtpu import estimate_times
-
-        with_time(report, estimate_times(target, chip, budget=time_budget, kernels=report.fusions.kernels,
+    if needs.time and report.fusions is not None:
+        report = with_time(report, estimate_times(target, chip, budget=time_budget, kernels=report.fusions.kernels,
                                          use_cache=use_cache is True))
     return report

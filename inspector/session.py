@@ -1,6 +1,7 @@
 """What the terminal UI asks of the core, in one object: the report for the current chip and
 parameters, a diff, an export. The app calls these from worker threads and only renders what
-comes back; it never touches jax itself."""
+comes back; it never touches jax itself. The Report's modules (numpy, the analyses) are imported
+by the methods that make one: the UI process imports this module before it paints."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +11,17 @@ import re
 import sys
 from pathlib import Path
 
-from .chips import DEFAULT_TPU
+from .atomic import write_atomic
+from .backends import Backend, attached_chip
+from .chips import DEFAULT_TPU, get_chip
+from .compile_cache import cache_dir
+from .errors import InspectorError
+from .hlo.graph import dot_available
+from .measure.run import measure_on_chip
+from .mosaic.kept import kept_mosaic_diff
+from .target import load_target
+from .user_files import split_spec
+from .view_table import Needs
 
 # Text that says a file holds (or imports) Pallas TPU kernels; GPU-only Pallas says plgpu/triton.
 _TPU_PALLAS = re.compile(r"\bpltpu\b|pallas\.tpu\b|pallas import tpu\b|pallas\.ops\.tpu\b|\btpu_custom_call\b")
@@ -19,10 +30,14 @@ _IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\s+([\w\s,.()]+?)\s*(?:#.*
 _NOT_SCANNED = ("jax", "jaxlib", "numpy", "scipy", "flax", "optax", "torch", "inspector.views")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Session:
+    """What the terminal UI inspects: the target (as the command line gives it) and the chip, then
+    what each compile adds; a change is a new Session (``with_chip``, ``with_time``, ...)."""
+
     spec: str
     chip: str = "cpu"
+    _: dataclasses.KW_ONLY  # the target and the chip name a Session; the rest is said by name
     args: str | None = None
     ref: str | None = None
     sets: list[str] = dataclasses.field(default_factory=list)
@@ -36,8 +51,6 @@ class Session:
     shard: str | None = None  # --shard "P('data',None) P()" (over INSPECT's "shardings")
 
     def target(self, fresh: bool = False):
-        from .target import load_target, split_spec
-
         if fresh:  # --watch: import the file again so edits are seen
             where = split_spec(self.spec)[0]
             for name, module in list(sys.modules.items()):
@@ -51,33 +64,28 @@ class Session:
         """The report as far as lowering goes (jaxpr, StableHLO, Mosaic; no compile, no kernel
         analyses), so the UI shows them while the compiler works. This process keeps the trace
         and lowering: the ``report`` that follows compiles from them instead of tracing again."""
-        from .chips import get_chip
         from .report import make_report
 
-        report = make_report(self.target(fresh), get_chip(self.chip), compile=False, fusions=False, pallas=False,
-                             collectives=False)
+        report = make_report(self.target(fresh), get_chip(self.chip), Needs(jaxpr_text=True))
         _ = report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
         return report
 
     def report(self, fresh: bool = False):
-        from .chips import get_chip
         from .report import make_report
 
-        report = make_report(self.target(fresh), get_chip(self.chip), use_cache=self.use_cache, collectives=True,
-                             buffers=self.buffers, passes=self.passes, mosaic_passes=self.mosaic_passes, time=self.time)
+        needs = Needs(compile=True, jaxpr_text=True, fusions=True, pallas=True, collectives=True, buffers=self.buffers,
+                      passes=self.passes, mosaic_passes=self.mosaic_passes, time=self.time)
+        report = make_report(self.target(fresh), get_chip(self.chip), needs, use_cache=self.use_cache)
         _ = report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
         if self.measure:
-            from .measure.run import measure_on_chip
             from .report import with_measurement
 
-            with_measurement(report, measure_on_chip(self.target, report.chip))
+            report = with_measurement(report, measure_on_chip(self.target, report.chip))
         return report
 
     def pass_diff(self, select: str):
         """The unified diff of one step of the pass pipeline (``--pass select``), from a compile
         with pass dumps this worker keeps for the module (the next step's diff is read, not compiled)."""
-        from .backends import Backend
-        from .chips import get_chip
         from .pass_dumps import kept_diff
 
         return kept_diff(self.target(), Backend(get_chip(self.chip)), select)
@@ -85,13 +93,9 @@ class Session:
     def mosaic_pass_diff(self, kernel: str, select: str, index: int = 0):
         """The diff of one Mosaic pass of a kernel (``--view mosaic --pass select``), from a compile
         with Mosaic's dumps this worker keeps for the module (the next pass's diff is read)."""
-        from .chips import get_chip
-        from .mosaic.kept import kept_mosaic_diff
-
         return kept_mosaic_diff(self.target(), get_chip(self.chip), kernel, select, index)
 
     def diff(self):
-        from .chips import get_chip
         from .run import run_diff
 
         chip = get_chip(self.chip)  # a TPU target is the chip interpret mode simulates
@@ -129,7 +133,6 @@ class Session:
         remembered = _chip_memory().get(str(path.resolve()))
         if remembered:
             return remembered
-        from .backends import attached_chip
 
         attached = attached_chip()  # on a TPU VM, its chip (compiled deviceless: the chip stays free)
         if attached is not None:
@@ -143,8 +146,6 @@ class Session:
             return
         memory = _chip_memory()
         memory[str(path.resolve())] = self.chip
-        from .atomic import write_atomic
-        from .errors import InspectorError
 
         try:
             _memory_path().parent.mkdir(parents=True, exist_ok=True)
@@ -157,8 +158,6 @@ class Session:
         a literal, else None) and whether it takes **kwargs, read from the source with ast (no
         import: the UI process never loads jax); None when the file does not define it."""
         import ast
-
-        from .target import split_spec
 
         path, function = self.source_file(), split_spec(self.spec)[1]
         if path is None:
@@ -184,16 +183,11 @@ class Session:
         return found, a.kwarg is not None
 
     def source_file(self) -> Path | None:
-        from .target import split_spec
-
         where = split_spec(self.spec)[0]
         return Path(where) if where.endswith(".py") else None
 
     def export(self, report, directory: str = ".") -> list[str]:
         """SVG (when Graphviz is there) and JSON of the current report, next to the user."""
-        from .atomic import write_atomic
-        from .hlo.graph import dot_available
-
         stem = Path(directory) / f"inspector-{report.target.function}-{report.chip.name}"
         written = [str(write_atomic(f"{stem}.json", report.to_json()))]
         if report.fusions is not None and dot_available():
@@ -202,8 +196,6 @@ class Session:
 
 
 def _memory_path() -> Path:
-    from .compile_cache import cache_dir
-
     return cache_dir() / "tui-chips.json"
 
 

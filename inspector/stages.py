@@ -9,97 +9,38 @@ this process by (target, inputs, params, backend).
 """
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import functools
 import os
 import time
-from typing import TYPE_CHECKING
 
 import inspector.compile_cache as compile_cache
 from .backends import Backend
-from .chips import DEFAULT_TPU, SPARSE_CORE_CHIP
-from .compile_errors import CompileError, parse_compile_error
+from .chips import DEFAULT_TPU, SPARSE_CORE_CHIP, get_chip
+from .compile_errors import parse_compile_error
 from .errors import TargetFailure
 from .hlo.mlir_sources import with_sources
-from .hlo.text import count_hlo_ops, count_mlir_ops
 from .jax_internals import tracing
+from .jax_internals.chip_lookup import simulated_chip
+from .jax_internals.interpret import gpu_kernels_interpreted
 from .jax_internals.mesh_kernels import KERNEL_PRIMITIVES
+from .jax_internals.mosaic import capture_mosaic
 from .jax_internals.pipelines import recording_pipelines
+from .kernel_failures import compile_would_abort, explain_kernel_failure, has_pallas, lowering_failure
+from .pallas.model import MosaicKernel
 from .progress import slow_step
-from .target import Target, short_path, describe_error
-
-if TYPE_CHECKING:  # the CLI imports this module before the terminal UI paints: numpy comes with these
-    from .pallas.model import MosaicKernel
-
-STAGES = ("jaxpr", "stablehlo", "hlo")
-
-
-@dataclasses.dataclass
-class JaxprEqn:
-    primitive: str
-    source: str | None  # file:line of the user's code that made it
-    outputs: str  # e.g. "f32[2,256,256]"
-
-
-@dataclasses.dataclass(frozen=True)
-class Stages:
-    """What the compiler made of a target on one chip, as plain data (no jax objects). Made once
-    per phase, as jax's own stages are: the lowering's, then the compile's (a new Stages from the
-    lowering's with the compiled fields); never changed after."""
-
-    backend: str  # chip name, e.g. cpu or tpu-v5e
-    platform: str
-    device_kind: str
-    jaxpr: str | None  # the printed jaxpr with source lines; None when not asked for (it is slow on big programs)
-    jaxpr_eqns: list[JaxprEqn]
-    stablehlo: str
-    hlo: str | None = None
-    cost: dict | None = None  # XLA's compiled.cost_analysis()
-    memory: dict | None = None  # XLA's compiled.memory_analysis(), as a dict
-    compile_error: CompileError | None = None
-    mosaic: list[MosaicKernel] = dataclasses.field(default_factory=list)
-    pallas_interpreted: bool = False  # Pallas kernels ran through the interpreter (CPU)
-    simulated_chip: str | None = None  # the TPU whose figures a CPU trace's chip lookups got (SIMULATED_CHIP, or
-    # SPARSE_CORE_CHIP for a program that needs SparseCores)
-    compile_cached: bool = False
-    timings: dict[str, float] = dataclasses.field(default_factory=dict)
-    mesh: dict[str, int] | None = None  # the mesh the program is sharded over (axis sizes by name)
-    devices: int = 1  # devices the program spans; memory and HLO are per device
-    buffers: dict | None = None  # the compiler's buffer assignment at the HBM peak (hlo.buffers), when asked
-    # options of the compile that only change machine code (machine_code_options): on the CPU,
-    # timings["compile_s"] is a compile without LLVM optimization, not what jax.jit would take
-    compile_options: dict = dataclasses.field(default_factory=dict)
-
-    @functools.cached_property  # parses the whole HLO: once, in whichever process made the stages
-    def op_counts(self) -> dict[str, dict[str, int]]:
-        counts = {"jaxpr": dict(collections.Counter(e.primitive for e in self.jaxpr_eqns).most_common()),
-                  "stablehlo": count_mlir_ops(self.stablehlo)}
-        if self.hlo is not None:
-            counts["hlo"] = count_hlo_ops(self.hlo)
-        return counts
-
-
-@dataclasses.dataclass(frozen=True)
-class Program:
-    """The traced program, for analyses that read jax objects (the Pallas readers). It lives in
-    the process that traced it: never cached, pickled or changed."""
-
-    closed_jaxpr: object
-    example_values: tuple | None  # the flat inputs where the target gave concrete arrays (None per abstract one)
-    interpreted: bool = False  # traced under our TPU interpret mode (the CPU): the kernels' interpret flags are ours
-
-
-@dataclasses.dataclass(frozen=True)
-class Capture:
-    stages: Stages
-    program: Program
+from .sharding import resolve_specs
+from .stage_records import Capture, JaxprEqn, Program, Stages
+from .target import Target
+from .user_code import describe_error, short_path
+from .xla_compile import compile_lowered, machine_code_options
 
 
 def _eqn_record(eqn) -> JaxprEqn:
     frame = tracing.eqn_frame(eqn)
-    return JaxprEqn(eqn.primitive.name, f"{short_path(frame[0])}:{frame[1]}" if frame else None, tracing.eqn_outputs(eqn))
+    return JaxprEqn(primitive=eqn.primitive.name, source=f"{short_path(frame[0])}:{frame[1]}" if frame else None,
+                    outputs=tracing.eqn_outputs(eqn))
 
 
 def example_values(target: Target) -> tuple:
@@ -110,20 +51,6 @@ def example_values(target: Target) -> tuple:
     return tuple(None if isinstance(x, jax.ShapeDtypeStruct) or not hasattr(x, "shape") else x for x in leaves)
 
 
-def _memory_dict(stats) -> dict | None:
-    if stats is None:
-        return None
-    names = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
-             "temp_size_in_bytes", "generated_code_size_in_bytes")
-    return {n: int(getattr(stats, n)) for n in names if hasattr(stats, n)}
-
-
-def _cost_dict(cost) -> dict | None:
-    if isinstance(cost, (list, tuple)):  # older jax: a one-element list
-        cost = cost[0] if cost else None
-    return {k: float(v) for k, v in cost.items()} if cost else None
-
-
 def _trace(target: Target, backend: Backend):
     import jax
 
@@ -131,7 +58,6 @@ def _trace(target: Target, backend: Backend):
     fn.__name__ = target.name  # type: ignore[attr-defined]  # a partial takes attributes; jit names the module after it
     specs = None
     if target.shardings is not None:
-        from .sharding import resolve_specs
         specs = tuple(resolve_specs(target.shardings, backend.mesh, target.args, target.arg_names, target.spec))
     args, kwargs = backend.place(target.args, specs), backend.place(target.kwargs)
     try:
@@ -153,52 +79,6 @@ def _attach_sources(kernels: list[MosaicKernel], eqns: list[JaxprEqn]) -> None:
             kernel.source = kernel.source or eqn.source
 
 
-def lowering_failure(err: Exception, interpreted: bool = False) -> CompileError:
-    """``interpreted``: the lowering ran Pallas TPU kernels through the interpreter (the CPU), so
-    a known interpreter limit is that, not a fault of the kernel."""
-    from .jax_internals.interpret import known_limit
-
-    limit = known_limit(err) if interpreted else None
-    return CompileError(message=f"{type(err).__name__} while lowering: {str(err).strip()}",
-                        status="INTERPRETER_LIMIT" if limit else "LOWERING_FAILED", interpreter_limit=limit)
-
-
-def _explain_kernel_failure(stages: Stages, backend: Backend, closed_jaxpr, lowering_err: Exception | None = None) -> None:
-    """A Pallas TPU kernel that failed to lower or compile: its kernel, source line, rule and fix
-    (inspector.mosaic); the compiler's words stay in the message."""
-    if not backend.chip.is_tpu or not _has_pallas(stages.jaxpr_eqns):
-        return
-    from .mosaic.explain import explain_compile_error
-
-    error = stages.compile_error
-    assert error is not None  # both callers call it for a failed lowering or compile
-    error.mosaic = explain_compile_error(error, chip=backend.chip, kernels=stages.mosaic,
-                                         closed_jaxpr=closed_jaxpr, lowering_err=lowering_err)
-
-
-def _compile_would_abort(stages: Stages, backend: Backend, closed_jaxpr) -> CompileError | None:
-    """A constant block index out of range makes libtpu abort the process while it compiles
-    (inspector.mosaic.block_guard): the error it would give, without compiling."""
-    if not backend.chip.is_tpu or not _has_pallas(stages.jaxpr_eqns):
-        return None
-    from .jax_internals.pallas import block_specs
-    from .mosaic.block_guard import bad_block_indices
-    from .mosaic.explain import explain_bad_block
-
-    try:
-        bad = bad_block_indices(block_specs(closed_jaxpr))
-    except Exception:  # BlockSpecs this jax lays out differently: the compile decides, as before
-        return None
-    if not bad:
-        return None
-    return CompileError(message=bad[0].message, status="BLOCK_INDEX_OUT_OF_RANGE",
-                        mosaic=explain_bad_block(bad[0], chip=backend.chip, kernels=stages.mosaic))
-
-
-def _has_pallas(eqns: list[JaxprEqn]) -> bool:
-    return any(e.primitive in KERNEL_PRIMITIVES for e in eqns)  # pallas_call, pl.kernel, core_map
-
-
 SIMULATED_CHIP = DEFAULT_TPU  # whose figures a TPU kernel's own chip lookups get on the CPU
 
 
@@ -212,90 +92,9 @@ def _interpret_context(backend: Backend, chip: str = SIMULATED_CHIP):
         return
     from jax.experimental.pallas import tpu as pltpu
 
-    from .chips import get_chip
-    from .jax_internals.chip_lookup import simulated_chip
-
-    from .jax_internals.interpret import gpu_kernels_interpreted
-
     gpu_kernels_interpreted()
     with pltpu.force_tpu_interpret_mode(), simulated_chip(get_chip(chip).jax_chip_version):
         yield
-
-
-def dump_options(directory: str, metadata: bool = True) -> dict[str, str | bool]:
-    """XLA options (for this one compile) that write the module after every pass to ``directory``.
-    Given per compile, they work in-process for the CPU and libtpu alike: XLA_FLAGS is read once,
-    when the backend starts, but compile options override its debug options for one compile.
-    ``metadata=False`` leaves each instruction's ``metadata={op_name=... stack_frame_id=...}``
-    (and the source tables) out of the dumps: a third less for XLA to print and for us to read,
-    for a compile whose dumps are counted (the pass list, the pass that made each kernel) but not
-    shown. Only the dumps change: the compiled module and its text are the same."""
-    return {"xla_dump_to": directory, "xla_dump_hlo_pass_re": ".*",
-            **({} if metadata else {"xla_dump_disable_metadata": True})}
-
-
-def _compile(lowered, backend: Backend, use_cache: bool | str, buffers: bool = False,
-             dump_to: str | None = None, dump_metadata: bool = True, module_text: str = "") -> tuple[dict, bool]:
-    """XLA's result for ``lowered``; from the disk cache when it has this module with its source
-    locations (use_cache=compile_cache.REFRESH: compile anyway and store). Failures are not stored.
-    ``buffers``: also the compiler's buffer assignment, from a dump written to a temporary folder
-    in this compile (an entry stored without it is a miss). With ``dump_to`` (pass dumps) the
-    cache is neither read (a hit would write no dump) nor written: the dump options leave the
-    compiled module as it is, but only plain compiles are stored."""
-    if dump_to:
-        use_cache = False
-    key = compile_cache.key(module_text or lowered.as_text(debug_info=True), backend.chip.name) if use_cache else None
-    if key and use_cache != compile_cache.REFRESH and (hit := compile_cache.load(key)) and (
-            not buffers or hit.get("buffers")):
-        return hit, True
-    with _dump_folder(buffers and not dump_to) as dump:
-        folder = dump_to or dump
-        options = {**(dump_options(dump_to, dump_metadata) if dump_to else {}), **(_dump_options(folder) if buffers else {}),
-                   **machine_code_options(backend)}
-        try:
-            compiled = lowered.compile(options) if options else lowered.compile()
-            result = {"hlo": compiled.as_text(), "cost": _cost_dict(compiled.cost_analysis()),
-                      "memory": _memory_dict(compiled.memory_analysis()), "error": None}
-        except Exception as err:  # XLA raises JaxRuntimeError / XlaRuntimeError / ValueError
-            from .jax_internals.mosaic import compile_error_text
-
-            result = {"hlo": None, "cost": None, "memory": None, "error": compile_error_text(err)}
-        if buffers:  # written even when the compile ran out of HBM: the largest buffers name why
-            from .hlo.buffers import read_dump
-            result["buffers"] = read_dump(folder)
-    if result["error"] is not None:
-        return result, False
-    if key:
-        compile_cache.store(key, result)
-    return result, False
-
-
-@contextlib.contextmanager
-def _dump_folder(wanted: bool):
-    if not wanted:
-        yield None
-        return
-    from .tempdirs import temp_folder
-
-    with temp_folder("dump") as folder:
-        yield folder
-
-
-def machine_code_options(backend: Backend) -> dict:
-    """Compile options that only change the machine code, which the inspector never runs: on the
-    CPU, LLVM without optimization (``xla_backend_optimization_level=0``). XLA's HLO passes,
-    buffer assignment and cost analysis run before LLVM and do not read that level, so the
-    optimized HLO text, the cost and the memory analysis are the same byte for byte
-    (tests/test_bad_inputs_edge_cases.py compares them on the samples) while the compile of a large program
-    takes about half the CPU time (BENCHMARKS.md, "Wall time of show --view hlo"). TPU and GPU
-    compiles are left as they are: their backend passes make what the TPU views read."""
-    return {"xla_backend_optimization_level": 0} if backend.platform == "cpu" else {}
-
-
-def _dump_options(folder: str) -> dict:
-    """Compile options (DebugOptions for this compile only): the optimized module, its buffer
-    assignment and live ranges as text; no per-pass dumps."""
-    return {"xla_dump_to": folder, "xla_dump_hlo_as_text": True}
 
 
 _MEMO: dict = {}
@@ -328,7 +127,7 @@ def _memo_key(target: Target, backend: Backend, compile: bool, jaxpr_text: bool)
             repr(target.mesh), shardings)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class _Lowering:
     """A trace and lowering, kept in this process for the compile that may follow: the capture
     up to StableHLO (no compile), and jax's Lowered (None when lowering failed)."""
@@ -367,9 +166,7 @@ def _trace_and_lower(target: Target, backend: Backend, jaxpr_text: bool, simulat
         closed = traced.jaxpr
         eqns = [_eqn_record(e) for e in tracing.walk_eqns(closed.jaxpr)]
         timings["trace_s"] = time.perf_counter() - t0
-        interpret = backend.platform == "cpu" and _has_pallas(eqns)
-        from .jax_internals.mosaic import capture_mosaic
-
+        interpret = backend.platform == "cpu" and has_pallas(eqns)
         mosaic_capture: contextlib.AbstractContextManager[list] = capture_mosaic() if backend.chip.is_tpu else contextlib.nullcontext([])
         t1 = time.perf_counter()
         with mosaic_capture as mosaic:
@@ -393,8 +190,9 @@ def _trace_and_lower(target: Target, backend: Backend, jaxpr_text: bool, simulat
             compile_error=lowering_failure(lowering_error, interpreted=interpret) if lowering_error is not None else None,
         )
     if lowering_error is not None:
-        _explain_kernel_failure(stages, backend, closed, lowering_error)
-    return _Lowering(Capture(stages, Program(closed, example_values(target), interpret)), lowered, module_text)
+        explain_kernel_failure(stages, backend, closed, lowering_error)
+    program = Program(closed_jaxpr=closed, example_values=example_values(target), interpreted=interpret)
+    return _Lowering(captured=Capture(stages, program), lowered=lowered, module_text=module_text)
 
 
 def lowered_program(target: Target, backend: Backend, *, memo: bool = True) -> tuple[Capture, object | None, str]:
@@ -442,13 +240,13 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
     if not compile or lowering.lowered is None:
         return lowering.captured  # stopped after lowering: by request, or by a lowering error
     lowered_stages = lowering.captured.stages
-    aborting = _compile_would_abort(lowered_stages, backend, lowering.captured.program.closed_jaxpr)
+    aborting = compile_would_abort(lowered_stages, backend, lowering.captured.program.closed_jaxpr)
     if aborting is not None:  # libtpu would end this process: the error it would give is the result
         return Capture(dataclasses.replace(lowered_stages, compile_error=aborting, timings=dict(lowered_stages.timings),
                                            mosaic=list(lowered_stages.mosaic)), lowering.captured.program)
     with backend.context(), _interpret_context(backend):
         t2 = time.perf_counter()
-        result, cached = _compile(lowering.lowered, backend, use_cache, buffers=buffers, dump_to=dump_to,
+        result, cached = compile_lowered(lowering.lowered, backend, use_cache, buffers=buffers, dump_to=dump_to,
                                   dump_metadata=dump_metadata, module_text=lowering.module_text)
         compile_s = time.perf_counter() - t2
     stages = dataclasses.replace(lowered_stages, timings={**lowered_stages.timings, "compile_s": compile_s},
@@ -457,7 +255,7 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
                                  compile_options={} if cached else machine_code_options(backend),
                                  compile_error=parse_compile_error(result["error"]) if result["error"] else None)
     if result["error"]:
-        _explain_kernel_failure(stages, backend, lowering.captured.program.closed_jaxpr)
+        explain_kernel_failure(stages, backend, lowering.captured.program.closed_jaxpr)
     captured = Capture(stages, lowering.captured.program)
     if keep:
         _MEMO[key] = captured

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Needs:
     """What a view needs from the capture (``report.make_report``'s switches)."""
 
@@ -29,7 +29,7 @@ class Needs:
         return Needs(**{f.name: getattr(self, f.name) or getattr(other, f.name) for f in dataclasses.fields(self)})
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class View:
     name: str
     key: str  # the TUI's key for the tab
@@ -48,47 +48,47 @@ class View:
 _COMPILED = Needs(compile=True)
 
 VIEWS: tuple[View, ...] = (
-    View("overview", "1", "Overview", Needs(compile=True, fusions=True, pallas=True, collectives=True),
-         ("kernels", "totals", "xla_cost", "fusion_analysis", "pallas", "memory", "collectives"),
+    View(name="overview", key="1", title="Overview", needs=Needs(compile=True, fusions=True, pallas=True, collectives=True),
+         json_keys=("kernels", "totals", "xla_cost", "fusion_analysis", "pallas", "memory", "collectives"),
          render="printer:render_overview", tab="overview_tab:OverviewTab",
          summary="the function, inputs, target, key figures and every finding"),
-    View("jaxpr", "2", "Jaxpr", Needs(jaxpr_text=True), stage_text="jaxpr", render="printer:render_stage_text",
+    View(name="jaxpr", key="2", title="Jaxpr", needs=Needs(jaxpr_text=True), stage_text="jaxpr", render="printer:render_stage_text",
          tab="stage_text:StageText", summary="the jaxpr, each equation with its source line"),
-    View("stablehlo", "3", "StableHLO", Needs(), stage_text="stablehlo", render="printer:render_stage_text",
+    View(name="stablehlo", key="3", title="StableHLO", needs=Needs(), stage_text="stablehlo", render="printer:render_stage_text",
          tab="stage_text:StageText", summary="the lowered StableHLO, each op with its source line"),
-    View("hlo", "4", "HLO", _COMPILED, stage_text="hlo", render="printer:render_stage_text", tab="stage_text:StageText",
+    View(name="hlo", key="4", title="HLO", needs=_COMPILED, stage_text="hlo", render="printer:render_stage_text", tab="stage_text:StageText",
          summary="the optimized HLO"),
-    View("fusions", "5", "Fusions", Needs(compile=True, fusions=True, pallas=True),
-         ("kernels", "totals", "xla_cost", "fusion_analysis"), render="printer:render_fusions", tab="fusions_tab:FusionsTab",
+    View(name="fusions", key="5", title="Fusions", needs=Needs(compile=True, fusions=True, pallas=True),
+         json_keys=("kernels", "totals", "xla_cost", "fusion_analysis"), render="printer:render_fusions", tab="fusions_tab:FusionsTab",
          summary="every kernel with HBM traffic, flops and roofline; the materialized intermediates"),
-    View("pallas", "6", "Pallas", Needs(pallas=True), ("pallas",), render="printer:render_pallas",
+    View(name="pallas", key="6", title="Pallas", needs=Needs(pallas=True), json_keys=("pallas",), render="printer:render_pallas",
          tab="pallas_tab:PallasTab", waiting="compiling… (the Pallas analysis comes with the compile)",
          summary="every pallas_call: BlockSpecs, VMEM per chip, the grid walk"),
-    View("diff", "7", "Diff", Needs(), tab="diff_tab:DiffTab", shown=False,
+    View(name="diff", key="7", title="Diff", needs=Needs(), tab="diff_tab:DiffTab", shown=False,
          summary="the function against its reference (d runs it; `inspector diff`)"),
-    View("mosaic", "8", "Mosaic", Needs(mosaic_passes=True), ("mosaic_passes", "relayouts", "mosaic_kernels"),
+    View(name="mosaic", key="8", title="Mosaic", needs=Needs(mosaic_passes=True), json_keys=("mosaic_passes", "relayouts", "mosaic_kernels"),
          stage_text="mosaic", render="printer:render_mosaic", tab="stage_text:StageText",
          summary="the Mosaic MLIR of each Pallas kernel (show: Mosaic's passes, what each changed, the relayouts per line)"),
-    View("memory", "9", "Memory", Needs(compile=True, buffers=True), ("memory",), render="printer:render_memory",
+    View(name="memory", key="9", title="Memory", needs=Needs(compile=True, buffers=True), json_keys=("memory",), render="printer:render_memory",
          waiting="compiling… (the memory figures come with the compile)",
          summary="HBM per device against the chip's capacity; B: the largest buffers at the peak"),
-    View("collectives", "0", "Collectives", Needs(compile=True, collectives=True, pallas=True), ("collectives", "collective_totals"),
+    View(name="collectives", key="0", title="Collectives", needs=Needs(compile=True, collectives=True, pallas=True), json_keys=("collectives", "collective_totals"),
          render="printer:render_collectives", waiting="compiling… (the collectives come with the optimized HLO)",
          summary="every collective, bytes per device, ICI time"),
-    View("passes", "p", "Passes", Needs(compile=True, passes=True), ("passes", "pass_diff", "origins", "pass_log"),
+    View(name="passes", key="p", title="Passes", needs=Needs(compile=True, passes=True), json_keys=("passes", "pass_diff", "origins", "pass_log"),
          render="printer:render_passes", tab="passes_tab:PassesTab",
          summary="the compiler's pass pipeline; P compiles with pass dumps, Enter shows a step's diff"),
-    View("mosaic-passes", "m", "Mosaic passes", Needs(mosaic_passes=True), ("mosaic_passes", "relayouts", "mosaic_kernels"),
+    View(name="mosaic-passes", key="m", title="Mosaic passes", needs=Needs(mosaic_passes=True), json_keys=("mosaic_passes", "relayouts", "mosaic_kernels"),
          render="printer:render_mosaic_passes", tab="mosaic_passes_tab:MosaicPassesTab", shown=False,
          waiting="press M to compile with Mosaic's pass dumps: each pass of each Pallas kernel, what it changed, the relayouts",
          summary="Mosaic's passes of each Pallas kernel (M compiles with its dumps, Enter shows a pass's diff; "
          "`show --view mosaic`)"),
-    View("bundles", "v", "Bundles", Needs(compile=True, fusions=True, pallas=True, time=True), ("bundles", "time_estimate"),
+    View(name="bundles", key="v", title="Bundles", needs=Needs(compile=True, fusions=True, pallas=True, time=True), json_keys=("bundles", "time_estimate"),
          render="bundles:render_bundles", tab="bundles_tab:BundlesTab",
          waiting="press T to estimate time with libtpu: each kernel's VLIW bundles, units, spills and source lines",
          summary="each kernel's VLIW bundles: units, what bounds it, spills, per source line, the listing "
          "(T; / searches it, l links a bundle and its source line)"),
-    View("compare", "c", "Compare", Needs(), tab="compare_tab:CompareTab", shown=False, opens="compare",
+    View(name="compare", key="c", title="Compare", needs=Needs(), tab="compare_tab:CompareTab", shown=False, opens="compare",
          summary="this variant against another chip or parameter set (`inspector compare`)"),
 )
 

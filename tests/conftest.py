@@ -97,7 +97,7 @@ class HeldOut:
     """A held-out round's vendored kernels (tests/data/<folder>/): one entry per INSPECT name."""
 
     def __init__(self, folder: str):
-        from inspector.target import load_module
+        from inspector.user_files import load_module
 
         self.corpus = DATA / folder
         self.files = sorted(self.corpus.glob("*.py"))

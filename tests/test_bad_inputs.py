@@ -537,5 +537,5 @@ def test_the_ui_remembering_a_chip_never_fails(tmp_path, monkeypatch, where):
     blocker.write_text("")
     cache = tmp_path / "new" / "cache" if where == "a missing folder" else blocker / "cache"
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(cache))
-    Session(f"{FUNCS}:matmul", "tpu-v5e", None, None, [], False).remember_chip()
+    Session(f"{FUNCS}:matmul", "tpu-v5e", use_cache=False).remember_chip()
     assert (cache / "tui-chips.json").exists() == (where == "a missing folder")

@@ -457,10 +457,10 @@ CPU_PROGRAMS = ["samples/transformer.py:train_step", "samples/attention.py:flash
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", CPU_PROGRAMS)
 def test_the_cpu_compile_without_llvm_optimization_gives_the_same_hlo_cost_and_memory(spec):
-    """stages.machine_code_options: what the inspector reads of a CPU compile (the optimized HLO,
+    """xla_compile.machine_code_options: what the inspector reads of a CPU compile (the optimized HLO,
     XLA's cost and memory analyses, the buffer assignment) is the same as JAX's own compile's."""
 
-    from inspector import stages
+    from inspector import stages, xla_compile
     from inspector.backends import Backend
     from inspector.chips import get_chip
     from inspector.target import load_target
@@ -468,17 +468,17 @@ def test_the_cpu_compile_without_llvm_optimization_gives_the_same_hlo_cost_and_m
     target = load_target(spec)
     backend = Backend(get_chip("cpu"))
     lowered = stages._lower(target, backend, jaxpr_text=False, memo=False).lowered
-    assert stages.machine_code_options(backend) == {"xla_backend_optimization_level": 0}
+    assert xla_compile.machine_code_options(backend) == {"xla_backend_optimization_level": 0}
     with stages._interpret_context(backend):
-        ours, _ = stages._compile(lowered, backend, use_cache=False, buffers=True)
+        ours, _ = xla_compile.compile_lowered(lowered, backend, use_cache=False, buffers=True)
         plain = lowered.compile()
-        with stages._dump_folder(True) as folder:
-            dumped = lowered.compile(stages._dump_options(folder))
+        with xla_compile.dump_folder(True) as folder:
+            dumped = lowered.compile(xla_compile.buffer_dump_options(folder))
             from inspector.hlo.buffers import read_dump
             buffers = read_dump(folder)
     assert ours["hlo"] == plain.as_text() == dumped.as_text()
-    assert ours["cost"] == stages._cost_dict(plain.cost_analysis())
-    assert ours["memory"] == stages._memory_dict(plain.memory_analysis())
+    assert ours["cost"] == xla_compile.cost_dict(plain.cost_analysis())
+    assert ours["memory"] == xla_compile.memory_dict(plain.memory_analysis())
     assert ours["buffers"] == buffers
 
 

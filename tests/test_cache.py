@@ -7,7 +7,7 @@ import pytest
 from conftest import DATA
 
 from inspector import compile_cache
-from inspector import stages as stages_mod
+from inspector import stages as stages_mod, xla_compile
 from inspector.backends import Backend
 from inspector.chips import get_chip
 from inspector.cli import main
@@ -163,7 +163,7 @@ class _Lowered:
 
 
 def test_a_failed_compile_is_not_cached(cache):
-    result, cached = stages_mod._compile(_Lowered(), Backend(get_chip("cpu")), True)
+    result, cached = xla_compile.compile_lowered(_Lowered(), Backend(get_chip("cpu")), True)
     assert result["error"].startswith("RESOURCE_EXHAUSTED") and not cached
     assert not cache.exists() or not list(cache.iterdir())
 

@@ -68,7 +68,7 @@ def test_the_ui_opens_a_pallas_kernel():
     from inspector.views.tui.app import InspectorApp
 
     async def run():
-        app = InspectorApp(Session(FLASH[0], "cpu", FLASH[2]))
+        app = InspectorApp(Session(FLASH[0], "cpu", args=FLASH[2]))
         async with app.run_test(size=(100, 30)) as pilot:
             await loaded(pilot)
             assert app.report is not None and app.report.pallas

@@ -1,5 +1,7 @@
 """Kernel extraction, bytes, flops and intermediates: hand-written HLO first, then the samples
 against XLA's own cost analysis on cpu and tpu-v5e."""
+import dataclasses
+
 import pytest
 
 from conftest import DATA, lines_of_function
@@ -113,9 +115,9 @@ def test_transformer_step_on_tpu_explains_where_it_differs_from_xla():
     import jax.numpy as jnp
     from samples import transformer
 
-    target = load_target("samples/transformer.py:loss_fn")
-    target.args = (transformer.init_shapes(layers=2), jax.ShapeDtypeStruct((transformer.BATCH, transformer.SEQ + 1), jnp.int32))
-    target.source_hash += "-2-layers"
+    loaded = load_target("samples/transformer.py:loss_fn")
+    target = dataclasses.replace(loaded, source_hash=loaded.source_hash + "-2-layers", args=(
+        transformer.init_shapes(layers=2), jax.ShapeDtypeStruct((transformer.BATCH, transformer.SEQ + 1), jnp.int32)))
     stages = capture(target, Backend(get_chip("tpu-v5e"))).stages
     a = analyse_fusions(stages.hlo, get_chip("tpu-v5e"), stages.cost)
     t, xla = a.totals, stages.cost

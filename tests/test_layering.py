@@ -108,23 +108,10 @@ def test_no_import_cycles():
     assert _cycles(_graph()) == []
 
 
-# The one circle left counting type-only imports runs through the door to the views:
-# display -> views -> the records they draw (report, comparison, run.result, pallas.check,
-# tuning.model) -> display, for their show() methods. Issue 47 moves that door; until then the
-# strict check is expected to fail there, and only there (the test below it says so).
-DOOR_CIRCLE = {"inspector.display", "inspector.report"}
-
-
-@pytest.mark.xfail(strict=False, reason="display <-> report (and the records that show() through display) "
-                   "still close a circle through views/: issue 47, another engineer's change")
 def test_no_import_cycles_counting_type_only_imports():
+    """No circle even counting the imports made for typing only (the views import the result types
+    they draw; inspector.display loads its renderers by name)."""
     assert _cycles(_graph(type_only=True)) == []
-
-
-def test_type_only_circles_run_only_through_the_door():
-    """Whatever the strict check still finds is the one circle through display (above): a new
-    type-only circle elsewhere fails here."""
-    assert all(DOOR_CIRCLE <= set(c) for c in _cycles(_graph(type_only=True)))
 
 
 def test_the_type_only_check_sees_type_only_imports(tmp_path):

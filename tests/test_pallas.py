@@ -218,11 +218,12 @@ def test_the_compiler_decides_what_the_estimate_cannot():
     """The same tile compiled: libtpu fits it on TPU7x, so check is ok and says the estimate
     over-counts, with the compiler's figure; `show`'s report gives the same figure."""
     from inspector.report import make_report
+    from inspector.view_table import Needs
 
     target = load_target(TILE_AT_THE_LIMIT[0], args=TILE_AT_THE_LIMIT[2], sets=["bm=512", "bn=2048", "bk=1024"])
     result = run_check(target, [get_chip("tpu-7x")])
     assert result.ok and result.targets[0].compiler_vmem_bytes == 32 * MiB
-    for findings in (result.findings, make_report(target, get_chip("tpu-7x"), fusions=False).findings):
+    for findings in (result.findings, make_report(target, get_chip("tpu-7x"), Needs(compile=True, pallas=True)).findings):
         [f] = [f for f in findings if f.code.startswith("vmem")]
         assert (f.code, f.severity, f.data["compiler_bytes"]) == ("vmem-estimate-over-compiler", "warning", 32 * MiB)
         assert "within 32.00 MiB" in f.message and "could not decide" in f.message

@@ -132,8 +132,9 @@ def test_bounded_slice_pipelines_are_walked_and_give_the_kernels_hbm_traffic():
 @pytest.mark.libtpu
 def test_the_fusions_view_gives_a_pl_kernels_mosaic_call_its_flops_and_the_overview_its_source():
     from inspector.report import make_report
+    from inspector.view_table import Needs
 
-    report = make_report(_target("quantized_matmul"), get_chip("tpu-v5e"), collectives=False)
+    report = make_report(_target("quantized_matmul"), get_chip("tpu-v5e"), Needs(compile=True, fusions=True, pallas=True))
     [mosaic] = [k for k in report.fusions.kernels if k.kind.startswith("custom-call")]
     assert mosaic.flops == 2 * 512 * 1024 * 512
     assert mosaic.hbm_bytes_read == report.pallas[0].walk.hbm_bytes_read > 0

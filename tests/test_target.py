@@ -5,7 +5,8 @@ import pytest
 
 from conftest import DATA
 from inspector.errors import UsageError
-from inspector.target import load_target, parse_value
+from inspector.static_params import parse_value
+from inspector.target import load_target
 
 FUNCS = str(DATA / "funcs.py")
 

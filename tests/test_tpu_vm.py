@@ -247,12 +247,13 @@ def test_the_roofline_stays_below_the_chip(label):
     sentinel gave 6.1e9 s)."""
     from inspector.chips import get_chip
     from inspector.report import make_report
+    from inspector.view_table import Needs
     from inspector.target import load_target
 
     entry = _corpus()["entries"][label]
     sets = [f"{k}={v}" for k, v in entry["sets"].items()]
     report = make_report(load_target(entry["spec"], args=entry["args"], sets=sets), get_chip("tpu-v5e"),
-                         jaxpr_text=False, collectives=False)
+                         Needs(compile=True, fusions=True, pallas=True))
     measured = {k["name"]: k["seconds"] / k["launches"] for k in entry["measured"]["kernels"]}
     checked = 0
     for k in report.fusions.kernels:

@@ -2,6 +2,7 @@
 tabs, search, cross-links between stages, grid stepping, target switching, errors in place;
 snapshots of each tab at 100x30; and one run in a real terminal (tmux)."""
 import asyncio
+import dataclasses
 import io
 import os
 import re
@@ -23,8 +24,8 @@ from inspector.views.tui.pallas_tab import PallasTab
 from inspector.views.tui.screens import ParamsScreen
 from inspector.views.tui.stage_text import StageText
 
-NAIVE = Session("samples/attention.py:naive", "cpu", "f32[1,128,32] f32[1,128,32] f32[1,128,32]")
-FLASH = Session("samples/attention.py:flash", "cpu", "bf16[1,512,128] bf16[1,512,128] bf16[1,512,128]",
+NAIVE = Session("samples/attention.py:naive", "cpu", args="f32[1,128,32] f32[1,128,32] f32[1,128,32]")
+FLASH = Session("samples/attention.py:flash", "cpu", args="bf16[1,512,128] bf16[1,512,128] bf16[1,512,128]",
                 sets=["block_q=128", "block_k=128"])
 SIZE = (100, 30)
 
@@ -249,7 +250,7 @@ def test_memory_and_collectives_tabs_show_what_the_report_carries():
     async def run():
         # not NAIVE: B leaves the buffer assignment in the compile cache, and the memory snapshot
         # of NAIVE shows the tab before B
-        app = InspectorApp(Session("samples/attention.py:naive", "cpu", "f32[1,64,32] f32[1,64,32] f32[1,64,32]"))
+        app = InspectorApp(Session("samples/attention.py:naive", "cpu", args="f32[1,64,32] f32[1,64,32] f32[1,64,32]"))
         async with app.run_test(size=SIZE) as pilot:
             await opened(pilot)
             assert "compiling" in plain(app, "#memory-body")
@@ -663,7 +664,7 @@ def test_every_finding_code_renders_in_every_view():
             k = report.pallas[0]
             inp, out = (o.operand for o in k.call.operands)
             examples = example_findings(k.call.name, inp, out)
-            report.findings = examples
+            report = dataclasses.replace(report, findings=examples)
             k.findings = [f for f in examples if f.view == "pallas"]
             app._show(app._generation, report)
             await pilot.pause()
@@ -826,7 +827,7 @@ def test_esc_when_idle_keeps_the_worker_and_quit_ends_it_quietly():
 def test_a_switch_cancels_the_compile_in_flight_and_nothing_stale_shows():
     """t while a TPU compile runs: the compile is killed, the old target's result never shows."""
     async def run():
-        app = InspectorApp(Session(FLASH.spec, "tpu-v5e", FLASH.args, sets=FLASH.sets, use_cache=False))
+        app = InspectorApp(Session(FLASH.spec, "tpu-v5e", args=FLASH.args, sets=FLASH.sets, use_cache=False))
         shown = []
         original = app._show
         app._show = lambda generation, report: (shown.append((generation == app._generation, report.chip.name)),
@@ -1005,7 +1006,7 @@ def test_the_footer_gives_each_tabs_keys_and_a_tab_switch_mounts_nothing():
 # ---------------------------------------------------------------- keys, params, palette
 
 def test_params_are_checked_against_the_signature_and_inspect_choices():
-    from inspector.target import parse_value
+    from inspector.static_params import parse_value
     from inspector.views.tui.screens import check_params
 
     current, choices = {"block_q": 128, "causal": True}, {"block_q": [128, 256, 512]}

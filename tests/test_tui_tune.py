@@ -29,7 +29,7 @@ from test_tui import plain, status
 
 SPEC = f"{DATA}/tune_kernels.py:mm"
 SMALL = "bf16[256,512] bf16[512,256]"
-MM = Session(SPEC, "cpu", SMALL)  # interpreted on the CPU: the UI's own load is quick
+MM = Session(SPEC, "cpu", args=SMALL)  # interpreted on the CPU: the UI's own load is quick
 REFUSAL = "Mosaic refused the kernel: the last dim of a block must be a multiple of 128 (tune_kernels.py:30)"
 FORM = TuneForm(SPEC, "mm", {"bm": 256, "bn": 256, "bk": 512, "pad_mib": 0},
                 {"bm": [256, 128], "bn": [256, 64], "bk": [512], "pad_mib": [0, 40]})
@@ -71,8 +71,8 @@ def _result(interrupted: bool = False, spec: str = SPEC) -> TuneResult:
                                     hbm_bytes=1 << 20, bound="MXU", spills=0))
     counts = {"total": len(rows), "cached": 0, "done": len(rows)}
     counts.update({s: sum(r.status == s for r in rows) for s in (RANKED, REFUSED, PRUNED, NOT_RUN)})
-    return TuneResult(spec, ["bm", "bn"], {"bk": 512, "pad_mib": 0}, {"bm": 256, "bn": 256},
-                      rank_all([SMALL], ["tpu-v5e", "tpu-v6e"], rows), counts, interrupted, 1.0, 2, "local")
+    return TuneResult(target=spec, swept=["bm", "bn"], fixed={"bk": 512, "pad_mib": 0}, defaults={"bm": 256, "bn": 256},
+                      shapes=rank_all([SMALL], ["tpu-v5e", "tpu-v6e"], rows), counts=counts, interrupted=interrupted, wall_seconds=1.0, workers=2, runner="local")
 
 
 class FakeSweep:
@@ -172,7 +172,7 @@ def test_esc_stops_the_sweep_and_the_partial_table_is_not_written(monkeypatch, t
 
     async def run():
         app = InspectorApp(Session(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "tune_kernels.py:mm"),
-                                   "cpu", SMALL))
+                                   "cpu", args=SMALL))
         async with app.run_test(size=(140, 40)) as pilot:
             await loaded(pilot)
             await pilot.press("u")
@@ -198,7 +198,7 @@ def test_esc_stops_the_sweep_and_the_partial_table_is_not_written(monkeypatch, t
 @pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
 def test_snapshot_of_the_ranked_table(snap_compare, monkeypatch, size):
     monkeypatch.setattr("inspector.tuning.sweep.run_sweep", FakeSweep())
-    app = InspectorApp(Session("tests/data/tune_kernels.py:mm", "cpu", SMALL))
+    app = InspectorApp(Session("tests/data/tune_kernels.py:mm", "cpu", args=SMALL))
     app.clock = lambda: 0.0
 
     async def before(pilot):
@@ -298,7 +298,7 @@ def test_cancel_while_the_target_loads_stops_at_once_and_kills_the_worker(monkey
     threading.Timer(1.0, cancel.set).start()
     start = time.monotonic()
     with pytest.raises(Cancelled):
-        run_sweep(SweepRequest(f"{DATA}/tune_sleepy.py:scale", ["tpu-v5e"], workers=1), cancel=cancel)
+        run_sweep(SweepRequest(spec=f"{DATA}/tune_sleepy.py:scale", chips=["tpu-v5e"], workers=1), cancel=cancel)
     assert time.monotonic() - start < 10
     assert _children() <= before  # killed and reaped
     assert [os.path.basename(p) for p in glob.glob(str(tmp_path / "*"))] in ([], ["tune-workers.log"])  # nothing stored
@@ -327,7 +327,7 @@ def test_cancel_mid_sweep_returns_what_is_done_and_writes_nothing_half(monkeypat
             pass
 
     before = _children()
-    result = run_sweep(SweepRequest(f"{DATA}/tune_sleepy.py:scale", ["tpu-v5e"], workers=2), Progress(), cancel)
+    result = run_sweep(SweepRequest(spec=f"{DATA}/tune_sleepy.py:scale", chips=["tpu-v5e"], workers=2), Progress(), cancel)
     stopped = time.monotonic()
     assert started == [3] and result.interrupted and result.counts[NOT_RUN] == 3
     assert all(r.reason == "the sweep was interrupted before it" for r in result.rows)
@@ -388,7 +388,7 @@ def test_the_ui_process_runs_a_sweep_without_importing_jax(tmp_path):
             "from inspector.tuning.sweep import SweepRequest, run_sweep\n"
             "from inspector.tuning.pool import Cancelled\n"
             "cancel = threading.Event(); threading.Timer(1.0, cancel.set).start()\n"
-            f"try: run_sweep(SweepRequest('{DATA}/tune_sleepy.py:scale', ['tpu-v5e'], workers=1), cancel=cancel)\n"
+            f"try: run_sweep(SweepRequest(spec='{DATA}/tune_sleepy.py:scale', chips=['tpu-v5e'], workers=1), cancel=cancel)\n"
             "except Cancelled: print('cancelled')\n"
             "print('jax' in sys.modules)\n")
     env = dict(os.environ, INSPECTOR_CACHE_DIR=str(tmp_path), TUNE_SLEEPY_IMPORT="60")

@@ -1,5 +1,6 @@
 """inspector tune without compiling: the candidates, the ranking, the tuning table, the journal's
 file signatures, the command line's usage errors (tests/test_tune_tpu.py compiles)."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ from inspector.tuning.table import lookup, read_table, update_table
 
 def _plan(**choices):
     defaults = {name: values[0] for name, values in choices.items()}
-    return TunePlan("k.py:mm", choices, {**defaults, "flag": False}, ["a", "b", *choices, "flag"], [("f32[8]", None)])
+    return TunePlan(spec="k.py:mm", choices=choices, defaults={**defaults, "flag": False}, takes=["a", "b", *choices, "flag"], shapes=[("f32[8]", None)])
 
 
 def test_grid_values_are_typed_and_repeats_dropped():
@@ -53,13 +54,13 @@ def test_the_default_is_swept_even_when_the_grid_leaves_it_out():
 
 
 def _row(status, seconds=None, **params):
-    return TuneRow("f32[8]", "tpu-v5e", params, status, estimated_seconds=seconds)
+    return TuneRow(shape="f32[8]", chip="tpu-v5e", params=params, status=status, estimated_seconds=seconds)
 
 
 def test_ranking_orders_by_time_then_by_status():
     rows = [_row(PRUNED, bm=1), _row(RANKED, 3e-3, bm=2), _row(FAILED, bm=3), _row(RANKED, 1e-3, bm=4),
             _row(REFUSED, bm=5), _row(RANKED, 3e-3, bm=6), _row(NOT_RUN, bm=7), _row(UNTIMED, bm=8)]
-    rows[5].default = True
+    rows[5] = dataclasses.replace(rows[5], default=True)
     ranking = rank_rows("tpu-v5e", rows)
     assert [r.params["bm"] for r in ranking.rows] == [4, 2, 6, 8, 5, 1, 3, 7]  # ties keep the sweep's order
     assert [r.rank for r in ranking.rows] == [1, 2, 3, None, None, None, None, None]
@@ -70,12 +71,30 @@ def test_ranking_orders_by_time_then_by_status():
     assert nothing.best is None and nothing.set_line is None
 
 
+def test_measured_rows_rank_first_by_device_time_in_a_new_result(monkeypatch):
+    """tune --measure: the rows run on the chip rank first by their device time, the other ranked
+    rows after them by estimate (ratio to the measured best's estimate); the default follows its
+    row; the result measured is a new one, the sweep's own left as it was."""
+    import inspector.tuning.measured as measured
+
+    rows = [dataclasses.replace(_row(RANKED, t, bm=bm), default=bm == 2) for bm, t in ((1, 1e-3), (2, 2e-3), (3, 3e-3))]
+    swept = TuneResult(target="k.py:mm", swept=["bm"], fixed={}, defaults={"bm": 2},
+                       shapes=rank_all(["f32[8]"], ["tpu-v5e"], rows + [_row(PRUNED, bm=9)]), counts={})
+    monkeypatch.setattr(measured, "run_isolated", lambda fn, spec, chip, jobs, env=None: [5e-3, 1e-3][:len(jobs)])
+    monkeypatch.setattr(measured.environment, "chip_env", lambda: {})
+    result = measured.measure_rankings(swept, "k.py:mm", {"f32[8]": None}, {}, 2, "tpu-v5e")
+    [ranking] = result.shapes[0].chips
+    assert [(r.params["bm"], r.rank, r.ratio) for r in ranking.rows] == [(2, 1, 1.0), (1, 2, 5.0), (3, 3, 1.5), (9, None, None)]
+    assert ranking.best.params == ranking.default.params == {"bm": 2} and result.measured_on == "tpu-v5e"
+    assert [r.measured_seconds for r in swept.rows] == [None] * 4 and swept.measured_on is None
+
+
 def _result(shape="f32[8]", best=1e-3, versions=None):
-    rows = [TuneRow(shape, "tpu-v5e", {"bm": 128}, RANKED, estimated_seconds=best * 2, estimate_source="libtpu"),
-            TuneRow(shape, "tpu-v5e", {"bm": 256}, RANKED, estimated_seconds=best, estimate_source="libtpu"),
-            TuneRow(shape, "tpu-v6e", {"bm": 128}, PRUNED)]
-    return TuneResult("k.py:mm", ["bm"], {"bk": 512}, {"bm": 128}, rank_all([shape], ["tpu-v5e", "tpu-v6e"], rows),
-                      {"total": 3}, versions=versions or {"jax": "0.10.2", "libtpu": "0.0.42.1"})
+    rows = [TuneRow(shape=shape, chip="tpu-v5e", params={"bm": 128}, status=RANKED, estimated_seconds=best * 2, estimate_source="libtpu"),
+            TuneRow(shape=shape, chip="tpu-v5e", params={"bm": 256}, status=RANKED, estimated_seconds=best, estimate_source="libtpu"),
+            TuneRow(shape=shape, chip="tpu-v6e", params={"bm": 128}, status=PRUNED)]
+    return TuneResult(target="k.py:mm", swept=["bm"], fixed={"bk": 512}, defaults={"bm": 128}, shapes=rank_all([shape], ["tpu-v5e", "tpu-v6e"], rows),
+                      counts={"total": 3}, versions=versions or {"jax": "0.10.2", "libtpu": "0.0.42.1"})
 
 
 def test_tuning_table_adds_a_shape_and_loads_at_run_time(tmp_path):

@@ -169,9 +169,9 @@ def test_one_node_is_not_1_nodes():
 
 def _result(shape="f32[8]", best=1e-3, target="k.py:mm", ranked=True):
     status = RANKED if ranked else PRUNED
-    rows = [TuneRow(shape, "tpu-v5e", {"bm": 256}, status, estimated_seconds=best if ranked else None,
+    rows = [TuneRow(shape=shape, chip="tpu-v5e", params={"bm": 256}, status=status, estimated_seconds=best if ranked else None,
                     estimate_source="libtpu" if ranked else None)]
-    return TuneResult(target, ["bm"], {}, {"bm": 256}, rank_all([shape], ["tpu-v5e"], rows), {"total": 1},
+    return TuneResult(target=target, swept=["bm"], fixed={}, defaults={"bm": 256}, shapes=rank_all([shape], ["tpu-v5e"], rows), counts={"total": 1},
                       versions={"jax": "0.10.2"})
 
 
@@ -274,7 +274,7 @@ def test_a_table_that_cannot_be_written_after_the_sweep_keeps_the_rows(tmp_path,
 
     monkeypatch.setattr(table_mod, "update_table", replaced)
     result = _result()
-    _write_table(SweepRequest("k.py:mm", ["tpu-v5e"], table=str(path)), result)
+    result = _write_table(SweepRequest(spec="k.py:mm", chips=["tpu-v5e"], table=str(path)), result)
     assert result.table is None and result.table_failed and "not written" in result.table_note
     monkeypatch.setenv("NO_COLOR", "1")
     code = render_tune(types.SimpleNamespace(json=False, top=0), result)
@@ -407,7 +407,7 @@ def test_ctrl_c_during_a_sweep_sweeps_the_killed_workers_folders(monkeypatch, tm
     from inspector.tuning.pool import LocalPool
 
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
-    plan = TunePlan("k.py:mm", {"bm": [1, 2]}, {"bm": 1}, ["x", "bm"], [("f32[8]", None)])
+    plan = TunePlan(spec="k.py:mm", choices={"bm": [1, 2]}, defaults={"bm": 1}, takes=["x", "bm"], shapes=[("f32[8]", None)])
     monkeypatch.setattr(sweep_mod, "_plan", lambda req, local, budget: plan)
     made: list[str] = []
 
@@ -419,7 +419,7 @@ def test_ctrl_c_during_a_sweep_sweeps_the_killed_workers_folders(monkeypatch, tm
         raise KeyboardInterrupt
 
     monkeypatch.setattr(LocalPool, "run", killed_then_interrupted)
-    result = sweep_mod.run_sweep(sweep_mod.SweepRequest("k.py:mm", ["tpu-v5e"], cache=False))
+    result = sweep_mod.run_sweep(sweep_mod.SweepRequest(spec="k.py:mm", chips=["tpu-v5e"], cache=False))
     assert result.interrupted and result.counts["not-run"] == 2
     assert not os.path.exists(os.path.dirname(made[0]))
 
@@ -436,11 +436,11 @@ def test_more_workers_than_memory_holds_are_not_started_and_it_is_said(monkeypat
     assert sweep_mod.fit_workers(64)[0] == 3
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
     # more candidates than memory holds workers (with fewer, no note: tests/test_tune_bad_inputs.py)
-    plan = TunePlan("k.py:mm", {"bm": [1, 2, 3, 4]}, {"bm": 1}, ["x", "bm"], [("f32[8]", None)])
+    plan = TunePlan(spec="k.py:mm", choices={"bm": [1, 2, 3, 4]}, defaults={"bm": 1}, takes=["x", "bm"], shapes=[("f32[8]", None)])
     monkeypatch.setattr(sweep_mod, "_plan", lambda req, local, budget: plan)
     sizes = []
     monkeypatch.setattr(LocalPool, "run", lambda self, jobs, on_answer, on_died: sizes.append(self.size))
-    result = sweep_mod.run_sweep(sweep_mod.SweepRequest("k.py:mm", ["tpu-v5e"], workers=64, cache=False))
+    result = sweep_mod.run_sweep(sweep_mod.SweepRequest(spec="k.py:mm", chips=["tpu-v5e"], workers=64, cache=False))
     assert sizes == [3]
     assert result.notes == ["--workers 64: 3 started, as many as 3.0 GiB of free memory holds at 1 GiB or more each"]
     from inspector.views.tune import summary
@@ -497,11 +497,11 @@ def test_a_resweep_where_nothing_ranks_anywhere_still_removes_the_stale_entry(tm
     path = str(tmp_path / "t.json")
     update_table(path, _result("f32[8]"))
     result = _result("f32[8]", ranked=False)
-    _write_table(SweepRequest("k.py:mm", ["tpu-v5e"], table=path), result)
+    result = _write_table(SweepRequest(spec="k.py:mm", chips=["tpu-v5e"], table=path), result)
     assert result.table == path and lookup(path, "f32[8]", "tpu-v5e", {"bm": 1}) == {"bm": 1}
     fresh = str(tmp_path / "new.json")  # no file, nothing ranked: nothing written
     result = _result("f32[8]", ranked=False)
-    _write_table(SweepRequest("k.py:mm", ["tpu-v5e"], table=fresh), result)
+    result = _write_table(SweepRequest(spec="k.py:mm", chips=["tpu-v5e"], table=fresh), result)
     assert not os.path.exists(fresh) and "no candidate was ranked" in result.table_note
 
 
@@ -515,7 +515,7 @@ def test_a_stored_row_of_the_wrong_types_is_a_miss_not_an_internal_error(field, 
     from inspector.tuning.model import sound_row
     from inspector.tuning.sweep import _row
 
-    good = dataclasses.asdict(TuneRow("f32[8]", "tpu-v5e", {"bm": 1}, RANKED, estimated_seconds=1e-6, rank=1, ratio=1.0))
+    good = dataclasses.asdict(TuneRow(shape="f32[8]", chip="tpu-v5e", params={"bm": 1}, status=RANKED, estimated_seconds=1e-6, rank=1, ratio=1.0))
     assert sound_row(good) is not None and _row(good, {}) is not None
     bad = dict(good, **{field: value})
     assert sound_row(bad) is None and _row(bad, {}) is None
@@ -528,8 +528,8 @@ def test_a_stored_plan_of_the_wrong_types_is_a_miss_not_an_internal_error():
     from inspector.tuning.candidates import TunePlan
     from inspector.tuning.sweep import _stored_plan
 
-    good = json.loads(json.dumps(dataclasses.asdict(TunePlan("k.py:mm", {"bm": [1, 2]}, {"bm": 1}, ["x", "bm"],
-                                                             [("f32[8]", None)], [("/k.py", "sig")]))))
+    good = json.loads(json.dumps(dataclasses.asdict(TunePlan(spec="k.py:mm", choices={"bm": [1, 2]}, defaults={"bm": 1}, takes=["x", "bm"],
+                                                             shapes=[("f32[8]", None)], closure=[("/k.py", "sig")]))))
     plan = _stored_plan(good)
     assert plan is not None and plan.shapes == [("f32[8]", None)] and plan.closure == [("/k.py", "sig")]
     for field, value in [("choices", [1]), ("shapes", "x"), ("shapes", []), ("closure", [["a"]]), ("takes", "bm"),

@@ -163,7 +163,7 @@ def test_an_interrupted_sweep_says_so_on_stderr_and_keeps_the_tables_on_stdout(c
     rows = [TuneRow(**base, params={"bm": 1}, status=RANKED, estimated_seconds=1e-6, default=True),
             TuneRow(**base, params={"bm": 2}, status=NOT_RUN, reason="the sweep was interrupted before it")]
     counts = {"total": 2, "cached": 0, "done": 1, RANKED: 1, NOT_RUN: 1}
-    result = TuneResult("k.py:mm", ["bm"], {}, {"bm": 1}, rank_all(["f32[8]"], ["tpu-v5e"], rows), counts, True)
+    result = TuneResult(target="k.py:mm", swept=["bm"], fixed={}, defaults={"bm": 1}, shapes=rank_all(["f32[8]"], ["tpu-v5e"], rows), counts=counts, interrupted=True)
     for json_out in (False, True):
         assert render_tune(SimpleNamespace(json=json_out, top=0), result) == 130
         out, err = capsys.readouterr()
@@ -220,10 +220,10 @@ def test_more_workers_than_candidates_is_no_note_about_memory(monkeypatch, tmp_p
 
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(sweep_mod, "_available_bytes", lambda: 22 * (1 << 30) + 5)
-    plan = TunePlan("k.py:mm", {"bm": [1, 2]}, {"bm": 1}, ["x", "bm"], [("f32[8]", None)])
+    plan = TunePlan(spec="k.py:mm", choices={"bm": [1, 2]}, defaults={"bm": 1}, takes=["x", "bm"], shapes=[("f32[8]", None)])
     monkeypatch.setattr(sweep_mod, "_plan", lambda req, local, budget: plan)
     monkeypatch.setattr(LocalPool, "run", lambda self, jobs, on_answer, on_died: None)
-    result = sweep_mod.run_sweep(sweep_mod.SweepRequest("k.py:mm", ["tpu-v5e"], workers=99999, cache=False))
+    result = sweep_mod.run_sweep(sweep_mod.SweepRequest(spec="k.py:mm", chips=["tpu-v5e"], workers=99999, cache=False))
     assert result.notes == [] and result.workers == 2
     assert "on 2 workers" in summary(result).plain and "22" not in summary(result).plain
 
@@ -287,7 +287,7 @@ def test_ctrl_c_quits_the_main_screen_and_q_closes_the_tune_screen(monkeypatch):
     monkeypatch.setattr("inspector.tuning.sweep.run_sweep", fake)
 
     async def run():
-        app = InspectorApp(Session(f"{DATA}/tune_kernels.py:mm", "cpu", SMALL))
+        app = InspectorApp(Session(f"{DATA}/tune_kernels.py:mm", "cpu", args=SMALL))
         async with app.run_test(size=(140, 40)) as pilot:
             await loaded(pilot)
             await pilot.press("u")

@@ -151,7 +151,7 @@ def test_api_sweeps_a_spec_and_a_function(sweep):
     import jax
     import jax.numpy as jnp
 
-    from inspector.target import load_module
+    from inspector.user_files import load_module
     from inspector.tuning import tune
 
     mm = load_module(str(ROOT / "tests/data/tune_kernels.py")).mm

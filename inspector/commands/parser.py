@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 
+from ..backends import attached_chip
 from ..chips import DEFAULT_TPU
-from .arg_types import count as _count, positive as _positive, seconds as _seconds, tolerance as _tolerance
-from .help_text import EPILOGS, TOP, HelpFormatter
 from ..errors import UsageError
 from ..view_table import SHOW_VIEWS, SORT_ORDERS
+from .arg_types import count as _count
+from .arg_types import positive as _positive
+from .arg_types import seconds as _seconds
+from .arg_types import tolerance as _tolerance
+from .help_text import EPILOGS, TOP, HelpFormatter
+from .tune import add_tune_parser
 
 VERBS = ("show", "check", "diff", "export", "compare", "tune", "chips", "cache", "doctor")
 
@@ -121,7 +126,6 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_argument("--watch", action="store_true", help="re-analyse when the target file is saved")
     tui.set_defaults(chip=None)  # no --target: the file suggests the chip
     _compare_parser(sub, common)
-    from .tune import add_tune_parser
 
     add_tune_parser(sub, common)
     chips = sub.add_parser("chips", help="list the hardware targets and their figures", parents=common, epilog=EPILOGS["chips"])
@@ -167,8 +171,6 @@ def _compare_parser(sub, common) -> None:
 def chosen_chip(opts) -> None:
     """--target left out: the TPU attached to this machine (read without opening it), else cpu
     (check: DEFAULT_TPU, it is about TPUs). The terminal UI chooses from the file instead."""
-    from ..backends import attached_chip
-
     if getattr(opts, "chip", "") is not None or opts.verb in ("tui", "doctor", "tune"):
         return
     attached = attached_chip()

@@ -7,7 +7,8 @@
 ``work_tune`` never imports jax in the calling process: it starts its own worker processes (or
 Ray tasks), draws the progress bar, and on Ctrl-C kills the workers at once and returns what is
 done, marked interrupted. So it must not be wrapped in ``remote.run_isolated`` (a child killed
-on Ctrl-C could not print what is done); ``render_tune`` then exits 130.
+on Ctrl-C could not print what is done); ``render_tune`` then exits 130. The sweep's modules and
+the views are imported when the verb runs: ``inspector --help`` builds its parser from this module.
 """
 from __future__ import annotations
 
@@ -15,16 +16,21 @@ import argparse
 import os
 import sys
 
+from ..backends import attached_chip
 from ..chips import DEFAULT_TPU
 from ..errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError
-from .arg_types import count as _count, positive as _positive, seconds as _seconds
-from .process import EXIT_SIGINT
+from ..specs import parse_specs
+from ..tuning.table import check_table
+from ..verb_rules import check_measure, time_budget
+from .arg_types import count as _count
+from .arg_types import positive as _positive
+from .arg_types import seconds as _seconds
+from .help_text import EPILOGS
+from .process import EXIT_SIGINT, say
 
 
 def add_tune_parser(sub, common) -> argparse.ArgumentParser:
     """The ``tune`` subparser (``common``: the parents every verb takes, e.g. --debug)."""
-    from .help_text import EPILOGS
-
     tune = sub.add_parser("tune", parents=common, epilog=EPILOGS["tune"],
                           help="rank every candidate of INSPECT's params (or --grid) per chip by libtpu's estimated time, "
                                "without a TPU")
@@ -63,10 +69,6 @@ def request(opts):
     from ..tuning.candidates import check_overlap, parse_grid, parse_sets
     from ..tuning.measured import MEASURE_TOP
     from ..tuning.sweep import REFRESH, SweepRequest, check_chips
-    from ..verb_rules import time_budget
-
-    from ..backends import attached_chip
-    from ..verb_rules import check_measure
 
     attached = attached_chip()
     opts.chip = opts.chip or (attached.name if attached is not None else DEFAULT_TPU)
@@ -76,12 +78,8 @@ def request(opts):
         raise UsageError(f"tune --measure ranks on the attached TPU ({attached.name if attached else 'none here'}): give it "
                          f"first in --target (not {chips[0]})")
     if opts.table:
-        from ..tuning.table import check_table
-
         check_table(opts.table, opts.target)  # not a tuning table, or another kernel's: refused now, not after the sweep
     for text in opts.args:
-        from ..specs import parse_specs
-
         parse_specs(text)
     budget = {"seconds": time_budget(opts.time_budget, "--time-budget").seconds} if opts.time_budget else {}
     import inspector.compile_cache as compile_cache
@@ -89,7 +87,7 @@ def request(opts):
     cache = False if not compile_cache.enabled() else REFRESH if opts.no_cache else True
     grid, fixed = parse_grid(opts.grid), parse_sets(opts.set)
     check_overlap(grid, fixed)  # before any worker starts
-    return SweepRequest(opts.target, chips, list(opts.args), grid, fixed,
+    return SweepRequest(spec=opts.target, chips=chips, args=list(opts.args), grid=grid, fixed=fixed,
                         workers=opts.workers, ray=opts.ray or os.environ.get("RAY_ADDRESS") or None, cache=cache,
                         budget=budget, table=opts.table, debug=bool(getattr(opts, "debug", False)),
                         measure=(opts.top or MEASURE_TOP) if opts.measure else 0)
@@ -97,8 +95,8 @@ def request(opts):
 
 def work_tune(opts):
     """Run the sweep (workers or Ray tasks do the jax work); a TuneResult, interrupted on Ctrl-C."""
-    from ..views.tune import TuneProgress
     from ..tuning.sweep import run_sweep
+    from ..views.tune import TuneProgress
 
     req = request(opts)
     return run_sweep(req, TuneProgress(opts.target))
@@ -117,7 +115,6 @@ def render_tune(opts, result) -> int:
         print_fitting(console, tune_view(result, top=opts.top))
     if result.interrupted:  # on stderr, as every other way a command ends early: stdout keeps the tables
         from ..views.tune import interrupted_line
-        from .process import say
 
         say(interrupted_line(result))
         return EXIT_SIGINT

@@ -1,21 +1,27 @@
 """The verbs as the parent process runs them: check the options, have the work done (in a child
-process), render the result and choose the exit code."""
+process), render the result and choose the exit code.
+
+Imported inside the verb that uses them, so that ``inspector --help`` (which builds its parser from
+this module) loads none of them: the views (rich, textual), the kernel graph, the cache's state
+and the terminal UI's Session."""
 from __future__ import annotations
 
 import os
 import sys
 
+from ..atomic import check_not_read_only, check_writable, write_atomic
+from ..chips import get_chip, parse_targets
 from ..errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, TargetFailure, UsageError
-from ..view_table import get_view
+from ..pass_select import check_view_options
+from ..sharding import parse_mesh, parse_specs
+from ..units import fmt_bytes
 from ..verb_rules import check_chips, check_measure, check_time_options, diff_simulated_chip, require_two_variants
+from ..view_table import get_view
 from .work import compare_sides, run
-
 
 
 def show(opts) -> int:
     from ..views.printer import make_console, print_json, print_view
-
-    from ..pass_select import check_view_options
 
     select = getattr(opts, "pass_select", None)
     check_view_options(opts.view, select, bool(getattr(opts, "passes", False)))
@@ -35,8 +41,6 @@ def show(opts) -> int:
 
 def _export_paths(opts) -> None:
     """Before the compile: every output names its own file in a folder that exists."""
-    from ..atomic import check_not_read_only, check_writable
-
     seen: dict[str, str] = {}
     for flag, path in (("--json", opts.json_path), ("--dot", opts.dot), ("--svg", opts.svg), ("--html", opts.html)):
         if not path:
@@ -50,7 +54,6 @@ def _export_paths(opts) -> None:
 
 
 def export(opts) -> int:
-    from ..atomic import write_atomic
     from ..hlo.graph import render_svg
 
     if not (opts.svg or opts.dot or opts.json_path or opts.html):
@@ -115,7 +118,7 @@ def _emit(opts, result, view) -> int:
     """Print a check or diff result (JSON with --json) and turn its verdict into the exit code."""
     import dataclasses
 
-    from ..views.printer import make_console, print_json, print_fitting
+    from ..views.printer import make_console, print_fitting, print_json
 
     console = make_console()
     if opts.json:
@@ -157,16 +160,12 @@ def compare(opts) -> int:
 def check(opts) -> int:
     from ..views.pallas import check_view
 
-    from ..chips import parse_targets
-
     check_chips(parse_targets(opts.chip), "--target tpu-v5e,tpu-v6e,h100")
     return _emit(opts, run(opts), check_view)
 
 
 def diff(opts) -> int:
     from ..views.diff import diff_view
-
-    from ..chips import parse_targets
 
     diff_simulated_chip(parse_targets(opts.chip), "--target", "tpu-v5p", "cpu/gpu")
     return _emit(opts, run(opts), diff_view)
@@ -179,21 +178,17 @@ def tui(opts) -> int:
     if not sys.stdout.isatty() or opts.json:
         opts.view, opts.roofline, opts.sort, opts.top = "overview", None, "order", 40
         return show(opts)
-    from ..views.tui.app import InspectorApp
-
-    from ..chips import get_chip
     from ..compile_cache import enabled as cache_enabled
     from ..session import Session
+    from ..views.tui.app import InspectorApp
 
     get_chip(opts.chip)  # a bad --target, --mesh or --shard is a usage error before the screen opens
     if opts.mesh is not None:
-        from ..sharding import parse_mesh
         parse_mesh(opts.mesh)
     if opts.shard is not None:
-        from ..sharding import parse_specs
         parse_specs(opts.shard)
-    session = Session(opts.target, opts.chip, opts.args, opts.ref, list(opts.set), cache_enabled() and not opts.no_cache,
-                      mesh=opts.mesh, shard=opts.shard)
+    session = Session(opts.target, opts.chip, args=opts.args, ref=opts.ref, sets=list(opts.set),
+                      use_cache=cache_enabled() and not opts.no_cache, mesh=opts.mesh, shard=opts.shard)
     InspectorApp(session, watch=opts.watch, choose_chip=choose_chip).run()
     return EXIT_OK
 
@@ -227,7 +222,6 @@ def cache(opts) -> int:
     import json
 
     import inspector.compile_cache as compile_cache
-    from ..units import fmt_bytes
 
     try:
         found = compile_cache.clear() if opts.action == "clear" else compile_cache.info()

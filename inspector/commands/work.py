@@ -1,21 +1,28 @@
 """What each verb computes, in the child process: runs jax and the user's code and returns plain
-data (a Report, CheckResult, DiffResult, Compare, Checkup) for the parent to render."""
+data (a Report, CheckResult, DiffResult, Compare, Checkup) for the parent to render.
+
+Imported inside the verb's work, so that ``inspector --help`` (which imports this module to build
+its parser) stays quick: the target loader, the analyses (numpy, jax), the child-process runner."""
 from __future__ import annotations
 
 import contextlib
 import sys
 
+import inspector.environment as environment
+
+from ..backends import Backend
+from ..chips import CHIPS, get_chip, parse_targets
 from ..errors import TargetFailure, UsageError
-from ..view_table import Needs
+from ..tempdirs import temp_folder
+from ..user_code import describe_error, reraise_interrupt
 from ..verb_rules import diff_simulated_chip, doctor_chips, show_needs, time_budget
+from ..view_table import Needs
 
 
 @contextlib.contextmanager
 def _exits_are_failures(target, doing: str):
     """sys.exit() (any BaseException but a real Ctrl-C) in the user's function is a failure of
     that function with its code, never our exit."""
-    from ..target import describe_error, reraise_interrupt
-
     try:
         yield
     except Exception:
@@ -42,18 +49,15 @@ def _load(opts):
 
 def _report(opts, needs: Needs):
     """Load the target, capture its stages and gather the Report: the one path every verb takes."""
-    from ..chips import get_chip
     from ..report import make_report
 
     chip = get_chip(opts.chip)
     roofline = get_chip(opts.roofline) if getattr(opts, "roofline", None) else None
     target = _load(opts)
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
-        report = make_report(target, chip, compile=needs.compile, jaxpr_text=needs.jaxpr_text, fusions=needs.fusions,
-                             pallas=needs.pallas, roofline_chip=roofline, use_cache=_use_cache(opts), buffers=needs.buffers,
-                             collectives=needs.collectives, passes=needs.passes,
-                             pass_select=getattr(opts, "pass_select", None), mosaic_passes=needs.mosaic_passes,
-                             time=needs.time, time_budget=time_budget(getattr(opts, "time_budget", None), "--time-budget"))
+        report = make_report(target, chip, needs, roofline_chip=roofline, use_cache=_use_cache(opts),
+                             pass_select=getattr(opts, "pass_select", None),
+                             time_budget=time_budget(getattr(opts, "time_budget", None), "--time-budget"))
     _ = report.stages.op_counts  # counted here, where the stages were made, not in the process that renders
     if getattr(opts, "measure", False):
         import functools
@@ -61,7 +65,7 @@ def _report(opts, needs: Needs):
         from ..measure.run import measure_on_chip
         from ..report import with_measurement
 
-        with_measurement(report, measure_on_chip(functools.partial(_load, opts), chip, debug=opts.debug))
+        report = with_measurement(report, measure_on_chip(functools.partial(_load, opts), chip, debug=opts.debug))
     return report
 
 
@@ -81,7 +85,7 @@ def compare_sides(opts) -> list:
     B is TARGET-B (or TARGET) with --set and --set-b on --target-b (or --target)."""
     import copy
 
-    from ..target import FlagValue
+    from ..static_params import FlagValue
 
     sides: list = []  # copies of opts, the argparse namespace
     for spec, chip, sets in ((opts.target, opts.chip_a, opts.set_a), (opts.target_b or opts.target, opts.chip_b, opts.set_b)):
@@ -101,7 +105,6 @@ def _work_export(opts):
 def _work_check(opts):
     import functools
 
-    from ..chips import parse_targets
     from ..pallas.check import run_check
 
     chips = parse_targets(opts.chip)
@@ -127,7 +130,6 @@ def _compile_apart(opts, chip):
 
     from ..pallas.check import CompilerAborted
     from ..remote import ChildFailed, run_isolated
-    from ..tempdirs import temp_folder
 
     with temp_folder("chip-log") as folder:
         log = os.path.join(folder, "stderr.txt")
@@ -153,11 +155,7 @@ def _read_log(path: str) -> str:
 
 def _compile_chip(opts, chip_name: str):
     """In the child: trace, lower and compile the target for one chip; its Stages (plain data)."""
-    import inspector.environment as environment
-
     environment.prepare(debug=opts.debug)
-    from ..backends import Backend
-    from ..chips import get_chip
     from ..stages import capture
 
     target = _load(opts)
@@ -167,7 +165,6 @@ def _compile_chip(opts, chip_name: str):
 
 
 def _work_diff(opts):
-    from ..chips import parse_targets
     from ..run import run_diff
 
     chip = diff_simulated_chip(parse_targets(opts.chip), "--target", "tpu-v5p", "cpu/gpu")
@@ -181,7 +178,6 @@ def _work_diff(opts):
 
 
 def _work_doctor(opts):
-    from ..chips import CHIPS, parse_targets
     from ..doctor import checkup
 
     chips = doctor_chips(parse_targets(opts.chip)) if opts.chip else [c for c in CHIPS if c.is_tpu and c.devices == 1]
@@ -195,8 +191,6 @@ _WORK = {"show": _work_show, "tui": _work_show, "export": _work_export, "check":
 def work(opts):
     """What the verb computes: runs jax and the user's code, returns plain data. Whatever the
     user's code prints goes to stderr: stdout is the inspector's alone."""
-    import inspector.environment as environment
-
     environment.prepare(debug=opts.debug)
     from ..jax_internals import check_version
 
@@ -217,8 +211,6 @@ def work(opts):
 def runs_on_chip(opts) -> bool:
     """diff runs the function itself: on the attached TPU where there is one (and nothing the user
     set keeps jax off it), so its process opens the chip; every other verb's stays deviceless."""
-    import inspector.environment as environment
-
     return opts.verb == "diff" and environment.may_use_chip()
 
 
@@ -226,7 +218,6 @@ def run(opts):
     """``work(opts)`` in a child process (the CLI), or here (``main(isolate=False)``: tests)."""
     if not opts.isolate:
         return work(opts)
-    import inspector.environment as environment
     from ..remote import run_isolated
 
     return run_isolated(work, opts, env=environment.chip_env() if runs_on_chip(opts) else None)

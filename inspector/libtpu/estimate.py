@@ -27,7 +27,8 @@ from ..findings import Finding
 from ..hlo.fusions import analyse_fusions
 from ..jax_internals.aot import compile_request, grids_replaced
 from ..jax_internals.branches import Guard
-from ..target import Target, short_path
+from ..target import Target
+from ..user_code import short_path
 from .store import key as cache_key, load as load_cached, store as store_cached
 from .budget import MIN_SECONDS, Budget, extrapolate, fit_steps, predict_whole, reduced_grid
 from .bundles import bundle_findings, kernel_bundles

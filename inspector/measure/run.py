@@ -41,7 +41,7 @@ def _measure_child(load: Callable, chip_name: str, debug: bool) -> Measurement:
     # the environment is prepared before the rest is imported (what jax reads when it loads)
     environment.prepare(debug=debug)
     from ..errors import TargetFailure
-    from ..target import describe_error, reraise_interrupt
+    from ..user_code import describe_error, reraise_interrupt
     from .on_chip import chip_failure, measure_target
 
     target = load()

@@ -1,10 +1,14 @@
 """`inspector diff`: run a function and its reference on the same inputs and say where they differ.
 
-Modules: ``run`` (the diff), ``interpreted`` (TPU interpret mode as a chip would run it: races
-confirmed, kernel exceptions, interpreter limits), ``outputs`` (tree structure, shapes, dtypes,
+Modules: ``run`` (the diff: the trace, the reference's run, the verdict), ``interpreted`` (TPU
+interpret mode as a chip would run it: kernel exceptions, interpreter limits), ``retries`` (the
+checked interpret-mode run, what the interpreter refuses retried), ``races`` (races and DMA hazards
+confirmed by rerunning), ``mesh`` (the CPU devices a sharded target runs on), ``trees`` (the output
+trees compared, folded onto the kernel's blocks), ``outputs`` (tree structure, shapes, dtypes,
 values, error maps), ``tolerance`` (atol/rtol given, or derived from the dtype and the terms the
-reference sums), ``inputs`` (seeded inputs, the memory check), ``capture`` (the interpreter's
-prints kept off the terminal), ``result`` (the dataclasses the views read).
+reference sums), ``gradients`` (the vjp of both compared), ``timing`` (device or wall-clock time),
+``inputs`` (seeded inputs, the memory check), ``capture`` (the interpreter's prints kept off the
+terminal), ``result`` (the dataclasses the views read).
 """
 from .outputs import MANTISSA_BITS, compare, error_map
 from .tolerance import TOLERANCES

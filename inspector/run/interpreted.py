@@ -17,13 +17,13 @@ from typing import Any
 from ..chips import Chip
 from ..findings import Finding
 from ..jax_internals import interpret as ji
-from ..target import describe_error, short_path
+from ..user_code import describe_error, short_path
 from .capture import captured_output
 
 DETAIL_CHARS = 20_000  # of the interpreter's output kept with a finding
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Outcome:
     output: Any  # the kernel's outputs (a pytree), None when it raised
     error: BaseException | None
@@ -39,6 +39,14 @@ def block(tree):
     import jax
 
     return jax.tree.map(lambda x: x.block_until_ready() if hasattr(x, "block_until_ready") else x, tree)
+
+
+def plain(fn, args, kwargs):
+    """fn(*args, **kwargs) as jax runs it, no interpret mode: (outputs, None), or (None, the exception)."""
+    try:
+        return block(fn(*args, **kwargs)), None
+    except Exception as err:  # noqa: BLE001 - the caller reports the function's failure
+        return None, err
 
 
 def run(fn, args, kwargs, chip: Chip, *, cores: int, check: bool, seed: int | None = None,
@@ -68,10 +76,10 @@ def run(fn, args, kwargs, chip: Chip, *, cores: int, check: bool, seed: int | No
         finally:
             np.random.set_state(rng_state)
     if isinstance(err, Stalled):
-        return Outcome(None, err, printed.text)  # its threads still wait: no reset, nothing more runs on them
+        return Outcome(output=None, error=err, text=printed.text)  # its threads still wait: no reset, nothing more runs on them
     if err is not None:
         ji.reset_state()  # the interpreter's state is unusable after a raise
-    return Outcome(out, err, printed.text)
+    return Outcome(output=out, error=err, text=printed.text)
 
 
 STALL_S = 60.0  # seconds without CPU time that mean a multi-device run waits for ever

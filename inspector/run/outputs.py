@@ -103,9 +103,10 @@ def error_map(bad: np.ndarray, nan: np.ndarray, diff: np.ndarray, block_shape: l
         idx = np.unravel_index(int(flat), bad_per.shape)
         if bad_per[idx] == 0:
             break
-        found.append(BadBlock([int(i) for i in idx], int(bad_per[idx]), int(nan_per[idx]), float(max_per[idx]),
-                              writers([int(i) for i in idx]) if writers else []))
-    return ErrorMap(basis, kernel, list(block_shape), blocks, found, int((bad_per > 0).sum()), _char_map(bad_per, nan_per))
+        found.append(BadBlock(block=[int(i) for i in idx], bad=int(bad_per[idx]), nan=int(nan_per[idx]), max_abs=float(max_per[idx]),
+                              grid_points=writers([int(i) for i in idx]) if writers else []))
+    return ErrorMap(basis=basis, kernel=kernel, block_shape=list(block_shape), blocks=blocks, bad_blocks=found,
+                    bad_block_count=int((bad_per > 0).sum()), rows=_char_map(bad_per, nan_per))
 
 
 def _char_map(bad_per: np.ndarray, nan_per: np.ndarray) -> list[str]:

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..display import html
 from ..findings import Finding
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BadBlock:
     block: list[int]
     bad: int  # elements outside tolerance
@@ -15,7 +16,7 @@ class BadBlock:
     grid_points: list[list[int]]  # the grid steps that wrote this block (first few)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ErrorMap:
     basis: str  # "blockspec" (the kernel's output blocks) or "coarse" (an even grid)
     kernel: str | None
@@ -26,7 +27,7 @@ class ErrorMap:
     rows: list[str]  # a character map of the last two block dims: '.' ok, 'x' wrong, 'N' NaN
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Tolerance:
     """The tolerance one output was compared at, and why (run/tolerance.py has the formula)."""
 
@@ -37,7 +38,7 @@ class Tolerance:
     reason: str  # one line: the formula with its figures, or "float32's default"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class LeafDiff:
     output: str
     shape: list[int]
@@ -64,7 +65,7 @@ class LeafDiff:
         return self.bad == 0 and self.nan_kernel <= self.nan_reference
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Timing:
     kernel_s: float | None
     reference_s: float | None
@@ -72,7 +73,7 @@ class Timing:
     note: str
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DiffResult:
     target: str
     reference: str
@@ -88,6 +89,4 @@ class DiffResult:
     interpreter_output: str = ""  # what the interpreter printed (race dumps...), kept out of the terminal
 
     def _repr_html_(self) -> str:  # Jupyter: the diff view (rich loads only here)
-        from ..display import html
-
         return html(self)

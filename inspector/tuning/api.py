@@ -1,5 +1,6 @@
 """``inspector.tune(fn_or_spec, *inputs, targets=..., grid=...) -> TuneResult``: the sweep of
-``inspector tune`` from Python.
+``inspector tune`` from Python. ``import inspector`` loads this module: the sweep, libtpu's runner
+and the evaluation are imported when a sweep runs.
 
 A ``"file.py:function"`` spec takes the command line's path: worker processes (``workers``, default
 the cores) or a Ray cluster (``ray``), the journal (a second call is instant), ``table``. A function
@@ -11,8 +12,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from ..api import _call, make_target
+from ..chips import get_chip
+from ..display import tune_progress
 from ..errors import UsageError
-from .model import TuneResult
+from ..specs import hlo_type
+from .model import NOT_RUN, STATUSES, TuneResult, TuneRow
+from .rank import rank_all
+from .table import check_table
 
 
 def tune(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] = ("tpu-v5e",), grid: dict | None = None,
@@ -24,8 +31,6 @@ def tune(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] = 
     ShapeDtypeStructs or shape specs (``"bf16[4096,4096]"``) after the function, or ``shapes`` (a list
     of shape-spec strings, one ranking each). ``.best(chip)`` is the fastest row (``.params``,
     ``.set_line()``); ``.shapes[i].chips[j].rows`` every row, ranked; ``.to_dict()`` as ``--json``."""
-    from ..api import _call
-
     if grid is not None and not isinstance(grid, dict):
         raise UsageError(f"grid must be a dict of parameter name to a list of values, not a {type(grid).__name__}")
     if params is not None and not isinstance(params, dict):
@@ -49,8 +54,6 @@ def tune(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] = 
 
 
 def _shape_texts(args: tuple, kwargs: dict, shapes) -> list[str]:
-    from ..specs import hlo_type
-
     if shapes is not None:
         if isinstance(shapes, str) or not all(isinstance(s, str) for s in shapes):
             raise UsageError("shapes must be a list of shape-spec strings, e.g. ['bf16[512,512] bf16[512,512]']")
@@ -65,17 +68,14 @@ def _shape_texts(args: tuple, kwargs: dict, shapes) -> list[str]:
 
 def _spec_sweep(spec, args, kwargs, chips, grid, fixed, shapes, workers, ray, table, cache, budget, progress):
     import inspector.compile_cache as compile_cache
+
     from .sweep import SweepRequest, run_sweep
 
     if table:
-        from .table import check_table
-
         check_table(table, spec)  # as the command line does: before the sweep
-    req = SweepRequest(spec, chips, _shape_texts(args, kwargs, shapes), grid, fixed, workers=workers, ray=ray,
+    req = SweepRequest(spec=spec, chips=chips, args=_shape_texts(args, kwargs, shapes), grid=grid, fixed=fixed, workers=workers, ray=ray,
                        cache=bool(cache) and compile_cache.enabled(), budget=budget, table=table)
     if progress:
-        from ..display import tune_progress
-
         return run_sweep(req, tune_progress(spec))
     return run_sweep(req)
 
@@ -86,15 +86,12 @@ def _in_process(fn, args, kwargs, chips, grid, fixed, shapes, cache, budget) -> 
     import time
 
     import inspector.compile_cache as compile_cache
-    from ..api import make_target
-    from ..chips import get_chip
+    import inspector.tuning.store as store
+
     from ..libtpu import Budget
     from ..libtpu.runner import kept_sessions
-    import inspector.tuning.store as store
     from .candidates import TunePlan, candidates, default_params, swept_values
     from .evaluate import evaluate_target
-    from .model import NOT_RUN, STATUSES, TuneRow
-    from .rank import rank_all
     from .sweep import check_chips
 
     started = time.perf_counter()
@@ -106,7 +103,7 @@ def _in_process(fn, args, kwargs, chips, grid, fixed, shapes, cache, budget) -> 
     except (TypeError, ValueError):
         takes, defaults = None, {}
     inputs = [(text, (text,), {}) for text in shapes] if shapes is not None else [(None, args, kwargs)]
-    plan = TunePlan(getattr(fn, "__name__", "function"), {}, defaults, takes, [])
+    plan = TunePlan(spec=getattr(fn, "__name__", "function"), choices={}, defaults=defaults, takes=takes, shapes=[])
     values = swept_values(plan, grid, fixed)
     default = default_params(plan, values, fixed)
     combos = candidates(values, default)
@@ -134,19 +131,17 @@ def _in_process(fn, args, kwargs, chips, grid, fixed, shapes, cache, budget) -> 
         for chip_name in chip_names:
             for params, is_default in combos:
                 if (label, chip_name, tuple(sorted(params.items(), key=lambda kv: kv[0]))) not in done:
-                    rows.append(TuneRow(label, chip_name, params, NOT_RUN, default=is_default,
+                    rows.append(TuneRow(shape=label, chip=chip_name, params=params, status=NOT_RUN, default=is_default,
                                         reason="the sweep was interrupted before it"))
     counts = {"total": len(rows), "cached": sum(r.cached for r in rows),
               "done": sum(r.status != NOT_RUN and not r.cached for r in rows)}
     counts.update({s: sum(r.status == s for r in rows) for s in STATUSES})
-    return TuneResult(plan.spec, list(values), dict(fixed), default, rank_all(labels, chip_names, rows), counts,
-                      interrupted, round(time.perf_counter() - started, 3), 1, "in-process", store.versions())
+    return TuneResult(target=plan.spec, swept=list(values), fixed=dict(fixed), defaults=default, shapes=rank_all(labels, chip_names, rows), counts=counts,
+                      interrupted=interrupted, wall_seconds=round(time.perf_counter() - started, 3), workers=1, runner="in-process", versions=store.versions())
 
 
 def _label(target) -> str:
     import jax
-
-    from ..specs import hlo_type
 
     leaves = jax.tree.leaves((tuple(target.args), dict(target.kwargs)))
     return " ".join(hlo_type(str(x.dtype), tuple(x.shape)) for x in leaves)

@@ -6,12 +6,12 @@ import dataclasses
 import itertools
 
 from ..errors import UsageError
-from ..target import parse_value, same_kind
+from ..static_params import parse_value, same_kind
 
 MAX_CANDIDATES = 4096  # past this a sweep is a typo (a grid of 8 params x 8 values is 16M)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TunePlan:
     """What loading the target told (in a worker: it imports the user's file): the parameters it
     offers, their defaults, the input shapes, and the files its import touched (the cache's check)."""

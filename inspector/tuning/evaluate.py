@@ -1,17 +1,28 @@
 """One candidate on one chip, where jax runs (a worker process, a Ray task, or the caller's own
 process for the Python API): trace and lower it, prune it when the VMEM estimate says its blocks
 and scratch alone pass the limit, else compile it and ask libtpu for its time. Whatever happens
-to it is a row: a failure of the candidate never stops the sweep."""
+to it is a row: a failure of the candidate never stops the sweep. The capture and the analyses
+(numpy, jax) are imported by the functions that run them: the sweep's own process imports this
+module (through the pool and Ray) and never runs them."""
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import time
 
-from ..errors import InspectorError
+import inspector.compile_cache as compile_cache
+import inspector.tuning.fingerprint as fingerprint
+import inspector.tuning.store as store
+
+from ..backends import Backend
+from ..chips import get_chip
+from ..errors import InspectorError, TargetFailure
+from ..jax_internals import tracing
+from ..libtpu import ROOFLINE, Budget, estimate_times
+from ..specs import hlo_type, parse_specs
+from ..target import load_target
 from .candidates import TunePlan
 from .model import FAILED, PRUNED, RANKED, REFUSED, UNTIMED, TuneRow, sound_row
-import inspector.tuning.store as store
 
 PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")
 REFRESH = "refresh"  # cache: do not read, but store (--no-cache)
@@ -23,10 +34,6 @@ REFRESH = "refresh"  # cache: do not read, but store (--no-cache)
 def plan_target(spec: str, args: list[str], grid_names: list[str]) -> TunePlan:
     """Load the target once (per shape given) and say what can be swept."""
     import inspect as pyinspect
-
-    from ..specs import hlo_type, parse_specs
-    from ..target import load_target
-    import inspector.tuning.fingerprint as fingerprint
 
     target = load_target(spec, args=args[0] if args else None)
     sig = _signature(target.fn)
@@ -53,7 +60,7 @@ def plan_target(spec: str, args: list[str], grid_names: list[str]) -> TunePlan:
         label = " ".join(hlo_type(str(x.dtype), tuple(x.shape)) for x in leaves)
         shapes = [(label, None)]
     choices = {name: list(values) for name, values in target.param_choices.items()}
-    return TunePlan(spec, choices, defaults, takes, shapes, fingerprint.closure())
+    return TunePlan(spec=spec, choices=choices, defaults=defaults, takes=takes, shapes=shapes, closure=fingerprint.closure())
 
 
 def _signature(fn):
@@ -70,9 +77,6 @@ def _signature(fn):
 
 def evaluate_task(task: dict) -> dict:
     """A worker's unit of work (plain data in, plain data out): the row of one candidate."""
-    from ..chips import get_chip
-    from ..target import load_target
-
     chip = get_chip(task["chip"])
     start = time.perf_counter()
     base = dict(shape=task["shape"], chip=chip.name, params=task["swept"], default=task["default"])
@@ -87,9 +91,6 @@ def evaluate_task(task: dict) -> dict:
 
 def evaluate_target(target, chip, base: dict, *, budget: dict, cache) -> TuneRow:
     """The row of ``target`` (one candidate's parameters baked in) on ``chip``."""
-    from ..backends import Backend
-    from ..errors import TargetFailure
-    from ..jax_internals import tracing
     from ..stages import lowered_program
 
     start = time.perf_counter()
@@ -122,9 +123,6 @@ def evaluate_target(target, chip, base: dict, *, budget: dict, cache) -> TuneRow
 
 
 def _compile_and_time(target, chip, captured, base, budget, cache, done) -> TuneRow:
-    import inspector.compile_cache as compile_cache
-    from ..backends import Backend
-    from ..libtpu import ROOFLINE, Budget, estimate_times
     from ..pallas.analysis import analyse_pallas, compiler_scoped_vmem
     from ..report import build_report
     from ..stages import capture

@@ -3,20 +3,25 @@ device time. One process opens the chip for all of them (opening it costs second
 the sweep never does."""
 from __future__ import annotations
 
+import dataclasses
+
+import inspector.environment as environment
+
+from ..errors import InspectorError
+from ..measure.on_chip import chip_failure, measure_target, tpu_devices
+from ..remote import run_isolated
+from ..target import load_target
 from .model import RANKED, ChipRanking, TuneResult
 
 MEASURE_TOP = 8  # candidates measured per shape when --top does not say
 
 
 def measure_rankings(result: TuneResult, spec: str, shape_args: dict[str, str | None], fixed: dict, top: int,
-                     chip: str) -> None:
+                     chip: str) -> TuneResult:
     """Measure the ``top`` fastest-estimated ranked rows of each shape on ``chip`` (the attached
     one) and re-rank them by device time: measured rows first, fastest first, then the rest as the
     estimate ranked them. Rows get ``measured_seconds``; a candidate that failed on the chip gets
-    a note instead."""
-    import inspector.environment as environment
-    from ..remote import run_isolated
-
+    a note instead. The result with those rankings, measured on ``chip``."""
     jobs = []
     for shape in result.shapes:
         for ranking in shape.chips:
@@ -25,16 +30,20 @@ def measure_rankings(result: TuneResult, spec: str, shape_args: dict[str, str | 
             for row in [r for r in ranking.rows if r.status == RANKED][:top]:
                 jobs.append((shape.shape, shape_args[shape.shape], {**fixed, **row.params}, row))
     if not jobs:
-        return
+        return dataclasses.replace(result, measured_on=chip)
     answers = run_isolated(measure_candidates, spec, chip, [(args, params) for _, args, params, _ in jobs],
                            env=environment.chip_env())
-    for (_, _, _, row), answer in zip(jobs, answers):
-        if isinstance(answer, float):
-            row.measured_seconds = answer
-        else:
-            row.notes = [*row.notes, f"not measured on the chip: {answer}"]
-    for shape in result.shapes:
-        shape.chips = [rerank(r) if r.chip == chip else r for r in shape.chips]
+    measured = {id(row): dataclasses.replace(row, measured_seconds=answer) if isinstance(answer, float) else
+                dataclasses.replace(row, notes=[*row.notes, f"not measured on the chip: {answer}"])
+                for (_, _, _, row), answer in zip(jobs, answers)}
+
+    def with_times(ranking: ChipRanking) -> ChipRanking:
+        return rerank(dataclasses.replace(ranking, rows=[measured.get(id(r), r) for r in ranking.rows],
+                                          default=measured.get(id(ranking.default), ranking.default)))
+
+    shapes = [dataclasses.replace(shape, chips=[with_times(r) if r.chip == chip else r for r in shape.chips])
+              for shape in result.shapes]
+    return dataclasses.replace(result, shapes=shapes, measured_on=chip)
 
 
 def rerank(ranking: ChipRanking) -> ChipRanking:
@@ -44,23 +53,18 @@ def rerank(ranking: ChipRanking) -> ChipRanking:
     if not measured:
         return ranking
     rest = [r for r in ranking.rows if id(r) not in times]
-    best = measured[0]
-    for i, row in enumerate(measured, 1):
-        row.rank, row.ratio = i, times[id(row)] / times[id(best)]
+    fastest, estimate = times[id(measured[0])], measured[0].estimated_seconds
+    new = {id(row): dataclasses.replace(row, rank=i, ratio=times[id(row)] / fastest) for i, row in enumerate(measured, 1)}
     for i, row in enumerate((r for r in rest if r.status == RANKED), len(measured) + 1):
-        row.rank = i
-        row.ratio = row.estimated_seconds / best.estimated_seconds if row.estimated_seconds and best.estimated_seconds else None
-    return ChipRanking(ranking.chip, measured + rest, best, ranking.default)
+        new[id(row)] = dataclasses.replace(row, rank=i, ratio=row.estimated_seconds / estimate
+                                           if row.estimated_seconds and estimate else None)
+    rows = [new.get(id(r), r) for r in measured + rest]
+    return ChipRanking(chip=ranking.chip, rows=rows, best=rows[0], default=new.get(id(ranking.default), ranking.default))
 
 
 def measure_candidates(spec: str, chip: str, candidates: list[tuple[str | None, dict]]) -> list:
     """In the process that opens the chip: each candidate's device time (seconds), or why not (a line)."""
-    import inspector.environment as environment
-
     environment.prepare()
-    from ..errors import InspectorError
-    from ..measure.on_chip import chip_failure, measure_target, tpu_devices
-    from ..target import load_target
 
     try:
         tpu_devices()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..display import html
+
 # How a candidate ended, in the order a ranking lists them.
 RANKED = "ranked"  # compiled, with libtpu's time estimate
 UNTIMED = "untimed"  # compiled, but libtpu gave no time within the budget: a roofline bound only, not ranked
@@ -14,7 +16,7 @@ NOT_RUN = "not-run"  # the sweep was interrupted first
 STATUSES = (RANKED, UNTIMED, PRUNED, REFUSED, FAILED, NOT_RUN)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TuneRow:
     """One candidate on one chip for one input shape."""
 
@@ -73,7 +75,7 @@ def _text(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ChipRanking:
     """The rows of one shape on one chip: ranked by estimated time (by device time first, where
     tune --measure ran them on the chip), then the others by status."""
@@ -96,13 +98,13 @@ class ChipRanking:
         return sum(r.status == status for r in self.rows)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ShapeResult:
     shape: str
     chips: list[ChipRanking]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TuneResult:
     """A sweep of one target over candidates x chips x input shapes."""
 
@@ -159,6 +161,5 @@ class TuneResult:
                 f"{' (interrupted)' if self.interrupted else ''}; best {bests}>")
 
     def _repr_html_(self) -> str:  # Jupyter: a table per shape and chip with a bar per row (rich loads only here)
-        from ..display import html
 
         return html(self)

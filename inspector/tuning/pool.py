@@ -19,6 +19,9 @@ import sys
 import threading
 from typing import Callable
 
+from ..compile_cache import cache_dir
+from ..libtpu.child import receive, send
+
 _BOOT = ("import sys,json,os;sys.path[:]=json.loads(os.environ.pop('INSPECTOR_SYS_PATH'));"
          "from inspector.tuning.worker import main;main(int(sys.argv[1]))")
 
@@ -50,8 +53,6 @@ class _Worker:
         self.job = None  # what it is doing: (job id, kind, payload)
 
     def send(self, job_id, kind: str, payload) -> None:
-        from ..libtpu.child import send
-
         self.job = (job_id, kind, payload)
         try:
             send(self.proc.stdin.fileno(), (kind, payload))
@@ -59,8 +60,6 @@ class _Worker:
             pass  # it is gone: reading its answer says so
 
     def receive(self):
-        from ..libtpu.child import receive
-
         answer = receive(self.results)
         if answer is None:
             code = self.proc.wait()
@@ -142,8 +141,6 @@ class LocalPool:
         if self.debug:
             return sys.stderr
         if self._log is None:
-            from ..compile_cache import cache_dir
-
             try:
                 path = cache_dir() / "tune-workers.log"  # the last sweep's: --debug shows it live
                 path.parent.mkdir(parents=True, exist_ok=True)

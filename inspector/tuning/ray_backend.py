@@ -12,7 +12,12 @@ import sys
 import tempfile
 from typing import Callable
 
+import inspector.environment as environment
+
 from ..errors import UsageError
+from ..libtpu.runner import kept_sessions
+from ..tempdirs import new_folder
+from .evaluate import evaluate_task
 
 _SHIPPED = "tune-shipped"  # inspector-tune-shipped-*: see inspector.tempdirs
 
@@ -27,11 +32,8 @@ def _import_ray():
 
 def _remote_row(file_name: str, source: bytes, func: str, task: dict) -> dict:
     """On a Ray worker: write the shipped file (once per worker process), evaluate the candidate."""
-    import inspector.environment as environment
-
     environment.prepare()  # before jax loads in this worker
     _keep_sessions()
-    from .evaluate import evaluate_task
 
     path = _shipped_file(file_name, source)
     row = evaluate_task(dict(task, spec=f"{path}:{func}"))
@@ -50,8 +52,6 @@ def _shipped_file(file_name: str, source: bytes) -> str:
     (a cancel on Ctrl-C)."""
     import hashlib
 
-    from ..tempdirs import new_folder
-
     key = (file_name, hashlib.sha256(source).hexdigest())
     path = _SHIPPED_FILES.get(key)
     if path is None or not os.path.isfile(path):
@@ -69,8 +69,6 @@ def _keep_sessions() -> None:
     """A Ray worker runs many tasks: libtpu's dump child is kept between them (it dies with the worker)."""
     global _KEPT
     if _KEPT is None:
-        from ..libtpu.runner import kept_sessions
-
         _KEPT = kept_sessions()
         _KEPT.__enter__()
 

@@ -24,13 +24,15 @@ from pathlib import Path
 
 import inspector.compile_cache as compile_cache
 
+from ..atomic import write_atomic
+from ..compile_cache import _own_version, _version
+from ..errors import OutputError
+
 SCHEMA = 2  # 2: roofline-only rows are untimed, not ranked
 ROW, JOURNAL, PLAN = "tune-row", "tune-journal", "tune-plan"
 
 
 def versions() -> dict[str, str]:
-    from ..compile_cache import _own_version, _version  # importlib.metadata: no jax import
-
     found = {d: _version(d) for d in ("jax", "jaxlib", "libtpu")}
     found["inspector"] = _own_version()
     found["inspector code"] = code_fingerprint()
@@ -90,9 +92,6 @@ def load(key: str, kind: str):
 
 def store(key: str, kind: str, result) -> bool:
     """Written whole or not at all; a cache that cannot be written only costs time."""
-    from ..atomic import write_atomic
-    from ..errors import OutputError
-
     directory = compile_cache.cache_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)

@@ -11,16 +11,24 @@ import os
 import time
 from typing import Protocol
 
-from ..errors import UsageError
+import inspector.tuning.fingerprint as fingerprint
 import inspector.tuning.store as store
+import inspector.tuning.table as table  # the module: a test replaces its update_table
+from ..chips import parse_targets
+from ..errors import TargetFailure, UsageError
+from ..libtpu import Budget
+from ..tempdirs import sweep
 from .candidates import TunePlan, candidates, default_params, swept_values
+from .measured import measure_rankings
 from .model import FAILED, NOT_RUN, RANKED, STATUSES, TuneResult, TuneRow, sound_row
+from .pool import Cancelled, LocalPool, WorkerDied
 from .rank import rank_all
+from .ray_backend import RayPool
 
 REFRESH = "refresh"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SweepRequest:
     spec: str
     chips: list[str]
@@ -57,8 +65,6 @@ def cores() -> int:
 
 def check_chips(names: list[str]) -> list:
     """TPU chips only: the ranking is libtpu's estimate, which other targets do not have."""
-    from ..chips import parse_targets
-
     chips = parse_targets(",".join(names))
     other = [c.name for c in chips if not c.is_tpu]
     if other:
@@ -79,99 +85,103 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None, cancel=None) 
     """``cancel`` (a threading.Event), set from another thread, stops the sweep as Ctrl-C does: the
     workers are killed and what is done comes back, marked interrupted (set before the candidates
     are known, it raises pool.Cancelled instead: there is nothing to show yet)."""
-    from ..libtpu import Budget
-    from .pool import Cancelled, LocalPool
-
     progress = progress or _Quiet()
     started = time.perf_counter()
     chips = [c.name for c in check_chips(req.chips)]
     budget = dataclasses.asdict(Budget(**req.budget))
-    ray_pool = None
-    if req.ray:
-        from .ray_backend import RayPool
-
-        ray_pool = RayPool(req.ray, req.spec, debug=req.debug)  # a missing extra answers before any work
+    # a missing extra answers before any work
+    ray_pool = RayPool(req.ray, req.spec, debug=req.debug) if req.ray else None
     workers, workers_note = fit_workers(req.workers or cores())
     with LocalPool(workers, debug=req.debug, cancel=cancel) as local, (ray_pool or contextlib.nullcontext()):
         # Ray is reached first: an address that does not answer is one line before any work
         plan = _plan(req, local, budget)
         values = swept_values(plan, req.grid, req.fixed)
         default = default_params(plan, values, req.fixed)
-        combos = candidates(values, default)
-        import inspector.tuning.fingerprint as fingerprint
+        jobs = _Jobs(req, progress)
+        jobs.add(plan, chips, budget, candidates(values, default))
+        runner = ray_pool or local
+        interrupted = _run(jobs, runner, local, ray_pool is not None, progress)
+    ordered = [jobs.rows[i] for i in sorted(jobs.rows)]
+    cached = len(jobs.keys) - len(jobs.pending)
+    counts = {"total": len(ordered), "cached": cached, "done": sum(1 for r in ordered if r.status != NOT_RUN) - cached}
+    counts.update({status: sum(r.status == status for r in ordered) for status in STATUSES})
+    result = TuneResult(target=req.spec, swept=list(values), fixed=dict(req.fixed), defaults=default, shapes=rank_all([s for s, _ in plan.shapes], chips, ordered),
+                        counts=counts, interrupted=interrupted, wall_seconds=round(time.perf_counter() - started, 3),
+                        workers=min(runner.size, max(len(jobs.pending), 1)), runner=runner.runner, versions=store.versions())
+    if workers_note and ray_pool is None and len(jobs.pending) > workers:  # else memory held all that started
+        result = dataclasses.replace(result, notes=[*result.notes, workers_note])
+    if req.measure and not interrupted:
+        result = measure_rankings(result, req.spec, dict(plan.shapes), dict(req.fixed), req.measure, chips[0])
+    return _write_table(req, result) if req.table else result
 
+
+class _Jobs:
+    """The sweep's rows by job id: those the journal holds, the rest pending for the pool (each a
+    not-run row until its answer comes), and each answer journaled as it arrives."""
+
+    def __init__(self, req: SweepRequest, progress: Progress):
+        self.req, self.progress = req, progress
+        self.rows: dict[int, TuneRow] = {}
+        self.pending: list = []
+        self.keys: dict = {}
+
+    def add(self, plan: TunePlan, chips: list[str], budget: dict, combos) -> None:
+        """A job per shape, chip and candidate; from the journal where it has the row."""
+        req = self.req
         closure = fingerprint.digest(plan.closure)
-        rows: dict[int, TuneRow] = {}
-        pending: list = []
-        keys: dict = {}
         for label, args in plan.shapes:
             for chip in chips:
                 parts = store.request_parts(req.spec, chip, budget)
                 for params, is_default in combos:
-                    job_id = len(keys)
+                    job_id = len(self.keys)
                     full = {**req.fixed, **params}
-                    keys[job_id] = store.journal_key(parts, args, full, closure)
+                    self.keys[job_id] = store.journal_key(parts, args, full, closure)
                     base = dict(shape=label, chip=chip, params=params, default=is_default)
-                    hit = store.load(keys[job_id], store.JOURNAL) if req.cache is True else None
+                    hit = store.load(self.keys[job_id], store.JOURNAL) if req.cache is True else None
                     row = _row(hit, base) if hit is not None else None
                     if row is not None:
-                        rows[job_id] = dataclasses.replace(row, cached=True, wall_seconds=None)
+                        self.rows[job_id] = dataclasses.replace(row, cached=True, wall_seconds=None)
                         continue
-                    pending.append((job_id, "row", {"spec": req.spec, "args": args, "params": full, "swept": params,
-                                                    "shape": label, "chip": chip, "default": is_default,
-                                                    "budget": budget, "cache": req.cache}))
-                    rows[job_id] = TuneRow(**base, status=NOT_RUN, reason="the sweep was interrupted before it")
-        cached = len(keys) - len(pending)
-        interrupted = False
+                    self.pending.append((job_id, "row", {"spec": req.spec, "args": args, "params": full, "swept": params,
+                                                         "shape": label, "chip": chip, "default": is_default,
+                                                         "budget": budget, "cache": req.cache}))
+                    self.rows[job_id] = TuneRow(**base, status=NOT_RUN, reason="the sweep was interrupted before it")
 
-        def answered(job_id, status, value):
-            row = _answered(value) if status == "ok" and isinstance(value, dict) else None
-            if row is None:
-                base = {k: getattr(rows[job_id], k) for k in ("shape", "chip", "params", "default")}
-                why = value if status == "ok" else f"{type(value).__name__}: {value}"
-                row = TuneRow(**base, status=FAILED, reason=f"internal error: {why}"[:300], code="internal")
-            rows[job_id] = row
-            if req.cache and row.status != FAILED:  # a failure is cheap to see again, and may be fixed
-                stored = dataclasses.asdict(row)
-                stored.pop("cached", None)
-                store.store(keys[job_id], store.JOURNAL, stored)
-            progress.advance(row)
+    def _base(self, job_id: int) -> dict:
+        return {k: getattr(self.rows[job_id], k) for k in ("shape", "chip", "params", "default")}
 
-        def died(job_id, message):
-            base = {k: getattr(rows[job_id], k) for k in ("shape", "chip", "params", "default")}
-            rows[job_id] = TuneRow(**base, status=FAILED, reason=message, code="worker-died")
-            progress.advance(rows[job_id])
+    def answered(self, job_id, status, value) -> None:
+        row = _answered(value) if status == "ok" and isinstance(value, dict) else None
+        if row is None:
+            why = value if status == "ok" else f"{type(value).__name__}: {value}"
+            row = TuneRow(**self._base(job_id), status=FAILED, reason=f"internal error: {why}"[:300], code="internal")
+        self.rows[job_id] = row
+        if self.req.cache and row.status != FAILED:  # a failure is cheap to see again, and may be fixed
+            stored = dataclasses.asdict(row)
+            stored.pop("cached", None)
+            store.store(self.keys[job_id], store.JOURNAL, stored)
+        self.progress.advance(row)
 
-        runner = ray_pool or local
-        try:
-            if ray_pool is not None:
-                local.stop()  # the plan's worker: Ray does the rest
-            progress.start(len(keys), cached, min(runner.size, max(len(pending), 1)), runner.runner)
-            runner.run(pending, answered, died)
-        except (KeyboardInterrupt, Cancelled):
-            interrupted = True
-            local.kill()
-            from ..tempdirs import sweep
+    def died(self, job_id, message) -> None:
+        self.rows[job_id] = TuneRow(**self._base(job_id), status=FAILED, reason=message, code="worker-died")
+        self.progress.advance(self.rows[job_id])
 
-            sweep()  # the killed workers' folders (libtpu's logs and dumps) go now, not with the next run
-        finally:
-            progress.stop()
-    ordered = [rows[i] for i in sorted(rows)]
-    counts = {"total": len(ordered), "cached": cached, "done": sum(1 for r in ordered if r.status != NOT_RUN) - cached}
-    counts.update({status: sum(r.status == status for r in ordered) for status in STATUSES})
-    result = TuneResult(req.spec, list(values), dict(req.fixed), default, rank_all([s for s, _ in plan.shapes], chips, ordered),
-                        counts, interrupted, round(time.perf_counter() - started, 3),
-                        min(runner.size, max(len(pending), 1)), runner.runner, store.versions())
-    if workers_note and ray_pool is None and len(pending) > workers:  # else memory held all that started
-        result.notes.append(workers_note)
-    if req.measure and not interrupted:
-        from .measured import measure_rankings
 
-        measure_rankings(result, req.spec, dict(plan.shapes), dict(req.fixed), req.measure, chips[0])
-        result.measured_on = chips[0]
-    if req.table:
-        _write_table(req, result)
-    return result
+def _run(jobs: _Jobs, runner, local, on_ray: bool, progress: Progress) -> bool:
+    """The pending jobs on ``runner``; whether Ctrl-C (or ``cancel``) interrupted them."""
+    try:
+        if on_ray:
+            local.stop()  # the plan's worker: Ray does the rest
+        progress.start(len(jobs.keys), len(jobs.keys) - len(jobs.pending), min(runner.size, max(len(jobs.pending), 1)),
+                       runner.runner)
+        runner.run(jobs.pending, jobs.answered, jobs.died)
+    except (KeyboardInterrupt, Cancelled):
+        local.kill()
+        sweep()  # the killed workers' folders (libtpu's logs and dumps) go now, not with the next run
+        return True
+    finally:
+        progress.stop()
+    return False
 
 
 # A worker with its libtpu dump child: 1.66 GB resident for 2 workers at their peak on the small
@@ -218,17 +228,12 @@ def _row(data, base: dict) -> TuneRow | None:
 
 def _plan(req: SweepRequest, local, budget: dict) -> TunePlan:
     """From the journal when no file the target imported changed, else from a worker."""
-    import inspector.tuning.fingerprint as fingerprint
-
     parts = store.request_parts(req.spec, None, budget)
     key = store.plan_key(parts, req.args, list(req.grid))
     if req.cache is True and (hit := store.load(key, store.PLAN)) is not None:
         plan = _stored_plan(hit)
         if plan is not None and fingerprint.unchanged(plan.closure):
             return plan
-    from ..errors import TargetFailure
-    from .pool import WorkerDied
-
     try:
         plan = local.call("plan", (req.spec, list(req.args), list(req.grid)))
     except WorkerDied as err:  # os._exit or a crash while importing the target
@@ -243,10 +248,8 @@ def _plan(req: SweepRequest, local, budget: dict) -> TunePlan:
 def _holds_any(path: str, result: TuneResult) -> bool:
     """Whether the table has an entry for a shape and chip swept here (nothing ranked now: it is
     stale and goes, so the table is written though nothing is added)."""
-    from .table import read_table
-
     try:
-        entries = read_table(path, result.target)["entries"]
+        entries = table.read_table(path, result.target)["entries"]
     except UsageError:
         return True  # let the write say what is wrong with it
     return any(c.chip in entries.get(s.shape, {}) for s in result.shapes for c in s.chips)
@@ -271,9 +274,7 @@ def _stored_plan(hit) -> TunePlan | None:
             and (plan.takes is None or (isinstance(plan.takes, list) and all(isinstance(t, str) for t in plan.takes)))
             and pairs(plan.shapes, True) and plan.shapes and pairs(plan.closure, False)):
         return None
-    plan.shapes = [(s[0], s[1]) for s in plan.shapes]
-    plan.closure = [(f[0], f[1]) for f in plan.closure]
-    return plan
+    return dataclasses.replace(plan, shapes=[(s[0], s[1]) for s in plan.shapes], closure=[(f[0], f[1]) for f in plan.closure])
 
 
 def _exact_json(value) -> bool:
@@ -286,23 +287,17 @@ def _exact_json(value) -> bool:
     return False  # tuples (they come back as lists), objects
 
 
-def _write_table(req: SweepRequest, result: TuneResult) -> None:
-    from .table import update_table
-
+def _write_table(req: SweepRequest, result: TuneResult) -> TuneResult:
+    """The result with the tuning table written (``table``), or why not (``table_note``)."""
     assert req.table is not None  # called only when --table names a file
     if result.interrupted:
-        result.table_note = f"{req.table} not written: the sweep was interrupted (run again to finish it)"
-        return
+        return dataclasses.replace(result, table_note=f"{req.table} not written: the sweep was interrupted (run again to finish it)")
     if not any(c.best is not None for s in result.shapes for c in s.chips) and not _holds_any(req.table, result):
-        result.table_note = f"{req.table} not written: no candidate was ranked"
-        return
-    from ..errors import UsageError
-
+        return dataclasses.replace(result, table_note=f"{req.table} not written: no candidate was ranked")
     try:
-        result.table = update_table(req.table, result)
+        return dataclasses.replace(result, table=table.update_table(req.table, result))
     except UsageError as err:  # it changed during the sweep (a folder gone, another file): the rows still show
-        result.table_note = f"{req.table} not written: {err}"
-        result.table_failed = True
+        return dataclasses.replace(result, table_note=f"{req.table} not written: {err}", table_failed=True)
 
 
 __all__ = ["SweepRequest", "run_sweep", "check_chips", "cores", "RANKED"]

@@ -17,14 +17,17 @@ import contextlib
 import json
 import time
 
+from ..atomic import check_not_read_only, check_writable, our_output, read_regular, write_atomic
+from ..chips import get_chip
+from ..errors import OutputError, UsageError
+from ..specs import hlo_type
+
 SCHEMA = 1
 MAX_BYTES = 64 << 20  # a table holds a few hundred bytes per shape and chip: a larger file is not one
 
 
 def shape_key(*arrays) -> str:
     """The table's key for these inputs (arrays or ShapeDtypeStructs): "bf16[1024,1792] bf16[1792,4608]"."""
-    from ..specs import hlo_type
-
     return " ".join(hlo_type(str(a.dtype), tuple(a.shape)) for a in arrays)
 
 
@@ -51,9 +54,6 @@ def read_table(path: str, kernel: str | None = None) -> dict:
     """The table at ``path``, or a new one when there is no file; a file that is not a tuning
     table, or is another kernel's (``kernel``: the spec about to be written), is refused (it
     would be overwritten, or mixed with this kernel's parameters)."""
-    from ..atomic import read_regular
-    from ..errors import OutputError, UsageError
-
     try:
         data = read_regular(path, MAX_BYTES)  # /dev/zero, a pipe, a huge file: refused before reading
     except OutputError as err:
@@ -78,9 +78,6 @@ def read_table(path: str, kernel: str | None = None) -> dict:
 def check_table(path: str, kernel: str) -> None:
     """Before a sweep: the table can be written (its folder, not a folder itself, not read-only)
     and is a tuning table of this kernel, or no file yet; else a UsageError now, not after the sweep."""
-    from ..atomic import check_not_read_only, check_writable, our_output
-    from ..errors import UsageError
-
     if our_output(path) is not None:  # read, it is what we print; renamed over, what we print after is lost
         raise UsageError(f"--table {path} is this command's own output: give the table a file name "
                          "(--json prints the results)")
@@ -114,9 +111,6 @@ def update_table(path: str, result) -> str:
     """Add (or replace) each swept shape's best per chip; returns the path written. A chip swept
     again without a ranked candidate loses its old entry (it no longer holds). The read and the
     write hold a lock on the folder, so two sweeps writing one table both land."""
-    from ..atomic import write_atomic
-    from ..chips import get_chip
-
     with _folder_lock(path):
         table = read_table(path, result.target)
         table["kernel"] = table.get("kernel") or result.target

@@ -12,10 +12,15 @@ import os
 import signal
 import sys
 
+import inspector.environment as environment
+
+from ..libtpu.child import receive, send
+from ..libtpu.runner import kept_sessions
+from ..remote import _die_with_parent
+from .evaluate import evaluate_task, plan_target
+
 
 def _run(kind: str, payload):
-    from .evaluate import evaluate_task, plan_target
-
     if kind == "plan":
         return plan_target(*payload)
     if kind == "row":
@@ -24,19 +29,13 @@ def _run(kind: str, payload):
 
 
 def main(result_fd: int) -> None:
-    from ..libtpu.child import receive, send
-    from ..remote import _die_with_parent
-
     _die_with_parent()
     for sig in (signal.SIGINT, signal.SIGTTOU, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    import inspector.environment as environment
 
     environment.prepare()
     import contextlib
     import traceback
-
-    from ..libtpu.runner import kept_sessions
 
     with kept_sessions():
         while (job := receive(0)) is not None:

@@ -59,7 +59,7 @@ def _split(chip: str, func: str, n: int) -> dict:
     from inspector import environment
 
     environment.prepare()
-    from inspector import stages
+    from inspector import stages, xla_compile
     from inspector.backends import Backend
     from inspector.chips import get_chip
     from inspector.hlo.passes import read_dumps
@@ -79,7 +79,7 @@ def _split(chip: str, func: str, n: int) -> dict:
                 low = lowered()
                 t0, c0 = time.perf_counter(), time.process_time()
                 with backend.context():
-                    result, _ = stages._compile(low, backend, False, dump_to=None if case == "plain" else d,
+                    result, _ = xla_compile.compile_lowered(low, backend, False, dump_to=None if case == "plain" else d,
                                                 dump_metadata=case == "diff")
                 out[case].append((time.perf_counter() - t0, time.process_time() - c0))
                 if case != "plain":

@@ -140,12 +140,13 @@ def _estimate_one(payload):
     from inspector.chips import get_chip
     from inspector.libtpu import Budget
     from inspector.report import make_report
+    from inspector.view_table import Needs
     from inspector.target import load_target
 
     start = time.perf_counter()
     try:
         target = load_target(spec, args=args, sets=list(sets))
-        report = make_report(target, get_chip(chip_name), jaxpr_text=False, collectives=False, time=True,
+        report = make_report(target, get_chip(chip_name), Needs(compile=True, fusions=True, pallas=True, time=True),
                              time_budget=Budget(seconds=budget))
         a = report.fusions
         kernels = [{"name": k.name, "kind": k.kind, "repeat": k.repeat, "roofline_s": k.roofline_s,

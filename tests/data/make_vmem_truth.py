@@ -614,7 +614,7 @@ QUANTIZED = [qmm_job("qmm", dtype, *b) for dtype in ("bf16", "f8e4m3fn", "f8e5m2
 
 
 def targets(files: list[str]) -> list[str]:
-    from inspector.target import load_module
+    from inspector.user_files import load_module
 
     found = []
     for file in files:

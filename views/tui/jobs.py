@@ -10,7 +10,7 @@ from .app_base import AppBase
 from ...chips import CHIPS, get_chip
 from ...errors import UsageError
 from ...session import Session
-from ...target import parse_value
+from ...static_params import parse_value
 from .loading import message_of
 from .screens import CompareScreen, ParamsScreen, TargetScreen
 

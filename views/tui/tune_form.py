@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ...chips import DEFAULT_TPU
 from ...errors import InspectorError
-from ...target import parse_value, same_kind
+from ...static_params import parse_value, same_kind
 from .tune_table import param_text
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def sweep_request(form: TuneForm, session: Session, chips_text: str, values: dic
     fixed.update({name: form.current[name] for name in form.choices if name not in grid and name in form.current})
     if problems:
         return None, problems
-    request = SweepRequest(session.spec, chips, [session.args] if session.args else [], grid, fixed,
+    request = SweepRequest(spec=session.spec, chips=chips, args=[session.args] if session.args else [], grid=grid, fixed=fixed,
                            cache=session.use_cache and enabled())
     return request, []
 

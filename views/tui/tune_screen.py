@@ -25,7 +25,7 @@ from textual.widgets import DataTable, Input, Label, ProgressBar, Static
 
 from ...chips import DEFAULT_TPU
 from ...errors import InspectorError
-from ...target import split_spec
+from ...user_files import split_spec
 from ...tuning.table import update_table
 from .app_base import AppBase
 from .loading import message_of
