@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 
 from conftest import ROOT
 

@@ -310,6 +310,7 @@ def test_passes_tab_asks_for_pass_dumps_and_enter_shows_a_steps_diff():
 
 
 def test_measure_key_says_in_one_line_there_is_no_tpu_and_fills_the_measured_column_where_there_is(monkeypatch):
+    from inspector import session as session_mod
     from inspector.measure import run as measure_run
     from inspector.remote import Remote
     from inspector.measure.model import KernelMeasure, Measurement
@@ -330,7 +331,7 @@ def test_measure_key_says_in_one_line_there_is_no_tpu_and_fills_the_measured_col
             assert "TPU" in status(app) and not app.session.measure  # no chip here: one line, nothing run
             names.extend(k.name for k in app.report.fusions.kernels)
             monkeypatch.setattr(measure_run, "attached_for", lambda chip: chip)
-            monkeypatch.setattr(measure_run, "measure_on_chip", measured)
+            monkeypatch.setattr(session_mod, "measure_on_chip", measured)
             # the Session's work in this process, where the chip's measurement is faked
             monkeypatch.setattr(Remote, "call", lambda self, session, method, *args, epoch=None: getattr(session, method)(*args))
             await pilot.press("D")
