@@ -4,7 +4,7 @@
   process as a reader would run it (COLUMNS=100, no colour), and must exit as the block says
   (`# exit N` after the command; 0 otherwise) and print the first output line the block shows
   under it (whitespace aside). `# needs a TPU` marks a command skipped without one. Commands that
-  compile for a TPU (libtpu, deviceless) are marked `tpu`, those that run kernels in interpret
+  compile for a TPU (libtpu, deviceless) are marked `libtpu`, those that run kernels in interpret
   mode (diff) `slow`. Files a command writes go to a temporary folder.
 - the reference tables of docs/ (tests/gen_docs.py) match the code's own tables, and changing one
   entry of a table makes that check fail;
