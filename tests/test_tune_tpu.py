@@ -220,3 +220,29 @@ def test_ray_gives_the_same_table_as_local(sweep, ray_cluster):
     same = lambda rows: [{k: r[k] for k in keep} for r in rows]
     assert same(_rows(remote)) == same(_rows(local))
     assert json.loads(local.stdout)["shapes"][0]["chips"][0]["set_line"] == data["shapes"][0]["chips"][0]["set_line"]
+
+
+def test_a_time_a_busy_machine_cut_short_is_not_kept(monkeypatch, tmp_path):
+    """libtpu's simulation passed its time limit (a loaded machine): the row says so, and the next
+    run computes it again instead of reading "untimed" from the cache."""
+    import dataclasses
+
+    import inspector.tuning.evaluate as evaluate
+    from inspector.libtpu import estimate_times
+    from inspector.target import load_target
+
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
+    calls = []
+
+    def stopped(*args, **kwargs):
+        calls.append(1)
+        times = estimate_times(*args, **kwargs)
+        return dataclasses.replace(times, jobs=[dataclasses.replace(j, status="time-limit") for j in times.jobs])
+
+    monkeypatch.setattr(evaluate, "estimate_times", stopped)
+    target = load_target("samples/matmul.py:tiled", args="bf16[256,256] bf16[256,256]", sets=["bm=128", "bk=128", "bn=128"])
+    base = {"shape": "bf16[256,256] bf16[256,256]", "chip": "tpu-v5e", "params": {"bm": 128, "bk": 128, "bn": 128}}
+    for _ in range(2):
+        row = evaluate.evaluate_target(target, get_chip("tpu-v5e"), base, budget={"seconds": 60.0}, cache=True)
+        assert not row.cached
+    assert len(calls) == 2

@@ -84,7 +84,7 @@ def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) 
     shown = kernels if top <= 0 else kernels[:top]
     roofline = (f"roofline on {analysis.chip}" if analysis.chip else
                 "no roofline time (this target has no bandwidth figures; --roofline CHIP borrows a chip's)")
-    table = Table(title=f"kernels in schedule order{'' if sort == 'order' else f', by {sort}'}; {roofline}",
+    table = Table(title=f"kernels {'in schedule order' if sort == 'order' else f'by {sort}'}; {roofline}",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("#", justify="right", no_wrap=True)
     columns = table_columns(analysis)

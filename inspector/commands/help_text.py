@@ -25,13 +25,14 @@ def examples(*lines: str) -> str:
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
-TOP = examples(
+TOP = (examples(
     "inspector samples/attention.py:flash                        # the terminal UI",
     "inspector check samples/attention.py:flash --target tpu-v5e,tpu-v6e",
     "inspector show samples/attention.py:naive --view fusions --target tpu-v5e",
     "inspector tune samples/matmul.py:tiled --target tpu-v5e",
     "inspector VERB --help                                       # each verb's options and examples",
-) + "\n\nexit codes: 0 ok, 1 a finding is an error or the code failed, 2 usage, 3 check cannot decide, 130 Ctrl-C"
+) + "\n\nexit codes: 0 ok, 1 a finding is an error or the code failed, 2 usage, 3 check cannot decide, 4 the TPU is held "
+       "by another process, 130 Ctrl-C, 143 SIGTERM")
 
 EPILOGS = {
     "show": examples(

@@ -36,11 +36,11 @@ def _globals() -> _Parser:
     return common
 
 
-def _target_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
+def _target_options(p: argparse.ArgumentParser, json_flag: bool = True, otherwise: str = "cpu") -> None:
     p.add_argument("target", help="path/to/file.py:function or package.module:function")
     p.add_argument("--target", dest="chip", default=None, metavar="CHIP",
                    help="where to compile: cpu, gpu, or a TPU such as tpu-v5e (see `inspector chips`); default: the TPU "
-                        "attached to this machine (compiled without opening it), else cpu")
+                        f"attached to this machine (compiled without opening it), else {otherwise}")
     p.add_argument("--args", help='example inputs as shape specs, e.g. "bf16[4,2048,128] f32[] k=i32[16]" (default: INSPECT\'s args)')
     p.add_argument("--ref", help="reference function: name in the same file, or file.py:function (default: INSPECT's reference)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="static keyword parameter (repeatable)")
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="time for laying out the drawings (default 30); past it Graphviz's simpler settings, then a layout of our own")
     check = sub.add_parser("check", help="VMEM fit, layout rules and BlockSpec bugs of every pallas_call; exit 1 on a problem", parents=common,
                            epilog=EPILOGS["check"])
-    _target_options(check)
+    _target_options(check, otherwise=DEFAULT_TPU)
     check.set_defaults(chip=None)  # the attached TPU, else DEFAULT_TPU (chosen_chip)
     check.add_argument("--estimate-only", action="store_true", help="skip the real TPU compiles (libtpu); the static estimate only")
     check.add_argument("--sweep", action="store_true", help="also estimate every combination of INSPECT's params: which block sizes fit")

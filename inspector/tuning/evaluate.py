@@ -19,6 +19,7 @@ from ..chips import get_chip
 from ..errors import InspectorError, TargetFailure
 from ..jax_internals import tracing
 from ..libtpu import ROOFLINE, Budget, estimate_times
+from ..libtpu.estimate import STOPPED
 from ..specs import hlo_type, parse_specs
 from ..target import load_target
 from .candidates import TunePlan
@@ -115,14 +116,15 @@ def evaluate_target(target, chip, base: dict, *, budget: dict, cache) -> TuneRow
             cached = sound_row({**hit, **base}) if isinstance(hit, dict) else None
             if cached is not None:  # else another structure or a wrong type: computed afresh, below
                 return dataclasses.replace(cached, cached=True, wall_seconds=None)
-        row = _compile_and_time(target, chip, captured, base, budget, cache, done)
-        if cache:
+        stopped: list[str] = []
+        row = _compile_and_time(target, chip, captured, base, budget, cache, done, stopped)
+        if cache and not stopped:  # a figure a busy machine cut short is not the program's: never kept
             stored = {k: v for k, v in dataclasses.asdict(row).items() if k not in base}
             store.store(key, store.ROW, stored)
         return row
 
 
-def _compile_and_time(target, chip, captured, base, budget, cache, done) -> TuneRow:
+def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped: list[str]) -> TuneRow:
     from ..pallas.analysis import analyse_pallas, compiler_scoped_vmem
     from ..report import build_report
     from ..stages import capture
@@ -148,6 +150,7 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done) -> Tune
     report = build_report(target, chip, compiled, fusions=True, pallas=True)
     kernels = report.fusions.kernels if report.fusions is not None else None
     times = estimate_times(target, chip, budget=Budget(**budget), kernels=kernels, use_cache=cache is True)
+    stopped.extend(job.label for job in times.jobs if job.status in STOPPED)
     used = [u for u in compiler_scoped_vmem(stages.hlo or "") if u > 0]
     seconds = times.totals.get("estimated_seconds")
     bound, spills = _bound_and_spills(times)
