@@ -19,6 +19,8 @@ import os
 import traceback
 import warnings
 
+from .errors import ChipBusy, NoChip
+
 _QUIET_LIBTPU = {
     "TPU_SKIP_MDS_QUERY": "1",
     "TPU_WORKER_HOSTNAMES": "localhost",
@@ -241,11 +243,25 @@ def quiet(debug: bool = False):
             warnings.simplefilter("ignore")
             yield
     except (RuntimeError, AssertionError) as err:
-        from .measure.model import chip_failure
-
         usage = backend_failure(err) or chip_failure(err)
         if usage is None:
             raise
         raise usage from err
     finally:
         logger.setLevel(level)
+
+
+BUSY_SIGNS = ("Device or resource busy", "multi-process lockfile", "TPU is already in use", "already in use by process")
+
+
+def chip_failure(err: BaseException) -> Exception | None:
+    """ChipBusy or NoChip when ``err`` is jax failing to open the TPU, else None."""
+    text = str(err)
+    if any(sign in text for sign in BUSY_SIGNS):
+        return ChipBusy("the TPU is held by another process (one process at a time can run on it: a training job, a "
+                        "notebook, another `inspector diff/--measure`): run again when it is free; every deviceless verb "
+                        "(show, check, tune, export without --measure) works meanwhile; in your own Python process, set "
+                        "JAX_PLATFORMS=cpu before jax starts to compile for TPU targets without the chip")
+    if "Unable to initialize backend 'tpu'" in text:
+        return NoChip(f"jax cannot open the TPU here ({text.splitlines()[0][:200]})")
+    return None

@@ -32,3 +32,13 @@ class AnalysisFailed(InspectorError):
 
 class OutputError(UsageError):
     """Standard output or an output file cannot be written (closed, full, a missing folder)."""
+
+
+class NoChip(UsageError):
+    """--measure (or another run on the chip) where no TPU is attached."""
+
+
+class ChipBusy(InspectorError):
+    """The attached TPU is held by another process (one process at a time can open it)."""
+
+    exit_code = EXIT_UNAVAILABLE

@@ -58,7 +58,7 @@ def check_measure(measure: bool) -> None:
     if not measure:
         return
     from .environment import may_use_chip, tpu_attached
-    from .measure import NoChip
+    from .errors import NoChip
 
     if not tpu_attached():
         raise NoChip("--measure runs the program on a TPU attached to this machine, and this machine has none: "

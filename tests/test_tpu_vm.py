@@ -69,7 +69,7 @@ def test_profile_without_device_plane_is_one_line():
 ])
 def test_a_chip_that_cannot_be_opened_is_one_line(text, kind):
     from inspector.errors import EXIT_UNAVAILABLE, EXIT_USAGE
-    from inspector.measure.on_chip import chip_failure
+    from inspector.environment import chip_failure
 
     found = chip_failure(RuntimeError(text))
     assert (type(found).__name__ if found else None) == kind

@@ -200,7 +200,7 @@ def work(opts):
         with contextlib.redirect_stdout(sys.stderr):
             return _WORK[opts.verb](opts)
     except (RuntimeError, AssertionError) as err:  # JAX_PLATFORMS names a backend jax cannot start; the TPU is busy
-        from ..measure.on_chip import chip_failure
+        from ..environment import chip_failure
 
         failure = environment.backend_failure(err) or chip_failure(err)
         if failure is None:

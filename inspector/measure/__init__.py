@@ -5,6 +5,6 @@ time read back from its trace (``--measure``, ``tune --measure``, diff on a TPU)
 committed traces), ``on_chip`` runs a target on the chip (in a process of its own, the only one of
 the inspector's that opens the chip), ``attach`` matches a measurement to a Report's kernels.
 """
-from .model import ChipBusy, KernelMeasure, Measurement, NoChip
+from .model import KernelMeasure, Measurement
 
-__all__ = ["ChipBusy", "KernelMeasure", "Measurement", "NoChip"]
+__all__ = ["KernelMeasure", "Measurement"]

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import EXIT_UNAVAILABLE, InspectorError, UsageError
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class KernelMeasure:
@@ -39,29 +37,3 @@ class Measurement:
     @property
     def kernels_seconds(self) -> float:
         return sum(k.seconds for k in self.kernels)
-
-
-class NoChip(UsageError):
-    """--measure (or another run on the chip) where no TPU is attached."""
-
-
-class ChipBusy(InspectorError):
-    """The attached TPU is held by another process (one process at a time can open it)."""
-
-    exit_code = EXIT_UNAVAILABLE
-
-
-BUSY_SIGNS = ("Device or resource busy", "multi-process lockfile", "TPU is already in use", "already in use by process")
-
-
-def chip_failure(err: BaseException) -> Exception | None:
-    """ChipBusy or NoChip when ``err`` is jax failing to open the TPU, else None."""
-    text = str(err)
-    if any(sign in text for sign in BUSY_SIGNS):
-        return ChipBusy("the TPU is held by another process (one process at a time can run on it: a training job, a "
-                        "notebook, another `inspector diff/--measure`): run again when it is free; every deviceless verb "
-                        "(show, check, tune, export without --measure) works meanwhile; in your own Python process, set "
-                        "JAX_PLATFORMS=cpu before jax starts to compile for TPU targets without the chip")
-    if "Unable to initialize backend 'tpu'" in text:
-        return NoChip(f"jax cannot open the TPU here ({text.splitlines()[0][:200]})")
-    return None

@@ -10,7 +10,9 @@ import functools
 import math
 import time
 
-from .model import Measurement, NoChip, chip_failure
+from ..environment import chip_failure
+from ..errors import NoChip
+from .model import Measurement
 from .profile import UnreadableTrace, newest_trace, read_profile, summary
 
 # what a measurement aims for: enough runs for a stable median, within a bounded time
@@ -92,4 +94,4 @@ def measure_target(target, *, chip_name: str, seed: int = 0, runs: int | None = 
     return measure_function(functools.partial(target.fn, **target.params), args, kwargs, chip_name=chip_name, runs=runs)
 
 
-__all__ = ["UnreadableTrace", "chip_failure", "measure_compiled", "measure_function", "measure_target", "tpu_devices"]
+__all__ = ["UnreadableTrace", "measure_compiled", "measure_function", "measure_target", "tpu_devices"]

@@ -13,7 +13,8 @@ from ..backends import attached_chip
 from ..chips import Chip
 from ..errors import UsageError
 from ..remote import run_isolated
-from .model import Measurement, NoChip
+from ..errors import NoChip
+from .model import Measurement
 
 
 def attached_for(chip: Chip) -> Chip:
@@ -42,7 +43,8 @@ def _measure_child(load: Callable, chip_name: str, debug: bool) -> Measurement:
     environment.prepare(debug=debug)
     from ..errors import TargetFailure
     from ..user_code import describe_error, reraise_interrupt
-    from .on_chip import chip_failure, measure_target
+    from ..environment import chip_failure
+    from .on_chip import measure_target
 
     target = load()
     with contextlib.redirect_stdout(sys.stderr):

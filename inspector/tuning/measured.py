@@ -8,7 +8,8 @@ import dataclasses
 import inspector.environment as environment
 
 from ..errors import InspectorError
-from ..measure.on_chip import chip_failure, measure_target, tpu_devices
+from ..environment import chip_failure
+from ..measure.on_chip import measure_target, tpu_devices
 from ..remote import run_isolated
 from ..target import load_target
 from .model import RANKED, ChipRanking, TuneResult
