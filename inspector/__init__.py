@@ -10,11 +10,11 @@ The Python API (notebooks and scripts)::
     inspector.compare("samples/attention.py:flash", None, params_a={"block_q": 128}, params_b={"block_q": 256})
 
 ``import inspector`` sets, where unset, the variables that keep libtpu quiet and shareable and
-jax's local backend off a TPU probe (``inspector.environment``). Import it before jax for all of
+jax's local backend off a TPU probe (``inspector.base.environment``). Import it before jax for all of
 them to apply. Imported after jax, it still sets the libtpu ones (libtpu reads them when it
 loads) and, if jax has not started a backend and nobody chose ``JAX_PLATFORMS``, sets
 ``jax_platforms`` through ``jax.config``; once jax has started its backends they are left as
-they are (``inspector.environment.import_state`` says which case held). Nothing prints: the
+they are (``inspector.base.environment.import_state`` says which case held). Nothing prints: the
 functions return data (a Report, CheckResult or DiffResult, shown as HTML in Jupyter), raise an
 ``InspectorError`` for bad input, and keep jax's logs and warnings quiet while they run.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .environment import prepare_on_import as _prepare_on_import
+from .base.environment import prepare_on_import as _prepare_on_import
 from .version import __version__ as __version__
 
 
@@ -30,7 +30,7 @@ _prepare_on_import()
 
 from .api import check, compare, diff, inspect  # noqa: E402  (after the environment is prepared)
 from .tuning.api import tune  # noqa: E402
-from .errors import InspectorError, TargetFailure, UsageError  # noqa: E402
+from .base.errors import InspectorError, TargetFailure, UsageError  # noqa: E402
 
 if TYPE_CHECKING:
     from .comparison import Compare

@@ -22,22 +22,22 @@ import contextlib
 import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from .backends import default_target, local_chip
-from .chips import DEFAULT_TPU, Chip, get_chip, parse_targets
-from .environment import quiet
-from .errors import TargetFailure, UsageError
-from .sharding import check_mesh, parse_mesh, parse_specs
-from .user_code import describe_error
-from .verb_rules import check_chips, diff_simulated_chip, require_two_variants
+from .compilation.backends import default_target, local_chip
+from .base.chips import DEFAULT_TPU, Chip, get_chip, parse_targets
+from .base.environment import quiet
+from .base.errors import TargetFailure, UsageError
+from .compilation.sharding import check_mesh, parse_mesh, parse_specs
+from .base.user_code import describe_error
+from .commands.verb_rules import check_chips, diff_simulated_chip, require_two_variants
 from .view_table import Needs
 
 if TYPE_CHECKING:
-    from .chips import Chip
+    from .base.chips import Chip
     from .comparison import Compare
     from .pallas.check import CheckResult
     from .report import Report
     from .run.result import DiffResult
-    from .target import Target
+    from .compilation.target import Target
 
 @contextlib.contextmanager
 def _call():
@@ -53,7 +53,7 @@ def _call():
 def _inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """Positional and keyword inputs; strings are shape specs (a string may hold several, and
     ``name=f32[8]`` in one gives a keyword input)."""
-    from .target_inputs import inputs_from_specs
+    from .compilation.target_inputs import inputs_from_specs
 
     pos: list = []
     kw: dict = {}
@@ -84,7 +84,7 @@ def _reference(reference, module_spec: str | None) -> Callable | None:
         return reference
     if not isinstance(reference, str):
         raise UsageError(f"reference must be a function or a 'file.py:function' spec, not a {type(reference).__name__}")
-    from .user_files import load_module, resolve_callable, split_spec
+    from .compilation.user_files import load_module, resolve_callable, split_spec
 
     if ":" in reference:
         where, func = split_spec(reference)
@@ -118,7 +118,7 @@ def make_target(fn_or_spec: Callable | str, args: tuple = (), kwargs: dict | Non
                 shardings=None) -> Target:
     """The Target the stages trace: from a ``"file.py:function"`` spec (its INSPECT entry gives the
     defaults; inputs, params, reference, mesh and shardings given here win) or from a function object."""
-    from .target import callable_target, load_target
+    from .compilation.target import callable_target, load_target
 
     if params is not None and not isinstance(params, dict):
         raise UsageError(f"params must be a dict of static keyword values, not a {type(params).__name__}")
@@ -145,7 +145,7 @@ def resolve_chip(name: str | Chip) -> Chip:
 
 
 def _use_cache(cache: bool) -> bool:
-    from .compile_cache import enabled as cache_enabled
+    from .compilation.compile_cache import enabled as cache_enabled
 
     return bool(cache) and cache_enabled()
 

@@ -22,7 +22,7 @@ from .commands import tune, verbs
 from .commands.parser import VERBS as verb_names, build_parser, chosen_chip, normalise
 from .commands.process import (EXIT_SIGINT, EXIT_SIGTERM, TERMINATING, Terminated, fail, internal_error, is_stdout_error,
                                main_thread, on_sigterm, reopen_std_streams, silence_stdout, stdout_usable)
-from .errors import InspectorError, OutputError, UsageError
+from .base.errors import InspectorError, OutputError, UsageError
 
 VERBS = {"show": verbs.show, "check": verbs.check, "diff": verbs.diff, "export": verbs.export, "chips": verbs.chips,
          "tui": verbs.tui, "cache": verbs.cache, "compare": verbs.compare, "doctor": verbs.doctor, "tune": tune.tune_verb}
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None, *, isolate: bool = True) -> int:
 
 def _main(argv: list[str], isolate: bool, debug: bool) -> int:
     reopen_std_streams()
-    import inspector.environment as environment
+    import inspector.base.environment as environment
 
     environment.prepare(debug=debug)
     try:
@@ -76,7 +76,7 @@ def _main(argv: list[str], isolate: bool, debug: bool) -> int:
 
 
 def entry() -> None:
-    from .environment import reexec_for_utf8
+    from .base.environment import reexec_for_utf8
 
     reexec_for_utf8()  # LC_ALL=C and a UTF-8 file name: the same command in UTF-8 mode
     sys.exit(main())

@@ -15,7 +15,7 @@ import dataclasses
 
 from .display import html
 from .report import Report
-from .stages import SIMULATED_CHIP
+from .compilation.stages import SIMULATED_CHIP
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

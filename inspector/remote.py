@@ -12,11 +12,11 @@ import threading
 from collections.abc import Mapping
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 
-from .errors import AnalysisFailed
+from .base.errors import AnalysisFailed
 
 
 def worker_log():
-    from .compile_cache import cache_dir
+    from .compilation.compile_cache import cache_dir
 
     return cache_dir() / "tui-worker.log"
 
@@ -24,7 +24,7 @@ def worker_log():
 def _start() -> None:
     import os
 
-    import inspector.environment as environment
+    import inspector.base.environment as environment
 
     environment.prepare()
     os.nice(5)  # on a 2-core machine the compile's threads would otherwise starve the UI's
@@ -253,7 +253,7 @@ def _import_answer_types() -> None:
 
 def _sweep() -> None:
     """Remove the temporary folders of processes that have ended (see tempdirs); never fails."""
-    from .tempdirs import sweep
+    from .base.tempdirs import sweep
 
     try:
         sweep()
@@ -291,7 +291,7 @@ def _child_main(result_fd: int) -> None:
     for sig in (signal.SIGINT, signal.SIGTTOU, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     fn, args = pickle.loads(sys.stdin.buffer.read())
-    from .progress import report_to
+    from .base.progress import report_to
 
     report_to(sys.stderr)  # a step that takes long says so on the user's terminal
     devnull = os.open(os.devnull, os.O_RDONLY)

@@ -7,28 +7,28 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import write_atomic
-from .backends import Backend
-from .chips import CHIPS, Chip
+from .base.atomic import write_atomic
+from .compilation.backends import Backend
+from .base.chips import CHIPS, Chip
 from .display import html, print_view
-from .errors import UsageError
-from .findings import Finding, by_severity
+from .base.errors import UsageError
+from .base.findings import Finding, by_severity
 from .hlo.collectives import CollectiveAnalysis, analyse_collectives
 from .hlo.fusions import FusionAnalysis, analyse_fusions
 from .hlo.graph import build_dot, render_svg
 from .hlo.passes import PassLog
 from .libtpu import Budget, TimeEstimate, estimate_times
 from .measure import Measurement
-from .memory import MemoryReport, analyse_memory
+from .hlo.memory import MemoryReport, analyse_memory
 from .mosaic.passes import MosaicPasses, capture_mosaic_passes
 from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, compiler_vmem_by_call, defer_to_compiler, refused_by_compiler
-from .pass_dumps import capture_with_passes
-from .specs import hlo_type
-from .stage_records import STAGES, Capture, Stages
-from .stages import SIMULATED_CHIP, capture
-from .target import Target
-from .user_code import short_path
-from .units import fmt_bytes, fmt_time
+from .compilation.pass_dumps import capture_with_passes
+from .base.specs import hlo_type
+from .compilation.stage_records import STAGES, Capture, Stages
+from .compilation.stages import SIMULATED_CHIP, capture
+from .compilation.target import Target
+from .base.user_code import short_path
+from .base.units import fmt_bytes, fmt_time
 from .view_table import SHOW_VIEWS, SORT_ORDERS, Needs
 
 

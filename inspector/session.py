@@ -11,16 +11,16 @@ import re
 import sys
 from pathlib import Path
 
-from .atomic import write_atomic
-from .backends import Backend, attached_chip
-from .chips import DEFAULT_TPU, get_chip
-from .compile_cache import cache_dir
-from .errors import InspectorError
+from .base.atomic import write_atomic
+from .compilation.backends import Backend, attached_chip
+from .base.chips import DEFAULT_TPU, get_chip
+from .compilation.compile_cache import cache_dir
+from .base.errors import InspectorError
 from .hlo.graph import dot_available
 from .measure.run import measure_on_chip
 from .mosaic.kept import kept_mosaic_diff
-from .target import load_target
-from .user_files import split_spec
+from .compilation.target import load_target
+from .compilation.user_files import split_spec
 from .view_table import Needs
 
 # Text that says a file holds (or imports) Pallas TPU kernels; GPU-only Pallas says plgpu/triton.
@@ -56,7 +56,7 @@ class Session:
             for name, module in list(sys.modules.items()):
                 if (path := getattr(module, "__file__", None)) and os.path.abspath(path) == os.path.abspath(where):
                     del sys.modules[name]
-            import inspector.stages as stages
+            import inspector.compilation.stages as stages
             stages._MEMO.clear()
         return load_target(self.spec, args=self.args, ref=self.ref, sets=self.sets, mesh=self.mesh, shard=self.shard)
 
@@ -86,7 +86,7 @@ class Session:
     def pass_diff(self, select: str):
         """The unified diff of one step of the pass pipeline (``--pass select``), from a compile
         with pass dumps this worker keeps for the module (the next step's diff is read, not compiled)."""
-        from .pass_dumps import kept_diff
+        from .compilation.pass_dumps import kept_diff
 
         return kept_diff(self.target(), Backend(get_chip(self.chip)), select)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..chips import get_chip
+from ..base.chips import get_chip
 
 LANES = 128  # the attention kernels keep their per-row statistics lane-dense: (rows, 128) f32
 F32 = 4

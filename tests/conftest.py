@@ -20,7 +20,7 @@ if "INSPECTOR_CACHE_DIR" not in os.environ:  # a private cache, removed when the
 
     os.environ["INSPECTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inspector-test-cache-")
     atexit.register(shutil.rmtree, os.environ["INSPECTOR_CACHE_DIR"], ignore_errors=True)
-from inspector import environment  # noqa: E402
+from inspector.base import environment  # noqa: E402
 
 environment.prepare()
 
@@ -40,11 +40,11 @@ _REPORTS: dict = {}
 def shared_report(spec: str, chip: str):
     """One Report (fusions and Pallas views) per target and chip, shared by every test file that
     runs a corpus through the views: one trace and compile each."""
-    from inspector.backends import Backend
-    from inspector.chips import get_chip
+    from inspector.compilation.backends import Backend
+    from inspector.base.chips import get_chip
     from inspector.report import build_report
-    from inspector.stages import capture
-    from inspector.target import load_target
+    from inspector.compilation.stages import capture
+    from inspector.compilation.target import load_target
 
     if (spec, chip) not in _REPORTS:
         target = load_target(spec)
@@ -97,7 +97,7 @@ class HeldOut:
     """A held-out round's vendored kernels (tests/data/<folder>/): one entry per INSPECT name."""
 
     def __init__(self, folder: str):
-        from inspector.user_files import load_module
+        from inspector.compilation.user_files import load_module
 
         self.corpus = DATA / folder
         self.files = sorted(self.corpus.glob("*.py"))
@@ -140,9 +140,9 @@ def round_tests(held: HeldOut, chips: list[str]) -> tuple:
     @pytest.mark.libtpu
     @pytest.mark.parametrize("spec", held.params())
     def the_estimate_finds_no_error(spec):
-        from inspector.chips import get_chip
+        from inspector.base.chips import get_chip
         from inspector.pallas.check import run_check
-        from inspector.target import load_target
+        from inspector.compilation.target import load_target
 
         estimate = run_check(load_target(spec), [get_chip(c) for c in chips], estimate_only=True)
         assert errors(estimate.findings) == [] and estimate.ok
@@ -153,9 +153,9 @@ def round_tests(held: HeldOut, chips: list[str]) -> tuple:
     @pytest.mark.parametrize("spec", held.params())
     def check_agrees_with_libtpu(spec):
         """libtpu's compile on v5e fits each entry at INSPECT's shape, as the estimate says."""
-        from inspector.chips import get_chip
+        from inspector.base.chips import get_chip
         from inspector.pallas.check import run_check
-        from inspector.target import load_target
+        from inspector.compilation.target import load_target
 
         real = run_check(load_target(spec), [get_chip("tpu-v5e")])
         assert errors(real.findings) == [] and real.ok
@@ -177,12 +177,12 @@ def estimate_against_truth(name: str) -> list[tuple[dict, bool | None, int]]:
     import json
     from importlib import metadata
 
-    from inspector.backends import Backend
-    from inspector.chips import get_chip
+    from inspector.compilation.backends import Backend
+    from inspector.base.chips import get_chip
     from inspector.pallas.discovery import find_pallas_calls
     from inspector.pallas.vmem import budget, estimate_fits
-    from inspector.stages import capture
-    from inspector.target import load_target
+    from inspector.compilation.stages import capture
+    from inspector.compilation.target import load_target
 
     truth = json.loads((DATA / name).read_text())
     assert truth["libtpu"] == metadata.version("libtpu"), f"{name} was made with another libtpu: compile the rows again"
@@ -272,7 +272,7 @@ def run_cli():
 def _chip_tests_need_a_chip(request):
     """@pytest.mark.tpu: the test runs programs on an attached TPU; without one it is skipped."""
     if request.node.get_closest_marker("tpu"):
-        from inspector.backends import attached_chip
+        from inspector.compilation.backends import attached_chip
 
         if attached_chip() is None:
             pytest.skip("needs a TPU attached to this machine (a TPU VM)")
@@ -284,7 +284,7 @@ def _libtpu_marker_is_honest(request, monkeypatch):
     `-m "not libtpu"` really runs without libtpu compiles."""
     if request.node.get_closest_marker("libtpu"):
         return
-    from inspector import backends
+    from inspector.compilation import backends
 
     def refuse(topology):
         raise AssertionError(f"this test compiles for a TPU ({topology}): mark it @pytest.mark.libtpu")

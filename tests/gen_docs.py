@@ -10,8 +10,8 @@ A page holds a block between two markers, and only the text between them is rewr
     <!-- end generated: findings -->
 
 The tables: ``views`` (inspector/view_table.py: the TUI's tabs and `show --view`), ``findings``
-(inspector/findings.py's CODES), ``chips`` (inspector/chips.py's CHIPS), ``exit-codes`` (the
-EXIT_* constants of inspector/errors.py and inspector/commands/process.py, with the comment on
+(inspector/base/findings.py's CODES), ``chips`` (inspector/base/chips.py's CHIPS), ``exit-codes`` (the
+EXIT_* constants of inspector/base/errors.py and inspector/commands/process.py, with the comment on
 their line), ``vmem-rules`` (inspector/pallas/vmem_rules.py's RULES, each with its evidence from
 inspector/pallas/vmem_rule_evidence.json). tests/test_docs.py fails when a page and the code disagree.
 """
@@ -47,15 +47,15 @@ def views_table() -> str:
 
 
 def findings_table() -> str:
-    from inspector.findings import CODES
+    from inspector.base.findings import CODES
 
     rows = [[f"`{c.name}`", c.severity, "per chip" if c.per_chip else "once", c.view, c.summary] for c in CODES.values()]
     return _table(["code", "severity", "reported", "evidence in", "what"], rows)
 
 
 def chips_table() -> str:
-    from inspector.chips import CHIPS
-    from inspector.units import fmt_bytes
+    from inspector.base.chips import CHIPS
+    from inspector.base.units import fmt_bytes
 
     def figure(value, scale=1.0, digits=0):
         return "-" if value is None else f"{value / scale:,.{digits}f}"
@@ -72,7 +72,7 @@ def exit_codes() -> list[tuple[int, str, str]]:
     """(code, name, meaning) of every EXIT_* constant, the meaning from the comment on its line
     (errors.py says what each code means there; process.py names the signals)."""
     found: dict[int, tuple[int, str, str]] = {}
-    for path in (ROOT / "inspector" / "errors.py", ROOT / "inspector" / "commands" / "process.py"):
+    for path in (ROOT / "inspector" / "base" / "errors.py", ROOT / "inspector" / "commands" / "process.py"):
         source = path.read_text()
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
         for line_no, line in enumerate(source.splitlines(), 1):

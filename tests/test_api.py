@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 
 import inspector
-from inspector.errors import InspectorError, TargetFailure, UsageError
+from inspector.base.errors import InspectorError, TargetFailure, UsageError
 
 NAIVE = "samples/attention.py:naive"
 SPECS = "f32[2,128,32] f32[2,128,32] f32[2,128,32]"
@@ -58,10 +58,10 @@ def test_function_objects_with_the_same_name_do_not_collide():
     assert "exp" in b.stages.op_counts["jaxpr"] and "exp" not in a.stages.op_counts["jaxpr"]
 
     # the in-process memo the terminal UI uses keys by the function object, not by its name
-    from inspector.backends import Backend
-    from inspector.chips import get_chip
-    from inspector.stages import capture
-    from inspector.target import callable_target
+    from inspector.compilation.backends import Backend
+    from inspector.base.chips import get_chip
+    from inspector.compilation.stages import capture
+    from inspector.compilation.target import callable_target
 
     cpu = Backend(get_chip("cpu"))
     first = capture(callable_target(make("tanh"), (x,), {}), cpu, compile=False)
@@ -218,7 +218,7 @@ def _python(code: str, env_drop=("JAX_PLATFORMS", "TF_CPP_MIN_LOG_LEVEL", "GLOG_
 def test_import_prepares_the_environment_before_and_after_jax():
     out = _python("""
         import os, inspector
-        from inspector import environment
+        from inspector.base import environment
         print(environment.import_state, os.environ["JAX_PLATFORMS"], os.environ["TPU_SKIP_MDS_QUERY"])
         import jax, logging
         print(jax.devices()[0].platform, logging.getLogger("jax").level)  # the user's jax logger is left alone
@@ -229,7 +229,7 @@ def test_import_prepares_the_environment_before_and_after_jax():
     # jax imported first, no backend yet: jax_platforms set through jax.config, libtpu kept quiet
     out = _python("""
         import jax, inspector
-        from inspector import environment
+        from inspector.base import environment
         print(environment.import_state, jax.config.jax_platforms, jax.devices()[0].platform)
         """)
     assert out.returncode == 0, out.stderr
@@ -242,7 +242,7 @@ def test_import_prepares_the_environment_before_and_after_jax():
         import jax
         jax.devices()
         import inspector
-        from inspector import environment
+        from inspector.base import environment
         print(environment.import_state, jax.config.jax_platforms)
         """)
     assert out.returncode == 0, out.stderr
@@ -252,7 +252,7 @@ def test_import_prepares_the_environment_before_and_after_jax():
 def test_debug_undoes_the_quiet_logs_import_set():
     out = _python("""
         import os, inspector
-        from inspector import environment
+        from inspector.base import environment
         before = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
         environment.prepare(debug=True)
         print(before, os.environ.get("TF_CPP_MIN_LOG_LEVEL", "unset"))
@@ -263,7 +263,7 @@ def test_debug_undoes_the_quiet_logs_import_set():
         import os
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"   # the user's own: kept
         import inspector
-        from inspector import environment
+        from inspector.base import environment
         environment.prepare(debug=True)
         print(os.environ["TF_CPP_MIN_LOG_LEVEL"])
         """)

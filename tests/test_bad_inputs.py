@@ -478,7 +478,7 @@ def test_a_cache_entry_that_is_not_a_file_is_a_miss_then_replaced(tmp_path, monk
     thing itself (never writes through it) with a regular entry."""
     import threading
 
-    from inspector import compile_cache
+    from inspector.compilation import compile_cache
 
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
     key = "3" * 64

@@ -150,10 +150,10 @@ def test_no_dump_folder_survives_a_signal(tmp_path, case):
 
 
 def test_a_folder_of_a_killed_process_is_swept_and_a_live_ones_is_not(tmp_path, monkeypatch):
-    from inspector import tempdirs
+    from inspector.base import tempdirs
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    make = ("import sys, time; from inspector.tempdirs import new_folder; f = new_folder('llo'); "
+    make = ("import sys, time; from inspector.base.tempdirs import new_folder; f = new_folder('llo'); "
             "open(f + '/bundles.txt', 'w').write('x'); print(f, flush=True); time.sleep(600)")
     procs = [subprocess.Popen([sys.executable, "-c", make], stdout=subprocess.PIPE, text=True,
                               env=dict(os.environ, TMPDIR=str(tmp_path))) for _ in range(2)]
@@ -174,7 +174,7 @@ class _Dumper:
     """Stands in for the terminal UI's Session: a call that writes a dump folder, then works on."""
 
     def dump_and_wait(self, mark: str) -> None:
-        from inspector.tempdirs import new_folder
+        from inspector.base.tempdirs import new_folder
 
         Path(mark).write_text(new_folder("mosaic"))
         time.sleep(600)
@@ -204,7 +204,7 @@ def test_a_cancel_in_the_terminal_ui_sweeps_the_killed_workers_folders(tmp_path,
 
 
 def test_temp_folder_is_removed_on_every_path(tmp_path, monkeypatch):
-    from inspector import tempdirs
+    from inspector.base import tempdirs
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     before = tempdirs.owned()  # this process's own (the libtpu log folder)
@@ -288,7 +288,7 @@ def test_an_exception_that_cannot_be_pickled_still_reaches_the_parent_with_its_m
 
 
 def test_our_own_errors_cross_as_themselves():
-    from inspector.errors import UsageError
+    from inspector.base.errors import UsageError
     from inspector.remote import _picklable
 
     again = _picklable(UsageError("a line"))
@@ -299,7 +299,7 @@ def test_our_own_errors_cross_as_themselves():
 
 
 def test_write_atomic_keeps_the_mode_of_the_file_it_replaces(tmp_path):
-    from inspector.atomic import write_atomic
+    from inspector.base.atomic import write_atomic
 
     private = tmp_path / "priv.json"
     private.write_text("{}")
@@ -346,7 +346,7 @@ def test_doctor_compiles_a_pallas_kernel_on_a_slice(cli):
 
 
 def test_a_cache_path_that_is_a_file_is_said_by_cache_and_doctor(cli, tmp_path, monkeypatch):
-    from inspector import doctor
+    from inspector.commands import doctor
 
     blocker = tmp_path / "blocker"
     blocker.write_text("not a folder")
@@ -366,7 +366,8 @@ def test_a_cache_path_that_is_a_file_is_said_by_cache_and_doctor(cli, tmp_path, 
 def test_a_read_only_or_full_cache_folder_is_said(cli, tmp_path, monkeypatch, errno_, needle):
     """The probe write meets what a store would meet: EROFS (a read-only mount; root ignores a
     folder's mode bits, so the error is injected at the write) or ENOSPC."""
-    from inspector import compile_cache, doctor
+    from inspector.compilation import compile_cache
+    from inspector.commands import doctor
 
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "cache").mkdir()
@@ -389,7 +390,7 @@ def test_a_read_only_or_full_cache_folder_is_said(cli, tmp_path, monkeypatch, er
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
 def test_a_read_only_cache_folder_is_said(cli, tmp_path, monkeypatch):
-    from inspector import compile_cache
+    from inspector.compilation import compile_cache
 
     folder = tmp_path / "cache"
     folder.mkdir()
@@ -417,7 +418,7 @@ BAD_HLO = {
 
 @pytest.mark.parametrize("case", BAD_HLO)
 def test_a_cached_hlo_that_does_not_parse_is_a_miss(tmp_path, monkeypatch, case):
-    from inspector import compile_cache
+    from inspector.compilation import compile_cache
     from inspector.hlo.module import parse_hlo
 
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
@@ -460,10 +461,10 @@ def test_the_cpu_compile_without_llvm_optimization_gives_the_same_hlo_cost_and_m
     """xla_compile.machine_code_options: what the inspector reads of a CPU compile (the optimized HLO,
     XLA's cost and memory analyses, the buffer assignment) is the same as JAX's own compile's."""
 
-    from inspector import stages, xla_compile
-    from inspector.backends import Backend
-    from inspector.chips import get_chip
-    from inspector.target import load_target
+    from inspector.compilation import stages, xla_compile
+    from inspector.compilation.backends import Backend
+    from inspector.base.chips import get_chip
+    from inspector.compilation.target import load_target
 
     target = load_target(spec)
     backend = Backend(get_chip("cpu"))
@@ -483,10 +484,10 @@ def test_the_cpu_compile_without_llvm_optimization_gives_the_same_hlo_cost_and_m
 
 
 def test_the_stages_say_which_compile_options_changed_the_machine_code(tmp_path, monkeypatch):
-    from inspector import stages
-    from inspector.backends import Backend
-    from inspector.chips import get_chip
-    from inspector.target import load_target
+    from inspector.compilation import stages
+    from inspector.compilation.backends import Backend
+    from inspector.base.chips import get_chip
+    from inspector.compilation.target import load_target
 
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(stages, "_MEMO", {})
@@ -594,10 +595,11 @@ def test_a_slow_trace_says_what_it_is_doing(also, monkeypatch):
     """The CLI's child names a stream (remote._child_main); past SLOW_AFTER_S the trace says so."""
     import io
 
-    from inspector import progress, stages
-    from inspector.backends import Backend
-    from inspector.chips import get_chip
-    from inspector.target import load_target
+    from inspector.base import progress
+    from inspector.compilation import stages
+    from inspector.compilation.backends import Backend
+    from inspector.base.chips import get_chip
+    from inspector.compilation.target import load_target
 
     told = io.StringIO()
     monkeypatch.setattr(progress, "SLOW_AFTER_S", 0.3)
@@ -633,7 +635,7 @@ def _stopped_run(monkeypatch, grid, status="time-limit"):
     import contextlib
     from types import SimpleNamespace
 
-    from inspector.chips import get_chip
+    from inspector.base.chips import get_chip
     from inspector.libtpu import estimate as est
     from inspector.libtpu.runner import Outcome
 
@@ -695,7 +697,7 @@ def test_time_options_where_they_do_nothing_are_refused(cli, monkeypatch, tmp_pa
 
 
 def test_time_with_a_view_that_shows_it_is_not_refused():
-    from inspector.verb_rules import check_time_options
+    from inspector.commands.verb_rules import check_time_options
 
     for view in ("overview", "fusions", "bundles"):
         check_time_options(True, 5.0, view)
@@ -743,7 +745,7 @@ def test_figures_from_the_cost_model_are_not_called_libtpus(monkeypatch):
     its words for each method never matched the method names, so none was ever shown."""
     from types import SimpleNamespace
 
-    from inspector.chips import get_chip
+    from inspector.base.chips import get_chip
     from inspector.libtpu import estimate as est
     from inspector.libtpu.runner import Outcome
     from inspector.views.printer import _estimate_line
@@ -809,7 +811,7 @@ def test_a_collective_libtpu_gives_0_cycles_is_not_timed_by_libtpu(monkeypatch):
     all-gathers and all-reduce at 0 cycles, shown as "0 ns" from libtpu. Not simulated is not free."""
     from types import SimpleNamespace
 
-    from inspector.chips import get_chip
+    from inspector.base.chips import get_chip
     from inspector.libtpu import estimate as est
     from inspector.libtpu.runner import Outcome
 

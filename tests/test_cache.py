@@ -6,13 +6,13 @@ import pytest
 
 from conftest import DATA
 
-from inspector import compile_cache
-from inspector import stages as stages_mod, xla_compile
-from inspector.backends import Backend
-from inspector.chips import get_chip
+from inspector.compilation import compile_cache
+from inspector.compilation import stages as stages_mod, xla_compile
+from inspector.compilation.backends import Backend
+from inspector.base.chips import get_chip
 from inspector.cli import main
-from inspector.stages import capture
-from inspector.target import load_target
+from inspector.compilation.stages import capture
+from inspector.compilation.target import load_target
 
 FUNCS = str(DATA / "funcs.py")
 GOOD = {"hlo": "HloModule m\n\nENTRY %main (p: f32[]) -> f32[] {\n  ROOT %p = f32[] parameter(0)\n}\n", "cost": {"flops": 4.0}, "memory": {"temp_size_in_bytes": 0}, "error": None}
@@ -172,7 +172,7 @@ def test_a_full_disk_leaves_no_temp_file(cache, monkeypatch):
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    from inspector import atomic
+    from inspector.base import atomic
 
     monkeypatch.setattr(atomic.os, "replace", full)  # the temporary file is written, then the disk is full
     assert compile_cache.store("4" * 64, GOOD) is False

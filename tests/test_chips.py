@@ -2,8 +2,8 @@
 import pytest
 from jax.experimental.pallas import tpu as pltpu
 
-from inspector.chips import CHIPS, TPU_INFO, get_chip, parse_targets
-from inspector.errors import UsageError
+from inspector.base.chips import CHIPS, TPU_INFO, get_chip, parse_targets
+from inspector.base.errors import UsageError
 
 TPUS = [c for c in CHIPS if c.is_tpu]
 

@@ -1,6 +1,6 @@
 """The VMEM out-of-memory parser on messages captured from libtpu 0.0.42.1 (tests/data)."""
 from conftest import DATA
-from inspector.compile_errors import parse_compile_error, parse_size
+from inspector.compilation.compile_errors import parse_compile_error, parse_size
 
 MiB = 2**20
 

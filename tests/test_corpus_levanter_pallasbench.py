@@ -14,9 +14,9 @@ import json
 import pytest
 
 from conftest import HeldOut, assert_entry_clean, errors, truth_outcome
-from inspector.chips import get_chip
+from inspector.base.chips import get_chip
 from inspector.pallas.check import run_check
-from inspector.target import load_target
+from inspector.compilation.target import load_target
 from inspector.view_table import SHOW_VIEWS as VIEWS
 
 ROUND = HeldOut("heldout4")

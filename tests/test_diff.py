@@ -10,7 +10,7 @@ import pytest
 
 from conftest import DATA, line_of
 from inspector.run import TOLERANCES, compare, error_map, run_diff
-from inspector.target import load_target
+from inspector.compilation.target import load_target
 
 KERNELS = str(DATA / "pallas_kernels.py")
 DIFF = str(DATA / "diff_kernels.py")
@@ -189,7 +189,7 @@ def test_captured_output_takes_python_and_file_descriptor_writes(capfd):
 
 
 def test_known_interpreter_limits_are_info_and_strict_makes_them_errors():
-    from inspector.chips import get_chip
+    from inspector.base.chips import get_chip
     from inspector.run.interpreted import failure_finding
 
     err = AttributeError("'ReshapeTransform' object has no attribute 'indices'")

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import DATA, line_of
 from inspector.run import compare, run_diff
-from inspector.target import load_target
+from inspector.compilation.target import load_target
 
 DIFF = str(DATA / "diff_kernels.py")
 
@@ -179,7 +179,7 @@ def test_a_run_that_stops_using_the_cpu_is_stopped_and_one_that_computes_is_not(
     all_gather) must not hang the diff: no CPU time for stall_s is a Stalled error, an info finding."""
     import time
 
-    from inspector.chips import get_chip
+    from inspector.base.chips import get_chip
     from inspector.run.interpreted import Stalled, failure_finding, watched
 
     with pytest.raises(Stalled) as stalled:

@@ -123,7 +123,8 @@ def test_generated_pages_match_the_code():
 def test_a_changed_table_entry_fails_the_check(change, monkeypatch):
     import dataclasses
 
-    from inspector import chips, findings, view_table
+    from inspector.base import chips, findings
+    from inspector import view_table
 
     if change == "findings":
         code = findings.CODES["tiling"]
@@ -180,8 +181,8 @@ def test_help_examples_parse():
 
 
 def test_a_missing_file_suggests_the_nearest(tmp_path):
-    from inspector.errors import UsageError
-    from inspector.target import load_target
+    from inspector.base.errors import UsageError
+    from inspector.compilation.target import load_target
 
     with pytest.raises(UsageError, match=r"samples/atention.py: no such file; did you mean samples/attention.py\?"):
         load_target("samples/atention.py:flash")

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from inspector import doctor, jax_internals
+from inspector.commands import doctor
+from inspector import jax_internals
 from inspector.cli import main
 
 

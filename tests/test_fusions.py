@@ -5,13 +5,13 @@ import dataclasses
 import pytest
 
 from conftest import DATA, lines_of_function
-from inspector.backends import Backend
-from inspector.chips import get_chip
+from inspector.compilation.backends import Backend
+from inspector.base.chips import get_chip
 from inspector.hlo.fusions import analyse_fusions
 from inspector.hlo.module import ArrayShape, parse_hlo, parse_shape
 from inspector.report import build_report
-from inspector.stages import capture
-from inspector.target import load_target
+from inspector.compilation.stages import capture
+from inspector.compilation.target import load_target
 
 HLO = DATA / "hlo"
 

@@ -9,14 +9,14 @@ import subprocess
 import pytest
 
 from conftest import DATA
-from inspector.backends import Backend
-from inspector.chips import get_chip
-from inspector.errors import UsageError
+from inspector.compilation.backends import Backend
+from inspector.base.chips import get_chip
+from inspector.base.errors import UsageError
 from inspector.hlo.fusions import analyse_fusions
 from inspector.hlo.graph import build_dot, dot_available
 from inspector.hlo.graph_model import build_graph
-from inspector.stages import capture
-from inspector.target import load_target
+from inspector.compilation.stages import capture
+from inspector.compilation.target import load_target
 
 HLO = DATA / "hlo"
 LAYERS = [f"layer{i}" for i in range(12)]

@@ -18,8 +18,8 @@ import time
 import pytest
 
 from conftest import DATA, line_of, lines_of_function
-from inspector.chips import get_chip
-from inspector.errors import UsageError
+from inspector.base.chips import get_chip
+from inspector.base.errors import UsageError
 from inspector.hlo.fusions import analyse_fusions
 from inspector.hlo.graph import build_dot, dot_available
 from inspector.hlo.graph_model import build_graph

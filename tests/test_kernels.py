@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from jax.experimental.pallas import tpu as pltpu
 
-from inspector.backends import Backend
-from inspector.chips import get_chip
+from inspector.compilation.backends import Backend
+from inspector.base.chips import get_chip
 from inspector.kernels import block_sparse_attention as bsa
 from inspector.kernels import flash_attention as fa
 from inspector.kernels import matmul as mm
@@ -18,8 +18,8 @@ from inspector.kernels import ragged_dot as rd
 from inspector.kernels.block_sizes import LANES, BlockSizes, TileSizes
 from inspector.jax_internals.pallas import pallas_eqns
 from inspector.pallas.analysis import analyse_pallas
-from inspector.stages import capture
-from inspector.target import load_target
+from inspector.compilation.stages import capture
+from inspector.compilation.target import load_target
 
 TOL = {jnp.float32: 5e-5, jnp.bfloat16: 3e-2}
 

@@ -6,7 +6,7 @@ import types
 import pytest
 
 from conftest import DATA
-from inspector.chips import get_chip
+from inspector.base.chips import get_chip
 from inspector.libtpu import budget as budget_mod
 from inspector.libtpu import dumps, store
 from inspector.libtpu.bundles import NO_SOURCE, kernel_bundles

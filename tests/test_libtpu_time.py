@@ -13,10 +13,10 @@ import time
 import pytest
 
 from conftest import ROOT, line_of
-from inspector.chips import get_chip
+from inspector.base.chips import get_chip
 from inspector.libtpu import EXTRAPOLATED, LIBTPU, ROOFLINE, Budget, estimate_times
 from inspector.libtpu.runner import PREFIX
-from inspector.target import load_target
+from inspector.compilation.target import load_target
 
 V5E = get_chip("tpu-v5e")
 
@@ -98,10 +98,10 @@ def test_asking_again_is_instant(tiled):
 def test_dump_compile_is_the_ordinary_compile(no_folder_left):
     """The child compiles the same program (the op names of the plain compile), and its profile
     says what the optimized HLO's bundle_analysis_data says."""
-    from inspector.backends import Backend
+    from inspector.compilation.backends import Backend
     from inspector.jax_internals.aot import compile_request
     from inspector.libtpu.runner import DumpSession
-    from inspector.stages import capture, lowered_program
+    from inspector.compilation.stages import capture, lowered_program
 
     target = load_target("samples/matmul.py:tiled", args="bf16[512,512] bf16[512,512]")
     plain = capture(target, Backend(V5E), jaxpr_text=False).stages.hlo
@@ -207,9 +207,9 @@ def test_off_tpu_the_roofline(no_folder_left):
 
 
 def _request():
-    from inspector.backends import Backend
+    from inspector.compilation.backends import Backend
     from inspector.jax_internals.aot import compile_request
-    from inspector.stages import lowered_program
+    from inspector.compilation.stages import lowered_program
 
     target = load_target("samples/matmul.py:tiled", args="bf16[512,512] bf16[512,512]")
     return compile_request(lowered_program(target, Backend(V5E), memo=False)[1], V5E.topology)
@@ -229,7 +229,7 @@ def test_a_compile_past_its_limit_is_stopped_and_its_folder_removed():
 _KILLED = """
 import sys, time
 sys.path[:0] = {paths!r}
-from inspector import environment; environment.prepare()
+from inspector.base import environment; environment.prepare()
 from inspector.libtpu.runner import DumpSession
 session = DumpSession("v5e:2x2", profile=True, bundles=True).__enter__()
 print(session.folder, session._proc.pid, flush=True)

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from conftest import DATA, ROOT, line_of, lines_of_function
-from inspector.chips import get_chip
-from inspector.findings import CODES
+from inspector.base.chips import get_chip
+from inspector.base.findings import CODES
 from inspector.mosaic.error_kinds import BY_NAME, KINDS, classify
 from inspector.mosaic.explain import explain_failure
 
@@ -106,11 +106,11 @@ def test_finding_data_keys_are_declared():
 
 def test_a_constant_block_index_past_the_end_is_caught_before_compiling():
     """libtpu aborts the process on it; the guard reads the BlockSpecs of the traced program (no TPU)."""
-    from inspector.backends import Backend
+    from inspector.compilation.backends import Backend
     from inspector.jax_internals.pallas import block_specs
     from inspector.mosaic.block_guard import bad_block_indices
-    from inspector.stages import capture
-    from inspector.target import load_target
+    from inspector.compilation.stages import capture
+    from inspector.compilation.target import load_target
 
     def bad(fixed):
         program = capture(load_target(f"{SAMPLE}:past_the_end", sets=[f"fixed={fixed}"]), Backend(get_chip("cpu")),
@@ -143,9 +143,9 @@ def compiled():
     """The sample kernels compiled on their chips, each once (the tests share them)."""
     import sys
 
-    from inspector.backends import Backend
-    from inspector.stages import capture
-    from inspector.target import load_target
+    from inspector.compilation.backends import Backend
+    from inspector.compilation.stages import capture
+    from inspector.compilation.target import load_target
 
     sys.path.insert(0, str(ROOT / "samples"))
     import mosaic_errors
@@ -199,9 +199,9 @@ def test_vmem_oom_puts_the_estimate_beside_the_compiler(compiled):
 
 @pytest.mark.libtpu
 def test_fp8_matmul_is_refused_on_v4_only():
-    from inspector.backends import Backend
-    from inspector.stages import capture
-    from inspector.target import load_target
+    from inspector.compilation.backends import Backend
+    from inspector.compilation.stages import capture
+    from inspector.compilation.target import load_target
 
     target = load_target(f"{SAMPLE}:fp8_matmul")
     assert capture(target, Backend(get_chip("tpu-v5e")), jaxpr_text=False).stages.compile_error is None

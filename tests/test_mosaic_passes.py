@@ -113,9 +113,9 @@ def test_the_view_renders_passes_and_relayouts():
 
 
 def test_not_a_tpu_is_a_finding():
-    from inspector.chips import get_chip
+    from inspector.base.chips import get_chip
     from inspector.mosaic.passes import capture_mosaic_passes
-    from inspector.target import load_target
+    from inspector.compilation.target import load_target
 
     result = capture_mosaic_passes(load_target("samples/mosaic_errors.py:mask_column"), get_chip("cpu"))
     assert result.kernels == [] and [f.code for f in result.findings] == ["mosaic-passes-unread"]
@@ -132,9 +132,9 @@ def test_the_child_gets_its_own_environment():
 
 @pytest.fixture(scope="module")
 def flash():
-    from inspector.chips import get_chip
+    from inspector.base.chips import get_chip
     from inspector.mosaic.passes import capture_mosaic_passes
-    from inspector.target import load_target
+    from inspector.compilation.target import load_target
 
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "inspector-mosaic-*")))
     result = capture_mosaic_passes(load_target("samples/attention.py:flash"), get_chip("tpu-v5e"),
@@ -168,9 +168,9 @@ def test_flash_attention_passes_on_v5e(flash):
 @pytest.mark.libtpu
 @pytest.mark.slow
 def test_a_kernel_that_fails_shows_its_passes_up_to_the_failure():
-    from inspector.chips import get_chip
+    from inspector.base.chips import get_chip
     from inspector.mosaic.passes import capture_mosaic_passes
-    from inspector.target import load_target
+    from inspector.compilation.target import load_target
 
     result = capture_mosaic_passes(load_target("samples/mosaic_errors.py:mask_column"), get_chip("tpu-v5e"))
     [k] = result.kernels
@@ -208,9 +208,9 @@ def test_the_worker_keeps_one_compiles_dumps_for_the_next_passs_diff(monkeypatch
     import shutil
     import types
 
-    from inspector import stages
-    from inspector.chips import get_chip
-    from inspector.errors import UsageError
+    from inspector.compilation import stages
+    from inspector.base.chips import get_chip
+    from inspector.base.errors import UsageError
     from inspector.mosaic import kept
     from inspector.mosaic.passes import MosaicPasses
 

@@ -22,7 +22,7 @@ FLASH = "samples/attention.py:flash"
 def _user_env() -> dict:
     """A user's process on the TPU VM: jax opens the chip (the test session's own processes are
     deviceless, as the inspector's are)."""
-    from inspector import environment
+    from inspector.base import environment
 
     return {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS", environment.DEVICELESS_MARK)}
 
@@ -31,7 +31,7 @@ def _plain_profile_seconds(spec: str) -> float:
     """The program's median device time from jax.profiler with nothing of the inspector's in between."""
     code = f"""
 import functools, glob, statistics, tempfile, jax
-from inspector.target import load_target
+from inspector.compilation.target import load_target
 from inspector.run.inputs import make_inputs
 t = load_target({spec!r}); a, k = make_inputs(t, 0)
 f = jax.jit(functools.partial(t.fn, **t.params)); jax.block_until_ready(f(*a))

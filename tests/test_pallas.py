@@ -6,14 +6,14 @@ import json
 import pytest
 
 from conftest import DATA, lines_of_function
-from inspector.backends import Backend
+from inspector.compilation.backends import Backend
 from inspector.pallas.check import run_check
-from inspector.chips import get_chip
+from inspector.base.chips import get_chip
 from inspector.pallas.grid_walk import walk_grid
 from inspector.pallas.analysis import analyse_pallas
 from inspector.pallas.discovery import find_pallas_calls
-from inspector.stages import capture
-from inspector.target import load_target
+from inspector.compilation.stages import capture
+from inspector.compilation.target import load_target
 from inspector.pallas.tiling import tiling_findings
 from inspector.pallas.vmem import budget, padded_bytes
 

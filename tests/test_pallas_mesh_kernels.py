@@ -2,9 +2,9 @@
 libtpu's own verdict, their emit_pipelines walked, flops counted, and diffed (or said why not)."""
 import pytest
 
-from inspector.chips import get_chip
+from inspector.base.chips import get_chip
 from inspector.pallas.check import run_check
-from inspector.target import load_target
+from inspector.compilation.target import load_target
 
 SAMPLES = "samples/mesh_kernels.py"
 BUGS = "tests/data/mesh_bugs.py"

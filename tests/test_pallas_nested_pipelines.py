@@ -24,9 +24,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import HeldOut, assert_entry_clean, errors, shared_report
-from inspector.chips import get_chip
+from inspector.base.chips import get_chip
 from inspector.pallas.check import run_check
-from inspector.target import load_target
+from inspector.compilation.target import load_target
 from inspector.view_table import SHOW_VIEWS as VIEWS
 
 ROUND = HeldOut("heldout5")

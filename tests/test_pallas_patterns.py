@@ -6,12 +6,12 @@ import pytest
 
 from conftest import DATA
 
-from inspector.backends import Backend
-from inspector.chips import get_chip
+from inspector.compilation.backends import Backend
+from inspector.base.chips import get_chip
 from inspector.pallas.analysis import analyse_pallas
 from inspector.pallas.discovery import find_pallas_calls
-from inspector.stages import capture
-from inspector.target import load_target
+from inspector.compilation.stages import capture
+from inspector.compilation.target import load_target
 
 PATTERNS = str(DATA / "real_patterns.py")
 V5E = get_chip("tpu-v5e")
@@ -356,7 +356,7 @@ def test_every_finding_code_produced_is_registered_with_its_data_keys():
     """Producers and views share one registry: a code used anywhere is declared there."""
     import re
 
-    from inspector.findings import CODES
+    from inspector.base.findings import CODES
 
     root = Path(__file__).parent.parent / "inspector"
     used = set()
@@ -470,7 +470,7 @@ def test_identical_dmas_are_one_row_of_the_dma_table_with_their_copies_added():
 
     from rich.console import Console
 
-    from inspector.units import fmt_bytes
+    from inspector.base.units import fmt_bytes
     from inspector.views.pallas import dma_table
 
     r = analysed("manual_dma")

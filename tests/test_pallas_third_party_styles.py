@@ -7,11 +7,11 @@ import pytest
 
 from conftest import DATA, truth_outcome
 
-from inspector.backends import Backend
-from inspector.chips import get_chip
+from inspector.compilation.backends import Backend
+from inspector.base.chips import get_chip
 from inspector.pallas.analysis import analyse_pallas
-from inspector.stages import capture
-from inspector.target import load_target
+from inspector.compilation.stages import capture
+from inspector.compilation.target import load_target
 
 STYLES = str(DATA / "third_party_styles.py")
 MiB = 2**20

@@ -22,7 +22,7 @@ def cli(cli, monkeypatch, tmp_path):
     another test (the pass dumps are written per compile): (code, stdout, stderr)."""
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    from inspector import stages
+    from inspector.compilation import stages
 
     monkeypatch.setattr(stages, "_MEMO", {})
     cli.tmp = tmp_path
@@ -108,7 +108,7 @@ def test_read_dumps_takes_the_compiled_text_when_xla_wrote_no_final_dump(tmp_pat
 
 def _dumps_seen(monkeypatch) -> list[tuple[list[str], bytes]]:
     """What each compile with pass dumps wrote, read as the index is made: (file names, texts joined)."""
-    from inspector import pass_dumps as passes
+    from inspector.compilation import pass_dumps as passes
 
     seen = []
 
@@ -291,7 +291,7 @@ def test_print_fitting_lays_a_table_out_once_to_print_it():
 def test_the_ui_worker_keeps_one_compile_of_dumps_for_its_diffs(cli, monkeypatch):
     """Enter on a step (Session.pass_diff): the first diff compiles with dumps, the next ones for
     the same module read the kept folder; another module's dumps replace them; stale folders go."""
-    from inspector import pass_dumps as passes, stages
+    from inspector.compilation import pass_dumps as passes, stages
     from inspector.session import Session
 
     stale = cli.tmp / "tmp" / "inspector-passes-killed"

@@ -5,15 +5,15 @@ import json
 import pytest
 
 from conftest import DATA
-from inspector.backends import Backend
-from inspector.chips import CHIPS, get_chip
-from inspector.errors import UsageError
+from inspector.compilation.backends import Backend
+from inspector.base.chips import CHIPS, get_chip
+from inspector.base.errors import UsageError
 from inspector.hlo.collectives import KINDS
 from inspector.hlo.module import parse_hlo
 from inspector.report import build_report
-from inspector.sharding import parse_mesh, parse_specs
-from inspector.stages import capture
-from inspector.target import load_target
+from inspector.compilation.sharding import parse_mesh, parse_specs
+from inspector.compilation.stages import capture
+from inspector.compilation.target import load_target
 
 SHARDED = str(DATA / "sharded.py")
 

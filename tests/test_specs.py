@@ -1,7 +1,7 @@
 import pytest
 
-from inspector.errors import UsageError
-from inspector.specs import ArgSpec, parse_specs
+from inspector.base.errors import UsageError
+from inspector.base.specs import ArgSpec, parse_specs
 
 
 def test_positional_and_keyword_specs():

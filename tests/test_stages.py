@@ -2,11 +2,11 @@
 import pytest
 
 from conftest import DATA
-from inspector.backends import Backend
-from inspector.chips import get_chip
-from inspector.errors import TargetFailure
-from inspector.stages import capture
-from inspector.target import load_target
+from inspector.compilation.backends import Backend
+from inspector.base.chips import get_chip
+from inspector.base.errors import TargetFailure
+from inspector.compilation.stages import capture
+from inspector.compilation.target import load_target
 
 FUNCS = str(DATA / "funcs.py")
 
@@ -61,7 +61,7 @@ def test_params_reach_the_trace():
 def test_a_compile_after_the_lowering_starts_from_it(monkeypatch):
     """The terminal UI asks its worker for the lowering (shown at once), then for the compile:
     traced and lowered once, and the stages the lowering gave are left as they were."""
-    from inspector import stages as stages_mod
+    from inspector.compilation import stages as stages_mod
 
     monkeypatch.setattr(stages_mod, "_MEMO", {})
     traces = []
@@ -88,7 +88,7 @@ def test_jitted_function_and_pytree_inputs():
 
 
 def test_disk_cache_skips_the_second_compile(tmp_path, monkeypatch):
-    from inspector import stages as stages_mod
+    from inspector.compilation import stages as stages_mod
 
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(stages_mod, "_MEMO", {})

@@ -4,9 +4,9 @@ import jax
 import pytest
 
 from conftest import DATA
-from inspector.errors import UsageError
-from inspector.static_params import parse_value
-from inspector.target import load_target
+from inspector.base.errors import UsageError
+from inspector.compilation.static_params import parse_value
+from inspector.compilation.target import load_target
 
 FUNCS = str(DATA / "funcs.py")
 

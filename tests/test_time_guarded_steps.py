@@ -100,9 +100,9 @@ CORPUS = ROOT / "tests/data/chip/v5e_corpus.json"
 
 
 def _estimate(label):
-    from inspector.chips import get_chip
+    from inspector.base.chips import get_chip
     from inspector.libtpu import estimate_times
-    from inspector.target import load_target
+    from inspector.compilation.target import load_target
 
     entry = json.loads(CORPUS.read_text())["entries"][label]
     target = load_target(entry["spec"], args=entry["args"], sets=[f"{k}={v}" for k, v in entry["sets"].items()])

@@ -7,12 +7,12 @@ import jax
 import pytest
 
 from conftest import DATA
-from inspector import backends
-from inspector.backends import Backend
-from inspector.chips import CHIPS, get_chip
-from inspector.errors import UsageError
-from inspector.stages import capture
-from inspector.target import load_target
+from inspector.compilation import backends
+from inspector.compilation.backends import Backend
+from inspector.base.chips import CHIPS, get_chip
+from inspector.base.errors import UsageError
+from inspector.compilation.stages import capture
+from inspector.compilation.target import load_target
 
 FUNCS = str(DATA / "funcs.py")
 pytestmark = pytest.mark.libtpu

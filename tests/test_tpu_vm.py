@@ -68,8 +68,8 @@ def test_profile_without_device_plane_is_one_line():
     ("something else", None),
 ])
 def test_a_chip_that_cannot_be_opened_is_one_line(text, kind):
-    from inspector.errors import EXIT_UNAVAILABLE, EXIT_USAGE
-    from inspector.environment import chip_failure
+    from inspector.base.errors import EXIT_UNAVAILABLE, EXIT_USAGE
+    from inspector.base.environment import chip_failure
 
     found = chip_failure(RuntimeError(text))
     assert (type(found).__name__ if found else None) == kind
@@ -83,7 +83,7 @@ def _prepare_in(env: dict, own: bool, attached: bool) -> dict:
     code = ("import glob, json, os\n"  # /dev/vfio as a TPU VM has it, before `import inspector` looks
             "real = glob.glob\n"
             f"glob.glob = lambda p, *a, **k: (['/dev/vfio/1'] if {attached} else []) if p.startswith('/dev/') else real(p, *a, **k)\n"
-            "import inspector.environment as e\n"
+            "import inspector.base.environment as e\n"
             f"e.prepare(own_process={own})\n"
             "print(json.dumps({k: os.environ.get(k) for k in ('JAX_PLATFORMS', 'ALLOW_MULTIPLE_LIBTPU_LOAD', "
             "'INSPECTOR_DEVICELESS', 'TPU_ACCELERATOR_TYPE')}))\n"
@@ -247,10 +247,10 @@ def test_the_roofline_stays_below_the_chip(label):
     """Per kernel of 10 us or more (async copy starts aside: the chip times their issue, not the copy),
     the roofline computed now is no more than 10% above the time the v5e measured (a reduce-window counted window x outputs was 15x above it, an XLA cost-model
     sentinel gave 6.1e9 s)."""
-    from inspector.chips import get_chip
+    from inspector.base.chips import get_chip
     from inspector.report import make_report
     from inspector.view_table import Needs
-    from inspector.target import load_target
+    from inspector.compilation.target import load_target
 
     entry = _corpus()["entries"][label]
     sets = [f"{k}={v}" for k, v in entry["sets"].items()]

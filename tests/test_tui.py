@@ -487,14 +487,14 @@ def test_watch_reanalyses_when_the_file_is_saved(tmp_path):
 def _codes_in_the_core() -> set[str]:
     """Every finding code the analyses can produce: the registry producers and views share. A new
     code fails the test below until it has an example there."""
-    from inspector.findings import CODES
+    from inspector.base.findings import CODES
 
     return set(CODES)
 
 
 def example_findings(kernel: str, inp: str, out: str) -> list:
     """One finding per code, with the data shape the analysis gives it (see the module named)."""
-    from inspector.findings import Finding
+    from inspector.base.findings import Finding
 
     where = lambda operand=None: dict(kernel=kernel, operand=operand, view="pallas")
     long = " and a long tail that a table cell would cut" * 4
@@ -544,7 +544,7 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
                 **where()),
         Finding("error", "shared-memory-over-limit", f"{kernel} on h100: needs 300 KiB" + long,
                 data={"chip": "h100", "bytes": 307200, "limit": 232448}, **where()),
-        # inspector/pallas/check.py, inspector/report.py, inspector/compile_errors.py
+        # inspector/pallas/check.py, inspector/report.py, inspector/compilation/compile_errors.py
         Finding("info", "no-pallas-call", "f has no pallas_call: nothing to check" + long),
         Finding("info", "pallas-interpreted", "Pallas kernels are interpreted on the CPU backend" + long, view="hlo"),
         Finding("info", "simulated-chip", "the program asks for SparseCores" + long, view="pallas", data={"chip": "tpu-7x"}),
@@ -591,7 +591,7 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
                               ("mosaic-error", {}))),
         Finding("info", "mosaic-passes-unread", "tpu-v5e: Mosaic's pass dumps could not be read" + long, view="mosaic",
                 data={"chip": "tpu-v5e", "why": "no dumps"}),
-        # inspector/memory.py
+        # inspector/hlo/memory.py
         Finding("error", "hbm-over-capacity", "tpu-v5e:2x2: needs 36.18 GiB of HBM per device, 15.75 GiB usable" + long,
                 view="memory", data={"chip": "tpu-v5e:2x2", "bytes": 38848000000, "limit": 16911433728, "largest": []}),
         # inspector/diff.py
@@ -636,7 +636,7 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
                 data={"chip": "tpu-v5e", "file": "k.1 final_bundles", "why": "no control target legend"}),
         Finding("info", "time-roofline-only", "cpu is not a TPU: no libtpu estimate" + long, view="fusions",
                 data={"chip": "cpu"}),
-        # inspector/memory.py
+        # inspector/hlo/memory.py
         Finding("error", "hbm-over-capacity", "tpu-v5e: needs 36.18 GiB of HBM per device, 15.75 GiB usable" + long,
                 view="memory", data={"chip": "tpu-v5e", "bytes": 38847352832, "limit": 16911433728,
                                      "largest": [{"shape": "bf16[256,4,2048,2048]", "bytes": 8 << 30, "source": "t.py:7",
@@ -744,7 +744,7 @@ def test_a_kernel_with_each_grid_finding_opens_and_enter_shows_the_evidence(func
 # ---------------------------------------------------------------- crashes, chips, the worker
 
 def test_a_crash_of_the_ui_is_one_line_a_log_and_a_non_zero_exit(monkeypatch, tmp_path):
-    from inspector.errors import InspectorError
+    from inspector.base.errors import InspectorError
     from inspector.views.tui import app as app_module
     from inspector.views.tui.overview_tab import OverviewTab
 
@@ -800,7 +800,7 @@ def test_export_during_the_compile_says_when_it_can_and_counts_read_right():
             await loaded(pilot)
             assert re.search(r"cpu: \d+ findings? \(\d+ errors?\)", status(app)), status(app)
     asyncio.run(run())
-    from inspector.units import count
+    from inspector.base.units import count
     assert (count(1, "finding"), count(2, "finding"), count(0, "error")) == ("1 finding", "2 findings", "0 errors")
 
 
@@ -1007,7 +1007,7 @@ def test_the_footer_gives_each_tabs_keys_and_a_tab_switch_mounts_nothing():
 # ---------------------------------------------------------------- keys, params, palette
 
 def test_params_are_checked_against_the_signature_and_inspect_choices():
-    from inspector.static_params import parse_value
+    from inspector.compilation.static_params import parse_value
     from inspector.views.tui.screens import check_params
 
     current, choices = {"block_q": 128, "causal": True}, {"block_q": [128, 256, 512]}

@@ -13,7 +13,7 @@ import pytest
 from textual.widgets import DataTable, TabbedContent
 
 from conftest import DATA, loaded, line_of
-from inspector.chips import get_chip
+from inspector.base.chips import get_chip
 from inspector.hlo.passes import parse_range
 from inspector.libtpu import dumps
 from inspector.libtpu.bundles import kernel_bundles

@@ -15,9 +15,9 @@ import pytest
 from textual.widgets import DataTable, Input
 
 from conftest import DATA, loaded
-from inspector.errors import UsageError
+from inspector.base.errors import UsageError
 from inspector.session import Session
-from inspector.units import fmt_time
+from inspector.base.units import fmt_time
 from inspector.tuning.model import NOT_RUN, PRUNED, RANKED, REFUSED, TuneResult, TuneRow
 from inspector.tuning.rank import rank_all
 from inspector.views.tui.app import InspectorApp

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from inspector.errors import UsageError
+from inspector.base.errors import UsageError
 from inspector.tuning import fingerprint
 from inspector.tuning.candidates import TunePlan, candidates, default_params, parse_grid, parse_sets, swept_values
 from inspector.tuning.model import FAILED, NOT_RUN, PRUNED, RANKED, REFUSED, UNTIMED, TuneResult, TuneRow

@@ -18,8 +18,8 @@ import pytest
 
 from conftest import DATA, ROOT
 
-from inspector.chips import get_chip
-from inspector.errors import UsageError
+from inspector.base.chips import get_chip
+from inspector.base.errors import UsageError
 from inspector.hlo.fusions import analyse_fusions
 from inspector.hlo.graph import build_dot
 from inspector.hlo.graph_model import build_graph
@@ -351,8 +351,8 @@ def test_rays_messages_never_reach_stdout(monkeypatch, capsys):
 
 def test_a_shipped_file_lives_in_a_folder_its_worker_owns(tmp_path, monkeypatch):
     """A Ray task cancelled on Ctrl-C (its worker killed) left inspector-tune-shipped-*; now the
-    folder is owned (inspector.tempdirs): removed at the worker's exit, swept after a kill."""
-    from inspector import tempdirs
+    folder is owned (inspector.base.tempdirs): removed at the worker's exit, swept after a kill."""
+    from inspector.base import tempdirs
     from inspector.tuning.ray_backend import _shipped_file
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
@@ -372,11 +372,11 @@ def test_a_shipped_file_lives_in_a_folder_its_worker_owns(tmp_path, monkeypatch)
 def test_a_libtpu_dump_folder_whose_janitor_died_too_is_swept():
     """Ray kills a cancelled task's worker with all its children (Ctrl-C during `tune --ray`):
     the janitor that would remove libtpu's dump folder dies as well, and the folder stayed for 6
-    hours. Now the folder is owned by its process (inspector.tempdirs), so the next sweep takes it."""
+    hours. Now the folder is owned by its process (inspector.base.tempdirs), so the next sweep takes it."""
     import signal
     import sys
 
-    from inspector import tempdirs
+    from inspector.base import tempdirs
 
     code = ("import time;from inspector.libtpu.runner import DumpSession;"
             "s=DumpSession('v5e:1x1',profile=False,bundles=False).__enter__();"
@@ -412,7 +412,7 @@ def test_ctrl_c_during_a_sweep_sweeps_the_killed_workers_folders(monkeypatch, tm
     made: list[str] = []
 
     def killed_then_interrupted(self, jobs, on_answer, on_died):
-        code = ("import os;from inspector.tempdirs import new_folder;print(new_folder('tpu-logs'),flush=True);"
+        code = ("import os;from inspector.base.tempdirs import new_folder;print(new_folder('tpu-logs'),flush=True);"
                 "os.kill(os.getpid(),9)")  # a worker that made its folder, killed
         made.extend(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT).stdout.split())
         assert made and os.path.isdir(made[0])

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import DATA, ROOT, loaded
 
-from inspector.errors import UsageError
+from inspector.base.errors import UsageError
 from inspector.tuning.model import NOT_RUN, RANKED, TuneResult, TuneRow
 from inspector.tuning.rank import rank_all
 
@@ -91,7 +91,7 @@ def test_a_file_written_through_our_own_stdout_keeps_what_is_printed_around_it(t
     """The same rename in every writer (`export --json /dev/stdout > out.json`): now written
     through the descriptor, where what was printed before ends."""
     out = tmp_path / "out.txt"
-    code = ("from inspector.atomic import write_atomic\n"
+    code = ("from inspector.base.atomic import write_atomic\n"
             "print('before', flush=True)\nwrite_atomic('/dev/stdout', 'written\\n')\nprint('after')\n")
     with open(out, "w") as f:
         inode = os.fstat(f.fileno()).st_ino
@@ -201,7 +201,7 @@ def test_sighup_mid_sweep_ends_as_sigterm_does_leaving_no_folder(tmp_path):
 
 def test_an_inspect_params_value_that_is_not_a_list_is_one_line(tmp_path):
     """`"params": {"br": 8}` was taken as [8] without a word."""
-    from inspector.target import load_target
+    from inspector.compilation.target import load_target
 
     path = tmp_path / "k.py"
     path.write_text("def f(x, br=4):\n    return x\n\nINSPECT = {'f': {'args': 'f32[8]', 'params': {'br': 8}}}\n")

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import ROOT
-from inspector.chips import get_chip
+from inspector.base.chips import get_chip
 from inspector.libtpu.runner import PREFIX
 
 SPEC = "tests/data/tune_kernels.py:mm"
@@ -151,7 +151,7 @@ def test_api_sweeps_a_spec_and_a_function(sweep):
     import jax
     import jax.numpy as jnp
 
-    from inspector.user_files import load_module
+    from inspector.compilation.user_files import load_module
     from inspector.tuning import tune
 
     mm = load_module(str(ROOT / "tests/data/tune_kernels.py")).mm
@@ -229,7 +229,7 @@ def test_a_time_a_busy_machine_cut_short_is_not_kept(monkeypatch, tmp_path):
 
     import inspector.tuning.evaluate as evaluate
     from inspector.libtpu import estimate_times
-    from inspector.target import load_target
+    from inspector.compilation.target import load_target
 
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
     calls = []

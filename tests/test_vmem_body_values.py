@@ -6,14 +6,14 @@ import dataclasses
 import pytest
 
 from conftest import DATA
-from inspector.backends import Backend
-from inspector.chips import get_chip
+from inspector.compilation.backends import Backend
+from inspector.base.chips import get_chip
 from inspector.pallas.analysis import analyse_pallas
 from inspector.pallas.discovery import find_pallas_calls
 from inspector.pallas.vmem import VREG_FILE_BYTES, budget
 from inspector.pallas.vmem_rules import rule, share
-from inspector.stages import capture
-from inspector.target import load_target
+from inspector.compilation.stages import capture
+from inspector.compilation.target import load_target
 
 KERNELS = str(DATA / "body_values.py")
 MiB = 2**20

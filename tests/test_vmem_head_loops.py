@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import assert_truth_outcome
-from inspector.target import load_target
+from inspector.compilation.target import load_target
 
 FILE = "tests/data/head_loops.py"
 FIRST_KIND = ["ones_matmul", "unrolled_fori", "unnormalised"]
@@ -39,11 +39,11 @@ def test_the_estimate_against_libtpu_on_the_head_loops():
 def budgets(kernel: str, heads: int, block_q: int, chip: str):
     import dataclasses
 
-    from inspector.backends import Backend
-    from inspector.chips import get_chip
+    from inspector.compilation.backends import Backend
+    from inspector.base.chips import get_chip
     from inspector.pallas.discovery import find_pallas_calls
     from inspector.pallas.vmem import budget
-    from inspector.stages import capture
+    from inspector.compilation.stages import capture
 
     _, args, params, _ = row(kernel, heads, block_q, chip)
     base = load_target(f"{FILE}:{kernel}", args=args)

@@ -27,7 +27,7 @@ All four files are Apache-2.0."""
 from __future__ import annotations
 
 from conftest import HeldOut, round_tests, truth_outcome
-from inspector.target import load_target
+from inspector.compilation.target import load_target
 
 ROUND = HeldOut("heldout9")
 CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]

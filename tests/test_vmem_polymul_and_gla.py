@@ -22,7 +22,7 @@ import json
 import pytest
 
 from conftest import HeldOut, errors, round_tests, truth_outcome
-from inspector.target import load_target
+from inspector.compilation.target import load_target
 
 ROUND = HeldOut("heldout6")
 CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]

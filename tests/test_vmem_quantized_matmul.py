@@ -34,7 +34,7 @@ import json
 import pytest
 
 from conftest import DATA, truth_outcome
-from inspector.target import load_target
+from inspector.compilation.target import load_target
 
 FILE = "tests/data/quantized_matmul.py"
 TRUTH = "vmem_truth_quantized.json"

@@ -30,7 +30,7 @@ Two of the three files are MIT, not Apache: the vendored check names them."""
 from __future__ import annotations
 
 from conftest import HeldOut, assert_truth_outcome, round_tests, truth_outcome
-from inspector.target import load_target
+from inspector.compilation.target import load_target
 
 ROUND = HeldOut("heldout11")
 CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import assert_truth_outcome
-from inspector.target import load_target
+from inspector.compilation.target import load_target
 
 FILE = "tests/data/row_reductions.py"
 
@@ -42,12 +42,12 @@ def test_three_reductions_along_narrow_rows_keep_statistics_beside_the_waiting_o
     """four_stats at 128 lanes: the waiting statistic and rule waiting_statistics more are certain (v5e
     kept 1.95-2.04 beside it, v6e and TPU7x 1.01-1.11), so 6144-row blocks are over on v5e, as libtpu
     says (20.73 MiB of 16); the same reductions along 512-lane rows keep none certain (v6e kept 0.3-0.5)."""
-    from inspector.backends import Backend
-    from inspector.chips import get_chip
+    from inspector.compilation.backends import Backend
+    from inspector.base.chips import get_chip
     from inspector.pallas.discovery import find_pallas_calls
     from inspector.pallas.vmem import VREG_FILE_BYTES, budget
     from inspector.pallas.vmem_rules import share
-    from inspector.stages import capture
+    from inspector.compilation.stages import capture
 
     def info(kernel, args, block_rows):
         target = load_target(f"{FILE}:{kernel}", args=args, params={"block_rows": block_rows})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import assert_truth_outcome
-from inspector.target import load_target
+from inspector.compilation.target import load_target
 
 FILE = "tests/data/row_statistics.py"
 

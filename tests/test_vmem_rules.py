@@ -7,14 +7,14 @@ import dataclasses
 
 from conftest import DATA, ROOT
 
-from inspector.backends import Backend
-from inspector.chips import CHIPS, Chip, get_chip
+from inspector.compilation.backends import Backend
+from inspector.base.chips import CHIPS, Chip, get_chip
 from inspector.pallas import vmem_rules
 from inspector.pallas.discovery import find_pallas_calls
 from inspector.pallas.vmem import budget, tpu_budget
 from inspector.pallas.vmem_rules import KINDS, PLACEMENT_KEYS, RULES, Rule, evidence
-from inspector.stages import capture
-from inspector.target import load_target
+from inspector.compilation.stages import capture
+from inspector.compilation.target import load_target
 
 MiB = 2**20
 V5E, V6E = get_chip("tpu-v5e"), get_chip("tpu-v6e")

@@ -19,13 +19,13 @@ from __future__ import annotations
 import pytest
 
 from conftest import assert_truth_outcome
-from inspector.backends import Backend
-from inspector.chips import get_chip
+from inspector.compilation.backends import Backend
+from inspector.base.chips import get_chip
 from inspector.pallas.discovery import find_pallas_calls
 from inspector.pallas import vmem_rules
 from inspector.pallas.vmem import VREG_FILE_BYTES, budget
-from inspector.stages import capture
-from inspector.target import load_target
+from inspector.compilation.stages import capture
+from inspector.compilation.target import load_target
 
 FILE = "tests/data/second_values.py"
 MiB = 1 << 20

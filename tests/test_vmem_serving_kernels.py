@@ -24,7 +24,7 @@ What it found: no crash, and on the three TPUs no error finding; on the CPU the 
 from __future__ import annotations
 
 from conftest import HeldOut, round_tests, truth_outcome
-from inspector.target import load_target
+from inspector.compilation.target import load_target
 
 ROUND = HeldOut("heldout7")
 CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]

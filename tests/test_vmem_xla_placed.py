@@ -4,13 +4,13 @@ are tests/data/xla_placed.py; what libtpu does with each was measured on v5e (it
 import pytest
 
 from conftest import DATA
-from inspector.backends import Backend
+from inspector.compilation.backends import Backend
 from inspector.pallas.check import run_check
-from inspector.chips import get_chip
+from inspector.base.chips import get_chip
 from inspector.pallas.discovery import find_pallas_calls
 from inspector.pallas.vmem import budget
-from inspector.stages import capture
-from inspector.target import load_target
+from inspector.compilation.stages import capture
+from inspector.compilation.target import load_target
 
 KERNELS = str(DATA / "xla_placed.py")
 V5E = get_chip("tpu-v5e")

@@ -18,14 +18,14 @@ import json
 import pytest
 
 from conftest import DATA
-from inspector.backends import Backend
-from inspector.chips import get_chip
+from inspector.compilation.backends import Backend
+from inspector.base.chips import get_chip
 from inspector.hlo.module import parse_hlo
 from inspector.pallas.analysis import compiler_scoped_vmem
 from inspector.pallas.discovery import find_pallas_calls
 from inspector.pallas.vmem import budget
-from inspector.stages import capture
-from inspector.target import load_target
+from inspector.compilation.stages import capture
+from inspector.compilation.target import load_target
 
 KERNELS = str(DATA / "xla_placed_7x.py")
 MiB = 2**20

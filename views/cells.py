@@ -4,8 +4,8 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from ..findings import Finding
-from ..units import fmt_bytes
+from ..base.findings import Finding
+from ..base.units import fmt_bytes
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
 

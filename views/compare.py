@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..units import fmt_bytes, fmt_count, fmt_time
+from ..base.units import fmt_bytes, fmt_count, fmt_time
 
 from .cells import add_row
 

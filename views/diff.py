@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..units import fmt_time
+from ..base.units import fmt_time
 
 from .cells import add_row, findings_table
 

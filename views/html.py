@@ -12,7 +12,7 @@ from rich.console import Console
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import InspectorError
+from ..base.errors import InspectorError
 from .collectives import collectives_view, remote_dma_lines
 from .compare import compare_view
 from .diff import diff_view

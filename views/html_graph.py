@@ -9,7 +9,7 @@ import json
 
 from inspector.hlo.graph import short_source, node_label
 from inspector.hlo.graph_model import KernelGraph
-from inspector.units import fmt_bytes, fmt_count, fmt_time
+from inspector.base.units import fmt_bytes, fmt_count, fmt_time
 
 _CSS = """
 body{margin:0;font:13px Helvetica,Arial,sans-serif;display:flex;height:100vh;overflow:hidden}

@@ -9,12 +9,12 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..units import fmt_bytes
+from ..base.units import fmt_bytes
 
 from .cells import add_row
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
-    from ..memory import MemoryReport
+    from ..hlo.memory import MemoryReport
 
 
 def _share(n: int | None, of: int | None) -> str:

@@ -10,7 +10,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..units import fmt_bytes
+from ..base.units import fmt_bytes
 from .cells import add_row
 from .passes import diff_text
 

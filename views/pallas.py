@@ -8,14 +8,14 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..units import fmt_bytes
+from ..base.units import fmt_bytes
 
 from .cells import add_row, findings_table
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from collections.abc import Sequence
 
-    from ..findings import Finding
+    from ..base.findings import Finding
     from ..pallas.check import CheckResult
     from ..pallas.analysis import PallasReport
 

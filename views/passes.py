@@ -8,7 +8,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..units import fmt_bytes
+from ..base.units import fmt_bytes
 
 from .cells import add_row
 

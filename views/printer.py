@@ -16,9 +16,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..chips import CHIPS, Chip
+from ..base.chips import CHIPS, Chip
 from ..view_table import get_view
-from ..units import fmt_bytes, fmt_count, fmt_time
+from ..base.units import fmt_bytes, fmt_count, fmt_time
 
 from .cells import add_row, findings_table
 from .fusions import fusions_view

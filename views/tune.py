@@ -13,7 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..units import count, fmt_bytes, fmt_time
+from ..base.units import count, fmt_bytes, fmt_time
 
 if TYPE_CHECKING:  # the result's own _repr_html_ imports this module
     from ..tuning.model import ChipRanking, TuneResult, TuneRow

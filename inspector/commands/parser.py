@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..backends import attached_chip
-from ..chips import DEFAULT_TPU
-from ..errors import UsageError
+from ..compilation.backends import attached_chip
+from ..base.chips import DEFAULT_TPU
+from ..base.errors import UsageError
 from ..view_table import SHOW_VIEWS, SORT_ORDERS
 from .arg_types import count as _count
 from .arg_types import positive as _positive

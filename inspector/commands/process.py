@@ -5,7 +5,7 @@ import errno
 import os
 import sys
 
-from ..errors import EXIT_FINDINGS
+from ..base.errors import EXIT_FINDINGS
 
 
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143

@@ -16,12 +16,12 @@ import argparse
 import os
 import sys
 
-from ..backends import attached_chip
-from ..chips import DEFAULT_TPU
-from ..errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError
-from ..specs import parse_specs
+from ..compilation.backends import attached_chip
+from ..base.chips import DEFAULT_TPU
+from ..base.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError
+from ..base.specs import parse_specs
 from ..tuning.table import check_table
-from ..verb_rules import check_measure, time_budget
+from .verb_rules import check_measure, time_budget
 from .arg_types import count as _count
 from .arg_types import positive as _positive
 from .arg_types import seconds as _seconds
@@ -82,7 +82,7 @@ def request(opts):
     for text in opts.args:
         parse_specs(text)
     budget = {"seconds": time_budget(opts.time_budget, "--time-budget").seconds} if opts.time_budget else {}
-    import inspector.compile_cache as compile_cache
+    import inspector.compilation.compile_cache as compile_cache
 
     cache = False if not compile_cache.enabled() else REFRESH if opts.no_cache else True
     grid, fixed = parse_grid(opts.grid), parse_sets(opts.set)

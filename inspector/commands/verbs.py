@@ -9,13 +9,13 @@ from __future__ import annotations
 import os
 import sys
 
-from ..atomic import check_not_read_only, check_writable, write_atomic
-from ..chips import get_chip, parse_targets
-from ..errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, TargetFailure, UsageError
-from ..pass_select import check_view_options
-from ..sharding import parse_mesh, parse_specs
-from ..units import fmt_bytes
-from ..verb_rules import check_chips, check_measure, check_time_options, diff_simulated_chip, require_two_variants
+from ..base.atomic import check_not_read_only, check_writable, write_atomic
+from ..base.chips import get_chip, parse_targets
+from ..base.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, TargetFailure, UsageError
+from ..compilation.pass_select import check_view_options
+from ..compilation.sharding import parse_mesh, parse_specs
+from ..base.units import fmt_bytes
+from .verb_rules import check_chips, check_measure, check_time_options, diff_simulated_chip, require_two_variants
 from ..view_table import get_view
 from .work import compare_sides, run
 
@@ -178,7 +178,7 @@ def tui(opts) -> int:
     if not sys.stdout.isatty() or opts.json:
         opts.view, opts.roofline, opts.sort, opts.top = "overview", None, "order", 40
         return show(opts)
-    from ..compile_cache import enabled as cache_enabled
+    from ..compilation.compile_cache import enabled as cache_enabled
     from ..session import Session
     from ..views.tui.app import InspectorApp
 
@@ -221,7 +221,7 @@ def cache(opts) -> int:
     import dataclasses
     import json
 
-    import inspector.compile_cache as compile_cache
+    import inspector.compilation.compile_cache as compile_cache
 
     try:
         found = compile_cache.clear() if opts.action == "clear" else compile_cache.info()

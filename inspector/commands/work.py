@@ -8,14 +8,14 @@ from __future__ import annotations
 import contextlib
 import sys
 
-import inspector.environment as environment
+import inspector.base.environment as environment
 
-from ..backends import Backend
-from ..chips import CHIPS, get_chip, parse_targets
-from ..errors import TargetFailure, UsageError
-from ..tempdirs import temp_folder
-from ..user_code import describe_error, reraise_interrupt
-from ..verb_rules import diff_simulated_chip, doctor_chips, show_needs, time_budget
+from ..compilation.backends import Backend
+from ..base.chips import CHIPS, get_chip, parse_targets
+from ..base.errors import TargetFailure, UsageError
+from ..base.tempdirs import temp_folder
+from ..base.user_code import describe_error, reraise_interrupt
+from .verb_rules import diff_simulated_chip, doctor_chips, show_needs, time_budget
 from ..view_table import Needs
 
 
@@ -33,7 +33,7 @@ def _exits_are_failures(target, doing: str):
 
 
 def _use_cache(opts):
-    import inspector.compile_cache as compile_cache
+    import inspector.compilation.compile_cache as compile_cache
 
     if not compile_cache.enabled():
         return False
@@ -41,7 +41,7 @@ def _use_cache(opts):
 
 
 def _load(opts):
-    from ..target import load_target
+    from ..compilation.target import load_target
 
     return load_target(opts.target, args=opts.args, ref=getattr(opts, "ref", None), sets=opts.set,
                        mesh=getattr(opts, "mesh", None), shard=getattr(opts, "shard", None))
@@ -85,7 +85,7 @@ def compare_sides(opts) -> list:
     B is TARGET-B (or TARGET) with --set and --set-b on --target-b (or --target)."""
     import copy
 
-    from ..static_params import FlagValue
+    from ..compilation.static_params import FlagValue
 
     sides: list = []  # copies of opts, the argparse namespace
     for spec, chip, sets in ((opts.target, opts.chip_a, opts.set_a), (opts.target_b or opts.target, opts.chip_b, opts.set_b)):
@@ -156,7 +156,7 @@ def _read_log(path: str) -> str:
 def _compile_chip(opts, chip_name: str):
     """In the child: trace, lower and compile the target for one chip; its Stages (plain data)."""
     environment.prepare(debug=opts.debug)
-    from ..stages import capture
+    from ..compilation.stages import capture
 
     target = _load(opts)
     with contextlib.redirect_stdout(sys.stderr), _exits_are_failures(target, f"raised while tracing {target.name}"):
@@ -178,7 +178,7 @@ def _work_diff(opts):
 
 
 def _work_doctor(opts):
-    from ..doctor import checkup
+    from .doctor import checkup
 
     chips = doctor_chips(parse_targets(opts.chip)) if opts.chip else [c for c in CHIPS if c.is_tpu and c.devices == 1]
     return checkup(chips, svg_required=opts.svg)
@@ -200,7 +200,7 @@ def work(opts):
         with contextlib.redirect_stdout(sys.stderr):
             return _WORK[opts.verb](opts)
     except (RuntimeError, AssertionError) as err:  # JAX_PLATFORMS names a backend jax cannot start; the TPU is busy
-        from ..environment import chip_failure
+        from ..base.environment import chip_failure
 
         failure = environment.backend_failure(err) or chip_failure(err)
         if failure is None:

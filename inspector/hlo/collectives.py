@@ -23,7 +23,7 @@ import re
 
 import numpy as np
 
-from ..chips import Chip
+from ..base.chips import Chip
 from .fusions import NOT_KERNELS
 from .module import ArrayShape, HloModule, Instruction, parse_hlo
 

@@ -13,7 +13,7 @@ import dataclasses
 import gc
 from typing import Any
 
-from ..chips import Chip
+from ..base.chips import Chip
 from .costs import Costs
 from .kernel import HBM, Intermediate, Kernel, TensorRef
 from .kernel_groups import KernelGroup, group_kernels

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..errors import UsageError
-from ..units import fmt_bytes, fmt_count, fmt_time
+from ..base.errors import UsageError
+from ..base.units import fmt_bytes, fmt_count, fmt_time
 from .fusions import FusionAnalysis
 from .graph_model import COLORS, TOP, KernelGraph, Node, build_graph, group_graphs, scope_matches, scope_of  # noqa: F401 (re-exported)
 from .graphviz_run import dot_available, render_svg  # noqa: F401 (re-exported)

@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 
-from ..errors import UsageError
+from ..base.errors import UsageError
 
 FAST_ARGS = ("-Gsplines=line", "-Gnslimit=2", "-Gnslimit1=2", "-Gmclimit=0.3")  # measured: 25 s -> 1 s on a 109-node step
 FULL_SHARE = 1 / 4  # of a graph's time, for the full layout (the fast one runs beside it as insurance)

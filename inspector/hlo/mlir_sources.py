@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ..user_code import short_path
+from ..base.user_code import short_path
 
 _ALIAS = re.compile(r"^(#loc\d*) = loc\((.*)\)\s*$")
 _TRAILING_LOC = re.compile(r"\s+loc\(((?:[^()\"]|\"[^\"]*\"|\((?:[^()\"]|\"[^\"]*\")*\))*)\)(\s*\{?)\s*$")

@@ -12,7 +12,7 @@ import json
 import math
 import re
 
-from ..user_code import short_path
+from ..base.user_code import short_path
 
 # Bits per element; sub-byte types are packed.
 _BITS = {"pred": 8, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "f16": 16, "bf16": 16,

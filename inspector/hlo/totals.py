@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
-from ..units import fmt_bytes, fmt_count
+from ..base.units import fmt_bytes, fmt_count
 from .kernel import Kernel, TensorRef
 from .module import parse_shape
 

@@ -31,7 +31,7 @@ def abstract_mesh(chip):
     import jax
     from jax._src import mesh as mesh_lib
 
-    from ..backends import _tpu_mesh, libtpu_available
+    from ..compilation.backends import _tpu_mesh, libtpu_available
 
     if libtpu_available():
         try:

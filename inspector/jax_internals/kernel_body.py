@@ -11,7 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..pallas.model import DmaInfo, ScratchInfo
-from ..user_code import short_path
+from ..base.user_code import short_path
 from .pipelines import is_pipeline_copy, is_pipeline_scope
 from .tracing import sub_jaxprs
 

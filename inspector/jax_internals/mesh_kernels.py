@@ -127,7 +127,7 @@ def _ref_space(space: str) -> str:
 
 def pipeline_call(record: PipelineRecord, kernel: str, number: int) -> FoundCall:
     """One noted emit_pipeline as a call of its own: its grid over the refs it was given."""
-    from ..user_code import short_path
+    from ..base.user_code import short_path
 
     operands, maps = [], []
     n_grid = len(record.grid)
@@ -163,7 +163,7 @@ def body_pipelines(body, kernel: str, copies: int | None) -> tuple[list[FoundCal
     """Each emit_pipeline a kernel body ran, as a call to walk, or why it cannot be walked; and how
     many times each runs in all (``copies``: how many times the body runs, on every core or grid
     step; a pipeline split over the core axis runs once in all; None: not known)."""
-    from ..user_code import short_path
+    from ..base.user_code import short_path
 
     pipelines: list[FoundCall] = []
     unwalked: list[str] = []
@@ -195,7 +195,7 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
     """A pl.kernel (mpmd_map) or core_map equation as a PallasCall: grid = the mesh (one step per
     core), operands whole where the mesh keeps them, scratch_types and run_scoped buffers, the
     body's DMAs and flops, and each emit_pipeline in the body as a call to walk."""
-    from ..user_code import short_path
+    from ..base.user_code import short_path
 
     jaxpr, refs, scratch_vars, mesh, name, style, bodies = _parts(eqn)
     info = getattr(jaxpr, "debug_info", None) or eqn.params.get("debug_info")

@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from ..pallas.model import GRID_LETTERS, BlockSpecInfo, FoundCall, PallasCall, ScratchInfo
-from ..user_code import short_path
+from ..base.user_code import short_path
 from .evaluate import operand_values, pallas_occurrences
 from .body_dots import body_dots
 from .kernel_body import _Body, _bytes_of, _cost_estimate, _short_src, memory_space

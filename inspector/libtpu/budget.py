@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..errors import UsageError
+from ..base.errors import UsageError
 from .model import StepFit
 
 GiB = 1024**3

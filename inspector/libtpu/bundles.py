@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from ..chips import Chip
-from ..findings import Finding
+from ..base.chips import Chip
+from ..base.findings import Finding
 from .dumps import Bundle, Instruction, Utilization
 from .model import PALLAS_KINDS, BundleRow, KernelBundles, LineBundles, UnitUse
 

@@ -68,7 +68,7 @@ def main(result_fd: int, topology: str) -> None:
     from ..remote import _die_with_parent
 
     _die_with_parent()
-    import inspector.environment as environment
+    import inspector.base.environment as environment
 
     environment.prepare()
     from ..jax_internals.aot import compile_here, start_backend

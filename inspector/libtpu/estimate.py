@@ -21,14 +21,14 @@ from __future__ import annotations
 import math
 import time
 
-from ..backends import Backend
-from ..chips import Chip
-from ..findings import Finding
+from ..compilation.backends import Backend
+from ..base.chips import Chip
+from ..base.findings import Finding
 from ..hlo.fusions import analyse_fusions
 from ..jax_internals.aot import compile_request, grids_replaced
 from ..jax_internals.branches import Guard
-from ..target import Target
-from ..user_code import short_path
+from ..compilation.target import Target
+from ..base.user_code import short_path
 from .store import key as cache_key, load as load_cached, store as store_cached
 from .budget import MIN_SECONDS, Budget, extrapolate, fit_steps, predict_whole, reduced_grid
 from .bundles import bundle_findings, kernel_bundles
@@ -49,7 +49,7 @@ def estimate_times(target: Target, chip: Chip, *, budget: Budget | None = None, 
     of each kernel and the findings they lead to. ``kernels``: the program's kernels as the
     Report has them (``report.fusions.kernels``; computed here when not given). Off TPU, or
     where libtpu gives nothing, the roofline. Cached like a compile: asking again is instant."""
-    from ..stages import lowered_program  # (numpy, jax: only when an estimate runs)
+    from ..compilation.stages import lowered_program  # (numpy, jax: only when an estimate runs)
 
     budget = budget or Budget()
     backend = Backend(chip)
@@ -79,7 +79,7 @@ def bundle_report(target: Target, chip: Chip, *, budget: Budget | None = None, k
 
 
 def _plain_kernels(target: Target, backend, chip: Chip) -> list:
-    from ..stages import capture  # (numpy, jax: only when an estimate runs)
+    from ..compilation.stages import capture  # (numpy, jax: only when an estimate runs)
 
     stages = capture(target, backend, jaxpr_text=False).stages
     return analyse_fusions(stages.hlo, chip, stages.cost).kernels if stages.hlo else []
@@ -207,7 +207,7 @@ class _Run:
     def _request(self, caps: list[int] | None, force: str | None = None):
         """The program lowered with each Pallas grid cut to ``caps[i]`` steps (the i-th kernel
         to lower), or whole; with ``force``, each kernel's costliest guard taken at every step."""
-        from ..stages import lowered_program  # (numpy, jax: only when an estimate runs)
+        from ..compilation.stages import lowered_program  # (numpy, jax: only when an estimate runs)
 
         seen = []
 

@@ -9,7 +9,7 @@ kernel runs, the two bound the kernel's time and libtpu's own figure stays.
 """
 from __future__ import annotations
 
-from ..findings import Finding
+from ..base.findings import Finding
 from ..jax_internals.branches import Guard
 
 

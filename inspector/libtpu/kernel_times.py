@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..chips import Chip
+from ..base.chips import Chip
 from .model import ROOFLINE, KernelTime
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..findings import Finding
+from ..base.findings import Finding
 
 # Where a kernel's time comes from, best first.
 LIBTPU = "libtpu"  # libtpu's static simulation of the compiled program (its static LLO profile)

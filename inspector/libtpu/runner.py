@@ -28,7 +28,7 @@ import tempfile
 import time
 from typing import IO
 
-from ..tempdirs import new_folder, remove
+from ..base.tempdirs import new_folder, remove
 from .dumps import DUMP_LABELS, abort_reason, llo_files, read_profiles, read_text
 from .child import receive, send
 
@@ -82,7 +82,7 @@ class DumpSession:
 
     def __enter__(self) -> "DumpSession":
         sweep_stale()
-        # owned by this process (inspector.tempdirs): when the janitor dies with it (Ray kills a
+        # owned by this process (inspector.base.tempdirs): when the janitor dies with it (Ray kills a
         # cancelled task's worker with all its children), the next run's sweep removes the folder
         self.folder = new_folder(PREFIX.removeprefix("inspector-").rstrip("-"))
         try:

@@ -14,11 +14,11 @@ import json
 import types
 import typing
 
-import inspector.compile_cache as compile_cache
+import inspector.compilation.compile_cache as compile_cache
 
-from ..atomic import write_atomic
-from ..errors import OutputError
-from ..findings import Finding
+from ..base.atomic import write_atomic
+from ..base.errors import OutputError
+from ..base.findings import Finding
 from .budget import Budget
 from .model import TimeEstimate
 

@@ -10,8 +10,8 @@ import functools
 import math
 import time
 
-from ..environment import chip_failure
-from ..errors import NoChip
+from ..base.environment import chip_failure
+from ..base.errors import NoChip
 from .model import Measurement
 from .profile import UnreadableTrace, newest_trace, read_profile, summary
 

@@ -7,13 +7,13 @@ import contextlib
 import sys
 from typing import Callable
 
-import inspector.environment as environment
+import inspector.base.environment as environment
 
-from ..backends import attached_chip
-from ..chips import Chip
-from ..errors import UsageError
+from ..compilation.backends import attached_chip
+from ..base.chips import Chip
+from ..base.errors import UsageError
 from ..remote import run_isolated
-from ..errors import NoChip
+from ..base.errors import NoChip
 from .model import Measurement
 
 
@@ -41,9 +41,9 @@ def measure_on_chip(load: Callable, chip: Chip, *, debug: bool = False) -> Measu
 def _measure_child(load: Callable, chip_name: str, debug: bool) -> Measurement:
     # the environment is prepared before the rest is imported (what jax reads when it loads)
     environment.prepare(debug=debug)
-    from ..errors import TargetFailure
-    from ..user_code import describe_error, reraise_interrupt
-    from ..environment import chip_failure
+    from ..base.errors import TargetFailure
+    from ..base.user_code import describe_error, reraise_interrupt
+    from ..base.environment import chip_failure
     from .on_chip import measure_target
 
     target = load()

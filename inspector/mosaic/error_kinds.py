@@ -19,7 +19,7 @@ SEEN_WITH = "jax 0.10.2, libtpu 0.0.42.1"
 @dataclasses.dataclass(frozen=True)
 class ErrorKind:
     name: str  # stable identifier, e.g. "unproven-alignment"
-    code: str  # the finding code (inspector.findings.CODES)
+    code: str  # the finding code (inspector.base.findings.CODES)
     title: str  # a few words for a headline
     patterns: tuple[str, ...]  # regexes over the compiler's message; the first that matches wins
     rule: str  # one sentence (a template)

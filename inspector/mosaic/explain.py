@@ -12,12 +12,12 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..chips import Chip
-from ..findings import CODES, Finding
+from ..base.chips import Chip
+from ..base.findings import CODES, Finding
 from ..jax_internals import jax_version
-from ..units import fmt_bytes
+from ..base.units import fmt_bytes
 from .error_kinds import ALTERNATIVES, NO_ALTERNATIVE, UNKNOWN, ErrorKind, classify, fill
-from ..user_code import short_path
+from ..base.user_code import short_path
 from .locations import Frame, error_location, strip_error_location
 
 if TYPE_CHECKING:  # (numpy)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import hashlib
 import os
 
-from ..backends import Backend
-from ..errors import UsageError
+from ..compilation.backends import Backend
+from ..base.errors import UsageError
 from ..hlo.passes import UnknownPass, parse_range
-from ..tempdirs import KeptFolder
+from ..base.tempdirs import KeptFolder
 from .dumps import KernelPasses, diff_passes, reattach
 from .passes import compile_with_dumps
 
@@ -24,7 +24,7 @@ def kept_mosaic_diff(target, chip, kernel: str, select: str, index: int = 0):
     index, or ``A..B``) of Mosaic kernel ``kernel``, the ``index``-th in libtpu's order (as
     MosaicPasses.kernels; two pallas_calls may share a name) of ``target`` compiled for ``chip``.
     UsageError when there is no such kernel or pass."""
-    from ..stages import capture  # (numpy, jax: only when a kernel is compiled)
+    from ..compilation.stages import capture  # (numpy, jax: only when a kernel is compiled)
 
     def fill(directory: str) -> list[KernelPasses]:
         kernels = compile_with_dumps(target, chip, directory).kernels

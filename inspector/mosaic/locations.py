@@ -16,7 +16,7 @@ import dataclasses
 import os
 import re
 
-from ..user_code import short_path
+from ..base.user_code import short_path
 
 _FILE_LOC = re.compile(r'(?:"([^"\n]*)"\()?"([^"\n]+)":(\d+):(\d+)')  # optional "function"( then "file":line:col
 _ALIAS_DEF = re.compile(r"^(#loc\d*) = loc\((.*)\)\s*$", re.M)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ..findings import Finding
+from ..base.findings import Finding
 from ..remote import ChildFailed, run_isolated
-from ..tempdirs import new_folder, remove
+from ..base.tempdirs import new_folder, remove
 
 DUMP_FLAGS = ("--xla_mosaic_dump_to={dir}", "--xla_mosaic_enable_dump_debug_info=true")
 
@@ -109,17 +109,17 @@ def compile_with_dumps(target, chip, directory: str, *, select: str | None = Non
 def _in_child(recipe: _Recipe, chip_name: str, directory: str, select: str | None, kernel: str | None) -> MosaicPasses:
     """In the child: load the target, compile it (no cache: a hit writes no dumps), read the dumps.
     The environment is prepared before the rest is imported (what jax reads when it loads)."""
-    import inspector.environment as environment
+    import inspector.base.environment as environment
 
     environment.prepare()
     import dataclasses as dc
 
-    from ..backends import Backend
-    from ..chips import get_chip
-    from ..errors import UsageError
+    from ..compilation.backends import Backend
+    from ..base.chips import get_chip
+    from ..base.errors import UsageError
     from ..hlo.passes import UnknownPass, parse_range
-    from ..stages import capture
-    from ..target import load_target
+    from ..compilation.stages import capture
+    from ..compilation.target import load_target
     from .dumps import diff_passes, read_kernel_dumps
 
     chip = get_chip(chip_name)

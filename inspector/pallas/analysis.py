@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..chips import Chip
-from ..findings import Finding
+from ..base.chips import Chip
+from ..base.findings import Finding
 from ..hlo.fusions import scoped_vmem_used
 from ..hlo.module import parse_hlo
 from .grid_walk import GridWalk, unwalked, walk_grid

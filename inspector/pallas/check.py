@@ -7,16 +7,16 @@ import dataclasses
 import signal
 from typing import Callable
 
-from ..backends import Backend
-from ..chips import Chip, get_chip
+from ..compilation.backends import Backend
+from ..base.chips import Chip, get_chip
 from ..display import html
-from ..findings import Finding, by_severity
-from ..memory import analyse_memory
+from ..base.findings import Finding, by_severity
+from ..hlo.memory import analyse_memory
 from .analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler, refused_by_compiler
 from .vmem import estimate_fits
-from ..errors import TargetFailure
-from ..stages import Capture, Stages, capture, compile_is_cached
-from ..target import Target
+from ..base.errors import TargetFailure
+from ..compilation.stages import Capture, Stages, capture, compile_is_cached
+from ..compilation.target import Target
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -2,7 +2,7 @@
 A call the reader cannot follow is a finding, never a crash of the command."""
 from __future__ import annotations
 
-from ..findings import Finding
+from ..base.findings import Finding
 from ..jax_internals.pallas import read_pallas_calls
 from .model import FoundCall
 

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from ..findings import Finding
+from ..base.findings import Finding
 from .model import BlockSpecInfo, FoundCall
 
 MAX_STEPS = 1 << 24  # past this the walk covers the first MAX_STEPS steps and says so

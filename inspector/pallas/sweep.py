@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
-from ..backends import Backend
-from ..chips import Chip, get_chip
-from ..errors import InspectorError
+from ..compilation.backends import Backend
+from ..base.chips import Chip, get_chip
+from ..base.errors import InspectorError
 from .discovery import find_pallas_calls
-from ..stages import capture
-from ..target import Target
+from ..compilation.stages import capture
+from ..compilation.target import Target
 from .vmem import budget, estimate_fits
 
 MAX_COMBINATIONS = 64

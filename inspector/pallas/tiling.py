@@ -8,8 +8,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..chips import Chip
-from ..findings import Finding
+from ..base.chips import Chip
+from ..base.findings import Finding
 from .model import BlockSpecInfo, PallasCall, dtype_bits
 
 MXU_WASTE_WARN = 0.10

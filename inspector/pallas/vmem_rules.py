@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 from typing import Callable, Mapping
 
-from ..chips import Chip
+from ..base.chips import Chip
 from .model import BodyFacts, PallasCall
 
 VREG_FILE_BYTES = 64 * 4096  # 64 vector registers of 8x128x32 bits

@@ -8,9 +8,9 @@ import traceback
 
 import numpy as np
 
-from ..chips import Chip
-from ..findings import Finding
-from ..user_code import describe_error
+from ..base.chips import Chip
+from ..base.findings import Finding
+from ..base.user_code import describe_error
 import inspector.run.interpreted as interpreted  # not "from . import": that runs the package, whose __init__ imports this module
 from .outputs import coarse_blocks, compare, error_map, leaf_findings, value_notes
 from .trees import accumulations_of, by_leaf

@@ -6,8 +6,8 @@ import os
 
 import numpy as np
 
-from ..target import Target
-from ..units import fmt_bytes
+from ..compilation.target import Target
+from ..base.units import fmt_bytes
 
 # Bytes held per byte of input/output: the array itself, the host copy it is made from, the
 # interpreter's simulated HBM copy; per element of the largest output the comparison's float64

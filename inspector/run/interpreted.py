@@ -14,10 +14,10 @@ import dataclasses
 import re
 from typing import Any
 
-from ..chips import Chip
-from ..findings import Finding
+from ..base.chips import Chip
+from ..base.findings import Finding
 from ..jax_internals import interpret as ji
-from ..user_code import describe_error, short_path
+from ..base.user_code import describe_error, short_path
 from .capture import captured_output
 
 DETAIL_CHARS = 20_000  # of the interpreter's output kept with a finding

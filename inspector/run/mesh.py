@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
-from ..findings import Finding
+from ..base.findings import Finding
 from ..jax_internals import interpret as ji
-from ..target import Target
+from ..compilation.target import Target
 
 
 def mesh_here(target: Target, start_devices: bool) -> tuple[dict[str, int], Finding | None]:

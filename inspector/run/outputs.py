@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..findings import Finding
+from ..base.findings import Finding
 from .result import BadBlock, ErrorMap, LeafDiff
 from .tolerance import choose
 

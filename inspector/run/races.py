@@ -4,7 +4,7 @@ when some ordering's outputs differ from the reference. A race where a DMA is on
 hazard, reported with the lines that started the DMAs."""
 from __future__ import annotations
 
-from ..findings import Finding
+from ..base.findings import Finding
 from ..jax_internals import interpret as ji
 import inspector.run.interpreted as interpreted  # not "from . import": that runs the package, whose __init__ imports this module
 from .trees import wrong

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..display import html
-from ..findings import Finding
+from ..base.findings import Finding
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -3,7 +3,7 @@ retried under the interpreter's options that allow it (each remedy at most once,
 info finding); an out-of-bounds read is an error finding and the run goes on reading NaN there."""
 from __future__ import annotations
 
-from ..findings import Finding
+from ..base.findings import Finding
 from ..jax_internals import interpret as ji
 import inspector.run.interpreted as interpreted  # not "from . import": that runs the package, whose __init__ imports this module
 from .races import confirm_races

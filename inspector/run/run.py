@@ -20,18 +20,18 @@ from typing import Any
 
 import numpy as np
 
-from ..chips import DEFAULT_TPU, SPARSE_CORE_CHIP, Chip, get_chip
-from ..errors import TargetFailure
-from ..findings import Finding, by_severity
+from ..base.chips import DEFAULT_TPU, SPARSE_CORE_CHIP, Chip, get_chip
+from ..base.errors import TargetFailure
+from ..base.findings import Finding, by_severity
 from ..jax_internals import interpret as ji
 from ..jax_internals.mesh_kernels import KERNEL_PRIMITIVES
 from ..jax_internals.pipelines import recording_pipelines
 from ..jax_internals.tracing import walk_eqns
 from ..pallas.discovery import find_pallas_calls
-from ..stage_records import Program
-from ..stages import example_values
-from ..target import Target
-from ..user_code import describe_error
+from ..compilation.stage_records import Program
+from ..compilation.stages import example_values
+from ..compilation.target import Target
+from ..base.user_code import describe_error
 import inspector.run.inputs as inputs_  # the module, so that a test can set its available_memory
 import inspector.run.interpreted as interpreted  # not "from . import": that runs the package, whose __init__ imports this module
 from .gradients import gradients

@@ -5,8 +5,8 @@ from __future__ import annotations
 import statistics
 import time
 
-from ..backends import attached_chip
-from ..chips import Chip
+from ..compilation.backends import attached_chip
+from ..base.chips import Chip
 from ..measure.on_chip import measure_function
 import inspector.run.interpreted as interpreted  # not "from . import": that runs the package, whose __init__ imports this module
 from .result import Timing

@@ -7,7 +7,7 @@ import dataclasses
 
 import numpy as np
 
-from ..findings import Finding
+from ..base.findings import Finding
 from ..jax_internals.accumulation import accumulations
 from ..pallas.grid_walk import MAX_STEPS, _grid_points
 from .outputs import coarse_blocks, compare, error_map, leaf_findings, pair_leaves, value_notes

@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ..api import _call, make_target
-from ..chips import get_chip
+from ..base.chips import get_chip
 from ..display import tune_progress
-from ..errors import UsageError
-from ..specs import hlo_type
+from ..base.errors import UsageError
+from ..base.specs import hlo_type
 from .model import NOT_RUN, STATUSES, TuneResult, TuneRow
 from .rank import rank_all
 from .table import check_table
@@ -67,7 +67,7 @@ def _shape_texts(args: tuple, kwargs: dict, shapes) -> list[str]:
 
 
 def _spec_sweep(spec, args, kwargs, chips, grid, fixed, shapes, workers, ray, table, cache, budget, progress):
-    import inspector.compile_cache as compile_cache
+    import inspector.compilation.compile_cache as compile_cache
 
     from .sweep import SweepRequest, run_sweep
 
@@ -85,7 +85,7 @@ def _in_process(fn, args, kwargs, chips, grid, fixed, shapes, cache, budget) -> 
     import inspect as pyinspect
     import time
 
-    import inspector.compile_cache as compile_cache
+    import inspector.compilation.compile_cache as compile_cache
     import inspector.tuning.store as store
 
     from ..libtpu import Budget

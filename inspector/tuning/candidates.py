@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
-from ..errors import UsageError
-from ..static_params import parse_value, same_kind
+from ..base.errors import UsageError
+from ..compilation.static_params import parse_value, same_kind
 
 MAX_CANDIDATES = 4096  # past this a sweep is a typo (a grid of 8 params x 8 values is 16M)
 

@@ -10,18 +10,18 @@ import contextlib
 import dataclasses
 import time
 
-import inspector.compile_cache as compile_cache
+import inspector.compilation.compile_cache as compile_cache
 import inspector.tuning.fingerprint as fingerprint
 import inspector.tuning.store as store
 
-from ..backends import Backend
-from ..chips import get_chip
-from ..errors import InspectorError, TargetFailure
+from ..compilation.backends import Backend
+from ..base.chips import get_chip
+from ..base.errors import InspectorError, TargetFailure
 from ..jax_internals import tracing
 from ..libtpu import ROOFLINE, Budget, estimate_times
 from ..libtpu.estimate import STOPPED
-from ..specs import hlo_type, parse_specs
-from ..target import load_target
+from ..base.specs import hlo_type, parse_specs
+from ..compilation.target import load_target
 from .candidates import TunePlan
 from .model import FAILED, PRUNED, RANKED, REFUSED, UNTIMED, TuneRow, sound_row
 
@@ -92,7 +92,7 @@ def evaluate_task(task: dict) -> dict:
 
 def evaluate_target(target, chip, base: dict, *, budget: dict, cache) -> TuneRow:
     """The row of ``target`` (one candidate's parameters baked in) on ``chip``."""
-    from ..stages import lowered_program
+    from ..compilation.stages import lowered_program
 
     start = time.perf_counter()
     # the lowered module's locations leave the inspector's frames out (capture() asks the same):
@@ -127,7 +127,7 @@ def evaluate_target(target, chip, base: dict, *, budget: dict, cache) -> TuneRow
 def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped: list[str]) -> TuneRow:
     from ..pallas.analysis import analyse_pallas, compiler_scoped_vmem
     from ..report import build_report
-    from ..stages import capture
+    from ..compilation.stages import capture
 
     reports, _ = analyse_pallas(captured.program, [chip], [chip])
     budgets = [b for r in reports for b in r.budgets if b.chip == chip.name]
@@ -194,7 +194,7 @@ def _bound_and_spills(times) -> tuple[str | None, int | None]:
 def _own_memo():
     """The stages' in-process memo keeps each lowering for the compile after it; a sweep lowers
     hundreds of candidates, so what one candidate added is dropped when it is done."""
-    import inspector.stages as stages
+    import inspector.compilation.stages as stages
 
     before = set(stages._MEMO)
     try:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 
-import inspector.environment as environment
+import inspector.base.environment as environment
 
-from ..errors import InspectorError
-from ..environment import chip_failure
+from ..base.errors import InspectorError
+from ..base.environment import chip_failure
 from ..measure.on_chip import measure_target, tpu_devices
 from ..remote import run_isolated
-from ..target import load_target
+from ..compilation.target import load_target
 from .model import RANKED, ChipRanking, TuneResult
 
 MEASURE_TOP = 8  # candidates measured per shape when --top does not say

@@ -19,7 +19,7 @@ import sys
 import threading
 from typing import Callable
 
-from ..compile_cache import cache_dir
+from ..compilation.compile_cache import cache_dir
 from ..libtpu.child import receive, send
 
 _BOOT = ("import sys,json,os;sys.path[:]=json.loads(os.environ.pop('INSPECTOR_SYS_PATH'));"

@@ -12,14 +12,14 @@ import sys
 import tempfile
 from typing import Callable
 
-import inspector.environment as environment
+import inspector.base.environment as environment
 
-from ..errors import UsageError
+from ..base.errors import UsageError
 from ..libtpu.runner import kept_sessions
-from ..tempdirs import new_folder
+from ..base.tempdirs import new_folder
 from .evaluate import evaluate_task
 
-_SHIPPED = "tune-shipped"  # inspector-tune-shipped-*: see inspector.tempdirs
+_SHIPPED = "tune-shipped"  # inspector-tune-shipped-*: see inspector.base.tempdirs
 
 
 def _import_ray():
@@ -46,7 +46,7 @@ _SHIPPED_FILES: dict[tuple[str, str], str] = {}
 
 
 def _shipped_file(file_name: str, source: bytes) -> str:
-    """The shipped file, in a folder of this worker process's own (``inspector.tempdirs``): kept
+    """The shipped file, in a folder of this worker process's own (``inspector.base.tempdirs``): kept
     for its next tasks (the module is imported once), never removed under another worker's task,
     removed when the process exits, and swept by the next run on the node when Ray kills it
     (a cancel on Ctrl-C)."""

@@ -22,11 +22,11 @@ import os
 import sys
 from pathlib import Path
 
-import inspector.compile_cache as compile_cache
+import inspector.compilation.compile_cache as compile_cache
 
-from ..atomic import write_atomic
-from ..compile_cache import _own_version, _version
-from ..errors import OutputError
+from ..base.atomic import write_atomic
+from ..compilation.compile_cache import _own_version, _version
+from ..base.errors import OutputError
 
 SCHEMA = 2  # 2: roofline-only rows are untimed, not ranked
 ROW, JOURNAL, PLAN = "tune-row", "tune-journal", "tune-plan"

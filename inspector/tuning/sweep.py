@@ -14,10 +14,10 @@ from typing import Protocol
 import inspector.tuning.fingerprint as fingerprint
 import inspector.tuning.store as store
 import inspector.tuning.table as table  # the module: a test replaces its update_table
-from ..chips import parse_targets
-from ..errors import TargetFailure, UsageError
+from ..base.chips import parse_targets
+from ..base.errors import TargetFailure, UsageError
 from ..libtpu import Budget
-from ..tempdirs import sweep
+from ..base.tempdirs import sweep
 from .candidates import TunePlan, candidates, default_params, swept_values
 from .measured import measure_rankings
 from .model import FAILED, NOT_RUN, RANKED, STATUSES, TuneResult, TuneRow, sound_row

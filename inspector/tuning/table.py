@@ -17,10 +17,10 @@ import contextlib
 import json
 import time
 
-from ..atomic import check_not_read_only, check_writable, our_output, read_regular, write_atomic
-from ..chips import get_chip
-from ..errors import OutputError, UsageError
-from ..specs import hlo_type
+from ..base.atomic import check_not_read_only, check_writable, our_output, read_regular, write_atomic
+from ..base.chips import get_chip
+from ..base.errors import OutputError, UsageError
+from ..base.specs import hlo_type
 
 SCHEMA = 1
 MAX_BYTES = 64 << 20  # a table holds a few hundred bytes per shape and chip: a larger file is not one

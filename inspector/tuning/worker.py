@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 
-import inspector.environment as environment
+import inspector.base.environment as environment
 
 from ..libtpu.child import receive, send
 from ..libtpu.runner import kept_sessions

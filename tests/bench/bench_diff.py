@@ -15,8 +15,8 @@ ARGS = "bf16[4,2048,128] bf16[4,2048,128] bf16[4,2048,128]"
 
 REFERENCE_ONLY = f"""
 import sys; sys.path.insert(0, {str(ROOT)!r})
-from inspector import environment; environment.prepare()
-from inspector.target import load_target
+from inspector.base import environment; environment.prepare()
+from inspector.compilation.target import load_target
 from inspector.run import make_inputs
 import jax
 t = load_target("samples/attention.py:flash", args={ARGS!r})

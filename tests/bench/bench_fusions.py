@@ -21,15 +21,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_show import FLOOR, FLOOR_TPU, rss_of  # noqa: E402
 
-from inspector import environment  # noqa: E402
+from inspector.base import environment  # noqa: E402
 
 environment.prepare()
 
-from inspector.backends import Backend  # noqa: E402
-from inspector.chips import get_chip  # noqa: E402
+from inspector.compilation.backends import Backend  # noqa: E402
+from inspector.base.chips import get_chip  # noqa: E402
 from inspector.hlo.fusions import analyse_fusions  # noqa: E402
-from inspector.stages import capture  # noqa: E402
-from inspector.target import load_target  # noqa: E402
+from inspector.compilation.stages import capture  # noqa: E402
+from inspector.compilation.target import load_target  # noqa: E402
 
 
 def analysis_share(func: str, chip: str) -> tuple[float, float, int]:

@@ -25,18 +25,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from inspector import environment  # noqa: E402
+from inspector.base import environment  # noqa: E402
 
 environment.prepare()
 
-from inspector.backends import Backend  # noqa: E402
-from inspector.chips import get_chip  # noqa: E402
+from inspector.compilation.backends import Backend  # noqa: E402
+from inspector.base.chips import get_chip  # noqa: E402
 from inspector.hlo.fusions import analyse_fusions  # noqa: E402
 from inspector.hlo.graph import build_dot  # noqa: E402
 from inspector.hlo.graph_model import group_graphs  # noqa: E402
 from inspector.hlo.graph_render import layout, layout_cost, layout_many  # noqa: E402
-from inspector.stages import capture  # noqa: E402
-from inspector.target import load_target  # noqa: E402
+from inspector.compilation.stages import capture  # noqa: E402
+from inspector.compilation.target import load_target  # noqa: E402
 
 # (label, target, --target)
 CASES = {

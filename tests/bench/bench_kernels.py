@@ -11,16 +11,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from inspector import environment  # noqa: E402
+from inspector.base import environment  # noqa: E402
 
 environment.prepare()
 
-from inspector.backends import Backend  # noqa: E402
-from inspector.chips import get_chip  # noqa: E402
+from inspector.compilation.backends import Backend  # noqa: E402
+from inspector.base.chips import get_chip  # noqa: E402
 from inspector.report import build_report  # noqa: E402
-from inspector.stages import capture  # noqa: E402
-from inspector.target import load_target  # noqa: E402
-from inspector.units import fmt_bytes, fmt_time  # noqa: E402
+from inspector.compilation.stages import capture  # noqa: E402
+from inspector.compilation.target import load_target  # noqa: E402
+from inspector.base.units import fmt_bytes, fmt_time  # noqa: E402
 
 # (kernel target, --set for the chip's defaults, its plain-jnp counterpart)
 CASES = [

@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from inspector import environment  # noqa: E402
+from inspector.base import environment  # noqa: E402
 
 environment.prepare()
 

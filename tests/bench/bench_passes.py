@@ -56,14 +56,14 @@ def _split(chip: str, func: str, n: int) -> dict:
     """In one process, N rounds: compile seconds (wall, CPU) without dumps, with the pass list's
     dumps (no metadata) and with a diff's dumps (metadata), then reading each set of dumps."""
     sys.path.insert(0, str(ROOT))
-    from inspector import environment
+    from inspector.base import environment
 
     environment.prepare()
-    from inspector import stages, xla_compile
-    from inspector.backends import Backend
-    from inspector.chips import get_chip
+    from inspector.compilation import stages, xla_compile
+    from inspector.compilation.backends import Backend
+    from inspector.base.chips import get_chip
     from inspector.hlo.passes import read_dumps
-    from inspector.target import load_target
+    from inspector.compilation.target import load_target
 
     target, backend = load_target(f"{ROOT / TARGET}:{func}"), Backend(get_chip(chip))
 

@@ -60,7 +60,7 @@ def run(cmd: list[str], env: dict) -> tuple[float, float, float | None]:
 
 def main(topologies: list[str]) -> None:
     env = dict(os.environ, INSPECTOR_NO_CACHE="1")
-    from inspector import environment  # the same quiet libtpu settings for the floor
+    from inspector.base import environment  # the same quiet libtpu settings for the floor
     environment.prepare()
     env.update({k: v for k, v in os.environ.items() if k.startswith(("TPU_", "ALLOW_", "JAX_", "TF_", "GLOG_"))})
     print("| case | floor | inspector | ratio | floor CPU | inspector CPU | CPU ratio | floor peak | inspector peak |\n"

@@ -79,12 +79,12 @@ def _sparse_rows() -> list:
 
 
 def accuracy() -> list[dict]:
-    from inspector import environment
+    from inspector.base import environment
 
     environment.prepare()
-    from inspector.chips import get_chip
+    from inspector.base.chips import get_chip
     from inspector.libtpu import estimate_times
-    from inspector.target import load_target
+    from inspector.compilation.target import load_target
 
     chip = get_chip("tpu-v5e")
     results = []
@@ -119,31 +119,31 @@ def _ranks(results: list[dict]) -> None:
 
 _PLAIN = """
 import sys; sys.path[:0] = {paths!r}
-from inspector import environment; environment.prepare()
-from inspector.backends import Backend
-from inspector.chips import get_chip
-from inspector.stages import capture
-from inspector.target import load_target
+from inspector.base import environment; environment.prepare()
+from inspector.compilation.backends import Backend
+from inspector.base.chips import get_chip
+from inspector.compilation.stages import capture
+from inspector.compilation.target import load_target
 capture(load_target({spec!r}, args={args!r}, sets={sets!r}), Backend(get_chip("tpu-v5e")), use_cache=False, jaxpr_text=False)
 """
 _ESTIMATE = """
 import json, sys; sys.path[:0] = {paths!r}
-from inspector import environment; environment.prepare()
-from inspector.chips import get_chip
+from inspector.base import environment; environment.prepare()
+from inspector.base.chips import get_chip
 from inspector.libtpu import estimate_times
-from inspector.target import load_target
+from inspector.compilation.target import load_target
 e = estimate_times(load_target({spec!r}, args={args!r}, sets={sets!r}), get_chip("tpu-v5e"), use_cache=False)
 print(json.dumps([[j.label, j.status, j.wall_seconds, j.peak_rss_bytes] for j in e.jobs]))
 """
 _SPLIT = """
 import json, sys; sys.path[:0] = {paths!r}
-from inspector import environment; environment.prepare()
-from inspector.backends import Backend
-from inspector.chips import get_chip
+from inspector.base import environment; environment.prepare()
+from inspector.compilation.backends import Backend
+from inspector.base.chips import get_chip
 from inspector.jax_internals.aot import compile_request
 from inspector.libtpu.runner import DumpSession
-from inspector.stages import lowered_program
-from inspector.target import load_target
+from inspector.compilation.stages import lowered_program
+from inspector.compilation.target import load_target
 chip = get_chip("tpu-v5e")
 lowered = lowered_program(load_target({spec!r}, args={args!r}, sets={sets!r}), Backend(chip), memo=False)[1]
 request = compile_request(lowered, chip.topology)

@@ -30,7 +30,7 @@ def process_age():
     uptime = float(open('/proc/uptime').read().split()[0])
     return uptime - start
 sys.path.insert(0, {root!r})
-from inspector import environment; environment.prepare()
+from inspector.base import environment; environment.prepare()
 from inspector.session import Session
 from inspector.views.tui.app import InspectorApp
 from inspector.views.tui.stage_text import StageText

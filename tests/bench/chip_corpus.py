@@ -104,13 +104,13 @@ def _write(path: str, data) -> None:
 
 def measure(out: str, only: str | None) -> None:
     """On the chip: each entry's device time per kernel; written after every entry (a run cut short keeps what it did)."""
-    import inspector.environment as environment
+    import inspector.base.environment as environment
 
     os.environ[environment.ON_CHIP_MARK] = "1"  # this process is the one that opens the chip
     environment.prepare()
-    from inspector.backends import attached_chip
+    from inspector.compilation.backends import attached_chip
     from inspector.measure.on_chip import measure_target, tpu_devices, versions
-    from inspector.target import load_target
+    from inspector.compilation.target import load_target
 
     chip = attached_chip()
     devices = tpu_devices()
@@ -134,14 +134,14 @@ def measure(out: str, only: str | None) -> None:
 
 def _estimate_one(payload):
     label, spec, args, sets, chip_name, budget = payload
-    import inspector.environment as environment
+    import inspector.base.environment as environment
 
     environment.prepare()
-    from inspector.chips import get_chip
+    from inspector.base.chips import get_chip
     from inspector.libtpu import Budget
     from inspector.report import make_report
     from inspector.view_table import Needs
-    from inspector.target import load_target
+    from inspector.compilation.target import load_target
 
     start = time.perf_counter()
     try:

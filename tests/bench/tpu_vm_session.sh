@@ -19,7 +19,7 @@ step() {  # step NAME TIMEOUT CMD...: run, log rc, wall time and the output's ta
   echo "=== probe"; date; python3 -c 'import platform; print(platform.libc_ver())'
   env | grep -iE '^(TPU|JAX|XLA|LIBTPU|ALLOW)' ; ls -la /dev/vfio /dev/accel* 2>&1 | head
   for d in /sys/bus/pci/devices/*; do echo "$(cat $d/vendor 2>/dev/null) $(cat $d/device 2>/dev/null)"; done | sort | uniq -c
-  python3 -c 'from inspector.backends import attached_chip; print("attached:", attached_chip())'
+  python3 -c 'from inspector.compilation.backends import attached_chip; print("attached:", attached_chip())'
 } >> "$LOG" 2>&1
 step doctor 120 inspector doctor --target tpu-v5e
 # the corpus: one process holds the chip for all of it; the deviceless estimates beside it

@@ -17,13 +17,13 @@ OUT = Path(__file__).with_name("hlo") / "gpt2_plain_tpu.hlo.gz"
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))
-    from inspector import environment
+    from inspector.base import environment
 
     environment.prepare()
-    from inspector.backends import Backend
-    from inspector.chips import get_chip
-    from inspector.stages import capture
-    from inspector.target import load_target
+    from inspector.compilation.backends import Backend
+    from inspector.base.chips import get_chip
+    from inspector.compilation.stages import capture
+    from inspector.compilation.target import load_target
 
     stages = capture(load_target("tests/data/gpt2_plain.py:train_step"), Backend(get_chip("tpu-v5e"))).stages
     if stages.hlo is None:

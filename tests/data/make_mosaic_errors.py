@@ -11,15 +11,15 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "samples"))
 
-from inspector import environment  # noqa: E402
+from inspector.base import environment  # noqa: E402
 
 environment.prepare()
 
 import mosaic_errors  # noqa: E402
-from inspector.backends import Backend  # noqa: E402
-from inspector.chips import get_chip  # noqa: E402
-from inspector.stages import capture  # noqa: E402
-from inspector.target import load_target  # noqa: E402
+from inspector.compilation.backends import Backend  # noqa: E402
+from inspector.base.chips import get_chip  # noqa: E402
+from inspector.compilation.stages import capture  # noqa: E402
+from inspector.compilation.target import load_target  # noqa: E402
 
 # More messages of the same kinds, from kernels that are not samples (this file is their target)
 EXTRA = {"fp8_add": "tpu-v5e", "int8_double": "tpu-v5e", "unaligned_lanes": "tpu-v5e", "block_100": "tpu-v5e"}

@@ -33,12 +33,12 @@ def budget_figures(b) -> dict:
 def estimates(name: str, calls: dict) -> list[dict]:
     """Each row of tests/data/<name>: its chip, its estimate's verdict (True, False, None) and its
     kernels' budgets. ``calls``: traced kernels by (target, args, params), shared across files."""
-    from inspector.backends import Backend
-    from inspector.chips import get_chip
+    from inspector.compilation.backends import Backend
+    from inspector.base.chips import get_chip
     from inspector.pallas.discovery import find_pallas_calls
     from inspector.pallas.vmem import budget, estimate_fits
-    from inspector.stages import capture
-    from inspector.target import load_target
+    from inspector.compilation.stages import capture
+    from inspector.compilation.target import load_target
 
     rows = []
     for r in json.loads((DATA / name).read_text())["rows"]:

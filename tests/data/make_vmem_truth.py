@@ -614,7 +614,7 @@ QUANTIZED = [qmm_job("qmm", dtype, *b) for dtype in ("bf16", "f8e4m3fn", "f8e5m2
 
 
 def targets(files: list[str]) -> list[str]:
-    from inspector.user_files import load_module
+    from inspector.compilation.user_files import load_module
 
     found = []
     for file in files:
@@ -630,10 +630,10 @@ def combinations(target) -> list[dict]:
 
 
 def rows_for(spec: str, args: str | None = None, grid: dict | None = None, chip_names=None) -> list[dict]:
-    from inspector.chips import CHIPS
-    from inspector.errors import InspectorError
+    from inspector.base.chips import CHIPS
+    from inspector.base.errors import InspectorError
     from inspector.pallas.check import run_check
-    from inspector.target import load_target
+    from inspector.compilation.target import load_target
 
     chips = [c for c in CHIPS if c.is_tpu and (chip_names is None or c.name in chip_names)]
     try:
@@ -662,7 +662,7 @@ def rows_for(spec: str, args: str | None = None, grid: dict | None = None, chip_
 
 def main(argv: list[str]) -> None:
     sys.path.insert(0, str(ROOT))
-    from inspector import environment
+    from inspector.base import environment
     environment.prepare()
     global OUT
     chip_names, only = None, []

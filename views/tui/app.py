@@ -21,7 +21,7 @@ from textual.binding import Binding
 from textual.reactive import var
 from textual.widgets import Header, Input, Static, TabbedContent, TabPane
 
-from ...errors import EXIT_FINDINGS, InspectorError
+from ...base.errors import EXIT_FINDINGS, InspectorError
 from ...remote import Remote
 from ...session import Session
 
@@ -44,7 +44,7 @@ class UICrash(InspectorError):
 
 
 def crash_log_path():
-    from ...compile_cache import cache_dir
+    from ...compilation.compile_cache import cache_dir
 
     return cache_dir() / "tui-crash.log"
 

@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
-from ...units import fmt_count
+from ...base.units import fmt_count
 
 from ..bundles import kernel_detail, render_bundles, summary_table
 from ..printer import RenderOptions

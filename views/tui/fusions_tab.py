@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
-from ...units import fmt_bytes, fmt_count
+from ...base.units import fmt_bytes, fmt_count
 
 from ..fusions import KERNEL_COLUMNS, SORT_KEYS, intermediates_table, table_columns
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from textual import work
 
 from .app_base import AppBase
-from ...chips import CHIPS, get_chip
-from ...errors import UsageError
+from ...base.chips import CHIPS, get_chip
+from ...base.errors import UsageError
 from ...session import Session
-from ...static_params import parse_value
+from ...compilation.static_params import parse_value
 from .loading import message_of
 from .screens import CompareScreen, ParamsScreen, TargetScreen
 

@@ -9,9 +9,9 @@ from textual import work
 from textual.widgets import Input, Static, TabbedContent
 
 from .app_base import AppBase
-from ...errors import InspectorError
+from ...base.errors import InspectorError
 from ...session import Session
-from ...units import count
+from ...base.units import count
 from .tabs import LOWERED_TABS, TAB_VIEWS
 
 

@@ -7,7 +7,7 @@ import re
 from textual.widgets import DataTable, Input, TabbedContent
 
 from .app_base import AppBase
-from ...findings import Finding
+from ...base.findings import Finding
 from .stage_text import StageText
 from .tabs import TAB_VIEWS, TEXT_TABS
 

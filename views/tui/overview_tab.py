@@ -10,8 +10,8 @@ from rich.text import Text
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
-from ...findings import Finding
-from ...units import count
+from ...base.findings import Finding
+from ...base.units import count
 
 from ..cells import SEVERITY_STYLE, allocation_lines
 from ..printer import overview

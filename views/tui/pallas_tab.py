@@ -14,8 +14,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Input, Static
 
-from ...findings import Finding
-from ...units import fmt_bytes
+from ...base.findings import Finding
+from ...base.units import fmt_bytes
 
 from ..cells import add_row, findings_table
 from ..pallas import blockspec_table, estimate_kind, pipeline_table, unread_calls
@@ -73,7 +73,7 @@ def flagged(k: PallasReport, operand: str):
         if f.operand != operand or not isinstance(f.data, dict):
             continue
         d = f.data
-        if isinstance(d.get("blocks"), list):  # every code that names blocks (inspector.findings)
+        if isinstance(d.get("blocks"), list):  # every code that names blocks (inspector.base.findings)
             exact.update(b for b in map(_block_index, d["blocks"]) if b is not None)
         if f.code == "partial-block" and all(isinstance(d.get(x), int) for x in ("dim", "array_size", "block_size")) and d["block_size"]:
             dim, last = d["dim"], -(-d["array_size"] // d["block_size"]) - 1

@@ -8,7 +8,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 
-from ...static_params import same_kind
+from ...compilation.static_params import same_kind
 from .tabs import TAB_VIEWS
 
 def _key_span(keys: list[str]) -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from ...chips import DEFAULT_TPU
-from ...errors import InspectorError
-from ...static_params import parse_value, same_kind
+from ...base.chips import DEFAULT_TPU
+from ...base.errors import InspectorError
+from ...compilation.static_params import parse_value, same_kind
 from .tune_table import param_text
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class TuneForm:
 def sweep_request(form: TuneForm, session: Session, chips_text: str, values: dict[str, str]) -> tuple[SweepRequest | None, list[str]]:
     """The sweep the form asks for, or the problems with it (one line each). ``values``: each
     parameter's field, "a, b, c" (empty: not swept; the current value is kept)."""
-    from ...compile_cache import enabled
+    from ...compilation.compile_cache import enabled
     from ...tuning.sweep import SweepRequest, check_chips
 
     problems: list[str] = []

@@ -23,9 +23,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Label, ProgressBar, Static
 
-from ...chips import DEFAULT_TPU
-from ...errors import InspectorError
-from ...user_files import split_spec
+from ...base.chips import DEFAULT_TPU
+from ...base.errors import InspectorError
+from ...compilation.user_files import split_spec
 from ...tuning.table import update_table
 from .app_base import AppBase
 from .loading import message_of

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from ...units import fmt_bytes, fmt_time
+from ...base.units import fmt_bytes, fmt_time
 
 if TYPE_CHECKING:
     from ...tuning.model import ChipRanking, TuneResult, TuneRow

@@ -29,11 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from .atomic import write_atomic
-from .errors import OutputError
-from .hlo.module import entry_is_whole
-from .units import fmt_bytes
-from .version import __version__
+from ..base.atomic import write_atomic
+from ..base.errors import OutputError
+from ..hlo.module import entry_is_whole
+from ..base.units import fmt_bytes
+from ..version import __version__
 
 SCHEMA = 2  # bump when the stored result's structure or meaning changes
 REFRESH = "refresh"  # use_cache value: do not read, but store the fresh result (--no-cache)

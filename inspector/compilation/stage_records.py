@@ -8,8 +8,8 @@ import dataclasses
 import functools
 
 from .compile_errors import CompileError
-from .hlo.text import count_hlo_ops, count_mlir_ops
-from .pallas.model import MosaicKernel
+from ..hlo.text import count_hlo_ops, count_mlir_ops
+from ..pallas.model import MosaicKernel
 
 STAGES = ("jaxpr", "stablehlo", "hlo")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
-from .errors import UsageError
+from ..base.errors import UsageError
 
 
 def signature_of(fn: Callable) -> inspect.Signature | None:

@@ -168,7 +168,7 @@ class Finding:
         with the declared keys only (views read them by name)."""
         known = CODES.get(self.code)
         if known is None:
-            raise ValueError(f"finding code {self.code!r} is not registered (inspector.findings.register)")
+            raise ValueError(f"finding code {self.code!r} is not registered (inspector.base.findings.register)")
         if self.severity not in SEVERITIES:
             raise ValueError(f"{self.code}: severity {self.severity!r} is none of {', '.join(SEVERITIES)}")
         undeclared = set(self.data or {}) - set(known.fields)

@@ -14,9 +14,9 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-from .environment import LOCALE_FIX, locale_hides_utf8
-from .errors import TargetFailure, UsageError
-from .user_code import describe_error, reraise_interrupt, short_path
+from ..base.environment import LOCALE_FIX, locale_hides_utf8
+from ..base.errors import TargetFailure, UsageError
+from ..base.user_code import describe_error, reraise_interrupt, short_path
 
 
 def _check_path(path: Path) -> Path:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .errors import TargetFailure, UsageError
+from ..base.errors import TargetFailure, UsageError
 from .inspect_entry import closest
-from .specs import ArgSpec, parse_specs
-from .user_code import describe_error, reraise_interrupt
+from ..base.specs import ArgSpec, parse_specs
+from ..base.user_code import describe_error, reraise_interrupt
 
 
 def _abstract(specs: list[ArgSpec]) -> tuple[tuple, dict]:

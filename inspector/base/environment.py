@@ -149,7 +149,7 @@ def prepare_on_import() -> str:
         return import_state
     user_platforms = "JAX_PLATFORMS" in os.environ
     prepare(jax_logs=False, own_process=False)
-    from .jax_internals.runtime import backends_started
+    from ..jax_internals.runtime import backends_started
 
     if backends_started():
         import_state = "jax-running"

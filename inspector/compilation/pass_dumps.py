@@ -22,13 +22,13 @@ import hashlib
 import os
 
 from .backends import Backend
-from .errors import UsageError
-from .hlo.passes import PassLog, UnknownPass, diff_steps, parse_range, read_dumps
+from ..base.errors import UsageError
+from ..hlo.passes import PassLog, UnknownPass, diff_steps, parse_range, read_dumps
 from .pass_select import check_selector
 from .stage_records import Capture
 from .stages import capture
 from .target import Target
-from .tempdirs import KeptFolder, temp_folder
+from ..base.tempdirs import KeptFolder, temp_folder
 
 
 def capture_with_passes(target: Target, backend: Backend, *, jaxpr_text: bool = False,

@@ -11,9 +11,9 @@ import ast
 import math
 from typing import Any
 
-from .errors import TargetFailure, UsageError
-from .specs import hlo_type
-from .user_code import describe_error
+from ..base.errors import TargetFailure, UsageError
+from ..base.specs import hlo_type
+from ..base.user_code import describe_error
 
 Entry = None | str | tuple  # one dimension of a PartitionSpec: replicated, one axis, or several axes
 Spec = tuple  # a PartitionSpec as plain data: a tuple of entries

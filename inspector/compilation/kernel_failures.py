@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from .backends import Backend
 from .compile_errors import CompileError
-from .jax_internals.interpret import known_limit
-from .jax_internals.mesh_kernels import KERNEL_PRIMITIVES
-from .jax_internals.pallas import block_specs
-from .mosaic.block_guard import bad_block_indices
-from .mosaic.explain import explain_bad_block, explain_compile_error
+from ..jax_internals.interpret import known_limit
+from ..jax_internals.mesh_kernels import KERNEL_PRIMITIVES
+from ..jax_internals.pallas import block_specs
+from ..mosaic.block_guard import bad_block_indices
+from ..mosaic.explain import explain_bad_block, explain_compile_error
 from .stage_records import JaxprEqn, Stages
 
 

@@ -16,12 +16,12 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import UsageError
+from ..base.errors import UsageError
 from .inspect_entry import OPTION_KEYS, check_int_ranges, inspect_entry
 from .sharding import check_mesh, parse_mesh, parse_specs
 from .static_params import check_param_names, signature_of, static_params
 from .target_inputs import check_arity, example_inputs
-from .user_code import short_path
+from ..base.user_code import short_path
 from .user_files import load_module, resolve_callable, split_spec
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from .chips import Chip
-from .findings import Finding
-from .units import fmt_bytes
+from ..base.chips import Chip
+from ..base.findings import Finding
+from ..base.units import fmt_bytes
 
 
 @dataclasses.dataclass(kw_only=True)

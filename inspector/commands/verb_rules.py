@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import UsageError
-from .view_table import Needs, get_view
+from ..base.errors import UsageError
+from ..view_table import Needs, get_view
 
 if TYPE_CHECKING:
-    from .chips import Chip
+    from ..base.chips import Chip
 
 
 def show_needs(view: str, *, passes: bool = False, time: bool = False) -> Needs:
@@ -26,11 +26,11 @@ def show_needs(view: str, *, passes: bool = False, time: bool = False) -> Needs:
 def time_budget(seconds: float | None, option: str):
     """libtpu's simulation budget: ``seconds`` of compile time in all (default 60), a whole
     simulation past it is extrapolated from smaller grids."""
-    from .libtpu import Budget
+    from ..libtpu import Budget
 
     if seconds is None:
         return Budget()
-    from .libtpu.budget import MIN_SECONDS
+    from ..libtpu.budget import MIN_SECONDS
 
     if not seconds >= MIN_SECONDS or seconds == float("inf"):
         raise UsageError(f"{option} {seconds:g}: give the seconds libtpu's simulation may take, {MIN_SECONDS:g} or more "
@@ -57,8 +57,8 @@ def check_measure(measure: bool) -> None:
     """--measure runs the program on the attached TPU: where there is none, one line before any compile."""
     if not measure:
         return
-    from .environment import may_use_chip, tpu_attached
-    from .errors import NoChip
+    from ..base.environment import may_use_chip, tpu_attached
+    from ..base.errors import NoChip
 
     if not tpu_attached():
         raise NoChip("--measure runs the program on a TPU attached to this machine, and this machine has none: "

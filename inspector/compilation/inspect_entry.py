@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 
-from .errors import UsageError
+from ..base.errors import UsageError
 
 
 OPTION_KEYS = ("atol", "rtol", "int_ranges", "shapes")  # read from Target.options: by diff; shapes by tune

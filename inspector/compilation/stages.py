@@ -15,25 +15,25 @@ import functools
 import os
 import time
 
-import inspector.compile_cache as compile_cache
+import inspector.compilation.compile_cache as compile_cache
 from .backends import Backend
-from .chips import DEFAULT_TPU, SPARSE_CORE_CHIP, get_chip
+from ..base.chips import DEFAULT_TPU, SPARSE_CORE_CHIP, get_chip
 from .compile_errors import parse_compile_error
-from .errors import TargetFailure
-from .hlo.mlir_sources import with_sources
-from .jax_internals import tracing
-from .jax_internals.chip_lookup import simulated_chip
-from .jax_internals.interpret import gpu_kernels_interpreted
-from .jax_internals.mesh_kernels import KERNEL_PRIMITIVES
-from .jax_internals.mosaic import capture_mosaic
-from .jax_internals.pipelines import recording_pipelines
+from ..base.errors import TargetFailure
+from ..hlo.mlir_sources import with_sources
+from ..jax_internals import tracing
+from ..jax_internals.chip_lookup import simulated_chip
+from ..jax_internals.interpret import gpu_kernels_interpreted
+from ..jax_internals.mesh_kernels import KERNEL_PRIMITIVES
+from ..jax_internals.mosaic import capture_mosaic
+from ..jax_internals.pipelines import recording_pipelines
 from .kernel_failures import compile_would_abort, explain_kernel_failure, has_pallas, lowering_failure
-from .pallas.model import MosaicKernel
-from .progress import slow_step
+from ..pallas.model import MosaicKernel
+from ..base.progress import slow_step
 from .sharding import resolve_specs
 from .stage_records import Capture, JaxprEqn, Program, Stages
 from .target import Target
-from .user_code import describe_error, short_path
+from ..base.user_code import describe_error, short_path
 from .xla_compile import compile_lowered, machine_code_options
 
 
@@ -227,7 +227,7 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
     compile cache, keyed by the lowered module, still spares the compile. A compile starts from
     this process's lowering when ``memo`` kept one (``compile=False`` first, then the compile:
     traced once). ``buffers`` adds the compiler's buffer assignment (a dump in the compile: --view
-    memory, check). ``dump_to``: a folder for XLA's pass-by-pass dumps (inspector/passes.py), with
+    memory, check). ``dump_to``: a folder for XLA's pass-by-pass dumps (hlo/passes.py), with
     each instruction's metadata unless ``dump_metadata`` is off; such a compile is never memoised
     or cached, since its point is the files it writes (the lowering it starts from may be)."""
     tracing.exclude_own_frames()

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import contextlib
 
-import inspector.compile_cache as compile_cache
+import inspector.compilation.compile_cache as compile_cache
 from .backends import Backend
-from .hlo.buffers import read_dump
-from .jax_internals.mosaic import compile_error_text
-from .tempdirs import temp_folder
+from ..hlo.buffers import read_dump
+from ..jax_internals.mosaic import compile_error_text
+from ..base.tempdirs import temp_folder
 
 
 def memory_dict(stats) -> dict | None:

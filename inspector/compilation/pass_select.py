@@ -3,7 +3,7 @@
 fusions view."""
 from __future__ import annotations
 
-from .errors import UsageError
+from ..base.errors import UsageError
 
 GRAMMAR = ("a step (a pass name, part of one, or its index as `--view passes` lists it) or a range "
            "A..B (A.. runs to the last step, ..B from the first)")

@@ -14,7 +14,7 @@ import subprocess
 import time
 from importlib import metadata
 
-from .chips import Chip
+from ..base.chips import Chip
 
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
 
@@ -46,7 +46,7 @@ def _version(dist: str) -> str | None:
 
 
 def _packages() -> list[Check]:
-    from .jax_internals import TESTED_JAX
+    from ..jax_internals import TESTED_JAX
 
     checks = [Check("python", INFO, platform.python_version()),
               Check("jax-inspector", INFO, _version("jax-inspector") or "not installed (running from a checkout)")]
@@ -91,7 +91,7 @@ def _compile(chip: Chip) -> Check:
     from jax.experimental import pallas as pl
     from jax.sharding import PartitionSpec as P
 
-    from .backends import Backend
+    from ..compilation.backends import Backend
 
     def add_one(x_ref, o_ref):
         o_ref[...] = x_ref[...] + 1.0
@@ -126,8 +126,8 @@ def _compile(chip: Chip) -> Check:
 def _accelerators() -> Check:
     import jax
 
-    import inspector.environment as environment
-    from .backends import attached_chip
+    import inspector.base.environment as environment
+    from ..compilation.backends import attached_chip
 
     if environment.tpu_attached():
         chip = attached_chip()
@@ -145,8 +145,8 @@ def _accelerators() -> Check:
 
 
 def _cache() -> Check:
-    import inspector.compile_cache as compile_cache
-    from .units import fmt_bytes
+    import inspector.compilation.compile_cache as compile_cache
+    from ..base.units import fmt_bytes
 
     try:
         found = compile_cache.info()

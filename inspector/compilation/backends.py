@@ -12,8 +12,8 @@ import copy
 import functools
 import importlib.util
 
-from .chips import CHIPS, Chip, get_chip
-from .errors import UsageError
+from ..base.chips import CHIPS, Chip, get_chip
+from ..base.errors import UsageError
 
 
 def libtpu_available() -> bool:
@@ -43,7 +43,7 @@ class Backend:
     def __init__(self, chip: Chip):
         self.chip = chip
         if chip.is_tpu and not libtpu_available():
-            from .jax_internals import jax_version
+            from ..jax_internals import jax_version
             raise UsageError(f"target {chip.name} needs libtpu, which is not installed: pip install "
                              f"'jax[tpu]=={jax_version()}' (the libtpu of your jax; local targets such as cpu work without it)")
         if chip.kind == "gpu":
@@ -171,7 +171,7 @@ def attached_chip() -> Chip | None:
     import glob
     import os
 
-    from .environment import tpu_attached
+    from ..base.environment import tpu_attached
 
     if not tpu_attached():
         return None

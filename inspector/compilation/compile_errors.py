@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from .findings import Finding
-from .memory import hbm_finding
-from .mosaic.explain import MosaicFailure, vmem_note
-from .units import fmt_bytes
+from ..base.findings import Finding
+from ..hlo.memory import hbm_finding
+from ..mosaic.explain import MosaicFailure, vmem_note
+from ..base.units import fmt_bytes
 
 _UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 _SIZE = r"([\d.]+)\s*([KMGT]?)i?B?"
