@@ -264,3 +264,31 @@ def test_the_roofline_stays_below_the_chip(label):
             assert k.roofline_s <= 1.1 * measured[k.name], (k.name, k.roofline_s, measured[k.name])
         assert k.compiler_cycles is None or k.compiler_cycles < 2**62
     assert checked >= 1
+
+
+def test_a_measurement_lands_beside_the_estimate_kernel_by_kernel(capsys):
+    """--measure's figures in the Report and the fusions table: each kernel's device time matched by
+    name, the program's in the totals, and est./meas. where there is an estimate (here the
+    roofline: a CPU target has no libtpu)."""
+    import dataclasses
+
+    import inspector
+    from inspector.measure.model import KernelMeasure, Measurement
+    from inspector.report import with_measurement
+
+    report = inspector.inspect("samples/matmul.py:tiled", "bf16[256,256] bf16[256,256]", target="cpu", roofline="tpu-v5e")
+    kernels = report.fusions.kernels
+    kernels[0] = dataclasses.replace(kernels[0], estimated_seconds=kernels[0].roofline_s, estimate_source="roofline")
+    first = kernels[0].name
+    measured = Measurement(chip="tpu-v5e", device_kind="TPU v5 lite", versions={"jax": "0.10.2"}, runs=5, seconds=4e-6,
+                           seconds_min=3.9e-6, seconds_max=4.1e-6, method="test",
+                           kernels=[KernelMeasure(name=first, seconds=4e-6, launches=2, min_seconds=2e-6, max_seconds=2e-6),
+                                    KernelMeasure(name="not-in-the-report", seconds=1e-7, launches=1, min_seconds=1e-7,
+                                                  max_seconds=1e-7)])
+    report = with_measurement(report, measured)
+    (kernel,) = [k for k in report.fusions.kernels if k.name == first]
+    assert kernel.measured_seconds == pytest.approx(2e-6)  # per launch
+    assert report.fusions.totals["measured_seconds"] == 4e-6 and report.measured.unmatched == ["not-in-the-report"]
+    report.show("fusions")
+    out = capsys.readouterr().out
+    assert "measured" in out and "est./meas." in out and f"{kernel.roofline_s / 2e-6:.2f}x" in out

@@ -59,6 +59,8 @@ GROUP_COLUMN = Column("group", lambda k: k.group or "-", "left")  # FusionAnalys
 MADE_BY_COLUMN = Column("made by pass", lambda k: (k.made_by or "-").split(" (", 1)[0], "left")
 ESTIMATE_COLUMN = Column("est. time", lambda k: fmt_time(k.estimated_seconds) + ESTIMATE_MARK.get(k.estimate_source or "", ""))
 MEASURED_COLUMN = Column("measured", lambda k: fmt_time(k.measured_seconds))
+RATIO_COLUMN = Column("est./meas.", lambda k: f"{k.estimated_seconds / k.measured_seconds:.2f}x"
+                      if k.estimated_seconds and k.measured_seconds else "-")
 
 
 def table_columns(analysis: FusionAnalysis) -> list[Column]:
@@ -74,6 +76,8 @@ def table_columns(analysis: FusionAnalysis) -> list[Column]:
         columns.append(ESTIMATE_COLUMN)
     if analysis.totals.get("measured_seconds") is not None:
         columns.append(MEASURED_COLUMN)
+        if ESTIMATE_COLUMN in columns:  # how far libtpu's estimate is from the chip, kernel by kernel
+            columns.append(RATIO_COLUMN)
     return columns
 
 
