@@ -127,3 +127,14 @@ def test_a_block_sparse_mask_from_scalar_prefetch_gives_a_range_that_holds_the_c
     clock = kernel.estimated_cycles / kernel.estimated_seconds
     assert finding.code == "libtpu-guard-unknown"
     assert finding.data["low_cycles"] / clock <= measured <= finding.data["high_cycles"] / clock
+
+
+def test_a_grid_too_large_to_walk_is_counted_on_a_sample(monkeypatch):
+    import inspector.jax_internals.branches as branches
+
+    jaxpr = _kernel_jaxpr(PREDICATES["causal"], (64, 128))
+    exact = guard(jaxpr, (64, 128)).heavy_steps
+    monkeypatch.setattr(branches, "MAX_STEPS", 2000)
+    sampled = guard(jaxpr, (64, 128)).heavy_steps
+    assert exact == sum(i * 4 + 3 >= j * 2 for i in range(64) for j in range(128))
+    assert abs(sampled - exact) <= 0.05 * 64 * 128

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-MAX_STEPS = 1 << 22  # grids beyond this are not evaluated step by step (the guard stays unknown)
+MAX_STEPS = 1 << 20  # grids beyond this are evaluated on this many steps drawn evenly at random, and scaled
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -80,11 +80,11 @@ def guard(jaxpr, grid: tuple) -> Guard | None:
         return None
     index, heavy, light, heavy_eqns, light_eqns = found
     steps = math.prod(grid)
-    chosen = None
-    if steps <= MAX_STEPS:
-        ids = [a.reshape(-1) for a in np.indices(grid, dtype=np.int64)]
-        chosen = _value(jaxpr.eqns[index].invars[0], _evaluate(jaxpr.eqns[:index], ids, grid))
-    heavy_steps = None if chosen is None else int(np.broadcast_to(np.asarray(chosen) == heavy, (steps,)).sum())
+    flat = np.arange(steps) if steps <= MAX_STEPS else np.random.default_rng(0).integers(0, steps, MAX_STEPS)
+    ids = [np.asarray(a, dtype=np.int64) for a in np.unravel_index(flat, grid)] if grid else []
+    chosen = _value(jaxpr.eqns[index].invars[0], _evaluate(jaxpr.eqns[:index], ids, grid))
+    heavy_steps = None if chosen is None else \
+        round(float(np.broadcast_to(np.asarray(chosen) == heavy, flat.shape).mean()) * steps)
     return Guard(eqn=index, heavy=heavy, light=light, heavy_eqns=heavy_eqns, light_eqns=light_eqns, steps=steps,
                  heavy_steps=heavy_steps, source=_source(jaxpr.eqns[index].source_info))
 
