@@ -630,31 +630,30 @@ def test_a_huge_input_on_a_tpu_is_an_hbm_finding(cli, also):
 
 # ------------------------------------------------ the audit of the new surfaces (time, bundles, Mosaic)
 
+def _fake_libtpu(monkeypatch, outcome, records=()):
+    """libtpu's dump session faked (nothing compiles): every compile ends as ``outcome``, and the
+    program lowers to ``records`` (its Pallas grids)."""
+
+    from inspector.libtpu import estimate as est
+
+    class Session:
+        def run(self, request, seconds, memory_bytes):
+            return outcome
+
+    monkeypatch.setattr(est, "open_session", lambda *a, **k: contextlib.nullcontext(Session()))
+    monkeypatch.setattr(est._Run, "_request", lambda self, caps, force=None: (None, list(records)))
+
+
 def _stopped_run(monkeypatch, grid, status="time-limit"):
     """An estimate whose every libtpu compile is stopped (a fake session: nothing compiles)."""
-    import contextlib
     from types import SimpleNamespace
 
     from inspector.base.chips import get_chip
     from inspector.libtpu import estimate as est
     from inspector.libtpu.runner import Outcome
 
-    class Session:
-        def __init__(self, *a, **k):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *a):
-            return False
-
-        def run(self, request, seconds, memory_bytes):
-            return Outcome(status, 1.0, None, detail="stopped (the time budget)")
-
     record = SimpleNamespace(name="k", grid=grid, used=grid, guard=None)
-    monkeypatch.setattr(est, "open_session", lambda *a, **k: contextlib.nullcontext(Session()))
-    monkeypatch.setattr(est._Run, "_request", lambda self, caps: (None, [record]))
+    _fake_libtpu(monkeypatch, Outcome(status, 1.0, None, detail="stopped (the time budget)"), [record])
     kernel = SimpleNamespace(name="k.1", kind="custom-call:pallas", compiler_cycles=None, roofline_s=1e-6, repeat=1)
     budget = est.Budget(seconds=1.0)  # the least a budget may be (the compile is stopped all the same, here)
     return est._Run(None, None, get_chip("tpu-v5e"), [kernel], budget).run()
@@ -750,18 +749,7 @@ def test_figures_from_the_cost_model_are_not_called_libtpus(monkeypatch):
     from inspector.libtpu.runner import Outcome
     from inspector.views.printer import _estimate_line
 
-    class Session:
-        def __init__(self, *a, **k):
-            pass
-
-        __enter__ = lambda self: self
-        __exit__ = lambda self, *a: False
-
-        def run(self, request, seconds, memory_bytes):
-            return Outcome("aborted", 1.0, None, detail="Dma latency model is currently only supported on VF/VL/GF/GL.")
-
-    monkeypatch.setattr(est, "open_session", lambda *a, **k: contextlib.nullcontext(Session()))
-    monkeypatch.setattr(est._Run, "_request", lambda self, caps: (None, []))
+    _fake_libtpu(monkeypatch, Outcome("aborted", 1.0, None, detail="Dma latency model is currently only supported on VF/VL/GF/GL."))
     fusion = SimpleNamespace(name="tanh_multiply_fusion", kind="loop", compiler_cycles=619, roofline_s=1e-8, repeat=1)
     estimate = est._Run(None, None, get_chip("tpu-v4"), [fusion], est.Budget()).run()
     assert [t.estimate_source for t in estimate.kernels] == ["libtpu-cost-model"]
@@ -815,18 +803,7 @@ def test_a_collective_libtpu_gives_0_cycles_is_not_timed_by_libtpu(monkeypatch):
     from inspector.libtpu import estimate as est
     from inspector.libtpu.runner import Outcome
 
-    class Session:
-        def __init__(self, *a, **k):
-            pass
-
-        __enter__ = lambda self: self
-        __exit__ = lambda self, *a: False
-
-        def run(self, request, seconds, memory_bytes):
-            return Outcome("ok", 1.0, None, cycles={"all-reduce": 0, "fusion.3": 300})
-
-    monkeypatch.setattr(est, "open_session", lambda *a, **k: contextlib.nullcontext(Session()))
-    monkeypatch.setattr(est._Run, "_request", lambda self, caps: (None, []))
+    _fake_libtpu(monkeypatch, Outcome("ok", 1.0, None, cycles={"all-reduce": 0, "fusion.3": 300}))
     kernels = [SimpleNamespace(name="all-reduce", kind="collective", compiler_cycles=None, roofline_s=None, repeat=1),
                SimpleNamespace(name="fusion.3", kind="loop", compiler_cycles=280, roofline_s=1e-8, repeat=1)]
     estimate = est._Run(None, None, get_chip("tpu-v5e"), kernels, est.Budget()).run()

@@ -157,36 +157,28 @@ def _corpus():
     return json.loads(CORPUS.read_text())
 
 
+def _chip_corpus():
+    """tests/bench/chip_corpus.py, which made the corpus and reads it."""
+    spec = importlib.util.spec_from_file_location("chip_corpus", ROOT / "tests/bench/chip_corpus.py")
+    corpus = importlib.util.module_from_spec(spec)
+    sys.modules["chip_corpus"] = corpus  # its dataclasses look their module up
+    spec.loader.exec_module(corpus)
+    return corpus
+
+
 def _rows(sweep: str):
-    rows = []
-    for label, e in _corpus()["entries"].items():
-        m, i = e["measured"], e["inspector"]
-        if e["sweep"] != sweep or not m or "error" in m or not i or "error" in i:
-            continue
-        kernel = max(m["kernels"], key=lambda k: k["seconds"])
-        est = next(k for k in i["kernels"] if k["name"] == kernel["name"])
-        rows.append((label, kernel["seconds"], est["estimated_seconds"], est["roofline_s"]))
-    return rows
+    return _chip_corpus().sweep_rows(_corpus(), sweep)
 
 
 def _spearman(a, b):
-    import numpy as np
-
-    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
-    return float(np.corrcoef(ra, rb)[0, 1])
+    return _chip_corpus().spearman(a, b)
 
 
 def test_corpus_says_where_it_was_measured():
     data = _corpus()
     assert data["device_kind"] == "TPU v5 lite" and data["chip"] == "tpu-v5e"
     assert {"jax", "jaxlib", "libtpu"} <= set(data["versions"])
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("chip_corpus", ROOT / "tests/bench/chip_corpus.py")
-    corpus = importlib.util.module_from_spec(spec)
-    sys.modules["chip_corpus"] = corpus  # its dataclasses look their module up
-    spec.loader.exec_module(corpus)
-    assert set(data["entries"]) == {e.label for e in corpus.ENTRIES}
+    assert set(data["entries"]) == {e.label for e in _chip_corpus().ENTRIES}
 
 
 def test_matmul_sweep_estimate_against_the_chip():
@@ -226,11 +218,7 @@ def test_every_kernel_of_the_corpus_respects_physics_and_a_figure_off_by_2x_says
     roofline no more than 10% above the chip; an estimate outside 2x of the chip comes with a
     finding that says the figure is unsure (libtpu gave none or aborted, the budget cut it, or a
     guard decided at run time)."""
-    spec = importlib.util.spec_from_file_location("chip_corpus", ROOT / "tests/bench/chip_corpus.py")
-    corpus = importlib.util.module_from_spec(spec)
-    sys.modules["chip_corpus"] = corpus
-    spec.loader.exec_module(corpus)
-    rows = corpus._kernel_rows(_corpus(), 1e-4)
+    rows = _chip_corpus().kernel_rows(_corpus(), 1e-4)
     assert len(rows) >= 60
     for label, name, measured, est, source, roof, findings in rows:
         assert est < 1.0 and est >= roof * 0.999, (label, name, est, roof)

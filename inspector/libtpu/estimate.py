@@ -299,15 +299,20 @@ class _Run:
         if exact is not None:
             return float(exact), None
         distinct = {s: (c, g) for s, c, g in points}
-        if len(distinct) >= 2:
-            fit = fit_steps([(s, c) for s, (c, _) in distinct.items()], [g for _, g in distinct.values()])
-            if fit is not None:
-                return extrapolate(fit, full), fit
+        if (fit := self._line(op)) is not None:
+            return extrapolate(fit, full), fit
         if len(distinct) == 1:  # one cut only: a line through the origin
             (s, (c, g)), = distinct.items()
             fit = StepFit(intercept=0.0, per_step=c / s, points=[(s, c)], grids=[g])
             return extrapolate(fit, full), fit
         return None, None
+
+    def _line(self, op: str) -> StepFit | None:
+        """cycles = a + b * steps through the grids simulated (None below two of them)."""
+        distinct = {s: (c, g) for s, c, g in self.points.get(op, [])}
+        if len(distinct) < 2:
+            return None
+        return fit_steps([(s, c) for s, (c, _) in distinct.items()], [g for _, g in distinct.values()])
 
     def _answer(self, method: str) -> TimeEstimate:
         times = []
@@ -389,10 +394,7 @@ class _Run:
         sides = self.forced[op]
         if "heavy" not in sides or "light" not in sides:
             return cycles
-        if fit is None:  # the whole grid simulated: the fixed part from the cut points, where there are two
-            distinct = {s: (c, g) for s, c, g in self.points.get(op, [])}
-            fit = fit_steps([(s, c) for s, (c, _) in distinct.items()], [g for _, g in distinct.values()]) \
-                if len(distinct) >= 2 else None
+        fit = fit or self._line(op)  # the whole grid simulated: the fixed part from the grids simulated
         intercept = max(fit.intercept, 0.0) if fit is not None else 0.0
         cycles, finding = weighted(op, cycles, self.guards[op], intercept, sides["heavy"], sides["light"], self.chip.name)
         if finding is not None:

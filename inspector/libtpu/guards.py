@@ -36,10 +36,10 @@ def weighted(op: str, cycles: float, guard: Guard, intercept: float, heavy: tupl
             f"runs (a scalar prefetch, a ref), and libtpu's simulation does not follow it step by step: the kernel "
             f"takes between {low / cycles:.2f}x (no step runs it) and {high / cycles:.2f}x (every step) of the "
             "estimate shown (measure on a TPU: --measure)", kernel=op, view="fusions", data=data)
-    return intercept + guard.heavy_steps * taken + (guard.steps - guard.heavy_steps) * skipped, Finding(
+    steps_weighted = intercept + guard.heavy_steps * taken + (guard.steps - guard.heavy_steps) * skipped
+    return steps_weighted, Finding(
         "info", "libtpu-guarded-steps",
         f"{op}: {guard.heavy_steps:,} of the {guard.steps:,} grid steps run the code guarded{at} (from the program "
         f"ids), which libtpu's simulation does not follow step by step; simulated with it run at every step and at "
         f"none, a step costs {taken:,.0f} and {skipped:,.0f} cycles, and the kernel {cycles:,.0f} -> "
-        f"{intercept + guard.heavy_steps * taken + (guard.steps - guard.heavy_steps) * skipped:,.0f} cycles",
-        kernel=op, view="fusions", data=data)
+        f"{steps_weighted:,.0f} cycles", kernel=op, view="fusions", data=data)

@@ -199,7 +199,7 @@ def merge(measured: str, estimated: str, out: str) -> None:
     _write(out, data)
 
 
-def _kernel_rows(data: dict, floor: float) -> list[tuple]:
+def kernel_rows(data: dict, floor: float) -> list[tuple]:
     """(label, kernel, measured per launch, estimate, source, roofline, findings) for every kernel of
     ``floor`` seconds or more on the chip that the inspector's figures name."""
     rows = []
@@ -228,7 +228,7 @@ def table(path: str) -> None:
     """The markdown table of BENCHMARKS.md: every kernel of 0.1 ms or more, then each sweep."""
     with open(path) as f:
         data = json.load(f)
-    rows = _kernel_rows(data, 1e-4)
+    rows = kernel_rows(data, 1e-4)
     print(f"Measured on {data['device_kind']} ({data['chip']}), jax {data['versions'].get('jax')}, libtpu "
           f"{data['versions'].get('libtpu')}, {data['date']}: {data['method']}. The inspector's figures "
           f"(`show --time`, deviceless) of {data['inspector_date']}.\n")
@@ -244,19 +244,25 @@ def table(path: str) -> None:
     print("| sweep | candidates | est./meas. | Spearman | tune's pick against the fastest |")
     print("|---|---:|---:|---:|---:|")
     for sweep in sorted({e["sweep"] for e in data["entries"].values() if e["sweep"]}):
-        found = []
-        for e in data["entries"].values():
-            m, i = e["measured"], e["inspector"]
-            if e["sweep"] != sweep or not m or "error" in m or not i or "error" in i:
-                continue
-            k = max(m["kernels"], key=lambda k: k["seconds"])
-            x = next((y for y in i["kernels"] if y["name"] == k["name"]), None)
-            if x and x["estimated_seconds"]:
-                found.append((k["seconds"], x["estimated_seconds"]))
+        found = [(measured, est) for _, measured, est, _ in sweep_rows(data, sweep) if est]
         ratios = [e / m for m, e in found]
         pick = min(found, key=lambda r: r[1])[0] / min(m for m, _ in found)
         print(f"| {sweep} | {len(found)} | {min(ratios):.2f}-{max(ratios):.2f} | "
               f"{spearman([m for m, _ in found], [e for _, e in found]):.2f} | {pick:.3f}x |")
+
+
+def sweep_rows(data: dict, sweep: str) -> list[tuple]:
+    """(label, measured, estimate, roofline) of each candidate of ``sweep``: its slowest kernel on the chip."""
+    rows = []
+    for label, e in data["entries"].items():
+        m, i = e["measured"], e["inspector"]
+        if e["sweep"] != sweep or not m or "error" in m or not i or "error" in i:
+            continue
+        kernel = max(m["kernels"], key=lambda k: k["seconds"])
+        est = next((k for k in i["kernels"] if k["name"] == kernel["name"]), None)
+        if est is not None:
+            rows.append((label, kernel["seconds"], est["estimated_seconds"], est["roofline_s"]))
+    return rows
 
 
 def main(argv=None) -> None:
