@@ -140,3 +140,22 @@ def test_diff_in_interpret_mode(spec):
         return
     assert not errors(result.findings)
     assert result.ok and result.outputs
+
+
+@pytest.mark.libtpu
+def test_a_pipeline_traced_from_jaxs_cache_gets_its_own_grid_not_the_last_one_noted():
+    """The same kernel at two sizes, then the first again: jax's trace cache runs no Python the
+    third time, so the note of its pipeline is the first trace's, not the second's (a full test
+    run once moved the bytes of nine truth rows this way: the latest note of the line was taken)."""
+    from inspector.report import make_report
+    from inspector.view_table import Needs
+
+    def walked(rows: int) -> int:
+        target = load_target("tests/data/pipelines/cached_pipeline.py:doubled", args=f"f32[{rows},128]")
+        (p,) = make_report(target, get_chip("tpu-v5e"), Needs(compile=False, pallas=True)).pallas
+        (pipe,) = p.pipelines
+        return pipe.steps
+
+    assert walked(64) == 8
+    assert walked(256) == 32
+    assert walked(64) == 8

@@ -86,10 +86,12 @@ class GridRecord:
 
 
 @contextlib.contextmanager
-def grids_replaced(choose: Callable[[tuple, tuple], tuple], force: str | None = None):
+def grids_replaced(choose: Callable[[tuple, tuple], tuple], force: str | None = None, prefetch: list | None = None):
     """While active, each Pallas TPU kernel that lowers gets the grid ``choose(grid, semantics)``
     returns (its block shapes, index maps and body unchanged; with ``force`` "heavy" or "light",
     its costliest guard takes that side at every step); yields the list of GridRecords, in lowering order.
+    ``prefetch``: per kernel in that order, its scalar prefetch values where known (the guard's steps
+    are counted on them).
     Where this jax lays the lowering out differently, nothing is replaced and the list stays empty."""
     try:
         from jax._src.pallas.mosaic import pallas_call_registration as registration
@@ -105,7 +107,7 @@ def grids_replaced(choose: Callable[[tuple, tuple], tuple], force: str | None = 
         semantics = tuple(str(getattr(s, "value", s)).lower().rsplit(".", 1)[-1] for s in (dimension_semantics or ()))
         semantics = semantics or ("arbitrary",) * len(grid)
         used = tuple(choose(grid, semantics)) if None not in grid else grid
-        found = guard(jaxpr, grid)
+        found = guard(jaxpr, grid, prefetch[len(records)] if prefetch and len(records) < len(prefetch) else None)
         records.append(GridRecord(None, grid, used, semantics, found, force if found is not None else None))
         if used != grid:
             grid_mapping = dataclasses.replace(grid_mapping, grid=used)

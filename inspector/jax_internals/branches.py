@@ -7,7 +7,8 @@ measured), JAX's own flash kernel at most of them, while the sample without the 
 all run the body, simulated at 584 us against 587 us measured. So the time of a kernel with such a
 guard is a simulation of each side at every step, weighted by how many steps take it. Which steps
 take it follows from the program ids when the guard's predicate depends on nothing else (a causal
-mask, a first or last step); it is evaluated here for every step of the grid, in numpy.
+mask, a first or last step) or on the scalar prefetch values too where the inputs decide them
+(a block mask, a MoE's group offsets); it is evaluated here for every step of the grid, in numpy.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class Guard:
     light_eqns: int
     steps: int  # the full grid's steps
     heavy_steps: int | None  # of them, those that run the heavy branch; None: decided by values known at run time
+    read_values: bool = False  # heavy_steps read the scalar prefetch values the example inputs give, not only the program ids
     source: str | None  # file:line of the guard, where jax recorded it
 
 
@@ -71,10 +73,10 @@ def costliest_guard_eqn(jaxpr) -> tuple[int, int, int, int, int] | None:
     return best
 
 
-def guard(jaxpr, grid: tuple) -> Guard | None:
+def guard(jaxpr, grid: tuple, prefetch: list | None = None) -> Guard | None:
     """The kernel's costliest top-level guard and how many steps of ``grid`` run its heavy branch
-    (None when its predicate reads more than the program ids: a ref, a scalar prefetch); None
-    without a guard or a grid of static size."""
+    (None when its predicate reads more than the program ids and the scalar prefetch values
+    ``prefetch`` gives, in order, None where unknown); None without a guard or a grid of static size."""
     found = costliest_guard_eqn(jaxpr)
     if found is None or any(not isinstance(g, int) for g in grid):
         return None
@@ -82,11 +84,16 @@ def guard(jaxpr, grid: tuple) -> Guard | None:
     steps = math.prod(grid)
     flat = np.arange(steps) if steps <= MAX_STEPS else np.random.default_rng(0).integers(0, steps, MAX_STEPS)
     ids = [np.asarray(a, dtype=np.int64) for a in np.unravel_index(flat, grid)] if grid else []
-    chosen = _value(jaxpr.eqns[index].invars[0], _evaluate(jaxpr.eqns[:index], ids, grid))
+    predicate = jaxpr.eqns[index].invars[0]
+    chosen = _value(predicate, _evaluate(jaxpr.eqns[:index], ids, grid))
+    read_values = False
+    if chosen is None and (known := {ref: np.asarray(v) for ref, v in zip(jaxpr.invars, prefetch or ()) if v is not None}):
+        chosen = _value(predicate, _evaluate(jaxpr.eqns[:index], ids, grid, known))
+        read_values = chosen is not None
     heavy_steps = None if chosen is None else \
         round(float(np.broadcast_to(np.asarray(chosen) == heavy, flat.shape).mean()) * steps)
     return Guard(eqn=index, heavy=heavy, light=light, heavy_eqns=heavy_eqns, light_eqns=light_eqns, steps=steps,
-                 heavy_steps=heavy_steps, source=_source(jaxpr.eqns[index].source_info))
+                 heavy_steps=heavy_steps, read_values=read_values, source=_source(jaxpr.eqns[index].source_info))
 
 
 def forced(jaxpr, eqn: int, branch: int):
@@ -135,6 +142,29 @@ _OPS: dict[str, Callable] = {
 }
 
 
+def _load(eqn, args: list) -> np.ndarray | None:
+    """``ref[i, j, ...]`` at every step, for integer indices (one per step, or one for all) within
+    the ref; None for slices, other transforms or an index out of bounds (what the chip reads is
+    then unknown here)."""
+    try:
+        from jax._src.state.indexing import NDIndexer
+    except ImportError:
+        return None
+    ref, *leaves = args
+    transforms = eqn.params["tree"].unflatten(leaves)
+    value = np.asarray(ref)
+    for t in transforms:
+        if not isinstance(t, NDIndexer) or len(t.indices) != value.ndim:
+            return None
+        index = [np.asarray(i) for i in t.indices]
+        if not all(np.issubdtype(i.dtype, np.integer) for i in index):
+            return None
+        if any(((i < 0) | (i >= n)).any() for i, n in zip(index, value.shape)):
+            return None
+        value = value[tuple(np.broadcast_arrays(*index))]
+    return value
+
+
 def _evaluate(eqns, ids: list, grid: tuple[int, ...], values: dict | None = None) -> dict:
     """The values (one per grid step, or a scalar) of every variable the equations compute from the
     program ids and literals alone; the others are absent."""
@@ -150,7 +180,10 @@ def _evaluate(eqns, ids: list, grid: tuple[int, ...], values: dict | None = None
         args = [_value(v, values) for v in eqn.invars]
         if any(a is None for a in args):
             continue
-        if name == "convert_element_type":
+        if name == "get":  # a load from a ref whose value is known: a scalar prefetch
+            if (loaded := _load(eqn, args)) is not None:
+                values[eqn.outvars[0]] = loaded
+        elif name == "convert_element_type":
             values[eqn.outvars[0]] = np.asarray(args[0]).astype(np.dtype(eqn.params["new_dtype"]))
         elif name in ("jit", "pjit", "closed_call", "core_call"):
             inner = eqn.params.get("jaxpr") or eqn.params.get("call_jaxpr")

@@ -149,3 +149,20 @@ def operand_values(closed_jaxpr, occurrences: list, example_values: tuple | None
     finally:
         sys.setrecursionlimit(limit)
     return out
+
+
+def leading_values(closed_jaxpr, example_values: tuple | None) -> list[tuple[list | None, list | None]]:
+    """Per pallas_call, in program order: (its dynamic grid sizes, its scalar prefetch values), each
+    value where the constants and example inputs decide it (None where not); (None, None) for a
+    call not followed."""
+    calls = [(path, eqn) for path, eqn in pallas_occurrences(closed_jaxpr.jaxpr) if eqn.primitive.name == "pallas_call"]
+    try:
+        values = operand_values(closed_jaxpr, calls, example_values)
+    except Exception:  # evaluation is best effort: unknown values leave the guard unknown
+        values = [None] * len(calls)
+    found: list[tuple[list | None, list | None]] = []
+    for (_, eqn), vals in zip(calls, values):
+        gm = eqn.params["grid_mapping"]
+        dynamic = sum(1 for d in gm.grid if not isinstance(d, (int, np.integer)))
+        found.append((None, None) if vals is None else (vals[:dynamic], vals[dynamic:dynamic + int(gm.num_index_operands)]))
+    return found

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import threading
 from typing import Any
 
@@ -21,7 +22,7 @@ from .tracing import eqn_frame, user_frame
 
 _LOCK = threading.RLock()
 _RECORDED: dict[tuple[str, int], list["PipelineRecord"]] = {}  # per source line, the latest first
-_KEEP_PER_LINE = 8
+_KEEP_PER_LINE = 64  # distinct pipelines per source line (a sweep of block sizes traces many)
 
 
 @dataclasses.dataclass
@@ -40,6 +41,11 @@ class PipelineRecord:
     @property
     def specs(self) -> list[Any]:
         return self.in_specs + self.out_specs
+
+    def key(self) -> tuple:
+        """What tells two pipelines of one line apart: grid, blocks, refs, semantics."""
+        return (tuple(self.grid), tuple(sorted(self.block_shapes())), tuple(map(str, self.refs)),
+                tuple(self.dimension_semantics), self.core_axis)
 
     def block_shapes(self) -> set[tuple[int, ...]]:
         """The VMEM windows it allocates: the block without its squeezed dims."""
@@ -76,9 +82,8 @@ def _record(grid, in_specs, out_specs, params: dict, refs) -> None:
     if source is None:
         return
     with _LOCK:
-        kept = _RECORDED.setdefault(source, [])
-        kept.insert(0, record)
-        del kept[_KEEP_PER_LINE:]
+        kept = [r for r in _RECORDED.get(source, []) if r.key() != record.key()]  # the same pipeline: its latest note
+        _RECORDED[source] = [record, *kept][:_KEEP_PER_LINE]
 
 
 _ACTIVE = [0, None]  # how many recordings are active (threads may trace at once), and jax's own function
@@ -184,4 +189,10 @@ def pipeline_for(eqn) -> PipelineRecord | None:
                    if hasattr(v.aval, "shape") and len(v.aval.shape) > 1}
         windows |= {tuple(int(d) for d in v.aval.shape) for v in eqn.params["jaxpr"].invars if hasattr(v.aval, "shape")}
         candidates = [c for c in candidates if c.block_shapes() <= windows] or candidates
+    # the pipeline's loop runs its grid's steps: a note of the same line and blocks but another grid
+    # (the kernel traced at other sizes, by another call whose trace jax's cache then reused) is not it
+    lengths = {int(e.params["length"]) for e in eqn.params["jaxpr"].eqns
+               if e.primitive.name == "scan" and _in_pipeline_function(e)}
+    if lengths:
+        candidates = [c for c in candidates if None in c.grid or math.prod(c.grid) in lengths]
     return candidates[0] if candidates else None

@@ -11,8 +11,12 @@ from collections import Counter, defaultdict
 
 from ..base.chips import Chip
 from ..base.findings import Finding
-from .dumps import Bundle, Instruction, Utilization
-from .model import PALLAS_KINDS, BundleRow, KernelBundles, LineBundles, UnitUse
+from ..base.user_code import short_path
+from .dumps import (BUNDLES_LABEL, UTILIZATION_LABEL, Bundle, Instruction, UnreadableDump, Utilization, read_bundles,
+                    read_utilization)
+from .model import PALLAS_KINDS, BundleRow, KernelBundles, KernelTime, LineBundles, UnitUse
+
+LISTED_OTHERS = 10  # kernels beyond the Pallas ones whose bundle listing is kept: the costliest
 
 NO_SOURCE = "(no source line)"
 LISTING_LIMIT = 20_000  # bundles kept per kernel for the listing; the counts use them all
@@ -21,6 +25,36 @@ BOUND_NAMES = {"MXU": "MXU", "XLU": "XLU", "VALU": "VALU", "VPOP": "VPOP", "EUP"
                "VSTORE": "stores", "SALU": "scalar"}
 DMA_WAITS = "DMA waits"
 SPILL_STORE_UNIT, FILL_UNIT = "VSTORE:SPILL", "VLOAD:FILL"
+
+
+def bundles_of(times: list[KernelTime], llo: dict[str, dict[str, str]]) -> tuple[list[KernelBundles], list[str]]:
+    """Each timed kernel's bundles from its libtpu dumps (``llo``: op -> dump label -> text), Pallas
+    kernels first in program order, then the others costliest first (beyond LISTED_OTHERS without
+    their listing); and the dumps that could not be read, one problem each."""
+    by_name = {t.name: t for t in times}
+    found, problems = [], []
+    for op, texts in llo.items():
+        t = by_name.get(op)
+        if t is None or BUNDLES_LABEL not in texts or UTILIZATION_LABEL not in texts:
+            continue
+        try:
+            bundles = read_bundles(texts[BUNDLES_LABEL], f"{op} {BUNDLES_LABEL}", relative=short_path)
+            use = read_utilization(texts[UTILIZATION_LABEL], f"{op} {UTILIZATION_LABEL}")
+            if len(use.rows) != len(bundles):
+                raise UnreadableDump(f"{op}: {len(bundles)} bundles but {len(use.rows)} utilization rows")
+        except UnreadableDump as err:
+            problems.append(str(err))
+            continue
+        found.append(kernel_bundles(op, t.kind, bundles, use, pallas=t.kind in PALLAS_KINDS, steps=t.steps,
+                                    cycles_per_step=t.cycles_per_step))
+    pallas = [b for b in found if b.kind in PALLAS_KINDS]
+    cost = {t.name: (t.estimated_cycles or 0) * t.repeat for t in times}
+    others = sorted((b for b in found if b.kind not in PALLAS_KINDS), key=lambda b: -cost.get(b.kernel, 0))
+    order = {t.name: i for i, t in enumerate(times)}
+    pallas.sort(key=lambda b: order.get(b.kernel, 0))
+    for b in others[LISTED_OTHERS:]:
+        b.listing, b.listing_truncated = [], True
+    return pallas + others, problems
 
 
 def kernel_bundles(name: str, kind: str, bundles: list[Bundle], use: Utilization, *, pallas: bool,

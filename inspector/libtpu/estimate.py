@@ -18,6 +18,7 @@ is still used. Kernels libtpu gave nothing for keep their roofline (``roofline``
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -27,20 +28,21 @@ from ..base.findings import Finding
 from ..hlo.fusions import analyse_fusions
 from ..jax_internals.aot import compile_request, grids_replaced
 from ..jax_internals.branches import Guard
+from ..jax_internals.evaluate import leading_values
+from ..jax_internals.isolate import alone, pallas_equations, with_grid
 from ..compilation.target import Target
-from ..base.user_code import short_path
 from .store import key as cache_key, load as load_cached, store as store_cached
 from .budget import MIN_SECONDS, Budget, extrapolate, fit_steps, predict_whole, reduced_grid
-from .bundles import bundle_findings, kernel_bundles
+from .bundles import bundle_findings, bundles_of
 from .guards import weighted
 from .kernel_times import timed as _timed, timed_roofline as _timed_roofline, totals as _totals
-from .dumps import BUNDLES_LABEL, UTILIZATION_LABEL, UnreadableDump, read_bundles, read_utilization
 from .model import (COST_MODEL, EXTRAPOLATED, LIBTPU, PALLAS_KINDS, ROOFLINE, JobCost, KernelBundles, KernelTime, StepFit,
                     TimeEstimate)
 from .runner import DumpSession, Outcome, open_session
+from .time_findings import (aborted as aborted_finding, below_roofline, budget_note, extrapolated, no_time,
+                            simulated_alone, stopped, unreadable)
 
 STOPPED = ("time-limit", "memory-limit", "no-answer")  # a job's statuses that say more about the machine than the program
-LISTED_OTHERS = 10  # kernels beyond the Pallas ones whose bundle listing is kept: the costliest
 
 
 def estimate_times(target: Target, chip: Chip, *, budget: Budget | None = None, kernels: list | None = None,
@@ -97,8 +99,12 @@ def _roofline_only(chip: Chip, kernels: list, budget: Budget, why: str | None = 
 class _Run:
     """One estimate: the compiles it makes, what they gave, and the answer built from them."""
 
-    def __init__(self, target: Target, backend, chip: Chip, kernels: list, budget: Budget):
+    def __init__(self, target: Target, backend, chip: Chip, kernels: list, budget: Budget, known: list | None = None,
+                 label: str = ""):
         self.target, self.backend, self.chip, self.kernels, self.budget = target, backend, chip, kernels, budget
+        self.label = label  # before each compile's label: "alone-" for the kernels simulated on their own
+        # per Pallas kernel in lowering order: (its dynamic grid sizes, its scalar prefetch values) where known
+        self.known = known
         self.deadline = time.monotonic() + budget.seconds
         self.jobs: list[JobCost] = []
         self.findings: list[Finding] = []
@@ -110,7 +116,9 @@ class _Run:
         self.guards: dict[str, Guard] = {}  # Pallas op -> its costliest pl.when / lax.cond
         self.forced: dict[str, dict[str, tuple[int, int]]] = {}  # Pallas op -> heavy|light -> (steps, cycles)
         self.names: dict[int, str] = {}  # index of a pallas_call in lowering order -> its HLO op
+        self.dynamic: dict[int, str] = {}  # the same, for kernels whose grid is sized at run time
         self.aborted = False
+        self.records = 0  # Pallas kernels lowered (one record each)
         self.cores = max(1, (chip.tensor_cores or 1) // (chip.devices_per_chip or 1))
         assert chip.topology is not None  # a TPU (estimate_times runs this on no other chip): each has one
         self.topology: str = chip.topology
@@ -121,6 +129,13 @@ class _Run:
     # ------------------------------------------------------------------ the compiles
 
     def run(self) -> TimeEstimate:
+        method = self._simulate()
+        if self.aborted and method != COST_MODEL:
+            self._alone()
+        return self._finish(method)
+
+    def _simulate(self) -> str:
+        """The compiles of the program; the method its Pallas kernels' figures come by."""
         pallas = [k for k in self.kernels if k.kind in PALLAS_KINDS]
         # copies and collectives are DMAs, which the simulation models without running bundles
         xla_cycles = sum((k.compiler_cycles or 0) for k in self.kernels
@@ -131,7 +146,7 @@ class _Run:
                               f"{seconds:.0f} s and {memory / 2**30:.1f} GiB to simulate: the compiler's per-op "
                               "estimates are used, Pallas kernels keep their roofline")
             self._bundles_only()
-            return self._answer(COST_MODEL)
+            return COST_MODEL
         request, records = self._request(None)
         self._name_grids(records, pallas)
         steps = [math.prod(grid) for grid in self.grids.values()]
@@ -140,12 +155,54 @@ class _Run:
             if not reducible:
                 outcome = self._job(session, "whole", request, records, self.left())
                 if outcome.status in STOPPED:
-                    self._budget_note(f"the whole simulation {_stopped(outcome)} after {outcome.wall_seconds:.0f} s: "
+                    self._budget_note(f"the whole simulation {stopped(outcome)} after {outcome.wall_seconds:.0f} s: "
                                       "kernels it did not time keep their roofline")
             else:
                 self._probes(session, request, records)
             self._guarded(session, None if not reducible else [self.budget.probe_steps] * len(records))
-        return self._finish(EXTRAPOLATED if reducible else LIBTPU)
+        self.records = len(records)
+        return EXTRAPOLATED if reducible else LIBTPU
+
+    def _alone(self) -> None:
+        """The Pallas kernels libtpu left untimed when it stopped at another op, simulated in a
+        program of their own (jax_internals/isolate.py); their figures join this estimate's."""
+        from ..compilation.stages import lowered_program  # (jax: only when an estimate runs)
+
+        order = {op: i for i, op in {**self.names, **self.dynamic}.items()}
+        missing = [op for op in self.grids if not self.points.get(op) and op not in self.not_timed]
+        missing += [op for op in self.dynamic.values() if op not in self.cycles]
+        # a program of nothing but those kernels would be the same program: libtpu refuses the chip or the kernel
+        if not missing or {k.name for k in self.kernels} <= set(missing) or self.left() < MIN_SECONDS:
+            return
+        capture, _, _ = lowered_program(self.target, self.backend)
+        equations = pallas_equations(capture.program.closed_jaxpr)
+        if len(equations) != self.records:  # a kernel lowered once and run twice: no sure pairing with its op
+            return
+        known = self.known or [(None, None)] * len(equations)
+        chosen = {op: with_grid(equations[order[op]], known[order[op]][0]) for op in missing}
+        missing = sorted((op for op in missing if chosen[op] is not None), key=order.__getitem__)
+        if not missing:
+            return
+        fn, args = alone([chosen[op] for op in missing])
+        target = dataclasses.replace(self.target, fn=fn, args=args, kwargs={}, params={}, reference=None)
+        run = _Run(target, self.backend, self.chip, _plain_kernels(target, self.backend, self.chip),
+                   dataclasses.replace(self.budget, seconds=max(self.left(), MIN_SECONDS)),
+                   known=[(None, known[order[op]][1]) for op in missing], label="alone-")
+        run._simulate()
+        self.jobs += run.jobs
+        renamed = {run.names[i]: op for i, op in enumerate(missing) if i in run.names}
+        for mine, op in renamed.items():
+            self.points[op], self.grids[op] = run.points.get(mine, []), run.grids[mine]
+            for record, field in ((run.forced, self.forced), (run.guards, self.guards), (run.llo, self.llo)):
+                if mine in record:
+                    field[op] = record[mine]
+            if mine in run.not_timed:
+                self._not_timed(op)
+            self.findings.append(simulated_alone(self.chip, op))
+        for f in run.findings:
+            kernel = renamed.get(f.kernel or "", f.kernel)
+            message = f.message.replace(f"{f.kernel}:", f"{kernel}:", 1) if f.kernel else f.message
+            self.findings.append(dataclasses.replace(f, kernel=kernel, message=message))
 
     def _guarded(self, session, caps: list[int] | None) -> None:
         """Twice more, at the grids of the first simulation, with each Pallas kernel's costliest
@@ -171,7 +228,7 @@ class _Run:
             whole = self._job(session, "whole", request, records, self.left())
             if whole.status == "ok":
                 return
-            self._budget_note(f"the whole simulation {_stopped(whole)}: figures from smaller grids")
+            self._budget_note(f"the whole simulation {stopped(whole)}: figures from smaller grids")
         factor = min(4.0, 0.8 * self.left() / max(first.wall_seconds, 1e-3))  # its time grows at most as its steps
         if factor < 2:
             self._budget_note(f"no time left for a second cut grid: one point ({first.wall_seconds:.0f} s), "
@@ -184,7 +241,7 @@ class _Run:
             if self._whole_fits(measured, note=True):
                 outcome = self._job(session, "whole", request, records, self.left())
                 if outcome.status != "ok":
-                    self._budget_note(f"the whole simulation {_stopped(outcome)}: figures from smaller grids")
+                    self._budget_note(f"the whole simulation {stopped(outcome)}: figures from smaller grids")
 
     def _whole_fits(self, measured: list, note: bool = False) -> bool:
         """Whether simulating the whole program fits in what is left, from the cut compiles so far
@@ -217,7 +274,10 @@ class _Run:
                 return grid
             return reduced_grid(grid, semantics, caps[len(seen) - 1], self.cores)
 
-        with grids_replaced(choose, force=force) as records:
+        if self.known is None:
+            capture, _, _ = lowered_program(self.target, self.backend)
+            self.known = leading_values(capture.program.closed_jaxpr, capture.program.example_values)
+        with grids_replaced(choose, force=force, prefetch=[prefetch for _, prefetch in self.known]) as records:
             _, lowered, _ = lowered_program(self.target, self.backend, memo=False)
         return compile_request(lowered, self.topology), list(records)
 
@@ -229,7 +289,10 @@ class _Run:
             match = next((k for k in free if record.name and k.name.rsplit(".", 1)[0] == record.name), None)
             if match is None and len(records) == len(pallas):
                 match = pallas[index] if pallas[index] in free else None
-            if match is not None and None not in record.grid:
+            if match is not None and None in record.grid:  # a grid sized at run time: neither cut nor counted
+                free.remove(match)
+                self.dynamic[index] = match.name
+            elif match is not None:
                 free.remove(match)
                 self.names[index] = match.name
                 self.grids[match.name] = record.grid
@@ -239,7 +302,7 @@ class _Run:
     def _job(self, session: DumpSession, label: str, request, records, seconds: float) -> Outcome:
         outcome = session.run(request, seconds=max(seconds, MIN_SECONDS), memory_bytes=self.budget.memory_bytes)
         used = {self.names[i]: r.used for i, r in enumerate(records) if i in self.names}
-        self.jobs.append(JobCost(label=label, status=outcome.status, wall_seconds=round(outcome.wall_seconds, 3),
+        self.jobs.append(JobCost(label=self.label + label, status=outcome.status, wall_seconds=round(outcome.wall_seconds, 3),
                                  peak_rss_bytes=outcome.peak_rss_bytes, steps={op: math.prod(g) for op, g in used.items()},
                                  detail=outcome.detail))
         unnamed = {k.name for k in self.kernels if k.kind in PALLAS_KINDS} - set(used)
@@ -264,14 +327,11 @@ class _Run:
         for problem in outcome.unreadable:
             self._unreadable(problem)
         if outcome.status in STOPPED and label != "whole":  # a stopped "whole" is said where it is run
-            self._budget_note(f"the {label} compile {_stopped(outcome)} after {outcome.wall_seconds:.0f} s: "
+            self._budget_note(f"the {self.label}{label} compile {stopped(outcome)} after {outcome.wall_seconds:.0f} s: "
                               "kernels it did not time keep their roofline")
         if outcome.status == "aborted":
             self.aborted = True
-            self.findings.append(Finding(
-                "info", "libtpu-aborted", f"libtpu ended its {label} compile on {self.chip.name}"
-                + (f": {outcome.detail}" if outcome.detail else " (SIGABRT)") + "; what it wrote before is used",
-                view="fusions", data={"chip": self.chip.name, "reason": outcome.detail}))
+            self.findings.append(aborted_finding(self.chip, self.label + label, outcome.detail))
         return outcome
 
     def _bundles_only(self) -> None:
@@ -285,6 +345,8 @@ class _Run:
             self._job(session, "bundles", request, records, self.left())
 
     def _finish(self, method: str) -> TimeEstimate:
+        if method == COST_MODEL:
+            return self._answer(method)
         if self.aborted and (not self.llo or any(op not in self.llo for op in self.grids)):
             self._bundles_only()  # libtpu stopped before it wrote them all
         return self._answer(method)
@@ -329,7 +391,7 @@ class _Run:
                 if cycles is not None:
                     t.cycles_per_step = fit.per_step if fit is not None and cycles == plain else cycles / max(t.steps, 1)
                 if fit is not None:
-                    self._extrapolated_note(t, fit)
+                    self.findings.append(extrapolated(self.chip, t, fit))
             elif k.name in self.cycles:
                 t = _timed(k, self.chip, float(self.cycles[k.name]), LIBTPU)
             elif k.compiler_cycles:
@@ -348,46 +410,15 @@ class _Run:
                             method=method, budget=self.budget.as_dict(), jobs=self.jobs, findings=self.findings, bundles=bundles)
 
     def _bundles(self, times: list[KernelTime]) -> list[KernelBundles]:
-        by_name = {t.name: t for t in times}
-        found = []
-        for op, texts in self.llo.items():
-            t = by_name.get(op)
-            if t is None or BUNDLES_LABEL not in texts or UTILIZATION_LABEL not in texts:
-                continue
-            try:
-                bundles = read_bundles(texts[BUNDLES_LABEL], f"{op} {BUNDLES_LABEL}", relative=short_path)
-                use = read_utilization(texts[UTILIZATION_LABEL], f"{op} {UTILIZATION_LABEL}")
-                if len(use.rows) != len(bundles):
-                    raise UnreadableDump(f"{op}: {len(bundles)} bundles but {len(use.rows)} utilization rows")
-            except UnreadableDump as err:
-                self._unreadable(str(err))
-                continue
-            found.append(kernel_bundles(op, t.kind, bundles, use, pallas=t.kind in PALLAS_KINDS, steps=t.steps,
-                                        cycles_per_step=t.cycles_per_step))
-        pallas = [b for b in found if b.kind in PALLAS_KINDS]
-        cost = {t.name: (t.estimated_cycles or 0) * t.repeat for t in times}
-        others = sorted((b for b in found if b.kind not in PALLAS_KINDS), key=lambda b: -cost.get(b.kernel, 0))
-        order = {t.name: i for i, t in enumerate(times)}
-        pallas.sort(key=lambda b: order.get(b.kernel, 0))
-        for b in others[LISTED_OTHERS:]:
-            b.listing, b.listing_truncated = [], True
-        return pallas + others
+        found, problems = bundles_of(times, self.llo)
+        for problem in problems:
+            self._unreadable(problem)
+        return found
 
     # ------------------------------------------------------------------ findings
 
     def _budget_note(self, why: str) -> None:
-        self.findings.append(Finding(
-            "info", "time-budget", f"libtpu's simulation on {self.chip.name}: {why}", view="fusions",
-            data={"chip": self.chip.name, "seconds": self.budget.seconds, "memory_bytes": self.budget.memory_bytes,
-                  "why": why}))
-
-    def _extrapolated_note(self, t: KernelTime, fit: StepFit) -> None:
-        grids = " and ".join("(" + ", ".join(map(str, g)) + ")" for g in fit.grids)
-        self.findings.append(Finding(
-            "info", "time-extrapolated",
-            f"{t.name}: {t.steps:,} grid steps; libtpu simulated grids {grids}: {fit.per_step:,.0f} cycles a step, "
-            f"extrapolated to {t.estimated_cycles:,.0f} cycles", kernel=t.name, view="fusions",
-            data={"chip": self.chip.name, "steps": t.steps, "grids": fit.grids, "cycles_per_step": fit.per_step}))
+        self.findings.append(budget_note(self.chip, self.budget, why))
 
     def _weighted(self, op: str, cycles: float, fit: StepFit | None) -> float:
         """The kernel's cycles from the two forced simulations, weighted by the steps of each kind."""
@@ -402,37 +433,16 @@ class _Run:
         return cycles
 
     def _no_faster_than_roofline(self, t: KernelTime) -> KernelTime:
-        """A simulated time below the kernel's roofline is impossible (faster than the chip's peak or
-        its HBM): the simulation left something out (seen on the v5e: samples/attention.py:flash
-        simulated at 130 us, roofline 174 us, measured 376 us). The roofline stands, said so."""
         if (t.estimate_source not in (LIBTPU, EXTRAPOLATED) or t.roofline_seconds is None or t.estimated_seconds is None
                 or t.estimated_seconds >= t.roofline_seconds):
             return t
-        self.findings.append(Finding(
-            "warning", "libtpu-below-roofline",
-            f"{t.name}: libtpu's simulation on {self.chip.name} gives {t.estimated_seconds * 1e6:,.1f} us, below the kernel's "
-            f"roofline ({t.roofline_seconds * 1e6:,.1f} us): not credible for this kernel, so its time is the roofline, a "
-            "lower bound (measure on a TPU: --measure)", kernel=t.name, view="fusions",
-            data={"chip": self.chip.name, "libtpu_seconds": t.estimated_seconds, "roofline_seconds": t.roofline_seconds}))
+        self.findings.append(below_roofline(self.chip, t))
         return _timed_roofline(t, self.chip)
 
     def _not_timed(self, op: str) -> None:
-        """A Pallas kernel's simulation came back as 0 cycles: no kernel runs in no time, so libtpu
-        did not time it; its roofline stands (marked r), said once per kernel."""
-        if op in self.not_timed:
-            return
-        self.not_timed.add(op)
-        self.findings.append(Finding(
-            "info", "libtpu-no-time", f"{op}: libtpu's simulation on {self.chip.name} gave 0 cycles (it did not time this "
-            "kernel): its time is the roofline", kernel=op, view="fusions", data={"chip": self.chip.name}))
+        if op not in self.not_timed:  # said once per kernel
+            self.not_timed.add(op)
+            self.findings.append(no_time(self.chip, op))
 
     def _unreadable(self, problem: str) -> None:
-        file, _, why = problem.partition(": ")
-        self.findings.append(Finding(
-            "info", "libtpu-dump-unreadable", f"a libtpu dump the inspector cannot read ({problem}): its figures show as -",
-            view="fusions", data={"chip": self.chip.name, "file": file, "why": why or problem}))
-
-
-def _stopped(outcome: Outcome) -> str:
-    return {"time-limit": "passed its time limit", "memory-limit": "passed its memory limit",
-            "aborted": "was aborted by libtpu"}.get(outcome.status, f"ended ({outcome.status})")
+        self.findings.append(unreadable(self.chip, problem))

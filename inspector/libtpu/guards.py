@@ -40,6 +40,6 @@ def weighted(op: str, cycles: float, guard: Guard, intercept: float, heavy: tupl
     return steps_weighted, Finding(
         "info", "libtpu-guarded-steps",
         f"{op}: {guard.heavy_steps:,} of the {guard.steps:,} grid steps run the code guarded{at} (from the program "
-        f"ids), which libtpu's simulation does not follow step by step; simulated with it run at every step and at "
+        f"ids{' and the scalar prefetch values the inputs give' if guard.read_values else ''}), which libtpu's simulation does not follow step by step; simulated with it run at every step and at "
         f"none, a step costs {taken:,.0f} and {skipped:,.0f} cycles, and the kernel {cycles:,.0f} -> "
         f"{steps_weighted:,.0f} cycles", kernel=op, view="fusions", data=data)

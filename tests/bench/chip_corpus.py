@@ -2,7 +2,7 @@
 
     python tests/bench/chip_corpus.py measure OUT.json [--only LABEL,...]   # on a TPU VM: device time per kernel
     python tests/bench/chip_corpus.py estimate OUT.json [--workers N]       # anywhere: the inspector's figures
-    python tests/bench/chip_corpus.py merge MEASURED.json ESTIMATED.json    # -> tests/data/chip/v5e_corpus.json
+    python tests/bench/chip_corpus.py merge --measured M.json --estimated E.json  # into tests/data/chip/v5e_corpus.json
     python tests/bench/chip_corpus.py table [CORPUS.json]                 # BENCHMARKS.md's table
 
 ``measure`` runs each entry on the attached chip under jax's profiler (inspector.measure.on_chip,
@@ -20,6 +20,7 @@ import os
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = os.path.join(ROOT, "tests/data/chip/v5e_corpus.json")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +46,8 @@ def _sweep(name: str, spec: str, args: str | None, grid: dict[str, list]) -> lis
 
 QKV = "bf16[4,4096,128] bf16[4,4096,128] bf16[4,4096,128]"
 J = "samples/jax_kernels.py"
+P = "tests/bench/chip_probes.py"
+H = "tests/bench/chip_heldout.py"
 
 ENTRIES: list[Entry] = [
     # the samples, as INSPECT gives them
@@ -85,6 +88,25 @@ ENTRIES: list[Entry] = [
     *_sweep("sweep.flash_full", "samples/attention.py:flash", QKV, {"causal": [False], "block_q": [128, 256, 512, 1024],
                                                                    "block_k": [128, 512]}),
     *_sweep("sweep.experts", "samples/moe.py:experts", None, {"bm": [128, 256, 512], "bk": [128, 512], "bn": [128, 256, 512]}),
+    # what a grid step costs beside its work (tests/bench/chip_probes.py)
+    Entry("probe.idle", f"{P}:idle"),
+    *_sweep("probe.copy", f"{P}:copy", None, {"rows": [8, 128, 512], "cols": [128, 1024]}),
+    *_sweep("probe.read", f"{P}:read", None, {"rows": [8, 128, 512], "cols": [1024]}),
+    *_sweep("probe.read4", f"{P}:read4", None, {"rows": [8, 512], "cols": [1024]}),
+    # measured to check the estimate, never to set it (tests/bench/chip_heldout.py)
+    *_sweep("heldout.gmm", f"{H}:gmm", None, {"tm": [128, 256, 512], "tk": [128, 512], "tn": [512]}),
+    *_sweep("heldout.tgmm", f"{H}:tgmm", None, {"tm": [128, 512], "tk": [512], "tn": [512]}),
+    *_sweep("heldout.paged", f"{H}:paged_attention", None, {"pages_per_compute_block": [4, 8, 16]}),
+    Entry("heldout.gather", f"{H}:gather"),
+    Entry("heldout.gather_wide", f"{H}:gather_wide"),
+    *_sweep("heldout.layer_norm", f"{H}:layer_norm", None, {"rows": [8, 64, 512]}),
+    Entry("heldout.splash_mha_causal", f"{J}:splash_mha_causal", "bf16[16,2048,128] bf16[16,2048,128] bf16[16,2048,128]",
+          (("block_q", 256), ("block_kv", 256), ("block_kv_compute", 128))),
+    Entry("heldout.splash_mha_local", f"{J}:splash_mha_local", "bf16[16,2048,128] bf16[16,2048,128] bf16[16,2048,128]",
+          (("window", 256), ("block_q", 512), ("block_kv", 512), ("block_kv_compute", 256))),
+    Entry("heldout.flash_attention", f"{J}:flash_attention", "bf16[4,8,2048,128] bf16[4,8,2048,128] bf16[4,8,2048,128]",
+          (("block_q", 256), ("block_k_major", 256), ("block_k", 128))),
+    Entry("heldout.matmul", f"{J}:matmul", "bf16[4096,4096] bf16[4096,4096]", (("bm", 256), ("bn", 512), ("bk", 512))),
 ]
 
 
@@ -183,20 +205,31 @@ def estimate(out: str, only: str | None, workers: int, chip: str, budget: float)
             _write(out, data)
 
 
-def merge(measured: str, estimated: str, out: str) -> None:
-    with open(measured) as f:
-        m = json.load(f)
-    with open(estimated) as f:
-        e = json.load(f)
+def merge(out: str, measured: list[str], estimated: list[str]) -> None:
+    """Measurements and estimates into the corpus ``out``: an entry found in none of the files
+    keeps what ``out`` has (a re-estimate needs no chip; new entries need not re-measure the old);
+    of several files that have an entry, the last given wins."""
+    def load(path):
+        with open(path) as f:
+            return json.load(f)
+
+    old = load(out) if os.path.exists(out) else {"entries": {}}
+    ms, es = [load(p) for p in measured], [load(p) for p in estimated]
     entries = {}
     for e_ in ENTRIES:
-        label = e_.label
-        entries[label] = {"spec": e_.spec, "args": e_.args, "sets": dict(e_.sets), "sweep": e_.sweep,
-                          "measured": m["entries"].get(label), "inspector": e["entries"].get(label)}
-    data = {k: m[k] for k in ("chip", "device_kind", "versions", "date", "method")}
-    data["inspector_date"] = e["date"]
+        before = old["entries"].get(e_.label, {})
+        m = next((f["entries"][e_.label] for f in reversed(ms) if e_.label in f["entries"]), before.get("measured"))
+        i = next((f["entries"][e_.label] for f in reversed(es) if e_.label in f["entries"]), before.get("inspector"))
+        entries[e_.label] = {"spec": e_.spec, "args": e_.args, "sets": dict(e_.sets), "sweep": e_.sweep,
+                             "measured": m, "inspector": i}
+    data = {k: (ms[-1] if ms else old)[k] for k in ("chip", "device_kind", "versions", "date", "method")}
+    data["inspector_date"] = es[-1]["date"] if es else old["inspector_date"]
     data["entries"] = entries
     _write(out, data)
+
+
+# the findings that say a kernel's figure is unsure
+UNSURE = ("libtpu-guard-unknown", "libtpu-loop-unknown", "libtpu-aborted", "libtpu-below-roofline", "time-budget")
 
 
 def kernel_rows(data: dict, floor: float) -> list[tuple]:
@@ -235,7 +268,7 @@ def table(path: str) -> None:
     print("| program | kernel | measured | estimate | est./meas. | source | roofline/meas. |")
     print("|---|---|---:|---:|---:|---|---:|")
     for label, name, seconds, est, source, roof, findings in sorted(rows, key=lambda r: (r[3] or 0) / r[2]):
-        unsure = [f for f in findings if f in ("libtpu-guard-unknown", "libtpu-aborted", "libtpu-below-roofline", "time-budget")]
+        unsure = [f for f in findings if f in UNSURE]
         print(f"| {label} | {name} | {seconds * 1e6:,.1f} us | {(est or 0) * 1e6:,.1f} us | {(est or 0) / seconds:.2f} | "
               f"{source}{' (' + ', '.join(unsure) + ')' if unsure else ''} | {(roof or 0) / seconds:.2f} |")
     within = sum(1 for r in rows if r[3] and 0.75 <= r[3] / r[2] <= 1.25)
@@ -274,15 +307,18 @@ def main(argv=None) -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--chip", default="tpu-v5e")
     p.add_argument("--budget", type=float, default=60.0)
+    p.add_argument("--measured", action="append", help="merge: a file `measure` wrote (repeatable)")
+    p.add_argument("--estimated", action="append", help="merge: a file `estimate` wrote (repeatable)")
+    p.add_argument("--out", default=CORPUS, help="merge: the corpus to update")
     a = p.parse_args(argv)
     if a.mode == "measure":
         measure(a.paths[0], a.only)
     elif a.mode == "estimate":
         estimate(a.paths[0], a.only, a.workers, a.chip, a.budget)
     elif a.mode == "table":
-        table(a.paths[0] if a.paths else os.path.join(ROOT, "tests/data/chip/v5e_corpus.json"))
+        table(a.paths[0] if a.paths else CORPUS)
     elif a.mode == "merge":
-        merge(a.paths[0], a.paths[1], a.paths[2] if len(a.paths) > 2 else os.path.join(ROOT, "tests/data/chip/v5e_corpus.json"))
+        merge(a.out, a.measured or [], a.estimated or [])
     else:
         for e in _entries(a.only):
             print(e.label, e.spec, e.args or "", " ".join(e.set_list))

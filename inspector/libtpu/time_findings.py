@@ -1,0 +1,68 @@
+"""The findings an estimate gives about its own figures: where they came from and how far to
+trust them. Each function returns the Finding; the estimate (estimate.py) decides when."""
+from __future__ import annotations
+
+from ..base.chips import Chip
+from ..base.findings import Finding
+from .budget import Budget
+from .model import KernelTime, StepFit
+from .runner import Outcome
+
+
+def budget_note(chip: Chip, budget: Budget, why: str) -> Finding:
+    return Finding("info", "time-budget", f"libtpu's simulation on {chip.name}: {why}", view="fusions",
+                   data={"chip": chip.name, "seconds": budget.seconds, "memory_bytes": budget.memory_bytes, "why": why})
+
+
+def extrapolated(chip: Chip, t: KernelTime, fit: StepFit) -> Finding:
+    grids = " and ".join("(" + ", ".join(map(str, g)) + ")" for g in fit.grids)
+    return Finding(
+        "info", "time-extrapolated",
+        f"{t.name}: {t.steps:,} grid steps; libtpu simulated grids {grids}: {fit.per_step:,.0f} cycles a step, "
+        f"extrapolated to {t.estimated_cycles:,.0f} cycles", kernel=t.name, view="fusions",
+        data={"chip": chip.name, "steps": t.steps, "grids": fit.grids, "cycles_per_step": fit.per_step})
+
+
+def below_roofline(chip: Chip, t: KernelTime) -> Finding:
+    """A simulated time below the kernel's roofline is impossible (faster than the chip's peak or
+    its HBM): the simulation left something out (seen on the v5e: samples/attention.py:flash
+    simulated at 130 us, roofline 174 us, measured 376 us). The roofline stands, said so."""
+    assert t.estimated_seconds is not None and t.roofline_seconds is not None  # the caller compared them
+    return Finding(
+        "warning", "libtpu-below-roofline",
+        f"{t.name}: libtpu's simulation on {chip.name} gives {t.estimated_seconds * 1e6:,.1f} us, below the kernel's "
+        f"roofline ({t.roofline_seconds * 1e6:,.1f} us): not credible for this kernel, so its time is the roofline, a "
+        "lower bound (measure on a TPU: --measure)", kernel=t.name, view="fusions",
+        data={"chip": chip.name, "libtpu_seconds": t.estimated_seconds, "roofline_seconds": t.roofline_seconds})
+
+
+def no_time(chip: Chip, op: str) -> Finding:
+    """A Pallas kernel's simulation came back as 0 cycles: no kernel runs in no time, so libtpu
+    did not time it; its roofline stands (marked r)."""
+    return Finding("info", "libtpu-no-time", f"{op}: libtpu's simulation on {chip.name} gave 0 cycles (it did not time "
+                   "this kernel): its time is the roofline", kernel=op, view="fusions", data={"chip": chip.name})
+
+
+def unreadable(chip: Chip, problem: str) -> Finding:
+    file, _, why = problem.partition(": ")
+    return Finding("info", "libtpu-dump-unreadable",
+                   f"a libtpu dump the inspector cannot read ({problem}): its figures show as -",
+                   view="fusions", data={"chip": chip.name, "file": file, "why": why or problem})
+
+
+def aborted(chip: Chip, label: str, detail: str | None) -> Finding:
+    return Finding("info", "libtpu-aborted", f"libtpu ended its {label} compile on {chip.name}"
+                   + (f": {detail}" if detail else " (SIGABRT)") + "; what it wrote before is used",
+                   view="fusions", data={"chip": chip.name, "reason": detail})
+
+
+def simulated_alone(chip: Chip, op: str) -> Finding:
+    return Finding("info", "libtpu-alone", f"{op}: libtpu stopped simulating the whole program before it; simulated "
+                   "in a program of its own (its operands as parameters, so no op before it is counted)",
+                   kernel=op, view="fusions", data={"chip": chip.name})
+
+
+def stopped(outcome: Outcome) -> str:
+    """How a compile ended, for a finding's message."""
+    return {"time-limit": "passed its time limit", "memory-limit": "passed its memory limit",
+            "aborted": "was aborted by libtpu"}.get(outcome.status, f"ended ({outcome.status})")
