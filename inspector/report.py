@@ -197,11 +197,11 @@ def with_time(report: Report, estimate: TimeEstimate) -> Report:
                 kernel.estimated_cycles, kernel.estimated_seconds = timed.estimated_cycles, timed.estimated_seconds
                 kernel.estimate_source = timed.estimate_source
         report.fusions.totals["estimated_seconds"] = estimate.totals.get("estimated_seconds")
-    findings = report.findings + estimate.findings + _uncounted_loops(report, estimate)
+    findings = report.findings + estimate.findings + uncounted_loops(report, estimate)
     return dataclasses.replace(report, time=estimate, findings=by_severity(findings))
 
 
-def _uncounted_loops(report: Report, estimate: TimeEstimate) -> list[Finding]:
+def uncounted_loops(report: Report, estimate: TimeEstimate) -> list[Finding]:
     """A Pallas kernel whose body loops a number of times known only at run time (paged attention
     over a sequence's pages): neither libtpu's static simulation nor the roofline can count the
     trips, so the figure says little about the chip's (paged attention on the v5e: 25 us simulated, 540-1,700 us

@@ -32,3 +32,17 @@ def test_a_kernel_whose_loops_are_counted_gets_no_such_warning():
     report = make_report(load_target("samples/matmul.py:tiled"), get_chip("tpu-v5e"),
                          Needs(compile=True, fusions=True, pallas=True, time=True))
     assert report.time is not None and not [f for f in report.findings if f.code == "libtpu-loop-unknown"]
+
+
+def test_tune_does_not_rank_candidates_by_a_figure_that_counts_the_loop_once(tmp_path, monkeypatch):
+    """The held-out paged attention on the v5e: 25 us estimated for every pages_per_compute_block
+    while the chip took 540 to 1,700 us; ranked by it, tune picked the slowest (3.2x). Such a row
+    is untimed, saying why and that --measure ranks by the chip."""
+    from inspector.tuning.evaluate import evaluate_task
+
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
+    row = evaluate_task({"spec": "tests/bench/chip_heldout.py:paged_attention", "args": None,
+                         "params": {"pages_per_compute_block": 16}, "swept": {"pages_per_compute_block": 16},
+                         "shape": "inputs", "chip": "tpu-v5e", "default": False, "budget": {"seconds": 60}, "cache": False})
+    assert row["status"] == "untimed", row
+    assert "loops a number of times known only when it runs" in row["reason"] and "--measure" in row["reason"]

@@ -199,3 +199,18 @@ def test_a_row_made_by_other_inspector_code_is_a_miss(monkeypatch):
     monkeypatch.setattr(store, "code_fingerprint", lambda: "another commit")
     after = store.row_key("module", "tpu-v5e", {}), store.journal_key(parts(), None, {}, "")
     assert after[0] != before[0] and after[1] != before[1]
+
+
+def test_measure_runs_the_candidates_the_estimate_could_not_rank(monkeypatch):
+    """Paged attention's page loop is counted by no estimate: its rows are untimed, and
+    tune --measure runs them on the chip and ranks them by device time."""
+    import inspector.tuning.measured as measured
+
+    rows = [_row(UNTIMED, bm=bm) for bm in (1, 2, 3)]
+    swept = TuneResult(target="k.py:mm", swept=["bm"], fixed={}, defaults={"bm": 1},
+                       shapes=rank_all(["f32[8]"], ["tpu-v5e"], rows), counts={})
+    monkeypatch.setattr(measured, "run_isolated", lambda fn, spec, chip, jobs, env=None: [3e-3, 1e-3, 2e-3][:len(jobs)])
+    monkeypatch.setattr(measured.environment, "chip_env", lambda: {})
+    [ranking] = measured.measure_rankings(swept, "k.py:mm", {"f32[8]": None}, {}, 8, "tpu-v5e").shapes[0].chips
+    assert [(r.params["bm"], r.rank) for r in ranking.rows] == [(2, 1), (3, 2), (1, 3)]
+    assert ranking.best.params == {"bm": 2}

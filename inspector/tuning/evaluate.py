@@ -126,7 +126,7 @@ def evaluate_target(target, chip, base: dict, *, budget: dict, cache) -> TuneRow
 
 def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped: list[str]) -> TuneRow:
     from ..pallas.analysis import analyse_pallas, compiler_scoped_vmem
-    from ..report import build_report
+    from ..report import build_report, uncounted_loops
     from ..compilation.stages import capture
 
     reports, _ = analyse_pallas(captured.program, [chip], [chip])
@@ -156,6 +156,12 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped
     bound, spills = _bound_and_spills(times)
     notes = [_one_line(f"{f.code}: {f.message}") for f in times.findings
              if f.code not in ("register-spills", "mxu-underused")]
+    loops = uncounted_loops(report, times)
+    if loops:  # a figure that counts a run-time loop once: ranking by it picks at random
+        return done(status=UNTIMED, code="no-estimate", notes=notes, vmem_bytes=max(used, default=None),
+                    vmem_estimate_bytes=estimate, vmem_limit_bytes=limit,
+                    reason=f"{loops[0].kernel}: its body loops a number of times known only when it runs, which "
+                           "neither libtpu's simulation nor the roofline counts; not ranked (tune --measure ranks by the chip)")
     if seconds is None or times.method == ROOFLINE:
         # a roofline is a lower bound, not an estimate: ranked among libtpu's figures it would win unfairly
         bound = f" (its roofline, a lower bound: {seconds * 1e6:,.1f} us)" if seconds else ""

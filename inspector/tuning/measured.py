@@ -12,7 +12,7 @@ from ..base.environment import chip_failure
 from ..measure.on_chip import measure_target, tpu_devices
 from ..remote import run_isolated
 from ..compilation.target import load_target
-from .model import RANKED, ChipRanking, TuneResult
+from .model import RANKED, UNTIMED, ChipRanking, TuneResult
 
 MEASURE_TOP = 8  # candidates measured per shape when --top does not say
 
@@ -20,15 +20,17 @@ MEASURE_TOP = 8  # candidates measured per shape when --top does not say
 def measure_rankings(result: TuneResult, spec: str, shape_args: dict[str, str | None], fixed: dict, top: int,
                      chip: str) -> TuneResult:
     """Measure the ``top`` fastest-estimated ranked rows of each shape on ``chip`` (the attached
-    one) and re-rank them by device time: measured rows first, fastest first, then the rest as the
-    estimate ranked them. Rows get ``measured_seconds``; a candidate that failed on the chip gets
-    a note instead. The result with those rankings, measured on ``chip``."""
+    one; where fewer are ranked, the untimed ones after them) and re-rank them by device time:
+    measured rows first, fastest first, then the rest as the estimate ranked them. Rows get
+    ``measured_seconds``; a candidate that failed on the chip gets a note instead. The result with
+    those rankings, measured on ``chip``."""
     jobs = []
     for shape in result.shapes:
         for ranking in shape.chips:
             if ranking.chip != chip:
                 continue
-            for row in [r for r in ranking.rows if r.status == RANKED][:top]:
+            # the ranked first; then those the estimate could not rank (a loop it cannot count): the chip can
+            for row in ([r for r in ranking.rows if r.status == RANKED] + [r for r in ranking.rows if r.status == UNTIMED])[:top]:
                 jobs.append((shape.shape, shape_args[shape.shape], {**fixed, **row.params}, row))
     if not jobs:
         return dataclasses.replace(result, measured_on=chip)

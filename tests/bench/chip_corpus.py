@@ -276,8 +276,13 @@ def table(path: str) -> None:
     print(f"\n{len(rows)} kernels: {within} within 25% of the chip, {twice} within 2x.\n")
     print("| sweep | candidates | est./meas. | Spearman | tune's pick against the fastest |")
     print("|---|---:|---:|---:|---:|")
-    for sweep in sorted({e["sweep"] for e in data["entries"].values() if e["sweep"]}):
-        found = [(measured, est) for _, measured, est, _ in sweep_rows(data, sweep) if est]
+    # the probes' rows say what a grid step costs: no tuning sweep
+    for sweep in sorted({e["sweep"] for e in data["entries"].values() if e["sweep"] and not e["sweep"].startswith("probe.")}):
+        rows = sweep_rows(data, sweep)
+        if any("libtpu-loop-unknown" in (data["entries"][label]["inspector"].get("findings") or []) for label, *_ in rows):
+            print(f"| {sweep} | {len(rows)} | not ranked: `libtpu-loop-unknown` (tune leaves them untimed) | | |")
+            continue
+        found = [(measured, est) for _, measured, est, _ in rows if est]
         ratios = [e / m for m, e in found]
         pick = min(found, key=lambda r: r[1])[0] / min(m for m, _ in found)
         print(f"| {sweep} | {len(found)} | {min(ratios):.2f}-{max(ratios):.2f} | "
