@@ -214,3 +214,19 @@ def test_measure_runs_the_candidates_the_estimate_could_not_rank(monkeypatch):
     [ranking] = measured.measure_rankings(swept, "k.py:mm", {"f32[8]": None}, {}, 8, "tpu-v5e").shapes[0].chips
     assert [(r.params["bm"], r.rank) for r in ranking.rows] == [(2, 1), (3, 2), (1, 3)]
     assert ranking.best.params == {"bm": 2}
+
+
+def test_the_best_line_after_measuring_untimed_candidates_gives_the_chips_figures(monkeypatch):
+    """On the v5e: "best: --set pages_per_compute_block=16  (-); the default ... is untimed", though
+    both had been measured; now the measured time and the default's rank by it."""
+    import inspector.tuning.measured as measured
+    from inspector.views.tune import best_lines
+
+    rows = [dataclasses.replace(_row(UNTIMED, bm=bm), default=bm == 2, reason="a loop") for bm in (1, 2, 3)]
+    swept = TuneResult(target="k.py:mm", swept=["bm"], fixed={}, defaults={"bm": 2},
+                       shapes=rank_all(["f32[8]"], ["tpu-v5e"], rows), counts={})
+    monkeypatch.setattr(measured, "run_isolated", lambda fn, spec, chip, jobs, env=None: [3e-3, 2e-3, 1e-3][:len(jobs)])
+    monkeypatch.setattr(measured.environment, "chip_env", lambda: {})
+    [ranking] = measured.measure_rankings(swept, "k.py:mm", {"f32[8]": None}, {}, 8, "tpu-v5e").shapes[0].chips
+    line = best_lines(ranking).plain
+    assert "best: --set bm=3  (1 ms measured)" in line and "the default (bm=2) is rank 2 of 3, 2.00x" in line, line

@@ -95,14 +95,16 @@ def best_lines(ranking: ChipRanking) -> Text:
         return text
     text.append(f"{ranking.chip} best: ", style="bold")
     text.append(ranking.set_line or "(the defaults)", style="bold green")
-    text.append(f"  ({fmt_time(ranking.best.estimated_seconds)})")
+    best = ranking.best
+    text.append(f"  ({fmt_time(best.measured_seconds)} measured)" if best.measured_seconds is not None
+                else f"  ({fmt_time(best.estimated_seconds)})")
     d = ranking.default
     if d is None:
         return text
     if d is ranking.best:
         text.append("; the default is the best")
-    elif d.status == RANKED:
-        text.append(f"; the default ({_params(d)}) is rank {d.rank} of {ranking.count(RANKED)}, "
+    elif d.rank is not None:  # ranked by its estimate, or measured on the chip (an untimed row too)
+        text.append(f"; the default ({_params(d)}) is rank {d.rank} of {sum(r.rank is not None for r in ranking.rows)}, "
                     f"{d.ratio:.2f}x the best's time")
     else:
         text.append(f"; the default ({_params(d)}) is {d.status}: {d.reason}")
