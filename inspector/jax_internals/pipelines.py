@@ -194,5 +194,5 @@ def pipeline_for(eqn) -> PipelineRecord | None:
     lengths = {int(e.params["length"]) for e in eqn.params["jaxpr"].eqns
                if e.primitive.name == "scan" and _in_pipeline_function(e)}
     if lengths:
-        candidates = [c for c in candidates if None in c.grid or math.prod(c.grid) in lengths]
+        candidates = [c for c in candidates if None in c.grid or math.prod(g or 0 for g in c.grid) in lengths]
     return candidates[0] if candidates else None

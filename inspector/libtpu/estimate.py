@@ -193,9 +193,9 @@ class _Run:
         renamed = {run.names[i]: op for i, op in enumerate(missing) if i in run.names}
         for mine, op in renamed.items():
             self.points[op], self.grids[op] = run.points.get(mine, []), run.grids[mine]
-            for record, field in ((run.forced, self.forced), (run.guards, self.guards), (run.llo, self.llo)):
-                if mine in record:
-                    field[op] = record[mine]
+            self.forced.update({op: run.forced[mine]} if mine in run.forced else {})
+            self.guards.update({op: run.guards[mine]} if mine in run.guards else {})
+            self.llo.update({op: run.llo[mine]} if mine in run.llo else {})
             if mine in run.not_timed:
                 self._not_timed(op)
             self.findings.append(simulated_alone(self.chip, op))
