@@ -184,12 +184,37 @@ def _mxu_operand_bytes(dot, f8_as_bf16: bool = False) -> int:
     return total
 
 
+def _as_dtype(v, dtype) -> Any:
+    return types.SimpleNamespace(aval=types.SimpleNamespace(shape=v.aval.shape, dtype=dtype))
+
+
+def _lowering(dot) -> tuple[int, int, str, int, int]:
+    """What a matmul's lowering may hold in the vector registers: (its lhs where the lowering lays
+    it out anew for the MXU, in vreg tiles; the same with an 8-bit lhs as bf16; the lhs's 8-bit
+    kind, "float8", "int8" or ""; the result's rows; its columns). A packed lhs (bf16, 8-bit) is
+    laid out anew for the MXU (vreg pairs combined: vcombine on v6e and TPU7x, vor on v5e and
+    v5p, vpack on v4) and those vregs are held across the passes over the rhs's tiles; a 32-bit
+    lhs is read again from its block. The result's partial sums, in 32 bits, are held across the
+    passes over the contracted dimension, for the columns the MXUs compute at once
+    (vmem_rules.MXUS). What the registers cannot hold, the register allocator spills into scoped
+    VMEM (libtpu 0.0.42.1's register pressure and spill slots: tests/test_vmem_quantized_matmul.py)."""
+    lhs, out = dot.invars[0], dot.outvars[0]
+    dtype = np.dtype(lhs.aval.dtype)
+    packed = nbytes(lhs) if dtype.itemsize < 4 else 0
+    kind = "float8" if dtype.name.startswith("float8") else "int8" if dtype.itemsize == 1 and \
+        np.issubdtype(dtype, np.integer) else ""
+    as_bf16 = nbytes(_as_dtype(lhs, ml_dtypes.bfloat16)) if kind else packed
+    shape = [int(d) for d in out.aval.shape] or [1]
+    return packed, as_bf16, kind, int(np.prod(shape[:-1])), shape[-1]
+
+
 class _Walk:
     """One walk over a body's jaxprs (nested ones too), gathering what BodyFacts holds."""
 
     def __init__(self) -> None:
         self.held = self.summed = self.summed_operands = self.values = self.largest = self.in_ref = 0
         self.split = self.carry = self.met = self.reduced_row = self.stored = self.operands = self.operands_f8 = 0
+        self.lowerings: set[tuple[int, int, str, int, int]] = set()
         self.unbuilt: list[int] = []  # per stretch of straight-line code, the results not built in a ref
         self.stretches: list[int] = []  # per stretch, the matmul results it computes
         self.computed = [0, 0]  # the two largest values computed element-wise
@@ -265,6 +290,7 @@ class _Walk:
         self.operands = max(self.operands, _mxu_operand_bytes(e))
         if _has_f8_operand(e):
             self.operands_f8 = max(self.operands_f8, _mxu_operand_bytes(e, f8_as_bf16=True))
+        self.lowerings.add(_lowering(e))
         out, size = e.outvars[0], nbytes(e.outvars[0])
         if streamed(out, users):
             return 0, 0
@@ -288,7 +314,8 @@ class _Walk:
                          unrolled_values_bytes=self.values, largest_value_bytes=self.largest,
                          computed_value_bytes=self.whole, second_computed_bytes=self.computed[1],
                          split_operand_bytes=self.split, mxu_operand_bytes=self.operands,
-                         mxu_operand_f8_bf16_bytes=self.operands_f8, in_ref_bytes=self.in_ref,
+                         mxu_operand_f8_bf16_bytes=self.operands_f8,
+                         dot_lowerings=tuple(sorted(self.lowerings)), in_ref_bytes=self.in_ref,
                          summed_bytes=self.summed, stored_held_bytes=self.stored,
                          summed_operand_bytes=self.summed_operands, loop_carry_bytes=self.carry,
                          unrolled_unbuilt_bytes=max(self.unbuilt, default=0), met_bytes=self.met,

@@ -79,6 +79,9 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
             unsure.append(f"the largest value the body builds ({size}), which the compiler usually keeps in VMEM "
                           "but can stream (a dot accumulated into a ref)")
         unsure += [f"{what} ({mib(size)})" for what, size in b.room_for]
+        if b.spill_bytes:
+            beyond = " beyond the body's values" if b.body_bytes else ""
+            unsure.append(f"{b.spill_what} ({mib(b.spill_bytes)}{beyond})")
         if b.outside_bytes:
             outside = ", ".join(i.what for i in b.items if i.maybe_outside)
             unsure.append(f"the blocks of {outside} ({mib(b.outside_bytes)}), operands XLA may place whole in VMEM "

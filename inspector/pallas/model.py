@@ -162,6 +162,10 @@ class BodyFacts:
     # 8-bit float operand, the largest with those as bf16
     mxu_operand_bytes: int = 0
     mxu_operand_f8_bf16_bytes: int = 0
+    # per matmul, what its lowering may hold in vregs (body_dots._lowering): (the lhs it lays out anew
+    # for the MXU in vreg tiles, the same with an 8-bit lhs as bf16, the lhs's 8-bit kind ("float8",
+    # "int8" or ""), the result's rows, its columns)
+    dot_lowerings: tuple[tuple[int, int, str, int, int], ...] = ()
     in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
 
 
