@@ -79,9 +79,6 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
             unsure.append(f"the largest value the body builds ({size}), which the compiler usually keeps in VMEM "
                           "but can stream (a dot accumulated into a ref)")
         unsure += [f"{what} ({mib(size)})" for what, size in b.room_for]
-        if b.spill_bytes:
-            beyond = " beyond the body's values" if b.body_bytes else ""
-            unsure.append(f"{b.spill_what} ({mib(b.spill_bytes)}{beyond})")
         if b.outside_bytes:
             outside = ", ".join(i.what for i in b.items if i.maybe_outside)
             unsure.append(f"the blocks of {outside} ({mib(b.outside_bytes)}), operands XLA may place whole in VMEM "
@@ -92,6 +89,9 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
         if b.placed_bytes and not unsure:
             unsure.append(f"operands XLA places whole in VMEM (their {mib(b.placed_bytes)} of blocks out of the "
                           "limit), which leave the compiler no room at the very limit")
+        if b.spill_bytes:
+            beyond = " beyond the body's values" if b.body_bytes else ""
+            unsure.append(f"{b.spill_what} ({mib(b.spill_bytes)}{beyond})")
         held = f", {mib(b.held_bytes)} of it {b.held_what}" if b.held_bytes else ""
         where = ("over" if b.total_bytes > b.limit_bytes else "at" if b.total_bytes == b.limit_bytes else
                  f"within {share('body_margin', chip):.0%} of")

@@ -154,7 +154,8 @@ class BodyFacts:
     # the body's largest value not built in the ref it is stored into (None: the body was not followed,
     # then PallasCall.intermediates_bytes[0] stands for it)
     largest_value_bytes: int | None = None
-    # of those, the largest that is not a matmul result and is whole (_streams_into_reductions)
+    # of those, the largest that is not a matmul result and is whole: not streamed into reductions
+    # (value_chains.streams_into_reductions), not made of indices (value_chains.made_of_indices)
     computed_value_bytes: int = 0
     second_computed_bytes: int = 0  # the second largest value computed element-wise, whole or streamed
     split_operand_bytes: int = 0  # bf16 parts of HIGHEST-precision f32 matmuls' operands (_split_bytes)

@@ -68,6 +68,9 @@ tests/data/quantized_variants.py (VARIANTS: quantized matmuls in other styles an
 gmm, gmm with a transposed rhs, f32 gmm and tgmm at other tilings) on v5e, v5p, v6e and TPU7x;
 ``--predict-variants`` writes, without compiling, the estimate's verdict on each of those rows to
 tests/data/vmem_predictions_variants.json (run it first: the predictions are made before the compiles).
+``--variants2`` and ``--predict-variants2`` do the same for VARIANTS2, a second round predicted with the
+rules as they stood after the first round (tests/data/vmem_truth_variants2.json,
+tests/data/vmem_predictions_variants2.json).
 """
 from __future__ import annotations
 
@@ -633,7 +636,7 @@ def variant_args(kernel: str, bm: int, bk: int, bn: int) -> str:
     return {"w8_out": f"bf16[{m},{k}] s8[{k},{n}] f32[1,{n}]", "w8_dequant": f"bf16[{m},{k}] s8[{k},{n}] f32[1,{n}]",
             "fp8_weight": f"bf16[{m},{k}] f8e4m3fn[{k},{n}] f32[1,{n}]",
             "int8_int8": f"s8[{m},{k}] s8[{k},{n}] f32[{m},1] f32[1,{n}]", "f32_bf16": f"f32[{m},{k}] bf16[{k},{n}]",
-            "wt_bf16": f"bf16[{m},{k}] bf16[{n},{k}]"}[kernel]
+            "wt_bf16": f"bf16[{m},{k}] bf16[{n},{k}]", "cast_lhs": f"f32[{m},{k}] bf16[{k},{n}]"}[kernel]
 
 
 def grouped_args(kernel: str) -> str:
@@ -658,14 +661,31 @@ VARIANTS = [(VARIANTS_FILE + kernel, variant_args(kernel, *b), {"bm": [b[0]], "b
      for kernel, tiles in GROUPED_TILES.items() for t in tiles]
 
 
-def predict_variants() -> None:
-    """The estimate's verdict on every row of VARIANTS, per chip, written before they are compiled."""
+VARIANTS2_OUT = Path(__file__).with_name("vmem_truth_variants2.json")
+VARIANTS2_PREDICTED = Path(__file__).with_name("vmem_predictions_variants2.json")
+# a second round, predicted with the rules as they stood after the first round's compiles: blocks of
+# other sizes (not powers of two), a seventh style (cast_lhs), other tilings of the grouped matmuls
+VARIANT2_BLOCKS = ((1280, 1024, 768), (768, 1536, 1024), (1536, 512, 1536), (384, 3072, 768), (2560, 512, 512),
+                   (1280, 768, 1280))
+GROUPED2_TILES = {"gmm": ((4096, 384, 768), (2048, 1536, 384), (1024, 3072, 768), (512, 768, 3072)),
+                  "gmm_t": ((2048, 384, 1536), (4096, 768, 384)),
+                  "gmm_f32": ((2048, 384, 768), (512, 1536, 1536)),
+                  "tgmm": ((4096, 256, 1024), (512, 2048, 2048), (2048, 1024, 1024), (1024, 256, 4096))}
+VARIANTS2 = [(VARIANTS_FILE + kernel, variant_args(kernel, *b), {"bm": [b[0]], "bk": [b[1]], "bn": [b[2]]})
+             for b in VARIANT2_BLOCKS
+             for kernel in ("w8_out", "w8_dequant", "fp8_weight", "int8_int8", "f32_bf16", "wt_bf16", "cast_lhs")] + \
+    [(VARIANTS_FILE + kernel, grouped_args(kernel), {"tm": [t[0]], "tk": [t[1]], "tn": [t[2]]})
+     for kernel, tiles in GROUPED2_TILES.items() for t in tiles]
+
+
+def predict_variants(jobs: list, out: Path, rules: str) -> None:
+    """The estimate's verdict on every row of ``jobs``, per chip, written before they are compiled."""
     from inspector.base.chips import get_chip
     from inspector.pallas.check import run_check
     from inspector.compilation.target import load_target
 
     rows = []
-    for spec, args, grid in VARIANTS:
+    for spec, args, grid in jobs:
         base = load_target(spec, args=args)
         params = {name: values[0] for name, values in grid.items()}
         target = dataclasses.replace(base, params=dict(base.params, **params))
@@ -673,9 +693,8 @@ def predict_variants() -> None:
         for row in result.targets:
             rows.append({"target": spec, "args": args, "params": params, "chip": row.chip,
                          "predicted": {True: "fits", False: "does not fit", None: "undecided"}[row.fits]})
-    VARIANTS_PREDICTED.write_text(json.dumps({"rules": "rule matmul_lowering (inspector/pallas/vmem_rules.py), "
-                                              "before the compiles of VARIANTS", "rows": rows}, indent=1) + "\n")
-    print(f"wrote {VARIANTS_PREDICTED.relative_to(ROOT)}: {len(rows)} rows", file=sys.stderr)
+    out.write_text(json.dumps({"rules": rules, "rows": rows}, indent=1) + "\n")
+    print(f"wrote {out.relative_to(ROOT)}: {len(rows)} rows", file=sys.stderr)
 
 
 QUANTIZED = [qmm_job("qmm", dtype, *b) for dtype in ("bf16", "f8e4m3fn", "f8e5m2", "f32") for b in QMM_BLOCKS] + \
@@ -745,13 +764,19 @@ def main(argv: list[str]) -> None:
               "--reductions": (REDUCTIONS_OUT, REDUCTIONS, "reductions"), "--gated": (GATED_OUT, GATED, "gated"),
               "--second": (SECOND_OUT, SECOND, "second"), "--checks": (CHECKS_OUT, CHECKS, "checks"),
               "--quantized": (QUANTIZED_OUT, QUANTIZED, "quantized"),
-              "--variants": (VARIANTS_OUT, VARIANTS, "variants")}
+              "--variants": (VARIANTS_OUT, VARIANTS, "variants"), "--variants2": (VARIANTS2_OUT, VARIANTS2, "variants2")}
     if argv[:1] == ["--predict-variants"]:
-        predict_variants()
+        predict_variants(VARIANTS, VARIANTS_PREDICTED, "rule matmul_lowering (inspector/pallas/vmem_rules.py), before "
+                         "the compiles of VARIANTS")
+        return
+    if argv[:1] == ["--predict-variants2"]:
+        predict_variants(VARIANTS2, VARIANTS2_PREDICTED, "rule matmul_lowering, casts and dequantizations of a block "
+                         "for the MXU no values of the body, masks made of indices never whole (after the compiles of "
+                         "VARIANTS), before the compiles of VARIANTS2")
         return
     if argv[:1] and argv[0] in rounds:
         OUT, held_jobs, number = rounds[argv[0]]
-        chip_names, only = QUANTIZED_CHIPS if number in ("quantized", "variants") else HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
+        chip_names, only = QUANTIZED_CHIPS if number in ("quantized", "variants", "variants2") else HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
         jobs = [job for job in held_jobs if not only or any(word in job[0] for word in only)]
     else:
         jobs = [(spec, None, None) for spec in argv or targets(CORPUS)] + ([] if argv else STRESS)
@@ -761,7 +786,7 @@ def main(argv: list[str]) -> None:
         folder = OUT.stem.replace("vmem_truth_", "")
         own = {"heads": "head_loops.py", "statistics": "row_statistics.py", "reductions": "row_reductions.py",
                "gated": "gated_units.py", "second": "second_values.py", "quantized": "quantized_matmul.py",
-               "variants": "quantized_variants.py"}
+               "variants": "quantized_variants.py", "variants2": "quantized_variants.py"}
         table["source"] = f"the team's own kernels (tests/data/{own[number]}): libtpu's verdict per chip and shape" \
             if number in own else f"the held-out round {number} (tests/data/{folder}/): libtpu's verdict per chip and shape" \
             if number != "checks" else "new shapes of kernels on record, predicted before compiling (CHECKS)"

@@ -13,6 +13,7 @@ against the estimate, and the verdicts the estimate gave before they were compil
 - int8_int8: int8 x and w, an int32 matmul into an int32 scratch, both scales at the end, bf16 out;
 - f32_bf16: f32 x against a bf16 w cast to f32 (an f32 matmul), summed in the f32 output block;
 - wt_bf16: bf16 x against a bf16 w stored (N, K) (a weight in (out, in) layout: x @ w.T), f32 scratch;
+- cast_lhs: an f32 x cast to bf16 in the body against a bf16 w, f32 scratch, bf16 out;
 - gmm, gmm_t, gmm_f32: megablox's gmm, bf16 (rhs (groups, k, n)), bf16 with transpose_rhs (rhs
   (groups, n, k)), f32; tgmm: megablox's tgmm, bf16 (the weight gradient of a grouped matmul).
 """
@@ -219,6 +220,33 @@ def wt_bf16_ref(x, w, bm=256, bk=512, bn=256):
     return jnp.dot(x, w.T, preferred_element_type=jnp.float32).astype(jnp.bfloat16)
 
 
+# ------------------------------------------------------------------ cast_lhs: an f32 x cast to bf16 in the body
+
+def _cast_lhs_kernel(x_ref, w_ref, o_ref, acc_ref):
+    @_first
+    def _():
+        acc_ref[...] = jnp.zeros_like(acc_ref)
+
+    acc_ref[...] += jnp.dot(x_ref[...].astype(jnp.bfloat16), w_ref[...], preferred_element_type=jnp.float32)
+
+    @_last
+    def _():
+        o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+
+
+def cast_lhs(x, w, bm=256, bk=512, bn=256):
+    (m, k), n = x.shape, w.shape[1]
+    x_spec, w_spec = _specs(bm, bk, bn)
+    return pl.pallas_call(_cast_lhs_kernel, grid=(m // bm, n // bn, k // bk), in_specs=[x_spec, w_spec],
+                          out_specs=_out(bm, bn), out_shape=jax.ShapeDtypeStruct((m, n), jnp.bfloat16),
+                          scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)], compiler_params=PARALLEL)(x, w)
+
+
+def cast_lhs_ref(x, w, bm=256, bk=512, bn=256):
+    del bm, bk, bn
+    return jnp.dot(x.astype(jnp.bfloat16), w, preferred_element_type=jnp.float32).astype(jnp.bfloat16)
+
+
 # ------------------------------------------------------------------ megablox
 
 def gmm(lhs, rhs, sizes, tm=128, tk=128, tn=128):
@@ -292,7 +320,7 @@ def _weights(kind):
         if kind == "int8_int8":
             return (jnp.round(x * 16).astype(jnp.int8), jnp.round(w * 128).astype(jnp.int8),
                     jnp.full((512, 1), 1 / 16, jnp.float32), ws / 128)
-        if kind == "f32_bf16":
+        if kind in ("f32_bf16", "cast_lhs"):
             return x, w.astype(jnp.bfloat16)
         return x.astype(jnp.bfloat16), w.T.astype(jnp.bfloat16)  # wt: (n, k)
     return make
@@ -321,6 +349,7 @@ INSPECT = {
     "int8_int8": {"args": _weights("int8_int8"), "reference": "int8_int8_ref", "params": _BLOCKS},
     "f32_bf16": {"args": _weights("f32_bf16"), "reference": "f32_bf16_ref", "params": _BLOCKS},
     "wt_bf16": {"args": _weights("wt"), "reference": "wt_bf16_ref", "params": _BLOCKS},
+    "cast_lhs": {"args": _weights("cast_lhs"), "reference": "cast_lhs_ref", "params": _BLOCKS},
     "gmm": {"args": _grouped("bf16"), "reference": "gmm_ref", "params": _TILES},
     "gmm_t": {"args": _grouped("t"), "reference": "gmm_t_ref", "params": _TILES},
     "gmm_f32": {"args": _grouped("f32"), "reference": "gmm_f32_ref", "params": _TILES},
