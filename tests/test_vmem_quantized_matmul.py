@@ -31,10 +31,13 @@ may spill (rule matmul_lowering: the lhs as laid out for the MXU and the result'
 the body's values as counted). That term is unsure only: it can turn a "fits" into "undecided", never
 into "does not fit". With it no row here is short: the four rows where the estimate said "fits" and
 libtpu ran out (bf16 and int8-weight matmuls of 2048-row blocks on v6e, TPU7x and v5p) are undecided,
-and so are 12 rows that agreed (blocks plus the bound over the limit where libtpu fits). The
-predictions of vmem_predictions_quantized.json were made with an earlier rule (room for every
-matmul's operands), before these compiles; tests/test_vmem_quantized_variants.py checks the new
-rule's predictions on kernels it was not read from.
+and so are 16 rows that agreed: 12 that libtpu fits (the blocks and the bound over the limit), 4 it
+refuses that were "does not fit" only through values no longer counted as held: qmm_cast's fp8 blocks
+cast to bf16 for the MXU (at (1024, 2048, 1024)) and gmm's iota mask (at (1024, 768, 768)), on v5e and
+v5p (tests/data/quantized_variants.py's kernels showed neither is held). The predictions of
+vmem_predictions_quantized.json were made with an earlier rule (room for every matmul's operands),
+before these compiles; tests/test_vmem_quantized_variants.py checks the new rule's predictions on
+kernels it was not read from.
 """
 from __future__ import annotations
 
@@ -121,7 +124,7 @@ def test_the_lowering_can_make_a_fits_undecided_but_never_a_does_not_fit():
     assert tpu_budget(_qmm_2048(certain - 2**20), v6e).verdict == tpu_budget(_qmm_2048(certain - 2**20), v6e, without).verdict == "over"
 
 
-AGREEMENT = {"agree": 224, "undecided": 32, "short": 0, "false error": 0}
+AGREEMENT = {"agree": 220, "undecided": 36, "short": 0, "false error": 0}
 PREDICTED_KINDS = {"agree": 50, "undecided": 18}
 
 

@@ -34,9 +34,9 @@ import numpy as np
 from ..pallas.model import BodyFacts
 from .tracing import sub_jaxprs
 from .value_chains import (ELEMENTWISE, NOT_VALUES, REDUCTIONS, REF_OPS, SAME_ARRAY, SAME_VALUE, TILE_ROWS, built_in_ref,
-                           element_count, feeds_only_matmuls, made_of_indices, meets_another_result, producer_map, nbytes, only_reduced, reduced_row_whole,
-                           reduced_then_used_whole, streamed, streams_into_reductions, tile_bytes, tiled_bytes,
-                           user_map)
+                           element_count, feeds_only_matmuls, made_of_indices, meets_another_result, nbytes,
+                           only_reduced, producer_map, reduced_row_whole, reduced_then_used_whole, streamed,
+                           streams_into_reductions, tile_bytes, tiled_bytes, user_map)
 
 
 

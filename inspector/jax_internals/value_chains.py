@@ -224,15 +224,16 @@ def only_reduced(var, jaxpr, users_of) -> bool:
 
 def feeds_only_matmuls(eqn, var, jaxpr, users_of, producers_of) -> bool:
     """A block read only cast or scaled on its way to one matmul operand: element-wise ops of its
-    size, each reading it and at most broadcasts of smaller values and literals beside it, from a ref
-    load to a matmul (beside values made of indices: a mask of the rows in a group), each value read
-    once. The MXU takes the rhs a tile at a time and the lowering
-    lays out the lhs as it goes (rule matmul_lowering counts that), so it is no value the body builds
-    whole (tests/data/quantized_variants.py's f32_bf16, an f32 copy of a bf16 weight: libtpu needed
-    its blocks alone, 32.00 MiB of TPU7x's 32 at (1024, 2048) x (2048, 1024); its int8 and fp8 weights
-    cast or dequantized to bf16 likewise). Not a value computed from others (SSD's decay times a
-    matmul result, an lhs the MXU needs whole: levanter's intra-chunk SSD kept it)."""
-    size = element_count(var)
+    size from a ref load to a matmul, each reading the chain's value and beside it at most literals,
+    smaller values it broadcasts (a scale row) and values made of indices (a mask of the rows in a
+    group), each value read once. The MXU takes the rhs a tile at a time and the lowering lays out
+    the lhs as it goes (rule matmul_lowering counts that), so it is no value the body builds whole
+    (tests/data/quantized_variants.py's f32_bf16, an f32 copy of a bf16 weight: libtpu needed its
+    blocks alone, 32.00 MiB of TPU7x's 32 at (1024, 2048) x (2048, 1024), and 14.00 MiB of v5e's 16
+    at (1024, 512) x (512, 1024); its int8 and fp8 weights cast or dequantized to bf16 likewise).
+    Not a value computed from others (SSD's decay times a matmul result, an lhs the MXU needs
+    whole: levanter's intra-chunk SSD kept it)."""
+    size, producers = element_count(var), producers_of(jaxpr)
 
     def one_block(e) -> bool:
         for _ in range(STORE_LEVELS + 1):
@@ -242,12 +243,11 @@ def feeds_only_matmuls(eqn, var, jaxpr, users_of, producers_of) -> bool:
                 return True
             if e.primitive.name not in ELEMENTWISE | SAME_VALUE | {"transpose"} or len(e.outvars) != 1:
                 return False
-            producers = producers_of(jaxpr)
             full = [v for v in e.invars if not hasattr(v, "val") and element_count(v) == size and
                     not _of_indices(v, size, producers)]
             if len(full) != 1:
                 return False
-            e = producers_of(jaxpr).get(id(full[0]))
+            e = producers.get(id(full[0]))
         return False
 
     if eqn.primitive.name not in STREAMING or not one_block(eqn):

@@ -11,7 +11,9 @@ the example inputs make it one step), plus scratch, plus the largest value
 the kernel body builds when it outgrows the vector registers (the compiler keeps it in VMEM; not
 one built in the ref it is stored into, an output block or an accumulator).
 Compared with the scoped limit (the chip's default or the kernel's vmem_limit_bytes) and the
-physical VMEM. A static estimate: register spills and compiler temporaries come on top.
+physical VMEM. A static estimate: compiler temporaries come on top, and register spills but for
+what a matmul's lowering may spill (its lhs laid out for the MXU, its result's partial sums: rule
+matmul_lowering), which a "fits" leaves room for as an unsure term.
 
 Matmul results the body keeps (jax_internals/body_dots.py) bound it both ways: below, a share of
 the largest one under the least libtpu was measured to keep; above, what a loop unrolled into

@@ -74,7 +74,7 @@ class BodyTerms:
     straight_line: bool = False  # that is what straight-line code keeps live
     held_so_far: int = 0  # what the certain rows before this one hold
     most: float | None = None  # a room row's bound on this chip (Rule.most)
-    lowering: int = 0  # what the largest matmul's lowering may hold in vregs on this chip (BodyFacts.lowering_bytes)
+    lowering: int = 0  # the most a matmul's lowering may hold in vregs on this chip (_lowering_on)
 
     @property
     def unrolled(self) -> int:
@@ -329,12 +329,13 @@ def _lowering_on(dot: tuple[int, int, str, int, int], chip: Chip) -> int:
     out for the MXU (an 8-bit lhs as bf16 where the MXU does not take it: fp8 but on MXU_TAKES_FP8,
     int8 on a chip without int8 ops) and its result's 32-bit partial sums, of the columns the chip's
     MXUs compute at once (all of them on a chip not in MXUS)."""
-    packed, as_bf16, kind, rows, cols = dot
+    held, as_bf16, kind, rows, cols = dot
     converted = kind == "float8" and chip_key(chip) not in MXU_TAKES_FP8 or kind == "int8" and not chip.int8_ops
     mxus = MXUS.get(chip_key(chip))
     if mxus and chip.mxu:
         cols = min(cols, mxus * chip.mxu)
-    return (as_bf16 if converted else packed) + -(-rows // 8) * -(-cols // VREG_LANES) * 4096
+    sums = -(-rows // 8) * -(-cols // VREG_LANES) * VREG_FILE_BYTES // 64  # 32-bit (8, 128) tiles, a vreg each
+    return (as_bf16 if converted else held) + sums
 
 
 def _of_kind(rules: tuple[Rule, ...], kind: str, chip: Chip) -> list[Rule]:
