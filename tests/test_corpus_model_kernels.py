@@ -198,9 +198,12 @@ HELDOUT_TRUTH = DATA / "vmem_truth_heldout.json"
 # cross attention in "mxu" mode were taken as 0.8 of all their scores live at once.
 # A row where the estimate says "fits" and libtpu runs out would go here, explained in BENCHMARKS.md
 # (and the test then asks for the list to shrink with its fix); a new one fails the test.
+# Since rule matmul_lowering (issue 48) leaves room for a matmul lowering's lhs and partial sums,
+# sglang's fused MLP at b_seq = b_inter = 256 on v6e and TPU7x (blocks of 30 MiB, a (256, 4096) bf16
+# lhs) is undecided where it agreed: 139 agree, 5 undecided where libtpu fits.
 KNOWN_SHORT: list[tuple] = []
-AGREE_HELD_OUT = 140
-UNDECIDED_FITS_HELD_OUT = 4
+AGREE_HELD_OUT = 139
+UNDECIDED_FITS_HELD_OUT = 5
 UNDECIDED_REFUSES_HELD_OUT = 3
 
 

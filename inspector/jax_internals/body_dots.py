@@ -34,9 +34,9 @@ import numpy as np
 from ..pallas.model import BodyFacts
 from .tracing import sub_jaxprs
 from .value_chains import (ELEMENTWISE, NOT_VALUES, REDUCTIONS, REF_OPS, SAME_ARRAY, SAME_VALUE, TILE_ROWS, built_in_ref,
-                           element_count, meets_another_result, nbytes, only_reduced, reduced_row_whole,
-                           reduced_then_used_whole, streamed, streams_into_reductions, tile_bytes, tiled_bytes,
-                           user_map)
+                           element_count, feeds_only_matmuls, made_of_indices, meets_another_result, nbytes,
+                           only_reduced, producer_map, reduced_row_whole, reduced_then_used_whole, streamed,
+                           streams_into_reductions, tile_bytes, tiled_bytes, user_map)
 
 
 
@@ -184,25 +184,62 @@ def _mxu_operand_bytes(dot, f8_as_bf16: bool = False) -> int:
     return total
 
 
+def _as_dtype(v, dtype) -> Any:
+    return types.SimpleNamespace(aval=types.SimpleNamespace(shape=v.aval.shape, dtype=dtype))
+
+
+def _lowering(dot, producers: dict) -> tuple[int, int, str, int, int]:
+    """What a matmul's lowering may hold in the vector registers: (its lhs where the lowering holds
+    it, in vreg tiles; the same with an 8-bit lhs as bf16; the lhs's 8-bit kind, "float8", "int8" or
+    ""; the result's rows; its columns). A packed lhs (bf16, 8-bit) is laid out anew for the MXU
+    (vreg pairs combined: vcombine on v6e and TPU7x, vor on v5e and v5p, vpack on v4) and those
+    vregs are held across the passes over the rhs's tiles; so is a 32-bit lhs the body computes
+    (EasyDeL's matmul casts its bf16 blocks to f32: 9.84 MiB beyond the blocks on v6e at (2048,
+    1024) x (1024, 1024)); a 32-bit lhs read from its block as it is is read again from there. The
+    result's partial sums, in 32 bits, are held across the passes over the contracted dimension,
+    for the columns the MXUs compute at once (vmem_rules.MXUS). What the registers cannot hold, the
+    register allocator spills into scoped VMEM (libtpu 0.0.42.1's register pressure and spill slots:
+    tests/test_vmem_quantized_matmul.py)."""
+    lhs, out = dot.invars[0], dot.outvars[0]
+    dtype = np.dtype(lhs.aval.dtype)
+    source = producers.get(id(lhs))
+    while source is not None and source.primitive.name in SAME_VALUE and source.invars:
+        source = producers.get(id(source.invars[0]))
+    read = source is not None and source.primitive.name in REF_OPS
+    held = nbytes(lhs) if dtype.itemsize < 4 or not read else 0
+    kind = "float8" if dtype.name.startswith("float8") else "int8" if dtype.itemsize == 1 and \
+        np.issubdtype(dtype, np.integer) else ""
+    as_bf16 = nbytes(_as_dtype(lhs, ml_dtypes.bfloat16)) if kind else held
+    shape = [int(d) for d in out.aval.shape] or [1]
+    return held, as_bf16, kind, int(np.prod(shape[:-1])), shape[-1]
+
+
 class _Walk:
     """One walk over a body's jaxprs (nested ones too), gathering what BodyFacts holds."""
 
     def __init__(self) -> None:
         self.held = self.summed = self.summed_operands = self.values = self.largest = self.in_ref = 0
         self.split = self.carry = self.met = self.reduced_row = self.stored = self.operands = self.operands_f8 = 0
+        self.lowerings: set[tuple[int, int, str, int, int]] = set()
         self.unbuilt: list[int] = []  # per stretch of straight-line code, the results not built in a ref
         self.stretches: list[int] = []  # per stretch, the matmul results it computes
         self.computed = [0, 0]  # the two largest values computed element-wise
-        self.whole = 0  # the largest of them that does not stream into reductions
+        self.whole = 0  # the largest of them that does not stream into reductions, nor is made of indices
         self.statistics: dict[int, int] = {}  # size in tiles: how many of that size
         self.row_reductions: dict[int, int] = {}  # the same, of reductions along rows (_row_reduction_bytes)
         self.row_lanes: dict[int, int] = {}  # the widest value each size's reductions along rows reduce
         self._users: dict[int, dict] = {}
+        self._producers: dict[int, dict] = {}
 
     def users_of(self, j) -> dict:
         if id(j) not in self._users:
             self._users[id(j)] = user_map(j)
         return self._users[id(j)]
+
+    def producers_of(self, j) -> dict:
+        if id(j) not in self._producers:
+            self._producers[id(j)] = producer_map(j)
+        return self._producers[id(j)]
 
     def walk(self, j) -> tuple[int, int]:
         """The matmul results one stretch computes, and of those the ones not built in a ref."""
@@ -246,7 +283,10 @@ class _Walk:
             self.row_lanes[size] = max(self.row_lanes.get(size, 0), int(e.invars[0].aval.shape[1]))
 
     def _value(self, e, v, j) -> None:
-        """A value the body builds: in the ref it is stored into, or beside it."""
+        """A value the body builds: in the ref it is stored into, or beside it; not one element-wise
+        ops make only for a matmul's operands (value_chains.feeds_only_matmuls)."""
+        if feeds_only_matmuls(e, v, j, self.users_of, self.producers_of):
+            return
         size = nbytes(v)
         if built_in_ref(v, j, self.users_of):
             self.in_ref = max(self.in_ref, size)
@@ -256,7 +296,8 @@ class _Walk:
         self.largest = max(self.largest, size)
         if e.primitive.name != "dot_general":
             self.computed[:] = sorted(self.computed + [size], reverse=True)[:2]
-            if not streams_into_reductions(e, v, j, self.users_of):
+            if not streams_into_reductions(e, v, j, self.users_of) and \
+                    not made_of_indices(v, self.producers_of(j)):
                 self.whole = max(self.whole, size)
 
     def _dot(self, e, j, users) -> tuple[int, int]:
@@ -265,6 +306,7 @@ class _Walk:
         self.operands = max(self.operands, _mxu_operand_bytes(e))
         if _has_f8_operand(e):
             self.operands_f8 = max(self.operands_f8, _mxu_operand_bytes(e, f8_as_bf16=True))
+        self.lowerings.add(_lowering(e, self.producers_of(j)))
         out, size = e.outvars[0], nbytes(e.outvars[0])
         if streamed(out, users):
             return 0, 0
@@ -288,7 +330,8 @@ class _Walk:
                          unrolled_values_bytes=self.values, largest_value_bytes=self.largest,
                          computed_value_bytes=self.whole, second_computed_bytes=self.computed[1],
                          split_operand_bytes=self.split, mxu_operand_bytes=self.operands,
-                         mxu_operand_f8_bf16_bytes=self.operands_f8, in_ref_bytes=self.in_ref,
+                         mxu_operand_f8_bf16_bytes=self.operands_f8,
+                         dot_lowerings=tuple(sorted(self.lowerings)), in_ref_bytes=self.in_ref,
                          summed_bytes=self.summed, stored_held_bytes=self.stored,
                          summed_operand_bytes=self.summed_operands, loop_carry_bytes=self.carry,
                          unrolled_unbuilt_bytes=max(self.unbuilt, default=0), met_bytes=self.met,

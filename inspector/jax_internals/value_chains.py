@@ -222,6 +222,78 @@ def only_reduced(var, jaxpr, users_of) -> bool:
         len(uses) == len(users_of(jaxpr).get(id(var), []))
 
 
+def feeds_only_matmuls(eqn, var, jaxpr, users_of, producers_of) -> bool:
+    """A block read only cast or scaled on its way to one matmul operand: element-wise ops of its
+    size from a ref load to a matmul, each reading the chain's value and beside it at most literals,
+    smaller values it broadcasts (a scale row) and values made of indices (a mask of the rows in a
+    group), each value read once. The MXU takes the rhs a tile at a time and the lowering lays out
+    the lhs as it goes (rule matmul_lowering counts that), so it is no value the body builds whole
+    (tests/data/quantized_variants.py's f32_bf16, an f32 copy of a bf16 weight: libtpu needed its
+    blocks alone, 32.00 MiB of TPU7x's 32 at (1024, 2048) x (2048, 1024), and 14.00 MiB of v5e's 16
+    at (1024, 512) x (512, 1024); its int8 and fp8 weights cast or dequantized to bf16 likewise).
+    Not a value computed from others (SSD's decay times a matmul result, an lhs the MXU needs
+    whole: levanter's intra-chunk SSD kept it)."""
+    size, producers = element_count(var), producers_of(jaxpr)
+
+    def one_block(e) -> bool:
+        for _ in range(STORE_LEVELS + 1):
+            if e is None:
+                return False
+            if e.primitive.name in REF_OPS:
+                return True
+            if e.primitive.name not in ELEMENTWISE | SAME_VALUE | {"transpose"} or len(e.outvars) != 1:
+                return False
+            full = [v for v in e.invars if not hasattr(v, "val") and element_count(v) == size and
+                    not _of_indices(v, size, producers)]
+            if len(full) != 1:
+                return False
+            e = producers.get(id(full[0]))
+        return False
+
+    if eqn.primitive.name not in STREAMING or not one_block(eqn):
+        return False
+    v, j = var, jaxpr
+    for _ in range(STORE_LEVELS + 1):
+        uses = readers(v, j, users_of)
+        if len(uses) != 1 or len(users_of(j).get(id(v), [])) != 1 or uses[0][1] is not j:
+            return False
+        u = uses[0][0]
+        if u.primitive.name == "dot_general":
+            return True
+        if u.primitive.name not in ELEMENTWISE | SAME_VALUE | {"transpose"} or len(u.outvars) != 1 or \
+                element_count(u.outvars[0]) != size:
+            return False
+        v = u.outvars[0]
+    return False
+
+
+def _of_indices(var, size, producers, depth: int = 8) -> bool:
+    """A value that is no block's nor matmul's: a smaller value broadcast (a scale row), or what
+    element-wise ops and comparisons make of iotas, broadcasts and scalars (megablox's masks of the
+    rows in a group): cheap to make again vreg by vreg."""
+    count = element_count(var)
+    if hasattr(var, "val") or count is not None and count < size:
+        return True
+    e = producers.get(id(var))
+    if e is None or depth == 0:
+        return False
+    if e.primitive.name in ("iota", "broadcast_in_dim"):
+        return e.primitive.name == "iota" or all(_of_indices(v, size, producers, 0) for v in e.invars)
+    return e.primitive.name in STREAMING and all(_of_indices(v, size, producers, depth - 1) for v in e.invars)
+
+
+def made_of_indices(var, producers) -> bool:
+    """An iota, or what element-wise ops and comparisons make of iotas, broadcasts and scalars (a
+    causal mask, megablox's masks of the rows in a group): made again vreg by vreg where it is read,
+    never whole (tests/data/quantized_variants.py's gmm at tm 4096, tn 512: its blocks' 28.5 MiB on
+    v6e and TPU7x, nothing for its (4096, 512) int32 iota; tgmm's (1024, 1024) one on v5e likewise)."""
+    return _of_indices(var, element_count(var), producers)
+
+
+def producer_map(jaxpr) -> dict[int, object]:
+    return {id(v): e for e in jaxpr.eqns for v in e.outvars}
+
+
 def streams_into_reductions(eqn, var, jaxpr, users_of) -> bool:
     """A value an element-wise op, an iota or a tile makes whose chain of element-wise ops of its
     size ends only in reductions streams into them vreg by vreg, whole nowhere: a cross-entropy's

@@ -89,6 +89,9 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
         if b.placed_bytes and not unsure:
             unsure.append(f"operands XLA places whole in VMEM (their {mib(b.placed_bytes)} of blocks out of the "
                           "limit), which leave the compiler no room at the very limit")
+        if b.spill_bytes:
+            beyond = " beyond the body's values" if b.body_bytes else ""
+            unsure.append(f"{b.spill_what} ({mib(b.spill_bytes)}{beyond})")
         held = f", {mib(b.held_bytes)} of it {b.held_what}" if b.held_bytes else ""
         where = ("over" if b.total_bytes > b.limit_bytes else "at" if b.total_bytes == b.limit_bytes else
                  f"within {share('body_margin', chip):.0%} of")

@@ -154,7 +154,8 @@ class BodyFacts:
     # the body's largest value not built in the ref it is stored into (None: the body was not followed,
     # then PallasCall.intermediates_bytes[0] stands for it)
     largest_value_bytes: int | None = None
-    # of those, the largest that is not a matmul result and is whole (_streams_into_reductions)
+    # of those, the largest that is not a matmul result and is whole: not streamed into reductions
+    # (value_chains.streams_into_reductions), not made of indices (value_chains.made_of_indices)
     computed_value_bytes: int = 0
     second_computed_bytes: int = 0  # the second largest value computed element-wise, whole or streamed
     split_operand_bytes: int = 0  # bf16 parts of HIGHEST-precision f32 matmuls' operands (_split_bytes)
@@ -162,6 +163,10 @@ class BodyFacts:
     # 8-bit float operand, the largest with those as bf16
     mxu_operand_bytes: int = 0
     mxu_operand_f8_bf16_bytes: int = 0
+    # per matmul, what its lowering may hold in vregs (body_dots._lowering): (the lhs it lays out anew
+    # for the MXU in vreg tiles, the same with an 8-bit lhs as bf16, the lhs's 8-bit kind ("float8",
+    # "int8" or ""), the result's rows, its columns)
+    dot_lowerings: tuple[tuple[int, int, str, int, int], ...] = ()
     in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
 
 

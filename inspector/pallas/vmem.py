@@ -11,7 +11,9 @@ the example inputs make it one step), plus scratch, plus the largest value
 the kernel body builds when it outgrows the vector registers (the compiler keeps it in VMEM; not
 one built in the ref it is stored into, an output block or an accumulator).
 Compared with the scoped limit (the chip's default or the kernel's vmem_limit_bytes) and the
-physical VMEM. A static estimate: register spills and compiler temporaries come on top.
+physical VMEM. A static estimate: compiler temporaries come on top, and register spills but for
+what a matmul's lowering may spill (its lhs laid out for the MXU, its result's partial sums: rule
+matmul_lowering), which a "fits" leaves room for as an unsure term.
 
 Matmul results the body keeps (jax_internals/body_dots.py) bound it both ways: below, a share of
 the largest one under the least libtpu was measured to keep; above, what a loop unrolled into
@@ -81,6 +83,11 @@ class VmemBudget:
     room_for: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     unfollowed: str | None = None  # why part of the kernel's VMEM is not counted: a total under the limit decides nothing
     in_ref_matmul_bytes: int = 0  # a matmul result built in the ref it is stored into: a total at the limit is unsure
+    # of total_bytes, not of body_bytes: what a matmul's lowering may spill beyond the registers (the "spill"
+    # rows), an unsure term only: a "fits" leaves room for it, a "does not fit" never rests on it
+    spill_bytes: int = 0
+    spill_what: str = ""
+    fits_but_spill: bool = False  # the total fits without spill_bytes: the verdict is "unsure", never "over"
     # "fits"; "over": what is surely held exceeds the limit (blocks, scratch, the least share of a
     # kept matmul result); "unsure": only the unsure terms put it over (the body's largest value,
     # which libtpu usually keeps but can stream, operands XLA may place outside the limit); a body
@@ -94,13 +101,14 @@ class VmemBudget:
         # measured ran out: BENCHMARKS.md)
         over = self.certain_bytes > self.limit_bytes or \
             self.certain_bytes + VREG_FILE_BYTES >= self.limit_bytes and self.body_bytes > 0
-        verdict = "unsure" if self.fits and self.unfollowed else "fits" if self.fits else "over" if over else "unsure"
+        verdict = "unsure" if self.fits and self.unfollowed or self.fits_but_spill else \
+            "fits" if self.fits else "over" if over else "unsure"
         object.__setattr__(self, "verdict", verdict)  # frozen: set once, from the fields
 
     @property
     def certain_bytes(self) -> int:
         """What the kernel surely holds in scoped VMEM: the total less its unsure terms."""
-        return self.total_bytes - self.body_bytes - self.outside_bytes + self.held_bytes
+        return self.total_bytes - self.body_bytes - self.spill_bytes - self.outside_bytes + self.held_bytes
 
 
 def estimate_fits(budgets: list[VmemBudget]) -> bool | None:
@@ -298,6 +306,12 @@ def tpu_budget(info: PallasCall, chip: Chip, rules: tuple[Rule, ...] = RULES) ->
         items.append(_body_item(count.body_what, count.body))
     items += [_body_item(what, size) for what, size in count.room_for]
     body = count.body + sum(size for _, size in count.room_for)
+    # the body's values as counted and the matmul's lowering: a "fits" leaves room for the larger
+    # (the lowering's partial sums are the matmul result the body rows count, its lhs the operands
+    # fp8_as_bf16 counts): the spill term is what the lowering needs beyond the body's values
+    spill = max(0, count.spill - body)
+    if spill:
+        items.append(_body_item(count.spill_what, spill))
     places_inputs = chip_key(chip) in XLA_PLACES_INPUTS
     # placement is relied on for a "fits" only where the operands' origins were followed, and not
     # beside a body whose softmax the VPU sums (vmem_rule_evidence.json, "placement_beside_summed")
@@ -312,6 +326,7 @@ def tpu_budget(info: PallasCall, chip: Chip, rules: tuple[Rule, ...] = RULES) ->
     # that take the total to the very limit leave the compiler no room there: only a compile decides
     at_limit_unsure = count.held or count.straight_line or in_ref_matmul or placed and places_inputs
     fits = total < room if at_limit_unsure else total <= room
+    fits_but_spill = not fits and (total - spill < room if at_limit_unsure else total - spill <= room)
     # blocks come first; those XLA surely places take none of the limit whatever their size
     pipelined = sum(i.bytes for i in items[:blocks.pipelined]) - placed
     fixed = total - pipelined
@@ -326,7 +341,8 @@ def tpu_budget(info: PallasCall, chip: Chip, rules: tuple[Rule, ...] = RULES) ->
                       note=note, body_bytes=body, outside_bytes=most_out - placed, placed_bytes=placed,
                       held_bytes=min(count.held, body), held_what=count.held_what, body_unrolled=count.straight_line,
                       room_for=count.room_for, unfollowed=info.vmem_unfollowed,
-                      in_ref_matmul_bytes=info.body.in_ref_bytes if in_ref_matmul else 0)
+                      in_ref_matmul_bytes=info.body.in_ref_bytes if in_ref_matmul else 0,
+                      spill_bytes=spill, spill_what=count.spill_what if spill else "", fits_but_spill=fits_but_spill)
 
 
 def _scoped_limit(info: PallasCall, chip: Chip) -> tuple[int, str]:

@@ -12,6 +12,9 @@ overrides. The kinds, applied in this order (``apply_rules``):
 - ``certain``: of that, what the compiler surely keeps (a "does not fit" rests on it): the most any
   matching row gives, except where a row ``replaces`` what the rows before it gave;
 - ``room``: what else the body may keep beside its largest value: a "fits" leaves room for each;
+- ``spill``: what a matmul's lowering may spill beyond the registers: a "fits" leaves room for the
+  most any matching row gives, a "does not fit" never rests on it (it is never counted as certain,
+  nor as a value of the body that the limit must leave room for);
 - ``margin``: of the limit, what a "fits" with values of the body counted leaves to the compiler.
 
 The measurements that set each row (which compiles, which chips) are in vmem_rule_evidence.json,
@@ -39,7 +42,13 @@ PLACEMENT_RESERVE_BYTES = {"tpu-7x": 10 * 1024**2}
 # the evidence file's keys that are no row: the placement figures above, and when placement is relied on
 PLACEMENT_KEYS = ("xla_places_inputs", "placement_reserve", "placement_beside_summed")
 EVIDENCE_FILE = Path(__file__).with_name("vmem_rule_evidence.json")
-KINDS = ("live", "live-values", "value", "certain", "room", "margin")
+KINDS = ("live", "live-values", "value", "certain", "room", "spill", "margin")
+# chips whose MXU takes 8-bit float operands as they are (elsewhere Mosaic converts them to bf16 first:
+# rows fp8_as_bf16 and matmul_lowering; int8 operands likewise where the chip has no int8 ops, Chip.int8_ops)
+MXU_TAKES_FP8 = frozenset({"tpu-7x"})
+# the MXUs one TensorCore's matmuls use, as libtpu's LLO names them (mxu0-mxu3 on v4, v5e and v5p; mxu0
+# and mxu1 on v6e and TPU7x): each computes Chip.mxu columns of a result at once (row matmul_lowering)
+MXUS = {"tpu-v4": 4, "tpu-v5e": 4, "tpu-v5p": 4, "tpu-v6e": 2, "tpu-7x": 2}
 
 
 def chip_key(chip: Chip) -> str:
@@ -65,6 +74,7 @@ class BodyTerms:
     straight_line: bool = False  # that is what straight-line code keeps live
     held_so_far: int = 0  # what the certain rows before this one hold
     most: float | None = None  # a room row's bound on this chip (Rule.most)
+    lowering: int = 0  # the most a matmul's lowering may hold in vregs on this chip (_lowering_on)
 
     @property
     def unrolled(self) -> int:
@@ -227,7 +237,7 @@ RULES: tuple[Rule, ...] = (
          what="the bf16 parts of the f32 operands of HIGHEST-precision matmuls",
          summary="the bf16 parts of HIGHEST-precision f32 matmuls' operands, on a chip that keeps them",
          matches=lambda t, s: t.facts.split_operand_bytes > _REGS, adds=lambda t, s: t.facts.split_operand_bytes),
-    Rule(name="fp8_as_bf16", kind="room", not_on=frozenset({"tpu-7x"}),
+    Rule(name="fp8_as_bf16", kind="room", not_on=MXU_TAKES_FP8,
          what="the fp8 matmul operands as bf16, which the chip's MXU takes and the register allocator spills when "
               "they outgrow the registers",
          summary="fp8 matmul operands as bf16, on a chip whose MXU does not take fp8",
@@ -250,6 +260,14 @@ RULES: tuple[Rule, ...] = (
          summary="straight-line matmul results held whole one at a time: part of the next beside the one held",
          matches=lambda t, s: t.one_at_a_time and t.facts.held_bytes > _REGS,
          adds=lambda t, s: int(s * t.facts.held_bytes)),
+    # ---- spill: what a matmul's lowering may spill, which a "fits" leaves room for and nothing else rests on
+    Rule(name="matmul_lowering", kind="spill",
+         what="what a matmul's lowering may hold in the vector registers and spill (its lhs laid out for the MXU, "
+              "its result's partial sums)",
+         summary="the matmul whose lowering holds the most: its lhs as laid out for the MXU (a packed lhs, 8-bit as "
+                 "bf16 where the MXU does not take it) and its result's 32-bit partial sums over the columns the MXUs "
+                 "compute at once; beyond the body's values as counted, and an unsure term only",
+         matches=lambda t, s: t.lowering > _REGS, adds=lambda t, s: t.lowering),
     # ---- margin: of the limit, left to the compiler's temporaries
     Rule(name="body_margin", kind="margin", share=0.02, what="room for the compiler's temporaries",
          summary="a body value counted: this share of the limit is left to the compiler's temporaries",
@@ -283,6 +301,8 @@ class BodyCount:
     straight_line: bool
     room_for: list[tuple[str, int]]
     margin: float  # of the limit, left to the compiler where the body counts
+    spill: int = 0  # what a matmul's lowering may spill (the "spill" rows): unsure, never certain
+    spill_what: str = ""
 
 
 def _terms(info: PallasCall, chip: Chip, rules: tuple[Rule, ...]) -> BodyTerms:
@@ -297,10 +317,25 @@ def _terms(info: PallasCall, chip: Chip, rules: tuple[Rule, ...]) -> BodyTerms:
     also_kept = waiting_rule.share_on(chip) if statistics and many and waiting_rule else 0.0
     waiting = f.statistic_bytes - VREG_FILE_BYTES + int(also_kept * f.statistic_bytes) \
         if statistics and f.statistic_reductions > 1 else 0
-    return BodyTerms(facts=f, dots=bool(info.dots), largest=largest,
+    lowering = max((_lowering_on(d, chip) for d in f.dot_lowerings), default=0)
+    return BodyTerms(facts=f, dots=bool(info.dots), largest=largest, lowering=lowering,
                      largest_body=largest if largest > VREG_FILE_BYTES else 0,
                      one_at_a_time=bool(f.held_bytes) and not f.summed_bytes and f.unrolled_bytes > f.held_bytes,
                      statistics=statistics, also_kept=also_kept, waiting=waiting)
+
+
+def _lowering_on(dot: tuple[int, int, str, int, int], chip: Chip) -> int:
+    """What one matmul's lowering may hold in vregs on a chip (body_dots._lowering): its lhs as laid
+    out for the MXU (an 8-bit lhs as bf16 where the MXU does not take it: fp8 but on MXU_TAKES_FP8,
+    int8 on a chip without int8 ops) and its result's 32-bit partial sums, of the columns the chip's
+    MXUs compute at once (all of them on a chip not in MXUS)."""
+    held, as_bf16, kind, rows, cols = dot
+    converted = kind == "float8" and chip_key(chip) not in MXU_TAKES_FP8 or kind == "int8" and not chip.int8_ops
+    mxus = MXUS.get(chip_key(chip))
+    if mxus and chip.mxu:
+        cols = min(cols, mxus * chip.mxu)
+    sums = -(-rows // 8) * -(-cols // VREG_LANES) * VREG_FILE_BYTES // 64  # 32-bit (8, 128) tiles, a vreg each
+    return (as_bf16 if converted else held) + sums
 
 
 def _of_kind(rules: tuple[Rule, ...], kind: str, chip: Chip) -> list[Rule]:
@@ -336,9 +371,14 @@ def apply_rules(info: PallasCall, chip: Chip, rules: tuple[Rule, ...] = RULES) -
         s, bounded = r.share_on(chip), dataclasses.replace(t, most=r.most_on(chip))
         if r.matches(bounded, s):
             room_for.append((r.what_of(bounded), r.adds(bounded, s)))
+    spill, spill_what = 0, ""
+    for r in _of_kind(rules, "spill", chip):
+        s = r.share_on(chip)
+        if r.matches(t, s) and (size := r.adds(t, s)) > spill:
+            spill, spill_what = size, r.what_of(t)
     margins = [r.share_on(chip) for r in _of_kind(rules, "margin", chip)
                if r.matches(dataclasses.replace(t, body=body + sum(size for _, size in room_for)), r.share_on(chip))]
     return BodyCount(body=body, body_what=body_what, largest=t.largest, held=held,
                      held_what=held_what, straight_line=t.straight_line, room_for=room_for,
-                     margin=max(margins, default=0.0))
+                     margin=max(margins, default=0.0), spill=spill, spill_what=spill_what)
 

@@ -26,7 +26,7 @@ def budget_figures(b) -> dict:
     """What a budget says, in bytes, and its verdict."""
     return {"kernel": b.kernel, "verdict": b.verdict, "total": b.total_bytes, "limit": b.limit_bytes,
             "body": b.body_bytes, "held": b.held_bytes, "outside": b.outside_bytes, "placed": b.placed_bytes,
-            "in_ref_matmul": b.in_ref_matmul_bytes, "body_unrolled": b.body_unrolled,
+            "in_ref_matmul": b.in_ref_matmul_bytes, "spill": b.spill_bytes, "body_unrolled": b.body_unrolled,
             "items": [i.bytes for i in b.items], "room_for": [size for _, size in b.room_for]}
 
 

@@ -62,6 +62,15 @@ largest a body computes, with and without matmuls, and more results that meet).
 tests/data/quantized_matmul.py (QUANTIZED: fp8, int8 and bf16 blocked matmuls with scales, megablox's
 gmm) on v5e, v5p, v6e and TPU7x: the shapes the causes were found on, then PREDICTED's, whose
 verdicts were written to tests/data/vmem_predictions_quantized.json before they were compiled.
+
+``--variants`` writes tests/data/vmem_truth_variants.json from the team's kernels of
+tests/data/quantized_variants.py (VARIANTS: quantized matmuls in other styles and dtypes, megablox's
+gmm, gmm with a transposed rhs, f32 gmm and tgmm at other tilings) on v5e, v5p, v6e and TPU7x;
+``--predict-variants`` writes, without compiling, the estimate's verdict on each of those rows to
+tests/data/vmem_predictions_variants.json (run it first: the predictions are made before the compiles).
+``--variants2`` and ``--predict-variants2`` do the same for VARIANTS2, a second round predicted with the
+rules as they stood after the first round (tests/data/vmem_truth_variants2.json,
+tests/data/vmem_predictions_variants2.json).
 """
 from __future__ import annotations
 
@@ -609,6 +618,85 @@ PREDICTED = [qmm_job("qmm", "f8e4m3fn", *b) for b in
     [qmm_job("qmm_cast", "f8e5m2", *b) for b in ((1024, 1024, 1024), (2048, 1024, 1024), (1024, 2048, 1024), (512, 2048, 512))] + \
     [qmm_job("qmm_w8", "", *b) for b in ((1024, 2048, 1024), (2048, 1024, 1024), (1024, 1024, 2048), (512, 2048, 512))] + \
     [gmm_job(3072, 3072, 1536, 6, *t) for t in ((512, 1536, 768), (768, 1024, 768), (1024, 768, 768), (384, 3072, 768))]
+VARIANTS_FILE = "tests/data/quantized_variants.py:"
+VARIANTS_OUT = Path(__file__).with_name("vmem_truth_variants.json")
+VARIANTS_PREDICTED = Path(__file__).with_name("vmem_predictions_variants.json")
+# blocks chosen by their bytes alone, before the estimate was asked: double-buffered blocks from 7 to
+# about 40 MiB, so that they straddle the 16 MiB of v5e and v5p and the 32 MiB of v6e and TPU7x;
+# grids of 2 x 2 x 2 (the operands twice each block)
+VARIANT_BLOCKS = ((512, 1024, 512), (1024, 1024, 1024), (2048, 1024, 512), (1024, 2048, 1024), (2048, 512, 1024),
+                  (2048, 1024, 1024), (512, 4096, 512), (1536, 1024, 1024),
+                  # and smaller ones, 6 to 13 MiB of blocks, around v5e's and v5p's 16 MiB
+                  (1024, 512, 512), (1024, 1024, 512), (1024, 512, 1024), (2048, 512, 512), (512, 2048, 1024),
+                  (768, 1024, 1024))
+
+
+def variant_args(kernel: str, bm: int, bk: int, bn: int) -> str:
+    m, k, n = 2 * bm, 2 * bk, 2 * bn
+    return {"w8_out": f"bf16[{m},{k}] s8[{k},{n}] f32[1,{n}]", "w8_dequant": f"bf16[{m},{k}] s8[{k},{n}] f32[1,{n}]",
+            "fp8_weight": f"bf16[{m},{k}] f8e4m3fn[{k},{n}] f32[1,{n}]",
+            "int8_int8": f"s8[{m},{k}] s8[{k},{n}] f32[{m},1] f32[1,{n}]", "f32_bf16": f"f32[{m},{k}] bf16[{k},{n}]",
+            "wt_bf16": f"bf16[{m},{k}] bf16[{n},{k}]", "cast_lhs": f"f32[{m},{k}] bf16[{k},{n}]"}[kernel]
+
+
+def grouped_args(kernel: str) -> str:
+    """gmm's lhs (8192, 3072) and rhs (16, 3072, 3072) (gmm_t's (16, n, k)); tgmm's lhs (4096, 8192), rhs (8192, 4096)."""
+    dtype = "f32" if kernel == "gmm_f32" else "bf16"
+    if kernel == "tgmm":
+        return "bf16[4096,8192] bf16[8192,4096] i32[8]"
+    return f"{dtype}[8192,3072] {dtype}[16,3072,3072] i32[16]"
+
+
+GROUPED_TILES = {"gmm": ((2048, 512, 512), (2048, 1024, 512), (1024, 512, 1536), (2048, 768, 1024), (4096, 256, 512),
+                         (1024, 1536, 1024), (1024, 512, 512), (512, 1024, 1024), (1024, 1024, 512)),
+                 "gmm_t": ((2048, 512, 512), (1024, 512, 1536), (2048, 768, 1024), (1024, 1536, 1024), (1024, 1024, 512)),
+                 "gmm_f32": ((1024, 512, 512), (1024, 1024, 512), (2048, 512, 512), (512, 1024, 1536), (1024, 768, 1024),
+                             (512, 512, 1024)),
+                 "tgmm": ((1024, 1024, 1024), (2048, 1024, 512), (512, 2048, 1024), (1024, 2048, 1024), (2048, 512, 2048),
+                          (512, 1024, 512), (1024, 512, 1024))}
+VARIANTS = [(VARIANTS_FILE + kernel, variant_args(kernel, *b), {"bm": [b[0]], "bk": [b[1]], "bn": [b[2]]})
+            for b in VARIANT_BLOCKS
+            for kernel in ("w8_out", "w8_dequant", "fp8_weight", "int8_int8", "f32_bf16", "wt_bf16")] + \
+    [(VARIANTS_FILE + kernel, grouped_args(kernel), {"tm": [t[0]], "tk": [t[1]], "tn": [t[2]]})
+     for kernel, tiles in GROUPED_TILES.items() for t in tiles]
+
+
+VARIANTS2_OUT = Path(__file__).with_name("vmem_truth_variants2.json")
+VARIANTS2_PREDICTED = Path(__file__).with_name("vmem_predictions_variants2.json")
+# a second round, predicted with the rules as they stood after the first round's compiles: blocks of
+# other sizes (not powers of two), a seventh style (cast_lhs), other tilings of the grouped matmuls
+VARIANT2_BLOCKS = ((1280, 1024, 768), (768, 1536, 1024), (1536, 512, 1536), (384, 3072, 768), (2560, 512, 512),
+                   (1280, 768, 1280))
+GROUPED2_TILES = {"gmm": ((4096, 384, 768), (2048, 1536, 384), (1024, 3072, 768), (512, 768, 3072)),
+                  "gmm_t": ((2048, 384, 1536), (4096, 768, 384)),
+                  "gmm_f32": ((2048, 384, 768), (512, 1536, 1536)),
+                  "tgmm": ((4096, 256, 1024), (512, 2048, 2048), (2048, 1024, 1024), (1024, 256, 4096))}
+VARIANTS2 = [(VARIANTS_FILE + kernel, variant_args(kernel, *b), {"bm": [b[0]], "bk": [b[1]], "bn": [b[2]]})
+             for b in VARIANT2_BLOCKS
+             for kernel in ("w8_out", "w8_dequant", "fp8_weight", "int8_int8", "f32_bf16", "wt_bf16", "cast_lhs")] + \
+    [(VARIANTS_FILE + kernel, grouped_args(kernel), {"tm": [t[0]], "tk": [t[1]], "tn": [t[2]]})
+     for kernel, tiles in GROUPED2_TILES.items() for t in tiles]
+
+
+def predict_variants(jobs: list, out: Path, rules: str) -> None:
+    """The estimate's verdict on every row of ``jobs``, per chip, written before they are compiled."""
+    from inspector.base.chips import get_chip
+    from inspector.pallas.check import run_check
+    from inspector.compilation.target import load_target
+
+    rows = []
+    for spec, args, grid in jobs:
+        base = load_target(spec, args=args)
+        params = {name: values[0] for name, values in grid.items()}
+        target = dataclasses.replace(base, params=dict(base.params, **params))
+        result = run_check(target, [get_chip(c) for c in QUANTIZED_CHIPS], estimate_only=True)
+        for row in result.targets:
+            rows.append({"target": spec, "args": args, "params": params, "chip": row.chip,
+                         "predicted": {True: "fits", False: "does not fit", None: "undecided"}[row.fits]})
+    out.write_text(json.dumps({"rules": rules, "rows": rows}, indent=1) + "\n")
+    print(f"wrote {out.relative_to(ROOT)}: {len(rows)} rows", file=sys.stderr)
+
+
 QUANTIZED = [qmm_job("qmm", dtype, *b) for dtype in ("bf16", "f8e4m3fn", "f8e5m2", "f32") for b in QMM_BLOCKS] + \
     [gmm_job(4096, 2048, 2048, 8, *t) for t in GMM_TILES] + PREDICTED
 
@@ -675,10 +763,20 @@ def main(argv: list[str]) -> None:
               "--statistics": (STATISTICS_OUT, STATISTICS, "statistics"),
               "--reductions": (REDUCTIONS_OUT, REDUCTIONS, "reductions"), "--gated": (GATED_OUT, GATED, "gated"),
               "--second": (SECOND_OUT, SECOND, "second"), "--checks": (CHECKS_OUT, CHECKS, "checks"),
-              "--quantized": (QUANTIZED_OUT, QUANTIZED, "quantized")}
+              "--quantized": (QUANTIZED_OUT, QUANTIZED, "quantized"),
+              "--variants": (VARIANTS_OUT, VARIANTS, "variants"), "--variants2": (VARIANTS2_OUT, VARIANTS2, "variants2")}
+    if argv[:1] == ["--predict-variants"]:
+        predict_variants(VARIANTS, VARIANTS_PREDICTED, "rule matmul_lowering (inspector/pallas/vmem_rules.py), before "
+                         "the compiles of VARIANTS")
+        return
+    if argv[:1] == ["--predict-variants2"]:
+        predict_variants(VARIANTS2, VARIANTS2_PREDICTED, "rule matmul_lowering, casts and dequantizations of a block "
+                         "for the MXU no values of the body, masks made of indices never whole (after the compiles of "
+                         "VARIANTS), before the compiles of VARIANTS2")
+        return
     if argv[:1] and argv[0] in rounds:
         OUT, held_jobs, number = rounds[argv[0]]
-        chip_names, only = QUANTIZED_CHIPS if number == "quantized" else HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
+        chip_names, only = QUANTIZED_CHIPS if number in ("quantized", "variants", "variants2") else HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
         jobs = [job for job in held_jobs if not only or any(word in job[0] for word in only)]
     else:
         jobs = [(spec, None, None) for spec in argv or targets(CORPUS)] + ([] if argv else STRESS)
@@ -687,7 +785,8 @@ def main(argv: list[str]) -> None:
     if number:
         folder = OUT.stem.replace("vmem_truth_", "")
         own = {"heads": "head_loops.py", "statistics": "row_statistics.py", "reductions": "row_reductions.py",
-               "gated": "gated_units.py", "second": "second_values.py", "quantized": "quantized_matmul.py"}
+               "gated": "gated_units.py", "second": "second_values.py", "quantized": "quantized_matmul.py",
+               "variants": "quantized_variants.py", "variants2": "quantized_variants.py"}
         table["source"] = f"the team's own kernels (tests/data/{own[number]}): libtpu's verdict per chip and shape" \
             if number in own else f"the held-out round {number} (tests/data/{folder}/): libtpu's verdict per chip and shape" \
             if number != "checks" else "new shapes of kernels on record, predicted before compiling (CHECKS)"
