@@ -162,7 +162,6 @@ def leading_values(closed_jaxpr, example_values: tuple | None) -> list[tuple[lis
         values = [None] * len(calls)
     found: list[tuple[list | None, list | None]] = []
     for (_, eqn), vals in zip(calls, values):
-        gm = eqn.params["grid_mapping"]
-        dynamic = sum(1 for d in gm.grid if not isinstance(d, (int, np.integer)))
-        found.append((None, None) if vals is None else (vals[:dynamic], vals[dynamic:dynamic + int(gm.num_index_operands)]))
+        dynamic = leading_operands(eqn) - int(eqn.params["grid_mapping"].num_index_operands)
+        found.append((None, None) if vals is None else (vals[:dynamic], vals[dynamic:leading_operands(eqn)]))
     return found
