@@ -365,3 +365,20 @@ def test_row_statistics_beside_the_scores_leave_room_in_a_fits():
     room = [size for what, size in b.room_for if what.startswith("row statistics")]
     assert room == [int(min(share("row_statistics", V5E) * fwd.body.statistic_count, rule("row_statistics").most_on(V5E)) * 2 * MiB)]
     assert b.verdict == "unsure" and b.certain_bytes < b.limit_bytes < b.total_bytes
+
+
+def test_a_walks_maps_stay_with_their_jaxpr_when_another_takes_its_id():
+    """A walk keeps a map of each jaxpr's users and producers by id; a jaxpr it made and dropped
+    (a branch's, say) must not hand its id, and so its map, to the next one. That happened when
+    the same memoised program was walked twice (test_vmem_estimates failed only in the full run)."""
+    import jax
+    import jax.numpy as jnp
+
+    from inspector.jax_internals.body_dots import _Walk
+    from inspector.jax_internals.value_chains import producer_map, user_map
+
+    walk = _Walk()
+    for n in range(1, 30):  # jaxprs dropped at once: CPython hands their ids to the next ones
+        j = jax.make_jaxpr(lambda x, n=n: jnp.sin(x) * n + jnp.cos(x) if n % 2 else x * n)(1.0).jaxpr
+        assert walk.users_of(j).keys() == user_map(j).keys()
+        assert walk.producers_of(j).keys() == producer_map(j).keys()

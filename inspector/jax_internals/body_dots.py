@@ -228,18 +228,20 @@ class _Walk:
         self.statistics: dict[int, int] = {}  # size in tiles: how many of that size
         self.row_reductions: dict[int, int] = {}  # the same, of reductions along rows (_row_reduction_bytes)
         self.row_lanes: dict[int, int] = {}  # the widest value each size's reductions along rows reduce
-        self._users: dict[int, dict] = {}
-        self._producers: dict[int, dict] = {}
+        # per jaxpr, by id, with the jaxpr itself: a jaxpr the walk made and dropped must not lend
+        # its id, and so its map, to another
+        self._users: dict[int, tuple[object, dict]] = {}
+        self._producers: dict[int, tuple[object, dict]] = {}
 
     def users_of(self, j) -> dict:
         if id(j) not in self._users:
-            self._users[id(j)] = user_map(j)
-        return self._users[id(j)]
+            self._users[id(j)] = (j, user_map(j))
+        return self._users[id(j)][1]
 
     def producers_of(self, j) -> dict:
         if id(j) not in self._producers:
-            self._producers[id(j)] = producer_map(j)
-        return self._producers[id(j)]
+            self._producers[id(j)] = (j, producer_map(j))
+        return self._producers[id(j)][1]
 
     def walk(self, j) -> tuple[int, int]:
         """The matmul results one stretch computes, and of those the ones not built in a ref."""
