@@ -149,6 +149,9 @@ def test_a_cost_model_sentinel_is_no_estimate():
 
     assert cycles(12345) == 12345
     assert cycles(2**63 - 1) is None and cycles(SENTINEL_CYCLES) is None  # samples/transformer.py on the v5e
+    instr = Instruction.__new__(Instruction)
+    instr.backend_config = {"estimated_cycles": str(2**63 - 1)}
+    assert _compiler_figures(instr)[1] is True  # and said so: the estimate warns (xla-cost-unknown)
 
 
 # ----------------------------------------------------------------------------- the corpus measured on the chip

@@ -573,6 +573,8 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
                 kernel=kernel, view="fusions", data={"chip": "tpu-v5e"}),
         Finding("warning", "libtpu-loop-unknown", f"{kernel}: its body runs 1 while loop(s) whose trip count" + long,
                 kernel=kernel, view="fusions", data={"chip": "tpu-v5e", "loops": 1}),
+        Finding("warning", "xla-cost-unknown", "exponential_reduce_fusion: XLA's cost model on tpu-v5e gave no estimate" + long,
+                kernel="exponential_reduce_fusion", view="fusions", data={"chip": "tpu-v5e", "roofline_seconds": 2.05e-5}),
         Finding("info", "measured-unmatched", "3 of the 4 ops run on tpu-v5e have no kernel of this name" + long,
                 view="fusions", data={"ops": ["fusion.1", "copy.2", "fusion.3"]}),
         Finding("error", "compile-vmem-oom", "tpu-v5e: VMEM out of memory (scoped)" + long, kernel=kernel,

@@ -140,6 +140,8 @@ CODES = _codes(
     Code("libtpu-loop-unknown", "warning", True, "fusions", ("chip", "loops"),
          "a Pallas kernel loops a number of times known only at run time: its time cannot count the trips"),
     Code("libtpu-no-time", "info", True, "fusions", ("chip",), "libtpu's simulation gave a kernel 0 cycles: the roofline stands"),
+    Code("xla-cost-unknown", "warning", True, "fusions", ("chip", "roofline_seconds"),
+         "an XLA op neither simulated nor estimated by XLA's cost model: its time is the roofline, a lower bound"),
     Code("libtpu-dump-unreadable", "info", True, "fusions", ("chip", "file", "why"),
          "a libtpu dump in a format the inspector cannot read"),
     Code("time-roofline-only", "info", True, "fusions", ("chip",), "no libtpu estimate off TPU: times are the roofline"),

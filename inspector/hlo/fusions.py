@@ -103,11 +103,13 @@ def scoped_vmem_used(backend_config: dict | None) -> int | None:
 SENTINEL_CYCLES = 2**62
 
 
-def _compiler_figures(instr: Instruction) -> tuple[int | None, int | None]:
+def _compiler_figures(instr: Instruction) -> tuple[int | None, bool, int | None]:
+    """XLA:TPU's estimated cycles (None where it gave none), whether it gave up (the sentinel), its scoped VMEM."""
     cfg = instr.backend_config or {}
     cycles = (cfg.get("window_config") or {}).get("estimated_cycles") or cfg.get("estimated_cycles")
     figure = int(cycles) if cycles not in (None, "", "0") else None
-    return (figure if figure is not None and figure < SENTINEL_CYCLES else None), scoped_vmem_used(cfg)
+    gave_up = figure is not None and figure >= SENTINEL_CYCLES
+    return (None if gave_up else figure), gave_up, scoped_vmem_used(cfg)
 
 
 def _scope(op_name: str | None) -> str | None:
@@ -191,14 +193,14 @@ def _kernels_of(module: HloModule, comp: Computation, costs: Costs, chip: Chip |
         hbm_read = sum(t.bytes for t in inputs if t.memory_space == HBM)
         hbm_written = sum(t.bytes for t in outputs if t.memory_space == HBM)
         intensity, roofline_s, bound = _roofline(chip, cost.flops - cost.reduce_window_flops, hbm_read + hbm_written)
-        cycles, scoped = _compiler_figures(instr)
+        cycles, gave_up, scoped = _compiler_figures(instr)
         kind = _kind(instr, module)
         found.append(Kernel(
             name=instr.name, kind=kind, opcode=instr.opcode, ops=dict(cost.ops.most_common()), op_name=instr.op_name,
             source=module.source(instr), sources=sorted(cost.sources), inputs=inputs, outputs=outputs,
             bytes_read=read, bytes_written=written, hbm_bytes_read=hbm_read, hbm_bytes_written=hbm_written,
             flops=cost.flops, transcendentals=cost.transcendentals, intensity=intensity, roofline_s=roofline_s,
-            bound=bound, compiler_cycles=cycles, compiler_scoped_vmem_bytes=scoped,
+            bound=bound, compiler_cycles=cycles, compiler_gave_up=gave_up, compiler_scoped_vmem_bytes=scoped,
             reduce_window_flops=cost.reduce_window_flops, repeat=repeat, scope=_scope(instr.op_name),
             note=("HBM traffic counts each operand once: a lower bound (the BlockSpec walk, where it can follow "
                   "the kernel, counts re-fetched blocks)") if kind == "custom-call:pallas" else None,

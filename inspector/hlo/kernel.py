@@ -44,6 +44,7 @@ class Kernel:
     roofline_s: float | None
     bound: str | None  # "memory" | "compute" | None when the chip has no figures
     compiler_cycles: int | None = None  # XLA:TPU's own estimate (backend_config estimated_cycles)
+    compiler_gave_up: bool = False  # its estimate is the cost model's "no estimate" value (SENTINEL_CYCLES)
     compiler_scoped_vmem_bytes: int | None = None  # used_scoped_memory_configs
     reduce_window_flops: float = 0.0  # part of flops; XLA:TPU counts these differently
     repeat: int = 1  # times it runs (a while body with a known trip count)

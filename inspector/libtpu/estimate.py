@@ -39,8 +39,8 @@ from .kernel_times import timed as _timed, timed_roofline as _timed_roofline, to
 from .model import (COST_MODEL, EXTRAPOLATED, LIBTPU, PALLAS_KINDS, ROOFLINE, JobCost, KernelBundles, KernelTime, StepFit,
                     TimeEstimate)
 from .runner import DumpSession, Outcome, open_session
-from .time_findings import (aborted as aborted_finding, below_roofline, budget_note, extrapolated, no_time,
-                            simulated_alone, stopped, unreadable)
+from .time_findings import (aborted as aborted_finding, below_roofline, budget_note, cost_model_gave_up, extrapolated,
+                            no_time, simulated_alone, stopped, unreadable)
 
 STOPPED = ("time-limit", "memory-limit", "no-answer")  # a job's statuses that say more about the machine than the program
 
@@ -398,6 +398,8 @@ class _Run:
                 t = _timed(k, self.chip, float(k.compiler_cycles), COST_MODEL)
             else:
                 t = _timed(k, self.chip, None, None)
+                if k.compiler_gave_up:
+                    self.findings.append(cost_model_gave_up(self.chip, t))
             times.append(t)
         times = [self._no_faster_than_roofline(t) for t in times]
         bundles = self._bundles(times)

@@ -22,7 +22,7 @@ from ..base.findings import Finding
 from .budget import Budget
 from .model import TimeEstimate
 
-SCHEMA = 5  # 5: Pallas kernels left untimed by an aborted simulation simulated alone
+SCHEMA = 6  # 6: XLA ops the cost model gave up on get a finding (xla-cost-unknown)
 
 
 def key(module_text: str, chip: str, budget: Budget) -> str:

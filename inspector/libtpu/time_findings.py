@@ -43,6 +43,17 @@ def no_time(chip: Chip, op: str) -> Finding:
                    "this kernel): its time is the roofline", kernel=op, view="fusions", data={"chip": chip.name})
 
 
+def cost_model_gave_up(chip: Chip, t: KernelTime) -> Finding:
+    """An XLA op neither simulated nor estimated by XLA:TPU's cost model (it wrote its "no estimate"
+    value): the roofline is all there is, and nothing bounds the time from above."""
+    shown = f"its roofline ({t.roofline_seconds * 1e6:,.1f} us), a lower bound" if t.roofline_seconds is not None else "unknown"
+    return Finding(
+        "warning", "xla-cost-unknown",
+        f"{t.name}: XLA's cost model on {chip.name} gave no estimate (its 'unknown' value) and libtpu did not simulate "
+        f"it: its time is {shown}; the chip may take many times that (measure on a TPU: --measure)",
+        kernel=t.name, view="fusions", data={"chip": chip.name, "roofline_seconds": t.roofline_seconds})
+
+
 def unreadable(chip: Chip, problem: str) -> Finding:
     file, _, why = problem.partition(": ")
     return Finding("info", "libtpu-dump-unreadable",

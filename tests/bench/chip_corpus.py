@@ -229,7 +229,8 @@ def merge(out: str, measured: list[str], estimated: list[str]) -> None:
 
 
 # the findings that say a kernel's figure is unsure
-UNSURE = ("libtpu-guard-unknown", "libtpu-loop-unknown", "libtpu-aborted", "libtpu-below-roofline", "time-budget")
+UNSURE = ("libtpu-guard-unknown", "libtpu-loop-unknown", "libtpu-aborted", "libtpu-below-roofline", "time-budget",
+          "xla-cost-unknown")
 
 
 def kernel_rows(data: dict, floor: float) -> list[tuple]:
