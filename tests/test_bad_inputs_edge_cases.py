@@ -804,8 +804,10 @@ def test_a_collective_libtpu_gives_0_cycles_is_not_timed_by_libtpu(monkeypatch):
     from inspector.libtpu.runner import Outcome
 
     _fake_libtpu(monkeypatch, Outcome("ok", 1.0, None, cycles={"all-reduce": 0, "fusion.3": 300}))
-    kernels = [SimpleNamespace(name="all-reduce", kind="collective", compiler_cycles=None, roofline_s=None, repeat=1),
-               SimpleNamespace(name="fusion.3", kind="loop", compiler_cycles=280, roofline_s=1e-8, repeat=1)]
+    kernels = [SimpleNamespace(name="all-reduce", kind="collective", compiler_cycles=None, compiler_gave_up=False,
+                               roofline_s=None, repeat=1),
+               SimpleNamespace(name="fusion.3", kind="loop", compiler_cycles=280, compiler_gave_up=False, roofline_s=1e-8,
+                               repeat=1)]
     estimate = est._Run(None, None, get_chip("tpu-v5e"), kernels, est.Budget()).run()
     by_name = {t.name: t for t in estimate.kernels}
     assert by_name["fusion.3"].estimate_source == "libtpu" and by_name["fusion.3"].estimated_cycles == 300

@@ -179,7 +179,8 @@ def test_predicted_cost_grows_with_simulated_cycles():
 
 
 def _kernel(name, kind, roofline=1e-6, compiler_cycles=None):
-    return types.SimpleNamespace(name=name, kind=kind, roofline_s=roofline, compiler_cycles=compiler_cycles, repeat=1)
+    return types.SimpleNamespace(name=name, kind=kind, roofline_s=roofline, compiler_cycles=compiler_cycles,
+                                 compiler_gave_up=False, repeat=1)
 
 
 def _run(kernels, chip="tpu-v5e"):

@@ -146,3 +146,23 @@ def test_the_fusions_view_gives_a_pl_kernels_mosaic_call_its_flops_and_the_overv
 def test_complementary_pl_when_guards_count_one_branch_each_step():
     [kernel] = run_check(_target("when_complement", BUGS), [get_chip("tpu-v5e")], estimate_only=True).kernels
     assert kernel.flops_range == [2 * 256 * 256 * 256] * 2  # not twice that: k == 0 and k != 0 never both run
+
+
+@pytest.mark.libtpu
+def test_a_mesh_kernels_walk_is_keyed_by_what_it_is_not_by_where_its_jaxpr_lay():
+    """grid_walk keeps walks by the call's signature for the whole process. The signature of a
+    pl.kernel was made from its jaxpr's id, which a freed jaxpr passes on, so another kernel could be
+    handed its walk; now it is made from the kernel itself: the same kernel traced twice has one
+    signature, the kernel at another size another."""
+    from inspector.compilation.backends import Backend
+    from inspector.compilation.stages import capture
+    from inspector.pallas.discovery import find_pallas_calls
+
+    def signature(args=None, memo=False):
+        program = capture(_target("scaled_add", args=args), Backend(get_chip("tpu-v5e")), compile=False, memo=memo).program
+        [call] = find_pallas_calls(program)
+        return call.signature
+
+    first = signature()
+    assert signature() == first
+    assert signature("f32[128,256] f32[128,256]") != first

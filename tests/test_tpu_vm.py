@@ -148,6 +148,9 @@ def test_a_cost_model_sentinel_is_no_estimate():
         return _compiler_figures(instr)[0]
 
     assert cycles(12345) == 12345
+    instr = Instruction.__new__(Instruction)
+    instr.backend_config = {"estimated_cycles": "12345"}
+    assert _compiler_figures(instr)[1] is False
     assert cycles(2**63 - 1) is None and cycles(SENTINEL_CYCLES) is None  # samples/transformer.py on the v5e
     instr = Instruction.__new__(Instruction)
     instr.backend_config = {"estimated_cycles": str(2**63 - 1)}

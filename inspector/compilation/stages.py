@@ -121,7 +121,7 @@ def _memo_key(target: Target, backend: Backend, compile: bool, jaxpr_text: bool)
         import jax
         return tuple((str(getattr(x, "shape", x)), str(getattr(x, "dtype", ""))) for x in jax.tree.leaves(tree))
 
-    shardings = target.shardings if isinstance(target.shardings, (str, type(None))) else id(target.shardings)
+    shardings = target.shardings if isinstance(target.shardings, (str, type(None))) else _Same(target.shardings)
     return (target.spec, _Same(target.fn), target.source_hash, shapes(target.args), shapes(target.kwargs),
             tuple(sorted((k, repr(v)) for k, v in target.params.items())), backend.chip.name, compile, jaxpr_text,
             repr(target.mesh), shardings)

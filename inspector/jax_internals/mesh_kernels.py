@@ -246,6 +246,7 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
         cost_estimate=_cost_estimate(eqn.params.get("cost_estimate")),
         interpret=bool(eqn.params.get("interpret")) and not forced_interpret,
         style=style, core_type=_core_type(mesh), vmem_unfollowed=unfollowed)
-    signature = hashlib.sha256(f"{style}|{name}|{id(jaxpr)}|{grid}".encode()).hexdigest()
+    # by content: a jaxpr's id can pass to another kernel's once it is freed (grid_walk caches walks by this)
+    signature = hashlib.sha256(f"{style}|{name}|{grid}|{jaxpr}".encode()).hexdigest()
     return FoundCall(info=call, index_maps=maps, signature=signature, pipelines=pipelines, unwalked_pipelines=unwalked,
                      pipeline_runs=runs)
