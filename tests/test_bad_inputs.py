@@ -151,6 +151,7 @@ USAGE = {
     "export: one file twice": (["export", NAIVE, "--json", "{d}/x.out", "--dot", "{d}/x.out"], 2, "both name"),
     "export: missing folder": (["export", NAIVE, "--json", "{d}/nowhere/x.json"], 2, "does not exist"),
     "export: a folder": (["export", NAIVE, "--json", "{d}"], 2, "is a folder"),
+    "export: into a file": (["export", NAIVE, "--json", "{d}/diffs.py/x.json"], 2, "diffs.py is a file, not a folder"),
     "export: 300-character name": (["export", NAIVE, "--dot", "{d}/" + LONG + ".dot"], 2, "File name too long"),
     "export: a link into a missing folder": (["export", NAIVE, "--json", "{d}/dangling.json"], 2, "gone does not exist"),
     "export: negative --max-nodes": (["export", NAIVE, "--dot", "{d}/g.dot", "--max-nodes", "-3"], 2, "give 1 or more"),

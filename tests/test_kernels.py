@@ -297,3 +297,18 @@ def test_ragged_dot_walk_sees_every_output_tile_written():
     [report] = cost_reports(sample("samples/moe.py:experts", None)).values()
     assert "output-not-written" not in {f.code for f in report.findings}
     assert report.call.cost_estimate["bytes_accessed"] == report.cost_estimate["bytes_accessed"]
+
+
+@pytest.mark.libtpu
+def test_the_fusions_view_gives_a_pallas_kernel_the_transcendentals_of_its_body():
+    """The flash sample's exps: the fusions view said 0 (XLA counts nothing inside a custom call)
+    while the Pallas view's suggested CostEstimate counted them."""
+    from inspector.report import make_report
+    from inspector.view_table import Needs
+
+    target = load_target("samples/attention.py:flash", args="bf16[1,512,128] bf16[1,512,128] bf16[1,512,128]",
+                         sets=["block_q=128", "block_k=128"])
+    report = make_report(target, get_chip("tpu-v5e"), Needs(compile=True, fusions=True, pallas=True))
+    [kernel] = [k for k in report.fusions.kernels if k.kind == "custom-call:pallas"]
+    [pallas] = report.pallas
+    assert kernel.transcendentals == pallas.cost_estimate["transcendentals"] > 0

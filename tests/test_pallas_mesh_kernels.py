@@ -166,3 +166,4 @@ def test_a_mesh_kernels_walk_is_keyed_by_what_it_is_not_by_where_its_jaxpr_lay()
     first = signature()
     assert signature() == first
     assert signature("f32[128,256] f32[128,256]") != first
+

@@ -246,3 +246,36 @@ def test_a_time_a_busy_machine_cut_short_is_not_kept(monkeypatch, tmp_path):
         row = evaluate.evaluate_target(target, get_chip("tpu-v5e"), base, budget={"seconds": 60.0}, cache=True)
         assert not row.cached
     assert len(calls) == 2
+
+
+@pytest.mark.libtpu
+def test_a_candidate_libtpu_puts_below_its_roofline_is_ranked_at_it(tmp_path, monkeypatch):
+    """The README's sweep on tpu-v6e: libtpu simulates bm=512 bk=1792 bn=512 at 27.9 us, below its
+    28.1 us roofline. Left untimed, the sweep called a candidate 5.7x slower the best; ranked at the
+    roofline (no kinder than libtpu's own figure) it is the best, with a note saying why."""
+    from inspector.tuning.evaluate import evaluate_task
+
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
+    shape = "bf16[1024,1792] bf16[1792,4608]"
+    row = evaluate_task({"spec": "samples/matmul.py:tiled", "args": shape, "params": {"bm": 512, "bk": 1792, "bn": 512},
+                         "swept": {"bm": 512}, "shape": shape, "chip": "tpu-v6e", "default": False,
+                         "budget": {"seconds": 60}, "cache": False})
+    assert row["status"] == "ranked" and row["estimate_source"] == "roofline", row
+    assert any(n.startswith("libtpu-below-roofline") for n in row["notes"]), row["notes"]
+
+
+def test_a_roofline_that_stands_for_no_figure_is_not_ranked():
+    """Only kernels libtpu put below their roofline make a roofline-timed row rankable."""
+    from types import SimpleNamespace
+
+    from inspector.tuning.evaluate import _floored_only
+
+    def times(*kernels, floored=()):
+        return SimpleNamespace(kernels=[SimpleNamespace(name=n, kind="custom-call:pallas", estimate_source=s)
+                                        for n, s in kernels],
+                               findings=[SimpleNamespace(code="libtpu-below-roofline", kernel=n) for n in floored])
+
+    assert _floored_only(times(("k.1", "roofline"), floored=["k.1"]))
+    assert not _floored_only(times(("k.1", "roofline")))  # libtpu gave it nothing
+    assert not _floored_only(times(("k.1", "roofline"), ("k.2", "roofline"), floored=["k.1"]))
+    assert _floored_only(times(("k.1", "libtpu"), ("k.2", "roofline"), floored=["k.2"]))

@@ -27,7 +27,8 @@ def check_writable(path: str | os.PathLike) -> Path:
             path = Path(os.path.realpath(path))
         directory = path.parent if str(path.parent) else Path(".")
         if not directory.is_dir():
-            raise OutputError(f"cannot write {path}: folder {directory} does not exist")
+            what = "is a file, not a folder" if directory.exists() else "does not exist"
+            raise OutputError(f"cannot write {path}: {directory} {what}")
         if path.is_dir():
             raise OutputError(f"cannot write {path}: it is a folder; give a file name")
     except OSError as err:  # a name too long, a loop of links

@@ -283,11 +283,13 @@ def _pair_walks(kernels: list[Kernel], traffic: list) -> list[tuple[Kernel, tupl
 
 
 def _apply_walk(kernels: list[Kernel], traffic: list, chip: Chip | None) -> None:
-    for k, (read, written, flops) in _pair_walks(kernels, traffic):
+    for k, (read, written, flops, transcendentals) in _pair_walks(kernels, traffic):
         k.hbm_bytes_read, k.hbm_bytes_written, k.flops = read, written, flops
+        k.transcendentals = transcendentals if transcendentals is not None else k.transcendentals
         k.intensity, k.roofline_s, k.bound = _roofline(chip, flops, read + written)
         k.note = ("HBM traffic from the BlockSpec walk (a block is fetched when its index changes) and the body's "
-                  "DMAs; flops from the kernel body with the costliest pl.when / cond branches taken (an upper bound)")
+                  "DMAs; flops and transcendentals from the kernel body with the costliest pl.when / cond branches "
+                  "taken (an upper bound)")
 
 
 def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None, pallas_traffic=None) -> FusionAnalysis:

@@ -56,7 +56,8 @@ def agreement(totals: Totals, xla: dict | None, once: Totals | None = None, trip
     XLA counts a while loop's body once, whatever its trip count: where the program has loops
     (``once``: our sums with each kernel counted once; ``trips``: the loops' repeat counts) those
     sums are compared, and the note says so. XLA counts a custom call's result but not its
-    operands: the bytes compared leave those out.
+    operands (or takes the bytes_accessed of a pl.CostEstimate the kernel gives): the bytes
+    compared leave the operands out.
     Where the rest still differs by more than 5%, the note names the known causes and their size,
     as measured on the samples with libtpu 0.0.42.1: XLA:TPU counts an async copy's result twice
     more at copy-done (read and write; we count the transfer once, at copy-start), and counts far
@@ -80,7 +81,8 @@ def agreement(totals: Totals, xla: dict | None, once: Totals | None = None, trip
                      f"flops, {fmt_bytes(totals['bytes'] - totals['custom_call_operand_bytes'])})")
     if t["custom_call_operand_bytes"]:
         notes.append(f"bytes compared leave out {fmt_bytes(t['custom_call_operand_bytes'])} of custom-call operands "
-                     "(XLA does not count them)")
+                     "(XLA counts a custom call's result only, or the bytes_accessed of its pl.CostEstimate where "
+                     "the kernel gives one)")
     for what, key, known, label in (
         ("flops", "flops_ratio", t["reduce_window_flops"], "reduce-window flops"),
         ("bytes", "bytes_ratio", 2 * t["async_copy_bytes"], "async copy results XLA counts again at copy-done"),

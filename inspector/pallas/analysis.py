@@ -32,6 +32,12 @@ class PallasReport:
         return None if steps is None else self.call.step_flops * steps
 
     @property
+    def transcendentals(self) -> float | None:
+        """The most transcendentals the grid computes, as flops counts them."""
+        steps = self.call.steps
+        return None if steps is None else self.call.step_transcendentals * steps
+
+    @property
     def flops_range(self) -> list[float] | None:
         steps = self.call.steps
         return None if steps is None else [self.call.step_flops_min * steps, self.call.step_flops * steps]
@@ -44,7 +50,7 @@ class PallasReport:
             return None
         flops = self.flops
         assert flops is not None  # known with the steps
-        return {"flops": int(flops), "transcendentals": int(self.call.step_transcendentals * self.call.steps),
+        return {"flops": int(flops), "transcendentals": int(self.transcendentals or 0),
                 "bytes_accessed": int(self.walk.hbm_bytes)}
 
 

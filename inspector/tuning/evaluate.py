@@ -162,7 +162,7 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped
                     vmem_estimate_bytes=estimate, vmem_limit_bytes=limit,
                     reason=f"{loops[0].kernel}: its body loops a number of times known only when it runs, which "
                            "neither libtpu's simulation nor the roofline counts; not ranked (tune --measure ranks by the chip)")
-    if seconds is None or times.method == ROOFLINE:
+    if seconds is None or (times.method == ROOFLINE and not _floored_only(times)):
         # a roofline is a lower bound, not an estimate: ranked among libtpu's figures it would win unfairly
         bound = f" (its roofline, a lower bound: {seconds * 1e6:,.1f} us)" if seconds else ""
         # libtpu simulated it to 0 cycles: more time changes nothing
@@ -181,6 +181,17 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped
                 estimate_source=times.method, vmem_bytes=max(used, default=None), vmem_estimate_bytes=estimate,
                 vmem_limit_bytes=limit, hbm_bytes=int(report.fusions.totals["hbm_bytes"]) if report.fusions else None,
                 bound=bound, spills=spills, notes=notes)
+
+
+def _floored_only(times) -> bool:
+    """Every kernel timed by its roofline got there because libtpu's figure was below it
+    (libtpu-below-roofline): the roofline is then the larger of libtpu's figure and physics, never
+    kinder than libtpu's own, so it ranks fairly beside libtpu's figures (a roofline standing for
+    no figure at all would win unfairly)."""
+    floored = {f.kernel for f in times.findings if f.code == "libtpu-below-roofline"}
+    timed = [k for k in times.kernels if k.estimate_source is not None]
+    pallas = [k for k in timed if k.kind in PALLAS_KINDS]
+    return all(k.name in floored for k in pallas or timed if k.estimate_source == ROOFLINE)
 
 
 def _bound_and_spills(times) -> tuple[str | None, int | None]:

@@ -28,7 +28,7 @@ from ..base.atomic import write_atomic
 from ..compilation.compile_cache import _own_version, _version
 from ..base.errors import OutputError
 
-SCHEMA = 2  # 2: roofline-only rows are untimed, not ranked
+SCHEMA = 3  # 2: roofline-only rows are untimed, not ranked; 3: rows libtpu put below their roofline are ranked at it
 ROW, JOURNAL, PLAN = "tune-row", "tune-journal", "tune-plan"
 
 
