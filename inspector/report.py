@@ -303,8 +303,10 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     # Kernels lower in program order, each as a custom call named as Mosaic was told (stages.mosaic)
     names = ([m.name for m in stages.mosaic] if len(stages.mosaic) == len(kernels or [])
              else [k.call.name for k in kernels or []])
-    traffic = [(name, None, None, None, None) if k.walk.skipped
-               else (name, k.walk.hbm_bytes_read, k.walk.hbm_bytes_written, k.flops, k.transcendentals)
+    # the roofline, a lower bound, takes the least of what branches decide: flops and DMAs
+    traffic = [(name, None, None, None, None, None, None) if k.walk.skipped
+               else (name, k.walk.hbm_bytes_read, k.walk.hbm_bytes_written, k.flops, k.transcendentals,
+                     (k.flops_range or [k.flops])[0], k.walk.least_hbm_bytes)
                for name, k in zip(names, kernels or [])]
     analysis = None
     if fusions and stages.hlo:

@@ -61,6 +61,11 @@ class GridWalk:
     def hbm_bytes(self) -> int:
         return self.hbm_bytes_read + self.hbm_bytes_written
 
+    @property
+    def least_hbm_bytes(self) -> int:
+        """The HBM traffic with the body's DMAs at their least (where branches decide how many run)."""
+        return self.hbm_bytes - (self.dma_bytes[1] - self.dma_bytes[0])
+
 
 def _grid_points(grid: list[int], start: int, stop: int) -> list[np.ndarray]:
     flat = np.arange(start, stop, dtype=np.int64)
