@@ -306,7 +306,7 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     # the roofline, a lower bound, takes the least of what branches decide: flops and DMAs
     traffic = [(name, None, None, None, None, None, None) if k.walk.skipped
                else (name, k.walk.hbm_bytes_read, k.walk.hbm_bytes_written, k.flops, k.transcendentals,
-                     (k.flops_range or [k.flops])[0], k.walk.least_hbm_bytes)
+                     k.flops_range[0] if k.flops_range else k.flops, k.walk.least_hbm_bytes)
                for name, k in zip(names, kernels or [])]
     analysis = None
     if fusions and stages.hlo:
