@@ -14,7 +14,7 @@ from .display import html, print_view
 from .base.errors import UsageError
 from .base.findings import Finding, by_severity
 from .hlo.collectives import CollectiveAnalysis, analyse_collectives
-from .hlo.fusions import FusionAnalysis, analyse_fusions
+from .hlo.fusions import FusionAnalysis, PallasFigures, analyse_fusions
 from .hlo.graph import build_dot, render_svg
 from .hlo.passes import PassLog
 from .libtpu import Budget, TimeEstimate, estimate_times
@@ -304,9 +304,9 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     names = ([m.name for m in stages.mosaic] if len(stages.mosaic) == len(kernels or [])
              else [k.call.name for k in kernels or []])
     # the roofline, a lower bound, takes the least of what branches decide: flops and DMAs
-    traffic = [(name, None, None, None, None, None, None) if k.walk.skipped
-               else (name, k.walk.hbm_bytes_read, k.walk.hbm_bytes_written, k.flops, k.transcendentals,
-                     k.flops_range[0] if k.flops_range else k.flops, k.walk.least_hbm_bytes)
+    traffic = [PallasFigures(name) if k.walk.skipped
+               else PallasFigures(name, k.walk.hbm_bytes_read, k.walk.hbm_bytes_written, k.flops, k.transcendentals,
+                                  k.flops_range[0] if k.flops_range else k.flops, k.walk.least_hbm_bytes)
                for name, k in zip(names, kernels or [])]
     analysis = None
     if fusions and stages.hlo:

@@ -296,3 +296,11 @@ def test_a_measurement_lands_beside_the_estimate_kernel_by_kernel(capsys):
     report.show("fusions")
     out = capsys.readouterr().out
     assert "measured" in out and "est./meas." in out and f"{kernel.roofline_s / 2e-6:.2f}x" in out
+
+
+def test_only_names_a_group_and_refuses_a_word_that_names_nothing():
+    corpus = _chip_corpus()
+    group = corpus._entries("heldout2")
+    assert group and all(e.label.startswith("heldout2.") for e in group)
+    with pytest.raises(SystemExit, match="heldout9"):
+        corpus._entries("heldout2,heldout9")

@@ -248,12 +248,29 @@ def _intermediates(kernels: list[Kernel], limit: int = 10) -> list[Intermediate]
     return sorted(found, key=lambda i: (i.memory_space != HBM, -i.bytes))[:limit]
 
 
+@dataclasses.dataclass(frozen=True)
+class PallasFigures:
+    """One pallas_call's figures from its BlockSpec walk and body (pallas/analysis.py), for its
+    custom call; ``walked`` False where the walk could not follow the kernel."""
+
+    name: str | None  # the pallas_call's name: its custom call is "name.N"
+    read: int | None = None  # HBM bytes, the costliest pl.when / cond branches taken
+    written: int | None = None
+    flops: float | None = None
+    transcendentals: float | None = None
+    least_flops: float | None = None  # the cheapest branches: what the roofline, a lower bound, takes
+    least_bytes: int | None = None  # the fewest DMA bytes the branches allow
+
+    @property
+    def walked(self) -> bool:
+        return None not in (self.read, self.written, self.flops, self.least_flops, self.least_bytes)
+
+
 def analyse_fusions(hlo_text: str, chip: Chip | None, xla_cost: dict | None,
-                    pallas_traffic: list[tuple] | None = None) -> FusionAnalysis:
+                    pallas_traffic: list[PallasFigures] | None = None) -> FusionAnalysis:
     """Kernels, totals, agreement with XLA and materialized intermediates of one compiled module.
-    ``pallas_traffic``: (kernel name, HBM bytes read, written, flops) of each pallas_call from its
-    BlockSpec walk and DMAs, in program order (figures None where the walk could not follow it);
-    it replaces the operands-once lower bound of those custom calls."""
+    ``pallas_traffic``: each pallas_call's figures, in program order; they replace the
+    operands-once lower bound of those custom calls."""
     # Tens of thousands of small objects and no cycles: the cyclic GC would only rescan the
     # compiler's heap again and again (a third of the time on a 24-layer step).
     paused = gc.isenabled()
@@ -265,31 +282,34 @@ def analyse_fusions(hlo_text: str, chip: Chip | None, xla_cost: dict | None,
             gc.enable()
 
 
-def _pair_walks(kernels: list[Kernel], traffic: list) -> list[tuple[Kernel, tuple]]:
+def _pair_walks(kernels: list[Kernel], traffic: list[PallasFigures]) -> list[tuple[Kernel, PallasFigures]]:
     """Each walked pallas_call with its custom call: by kernel name (the custom call is named after
     the pallas_call, "splash_mha_fwd.1"), in program order; unnamed ones by position when the
     counts agree. Unpaired kernels keep the labelled lower bound."""
     mosaic = [k for k in kernels if k.kind in ("custom-call:pallas", "custom-call:mosaic")]
     pairs, used = [], set()
-    for name, *figures in traffic:
+    for figures in traffic:
+        name = figures.name
         match = next((k for k in mosaic if id(k) not in used and name and k.name.rsplit(".", 1)[0] == name), None)
         if match is not None:
             used.add(id(match))
             pairs.append((match, figures))
     if not pairs:  # no names to go by: in program order, when the counts agree
         if len(mosaic) == len(traffic):
-            pairs = [(k, figures) for k, (_, *figures) in zip(mosaic, traffic)]
-    return [(k, tuple(f)) for k, f in pairs if f[0] is not None]
+            pairs = list(zip(mosaic, traffic))
+    return [(k, f) for k, f in pairs if f.walked]
 
 
-def _apply_walk(kernels: list[Kernel], traffic: list, chip: Chip | None) -> None:
-    for k, (read, written, flops, transcendentals, least_flops, least_bytes) in _pair_walks(kernels, traffic):
-        k.hbm_bytes_read, k.hbm_bytes_written, k.flops = read, written, flops
-        k.transcendentals = transcendentals if transcendentals is not None else k.transcendentals
-        k.intensity = _roofline(chip, flops, read + written)[0]
+def _apply_walk(kernels: list[Kernel], traffic: list[PallasFigures], chip: Chip | None) -> None:
+    for k, f in _pair_walks(kernels, traffic):
+        assert f.read is not None and f.written is not None and f.flops is not None  # walked
+        assert f.least_flops is not None and f.least_bytes is not None
+        k.hbm_bytes_read, k.hbm_bytes_written, k.flops = f.read, f.written, f.flops
+        k.transcendentals = f.transcendentals if f.transcendentals is not None else k.transcendentals
+        k.intensity = _roofline(chip, f.flops, f.read + f.written)[0]
         # a lower bound: the fewest flops and DMA bytes the branches allow (sglang's fused MLP on the
         # v5e: its conditional copies at their most put the roofline 1.41x above the chip's time)
-        _, k.roofline_s, k.bound = _roofline(chip, least_flops, least_bytes)
+        _, k.roofline_s, k.bound = _roofline(chip, f.least_flops, f.least_bytes)
         k.note = ("HBM traffic from the BlockSpec walk (a block is fetched when its index changes) and the body's "
                   "DMAs; flops and transcendentals from the kernel body with the costliest pl.when / cond branches "
                   "taken (an upper bound); the roofline takes the cheapest branches and the fewest DMAs")

@@ -131,8 +131,15 @@ ENTRIES: list[Entry] = [
 def _entries(only: str | None) -> list[Entry]:
     if not only:
         return ENTRIES
+    def names(e: Entry, word: str) -> bool:  # the label, its variants (label:...), its group (label.) or its sweep
+        return e.label == word or e.label.startswith((word + ":", word + ".")) or (e.sweep or "") == word
+
     wanted = only.split(",")
-    return [e for e in ENTRIES if any(e.label == w or e.label.startswith(w + ":") or (e.sweep or "") == w for w in wanted)]
+    unknown = [w for w in wanted if not any(names(e, w) for e in ENTRIES)]
+    if unknown:  # a misspelt word would measure nothing and say nothing
+        raise SystemExit(f"--only {','.join(unknown)}: no corpus entry has that label, group or sweep "
+                         "(`chip_corpus.py list` shows them)")
+    return [e for e in ENTRIES if any(names(e, w) for w in wanted)]
 
 
 def _write(path: str, data) -> None:
