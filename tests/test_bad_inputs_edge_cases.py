@@ -683,6 +683,9 @@ def test_untimed_kernels_is_a_count(monkeypatch):
     (("show", "{f}", "--view", "hlo", "--time-budget", "5"), "add --time"),
     (("compare", "{f}", "--set-a", "n=1", "--set-b", "n=2", "--time-budget", "5"), "add --time"),
     (("export", "{f}", "--json", "{tmp}/x.json", "--time-budget", "5"), "add --time"),
+    (("show", "{f}", "--time-memory", "8"), "add --time"),
+    (("show", "{f}", "--time", "--time-memory", "0"), "give a number of GiB > 0"),
+    (("show", "{f}", "--time", "--time-memory", "lots"), "is not a number of GiB"),
 ])
 def test_time_options_where_they_do_nothing_are_refused(cli, monkeypatch, tmp_path, argv, needle):
     """`--time --view jaxpr` ran libtpu's compiles (up to a minute) and showed nothing of them;
@@ -693,6 +696,42 @@ def test_time_options_where_they_do_nothing_are_refused(cli, monkeypatch, tmp_pa
     code, out, err = cli(*(a.format(f=f"{FUNCS}:matmul", tmp=tmp_path) for a in argv))
     assert code == 2, err
     one_line(err, needle)
+
+
+def test_time_memory_reaches_the_estimate(cli, monkeypatch):
+    """`--time-memory`: the memory libtpu's simulation may use (a program such as attention's
+    reference needs 10.6 GiB, past the default 4); the seconds keep their default."""
+    import inspector.report as report
+
+    seen = {}
+
+    def make_report(*args, time_budget=None, **kwargs):
+        seen["budget"] = time_budget
+        raise SystemExit(0)
+
+    monkeypatch.setattr(report, "make_report", make_report)
+    cli("show", f"{FUNCS}:matmul", "--target", "tpu-v5e", "--time", "--time-memory", "12.5")
+    assert seen["budget"].memory_bytes == int(12.5 * 2**30) and seen["budget"].seconds == 60
+
+
+def test_xla_ops_past_the_memory_budget_say_how_to_give_more(monkeypatch):
+    """A program whose XLA ops are too costly to simulate keeps the compiler's figures, and the
+    finding names the options that would let libtpu simulate it; with enough memory it simulates."""
+    from types import SimpleNamespace
+
+    from inspector.base.chips import get_chip
+    from inspector.libtpu import estimate as est
+    from inspector.libtpu.runner import Outcome
+
+    _fake_libtpu(monkeypatch, Outcome("ok", 1.0, None))
+    # 2.9M cycles by the compiler's estimate: about 5.8 GB to simulate at the budget's rate
+    fusion = SimpleNamespace(name="fusion.3", kind="fusion:loop", compiler_cycles=2_900_000, roofline_s=3e-4, repeat=1)
+    small = est._Run(None, None, get_chip("tpu-v5e"), [fusion], est.Budget(seconds=1000.0))
+    assert small._simulate() == est.COST_MODEL
+    (note,) = [f for f in small.findings if f.code == "time-budget"]
+    assert "--time-memory" in note.message and "4 GiB" in note.message
+    large = est._Run(None, None, get_chip("tpu-v5e"), [fusion], est.Budget(seconds=1000.0, memory_bytes=16 * 2**30))
+    assert large._simulate() != est.COST_MODEL
 
 
 def test_time_with_a_view_that_shows_it_is_not_refused():

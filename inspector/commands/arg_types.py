@@ -34,6 +34,17 @@ def seconds(text: str) -> float:
     return value
 
 
+def gibibytes(text: str) -> int:
+    """A size in GiB (a fraction allowed), as bytes."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of GiB") from None
+    if not 0 < value < float("inf") or value * 2**30 < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of GiB > 0")
+    return int(value * 2**30)
+
+
 def positive(text: str) -> int:
     try:
         value = int(text)

@@ -10,6 +10,7 @@ from ..base.errors import UsageError
 from ..view_table import SHOW_VIEWS, SORT_ORDERS
 from .arg_types import count as _count
 from .arg_types import positive as _positive
+from .arg_types import gibibytes as _gibibytes
 from .arg_types import seconds as _seconds
 from .arg_types import tolerance as _tolerance
 from .help_text import EPILOGS, TOP, HelpFormatter
@@ -65,6 +66,9 @@ def _time_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-budget", type=_seconds, metavar="SECONDS",
                    help="what the simulation may take (default 60 s): past it, Pallas grids are simulated smaller and "
                         "extrapolated (labelled so)")
+    p.add_argument("--time-memory", type=_gibibytes, metavar="GIB",
+                   help="the memory the simulation may use (default 4 GiB): a program whose XLA ops need more keeps "
+                        "the compiler's per-op estimates (labelled so)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,27 +23,29 @@ def show_needs(view: str, *, passes: bool = False, time: bool = False) -> Needs:
     return needs
 
 
-def time_budget(seconds: float | None, option: str):
+def time_budget(seconds: float | None, option: str, memory_bytes: int | None = None):
     """libtpu's simulation budget: ``seconds`` of compile time in all (default 60), a whole
-    simulation past it is extrapolated from smaller grids."""
+    simulation past it is extrapolated from smaller grids; ``memory_bytes`` its compiles may use."""
     from ..libtpu import Budget
-
-    if seconds is None:
-        return Budget()
     from ..libtpu.budget import MIN_SECONDS
 
-    if not seconds >= MIN_SECONDS or seconds == float("inf"):
+    if seconds is not None and (not seconds >= MIN_SECONDS or seconds == float("inf")):
         raise UsageError(f"{option} {seconds:g}: give the seconds libtpu's simulation may take, {MIN_SECONDS:g} or more "
                          f"(each of its compiles is given {MIN_SECONDS:g} s at least; default 60)")
-    return Budget(seconds=float(seconds))
+    default = Budget()
+    return Budget(seconds=default.seconds if seconds is None else float(seconds),
+                  memory_bytes=default.memory_bytes if memory_bytes is None else memory_bytes)
 
 
 TIMED_VIEWS = ("overview", "fusions", "bundles")  # the views that print libtpu's estimate
 
 
-def check_time_options(time: bool, budget: float | None, view: str | None = None, json: bool = False) -> None:
+def check_time_options(time: bool, budget: float | None, view: str | None = None, json: bool = False,
+                       memory: int | None = None) -> None:
     """``--time`` only where its figures are shown (it costs compiles of its own), ``--time-budget``
-    only with what it budgets (``--time``, or the bundles view, which estimates anyway)."""
+    and ``--time-memory`` only with what they budget (``--time``, or the bundles view, which estimates anyway)."""
+    if memory is not None and not time and view != "bundles":
+        raise UsageError("--time-memory is the memory of libtpu's time estimate: add --time (or --view bundles)")
     if time and view is not None and view not in TIMED_VIEWS and not json:
         raise UsageError(f"--time adds libtpu's estimate to the overview, fusions and bundles views (and --json): "
                          f"--view {view} does not show it, it only makes the run slower")

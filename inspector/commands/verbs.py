@@ -25,7 +25,8 @@ def show(opts) -> int:
 
     select = getattr(opts, "pass_select", None)
     check_view_options(opts.view, select, bool(getattr(opts, "passes", False)))
-    check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None), opts.view, bool(opts.json))
+    check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None), opts.view, bool(opts.json),
+                       getattr(opts, "time_memory", None))
     check_measure(bool(getattr(opts, "measure", False)))
     if select is not None and opts.view == "overview":
         opts.view = "passes"  # --pass alone asks for the passes view
@@ -59,7 +60,8 @@ def export(opts) -> int:
     if not (opts.svg or opts.dot or opts.json_path or opts.html):
         raise UsageError("export needs at least one of --svg PATH, --dot PATH, --html PATH, --json PATH")
     _export_paths(opts)
-    check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None))
+    check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None),
+                       memory=getattr(opts, "time_memory", None))
     check_measure(bool(getattr(opts, "measure", False)))
     drawings = [(f, p) for f, p in (("SVG", opts.svg), ("DOT", opts.dot), ("HTML", opts.html)) if p]
     blank = [e for e in opts.expand if not e.strip()]
@@ -140,7 +142,8 @@ def compare(opts) -> int:
     from ..views.compare import compare_view
     from ..views.printer import make_console, print_fitting, print_json
 
-    check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None))
+    check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None),
+                       memory=getattr(opts, "time_memory", None))
     check_measure(bool(getattr(opts, "measure", False)))
     sides = compare_sides(opts)
     a, b = sides

@@ -57,7 +57,8 @@ def _report(opts, needs: Needs):
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
         report = make_report(target, chip, needs, roofline_chip=roofline, use_cache=_use_cache(opts),
                              pass_select=getattr(opts, "pass_select", None),
-                             time_budget=time_budget(getattr(opts, "time_budget", None), "--time-budget"))
+                             time_budget=time_budget(getattr(opts, "time_budget", None), "--time-budget",
+                                                     getattr(opts, "time_memory", None)))
     _ = report.stages.op_counts  # counted here, where the stages were made, not in the process that renders
     if getattr(opts, "measure", False):
         import functools

@@ -37,6 +37,8 @@ class Budget:
     whole: bool = True  # simulate the whole program when it fits; False: extrapolate every grid over probe_steps
     # Simulation cost per simulated cycle, measured here (XLA's 4096^3 dot: 1.08M cycles, 27 to
     # over 60 s as the machine's load varied, 2.2 GB): to judge a program's XLA ops before simulating them.
+    # A guess, low for softmax-heavy programs: samples/attention.py:reference at bf16 4x4096x128
+    # (2.9M cycles by the compiler's estimate, so 117 s and 5.8 GB) took 172 s and 10.6 GiB.
     seconds_per_cycle: float = 40e-6
     bytes_per_cycle: float = 2000.0
 

@@ -143,8 +143,10 @@ class _Run:
         seconds, memory = xla_cycles * self.budget.seconds_per_cycle, xla_cycles * self.budget.bytes_per_cycle
         if seconds > self.budget.seconds / 2 or memory > 0.9 * self.budget.memory_bytes:
             self._budget_note(f"its XLA ops ({xla_cycles:,} cycles by the compiler's estimate) would take about "
-                              f"{seconds:.0f} s and {memory / 2**30:.1f} GiB to simulate: the compiler's per-op "
-                              "estimates are used, Pallas kernels keep their roofline")
+                              f"{seconds:.0f} s and {memory / 2**30:.1f} GiB to simulate (budget "
+                              f"{self.budget.seconds:.0f} s, {self.budget.memory_bytes / 2**30:.0f} GiB): the "
+                              "compiler's per-op estimates are used, Pallas kernels keep their roofline; "
+                              "--time-budget and --time-memory give it more (the need can be twice this guess)")
             self._bundles_only()
             return COST_MODEL
         request, records = self._request(None)
