@@ -361,5 +361,5 @@ def make_report(target: Target, chip: Chip, needs: Needs, *, roofline_chip: Chip
         raise UsageError(f"--pass {pass_select} does not apply: {why}")
     if needs.time and report.fusions is not None:
         report = with_time(report, estimate_times(target, chip, budget=time_budget, kernels=report.fusions.kernels,
-                                         use_cache=use_cache is True))
+                                                  use_cache=use_cache is True, hlo=report.stages.hlo))
     return report

@@ -136,7 +136,7 @@ CODES = _codes(
          "libtpu's simulation would pass the time budget: figures from elsewhere"),
     Code("libtpu-aborted", "info", True, "fusions", ("chip", "reason"), "libtpu ended the compile that writes its dumps"),
     Code("libtpu-alone", "info", True, "fusions", ("chip",),
-         "a Pallas kernel libtpu left untimed in the whole program, simulated in a program of its own"),
+         "a kernel libtpu left untimed in the whole program, simulated in a program of its own"),
     Code("libtpu-loop-unknown", "warning", True, "fusions", ("chip", "loops"),
          "a Pallas kernel loops a number of times known only at run time: its time cannot count the trips"),
     Code("libtpu-no-time", "info", True, "fusions", ("chip",), "libtpu's simulation gave a kernel 0 cycles: the roofline stands"),

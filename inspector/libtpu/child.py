@@ -1,7 +1,8 @@
 """The process that compiles with libtpu's dump flags (started by ``runner``; never imported by the
 parent's analyses). Its flags come in LIBTPU_INIT_ARGS, which libtpu reads once, when it starts.
 
-Protocol: the parent writes length-prefixed pickles of CompileRequest to our stdin, one at a time;
+Protocol: the parent writes length-prefixed pickles of a CompileRequest (a lowered program) or a
+ReplayRequest (HLO text of one op cut out of a compiled program) to our stdin, one at a time;
 for each we compile, then write one length-prefixed pickle to the result fd: a dict with
 ``status`` (ok | compile-error), ``hlo`` (the optimized HLO text), ``error``, ``wall_seconds`` and
 ``peak_rss_bytes`` (this compile's, the high-water mark reset before it). The parent reads the
@@ -72,6 +73,7 @@ def main(result_fd: int, topology: str) -> None:
 
     environment.prepare()
     from ..jax_internals.aot import compile_here, start_backend
+    from .pjrt import ReplayRequest, compile_hlo
 
     start_backend(topology)  # libtpu's start-up, once: not part of the first compile's time
     while (request := receive(0)) is not None:
@@ -79,7 +81,11 @@ def main(result_fd: int, topology: str) -> None:
         start = time.perf_counter()
         answer: dict[str, object]
         try:
-            answer = {"status": "ok", "hlo": compile_here(request), "error": None}
+            if isinstance(request, ReplayRequest):
+                compile_hlo(request.hlo, request.topology)
+                answer = {"status": "ok", "hlo": None, "error": None}
+            else:
+                answer = {"status": "ok", "hlo": compile_here(request), "error": None}
         except Exception as err:  # XLA's compile errors: data for the parent
             answer = {"status": "compile-error", "hlo": None, "error": f"{type(err).__name__}: {err}"}
         answer.update(wall_seconds=time.perf_counter() - start, peak_rss_bytes=_peak_rss())

@@ -50,7 +50,7 @@ class KernelTime:
 class JobCost:
     """One compile that wrote libtpu's dumps: what it was for, how it ended, what it cost."""
 
-    label: str  # whole | probe-1 | probe-2 (cut grids) | bundles (no simulation)
+    label: str  # whole | probe-1 | probe-2 (cut grids) | bundles (no simulation) | replay-OP (an XLA op alone)
     status: str  # ok | compile-error | aborted | time-limit | memory-limit | no-answer
     wall_seconds: float
     peak_rss_bytes: int | None

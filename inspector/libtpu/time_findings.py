@@ -67,10 +67,14 @@ def aborted(chip: Chip, label: str, detail: str | None) -> Finding:
                    view="fusions", data={"chip": chip.name, "reason": detail})
 
 
-def simulated_alone(chip: Chip, op: str) -> Finding:
-    return Finding("info", "libtpu-alone", f"{op}: libtpu stopped simulating the whole program before it; simulated "
-                   "in a program of its own (its operands as parameters, so no op before it is counted)",
-                   kernel=op, view="fusions", data={"chip": chip.name})
+def simulated_alone(chip: Chip, op: str, compiled: bool = False) -> Finding:
+    if compiled:  # an XLA op, cut out of the compiled program
+        message = (f"{op}: libtpu did not simulate it in the whole program (over the budget, or stopped before it); "
+                   "simulated alone, as XLA compiled it (its layouts and loops; its operands as parameters in HBM)")
+    else:
+        message = (f"{op}: libtpu stopped simulating the whole program before it; simulated in a program of its own "
+                   "(its operands as parameters, so no op before it is counted)")
+    return Finding("info", "libtpu-alone", message, kernel=op, view="fusions", data={"chip": chip.name})
 
 
 def stopped(outcome: Outcome) -> str:
