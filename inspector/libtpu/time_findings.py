@@ -70,7 +70,8 @@ def aborted(chip: Chip, label: str, detail: str | None) -> Finding:
 def simulated_alone(chip: Chip, op: str, compiled: bool = False) -> Finding:
     if compiled:  # an XLA op, cut out of the compiled program
         message = (f"{op}: libtpu did not simulate it in the whole program (over the budget, or stopped before it); "
-                   "simulated alone, as XLA compiled it (its layouts and loops; its operands as parameters in HBM)")
+                   "simulated alone, as XLA compiled it (its layouts and loops; its operands as parameters, in VMEM where "
+                   "the program kept them there)")
     else:
         message = (f"{op}: libtpu stopped simulating the whole program before it; simulated in a program of its own "
                    "(its operands as parameters, so no op before it is counted)")
