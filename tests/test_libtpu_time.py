@@ -267,8 +267,12 @@ def test_an_op_the_cost_model_gave_up_on_keeps_its_roofline_and_says_so(no_folde
     """XLA:TPU's cost model writes ~2^63 cycles for an op it cannot estimate (samples/transformer.py's
     exponential_reduce_fusion on the v5e, 1.44 ms measured against its 20 us roofline). Unsimulated,
     such an op keeps its roofline, a lower bound, and a warning says so. Here figures of 10k cycles
-    or more count as the sentinel, and the rest make the program too large to simulate."""
+    or more count as the sentinel, and the rest make the program too large to simulate; simulating
+    such ops alone (test_time_replay.py) is left out, as when the budget ends before them."""
     from inspector.hlo import fusions
+    from inspector.libtpu import estimate as estimate_module
+
+    monkeypatch.setattr(estimate_module._Run, "_replay", lambda self, unestimated_only=False: None)
 
     target = load_target("samples/transformer.py:loss_fn")
     budget = Budget(seconds_per_cycle=1.0)
