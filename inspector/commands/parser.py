@@ -67,8 +67,8 @@ def _time_options(p: argparse.ArgumentParser) -> None:
                    help="what the simulation may take (default 60 s): past it, Pallas grids are simulated smaller and "
                         "extrapolated (labelled so)")
     p.add_argument("--time-memory", type=_gibibytes, metavar="GIB",
-                   help="the memory the simulation may use (default 4 GiB): a program whose XLA ops need more keeps "
-                        "the compiler's per-op estimates (labelled so)")
+                   help="the memory the simulation may use (default 4 GiB): a program that needs more is simulated "
+                        "op by op, as far as the budget goes (labelled so)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -222,10 +222,11 @@ class _Run:
     def _replay(self, unestimated_only: bool = False) -> None:
         """The XLA ops the program's simulation gave no figure (it was over the budget, or libtpu
         stopped before them), each compiled again alone as XLA compiled it (hlo/replay.py: its
-        layouts and window config, which a compile from its HLO ops would choose anew) and simulated:
-        those the compiler's cost model gave up on first (``unestimated_only``: only those), then the
-        costliest by that model, while the budget lasts. One op alone is cheap to simulate where its program is not (attention's
-        reference: 2 s and 0.6 GB for its softmax fusion, 172 s and 10.6 GiB for the program)."""
+        layouts and window config, which a compile from its HLO ops would choose anew) and
+        simulated: those the compiler's cost model gave up on first (``unestimated_only``: only
+        those), then the costliest by that model, while the budget lasts. One op alone is cheap
+        where its program is not (attention's reference: 2 s and 0.6 GB for its softmax fusion,
+        172 s and 10.6 GiB for the program)."""
         from ..compilation.stages import capture  # (jax: only when an estimate runs)
 
         gave_up = lambda k: getattr(k, "compiler_gave_up", False)
