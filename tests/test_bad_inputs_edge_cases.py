@@ -785,13 +785,21 @@ def test_figures_from_the_cost_model_are_not_called_libtpus(monkeypatch):
 
     from inspector.base.chips import get_chip
     from inspector.libtpu import estimate as est
+    from inspector.libtpu import ops_alone
     from inspector.libtpu.runner import Outcome
     from inspector.views.printer import _estimate_line
 
-    _fake_libtpu(monkeypatch, Outcome("aborted", 1.0, None, detail="Dma latency model is currently only supported on VF/VL/GF/GL."))
-    fusion = SimpleNamespace(name="tanh_multiply_fusion", kind="loop", compiler_cycles=619, roofline_s=1e-8, repeat=1)
-    estimate = est._Run(None, None, get_chip("tpu-v4"), [fusion], est.Budget()).run()
-    assert [t.estimate_source for t in estimate.kernels] == ["libtpu-cost-model"]
+    refusal = Outcome("aborted", 1.0, None, detail="Dma latency model is currently only supported on VF/VL/GF/GL.")
+    _fake_libtpu(monkeypatch, refusal)
+    monkeypatch.setattr(ops_alone, "open_session", lambda *a, **k: contextlib.nullcontext(SimpleNamespace(run=lambda *a, **k: refusal)))
+    fusions = [SimpleNamespace(name=f"tanh_multiply_fusion.{i}", kind="loop", compiler_cycles=619, roofline_s=1e-8, repeat=1)
+               for i in range(3)]
+    hlo = "HloModule m\n\nENTRY %main () -> f32[] {\n" + "".join(f"  %{k.name} = f32[] constant(1)\n" for k in fusions) + "}\n"
+    estimate = est._Run(None, None, get_chip("tpu-v4"), fusions, est.Budget(), hlo=hlo).run()
+    assert [t.estimate_source for t in estimate.kernels] == ["libtpu-cost-model"] * 3
+    # each op alone is refused too: two refusals in a row end the series (not one restart per op)
+    assert [j.label for j in estimate.jobs if j.label.startswith("replay-")] == ["replay-tanh_multiply_fusion.0",
+                                                                                 "replay-tanh_multiply_fusion.1"]
     assert estimate.method == "libtpu-cost-model"
     line = _estimate_line(SimpleNamespace(time=estimate))
     assert "(the compiler's cost model)" in line, line

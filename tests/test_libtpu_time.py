@@ -272,7 +272,7 @@ def test_an_op_the_cost_model_gave_up_on_keeps_its_roofline_and_says_so(no_folde
     from inspector.hlo import fusions
     from inspector.libtpu import estimate as estimate_module
 
-    monkeypatch.setattr(estimate_module._Run, "_replay", lambda self, unestimated_only=False: None)
+    monkeypatch.setattr(estimate_module, "simulate_untimed", lambda run, unestimated_only=False: None)
 
     target = load_target("samples/transformer.py:loss_fn")
     budget = Budget(seconds_per_cycle=1.0)

@@ -96,6 +96,30 @@ def extrapolate(fit: StepFit, steps: int) -> float:
     return fit.intercept + fit.per_step * steps
 
 
+def line_through(points: list[tuple[int, int, list[int]]]) -> StepFit | None:
+    """cycles = a + b * steps through the grids simulated, (steps, cycles, grid) each; None below two."""
+    distinct = {s: (c, g) for s, c, g in points}
+    if len(distinct) < 2:
+        return None
+    return fit_steps([(s, c) for s, (c, _) in distinct.items()], [g for _, g in distinct.values()])
+
+
+def full_grid_cycles(points: list[tuple[int, int, list[int]]], grid) -> tuple[float | None, StepFit | None]:
+    """(cycles of the full ``grid``, the fit when extrapolated) from the grids simulated."""
+    full = math.prod(grid)
+    exact = next((c for s, c, _ in points if s == full), None)
+    if exact is not None:
+        return float(exact), None
+    if (fit := line_through(points)) is not None:
+        return extrapolate(fit, full), fit
+    distinct = {s: (c, g) for s, c, g in points}
+    if len(distinct) == 1:  # one cut only: a line through the origin
+        (s, (c, g)), = distinct.items()
+        fit = StepFit(intercept=0.0, per_step=c / s, points=[(s, c)], grids=[g])
+        return extrapolate(fit, full), fit
+    return None, None
+
+
 def predict_whole(probes: list[tuple[float, int | None, float]], whole_cycles: float) -> tuple[float, int | None]:
     """Time and peak memory of simulating ``whole_cycles`` (all ops), from two reduced compiles
     given as (wall seconds, peak bytes, simulated cycles): both grow linearly in simulated cycles."""

@@ -6,7 +6,7 @@ What the whole simulation would cost is judged before it runs (``budget``):
 
 1. XLA ops whose cost-model cycles (the optimized HLO's own ``estimated_cycles``) would take
    over half the budget to simulate are not simulated together: the ops the cost model gave up on
-   are simulated one at a time, each alone as compiled (``_replay``), the bundles are dumped, then
+   are simulated one at a time, each alone as compiled (ops_alone.py), the bundles are dumped, then
    the costliest other ops are simulated alone while the budget lasts; the rest keep the
    compiler's figure (``libtpu-cost-model``), Pallas kernels their roofline.
 2. Pallas grids of at most ``Budget.probe_steps`` steps: the whole program is simulated (``libtpu``).
@@ -29,26 +29,24 @@ from ..compilation.backends import Backend
 from ..base.chips import Chip
 from ..base.findings import Finding
 from ..hlo.fusions import analyse_fusions
-from ..hlo.replay import NotReplayable, replay_module
 from ..jax_internals.aot import compile_request, grids_replaced
 from ..jax_internals.branches import Guard
 from ..jax_internals.evaluate import leading_values
 from ..jax_internals.isolate import alone, pallas_equations, with_grid
 from ..compilation.target import Target
 from .store import key as cache_key, load as load_cached, store as store_cached
-from .budget import MIN_SECONDS, Budget, extrapolate, fit_steps, predict_whole, reduced_grid
+from .budget import MIN_SECONDS, Budget, full_grid_cycles, line_through, predict_whole, reduced_grid
 from .bundles import bundle_findings, bundles_of
 from .guards import weighted
 from .kernel_times import timed as _timed, timed_roofline as _timed_roofline, totals as _totals
 from .model import (COST_MODEL, EXTRAPOLATED, LIBTPU, PALLAS_KINDS, ROOFLINE, JobCost, KernelBundles, KernelTime, StepFit,
                     TimeEstimate)
-from .pjrt import ReplayRequest
+from .ops_alone import REPLAY, simulate_untimed
 from .runner import DumpSession, Outcome, open_session
 from .time_findings import (aborted as aborted_finding, below_roofline, budget_note, cost_model_gave_up, extrapolated,
                             no_time, simulated_alone, stopped, unreadable)
 
 STOPPED = ("time-limit", "memory-limit", "no-answer")  # a job's statuses that say more about the machine than the program
-REPLAY = "replay-"  # the label of an XLA op's compile alone: the budget ends their series, a result like any other
 
 
 def estimate_times(target: Target, chip: Chip, *, budget: Budget | None = None, kernels: list | None = None,
@@ -142,7 +140,7 @@ class _Run:
         if self.aborted and method != COST_MODEL:
             self._alone()
         if method == COST_MODEL or self.aborted:
-            self._replay()
+            simulate_untimed(self)
         return self._finish(method)
 
     def _simulate(self) -> str:
@@ -159,7 +157,7 @@ class _Run:
                               "costliest XLA ops are simulated one at a time as the budget allows, the others keep "
                               "the compiler's estimate, Pallas kernels their roofline; --time-budget and "
                               "--time-memory give it more (the need can be twice this guess)")
-            self._replay(unestimated_only=True)  # before the bundles: without it such an op has only its roofline
+            simulate_untimed(self, unestimated_only=True)  # before the bundles: else such an op has only its roofline
             self._bundles_only()
             return COST_MODEL
         request, records = self._request(None)
@@ -218,44 +216,6 @@ class _Run:
             kernel = renamed.get(f.kernel or "", f.kernel)
             message = f.message.replace(f"{f.kernel}:", f"{kernel}:", 1) if f.kernel else f.message
             self.findings.append(dataclasses.replace(f, kernel=kernel, message=message))
-
-    def _replay(self, unestimated_only: bool = False) -> None:
-        """The XLA ops the program's simulation gave no figure (it was over the budget, or libtpu
-        stopped before them), each compiled again alone as XLA compiled it (hlo/replay.py: its
-        layouts and window config, which a compile from its HLO ops would choose anew) and
-        simulated: those the compiler's cost model gave up on first (``unestimated_only``: only
-        those), then the costliest by that model, while the budget lasts. One op alone is cheap
-        where its program is not (attention's reference: 2 s and 0.6 GB for its softmax fusion,
-        172 s and 10.6 GiB for the program)."""
-        from ..compilation.stages import capture  # (jax: only when an estimate runs)
-
-        gave_up = lambda k: getattr(k, "compiler_gave_up", False)
-        untimed = [k for k in self.kernels if k.name not in self.cycles and k.name not in self.replayed
-                   and k.kind not in PALLAS_KINDS and (gave_up(k) if unestimated_only else k.compiler_cycles or gave_up(k))]
-        if not untimed or self.left() < MIN_SECONDS:
-            return
-        hlo = self.hlo or capture(self.target, self.backend, jaxpr_text=False).stages.hlo
-        if not hlo:
-            return
-        untimed.sort(key=lambda k: (not gave_up(k), -(k.compiler_cycles or 0)))
-        with open_session(self.topology, profile=True, bundles=False) as session:
-            for k in untimed:
-                if self.left() < MIN_SECONDS:
-                    break
-                self.replayed.add(k.name)
-                try:
-                    request = ReplayRequest(replay_module(hlo, k.name), self.topology)
-                except NotReplayable:
-                    continue
-                outcome = session.run(request, seconds=self.left(), memory_bytes=self.budget.memory_bytes)
-                cycles = outcome.cycles.get(k.name)
-                self.jobs.append(JobCost(label=f"{REPLAY}{k.name}", status=outcome.status, detail=outcome.detail,
-                                         wall_seconds=round(outcome.wall_seconds, 3), peak_rss_bytes=outcome.peak_rss_bytes))
-                if cycles:
-                    self.cycles[k.name] = cycles
-                    self.findings.append(simulated_alone(self.chip, k.name, compiled=True))
-                if outcome.status in ("time-limit", "memory-limit"):  # the budget is spent
-                    break
 
     def _guarded(self, session, caps: list[int] | None) -> None:
         """Twice more, at the grids of the first simulation, with each Pallas kernel's costliest
@@ -407,27 +367,7 @@ class _Run:
     # ------------------------------------------------------------------ the answer
 
     def _pallas_cycles(self, op: str) -> tuple[float | None, StepFit | None]:
-        """(cycles of the full grid, the fit when extrapolated) from the measured points."""
-        full = math.prod(self.grids[op])
-        points = self.points.get(op, [])
-        exact = next((c for s, c, _ in points if s == full), None)
-        if exact is not None:
-            return float(exact), None
-        distinct = {s: (c, g) for s, c, g in points}
-        if (fit := self._line(op)) is not None:
-            return extrapolate(fit, full), fit
-        if len(distinct) == 1:  # one cut only: a line through the origin
-            (s, (c, g)), = distinct.items()
-            fit = StepFit(intercept=0.0, per_step=c / s, points=[(s, c)], grids=[g])
-            return extrapolate(fit, full), fit
-        return None, None
-
-    def _line(self, op: str) -> StepFit | None:
-        """cycles = a + b * steps through the grids simulated (None below two of them)."""
-        distinct = {s: (c, g) for s, c, g in self.points.get(op, [])}
-        if len(distinct) < 2:
-            return None
-        return fit_steps([(s, c) for s, (c, _) in distinct.items()], [g for _, g in distinct.values()])
+        return full_grid_cycles(self.points.get(op, []), self.grids[op])
 
     def _answer(self, method: str) -> TimeEstimate:
         times = []
@@ -480,7 +420,7 @@ class _Run:
         sides = self.forced[op]
         if "heavy" not in sides or "light" not in sides:
             return cycles
-        fit = fit or self._line(op)  # the whole grid simulated: the fixed part from the grids simulated
+        fit = fit or line_through(self.points.get(op, []))  # the whole grid simulated: the fixed part from the grids simulated
         intercept = max(fit.intercept, 0.0) if fit is not None else 0.0
         cycles, finding = weighted(op, cycles, self.guards[op], intercept, sides["heavy"], sides["light"], self.chip.name)
         if finding is not None:
