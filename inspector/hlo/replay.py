@@ -10,6 +10,7 @@ program and alone, 15,952 alone with its operands in HBM).
 """
 from __future__ import annotations
 
+import functools
 import re
 
 _COMPUTATION = re.compile(r"^(?:ENTRY )?%([\w.\-]+) \(.*?^\}$", re.S | re.M)
@@ -25,7 +26,7 @@ class NotReplayable(Exception):
 
 def replay_module(hlo_text: str, op: str) -> str:
     """HLO text of a module whose entry runs ``op`` alone on parameters shaped as its operands."""
-    computations = {m.group(1): m.group(0) for m in _COMPUTATION.finditer(hlo_text)}
+    computations = _computations(hlo_text)
     owner, line = _find(computations, op)
     shape, opcode, operands, attributes = _split(line, op)
     defined = _definitions(computations[owner])
@@ -54,6 +55,12 @@ def replay_module(hlo_text: str, op: str) -> str:
     layout = "{(" + ", ".join(params) + ")->" + result + "}"
     return "\n\n".join([f"HloModule replay, is_scheduled=true, entry_computation_layout={layout}", *called,
                         "ENTRY %main {\n" + "\n".join(entry) + "\n}"]) + "\n"
+
+
+@functools.lru_cache(maxsize=2)
+def _computations(hlo_text: str) -> dict[str, str]:
+    """Computation name -> its text: split once per module, however many of its ops are cut out."""
+    return {m.group(1): m.group(0) for m in _COMPUTATION.finditer(hlo_text)}
 
 
 def _in_hbm(shape: str) -> str:

@@ -5,7 +5,8 @@ jax object. When jax moves, this package is what changes.
 
 Modules: ``tracing`` (source locations, jaxpr walks), ``pallas`` (pallas_call equations ->
 PallasCall data), ``mosaic`` (the Mosaic MLIR of each kernel as it lowers), ``interpret``
-(TPU interpret mode: chip lookups, race state), ``cost`` (XLA's cost analysis of HLO text).
+(TPU interpret mode: chip lookups, race state), ``cost`` (XLA's cost analysis of HLO text),
+``hlo_program`` (HLO text as compile inputs for libtpu's C API).
 """
 from __future__ import annotations
 

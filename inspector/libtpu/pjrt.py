@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import ctypes as C
 import dataclasses
+import functools
+
+from ..jax_internals.hlo_program import compile_inputs, tpu_library_path
 
 API_MAJOR = 0
 MIN_MINOR = 33  # PJRT_Compile and the topology functions at the positions below
@@ -54,11 +57,14 @@ _Compile = _args(("topology", C.c_void_p), ("program", C.c_void_p), ("options", 
                  ("options_size", C.c_size_t), ("client", C.c_void_p), ("executable", C.c_void_p))
 
 
+@functools.cache
+def _api() -> "_Api":
+    return _Api()
+
+
 class _Api:
     def __init__(self) -> None:
-        from jax._src import cloud_tpu_init  # where jax itself finds libtpu
-
-        path = cloud_tpu_init.get_tpu_library_path()
+        path = tpu_library_path()  # where jax itself finds libtpu
         if path is None:
             raise PjrtUnavailable("libtpu is not installed")
         library = C.CDLL(path)  # already loaded by jax in this process: the same instance
@@ -69,32 +75,25 @@ class _Api:
             raise PjrtUnavailable(f"libtpu's PJRT C API is version {major}.{minor}; this reads {API_MAJOR}.{MIN_MINOR} or "
                                   f"a later {API_MAJOR}.x")
 
-    def call(self, index: int, args: _Args) -> None:
+    def _function(self, index: int, result):
         pointer = C.cast(self.address + _TABLE_OFFSET + 8 * index, C.POINTER(C.c_void_p))[0]
-        error = C.CFUNCTYPE(C.c_void_p, C.c_void_p)(pointer)(C.addressof(args))
+        return C.CFUNCTYPE(result, C.c_void_p)(pointer)
+
+    def call(self, index: int, args: _Args) -> None:
+        error = self._function(index, C.c_void_p)(C.addressof(args))
         if error:
             message = _ErrorMessage(error, None, 0)
-            C.CFUNCTYPE(None, C.c_void_p)(C.cast(self.address + _TABLE_OFFSET + 8 * _ERROR_MESSAGE,
-                                                 C.POINTER(C.c_void_p))[0])(C.addressof(message))
+            self._function(_ERROR_MESSAGE, None)(C.addressof(message))
             text = C.string_at(message.message, message.message_size).decode(errors="replace")
-            C.CFUNCTYPE(None, C.c_void_p)(C.cast(self.address + _TABLE_OFFSET + 8 * _ERROR_DESTROY,
-                                                 C.POINTER(C.c_void_p))[0])(C.addressof(_Pointer(error)))
+            self._function(_ERROR_DESTROY, None)(C.addressof(_Pointer(error)))
             raise RuntimeError(text)
 
 
 def compile_hlo(hlo_text: str, topology: str) -> None:
     """Compile ``hlo_text`` for ``topology`` (e.g. v5e:2x2) as its entry layout says, one device;
     what it is for is the dumps libtpu writes. Raises RuntimeError with XLA's message on failure."""
-    from jax._src.lib import xla_client as xc
-
-    api = _Api()
-    proto = xc.hlo.hlo_module_from_text(hlo_text).as_serialized_hlo_module_proto()
-    shape = xc.XlaComputation(proto).program_shape()
-    options = xc.CompileOptions()
-    options.argument_layouts = shape.parameter_shapes()  # else PJRT lays the parameters out anew
-    options.executable_build_options.result_layout = shape.result_shape()
-    options.executable_build_options.num_replicas = options.executable_build_options.num_partitions = 1
-    serialized = options.SerializeAsString()
+    api = _api()
+    proto, serialized = compile_inputs(hlo_text)
     name = topology.encode()
     created = _TopologyCreate(name, len(name), None, 0, None)
     api.call(_TOPOLOGY_CREATE, created)
