@@ -37,6 +37,8 @@ class Total:
     a: float | None
     b: float | None
     ratio: float | None  # b / a
+    kind_a: str | None = None  # an estimated time's kind on each side: estimate | floor | range (a range's low end)
+    kind_b: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -133,9 +135,13 @@ def _totals(a: Report, b: Report) -> list[Total]:
               if a.time is not None or b.time is not None else []),
             ("XLA temporaries", "bytes", lambda r: memory(r, "temp_size_in_bytes")),
             ("compile time", "seconds", lambda r: r.stages.timings.get("compile_s"))]
-    # a simulation against a roofline (v5e against v4, a TPU against the CPU) is no ratio
-    unlike = {name for name, _, _ in rows if name.startswith("estimated time (A ")}
-    return [Total(name=name, unit=unit, a=get(a), b=get(b), ratio=None if name in unlike else _ratio(get(a), get(b)))
+    # a simulation against a roofline (v5e against v4, a TPU against the CPU), or a floor against
+    # anything, is no ratio
+    kinds = (total(a, "estimate_kind"), total(b, "estimate_kind"))
+    unlike = {name for name, _, _ in rows if name.startswith("estimated time (A ")
+              or name.startswith("estimated time") and {"floor", "range"} & set(kinds)}
+    return [Total(name=name, unit=unit, a=get(a), b=get(b), ratio=None if name in unlike else _ratio(get(a), get(b)),
+                  **({"kind_a": kinds[0], "kind_b": kinds[1]} if name.startswith("estimated time") else {}))
             for name, unit, get in rows]
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from .base.atomic import write_atomic
 from .compilation.backends import Backend
-from .base.chips import CHIPS, Chip
+from .base.chips import CHIPS, Chip, get_chip
 from .display import html, print_view
 from .base.errors import UsageError
 from .base.findings import Finding, by_severity
@@ -18,6 +18,7 @@ from .hlo.fusions import FusionAnalysis, PallasFigures, analyse_fusions
 from .hlo.graph import build_dot, render_svg
 from .hlo.passes import PassLog
 from .libtpu import Budget, TimeEstimate, estimate_times
+from .libtpu.kernel_times import as_floor, totals as time_totals
 from .measure import Measurement
 from .hlo.memory import MemoryReport, analyse_memory
 from .mosaic.passes import MosaicPasses, capture_mosaic_passes
@@ -188,24 +189,32 @@ def _time_json(estimate: TimeEstimate) -> dict:
 
 
 def with_time(report: Report, estimate: TimeEstimate) -> Report:
-    """The report with libtpu's estimate: each kernel's cycles, seconds and their source, the
-    program's estimated seconds in the totals, the estimate's findings."""
+    """The report with libtpu's estimate: each kernel's cycles, seconds, their source and kind
+    (a kernel whose loops run a number of times known only when it runs: a floor), the program's
+    totals, the estimate's findings."""
+    loops = uncounted_loops(report, estimate)
+    if loops:
+        floors = {f.kernel for f in loops}
+        kernels = [as_floor(t) if t.name in floors else t for t in estimate.kernels]
+        estimate = dataclasses.replace(estimate, kernels=kernels, totals=time_totals(kernels, get_chip(estimate.chip)))
     if report.fusions is not None:
         for kernel in report.fusions.kernels:
             timed = estimate.kernel(kernel.name)
             if timed is not None:
                 kernel.estimated_cycles, kernel.estimated_seconds = timed.estimated_cycles, timed.estimated_seconds
-                kernel.estimate_source = timed.estimate_source
-        report.fusions.totals["estimated_seconds"] = estimate.totals.get("estimated_seconds")
-    findings = report.findings + estimate.findings + uncounted_loops(report, estimate)
+                kernel.estimate_source, kernel.estimate_kind = timed.estimate_source, timed.estimate_kind
+                kernel.high_seconds = timed.high_seconds
+        for name in ("estimated_seconds", "estimate_kind", "high_seconds", "floor_share"):
+            report.fusions.totals[name] = estimate.totals.get(name)  # type: ignore[literal-required]
+    findings = report.findings + estimate.findings + loops
     return dataclasses.replace(report, time=estimate, findings=by_severity(findings))
 
 
 def uncounted_loops(report: Report, estimate: TimeEstimate) -> list[Finding]:
     """A Pallas kernel whose body loops a number of times known only at run time (paged attention
     over a sequence's pages): neither libtpu's static simulation nor the roofline can count the
-    trips, so the figure says little about the chip's (paged attention on the v5e: 25 us simulated, 540-1,700 us
-    measured). Kernels are paired with their pallas_call by source line."""
+    trips, so the figure is a floor, which may be far below the chip's (paged attention on the v5e:
+    25 us simulated, 540-1,700 us measured). Kernels are paired with their pallas_call by source line."""
     loops = {p.call.source: p.call.unknown_loops for p in report.pallas or [] if p.call.unknown_loops}
     sources = {k.name: k.source for k in report.fusions.kernels} if report.fusions is not None else {}
     found = []
@@ -217,7 +226,7 @@ def uncounted_loops(report: Report, estimate: TimeEstimate) -> list[Finding]:
             "warning", "libtpu-loop-unknown",
             f"{t.name}: its body runs {loops[source]} while loop(s) whose trip count is known only when the "
             f"kernel runs; neither libtpu's static simulation nor the roofline can count the trips, so its "
-            f"{t.estimated_seconds * 1e6:,.1f} us may be far below the chip's time (measure on a TPU: --measure)",
+            f"{t.estimated_seconds * 1e6:,.1f} us is a floor, which may be far below the chip's time (measure on a TPU: --measure)",
             kernel=t.name, view="fusions",
             data={"chip": estimate.chip, "loops": loops[source]}))
     return found
@@ -303,10 +312,13 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     # Kernels lower in program order, each as a custom call named as Mosaic was told (stages.mosaic)
     names = ([m.name for m in stages.mosaic] if len(stages.mosaic) == len(kernels or [])
              else [k.call.name for k in kernels or []])
-    # the roofline, a lower bound, takes the least of what branches decide: flops and DMAs
+    # the roofline, a lower bound, takes the least of what branches decide: flops and DMAs, but never
+    # fewer bytes than the kernel's outputs (an emit_pipeline over HBM refs whose copies all sit
+    # under branches printed a 6.4 us roofline for a kernel that writes 268 MB)
     traffic = [PallasFigures(name) if k.walk.skipped
                else PallasFigures(name, k.walk.hbm_bytes_read, k.walk.hbm_bytes_written, k.flops, k.transcendentals,
-                                  k.flops_range[0] if k.flops_range else k.flops, k.walk.least_hbm_bytes)
+                                  k.flops_range[0] if k.flops_range else k.flops,
+                                  max(k.walk.least_hbm_bytes, sum(o.array_bytes for o in k.call.operands if o.must_write)))
                for name, k in zip(names, kernels or [])]
     analysis = None
     if fusions and stages.hlo:

@@ -635,13 +635,17 @@ def _fake_libtpu(monkeypatch, outcome, records=()):
     program lowers to ``records`` (its Pallas grids)."""
 
     from inspector.libtpu import estimate as est
+    from inspector.libtpu import programs
 
     class Session:
         def run(self, request, seconds, memory_bytes):
             return outcome
 
     monkeypatch.setattr(est, "open_session", lambda *a, **k: contextlib.nullcontext(Session()))
-    monkeypatch.setattr(est._Run, "_request", lambda self, caps, force=None: (None, list(records)))
+    monkeypatch.setattr(est, "open_sessions", lambda *a, count=1, **k: contextlib.nullcontext([Session()] * count))
+    monkeypatch.setattr(programs.Program, "request", lambda self, grids=None, force=None: (object(), list(records)))
+    monkeypatch.setattr(programs.Program, "values", lambda self: [(None, None)] * len(records))
+    monkeypatch.setattr(est, "alone_program", lambda program, kernels: None)  # no program of kernels alone
 
 
 def _stopped_run(monkeypatch, grid, status="time-limit"):
@@ -652,7 +656,7 @@ def _stopped_run(monkeypatch, grid, status="time-limit"):
     from inspector.libtpu import estimate as est
     from inspector.libtpu.runner import Outcome
 
-    record = SimpleNamespace(name="k", grid=grid, used=grid, guard=None)
+    record = SimpleNamespace(name="k", grid=grid, used=grid, guard=None, semantics=("arbitrary",) * len(grid))
     _fake_libtpu(monkeypatch, Outcome(status, 1.0, None, detail="stopped (the time budget)"), [record])
     kernel = SimpleNamespace(name="k.1", kind="custom-call:pallas", compiler_cycles=None, roofline_s=1e-6, repeat=1)
     budget = est.Budget(seconds=1.0)  # the least a budget may be (the compile is stopped all the same, here)
@@ -714,24 +718,20 @@ def test_time_memory_reaches_the_estimate(cli, monkeypatch):
     assert seen["budget"].memory_bytes == int(12.5 * 2**30) and seen["budget"].seconds == 60
 
 
-def test_xla_ops_past_the_memory_budget_say_how_to_give_more(monkeypatch):
-    """A program whose XLA ops are too costly to simulate keeps the compiler's figures, and the
-    finding names the options that would let libtpu simulate it; with enough memory it simulates."""
+def test_xla_ops_past_the_memory_budget_say_how_to_give_more():
+    """A program whose XLA ops are too costly to simulate in one compile is not simulated whole,
+    and the note names the budget's memory; with enough memory it is."""
     from types import SimpleNamespace
 
-    from inspector.base.chips import get_chip
-    from inspector.libtpu import estimate as est
-    from inspector.libtpu.runner import Outcome
+    from inspector.libtpu.budget import Budget
+    from inspector.libtpu.plan import make_plan
 
-    _fake_libtpu(monkeypatch, Outcome("ok", 1.0, None))
     # 2.9M cycles by the compiler's estimate: about 5.8 GB to simulate at the budget's rate
-    fusion = SimpleNamespace(name="fusion.3", kind="fusion:loop", compiler_cycles=2_900_000, roofline_s=3e-4, repeat=1)
-    small = est._Run(None, None, get_chip("tpu-v5e"), [fusion], est.Budget(seconds=1000.0))
-    assert small._simulate() == est.COST_MODEL
-    (note,) = [f for f in small.findings if f.code == "time-budget"]
-    assert "--time-memory" in note.message and "4 GiB" in note.message
-    large = est._Run(None, None, get_chip("tpu-v5e"), [fusion], est.Budget(seconds=1000.0, memory_bytes=16 * 2**30))
-    assert large._simulate() != est.COST_MODEL
+    fusion = SimpleNamespace(name="fusion.3", kind="fusion:loop", compiler_cycles=2_900_000, compiler_gave_up=False, repeat=1)
+    small = make_plan([fusion], {}, [], Budget(seconds=1000.0), cores=1)
+    assert "whole" not in [j.label for j in small.jobs] and "4 GiB" in small.notes[0]
+    large = make_plan([fusion], {}, [], Budget(seconds=1000.0, memory_bytes=16 * 2**30), cores=1)
+    assert [j.label for j in large.jobs] == ["whole"]
 
 
 def test_time_with_a_view_that_shows_it_is_not_refused():
@@ -778,28 +778,26 @@ def test_a_function_of_no_inputs_needs_no_args(cli, tmp_path):
 
 
 def test_figures_from_the_cost_model_are_not_called_libtpus(monkeypatch):
-    """v4: libtpu aborts its simulation ("Dma latency model ... only supported on VF/VL/GF/GL"), every
-    kernel keeps the compiler's cost-model cycles, and the overview said "(libtpu)" all the same;
-    its words for each method never matched the method names, so none was ever shown."""
+    """v4: libtpu's simulation refuses the chip ("Dma latency model ... only supported on
+    VF/VL/GF/GL"), every kernel keeps the compiler's cost-model cycles, and the overview said
+    "(libtpu)" all the same; its words for each method never matched the method names, so none
+    was ever shown. Nor is the refusal a budget problem: one warning says it, nothing is simulated."""
     from types import SimpleNamespace
 
     from inspector.base.chips import get_chip
     from inspector.libtpu import estimate as est
-    from inspector.libtpu import ops_alone
     from inspector.libtpu.runner import Outcome
     from inspector.views.printer import _estimate_line
 
-    refusal = Outcome("aborted", 1.0, None, detail="Dma latency model is currently only supported on VF/VL/GF/GL.")
-    _fake_libtpu(monkeypatch, refusal)
-    monkeypatch.setattr(ops_alone, "open_session", lambda *a, **k: contextlib.nullcontext(SimpleNamespace(run=lambda *a, **k: refusal)))
+    _fake_libtpu(monkeypatch, Outcome("ok", 1.0, None))
     fusions = [SimpleNamespace(name=f"tanh_multiply_fusion.{i}", kind="loop", compiler_cycles=619, roofline_s=1e-8, repeat=1)
                for i in range(3)]
-    hlo = "HloModule m\n\nENTRY %main () -> f32[] {\n" + "".join(f"  %{k.name} = f32[] constant(1)\n" for k in fusions) + "}\n"
-    estimate = est._Run(None, None, get_chip("tpu-v4"), fusions, est.Budget(), hlo=hlo).run()
+    estimate = est._Run(None, None, get_chip("tpu-v4"), fusions, est.Budget()).run()
     assert [t.estimate_source for t in estimate.kernels] == ["libtpu-cost-model"] * 3
-    # each op alone is refused too: two refusals in a row end the series (not one restart per op)
-    assert [j.label for j in estimate.jobs if j.label.startswith("replay-")] == ["replay-tanh_multiply_fusion.0",
-                                                                                 "replay-tanh_multiply_fusion.1"]
+    assert [j.label for j in estimate.jobs] == ["bundles"]  # the bundles only: no simulation libtpu would refuse
+    (refused,) = [f for f in estimate.findings if f.code == "libtpu-refused"]
+    assert refused.severity == "warning" and "--time-budget" in refused.message and "tpu-v4" in refused.message
+    assert not [f for f in estimate.findings if f.code == "time-budget"]
     assert estimate.method == "libtpu-cost-model"
     line = _estimate_line(SimpleNamespace(time=estimate))
     assert "(the compiler's cost model)" in line, line

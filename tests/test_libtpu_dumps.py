@@ -1,6 +1,7 @@
 """libtpu's dump readers on stored excerpts of real dumps, and the parts of the time estimate that
 need no compile: the reduced grids and the fit, the cache's round trip, unreadable dumps."""
 import dataclasses
+import math
 import types
 
 import pytest
@@ -10,7 +11,7 @@ from inspector.base.chips import get_chip
 from inspector.libtpu import budget as budget_mod
 from inspector.libtpu import dumps, store
 from inspector.libtpu.bundles import NO_SOURCE, kernel_bundles
-from inspector.libtpu.estimate import _Run
+from inspector.libtpu.answer import Collected, answer
 from inspector.libtpu.model import EXTRAPOLATED, LIBTPU, ROOFLINE, KernelTime, StepFit, TimeEstimate
 
 EXCERPTS = DATA / "libtpu"
@@ -167,12 +168,16 @@ def test_fit_and_extrapolation():
     assert budget_mod.fit_steps([(64, 10), (128, 5)], []) is None
 
 
-def test_predicted_cost_grows_with_simulated_cycles():
-    seconds, memory = budget_mod.predict_whole([(2.0, 500, 1000), (5.0, 600, 2000)], 11000)
-    assert seconds == pytest.approx(5.0 + 9000 * 3.0 / 1000) and memory == 600 + 900
-    # noise (the larger compile barely slower, or faster): half the larger one's whole rate at least
-    seconds, _ = budget_mod.predict_whole([(3.0, 500, 1000), (2.0, 500, 2000)], 4000)
-    assert seconds == pytest.approx(2.0 + 2000 * 0.5 * 2.0 / 2000)
+def test_a_plane_through_three_cuts_counts_each_run_of_the_innermost_axis():
+    """A kernel whose innermost axis was cut too: each run of it costs its first and last steps
+    beside its steps (a reduction's init and write-back), which a line through steps alone misses."""
+    def cycles(grid):  # 900 fixed, 5,000 a run of the innermost axis, 700 a step
+        return 900 + 5000 * budget_mod.rows_of(grid) + 700 * math.prod(grid)
+    points = [(math.prod(g), cycles(g), list(g)) for g in ((1, 1, 2), (1, 1, 4), (1, 2, 2))]
+    full, fit = budget_mod.full_grid_cycles(points, (4, 8, 64))
+    assert full == pytest.approx(cycles((4, 8, 64))) and fit.per_row == pytest.approx(5000)
+    line = [(math.prod(g), cycles(g), list(g)) for g in ((1, 1, 64), (1, 4, 64))]  # the innermost axis whole
+    assert budget_mod.full_grid_cycles(line, (4, 8, 64))[0] == pytest.approx(cycles((4, 8, 64)))
 
 
 # ----------------------------------------------------------------------------- the answer
@@ -183,45 +188,44 @@ def _kernel(name, kind, roofline=1e-6, compiler_cycles=None):
                                  compiler_gave_up=False, repeat=1)
 
 
-def _run(kernels, chip="tpu-v5e"):
-    return _Run(None, None, get_chip(chip), kernels, budget_mod.Budget())
+def _answer(kernels, chip="tpu-v5e", **got):
+    """What the estimate answers from what its compiles gave (``got``: Collected's fields)."""
+    return answer(get_chip(chip), kernels, Collected(**got), budget_mod.Budget(), [], [])
 
 
 def test_sources_per_kernel():
-    run = _run([_kernel("mm.1", "custom-call:pallas"), _kernel("fusion", "fusion:loop", compiler_cycles=3000),
-                _kernel("fusion.2", "fusion:loop", roofline=1e-7), _kernel("copy.1", "copy", compiler_cycles=None, roofline=2e-6)])
-    run.grids = {"mm.1": (4, 64)}
-    run.points = {"mm.1": [(64, 64 * 700 + 500, [1, 64]), (128, 128 * 700 + 500, [2, 64])]}
-    run.cycles = {"fusion.2": 1200}
-    estimate = run._answer(EXTRAPOLATED)
+    estimate = _answer([_kernel("mm.1", "custom-call:pallas"), _kernel("fusion", "fusion:loop", compiler_cycles=3000),
+                        _kernel("fusion.2", "fusion:loop", roofline=1e-7), _kernel("copy.1", "copy", compiler_cycles=None, roofline=2e-6)],
+                       grids={"mm.1": (4, 64)}, points={"mm.1": [(64, 64 * 700 + 500, [1, 64]), (128, 128 * 700 + 500, [2, 64])]},
+                       cycles={"fusion.2": 1200})
     by = {k.name: k for k in estimate.kernels}
     assert by["mm.1"].estimate_source == EXTRAPOLATED and by["mm.1"].estimated_cycles == pytest.approx(256 * 700 + 500)
     assert by["mm.1"].cycles_per_step == pytest.approx(700) and by["mm.1"].steps == 256
     assert by["fusion"].estimate_source == "libtpu-cost-model" and by["fusion"].estimated_cycles == 3000
     assert by["fusion.2"].estimate_source == LIBTPU and by["fusion.2"].estimated_seconds == pytest.approx(1200 / 1.5e9)
     assert by["copy.1"].estimate_source == ROOFLINE and by["copy.1"].estimated_seconds == pytest.approx(2e-6)
+    assert [by[k].estimate_kind for k in ("mm.1", "fusion", "fusion.2", "copy.1")] == ["estimate"] * 3 + ["floor"]
+    assert estimate.totals["estimate_kind"] == "floor"  # a floor among the kernels: the total is one too
+    assert estimate.totals["floor_share"] == pytest.approx(2e-6 / estimate.totals["estimated_seconds"])
     assert estimate.method == EXTRAPOLATED
     assert estimate.totals["estimated_seconds"] == pytest.approx(sum(k.estimated_seconds for k in estimate.kernels))
     assert [f.code for f in estimate.findings] == ["time-extrapolated"]
 
 
 def test_a_simulated_time_below_the_roofline_gives_way_to_the_roofline_with_a_warning():
-    run = _run([_kernel("fusion.2", "fusion:loop", roofline=2e-6), _kernel("fusion.3", "fusion:loop", roofline=1e-7)])
-    run.cycles = {"fusion.2": 1500, "fusion.3": 1500}  # 1 us on a 1.5 GHz v5e: below the first's roofline only
-    estimate = run._answer(LIBTPU)
+    estimate = _answer([_kernel("fusion.2", "fusion:loop", roofline=2e-6), _kernel("fusion.3", "fusion:loop", roofline=1e-7)],
+                       cycles={"fusion.2": 1500, "fusion.3": 1500})  # 1 us on a 1.5 GHz v5e: below the first's roofline only
     by = {k.name: k for k in estimate.kernels}
     assert by["fusion.2"].estimate_source == ROOFLINE and by["fusion.2"].estimated_seconds == pytest.approx(2e-6)
+    assert by["fusion.2"].estimate_kind == "floor"
     assert by["fusion.3"].estimate_source == LIBTPU and by["fusion.3"].estimated_seconds == pytest.approx(1e-6)
     (finding,) = [f for f in estimate.findings if f.code == "libtpu-below-roofline"]
     assert finding.kernel == "fusion.2" and finding.data["libtpu_seconds"] == pytest.approx(1e-6)
 
 
 def test_unreadable_dump_is_an_info_finding_and_no_figure():
-    run = _run([_kernel("mm.1", "custom-call:pallas")])
-    run.grids = {"mm.1": (8,)}
-    run.points = {"mm.1": [(8, 9000, [8])]}
-    run.llo = {"mm.1": {dumps.BUNDLES_LABEL: "a format of libtpu 9.9\n", dumps.UTILIZATION_LABEL: UTILIZATION}}
-    estimate = run._answer(LIBTPU)
+    estimate = _answer([_kernel("mm.1", "custom-call:pallas")], grids={"mm.1": (8,)}, points={"mm.1": [(8, 9000, [8])]},
+                       llo={"mm.1": {dumps.BUNDLES_LABEL: "a format of libtpu 9.9\n", dumps.UTILIZATION_LABEL: UTILIZATION}})
     assert estimate.bundles == []  # no bundles rather than wrong ones
     (finding,) = [f for f in estimate.findings if f.code == "libtpu-dump-unreadable"]
     assert finding.severity == "info" and "control target legend" in finding.message
@@ -230,11 +234,8 @@ def test_unreadable_dump_is_an_info_finding_and_no_figure():
 
 def test_estimate_round_trips_through_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
-    run = _run([_kernel("mm.1", "custom-call:pallas")])
-    run.grids = {"mm.1": (8,)}
-    run.points = {"mm.1": [(8, 9000, [8])]}
-    run.llo = {"mm.1": {dumps.BUNDLES_LABEL: BUNDLES, dumps.UTILIZATION_LABEL: UTILIZATION}}
-    estimate = run._answer(LIBTPU)
+    estimate = _answer([_kernel("mm.1", "custom-call:pallas")], grids={"mm.1": (8,)}, points={"mm.1": [(8, 9000, [8])]},
+                       llo={"mm.1": {dumps.BUNDLES_LABEL: BUNDLES, dumps.UTILIZATION_LABEL: UTILIZATION}})
     estimate.kernels.append(KernelTime(name="x", kind="fusion:loop", estimated_cycles=5.0, estimated_seconds=1e-9,
                                        estimate_source=EXTRAPOLATED,
                                        fit=StepFit(intercept=1.0, per_step=2.0, points=[(1, 3)], grids=[[1]])))

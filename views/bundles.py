@@ -10,7 +10,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..base.units import fmt_count, fmt_time
+from ..base.units import fmt_count, fmt_estimate
 from .cells import add_row
 from .fusions import ESTIMATE_MARK
 
@@ -40,13 +40,15 @@ def summary_table(estimate: TimeEstimate) -> Table:
     for b in estimate.bundles:
         t = timed.get(b.kernel)
         add_row(table, b.kernel, fmt_count(b.bundles), fmt_count(b.bundles_per_step), fmt_count(b.cycles_per_step),
-                fmt_time(t.estimated_seconds) + ESTIMATE_MARK.get(t.estimate_source or "", "") if t else "-",
+                fmt_estimate(t.estimated_seconds, t.estimate_kind, t.high_seconds) + ESTIMATE_MARK.get(t.estimate_source or "", "")
+                if t else "-",
                 Text(b.bound or "-", style="bold" if b.bound else ""),
                 Text(f"{b.spill_stores}/{b.spill_fills}", style="bold red" if b.spill_stores or b.spill_fills else ""),
                 *(_share(b.units[u].share) if u in b.units else "-" for u in UNITS_SHOWN[:5]))
     table.caption = ("unit columns: share of the unit's slots used over the bundles (the capacity per bundle is in the "
                      "kernel's units table); bound: the unit the bundles need most, or DMA waits; est. time: libtpu's "
-                     "simulation (~ extrapolated, c the compiler's cost model, r roofline: libtpu gave none)")
+                     "simulation (~ extrapolated, c the compiler's cost model); >= a floor where libtpu gave none (r the roofline, "
+                     "b the bundles the kernel issues)")
     table.caption_justify = "left"
     return table
 

@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..base.units import fmt_bytes, fmt_count, fmt_time
+from ..base.units import fmt_estimate, fmt_bytes, fmt_count, fmt_time
 
 from .cells import add_row
 
@@ -46,7 +46,9 @@ def totals_table(c: Compare) -> Table:
         fmt = _FORMAT[t.unit]
         name = t.name + (" (A from cache)" if t.name == "compile time" and c.a.compile_cached else "") \
                       + (" (B from cache)" if t.name == "compile time" and c.b.compile_cached else "")
-        add_row(table, name, fmt(t.a), fmt(t.b), _ratio(t.ratio))
+        shown = ((fmt_estimate(t.a, t.kind_a), fmt_estimate(t.b, t.kind_b)) if t.kind_a or t.kind_b
+                 else (fmt(t.a), fmt(t.b)))
+        add_row(table, name, *shown, _ratio(t.ratio))
     return table
 
 

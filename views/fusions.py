@@ -9,7 +9,7 @@ from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..base.units import fmt_bytes, fmt_count, fmt_time
+from ..base.units import fmt_bytes, fmt_count, fmt_estimate, fmt_time
 
 from .cells import add_row
 
@@ -24,7 +24,7 @@ SORT_KEYS = {
     # libtpu's estimate where --time gave one, else the roofline
     "time": lambda k: -(k.estimated_seconds if k.estimated_seconds is not None else k.roofline_s or 0) * k.repeat,
 }
-ESTIMATE_MARK = {"libtpu": "", "libtpu-extrapolated": " ~", "libtpu-cost-model": " c", "roofline": " r"}
+ESTIMATE_MARK = {"libtpu": "", "libtpu-extrapolated": " ~", "libtpu-cost-model": " c", "bundles": " b", "roofline": " r"}
 BOUND_STYLE: dict[str | None, str] = {"memory": "yellow", "compute": "cyan"}
 
 
@@ -57,7 +57,8 @@ KERNEL_COLUMNS = (
 
 GROUP_COLUMN = Column("group", lambda k: k.group or "-", "left")  # FusionAnalysis.groups: a layer's forward, a loop's i-th run
 MADE_BY_COLUMN = Column("made by pass", lambda k: (k.made_by or "-").split(" (", 1)[0], "left")
-ESTIMATE_COLUMN = Column("est. time", lambda k: fmt_time(k.estimated_seconds) + ESTIMATE_MARK.get(k.estimate_source or "", ""))
+ESTIMATE_COLUMN = Column("est. time", lambda k: fmt_estimate(k.estimated_seconds, k.estimate_kind, k.high_seconds)
+                         + ESTIMATE_MARK.get(k.estimate_source or "", ""))
 MEASURED_COLUMN = Column("measured", lambda k: fmt_time(k.measured_seconds))
 RATIO_COLUMN = Column("est./meas.", lambda k: f"{k.estimated_seconds / k.measured_seconds:.2f}x"
                       if k.estimated_seconds and k.measured_seconds else "-")
@@ -110,7 +111,8 @@ def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) 
         notes.append(f"{len(kernels) - len(shown)} more kernels: --top 0 shows all, --sort bytes|flops|time ranks them")
     if timed:
         notes.append("est. time: libtpu's static simulation of the compiled kernel (~ extrapolated from smaller grids, "
-                     "c the compiler's cost model, r roofline: libtpu gave none); time: the roofline bound")
+                     "c the compiler's cost model); >= a floor where libtpu gave none (r the roofline, b the bundles the "
+                     "kernel issues), a-b a range; time: the roofline bound")
     if measured:
         notes.append("measured: device time of one launch on the attached TPU (jax's profiler; - where the chip ran no op "
                      "of that name)")
@@ -141,7 +143,10 @@ def totals_table(analysis: FusionAnalysis) -> Table:
     add_row(table, "roofline time", fmt_time(t["roofline_s"]), "", "")
     if t.get("estimated_seconds") is not None:
         sources = sorted({k.estimate_source for k in analysis.kernels if k.estimate_source is not None})
-        add_row(table, f"estimated time ({', '.join(sources) or 'libtpu'})", fmt_time(t["estimated_seconds"]), "", "")
+        add_row(table, f"estimated time ({', '.join(sources) or 'libtpu'})",
+                fmt_estimate(t["estimated_seconds"], t.get("estimate_kind"), t.get("high_seconds")), "", "")
+        if t.get("floor_share"):
+            add_row(table, "  of it, floors", f"{t['floor_share']:.0%}", "", "")
     if t.get("measured_seconds") is not None:
         add_row(table, "measured time (on the chip)", fmt_time(t["measured_seconds"]), "", "")
     return table

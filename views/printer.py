@@ -18,7 +18,7 @@ from rich.text import Text
 
 from ..base.chips import CHIPS, Chip
 from ..view_table import get_view
-from ..base.units import fmt_bytes, fmt_count, fmt_time
+from ..base.units import fmt_estimate, fmt_bytes, fmt_count, fmt_time
 
 from .cells import add_row, findings_table
 from .fusions import fusions_view
@@ -249,11 +249,14 @@ def _estimate_line(report: Report) -> str:
         why = next((f.message for f in estimate.findings if f.severity == "info"), "libtpu gave no estimate")
         return f"- ({why})"
     how = {"libtpu": "libtpu's static simulation", "libtpu-extrapolated": "libtpu's simulation, Pallas grids extrapolated",
-           "libtpu-cost-model": "the compiler's cost model",
+           "libtpu-cost-model": "the compiler's cost model", "bundles": "floors: the bundles kernels issue",
            "roofline": "roofline: libtpu gave none, or one below it"}.get(estimate.method, estimate.method)
-    slowest = ", ".join(f"{k.name} {fmt_time((k.estimated_seconds or 0.0) * k.repeat)}"  # slowest: timed ones only
-                        for k in estimate.slowest(3))
-    return f"{fmt_time(total)} on {estimate.chip} ({how}); slowest: {slowest} (--view bundles)"
+    slowest = ", ".join(f"{k.name} {fmt_estimate((k.estimated_seconds or 0.0) * k.repeat, k.estimate_kind, (k.high_seconds or 0.0) * k.repeat)}"
+                        for k in estimate.slowest(3))  # slowest: timed ones only
+    t = estimate.totals
+    floors = f", {t['floor_share']:.0%} of it floors" if t.get("floor_share") else ""
+    shown = fmt_estimate(total, t.get("estimate_kind"), t.get("high_seconds"))  # type: ignore[arg-type]
+    return f"{shown} on {estimate.chip} ({how}{floors}); slowest: {slowest} (--view bundles)"
 
 
 def stage_text(report: Report, view: str) -> str:

@@ -29,6 +29,20 @@ def fmt_time(s: float | None) -> str:
     return f"{s / 1e-9:.3g} ns"
 
 
+def fmt_estimate(seconds: float | None, kind: str | None = None, high: float | None = None) -> str:
+    """A time as what it is: ``369 us`` (an estimate), ``>= 164 us`` (a floor: the time is at
+    least that), ``161-387 us`` (a range)."""
+    if seconds is None:
+        return "-"
+    if kind == "floor" or kind == "range" and high is None:  # a range without its top: its floor
+        return ">= " + fmt_time(seconds)
+    if kind == "range" and high is not None:
+        low, top = fmt_time(seconds), fmt_time(high)
+        unit = top.rsplit(" ", 1)[-1]
+        return f"{low.rsplit(' ', 1)[0]}-{top}" if low.endswith(" " + unit) else f"{low}-{top}"
+    return fmt_time(seconds)
+
+
 def count(n: int, noun: str) -> str:
     """``1 finding``, ``2 findings``: a count with its noun (regular plurals only)."""
     return f"{n:,} {noun}" + ("" if n == 1 else "s")

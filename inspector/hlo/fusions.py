@@ -171,14 +171,15 @@ def _kernels_of(module: HloModule, comp: Computation, costs: Costs, chip: Chip |
                 body_comp = module.computations[body.lstrip("%")]
                 init = by_name.get(instr.operands[0]) if instr.operands else None
                 start = [origin(o) for o in init.operands] if init is not None and init.opcode == "tuple" else None
-                found += _kernels_of(module, body_comp, costs, chip, repeat * int(trips or 1), start)
+                inside = _kernels_of(module, body_comp, costs, chip, repeat * int(trips or 1), start)
+                for k in inside if not trips else []:
+                    k.trips_unknown = True
+                    k.note = "inside a while loop whose trip count is known only when it runs: counted once"
+                found += inside
                 root = next((i for i in body_comp.instructions if i.is_root), None)
                 if root is not None and root.opcode == "tuple":
                     inner = body_comp.by_name()
                     loops[instr.name] = [_origin(o, inner, start, {}) for o in root.operands]
-                if not trips:
-                    if found:
-                        found[-1].note = "inside a while loop of unknown trip count: counted once"
             continue
         cost = costs.instruction(instr, shapes)
         out_shapes = _results(instr)

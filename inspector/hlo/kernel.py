@@ -48,6 +48,7 @@ class Kernel:
     compiler_scoped_vmem_bytes: int | None = None  # used_scoped_memory_configs
     reduce_window_flops: float = 0.0  # part of flops; XLA:TPU counts these differently
     repeat: int = 1  # times it runs (a while body with a known trip count)
+    trips_unknown: bool = False  # inside a while loop whose trip count is known only when it runs: counted once
     scope: str | None = None  # op_name scope, e.g. jit(train_step)/layer3
     note: str | None = None
     made_by: str | None = None  # the compiler pass that created it (with pass dumps: show --passes)
@@ -56,6 +57,8 @@ class Kernel:
     estimated_cycles: float | None = None
     estimated_seconds: float | None = None
     estimate_source: str | None = None
+    estimate_kind: str | None = None  # estimate | floor (the time is at least this) | range (up to high_seconds)
+    high_seconds: float | None = None
     # device time of one launch on the attached TPU (with --measure; inspector.measure), as estimated_seconds
     measured_seconds: float | None = None
     group: str | None = None  # the label of its KernelGroup (FusionAnalysis.groups): layer3 forward, gpt2.py:34-35 block #7 backward

@@ -25,6 +25,9 @@ class Totals(TypedDict):
     padding_bytes: int
     roofline_s: float | None
     estimated_seconds: NotRequired[float | None]  # libtpu's estimate of the whole program (--time)
+    estimate_kind: NotRequired[str | None]  # estimate | floor (some kernel's figure is one) | range
+    high_seconds: NotRequired[float | None]  # a range's upper end
+    floor_share: NotRequired[float | None]  # the part of estimated_seconds that floors make
     measured_seconds: NotRequired[float | None]  # its device time on the attached TPU (--measure)
 
 
@@ -46,8 +49,21 @@ def sums(kernels: list[Kernel], roofline: bool, trips: bool = True) -> Totals:
         reduce_window_flops=sum(r(k, k.reduce_window_flops) for k in kernels),
         bytes=read + written,
         padding_bytes=read + written - logical,
-        roofline_s=sum(r(k, k.roofline_s) for k in kernels if k.roofline_s) if roofline else None,
+        roofline_s=overlapped([(r(k, k.roofline_s), is_async(k.opcode)) for k in kernels if k.roofline_s]) if roofline else None,
     )
+
+
+def is_async(opcode: str) -> bool:
+    """An op the program starts and later waits for (copy-start, slice-start, all-gather-start):
+    its DMA runs while the kernels between run."""
+    return opcode.endswith("-start")
+
+
+def overlapped(times: list[tuple[float, bool]]) -> float:
+    """A program's time from its kernels' (seconds, asynchronous): the asynchronous ones' DMAs run
+    beside the others, so the total is the longer of the two sums (a lower bound: each engine is
+    busy that long), not their sum."""
+    return max(sum(t for t, a in times if not a), sum(t for t, a in times if a))
 
 
 def agreement(totals: Totals, xla: dict | None, once: Totals | None = None, trips: list[int] | None = None) -> dict:

@@ -8,6 +8,7 @@ on parameters shaped as its operands, so that they can be simulated without the 
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 from .evaluate import pallas_occurrences
@@ -38,18 +39,26 @@ def with_grid(eqn, sizes: list | None):
     return eqn.replace(invars=eqn.invars[len(dynamic):], params=params)
 
 
-def alone(equations: list) -> tuple[Callable, tuple]:
+def alone(equations: list, names: list[str] | None = None) -> tuple[Callable, tuple]:
     """(function, its abstract inputs): the function runs each equation on its own inputs, in order.
     Its operands' values are parameters: a kernel whose time depends on them (scalar prefetch) is
-    simulated as libtpu simulates any parameter."""
+    simulated as libtpu simulates any parameter. ``names``: each kernel's name there (the name
+    of its custom call), so that its op is known whatever XLA numbers it."""
     import jax
+
+    if names is not None:
+        equations = [eqn.replace(params=dict(eqn.params, name=name)) if "name" in eqn.params else eqn
+                     for eqn, name in zip(equations, names)]
 
     avals = [[jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in e.invars] for e in equations]
 
+    scopes = names or [None] * len(equations)
+
     def kernels_alone(*flat):
         outs, start = [], 0
-        for eqn, ins in zip(equations, avals):
-            outs.append(eqn.primitive.bind(*flat[start:start + len(ins)], **eqn.params))
+        for eqn, ins, scope in zip(equations, avals, scopes):
+            with jax.named_scope(scope) if scope else contextlib.nullcontext():  # XLA names the op after its scope
+                outs.append(eqn.primitive.bind(*flat[start:start + len(ins)], **eqn.params))
             start += len(ins)
         return outs
 

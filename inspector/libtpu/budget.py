@@ -1,15 +1,20 @@
-"""How much libtpu's simulation may cost, and how to get a figure when the whole would cost more.
+"""How much libtpu's simulation may cost, judged before it runs, and how to get a figure when the
+whole would cost more.
 
-libtpu's static profile runs the compiled program bundle by bundle (it unrolls the loops), so
-its time and memory grow with what the program runs: a Pallas kernel's grid steps, an XLA op's
-cycles. Measured here (2 shared cores): a 2048^3 bf16 matmul at 128-cubed blocks (4,096 steps)
-took the compile from 2 s / 0.4 GB to 20-24 s / 1.3 GB; XLA's own 4096^3 dot 30 s / 2.2 GB.
+libtpu's static profile runs the compiled program bundle by bundle (it unrolls the loops and builds
+a graph of every bundle it runs), so its time and memory grow with the bundles the program issues.
+Those are read before any simulation from the program's final bundles (bundle_walk.py: each loop at
+its trip count, every guarded region run), so the plan (plan.py) knows what each compile it may
+make will cost, in bundles, and the budget is a number of bundles: the same program, chip and
+libtpu give the same plan, and so the same figures, on any machine under any load. The machine's
+speed decides only how long that takes; a compile that runs far past what its bundles predict (a
+machine many times slower than this one) is stopped, and its kernels get a floor, not a figure.
 
 A Pallas kernel costs the same per grid step whatever the grid (libtpu 0.0.42.1, 128-cubed
 blocks: 747 cycles a step at 1024^3, 745 at 4096^3), so a grid too large to simulate is
-simulated at two reduced sizes of the same kernel, and the line through them is extrapolated
-(``fit_steps``). The reduced grids keep the inner axes whole where they can (the steps that differ, such as the
-first and last of a reduction axis, keep their share) and shrink the outer ones.
+simulated at reduced sizes of the same kernel and the cycles fitted (``fit_steps``). The reduced
+grids keep the inner axes whole where they can (the steps that differ, such as the first and last
+of a reduction axis, keep their share) and shrink the outer ones.
 """
 from __future__ import annotations
 
@@ -26,21 +31,31 @@ GiB = 1024**3
 # asked, the compile still ran 1 s and was said to stop "after 1 s"), so it is refused.
 MIN_SECONDS = 1.0
 
+# What simulating one bundle costs (the bundles a program issues, bundle_walk.Walk.most), measured on
+# this project's 2-core machine with libtpu 0.0.42.1 (tests/bench/bench_time.py --sim-cost): from
+# 2.3 us and 0.3 KB (the flash sample) to 21 us and 1.8 KB (XLA's 2048^3 dot); the largest of each
+# is taken, rounded up, so that a plan does not promise what the budget cannot pay.
+SECONDS_PER_BUNDLE = 25e-6
+BYTES_PER_BUNDLE = 2000
+# What a compile costs beside its simulation (tracing aside: the program is compiled again), in bundles
+COMPILE_BUNDLES = 40_000
+# A compile is stopped only when it runs this many times past what its bundles predict (plus a
+# compile's own time): its figure would then depend on the machine, which a figure never does.
+SLACK = 8.0
+SLACK_SECONDS = 30.0
+
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
-    """What one estimate may spend on libtpu's compiles (every compile together)."""
+    """What one estimate may spend on libtpu's simulations (every compile together), judged by
+    the bundles they will simulate, before they run."""
 
     seconds: float = 60.0
     memory_bytes: int = 4 * GiB
     probe_steps: int = 8  # grid steps of each Pallas kernel in the first cut compile (its innermost axis keeps up to 64)
     whole: bool = True  # simulate the whole program when it fits; False: extrapolate every grid over probe_steps
-    # Simulation cost per simulated cycle, measured here (XLA's 4096^3 dot: 1.08M cycles, 27 to
-    # over 60 s as the machine's load varied, 2.2 GB): to judge a program's XLA ops before simulating them.
-    # A guess, low for softmax-heavy programs: samples/attention.py:reference at bf16 4x4096x128
-    # (2.9M cycles by the compiler's estimate, so 117 s and 5.8 GB) took 172 s and 10.6 GiB.
-    seconds_per_cycle: float = 40e-6
-    bytes_per_cycle: float = 2000.0
+    seconds_per_bundle: float = SECONDS_PER_BUNDLE
+    bytes_per_bundle: float = BYTES_PER_BUNDLE
 
     def __post_init__(self) -> None:
         # nan or inf seconds reached the compile's hard stop as its timeout; 0 or less, no compile at all
@@ -53,6 +68,23 @@ class Budget:
 
     def as_dict(self) -> dict[str, float | bool]:
         return {"seconds": self.seconds, "memory_bytes": self.memory_bytes, "whole": self.whole}
+
+    @property
+    def total_bundles(self) -> int:
+        """The bundles all the estimate's simulations together may run."""
+        return int(self.seconds / self.seconds_per_bundle)
+
+    @property
+    def job_bundles(self) -> int:
+        """The bundles one compile may simulate: its share of the time, within the memory."""
+        return int(min(self.total_bundles, 0.9 * self.memory_bytes / self.bytes_per_bundle))
+
+    def seconds_for(self, bundles: float) -> float:
+        """How long a compile that simulates ``bundles`` may run before it is stopped."""
+        return SLACK_SECONDS + SLACK * (bundles + COMPILE_BUNDLES) * self.seconds_per_bundle
+
+    def bytes_for(self, bundles: float) -> float:
+        return (bundles + COMPILE_BUNDLES) * self.bytes_per_bundle
 
 
 def reduced_grid(grid: tuple[int, ...], semantics: tuple[str, ...], steps: int, cores: int = 1,
@@ -92,8 +124,35 @@ def fit_steps(points: list[tuple[int, int]], grids: list[list[int]]) -> StepFit 
     return StepFit(intercept=c1 - per_step * s1, per_step=per_step, points=sorted(points), grids=grids)
 
 
-def extrapolate(fit: StepFit, steps: int) -> float:
-    return fit.intercept + fit.per_step * steps
+def extrapolate(fit: StepFit, steps: int, rows: int = 0) -> float:
+    return fit.intercept + fit.per_step * steps + fit.per_row * rows
+
+
+def rows_of(grid) -> int:
+    """The runs of a grid's innermost axis: the steps of all its other axes."""
+    return math.prod(grid[:-1]) if grid else 1
+
+
+def fit_rows(points: list[tuple[int, int, list[int]]]) -> StepFit | None:
+    """cycles = a + r * rows + b * steps through three grids (steps, cycles, grid) whose innermost
+    axis was cut to different lengths: ``r`` is what each run of the innermost axis costs beside its
+    steps (its first and last step: a reduction's init and write-back). None when they do not
+    decide it (the grids' rows and steps in proportion) or it is not a cost (negative)."""
+    import numpy as np
+
+    distinct = {tuple(g): (s, c) for s, c, g in points}
+    if len(distinct) < 3:
+        return None
+    grids = sorted(distinct)
+    a = np.array([[1.0, rows_of(g), distinct[g][0]] for g in grids])
+    c = np.array([float(distinct[g][1]) for g in grids])
+    if np.linalg.matrix_rank(a) < 3:
+        return None
+    (intercept, per_row, per_step), *_ = np.linalg.lstsq(a, c, rcond=None)
+    if per_step < 0 or per_row + per_step < 0:
+        return None
+    return StepFit(intercept=float(intercept), per_step=float(per_step), per_row=float(per_row),
+                   points=sorted((distinct[g][0], distinct[g][1]) for g in grids), grids=[list(g) for g in grids])
 
 
 def line_through(points: list[tuple[int, int, list[int]]]) -> StepFit | None:
@@ -105,11 +164,15 @@ def line_through(points: list[tuple[int, int, list[int]]]) -> StepFit | None:
 
 
 def full_grid_cycles(points: list[tuple[int, int, list[int]]], grid) -> tuple[float | None, StepFit | None]:
-    """(cycles of the full ``grid``, the fit when extrapolated) from the grids simulated."""
+    """(cycles of the full ``grid``, the fit when extrapolated) from the grids simulated: the line
+    through grids that keep the innermost axis whole, the plane through three that cut it."""
     full = math.prod(grid)
     exact = next((c for s, c, _ in points if s == full), None)
     if exact is not None:
         return float(exact), None
+    inner = {g[-1] for _, _, g in points if g}
+    if len(inner) > 1 and (fit := fit_rows(points)) is not None:
+        return extrapolate(fit, full, rows_of(grid)), fit
     if (fit := line_through(points)) is not None:
         return extrapolate(fit, full), fit
     distinct = {s: (c, g) for s, c, g in points}
@@ -118,20 +181,3 @@ def full_grid_cycles(points: list[tuple[int, int, list[int]]], grid) -> tuple[fl
         fit = StepFit(intercept=0.0, per_step=c / s, points=[(s, c)], grids=[g])
         return extrapolate(fit, full), fit
     return None, None
-
-
-def predict_whole(probes: list[tuple[float, int | None, float]], whole_cycles: float) -> tuple[float, int | None]:
-    """Time and peak memory of simulating ``whole_cycles`` (all ops), from two reduced compiles
-    given as (wall seconds, peak bytes, simulated cycles): both grow linearly in simulated cycles."""
-    (t1, m1, c1), (t2, m2, c2) = probes[:2]
-    extra = max(whole_cycles - c2, 0.0)
-    span = c2 - c1
-    # the difference of the two is the simulation's own rate; on a loaded machine noise can hide
-    # it, so it is taken as at least half the larger compile's whole time per cycle (that one
-    # counts the compile too: more than the rate, the safe side to err on)
-    rate = max((t2 - t1) / span if span > 0 else 0.0, 0.5 * t2 / max(c2, 1))
-    seconds = t2 + rate * extra
-    memory = None
-    if m1 is not None and m2 is not None:
-        memory = int(m2 + ((m2 - m1) / span if span > 0 and m2 > m1 else 0) * extra)
-    return seconds, memory

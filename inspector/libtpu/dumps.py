@@ -98,17 +98,31 @@ class Instruction:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Branch:
+    """A bundle's ``sbr.rel``: where it jumps, and whether a predicate decides it."""
+
+    target: int  # the region it jumps to (``target = $regionN``)
+    predicated: bool  # ``sbr.rel (%p...)`` or ``(!%p...)``: taken only when the predicate says so
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Bundle:
     index: int
-    depth: int  # enclosing loops (the ">" marks)
+    depth: int  # enclosing loops (the ">" marks); an empty bundle (a branch's delay slot) takes its predecessor's
     marker: str  # LB | LH | LE | PB | PF | CT | ""
     instructions: list[Instruction]
+    regions: tuple[int, ...] = ()  # the regions that start at this bundle (a branch's target names one)
+    branch: Branch | None = None
+    exit_bound: int | None = None  # the constant a "loop exit test" in this bundle compares the loop's counter with
 
 
 _BUNDLE_START = re.compile(r"^\s*(0x[0-9a-f]+|\d+)\s+([A-Z]{2})?\s*:\s*(>*)\s*\{")
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _LOC = re.compile(r'loc\("(?P<file>[^"]+)":(?P<line>\d+)')
 _INSTRUCTION = re.compile(r"^\s*(?:(?P<result>%[\w.]+)\s*=\s*)?(?P<opcode>[a-z_][\w.]*)")
+_REGION_START = re.compile(r"Start(?:/End empty)? region (\d+)")
+_BRANCH = re.compile(r"\bsbr\.rel\s*(\([^)]*\))?[^;]*?target = \$region(\d+)")
+_EXIT_TEST = re.compile(r"scmp\.\w+(?:\.\w+)*\s+%[\w.]+,\s*(\d+)\s*/\*\s*loop exit test")
 _SLOT = re.compile(r"\[(?:vmem|smem):\[(#allocation\d+_spill)")
 _STORED = re.compile(r"/\*vst_source=\*/\s*(%[\w.]+)")
 
@@ -126,12 +140,20 @@ def read_bundles(text: str, where: str = "bundles", relative=lambda path: path) 
             chunks[-1][1].append(line)
     if not chunks:
         raise UnreadableDump(f"{where}: no line looks like a bundle ('ADDR [MARK]: [>] {{ ... }}')")
-    bundles = []
+    bundles: list[Bundle] = []
     for number, (start, lines) in enumerate(chunks):
         address = int(start[1], 16) if start[1].startswith("0x") else int(start[1])
         if address != number:
             raise UnreadableDump(f"{where}: bundle {number} is numbered {start[1]}")
-        bundles.append(Bundle(index=number, depth=len(start[3]), marker=start[2] or "", instructions=_instructions("\n".join(lines), relative)))
+        text = "\n".join(lines)
+        instructions = _instructions(text, relative)
+        depth = len(start[3]) if instructions or not bundles else bundles[-1].depth  # a delay slot is where its branch is
+        branch = _BRANCH.search(_COMMENT.sub(" ", text))
+        bound = _EXIT_TEST.search(text)
+        bundles.append(Bundle(index=number, depth=depth, marker=start[2] or "", instructions=instructions,
+                              regions=tuple(int(r) for r in _REGION_START.findall(text)),
+                              branch=Branch(target=int(branch[2]), predicated=bool(branch[1])) if branch else None,
+                              exit_bound=int(bound[1]) if bound else None))
     return bundles
 
 

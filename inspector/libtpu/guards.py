@@ -14,10 +14,11 @@ from ..jax_internals.branches import Guard
 
 
 def weighted(op: str, cycles: float, guard: Guard, intercept: float, heavy: tuple[int, float],
-             light: tuple[int, float], chip: str) -> tuple[float, Finding | None]:
+             light: tuple[int, float], chip: str, full_fixed: float | None = None) -> tuple[float, Finding | None]:
     """(the kernel's cycles, what was done) from libtpu's own ``cycles`` for the full grid, the
-    fixed cycles of its fit (``intercept``: 0 without one) and the two forced simulations, each
-    (steps, cycles), at the same grid."""
+    fixed cycles of its fit at the grid the forced simulations ran at (``intercept``: 0 without
+    one) and at the full grid (``full_fixed``: the same where not given), and the two forced
+    simulations, each (steps, cycles), at the same grid."""
     (steps, heavy_cycles), (light_steps, light_cycles) = heavy, light
     if steps != light_steps or steps <= 0:
         return cycles, None
@@ -25,6 +26,7 @@ def weighted(op: str, cycles: float, guard: Guard, intercept: float, heavy: tupl
     if taken <= skipped:  # the guarded code costs nothing the simulation sees
         return cycles, None
     at = f" at {guard.source}" if guard.source else ""
+    intercept = intercept if full_fixed is None else full_fixed
     low, high = intercept + guard.steps * skipped, intercept + guard.steps * taken
     data = {"chip": chip, "guard": guard.source, "steps": guard.steps, "heavy_steps": guard.heavy_steps,
             "cycles_per_step_skipped": skipped, "cycles_per_step_taken": taken, "libtpu_cycles": cycles,

@@ -15,15 +15,24 @@ PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")  # the kernels with 
 EXTRAPOLATED = "libtpu-extrapolated"  # that simulation on smaller grids of the same kernel, fitted a + b * steps
 COST_MODEL = "libtpu-cost-model"  # the compiler's own per-op estimate in the optimized HLO (no simulation)
 ROOFLINE = "roofline"  # max(flops / peak, HBM bytes / bandwidth): libtpu gave nothing for it
-SOURCES = (LIBTPU, EXTRAPOLATED, COST_MODEL, ROOFLINE)
+BUNDLES = "bundles"  # the bundles the compiled kernel issues on its cheapest path, one a cycle (bundle_walk.py)
+SOURCES = (LIBTPU, EXTRAPOLATED, COST_MODEL, BUNDLES, ROOFLINE)
+
+# What a figure is: the time itself as estimated, a floor the time cannot be below (what the
+# kernel must move or issue: the chip may take many times it), or a range where how often guarded
+# code runs is decided by values known only when the kernel runs.
+ESTIMATE, FLOOR, RANGE = "estimate", "floor", "range"
+KINDS = (ESTIMATE, FLOOR, RANGE)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class StepFit:
-    """cycles = intercept + per_step * steps, through the simulated cycles at reduced grids."""
+    """cycles = intercept + per_step * steps (+ per_row * runs of the innermost axis, where the cut
+    grids shortened it), through the simulated cycles at reduced grids."""
 
     intercept: float
     per_step: float
+    per_row: float = 0.0
     points: list[tuple[int, int]]  # (grid steps, simulated cycles) measured
     grids: list[list[int]]  # the reduced grids those were measured on
 
@@ -37,7 +46,10 @@ class KernelTime:
     estimated_cycles: float | None  # per run of the kernel; None: no estimate at all
     estimated_seconds: float | None
     estimate_source: str | None  # one of SOURCES
+    estimate_kind: str | None = None  # one of KINDS; None: no figure
+    high_seconds: float | None = None  # a range's upper end (estimated_seconds is its lower end)
     repeat: int = 1  # runs per program (a while body with a known trip count)
+    overlaps: bool = False  # an asynchronous op (copy-start, slice-start): its DMA runs beside the other kernels
     grid: list[int] | None = None  # a Pallas kernel's grid
     steps: int | None = None  # its grid steps
     cycles_per_step: float | None = None
@@ -54,6 +66,7 @@ class JobCost:
     status: str  # ok | compile-error | aborted | time-limit | memory-limit | no-answer
     wall_seconds: float
     peak_rss_bytes: int | None
+    bundles: int = 0  # what the plan expected it to simulate (the budget it held)
     steps: dict[str, int] = dataclasses.field(default_factory=dict)  # grid steps per Pallas kernel in this compile
     detail: str | None = None  # the one line libtpu or XLA gave when it failed
 

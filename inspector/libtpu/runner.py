@@ -261,14 +261,14 @@ class DumpSession:
                 self._release_janitor()
 
 
-# Sessions kept for reuse while ``kept_sessions`` is active: {(topology, profile, bundles): DumpSession}.
+# Sessions kept for reuse while ``kept_sessions`` is active: {(topology, profile, bundles): [DumpSession, ...]}.
 _KEPT: dict | None = None
 _KEEP_RSS_BYTES = 3 << 29  # a child that grew past 1.5 GiB is not kept: its memory would count against the next compile
 
 
 @contextlib.contextmanager
 def kept_sessions():
-    """While active, ``open_session`` starts each kind of child once and reuses it: a process that
+    """While active, ``open_sessions`` starts each kind of child once and reuses it: a process that
     estimates many programs in a row (a tuner's worker) pays libtpu's start-up once, not per
     program. Leaving it closes them (their folders go as with any session)."""
     global _KEPT
@@ -278,29 +278,41 @@ def kept_sessions():
     finally:
         if outer is None:
             kept, _KEPT = _KEPT, None
-            for session in kept.values():
-                session.close()
+            for sessions in kept.values():
+                for session in sessions:
+                    session.close()
+
+
+@contextlib.contextmanager
+def open_sessions(topology: str, *, profile: bool, bundles: bool, count: int = 1):
+    """``count`` DumpSessions for one estimate (compiles that may run side by side): fresh ones, or
+    under ``kept_sessions`` the kept ones, as many as there are."""
+    key = (topology, profile, bundles)
+    kept = [] if _KEPT is None else _KEPT.pop(key, [])
+    sessions = kept[:count] + [DumpSession(topology, profile=profile, bundles=bundles).__enter__()
+                               for _ in range(count - len(kept[:count]))]
+    extra = kept[count:]
+    try:
+        yield sessions
+    except BaseException:
+        for session in sessions + extra:
+            session.close()
+        raise
+    if _KEPT is None:
+        for session in sessions + extra:
+            session.close()
+        return
+    for session in sessions:
+        if session.alive and session._proc is not None and (_rss(session._proc.pid) or 0) > _KEEP_RSS_BYTES:
+            session._stop_child()  # the next run starts a fresh one
+    _KEPT[key] = sessions + extra
 
 
 @contextlib.contextmanager
 def open_session(topology: str, *, profile: bool, bundles: bool):
     """A DumpSession for one estimate: a fresh one, or under ``kept_sessions`` the kept one."""
-    if _KEPT is None:
-        with DumpSession(topology, profile=profile, bundles=bundles) as session:
-            yield session
-        return
-    key = (topology, profile, bundles)
-    kept = _KEPT.get(key)
-    session = kept if kept is not None else DumpSession(topology, profile=profile, bundles=bundles).__enter__()
-    _KEPT[key] = session
-    try:
+    with open_sessions(topology, profile=profile, bundles=bundles) as (session,):
         yield session
-    except BaseException:
-        _KEPT.pop(key, None)
-        session.close()
-        raise
-    if session.alive and session._proc is not None and (_rss(session._proc.pid) or 0) > _KEEP_RSS_BYTES:
-        session._stop_child()  # the next run starts a fresh one
 
 
 def _rss(pid: int) -> int | None:

@@ -40,7 +40,7 @@ def no_time(chip: Chip, op: str) -> Finding:
     """A Pallas kernel's simulation came back as 0 cycles: no kernel runs in no time, so libtpu
     did not time it; its roofline stands (marked r)."""
     return Finding("info", "libtpu-no-time", f"{op}: libtpu's simulation on {chip.name} gave 0 cycles (it did not time "
-                   "this kernel): its time is the roofline", kernel=op, view="fusions", data={"chip": chip.name})
+                   "this kernel): its time is a floor", kernel=op, view="fusions", data={"chip": chip.name})
 
 
 def cost_model_gave_up(chip: Chip, t: KernelTime) -> Finding:
@@ -65,6 +65,37 @@ def aborted(chip: Chip, label: str, detail: str | None) -> Finding:
     return Finding("info", "libtpu-aborted", f"libtpu ended its {label} compile on {chip.name}"
                    + (f": {detail}" if detail else " (SIGABRT)") + "; what it wrote before is used",
                    view="fusions", data={"chip": chip.name, "reason": detail})
+
+
+def refused(chip: Chip, reason: str | None) -> Finding:
+    """libtpu simulates nothing of this program on this chip: one line that says so and why, not a
+    budget note (no budget would change it)."""
+    why = f" ({reason})" if reason else ""
+    return Finding(
+        "warning", "libtpu-refused",
+        f"libtpu does not simulate programs for {chip.name}{why}: each XLA op's time is the compiler's own "
+        "estimate and each Pallas kernel's a floor (its roofline, or the bundles it issues); --time-budget and "
+        "--time-memory change nothing (measure on a TPU: --measure)", view="fusions",
+        data={"chip": chip.name, "reason": reason})
+
+
+def no_time_alone(chip: Chip, op: str) -> Finding:
+    """An XLA op simulated alone came back as 0 cycles: libtpu did not time it (a multi-output
+    fusion, seen on the v5e); the compiler's estimate stands, and the finding says so."""
+    return Finding("info", "libtpu-no-time",
+                   f"{op}: libtpu's simulation of it alone on {chip.name} gave 0 cycles (it did not time this op): "
+                   "its time is the compiler's own estimate, which has been off by over 2x (measure on a TPU: --measure)",
+                   kernel=op, view="fusions", data={"chip": chip.name})
+
+
+def loop_floor(chip: Chip, ops: list[str]) -> Finding:
+    """XLA ops inside a while loop whose trip count only the run decides (a sampler's search):
+    each is counted once, so the program's time is a floor."""
+    shown = ", ".join(ops[:4]) + (f" and {len(ops) - 4} more" if len(ops) > 4 else "")
+    return Finding("warning", "xla-loop-unknown",
+                   f"{shown}: inside a while loop whose trip count is known only when it runs, each counted once: "
+                   f"their times and the program's total are floors on {chip.name} (measure on a TPU: --measure)",
+                   view="fusions", data={"chip": chip.name, "kernels": ops})
 
 
 def simulated_alone(chip: Chip, op: str, compiled: bool = False) -> Finding:

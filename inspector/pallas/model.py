@@ -90,6 +90,16 @@ class BlockSpecInfo:
     def block_bytes(self) -> int:
         return math.ceil(self.block_elements * dtype_bits(self.dtype) / 8)
 
+    @property
+    def array_bytes(self) -> int:
+        return math.ceil(math.prod(self.array_shape) * dtype_bits(self.dtype) / 8)
+
+    @property
+    def must_write(self) -> bool:
+        """An output the kernel writes whole (so, at least once, every byte): not a buffer it
+        updates in place (aliased to an input) nor one nothing reads."""
+        return self.role == "output" and self.aliased_input is None and not self.unused
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ScratchInfo:

@@ -18,7 +18,9 @@ from ..compilation.backends import Backend
 from ..base.chips import get_chip
 from ..base.errors import InspectorError, TargetFailure
 from ..jax_internals import tracing
-from ..libtpu import ROOFLINE, Budget, estimate_times
+from ..base.units import fmt_estimate
+from ..libtpu import Budget, estimate_times
+from ..libtpu.model import ESTIMATE, RANGE
 from ..libtpu.estimate import STOPPED
 from ..base.specs import hlo_type, parse_specs
 from ..compilation.target import load_target
@@ -162,36 +164,33 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped
                     vmem_estimate_bytes=estimate, vmem_limit_bytes=limit,
                     reason=f"{loops[0].kernel}: its body loops a number of times known only when it runs, which "
                            "neither libtpu's simulation nor the roofline counts; not ranked (tune --measure ranks by the chip)")
-    if seconds is None or (times.method == ROOFLINE and not _floored_only(times)):
-        # a roofline is a lower bound, not an estimate: ranked among libtpu's figures it would win unfairly
-        bound = f" (its roofline, a lower bound: {seconds * 1e6:,.1f} us)" if seconds else ""
-        # libtpu simulated it to 0 cycles: more time changes nothing
-        zero = any(f.code == "libtpu-no-time" for f in times.findings)
-        # libtpu ended the simulation itself: no budget would give a time either
-        aborted = next((f for f in times.findings if f.code == "libtpu-aborted"), None)
+    kind = times.totals.get("estimate_kind")
+    if seconds is None or kind != ESTIMATE:
+        # a floor is a lower bound and a range two: ranked among estimates either would win unfairly
         return done(status=UNTIMED, code="no-estimate", notes=notes, vmem_bytes=max(used, default=None),
                     vmem_estimate_bytes=estimate, vmem_limit_bytes=limit,
                     hbm_bytes=int(report.fusions.totals["hbm_bytes"]) if report.fusions else None,
-                    reason=("libtpu's simulation gave it 0 cycles (it does not time this kernel on this chip)" + bound
-                            + "; not ranked" if zero else
-                            f"libtpu's simulation aborted on {chip.name} ({(aborted.data or {}).get('reason') or 'SIGABRT'})"
-                            + bound + "; not ranked" if aborted is not None else
-                            "libtpu gave no time for it within the budget" + bound + "; not ranked: raise --time-budget"))
+                    reason=_why_untimed(times, chip, seconds, kind))
     return done(status=RANKED, estimated_seconds=seconds, estimated_cycles=times.totals.get("estimated_cycles"),
                 estimate_source=times.method, vmem_bytes=max(used, default=None), vmem_estimate_bytes=estimate,
                 vmem_limit_bytes=limit, hbm_bytes=int(report.fusions.totals["hbm_bytes"]) if report.fusions else None,
                 bound=bound, spills=spills, notes=notes)
 
 
-def _floored_only(times) -> bool:
-    """Every kernel timed by its roofline got there because libtpu's figure was below it
-    (libtpu-below-roofline): the roofline is then the larger of libtpu's figure and physics, never
-    kinder than libtpu's own, so it ranks fairly beside libtpu's figures (a roofline standing for
-    no figure at all would win unfairly)."""
-    floored = {f.kernel for f in times.findings if f.code == "libtpu-below-roofline"}
-    timed = [k for k in times.kernels if k.estimate_source is not None]
-    pallas = [k for k in timed if k.kind in PALLAS_KINDS]
-    return all(k.name in floored for k in pallas or timed if k.estimate_source == ROOFLINE)
+def _why_untimed(times, chip, seconds: float | None, kind: str | None) -> str:
+    """Why a candidate has no estimate to rank by: what its figure is, and what made it so."""
+    shown = f" ({fmt_estimate(seconds, kind, times.totals.get('high_seconds'))})" if seconds else ""
+    codes = {f.code: f for f in times.findings}
+    if "libtpu-guard-unknown" in codes and kind == RANGE:
+        return f"its time is a range{shown}: run-time values decide how often its guarded code runs; not ranked"
+    if "libtpu-no-time" in codes:
+        return f"libtpu's simulation gave it 0 cycles (it does not time this kernel on this chip): a floor{shown}; not ranked"
+    if (found := codes.get("libtpu-refused") or codes.get("libtpu-aborted")) is not None:
+        return (f"libtpu's simulation aborted on {chip.name} ({(found.data or {}).get('reason') or 'SIGABRT'}): "
+                f"a floor{shown}; not ranked")
+    if "libtpu-below-roofline" in codes:
+        return f"libtpu's figure was below its roofline, which stands as a floor{shown}; not ranked"
+    return f"libtpu gave no time for it within the budget: a floor{shown}; not ranked: raise --time-budget"
 
 
 def _bound_and_spills(times) -> tuple[str | None, int | None]:
