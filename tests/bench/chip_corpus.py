@@ -129,6 +129,34 @@ ENTRIES: list[Entry] = [
     # alone; estimated and committed before the chip ran them
     Entry("heldout3.gpt2_train_step", "tests/data/heldout12/gpt2_working_size.py:train_step"),
     Entry("heldout3.gpt2_loss", "tests/data/heldout12/gpt2_working_size.py:loss_fn"),
+    # a fourth held-out round (2026-12-06), 23 programs from 9 sources (tests/data/heldout13/: t5x,
+    # optax, praxis, neuralgcm/dinosaur, NPBench, PyTorch/XLA, tokamax, AxLearn, RLax), at INSPECT's
+    # shapes and first block sizes; estimates committed before the chip ran them
+    *(Entry(f"heldout4.{name}", f"tests/data/heldout13/{spec}") for name, spec in (
+        ("t5x_topk_mask", "t5x_binary_search.py:t5x_topk_mask"),
+        ("t5x_topp_mask", "t5x_binary_search.py:t5x_topp_mask"),
+        ("optax_newton_schulz", "optax_muon.py:newton_schulz"),
+        ("optax_muon_update", "optax_muon.py:muon_update"),
+        ("praxis_top2_gating", "praxis_moe_gating.py:gshard_top2_gating"),
+        ("praxis_expert_choice", "praxis_moe_gating.py:expert_choice_gating"),
+        ("dinosaur_sh_transform", "dinosaur_transforms.py:sh_transform"),
+        ("dinosaur_sh_inverse", "dinosaur_transforms.py:sh_inverse_transform"),
+        ("dinosaur_linearized_take", "dinosaur_transforms.py:linearized_take"),
+        ("dinosaur_advanced_indexing", "dinosaur_transforms.py:advanced_indexing"),
+        ("npbench_lenet5", "npbench_jax.py:npbench_lenet5"),
+        ("npbench_resnet_block", "npbench_jax.py:npbench_resnet_block"),
+        ("npbench_spmv", "npbench_jax.py:npbench_spmv"),
+        ("torchxla_w8a8_matmul", "torchxla_quantized_matmul.py:w8a8_matmul"),
+        ("tokamax_lce_forward", "tokamax_linear_ce.py:tokamax_lce_forward"),
+        ("tokamax_lce_backward", "tokamax_linear_ce.py:tokamax_lce_backward"),
+        ("tokamax_gmm_int8", "tokamax_gmm_v2.py:gmm_int8_blockwise"),
+        ("tokamax_gmm_bf16", "tokamax_gmm_v2.py:gmm_bf16"),
+        ("axlearn_mamba_scan", "axlearn_mamba_scan.py:mamba_scan"),
+        ("axlearn_mamba_scan_grad", "axlearn_mamba_scan.py:mamba_scan_grad"),
+        ("axlearn_tpu_decoding", "axlearn_tpu_decoding.py:axlearn_tpu_decoding"),
+        ("rlax_vtrace", "rlax_returns.py:impala_vtrace"),
+        ("rlax_retrace", "rlax_returns.py:retrace_returns"),
+    )),
 ]
 
 
