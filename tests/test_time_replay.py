@@ -76,7 +76,7 @@ def test_an_op_alone_takes_the_cycles_it_takes_in_its_program():
     target = load_target("samples/attention.py:reference", args="bf16[2,1024,128] bf16[2,1024,128] bf16[2,1024,128]")
     chip = get_chip("tpu-v5e")
     whole = estimate_times(target, chip, use_cache=False)
-    assert [j.label for j in whole.jobs] == ["whole"]  # simulated whole: nothing to replay
+    assert [j.label for j in whole.jobs] == ["bundles", "whole"]  # simulated whole: nothing to replay
     kernel = max((k for k in whole.kernels if k.kind.startswith("fusion") and k.estimate_source == "libtpu"),
                  key=lambda k: k.estimated_cycles or 0)
     alone = _alone(capture(target, Backend(chip), jaxpr_text=False).stages.hlo, kernel.name)

@@ -152,7 +152,8 @@ def _weighted(t: KernelTime, got: Collected, fit: StepFit | None, chip: Chip, fi
             return as_range(t, data["low_cycles"], data["high_cycles"], chip)
     if cycles == t.estimated_cycles or not chip.clock_hz:
         return t
-    return dataclasses.replace(t, estimated_cycles=cycles, estimated_seconds=cycles / chip.clock_hz)
+    return dataclasses.replace(t, estimated_cycles=cycles, estimated_seconds=cycles / chip.clock_hz,
+                               cycles_per_step=cycles / max(t.steps or 1, 1))
 
 
 def _no_faster_than_roofline(t: KernelTime, chip: Chip, findings: list[Finding]) -> KernelTime:

@@ -37,6 +37,14 @@ MIN_SECONDS = 1.0
 # is taken, rounded up, so that a plan does not promise what the budget cannot pay.
 SECONDS_PER_BUNDLE = 25e-6
 BYTES_PER_BUNDLE = 2000
+# An op whose result stays in VMEM (S(1)) costs libtpu's simulation far more than its bundles
+# say, growing with the square of the result's vector registers: the reference attention's causal
+# mask, an iota compare writing pred[S,S] to VMEM, simulated alone with libtpu 0.0.42.1 on this
+# machine: S=1024 3 s (the compile's own), S=2048 17 s and 0.8 GB, S=4096 over 400 s and 5.7 GB
+# for 20k bundles. So such an op counts this many bundles per pair of its result's registers
+# (14 s over 1024^2 pairs at S=2048, at SECONDS_PER_BUNDLE).
+VMEM_RESULT_BUNDLES = 0.5
+VREG_BYTES = 4096  # one vector register: 8 sublanes x 128 lanes x 4 bytes
 # What a compile costs beside its simulation (tracing aside: the program is compiled again), in bundles
 COMPILE_BUNDLES = 40_000
 # A compile is stopped only when it runs this many times past what its bundles predict (plus a

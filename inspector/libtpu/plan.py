@@ -25,10 +25,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from .budget import COMPILE_BUNDLES, Budget, reduced_grid
+from .budget import COMPILE_BUNDLES, VMEM_RESULT_BUNDLES, VREG_BYTES, Budget, reduced_grid
 from .bundle_walk import Walk
 
 DMA_KINDS = ("copy", "collective")  # DMAs, which the simulation times without running bundles
+VMEM = 1  # an HLO layout's memory space for VMEM (S(1))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -73,7 +74,14 @@ def xla_bundles(kernel, walks: dict[str, Walk]) -> int:
 def _xla_cost(kernel, walks: dict[str, Walk]) -> int:
     walk = walks.get(kernel.name)
     cycles = 0 if getattr(kernel, "compiler_gave_up", False) else (kernel.compiler_cycles or 0)
-    return max(walk.most if walk is not None else 0, cycles)
+    return max(walk.most if walk is not None else 0, cycles) + vmem_result_bundles(kernel)
+
+
+def vmem_result_bundles(kernel) -> int:
+    """What an op that leaves its result in VMEM costs libtpu beyond its bundles: it grows with the
+    square of the result's vector registers (budget.VMEM_RESULT_BUNDLES)."""
+    held = sum(t.bytes for t in getattr(kernel, "outputs", None) or () if t.memory_space == VMEM)
+    return int(VMEM_RESULT_BUNDLES * (held / VREG_BYTES) ** 2)
 
 
 def pallas_bundles(walk: Walk | None, full: tuple[int, ...], grid: tuple[int, ...]) -> int:

@@ -68,15 +68,15 @@ def aborted(chip: Chip, label: str, detail: str | None) -> Finding:
 
 
 def refused(chip: Chip, reason: str | None) -> Finding:
-    """libtpu simulates nothing of this program on this chip: one line that says so and why, not a
-    budget note (no budget would change it)."""
-    why = f" ({reason})" if reason else ""
+    """libtpu simulates nothing of this program on this chip (the chip, or every compile of the
+    program, refused): one line that says so and why, not a budget note (no budget would change it)."""
+    what = (f"libtpu refused every simulation of this program on {chip.name} ({reason})" if chip.libtpu_times else
+            f"libtpu does not simulate programs for {chip.name}" + (f" ({reason})" if reason else ""))
     return Finding(
         "warning", "libtpu-refused",
-        f"libtpu does not simulate programs for {chip.name}{why}: each XLA op's time is the compiler's own "
-        "estimate and each Pallas kernel's a floor (its roofline, or the bundles it issues); --time-budget and "
-        "--time-memory change nothing (measure on a TPU: --measure)", view="fusions",
-        data={"chip": chip.name, "reason": reason})
+        f"{what}: each XLA op's time is the compiler's own estimate and each Pallas kernel's a floor (its roofline, "
+        "or the bundles it issues); --time-budget and --time-memory change nothing (measure on a TPU: --measure)",
+        view="fusions", data={"chip": chip.name, "reason": reason})
 
 
 def no_time_alone(chip: Chip, op: str) -> Finding:
