@@ -227,7 +227,7 @@ def test_every_kernel_of_the_corpus_respects_physics_and_a_figure_off_by_2x_says
     rows = _chip_corpus().kernel_rows(_corpus(), 1e-4)
     assert len(rows) >= 90
     unlabelled = set()
-    for label, name, measured, est, source, roof, findings in rows:
+    for label, name, measured, est, source, roof, findings, _ in rows:
         assert est < 1.0 and est >= roof * 0.999, (label, name, est, roof)
         assert roof <= 1.1 * measured, (label, name, roof, measured)
         if not 0.5 <= est / measured <= 2 and not UNSURE & set(findings):

@@ -254,7 +254,8 @@ def _estimate_line(report: Report) -> str:
     slowest = ", ".join(f"{k.name} {fmt_estimate((k.estimated_seconds or 0.0) * k.repeat, k.estimate_kind, (k.high_seconds or 0.0) * k.repeat)}"
                         for k in estimate.slowest(3))  # slowest: timed ones only
     t = estimate.totals
-    floors = f", {t['floor_share']:.0%} of it floors" if t.get("floor_share") else ""
+    share = t.get("floor_share") or 0.0
+    floors = f", {share:.0%} of it floors" if 0 < share < 0.995 else ""
     shown = fmt_estimate(total, t.get("estimate_kind"), t.get("high_seconds"))  # type: ignore[arg-type]
     return f"{shown} on {estimate.chip} ({how}{floors}); slowest: {slowest} (--view bundles)"
 

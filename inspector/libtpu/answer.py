@@ -63,6 +63,10 @@ class Collected:
             return
         found = {(original_op(op, ops) if ops is not None else op): c for op, c in outcome.cycles.items()}
         found.pop(None, None)
+        for op, texts in outcome.llo.items():  # the bundles are the same code at any grid: the first found is kept
+            named = original_op(op, ops) if ops is not None else op
+            if named is not None:
+                self.llo.setdefault(named, texts)
         if job.force:
             for op, c in found.items():
                 if op in used and c:

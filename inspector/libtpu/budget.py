@@ -45,6 +45,12 @@ BYTES_PER_BUNDLE = 2000
 # (14 s over 1024^2 pairs at S=2048, at SECONDS_PER_BUNDLE).
 VMEM_RESULT_BUNDLES = 0.5
 VREG_BYTES = 4096  # one vector register: 8 sublanes x 128 lanes x 4 bytes
+# An XLA op's bundles are read only when it is simulated (a large program's bundles take minutes to
+# dump), so before, its cost is judged from the compiler's own cycles: the simulation of XLA ops
+# measured here cost 0.3 to 1.4 bundles' worth a simulated cycle, and the compiler's cycles were 1 to
+# 5 times the simulated ones (XLA's 2048^3 dot; the reference attention's softmax fusions).
+BUNDLES_PER_CYCLE = 0.5
+CLOCK_GUESS_HZ = 1.5e9  # a roofline's seconds as cycles, where the compiler gave none
 # What a compile costs beside its simulation (tracing aside: the program is compiled again), in bundles
 COMPILE_BUNDLES = 40_000
 # A compile is stopped only when it runs this many times past what its bundles predict (plus a

@@ -22,6 +22,7 @@ finding says so, and the result is not cached.
 from __future__ import annotations
 
 import math
+import time
 
 from ..base.chips import Chip
 from ..base.findings import Finding
@@ -37,7 +38,7 @@ from .model import PALLAS_KINDS, ROOFLINE, JobCost, KernelBundles, TimeEstimate
 from .ops_alone import replay_request
 from .parallel import Compile, run_all, workers
 from .plan import DMA_KINDS, Job, Plan, PallasGrid, make_plan
-from .programs import Program, alone_program, name_pallas, pallas_grids, steps_used
+from .programs import Program, alone_program, name_pallas, original_op, pallas_grids, steps_used
 from .runner import Outcome, open_session, open_sessions
 from .store import key as cache_key, load as load_cached, store as store_cached
 from .time_findings import aborted as aborted_finding, budget_note, refused, stopped, unreadable
@@ -111,15 +112,18 @@ class _Run:
         self.jobs: list[JobCost] = []
         self.findings: list[Finding] = []
         self.sessions: list = []  # the dump children that simulate, while the estimate runs
+        # past this no compile runs: a machine many times slower than the plan expects (the figures
+        # then depend on it, which a finding says, and the result is not cached)
+        self.deadline = time.monotonic() + SLACK_SECONDS + SLACK * budget.seconds
 
     def run(self) -> TimeEstimate:
-        if not self.chip.libtpu_times:
-            self._read_bundles()
+        if not self.chip.libtpu_times:  # nothing to simulate: the whole program's bundles, for the view and floors
+            self._read_bundles(whole=True)
             self.findings.append(refused(self.chip, None))
             return self._answer()
-        # the simulating children start (jax's import) while the bundles compile
-        with open_sessions(self.program.topology, profile=True, bundles=False, count=workers()) as self.sessions:
-            self._read_bundles()
+        # the simulating children start (jax's import) while the Pallas kernels' bundles compile
+        with open_sessions(self.program.topology, profile=True, bundles=True, count=workers()) as self.sessions:
+            self._read_bundles(whole=False)
             plan = make_plan(self.kernels, self.got.walks, self.pallas, self.budget, self.cores,
                              lowered=set(self.program.ops.values()))
             reasons = self._carry_out(plan)
@@ -132,8 +136,11 @@ class _Run:
 
     # ------------------------------------------------------------------ the compiles
 
-    def _read_bundles(self) -> None:
-        """The program compiled once, with its bundles dumped (no simulation): each kernel's walk."""
+    def _read_bundles(self, whole: bool) -> None:
+        """The Pallas kernels' bundles, each at its full grid, compiled without a simulation (a
+        compile's cost: an XLA op's cost is the compiler's estimate, and its bundles come with its
+        simulation; dumping a large program's bundles alone took minutes): each kernel's walk.
+        ``whole``: the whole program's bundles (a chip libtpu does not simulate)."""
         pallas_kernels = [k for k in self.kernels if k.kind in PALLAS_KINDS]
         request, records = self.program.request()
         if request is None:
@@ -143,12 +150,22 @@ class _Run:
         self.pallas, self.got.guards = pallas_grids(records, self.program.ops, dynamic, self.program.values())
         self.got.grids = {p.op: p.grid for p in self.pallas}
         self.got.dynamic = {self.program.ops[i] for i in dynamic}
+        ops: dict[int, str] | None = None
+        if not whole:
+            alone = alone_program(self.program, self.pallas) if self.pallas else None
+            if alone is None:
+                return
+            request, ops = alone.request({p.op: p.grid for p in self.pallas})[0], alone.ops
+            if request is None:
+                return
         with open_session(self.program.topology, profile=False, bundles=True) as session:  # no simulation: a compile's cost
             outcome = session.run(request, seconds=SLACK_SECONDS + SLACK * self.budget.seconds,
                                   memory_bytes=self.budget.memory_bytes)
         self._record("bundles", outcome, 0)
-        self.got.llo.update(outcome.llo)
-        for op, texts in outcome.llo.items():
+        llo = outcome.llo if ops is None else {original_op(op, ops): texts for op, texts in outcome.llo.items()
+                                               if original_op(op, ops) is not None}
+        self.got.llo.update(llo)
+        for op, texts in llo.items():
             if BUNDLES_LABEL not in texts:
                 continue
             try:
@@ -175,7 +192,7 @@ class _Run:
                 compiles.append(Compile(built[0], seconds=self.budget.seconds_for(job.bundles),
                                         memory_bytes=self.budget.memory_bytes,
                                         expected_bytes=self.budget.bytes_for(job.bundles)))
-        outcomes = run_all(self.sessions, compiles, self.budget.memory_bytes)
+        outcomes = run_all(self.sessions, compiles, self.budget.memory_bytes, self.deadline)
         reasons = []
         for (job, used), outcome in zip(made, outcomes):
             self._record(job.label, outcome, job.bundles, used)

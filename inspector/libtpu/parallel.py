@@ -6,8 +6,10 @@ takes their outcomes in the order it planned them. Only the wall time changes wi
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import threading
+import time
 
 from .runner import Outcome
 
@@ -33,10 +35,11 @@ def workers(count: int = MAX_WORKERS) -> int:
     return max(1, min(count, cores, MAX_WORKERS))
 
 
-def run_all(sessions: list, compiles: list[Compile], memory_budget: float) -> list[Outcome]:
+def run_all(sessions: list, compiles: list[Compile], memory_budget: float, deadline: float = math.inf) -> list[Outcome]:
     """Each compile's outcome, in the order given; one at a time in each of ``sessions`` (dump
     children), while what the running ones expect to take stays within ``memory_budget`` (one
-    runs whatever it expects)."""
+    runs whatever it expects). None starts or runs past ``deadline`` (time.monotonic()): only a
+    machine many times slower than the plan expects reaches it."""
     if not compiles:
         return []
     outcomes: list[Outcome | None] = [None] * len(compiles)
@@ -64,8 +67,9 @@ def run_all(sessions: list, compiles: list[Compile], memory_budget: float) -> li
     def work(session) -> None:
         while (n := take()) is not None:
             try:
-                c = compiles[n]
-                outcomes[n] = session.run(c.request, seconds=c.seconds, memory_bytes=c.memory_bytes)
+                c, left = compiles[n], deadline - time.monotonic()
+                outcomes[n] = (session.run(c.request, seconds=min(c.seconds, left), memory_bytes=c.memory_bytes) if left > 1
+                               else Outcome("no-answer", 0.0, None, detail="not run: the estimate passed its time limit"))
             finally:
                 done(n)
 

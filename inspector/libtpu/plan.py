@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from .budget import COMPILE_BUNDLES, VMEM_RESULT_BUNDLES, VREG_BYTES, Budget, reduced_grid
+from .budget import BUNDLES_PER_CYCLE, CLOCK_GUESS_HZ, COMPILE_BUNDLES, VMEM_RESULT_BUNDLES, VREG_BYTES, Budget, reduced_grid
 from .bundle_walk import Walk
 
 DMA_KINDS = ("copy", "collective")  # DMAs, which the simulation times without running bundles
@@ -66,15 +66,22 @@ class Plan:
 
 
 def xla_bundles(kernel, walks: dict[str, Walk]) -> int:
-    """What simulating an XLA op costs: its bundles as it runs, or the compiler's cycles where
-    those are more (an op that streams from HBM waits on its DMAs, which the simulation runs too)."""
+    """What simulating an XLA op costs, each time it runs."""
     return _xla_cost(kernel, walks) * max(getattr(kernel, "repeat", 1) or 1, 1)
 
 
 def _xla_cost(kernel, walks: dict[str, Walk]) -> int:
+    """What simulating an XLA op once costs: its bundles as it runs where they were read, else the
+    compiler's cycles at budget.BUNDLES_PER_CYCLE (an op the cost model gave up on: its roofline's
+    cycles, a guess from below), and its result left in VMEM."""
     walk = walks.get(kernel.name)
-    cycles = 0 if getattr(kernel, "compiler_gave_up", False) else (kernel.compiler_cycles or 0)
-    return max(walk.most if walk is not None else 0, cycles) + vmem_result_bundles(kernel)
+    if walk is not None:
+        cost = walk.most
+    elif kernel.compiler_cycles and not getattr(kernel, "compiler_gave_up", False):
+        cost = int(kernel.compiler_cycles * BUNDLES_PER_CYCLE)
+    else:
+        cost = int((getattr(kernel, "roofline_s", None) or 0) * CLOCK_GUESS_HZ)
+    return cost + vmem_result_bundles(kernel)
 
 
 def vmem_result_bundles(kernel) -> int:

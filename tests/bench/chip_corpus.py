@@ -4,6 +4,7 @@
     python tests/bench/chip_corpus.py estimate OUT.json [--workers N]       # anywhere: the inspector's figures
     python tests/bench/chip_corpus.py merge --measured M.json --estimated E.json  # into tests/data/chip/v5e_corpus.json
     python tests/bench/chip_corpus.py table [CORPUS.json]                 # BENCHMARKS.md's table
+    python tests/bench/chip_corpus.py score [CORPUS.json] --only heldout4 # a round against the time issue's done-when
 
 ``measure`` runs each entry on the attached chip under jax's profiler (inspector.measure.on_chip,
 the code --measure runs); ``estimate`` computes, deviceless, what the inspector shows for the same
@@ -230,16 +231,19 @@ def _estimate_one(payload):
         a = report.fusions
         kernels = [{"name": k.name, "kind": k.kind, "repeat": k.repeat, "roofline_s": k.roofline_s,
                     "estimated_seconds": k.estimated_seconds, "estimate_source": k.estimate_source,
+                    "estimate_kind": k.estimate_kind, "high_seconds": k.high_seconds,
                     "flops": k.flops, "reduce_window_flops": k.reduce_window_flops, "transcendentals": k.transcendentals,
                     "hbm_bytes": k.hbm_bytes}
                    for k in (a.kernels if a else [])]
         below = {f.kernel: f.data["libtpu_seconds"] for f in report.findings if f.code == "libtpu-below-roofline"}
         for k in kernels:
-            k["libtpu_seconds"] = below.get(k["name"], k["estimated_seconds"] if k["estimate_source"] != "roofline" else None)
+            k["libtpu_seconds"] = below.get(k["name"], k["estimated_seconds"] if k["estimate_source"] not in ("roofline", "bundles")
+                                            else None)
         bundles = [{"kernel": b.kernel, "bundles": b.bundles, "bundles_per_step": b.bundles_per_step,
                     "cycles_per_step": b.cycles_per_step} for b in (report.time.bundles if report.time else [])]
         found = {"kernels": kernels, "bundles": bundles, "roofline_s": a.totals.get("roofline_s") if a else None,
                  "estimated_seconds": a.totals.get("estimated_seconds") if a else None,
+                 "estimate_kind": a.totals.get("estimate_kind") if a else None,
                  "method": report.time.method if report.time else None,
                  "findings": sorted({f.code for f in report.findings})}
     except Exception as err:
@@ -290,11 +294,15 @@ UNSURE = ("libtpu-guard-unknown", "libtpu-loop-unknown", "libtpu-aborted", "libt
           "xla-cost-unknown")
 
 
-def kernel_rows(data: dict, floor: float) -> list[tuple]:
-    """(label, kernel, measured per launch, estimate, source, roofline, findings) for every kernel of
-    ``floor`` seconds or more on the chip that the inspector's figures name."""
+def kernel_rows(data: dict, floor: float, only: str | None = None) -> list[tuple]:
+    """(label, kernel, measured per launch, estimate, source, roofline, findings, kind) for every
+    kernel of ``floor`` seconds or more on the chip that the inspector's figures name (of the
+    entries ``only`` names)."""
     rows = []
+    labels = {e.label for e in _entries(only)}
     for label, e in data["entries"].items():
+        if label not in labels:
+            continue
         m, i = e["measured"], e["inspector"]
         if not m or "error" in m or not i or "error" in i:
             continue
@@ -304,8 +312,26 @@ def kernel_rows(data: dict, floor: float) -> list[tuple]:
             if seconds >= floor and k["name"] in mine:
                 x = mine[k["name"]]
                 rows.append((label, k["name"], seconds, x["estimated_seconds"], x["estimate_source"], x["roofline_s"],
-                             i.get("findings", [])))
+                             i.get("findings", []), x.get("estimate_kind") or "estimate"))
     return rows
+
+
+def score(path: str, only: str | None) -> None:
+    """The time issue's done-when on the entries ``only`` names: of the kernels of 0.1 ms or more,
+    how many within 25% and 2x of the chip, and whether every figure more than 2x off says it is a
+    floor or a range."""
+    with open(path) as f:
+        data = json.load(f)
+    rows = kernel_rows(data, 1e-4, only)
+    ratio = lambda r: (r[3] or 0) / r[2]
+    within = [r for r in rows if 0.75 <= ratio(r) <= 1.25]
+    twice = [r for r in rows if 0.5 <= ratio(r) <= 2]
+    off = [r for r in rows if not 0.5 <= ratio(r) <= 2]
+    unlabelled = [r for r in off if r[7] == "estimate"]
+    print(f"{len(rows)} kernels of 0.1 ms or more: {len(within)} within 25% of the chip ({len(within) / max(len(rows), 1):.0%}), "
+          f"{len(twice)} within 2x; {len(off)} more than 2x off, {len(off) - len(unlabelled)} of them labelled floor or range")
+    for r in sorted(rows, key=ratio):
+        print(f"  {r[0]:<40} {r[1][:40]:<40} {r[2] * 1e6:10,.1f} us  {ratio(r):6.2f}x  {r[7]:<8} {r[4]}")
 
 
 def spearman(a: list[float], b: list[float]) -> float:
@@ -325,7 +351,7 @@ def table(path: str) -> None:
           f"(`show --time`, deviceless) of {data['inspector_date']}.\n")
     print("| program | kernel | measured | estimate | est./meas. | source | roofline/meas. |")
     print("|---|---|---:|---:|---:|---|---:|")
-    for label, name, seconds, est, source, roof, findings in sorted(rows, key=lambda r: (r[3] or 0) / r[2]):
+    for label, name, seconds, est, source, roof, findings, _ in sorted(rows, key=lambda r: (r[3] or 0) / r[2]):
         unsure = [f for f in findings if f in UNSURE]
         print(f"| {label} | {name} | {seconds * 1e6:,.1f} us | {(est or 0) * 1e6:,.1f} us | {(est or 0) / seconds:.2f} | "
               f"{source}{' (' + ', '.join(unsure) + ')' if unsure else ''} | {(roof or 0) / seconds:.2f} |")
@@ -364,7 +390,7 @@ def sweep_rows(data: dict, sweep: str) -> list[tuple]:
 def main(argv=None) -> None:
     os.chdir(ROOT)  # the entries name files from the repository's root; the inspector is the installed one
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=("measure", "estimate", "merge", "table", "list"))
+    p.add_argument("mode", choices=("measure", "estimate", "merge", "table", "score", "list"))
     p.add_argument("paths", nargs="*")
     p.add_argument("--only")
     p.add_argument("--workers", type=int, default=2)
@@ -380,6 +406,8 @@ def main(argv=None) -> None:
         estimate(a.paths[0], a.only, a.workers, a.chip, a.budget)
     elif a.mode == "table":
         table(a.paths[0] if a.paths else CORPUS)
+    elif a.mode == "score":
+        score(a.paths[0] if a.paths else CORPUS, a.only)
     elif a.mode == "merge":
         merge(a.out, a.measured or [], a.estimated or [])
     else:
