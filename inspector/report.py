@@ -373,5 +373,6 @@ def make_report(target: Target, chip: Chip, needs: Needs, *, roofline_chip: Chip
         raise UsageError(f"--pass {pass_select} does not apply: {why}")
     if needs.time and report.fusions is not None:
         report = with_time(report, estimate_times(target, chip, budget=time_budget, kernels=report.fusions.kernels,
-                                                  use_cache=use_cache is True, hlo=report.stages.hlo))
+                                                  use_cache=use_cache is True, hlo=report.stages.hlo,
+                                                  compile_seconds=report.stages.timings.get("compiler_s")))
     return report

@@ -218,7 +218,8 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
     if s.mosaic:
         rows.append(("pallas kernels", ", ".join(f"{k.name} ({k.source})" for k in s.mosaic)))
     if timings:
-        timing = ", ".join(f"{k.removesuffix('_s')} {v:.2f}s" for k, v in s.timings.items())
+        # this run's steps (compiler_s: what the compiler took when this module was first compiled, maybe from the cache)
+        timing = ", ".join(f"{k.removesuffix('_s')} {v:.2f}s" for k, v in s.timings.items() if k != "compiler_s")
         rows.append(("time", timing + (" (compile from cache)" if s.compile_cached else "")))
     parts: list[RenderableType] = [_kv_table(rows)]
     if findings:  # the TUI lists the findings in a table of its own

@@ -122,8 +122,10 @@ def hlo_is_whole(text: str) -> bool:
 
 def _valid_result(result) -> bool:
     """What this version stores: optimized HLO text, XLA's cost (name -> float) and memory
-    (name -> int) dicts, and no error (failures are not stored)."""
-    if not isinstance(result, dict) or set(result) - {"buffers"} != {"hlo", "cost", "memory", "error"}:
+    (name -> int) dicts, no error (failures are not stored), and the compile's seconds."""
+    if not isinstance(result, dict) or set(result) - {"buffers", "seconds"} != {"hlo", "cost", "memory", "error"}:
+        return False
+    if not isinstance(result.get("seconds", 0.0), (int, float)):  # what the compiler took (the estimate's hard stops)
         return False
     if not isinstance(result.get("buffers", {}), (dict, type(None))):  # the buffer assignment (--view memory)
         return False

@@ -249,7 +249,10 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
         result, cached = compile_lowered(lowering.lowered, backend, use_cache, buffers=buffers, dump_to=dump_to,
                                   dump_metadata=dump_metadata, module_text=lowering.module_text)
         compile_s = time.perf_counter() - t2
-    stages = dataclasses.replace(lowered_stages, timings={**lowered_stages.timings, "compile_s": compile_s},
+    timings = {**lowered_stages.timings, "compile_s": compile_s}
+    if result.get("seconds") is not None:  # the compiler's own time for this module, also when it came from the cache
+        timings["compiler_s"] = result["seconds"]
+    stages = dataclasses.replace(lowered_stages, timings=timings,
                                  mosaic=list(lowered_stages.mosaic), hlo=result["hlo"], cost=result["cost"],
                                  memory=result["memory"], buffers=result.get("buffers"), compile_cached=cached,
                                  compile_options={} if cached else machine_code_options(backend),

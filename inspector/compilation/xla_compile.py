@@ -5,6 +5,7 @@ that only change machine code, which the inspector never runs."""
 from __future__ import annotations
 
 import contextlib
+import time
 
 import inspector.compilation.compile_cache as compile_cache
 from .backends import Backend
@@ -60,9 +61,12 @@ def compile_lowered(lowered, backend: Backend, use_cache: bool | str, buffers: b
         options = {**(dump_options(dump_to, dump_metadata) if dump_to else {}), **(buffer_dump_options(folder) if buffers else {}),
                    **machine_code_options(backend)}
         try:
+            start = time.perf_counter()
             compiled = lowered.compile(options) if options else lowered.compile()
+            # what the compiler itself took (kept in the cache: a later run that reads it knows it too)
             result = {"hlo": compiled.as_text(), "cost": cost_dict(compiled.cost_analysis()),
-                      "memory": memory_dict(compiled.memory_analysis()), "error": None}
+                      "memory": memory_dict(compiled.memory_analysis()), "error": None,
+                      "seconds": round(time.perf_counter() - start, 3)}
         except Exception as err:  # XLA raises JaxRuntimeError / XlaRuntimeError / ValueError
             result = {"hlo": None, "cost": None, "memory": None, "error": compile_error_text(err)}
         if buffers:  # written even when the compile ran out of HBM: the largest buffers name why

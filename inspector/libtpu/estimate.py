@@ -47,12 +47,13 @@ STOPPED = ("time-limit", "no-answer")  # a job's statuses that say more about th
 
 
 def estimate_times(target: Target, chip: Chip, *, budget: Budget | None = None, kernels: list | None = None,
-                   use_cache: bool = True, hlo: str | None = None) -> TimeEstimate:
+                   use_cache: bool = True, hlo: str | None = None, compile_seconds: float | None = None) -> TimeEstimate:
     """Every kernel's estimated cycles and seconds on ``chip``, the program's total, the bundles
     of each kernel and the findings they lead to. ``kernels``: the program's kernels as the
     Report has them (``report.fusions.kernels``; computed here when not given), ``hlo`` its
-    optimized HLO (``report.stages.hlo``). Off TPU, or where libtpu gives nothing, the floor.
-    Cached like a compile: asking again is instant."""
+    optimized HLO (``report.stages.hlo``), ``compile_seconds`` what compiling it took (a compile
+    of the whole program is given that much more before it is stopped: it decides no figure).
+    Off TPU, or where libtpu gives nothing, the floor. Cached like a compile: asking again is instant."""
     from ..compilation.stages import lowered_program  # (numpy, jax: only when an estimate runs)
 
     budget = budget or Budget()
@@ -68,7 +69,7 @@ def estimate_times(target: Target, chip: Chip, *, budget: Budget | None = None, 
     if use_cache and (hit := load_cached(key)) is not None:
         hit.cached = True
         return hit
-    estimate = _Run(target, backend, chip, kernels, budget, hlo=hlo).run()
+    estimate = _Run(target, backend, chip, kernels, budget, hlo=hlo, compile_seconds=compile_seconds or 0.0).run()
     # a compile stopped past its prediction says how busy the machine was: not a result to keep
     if use_cache and not any(job.status in STOPPED for job in estimate.jobs):
         store_cached(key, estimate)
@@ -101,7 +102,8 @@ def _roofline_only(chip: Chip, kernels: list, budget: Budget, why: str | None = 
 class _Run:
     """One estimate: the compiles it makes, what they gave, and the answer built from them."""
 
-    def __init__(self, target: Target, backend, chip: Chip, kernels: list, budget: Budget, hlo: str | None = None):
+    def __init__(self, target: Target, backend, chip: Chip, kernels: list, budget: Budget, hlo: str | None = None,
+                 compile_seconds: float = 0.0):
         self.chip, self.kernels, self.budget = chip, kernels, budget
         self.hlo = hlo  # the program's optimized HLO, when the caller has it (else compiled again when needed)
         assert chip.topology is not None  # a TPU (estimate_times runs this on no other chip): each has one
@@ -114,7 +116,8 @@ class _Run:
         self.sessions: list = []  # the dump children that simulate, while the estimate runs
         # past this no compile runs: a machine many times slower than the plan expects (the figures
         # then depend on it, which a finding says, and the result is not cached)
-        self.deadline = time.monotonic() + SLACK_SECONDS + SLACK * budget.seconds
+        self.compile_seconds = compile_seconds  # a compile of the whole program: its hard stop waits that much more
+        self.deadline = time.monotonic() + SLACK_SECONDS + SLACK * (budget.seconds + 4 * compile_seconds)
 
     def run(self) -> TimeEstimate:
         if not self.chip.libtpu_times:  # nothing to simulate: the whole program's bundles, for the view and floors
@@ -189,7 +192,8 @@ class _Run:
             built = self._build(job, alone)
             if built is not None:
                 made.append((job, built[1]))
-                compiles.append(Compile(built[0], seconds=self.budget.seconds_for(job.bundles),
+                extra = SLACK * self.compile_seconds if job.program == "program" else 0.0
+                compiles.append(Compile(built[0], seconds=self.budget.seconds_for(job.bundles) + extra,
                                         memory_bytes=self.budget.memory_bytes,
                                         expected_bytes=self.budget.bytes_for(job.bundles)))
         outcomes = run_all(self.sessions, compiles, self.budget.memory_bytes, self.deadline)

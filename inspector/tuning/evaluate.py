@@ -151,7 +151,8 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped
                     vmem_bytes=err.vmem.used_bytes if err.vmem else None)
     report = build_report(target, chip, compiled, fusions=True, pallas=True)
     kernels = report.fusions.kernels if report.fusions is not None else None
-    times = estimate_times(target, chip, budget=Budget(**budget), kernels=kernels, use_cache=cache is True, hlo=stages.hlo)
+    times = estimate_times(target, chip, budget=Budget(**budget), kernels=kernels, use_cache=cache is True, hlo=stages.hlo,
+                           compile_seconds=stages.timings.get("compiler_s"))
     stopped.extend(job.label for job in times.jobs if job.status in STOPPED)
     used = [u for u in compiler_scoped_vmem(stages.hlo or "") if u > 0]
     seconds = times.totals.get("estimated_seconds")
