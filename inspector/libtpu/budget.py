@@ -49,7 +49,7 @@ VREG_BYTES = 4096  # one vector register: 8 sublanes x 128 lanes x 4 bytes
 # dump), so before, its cost is judged from the compiler's own cycles: the simulation of XLA ops
 # measured here cost 0.3 to 1.4 bundles' worth a simulated cycle, and the compiler's cycles were 1 to
 # 5 times the simulated ones (XLA's 2048^3 dot; the reference attention's softmax fusions).
-BUNDLES_PER_CYCLE = 0.5
+BUNDLES_PER_CYCLE = 0.2
 CLOCK_GUESS_HZ = 1.5e9  # a roofline's seconds as cycles, where the compiler gave none
 # What a compile costs beside its simulation (tracing aside: the program is compiled again), in bundles
 COMPILE_BUNDLES = 40_000
