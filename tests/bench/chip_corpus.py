@@ -245,6 +245,8 @@ def _estimate_one(payload):
                  "estimated_seconds": a.totals.get("estimated_seconds") if a else None,
                  "estimate_kind": a.totals.get("estimate_kind") if a else None,
                  "method": report.time.method if report.time else None,
+                 # compiles the machine's speed stopped (then figures depend on it; none where all is well)
+                 "stopped": [j.label for j in (report.time.jobs if report.time else []) if j.status in ("time-limit", "no-answer")],
                  "findings": sorted({f.code for f in report.findings})}
     except Exception as err:
         found = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
