@@ -726,8 +726,8 @@ def test_xla_ops_past_the_memory_budget_say_how_to_give_more():
     from inspector.libtpu.budget import Budget
     from inspector.libtpu.plan import make_plan
 
-    # 5.8M cycles by the compiler's estimate: about 5.8 GB to simulate at the budget's rates
-    fusion = SimpleNamespace(name="fusion.3", kind="fusion:loop", compiler_cycles=5_800_000, compiler_gave_up=False, repeat=1)
+    # 14.5M cycles by the compiler's estimate: about 5.8 GB to simulate at the budget's rates
+    fusion = SimpleNamespace(name="fusion.3", kind="fusion:loop", compiler_cycles=14_500_000, compiler_gave_up=False, repeat=1)
     small = make_plan([fusion], {}, [], Budget(seconds=1000.0), cores=1)
     assert "whole" not in [j.label for j in small.jobs] and "4 GiB" in small.notes[0]
     large = make_plan([fusion], {}, [], Budget(seconds=1000.0, memory_bytes=16 * 2**30), cores=1)

@@ -51,15 +51,19 @@ def test_a_loop_whose_bound_is_a_register_counts_once():
 
 
 def test_nested_loops_multiply():
+    """A loop in a loop, the inner one closed by a branch whose predicate compares the counter
+    with 32 (no "loop exit test" mark: a fori_loop of the kernel's body)."""
     inner = LEGEND + """     0   :  { %s1 = smov 0 }
-   0x1 LB: > { %s2 = sadd.s32 1, %s1 }
-   0x2 LB: >> { %v3 = vadd.f32 %v1, %v2 }
-   0x3   : >> { %p4 = scmp.ge.s32.totalorder %s5, 32 /* loop exit test */ }
+   0x1 LB: > { %s2 = sadd.s32 1, %s1 } /* Start region 3 */
+   0x2 LB: >> { %v3 = vadd.f32 %v1, %v2  ;;  %p4 = scmp.ge.s32.totalorder %s5, 32 } /* Start region 7 */
+   0x3   : > { %8 = sbr.rel (!%p4) target = $region7 }
    0x4   : > { %p6 = scmp.ge.s32.totalorder %s2, 8 /* loop exit test */ }
+   0x5   : > { %9 = sbr.rel (!%p6) target = $region3 }
+   0x6   :  { %10 = vnop }
 """
     w = walk(read_bundles(inner))
     assert sorted((l.depth, l.trips) for l in w.loops) == [(1, 8), (2, 32)]
-    assert w.most == 1 + 8 * (1 + 32 * 2 + 1)
+    assert w.most == 1 + 8 * (1 + 32 * 2 + 2) + 1
 
 
 def test_libtpus_own_listing_is_walked():

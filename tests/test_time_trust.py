@@ -47,7 +47,7 @@ def test_an_op_simulated_alone_at_0_cycles_says_so(monkeypatch):
 
     monkeypatch.setattr(est, "replay_request", lambda hlo, op, topology: ("replay", op))
     # the program is too costly to simulate whole: its ops go alone
-    kernels = [_xla("fusion.9", 3_000_000), _xla("fusion.4", 2_000_000), _xla("fusion.3", 10_000)]
+    kernels = [_xla("fusion.9", 7_500_000), _xla("fusion.4", 5_000_000), _xla("fusion.3", 10_000)]
 
     def outcome(request):
         op = request[1] if isinstance(request, tuple) else None

@@ -53,59 +53,76 @@ def walk(bundles: list[Bundle]) -> Walk:
     for b in bundles:
         for region in b.regions:
             starts.setdefault(region, b.index)
+    found = _loops(bundles, starts)
     loops: list[Loop] = []
-    least, most, outer = _span(bundles, 0, len(bundles), 0, starts, loops)
+    least, most, outer = _span(bundles, 0, len(bundles), 0, starts, found, loops)
     first = min((l for l in loops if l.depth == 1), key=lambda l: l.start, default=None)
     return Walk(bundles=len(bundles), loops=sorted(loops, key=lambda l: (l.start, l.depth)), least=least, most=most,
                 outer_trips=first.trips if first else None, outer_least=outer[0] if first else 0,
                 outer_most=outer[1] if first else 0, unknown_trips=sum(1 for l in loops if l.trips is None))
 
 
-def _items(bundles: list[Bundle], lo: int, hi: int, depth: int) -> list[tuple[int, int]]:
-    """[lo, hi) as (start, end) items: a bundle at ``depth``, or a loop one deeper (a run of deeper
-    bundles, split where a new loop body begins)."""
+def _loops(bundles: list[Bundle], starts: dict[int, int]) -> dict[int, tuple[int, int | None]]:
+    """Loop start -> (one past its end, trip count): each branch back to an earlier bundle closes
+    a loop (its delay slots, the empty bundles after it, belong to the loop); the trip count is the
+    constant the branch's predicate compares the counter with (libtpu marks the grid loop's as its
+    "loop exit test"), None where that is a register."""
+    found: dict[int, tuple[int, int | None]] = {}
+    for b in bundles:
+        target = starts.get(b.branch.target) if b.branch is not None else None
+        if target is None or target > b.index:
+            continue
+        end = b.index + 1
+        while end < len(bundles) and not bundles[end].instructions:
+            end += 1
+        body = bundles[target:end]
+        trips = next((x.exit_bound for x in reversed(body) if x.exit_bound is not None), None)
+        if trips is None and b.branch is not None and b.branch.predicate:
+            trips = next((x.compares[b.branch.predicate] for x in body if b.branch.predicate in x.compares), None)
+        if end - target > found.get(target, (target, None))[0] - target:
+            found[target] = (end, trips)
+    return found
+
+
+def _items(lo: int, hi: int, found: dict[int, tuple[int, int | None]], inside: bool) -> list[tuple[int, int, bool]]:
+    """[lo, hi) as (start, end, is a loop) items: a bundle, or a loop that starts there (``inside``
+    a loop [lo, hi), that loop is not its own item)."""
     items, i = [], lo
     while i < hi:
-        if bundles[i].depth <= depth:
-            items.append((i, i + 1))
-            i += 1
-            continue
-        j = i + 1
-        while j < hi and bundles[j].depth > depth and not (bundles[j].marker == "LB" and bundles[j].depth == depth + 1):
-            j += 1
-        items.append((i, j))
-        i = j
+        end = found[i][0] if i in found and not (inside and i == lo) else i + 1
+        end = min(max(end, i + 1), hi)
+        items.append((i, end, i in found and not (inside and i == lo) and end - i >= 1 and found[i][0] == end))
+        i = end
     return items
 
 
 def _span(bundles: list[Bundle], lo: int, hi: int, depth: int, starts: dict[int, int],
-          loops: list[Loop]) -> tuple[int, int, tuple[int, int]]:
-    """(least, most) bundles issued over [lo, hi) at ``depth``, and (least, most) of one trip of
-    the first loop directly inside it."""
-    items = _items(bundles, lo, hi, depth)
+          found: dict[int, tuple[int, int | None]], loops: list[Loop]) -> tuple[int, int, tuple[int, int]]:
+    """(least, most) bundles issued over [lo, hi) at ``depth`` (0: the whole listing; else the body
+    of a loop), and (least, most) of one trip of the first loop directly inside it."""
+    items = _items(lo, hi, found, inside=depth > 0)
     first_loop: tuple[int, int] | None = None
     costs: list[tuple[int, int]] = []
-    for s, e in items:
-        if e - s == 1 and bundles[s].depth <= depth:
-            costs.append((1, 1))
+    for s, e, is_loop in items:
+        if not is_loop:
+            costs.append((e - s, e - s))
             continue
-        body_least, body_most, _ = _span(bundles, s, e, depth + 1, starts, loops)
-        bound = next((b.exit_bound for b in reversed(bundles[s:e]) if b.exit_bound is not None and b.depth == depth + 1), None)
-        loops.append(Loop(start=s, end=e, depth=depth + 1, trips=bound))
-        trips = bound if bound is not None else 1
+        body_least, body_most, _ = _span(bundles, s, e, depth + 1, starts, found, loops)
+        trips = found[s][1]
+        loops.append(Loop(start=s, end=e, depth=depth + 1, trips=trips))
         first_loop = first_loop or (body_least, body_most)
-        costs.append((trips * body_least, trips * body_most))
+        costs.append(((trips or 1) * body_least, (trips or 1) * body_most))
     index_of = {}
-    for n, (s, e) in enumerate(items):
+    for n, (s, e, _) in enumerate(items):
         for i in range(s, e):
             index_of[i] = n
     least = [0] * (len(items) + 1)
     most = [0] * (len(items) + 1)
     for n in range(len(items) - 1, -1, -1):
-        s, _ = items[n]
+        s, e, is_loop = items[n]
         cost_least, cost_most = costs[n]
         least[n], most[n] = cost_least + least[n + 1], cost_most + most[n + 1]
-        branch = bundles[s].branch if bundles[s].depth <= depth else None
+        branch = bundles[s].branch if not is_loop else None
         target = starts.get(branch.target) if branch else None
         if branch is None or target is None or target <= s:  # no branch, or a loop's way back
             continue
@@ -121,6 +138,6 @@ def _span(bundles: list[Bundle], lo: int, hi: int, depth: int, starts: dict[int,
     return least[0], most[0], first_loop or (0, 0)
 
 
-def _empty(bundles: list[Bundle], item: tuple[int, int]) -> bool:
-    s, e = item
-    return e - s == 1 and not bundles[s].instructions
+def _empty(bundles: list[Bundle], item: tuple[int, int, bool]) -> bool:
+    s, e, is_loop = item
+    return not is_loop and e - s == 1 and not bundles[s].instructions

@@ -103,6 +103,7 @@ class Branch:
 
     target: int  # the region it jumps to (``target = $regionN``)
     predicated: bool  # ``sbr.rel (%p...)`` or ``(!%p...)``: taken only when the predicate says so
+    predicate: str | None = None  # the predicate register (``%p569_p6``), without its ``!``
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -114,6 +115,7 @@ class Bundle:
     regions: tuple[int, ...] = ()  # the regions that start at this bundle (a branch's target names one)
     branch: Branch | None = None
     exit_bound: int | None = None  # the constant a "loop exit test" in this bundle compares the loop's counter with
+    compares: dict[str, int] = dataclasses.field(default_factory=dict)  # predicate register -> the constant it compares a counter with
 
 
 _BUNDLE_START = re.compile(r"^\s*(0x[0-9a-f]+|\d+)\s+([A-Z]{2})?\s*:\s*(>*)\s*\{")
@@ -121,7 +123,8 @@ _COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _LOC = re.compile(r'loc\("(?P<file>[^"]+)":(?P<line>\d+)')
 _INSTRUCTION = re.compile(r"^\s*(?:(?P<result>%[\w.]+)\s*=\s*)?(?P<opcode>[a-z_][\w.]*)")
 _REGION_START = re.compile(r"Start(?:/End empty)? region (\d+)")
-_BRANCH = re.compile(r"\bsbr\.rel\s*(\([^)]*\))?[^;]*?target = \$region(\d+)")
+_BRANCH = re.compile(r"\bsbr\.rel\s*(\(!?(%[\w.]+)\))?[^;]*?target = \$region(\d+)")
+_COMPARE = re.compile(r"(%p[\w.]*)\s*=\s*scmp\.\w+\.s32\.totalorder\s+%s[\w.]*,\s*(\d+)\b")
 _EXIT_TEST = re.compile(r"scmp\.\w+(?:\.\w+)*\s+%[\w.]+,\s*(\d+)\s*/\*\s*loop exit test")
 _SLOT = re.compile(r"\[(?:vmem|smem):\[(#allocation\d+_spill)")
 _STORED = re.compile(r"/\*vst_source=\*/\s*(%[\w.]+)")
@@ -148,12 +151,15 @@ def read_bundles(text: str, where: str = "bundles", relative=lambda path: path) 
         text = "\n".join(lines)
         instructions = _instructions(text, relative)
         depth = len(start[3]) if instructions or not bundles else bundles[-1].depth  # a delay slot is where its branch is
-        branch = _BRANCH.search(_COMMENT.sub(" ", text))
+        plain = _COMMENT.sub(" ", text)
+        branch = _BRANCH.search(plain)
         bound = _EXIT_TEST.search(text)
         bundles.append(Bundle(index=number, depth=depth, marker=start[2] or "", instructions=instructions,
                               regions=tuple(int(r) for r in _REGION_START.findall(text)),
-                              branch=Branch(target=int(branch[2]), predicated=bool(branch[1])) if branch else None,
-                              exit_bound=int(bound[1]) if bound else None))
+                              branch=Branch(target=int(branch[3]), predicated=bool(branch[1]), predicate=branch[2])
+                              if branch else None,
+                              exit_bound=int(bound[1]) if bound else None,
+                              compares={p: int(c) for p, c in _COMPARE.findall(plain)}))
     return bundles
 
 

@@ -28,7 +28,7 @@ import math
 from .budget import BUNDLES_PER_CYCLE, CLOCK_GUESS_HZ, COMPILE_BUNDLES, VMEM_RESULT_BUNDLES, VREG_BYTES, Budget, reduced_grid
 from .bundle_walk import Walk
 
-DMA_KINDS = ("copy", "collective")  # DMAs, which the simulation times without running bundles
+DMA_KINDS = ("collective",)  # the other chips' part of it: one chip's simulation does not time them
 VMEM = 1  # an HLO layout's memory space for VMEM (S(1))
 
 
@@ -152,7 +152,9 @@ def make_plan(kernels: list, walks: dict[str, Walk], pallas: list[PallasGrid], b
         return True
 
     lowered = {p.op for p in pallas} if lowered is None else lowered | {p.op for p in pallas}
-    xla = [k for k in kernels if k.kind not in DMA_KINDS and k.name not in lowered]
+    # an asynchronous start (copy-start, slice-start) is timed with its program only: alone it does not compile
+    xla = [k for k in kernels if k.kind not in DMA_KINDS and k.name not in lowered
+           and not getattr(k, "opcode", "").endswith("-start")]
     xla_cost = sum(xla_bundles(k, walks) for k in xla)
     static = [p for p in pallas if not p.dynamic]
     whole = xla_cost + sum(pallas_bundles(walks.get(p.op), p.grid, p.grid) for p in static)
@@ -209,12 +211,12 @@ def make_plan(kernels: list, walks: dict[str, Walk], pallas: list[PallasGrid], b
 
 
 def replay_order(xla: list, walks: dict[str, Walk]) -> list[str]:
-    """XLA ops to simulate alone, most needed first: those the cost model gave up on, then by what
-    the cost model says they take."""
+    """XLA ops to simulate alone, most needed first: those the cost model gave up on, then those
+    it gave no figure, then by what it says they take (its roofline where it says nothing)."""
     gave_up = lambda k: getattr(k, "compiler_gave_up", False)
-    wanted = [k for k in xla if gave_up(k) or k.compiler_cycles or k.name in walks]
-    ranked = sorted(wanted, key=lambda k: (not gave_up(k), -(k.compiler_cycles or 0) * max(k.repeat or 1, 1)))
-    return [k.name for k in ranked]
+    weight = lambda k: (k.compiler_cycles or (getattr(k, "roofline_s", None) or 0) * CLOCK_GUESS_HZ) * max(k.repeat or 1, 1)
+    ranked = sorted(xla, key=lambda k: (not gave_up(k), bool(k.compiler_cycles), -weight(k)))
+    return [k.name for k in ranked if weight(k) > 0 or gave_up(k)]
 
 
 def _replay_cost(op: str, xla: list, walks: dict[str, Walk]) -> int:
