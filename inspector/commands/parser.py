@@ -22,6 +22,8 @@ VERBS = ("show", "check", "diff", "export", "compare", "tune", "chips", "cache",
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):  # every option's default in --help, the examples as written
         kwargs.setdefault("formatter_class", HelpFormatter)
+        # no abbreviations: `--time` must not quietly mean `--time-budget` where only that exists
+        kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
 
     def error(self, message):  # one line and exit 2, like every other usage error

@@ -335,7 +335,7 @@ def sweep_rows(data: dict, sweep: str) -> list[tuple]:
 
 def main(argv=None) -> None:
     os.chdir(ROOT)  # the entries name files from the repository's root; the inspector is the installed one
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(allow_abbrev=False)
     p.add_argument("mode", choices=("measure", "estimate", "merge", "table", "list"))
     p.add_argument("paths", nargs="*")
     p.add_argument("--only")
