@@ -52,7 +52,7 @@ def _packages() -> list[Check]:
               Check("jax-inspector", INFO, _version("jax-inspector") or "not installed (running from a checkout)")]
     jax = _version("jax")
     tested = ", ".join(TESTED_JAX)
-    checks.append(Check("jax", FAIL, "not installed: pip install jax-inspector brings it") if jax is None else
+    checks.append(Check("jax", FAIL, "not installed: `pip install .` in the inspector's clone (or its .ci/setup) brings it") if jax is None else
                   Check("jax", OK, f"{jax} (tested: {tested})") if jax in TESTED_JAX else
                   Check("jax", WARN, f"{jax} is untested (tested: {tested}): views work; an analysis that cannot "
                                      "follow this jax says so as a finding"))

@@ -48,7 +48,7 @@ def add_tune_parser(sub, common) -> argparse.ArgumentParser:
                       help="compile N candidates at once (default: the cores)")
     tune.add_argument("--ray", metavar="ADDRESS", default=None,
                       help="send each candidate to the Ray cluster at ADDRESS (default: $RAY_ADDRESS when set); "
-                           "needs jax-inspector[ray]")
+                           "needs Ray (pip install 'ray>=2.9')")
     tune.add_argument("--table", metavar="FILE",
                       help="write (or add to) a tuning table: the best parameters per shape and chip, as JSON (default: none)")
     # None, not 0: an explicit --top 0 (all) must reach --measure, which otherwise times MEASURE_TOP
