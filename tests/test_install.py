@@ -1,6 +1,7 @@
 """What README and docs/install.md tell a user to run: no package is published, so the clone is
 built into a wheel (`pip wheel --no-deps . -w dist`) and the command runs from that wheel."""
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -13,8 +14,11 @@ from conftest import ROOT
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
+    leftovers = [p for p in (ROOT / "build", ROOT / "jax_inspector.egg-info") if not p.exists()]
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(ROOT), "-w", str(out)],
                            capture_output=True, text=True, timeout=600)
+    for path in leftovers:  # setuptools builds in the tree: leave it as it was
+        shutil.rmtree(path, ignore_errors=True)
     if built.returncode and ("No matching distribution" in built.stderr or "Could not find a version" in built.stderr):
         pytest.skip("pip cannot reach an index for the build's setuptools here")
     assert built.returncode == 0, built.stderr
