@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 import numpy as np
 
+from .base import json_text
 from .base.atomic import write_atomic
 from .compilation.backends import Backend
 from .base.chips import CHIPS, Chip
@@ -129,7 +129,7 @@ class Report:
 
     def to_json(self, texts: tuple[str, ...] = ("jaxpr", "stablehlo", "hlo", "mosaic"), indent: int | None = 2) -> str:
         """The Report as JSON text (``inspector export --json`` writes the same, every stage text included)."""
-        return json.dumps(self.to_dict(texts=texts), indent=indent, default=str)
+        return json_text.dumps(self.to_dict(texts=texts), indent=indent)
 
     def to_dict(self, texts: tuple[str, ...] = ()) -> dict[str, Any]:
         """JSON-ready dict. Stage texts are large, so only those named in ``texts`` are included."""

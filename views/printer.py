@@ -4,7 +4,6 @@ from __future__ import annotations
 import dataclasses
 import errno
 import importlib
-import json
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -16,6 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..base import json_text
 from ..base.chips import CHIPS, Chip
 from ..view_table import get_view
 from ..base.units import fmt_bytes, fmt_count, fmt_time
@@ -378,7 +378,7 @@ def _not_compiled(report: Report) -> str:
 
 
 def print_json(data, console: Console) -> None:
-    console.file.write(json.dumps(data, indent=2, default=str) + "\n")
+    console.file.write(json_text.dumps(data, indent=2) + "\n")
 
 
 def chip_rows(chips: tuple[Chip, ...] = CHIPS) -> list[dict]:

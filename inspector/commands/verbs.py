@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
+from ..base import json_text
 from ..base.atomic import check_not_read_only, check_writable, write_atomic
 from ..base.chips import get_chip, parse_targets
 from ..base.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, TargetFailure, UsageError
@@ -222,7 +223,6 @@ def doctor(opts) -> int:
 
 def cache(opts) -> int:
     import dataclasses
-    import json
 
     import inspector.compilation.compile_cache as compile_cache
 
@@ -232,7 +232,7 @@ def cache(opts) -> int:
         raise UsageError(f"cannot {'clear' if opts.action == 'clear' else 'read'} the compile cache at "
                          f"{compile_cache.cache_dir()}: {err.strerror or err} (set INSPECTOR_CACHE_DIR to another folder)") from err
     if opts.json:
-        print(json.dumps({"action": opts.action, **dataclasses.asdict(found), "enabled": compile_cache.enabled()}, indent=2))
+        print(json_text.dumps({"action": opts.action, **dataclasses.asdict(found), "enabled": compile_cache.enabled()}, indent=2))
     elif opts.action == "clear":
         print(f"cleared {found.path}: removed {found.entries} entries, {fmt_bytes(found.bytes)}")
     else:
