@@ -71,6 +71,7 @@ class Report:
     mosaic_passes: MosaicPasses | None = None  # what each Mosaic pass did to each Pallas kernel (TPU, with its dumps)
     time: TimeEstimate | None = None  # libtpu's estimated time and VLIW bundles per kernel (--time)
     measured: Measurement | None = None  # device time per kernel on the attached TPU (--measure)
+    chip_reason: str | None = None  # why this chip when --target named none (compilation/default_target.py)
 
     @property
     def compiler_vmem(self) -> dict[str, int]:
@@ -144,7 +145,8 @@ class Report:
             "ok": self.ok,
             "target": dataclasses.asdict(self.target),
             "inputs": [dataclasses.asdict(i) for i in self.inputs],
-            "chip": {"name": self.chip.name, "kind": self.chip.kind, "description": self.chip.description},
+            "chip": {"name": self.chip.name, "kind": self.chip.kind, "description": self.chip.description,
+                     **({"chosen": self.chip_reason} if self.chip_reason else {})},
             "stages": stages,
             "findings": [dataclasses.asdict(f) for f in self.findings],
             **(_fusions_json(self.fusions) if self.fusions else {}),

@@ -186,3 +186,21 @@ def test_a_missing_file_suggests_the_nearest(tmp_path):
 
     with pytest.raises(UsageError, match=r"samples/atention.py: no such file; did you mean samples/attention.py\?"):
         load_target("samples/atention.py:flash")
+
+
+def test_the_chip_figures_quoted_are_the_datas():
+    """README and BENCHMARKS.md quote how many corpus kernels libtpu's estimate put within 25% of
+    the chip: the figures of tests/data/chip/v5e_corpus.json (README once said 52, the data 54)."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("chip_corpus", ROOT / "tests/bench/chip_corpus.py")
+    corpus = importlib.util.module_from_spec(spec)
+    sys.modules["chip_corpus"] = corpus  # its dataclasses look their module up
+    spec.loader.exec_module(corpus)
+    kernels, within, twice = corpus.corpus_figures(json.loads((ROOT / "tests/data/chip/v5e_corpus.json").read_text()))
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"{within} of {kernels} kernels came within 25% of the chip" in readme
+    benchmarks = (ROOT / "BENCHMARKS.md").read_text()
+    assert f"of the {kernels} kernels of 0.1 ms or more, {within} within 25% of the chip" in benchmarks
+    assert f"| corpus | {kernels} | {within} ({round(100 * within / kernels)}%) | {twice} |" in benchmarks

@@ -177,7 +177,8 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
         ("params", params),
         ("reference", t.reference or "-"),
         ("target", f"{report.chip.name}: {report.chip.description}"
-                   + (f", compiled by libtpu for a '{s.device_kind}' without a TPU" if report.chip.is_tpu else "")),
+                   + (f", compiled by libtpu for a '{s.device_kind}' without a TPU" if report.chip.is_tpu else "")
+                   + (f" ({report.chip_reason})" if report.chip_reason else "")),
     ]
     for stage, counts in s.op_counts.items():
         rows.append((f"{stage} ops", _top_ops(counts)))

@@ -144,6 +144,17 @@ def _accelerators() -> Check:
                  "kernels in interpret mode on the CPU)")
 
 
+def _default_target() -> Check:
+    """What every verb compiles for without --target (one rule, in a terminal and in a pipe)."""
+    from ..compilation.backends import attached_chip
+    from ..compilation.default_target import RULE
+
+    attached = attached_chip()
+    here = f"{attached.name} here" if attached is not None else "no TPU attached here"
+    return Check("default target", INFO, f"without --target, every verb compiles for {RULE}; in a terminal and in a pipe "
+                                         f"alike ({here})")
+
+
 def _cache() -> Check:
     import inspector.compilation.compile_cache as compile_cache
     from ..base.units import fmt_bytes
@@ -168,5 +179,5 @@ def checkup(targets: list[Chip], svg_required: bool = False) -> Checkup:
             checks.append(_compile(chip) if has_libtpu else
                           Check(f"compile {chip.name}", FAIL, "libtpu is not installed (see above)"))
         checks.append(_accelerators())
-    checks += [_dot(svg_required), _cache()]
+    checks += [_default_target(), _dot(svg_required), _cache()]
     return Checkup(checks)

@@ -177,8 +177,6 @@ def diff(opts) -> int:
 
 def tui(opts) -> int:
     """The terminal UI; when stdout is not a terminal (a pipe, CI), the overview instead."""
-    choose_chip = opts.chip is None  # no --target: the file suggests one (a TPU for TPU kernels)
-    opts.chip = opts.chip or "cpu"
     if not sys.stdout.isatty() or opts.json:
         opts.view, opts.roofline, opts.sort, opts.top = "overview", None, "order", 40
         return show(opts)
@@ -192,8 +190,9 @@ def tui(opts) -> int:
     if opts.shard is not None:
         parse_specs(opts.shard)
     session = Session(opts.target, opts.chip, args=opts.args, ref=opts.ref, sets=list(opts.set),
-                      use_cache=cache_enabled() and not opts.no_cache, mesh=opts.mesh, shard=opts.shard)
-    InspectorApp(session, watch=opts.watch, choose_chip=choose_chip).run()
+                      use_cache=cache_enabled() and not opts.no_cache, mesh=opts.mesh, shard=opts.shard,
+                      chip_reason=getattr(opts, "chip_reason", None))
+    InspectorApp(session, watch=opts.watch).run()
     return EXIT_OK
 
 

@@ -280,6 +280,14 @@ def kernel_rows(data: dict, floor: float) -> list[tuple]:
     return rows
 
 
+def corpus_figures(data: dict) -> tuple[int, int, int]:
+    """The corpus's kernels of 0.1 ms or more (not the held-out ones, not the probes): how many, how
+    many within 25% of the chip, how many within 2x (README and BENCHMARKS.md quote them)."""
+    rows = [r for r in kernel_rows(data, 1e-4) if not r[0].startswith(("heldout", "probe."))]
+    return (len(rows), sum(1 for r in rows if r[3] and 0.75 <= r[3] / r[2] <= 1.25),
+            sum(1 for r in rows if r[3] and 0.5 <= r[3] / r[2] <= 2))
+
+
 def spearman(a: list[float], b: list[float]) -> float:
     import numpy as np
 
