@@ -144,6 +144,29 @@ def _accelerators() -> Check:
                  "kernels in interpret mode on the CPU)")
 
 
+HUGEPAGES = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+def _hugepages() -> Check | None:
+    """jax's start-up warning on a TPU VM of v5e or newer without transparent hugepages, said here
+    once (every other command silences it: base/environment.py); None off such a VM."""
+    import inspector.base.environment as environment
+    from ..compilation.backends import attached_chip
+
+    chip = attached_chip() if environment.tpu_attached() else None
+    if chip is None or chip.name == "tpu-v4":  # jax warns from v5e on
+        return None
+    try:
+        enabled = "[always]" in open(HUGEPAGES).read()
+    except OSError:
+        enabled = False
+    if enabled:
+        return Check("hugepages", OK, "transparent hugepages are enabled (the TPU runtime starts and stops faster)")
+    return Check("hugepages", WARN, f"{environment.HUGEPAGES_WARNING}: the TPU runtime starts and stops slower on this "
+                                    f"{chip.name}; {environment.HUGEPAGES_FIX} (jax's warning about it is silenced "
+                                    "in every other command)")
+
+
 def _default_target() -> Check:
     """What every verb compiles for without --target (one rule, in a terminal and in a pipe)."""
     from ..compilation.backends import attached_chip
@@ -179,5 +202,6 @@ def checkup(targets: list[Chip], svg_required: bool = False) -> Checkup:
             checks.append(_compile(chip) if has_libtpu else
                           Check(f"compile {chip.name}", FAIL, "libtpu is not installed (see above)"))
         checks.append(_accelerators())
+        checks += [c for c in (_hugepages(),) if c is not None]
     checks += [_default_target(), _dot(svg_required), _cache()]
     return Checkup(checks)
