@@ -68,16 +68,20 @@ def _packages() -> list[Check]:
     return checks
 
 
+# what each export needs: said by the dot check either way
+_WITHOUT_DOT = ("export --html lays its graph out in the page without it (Graphviz as WebAssembly, inline), "
+                "--dot and --json need nothing")
+
+
 def _dot(svg_required: bool) -> Check:
     dot = shutil.which("dot")
     if dot is None:
         return Check("dot (Graphviz)", FAIL if svg_required else WARN,
-                     "not found: SVG export needs it (apt-get install graphviz / brew install graphviz); "
-                     "everything else works without it")
+                     f"not found: export --svg needs it (apt-get install graphviz / brew install graphviz); {_WITHOUT_DOT}")
     try:
         out = subprocess.run([dot, "-V"], capture_output=True, text=True, timeout=20)
-        return Check("dot (Graphviz)", OK, (out.stderr or out.stdout).strip().splitlines()[0] if out.returncode == 0
-                     else f"{dot} -V exited {out.returncode}")
+        return Check("dot (Graphviz)", OK, ((out.stderr or out.stdout).strip().splitlines()[0] if out.returncode == 0
+                                            else f"{dot} -V exited {out.returncode}") + "; export --svg uses it, " + _WITHOUT_DOT)
     except (OSError, subprocess.SubprocessError, IndexError) as err:
         return Check("dot (Graphviz)", FAIL if svg_required else WARN, f"{dot} does not run: {err}")
 

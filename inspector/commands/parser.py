@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--dot", metavar="PATH", help="kernel graph as Graphviz DOT source")
     export.add_argument("--json", dest="json_path", metavar="PATH", help="the whole Report as JSON")
     export.add_argument("--html", metavar="PATH", help="kernel graph as one self-contained HTML page: pan, zoom, search, "
-                        "the slowest kernels (needs Graphviz's dot)")
+                        "the slowest kernels (without Graphviz's dot here, the page lays the graph out itself)")
     export.add_argument("--color", choices=("roofline", "bytes", "bound"), default="roofline",
                         help="node colour: roofline time (default), HBM bytes, or memory-/compute-bound")
     export.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: the target)")

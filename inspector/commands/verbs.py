@@ -70,14 +70,16 @@ def export(opts) -> int:
         raise UsageError(f"--expand {blank[0]!r}: give a group's name, e.g. --expand layer3 or --expand 'block #7'")
     if opts.expand and not drawings:
         raise UsageError("--expand opens groups of the drawing: give --svg, --dot or --html too, or leave it out")
-    if drawings:  # fail before the compile when the SVG cannot be drawn
-        from ..hlo.graph import dot_available
-        if (opts.svg or opts.html) and not dot_available():
-            try:
-                render_svg(None)  # raises the how-to-install message
-            except UsageError as err:
-                asked = " and ".join(f for f, flag in (("--svg", opts.svg), ("--html", opts.html)) if flag)
-                raise UsageError(str(err).replace("so no SVG", f"so no {asked}")) from None
+    from ..hlo.graph import dot_available
+
+    # SVG needs Graphviz's dot here; the HTML page lays itself out where dot is missing
+    in_page = bool(opts.html) and not dot_available()
+    if opts.svg and not dot_available():  # fail before the compile when the SVG cannot be drawn
+        try:
+            render_svg(None)  # raises the how-to-install message
+        except UsageError as err:
+            raise UsageError(str(err).replace("so no SVG", "so no --svg") + (
+                " (--html lays its graph out in the page without dot)" if opts.html else "")) from None
     report = run(opts)
     written, failure, notes = [], None, []
     if opts.json_path:
@@ -88,7 +90,8 @@ def export(opts) -> int:
     elif drawings:
         from ..hlo.graph_render import draw
         drawing = draw(report.fusions, report.graph_title(), max_nodes=opts.max_nodes, expand=tuple(opts.expand),
-                       color=opts.color, budget_s=opts.layout_budget, svg=bool(opts.svg or opts.html), groups=bool(opts.html))
+                       color=opts.color, budget_s=opts.layout_budget, svg=bool(opts.svg or opts.html), groups=bool(opts.html),
+                       in_page=in_page)
         what = drawing.summary
         if opts.dot:
             written.append(f"{write_atomic(opts.dot, drawing.dot)} ({what})")
@@ -96,7 +99,8 @@ def export(opts) -> int:
             written.append(f"{write_atomic(opts.svg, drawing.svg)} ({what})")
         if opts.html:
             from ..views.html_graph import graph_page
-            page = graph_page(drawing.graph, drawing.svg.decode(), drawing.group_svgs, drawing.notes, drawing.group_graphs)
+            page = graph_page(drawing.graph, drawing.svg.decode(), drawing.group_svgs, drawing.notes, drawing.group_graphs,
+                              dots=drawing.dots)
             written.append(f"{write_atomic(opts.html, page)} ({what}; open it in a browser)")
         notes = drawing.notes
     # `--json /dev/stdout | jq`: stdout is one of the outputs, so what was written is said on stderr
