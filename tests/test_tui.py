@@ -1105,3 +1105,13 @@ def test_time_and_mosaic_passes_on_a_key():
             table = app.query_one("#mosaic-passes-table", DataTable)
             assert "relayout-insertion" in [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
     asyncio.run(run())
+
+
+def test_the_help_lists_every_key_the_app_and_its_tabs_bind():
+    """The help is made from the bindings (D, measure on the TPU, was once missing from a hand list)."""
+    from inspector.views.tui.screens import help_rows, tab_bindings
+
+    listed = {k for keys, _ in help_rows(InspectorApp.BINDINGS) for k in keys}
+    bound = [b.key for b in InspectorApp.BINDINGS] + [b.key for _, bs in tab_bindings() for b in bs]
+    assert {k for key in bound for k in key.split(",")} <= listed
+    assert "D" in listed and {"left", "g", "left_square_bracket"} <= listed

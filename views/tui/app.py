@@ -241,7 +241,7 @@ class InspectorApp(Loading, Navigation, Jobs, Tuning, App):
         focus_target(self.tabs[tab]).focus()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(type(self).BINDINGS))
 
     def on_unmount(self) -> None:
         self.remote.close()
