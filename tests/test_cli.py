@@ -160,3 +160,26 @@ def test_tune_measure_top_zero_times_every_candidate(monkeypatch):
     for top in (None, 0, 3):
         measured.measure_rankings(swept, "k.py:mm", {"f32[8]": None}, {}, measured.measure_count(top), "tpu-v5e")
     assert timed == [measured.MEASURE_TOP, 11, 3]
+
+
+@pytest.mark.parametrize("argv", [["check", "samples/bugs.py:dropped_tail", "--estimate-only"], ["chips"],
+                                  ["show", NAIVE, *SMALL, "--view", "fusions"]], ids=lambda a: a[0])
+def test_tables_in_a_pipe_end_no_line_in_spaces(run_cli, argv):
+    out = run_cli(*argv)
+    assert out.returncode in (0, 1), out.stderr
+    assert [line for line in out.stdout.splitlines() if line != line.rstrip()] == []
+
+
+def test_doctor_in_a_pipe_ends_no_line_in_spaces(monkeypatch):
+    """doctor's table (its compiles stubbed: the table is the point)."""
+    import io
+
+    from inspector.commands.doctor import Check, Checkup
+    from inspector.views.doctor import doctor_view
+    from inspector.views.printer import make_console, print_fitting
+
+    out = io.StringIO()
+    checkup = Checkup([Check("python", "info", "3.11"), Check("dot (Graphviz)", "warn", "not found: " + "long words " * 20)])
+    print_fitting(make_console(out), doctor_view(checkup))
+    lines = out.getvalue().splitlines()
+    assert len(lines) > 2 and [line for line in lines if line != line.rstrip()] == []

@@ -128,9 +128,27 @@ def print_fitting(console: Console, renderable) -> None:
         else:  # still wider: print at the last width asked for, cropped to it
             console.width = needed
             segments = list(console.render(renderable, console.options))
+        if not console.is_terminal:  # a file or a pipe: no line ends in the table's padding
+            segments = _without_trailing_spaces(segments)
         console.print(Segments(segments), soft_wrap=False)
     finally:
         console.width = width
+
+
+def _without_trailing_spaces(segments: list) -> list:
+    """The lines of ``segments`` with the blanks at their ends dropped (rich pads every cell and
+    line to the table's width: grep, diff and editors see a space at every end of line)."""
+    from rich.segment import Segment
+
+    out = []
+    for line in Segment.split_lines(segments):
+        while line and not line[-1].control and not line[-1].text.rstrip(" "):
+            line.pop()
+        if line and not line[-1].control:
+            last = line[-1]
+            line[-1] = Segment(last.text.rstrip(" "), last.style)
+        out += [*line, Segment.line()]
+    return out
 
 
 def _kv_table(rows: list[tuple[str, str]]) -> Table:
