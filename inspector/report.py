@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 import numpy as np
 
+from .base import json_text
 from .base.atomic import write_atomic
 from .compilation.backends import Backend
 from .base.chips import CHIPS, Chip, get_chip
@@ -72,6 +72,7 @@ class Report:
     mosaic_passes: MosaicPasses | None = None  # what each Mosaic pass did to each Pallas kernel (TPU, with its dumps)
     time: TimeEstimate | None = None  # libtpu's estimated time and VLIW bundles per kernel (--time)
     measured: Measurement | None = None  # device time per kernel on the attached TPU (--measure)
+    chip_reason: str | None = None  # why this chip when --target named none (compilation/default_target.py)
 
     @property
     def compiler_vmem(self) -> dict[str, int]:
@@ -130,7 +131,7 @@ class Report:
 
     def to_json(self, texts: tuple[str, ...] = ("jaxpr", "stablehlo", "hlo", "mosaic"), indent: int | None = 2) -> str:
         """The Report as JSON text (``inspector export --json`` writes the same, every stage text included)."""
-        return json.dumps(self.to_dict(texts=texts), indent=indent, default=str)
+        return json_text.dumps(self.to_dict(texts=texts), indent=indent)
 
     def to_dict(self, texts: tuple[str, ...] = ()) -> dict[str, Any]:
         """JSON-ready dict. Stage texts are large, so only those named in ``texts`` are included."""
@@ -145,7 +146,8 @@ class Report:
             "ok": self.ok,
             "target": dataclasses.asdict(self.target),
             "inputs": [dataclasses.asdict(i) for i in self.inputs],
-            "chip": {"name": self.chip.name, "kind": self.chip.kind, "description": self.chip.description},
+            "chip": {"name": self.chip.name, "kind": self.chip.kind, "description": self.chip.description,
+                     **({"chosen": self.chip_reason} if self.chip_reason else {})},
             "stages": stages,
             "findings": [dataclasses.asdict(f) for f in self.findings],
             **(_fusions_json(self.fusions) if self.fusions else {}),

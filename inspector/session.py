@@ -5,30 +5,19 @@ by the methods that make one: the UI process imports this module before it paint
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import re
 import sys
 from pathlib import Path
 
 from .base.atomic import write_atomic
-from .compilation.backends import Backend, attached_chip
-from .base.chips import DEFAULT_TPU, get_chip
-from .compilation.compile_cache import cache_dir
-from .base.errors import InspectorError
+from .compilation.backends import Backend
+from .base.chips import get_chip
 from .hlo.graph import dot_available
 from .measure.run import measure_on_chip
 from .mosaic.kept import kept_mosaic_diff
 from .compilation.target import load_target
 from .compilation.user_files import split_spec
 from .view_table import Needs
-
-# Text that says a file holds (or imports) Pallas TPU kernels; GPU-only Pallas says plgpu/triton.
-_TPU_PALLAS = re.compile(r"\bpltpu\b|pallas\.tpu\b|pallas import tpu\b|pallas\.ops\.tpu\b|\btpu_custom_call\b")
-_GPU_PALLAS = re.compile(r"\bplgpu\b|pallas\.(?:triton|mosaic_gpu)\b|pallas import (?:triton|mosaic_gpu)\b")
-_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\s+([\w\s,.()]+?)\s*(?:#.*)?$|import\s+([\w.]+))", re.M)
-_NOT_SCANNED = ("jax", "jaxlib", "numpy", "scipy", "flax", "optax", "torch", "inspector.views")
-
 
 @dataclasses.dataclass(frozen=True)
 class Session:
@@ -49,6 +38,7 @@ class Session:
     measure: bool = False  # device time per kernel on the attached TPU (fusions' measured column)
     mesh: str | None = None  # --mesh data=4,model=4 (over INSPECT's "mesh")
     shard: str | None = None  # --shard "P('data',None) P()" (over INSPECT's "shardings")
+    chip_reason: str | None = None  # why this chip, when the command line named none (default_target)
 
     def target(self, fresh: bool = False):
         if fresh:  # --watch: import the file again so edits are seen
@@ -66,7 +56,7 @@ class Session:
         and lowering: the ``report`` that follows compiles from them instead of tracing again."""
         from .report import make_report
 
-        report = make_report(self.target(fresh), get_chip(self.chip), Needs(jaxpr_text=True))
+        report = self._with_reason(make_report(self.target(fresh), get_chip(self.chip), Needs(jaxpr_text=True)))
         _ = report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
         return report
 
@@ -75,7 +65,7 @@ class Session:
 
         needs = Needs(compile=True, jaxpr_text=True, fusions=True, pallas=True, collectives=True, buffers=self.buffers,
                       passes=self.passes, mosaic_passes=self.mosaic_passes, time=self.time)
-        report = make_report(self.target(fresh), get_chip(self.chip), needs, use_cache=self.use_cache)
+        report = self._with_reason(make_report(self.target(fresh), get_chip(self.chip), needs, use_cache=self.use_cache))
         _ = report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
         if self.measure:
             from .report import with_measurement
@@ -117,41 +107,14 @@ class Session:
         return dataclasses.replace(self, buffers=buffers)
 
     def with_chip(self, chip: str) -> "Session":
-        return dataclasses.replace(self, chip=chip)
+        return dataclasses.replace(self, chip=chip, chip_reason=None)  # the user's choice: no default to explain
+
+    def _with_reason(self, report):
+        return dataclasses.replace(report, chip_reason=self.chip_reason) if self.chip_reason else report
 
     def with_params(self, params: dict[str, str]) -> "Session":
         sets = [s for s in self.sets if s.split("=", 1)[0] not in params] + [f"{k}={v}" for k, v in params.items()]
         return dataclasses.replace(self, sets=sets)
-
-    def suggested_chip(self) -> str:
-        """The chip to open on when the user named none: the last one used for this file, else the
-        TPU attached to this machine, else a TPU when the file has (or imports) Pallas TPU kernels, else the CPU. Decided from source
-        text only (never by importing or compiling): the UI opens at once."""
-        path = self.source_file()
-        if path is None:
-            return self.chip
-        remembered = _chip_memory().get(str(path.resolve()))
-        if remembered:
-            return remembered
-
-        attached = attached_chip()  # on a TPU VM, its chip (compiled deviceless: the chip stays free)
-        if attached is not None:
-            return attached.name
-        return DEFAULT_TPU if has_tpu_pallas(path) else "cpu"
-
-    def remember_chip(self) -> None:
-        """Note the chip for this file, for the next time it is opened; best effort."""
-        path = self.source_file()
-        if path is None:
-            return
-        memory = _chip_memory()
-        memory[str(path.resolve())] = self.chip
-
-        try:
-            _memory_path().parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(str(_memory_path()), json.dumps(memory, indent=1))
-        except (OSError, InspectorError):  # a cache folder that cannot be made or written: not remembered
-            pass
 
     def keyword_params(self) -> tuple[dict, bool] | None:
         """The function's parameters that have defaults ({name: default}, the default when it is
@@ -193,74 +156,3 @@ class Session:
         if report.fusions is not None and dot_available():
             written.append(str(report.export_svg(f"{stem}.svg")))
         return written
-
-
-def _memory_path() -> Path:
-    return cache_dir() / "tui-chips.json"
-
-
-def _chip_memory() -> dict[str, str]:
-    try:
-        data = json.loads(_memory_path().read_text())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _says_tpu_pallas(text: str) -> bool:
-    return bool(_TPU_PALLAS.search(text)) or ("pallas_call" in text and not _GPU_PALLAS.search(text))
-
-
-def _module_file(name: str, here: Path) -> Path | None:
-    """The file of module ``name`` without importing anything (parents included): each level is
-    asked of the import system's finders directly, as the import statement would."""
-    if name.split(".")[0] in sys.stdlib_module_names or name.startswith(_NOT_SCANNED):
-        return None
-    locations = None
-    spec = None
-    parts = name.split(".")
-    for i in range(len(parts)):
-        full = ".".join(parts[: i + 1])
-        search = locations if i else [str(here)] + sys.path
-        spec = None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            try:
-                spec = find(full, search) if find else None
-            except Exception:  # a finder that does not like being asked this way
-                spec = None
-            if spec is not None:
-                break
-        if spec is None:
-            return None
-        locations = list(spec.submodule_search_locations or [])
-    origin = spec.origin if spec else None
-    return Path(origin) if origin and origin.endswith(".py") else None
-
-
-def has_tpu_pallas(path: Path, max_files: int = 40) -> bool:
-    """Whether ``path`` or a module it imports (one level, not jax's own) has Pallas TPU kernels."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return False
-    if _says_tpu_pallas(text):
-        return True
-    names = []
-    for m in _IMPORT.finditer(text):
-        if m[1]:
-            names.append(m[1])
-            names += [f"{m[1]}.{n.split()[0]}" for n in m[2].replace("(", " ").replace(")", " ").split(",") if n.strip()]
-        elif m[3]:
-            names.append(m[3])
-    for name in list(dict.fromkeys(names))[:max_files]:
-        if name.startswith("."):
-            continue
-        found = _module_file(name, path.parent)
-        if found is not None and found != path:
-            try:
-                if _says_tpu_pallas(found.read_text(errors="replace")):
-                    return True
-            except OSError:
-                continue
-    return False

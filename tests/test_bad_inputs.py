@@ -526,17 +526,3 @@ def test_api_bad_input_is_one_inspector_error(case):
         call(inspector)
     assert type(caught.value).__name__ == kind and needle in str(caught.value)
     assert "\n" not in str(caught.value)
-
-
-@pytest.mark.parametrize("where", ["a missing folder", "a file"])
-def test_the_ui_remembering_a_chip_never_fails(tmp_path, monkeypatch, where):
-    """Picking a chip (`t`) writes the choice beside the cache: a cache folder that cannot be
-    made (INSPECTOR_CACHE_DIR under a file) must not crash the terminal UI; a missing one is made."""
-    from inspector.session import Session
-
-    blocker = tmp_path / "blocker"
-    blocker.write_text("")
-    cache = tmp_path / "new" / "cache" if where == "a missing folder" else blocker / "cache"
-    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(cache))
-    Session(f"{FUNCS}:matmul", "tpu-v5e", use_cache=False).remember_chip()
-    assert (cache / "tui-chips.json").exists() == (where == "a missing folder")

@@ -106,3 +106,80 @@ def test_the_pallas_view_names_the_error_that_makes_show_exit_1(run_cli, tmp_pat
     assert out.returncode == 1, out.stderr
     # a Pallas TPU lowering failure of no known kind: the compiler's words, at the pallas_call's line
     assert "mosaic-error" in out.stdout and "All block dimensions must be Elements" in out.stdout
+
+
+def _every_parser(parser):
+    """The parser and every subparser under it, however deep."""
+    import argparse
+
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _every_parser(sub)
+
+
+def test_no_parser_takes_an_abbreviated_option():
+    """`tune --time` once meant --time-budget (argparse's prefix matching): every parser refuses prefixes."""
+    from inspector.commands.parser import build_parser
+
+    parsers = list(_every_parser(build_parser()))
+    assert len(parsers) > 10
+    assert [p.prog for p in parsers if p.allow_abbrev] == []
+
+
+@pytest.mark.parametrize("args", [["tune", "samples/matmul.py:tiled", "--target", "tpu-v5e", "--time"],
+                                  ["tune", "samples/matmul.py:tiled", "--target", "tpu-v5e", "--time", "5"],
+                                  ["show", NAIVE, "--vie", "hlo"], ["check", NAIVE, "--estimate"]])
+def test_an_abbreviated_option_is_refused_in_one_line(cli, args):
+    code, out, err = cli(*args)
+    assert code == 2 and "unrecognized arguments: --" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_tune_measure_without_a_tpu_advises_what_tune_has(monkeypatch, cli):
+    import inspector.base.environment as environment
+
+    monkeypatch.setattr(environment, "tpu_attached", lambda: False)
+    code, out, err = cli("tune", "samples/matmul.py:tiled", "--target", "tpu-v5e", "--measure")
+    assert code == 2 and "without --measure, tune ranks by libtpu's estimate" in err and "--time" not in err, err
+
+
+def test_tune_measure_top_zero_times_every_candidate(monkeypatch):
+    """--top 0 means all, for the tables and for --measure alike; no --top times MEASURE_TOP."""
+    import inspector.tuning.measured as measured
+    from inspector.tuning.model import RANKED, TuneResult, TuneRow
+    from inspector.tuning.rank import rank_all
+
+    rows = [TuneRow(shape="f32[8]", chip="tpu-v5e", params={"bm": bm}, status=RANKED, estimated_seconds=bm * 1e-3)
+            for bm in range(1, 12)]
+    swept = TuneResult(target="k.py:mm", swept=["bm"], fixed={}, defaults={"bm": 1},
+                       shapes=rank_all(["f32[8]"], ["tpu-v5e"], rows), counts={})
+    timed = []
+    monkeypatch.setattr(measured, "run_isolated", lambda fn, spec, chip, jobs, env=None: timed.append(len(jobs)) or [1e-3] * len(jobs))
+    monkeypatch.setattr(measured.environment, "chip_env", lambda: {})
+    for top in (None, 0, 3):
+        measured.measure_rankings(swept, "k.py:mm", {"f32[8]": None}, {}, measured.measure_count(top), "tpu-v5e")
+    assert timed == [measured.MEASURE_TOP, 11, 3]
+
+
+@pytest.mark.parametrize("argv", [["check", "samples/bugs.py:dropped_tail", "--estimate-only"], ["chips"],
+                                  ["show", NAIVE, *SMALL, "--view", "fusions"]], ids=lambda a: a[0])
+def test_tables_in_a_pipe_end_no_line_in_spaces(run_cli, argv):
+    out = run_cli(*argv)
+    assert out.returncode in (0, 1), out.stderr
+    assert [line for line in out.stdout.splitlines() if line != line.rstrip()] == []
+
+
+def test_doctor_in_a_pipe_ends_no_line_in_spaces(monkeypatch):
+    """doctor's table (its compiles stubbed: the table is the point)."""
+    import io
+
+    from inspector.commands.doctor import Check, Checkup
+    from inspector.views.doctor import doctor_view
+    from inspector.views.printer import make_console, print_fitting
+
+    out = io.StringIO()
+    checkup = Checkup([Check("python", "info", "3.11"), Check("dot (Graphviz)", "warn", "not found: " + "long words " * 20)])
+    print_fitting(make_console(out), doctor_view(checkup))
+    lines = out.getvalue().splitlines()
+    assert len(lines) > 2 and [line for line in lines if line != line.rstrip()] == []

@@ -87,6 +87,26 @@ def test_nan_on_one_side_is_wrong_and_on_both_is_not():
     assert [(b.block, b.nan) for b in m.bad_blocks] == [([2], 1)]
 
 
+def test_max_errors_are_over_elements_that_are_numbers_on_both_sides():
+    """One meaning per column (docs/diff.md): max abs and max rel over numbers; NaN ("-") where
+    there is none, as for a block all NaN; an infinity against a number is an error of inf."""
+    import math
+
+    from inspector.views.diff import _error
+
+    ref = jnp.array([1.0, 2.0, 3.0, 4.0])
+    leaf, bad, nan, diff_ = compare("x", jnp.array([1.5, 2.0, jnp.nan, jnp.nan]), ref, None, None)
+    assert (leaf.max_abs, leaf.max_rel, leaf.bad) == (0.5, 0.5, 3)
+    assert leaf.worst_index in ([2], [3])  # a NaN on one side is the worst, though no number to subtract
+    m = error_map(bad, nan, diff_, [2], "coarse")
+    assert [(b.block, b.max_abs) for b in m.bad_blocks if not math.isnan(b.max_abs)] == [([0], 0.5)]
+    assert [_error(b.max_abs) for b in m.bad_blocks if b.block == [1]] == ["-"]  # all NaN: no number
+    everywhere, *_ = compare("x", jnp.array([jnp.nan, jnp.nan]), jnp.array([1.0, 2.0]), None, None)
+    assert math.isnan(everywhere.max_abs) and math.isnan(everywhere.max_rel)
+    inf, *_ = compare("x", jnp.array([jnp.inf, 2.0]), jnp.array([1.0, 2.0]), None, None)
+    assert inf.max_abs == inf.max_rel == math.inf
+
+
 def test_json_and_exit_codes(run_cli):
     out = run_cli("diff", "samples/bugs.py:dropped_tail", "--runs", "1", "--json")
     assert out.returncode == 1, out.stderr

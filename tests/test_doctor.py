@@ -55,3 +55,37 @@ def test_an_untested_jax_is_a_warning_not_a_failure(capsys, monkeypatch):
 def test_doctor_takes_tpu_targets_only(capsys):
     code, text = run(capsys, "--target", "cpu")
     assert code == 2 and "takes TPU targets" in text and len(text.strip().splitlines()) == 1
+
+
+def test_jaxs_hugepages_warning_is_silenced_here_and_in_children():
+    """On a v5e VM without transparent hugepages jax warns in two lines at every command: the
+    inspector's environment (set before jax is imported) silences it, in its child processes too."""
+    import subprocess
+    import sys
+
+    fake = ("import warnings; warnings.warn('Transparent hugepages are not enabled. TPU runtime startup and "
+            "shutdown time should be significantly improved on TPU v5e and newer.')")
+    code = ("import inspector.base.environment as e, subprocess, sys; e.prepare(); " + fake + "; "
+            "subprocess.run([sys.executable, '-c', " + repr(fake + "; import warnings; warnings.warn('other')") + "])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "hugepages" not in out.stderr and "UserWarning: other" in out.stderr  # only that warning, not all
+
+
+def test_doctor_says_the_hugepages_fix_once(monkeypatch, tmp_path):
+    import inspector.base.environment as environment
+    import inspector.commands.doctor as doctor
+    from inspector.base.chips import get_chip
+    from inspector.compilation import backends
+
+    monkeypatch.setattr(environment, "tpu_attached", lambda: True)
+    monkeypatch.setattr(backends, "attached_chip", lambda: get_chip("tpu-v5e"))
+    sysfs = tmp_path / "enabled"
+    monkeypatch.setattr(doctor, "HUGEPAGES", str(sysfs))
+    sysfs.write_text("always madvise [never]\n")
+    check = doctor._hugepages()
+    assert check.state == "warn" and "echo always > /sys/kernel/mm/transparent_hugepage/enabled" in check.detail
+    sysfs.write_text("[always] madvise never\n")
+    assert doctor._hugepages().state == "ok"
+    monkeypatch.setattr(backends, "attached_chip", lambda: get_chip("tpu-v4"))
+    assert doctor._hugepages() is None

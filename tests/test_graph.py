@@ -130,27 +130,39 @@ def test_a_graph_past_the_node_budget_merges_neighbours_never_refuses(step_analy
     assert orders == sorted(orders)
 
 
-@needs_dot
-def test_html_page_is_self_contained_and_search_finds_a_kernel(step_analysis, tmp_path):
+@pytest.mark.parametrize("graphviz", [pytest.param("dot", marks=needs_dot), "hidden"])
+def test_html_page_is_self_contained_and_search_finds_a_kernel(step_analysis, tmp_path, monkeypatch, graphviz):
+    """The page works offline, with dot's SVG inline or, where dot is hidden (not installed), laid
+    out in the page by the vendored Graphviz as WebAssembly."""
+    from inspector.hlo.graph import dot_available
     from inspector.hlo.graph_render import draw
     from inspector.views.html_graph import graph_page
 
-    drawing = draw(step_analysis, "step", groups=True)
+    browser = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    if graphviz == "hidden":
+        monkeypatch.setenv("PATH", str(tmp_path / "no-dot-here"))
+        assert not dot_available()
+    drawing = draw(step_analysis, "step", groups=True, in_page=graphviz == "hidden")
     summary = drawing
     groups = drawing.group_svgs
-    assert set(groups) == {n.id for n in summary.graph.nodes if n.kind == "group"}
-    page = graph_page(summary.graph, drawing.svg.decode(), groups, drawing.notes, drawing.group_graphs)
-    assert "<svg" in page and "<script>" in page and 'id="g_layer3_forward"' in page
-    assert '<template id="t_g_layer3_forward"><svg' in page  # its kernels, opened on click
+    page = graph_page(summary.graph, drawing.svg.decode(), groups, drawing.notes, drawing.group_graphs, dots=drawing.dots)
+    assert "<script>" in page
+    if graphviz == "dot":
+        assert set(groups) == {n.id for n in summary.graph.nodes if n.kind == "group"}
+        assert "<svg" in page and 'id="g_layer3_forward"' in page
+        assert '<template id="t_g_layer3_forward"><svg' in page  # its kernels, opened on click
+    else:
+        assert "<svg " not in page and set(drawing.dots["groups"]) == {n.id for n in summary.graph.nodes if n.kind == "group"}
     assert not re.search(r"(src|href)=[\"']?(https?:)?//", page)  # nothing from the network
     target = summary.graph.top[0]
     assert f'data-node="{target.node}"' in page
     path = tmp_path / "g.html"
     path.write_text(page)
-    browser = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
     if browser is None:
         pytest.skip("no headless browser (apt-get install chromium) to load the page in")
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=3000",
+    # a long virtual budget: it runs out at once when the page is idle, but not before the layout in
+    # the page (compiling Graphviz's WebAssembly is real time, which a short budget does not wait for)
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=600000",
                           "--dump-dom", f"file://{path}#q={target.name}"], capture_output=True, text=True, timeout=120).stdout
     hits = re.findall(r'<g id="([^"]+)" class="node hit"', dom)
     # the group holding the kernel stands out, and opens with the kernel marked among its own
@@ -159,7 +171,9 @@ def test_html_page_is_self_contained_and_search_finds_a_kernel(step_analysis, tm
     assert f"<td>{target.source.rsplit('/', 1)[-1]}</td>" in page  # the top table names its source line
 
     # what a hand does: wheel, drag, hover, a click that moves a pixel, a row of the table
-    probe = """<pre id="result"></pre><script>setTimeout(() => { const out = {}, svg = document.querySelector('#graph > svg');
+    # run once the page is ready (laid out in the page where it has no SVG of its own)
+    probe = """<pre id="result"></pre><script>window.inspectorReady.then(() => {
+      const out = {}, svg = document.querySelector('#graph > svg');
       const vb = () => { const b = svg.viewBox.baseVal; return [b.x, b.y, b.width, b.height]; }, home = vb();
       const at = (g, dx) => { const r = g.getBoundingClientRect(); return {clientX: r.left + r.width / 2 + dx, clientY: r.top + r.height / 2 + dx, bubbles: true}; };
       svg.dispatchEvent(new WheelEvent('wheel', Object.assign(at(svg, 0), {deltaY: -100, cancelable: true}))); out.zoomed = vb()[2] < home[2];
@@ -175,9 +189,9 @@ def test_html_page_is_self_contained_and_search_finds_a_kernel(step_analysis, tm
       out.inner = [k.querySelector('title').textContent, document.getElementById('info').textContent];
       document.querySelector('#detail .title').click(); out.closed = getComputedStyle(document.getElementById('detail')).display;
       document.querySelector('tr.top').click(); out.row = [...document.querySelectorAll('g.node.hit')].map(g => g.id);
-      document.getElementById('result').textContent = JSON.stringify(out); }, 200);</script>"""
+      document.getElementById('result').textContent = JSON.stringify(out); });</script>"""
     path.write_text(page.replace("</body>", probe + "</body>"))
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=3000",
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=600000",
                           "--dump-dom", f"file://{path}"], capture_output=True, text=True, timeout=120).stdout
     out = json.loads(html.unescape(re.search(r'<pre id="result">(.*?)</pre>', dom, re.S)[1]))
     assert out["zoomed"] and out["panned"] and out["closed"] == "none"
@@ -308,3 +322,24 @@ def test_a_scan_loop_is_linked_to_what_it_reads_and_what_reads_it(programs):
     kg = build_graph(a, "scan")
     node_of = {x: n.id for n in kg.nodes for x in n.kernels}
     assert any(e.src.startswith("p_") and e.dst in {node_of[k.name] for k in looped} for e in kg.edges)
+
+
+def test_the_vendored_graphviz_is_the_build_its_readme_names():
+    import hashlib
+
+    from inspector.views.html_graph import GRAPHVIZ_WASM, GRAPHVIZ_WASM_SHA256, GRAPHVIZ_WASM_VERSION
+
+    assert hashlib.sha256(GRAPHVIZ_WASM.read_bytes()).hexdigest() == GRAPHVIZ_WASM_SHA256
+    readme = (GRAPHVIZ_WASM.parent / "README.md").read_text()
+    assert GRAPHVIZ_WASM_SHA256 in readme and "1.29.2" in readme and "16.1.0" in GRAPHVIZ_WASM_VERSION
+    assert "Apache License" in (GRAPHVIZ_WASM.parent / "LICENSE").read_text()
+
+
+def test_export_html_without_dot_lays_the_graph_out_in_the_page(run_cli, tmp_path):
+    page, svg = tmp_path / "g.html", tmp_path / "g.svg"
+    args = ["export", "samples/attention.py:naive", "--args", "f32[1,128,32] f32[1,128,32] f32[1,128,32]"]
+    out = run_cli(*args, "--html", str(page), env={"PATH": str(tmp_path / "no-dot-here")})
+    assert out.returncode == 0, out.stderr
+    assert "lays the graph out itself" in out.stderr and "id='graphviz'" in page.read_text()
+    refused = run_cli(*args, "--html", str(page), "--svg", str(svg), env={"PATH": str(tmp_path / "no-dot-here")})
+    assert refused.returncode == 2 and "no --svg" in refused.stderr and "--html lays its graph out" in refused.stderr

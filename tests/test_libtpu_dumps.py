@@ -44,7 +44,7 @@ def test_bundles_align_with_utilization_rows():
     use = dumps.read_utilization(UTILIZATION)
     assert len(bundles) == len(use.rows) > 100
     assert use.units[:3] == ["MXU", "XLU", "VALU"] and "VSTORE:SPILL" in use.units
-    assert dict(zip(use.units, use.capacity))["MXU"] == 4  # v5e: facts.md section 9
+    assert dict(zip(use.units, use.capacity))["MXU"] == 4  # v5e: the capacity row of the utilization dump (libtpu 0.0.42.1)
     assert [b.index for b in bundles] == list(range(len(bundles)))
     mxu = use.units.index("MXU")
     first = next(b.index for b in bundles if any(i.opcode.startswith("vmatmul") for i in b.instructions))

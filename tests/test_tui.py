@@ -540,6 +540,10 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
                 data={"chip": "tpu-v5e", "bytes": 24 << 20, "limit": 16 << 20, "compiler_bytes": 12 << 20}, **where()),
         Finding("info", "output-kept-from-input", f"{out}: 124 of 128 output blocks keep the input's values" + long,
                 data={"blocks": [[3, 0]], "count": 124, "input": inp}, **where(out)),
+        Finding("info", "output-unwritten-unread", f"{out}: 8 of 72 output blocks are never written, and never read" + long,
+                data={"blocks": [[0, 0]], "count": 8}, **where(out)),
+        Finding("info", "output-unwritten-undecided", f"{out}: 8 of 72 output blocks are never written; undecided" + long,
+                data={"blocks": [[0, 0]], "count": 8, "ops": ["dynamic_slice at t.py:3"]}, **where(out)),
         Finding("info", "kernel-interpret-flag", f"{kernel}: pallas_call(interpret=True) runs no Mosaic kernel" + long,
                 **where()),
         Finding("error", "shared-memory-over-limit", f"{kernel} on h100: needs 300 KiB" + long,
@@ -772,15 +776,12 @@ def test_a_crash_of_the_ui_is_one_line_a_log_and_a_non_zero_exit(monkeypatch, tm
     assert app.remote._pool is None  # the worker went with it
 
 
-def test_a_file_with_pallas_tpu_kernels_opens_on_a_tpu_and_remembers_the_chip(monkeypatch, tmp_path):
-    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
-    assert Session("samples/bugs.py:dropped_tail").suggested_chip() == "tpu-v5e"  # pltpu in the file
-    assert Session("samples/attention.py:flash").suggested_chip() == "tpu-v5e"  # imported kernels
-    assert Session("samples/transformer.py:forward").suggested_chip() == "cpu"
-    Session("samples/bugs.py:dropped_tail", "tpu-v6e").remember_chip()
-    assert Session("samples/bugs.py:parallel_reduction").suggested_chip() == "tpu-v6e"  # per file
-    assert InspectorApp(Session("samples/bugs.py:dropped_tail"), choose_chip=True).session.chip == "tpu-v6e"
-    assert InspectorApp(Session("samples/bugs.py:dropped_tail", "cpu")).session.chip == "cpu"  # given: kept
+def test_the_ui_opens_on_the_chip_it_is_given_and_says_why():
+    """The chip comes from the one rule every verb takes (compilation/default_target.py), not from
+    the file or from what was picked last time: the same chip as the overview in a pipe."""
+    session = Session("samples/bugs.py:dropped_tail", "cpu", chip_reason="no --target and no TPU here")
+    assert InspectorApp(session).session.chip == "cpu"
+    assert session.with_chip("tpu-v6e").chip_reason is None  # picked with `t`: nothing to explain
 
 
 def test_the_target_picker_starts_on_the_current_chip():
@@ -1104,3 +1105,13 @@ def test_time_and_mosaic_passes_on_a_key():
             table = app.query_one("#mosaic-passes-table", DataTable)
             assert "relayout-insertion" in [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
     asyncio.run(run())
+
+
+def test_the_help_lists_every_key_the_app_and_its_tabs_bind():
+    """The help is made from the bindings (D, measure on the TPU, was once missing from a hand list)."""
+    from inspector.views.tui.screens import help_rows, tab_bindings
+
+    listed = {k for keys, _ in help_rows(InspectorApp.BINDINGS) for k in keys}
+    bound = [b.key for b in InspectorApp.BINDINGS] + [b.key for _, bs in tab_bindings() for b in bs]
+    assert {k for key in bound for k in key.split(",")} <= listed
+    assert "D" in listed and {"left", "g", "left_square_bracket"} <= listed

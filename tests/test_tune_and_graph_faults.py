@@ -148,13 +148,16 @@ def test_export_flags_that_cannot_work_are_usage_lines_before_the_compile(cli, t
     assert [p.name for p in tmp_path.iterdir()] == ["cache"] or list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("flags, named", [(["--html", "{o}/g.html"], "so no --html"),
-                                          (["--svg", "{o}/g.svg", "--html", "{o}/g.html"], "so no --svg and --html")])
-def test_dot_missing_names_the_output_asked_for(cli, tmp_path, monkeypatch, flags, named):
+def test_dot_missing_refuses_the_svg_only(cli, tmp_path, monkeypatch):
+    """Without dot: --svg is refused before the compile, naming it and what --html does instead; the
+    HTML page alone is written (it lays its graph out in the page)."""
     monkeypatch.setenv("PATH", "/nonexistent")
-    code, out, err = cli("export", f"{FUNCS}:mlp", *[a.format(o=tmp_path) for a in flags])
+    code, out, err = cli("export", f"{FUNCS}:mlp", "--svg", f"{tmp_path}/g.svg", "--html", f"{tmp_path}/g.html")
     assert code == 2
-    one_line(err, named)
+    one_line(err, "so no --svg")
+    assert "--html lays its graph out in the page without dot" in err and not (tmp_path / "g.html").exists()
+    code, out, err = cli("export", f"{FUNCS}:matmul", "--html", f"{tmp_path}/g.html")
+    assert code == 0 and (tmp_path / "g.html").exists() and "lays the graph out itself" in err, err
 
 
 def test_one_node_is_not_1_nodes():

@@ -16,13 +16,18 @@ if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) a
     from ..run import DiffResult, LeafDiff
 
 
+def _error(x: float) -> str:
+    """An error figure; "-" where no element of the output (or block) is a number on both sides."""
+    return "-" if x != x else f"{x:.3g}"
+
+
 def _leaf_table(title: str, leaves: list[LeafDiff]) -> Table:
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title=title, title_justify="left")
     for col in ("output", "shape", "max abs", "max rel", "ulp at worst", "outside tol", "NaN k/ref", "worst at", "verdict"):
         table.add_column(col, justify="left" if col in ("output", "shape", "worst at", "verdict") else "right", no_wrap=True)
     for l in leaves:
         verdict = Text("ok", style="green") if l.ok else Text("WRONG", style="bold red")
-        add_row(table, l.output or "output", f"{l.dtype}{l.shape}", f"{l.max_abs:.3g}", f"{l.max_rel:.3g}",
+        add_row(table, l.output or "output", f"{l.dtype}{l.shape}", _error(l.max_abs), _error(l.max_rel),
                 "-" if l.max_ulp is None else f"{l.max_ulp:.3g}", f"{l.bad} ({l.bad_fraction:.2%})",
                 f"{l.nan_kernel}/{l.nan_reference}",
                 "no elements" if 0 in l.shape else f"{tuple(l.worst_index)} {l.worst_kernel:.4g} vs {l.worst_reference:.4g}",
@@ -56,7 +61,7 @@ def _map(leaf: LeafDiff) -> list:
     for col in ("block", "wrong", "NaN", "max abs", "written at grid points"):
         table.add_column(col, justify="right" if col in ("wrong", "NaN", "max abs") else "left")
     for b in m.bad_blocks[:8]:
-        add_row(table, str(tuple(b.block)), str(b.bad), str(b.nan), f"{b.max_abs:.3g}",
+        add_row(table, str(tuple(b.block)), str(b.bad), str(b.nan), _error(b.max_abs),
                 ", ".join(str(tuple(p)) for p in b.grid_points) or ("none: no step writes it" if m.basis == "blockspec" else "-"))
     return parts + [table]
 

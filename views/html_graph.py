@@ -1,11 +1,15 @@
 """The kernel graph as one self-contained HTML page (`inspector export TARGET --html FILE`): the
 SVG inline with pan and zoom, search by kernel name, op or source line, figures on hover, and a
 table of the slowest kernels that finds them in the graph. No network: the script and styles are
-inline. Renders a KernelGraph and its SVG; computes nothing."""
+inline. Where the exporting machine has no Graphviz `dot`, the page carries the DOT sources and
+Graphviz as WebAssembly (vendored: views/vendor/wasm_graphviz/, its README says which build) and
+lays the graph out when it opens. Renders a KernelGraph and its drawing; computes nothing."""
 from __future__ import annotations
 
+import base64
 import html
 import json
+from pathlib import Path
 
 from inspector.hlo.graph import short_source, node_label
 from inspector.hlo.graph_model import KernelGraph
@@ -28,6 +32,31 @@ g.node.hit polygon,g.node.hit path,g.node.hit rect{stroke:#0050ff;stroke-width:5
 #detail{display:none;position:absolute;top:0;right:0;width:55%;height:100%;background:#fff;border-left:2px solid #0050ff;flex-direction:column}
 #detail .title{background:#0050ff;color:#fff;padding:4px;cursor:pointer}#detail .body{flex:1;overflow:hidden}
 #detail svg{width:100%;height:100%}
+"""
+
+# @hpcc-js/wasm-graphviz 1.29.2 (Graphviz 16.1.0): the file and its sha256 (tests/test_graph.py checks it)
+GRAPHVIZ_WASM = Path(__file__).with_name("vendor") / "wasm_graphviz" / "graphviz.js"
+GRAPHVIZ_WASM_SHA256 = "550d9cd6ff429f5bd225316fe1faed4f852038c3e1ec609ce113af1f9379ce25"
+GRAPHVIZ_WASM_VERSION = "@hpcc-js/wasm-graphviz 1.29.2 (Graphviz 16.1.0)"
+
+# Where no SVG came with the page: Graphviz as WebAssembly lays out the DOT sources here, the whole
+# graph when the page opens, a group's drawing when it is first opened. The module travels as
+# base64 (its text holds "</", which would end a <script> early) and is imported from a blob: URL.
+_LAYOUT_JS = r"""
+let GV = null;
+const DOTS = JSON.parse((document.getElementById('dots') || {textContent: 'null'}).textContent);
+const bare = s => s.slice(s.indexOf('<svg'));
+async function layOut(){
+  const text = document.getElementById('graphviz').textContent.trim();
+  const bytes = Uint8Array.from(atob(text), c => c.charCodeAt(0));
+  const {Graphviz} = await import(URL.createObjectURL(new Blob([bytes], {type: 'text/javascript'})));
+  GV = await Graphviz.load();
+  document.getElementById('graph').insertAdjacentHTML('afterbegin', bare(GV.dot(DOTS.main)));
+}
+function groupTemplate(id){  // a group's drawing, laid out the first time it is opened
+  if (!GV || !DOTS || !DOTS.groups[id]) return null;
+  const t = document.createElement('template'); t.id = 't_' + id; t.innerHTML = bare(GV.dot(DOTS.groups[id]));
+  document.body.appendChild(t); return t; }
 """
 
 _JS = r"""
@@ -54,7 +83,7 @@ function panZoom(svg){  // wheel zooms about the cursor, drag pans; returns what
       vb.x = (a.x + b.x) / 2 - vb.width * part / 2; vb.y = (a.y + b.y) / 2 - vb.height / 2; },
   };
 }
-const svg = document.querySelector('#graph > svg'), view = panZoom(svg);
+let svg = null, view = null;
 const detail = document.getElementById('detail');
 function mark(ids){ document.querySelectorAll('g.node.hit').forEach(g => g.classList.remove('hit'));
   svg.classList.toggle('searching', ids !== null);
@@ -69,7 +98,8 @@ function search(text){ const q = text.trim().toLowerCase();
   mark(ids); document.getElementById('count').textContent = ids.length + ' node(s)';
   if (ids.length) { const g = document.getElementById(ids[0]); if (g) view.focus(g); show(ids[0]); } return ids; }
 function expand(id, q){  // open a collapsed group: its own kernels, drawn beside the graph
-  const t = document.getElementById('t_' + id); if (!t) return false;
+  const t = document.getElementById('t_' + id) || (typeof groupTemplate === 'function' ? groupTemplate(id) : null);
+  if (!t) return false;
   detail.querySelector('.body').replaceChildren(t.content.cloneNode(true));
   detail.querySelector('.title').textContent = DATA.nodes[id].title + ' (click the title bar to close)';
   detail.style.display = 'flex'; const sub = detail.querySelector('svg'), v = panZoom(sub);
@@ -81,8 +111,10 @@ function expand(id, q){  // open a collapsed group: its own kernels, drawn besid
     hit.forEach(g => g.classList.add('hit')); if (hit.length) v.focus(hit[0]); }
   return true; }
 function collapse(){ detail.style.display = 'none'; detail.querySelector('.body').replaceChildren(); }
-document.getElementById('q').addEventListener('input', e => search(e.target.value));
 function open1(q){ const ids = search(q); if (ids.length && DATA.nodes[ids[0]].group) expand(ids[0], q.trim().toLowerCase()); }
+function start(){
+svg = document.querySelector('#graph > svg'); view = panZoom(svg);
+document.getElementById('q').addEventListener('input', e => search(e.target.value));
 document.getElementById('q').addEventListener('keydown', e => { if (e.key === 'Enter') open1(e.target.value); });
 document.querySelectorAll('#graph > svg g.node').forEach(g => {
   g.addEventListener('mouseenter', () => show(g.id));
@@ -95,6 +127,10 @@ document.getElementById('reset').addEventListener('click', () => { view.reset();
 window.inspectorSearch = search; window.inspectorExpand = expand;
 if (location.hash.startsWith('#q=')) { const q = decodeURIComponent(location.hash.slice(3));
   document.getElementById('q').value = q; open1(q); }  // a link that opens on a search (Enter: the same)
+}
+// settled once the graph is drawn and searchable (at once, or after the layout in the page)
+window.inspectorReady = document.querySelector('#graph > svg') ? Promise.resolve(start()) :
+  layOut().then(start, err => { document.getElementById('notes').textContent = 'the graph could not be laid out here: ' + err; });
 """
 
 
@@ -122,13 +158,23 @@ def _bare(svg: str) -> str:
     return svg[svg.find("<svg"):] if "<svg" in svg else svg
 
 
+def _in_page(dots: dict) -> str:
+    """The DOT sources and Graphviz as WebAssembly, for a page that lays itself out."""
+    wasm = base64.b64encode(GRAPHVIZ_WASM.read_bytes()).decode()
+    sources = json.dumps(dots).replace("</", "<\\/")
+    return (f"<script type='application/json' id='dots'>{sources}</script>"
+            f"<script type='text/plain' id='graphviz'>{wasm}</script><script>{_LAYOUT_JS}</script>")
+
+
 def graph_page(kg: KernelGraph, svg: str, groups: dict[str, str] | None = None, notes: list[str] | None = None,
-               group_graphs: dict[str, KernelGraph] | None = None) -> str:
+               group_graphs: dict[str, KernelGraph] | None = None, dots: dict | None = None) -> str:
     """The page: `svg` is the drawing of `kg` (node ids are the KernelGraph's); `groups` maps a
     collapsed group's node id to the drawing of its own kernels (opened on click), `group_graphs`
     to their graphs (what a search inside an open group reads); `notes`: what the drawing
-    simplified."""
-    svg = _bare(svg)
+    simplified. Without `svg`, `dots` ({"main": DOT, "groups": {node id: DOT}}) are laid out in the
+    page by Graphviz as WebAssembly."""
+    svg = _bare(svg) if svg else ""
+    layout = _in_page(dots) if not svg and dots else ""
     templates = "".join(f'<template id="t_{html.escape(gid)}">{_bare(text)}</template>' for gid, text in (groups or {}).items())
     rows = "".join(
         f'<tr class="top" data-node="{html.escape(t.node)}" data-kernel="{html.escape(t.name)}"><td>#{t.rank}</td><td>{html.escape(t.name)}</td>'
@@ -152,4 +198,4 @@ def graph_page(kg: KernelGraph, svg: str, groups: dict[str, str] | None = None, 
             f"<table><tr><th>#</th><th>{ranked}</th><th>{measure}</th><th>source</th></tr>{rows}</table>"
             "<p style='color:#555'>wheel: zoom, drag: pan; click a group to open its kernels, a row to find the kernel</p></div>"
             f"<div id='graph'>{svg}<div id='detail'><div class='title'></div><div class='body'></div></div></div>{templates}"
-            f"<script type='application/json' id='data'>{data}</script><script>{_JS}</script></body></html>\n")
+            f"<script type='application/json' id='data'>{data}</script>{layout}<script>{_JS}</script></body></html>\n")

@@ -4,7 +4,6 @@ from __future__ import annotations
 import dataclasses
 import errno
 import importlib
-import json
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -16,6 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..base import json_text
 from ..base.chips import CHIPS, Chip
 from ..view_table import get_view
 from ..base.units import fmt_estimate, fmt_bytes, fmt_count, fmt_time
@@ -128,9 +128,27 @@ def print_fitting(console: Console, renderable) -> None:
         else:  # still wider: print at the last width asked for, cropped to it
             console.width = needed
             segments = list(console.render(renderable, console.options))
+        if not console.is_terminal:  # a file or a pipe: no line ends in the table's padding
+            segments = _without_trailing_spaces(segments)
         console.print(Segments(segments), soft_wrap=False)
     finally:
         console.width = width
+
+
+def _without_trailing_spaces(segments: list) -> list:
+    """The lines of ``segments`` with the blanks at their ends dropped (rich pads every cell and
+    line to the table's width: grep, diff and editors see a space at every end of line)."""
+    from rich.segment import Segment
+
+    out = []
+    for line in Segment.split_lines(segments):
+        while line and not line[-1].control and not line[-1].text.rstrip(" "):
+            line.pop()
+        if line and not line[-1].control:
+            last = line[-1]
+            line[-1] = Segment(last.text.rstrip(" "), last.style)
+        out += [*line, Segment.line()]
+    return out
 
 
 def _kv_table(rows: list[tuple[str, str]]) -> Table:
@@ -177,7 +195,8 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
         ("params", params),
         ("reference", t.reference or "-"),
         ("target", f"{report.chip.name}: {report.chip.description}"
-                   + (f", compiled by libtpu for a '{s.device_kind}' without a TPU" if report.chip.is_tpu else "")),
+                   + (f", compiled by libtpu for a '{s.device_kind}' without a TPU" if report.chip.is_tpu else "")
+                   + (f" ({report.chip_reason})" if report.chip_reason else "")),
     ]
     for stage, counts in s.op_counts.items():
         rows.append((f"{stage} ops", _top_ops(counts)))
@@ -383,7 +402,7 @@ def _not_compiled(report: Report) -> str:
 
 
 def print_json(data, console: Console) -> None:
-    console.file.write(json.dumps(data, indent=2, default=str) + "\n")
+    console.file.write(json_text.dumps(data, indent=2) + "\n")
 
 
 def chip_rows(chips: tuple[Chip, ...] = CHIPS) -> list[dict]:

@@ -45,6 +45,10 @@ def _cuda_plugin_installed() -> bool:
 
 
 _QUIET_LOGS = {"TF_CPP_MIN_LOG_LEVEL": "3", "GLOG_minloglevel": "3"}
+# jax's TPU start-up on a v5e or newer VM without transparent hugepages warns in two lines at every
+# command, deviceless ones too: `inspector doctor` says it once (HUGEPAGES_FIX), the rest stay quiet
+HUGEPAGES_WARNING = "Transparent hugepages are not enabled"
+HUGEPAGES_FIX = 'sudo sh -c "echo always > /sys/kernel/mm/transparent_hugepage/enabled"'
 _set_by_us: set[str] = set()  # the variables prepare() set itself (never the user's own)
 
 
@@ -103,6 +107,8 @@ def prepare(debug: bool = False, *, jax_logs: bool = True, own_process: bool = T
             logging.getLogger("jax").setLevel(logging.CRITICAL)
     for key, value in _SHARED_LIBTPU.items():
         _setdefault(key, value)
+    if own_process:
+        _quiet_hugepages()
     if tpu_attached():
         if own_process and "JAX_PLATFORMS" not in os.environ and os.environ.get(ON_CHIP_MARK) != "1":
             _setdefault("JAX_PLATFORMS", "cpu")
@@ -111,6 +117,16 @@ def prepare(debug: bool = False, *, jax_logs: bool = True, own_process: bool = T
     for key, value in _QUIET_LIBTPU.items():
         _setdefault(key, value)
     _setdefault("JAX_PLATFORMS", local_platforms())
+
+
+def _quiet_hugepages() -> None:
+    """jax's hugepages warning off in this process and, through PYTHONWARNINGS, in its children
+    (the compile workers, the UI's worker), which start jax of their own."""
+    warnings.filterwarnings("ignore", message=HUGEPAGES_WARNING, category=UserWarning)
+    rule = f"ignore:{HUGEPAGES_WARNING}:UserWarning"
+    current = os.environ.get("PYTHONWARNINGS", "")
+    if rule not in current.split(","):
+        os.environ["PYTHONWARNINGS"] = f"{current},{rule}" if current else rule
 
 
 def platforms_ours() -> bool:

@@ -52,7 +52,7 @@ def _packages() -> list[Check]:
               Check("jax-inspector", INFO, _version("jax-inspector") or "not installed (running from a checkout)")]
     jax = _version("jax")
     tested = ", ".join(TESTED_JAX)
-    checks.append(Check("jax", FAIL, "not installed: pip install jax-inspector brings it") if jax is None else
+    checks.append(Check("jax", FAIL, "not installed: `pip install .` in the inspector's clone (or its .ci/setup) brings it") if jax is None else
                   Check("jax", OK, f"{jax} (tested: {tested})") if jax in TESTED_JAX else
                   Check("jax", WARN, f"{jax} is untested (tested: {tested}): views work; an analysis that cannot "
                                      "follow this jax says so as a finding"))
@@ -68,16 +68,20 @@ def _packages() -> list[Check]:
     return checks
 
 
+# what each export needs: said by the dot check either way
+_WITHOUT_DOT = ("export --html lays its graph out in the page without it (Graphviz as WebAssembly, inline), "
+                "--dot and --json need nothing")
+
+
 def _dot(svg_required: bool) -> Check:
     dot = shutil.which("dot")
     if dot is None:
         return Check("dot (Graphviz)", FAIL if svg_required else WARN,
-                     "not found: SVG export needs it (apt-get install graphviz / brew install graphviz); "
-                     "everything else works without it")
+                     f"not found: export --svg needs it (apt-get install graphviz / brew install graphviz); {_WITHOUT_DOT}")
     try:
         out = subprocess.run([dot, "-V"], capture_output=True, text=True, timeout=20)
-        return Check("dot (Graphviz)", OK, (out.stderr or out.stdout).strip().splitlines()[0] if out.returncode == 0
-                     else f"{dot} -V exited {out.returncode}")
+        return Check("dot (Graphviz)", OK, ((out.stderr or out.stdout).strip().splitlines()[0] if out.returncode == 0
+                                            else f"{dot} -V exited {out.returncode}") + "; export --svg uses it, " + _WITHOUT_DOT)
     except (OSError, subprocess.SubprocessError, IndexError) as err:
         return Check("dot (Graphviz)", FAIL if svg_required else WARN, f"{dot} does not run: {err}")
 
@@ -144,6 +148,40 @@ def _accelerators() -> Check:
                  "kernels in interpret mode on the CPU)")
 
 
+HUGEPAGES = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+def _hugepages() -> Check | None:
+    """jax's start-up warning on a TPU VM of v5e or newer without transparent hugepages, said here
+    once (every other command silences it: base/environment.py); None off such a VM."""
+    import inspector.base.environment as environment
+    from ..compilation.backends import attached_chip
+
+    chip = attached_chip() if environment.tpu_attached() else None
+    if chip is None or chip.name == "tpu-v4":  # jax warns from v5e on
+        return None
+    try:
+        enabled = "[always]" in open(HUGEPAGES).read()
+    except OSError:
+        enabled = False
+    if enabled:
+        return Check("hugepages", OK, "transparent hugepages are enabled (the TPU runtime starts and stops faster)")
+    return Check("hugepages", WARN, f"{environment.HUGEPAGES_WARNING}: the TPU runtime starts and stops slower on this "
+                                    f"{chip.name}; {environment.HUGEPAGES_FIX} (jax's warning about it is silenced "
+                                    "in every other command)")
+
+
+def _default_target() -> Check:
+    """What every verb compiles for without --target (one rule, in a terminal and in a pipe)."""
+    from ..compilation.backends import attached_chip
+    from ..compilation.default_target import RULE
+
+    attached = attached_chip()
+    here = f"{attached.name} here" if attached is not None else "no TPU attached here"
+    return Check("default target", INFO, f"without --target, every verb compiles for {RULE}; in a terminal and in a pipe "
+                                         f"alike ({here})")
+
+
 def _cache() -> Check:
     import inspector.compilation.compile_cache as compile_cache
     from ..base.units import fmt_bytes
@@ -168,5 +206,6 @@ def checkup(targets: list[Chip], svg_required: bool = False) -> Checkup:
             checks.append(_compile(chip) if has_libtpu else
                           Check(f"compile {chip.name}", FAIL, "libtpu is not installed (see above)"))
         checks.append(_accelerators())
-    checks += [_dot(svg_required), _cache()]
+        checks += [c for c in (_hugepages(),) if c is not None]
+    checks += [_default_target(), _dot(svg_required), _cache()]
     return Checkup(checks)

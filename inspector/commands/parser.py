@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..compilation.backends import attached_chip
 from ..base.chips import DEFAULT_TPU
 from ..base.errors import UsageError
 from ..view_table import SHOW_VIEWS, SORT_ORDERS
@@ -22,6 +21,8 @@ VERBS = ("show", "check", "diff", "export", "compare", "tune", "chips", "cache",
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):  # every option's default in --help, the examples as written
         kwargs.setdefault("formatter_class", HelpFormatter)
+        # no abbreviations: `--time` must not quietly mean `--time-budget` where only that exists
+        kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
 
     def error(self, message):  # one line and exit 2, like every other usage error
@@ -99,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--dot", metavar="PATH", help="kernel graph as Graphviz DOT source")
     export.add_argument("--json", dest="json_path", metavar="PATH", help="the whole Report as JSON")
     export.add_argument("--html", metavar="PATH", help="kernel graph as one self-contained HTML page: pan, zoom, search, "
-                        "the slowest kernels (needs Graphviz's dot)")
+                        "the slowest kernels (without Graphviz's dot here, the page lays the graph out itself)")
     export.add_argument("--color", choices=("roofline", "bytes", "bound"), default="roofline",
                         help="node colour: roofline time (default), HBM bytes, or memory-/compute-bound")
     export.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: the target)")
@@ -111,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="VMEM fit, layout rules and BlockSpec bugs of every pallas_call; exit 1 on a problem", parents=common,
                            epilog=EPILOGS["check"])
     _target_options(check, otherwise=DEFAULT_TPU)
-    check.set_defaults(chip=None)  # the attached TPU, else DEFAULT_TPU (chosen_chip)
+    check.set_defaults(chip=None)  # chosen_chip: the attached TPU, else DEFAULT_TPU
     check.add_argument("--estimate-only", action="store_true", help="skip the real TPU compiles (libtpu); the static estimate only")
     check.add_argument("--sweep", action="store_true", help="also estimate every combination of INSPECT's params: which block sizes fit")
     diff = sub.add_parser("diff", help="run the function and its reference on the same inputs; where do they differ", parents=common,
@@ -128,7 +129,6 @@ def build_parser() -> argparse.ArgumentParser:
     tui = sub.add_parser("tui", help="the terminal UI (what `inspector TARGET` opens)", parents=common, epilog=EPILOGS["tui"])
     _target_options(tui)
     tui.add_argument("--watch", action="store_true", help="re-analyse when the target file is saved")
-    tui.set_defaults(chip=None)  # no --target: the file suggests the chip
     _compare_parser(sub, common)
 
     add_tune_parser(sub, common)
@@ -173,12 +173,15 @@ def _compare_parser(sub, common) -> None:
 
 
 def chosen_chip(opts) -> None:
-    """--target left out: the TPU attached to this machine (read without opening it), else cpu
-    (check: DEFAULT_TPU, it is about TPUs). The terminal UI chooses from the file instead."""
-    if getattr(opts, "chip", "") is not None or opts.verb in ("tui", "doctor", "tune"):
+    """--target left out: the chip of compilation/default_target.py's one rule, for every verb
+    that compiles a target and for the UI and its overview in a pipe alike; why, in
+    ``opts.chip_reason`` (the overview says it)."""
+    opts.chip_reason = None
+    if getattr(opts, "chip", "") is not None or opts.verb == "doctor":
         return
-    attached = attached_chip()
-    opts.chip = attached.name if attached is not None else DEFAULT_TPU if opts.verb == "check" else "cpu"
+    from ..compilation.default_target import default_target
+
+    opts.chip, opts.chip_reason = default_target(opts.verb)
 
 
 def normalise(argv: list[str]) -> list[str]:

@@ -48,15 +48,18 @@ def add_tune_parser(sub, common) -> argparse.ArgumentParser:
                       help="compile N candidates at once (default: the cores)")
     tune.add_argument("--ray", metavar="ADDRESS", default=None,
                       help="send each candidate to the Ray cluster at ADDRESS (default: $RAY_ADDRESS when set); "
-                           "needs jax-inspector[ray]")
+                           "needs Ray (pip install 'ray>=2.9')")
     tune.add_argument("--table", metavar="FILE",
                       help="write (or add to) a tuning table: the best parameters per shape and chip, as JSON (default: none)")
-    tune.add_argument("--top", type=_count, default=0, metavar="N", help="ranked rows per table (default 0: all)")
+    # None, not 0: an explicit --top 0 (all) must reach --measure, which otherwise times MEASURE_TOP
+    tune.add_argument("--top", type=_count, default=None, metavar="N",
+                      help="ranked rows per table, and with --measure the candidates timed (0: all; default: every row, "
+                           "and 8 timed)")
     tune.add_argument("--time-budget", type=_seconds, default=None, metavar="SECONDS",
                       help="what libtpu's simulation may spend per candidate before its time is extrapolated "
                            "(default 60)")
     tune.add_argument("--measure", action="store_true",
-                      help="run the top candidates by estimate (--top, default 8) on the TPU attached to this machine and "
+                      help="run the top candidates by estimate (--top; default 8, 0 for all) on the TPU attached to this machine and "
                            "rank them by device time (jax's profiler); needs a TPU VM")
     tune.add_argument("--json", action="store_true", help="every row as JSON")
     tune.add_argument("--no-cache", action="store_true",
@@ -67,13 +70,13 @@ def add_tune_parser(sub, common) -> argparse.ArgumentParser:
 def request(opts):
     """The SweepRequest the options ask for (checked before anything starts)."""
     from ..tuning.candidates import check_overlap, parse_grid, parse_sets
-    from ..tuning.measured import MEASURE_TOP
+    from ..tuning.measured import measure_count
     from ..tuning.sweep import REFRESH, SweepRequest, check_chips
 
     attached = attached_chip()
     opts.chip = opts.chip or (attached.name if attached is not None else DEFAULT_TPU)
     chips = [c.name for c in check_chips([opts.chip])]
-    check_measure(opts.measure)
+    check_measure(opts.measure, "tune")
     if opts.measure and (attached is None or chips[0].split(":")[0] != attached.name):
         raise UsageError(f"tune --measure ranks on the attached TPU ({attached.name if attached else 'none here'}): give it "
                          f"first in --target (not {chips[0]})")
@@ -90,7 +93,7 @@ def request(opts):
     return SweepRequest(spec=opts.target, chips=chips, args=list(opts.args), grid=grid, fixed=fixed,
                         workers=opts.workers, ray=opts.ray or os.environ.get("RAY_ADDRESS") or None, cache=cache,
                         budget=budget, table=opts.table, debug=bool(getattr(opts, "debug", False)),
-                        measure=(opts.top or MEASURE_TOP) if opts.measure else 0)
+                        measure=measure_count(opts.top) if opts.measure else 0)
 
 
 def work_tune(opts):
@@ -112,7 +115,7 @@ def render_tune(opts, result) -> int:
     if opts.json:
         print_json(result.to_dict(), console)
     else:
-        print_fitting(console, tune_view(result, top=opts.top))
+        print_fitting(console, tune_view(result, top=opts.top or 0))
     if result.interrupted:  # on stderr, as every other way a command ends early: stdout keeps the tables
         from ..views.tune import interrupted_line
 

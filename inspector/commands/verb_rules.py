@@ -55,16 +55,21 @@ def check_time_options(time: bool, budget: float | None, view: str | None = None
         time_budget(budget, "--time-budget")  # a budget it cannot keep: refused before the compile
 
 
-def check_measure(measure: bool) -> None:
-    """--measure runs the program on the attached TPU: where there is none, one line before any compile."""
+# what gives an estimate without a TPU, per verb: tune has no --time (without --measure it ranks by the estimate)
+_NO_TPU_ADVICE = {"tune": "without --measure, tune ranks by libtpu's estimate, no TPU needed"}
+
+
+def check_measure(measure: bool, verb: str = "show") -> None:
+    """--measure runs the program on the attached TPU: where there is none, one line before any
+    compile, with the way to an estimate that this verb has."""
     if not measure:
         return
     from ..base.environment import may_use_chip, tpu_attached
     from ..base.errors import NoChip
 
     if not tpu_attached():
-        raise NoChip("--measure runs the program on a TPU attached to this machine, and this machine has none: "
-                     "--time gives libtpu's estimate without a TPU")
+        advice = _NO_TPU_ADVICE.get(verb, "--time gives libtpu's estimate without a TPU")
+        raise NoChip(f"--measure runs the program on a TPU attached to this machine, and this machine has none: {advice}")
     if not may_use_chip():
         raise NoChip("--measure runs the program on the attached TPU, and JAX_PLATFORMS keeps jax off it: unset JAX_PLATFORMS "
                      "(or include tpu)")

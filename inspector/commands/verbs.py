@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
+from ..base import json_text
 from ..base.atomic import check_not_read_only, check_writable, write_atomic
 from ..base.chips import get_chip, parse_targets
 from ..base.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, TargetFailure, UsageError
@@ -69,14 +70,16 @@ def export(opts) -> int:
         raise UsageError(f"--expand {blank[0]!r}: give a group's name, e.g. --expand layer3 or --expand 'block #7'")
     if opts.expand and not drawings:
         raise UsageError("--expand opens groups of the drawing: give --svg, --dot or --html too, or leave it out")
-    if drawings:  # fail before the compile when the SVG cannot be drawn
-        from ..hlo.graph import dot_available
-        if (opts.svg or opts.html) and not dot_available():
-            try:
-                render_svg(None)  # raises the how-to-install message
-            except UsageError as err:
-                asked = " and ".join(f for f, flag in (("--svg", opts.svg), ("--html", opts.html)) if flag)
-                raise UsageError(str(err).replace("so no SVG", f"so no {asked}")) from None
+    from ..hlo.graph import dot_available
+
+    # SVG needs Graphviz's dot here; the HTML page lays itself out where dot is missing
+    in_page = bool(opts.html) and not dot_available()
+    if opts.svg and not dot_available():  # fail before the compile when the SVG cannot be drawn
+        try:
+            render_svg(None)  # raises the how-to-install message
+        except UsageError as err:
+            raise UsageError(str(err).replace("so no SVG", "so no --svg") + (
+                " (--html lays its graph out in the page without dot)" if opts.html else "")) from None
     report = run(opts)
     written, failure, notes = [], None, []
     if opts.json_path:
@@ -87,7 +90,8 @@ def export(opts) -> int:
     elif drawings:
         from ..hlo.graph_render import draw
         drawing = draw(report.fusions, report.graph_title(), max_nodes=opts.max_nodes, expand=tuple(opts.expand),
-                       color=opts.color, budget_s=opts.layout_budget, svg=bool(opts.svg or opts.html), groups=bool(opts.html))
+                       color=opts.color, budget_s=opts.layout_budget, svg=bool(opts.svg or opts.html), groups=bool(opts.html),
+                       in_page=in_page)
         what = drawing.summary
         if opts.dot:
             written.append(f"{write_atomic(opts.dot, drawing.dot)} ({what})")
@@ -95,7 +99,8 @@ def export(opts) -> int:
             written.append(f"{write_atomic(opts.svg, drawing.svg)} ({what})")
         if opts.html:
             from ..views.html_graph import graph_page
-            page = graph_page(drawing.graph, drawing.svg.decode(), drawing.group_svgs, drawing.notes, drawing.group_graphs)
+            page = graph_page(drawing.graph, drawing.svg.decode(), drawing.group_svgs, drawing.notes, drawing.group_graphs,
+                              dots=drawing.dots)
             written.append(f"{write_atomic(opts.html, page)} ({what}; open it in a browser)")
         notes = drawing.notes
     # `--json /dev/stdout | jq`: stdout is one of the outputs, so what was written is said on stderr
@@ -176,8 +181,6 @@ def diff(opts) -> int:
 
 def tui(opts) -> int:
     """The terminal UI; when stdout is not a terminal (a pipe, CI), the overview instead."""
-    choose_chip = opts.chip is None  # no --target: the file suggests one (a TPU for TPU kernels)
-    opts.chip = opts.chip or "cpu"
     if not sys.stdout.isatty() or opts.json:
         opts.view, opts.roofline, opts.sort, opts.top = "overview", None, "order", 40
         return show(opts)
@@ -191,8 +194,9 @@ def tui(opts) -> int:
     if opts.shard is not None:
         parse_specs(opts.shard)
     session = Session(opts.target, opts.chip, args=opts.args, ref=opts.ref, sets=list(opts.set),
-                      use_cache=cache_enabled() and not opts.no_cache, mesh=opts.mesh, shard=opts.shard)
-    InspectorApp(session, watch=opts.watch, choose_chip=choose_chip).run()
+                      use_cache=cache_enabled() and not opts.no_cache, mesh=opts.mesh, shard=opts.shard,
+                      chip_reason=getattr(opts, "chip_reason", None))
+    InspectorApp(session, watch=opts.watch).run()
     return EXIT_OK
 
 
@@ -222,7 +226,6 @@ def doctor(opts) -> int:
 
 def cache(opts) -> int:
     import dataclasses
-    import json
 
     import inspector.compilation.compile_cache as compile_cache
 
@@ -232,7 +235,7 @@ def cache(opts) -> int:
         raise UsageError(f"cannot {'clear' if opts.action == 'clear' else 'read'} the compile cache at "
                          f"{compile_cache.cache_dir()}: {err.strerror or err} (set INSPECTOR_CACHE_DIR to another folder)") from err
     if opts.json:
-        print(json.dumps({"action": opts.action, **dataclasses.asdict(found), "enabled": compile_cache.enabled()}, indent=2))
+        print(json_text.dumps({"action": opts.action, **dataclasses.asdict(found), "enabled": compile_cache.enabled()}, indent=2))
     elif opts.action == "clear":
         print(f"cleared {found.path}: removed {found.entries} entries, {fmt_bytes(found.bytes)}")
     else:

@@ -60,6 +60,10 @@ def _report(opts, needs: Needs):
                              time_budget=time_budget(getattr(opts, "time_budget", None), "--time-budget",
                                                      getattr(opts, "time_memory", None)))
     _ = report.stages.op_counts  # counted here, where the stages were made, not in the process that renders
+    if getattr(opts, "chip_reason", None):
+        import dataclasses
+
+        report = dataclasses.replace(report, chip_reason=opts.chip_reason)
     if getattr(opts, "measure", False):
         import functools
 
@@ -93,6 +97,7 @@ def compare_sides(opts) -> list:
         side = copy.copy(opts)
         flag = "--set-a" if not sides else "--set-b"
         side.target, side.chip, side.ref = spec, chip or opts.chip, None
+        side.chip_reason = None if chip else getattr(opts, "chip_reason", None)
         side.set = list(opts.set) + [FlagValue(item, flag) for item in sets]  # messages name the flag given
         sides.append(side)
     return sides

@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..base import json_text
 from ..base.atomic import write_atomic
 from ..base.errors import OutputError
 from ..hlo.module import entry_is_whole
@@ -143,7 +144,7 @@ def load(k: str) -> dict | None:
     """The stored result for key ``k``, or None: missing, unreadable or not what we write."""
     path = cache_dir() / f"{k}.json"
     try:
-        entry = json.loads(_read_regular(path))
+        entry = json_text.loads(_read_regular(path))
     except (OSError, ValueError):
         return None
     if not isinstance(entry, dict) or entry.get("schema") != SCHEMA or entry.get("key") != k:
@@ -174,7 +175,7 @@ def store(k: str, result: dict) -> bool:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         _remove_stale_tmp(directory)
-        write_atomic(directory / f"{k}.json", json.dumps({"schema": SCHEMA, "key": k, "result": result}), own=True)
+        write_atomic(directory / f"{k}.json", json_text.dumps({"schema": SCHEMA, "key": k, "result": result}), own=True)
         return True
     except (OSError, OutputError, ValueError, TypeError):
         return False

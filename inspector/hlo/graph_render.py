@@ -143,6 +143,9 @@ class Drawing:
     group_graphs: dict[str, KernelGraph]  # ... and their graph
     notes: list[str]  # what was simplified to fit the budgets, each with how to see more
     seconds: float  # laying out
+    # not laid out here (no Graphviz): the DOT sources, {"main": ..., "groups": {node id: ...}}, for
+    # the HTML page to lay out itself
+    dots: dict | None = None
 
     @property
     def summary(self) -> str:
@@ -170,9 +173,10 @@ def expand_example(kg: KernelGraph) -> str:
 
 
 def draw(analysis, title: str, *, max_nodes: int = 200, expand: tuple[str, ...] = (), color: str = "roofline",
-         budget_s: float = DEFAULT_BUDGET_S, svg: bool = True, groups: bool = False) -> Drawing:
+         budget_s: float = DEFAULT_BUDGET_S, svg: bool = True, groups: bool = False, in_page: bool = False) -> Drawing:
     """The kernel graph of `analysis` drawn within `budget_s` seconds of layout: the SVG when
-    `svg`, each collapsed group's own drawing too when `groups` (the HTML page)."""
+    `svg`, each collapsed group's own drawing too when `groups` (the HTML page). `in_page`: no
+    layout here, only the DOT sources (the HTML page lays them out itself: no Graphviz needed)."""
     started = time.perf_counter()
     graph, summary = build_dot(analysis, title, max_nodes=max_nodes, expand=expand, color=color)
     kg = summary.graph
@@ -181,6 +185,12 @@ def draw(analysis, title: str, *, max_nodes: int = 200, expand: tuple[str, ...] 
         notes.append(f"{kg.hidden_edges} smaller edges not drawn, to keep under 2 edges per node "
                      "(each node says what it leaves out: +N smaller inputs)")
     subs = group_graphs(analysis, kg) if groups else {}
+    if in_page:
+        dots = {"main": graph.source, "groups": {gid: dot_of(g, legend=False).source for gid, g in subs.items()}}
+        notes.append("Graphviz's dot is not installed here: the HTML page lays the graph out itself when it opens "
+                     "(Graphviz as WebAssembly, inline: a few seconds)")
+        return Drawing(graph=kg, dot=graph.source, svg=b"", group_svgs={}, group_graphs=subs, notes=notes,
+                       seconds=time.perf_counter() - started, dots=dots)
     allow_runs()
     with ThreadPoolExecutor(1) as pool:  # the whole drawing beside the groups' (one core each, where there are two)
         try:

@@ -22,6 +22,7 @@ from .kernel_body import _Body, _bytes_of, _cost_estimate, _short_src, memory_sp
 from .liveness import live_outputs
 from .mesh_kernels import body_pipelines, is_mesh_kernel, read_mesh_kernel
 from .operand_origins import kernels_in_control_flow, operands_made_by_ops, outputs_read_by_ops
+from .output_reads import output_reads
 from .row_flow import straight_flows
 from .tracing import eqn_frame
 
@@ -296,13 +297,15 @@ def _mark_straight_flows(kernel, operands: list[BlockSpecInfo], n_idx: int, n_in
 
 
 def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_interpret: bool = False,
-              made: list[bool] | None = None, read_after: list[bool] | None = None, followed: bool = False) -> FoundCall:
+              made: list[bool] | None = None, read_after: list[bool] | None = None, followed: bool = False,
+              reads: list | None = None) -> FoundCall:
     """One pallas_call equation as data. ``values``: the concrete values of its operands where
     the example inputs decide them (None per operand otherwise); ``live``: which outputs the
     program reads (all, when not known); ``made``: which operands the program computes before
     the kernel, ``read_after``: which outputs an op reads after it (operand_origins; none when
     not known); ``followed``: those were followed, not assumed (the kernel is outside loops,
-    branches and maps)."""
+    branches and maps); ``reads``: the elements of each output the program reads
+    (output_reads.Reads; all, when not known)."""
 
     p = eqn.params
     gm = p["grid_mapping"]
@@ -325,6 +328,9 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         operand.unused = operand.role == "output" and live is not None and not live[pos - n_in]
         operand.made_by_op = operand.role == "input" and bool(made) and made[n_dyn + n_idx + pos]  # type: ignore[index]
         operand.read_by_op = operand.role == "output" and bool(read_after) and read_after[pos - n_in]  # type: ignore[index]
+        if operand.role == "output" and reads is not None and not reads[pos - n_in].everything:
+            operand.read_boxes = [[list(d) for d in box] for box in reads[pos - n_in].boxes]
+            operand.read_unfollowed = list(reads[pos - n_in].unfollowed)
         operands.append(operand)
         maps.append(_index_map_callable(bm.index_map_jaxpr, prefetch, len(grid)))
     _mark_straight_flows(kernel, operands, n_idx, n_in)
@@ -396,6 +402,10 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
         values = [None] * len(occurrences)
     live = live_outputs(closed_jaxpr)
     made, read_after = operands_made_by_ops(closed_jaxpr), outputs_read_by_ops(closed_jaxpr)
+    try:
+        reads = output_reads(closed_jaxpr)
+    except Exception:  # following the reads is best effort: without it every output counts as read whole
+        reads = {}
     nested = kernels_in_control_flow(closed_jaxpr)
     found: list[tuple[str, FoundCall | Exception]] = []
     for (_, eqn), operand_vals in zip(occurrences, values):
@@ -405,7 +415,8 @@ def read_pallas_calls(closed_jaxpr, example_values: tuple | None = None,
                 found.append((name, read_mesh_kernel(eqn, live.get(id(eqn)), forced_interpret)))
             else:
                 found.append((name, read_call(eqn, operand_vals, live.get(id(eqn)), forced_interpret, made.get(id(eqn)),
-                                              read_after.get(id(eqn)), followed=id(eqn) not in nested)))
+                                              read_after.get(id(eqn)), followed=id(eqn) not in nested,
+                                              reads=reads.get(id(eqn)))))
         except Exception as err:  # a kernel this jax version lays out differently: a finding, not a crash
             found.append((name, err))
     return found

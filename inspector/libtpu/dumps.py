@@ -1,6 +1,6 @@
 """Read libtpu's dump files: the one place that knows their (undocumented) formats.
 
-Measured with libtpu 0.0.42.1 (../shared/facts.md section 9):
+Measured with libtpu 0.0.42.1 (samples of each file in tests/data/libtpu/, read by tests/test_libtpu_dumps.py):
 
 - ``<hlo op>_static_llo_profile.textproto``: a text proto ``hlo_op_estimate { hlo_op_name: "..."
   estimated_cycles: N ... }`` per HLO op, written by ``--xla_jf_dump_static_llo_profile_to``.

@@ -220,24 +220,7 @@ def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts:
                                  data={"dim": d, "array_size": n, "block_size": s}, **where))
     if op.role != "output":
         return found
-    needed = math.prod(state.counts)
-    if len(values) < needed and needed <= MAX_STEPS:
-        missing = np.setdiff1d(np.arange(needed), values, assume_unique=True)
-        examples = ", ".join(_ranges(op, _block_of(state, int(b))) for b in missing[:4])
-        if op.aliased_input:  # input_output_aliases: an in-place update leaves the rest as it was
-            found.append(Finding("info", "output-kept-from-input",
-                                 f"{op.operand}: {len(missing)} of {needed} output blocks are not written by the kernel, "
-                                 f"e.g. elements {examples}{' ...' if len(missing) > 4 else ''}: they keep the values of "
-                                 f"{op.aliased_input}, which input_output_aliases gives the same buffer",
-                                 data={"blocks": _blocks(state, missing), "count": int(len(missing)),
-                                       "input": op.aliased_input}, **where))
-        else:
-            found.append(Finding("error", "output-not-written",
-                                 f"{op.operand}: {len(missing)} of {needed} output blocks are never written, e.g. elements "
-                                 f"{examples}{' ...' if len(missing) > 4 else ''}: they keep whatever the buffer held "
-                                 "(check the grid covers the array: cdiv, not //)",
-                                 data={"blocks": _blocks(state, missing),
-                                       "count": int(len(missing))}, **where))
+    found += _unwritten_findings(call, state, values)
     revisited = values[counts > 1]
     if len(revisited) and op.revisit != "any":  # RevisitMode.ANY: Mosaic reloads a revisited block (extra DMAs)
         block = _block_of(state, int(revisited[0]))
@@ -264,14 +247,86 @@ def _findings(call: FoundCall, state: _OperandState, values: np.ndarray, counts:
     return found
 
 
-_WALKS: dict[tuple[str, int, tuple, tuple], GridWalk] = {}
+def _examples(op: BlockSpecInfo, state: _OperandState, blocks: np.ndarray) -> str:
+    return ", ".join(_ranges(op, _block_of(state, int(b))) for b in blocks[:4]) + (" ..." if len(blocks) > 4 else "")
+
+
+def _read_split(state: _OperandState, missing: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The unwritten blocks the program reads after the kernel, those it may read (through an op
+    at elements chosen at run time), and those it never reads (output_reads: it slices them away)."""
+    op = state.op
+    if op.read_boxes is None:
+        return missing, missing[:0], missing[:0]
+    index = np.unravel_index(missing, state.counts) if len(missing) else [np.zeros(0, np.int64)] * len(state.counts)
+    read = np.zeros(len(missing), bool)
+    for box in op.read_boxes:
+        inside = np.ones(len(missing), bool)
+        for idx, kind, size, dim, (lo, hi) in zip(index, op.dim_kinds, state.sizes, op.array_shape, box):
+            start = idx * size if kind != "squeezed" else idx
+            stop = np.minimum(start + size, dim) if kind != "squeezed" else idx + 1
+            inside &= (start < hi) & (lo < stop)
+        read |= inside
+    rest = missing[~read]
+    return (missing[read], rest, rest[:0]) if op.read_unfollowed else (missing[read], rest[:0], rest)
+
+
+def _unwritten_findings(call: FoundCall, state: _OperandState, values: np.ndarray) -> list[Finding]:
+    """Output blocks no grid step visits: an error where the program reads them, info where it
+    never does (or where that is undecided), info where the buffer is an aliased input's."""
+    op, info = state.op, call.info
+    where = dict(kernel=info.name, operand=op.operand, view="pallas")
+    needed = math.prod(state.counts)
+    if len(values) >= needed or needed > MAX_STEPS:
+        return []
+    missing = np.setdiff1d(np.arange(needed), values, assume_unique=True)
+    if op.aliased_input:  # input_output_aliases: an in-place update leaves the rest as it was
+        return [Finding("info", "output-kept-from-input",
+                        f"{op.operand}: {len(missing)} of {needed} output blocks are not written by the kernel, "
+                        f"e.g. elements {_examples(op, state, missing)}: they keep the values of {op.aliased_input}, "
+                        "which input_output_aliases gives the same buffer",
+                        data={"blocks": _blocks(state, missing), "count": int(len(missing)), "input": op.aliased_input},
+                        **where)]
+    read, undecided, unread = _read_split(state, missing)
+    found = []
+    if len(read):
+        found.append(Finding("error", "output-not-written",
+                             f"{op.operand}: {len(read)} of {needed} output blocks are never written, e.g. elements "
+                             f"{_examples(op, state, read)}: they keep whatever the buffer held "
+                             "(check the grid covers the array: cdiv, not //)",
+                             data={"blocks": _blocks(state, read), "count": int(len(read))}, **where))
+    if len(undecided):
+        found.append(Finding("info", "output-unwritten-undecided",
+                             f"{op.operand}: {len(undecided)} of {needed} output blocks are never written, e.g. elements "
+                             f"{_examples(op, state, undecided)}; whether the program reads them is undecided: it reads "
+                             f"this output through {', '.join(op.read_unfollowed[:2])}, at elements known only at run "
+                             "time. If it does, they hold whatever the buffer held",
+                             data={"blocks": _blocks(state, undecided), "count": int(len(undecided)),
+                                   "ops": list(op.read_unfollowed)}, **where))
+    if len(unread):
+        boxes = op.read_boxes or []  # not None: blocks are unread only where the reads are known
+        reads = "; ".join(_box_text(b) for b in boxes[:2]) + (" ..." if len(boxes) > 2 else "")
+        found.append(Finding("info", "output-unwritten-unread",
+                             f"{op.operand}: {len(unread)} of {needed} output blocks are never written, e.g. elements "
+                             f"{_examples(op, state, unread)}, and never read: after the kernel the program reads "
+                             f"{'only elements ' + reads if reads else 'none of this output'}",
+                             data={"blocks": _blocks(state, unread), "count": int(len(unread))}, **where))
+    return found
+
+
+def _box_text(box: list[list[int]]) -> str:
+    return "[" + ", ".join(f"{lo}:{hi}" for lo, hi in box) + "]"
+
+
+_WALKS: dict[tuple[str, int, tuple, tuple, str, str], GridWalk] = {}
 
 
 def walk_grid(call: FoundCall, max_steps: int = MAX_STEPS) -> GridWalk:
     """The walk of ``call``; a kernel met again (another chip, another view) is walked once."""
     # the signature covers the grid and index maps; the findings also read what the body does with them
     body = tuple((op.revisit, repr(sorted(op.straight_to.items()))) for op in call.info.operands)
-    key = (call.signature, max_steps, tuple(call.info.dimension_semantics), body)
+    # ...and the findings what the program does with each operand, and the names they say
+    use = repr([(op.operand, op.unused, op.aliased_input, op.read_boxes, op.read_unfollowed) for op in call.info.operands])
+    key = (call.signature, max_steps, tuple(call.info.dimension_semantics), body, call.info.name, use)
     if key not in _WALKS:
         _WALKS[key] = _walk(call, max_steps)
     return _WALKS[key]

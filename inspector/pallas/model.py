@@ -45,6 +45,12 @@ class BlockSpecInfo:
     revisit: str | None = None  # pl.Buffered(revisit=pl.RevisitMode.ANY): "any"; None for jax's default (immediate)
     made_by_op: bool = False  # an input the program computes before the kernel, not one of its arguments
     read_by_op: bool = False  # an output an op of the program reads after the kernel, not only returned
+    # the elements of an output the program reads after the kernel: None for all of them (or an
+    # input); else boxes, each [start, stop) per dimension (an empty list: none is read)
+    read_boxes: list[list[list[int]]] | None = None
+    # ops reading the output at elements chosen at run time (a slice at traced offsets, a gather):
+    # whether they read an element no grid step writes is undecided
+    read_unfollowed: list[str] = dataclasses.field(default_factory=list)
     # an emit_pipeline's operand: the memory of the ref it windows ("vmem" or "smem": its blocks are
     # copied within the chip, no HBM traffic); None for a pallas_call's blocks, which come from HBM
     source_space: str | None = None

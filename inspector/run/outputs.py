@@ -19,7 +19,8 @@ def _ulp(x: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def compare(name: str, kernel, reference, atol: float | None, rtol: float | None, accumulation=None):
-    """(LeafDiff, bad mask, kernel NaN mask, absolute error) of one output of the same shape.
+    """(LeafDiff, bad mask, kernel NaN mask, absolute error: NaN where either side is NaN) of one
+    output of the same shape.
     ``accumulation`` (jax_internals.accumulation.Accumulation): the terms the reference summed to
     make it, from which a tolerance not given is derived."""
     dtype = str(reference.dtype)
@@ -33,29 +34,32 @@ def compare(name: str, kernel, reference, atol: float | None, rtol: float | None
                  b if accumulation and accumulation.terms > 1 else None, accumulation.op if accumulation else "")
     atol, rtol = tol.atol, tol.rtol
     both_nan = np.isnan(a) & np.isnan(b)
+    # the error where both sides are numbers (inf against a number: inf); NaN where one side is NaN
     with np.errstate(invalid="ignore"):  # inf - inf: equal infinities are equal, not NaN
-        diff = np.where(both_nan | (a == b), 0.0, np.abs(a - b))
-    diff = np.where(np.isnan(diff), np.inf, diff)  # NaN on one side only is as wrong as it gets
+        err = np.where(both_nan | (a == b), 0.0, np.abs(a - b))
+    diff = np.where(np.isnan(err), np.inf, err)  # NaN on one side only is as wrong as it gets
     bad = diff > atol + rtol * np.abs(np.nan_to_num(b))
     # relative error only where the reference is not ~0 (|b| > atol): near zero it means nothing
     significant = np.abs(np.nan_to_num(b)) > max(atol, np.finfo(np.float32).tiny)
-    rel = np.where(significant, diff / np.where(significant, np.abs(np.nan_to_num(b)), 1.0), 0.0)
+    with np.errstate(invalid="ignore"):
+        rel = np.where(significant, err / np.where(significant, np.abs(np.nan_to_num(b)), 1.0), 0.0)
     empty = diff.size == 0
     worst = () if empty else np.unravel_index(int(np.argmax(diff)), diff.shape)
-    finite = np.isfinite(diff)
+    # max abs and max rel: over the elements where both sides are numbers, NaN (shown "-") where none is
+    numbers = ~(np.isnan(a) | np.isnan(b))
     # ulps of the output dtype at the worst element: "the largest error is N units in the last place"
-    ulp = float(diff[worst] / _ulp(np.abs(b[worst]), dtype)) if dtype in MANTISSA_BITS and not empty and finite[worst] else None
+    ulp = float(diff[worst] / _ulp(np.abs(b[worst]), dtype)) if dtype in MANTISSA_BITS and not empty and np.isfinite(diff[worst]) else None
     return LeafDiff(
         output=name, shape=list(a.shape), dtype=dtype, atol=atol, rtol=rtol,
-        max_abs=0.0 if empty else float(diff.max()),
-        max_rel=0.0 if empty else float(np.where(finite, rel, 0).max()),
+        max_abs=0.0 if empty else float(err[numbers].max()) if numbers.any() else float("nan"),
+        max_rel=0.0 if empty else float(rel[numbers].max()) if numbers.any() else float("nan"),
         max_ulp=ulp,
         bad=int(bad.sum()), bad_fraction=0.0 if empty else float(bad.mean()),
         nan_kernel=int(np.isnan(a).sum()), nan_reference=int(np.isnan(b).sum()),
         inf_kernel=int(np.isinf(a).sum()), inf_reference=int(np.isinf(b).sum()),
         worst_index=[int(i) for i in worst], worst_kernel=0.0 if empty else _real(a[worst]),
         worst_reference=0.0 if empty else _real(b[worst]), error_map=None, tolerance=tol,
-    ), bad, np.isnan(a), diff
+    ), bad, np.isnan(a), np.where(numbers, err, np.nan)
 
 
 def value_notes(leaf: LeafDiff) -> list[Finding]:
@@ -96,7 +100,8 @@ def error_map(bad: np.ndarray, nan: np.ndarray, diff: np.ndarray, block_shape: l
     fold = lambda x, fill: np.pad(x, pad, constant_values=fill).reshape(split)
     bad_per = fold(bad, False).sum(axis=axes)
     nan_per = fold(nan, False).sum(axis=axes)
-    max_per = fold(np.where(np.isfinite(diff), diff, 0.0), 0.0).max(axis=axes)
+    # the largest error over the block's elements that are numbers on both sides; NaN where none is
+    max_per = np.fmax.reduce(fold(diff, np.nan), axis=axes)
     order = np.argsort(-bad_per, axis=None)
     found = []
     for flat in order[:32]:

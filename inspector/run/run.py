@@ -267,8 +267,8 @@ def _mismatches(leaves: list[LeafDiff], findings: list[Finding], interpret: bool
                  if unwritten > 0 and interpret else "")
         why = f"; tolerance {leaf.tolerance.source}: {leaf.tolerance.reason}" if leaf.tolerance else ""
         said.append(Finding("error", "mismatch", f"{leaf.output or 'output'}: {leaf.bad} of {int(np.prod(leaf.shape))} "
-                            f"elements outside atol={leaf.atol:g}, rtol={leaf.rtol:g} (max abs error {leaf.max_abs:.3g} at "
-                            f"{tuple(leaf.worst_index)}){extra}{why}", view="diff"))
+                            f"elements outside atol={leaf.atol:g}, rtol={leaf.rtol:g} (worst at {tuple(leaf.worst_index)}: "
+                            f"{leaf.worst_kernel:.4g} vs {leaf.worst_reference:.4g}){extra}{why}", view="diff"))
     return said
 
 

@@ -15,11 +15,18 @@ from ..compilation.target import load_target
 from .model import RANKED, UNTIMED, ChipRanking, TuneResult
 
 MEASURE_TOP = 8  # candidates measured per shape when --top does not say
+MEASURE_ALL = -1  # --top 0: every candidate the estimate ranked (or could not time)
+
+
+def measure_count(top: int | None) -> int:
+    """How many candidates per shape --measure times: --top's figure, its 0 meaning all (as it does
+    for the tables), MEASURE_TOP when --top is not given."""
+    return MEASURE_TOP if top is None else MEASURE_ALL if top == 0 else top
 
 
 def measure_rankings(result: TuneResult, spec: str, shape_args: dict[str, str | None], fixed: dict, top: int,
                      chip: str) -> TuneResult:
-    """Measure the ``top`` fastest-estimated ranked rows of each shape on ``chip`` (the attached
+    """Measure the ``top`` (MEASURE_ALL: every one) fastest-estimated ranked rows of each shape on ``chip`` (the attached
     one; where fewer are ranked, the untimed ones after them) and re-rank them by device time:
     measured rows first, fastest first, then the rest as the estimate ranked them. Rows get
     ``measured_seconds``; a candidate that failed on the chip gets a note instead. The result with
@@ -30,7 +37,8 @@ def measure_rankings(result: TuneResult, spec: str, shape_args: dict[str, str | 
             if ranking.chip != chip:
                 continue
             # the ranked first; then those the estimate could not rank (a loop it cannot count): the chip can
-            for row in ([r for r in ranking.rows if r.status == RANKED] + [r for r in ranking.rows if r.status == UNTIMED])[:top]:
+            candidates = [r for r in ranking.rows if r.status == RANKED] + [r for r in ranking.rows if r.status == UNTIMED]
+            for row in candidates if top == MEASURE_ALL else candidates[:top]:
                 jobs.append((shape.shape, shape_args[shape.shape], {**fixed, **row.params}, row))
     if not jobs:
         return dataclasses.replace(result, measured_on=chip)

@@ -1,5 +1,5 @@
 """Candidates as Ray tasks on an existing cluster (``--ray ADDRESS`` or ``RAY_ADDRESS``), for
-sweeps one machine is too small for. The optional extra ``jax-inspector[ray]`` brings Ray;
+sweeps one machine is too small for. The optional extra ``[ray]`` (``pip install '.[ray]'``) brings Ray;
 every worker node needs the same jax, libtpu and inspector. The target file travels with each
 task (its bytes), is written to a temporary folder there, loaded, and removed after the
 candidate; the rows come back as plain data, so the table is the one a local run makes.
@@ -26,7 +26,7 @@ def _import_ray():
     try:
         import ray
     except ImportError as err:
-        raise UsageError("--ray needs Ray: pip install 'jax-inspector[ray]' (here and on every node of the cluster)") from err
+        raise UsageError("--ray needs Ray: pip install 'ray>=2.9' (here and on every node of the cluster)") from err
     return ray
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import inspector.compilation.compile_cache as compile_cache
 
+from ..base import json_text
 from ..base.atomic import write_atomic
 from ..compilation.compile_cache import _own_version, _version
 from ..base.errors import OutputError
@@ -82,7 +83,7 @@ def plan_key(parts: dict, args: list[str], grid_names: list[str]) -> str:
 def load(key: str, kind: str):
     """The stored result for ``key``, or None."""
     try:
-        entry = json.loads(compile_cache._read_regular(compile_cache.cache_dir() / f"{key}.json"))
+        entry = json_text.loads(compile_cache._read_regular(compile_cache.cache_dir() / f"{key}.json"))
     except (OSError, ValueError):
         return None
     if not isinstance(entry, dict) or entry.get("schema") != SCHEMA or entry.get("key") != key or entry.get("kind") != kind:
@@ -95,7 +96,7 @@ def store(key: str, kind: str, result) -> bool:
     directory = compile_cache.cache_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        write_atomic(directory / f"{key}.json", json.dumps({"schema": SCHEMA, "key": key, "kind": kind, "result": result}),
+        write_atomic(directory / f"{key}.json", json_text.dumps({"schema": SCHEMA, "key": key, "kind": kind, "result": result}),
                      own=True)
         return True
     except (OSError, OutputError, ValueError, TypeError):

@@ -14,9 +14,9 @@ inspector at run time).
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 
+from ..base import json_text
 from ..base.atomic import check_not_read_only, check_writable, our_output, read_regular, write_atomic
 from ..base.chips import get_chip
 from ..base.errors import OutputError, UsageError
@@ -39,7 +39,7 @@ def lookup(path: str, shape: str, chip: str, default: dict | None = None) -> dic
     """
     try:
         with open(path) as f:
-            table = json.load(f)
+            table = json_text.loads(f.read())
     except (OSError, ValueError):
         return default
     try:  # a table edited by hand into another structure is no table: the default, never a crash at run time
@@ -64,7 +64,7 @@ def read_table(path: str, kernel: str | None = None) -> dict:
         return {"schema": SCHEMA, "kernel": None, "entries": {}}
     try:
         text = data.decode("utf-8")
-        table = json.loads(text) if text.strip() else {"schema": SCHEMA, "kernel": None, "entries": {}}
+        table = json_text.loads(text) if text.strip() else {"schema": SCHEMA, "kernel": None, "entries": {}}
     except ValueError as err:  # UnicodeDecodeError included
         raise UsageError(f"--table {path} is not JSON ({_one_line(err)}): give a new file or a tuning table") from err
     if not _is_table(table):
@@ -135,7 +135,7 @@ def update_table(path: str, result) -> str:
                 }
             if not chips:
                 table["entries"].pop(shape.shape, None)
-        return str(write_atomic(path, json.dumps(table, indent=2, sort_keys=False, default=str) + "\n"))
+        return str(write_atomic(path, json_text.dumps(table, indent=2) + "\n"))
 
 
 @contextlib.contextmanager

@@ -336,6 +336,14 @@ def score(path: str, only: str | None) -> None:
         print(f"  {r[0]:<40} {r[1][:40]:<40} {r[2] * 1e6:10,.1f} us  {ratio(r):6.2f}x  {r[7]:<8} {r[4]}")
 
 
+def corpus_figures(data: dict) -> tuple[int, int, int]:
+    """The corpus's kernels of 0.1 ms or more (not the held-out ones, not the probes): how many, how
+    many within 25% of the chip, how many within 2x (README and BENCHMARKS.md quote them)."""
+    rows = [r for r in kernel_rows(data, 1e-4) if not r[0].startswith(("heldout", "probe."))]
+    return (len(rows), sum(1 for r in rows if r[3] and 0.75 <= r[3] / r[2] <= 1.25),
+            sum(1 for r in rows if r[3] and 0.5 <= r[3] / r[2] <= 2))
+
+
 def spearman(a: list[float], b: list[float]) -> float:
     import numpy as np
 
@@ -391,7 +399,7 @@ def sweep_rows(data: dict, sweep: str) -> list[tuple]:
 
 def main(argv=None) -> None:
     os.chdir(ROOT)  # the entries name files from the repository's root; the inspector is the installed one
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(allow_abbrev=False)
     p.add_argument("mode", choices=("measure", "estimate", "merge", "table", "score", "list"))
     p.add_argument("paths", nargs="*")
     p.add_argument("--only")

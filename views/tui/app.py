@@ -81,15 +81,12 @@ class InspectorApp(Loading, Navigation, Jobs, Tuning, App):
     # always_update: a new load's report is news even where it equals the last one (and no deep compare)
     report = var(None, always_update=True, init=False)
 
-    def __init__(self, session: Session, watch: bool = False, choose_chip: bool = False):
-        """``choose_chip``: the user named no chip, so open on the one the file suggests (a TPU
-        for Pallas TPU kernels, or the last one used for the file)."""
+    def __init__(self, session: Session, watch: bool = False):
+        """``session.chip``: the chip named, or the one rule's default (default_target.py), as in a pipe."""
         super().__init__()
         # no animations: the tab underline's glide alone repainted the screen ~17 times per tab
         # switch, most of a switch's CPU while a compile competes for the cores
         self.animation_level = "none"
-        if choose_chip:
-            session = session.with_chip(session.suggested_chip())
         self.session = session
         self.watch_file = watch
         self.lowered = None  # the report as far as lowering goes (jaxpr, StableHLO, Mosaic), while it compiles
@@ -244,7 +241,7 @@ class InspectorApp(Loading, Navigation, Jobs, Tuning, App):
         focus_target(self.tabs[tab]).focus()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(type(self).BINDINGS))
 
     def on_unmount(self) -> None:
         self.remote.close()

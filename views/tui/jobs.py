@@ -208,7 +208,6 @@ class Jobs(AppBase):
         def chosen(chip: str | None) -> None:
             if chip and chip != self.session.chip:
                 self.session = self.session.with_chip(chip)
-                self.session.remember_chip()
                 self.load()
 
         self.push_screen(TargetScreen(TARGETS, self.session.chip), chosen)

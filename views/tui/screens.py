@@ -12,60 +12,117 @@ from ...compilation.static_params import same_kind
 from .tabs import TAB_VIEWS
 
 def _key_span(keys: list[str]) -> str:
-    """"1-8" for consecutive digits, else the keys side by side."""
+    """"1-8" for consecutive digits, else the keys side by side ("← →  shift" for arrows with and
+    without shift)."""
     if len(keys) > 2 and all(k.isdigit() for k in keys) and [int(k) for k in keys] == list(range(int(keys[0]), int(keys[-1]) + 1)):
         return f"{keys[0]}-{keys[-1]}"
-    return "  ".join(keys)
+    shifted = [k for k in keys if k.startswith("shift+") and k[6:] in keys]
+    plain = " ".join(_shown(k) for k in keys if k not in shifted)
+    return f"{plain}  shift" if shifted else "  ".join(_shown(k) for k in keys)
 
 
-def _tab_rows() -> list[tuple[str, str]]:
+_KEYS_SHOWN = {"left": "←", "right": "→", "shift+left": "shift+←", "shift+right": "shift+→", "question_mark": "?",
+               "slash": "/", "left_square_bracket": "[", "right_square_bracket": "]", "escape": "Esc", "home": "Home",
+               "end": "End", "enter": "Enter"}
+
+# The rows of the help, each the actions (of the app's bindings and its tabs') it explains: the
+# keys come from the bindings themselves, and a binding no row names gets a row of its own (its
+# description), so none is left out. Extra keys: those that are not our bindings (Enter on a table).
+_ROWS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
+    (("pass_dumps", "buffers", "mosaic_dumps"), "compile with pass dumps, buffers, Mosaic dumps", ()),
+    (("time", "measure"), "time per kernel: libtpu's estimate; measured on the TPU", ()),
+    (("search", "find"), "search the text tabs, bundles; next, previous match", ()),
+    (("link",), "the same source line in the other stages, bundles", ()),
+    (("back",), "overview: show a finding's evidence; b comes back", ("enter",)),
+    (("sort",), "fusions: change the sort", ()),
+    (("step",), "Pallas: step the grid (shift: by 10)", ()),
+    (("step_to", "goto"), "Pallas: first, last step; go to a step", ()),
+    (("kernel", "copy_cost"), "previous, next kernel; Pallas: copy CostEstimate", ()),
+    (("diff",), "run the diff against the reference", ()),
+    (("target", "params", "tune"), "another target chip; edit the parameters; tune them", ()),
+    (("compare",), "compare with another chip or parameters (Pallas: copy)", ()),
+    (("export", "reload"), "export SVG + JSON here; reload the file", ()),
+    (("cancel",), "cancel the compile or diff in flight", ()),
+    ((), "command palette: chip, params, export, theme", ("ctrl+p",)),
+    (("help", "quit"), "this help; quit", ()),
+]
+
+
+def _shown(key: str) -> str:
+    return _KEYS_SHOWN.get(key, key)
+
+
+def _tab_rows() -> list[tuple[list[str], str]]:
     """The tab keys, from the table of views: the first eight, then the rest (a key that opens a
     screen instead, such as compare's c, has its own row below)."""
     tabs = [v for v in TAB_VIEWS if not v.opens]
     first, rest = tabs[:8], tabs[8:]
-    rows = [(_key_span([v.key for v in first]), " ".join(v.title for v in first))]
+    rows = [([v.key for v in first], " ".join(v.title for v in first))]
     if rest:
-        rows.append((_key_span([v.key for v in rest]), " ".join(v.title for v in rest)))
+        rows.append(([v.key for v in rest], " ".join(v.title for v in rest)))
     return rows
 
 
-KEYS = [
-    *_tab_rows(),
-    ("P  Enter", "compile with pass dumps; (Mosaic) passes: a step's diff"),
-    ("B  M  T", "compile with buffers, Mosaic dumps, time (libtpu)"),
-    ("/  n  N", "search the text tabs, bundles; next, previous match"),
-    ("l", "the same source line in the other stages, bundles"),
-    ("Enter  b", "overview: show a finding's evidence; b comes back"),
-    ("s", "fusions: change the sort"),
-    ("← →  shift", "Pallas: step the grid (shift: by 10)"),
-    ("Home End g", "Pallas: first, last step; go to a step"),
-    ("[  ]  c", "previous, next kernel; Pallas: copy CostEstimate"),
-    ("d", "run the diff against the reference"),
-    ("t  x  u", "another target chip; edit the parameters; tune them"),
-    ("c", "compare with another chip or parameters (Pallas: copy)"),
-    ("e  r", "export SVG + JSON here; reload the file"),
-    ("Esc", "cancel the compile or diff in flight"),
-    ("ctrl+p", "command palette: chip, params, export, theme"),
-    ("?  q", "this help; quit"),
-]
+def tab_bindings() -> list[tuple[str, list]]:
+    """(tab title, its widget's own BINDINGS) for each tab with keys of its own (the Pallas grid stepper ...)."""
+    import importlib
+
+    found = []
+    for view in TAB_VIEWS:
+        if view.tab:
+            module, name = view.tab.split(":")
+            cls = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+            if cls.__dict__.get("BINDINGS"):  # its own, not the scrolling and editing keys of Textual's widgets
+                found.append((view.title, list(cls.__dict__["BINDINGS"])))
+    return found
 
 
-def help_table() -> Table:
+def _keys_by_action(bindings: list) -> dict[str, list[str]]:
+    """{action name (no arguments): its keys}, in the bindings' order (n and N of find(...) together)."""
+    keys: dict[str, list[str]] = {}
+    for b in bindings:
+        key, action = (b[0], b[1]) if isinstance(b, tuple) else (b.key, b.action)
+        found = keys.setdefault(action.split("(")[0], [])
+        found += [k for k in key.split(",") if k not in found]
+    return keys
+
+
+def help_rows(app_bindings: list) -> list[tuple[list[str], str]]:
+    """(keys, what they do): the tabs, then _ROWS with the keys of the app's and the tabs' bindings,
+    then any binding _ROWS does not name."""
+    keys = _keys_by_action(list(app_bindings) + [b for _, bindings in tab_bindings() for b in bindings])
+    descriptions = {(b[1] if isinstance(b, tuple) else b.action).split("(")[0]: b[2] if isinstance(b, tuple) else b.description
+                    for b in app_bindings}
+    rows = _tab_rows()
+    for actions, does, extra in _ROWS:
+        rows.append(([*extra, *(k for a in actions for k in keys.get(a, []))], does))
+    named = {a for actions, _, _ in _ROWS for a in actions} | {"tab"}
+    rows += [(k, descriptions.get(action) or action.replace("_", " ")) for action, k in keys.items() if action not in named]
+    return rows
+
+
+def help_table(app_bindings: list) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column()
-    for key, does in KEYS:
-        table.add_row(key, does)
+    for keys, does in help_rows(app_bindings):
+        table.add_row(_key_span(keys), does)
     return table
 
 
 class HelpScreen(ModalScreen):
+    """Every key, made from the bindings of the app (``app_bindings``) and of its tabs."""
+
     BINDINGS = [("escape,q,question_mark", "dismiss", "close")]
+
+    def __init__(self, app_bindings: list):
+        super().__init__()
+        self.app_bindings = app_bindings
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
             yield Static(Text("inspector: keys (Esc closes)", style="bold"))
-            yield Static(help_table())
+            yield Static(help_table(self.app_bindings))
 
 
 class TargetScreen(ModalScreen[str]):
