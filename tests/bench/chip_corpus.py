@@ -326,14 +326,21 @@ def score(path: str, only: str | None) -> None:
         data = json.load(f)
     rows = kernel_rows(data, 1e-4, only)
     ratio = lambda r: (r[3] or 0) / r[2]
-    within = [r for r in rows if 0.75 <= ratio(r) <= 1.25]
-    twice = [r for r in rows if 0.5 <= ratio(r) <= 2]
-    off = [r for r in rows if not 0.5 <= ratio(r) <= 2]
-    unlabelled = [r for r in off if r[7] == "estimate"]
-    print(f"{len(rows)} kernels of 0.1 ms or more: {len(within)} within 25% of the chip ({len(within) / max(len(rows), 1):.0%}), "
-          f"{len(twice)} within 2x; {len(off)} more than 2x off, {len(off) - len(unlabelled)} of them labelled floor or range")
+    kernels, within, twice, off, labelled = round_figures(data, only)
+    print(f"{kernels} kernels of 0.1 ms or more: {within} within 25% of the chip ({within / max(kernels, 1):.0%}), "
+          f"{twice} within 2x; {off} more than 2x off, {labelled} of them labelled floor or range")
     for r in sorted(rows, key=ratio):
         print(f"  {r[0]:<40} {r[1][:40]:<40} {r[2] * 1e6:10,.1f} us  {ratio(r):6.2f}x  {r[7]:<8} {r[4]}")
+
+
+def round_figures(data: dict, only: str | None) -> tuple[int, int, int, int, int]:
+    """A round's kernels of 0.1 ms or more (the entries ``only`` names): how many, how many within
+    25% of the chip, within 2x, more than 2x off, and of those how many labelled floor or range."""
+    rows = kernel_rows(data, 1e-4, only)
+    ratio = lambda r: (r[3] or 0) / r[2]
+    off = [r for r in rows if not 0.5 <= ratio(r) <= 2]
+    return (len(rows), sum(1 for r in rows if 0.75 <= ratio(r) <= 1.25), sum(1 for r in rows if 0.5 <= ratio(r) <= 2),
+            len(off), sum(1 for r in off if r[7] != "estimate"))
 
 
 def corpus_figures(data: dict) -> tuple[int, int, int]:
