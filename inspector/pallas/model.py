@@ -208,6 +208,7 @@ class PallasCall:
     step_flops_min: float  # the cheapest branches (pl.when / lax.cond) taken
     step_transcendentals: float
     dots: list[list[int]]  # (m, k, n) of each matmul in the body
+    int8_matmuls: bool = False  # one of them multiplies 8-bit integers (the roofline takes the int8 rate)
     intermediates_bytes: list[int]  # sizes of the body's array values, largest first (top 8)
     cost_estimate: dict | None = None  # the pl.CostEstimate the author gave, if any
     vmapped_dims: list[int] = dataclasses.field(default_factory=list)  # grid axes added by jax.vmap
