@@ -207,7 +207,7 @@ def with_time(report: Report, estimate: TimeEstimate) -> Report:
                 kernel.estimate_source, kernel.estimate_kind = timed.estimate_source, timed.estimate_kind
                 kernel.high_seconds = timed.high_seconds
         for name in ("estimated_seconds", "estimate_kind", "high_seconds", "floor_share"):
-            report.fusions.totals[name] = estimate.totals.get(name)  # type: ignore[literal-required]
+            report.fusions.totals[name] = estimate.totals.get(name)
     findings = report.findings + estimate.findings + loops
     return dataclasses.replace(report, time=estimate, findings=by_severity(findings))
 

@@ -178,7 +178,7 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped
                 bound=bound, spills=spills, notes=notes)
 
 
-def _why_untimed(times, chip, seconds: float | None, kind: str | None) -> str:
+def _why_untimed(times, chip, seconds: float | None, kind) -> str:
     """Why a candidate has no estimate to rank by: what its figure is, and what made it so."""
     shown = f" ({fmt_estimate(seconds, kind, times.totals.get('high_seconds'))})" if seconds else ""
     codes = {f.code: f for f in times.findings}
