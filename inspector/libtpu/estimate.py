@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 
-from ..base.chips import Chip
+from ..base.chips import UNSIMULATED_WHY, Chip
 from ..base.findings import Finding
 from ..compilation.backends import Backend
 from ..compilation.target import Target
@@ -122,7 +122,7 @@ class _Run:
     def run(self) -> TimeEstimate:
         if not self.chip.libtpu_times:  # nothing to simulate: the whole program's bundles, for the view and floors
             self._read_bundles(whole=True)
-            self.findings.append(refused(self.chip, None))
+            self.findings.append(refused(self.chip, UNSIMULATED_WHY))
             return self._answer()
         # the simulating children start (jax's import) while the Pallas kernels' bundles compile
         with open_sessions(self.program.topology, profile=True, bundles=True, count=workers()) as self.sessions:
