@@ -9,13 +9,15 @@ libtpu's verdicts (tests/data/vmem_truth_block_scaled.json) against the estimate
 the estimate gave before they were compiled (tests/data/vmem_predictions_block_scaled.json).
 
 - w8_group: bf16 x (M, K) against an int8 w (K, N) with a scale per group of `group` rows of K and
-  column ((K / group, N) f32): the body dequantizes the whole w block (f32, scaled, bf16), one matmul;
+  column ((K / group, N) f32; bk / 8 rows a group, so that a block of scales is 8 rows, a legal
+  tile): the body dequantizes the whole w block (f32, scaled, bf16), one matmul;
 - w8_group_loop: the same operands, one matmul per group of K, each partial sum scaled and added
   into the f32 accumulator (a Python loop: straight-line code);
 - i8_dynamic: bf16 x quantized to int8 in the body (a scale per row of the block), an int8 w with a
   column scale, an int32 matmul, the sum scaled into an f32 accumulator;
-- fp8_block2d: float8_e4m3fn x with a scale per row and 128 columns ((M, K / 128)) against an fp8 w
-  with a scale per 128 x 128 block ((K / 128, N / 128), spread to (K / 128, N) outside the kernel),
+- fp8_block2d: float8_e4m3fn x with a scale per row and 128 columns ((M, K / 128), handed to the
+  kernel transposed: a block of them (bk / 128, bm), legal where bk / 128 is a multiple of 8) against
+  an fp8 w with a scale per 128 x 128 block ((K / 128, N / 128), spread to (K / 128, N) outside the kernel),
   one fp8 matmul per 128 columns of K, scaled by the outer product of the two scales and summed in a
   value, added to the accumulator once;
 - fp8_block2d_whole: the same format, the body dequantizing both whole blocks to bf16 (x's scales
@@ -88,7 +90,7 @@ def _w8_group_kernel(x_ref, w_ref, ws_ref, o_ref, acc_ref, *, group):
     _store(acc_ref, o_ref)
 
 
-def w8_group(x, w, ws, bm=256, bk=512, bn=256, group=128):
+def w8_group(x, w, ws, bm=256, bk=512, bn=256, group=64):
     (m, k), n = x.shape, w.shape[1]
     specs = [_x(bm, bk), _w(bk, bn), pl.BlockSpec((bk // group, bn), lambda i, j, kk: (kk, j))]
     return _call(functools.partial(_w8_group_kernel, group=group), (x, w, ws), specs, bm, bn,
@@ -100,7 +102,7 @@ def _dequantized(w, ws, group):
     return (w.astype(jnp.float32).reshape(k // group, group, n) * ws[:, None, :]).reshape(k, n)
 
 
-def w8_group_ref(x, w, ws, bm=256, bk=512, bn=256, group=128):
+def w8_group_ref(x, w, ws, bm=256, bk=512, bn=256, group=64):
     del bm, bk, bn
     w = _dequantized(w, ws, group).astype(jnp.bfloat16)
     return jnp.dot(x, w, preferred_element_type=jnp.float32).astype(jnp.bfloat16)
@@ -117,14 +119,14 @@ def _w8_group_loop_kernel(x_ref, w_ref, ws_ref, o_ref, acc_ref, *, group):
     _store(acc_ref, o_ref)
 
 
-def w8_group_loop(x, w, ws, bm=256, bk=512, bn=256, group=128):
+def w8_group_loop(x, w, ws, bm=256, bk=512, bn=256, group=64):
     (m, k), n = x.shape, w.shape[1]
     specs = [_x(bm, bk), _w(bk, bn), pl.BlockSpec((bk // group, bn), lambda i, j, kk: (kk, j))]
     return _call(functools.partial(_w8_group_loop_kernel, group=group), (x, w, ws), specs, bm, bn,
                  (m // bm, n // bn, k // bk))
 
 
-def w8_group_loop_ref(x, w, ws, bm=256, bk=512, bn=256, group=128):
+def w8_group_loop_ref(x, w, ws, bm=256, bk=512, bn=256, group=64):
     del bm, bk, bn
     return jnp.dot(x.astype(jnp.float32), _dequantized(w, ws, group)).astype(jnp.bfloat16)
 
@@ -166,13 +168,19 @@ def i8_dynamic_ref(x, w, ws, bm=256, bk=512, bn=256):
 def _fp8_block2d_kernel(x_ref, w_ref, xs_ref, ws_ref, o_ref, acc_ref):
     _zero(acc_ref)
     acc = jnp.zeros(acc_ref.shape, jnp.float32)
+    xs = xs_ref[...].T  # x's scales, stored (K / 128, M), as (bm, bk / 128)
     for g in range(w_ref.shape[0] // QBLOCK):
         cols = pl.ds(g * QBLOCK, QBLOCK)
         part = jnp.dot(x_ref[:, cols], w_ref[cols, :], preferred_element_type=jnp.float32)
-        scale = xs_ref[:, g:g + 1] * ws_ref[g:g + 1, :]  # the scales' outer product, (bm, bn)
+        scale = xs[:, g:g + 1] * ws_ref[g:g + 1, :]  # the scales' outer product, (bm, bn)
         acc = acc + part * scale
     acc_ref[...] += acc
     _store(acc_ref, o_ref)
+
+
+def _scales_t(bm, bk):
+    """x's scales stored (K / 128, M), so that a block of them is (bk / 128, bm), a legal tile."""
+    return pl.BlockSpec((bk // QBLOCK, bm), lambda i, j, kk: (kk, i))
 
 
 def _spread(ws):
@@ -182,16 +190,15 @@ def _spread(ws):
 
 def fp8_block2d(x, w, xs, ws, bm=256, bk=512, bn=256):
     (m, k), n = x.shape, w.shape[1]
-    specs = [_x(bm, bk), _w(bk, bn), pl.BlockSpec((bm, bk // QBLOCK), lambda i, j, kk: (i, kk)),
-             pl.BlockSpec((bk // QBLOCK, bn), lambda i, j, kk: (kk, j))]
-    return _call(_fp8_block2d_kernel, (x, w, xs, _spread(ws)), specs, bm, bn, (m // bm, n // bn, k // bk))
+    specs = [_x(bm, bk), _w(bk, bn), _scales_t(bm, bk), pl.BlockSpec((bk // QBLOCK, bn), lambda i, j, kk: (kk, j))]
+    return _call(_fp8_block2d_kernel, (x, w, xs.T, _spread(ws)), specs, bm, bn, (m // bm, n // bn, k // bk))
 
 
 def _fp8_block2d_whole_kernel(x_ref, w_ref, xs_ref, ws_ref, spread_ref, o_ref, acc_ref):
     _zero(acc_ref)
     bk, bn = w_ref.shape
     # x's scales to its columns: (bm, bk / 128) @ a 0/1 (bk / 128, bk) spread matrix
-    xs = jnp.dot(xs_ref[...], spread_ref[...], preferred_element_type=jnp.float32)
+    xs = jnp.dot(xs_ref[...].T, spread_ref[...], preferred_element_type=jnp.float32)
     x = (x_ref[...].astype(jnp.float32) * xs).astype(jnp.bfloat16)
     w = w_ref[...].astype(jnp.float32).reshape(bk // QBLOCK, QBLOCK, bn) * ws_ref[...][:, None, :]
     acc_ref[...] += jnp.dot(x, w.reshape(bk, bn).astype(jnp.bfloat16), preferred_element_type=jnp.float32)
@@ -201,10 +208,9 @@ def _fp8_block2d_whole_kernel(x_ref, w_ref, xs_ref, ws_ref, spread_ref, o_ref, a
 def fp8_block2d_whole(x, w, xs, ws, bm=256, bk=512, bn=256):
     (m, k), n = x.shape, w.shape[1]
     spread = jnp.repeat(jnp.eye(bk // QBLOCK, dtype=jnp.float32), QBLOCK, axis=1)
-    specs = [_x(bm, bk), _w(bk, bn), pl.BlockSpec((bm, bk // QBLOCK), lambda i, j, kk: (i, kk)),
-             pl.BlockSpec((bk // QBLOCK, bn), lambda i, j, kk: (kk, j)),
+    specs = [_x(bm, bk), _w(bk, bn), _scales_t(bm, bk), pl.BlockSpec((bk // QBLOCK, bn), lambda i, j, kk: (kk, j)),
              pl.BlockSpec((bk // QBLOCK, bk), lambda i, j, kk: (0, 0))]
-    return _call(_fp8_block2d_whole_kernel, (x, w, xs, _spread(ws), spread), specs, bm, bn,
+    return _call(_fp8_block2d_whole_kernel, (x, w, xs.T, _spread(ws), spread), specs, bm, bn,
                  (m // bm, n // bn, k // bk))
 
 
@@ -292,9 +298,9 @@ def _grouped(k: int, acc: bool):
 
 _BLOCKS = {"bm": [256], "bk": [512], "bn": [256]}
 INSPECT = {
-    "w8_group": {"args": _int8_weight(128), "reference": "w8_group_ref", "params": {**_BLOCKS, "group": [128]}},
-    "w8_group_loop": {"args": _int8_weight(128), "reference": "w8_group_loop_ref",
-                      "params": {**_BLOCKS, "group": [128]}},
+    "w8_group": {"args": _int8_weight(64), "reference": "w8_group_ref", "params": {**_BLOCKS, "group": [64]}},
+    "w8_group_loop": {"args": _int8_weight(64), "reference": "w8_group_loop_ref",
+                      "params": {**_BLOCKS, "group": [64]}},
     "i8_dynamic": {"args": _dynamic, "reference": "i8_dynamic_ref", "params": _BLOCKS},
     "fp8_block2d": {"args": _block2d, "reference": "fp8_block2d_ref", "params": _BLOCKS},
     "fp8_block2d_whole": {"args": _block2d, "reference": "fp8_block2d_whole_ref", "params": _BLOCKS},

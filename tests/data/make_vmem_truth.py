@@ -693,20 +693,18 @@ BLOCK_SCALED_BLOCKS = ((1024, 1024, 1024), (2048, 1024, 512), (1024, 2048, 1024)
                        (2048, 512, 2048))
 
 
-def block_scaled_args(kernel: str, bm: int, bk: int, bn: int, group: int = 128) -> str:
+def block_scaled_args(kernel: str, bm: int, bk: int, bn: int) -> str:
+    """x, w and their scales, two blocks along each axis; w8_group's scale per bk / 8 rows of K."""
     m, k, n = 2 * bm, 2 * bk, 2 * bn
-    return {"w8_group": f"bf16[{m},{k}] s8[{k},{n}] f32[{k // group},{n}]",
-            "w8_group_loop": f"bf16[{m},{k}] s8[{k},{n}] f32[{k // group},{n}]",
-            "i8_dynamic": f"bf16[{m},{k}] s8[{k},{n}] f32[1,{n}]",
-            "fp8_block2d": f"f8e4m3fn[{m},{k}] f8e4m3fn[{k},{n}] f32[{m},{k // 128}] f32[{k // 128},{n // 128}]",
-            "fp8_block2d_whole": f"f8e4m3fn[{m},{k}] f8e4m3fn[{k},{n}] f32[{m},{k // 128}] f32[{k // 128},{n // 128}]",
-            }[kernel]
+    fp8 = f"f8e4m3fn[{m},{k}] f8e4m3fn[{k},{n}] f32[{m},{k // 128}] f32[{k // 128},{n // 128}]"
+    return {"w8_group": f"bf16[{m},{k}] s8[{k},{n}] f32[16,{n}]", "w8_group_loop": f"bf16[{m},{k}] s8[{k},{n}] f32[16,{n}]",
+            "i8_dynamic": f"bf16[{m},{k}] s8[{k},{n}] f32[1,{n}]", "fp8_block2d": fp8, "fp8_block2d_whole": fp8}[kernel]
 
 
 def block_scaled_job(kernel: str, bm: int, bk: int, bn: int) -> tuple:
-    group = 256 if kernel.startswith("w8_group") and bk % 1024 == 0 and bm != 1024 else 128
-    params = {"bm": [bm], "bk": [bk], "bn": [bn], **({"group": [group]} if kernel.startswith("w8_group") else {})}
-    return (BLOCK_SCALED_FILE + kernel, block_scaled_args(kernel, bm, bk, bn, group), params)
+    """w8_group's groups of bk / 8 rows: its scale blocks of 8 rows, a legal tile (64 to 256 rows a group)."""
+    params = {"bm": [bm], "bk": [bk], "bn": [bn], **({"group": [bk // 8]} if kernel.startswith("w8_group") else {})}
+    return (BLOCK_SCALED_FILE + kernel, block_scaled_args(kernel, bm, bk, bn), params)
 
 
 def grouped_job(kernel: str, k: int, tm: int, tk: int, tn: int) -> tuple:
@@ -719,8 +717,10 @@ def grouped_job(kernel: str, k: int, tm: int, tk: int, tn: int) -> tuple:
 # tiles of 11 to 17 MiB of blocks and accumulator (gmm_into: 4 to 8 MiB more for its input block)
 BLOCK_SCALED_TILES = ((512, 1024, 1024), (1024, 512, 1024), (1024, 1024, 512), (512, 2048, 512), (512, 1024, 1536),
                       (256, 2048, 1024), (1024, 768, 768), (512, 1536, 1024))
+# fp8_block2d's scale blocks, (bk / 128, bm), need bk / 128 a multiple of 8: K blocks of 1024 and 2048 only
 BLOCK_SCALED = [block_scaled_job(kernel, *b) for b in BLOCK_SCALED_BLOCKS
-                for kernel in ("w8_group", "w8_group_loop", "i8_dynamic", "fp8_block2d", "fp8_block2d_whole")] + \
+                for kernel in ("w8_group", "w8_group_loop", "i8_dynamic", "fp8_block2d", "fp8_block2d_whole")
+                if not kernel.startswith("fp8") or b[1] % 1024 == 0] + \
     [grouped_job(kernel, k, *t) for t in BLOCK_SCALED_TILES for kernel, k in (("gmm_krem", 3136), ("gmm_into", 3072))]
 
 
