@@ -87,22 +87,17 @@ class VmemBudget:
     # rows), an unsure term only: a "fits" leaves room for it, a "does not fit" never rests on it
     spill_bytes: int = 0
     spill_what: str = ""
-    fits_but_spill: bool = False  # the total fits without spill_bytes: the verdict is "unsure", never "over"
-    # "fits"; "over": what is surely held exceeds the limit (blocks, scratch, the least share of a
-    # kept matmul result); "unsure": only the unsure terms put it over (the body's largest value,
-    # which libtpu usually keeps but can stream, operands XLA may place outside the limit); a body
-    # value that takes the total to exactly the limit is unsure too: only a compile decides
-    # (BENCHMARKS.md, the VMEM truth table)
+    # "fits": the total, every unsure term at the most it can be, within the limit (less the margin);
+    # "over": what is certain alone exceeds the limit (blocks, scratch, the least share of a kept matmul
+    # result: certain_bytes); "unsure": anything between, where an unsure term could change the verdict
+    # either way (the body's largest value, which libtpu usually keeps but can stream, what a matmul's
+    # lowering may spill, operands XLA may place outside the limit); a total at the very limit is unsure
+    # too, and so is one under it where part of the kernel's VMEM is not followed: only a compile decides
     verdict: str = dataclasses.field(init=False)
 
     def __post_init__(self):
-        # what is certain at the very limit, or within the register file of it, leaves no room for a
-        # value the body builds beyond the registers, held or not (tpu_budget; every such compile
-        # measured ran out: BENCHMARKS.md)
-        over = self.certain_bytes > self.limit_bytes or \
-            self.certain_bytes + VREG_FILE_BYTES >= self.limit_bytes and self.body_bytes > 0
-        verdict = "unsure" if self.fits and self.unfollowed or self.fits_but_spill else \
-            "fits" if self.fits else "over" if over else "unsure"
+        verdict = "unsure" if self.fits and self.unfollowed else "fits" if self.fits else \
+            "over" if self.certain_bytes > self.limit_bytes else "unsure"
         object.__setattr__(self, "verdict", verdict)  # frozen: set once, from the fields
 
     @property
@@ -326,7 +321,6 @@ def tpu_budget(info: PallasCall, chip: Chip, rules: tuple[Rule, ...] = RULES) ->
     # that take the total to the very limit leave the compiler no room there: only a compile decides
     at_limit_unsure = count.held or count.straight_line or in_ref_matmul or placed and places_inputs
     fits = total < room if at_limit_unsure else total <= room
-    fits_but_spill = not fits and (total - spill < room if at_limit_unsure else total - spill <= room)
     # blocks come first; those XLA surely places take none of the limit whatever their size
     pipelined = sum(i.bytes for i in items[:blocks.pipelined]) - placed
     fixed = total - pipelined
@@ -342,7 +336,7 @@ def tpu_budget(info: PallasCall, chip: Chip, rules: tuple[Rule, ...] = RULES) ->
                       held_bytes=min(count.held, body), held_what=count.held_what, body_unrolled=count.straight_line,
                       room_for=count.room_for, unfollowed=info.vmem_unfollowed,
                       in_ref_matmul_bytes=info.body.in_ref_bytes if in_ref_matmul else 0,
-                      spill_bytes=spill, spill_what=count.spill_what if spill else "", fits_but_spill=fits_but_spill)
+                      spill_bytes=spill, spill_what=count.spill_what if spill else "")
 
 
 def _scoped_limit(info: PallasCall, chip: Chip) -> tuple[int, str]:

@@ -73,7 +73,9 @@ rules as they stood after the first round (tests/data/vmem_truth_variants2.json,
 tests/data/vmem_predictions_variants2.json).
 ``--block-scaled`` and ``--predict-block-scaled`` do the same for BLOCK_SCALED (issue 56: quantized
 matmuls with per-block scales, megablox's gmm with a ragged K and into an existing output;
-tests/data/vmem_truth_block_scaled.json, tests/data/vmem_predictions_block_scaled.json).
+tests/data/vmem_truth_block_scaled.json, tests/data/vmem_predictions_block_scaled.json);
+``--block-scaled2`` and ``--predict-block-scaled2`` a second round of them, predicted with the rules after
+the first (tests/data/vmem_truth_block_scaled2.json, tests/data/vmem_predictions_block_scaled2.json).
 """
 from __future__ import annotations
 
@@ -723,6 +725,18 @@ BLOCK_SCALED = [block_scaled_job(kernel, *b) for b in BLOCK_SCALED_BLOCKS
                 if not kernel.startswith("fp8") or b[1] % 1024 == 0] + \
     [grouped_job(kernel, k, *t) for t in BLOCK_SCALED_TILES for kernel, k in (("gmm_krem", 3136), ("gmm_into", 3072))]
 
+BLOCK_SCALED2_OUT = Path(__file__).with_name("vmem_truth_block_scaled2.json")
+BLOCK_SCALED2_PREDICTED = Path(__file__).with_name("vmem_predictions_block_scaled2.json")
+# issue 56's second round, predicted with the rules after the first round's compiles: other blocks (1792 and 2560
+# rows, 768 columns), 21 to 30 MiB of blocks and accumulator (v6e's and TPU7x's 32 MiB), other gmm tilings on
+# 11 to 18 MiB (v5e's and v5p's 16)
+BLOCK_SCALED2_BLOCKS = ((2048, 1024, 768), (1536, 2048, 1024), (2560, 512, 1024), (1792, 1024, 1024))
+BLOCK_SCALED2_TILES = ((512, 768, 1536), (1024, 384, 1024), (256, 3072, 512), (2048, 512, 512))
+BLOCK_SCALED2 = [block_scaled_job(kernel, *b) for b in BLOCK_SCALED2_BLOCKS
+                 for kernel in ("w8_group", "w8_group_loop", "i8_dynamic", "fp8_block2d", "fp8_block2d_whole")
+                 if not kernel.startswith("fp8") or b[1] % 1024 == 0] + \
+    [grouped_job(kernel, k, *t) for t in BLOCK_SCALED2_TILES for kernel, k in (("gmm_krem", 3136), ("gmm_into", 3072))]
+
 
 def predict_variants(jobs: list, out: Path, rules: str) -> None:
     """The estimate's verdict on every row of ``jobs``, per chip, written before they are compiled."""
@@ -811,7 +825,8 @@ def main(argv: list[str]) -> None:
               "--second": (SECOND_OUT, SECOND, "second"), "--checks": (CHECKS_OUT, CHECKS, "checks"),
               "--quantized": (QUANTIZED_OUT, QUANTIZED, "quantized"),
               "--variants": (VARIANTS_OUT, VARIANTS, "variants"), "--variants2": (VARIANTS2_OUT, VARIANTS2, "variants2"),
-              "--block-scaled": (BLOCK_SCALED_OUT, BLOCK_SCALED, "block_scaled")}
+              "--block-scaled": (BLOCK_SCALED_OUT, BLOCK_SCALED, "block_scaled"),
+              "--block-scaled2": (BLOCK_SCALED2_OUT, BLOCK_SCALED2, "block_scaled2")}
     if argv[:1] == ["--predict-variants"]:
         predict_variants(VARIANTS, VARIANTS_PREDICTED, "rule matmul_lowering (inspector/pallas/vmem_rules.py), before "
                          "the compiles of VARIANTS")
@@ -825,9 +840,13 @@ def main(argv: list[str]) -> None:
         predict_variants(BLOCK_SCALED, BLOCK_SCALED_PREDICTED, "the rules of main at issue 56 (matmul_lowering an "
                          "unsure term, casts for the MXU no values of the body), before the compiles of BLOCK_SCALED")
         return
+    if argv[:1] == ["--predict-block-scaled2"]:
+        predict_variants(BLOCK_SCALED2, BLOCK_SCALED2_PREDICTED, "issue 56's rules (a does-not-fit on the certain part "
+                         "alone, a matmul's spill bounded by its shapes), before the compiles of BLOCK_SCALED2")
+        return
     if argv[:1] and argv[0] in rounds:
         OUT, held_jobs, number = rounds[argv[0]]
-        chip_names, only = QUANTIZED_CHIPS if number in ("quantized", "variants", "variants2", "block_scaled") else HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
+        chip_names, only = QUANTIZED_CHIPS if number in ("quantized", "variants", "variants2", "block_scaled", "block_scaled2") else HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
         jobs = [job for job in held_jobs if not only or any(word in job[0] for word in only)]
     else:
         jobs = [(spec, None, None) for spec in argv or targets(CORPUS)] + ([] if argv else STRESS)
@@ -838,7 +857,7 @@ def main(argv: list[str]) -> None:
         own = {"heads": "head_loops.py", "statistics": "row_statistics.py", "reductions": "row_reductions.py",
                "gated": "gated_units.py", "second": "second_values.py", "quantized": "quantized_matmul.py",
                "variants": "quantized_variants.py", "variants2": "quantized_variants.py",
-               "block_scaled": "block_scaled.py"}
+               "block_scaled": "block_scaled.py", "block_scaled2": "block_scaled.py"}
         table["source"] = f"the team's own kernels (tests/data/{own[number]}): libtpu's verdict per chip and shape" \
             if number in own else f"the held-out round {number} (tests/data/{folder}/): libtpu's verdict per chip and shape" \
             if number != "checks" else "new shapes of kernels on record, predicted before compiling (CHECKS)"
