@@ -30,7 +30,8 @@ import re
 from ..base.chips import Chip
 from .model import PallasCall, dtype_bits
 from .tiling import packing, tpu_dtype
-from .vmem_rules import PLACEMENT_RESERVE_BYTES, RULES, VREG_FILE_BYTES, XLA_PLACES_INPUTS, Rule, apply_rules, chip_key
+from .vmem_rules import (PLACEMENT_RESERVE_BYTES, PLACEMENT_SEEN, RULES, VREG_FILE_BYTES, XLA_PLACES_INPUTS, Rule,
+                         apply_rules, chip_key)
 
 # XLA copies an input into VMEM before the kernel while work before it writes at least this share of its size
 WORK_BEFORE_SHARE = 0.5
@@ -308,10 +309,11 @@ def tpu_budget(info: PallasCall, chip: Chip, rules: tuple[Rule, ...] = RULES) ->
     if spill:
         items.append(_body_item(count.spill_what, spill))
     places_inputs = chip_key(chip) in XLA_PLACES_INPUTS
-    # placement is relied on for a "fits" only where the operands' origins were followed, and not
-    # beside a body whose softmax the VPU sums (vmem_rule_evidence.json, "placement_beside_summed")
-    placed, most_out = _taken_out(blocks.candidates, blocks.beside, places_inputs or info.origins_followed and
-                                  not (body and info.body.summed_bytes), places_inputs)
+    # placement is relied on for a "fits" only on a chip where it was seen, where the operands' origins
+    # were followed, and not beside a body whose softmax the VPU sums (vmem_rule_evidence.json,
+    # "placement_beside_summed")
+    seen = chip_key(chip) in PLACEMENT_SEEN and info.origins_followed and not (body and info.body.summed_bytes)
+    placed, most_out = _taken_out(blocks.candidates, blocks.beside, places_inputs or seen, places_inputs)
     total = sum(i.bytes for i in items) - placed
     # a matmul result built in the ref it is stored into (an accumulator, an output block) when it
     # outgrows the registers

@@ -39,6 +39,9 @@ MANY_ROW_REDUCTIONS = 3
 # there ("placement_reserve")
 XLA_PLACES_INPUTS = frozenset({"tpu-7x"})
 PLACEMENT_RESERVE_BYTES = {"tpu-7x": 10 * 1024**2}
+# chips on which XLA was seen to place every operand it may place that fits ("placement_beside_summed"):
+# only there may a "fits" take their blocks out of the limit; elsewhere they stay an unsure term
+PLACEMENT_SEEN = frozenset({"tpu-v5e", "tpu-v6e", "tpu-7x"})
 # the evidence file's keys that are no row: the placement figures above, and when placement is relied on
 PLACEMENT_KEYS = ("xla_places_inputs", "placement_reserve", "placement_beside_summed")
 EVIDENCE_FILE = Path(__file__).with_name("vmem_rule_evidence.json")
