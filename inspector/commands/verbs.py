@@ -168,6 +168,11 @@ def compare(opts) -> int:
 def check(opts) -> int:
     from ..views.pallas import check_view
 
+    if opts.baseline is not None or opts.more_targets or opts.tolerance:  # the performance gate: commands/baseline.py
+        from .baseline import check_baseline
+
+        return check_baseline(opts)
+
     check_chips(parse_targets(opts.chip), "--target tpu-v5e,tpu-v6e,h100")
     return _emit(opts, run(opts), check_view)
 

@@ -1,0 +1,122 @@
+"""The baseline printers: what `baseline save` wrote, and what moved (`check --baseline`,
+`baseline diff`): target, chip, kernel, source line, figure, before, after, change."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from ..base.units import count, fmt_bytes, fmt_count, fmt_estimate
+from .cells import add_row
+
+if TYPE_CHECKING:
+    from ..baseline.compare import Change, Comparison
+    from ..baseline.record import Baseline
+
+_STYLE = {"worse": "red", "stopped": "bold red", "removed": "yellow", "new": "yellow", "better": "green",
+          "started": "green", "changed": "yellow"}
+
+
+def versions_line(versions: dict) -> str:
+    return ", ".join(f"{k} {versions.get(k) or '-'}" for k in ("jax", "jaxlib", "libtpu", "inspector"))
+
+
+def _unit(figure: str) -> str:
+    from ..baseline.record import FIGURES
+
+    return FIGURES[figure][0] if figure in FIGURES else "text"
+
+
+def value(figure: str, v: Any) -> str:
+    """A figure's value as the table shows it."""
+    if v is None:
+        return "-"
+    unit = _unit(figure)
+    if unit == "bytes":
+        return fmt_bytes(v)
+    if unit == "count":
+        return fmt_count(v) if figure == "flops" else f"{int(v):,}"
+    if unit == "time" and isinstance(v, dict):
+        return fmt_estimate(v.get("seconds"), v.get("kind"), v.get("high_seconds"))
+    if unit == "flag":
+        if figure == "compiled":
+            return "compiles" if v else "refused"
+        return "fits" if v else "does not fit"
+    if unit == "codes":
+        return ", ".join(v) or "none"
+    text = str(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _cells(c: Change) -> tuple[str, str]:
+    before, after = value(c.figure, c.before), value(c.figure, c.after)
+    if before == after and _unit(c.figure) in ("bytes", "count") and c.before is not None and c.after is not None:
+        before, after = f"{c.before:,}", f"{c.after:,}"  # the rounded figures read the same: the exact ones
+    return before, after
+
+
+def changes_table(changes: list[Change]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
+    for col, right in (("target", False), ("chip", False), ("kernel", False), ("source", False), ("figure", False),
+                       ("before", True), ("after", True), ("change", False)):
+        table.add_column(col, justify="right" if right else "left", no_wrap=col in ("chip", "figure", "before", "after"))
+    for c in changes:
+        before, after = _cells(c)
+        add_row(table, c.target, c.chip, c.kernel, c.source or "-", c.figure, before, after,
+                Text(c.change, style=_STYLE.get(c.what, "")))
+    return table
+
+
+def comparison_view(c: Comparison, title: str, sides: tuple[str, str] = ("before", "after")) -> RenderableType:
+    from ..baseline.compare import describe_tolerances
+
+    parts: list[RenderableType] = [Text(title, style="bold")]
+    first = c.before_path or "the baseline"
+    width = max(len(s) for s in sides) + 1
+    parts.append(Text(f"  {sides[0] + ':':<{width}} {first} ({versions_line(c.before)})"))
+    parts.append(Text(f"  {sides[1] + ':':<{width}} {c.after_path or 'now'} ({versions_line(c.after)})"))
+    tolerances = describe_tolerances(c.tolerances)
+    compared = (f"{count(c.targets, 'target')} on {', '.join(c.chips) or 'no chip'}, "
+                f"{count(c.kernels, 'kernel')} compared ({tolerances})")
+    if c.changes:
+        parts.append(changes_table(c.changes))
+        parts.append(Text(f"{count(len(c.changes), 'change')} past the tolerance; {compared}", style="bold red"))
+    else:
+        parts.append(Text(f"nothing moved past its tolerance: {compared}", style="green"))
+    if c.compiles:
+        parts.append(Text(f"compiles: {c.compiles}, {c.from_cache} from the compile cache"))
+    for note in c.notes:
+        parts.append(Text(f"note: {note}", style="yellow"))
+    return Group(*parts)
+
+
+def _cell(found: dict) -> str:
+    if "error" in found:
+        return f"raises: {value('error_kind', found['error'])}"
+    program = found.get("program", {})
+    if program.get("compiled") is False:
+        return f"refused ({program.get('error_kind') or 'compile error'})"
+    kernels = found.get("kernels", {})
+    text = f"{count(len(kernels), 'kernel')}, {fmt_bytes(program.get('hbm_bytes'))}"
+    if program.get("time"):
+        text += f", {value('time', program['time'])}"
+    return text
+
+
+def saved_view(baseline: Baseline, path: str) -> RenderableType:
+    chips = baseline.chips
+    head = Text(f"wrote {path}: {count(len(baseline.targets), 'target')} on {', '.join(chips)}"
+                f"{' with time' if baseline.time else ''} ({versions_line(baseline.versions)})")
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column("target")
+    for chip in chips:
+        table.add_column(chip)
+    for label, entry in baseline.targets.items():
+        if "error" in entry:
+            add_row(table, label, *[f"raises: {value('error_kind', entry['error'])}"] * len(chips))
+            continue
+        add_row(table, label, *[_cell(entry["chips"].get(chip, {"error": "not computed"})) for chip in chips])
+    return Group(head, table)
