@@ -151,7 +151,7 @@ def test_versions_head_a_diff(tmp_path):
     (tmp_path / "b.json").write_text(b.text())
     code, out, _ = inspector(tmp_path, "baseline", "diff", "a.json", "b.json")
     assert code == 1
-    assert "A: a.json (jax " in out and "B: b.json (jax 0.10.1, " in out and "libtpu 0.0.40" in out
+    assert out.startswith("baseline diff a.json b.json\n  A: jax ") and "  B: jax 0.10.1, " in out and "libtpu 0.0.40" in out
     assert "hbm_bytes" in out and "+20.0%" in out and "note: versions differ" in out
     code, out, _ = inspector(tmp_path, "baseline", "diff", "a.json", "a.json", "--json")
     assert code == 0 and json.loads(out)["ok"] is True
@@ -292,9 +292,12 @@ def test_the_command_line_checks_from_the_cache(tmp_path, run_cli):
 def test_twice_the_hbm_traffic_names_the_kernel_line_and_figure(gate):
     code, out, err = _check(gate, gate["hbm"])
     assert code == 1, out + err
-    rows = [line.split() for line in out.splitlines() if "hbm_bytes" in line]
-    assert rows and all(r[:4] == ["gate.py:mm", r[1], "mm", CALL_LINE] for r in rows), out
-    assert {r[1] for r in rows} == {"tpu-v5e", "tpu-v6e"} and all(r[-1] == "+76.2%" for r in rows), out
+    lines = out.splitlines()
+    rows = [(line.split(), lines[i + 1].split()) for i, line in enumerate(lines) if "hbm_bytes" in line]
+    assert "gate.py:mm" in lines and len(rows) == 2, out  # the target's title, a row per chip
+    for (chip, kernel, figure, *_, change), (source,) in rows:
+        assert (kernel, figure, change, source) == ("mm", "hbm_bytes", "+76.2%", CALL_LINE), out
+    assert {r[0][0] for r in rows} == {"tpu-v5e", "tpu-v6e"}, out
     code, out, err = _check(gate, gate["hbm"], "--json", "--tolerance", "hbm_bytes=80%,vmem_estimate=20%,compiler_vmem=20%")
     assert code == 0, out  # within the tolerances given
     code, out, err = _check(gate, gate["hbm"], "--json")
@@ -308,8 +311,14 @@ def test_twice_the_hbm_traffic_names_the_kernel_line_and_figure(gate):
 def test_a_block_over_v5e_vmem_says_the_chip_stopped_compiling(gate):
     code, out, err = _check(gate, gate["vmem"])
     assert code == 1, out + err
-    stopped = [line for line in out.splitlines() if "stopped compiling" in line]
-    assert len(stopped) == 1 and "tpu-v5e" in stopped[0] and "compile-vmem-oom" in out and CALL_LINE in stopped[0], out
+    lines = out.splitlines()
+    stopped = [i for i, line in enumerate(lines) if "stopped compiling" in line]
+    assert len(stopped) == 1 and lines[stopped[0]].split()[:3] == ["tpu-v5e", "mm", "compiled"], out
+    assert lines[stopped[0] + 1].split()[0] == CALL_LINE and "compile-vmem-oom" in out, out
+    found = json.loads(_check(gate, gate["vmem"], "--json")[1])
+    [row] = [c for c in found["changes"] if c["figure"] == "compiled"]
+    assert (row["chip"], row["kernel"], row["source"], row["what"]) == ("tpu-v5e", "mm", CALL_LINE, "stopped")
+    assert row["change"] == "stopped compiling (compile-vmem-oom)"
     assert "fits -> does not fit" in out
     assert not any("tpu-v6e" in line and "compiled" in line for line in out.splitlines())
 
@@ -321,7 +330,7 @@ def test_baseline_diff_lists_what_changed(gate):
         code, out, err = inspector(gate["hbm"], "baseline", "save", "perf.json", "gate.py", "--target", "tpu-v5e,tpu-v6e")
         assert code == 0, out + err
         code, out, err = inspector(gate["root"], "baseline", "diff", "base/perf.json", "hbm/perf.json")
-    assert code == 1 and "A: base/perf.json (jax" in out and "B: hbm/perf.json" in out
+    assert code == 1 and out.startswith("baseline diff base/perf.json hbm/perf.json\n  A: jax ") and "  B: jax " in out
     assert "hbm_bytes" in out and "+76.2%" in out and "note:" not in out
 
 

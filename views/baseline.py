@@ -45,8 +45,8 @@ def value(figure: str, v: Any) -> str:
         if figure == "compiled":
             return "compiles" if v else "refused"
         return "fits" if v else "does not fit"
-    if unit == "codes":
-        return ", ".join(v) or "none"
+    if unit == "codes":  # the change column names the codes that came and went
+        return count(len(v), "finding")
     text = str(v)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -59,30 +59,43 @@ def _cells(c: Change) -> tuple[str, str]:
 
 
 def changes_table(changes: list[Change]) -> Table:
+    """One target's changes: the chip, the kernel with its source line under it, the figure, before,
+    after and the change in words."""
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
-    for col, right in (("target", False), ("chip", False), ("kernel", False), ("source", False), ("figure", False),
-                       ("before", True), ("after", True), ("change", False)):
-        table.add_column(col, justify="right" if right else "left", no_wrap=col in ("chip", "figure", "before", "after"))
+    for col, right in (("chip", False), ("kernel, source", False), ("figure", False), ("before", True), ("after", True),
+                       ("change", False)):
+        table.add_column(col, justify="right" if right else "left", no_wrap=col in ("chip", "figure"))
     for c in changes:
         before, after = _cells(c)
-        add_row(table, c.target, c.chip, c.kernel, c.source or "-", c.figure, before, after,
-                Text(c.change, style=_STYLE.get(c.what, "")))
+        kernel = c.kernel if not c.source else f"{c.kernel}\n{c.source}"
+        add_row(table, c.chip, kernel, c.figure, before, after, Text(c.change, style=_STYLE.get(c.what, "")))
     return table
+
+
+def changes_by_target(changes: list[Change]) -> list[RenderableType]:
+    """A table per target, under its name (what moved, target by target)."""
+    targets: dict[str, list[Change]] = {}
+    for c in changes:
+        targets.setdefault(c.target, []).append(c)
+    parts: list[RenderableType] = []
+    for target, found in targets.items():
+        parts += [Text(target, style="bold"), changes_table(found)]
+    return parts
 
 
 def comparison_view(c: Comparison, title: str, sides: tuple[str, str] = ("before", "after")) -> RenderableType:
     from ..baseline.compare import describe_tolerances
 
-    parts: list[RenderableType] = [Text(title, style="bold")]
-    first = c.before_path or "the baseline"
+    parts: list[RenderableType] = [Text(title)]
     width = max(len(s) for s in sides) + 1
-    parts.append(Text(f"  {sides[0] + ':':<{width}} {first} ({versions_line(c.before)})"))
-    parts.append(Text(f"  {sides[1] + ':':<{width}} {c.after_path or 'now'} ({versions_line(c.after)})"))
+    for side, versions in zip(sides, (c.before, c.after)):  # the files are in the title
+        parts.append(Text(f"  {side + ':':<{width}} {versions_line(versions)}"))
+    parts.append(Text(""))
     tolerances = describe_tolerances(c.tolerances)
     compared = (f"{count(c.targets, 'target')} on {', '.join(c.chips) or 'no chip'}, "
                 f"{count(c.kernels, 'kernel')} compared ({tolerances})")
     if c.changes:
-        parts.append(changes_table(c.changes))
+        parts += changes_by_target(c.changes)
         parts.append(Text(f"{count(len(c.changes), 'change')} past the tolerance; {compared}", style="bold red"))
     else:
         parts.append(Text(f"nothing moved past its tolerance: {compared}", style="green"))

@@ -57,7 +57,7 @@ def inspect_names(path: str) -> list[str] | None:
                                                       for k in value.keys):
             raise UsageError(f"{path}: its INSPECT is not a dict written out with string keys, so its entries cannot be "
                              f"listed without running it: name the functions instead ({path}:FUNCTION)")
-        found = [k.value for k in value.keys if isinstance(k, ast.Constant)]
+        found = [str(k.value) for k in value.keys if isinstance(k, ast.Constant)]
     return found
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
-from typing import Callable
+from typing import Any, Callable
 
 from ..base.errors import InspectorError
 from .record import kernel_keys, target_label, time_figure
@@ -22,7 +22,7 @@ class Request:
     sets: list[str] = dataclasses.field(default_factory=list)
     time: bool = False
     time_budget: float | None = None
-    use_cache: bool | str = True  # True, False or compile_cache.REFRESH
+    use_cache: Any = True  # True, False or compile_cache.REFRESH (make_report takes each)
     debug: bool = False
 
 

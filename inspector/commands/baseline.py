@@ -181,4 +181,4 @@ def check_baseline(opts) -> int:
     result = compare(before, now, tolerances, covered=targets.files, chips=chips)
     result.compiles = sum(c.compiles for c in computed)
     result.from_cache = sum(c.from_cache for c in computed)
-    return _emit(opts, result, f"check --baseline {opts.baseline}")
+    return _emit(opts, result, f"check --baseline {opts.baseline}", ("before", "now"))
