@@ -350,3 +350,50 @@ def test_time_is_recorded_and_the_same_every_run(gate):
         code, out, err = inspector(folder, "check", "gate.py:scaled", "--baseline", "t1.json")
         assert code == 0, out + err
     os.remove(folder / "t2.json")
+
+
+@pytest.mark.libtpu
+def test_the_terminal_ui_shows_the_baseline_beside_the_report(gate, monkeypatch):
+    import asyncio
+
+    from conftest import loaded
+    from rich.console import Console
+    from textual.widgets import Static
+
+    from inspector.session import Session
+    from inspector.views.tui.app import InspectorApp
+
+    monkeypatch.chdir(gate["hbm"])
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(gate["cache"]))
+    baseline = load(str(gate["base"] / "perf.json"))
+
+    def shown(app) -> str:
+        console = Console(width=160, record=True, file=io.StringIO())
+        console.print(app.query_one("#overview-baseline", Static).content)
+        return console.export_text()
+
+    async def run():
+        app = InspectorApp(Session("gate.py:mm", "tpu-v5e"), baseline=baseline)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await loaded(pilot)
+            return shown(app)
+
+    text = asyncio.run(run())
+    assert "against the baseline" in text and "hbm_bytes" in text and "+76.2%" in text and CALL_LINE in text, text
+    assert "tpu-v6e" not in text  # this chip only
+
+
+def test_the_committed_baselines_of_two_jax_versions_differ_kernel_by_kernel():
+    """docs/baselines/: samples/matmul.py saved with --time under jax 0.10.1 (libtpu 0.0.41) and
+    0.10.2 (libtpu 0.0.42.1); what the newer compiler changed, with the versions in the heading."""
+    from conftest import ROOT
+
+    old = load(str(ROOT / "docs/baselines/matmul-jax-0.10.1.json"))
+    new = load(str(ROOT / "docs/baselines/matmul-jax-0.10.2.json"))
+    assert (old.versions["jax"], new.versions["jax"]) == ("0.10.1", "0.10.2")
+    result = compare(old, new, {})
+    moved = {(c.target, c.chip, c.kernel, c.figure): c for c in result.changes}
+    assert moved[("samples/matmul.py:tiled", "tpu-v6e", "matmul", "time")].change == "floor -> estimate"
+    assert moved[("samples/matmul.py:tiled", "tpu-v5e", "matmul", "time")].source == "kernels/matmul.py:53"
+    assert not any(c.figure in ("hbm_bytes", "flops", "compiled") for c in result.changes)  # the same program
+    assert result.notes and "libtpu 0.0.41 -> 0.0.42.1" in result.notes[0]

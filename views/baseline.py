@@ -133,3 +133,10 @@ def saved_view(baseline: Baseline, path: str) -> RenderableType:
             continue
         add_row(table, label, *[_cell(entry["chips"].get(chip, {"error": "not computed"})) for chip in chips])
     return Group(head, table)
+
+
+def baseline_panel(found: Comparison | str, path: str | None) -> RenderableType:
+    """The terminal UI's overview: this target on this chip against the baseline's figures."""
+    if isinstance(found, str):
+        return Text(found, style="yellow")
+    return comparison_view(found, f"against the baseline {path}", ("baseline", "now"))

@@ -151,3 +151,40 @@ def compute(request: Request, *, isolate: bool = True, progress: Callable[[int, 
             found.append(Computed(label=target_label(spec, request.sets),
                                   entry={"spec": spec, "sets": sorted(request.sets), "error": _one_line(err)}))
     return found
+
+
+TIMED = ("time", "bundles", "spills")  # the figures libtpu's simulation gives (--time; T in the terminal UI)
+
+
+def against_report(baseline, report, spec: str, sets: list[str], tolerances: dict | None = None):
+    """One Report (the terminal UI's: one target on one chip) against the baseline's entry for the
+    same target and chip: a Comparison, or a sentence saying why there is none. Without libtpu's
+    time in the report, the timed figures are left out (and a note says how to add them)."""
+    from .compare import DEFAULT_TOLERANCES, compare
+    from .record import Baseline, new_baseline
+    from .targets import norm_spec
+
+    label = target_label(norm_spec(spec), sets)
+    chip = report.chip.name
+    entry = baseline.targets.get(label)
+    where = baseline.path or "the baseline"
+    if entry is None:
+        held = ", ".join(list(baseline.targets)[:5]) or "none"
+        return f"{where} has no entry for {label} (it holds {held}{', ...' if len(baseline.targets) > 5 else ''})"
+    if "error" in entry:
+        return f"{where}: {label} raised when it was saved ({entry['error']})"
+    found = entry.get("chips", {}).get(chip)
+    if found is None:
+        return f"{where} has no figures for {label} on {chip} (it holds {', '.join(entry.get('chips', {})) or 'no chip'})"
+    timed = report.time is not None
+    if not timed and "error" not in found:  # compare what the report has
+        found = {"program": {k: v for k, v in found.get("program", {}).items() if k not in TIMED},
+                 "kernels": {key: {k: v for k, v in kernel.items() if k not in TIMED}
+                             for key, kernel in found.get("kernels", {}).items()}}
+    one = {"spec": entry.get("spec"), "sets": entry.get("sets", [])}
+    before = Baseline({**baseline.data, "chips": [chip], "targets": {label: {**one, "chips": {chip: found}}}}, baseline.path)
+    now = new_baseline([chip], timed, {label: {**one, "chips": {chip: chip_entry(report, timed)}}})
+    result = compare(before, now, tolerances or DEFAULT_TOLERANCES, covered=[], chips=[chip])
+    if baseline.time and not timed:
+        result.notes.append("the baseline has libtpu's time too: T estimates it here, and compares it")
+    return result

@@ -59,6 +59,12 @@ def add_check_options(check: argparse.ArgumentParser) -> None:
     check.add_argument("--tolerance", action="append", default=[], metavar="FIGURE=N", help=TOLERANCE_HELP)
 
 
+def add_tui_options(tui: argparse.ArgumentParser) -> None:
+    tui.add_argument("--baseline", metavar="FILE", default=None,
+                     help="a saved baseline: the overview shows what moved against its figures for this target and "
+                          "chip (in a pipe: check --baseline's table; default: none)")
+
+
 def _chips(text: str) -> list[str]:
     chips = parse_targets(text)
     other = [c.name for c in chips if not c.is_tpu]
@@ -155,17 +161,17 @@ def check_baseline(opts) -> int:
     from ..baseline.targets import expand
 
     if opts.baseline is None:
-        if opts.tolerance:
+        if getattr(opts, "tolerance", None):
             raise UsageError("--tolerance applies to --baseline FILE: give the baseline too, or leave it out")
         raise UsageError("check takes one target; several with --baseline FILE (a saved `inspector baseline`)")
-    for flag, given in (("--estimate-only", opts.estimate_only), ("--sweep", opts.sweep), ("--args", opts.args),
-                        ("--mesh", opts.mesh), ("--shard", opts.shard), ("--ref", opts.ref)):
+    for flag, given in (("--estimate-only", getattr(opts, "estimate_only", False)), ("--sweep", getattr(opts, "sweep", False)),
+                        ("--args", opts.args), ("--mesh", opts.mesh), ("--shard", opts.shard), ("--ref", opts.ref)):
         if given:
             raise UsageError(f"{flag} does not go with --baseline: the baseline's figures come from whole compiles of "
                              "INSPECT's entries")
-    tolerances = parse_tolerances(opts.tolerance)
+    tolerances = parse_tolerances(getattr(opts, "tolerance", []))
     before = load(opts.baseline)
-    targets = expand([opts.target, *opts.more_targets])
+    targets = expand([opts.target, *getattr(opts, "more_targets", [])])
     if getattr(opts, "chip_reason", None) is None:  # --target given: those chips, each of which the baseline must hold
         chips = _chips(opts.chip)
         missing = [c for c in chips if c not in before.chips]

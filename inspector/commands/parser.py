@@ -13,7 +13,7 @@ from .arg_types import gibibytes as _gibibytes
 from .arg_types import seconds as _seconds
 from .arg_types import tolerance as _tolerance
 from .help_text import EPILOGS, TOP, HelpFormatter
-from .baseline import add_baseline_parser, add_check_options
+from .baseline import add_baseline_parser, add_check_options, add_tui_options
 from .tune import add_tune_parser
 
 VERBS = ("show", "check", "diff", "export", "compare", "tune", "baseline", "chips", "cache", "doctor")
@@ -131,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     tui = sub.add_parser("tui", help="the terminal UI (what `inspector TARGET` opens)", parents=common, epilog=EPILOGS["tui"])
     _target_options(tui)
     tui.add_argument("--watch", action="store_true", help="re-analyse when the target file is saved")
+    add_tui_options(tui)
     _compare_parser(sub, common)
 
     add_tune_parser(sub, common)

@@ -186,7 +186,16 @@ def diff(opts) -> int:
 
 def tui(opts) -> int:
     """The terminal UI; when stdout is not a terminal (a pipe, CI), the overview instead."""
+    baseline = None
+    if getattr(opts, "baseline", None) is not None:  # the overview shows what moved against it
+        from ..baseline.record import load
+
+        baseline = load(opts.baseline)
     if not sys.stdout.isatty() or opts.json:
+        if baseline is not None:  # in a pipe: the gate's table, as check --baseline prints it
+            from .baseline import check_baseline
+
+            return check_baseline(opts)
         opts.view, opts.roofline, opts.sort, opts.top = "overview", None, "order", 40
         return show(opts)
     from ..compilation.compile_cache import enabled as cache_enabled
@@ -201,7 +210,7 @@ def tui(opts) -> int:
     session = Session(opts.target, opts.chip, args=opts.args, ref=opts.ref, sets=list(opts.set),
                       use_cache=cache_enabled() and not opts.no_cache, mesh=opts.mesh, shard=opts.shard,
                       chip_reason=getattr(opts, "chip_reason", None))
-    InspectorApp(session, watch=opts.watch).run()
+    InspectorApp(session, watch=opts.watch, baseline=baseline).run()
     return EXIT_OK
 
 
