@@ -78,7 +78,7 @@ class OverviewTab(Vertical):
         from ...baseline.work import against_report
         from ..baseline import baseline_panel
 
-        session = self.app.session
+        session = getattr(self.app, "session")  # InspectorApp's
         found = against_report(baseline, report, session.spec, list(session.sets))
         self.query_one("#overview-baseline", Static).update(baseline_panel(found, baseline.path))
 
