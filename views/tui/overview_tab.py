@@ -3,7 +3,7 @@ finding, most severe first, with the selected finding's whole message in a pane 
 finding jumps to its evidence."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.text import Text
@@ -78,7 +78,8 @@ class OverviewTab(Vertical):
         from ...baseline.work import against_report
         from ..baseline import baseline_panel
 
-        session = getattr(self.app, "session")  # InspectorApp's
+        app: Any = self.app  # InspectorApp, whose session names the target
+        session = app.session
         found = against_report(baseline, report, session.spec, list(session.sets))
         self.query_one("#overview-baseline", Static).update(baseline_panel(found, baseline.path))
 
