@@ -100,7 +100,9 @@ def comparison_view(c: Comparison, title: str, sides: tuple[str, str] = ("before
     else:
         parts.append(Text(f"nothing moved past its tolerance: {compared}", style="green"))
     if c.compiles:
-        parts.append(Text(f"compiles: {c.compiles}, {c.from_cache} from the compile cache"))
+        refused = f", {c.refused} refused by libtpu (refusals are never cached)" if c.refused else ""
+        ran = f", {len(c.compiled)} compiled" if c.compiled and (c.from_cache or c.refused) else ""
+        parts.append(Text(f"compiles: {c.compiles}, {c.from_cache} from the compile cache{refused}{ran}"))
     for note in c.notes:
         parts.append(Text(f"note: {note}", style="yellow"))
     return Group(*parts)

@@ -96,6 +96,8 @@ class Comparison:
     notes: list[str] = dataclasses.field(default_factory=list)
     compiles: int = 0  # the compiles this run needed (a check), and how many the compile cache answered
     from_cache: int = 0
+    refused: int = 0  # of the others, those libtpu refused (never cached)
+    compiled: list[str] = dataclasses.field(default_factory=list)  # "target on chip" the compiler ran for
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)

@@ -34,6 +34,8 @@ class Computed:
     entry: dict
     compiles: int = 0
     from_cache: int = 0
+    refused: int = 0  # compiles libtpu refused: never cached, so compiled again every run
+    compiled: list[str] = dataclasses.field(default_factory=list)  # "target on chip" the compiler ran for (no cache entry)
 
 
 def _one_line(err: BaseException) -> str:
@@ -128,7 +130,12 @@ def compute_target(spec: str, request: Request) -> Computed:
                 chips[name] = {"error": f"{type(err).__name__}: {_one_line(err)}"}
                 continue
             out.compiles += 1
-            out.from_cache += bool(report.stages.compile_cached)
+            if report.stages.compile_cached:
+                out.from_cache += 1
+            elif report.stages.compile_error is not None:
+                out.refused += 1
+            else:
+                out.compiled.append(f"{label} on {name}")
             chips[name] = chip_entry(report, request.time)
         out.entry["chips"] = chips
     return out

@@ -187,4 +187,6 @@ def check_baseline(opts) -> int:
     result = compare(before, now, tolerances, covered=targets.files, chips=chips)
     result.compiles = sum(c.compiles for c in computed)
     result.from_cache = sum(c.from_cache for c in computed)
+    result.refused = sum(c.refused for c in computed)
+    result.compiled = [what for c in computed for what in c.compiled]
     return _emit(opts, result, f"check --baseline {opts.baseline}", ("before", "now"))
