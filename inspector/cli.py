@@ -18,14 +18,15 @@ import os
 import signal
 import sys
 
-from .commands import tune, verbs
+from .commands import baseline, tune, verbs
 from .commands.parser import VERBS as verb_names, build_parser, chosen_chip, normalise
 from .commands.process import (EXIT_SIGINT, EXIT_SIGTERM, TERMINATING, Terminated, fail, internal_error, is_stdout_error,
                                main_thread, on_sigterm, reopen_std_streams, silence_stdout, stdout_usable)
 from .base.errors import InspectorError, OutputError, UsageError
 
 VERBS = {"show": verbs.show, "check": verbs.check, "diff": verbs.diff, "export": verbs.export, "chips": verbs.chips,
-         "tui": verbs.tui, "cache": verbs.cache, "compare": verbs.compare, "doctor": verbs.doctor, "tune": tune.tune_verb}
+         "tui": verbs.tui, "cache": verbs.cache, "compare": verbs.compare, "doctor": verbs.doctor, "tune": tune.tune_verb,
+         "baseline": baseline.baseline_verb}
 
 
 def main(argv: list[str] | None = None, *, isolate: bool = True) -> int:

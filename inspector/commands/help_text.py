@@ -67,6 +67,11 @@ EPILOGS = {
         "inspector tune samples/matmul.py:tiled --target tpu-v5e,tpu-v6e",
         "inspector tune samples/matmul.py:tiled --grid bm=128,256 --set bk=256 --table mm_tuning.json",
     ),
+    "baseline": examples(
+        "inspector baseline save perf.json samples/matmul.py --target tpu-v5e,tpu-v6e",
+        "inspector check samples/matmul.py --baseline perf.json                # exit 1 when a figure moved",
+        "inspector baseline diff perf.json perf-new.json",
+    ),
     "chips": examples("inspector chips", "inspector chips --json"),
     "cache": examples("inspector cache", "inspector cache clear"),
     "doctor": examples("inspector doctor", "inspector doctor --target tpu-v5e --svg"),

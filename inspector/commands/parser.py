@@ -13,9 +13,10 @@ from .arg_types import gibibytes as _gibibytes
 from .arg_types import seconds as _seconds
 from .arg_types import tolerance as _tolerance
 from .help_text import EPILOGS, TOP, HelpFormatter
+from .baseline import add_baseline_parser, add_check_options, add_tui_options
 from .tune import add_tune_parser
 
-VERBS = ("show", "check", "diff", "export", "compare", "tune", "chips", "cache", "doctor")
+VERBS = ("show", "check", "diff", "export", "compare", "tune", "baseline", "chips", "cache", "doctor")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -115,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(chip=None)  # chosen_chip: the attached TPU, else DEFAULT_TPU
     check.add_argument("--estimate-only", action="store_true", help="skip the real TPU compiles (libtpu); the static estimate only")
     check.add_argument("--sweep", action="store_true", help="also estimate every combination of INSPECT's params: which block sizes fit")
+    add_check_options(check)
     diff = sub.add_parser("diff", help="run the function and its reference on the same inputs; where do they differ", parents=common,
                           epilog=EPILOGS["diff"])
     _target_options(diff)
@@ -129,9 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
     tui = sub.add_parser("tui", help="the terminal UI (what `inspector TARGET` opens)", parents=common, epilog=EPILOGS["tui"])
     _target_options(tui)
     tui.add_argument("--watch", action="store_true", help="re-analyse when the target file is saved")
+    add_tui_options(tui)
     _compare_parser(sub, common)
 
     add_tune_parser(sub, common)
+    add_baseline_parser(sub, common)
     chips = sub.add_parser("chips", help="list the hardware targets and their figures", parents=common, epilog=EPILOGS["chips"])
     chips.add_argument("--json", action="store_true", help="as JSON, each figure with its source")
     cache = sub.add_parser("cache", help="where the compile cache is and its size; `cache clear` empties it", parents=common,
