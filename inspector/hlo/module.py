@@ -310,14 +310,12 @@ def entry_is_whole(text: str) -> bool:
     header_end = text.find("\n", start + 1)
     if header_end < 0 or not _COMP_HEADER.match(text[start + 1:header_end]):
         return False
-    close = _COMP_CLOSE.search(text, header_end)
-    return close is not None and text.find("ROOT ", header_end, close.start()) >= 0
-
-
-# A computation ends at a line that is only its closing brace; an instruction's attributes may run
-# over several lines (a Pallas kernel's kernel_metadata, its xprof_metadata on a line of its own and
-# "}}, metadata=..." on the next), so a line starting with "}" need not end anything.
-_COMP_CLOSE = re.compile(r"\n\}[ \t]*(?:\n|$)")
+    rooted = False
+    for line in logical_lines(text[header_end + 1:]):
+        if line.startswith("}"):
+            return rooted
+        rooted = rooted or line.lstrip().startswith("ROOT ")
+    return False
 
 
 def _open_braces(line: str) -> int:
@@ -340,7 +338,10 @@ def _open_braces(line: str) -> int:
 
 
 def logical_lines(text: str):
-    """HLO text's lines, an instruction whose attributes run over several lines joined into one."""
+    """HLO text's lines, an instruction whose attributes run over several lines joined into one: a
+    Pallas kernel's kernel_metadata puts its xprof_metadata on a line of its own and "}}, metadata=..."
+    on the next, which is no computation's closing brace (that one may carry attributes too:
+    "}, execution_thread=...")."""
     pending, depth = "", 0
     for line in text.splitlines():
         if depth > 0:
@@ -372,7 +373,7 @@ def parse_hlo(text: str) -> HloModule:
                 if m[1]:
                     entry = m[2]
             continue
-        if line.rstrip() == "}":
+        if line.startswith("}"):
             computations[current.name] = current
             current = None
             continue
