@@ -6,7 +6,7 @@ analyses (numpy, jax) are imported by the function that needs them.
 Each takes a function object with its example inputs (arrays, ``jax.ShapeDtypeStruct``s, any
 pytree of them, or shape-spec strings such as ``"f32[8,128]"``), or a ``"file.py:function"``
 spec whose INSPECT entry gives the defaults (inputs given here win). They build the same Target
-the command line builds and take the same path (``report.make_report``, ``pallas.check.run_check``,
+the command line builds and take the same path (``report.make_report``, ``checking.run_check``,
 ``diff.run_diff``, ``compare.compare_reports``), so a figure here is the figure ``inspector show --json``
 prints. A TPU target with a topology (``tpu-v5e:2x2``) takes ``mesh=`` and ``shardings=`` as
 ``--mesh``/``--shard`` (or INSPECT's ``"mesh"``/``"shardings"``) do.
@@ -28,19 +28,19 @@ from .base.environment import quiet
 from .base.errors import TargetFailure, UsageError
 from .compilation.sharding import check_mesh, parse_mesh, parse_specs
 from .base.user_code import describe_error
-from .commands.verb_rules import check_chips, diff_simulated_chip, require_two_variants
+from .verb_rules import check_chips, diff_simulated_chip, require_two_variants
 from .view_table import Needs
 
 if TYPE_CHECKING:
     from .base.chips import Chip
     from .comparison import Compare
-    from .pallas.check import CheckResult
+    from .checking import CheckResult
     from .report import Report
     from .run.result import DiffResult
     from .compilation.target import Target
 
 @contextlib.contextmanager
-def _call():
+def guarded_call():
     """Around one API call: quiet, and sys.exit() in the user's code (at import, while tracing or
     running) a TargetFailure with its code, never the end of the user's script or kernel."""
     with quiet():
@@ -173,7 +173,7 @@ def inspect(fn_or_spec: Callable | str, *args: Any, target: str | None = None, p
     """
     from .report import make_report
 
-    with _call():
+    with guarded_call():
         t = make_target(fn_or_spec, args, kwargs, params=params, reference=reference, mesh=mesh, shardings=shardings)
         chip = resolve_chip(target or default_target())
         roof = get_chip(roofline) if roofline else None
@@ -203,9 +203,9 @@ def check(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] |
     ``sweep``: also estimate every combination of the INSPECT params. On a topology
     (``tpu-v5e:16x16``, with ``mesh``/``shardings`` as in ``inspect``) the rows carry the HBM
     fit per device and a program that does not fit is an ``hbm-over-capacity`` error."""
-    from .pallas.check import run_check
+    from .checking import run_check
 
-    with _call():
+    with guarded_call():
         chips = check_chips(_chips(DEFAULT_TPU if targets is None else targets), "targets=['tpu-v5e', 'tpu-v6e', 'h100']")
         t = make_target(fn_or_spec, args, kwargs, params=params, mesh=mesh, shardings=shardings)
         result = run_check(t, chips, estimate_only=estimate_only, use_cache=_use_cache(cache), memo=False)
@@ -229,7 +229,7 @@ def diff(fn: Callable | str, reference: Callable | str | None = None, *args: Any
     ``reference`` may be None for a spec whose INSPECT names one."""
     from .run import check_tolerance, run_diff
 
-    with _call():
+    with guarded_call():
         sim = None
         if target is not None and not (isinstance(target, str) and target.strip().lower() == "local"):
             sim = diff_simulated_chip(_chips(target), "target", "'tpu-v5p'", "'cpu'/'gpu'/'local'")
@@ -263,7 +263,7 @@ def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, para
     from .comparison import compare_reports
     from .report import make_report
 
-    with _call():
+    with guarded_call():
         for name, value in (("params", params), ("params_a", params_a), ("params_b", params_b)):
             if value is not None and not isinstance(value, dict):
                 raise UsageError(f"{name} must be a dict of static keyword values, not a {type(value).__name__}")

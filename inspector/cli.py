@@ -6,7 +6,7 @@ line, the target file, an output that cannot be written), 3 check could not deci
 (anywhere on the line) adds the traceback.
 
 The work that runs jax and the user's code (import, trace, compile, run) happens in a child
-process (``remote.run_isolated``) and comes back as plain data; this process only parses, waits
+process (``base.child_process.run_isolated``) and comes back as plain data; this process only parses, waits
 and renders. So Ctrl-C during a minutes-long libtpu compile is answered at once, and whatever the
 user's code prints goes to stderr, never into our stdout (``--json`` stays valid JSON). The parts:
 ``commands.parser`` (the grammar), ``commands.work`` (what each verb computes, in the child),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .display import html
+from .base.display import html
 from .report import Report
 from .compilation.stages import SIMULATED_CHIP
 

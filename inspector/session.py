@@ -46,8 +46,8 @@ class Session:
             for name, module in list(sys.modules.items()):
                 if (path := getattr(module, "__file__", None)) and os.path.abspath(path) == os.path.abspath(where):
                     del sys.modules[name]
-            import inspector.compilation.stages as stages
-            stages._MEMO.clear()
+            from .compilation.stages import forget_captures
+            forget_captures()
         return load_target(self.spec, args=self.args, ref=self.ref, sets=self.sets, mesh=self.mesh, shard=self.shard)
 
     def lowering(self, fresh: bool = False):

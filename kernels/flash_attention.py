@@ -70,6 +70,11 @@ def _dot(a, b, contract_a: int, contract_b: int):
     return jax.lax.dot_general(a, b, (((contract_a,), (contract_b,)), ((), ())), preferred_element_type=jnp.float32)
 
 
+# The public name block_sparse_attention shares it by. The function keeps its own name: the kernels'
+# lowered modules carry it in their source locations (and the compile cache keys them by those).
+dot = _dot
+
+
 def online_softmax_update(s, v_ref, m_sc, l_sc, acc_sc, visible=None):
     """Fold one block of scores ``s`` (bq, bk) into the running max, sum and accumulator.
     ``visible`` (the element mask, where one applies) zeroes the probabilities of masked keys:

@@ -12,7 +12,6 @@ import types
 
 import pytest
 
-from conftest import ROOT
 from inspector.base.chips import get_chip
 from inspector.libtpu import estimate as est
 from inspector.libtpu import programs

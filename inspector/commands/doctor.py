@@ -7,35 +7,14 @@ work; an optional piece that is missing is a warning.
 """
 from __future__ import annotations
 
-import dataclasses
 import platform
 import shutil
 import subprocess
 import time
 from importlib import metadata
 
+from ..base.checkup import FAIL, INFO, OK, WARN, Check, Checkup
 from ..base.chips import Chip
-
-OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
-
-
-@dataclasses.dataclass
-class Check:
-    name: str
-    state: str  # ok | warn | fail | info
-    detail: str
-
-
-@dataclasses.dataclass
-class Checkup:
-    checks: list[Check]
-
-    @property
-    def failed(self) -> list[Check]:
-        return [c for c in self.checks if c.state == FAIL]
-
-    def to_dict(self) -> dict:
-        return {"ok": not self.failed, "checks": [dataclasses.asdict(c) for c in self.checks]}
 
 
 def _version(dist: str) -> str | None:

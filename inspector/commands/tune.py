@@ -6,7 +6,7 @@
 
 ``work_tune`` never imports jax in the calling process: it starts its own worker processes (or
 Ray tasks), draws the progress bar, and on Ctrl-C kills the workers at once and returns what is
-done, marked interrupted. So it must not be wrapped in ``remote.run_isolated`` (a child killed
+done, marked interrupted. So it must not be wrapped in ``base.child_process.run_isolated`` (a child killed
 on Ctrl-C could not print what is done); ``render_tune`` then exits 130. The sweep's modules and
 the views are imported when the verb runs: ``inspector --help`` builds its parser from this module.
 """
@@ -21,7 +21,7 @@ from ..base.chips import DEFAULT_TPU
 from ..base.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError
 from ..base.specs import parse_specs
 from ..tuning.table import check_table
-from .verb_rules import check_measure, time_budget
+from ..verb_rules import check_measure, time_budget
 from .arg_types import count as _count
 from .arg_types import positive as _positive
 from .arg_types import seconds as _seconds

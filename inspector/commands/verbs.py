@@ -13,10 +13,10 @@ from ..base import json_text
 from ..base.atomic import check_not_read_only, check_writable, write_atomic
 from ..base.chips import get_chip, parse_targets
 from ..base.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, TargetFailure, UsageError
-from ..compilation.pass_select import check_view_options
+from ..hlo.pass_select import check_view_options
 from ..compilation.sharding import parse_mesh, parse_specs
 from ..base.units import fmt_bytes
-from .verb_rules import check_chips, check_measure, check_time_options, diff_simulated_chip, require_two_variants
+from ..verb_rules import check_chips, check_measure, check_time_options, diff_simulated_chip, require_two_variants
 from ..view_table import get_view
 from .work import compare_sides, run
 

@@ -15,7 +15,7 @@ from ..base.chips import CHIPS, get_chip, parse_targets
 from ..base.errors import TargetFailure, UsageError
 from ..base.tempdirs import temp_folder
 from ..base.user_code import describe_error, reraise_interrupt
-from .verb_rules import diff_simulated_chip, doctor_chips, show_needs, time_budget
+from ..verb_rules import diff_simulated_chip, doctor_chips, show_needs, time_budget
 from ..view_table import Needs
 
 
@@ -111,7 +111,7 @@ def _work_export(opts):
 def _work_check(opts):
     import functools
 
-    from ..pallas.check import run_check
+    from ..checking import run_check
 
     chips = parse_targets(opts.chip)
     target = _load(opts)
@@ -134,8 +134,8 @@ def _compile_apart(opts, chip):
     that ends without an answer (libtpu's abort) raises CompilerAborted with the log's tail."""
     import os
 
-    from ..pallas.check import CompilerAborted
-    from ..remote import ChildFailed, run_isolated
+    from ..checking import CompilerAborted
+    from ..base.child_process import ChildFailed, run_isolated
 
     with temp_folder("chip-log") as folder:
         log = os.path.join(folder, "stderr.txt")
@@ -163,11 +163,14 @@ def _compile_chip(opts, chip_name: str):
     """In the child: trace, lower and compile the target for one chip; its Stages (plain data)."""
     environment.prepare(debug=opts.debug)
     from ..compilation.stages import capture
+    from ..mosaic.explain import explain_capture
 
     target = _load(opts)
+    chip = get_chip(chip_name)
     with contextlib.redirect_stdout(sys.stderr), _exits_are_failures(target, f"raised while tracing {target.name}"):
-        return capture(target, Backend(get_chip(chip_name)), compile=True, use_cache=_use_cache(opts), memo=False,
-                       buffers=True).stages
+        # explained here: what explains a failure (the traced program) stays in this process
+        return explain_capture(capture(target, Backend(chip), compile=True, use_cache=_use_cache(opts), memo=False,
+                                       buffers=True), chip).stages
 
 
 def _work_diff(opts):
@@ -224,6 +227,6 @@ def run(opts):
     """``work(opts)`` in a child process (the CLI), or here (``main(isolate=False)``: tests)."""
     if not opts.isolate:
         return work(opts)
-    from ..remote import run_isolated
+    from ..base.child_process import run_isolated
 
     return run_isolated(work, opts, env=environment.chip_env() if runs_on_chip(opts) else None)

@@ -31,11 +31,12 @@ def abstract_mesh(chip):
     import jax
     from jax._src import mesh as mesh_lib
 
-    from ..compilation.backends import _tpu_mesh, libtpu_available
+    from ..base.environment import libtpu_available
+    from . import tpu_topology
 
     if libtpu_available():
         try:
-            return _tpu_mesh(chip.topology).abstract_mesh
+            return tpu_topology.tpu_mesh(chip.topology).abstract_mesh
         except Exception:  # a libtpu that refuses the topology: fall back to the table
             pass
     fields = {"device_kind": chip.device_kind, "num_cores": 2 if chip.name in ("tpu-v4", "tpu-v5p") else 1,

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from ..base.chips import Chip
-from .model import BodyFacts, PallasCall
+from ..base.pallas_model import BodyFacts, PallasCall
 
 VREG_FILE_BYTES = 64 * 4096  # 64 vector registers of 8x128x32 bits
 VREG_LANES = 128  # lanes of one vreg: a reduction along rows no wider stays in one vreg a row

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ..api import _call, make_target
+from ..api import guarded_call, make_target
 from ..base.chips import get_chip
-from ..display import tune_progress
+from ..base.display import tune_progress
 from ..base.errors import UsageError
 from ..base.specs import hlo_type
 from .model import NOT_RUN, STATUSES, TuneResult, TuneRow
@@ -41,7 +41,7 @@ def tune(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] = 
         raise UsageError(f"grid[{empty[0]!r}] is an empty list: give the values to try, e.g. grid={{{empty[0]!r}: [128, 256]}}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise UsageError(f"workers={workers!r}: give a whole number of 1 or more (or None: the cores)")
-    with _call():
+    with guarded_call():
         names = [targets] if isinstance(targets, str) else list(targets)
         budget = {"seconds": time_budget} if time_budget else {}
         if isinstance(fn_or_spec, str):
