@@ -208,7 +208,7 @@ def with_time(report: Report, estimate: TimeEstimate) -> Report:
                 kernel.estimate_source, kernel.estimate_kind = timed.estimate_source, timed.estimate_kind
                 kernel.high_seconds = timed.high_seconds
         for name in ("estimated_seconds", "estimate_kind", "high_seconds", "floor_share"):
-            report.fusions.totals[name] = estimate.totals.get(name)  # type: ignore[literal-required]
+            report.fusions.totals[name] = estimate.totals.get(name)
     findings = report.findings + estimate.findings + loops
     return dataclasses.replace(report, time=estimate, findings=by_severity(findings))
 
@@ -321,7 +321,8 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     traffic = [PallasFigures(name) if k.walk.skipped
                else PallasFigures(name, k.walk.hbm_bytes_read, k.walk.hbm_bytes_written, k.flops, k.transcendentals,
                                   k.flops_range[0] if k.flops_range else k.flops,
-                                  max(k.walk.least_hbm_bytes, sum(o.array_bytes for o in k.call.operands if o.must_write)))
+                                  max(k.walk.least_hbm_bytes, sum(o.array_bytes for o in k.call.operands if o.must_write)),
+                                  int8_matmuls=k.call.int8_matmuls)
                for name, k in zip(names, kernels or [])]
     analysis = None
     if fusions and stages.hlo:

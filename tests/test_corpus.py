@@ -90,7 +90,10 @@ def test_vmem_estimate_agrees_with_libtpu():
     On the stress rows 93.0% agree (265 of 285): a softmax summed on the VPU holds its scores whole,
     and half of them where straight-line code computes several (rule summed_dot, rule
     unrolled_summed); two f32 matmuls whose blocks take 30 of v6e's and TPU7x's 32 MiB are undecided
-    since the estimate leaves room for a matmul lowering's partial sums (rule matmul_lowering)."""
+    since the estimate leaves room for a matmul lowering's partial sums (rule matmul_lowering). 90.2%
+    (257) since issue 56: that room is the whole result's (two more matmuls, on v6e and TPU7x), and a
+    "does not fit" rests on what is certain alone (flash and splash attention at 15.75 MiB certain of
+    16 on v4, v5e and v5p, which libtpu refuses, are undecided)."""
     found = estimate_against_truth("vmem_truth.json")
     rows = [r for r, _, _ in found]
     share = {}
@@ -106,7 +109,7 @@ def test_vmem_estimate_agrees_with_libtpu():
     assert share["corpus"]["agree"][0] >= 0.98, share["corpus"]
     assert share["corpus"]["short"][1] == [] and share["stress"]["short"][1] == [], share["stress"]["short"]
     stress = share["stress"]
-    assert stress["agree"][0] >= 0.929 and stress["undecided"][0] <= 0.071, stress
+    assert stress["agree"][0] >= 0.901 and stress["undecided"][0] <= 0.099, stress
 
 
 # --------------------------------------------------------------------------- the TUI's Pallas tab

@@ -103,8 +103,11 @@ def test_the_estimate_against_libtpu_across_the_limits():
     SSD at 2048/2048 is over, as libtpu says. 83 with room for 0.7 of a second value (not all of
     it) where the body holds matmuls (rule second_value, tests/data/second_values.py): seven of
     the cross-entropy's and SSD's rows that fit are decided; and with its tiled row max no longer
-    counted whole (the team's ce_tiled streams it), five of its refusals are undecided. Held at that,
-    so a change that does worse fails here."""
+    counted whole (the team's ce_tiled streams it), five of its refusals are undecided. 77 since
+    issue 56: a matmul's spill bounded by its shapes (SSD's and the qk-softmax's rows that libtpu
+    fits within that room are undecided), and the MHA's refusal on v5e, 15.75 of 16 MiB certain,
+    undecided where its "does not fit" rested on its body's value. Held at that, so a change that
+    does worse fails here."""
     rows, outcome = truth_outcome("vmem_truth_heldout4.json")
     assert len(rows) == 102 and outcome["false error"] == []
-    assert len(outcome["agree"]) >= 83 and outcome["short"] == [], outcome["short"]
+    assert len(outcome["agree"]) >= 77 and outcome["short"] == [], outcome["short"]

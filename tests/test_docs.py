@@ -232,7 +232,12 @@ def test_the_chip_figures_quoted_are_the_datas():
     benchmarks = (ROOT / "BENCHMARKS.md").read_text()
     assert f"of the {kernels} kernels of 0.1 ms or more, {within} within 25% of the chip" in benchmarks
     assert f"| corpus | {kernels} | {within} ({round(100 * within / kernels)}%) | {twice} |" in benchmarks
-    held, held_within, *_ = corpus.round_figures(json.loads((ROOT / "tests/data/chip/v5e_corpus.json").read_text()), "heldout4")
+    # the fourth held-out round as estimated before the chip ran it (the corpus holds today's figures)
+    data = json.loads((ROOT / "tests/data/chip/v5e_corpus.json").read_text())
+    blind = json.loads((ROOT / "tests/data/chip/heldout4_estimated.json").read_text())["entries"]
+    for label, found in blind.items():
+        data["entries"][label]["inspector"] = found
+    held, held_within, *_ = corpus.round_figures(data, "heldout4")
     assert f"on 23 programs nobody here had written, {held_within} of {held} kernels came within 25% of the chip" in readme
 
 

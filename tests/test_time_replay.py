@@ -72,11 +72,13 @@ def test_an_op_alone_takes_the_cycles_it_takes_in_its_program():
     from inspector.compilation.stages import capture
     from inspector.compilation.target import load_target
     from inspector.libtpu import estimate_times
+    from inspector.libtpu.budget import Budget
 
     target = load_target("samples/attention.py:reference", args="bf16[2,1024,128] bf16[2,1024,128] bf16[2,1024,128]")
     chip = get_chip("tpu-v5e")
-    whole = estimate_times(target, chip, use_cache=False)
-    assert [j.label for j in whole.jobs] == ["bundles", "whole"]  # simulated whole: nothing to replay
+    # a budget that lets the whole program be simulated (the default one replays its ops alone)
+    whole = estimate_times(target, chip, budget=Budget(seconds=600, memory_bytes=16 * 2**30), use_cache=False)
+    assert [j.label for j in whole.jobs] == ["whole"]  # simulated whole: nothing to replay
     kernel = max((k for k in whole.kernels if k.kind.startswith("fusion") and k.estimate_source == "libtpu"),
                  key=lambda k: k.estimated_cycles or 0)
     alone = _alone(capture(target, Backend(chip), jaxpr_text=False).stages.hlo, kernel.name)

@@ -128,7 +128,8 @@ def test_tune_on_a_chip_libtpu_does_not_simulate_is_one_line_before_the_sweep(cl
     monkeypatch.setattr(sweep_mod, "run_sweep", lambda *a, **k: pytest.fail("the sweep started"))
     code, out, err = cli("tune", TUNE, "--target", "tpu-v5e,tpu-v4")
     assert code == 2 and out == ""
-    one_line(err, "libtpu does not simulate tpu-v4 (its DMA latency model refuses the chip): give tpu-v5e")
+    one_line(err, "libtpu does not simulate tpu-v4 (its static profile aborts: 'Dma latency model is currently only supported "
+                  "on VF/VL/GF/GL'): give tpu-v5e")
     with pytest.raises(UsageError, match="does not simulate tpu-v4"):
         sweep_mod.check_chips(["v4"])
     sweep_mod.check_chips(["tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x"])  # the chips it does simulate

@@ -262,20 +262,3 @@ def test_a_candidate_libtpu_puts_below_its_roofline_is_ranked_at_it(tmp_path, mo
                          "budget": {"seconds": 60}, "cache": False})
     assert row["status"] == "ranked" and row["estimate_source"] == "roofline", row
     assert any(n.startswith("libtpu-below-roofline") for n in row["notes"]), row["notes"]
-
-
-def test_a_roofline_that_stands_for_no_figure_is_not_ranked():
-    """Only kernels libtpu put below their roofline make a roofline-timed row rankable."""
-    from types import SimpleNamespace
-
-    from inspector.tuning.evaluate import _floored_only
-
-    def times(*kernels, floored=()):
-        return SimpleNamespace(kernels=[SimpleNamespace(name=n, kind="custom-call:pallas", estimate_source=s)
-                                        for n, s in kernels],
-                               findings=[SimpleNamespace(code="libtpu-below-roofline", kernel=n) for n in floored])
-
-    assert _floored_only(times(("k.1", "roofline"), floored=["k.1"]))
-    assert not _floored_only(times(("k.1", "roofline")))  # libtpu gave it nothing
-    assert not _floored_only(times(("k.1", "roofline"), ("k.2", "roofline"), floored=["k.1"]))
-    assert _floored_only(times(("k.1", "libtpu"), ("k.2", "roofline"), floored=["k.2"]))

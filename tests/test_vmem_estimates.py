@@ -45,3 +45,47 @@ def test_the_comparison_sees_a_moved_byte(monkeypatch):
     name = "vmem_truth_checks.json"
     now = make_vmem_estimates.estimates(name, _CALLS)
     assert [n["budgets"] for n in now] != [b["budgets"] for b in RECORDED[name]]
+
+
+def counts_on_record() -> dict[str, int]:
+    """Over every truth file, per conftest.TRUTH_KINDS, how many rows the recorded estimate's verdict
+    gives that kind against libtpu's (rows libtpu refused for another reason than VMEM left out)."""
+    from conftest import TRUTH_KINDS, truth_kind
+
+    counts = dict.fromkeys(TRUTH_KINDS, 0)
+    for name in make_vmem_estimates.truth_files():
+        truth = json.loads((DATA / name).read_text())["rows"]
+        for r, e in zip(truth, RECORDED[name], strict=True):
+            if r["compiler_fits"] or "VMEM" in (r["compiler_message"] or ""):
+                counts[truth_kind(e["fits"], r["compiler_fits"])] += 1
+    return counts
+
+
+def test_readme_and_docs_quote_the_counts_on_record():
+    """README's and docs/vmem.md's figures of agreement are the truth files' (as recorded, and the
+    test above holds the record to the rules): no claim beyond them."""
+    from conftest import ROOT
+
+    c = counts_on_record()
+    total = sum(c.values())
+    assert c["short"] == c["false error"] == 0, c  # what "none wrong on record" claims
+    said = f"{c['agree']:,} of the {total:,} compiles on record ({100 * c['agree'] / total:.1f}%)"
+    for page in ("README.md", "docs/vmem.md"):
+        text = " ".join((ROOT / page).read_text().split())
+        assert said in text, (page, said)
+        assert f"{c['undecided']:,} undecided" in text, (page, c)
+    files = len(make_vmem_estimates.truth_files())
+    assert f"{files} files" in " ".join((ROOT / "docs/vmem.md").read_text().split())
+
+
+def test_every_recorded_verdict_follows_from_its_figures():
+    """A "does not fit" only where what is certain (the total less its unsure terms) is over the
+    limit; a "fits" only where the total, every unsure term at its most, is within it."""
+    for name, rows in RECORDED.items():
+        for r in rows:
+            for b in r["budgets"]:
+                certain = b["total"] - b["body"] - b["spill"] - b["outside"] + b["held"]
+                if b["verdict"] == "over":
+                    assert certain > b["limit"], (name, r["target"], r["params"], r["chip"])
+                if b["verdict"] == "fits":
+                    assert b["total"] <= b["limit"], (name, r["target"], r["params"], r["chip"])

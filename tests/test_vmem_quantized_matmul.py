@@ -37,7 +37,9 @@ cast to bf16 for the MXU (at (1024, 2048, 1024)) and gmm's iota mask (at (1024, 
 v5p (tests/data/quantized_variants.py's kernels showed neither is held). The predictions of
 vmem_predictions_quantized.json were made with an earlier rule (room for every matmul's operands),
 before these compiles; tests/test_vmem_quantized_variants.py checks the new rule's predictions on
-kernels it was not read from.
+kernels it was not read from. Since issue 56 the rule's bound is the kernel's shapes' (the whole
+result's partial sums, a computed rhs; tests/test_vmem_block_scaled.py), and a "does not fit" rests
+on what is certain alone: 191 rows agree, 65 undecided, none wrong.
 """
 from __future__ import annotations
 
@@ -103,10 +105,11 @@ def _qmm_2048(limit: int | None = None):
 
 def test_the_lowering_can_make_a_fits_undecided_but_never_a_does_not_fit():
     """Rule matmul_lowering is an unsure term: at a limit the blocks fit but the blocks and the lowering
-    do not, the verdict is undecided, even where what is certain leaves less than the register file
-    (where a value of the body would make it "does not fit"); without the row it would be "fits" (the
-    total at the very limit is undecided either way: the accumulator is built in its ref). What
-    is certain over the limit is "does not fit" with the row and without it."""
+    do not, the verdict is undecided, even where what is certain leaves less than the register file;
+    without the row it would be "fits" (the total at the very limit is undecided either way: the
+    accumulator is built in its ref). What is certain over the limit is "does not fit" with the row
+    and without it. The bound is the kernel's shapes': the bf16 lhs laid out for the MXU (4 MiB) and
+    the whole (2048, 1024) result's f32 partial sums (8 MiB)."""
     from inspector.base.chips import get_chip
     from inspector.pallas.vmem import tpu_budget
     from inspector.pallas.vmem_rules import RULES, VREG_FILE_BYTES
@@ -114,7 +117,7 @@ def test_the_lowering_can_make_a_fits_undecided_but_never_a_does_not_fit():
     v6e = get_chip("tpu-v6e")
     without = tuple(r for r in RULES if r.name != "matmul_lowering")
     b = tpu_budget(_qmm_2048(), v6e)
-    assert b.verdict == "unsure" and b.body_bytes == 0 and b.spill_bytes == 8 * 2**20  # lhs 4 MiB, partial sums 4
+    assert b.verdict == "unsure" and b.body_bytes == 0 and b.spill_bytes == 12 * 2**20  # lhs 4 MiB, partial sums 8
     certain = b.certain_bytes
     assert certain == 28 * 2**20 and b.total_bytes == certain + b.spill_bytes
     for limit in (certain + 4096, certain + VREG_FILE_BYTES // 2, certain + b.spill_bytes - 1):
@@ -124,7 +127,9 @@ def test_the_lowering_can_make_a_fits_undecided_but_never_a_does_not_fit():
     assert tpu_budget(_qmm_2048(certain - 2**20), v6e).verdict == tpu_budget(_qmm_2048(certain - 2**20), v6e, without).verdict == "over"
 
 
-AGREEMENT = {"agree": 220, "undecided": 36, "short": 0, "false error": 0}
+# 220 agreed and 36 were undecided before issue 56 bounded the lowering's spill by the matmul's shapes
+# (its whole result's partial sums, a computed rhs) and based "does not fit" on what is certain alone
+AGREEMENT = {"agree": 191, "undecided": 65, "short": 0, "false error": 0}
 PREDICTED_KINDS = {"agree": 50, "undecided": 18}
 
 

@@ -65,8 +65,10 @@ PREDICTED = {
                   "tpu-v5p": {"agree": 41, "undecided": 13}, "tpu-v6e": {"agree": 47, "undecided": 7}},
 }
 # the estimate recomputed now, per round
-AGREEMENT = {"variants": {"agree": 384, "undecided": 60, "short": 0, "false error": 0},
-             "variants2": {"agree": 175, "undecided": 41, "short": 0, "false error": 0}}
+# (384 and 60, 175 and 41 before issue 56 bounded the lowering's spill by the matmul's shapes and relied on
+# placement only where it was seen: int8_int8 at (2048, 512, 512) on v5p, which libtpu fits, undecided)
+AGREEMENT = {"variants": {"agree": 319, "undecided": 125, "short": 0, "false error": 0},
+             "variants2": {"agree": 144, "undecided": 72, "short": 0, "false error": 0}}
 
 
 @pytest.mark.parametrize("round_", sorted(ROUNDS))

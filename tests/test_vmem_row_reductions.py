@@ -31,11 +31,14 @@ def rows(kernel: str, block_rows: int, chip: str, dim: int = 128) -> tuple:
 UNDECIDED = [rows("mean_max", 6144, "tpu-v5e"), rows("mean_max", 12288, "tpu-v6e"),
              rows("wide_centred", 1792, "tpu-v5e", 512),
              rows("layer_norm_256", 3072, "tpu-v5e", 256), rows("layer_norm_256", 3584, "tpu-v5e", 256),
-             rows("layer_norm_256", 6144, "tpu-v6e", 256), rows("layer_norm_256", 7168, "tpu-v6e", 256)]
+             rows("layer_norm_256", 6144, "tpu-v6e", 256), rows("layer_norm_256", 7168, "tpu-v6e", 256),
+             # blocks exactly at v5e's 16 MiB and a value of the body: "does not fit" rested on that value until
+             # issue 56 (libtpu ran out at 18.79 and 17.36); only what is certain decides now
+             rows("layer_norm_2048", 512, "tpu-v5e", 2048), rows("shifted_square_1024", 1024, "tpu-v5e", 1024)]
 
 
 def test_the_estimate_against_libtpu_on_the_row_reductions():
-    assert_truth_outcome("vmem_truth_reductions.json", rows=165, refused=32, undecided=UNDECIDED, agree=158)
+    assert_truth_outcome("vmem_truth_reductions.json", rows=165, refused=32, undecided=UNDECIDED, agree=156)
 
 
 def test_three_reductions_along_narrow_rows_keep_statistics_beside_the_waiting_one():

@@ -52,10 +52,12 @@ def glu(kernel: str, bm: int, bn: int, chip: str) -> tuple:
 # since: the log-softmax of scores, held beside the output block it is stored in (0.9 of it certain,
 # rule stored_dot: over, as libtpu says); the cross-entropies at 1024 x 2048 on v6e, their
 # one-lane blocks placed (beside a body that sums no softmax); GLU at 1024 x 1024 on v5e and 1024 x
-# 2048 on TPU7x, with room for the most of the two results those chips kept (rule met_results)
+# 2048 on TPU7x, with room for the most of the two results those chips kept (rule met_results).
+# Undecided again since issue 56: ce_tiled at 1024 x 2048 on v5e, 15.75 MiB certain of 16, whose
+# "does not fit" rested on its body's value (libtpu ran out at 16.34)
 UNDECIDED = [ce(1024, 1024, "tpu-v5e", k) for k in ("ce_lse", "ce_tiled")] + \
     [ce(512, 2048, "tpu-v5e", k) for k in ("ce_lse", "ce_tiled")] + \
-    [ce(1024, 2048, "tpu-v5e")] + \
+    [ce(1024, 2048, "tpu-v5e", k) for k in ("ce_lse", "ce_tiled")] + \
     [ce(2048, 2048, chip, k) for k in ("ce_lse", "ce_tiled") for chip in ("tpu-v6e", "tpu-7x")] + \
     [glu("swiglu_bias", 1024, 2048, "tpu-7x"), glu("swiglu_bias", 2048, 1024, "tpu-v6e"),
      glu("swiglu_bias", 2048, 1024, "tpu-7x"), glu("glu_sigmoid_bf16", 1024, 2048, "tpu-v6e"),
@@ -63,7 +65,7 @@ UNDECIDED = [ce(1024, 1024, "tpu-v5e", k) for k in ("ce_lse", "ce_tiled")] + \
 
 
 def test_the_estimate_against_libtpu_on_the_second_values():
-    assert_truth_outcome("vmem_truth_second.json", rows=105, refused=29, undecided=UNDECIDED, agree=91)
+    assert_truth_outcome("vmem_truth_second.json", rows=105, refused=29, undecided=UNDECIDED, agree=90)
 
 
 def traced(kernel: str, args: str, **params):
@@ -81,8 +83,9 @@ def test_values_that_stream_into_reductions_are_not_counted_whole():
         info = traced(kernel, "bf16[2048,1024] bf16[1024,4096] i32[2048,1]", block_b=1024, block_v=2048, block_h=512)
         assert info.body.computed_value_bytes == whole and info.body.second_computed_bytes == info.body.largest_value_bytes == 8 * MiB
         b = budget(info, get_chip("tpu-v5e"))  # libtpu runs out of 16 MiB at 16.34 and 16.34
-        # ce_tiled's certain 0.25 MiB more takes it within the registers of the limit: over
-        assert b.held_bytes == max(whole - VREG_FILE_BYTES, 0) and b.verdict == ("over" if whole else "unsure")
+        # ce_tiled's certain 0.25 MiB more takes it within the registers of the limit, not over it: undecided
+        assert b.held_bytes == max(whole - VREG_FILE_BYTES, 0) and b.verdict == "unsure"
+        assert b.certain_bytes <= b.limit_bytes < b.total_bytes
         assert b.body_bytes == int(8 * MiB * (1 + vmem_rules.share("second_value", get_chip("tpu-v5e"))))
 
 

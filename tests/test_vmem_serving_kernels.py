@@ -64,12 +64,15 @@ def test_the_estimate_against_libtpu_across_the_limits():
     lowering holds is counted instead, an unsure term only (rule matmul_lowering): (1024, 1024, 1024)
     on v5e and (2048, 1024, 1024) on v6e and TPU7x, which libtpu refuses, are undecided where the casts
     counted as values made them "does not fit"; (1024, 512, 1024) on v5e is undecided (16 MiB counted
-    of 16, its 13.91 fit) and (512, 2048, 512) agrees (15 of 16, its 14.07 fit)."""
+    of 16, its 13.91 fit) and (512, 2048, 512) agrees (15 of 16, its 14.07 fit). 59 since that
+    term is bounded by the matmul's shapes (issue 56: its f32 lhs computed, its f32 rhs computed, its
+    whole result): (512, 2048, 512) on v5e and (1024, 1024, 1024) on v6e and TPU7x, which libtpu
+    fits, are undecided."""
     rows, outcome = truth_outcome("vmem_truth_heldout7.json")
     assert len(rows) == 66 and sum(not r["compiler_fits"] for r in rows) == 30
     assert outcome["false error"] == [], outcome["false error"]
     assert outcome["short"] == [], outcome["short"]
-    assert len(outcome["agree"]) >= 62, {k: len(v) for k, v in outcome.items()}
+    assert len(outcome["agree"]) >= 59, {k: len(v) for k, v in outcome.items()}
 
 
 def test_the_kv_cache_insert_runs_on_the_cpu_and_matches_its_reference():

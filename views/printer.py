@@ -276,7 +276,7 @@ def _estimate_line(report: Report) -> str:
     t = estimate.totals
     share = t.get("floor_share") or 0.0
     floors = f", {share:.0%} of it floors" if 0 < share < 0.995 else ""
-    shown = fmt_estimate(total, t.get("estimate_kind"), t.get("high_seconds"))  # type: ignore[arg-type]
+    shown = fmt_estimate(total, t.get("estimate_kind"), t.get("high_seconds"))
     return f"{shown} on {estimate.chip} ({how}{floors}); slowest: {slowest} (--view bundles)"
 
 

@@ -90,6 +90,8 @@ MEASURED_SPLIT = ("measured: a grid (2, 1) with ('parallel', 'arbitrary') takes 
 
 
 PCI_IDS = "jax/_src/hardware_utils.py (_TPU_PCI_DEVICE_IDS), what jax reads at start-up to find the TPU"
+# why libtpu simulates no program for a chip with libtpu_times=False, in libtpu's own words
+UNSIMULATED_WHY = "its static profile aborts: 'Dma latency model is currently only supported on VF/VL/GF/GL'"
 LIBTPU_TIMES = ("measured, libtpu 0.0.42.1: its static profile of a v4 compile aborts ('Dma latency model is "
                 "currently only supported on VF/VL/GF/GL'); v5e, v5p, v6e and TPU7x are simulated")
 

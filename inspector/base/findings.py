@@ -155,7 +155,7 @@ CODES = _codes(
          "a libtpu dump in a format the inspector cannot read"),
     Code("time-roofline-only", "info", True, "fusions", ("chip",), "no libtpu estimate off TPU: times are floors (the roofline)"),
     Code("libtpu-below-roofline", "warning", True, "fusions", ("chip", "libtpu_seconds", "roofline_seconds"),
-         "libtpu's simulated time is below the kernel's roofline: not credible, the roofline stands as a floor"),
+         "libtpu's simulated time is below the kernel's roofline: the roofline stands"),
     Code("libtpu-guarded-steps", "info", True, "fusions", _GUARD_FIELDS,
          "a kernel's time weights the grid steps that run its guarded code (pl.when) and those that skip it"),
     Code("libtpu-guard-unknown", "warning", True, "fusions", _GUARD_FIELDS,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import cast
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -148,6 +148,20 @@ class DmaInfo:
         return "any" in (self.src_space, self.dst_space) or "hbm" in (self.src_space, self.dst_space)
 
 
+class DotLowering(NamedTuple):
+    """What one matmul's lowering may hold in the vector registers (body_dots._lowering), in bytes
+    of vreg tiles: its operands as it lays them out for the MXU, its result's rows and columns."""
+
+    lhs: int  # the lhs it lays out anew (a packed one, or one the body computes); 0: read again from its block
+    lhs_as_bf16: int  # the same with an 8-bit lhs as bf16 (a chip whose MXU does not take it converts it)
+    lhs_kind: str  # the lhs's 8-bit kind: "float8", "int8" or ""
+    rows: int
+    cols: int
+    rhs: int = 0  # the rhs where the body computes it (cast, dequantized); 0: latched from its block tile by tile
+    rhs_as_bf16: int = 0  # the rhs as bf16 where it is 8-bit (computed or read), else rhs
+    rhs_kind: str = ""
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BodyFacts:
     """What a kernel body holds in VMEM beside its blocks (jax_internals/body_dots.py), in bytes of
@@ -181,10 +195,10 @@ class BodyFacts:
     # 8-bit float operand, the largest with those as bf16
     mxu_operand_bytes: int = 0
     mxu_operand_f8_bf16_bytes: int = 0
-    # per matmul, what its lowering may hold in vregs (body_dots._lowering): (the lhs it lays out anew
-    # for the MXU in vreg tiles, the same with an 8-bit lhs as bf16, the lhs's 8-bit kind ("float8",
-    # "int8" or ""), the result's rows, its columns)
-    dot_lowerings: tuple[tuple[int, int, str, int, int], ...] = ()
+    dot_lowerings: tuple[DotLowering, ...] = ()  # per matmul, what its lowering may hold in vregs
+    # the largest value the body computes only for a matmul operand (a cast or dequantized block on its
+    # way to the MXU: value_chains.feeds_only_matmuls), no value of the body's own
+    operand_chain_bytes: int = 0
     in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
 
 
@@ -210,6 +224,7 @@ class PallasCall:
     step_flops_min: float  # the cheapest branches (pl.when / lax.cond) taken
     step_transcendentals: float
     dots: list[list[int]]  # (m, k, n) of each matmul in the body
+    int8_matmuls: bool = False  # one of them multiplies 8-bit integers (the roofline takes the int8 rate)
     intermediates_bytes: list[int]  # sizes of the body's array values, largest first (top 8)
     cost_estimate: dict | None = None  # the pl.CostEstimate the author gave, if any
     vmapped_dims: list[int] = dataclasses.field(default_factory=list)  # grid axes added by jax.vmap

@@ -25,8 +25,10 @@ class Cost:
     reduce_window_flops: float = 0.0  # included in flops
     ops: Counter = dataclasses.field(default_factory=Counter)
     sources: set = dataclasses.field(default_factory=set)
+    int8_matmuls: bool = False  # a dot or convolution of 8-bit integers: the MXU's int8 rate bounds it
 
     def add(self, other: Cost) -> None:
+        self.int8_matmuls |= other.int8_matmuls
         self.flops += other.flops
         self.transcendentals += other.transcendentals
         self.reduce_window_flops += other.reduce_window_flops
@@ -71,9 +73,11 @@ class Costs:
             cost.flops += out_elems
         elif op == "dot":
             lhs = operand(0)
+            cost.int8_matmuls |= _int8(operand(0), operand(1))
             dims = re.findall(r"\d+", instr.attr("lhs_contracting_dims") or "")
             cost.flops += 2.0 * out_elems * (math.prod(lhs.dims[int(d)] for d in dims) if lhs else 1)
         elif op == "convolution":
+            cost.int8_matmuls |= _int8(operand(0), operand(1))
             cost.flops += self._convolution(instr, shapes)
         elif op in ("reduce", "reduce-window"):
             reducer = self.computation(instr.calls[0]) if instr.calls else Cost()
@@ -126,3 +130,8 @@ def window_dims(text: str, spatial: int) -> list[tuple[int, int, int, int, int]]
     lhs = [int(v) for v in per_dim("lhs_dilate", "1")]
     rhs = [int(v) for v in per_dim("rhs_dilate", "1")]
     return list(zip(sizes, strides, pads, lhs, rhs))
+
+
+def _int8(*shapes) -> bool:
+    """Both operands 8-bit integers (s8, u8)."""
+    return all(x is not None and x.dtype in ("s8", "u8") for x in shapes)

@@ -118,15 +118,17 @@ def _scope(op_name: str | None) -> str | None:
     return op_name.rsplit("/", 1)[0]
 
 
-def _roofline(chip: Chip | None, flops: float, hbm_bytes: int) -> tuple[float | None, float | None, str | None]:
+def _roofline(chip: Chip | None, flops: float, hbm_bytes: int, int8: bool = False) -> tuple[float | None, float | None, str | None]:
     """(flops per HBM byte, the roofline time, what bounds it). The caller leaves reduce-window
     flops out: counted window x outputs they are not the work XLA:TPU does (a 68.7 GFLOP
     cumulative reduce-window of samples/transformer.py ran in 6.6 us on the v5e, 349 us at the
-    bf16 peak), and a roofline must stay a lower bound."""
+    bf16 peak), and a roofline must stay a lower bound: a kernel with int8 matmuls is held to the
+    chip's int8 rate (a w8a8 matmul at the bf16 peak: 1.22x above the v5e's time)."""
     intensity = flops / hbm_bytes if hbm_bytes else None
     if chip is None or not chip.hbm_bytes_per_s or not chip.bf16_flops:
         return intensity, None, None
-    memory_s, compute_s = hbm_bytes / chip.hbm_bytes_per_s, flops / chip.bf16_flops
+    peak = max(chip.bf16_flops, chip.int8_ops or 0) if int8 else chip.bf16_flops
+    memory_s, compute_s = hbm_bytes / chip.hbm_bytes_per_s, flops / peak
     return intensity, max(memory_s, compute_s), "compute" if compute_s > memory_s else "memory"
 
 
@@ -193,7 +195,8 @@ def _kernels_of(module: HloModule, comp: Computation, costs: Costs, chip: Chip |
         read, written = sum(t.bytes for t in inputs), sum(t.bytes for t in outputs)
         hbm_read = sum(t.bytes for t in inputs if t.memory_space == HBM)
         hbm_written = sum(t.bytes for t in outputs if t.memory_space == HBM)
-        intensity, roofline_s, bound = _roofline(chip, cost.flops - cost.reduce_window_flops, hbm_read + hbm_written)
+        intensity, roofline_s, bound = _roofline(chip, cost.flops - cost.reduce_window_flops, hbm_read + hbm_written,
+                                                 int8=cost.int8_matmuls)
         cycles, gave_up, scoped = _compiler_figures(instr)
         kind = _kind(instr, module)
         found.append(Kernel(
@@ -261,6 +264,7 @@ class PallasFigures:
     transcendentals: float | None = None
     least_flops: float | None = None  # the cheapest branches: what the roofline, a lower bound, takes
     least_bytes: int | None = None  # the fewest DMA bytes the branches allow
+    int8_matmuls: bool = False  # its body multiplies 8-bit integers: the roofline takes the int8 rate
 
     @property
     def walked(self) -> bool:
@@ -310,7 +314,7 @@ def _apply_walk(kernels: list[Kernel], traffic: list[PallasFigures], chip: Chip 
         k.intensity = _roofline(chip, f.flops, f.read + f.written)[0]
         # a lower bound: the fewest flops and DMA bytes the branches allow (sglang's fused MLP on the
         # v5e: its conditional copies at their most put the roofline 1.41x above the chip's time)
-        _, k.roofline_s, k.bound = _roofline(chip, f.least_flops, f.least_bytes)
+        _, k.roofline_s, k.bound = _roofline(chip, f.least_flops, f.least_bytes, int8=f.int8_matmuls)
         k.note = ("HBM traffic from the BlockSpec walk (a block is fetched when its index changes) and the body's "
                   "DMAs; flops and transcendentals from the kernel body with the costliest pl.when / cond branches "
                   "taken (an upper bound); the roofline takes the cheapest branches and the fewest DMAs")

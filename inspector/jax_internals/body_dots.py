@@ -31,12 +31,12 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..base.pallas_model import BodyFacts
+from ..base.pallas_model import BodyFacts, DotLowering
 from .tracing import sub_jaxprs
 from .value_chains import (ELEMENTWISE, NOT_VALUES, REDUCTIONS, REF_OPS, SAME_ARRAY, SAME_VALUE, TILE_ROWS, built_in_ref,
-                           element_count, feeds_only_matmuls, made_of_indices, meets_another_result, nbytes,
-                           only_reduced, producer_map, reduced_row_whole, reduced_then_used_whole, streamed,
-                           streams_into_reductions, tile_bytes, tiled_bytes, user_map)
+                           cast_of_block, element_count, feeds_only_matmuls, made_of_indices, meets_another_result,
+                           mxu_operand, nbytes, only_reduced, producer_map, reduced_row_whole, reduced_then_used_whole,
+                           streamed, streams_into_reductions, tile_bytes, tiled_bytes, user_map)
 
 
 
@@ -188,30 +188,40 @@ def _as_dtype(v, dtype) -> Any:
     return types.SimpleNamespace(aval=types.SimpleNamespace(shape=v.aval.shape, dtype=dtype))
 
 
-def _lowering(dot, producers: dict) -> tuple[int, int, str, int, int]:
-    """What a matmul's lowering may hold in the vector registers: (its lhs where the lowering holds
-    it, in vreg tiles; the same with an 8-bit lhs as bf16; the lhs's 8-bit kind, "float8", "int8" or
-    ""; the result's rows; its columns). A packed lhs (bf16, 8-bit) is laid out anew for the MXU
-    (vreg pairs combined: vcombine on v6e and TPU7x, vor on v5e and v5p, vpack on v4) and those
-    vregs are held across the passes over the rhs's tiles; so is a 32-bit lhs the body computes
-    (EasyDeL's matmul casts its bf16 blocks to f32: 9.84 MiB beyond the blocks on v6e at (2048,
-    1024) x (1024, 1024)); a 32-bit lhs read from its block as it is is read again from there. The
-    result's partial sums, in 32 bits, are held across the passes over the contracted dimension,
-    for the columns the MXUs compute at once (vmem_rules.MXUS). What the registers cannot hold, the
-    register allocator spills into scoped VMEM (libtpu 0.0.42.1's register pressure and spill slots:
-    tests/test_vmem_quantized_matmul.py)."""
-    lhs, out = dot.invars[0], dot.outvars[0]
-    dtype = np.dtype(lhs.aval.dtype)
-    source = producers.get(id(lhs))
-    while source is not None and source.primitive.name in SAME_VALUE and source.invars:
+def _read_from_block(var, producers: dict) -> bool:
+    """A matmul operand read from its block as it is, through reshapes and transposes alone (the MXU
+    takes an operand transposed: _transposed_operand)."""
+    source = producers.get(id(var))
+    while source is not None and source.primitive.name in SAME_VALUE | {"transpose"} and source.invars:
         source = producers.get(id(source.invars[0]))
-    read = source is not None and source.primitive.name in REF_OPS
-    held = nbytes(lhs) if dtype.itemsize < 4 or not read else 0
-    kind = "float8" if dtype.name.startswith("float8") else "int8" if dtype.itemsize == 1 and \
-        np.issubdtype(dtype, np.integer) else ""
-    as_bf16 = nbytes(_as_dtype(lhs, ml_dtypes.bfloat16)) if kind else held
+    return source is not None and source.primitive.name in REF_OPS
+
+
+def _kind(dtype) -> str:
+    return "float8" if dtype.name.startswith("float8") else \
+        "int8" if dtype.itemsize == 1 and np.issubdtype(dtype, np.integer) else ""
+
+
+def _lowering(dot, producers: dict) -> DotLowering:
+    """What a matmul's lowering may hold in the vector registers. A packed lhs (bf16, 8-bit) is laid
+    out anew for the MXU (vreg pairs combined: vcombine on v6e and TPU7x, vor on v5e and v5p, vpack on
+    v4) and those vregs are held across the passes over the rhs's tiles; so is a 32-bit lhs the body
+    computes (EasyDeL's matmul casts its bf16 blocks to f32: 9.84 MiB beyond the blocks on v6e at
+    (2048, 1024) x (1024, 1024)); a 32-bit lhs read from its block as it is is read again from there.
+    The rhs is latched into the MXU tile by tile from its block; one the body computes (a weight cast
+    or dequantized) exists only in vregs, and an 8-bit one is converted there where the MXU does not
+    take it. The result's partial sums are held in 32 bits across the passes over the contracted
+    dimension. What the registers cannot hold, the register allocator spills into scoped VMEM
+    (libtpu 0.0.42.1's register pressure and spill slots: tests/test_vmem_quantized_matmul.py)."""
+    lhs, rhs, out = dot.invars[0], dot.invars[1], dot.outvars[0]
+    ldtype, rdtype = np.dtype(lhs.aval.dtype), np.dtype(rhs.aval.dtype)
+    held = nbytes(lhs) if ldtype.itemsize < 4 or not _read_from_block(lhs, producers) else 0
+    lkind, rkind = _kind(ldtype), _kind(rdtype)
+    rhs_held = 0 if _read_from_block(rhs, producers) else nbytes(rhs)
     shape = [int(d) for d in out.aval.shape] or [1]
-    return held, as_bf16, kind, int(np.prod(shape[:-1])), shape[-1]
+    return DotLowering(lhs=held, lhs_as_bf16=nbytes(_as_dtype(lhs, ml_dtypes.bfloat16)) if lkind else held,
+                       lhs_kind=lkind, rows=int(np.prod(shape[:-1])), cols=shape[-1], rhs=rhs_held,
+                       rhs_as_bf16=nbytes(_as_dtype(rhs, ml_dtypes.bfloat16)) if rkind else rhs_held, rhs_kind=rkind)
 
 
 class _Walk:
@@ -220,7 +230,8 @@ class _Walk:
     def __init__(self) -> None:
         self.held = self.summed = self.summed_operands = self.values = self.largest = self.in_ref = 0
         self.split = self.carry = self.met = self.reduced_row = self.stored = self.operands = self.operands_f8 = 0
-        self.lowerings: set[tuple[int, int, str, int, int]] = set()
+        self.lowerings: set[DotLowering] = set()
+        self.operand_chain = 0  # the largest value computed only for a matmul operand
         self.unbuilt: list[int] = []  # per stretch of straight-line code, the results not built in a ref
         self.stretches: list[int] = []  # per stretch, the matmul results it computes
         self.computed = [0, 0]  # the two largest values computed element-wise
@@ -287,9 +298,10 @@ class _Walk:
     def _value(self, e, v, j) -> None:
         """A value the body builds: in the ref it is stored into, or beside it; not one element-wise
         ops make only for a matmul's operands (value_chains.feeds_only_matmuls)."""
-        if feeds_only_matmuls(e, v, j, self.users_of, self.producers_of):
-            return
         size = nbytes(v)
+        if feeds_only_matmuls(e, v, j, self.users_of, self.producers_of):
+            self.operand_chain = max(self.operand_chain, size)
+            return
         if built_in_ref(v, j, self.users_of):
             self.in_ref = max(self.in_ref, size)
             if e.primitive.name != "dot_general" and reduced_row_whole(v, j, self.users_of):
@@ -299,8 +311,9 @@ class _Walk:
         if e.primitive.name != "dot_general":
             self.computed[:] = sorted(self.computed + [size], reverse=True)[:2]
             if not streams_into_reductions(e, v, j, self.users_of) and \
-                    not made_of_indices(v, self.producers_of(j)):
-                self.whole = max(self.whole, size)
+                    not made_of_indices(v, self.producers_of(j)) and not cast_of_block(v, self.producers_of(j)):
+                operand = mxu_operand(v, j, self.users_of)  # on its way to the MXU: whole as it reaches it
+                self.whole = max(self.whole, size if operand is None else nbytes(operand))
 
     def _dot(self, e, j, users) -> tuple[int, int]:
         """A matmul: its result's bytes where it is not streamed into a ref, and again where it is not built in one."""
@@ -333,7 +346,8 @@ class _Walk:
                          computed_value_bytes=self.whole, second_computed_bytes=self.computed[1],
                          split_operand_bytes=self.split, mxu_operand_bytes=self.operands,
                          mxu_operand_f8_bf16_bytes=self.operands_f8,
-                         dot_lowerings=tuple(sorted(self.lowerings)), in_ref_bytes=self.in_ref,
+                         dot_lowerings=tuple(sorted(self.lowerings)), operand_chain_bytes=self.operand_chain,
+                         in_ref_bytes=self.in_ref,
                          summed_bytes=self.summed, stored_held_bytes=self.stored,
                          summed_operand_bytes=self.summed_operands, loop_carry_bytes=self.carry,
                          unrolled_unbuilt_bytes=max(self.unbuilt, default=0), met_bytes=self.met,

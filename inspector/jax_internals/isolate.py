@@ -52,7 +52,7 @@ def alone(equations: list, names: list[str] | None = None) -> tuple[Callable, tu
 
     avals = [[jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in e.invars] for e in equations]
 
-    scopes = names or [None] * len(equations)
+    scopes: list[str | None] = list(names) if names else [None] * len(equations)
 
     def kernels_alone(*flat):
         outs, start = [], 0

@@ -118,6 +118,7 @@ class Body:
         self.flops = [0.0, 0.0]
         self.trans = 0.0
         self.dots: list[list[int]] = []
+        self.int8_matmuls = False  # a matmul of two 8-bit integer operands
         self.sizes: list[int] = []
         self.dmas: list[DmaInfo] = []
         self.scoped: list[ScratchInfo] = []
@@ -263,6 +264,7 @@ class Body:
         k = math.prod(lhs[d] for d in lc)
         m = math.prod(out[:-1]) if len(out) > 1 else 1
         self.dots.append([int(m), int(k), int(out[-1]) if out else 1])
+        self.int8_matmuls |= all(str(getattr(v.aval, "dtype", "")) in ("int8", "uint8") for v in eqn.invars[:2])
         return 2.0 * math.prod(out) * k
 
     def _run_scoped(self, eqn, times: tuple[float, float]) -> tuple[float, float]:

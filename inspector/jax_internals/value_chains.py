@@ -25,7 +25,8 @@ STORES = frozenset({"swap", "store", "masked_swap"})
 REDUCTIONS = frozenset({"reduce_max", "reduce_min", "reduce_sum", "argmax", "argmin"})
 # ops that go element by element: a chain of them carries the whole value on
 ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "max", "min", "neg", "exp", "exp2", "log", "tanh", "logistic",
-                          "convert_element_type", "select_n", "abs", "sqrt", "rsqrt", "integer_pow", "square"})
+                          "convert_element_type", "select_n", "abs", "sqrt", "rsqrt", "integer_pow", "square",
+                          "round", "floor", "ceil", "sign", "clamp"})
 REF_OPS = STORES | {"get", "load", "masked_load"}
 # what a chain that streams into reductions may pass through (streams_into_reductions)
 STREAMING = ELEMENTWISE | {"eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not", "broadcast_in_dim"}
@@ -250,7 +251,7 @@ def feeds_only_matmuls(eqn, var, jaxpr, users_of, producers_of) -> bool:
             e = producers.get(id(full[0]))
         return False
 
-    if eqn.primitive.name not in STREAMING or not one_block(eqn):
+    if eqn.primitive.name not in STREAMING | SAME_VALUE or not one_block(eqn):
         return False
     v, j = var, jaxpr
     for _ in range(STORE_LEVELS + 1):
@@ -264,6 +265,44 @@ def feeds_only_matmuls(eqn, var, jaxpr, users_of, producers_of) -> bool:
                 element_count(u.outvars[0]) != size:
             return False
         v = u.outvars[0]
+    return False
+
+
+def mxu_operand(var, jaxpr, users_of):
+    """The matmul operand a value becomes, where element-wise ops of its size (and reshapes) carry it
+    there alone, each value read once (a dequantization's f32 product, cast to bf16 for the MXU); else
+    None. What the lowering needs whole of such a chain is the operand as it reaches the MXU: the
+    values before it stream into it vreg by vreg."""
+    size, v = element_count(var), var
+    for _ in range(STORE_LEVELS + 1):
+        uses = readers(v, jaxpr, users_of)
+        if len(uses) != 1 or len(users_of(jaxpr).get(id(v), [])) != 1 or uses[0][1] is not jaxpr:
+            return None
+        u = uses[0][0]
+        if u.primitive.name == "dot_general":
+            return v
+        if u.primitive.name not in ELEMENTWISE | SAME_VALUE | {"transpose"} or len(u.outvars) != 1 or \
+                element_count(u.outvars[0]) != size:
+            return None
+        v = u.outvars[0]
+    return None
+
+
+def cast_of_block(var, producers) -> bool:
+    """A block read and only cast, reshaped or transposed: Mosaic can read it again from its block
+    for each use instead of keeping the cast whole (tests/data/block_scaled.py's i8_dynamic: its bf16
+    x block cast to f32, reduced for a scale and divided by it, kept 4.69 MiB beyond the blocks on
+    v6e at (1536, 1024) where that f32 value is 6)."""
+    e = producers.get(id(var))
+    for _ in range(STORE_LEVELS + 1):
+        if e is None or len(e.outvars) != 1:
+            return False
+        if e.primitive.name in REF_OPS:
+            return True
+        if e.primitive.name not in SAME_VALUE | {"convert_element_type", "transpose"} or \
+                len([v for v in e.invars if not hasattr(v, "val")]) != 1:
+            return False
+        e = producers.get(id(e.invars[0]))
     return False
 
 

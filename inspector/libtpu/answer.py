@@ -58,15 +58,20 @@ class Collected:
         if job.program == "replay":
             op = job.op or ""
             self.replayed.add(op)
-            if (cycles := outcome.cycles.get(op)) is not None:
-                (self.cycles.__setitem__(op, cycles), self.alone.add(op)) if cycles else self.zero.add(op)
+            if (cycles := outcome.cycles.get(op)) is None:
+                return
+            if cycles:
+                self.cycles[op] = cycles
+                self.alone.add(op)
+            else:
+                self.zero.add(op)
             return
-        found = {(original_op(op, ops) if ops is not None else op): c for op, c in outcome.cycles.items()}
-        found.pop(None, None)
+        named = {op: original_op(op, ops) if ops is not None else op for op in outcome.cycles}
+        found = {name: outcome.cycles[op] for op, name in named.items() if name is not None}
         for op, texts in outcome.llo.items():  # the bundles are the same code at any grid: the first found is kept
-            named = original_op(op, ops) if ops is not None else op
-            if named is not None:
-                self.llo.setdefault(named, texts)
+            name = original_op(op, ops) if ops is not None else op
+            if name is not None:
+                self.llo.setdefault(name, texts)
         if job.force:
             for op, c in found.items():
                 if op in used and c:

@@ -94,8 +94,10 @@ class Budget:
         return int(min(self.total_bundles, 0.9 * self.memory_bytes / self.bytes_per_bundle))
 
     def seconds_for(self, bundles: float) -> float:
-        """How long a compile that simulates ``bundles`` may run before it is stopped."""
-        return SLACK_SECONDS + SLACK * (bundles + COMPILE_BUNDLES) * self.seconds_per_bundle
+        """How long a compile that simulates ``bundles`` may run before it is stopped: many times what
+        they predict, and never less than the budget itself (what one bundle costs libtpu varies
+        tenfold between kernels: a small prediction is the least sure)."""
+        return max(self.seconds, SLACK_SECONDS + SLACK * (bundles + COMPILE_BUNDLES) * self.seconds_per_bundle)
 
     def bytes_for(self, bundles: float) -> float:
         return (bundles + COMPILE_BUNDLES) * self.bytes_per_bundle

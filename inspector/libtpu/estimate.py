@@ -24,14 +24,14 @@ from __future__ import annotations
 import math
 import time
 
-from ..base.chips import Chip
+from ..base.chips import UNSIMULATED_WHY, Chip
 from ..base.findings import Finding
 from ..compilation.backends import Backend
 from ..compilation.target import Target
 from ..hlo.fusions import analyse_fusions
 from .answer import Collected, answer
 from .budget import COMPILE_BUNDLES, SLACK, SLACK_SECONDS, Budget
-from .bundle_walk import Walk, walk
+from .bundle_walk import walk
 from .dumps import BUNDLES_LABEL, UnreadableDump, read_bundles
 from .kernel_times import totals as _totals, timed as _timed
 from .model import PALLAS_KINDS, ROOFLINE, JobCost, KernelBundles, TimeEstimate
@@ -114,15 +114,15 @@ class _Run:
         self.jobs: list[JobCost] = []
         self.findings: list[Finding] = []
         self.sessions: list = []  # the dump children that simulate, while the estimate runs
+        self.compile_seconds = compile_seconds  # a compile of the whole program: its hard stop waits that much more
         # past this no compile runs: a machine many times slower than the plan expects (the figures
         # then depend on it, which a finding says, and the result is not cached)
-        self.compile_seconds = compile_seconds  # a compile of the whole program: its hard stop waits that much more
         self.deadline = time.monotonic() + SLACK_SECONDS + SLACK * (budget.seconds + 4 * compile_seconds)
 
     def run(self) -> TimeEstimate:
         if not self.chip.libtpu_times:  # nothing to simulate: the whole program's bundles, for the view and floors
             self._read_bundles(whole=True)
-            self.findings.append(refused(self.chip, None))
+            self.findings.append(refused(self.chip, UNSIMULATED_WHY))
             return self._answer()
         # the simulating children start (jax's import) while the Pallas kernels' bundles compile
         with open_sessions(self.program.topology, profile=True, bundles=True, count=workers()) as self.sessions:
@@ -165,8 +165,10 @@ class _Run:
             outcome = session.run(request, seconds=SLACK_SECONDS + SLACK * self.budget.seconds,
                                   memory_bytes=self.budget.memory_bytes)
         self._record("bundles", outcome, 0)
-        llo = outcome.llo if ops is None else {original_op(op, ops): texts for op, texts in outcome.llo.items()
-                                               if original_op(op, ops) is not None}
+        llo: dict[str, dict[str, str]] = dict(outcome.llo)
+        if ops is not None:
+            names = {op: original_op(op, ops) for op in outcome.llo}
+            llo = {name: outcome.llo[op] for op, name in names.items() if name is not None}
         self.got.llo.update(llo)
         for op, texts in llo.items():
             if BUNDLES_LABEL not in texts:
@@ -261,5 +263,3 @@ class _Run:
     def _answer(self) -> TimeEstimate:
         return answer(self.chip, self.kernels, self.got, self.budget, self.jobs, self.findings)
 
-
-__all__ = ["estimate_times", "bundle_report", "Walk"]

@@ -130,7 +130,7 @@ class TimeEstimate:
     chip: str
     clock_hz: float | None
     kernels: list[KernelTime]
-    totals: dict[str, float | None]  # estimated_cycles, estimated_seconds, roofline_seconds
+    totals: dict  # estimated_cycles, estimated_seconds, roofline_seconds, estimate_kind, high_seconds, floor_share
     method: str  # one of SOURCES: the least exact a Pallas kernel got (libtpu-cost-model: nothing was simulated)
     budget: dict[str, float | bool]  # seconds, memory_bytes, whole
     jobs: list[JobCost]

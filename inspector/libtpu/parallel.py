@@ -44,12 +44,12 @@ def run_all(sessions: list, compiles: list[Compile], memory_budget: float, deadl
         return []
     outcomes: list[Outcome | None] = [None] * len(compiles)
     lock = threading.Condition()
-    state = {"next": 0, "held": 0.0, "running": 0}
+    state: dict[str, float] = {"next": 0, "held": 0.0, "running": 0}
 
     def take() -> int | None:
         with lock:
             while True:
-                n = state["next"]
+                n = int(state["next"])
                 if n >= len(compiles):
                     return None
                 need = compiles[n].expected_bytes

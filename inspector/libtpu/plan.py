@@ -160,6 +160,7 @@ def make_plan(kernels: list, walks: dict[str, Walk], pallas: list[PallasGrid], b
     whole = xla_cost + sum(pallas_bundles(walks.get(p.op), p.grid, p.grid) for p in static)
     small = all(math.prod(p.grid) <= budget.probe_steps for p in static)
     floors: list[str] = []
+    replays: list[str] = []
     if split:
         alone, replays = list(pallas), replay_order(xla, walks)
     elif whole <= job_cap and (budget.whole or small):
@@ -180,7 +181,6 @@ def make_plan(kernels: list, walks: dict[str, Walk], pallas: list[PallasGrid], b
                 notes.append("no budget left to simulate the guarded code taken and skipped: libtpu's own figure "
                              "stands for the guarded kernels")
         alone = [p for p in pallas if p.dynamic]
-        replays: list[str] = []
     else:
         if whole > job_cap:
             notes.append(f"the whole program would simulate about {whole:,} bundles, past what one compile may "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ..compilation.backends import Backend
 from ..compilation.target import Target
 from ..jax_internals.aot import GridRecord, compile_request, grids_replaced
 from ..jax_internals.branches import Guard
@@ -24,7 +25,7 @@ class Program:
     kernels' lowering order maps to the program's HLO ops."""
 
     target: Target
-    backend: object
+    backend: Backend
     topology: str
     ops: dict[int, str] = dataclasses.field(default_factory=dict)  # lowering index -> the op it answers for
     # per Pallas kernel in lowering order: (its dynamic grid sizes, its scalar prefetch values) where known
@@ -93,7 +94,7 @@ def pallas_grids(records: list[GridRecord], names: dict[int, str], dynamic: list
                 continue  # its grid is unknown until it runs: not simulated, its floor stands
             values = iter(int(_scalar(v)) for v in sizes)
             grid = tuple(g if g is not None else next(values) for g in grid)
-        found.append(PallasGrid(op=op, index=index, grid=tuple(int(g) for g in grid), semantics=record.semantics,
+        found.append(PallasGrid(op=op, index=index, grid=tuple(int(g or 0) for g in grid), semantics=record.semantics,
                                 guarded=record.guard is not None, dynamic=index in dynamic))
         if record.guard is not None:
             guards[op] = record.guard
@@ -145,7 +146,7 @@ def original_op(op: str, ops: dict[int, str]) -> str | None:
 
 def steps_used(records: list[GridRecord], ops: dict[int, str]) -> dict[str, tuple[int, ...]]:
     """Op -> the grid it was lowered at, for the named kernels of a compile."""
-    return {ops[i]: tuple(r.used) for i, r in enumerate(records) if i in ops and None not in r.used}
+    return {ops[i]: tuple(int(g or 0) for g in r.used) for i, r in enumerate(records) if i in ops and None not in r.used}
 
 
 def steps(grid) -> int:

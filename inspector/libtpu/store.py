@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import types
 import typing
 
 import inspector.compilation.compile_cache as compile_cache
 
+from ..base import json_text
 from ..base.atomic import write_atomic
 from ..base.errors import OutputError
 from ..base.findings import Finding
@@ -34,7 +34,7 @@ def key(module_text: str, chip: str, budget: Budget) -> str:
 def load(k: str) -> TimeEstimate | None:
     path = compile_cache.cache_dir() / f"{k}.json"
     try:
-        entry = json.loads(compile_cache.read_regular(path))
+        entry = json_text.loads(compile_cache.read_regular(path))
         if entry.get("schema") != SCHEMA or entry.get("key") != k or entry.get("kind") != "libtpu-time":
             return None
         return _build(TimeEstimate, entry["result"])
@@ -46,7 +46,7 @@ def store(k: str, estimate: TimeEstimate) -> bool:
     directory = compile_cache.cache_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        text = json.dumps({"schema": SCHEMA, "key": k, "kind": "libtpu-time", "result": dataclasses.asdict(estimate)})
+        text = json_text.dumps({"schema": SCHEMA, "key": k, "kind": "libtpu-time", "result": dataclasses.asdict(estimate)})
         write_atomic(directory / f"{k}.json", text, own=True)
         return True
     except (OSError, OutputError, ValueError, TypeError):

@@ -31,8 +31,8 @@ def below_roofline(chip: Chip, t: KernelTime) -> Finding:
     return Finding(
         "warning", "libtpu-below-roofline",
         f"{t.name}: libtpu's simulation on {chip.name} gives {t.estimated_seconds * 1e6:,.1f} us, below the kernel's "
-        f"roofline ({t.roofline_seconds * 1e6:,.1f} us): not credible for this kernel, so its time is the roofline, a "
-        "lower bound (measure on a TPU: --measure)", kernel=t.name, view="fusions",
+        f"roofline ({t.roofline_seconds * 1e6:,.1f} us): its time is the roofline, which the kernel may well take "
+        "more than (measure on a TPU: --measure)", kernel=t.name, view="fusions",
         data={"chip": chip.name, "libtpu_seconds": t.estimated_seconds, "roofline_seconds": t.roofline_seconds})
 
 

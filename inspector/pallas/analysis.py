@@ -54,6 +54,11 @@ class PallasReport:
                 "bytes_accessed": int(self.walk.hbm_bytes)}
 
 
+# what an undecided verdict tells the user to do: a compile settles it, and costs no TPU
+COMPILE_DECIDES = ("only a compile decides: run check without --estimate-only (a deviceless libtpu compile, seconds, "
+                   "no TPU needed)")
+
+
 def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
     found = []
     if chip.smem_bytes and b.smem_bytes > chip.smem_bytes:
@@ -69,8 +74,7 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
     if b.unfollowed and b.verdict == "unsure":
         return found + [Finding("warning", "vmem-undecided",
                         f"{b.kernel} on {b.chip}: the estimate counts {mib(b.total_bytes)} of the {b.limit_source} "
-                        f"{mib(b.limit_bytes)}, but {b.unfollowed}, so it cannot say the kernel fits: only a compile "
-                        "decides (check without --estimate-only)",
+                        f"{mib(b.limit_bytes)}, but {b.unfollowed}, so it cannot say the kernel fits: {COMPILE_DECIDES}",
                         kernel=b.kernel, view="pallas", data={**data, "certain_bytes": certain, "why": b.unfollowed})]
     if b.verdict == "unsure":
         unsure = []
@@ -104,20 +108,14 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
         return found + [Finding("warning", "vmem-may-exceed",
                         f"{b.kernel} on {b.chip}: the rest needs {mib(certain)} of the {b.limit_source} "
                         f"{mib(b.limit_bytes)}{held}; with {' and '.join(unsure)}, the estimate is {mib(b.total_bytes)}, {where} "
-                        "it: only a compile decides (check without --estimate-only)",
+                        f"it: {COMPILE_DECIDES}",
                         kernel=b.kernel, view="pallas", data={**data, "certain_bytes": certain})]
     growth = f"; the pipelined blocks alone would have to shrink to {b.block_growth:.2f}x" if b.block_growth else ""
     body = f" ({mib(b.total_bytes)} with the unsure terms)" if certain != b.total_bytes else ""
     held = f", {mib(b.held_bytes)} of it {b.held_what}" if b.held_bytes else ""
-    rest = b.body_bytes - b.held_bytes
-    over = (f"over by {mib(certain - b.limit_bytes)}" if certain > b.limit_bytes else
-            f"all but {mib(b.limit_bytes - certain)}, less than the vector registers hold: no room left for the "
-            "compiler's temporaries" if certain < b.limit_bytes else
-            f"all of it, with no room left for the {mib(rest)} more the body builds beyond the registers" if rest
-            else "all of it, with no room left for the compiler's temporaries")
     return found + [Finding("error", "vmem-over-limit" if b.memory == "VMEM" else "shared-memory-over-limit",
                     f"{b.kernel} on {b.chip}: needs at least {mib(certain)} of {b.memory}{held}{body} but the "
-                    f"{b.limit_source} is {mib(b.limit_bytes)} ({over}){growth}",
+                    f"{b.limit_source} is {mib(b.limit_bytes)} (over by {mib(certain - b.limit_bytes)}){growth}",
                     kernel=b.kernel, view="pallas", data=data)]
 
 

@@ -30,7 +30,8 @@ import re
 from ..base.chips import Chip
 from ..base.pallas_model import PallasCall, dtype_bits
 from .tiling import packing, tpu_dtype
-from .vmem_rules import PLACEMENT_RESERVE_BYTES, RULES, VREG_FILE_BYTES, XLA_PLACES_INPUTS, Rule, apply_rules, chip_key
+from .vmem_rules import (PLACEMENT_RESERVE_BYTES, PLACEMENT_SEEN, RULES, VREG_FILE_BYTES, XLA_PLACES_INPUTS, Rule,
+                         apply_rules, chip_key)
 
 # XLA copies an input into VMEM before the kernel while work before it writes at least this share of its size
 WORK_BEFORE_SHARE = 0.5
@@ -87,22 +88,17 @@ class VmemBudget:
     # rows), an unsure term only: a "fits" leaves room for it, a "does not fit" never rests on it
     spill_bytes: int = 0
     spill_what: str = ""
-    fits_but_spill: bool = False  # the total fits without spill_bytes: the verdict is "unsure", never "over"
-    # "fits"; "over": what is surely held exceeds the limit (blocks, scratch, the least share of a
-    # kept matmul result); "unsure": only the unsure terms put it over (the body's largest value,
-    # which libtpu usually keeps but can stream, operands XLA may place outside the limit); a body
-    # value that takes the total to exactly the limit is unsure too: only a compile decides
-    # (BENCHMARKS.md, the VMEM truth table)
+    # "fits": the total, every unsure term at the most it can be, within the limit (less the margin);
+    # "over": what is certain alone exceeds the limit (blocks, scratch, the least share of a kept matmul
+    # result: certain_bytes); "unsure": anything between, where an unsure term could change the verdict
+    # either way (the body's largest value, which libtpu usually keeps but can stream, what a matmul's
+    # lowering may spill, operands XLA may place outside the limit); a total at the very limit is unsure
+    # too, and so is one under it where part of the kernel's VMEM is not followed: only a compile decides
     verdict: str = dataclasses.field(init=False)
 
     def __post_init__(self):
-        # what is certain at the very limit, or within the register file of it, leaves no room for a
-        # value the body builds beyond the registers, held or not (tpu_budget; every such compile
-        # measured ran out: BENCHMARKS.md)
-        over = self.certain_bytes > self.limit_bytes or \
-            self.certain_bytes + VREG_FILE_BYTES >= self.limit_bytes and self.body_bytes > 0
-        verdict = "unsure" if self.fits and self.unfollowed or self.fits_but_spill else \
-            "fits" if self.fits else "over" if over else "unsure"
+        verdict = "unsure" if self.fits and self.unfollowed else "fits" if self.fits else \
+            "over" if self.certain_bytes > self.limit_bytes else "unsure"
         object.__setattr__(self, "verdict", verdict)  # frozen: set once, from the fields
 
     @property
@@ -313,10 +309,11 @@ def tpu_budget(info: PallasCall, chip: Chip, rules: tuple[Rule, ...] = RULES) ->
     if spill:
         items.append(_body_item(count.spill_what, spill))
     places_inputs = chip_key(chip) in XLA_PLACES_INPUTS
-    # placement is relied on for a "fits" only where the operands' origins were followed, and not
-    # beside a body whose softmax the VPU sums (vmem_rule_evidence.json, "placement_beside_summed")
-    placed, most_out = _taken_out(blocks.candidates, blocks.beside, places_inputs or info.origins_followed and
-                                  not (body and info.body.summed_bytes), places_inputs)
+    # placement is relied on for a "fits" only on a chip where it was seen, where the operands' origins
+    # were followed, and not beside a body whose softmax the VPU sums (vmem_rule_evidence.json,
+    # "placement_beside_summed")
+    seen = chip_key(chip) in PLACEMENT_SEEN and info.origins_followed and not (body and info.body.summed_bytes)
+    placed, most_out = _taken_out(blocks.candidates, blocks.beside, places_inputs or seen, places_inputs)
     total = sum(i.bytes for i in items) - placed
     # a matmul result built in the ref it is stored into (an accumulator, an output block) when it
     # outgrows the registers
@@ -326,7 +323,6 @@ def tpu_budget(info: PallasCall, chip: Chip, rules: tuple[Rule, ...] = RULES) ->
     # that take the total to the very limit leave the compiler no room there: only a compile decides
     at_limit_unsure = count.held or count.straight_line or in_ref_matmul or placed and places_inputs
     fits = total < room if at_limit_unsure else total <= room
-    fits_but_spill = not fits and (total - spill < room if at_limit_unsure else total - spill <= room)
     # blocks come first; those XLA surely places take none of the limit whatever their size
     pipelined = sum(i.bytes for i in items[:blocks.pipelined]) - placed
     fixed = total - pipelined
@@ -342,7 +338,7 @@ def tpu_budget(info: PallasCall, chip: Chip, rules: tuple[Rule, ...] = RULES) ->
                       held_bytes=min(count.held, body), held_what=count.held_what, body_unrolled=count.straight_line,
                       room_for=count.room_for, unfollowed=info.vmem_unfollowed,
                       in_ref_matmul_bytes=info.body.in_ref_bytes if in_ref_matmul else 0,
-                      spill_bytes=spill, spill_what=count.spill_what if spill else "", fits_but_spill=fits_but_spill)
+                      spill_bytes=spill, spill_what=count.spill_what if spill else "")
 
 
 def _scoped_limit(info: PallasCall, chip: Chip) -> tuple[int, str]:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from ..base.chips import Chip
-from ..base.pallas_model import BodyFacts, PallasCall
+from ..base.pallas_model import BodyFacts, DotLowering, PallasCall
 
 VREG_FILE_BYTES = 64 * 4096  # 64 vector registers of 8x128x32 bits
 VREG_LANES = 128  # lanes of one vreg: a reduction along rows no wider stays in one vreg a row
@@ -39,6 +39,9 @@ MANY_ROW_REDUCTIONS = 3
 # there ("placement_reserve")
 XLA_PLACES_INPUTS = frozenset({"tpu-7x"})
 PLACEMENT_RESERVE_BYTES = {"tpu-7x": 10 * 1024**2}
+# chips on which XLA was seen to place every operand it may place that fits ("placement_beside_summed"):
+# only there may a "fits" take their blocks out of the limit; elsewhere they stay an unsure term
+PLACEMENT_SEEN = frozenset({"tpu-v5e", "tpu-v6e", "tpu-7x"})
 # the evidence file's keys that are no row: the placement figures above, and when placement is relied on
 PLACEMENT_KEYS = ("xla_places_inputs", "placement_reserve", "placement_beside_summed")
 EVIDENCE_FILE = Path(__file__).with_name("vmem_rule_evidence.json")
@@ -46,9 +49,6 @@ KINDS = ("live", "live-values", "value", "certain", "room", "spill", "margin")
 # chips whose MXU takes 8-bit float operands as they are (elsewhere Mosaic converts them to bf16 first:
 # rows fp8_as_bf16 and matmul_lowering; int8 operands likewise where the chip has no int8 ops, Chip.int8_ops)
 MXU_TAKES_FP8 = frozenset({"tpu-7x"})
-# the MXUs one TensorCore's matmuls use, as libtpu's LLO names them (mxu0-mxu3 on v4, v5e and v5p; mxu0
-# and mxu1 on v6e and TPU7x): each computes Chip.mxu columns of a result at once (row matmul_lowering)
-MXUS = {"tpu-v4": 4, "tpu-v5e": 4, "tpu-v5p": 4, "tpu-v6e": 2, "tpu-7x": 2}
 
 
 def chip_key(chip: Chip) -> str:
@@ -262,12 +262,13 @@ RULES: tuple[Rule, ...] = (
          adds=lambda t, s: int(s * t.facts.held_bytes)),
     # ---- spill: what a matmul's lowering may spill, which a "fits" leaves room for and nothing else rests on
     Rule(name="matmul_lowering", kind="spill",
-         what="what a matmul's lowering may hold in the vector registers and spill (its lhs laid out for the MXU, "
-              "its result's partial sums)",
-         summary="the matmul whose lowering holds the most: its lhs as laid out for the MXU (a packed lhs, 8-bit as "
-                 "bf16 where the MXU does not take it) and its result's 32-bit partial sums over the columns the MXUs "
-                 "compute at once; beyond the body's values as counted, and an unsure term only",
-         matches=lambda t, s: t.lowering > _REGS, adds=lambda t, s: t.lowering),
+         what="what a matmul's lowering may hold in the vector registers and spill (its operands laid out or "
+              "converted for the MXU, the values the body computes only for them, its result's partial sums)",
+         summary="the matmul whose lowering holds the most, bounded by its shapes: the operands it lays out or "
+                 "converts for the MXU as the MXU takes them (a packed or computed lhs, a computed rhs, 8-bit as bf16 "
+                 "where the MXU does not take it), the largest value the body computes only for an operand, and its "
+                 "whole result's 32-bit partial sums; beyond the body's values as counted, and an unsure term only",
+         matches=lambda t, s: t.lowering > _REGS, adds=lambda t, s: t.lowering + t.facts.operand_chain_bytes),
     # ---- margin: of the limit, left to the compiler's temporaries
     Rule(name="body_margin", kind="margin", share=0.02, what="room for the compiler's temporaries",
          summary="a body value counted: this share of the limit is left to the compiler's temporaries",
@@ -324,18 +325,20 @@ def _terms(info: PallasCall, chip: Chip, rules: tuple[Rule, ...]) -> BodyTerms:
                      statistics=statistics, also_kept=also_kept, waiting=waiting)
 
 
-def _lowering_on(dot: tuple[int, int, str, int, int], chip: Chip) -> int:
-    """What one matmul's lowering may hold in vregs on a chip (body_dots._lowering): its lhs as laid
-    out for the MXU (an 8-bit lhs as bf16 where the MXU does not take it: fp8 but on MXU_TAKES_FP8,
-    int8 on a chip without int8 ops) and its result's 32-bit partial sums, of the columns the chip's
-    MXUs compute at once (all of them on a chip not in MXUS)."""
-    held, as_bf16, kind, rows, cols = dot
+def _as_the_mxu_takes(held: int, as_bf16: int, kind: str, chip: Chip) -> int:
+    """An operand's bytes as the chip's MXU takes it: an 8-bit one as bf16 where the MXU does not take
+    it (fp8 but on MXU_TAKES_FP8, int8 on a chip without int8 ops, Chip.int8_ops)."""
     converted = kind == "float8" and chip_key(chip) not in MXU_TAKES_FP8 or kind == "int8" and not chip.int8_ops
-    mxus = MXUS.get(chip_key(chip))
-    if mxus and chip.mxu:
-        cols = min(cols, mxus * chip.mxu)
-    sums = -(-rows // 8) * -(-cols // VREG_LANES) * VREG_FILE_BYTES // 64  # 32-bit (8, 128) tiles, a vreg each
-    return (as_bf16 if converted else held) + sums
+    return as_bf16 if converted else held
+
+
+def _lowering_on(dot: DotLowering, chip: Chip) -> int:
+    """The most one matmul's lowering may hold in vregs, and so spill, on a chip (body_dots._lowering),
+    from the kernel's shapes: the operands it lays out or converts for the MXU, as the MXU takes them,
+    and its whole result's 32-bit partial sums, each (8, 128) tile a vreg."""
+    sums = -(-dot.rows // 8) * -(-dot.cols // VREG_LANES) * VREG_FILE_BYTES // 64
+    return _as_the_mxu_takes(dot.lhs, dot.lhs_as_bf16, dot.lhs_kind, chip) + \
+        _as_the_mxu_takes(dot.rhs, dot.rhs_as_bf16, dot.rhs_kind, chip) + sums
 
 
 def _of_kind(rules: tuple[Rule, ...], kind: str, chip: Chip) -> list[Rule]:

@@ -178,7 +178,7 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped
                 bound=bound, spills=spills, notes=notes)
 
 
-def _why_untimed(times, chip, seconds: float | None, kind: str | None) -> str:
+def _why_untimed(times, chip, seconds: float | None, kind) -> str:
     """Why a candidate has no estimate to rank by: what its figure is, and what made it so."""
     shown = f" ({fmt_estimate(seconds, kind, times.totals.get('high_seconds'))})" if seconds else ""
     codes = {f.code: f for f in times.findings}
@@ -189,8 +189,6 @@ def _why_untimed(times, chip, seconds: float | None, kind: str | None) -> str:
     if (found := codes.get("libtpu-refused") or codes.get("libtpu-aborted")) is not None:
         return (f"libtpu's simulation aborted on {chip.name} ({(found.data or {}).get('reason') or 'SIGABRT'}): "
                 f"a floor{shown}; not ranked")
-    if "libtpu-below-roofline" in codes:
-        return f"libtpu's figure was below its roofline, which stands as a floor{shown}; not ranked"
     return f"libtpu gave no time for it within the budget: a floor{shown}; not ranked: raise --time-budget"
 
 

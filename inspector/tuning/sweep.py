@@ -14,7 +14,7 @@ from typing import Protocol
 import inspector.tuning.fingerprint as fingerprint
 import inspector.tuning.store as store
 import inspector.tuning.table as table  # the module: a test replaces its update_table
-from ..base.chips import parse_targets
+from ..base.chips import UNSIMULATED_WHY, parse_targets
 from ..base.errors import TargetFailure, UsageError
 from ..libtpu import Budget
 from ..base.tempdirs import sweep
@@ -73,7 +73,7 @@ def check_chips(names: list[str]) -> list:
     untimed = [c.name for c in chips if not c.libtpu_times]
     if untimed:  # every candidate would compile, then come back without a time
         raise UsageError(f"tune ranks by libtpu's simulated time, and libtpu does not simulate {', '.join(untimed)} "
-                         "(its DMA latency model refuses the chip): give tpu-v5e, tpu-v5p, tpu-v6e or tpu-7x "
+                         f"({UNSIMULATED_WHY}): give tpu-v5e, tpu-v5p, tpu-v6e or tpu-7x "
                          f"(`inspector check --target {untimed[0]}` still checks the VMEM fit)")
     sliced = [c.name for c in chips if c.devices > 1]
     if sliced:

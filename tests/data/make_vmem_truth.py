@@ -71,6 +71,11 @@ tests/data/vmem_predictions_variants.json (run it first: the predictions are mad
 ``--variants2`` and ``--predict-variants2`` do the same for VARIANTS2, a second round predicted with the
 rules as they stood after the first round (tests/data/vmem_truth_variants2.json,
 tests/data/vmem_predictions_variants2.json).
+``--block-scaled`` and ``--predict-block-scaled`` do the same for BLOCK_SCALED (issue 56: quantized
+matmuls with per-block scales, megablox's gmm with a ragged K and into an existing output;
+tests/data/vmem_truth_block_scaled.json, tests/data/vmem_predictions_block_scaled.json);
+``--block-scaled2`` and ``--predict-block-scaled2`` a second round of them, predicted with the rules after
+the first (tests/data/vmem_truth_block_scaled2.json, tests/data/vmem_predictions_block_scaled2.json).
 """
 from __future__ import annotations
 
@@ -678,6 +683,61 @@ VARIANTS2 = [(VARIANTS_FILE + kernel, variant_args(kernel, *b), {"bm": [b[0]], "
      for kernel, tiles in GROUPED2_TILES.items() for t in tiles]
 
 
+BLOCK_SCALED_FILE = "tests/data/block_scaled.py:"
+BLOCK_SCALED_OUT = Path(__file__).with_name("vmem_truth_block_scaled.json")
+BLOCK_SCALED_PREDICTED = Path(__file__).with_name("vmem_predictions_block_scaled.json")
+# issue 56: quantized matmuls with per-block scales and megablox's gmm in two more forms, blocks chosen
+# by their bytes alone before the estimate was asked: double-buffered blocks and the f32 accumulator
+# from about 11 to 38 MiB, around the 16 MiB of v5e and v5p and the 32 MiB of v6e and TPU7x, most of
+# them with 2048-row blocks; grids of 2 x 2 x 2
+BLOCK_SCALED_BLOCKS = ((1024, 1024, 1024), (2048, 1024, 512), (1024, 2048, 1024), (1536, 1024, 1024),
+                       (2048, 768, 1024), (2048, 1024, 1024), (2560, 1024, 768), (2048, 2048, 1024),
+                       (2048, 512, 2048))
+
+
+def block_scaled_args(kernel: str, bm: int, bk: int, bn: int) -> str:
+    """x, w and their scales, two blocks along each axis; w8_group's scale per bk / 8 rows of K."""
+    m, k, n = 2 * bm, 2 * bk, 2 * bn
+    fp8 = f"f8e4m3fn[{m},{k}] f8e4m3fn[{k},{n}] f32[{m},{k // 128}] f32[{k // 128},{n // 128}]"
+    return {"w8_group": f"bf16[{m},{k}] s8[{k},{n}] f32[16,{n}]", "w8_group_loop": f"bf16[{m},{k}] s8[{k},{n}] f32[16,{n}]",
+            "i8_dynamic": f"bf16[{m},{k}] s8[{k},{n}] f32[1,{n}]", "fp8_block2d": fp8, "fp8_block2d_whole": fp8}[kernel]
+
+
+def block_scaled_job(kernel: str, bm: int, bk: int, bn: int) -> tuple:
+    """w8_group's groups of bk / 8 rows: its scale blocks of 8 rows, a legal tile (64 to 256 rows a group)."""
+    params = {"bm": [bm], "bk": [bk], "bn": [bn], **({"group": [bk // 8]} if kernel.startswith("w8_group") else {})}
+    return (BLOCK_SCALED_FILE + kernel, block_scaled_args(kernel, bm, bk, bn), params)
+
+
+def grouped_job(kernel: str, k: int, tm: int, tk: int, tn: int) -> tuple:
+    """megablox's gmm on lhs (8192, k), rhs (16, k, 3072); gmm_into's existing output (8192, 3072) f32."""
+    into = " f32[8192,3072]" if kernel == "gmm_into" else ""
+    return (BLOCK_SCALED_FILE + kernel, f"bf16[8192,{k}] bf16[16,{k},3072] i32[16]{into}",
+            {"tm": [tm], "tk": [tk], "tn": [tn]})
+
+
+# tiles of 11 to 17 MiB of blocks and accumulator (gmm_into: 4 to 8 MiB more for its input block)
+BLOCK_SCALED_TILES = ((512, 1024, 1024), (1024, 512, 1024), (1024, 1024, 512), (512, 2048, 512), (512, 1024, 1536),
+                      (256, 2048, 1024), (1024, 768, 768), (512, 1536, 1024))
+# fp8_block2d's scale blocks, (bk / 128, bm), need bk / 128 a multiple of 8: K blocks of 1024 and 2048 only
+BLOCK_SCALED = [block_scaled_job(kernel, *b) for b in BLOCK_SCALED_BLOCKS
+                for kernel in ("w8_group", "w8_group_loop", "i8_dynamic", "fp8_block2d", "fp8_block2d_whole")
+                if not kernel.startswith("fp8") or b[1] % 1024 == 0] + \
+    [grouped_job(kernel, k, *t) for t in BLOCK_SCALED_TILES for kernel, k in (("gmm_krem", 3136), ("gmm_into", 3072))]
+
+BLOCK_SCALED2_OUT = Path(__file__).with_name("vmem_truth_block_scaled2.json")
+BLOCK_SCALED2_PREDICTED = Path(__file__).with_name("vmem_predictions_block_scaled2.json")
+# issue 56's second round, predicted with the rules after the first round's compiles: other blocks (1792 and 2560
+# rows, 768 columns), 21 to 30 MiB of blocks and accumulator (v6e's and TPU7x's 32 MiB), other gmm tilings on
+# 11 to 18 MiB (v5e's and v5p's 16)
+BLOCK_SCALED2_BLOCKS = ((2048, 1024, 768), (1536, 2048, 1024), (2560, 512, 1024), (1792, 1024, 1024))
+BLOCK_SCALED2_TILES = ((512, 768, 1536), (1024, 384, 1024), (256, 3072, 512), (2048, 512, 512))
+BLOCK_SCALED2 = [block_scaled_job(kernel, *b) for b in BLOCK_SCALED2_BLOCKS
+                 for kernel in ("w8_group", "w8_group_loop", "i8_dynamic", "fp8_block2d", "fp8_block2d_whole")
+                 if not kernel.startswith("fp8") or b[1] % 1024 == 0] + \
+    [grouped_job(kernel, k, *t) for t in BLOCK_SCALED2_TILES for kernel, k in (("gmm_krem", 3136), ("gmm_into", 3072))]
+
+
 def predict_variants(jobs: list, out: Path, rules: str) -> None:
     """The estimate's verdict on every row of ``jobs``, per chip, written before they are compiled."""
     from inspector.base.chips import get_chip
@@ -764,7 +824,9 @@ def main(argv: list[str]) -> None:
               "--reductions": (REDUCTIONS_OUT, REDUCTIONS, "reductions"), "--gated": (GATED_OUT, GATED, "gated"),
               "--second": (SECOND_OUT, SECOND, "second"), "--checks": (CHECKS_OUT, CHECKS, "checks"),
               "--quantized": (QUANTIZED_OUT, QUANTIZED, "quantized"),
-              "--variants": (VARIANTS_OUT, VARIANTS, "variants"), "--variants2": (VARIANTS2_OUT, VARIANTS2, "variants2")}
+              "--variants": (VARIANTS_OUT, VARIANTS, "variants"), "--variants2": (VARIANTS2_OUT, VARIANTS2, "variants2"),
+              "--block-scaled": (BLOCK_SCALED_OUT, BLOCK_SCALED, "block_scaled"),
+              "--block-scaled2": (BLOCK_SCALED2_OUT, BLOCK_SCALED2, "block_scaled2")}
     if argv[:1] == ["--predict-variants"]:
         predict_variants(VARIANTS, VARIANTS_PREDICTED, "rule matmul_lowering (inspector/pallas/vmem_rules.py), before "
                          "the compiles of VARIANTS")
@@ -774,9 +836,17 @@ def main(argv: list[str]) -> None:
                          "for the MXU no values of the body, masks made of indices never whole (after the compiles of "
                          "VARIANTS), before the compiles of VARIANTS2")
         return
+    if argv[:1] == ["--predict-block-scaled"]:
+        predict_variants(BLOCK_SCALED, BLOCK_SCALED_PREDICTED, "the rules of main at issue 56 (matmul_lowering an "
+                         "unsure term, casts for the MXU no values of the body), before the compiles of BLOCK_SCALED")
+        return
+    if argv[:1] == ["--predict-block-scaled2"]:
+        predict_variants(BLOCK_SCALED2, BLOCK_SCALED2_PREDICTED, "issue 56's rules (a does-not-fit on the certain part "
+                         "alone, a matmul's spill bounded by its shapes), before the compiles of BLOCK_SCALED2")
+        return
     if argv[:1] and argv[0] in rounds:
         OUT, held_jobs, number = rounds[argv[0]]
-        chip_names, only = QUANTIZED_CHIPS if number in ("quantized", "variants", "variants2") else HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
+        chip_names, only = QUANTIZED_CHIPS if number in ("quantized", "variants", "variants2", "block_scaled", "block_scaled2") else HELDOUT_CHIPS, argv[1:]  # substrings of the targets to compile (the others are left out)
         jobs = [job for job in held_jobs if not only or any(word in job[0] for word in only)]
     else:
         jobs = [(spec, None, None) for spec in argv or targets(CORPUS)] + ([] if argv else STRESS)
@@ -786,7 +856,8 @@ def main(argv: list[str]) -> None:
         folder = OUT.stem.replace("vmem_truth_", "")
         own = {"heads": "head_loops.py", "statistics": "row_statistics.py", "reductions": "row_reductions.py",
                "gated": "gated_units.py", "second": "second_values.py", "quantized": "quantized_matmul.py",
-               "variants": "quantized_variants.py", "variants2": "quantized_variants.py"}
+               "variants": "quantized_variants.py", "variants2": "quantized_variants.py",
+               "block_scaled": "block_scaled.py", "block_scaled2": "block_scaled.py"}
         table["source"] = f"the team's own kernels (tests/data/{own[number]}): libtpu's verdict per chip and shape" \
             if number in own else f"the held-out round {number} (tests/data/{folder}/): libtpu's verdict per chip and shape" \
             if number != "checks" else "new shapes of kernels on record, predicted before compiling (CHECKS)"
