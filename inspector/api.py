@@ -23,7 +23,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .compilation.backends import default_target, local_chip
-from .base.chips import DEFAULT_TPU, Chip, get_chip, parse_targets
+from .base.chips import DEFAULT_TPU, INTERPRET_EXAMPLE, Chip, get_chip, parse_targets
 from .base.environment import quiet
 from .base.errors import TargetFailure, UsageError
 from .compilation.sharding import check_mesh, parse_mesh, parse_specs
@@ -232,7 +232,7 @@ def diff(fn: Callable | str, reference: Callable | str | None = None, *args: Any
     with guarded_call():
         sim = None
         if target is not None and not (isinstance(target, str) and target.strip().lower() == "local"):
-            sim = diff_simulated_chip(_chips(target), "target", "'tpu-v5p'", "'cpu'/'gpu'/'local'")
+            sim = diff_simulated_chip(_chips(target), "target", f"'{INTERPRET_EXAMPLE}'", "'cpu'/'gpu'/'local'")
         if not isinstance(runs, int) or runs < 0:
             raise UsageError(f"runs must be 0 or more, not {runs!r}")
         try:

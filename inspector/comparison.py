@@ -15,7 +15,7 @@ import dataclasses
 
 from .base.display import html
 from .report import Report
-from .compilation.stages import SIMULATED_CHIP
+from .base.chips import SIMULATED_CHIP
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

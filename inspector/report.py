@@ -9,7 +9,7 @@ import numpy as np
 from .base import json_text
 from .base.atomic import write_atomic
 from .compilation.backends import Backend
-from .base.chips import CHIPS, Chip, get_chip
+from .base.chips import CHIPS, SIMULATED_CHIP, Chip, get_chip
 from .base.display import html, print_view
 from .base.errors import UsageError
 from .base.findings import Finding, by_severity
@@ -27,7 +27,7 @@ from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem,
 from .compilation.pass_dumps import capture_with_passes
 from .base.specs import hlo_type
 from .compilation.stage_records import STAGES, Capture, Stages
-from .compilation.stages import SIMULATED_CHIP, capture
+from .compilation.stages import capture
 from .compilation.target import Target
 from .base.user_code import short_path
 from .base.units import fmt_bytes, fmt_time

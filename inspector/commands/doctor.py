@@ -14,7 +14,7 @@ import time
 from importlib import metadata
 
 from ..base.checkup import FAIL, INFO, OK, WARN, Check, Checkup
-from ..base.chips import Chip
+from ..base.chips import NO_HUGEPAGES_WARNING, Chip
 
 
 def _version(dist: str) -> str | None:
@@ -137,7 +137,7 @@ def _hugepages() -> Check | None:
     from ..compilation.backends import attached_chip
 
     chip = attached_chip() if environment.tpu_attached() else None
-    if chip is None or chip.name == "tpu-v4":  # jax warns from v5e on
+    if chip is None or chip.name in NO_HUGEPAGES_WARNING:
         return None
     try:
         enabled = "[always]" in open(HUGEPAGES).read()

@@ -11,7 +11,7 @@ import sys
 
 from ..base import json_text
 from ..base.atomic import check_not_read_only, check_writable, write_atomic
-from ..base.chips import get_chip, parse_targets
+from ..base.chips import INTERPRET_EXAMPLE, get_chip, parse_targets
 from ..base.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, TargetFailure, UsageError
 from ..hlo.pass_select import check_view_options
 from ..compilation.sharding import parse_mesh, parse_specs
@@ -175,7 +175,7 @@ def check(opts) -> int:
 def diff(opts) -> int:
     from ..views.diff import diff_view
 
-    diff_simulated_chip(parse_targets(opts.chip), "--target", "tpu-v5p", "cpu/gpu")
+    diff_simulated_chip(parse_targets(opts.chip), "--target", INTERPRET_EXAMPLE, "cpu/gpu")
     return _emit(opts, run(opts), diff_view)
 
 

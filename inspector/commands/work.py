@@ -11,7 +11,7 @@ import sys
 import inspector.base.environment as environment
 
 from ..compilation.backends import Backend
-from ..base.chips import CHIPS, get_chip, parse_targets
+from ..base.chips import CHIPS, INTERPRET_EXAMPLE, get_chip, parse_targets
 from ..base.errors import TargetFailure, UsageError
 from ..base.tempdirs import temp_folder
 from ..base.user_code import describe_error, reraise_interrupt
@@ -176,7 +176,7 @@ def _compile_chip(opts, chip_name: str):
 def _work_diff(opts):
     from ..run import run_diff
 
-    chip = diff_simulated_chip(parse_targets(opts.chip), "--target", "tpu-v5p", "cpu/gpu")
+    chip = diff_simulated_chip(parse_targets(opts.chip), "--target", INTERPRET_EXAMPLE, "cpu/gpu")
     target = _load(opts)
     with _exits_are_failures(target, f"raised while running {target.name}"):
         try:

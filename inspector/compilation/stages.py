@@ -17,7 +17,7 @@ import time
 
 import inspector.compilation.compile_cache as compile_cache
 from .backends import Backend
-from ..base.chips import DEFAULT_TPU, SPARSE_CORE_CHIP, get_chip
+from ..base.chips import SIMULATED_CHIP, SPARSE_CORE_CHIP, get_chip
 from .compile_errors import parse_compile_error
 from ..base.errors import TargetFailure
 from ..hlo.mlir_sources import with_sources
@@ -79,7 +79,6 @@ def _attach_sources(kernels: list[MosaicKernel], eqns: list[JaxprEqn]) -> None:
             kernel.source = kernel.source or eqn.source
 
 
-SIMULATED_CHIP = DEFAULT_TPU  # whose figures a TPU kernel's own chip lookups get on the CPU
 
 
 @contextlib.contextmanager

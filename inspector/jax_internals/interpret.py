@@ -39,7 +39,7 @@ def abstract_mesh(chip):
             return tpu_topology.tpu_mesh(chip.topology).abstract_mesh
         except Exception:  # a libtpu that refuses the topology: fall back to the table
             pass
-    fields = {"device_kind": chip.device_kind, "num_cores": 2 if chip.name in ("tpu-v4", "tpu-v5p") else 1,
+    fields = {"device_kind": chip.device_kind, "num_cores": chip.cores_per_device,
               "platform": "tpu"}  # platform: jax 0.10.1 and newer
     known = inspect.signature(mesh_lib.AbstractDevice).parameters
     device = mesh_lib.AbstractDevice(**{k: v for k, v in fields.items() if k in known})

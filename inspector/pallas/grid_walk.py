@@ -15,13 +15,13 @@ import time
 
 import numpy as np
 
+from ..base.chips import MULTI_CORE_CHIPS
 from ..base.findings import Finding
 from ..base.pallas_model import BlockSpecInfo, FoundCall
 
 MAX_STEPS = 1 << 24  # past this the walk covers the first MAX_STEPS steps and says so
 TRACE_STEPS = 4096  # per-step block indices kept for the first steps, for stepping through the grid in the UI
 CHUNK = 1 << 20
-MULTI_CORE_CHIPS = "v4 and v5p (megacore) and TPU7x"
 
 
 @dataclasses.dataclass(kw_only=True)

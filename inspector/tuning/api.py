@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ..api import guarded_call, make_target
-from ..base.chips import get_chip
+from ..base.chips import DEFAULT_TPU, get_chip
 from ..base.display import tune_progress
 from ..base.errors import UsageError
 from ..base.specs import hlo_type
@@ -22,7 +22,7 @@ from .rank import rank_all
 from .table import check_table
 
 
-def tune(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] = ("tpu-v5e",), grid: dict | None = None,
+def tune(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] = (DEFAULT_TPU,), grid: dict | None = None,
          params: dict | None = None, shapes: Sequence[str] | None = None, workers: int | None = None,
          ray: str | None = None, table: str | None = None, cache: bool = True, time_budget: float | None = None,
          progress: bool = False, **kwargs: Any) -> TuneResult:
