@@ -28,6 +28,7 @@ from .base.environment import quiet
 from .base.errors import TargetFailure, UsageError
 from .compilation.sharding import check_mesh, parse_mesh, parse_specs
 from .base.user_code import describe_error
+from .request import Request, report_for, use_cache
 from .verb_rules import check_chips, diff_simulated_chip, require_two_variants
 from .view_table import Needs
 
@@ -145,14 +146,53 @@ def resolve_chip(name: str | Chip) -> Chip:
 
 
 def _use_cache(cache: bool) -> bool:
-    from .compilation.compile_cache import enabled as cache_enabled
+    return bool(use_cache(cache))
 
-    return bool(cache) and cache_enabled()
+
+# inspect's options beside the target, as `inspector show` spells them (tests/test_request.py: one each)
+SHOW_OPTIONS = {"target": "--target", "args": "--args", "reference": "--ref", "params": "--set", "mesh": "--mesh",
+                "shardings": "--shard", "cache": "--no-cache", "roofline": "--roofline", "time": "--time",
+                "time_budget": "--time-budget", "time_memory": "--time-memory", "measure": "--measure",
+                "passes": "--passes", "pass_select": "--pass", "buffers": "--view memory"}
+
+
+def inspect_request(fn_or_spec: Callable | str, *args: Any, target: str | None = None, params: dict | None = None,
+                    reference: Callable | str | None = None, roofline: str | None = None, cache: bool = True,
+                    mesh: dict | str | None = None, shardings: Any = None, buffers: bool = False, time: bool = False,
+                    time_budget: float | None = None, time_memory: float | None = None, measure: bool = False,
+                    passes: bool = False, pass_select: str | None = None, **kwargs: Any) -> Request:
+    """The Request ``inspect`` makes (the one the command line builds for ``show --json``), checked
+    as the command line checks its options; the target is traced when the request is run."""
+    from .verb_rules import check_measure
+
+    if (time_budget is not None or time_memory is not None) and not time:
+        raise UsageError("time_budget and time_memory are the budget of libtpu's time estimate: add time=True")
+    if time_memory is not None and (isinstance(time_memory, bool) or not isinstance(time_memory, (int, float))
+                                    or not 0 < time_memory < float("inf") or time_memory * 2**30 < 1):
+        raise UsageError(f"time_memory={time_memory!r}: give the GiB libtpu's compiles may use, a number > 0")
+    check_measure(bool(measure))
+    if pass_select is not None:
+        from .hlo.pass_select import check_selector
+
+        check_selector(pass_select)
+    if isinstance(fn_or_spec, str) and not args and not kwargs and params is None and reference is None \
+            and mesh is None and shardings is None:
+        spec: str | Target = fn_or_spec  # as the command line gives it: loaded where the request runs
+    else:
+        spec = make_target(fn_or_spec, args, kwargs, params=params, reference=reference, mesh=mesh, shardings=shardings)
+    needs = Needs(compile=True, jaxpr_text=True, fusions=True, pallas=True, collectives=True, buffers=buffers,
+                  passes=bool(passes or pass_select), time=bool(time))
+    return Request(spec, resolve_chip(target or default_target()).name, needs=needs, roofline=get_chip(roofline).name if roofline else None,
+                   pass_select=pass_select, time_budget=time_budget,
+                   time_memory=None if time_memory is None else int(time_memory * 2**30), measure=bool(measure),
+                   cache=_use_cache(cache), memo=False)
 
 
 def inspect(fn_or_spec: Callable | str, *args: Any, target: str | None = None, params: dict | None = None,
             reference: Callable | str | None = None, roofline: str | None = None, cache: bool = True,
-            mesh: dict | str | None = None, shardings: Any = None, buffers: bool = False, **kwargs: Any) -> Report:
+            mesh: dict | str | None = None, shardings: Any = None, buffers: bool = False, time: bool = False,
+            time_budget: float | None = None, time_memory: float | None = None, measure: bool = False,
+            passes: bool = False, pass_select: str | None = None, **kwargs: Any) -> Report:
     """Trace, lower and compile ``fn_or_spec`` for ``target`` and analyse it: what ``inspector
     show --json`` reports (``.stages`` with the jaxpr, StableHLO and HLO texts and XLA's cost and
     memory; ``.fusions`` the kernels with HBM traffic and roofline, ``.fusions.totals["hbm_bytes"]``;
@@ -170,15 +210,19 @@ def inspect(fn_or_spec: Callable | str, *args: Any, target: str | None = None, p
     the mesh, or ``"P('data',None) P()"``, or one PartitionSpec pytree per positional input) as
     ``--mesh``/``--shard``; ``.memory`` and ``.collectives`` are per device. ``buffers``: also
     read the compiler's buffer assignment (``.memory.largest``, as ``--view memory``).
-    """
-    from .report import make_report
 
+    As ``show``'s options: ``time`` libtpu's estimated time per kernel (``--time``) within
+    ``time_budget`` seconds and ``time_memory`` GiB; ``measure`` each kernel's device time on the
+    attached TPU (``--measure``); ``passes`` a compile with XLA's pass dumps (``--passes``: each
+    kernel names the pass that made it), ``pass_select`` the diff of one of XLA's passes kept
+    (``--pass``: a name, a substring or an index; ``.passes``).
+    """
     with guarded_call():
-        t = make_target(fn_or_spec, args, kwargs, params=params, reference=reference, mesh=mesh, shardings=shardings)
-        chip = resolve_chip(target or default_target())
-        roof = get_chip(roofline) if roofline else None
-        needs = Needs(compile=True, jaxpr_text=True, fusions=True, pallas=True, collectives=True, buffers=buffers)
-        return make_report(t, chip, needs, roofline_chip=roof, use_cache=_use_cache(cache), memo=False)
+        request = inspect_request(fn_or_spec, *args, target=target, params=params, reference=reference, roofline=roofline,
+                                  cache=cache, mesh=mesh, shardings=shardings, buffers=buffers, time=time,
+                                  time_budget=time_budget, time_memory=time_memory, measure=measure, passes=passes,
+                                  pass_select=pass_select, **kwargs)
+        return report_for(request, budget_option="time_budget")
 
 
 def _chips(targets: str | Sequence[str]) -> list[Chip]:

@@ -75,6 +75,19 @@ def check_measure(measure: bool, verb: str = "show") -> None:
                      "(or include tpu)")
 
 
+def check_tune_measure(measure: bool, first_chip: str, option: str) -> None:
+    """tune's measure ranks on the attached TPU: it must be there, and first among the targets."""
+    if not measure:
+        return
+    from .compilation.backends import attached_chip
+
+    check_measure(True, "tune")
+    attached = attached_chip()
+    if attached is None or first_chip.split(":")[0] != attached.name:
+        raise UsageError(f"tune --measure ranks on the attached TPU ({attached.name if attached else 'none here'}): give it "
+                         f"first in {option} (not {first_chip})")
+
+
 def check_chips(chips: list[Chip], example: str) -> list[Chip]:
     """check is about TPUs (compiled deviceless) and spec-only GPUs, never the local backend."""
     local = [c.name for c in chips if c.is_local]

@@ -21,7 +21,7 @@ from ..base.chips import DEFAULT_TPU
 from ..base.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError
 from ..base.specs import parse_specs
 from ..tuning.table import check_table
-from ..verb_rules import check_measure, time_budget
+from ..verb_rules import check_tune_measure, time_budget
 from .arg_types import count as _count
 from .arg_types import positive as _positive
 from .arg_types import seconds as _seconds
@@ -76,15 +76,12 @@ def request(opts):
     attached = attached_chip()
     opts.chip = opts.chip or (attached.name if attached is not None else DEFAULT_TPU)
     chips = [c.name for c in check_chips([opts.chip])]
-    check_measure(opts.measure, "tune")
-    if opts.measure and (attached is None or chips[0].split(":")[0] != attached.name):
-        raise UsageError(f"tune --measure ranks on the attached TPU ({attached.name if attached else 'none here'}): give it "
-                         f"first in --target (not {chips[0]})")
+    check_tune_measure(opts.measure, chips[0], "--target")
     if opts.table:
         check_table(opts.table, opts.target)  # not a tuning table, or another kernel's: refused now, not after the sweep
     for text in opts.args:
         parse_specs(text)
-    budget = {"seconds": time_budget(opts.time_budget, "--time-budget").seconds} if opts.time_budget else {}
+    budget = time_budget(opts.time_budget, "--time-budget")
     import inspector.compilation.compile_cache as compile_cache
 
     cache = False if not compile_cache.enabled() else REFRESH if opts.no_cache else True

@@ -15,8 +15,10 @@ from ..base.chips import CHIPS, INTERPRET_EXAMPLE, get_chip, parse_targets
 from ..base.errors import TargetFailure, UsageError
 from ..base.tempdirs import temp_folder
 from ..base.user_code import describe_error, reraise_interrupt
-from ..verb_rules import diff_simulated_chip, doctor_chips, show_needs, time_budget
+from ..request import Request, report_for, use_cache
+from ..verb_rules import diff_simulated_chip, doctor_chips
 from ..view_table import Needs
+from .requests import compare_sides, request_from, show_request
 
 
 @contextlib.contextmanager
@@ -33,11 +35,7 @@ def _exits_are_failures(target, doing: str):
 
 
 def _use_cache(opts):
-    import inspector.compilation.compile_cache as compile_cache
-
-    if not compile_cache.enabled():
-        return False
-    return compile_cache.REFRESH if opts.no_cache else True
+    return use_cache(True, refresh=bool(opts.no_cache))
 
 
 def _load(opts):
@@ -47,65 +45,27 @@ def _load(opts):
                        mesh=getattr(opts, "mesh", None), shard=getattr(opts, "shard", None))
 
 
-def _report(opts, needs: Needs):
+def _report(request: Request):
     """Load the target, capture its stages and gather the Report: the one path every verb takes."""
-    from ..report import make_report
-
-    chip = get_chip(opts.chip)
-    roofline = get_chip(opts.roofline) if getattr(opts, "roofline", None) else None
-    target = _load(opts)
+    target = request.target()
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
-        report = make_report(target, chip, needs, roofline_chip=roofline, use_cache=_use_cache(opts),
-                             pass_select=getattr(opts, "pass_select", None),
-                             time_budget=time_budget(getattr(opts, "time_budget", None), "--time-budget",
-                                                     getattr(opts, "time_memory", None)))
-    _ = report.stages.op_counts  # counted here, where the stages were made, not in the process that renders
-    if getattr(opts, "chip_reason", None):
-        import dataclasses
-
-        report = dataclasses.replace(report, chip_reason=opts.chip_reason)
-    if getattr(opts, "measure", False):
-        import functools
-
-        from ..measure.run import measure_on_chip
-        from ..report import with_measurement
-
-        report = with_measurement(report, measure_on_chip(functools.partial(_load, opts), chip, debug=opts.debug))
-    return report
+        return report_for(request, target)
 
 
 def _work_show(opts):
-    return _report(opts, show_needs(opts.view, passes=bool(getattr(opts, "passes", False)), time=bool(getattr(opts, "time", False))))
+    return _report(show_request(opts))
 
 
 def _work_compare(opts):
     from ..comparison import compare_reports
 
-    reports = [_report(side, Needs(compile=True, fusions=True, pallas=True, time=opts.time)) for side in compare_sides(opts)]
+    reports = [_report(side) for side in compare_sides(opts, Needs(compile=True, fusions=True, pallas=True, time=opts.time))]
     return compare_reports(*reports)
 
 
-def compare_sides(opts) -> list:
-    """The two variants' options: A is TARGET with --set and --set-a on --target-a (or --target),
-    B is TARGET-B (or TARGET) with --set and --set-b on --target-b (or --target)."""
-    import copy
-
-    from ..compilation.static_params import FlagValue
-
-    sides: list = []  # copies of opts, the argparse namespace
-    for spec, chip, sets in ((opts.target, opts.chip_a, opts.set_a), (opts.target_b or opts.target, opts.chip_b, opts.set_b)):
-        side = copy.copy(opts)
-        flag = "--set-a" if not sides else "--set-b"
-        side.target, side.chip, side.ref = spec, chip or opts.chip, None
-        side.chip_reason = None if chip else getattr(opts, "chip_reason", None)
-        side.set = list(opts.set) + [FlagValue(item, flag) for item in sets]  # messages name the flag given
-        sides.append(side)
-    return sides
-
-
 def _work_export(opts):
-    return _report(opts, Needs(compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True, collectives=True,
-                               time=opts.time))
+    return _report(request_from(opts, Needs(compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True,
+                                            collectives=True, time=opts.time)))
 
 
 def _work_check(opts):
