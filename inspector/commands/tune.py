@@ -1,6 +1,7 @@
-"""``inspector tune``: the command line's three hooks.
+"""``inspector tune``: its options, its work and its printer, which its row in the table of verbs
+(verb_table.py) names.
 
-    add_tune_parser(sub, common)        # the subparser
+    tune_options(parser)                # the options
     result = work_tune(opts)            # the sweep; call it in the CLI's own process (see below)
     code = render_tune(opts, result)    # print it; the exit code
 
@@ -25,15 +26,11 @@ from ..verb_rules import check_tune_measure, time_budget
 from .arg_types import count as _count
 from .arg_types import positive as _positive
 from .arg_types import seconds as _seconds
-from .help_text import EPILOGS
 from .process import EXIT_SIGINT, say
 
 
-def add_tune_parser(sub, common) -> argparse.ArgumentParser:
-    """The ``tune`` subparser (``common``: the parents every verb takes, e.g. --debug)."""
-    tune = sub.add_parser("tune", parents=common, epilog=EPILOGS["tune"],
-                          help="rank every candidate of INSPECT's params (or --grid) per chip by libtpu's estimated time, "
-                               "without a TPU")
+def tune_options(tune: argparse.ArgumentParser) -> None:
+    """tune's options (its row in the table of verbs, verb_table.py, names this function)."""
     tune.add_argument("target", help="path/to/file.py:function or package.module:function")
     tune.add_argument("--target", dest="chip", default=None, metavar="CHIPS",
                       help=f"the TPUs to rank for, e.g. tpu-v5e,tpu-v6e (default: the attached TPU, else {DEFAULT_TPU})")
@@ -64,7 +61,6 @@ def add_tune_parser(sub, common) -> argparse.ArgumentParser:
     tune.add_argument("--json", action="store_true", help="every row as JSON")
     tune.add_argument("--no-cache", action="store_true",
                       help="compute every candidate again (and store the fresh results)")
-    return tune
 
 
 def request(opts):
@@ -128,4 +124,4 @@ def tune_verb(opts) -> int:
     return render_tune(opts, work_tune(opts))
 
 
-__all__ = ["add_tune_parser", "work_tune", "render_tune", "tune_verb", "UsageError"]
+__all__ = ["tune_options", "work_tune", "render_tune", "tune_verb", "UsageError"]

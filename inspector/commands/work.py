@@ -18,6 +18,7 @@ from ..base.user_code import describe_error, reraise_interrupt
 from ..request import Request, report_for, use_cache
 from ..verb_rules import diff_simulated_chip, doctor_chips
 from ..view_table import Needs
+from . import verb_table
 from .requests import compare_sides, request_from, show_request
 
 
@@ -52,23 +53,23 @@ def _report(request: Request):
         return report_for(request, target)
 
 
-def _work_show(opts):
+def work_show(opts):
     return _report(show_request(opts))
 
 
-def _work_compare(opts):
+def work_compare(opts):
     from ..comparison import compare_reports
 
     reports = [_report(side) for side in compare_sides(opts, Needs(compile=True, fusions=True, pallas=True, time=opts.time))]
     return compare_reports(*reports)
 
 
-def _work_export(opts):
+def work_export(opts):
     return _report(request_from(opts, Needs(compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True,
                                             collectives=True, time=opts.time)))
 
 
-def _work_check(opts):
+def work_check(opts):
     import functools
 
     from ..checking import run_check
@@ -133,7 +134,7 @@ def _compile_chip(opts, chip_name: str):
                                        buffers=True), chip).stages
 
 
-def _work_diff(opts):
+def work_diff(opts):
     from ..run import run_diff
 
     chip = diff_simulated_chip(parse_targets(opts.chip), "--target", INTERPRET_EXAMPLE, "cpu/gpu")
@@ -146,15 +147,11 @@ def _work_diff(opts):
             raise UsageError(str(err)) from err
 
 
-def _work_doctor(opts):
+def work_doctor(opts):
     from .doctor import checkup
 
     chips = doctor_chips(parse_targets(opts.chip)) if opts.chip else [c for c in CHIPS if c.is_tpu and c.devices == 1]
     return checkup(chips, svg_required=opts.svg)
-
-
-_WORK = {"show": _work_show, "tui": _work_show, "export": _work_export, "check": _work_check, "diff": _work_diff,
-         "compare": _work_compare, "doctor": _work_doctor}
 
 
 def work(opts):
@@ -167,7 +164,7 @@ def work(opts):
         print(f"inspector: note: {note}", file=sys.stderr)
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            return _WORK[opts.verb](opts)
+            return verb_table.load(verb_table.get_verb(opts.verb).work)(opts)
     except (RuntimeError, AssertionError) as err:  # JAX_PLATFORMS names a backend jax cannot start; the TPU is busy
         from ..base.environment import chip_failure
 
