@@ -296,16 +296,17 @@ def diff(fn: Callable | str, reference: Callable | str | None = None, *args: Any
 def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, params: dict | None = None,
             params_a: dict | None = None, params_b: dict | None = None, target: str | None = None, target_a: str | None = None,
             target_b: str | None = None, roofline: str | None = None, cache: bool = True, mesh: dict | str | None = None,
-            shardings: Any = None, **kwargs: Any) -> Compare:
+            shardings: Any = None, time: bool = False, time_budget: float | None = None, time_memory: float | None = None,
+            measure: bool = False, **kwargs: Any) -> Compare:
     """Two variants side by side, as ``inspector compare``: ``a`` and ``b`` (functions or
     ``"file.py:function"`` specs; ``b`` None compares ``a`` with itself under other params or on
     another chip), ``params_a``/``params_b`` over the shared ``params``, on ``target_a``/``target_b``
     (default ``target``). Both are built as ``inspect`` builds them; the result has the totals with
     B / A ratios (``.totals``), the VMEM of each Pallas kernel (``.vmem``), the kernels only one side
     has (``.only_a``, ``.only_b``) and those whose HBM bytes changed most (``.changed``); ``.ok`` is
-    False when either side has an error finding."""
+    False when either side has an error finding. ``time``, ``time_budget``, ``time_memory`` and
+    ``measure`` as ``inspect``'s (``--time``, ``--time-budget``, ``--time-memory``, ``--measure``)."""
     from .comparison import compare_reports
-    from .report import make_report
 
     with guarded_call():
         for name, value in (("params", params), ("params_a", params_a), ("params_b", params_b)):
@@ -317,10 +318,11 @@ def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, para
         require_two_variants((id(a), pa, chip_a.name), (id(second), pb, chip_b.name),
                              "give b, params_a/params_b (e.g. params_a={'block_q': 128}, params_b={'block_q': 256}) "
                              "or target_a/target_b")
-        roof = get_chip(roofline) if roofline else None
         reports = []
         for fn, p, chip in ((a, pa, chip_a), (second, pb, chip_b)):
-            t = make_target(fn, args, kwargs, params=p or None, mesh=mesh, shardings=shardings)
-            reports.append(make_report(t, chip, Needs(compile=True, fusions=True, pallas=True), roofline_chip=roof,
-                                       use_cache=_use_cache(cache), memo=False))
+            side = inspect_request(fn, *args, target=chip.name, params=p or None, roofline=roofline, cache=cache, mesh=mesh,
+                                   shardings=shardings, time=time, time_budget=time_budget, time_memory=time_memory,
+                                   measure=measure, **kwargs)
+            reports.append(report_for(dataclasses.replace(side, needs=Needs(compile=True, fusions=True, pallas=True, time=bool(time))),
+                                      budget_option="time_budget"))
         return compare_reports(*reports)
