@@ -10,7 +10,7 @@ Plain data that pickles (the CLI sends it to the child process that does the wor
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from .view_table import Needs
 
@@ -71,11 +71,14 @@ def use_cache(cache: bool, refresh: bool = False) -> bool | str:
     return compile_cache.REFRESH if refresh else True
 
 
-def report_for(request: Request, target: Target | None = None, *, budget_option: str = "--time-budget") -> Report:
+def report_for(request: Request, target: Target | None = None, *, budget_option: str = "--time-budget",
+               measure_on_chip: Callable | None = None) -> Report:
     """The Report the request asks for: ``target`` (``request.target()`` unless given: a front door
     that loads it itself, to name it in a failure) captured on the chip, the analyses ``needs``
     says, then measured on the attached TPU with ``measure``. The one path every front door takes;
-    a budget libtpu cannot keep is a UsageError naming ``budget_option``, as that door spells it."""
+    a budget libtpu cannot keep is a UsageError naming ``budget_option``, as that door spells it.
+    ``measure_on_chip(load, chip)``: how the door measures (default: measure/run.py's, in a child
+    process on the attached TPU)."""
     from .base.chips import get_chip
     from .report import make_report
 
@@ -88,8 +91,13 @@ def report_for(request: Request, target: Target | None = None, *, budget_option:
     if request.chip_reason:
         report = dataclasses.replace(report, chip_reason=request.chip_reason)
     if request.measure:
-        from .measure.run import measure_on_chip
         from .report import with_measurement
 
-        report = with_measurement(report, measure_on_chip(request.target, chip, debug=request.debug))
+        if measure_on_chip is None:
+            import functools
+
+            from .measure.run import measure_on_chip as on_chip
+
+            measure_on_chip = functools.partial(on_chip, debug=request.debug)
+        report = with_measurement(report, measure_on_chip(request.target, chip))
     return report

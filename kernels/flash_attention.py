@@ -70,11 +70,6 @@ def _dot(a, b, contract_a: int, contract_b: int):
     return jax.lax.dot_general(a, b, (((contract_a,), (contract_b,)), ((), ())), preferred_element_type=jnp.float32)
 
 
-# The public name block_sparse_attention shares it by. The function keeps its own name: the kernels'
-# lowered modules carry it in their source locations (and the compile cache keys them by those).
-dot = _dot
-
-
 def online_softmax_update(s, v_ref, m_sc, l_sc, acc_sc, visible=None):
     """Fold one block of scores ``s`` (bq, bk) into the running max, sum and accumulator.
     ``visible`` (the element mask, where one applies) zeroes the probabilities of masked keys:
@@ -344,3 +339,9 @@ def flash_attention(q, k, v, *, causal: bool = True, sm_scale: float | None = No
         raise ValueError(f"flash_attention wants q (BH, Sq, D) and k, v (BH, Sk, D); got {q.shape}, {k.shape}, {v.shape}")
     scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     return _flash(q, k, v, causal, scale, block_sizes)
+
+
+# The public name block_sparse_attention shares _dot by, here at the end so that no kernel's line
+# moves; the function keeps its own name: the lowered modules carry names and lines in their source
+# locations (what the UI shows, what the compile cache keys by).
+dot = _dot
