@@ -67,6 +67,9 @@ LAYERS: tuple[Layer, ...] = (
           "`Session` and its child process (`remote`)"),
     Layer("tuning", ("inspector/tuning/",),
           "the tune sweep and `inspector.tune`: a Report's path per candidate, in worker processes or on Ray"),
+    Layer("baseline", ("inspector/baseline/",),
+          "the performance gate: each target's figures per chip saved (a Report's path per target and chip, in a "
+          "child process each) and compared with a saved baseline"),
     Layer("views", ("views/",), "rich printers and the Textual app, one module per tab (installed as `inspector.views`)"),
     Layer("top", ("inspector/commands/", "inspector/cli.py", "inspector/__main__.py", "inspector/__init__.py"),
           "the `inspector` command (the table of verbs, their options, help and work, streams and signals) and "

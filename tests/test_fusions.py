@@ -82,6 +82,34 @@ def naive_reports():
             for chip in ("cpu", "tpu-v5e")}
 
 
+# splash attention's kernel, as libtpu 0.0.42.1 prints it: its kernel_metadata runs over three lines, the
+# last starting "}}", which ended the computation (the ROOT lost, the compile cache refusing the text)
+SPLIT_ATTRIBUTES = """HloModule jit_splash, entry_computation_layout={(f32[8,128]{1,0})->f32[8,128]{1,0}}
+
+ENTRY %main.1 (p.1: f32[8,128]) -> f32[8,128] {
+  %p.1 = f32[8,128]{1,0:T(8,128)} parameter(0)
+  %splash.1 = (f32[8,128]{1,0:T(8,128)}, f32[8,128]{1,0:T(8,128)}) custom-call(%p.1), custom_call_target="tpu_custom_call", frontend_attributes={kernel_metadata={
+"xprof_metadata":"{\\"block_q\\": 128, \\"q_layout\\": 1}"
+}}, metadata={op_name="jit(splash)/pallas_call" stack_frame_id=9}, backend_config={"flag_configs":[]}
+  ROOT %out.1 = f32[8,128]{1,0:T(8,128)} get-tuple-element(%splash.1), index=1, frontend_attributes={kernel_metadata={
+"xprof_metadata":"{}"
+}}, metadata={op_name="jit(splash)/pallas_call"}
+}
+"""
+
+
+def test_an_instruction_over_several_lines_is_one_instruction():
+    from inspector.hlo.module import entry_is_whole
+
+    module = parse_hlo(SPLIT_ATTRIBUTES)
+    entry = module.computations[module.entry]
+    assert [(i.name, i.opcode) for i in entry.instructions] == [("p.1", "parameter"), ("splash.1", "custom-call"),
+                                                                 ("out.1", "get-tuple-element")]
+    assert entry.instructions[-1].is_root and entry.instructions[1].op_name == "jit(splash)/pallas_call"
+    assert entry.instructions[1].stack_frame_id == 9
+    assert entry_is_whole(SPLIT_ATTRIBUTES)
+
+
 @pytest.mark.parametrize("chip", ["cpu", "tpu-v5e"])
 def test_naive_attention_agrees_with_xla_cost_analysis(naive_reports, chip):
     a = naive_reports[chip].fusions

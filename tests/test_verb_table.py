@@ -29,7 +29,7 @@ def _greet_printer(opts) -> int:
     return 0
 
 
-GREET = Verb("greet", "say hello to someone", ("inspector greet world",), _greet_options, _greet_printer, _greet_work)
+GREET = Verb("greet", "say hello to someone", ("inspector greet world",), (_greet_options,), _greet_printer, _greet_work)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TypeVar
 
 from ..base.chips import DEFAULT_TPU
 from ..view_table import SHOW_VIEWS, SORT_ORDERS
@@ -11,6 +12,18 @@ from .arg_types import gibibytes as _gibibytes
 from .arg_types import positive as _positive
 from .arg_types import seconds as _seconds
 from .arg_types import tolerance as _tolerance
+
+P = TypeVar("P", bound=argparse.ArgumentParser)
+
+
+def debug_parent(parser_class: type[P]) -> P:
+    """Options every verb (and a verb's actions) takes, before or after the verb (SUPPRESS: the
+    verb's parser keeps the top-level value when the flag is not repeated after the verb): a
+    parent, whose arguments alone are copied (of the verbs' class, for typing)."""
+    common = parser_class(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks and jax/libtpu logs")
+    return common
 
 
 def _target_options(p: argparse.ArgumentParser, json_flag: bool = True, otherwise: str = "cpu") -> None:

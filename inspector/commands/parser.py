@@ -6,6 +6,7 @@ import argparse
 
 from ..base.errors import UsageError
 from .help_text import TOP, HelpFormatter
+from .options import debug_parent
 
 
 class _Parser(argparse.ArgumentParser):
@@ -19,15 +20,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-def _globals() -> _Parser:
-    """Options every verb takes, before or after the verb (SUPPRESS: the verb's parser keeps the
-    top-level value when the flag is not repeated after the verb)."""
-    common = _Parser(add_help=False)  # a parent: only its arguments are copied (its class as the verbs', for typing)
-    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                        help="show tracebacks and jax/libtpu logs")
-    return common
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every verb, in the order of the table of verbs (verb_table.py)."""
     from . import verb_table
@@ -35,9 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="inspector", description="Inspect what XLA and Pallas make of a JAX function.", epilog=TOP)
     parser.add_argument("--debug", action="store_true", help="show tracebacks and jax/libtpu logs")
     sub = parser.add_subparsers(dest="verb", parser_class=_Parser)
-    common = [_globals()]
+    common = [debug_parent(_Parser)]
     for verb in verb_table.VERBS:
-        verb.options(sub.add_parser(verb.name, help=verb.help, parents=common, epilog=verb.epilog))
+        p = sub.add_parser(verb.name, help=verb.help, parents=common, epilog=verb.epilog)
+        for add in verb.options:
+            add(p)
     return parser
 
 

@@ -168,6 +168,11 @@ def compare(opts) -> int:
 def check(opts) -> int:
     from ..views.pallas import check_view
 
+    if opts.baseline is not None or opts.more_targets or opts.tolerance:  # the performance gate: commands/baseline.py
+        from .baseline import check_baseline
+
+        return check_baseline(opts)
+
     check_chips(parse_targets(opts.chip), "--target tpu-v5e,tpu-v6e,h100")
     return _emit(opts, run(opts), check_view)
 
@@ -181,7 +186,16 @@ def diff(opts) -> int:
 
 def tui(opts) -> int:
     """The terminal UI; when stdout is not a terminal (a pipe, CI), the overview instead."""
+    baseline = None
+    if getattr(opts, "baseline", None) is not None:  # the overview shows what moved against it
+        from ..baseline.record import load
+
+        baseline = load(opts.baseline)
     if not sys.stdout.isatty() or opts.json:
+        if baseline is not None:  # in a pipe: the gate's table, as check --baseline prints it
+            from .baseline import check_baseline
+
+            return check_baseline(opts)
         opts.view, opts.roofline, opts.sort, opts.top = "overview", None, "order", 40
         return show(opts)
     from ..compilation.compile_cache import enabled as cache_enabled
@@ -196,7 +210,7 @@ def tui(opts) -> int:
     session = Session(opts.target, opts.chip, args=opts.args, ref=opts.ref, sets=list(opts.set),
                       use_cache=cache_enabled() and not opts.no_cache, mesh=opts.mesh, shard=opts.shard,
                       chip_reason=getattr(opts, "chip_reason", None))
-    InspectorApp(session, watch=opts.watch).run()
+    InspectorApp(session, watch=opts.watch, baseline=baseline).run()
     return EXIT_OK
 
 

@@ -310,8 +310,53 @@ def entry_is_whole(text: str) -> bool:
     header_end = text.find("\n", start + 1)
     if header_end < 0 or not _COMP_HEADER.match(text[start + 1:header_end]):
         return False
-    close = text.find("\n}", header_end)
-    return close > 0 and text.find("ROOT ", header_end, close) >= 0
+    close = _COMP_CLOSE.search(text, header_end)
+    return close is not None and text.find("ROOT ", header_end, close.start()) >= 0
+
+
+# A computation ends at a line that is only its closing brace; an instruction's attributes may run
+# over several lines (a Pallas kernel's kernel_metadata, its xprof_metadata on a line of its own and
+# "}}, metadata=..." on the next), so a line starting with "}" need not end anything.
+_COMP_CLOSE = re.compile(r"\n\}[ \t]*(?:\n|$)")
+
+
+def _open_braces(line: str) -> int:
+    """The braces ``line`` opens less those it closes, outside its quoted strings."""
+    if line.count("{") == line.count("}"):  # nearly every line: the scan below is for the few that differ
+        return 0
+    depth, quoted, escaped = 0, False, False
+    for ch in line:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = quoted
+        elif ch == '"':
+            quoted = not quoted
+        elif not quoted and ch == "{":
+            depth += 1
+        elif not quoted and ch == "}":
+            depth -= 1
+    return depth
+
+
+def logical_lines(text: str):
+    """HLO text's lines, an instruction whose attributes run over several lines joined into one."""
+    pending, depth = "", 0
+    for line in text.splitlines():
+        if depth > 0:
+            pending += line
+            depth += _open_braces(line)
+            if depth <= 0:
+                yield pending
+                pending, depth = "", 0
+            continue
+        depth = _open_braces(line) if line.startswith("  ") else 0
+        if depth > 0:
+            pending = line
+        else:
+            yield line
+    if pending:
+        yield pending
 
 
 def parse_hlo(text: str) -> HloModule:
@@ -319,7 +364,7 @@ def parse_hlo(text: str) -> HloModule:
     computations: dict[str, Computation] = {}
     entry = None
     current: Computation | None = None
-    for line in text.splitlines():
+    for line in logical_lines(text):
         if current is None:
             m = _COMP_HEADER.match(line)
             if m:
@@ -327,7 +372,7 @@ def parse_hlo(text: str) -> HloModule:
                 if m[1]:
                     entry = m[2]
             continue
-        if line.startswith("}"):
+        if line.rstrip() == "}":
             computations[current.name] = current
             current = None
             continue

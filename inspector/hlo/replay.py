@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import re
 
+from .module import logical_lines
+
 _COMPUTATION = re.compile(r"^(?:ENTRY )?%([\w.\-]+) \(.*?^\}$", re.S | re.M)
 _CALLED = re.compile(r"\b(?:calls|to_apply|condition|body)=%([\w.\-]+)")
 _BRANCHES = re.compile(r"\bbranch_computations=\{([^}]*)\}")
@@ -91,10 +93,12 @@ def _elements(shape: str) -> list[str]:
 
 
 def _find(computations: dict[str, str], op: str) -> tuple[str, str]:
-    pattern = re.compile(rf"^\s+(?:ROOT )?%{re.escape(op)} = .*$", re.M)
+    pattern = re.compile(rf"\s+(?:ROOT )?%{re.escape(op)} = ")
     for name, text in computations.items():
-        if (m := pattern.search(text)) is not None:
-            return name, m.group(0).strip().removeprefix("ROOT ")
+        if f"%{op} = " in text:
+            for line in logical_lines(text):
+                if pattern.match(line):
+                    return name, line.strip().removeprefix("ROOT ")
     raise NotReplayable(f"{op}: no such instruction in the module")
 
 
@@ -129,7 +133,7 @@ def _balanced_prefix(text: str) -> tuple[str, str]:
 def _definitions(computation: str) -> dict[str, str]:
     """Instruction name -> its result shape, in one computation."""
     found = {}
-    for line in computation.splitlines()[1:]:
+    for line in list(logical_lines(computation))[1:]:
         m = re.match(r"\s+(?:ROOT )?%([\w.\-]+) = (.*)$", line)
         if m:
             found[m.group(1)] = _balanced_prefix(m.group(2))[0]

@@ -4,14 +4,14 @@ from __future__ import annotations
 import collections
 import re
 
-from .module import split_instruction
+from .module import logical_lines, split_instruction
 
 # An op starts its line, after an optional "%results = ": attributes such as mhlo.num_replicas do not.
 _MLIR_OP = re.compile(r'^\s*(?:%[^=]*=\s*)?"?([a-z_]+\.[a-z_][\w.]*)')
 
 
 def count_hlo_ops(text: str) -> dict[str, int]:
-    counts = collections.Counter(i.opcode for i in map(split_instruction, text.splitlines()) if i)
+    counts = collections.Counter(i.opcode for i in map(split_instruction, logical_lines(text)) if i)
     return dict(counts.most_common())
 
 

@@ -81,9 +81,11 @@ class InspectorApp(Loading, Navigation, Jobs, Tuning, App):
     # always_update: a new load's report is news even where it equals the last one (and no deep compare)
     report = var(None, always_update=True, init=False)
 
-    def __init__(self, session: Session, watch: bool = False):
-        """``session.chip``: the chip named, or the one rule's default (default_target.py), as in a pipe."""
+    def __init__(self, session: Session, watch: bool = False, baseline=None):
+        """``session.chip``: the chip named, or the one rule's default (default_target.py), as in a pipe;
+        ``baseline``: a saved baseline (inspector.baseline.record.Baseline) the overview compares with."""
         super().__init__()
+        self.baseline = baseline
         # no animations: the tab underline's glide alone repainted the screen ~17 times per tab
         # switch, most of a switch's CPU while a compile competes for the cores
         self.animation_level = "none"

@@ -3,7 +3,7 @@ finding, most severe first, with the selected finding's whole message in a pane 
 finding jumps to its evidence."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.text import Text
@@ -55,6 +55,7 @@ class OverviewTab(Vertical):
         with VerticalScroll(id="overview-scroll"):
             yield Static("", id="overview-diff")
             yield Static(Text(PLACEHOLDER), id="overview-panel")
+            yield Static("", id="overview-baseline")
         yield Static("", id="findings-title")
         yield DataTable(id="findings", cursor_type="row")
         yield Static("", id="finding-detail")
@@ -67,6 +68,20 @@ class OverviewTab(Vertical):
         self.query_one("#overview-panel", Static).update(overview(report, timings=False, findings=False))
         self.show_diff(self.diff_verdict)
         self._show_findings(report.findings)
+        self.show_baseline(report)
+
+    def show_baseline(self, report: Report) -> None:
+        """With --baseline FILE: this target on this chip against the file's figures (what moved)."""
+        baseline = getattr(self.app, "baseline", None)
+        if baseline is None:
+            return
+        from ...baseline.work import against_report
+        from ..baseline import baseline_panel
+
+        app: Any = self.app  # InspectorApp, whose session names the target
+        session = app.session
+        found = against_report(baseline, report, session.spec, list(session.sets))
+        self.query_one("#overview-baseline", Static).update(baseline_panel(found, baseline.path))
 
     def show_lowered(self, report: Report) -> None:
         """The lowering is done, the compile runs: the function, inputs, target and the stages so

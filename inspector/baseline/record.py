@@ -1,0 +1,168 @@
+"""A baseline: per target (its spec and --set values), chip and kernel, the figures the inspector
+computes without a TPU, with the versions that made them. Plain strict JSON, keys sorted, one
+figure a line, so that a saved baseline diffs well in review.
+
+A kernel is keyed by what survives an edit: its kind, its name without XLA's numbering
+(``matmul.1`` -> ``matmul``) and the source line it comes from (``matmul.py:53``); two kernels of
+one key get ``#2``, ``#3`` in schedule order."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from importlib import metadata
+from typing import Any
+
+from ..base import json_text
+from ..base.atomic import read_regular, write_atomic
+from ..base.errors import UsageError
+
+SCHEMA = "inspector-baseline/1"
+PROGRAM = "(program)"  # the kernel column of a figure of the whole program on a chip
+
+# figure -> (unit, what it is); the unit says how it prints and whether a tolerance applies
+FIGURES: dict[str, tuple[str, str]] = {
+    "compiled": ("flag", "libtpu compiled the program (false: it refused it)"),
+    "error_kind": ("text", "why the compile failed: the finding's code (compile-vmem-oom, mosaic-...)"),
+    "vmem_estimate": ("bytes", "the inspector's VMEM estimate (the largest Pallas kernel's; per kernel: its own)"),
+    "vmem_fits": ("flag", "the estimate's VMEM verdict (null: undecided)"),
+    "compiler_vmem": ("bytes", "libtpu's own VMEM figure (scoped VMEM used, or needed when it failed)"),
+    "compiler_fits": ("flag", "libtpu's VMEM verdict"),
+    "hbm_device": ("bytes", "HBM per device: arguments, outputs and temporaries (the compile's buffer assignment)"),
+    "hbm_fits": ("flag", "the program fits the chip's HBM"),
+    "hbm_bytes": ("bytes", "HBM traffic, read and written (per kernel; the program's sum)"),
+    "flops": ("count", "floating-point operations"),
+    "time": ("time", "libtpu's estimated time (--time): an estimate, a floor or a range"),
+    "bundles": ("count", "VLIW bundles (per grid step of a Pallas kernel; --time)"),
+    "spills": ("count", "spill stores and fills (per grid step; --time)"),
+    "findings": ("codes", "the findings' codes"),
+}
+NUMERIC = tuple(name for name, (unit, _) in FIGURES.items() if unit in ("bytes", "count", "time"))
+
+_NUMBERED = re.compile(r"\.\d+$")
+
+
+def stem(name: str) -> str:
+    """An HLO op's name without XLA's numbering: fusion.12 -> fusion, matmul.1 -> matmul."""
+    return _NUMBERED.sub("", name)
+
+
+def versions() -> dict[str, str | None]:
+    from ..base.version import __version__
+
+    found: dict[str, str | None] = {"inspector": __version__}
+    for dist in ("jax", "jaxlib", "libtpu"):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            found[dist] = None
+    return found
+
+
+def target_label(spec: str, sets: list[str]) -> str:
+    """The key of a target: its spec and its --set values (sorted: their order changes nothing)."""
+    return " ".join([spec, *(f"--set {s}" for s in sorted(sets))])
+
+
+def kernel_keys(kernels: list[tuple[str, str, str | None]]) -> list[str]:
+    """One key per (kind, name, source) in schedule order: ``kind stem source``, ``#N`` on repeats."""
+    seen: dict[str, int] = {}
+    keys = []
+    for kind, name, source in kernels:
+        base = f"{kind} {stem(name)} {source or '-'}"
+        seen[base] = seen.get(base, 0) + 1
+        keys.append(base if seen[base] == 1 else f"{base} #{seen[base]}")
+    return keys
+
+
+def time_figure(seconds: float | None, kind: str | None, high: float | None) -> dict | None:
+    if seconds is None:
+        return None
+    return {"seconds": seconds, "kind": kind or "estimate", "high_seconds": high}
+
+
+@dataclasses.dataclass(frozen=True)
+class Baseline:
+    """A baseline document and where it came from (a file, or this run)."""
+
+    data: dict
+    path: str | None = None
+
+    @property
+    def targets(self) -> dict[str, dict]:
+        return self.data["targets"]
+
+    @property
+    def chips(self) -> list[str]:
+        return list(self.data["chips"])
+
+    @property
+    def versions(self) -> dict:
+        return self.data["versions"]
+
+    @property
+    def time(self) -> bool:
+        return bool(self.data.get("time"))
+
+    def text(self) -> str:
+        return json_text.dumps(self.data, indent=2, sort_keys=True) + "\n"
+
+
+def new_baseline(chips: list[str], time: bool, targets: dict[str, dict], time_budget: float | None = None) -> Baseline:
+    return Baseline({"schema": SCHEMA, "versions": versions(), "chips": list(chips), "time": time,
+                     "time_budget_s": time_budget, "targets": targets})
+
+
+def save(baseline: Baseline, path: str) -> str:
+    """Write it whole or not at all (a temporary file renamed over the old)."""
+    return str(write_atomic(path, baseline.text()))
+
+
+def load(path: str) -> Baseline:
+    """A saved baseline, its schema checked; a UsageError saying what to do otherwise."""
+    redo = f"make one with `inspector baseline save {path} TARGET...`"
+    if not os.path.exists(path):
+        raise UsageError(f"baseline {path}: no such file: {redo}")
+    if os.path.isdir(path):
+        raise UsageError(f"baseline {path} is a folder: give the baseline's JSON file")
+    try:
+        raw = read_regular(path, 256 << 20)
+    except OSError as err:
+        raise UsageError(f"baseline {path}: cannot read it ({err.strerror or err})") from None
+    if raw is None:
+        raise UsageError(f"baseline {path}: not a regular file (or over 256 MiB): give the baseline's JSON file")
+    try:
+        data = json_text.loads(raw)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise UsageError(f"baseline {path}: not JSON ({err}): {redo}, or restore it from version control") from None
+    problem = schema_problem(data)
+    if problem:
+        raise UsageError(f"baseline {path}: not an inspector baseline ({problem}): {redo}")
+    return Baseline(data, path)
+
+
+def schema_problem(data: Any) -> str | None:
+    if not isinstance(data, dict):
+        return "the JSON is not an object"
+    schema = data.get("schema")
+    if schema != SCHEMA:
+        return f"schema {schema!r}, not {SCHEMA!r}" if schema is not None else "no \"schema\" key"
+    for key, kind in (("versions", dict), ("chips", list), ("targets", dict)):
+        if not isinstance(data.get(key), kind):
+            return f"\"{key}\" is missing or not a{'n object' if kind is dict else ' list'}"
+    for label, entry in data["targets"].items():
+        if not isinstance(entry, dict) or not ("error" in entry or isinstance(entry.get("chips"), dict)):
+            return f"target {label!r} has neither \"chips\" nor \"error\""
+        for chip, found in entry.get("chips", {}).items():
+            if not isinstance(found, dict) or not ("error" in found or isinstance(found.get("program"), dict)):
+                return f"target {label!r} on {chip} has neither \"program\" nor \"error\""
+            for key, kernel in found.get("kernels", {}).items():
+                if not isinstance(kernel, dict):
+                    return f"kernel {key!r} of {label!r} on {chip} is not an object"
+                unknown = set(kernel) - set(FIGURES) - {"name", "kind", "source"}
+                if unknown:
+                    return f"kernel {key!r} of {label!r} on {chip} has unknown figures {sorted(unknown)}"
+            unknown = set(found.get("program", {})) - set(FIGURES) - {"error_kernel", "error_source"}
+            if unknown:
+                return f"target {label!r} on {chip} has unknown figures {sorted(unknown)}"
+    return None

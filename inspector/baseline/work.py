@@ -1,0 +1,197 @@
+"""The figures of a baseline computed: per target, in a child process of its own (jax and the
+user's code run there; libtpu aborting one target's compile is that target's error, the others
+still computed), each chip's Report boiled down to the figures of ``record.FIGURES``."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+from typing import Any, Callable
+
+from ..base.errors import InspectorError
+from .record import kernel_keys, target_label, time_figure
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Request:
+    """What to compute: the targets (file.py:function), the chips, the --set values every target
+    takes, libtpu's time (``time``, within ``time_budget`` seconds), the compile cache's use."""
+
+    specs: list[str]
+    chips: list[str]
+    sets: list[str] = dataclasses.field(default_factory=list)
+    time: bool = False
+    time_budget: float | None = None
+    use_cache: Any = True  # True, False or compile_cache.REFRESH (make_report takes each)
+    debug: bool = False
+
+
+@dataclasses.dataclass(kw_only=True)
+class Computed:
+    """One target's entry of the baseline, and the compiles it took (how many the cache answered)."""
+
+    label: str
+    entry: dict
+    compiles: int = 0
+    from_cache: int = 0
+    refused: int = 0  # compiles libtpu refused: never cached, so compiled again every run
+    compiled: list[str] = dataclasses.field(default_factory=list)  # "target on chip" the compiler ran for (no cache entry)
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return (text[0] if text else type(err).__name__)[:400]
+
+
+def chip_entry(report, time: bool) -> dict:
+    """The figures of one Report (one target on one chip): the program's and each kernel's."""
+    from ..pallas.analysis import compiler_scoped_vmem
+    from ..pallas.vmem import estimate_fits
+
+    chip = report.chip
+    stages = report.stages
+    err = stages.compile_error
+    pallas = report.pallas or []
+    budgets = {p.call.source: [b for b in p.budgets if b.chip == chip.name] for p in pallas
+               if not (p.call.interpret and chip.is_tpu)}
+    every = [b for found in budgets.values() for b in found]
+    peak = max(every, key=lambda b: b.total_bytes, default=None)
+    program: dict = {"compiled": err is None, "error_kind": None, "vmem_estimate": peak.total_bytes if peak else None,
+                     "vmem_fits": estimate_fits(every) if every else None,
+                     "findings": sorted({f.code for f in report.findings})}
+    if err is not None:
+        program["error_kind"] = err.finding(chip.name, view="overview").code
+        if err.mosaic is not None:  # the failing kernel and its line: what the gate's row names
+            program["error_kernel"], program["error_source"] = err.mosaic.kernel, err.mosaic.source
+        program["compiler_vmem"] = err.vmem.used_bytes if err.vmem else None
+        program["compiler_fits"] = False if err.vmem else None
+    elif stages.hlo:
+        used = compiler_scoped_vmem(stages.hlo)
+        program["compiler_vmem"] = max(used) if used and max(used) > 0 else None
+        program["compiler_fits"] = True if pallas else None
+    if report.memory is not None:
+        program["hbm_device"], program["hbm_fits"] = report.memory.required_bytes, report.memory.fits
+    kernels: dict = {}
+    if report.fusions is not None:
+        totals = report.fusions.totals
+        program["hbm_bytes"], program["flops"] = totals.get("hbm_bytes"), totals.get("flops")
+        if time:
+            program["time"] = time_figure(totals.get("estimated_seconds"), totals.get("estimate_kind"),
+                                          totals.get("high_seconds"))
+        bundles = {b.kernel: b for b in report.time.bundles} if report.time is not None else {}
+        found = report.fusions.kernels
+        for key, k in zip(kernel_keys([(k.kind, k.name, k.source) for k in found]), found):
+            figures: dict = {"name": k.name, "kind": k.kind, "source": k.source, "hbm_bytes": k.hbm_bytes,
+                             "flops": k.flops}
+            if k.source in budgets and budgets[k.source]:
+                figures["vmem_estimate"] = max(b.total_bytes for b in budgets[k.source])
+            if k.compiler_scoped_vmem_bytes:
+                figures["compiler_vmem"] = k.compiler_scoped_vmem_bytes
+            if time:
+                figures["time"] = time_figure(k.estimated_seconds, k.estimate_kind, k.high_seconds)
+                b = bundles.get(k.name)
+                if b is not None:
+                    figures["bundles"] = b.bundles_per_step if b.bundles_per_step is not None else b.bundles
+                    figures["spills"] = b.spill_stores + b.spill_fills
+            kernels[key] = figures
+    return {"program": program, "kernels": kernels}
+
+
+def compute_target(spec: str, request: Request) -> Computed:
+    """In the child (or here, in tests): the target's entry over every chip of the request."""
+    import inspector.base.environment as environment
+
+    environment.prepare(debug=request.debug)
+    from ..base.chips import get_chip
+    from ..compilation.target import load_target
+    from ..request import Request as ReportRequest
+    from ..request import report_for
+    from ..view_table import Needs
+
+    label = target_label(spec, request.sets)
+    out = Computed(label=label, entry={"spec": spec, "sets": sorted(request.sets)})
+    with contextlib.redirect_stdout(sys.stderr):  # what the user's code prints never mixes with ours
+        try:
+            target = load_target(spec, sets=list(request.sets))
+        except InspectorError as err:
+            out.entry["error"] = _one_line(err)
+            return out
+        needs = Needs(compile=True, fusions=True, pallas=True, time=request.time)
+        chips: dict = {}
+        for name in request.chips:
+            chip = get_chip(name)
+            try:
+                report = report_for(ReportRequest(target, chip.name, needs=needs, cache=request.use_cache, memo=False,
+                                                  time_budget=request.time_budget or None))
+            except InspectorError as err:
+                chips[name] = {"error": _one_line(err)}
+                continue
+            except Exception as err:  # the user's code raised (a bug of theirs): this chip's error
+                chips[name] = {"error": f"{type(err).__name__}: {_one_line(err)}"}
+                continue
+            out.compiles += 1
+            if report.stages.compile_cached:
+                out.from_cache += 1
+            elif report.stages.compile_error is not None:
+                out.refused += 1
+            else:
+                out.compiled.append(f"{label} on {name}")
+            chips[name] = chip_entry(report, request.time)
+        out.entry["chips"] = chips
+    return out
+
+
+def compute(request: Request, *, isolate: bool = True, progress: Callable[[int, str], None] | None = None) -> list[Computed]:
+    """Every target of the request, each in a child process of its own (``isolate``)."""
+    found = []
+    for i, spec in enumerate(request.specs):
+        if progress is not None:
+            progress(i, spec)
+        if not isolate:
+            found.append(compute_target(spec, request))
+            continue
+        from ..base.child_process import ChildFailed, run_isolated
+
+        try:
+            found.append(run_isolated(compute_target, spec, request))
+        except ChildFailed as err:  # libtpu ended the process: this target's error
+            found.append(Computed(label=target_label(spec, request.sets),
+                                  entry={"spec": spec, "sets": sorted(request.sets), "error": _one_line(err)}))
+    return found
+
+
+TIMED = ("time", "bundles", "spills")  # the figures libtpu's simulation gives (--time; T in the terminal UI)
+
+
+def against_report(baseline, report, spec: str, sets: list[str], tolerances: dict | None = None):
+    """One Report (the terminal UI's: one target on one chip) against the baseline's entry for the
+    same target and chip: a Comparison, or a sentence saying why there is none. Without libtpu's
+    time in the report, the timed figures are left out (and a note says how to add them)."""
+    from .compare import DEFAULT_TOLERANCES, compare
+    from .record import Baseline, new_baseline
+    from .targets import norm_spec
+
+    label = target_label(norm_spec(spec), sets)
+    chip = report.chip.name
+    entry = baseline.targets.get(label)
+    where = baseline.path or "the baseline"
+    if entry is None:
+        held = ", ".join(list(baseline.targets)[:5]) or "none"
+        return f"{where} has no entry for {label} (it holds {held}{', ...' if len(baseline.targets) > 5 else ''})"
+    if "error" in entry:
+        return f"{where}: {label} raised when it was saved ({entry['error']})"
+    found = entry.get("chips", {}).get(chip)
+    if found is None:
+        return f"{where} has no figures for {label} on {chip} (it holds {', '.join(entry.get('chips', {})) or 'no chip'})"
+    timed = report.time is not None
+    if not timed and "error" not in found:  # compare what the report has
+        found = {"program": {k: v for k, v in found.get("program", {}).items() if k not in TIMED},
+                 "kernels": {key: {k: v for k, v in kernel.items() if k not in TIMED}
+                             for key, kernel in found.get("kernels", {}).items()}}
+    one = {"spec": entry.get("spec"), "sets": entry.get("sets", [])}
+    before = Baseline({**baseline.data, "chips": [chip], "targets": {label: {**one, "chips": {chip: found}}}}, baseline.path)
+    now = new_baseline([chip], timed, {label: {**one, "chips": {chip: chip_entry(report, timed)}}})
+    result = compare(before, now, tolerances or DEFAULT_TOLERANCES, covered=[], chips=[chip])
+    if baseline.time and not timed:
+        result.notes.append("the baseline has libtpu's time too: T estimates it here, and compares it")
+    return result

@@ -1,0 +1,189 @@
+"""``inspector baseline save|diff`` and ``inspector check --baseline``: the command line's side of
+the performance gate (inspector/baseline/ computes and compares; views/baseline.py prints).
+
+    baseline_options(parser)            # the `baseline` verb's actions and their options
+    add_check_options(check)            # --baseline, --tolerance and more targets for `check`
+    baseline_verb(opts)                 # save / diff
+    check_baseline(opts)                # check TARGET... --baseline FILE
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..base.chips import DEFAULT_TPU, parse_targets
+from ..base.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from .arg_types import seconds as _seconds
+from .options import debug_parent
+
+TOLERANCE_HELP = ("how far a figure may move: FIGURE=N%% or FIGURE=N in its unit, comma-separated or repeated, e.g. "
+                  "time=5%%,hbm_bytes=0 (default: time=2%%, every other figure exact)")
+
+
+def baseline_options(baseline: argparse.ArgumentParser) -> None:
+    """The `baseline` verb's actions and their options (its row in verb_table.py names this)."""
+    common = [debug_parent(type(baseline))]
+    actions = baseline.add_subparsers(dest="action", metavar="ACTION", parser_class=type(baseline))
+    save = actions.add_parser("save", parents=common, help="compute and write a baseline",
+                              description="compute every target's figures per chip and write them as JSON")
+    save.add_argument("file", metavar="FILE", help="the baseline to write (JSON; replaced whole)")
+    save.add_argument("targets", nargs="+", metavar="TARGET",
+                      help="path/to/file.py:function, or a file, folder or glob: every entry of the INSPECT dicts there")
+    save.add_argument("--target", dest="chips", default=None, metavar="CHIPS",
+                      help=f"the TPUs to record, e.g. tpu-v5e,tpu-v6e (default: {DEFAULT_TPU})")
+    save.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                      help="a static keyword parameter of every target (repeatable; default: INSPECT's)")
+    save.add_argument("--time", action="store_true", help="also libtpu's estimated time, bundles and spills per kernel "
+                                                           "(its simulation: the slowest part)")
+    save.add_argument("--time-budget", type=_seconds, default=None, metavar="SECONDS",
+                      help="what libtpu's simulation may take per target and chip (default 60); kept in the baseline")
+    save.add_argument("--no-cache", action="store_true", help="compile even when the on-disk cache has the module")
+    diff = actions.add_parser("diff", parents=common, help="two saved baselines side by side",
+                              description="what differs between two baselines, kernel by kernel, with their versions")
+    diff.add_argument("first", metavar="A", help="a saved baseline")
+    diff.add_argument("second", metavar="B", help="another")
+    diff.add_argument("--tolerance", action="append", default=[], metavar="FIGURE=N",
+                      help="how far a figure may move and not be listed: FIGURE=N%% or FIGURE=N (default: every figure exact)")
+    diff.add_argument("--json", action="store_true", help="as JSON")
+
+
+def add_check_options(check: argparse.ArgumentParser) -> None:
+    check.add_argument("more_targets", nargs="*", metavar="TARGET",
+                       help="with --baseline: more targets; a file, folder or glob stands for its INSPECT entries")
+    check.add_argument("--baseline", metavar="FILE", default=None,
+                       help="compare with a saved baseline (`inspector baseline save`): exit 1 when a figure moved "
+                            "past its tolerance (default: none)")
+    check.add_argument("--tolerance", action="append", default=[], metavar="FIGURE=N", help=TOLERANCE_HELP)
+
+
+def add_tui_options(tui: argparse.ArgumentParser) -> None:
+    tui.add_argument("--baseline", metavar="FILE", default=None,
+                     help="a saved baseline: the overview shows what moved against its figures for this target and "
+                          "chip (in a pipe: check --baseline's table; default: none)")
+
+
+def _chips(text: str) -> list[str]:
+    chips = parse_targets(text)
+    other = [c.name for c in chips if not c.is_tpu]
+    if other:
+        raise UsageError(f"a baseline records TPU chips (compiled without a TPU), not {', '.join(other)}: "
+                         "e.g. --target tpu-v5e,tpu-v6e")
+    return [c.name for c in chips]
+
+
+def _use_cache(opts):
+    import inspector.compilation.compile_cache as compile_cache
+
+    if not compile_cache.enabled():
+        return False
+    return compile_cache.REFRESH if getattr(opts, "no_cache", False) else True
+
+
+def _progress(total: int):
+    def say(i: int, spec: str) -> None:
+        if total > 1 or sys.stderr.isatty():
+            print(f"baseline: {spec} ({i + 1} of {total})", file=sys.stderr, flush=True)
+    return say
+
+
+def _compute(opts, specs: list[str], chips: list[str], sets: list[str], time: bool, budget: float | None):
+    from ..baseline.work import Request, compute
+
+    request = Request(specs=specs, chips=chips, sets=[str(s) for s in sets], time=time, time_budget=budget,
+                      use_cache=_use_cache(opts), debug=bool(getattr(opts, "debug", False)))
+    return compute(request, isolate=getattr(opts, "isolate", True), progress=_progress(len(specs)))
+
+
+def _save(opts) -> int:
+    from ..base.atomic import check_not_read_only, check_writable
+    from ..baseline.record import new_baseline, save
+    from ..baseline.targets import expand
+    from ..views.baseline import saved_view
+    from ..views.printer import make_console, print_fitting
+    from ..verb_rules import time_budget
+
+    check_writable(opts.file)
+    check_not_read_only(opts.file)
+    if opts.time_budget is not None and not opts.time:
+        raise UsageError("--time-budget is the budget of --time: give --time too, or leave it out")
+    if opts.time_budget is not None:
+        time_budget(opts.time_budget, "--time-budget")  # checked before anything compiles
+    chips = _chips(opts.chips or DEFAULT_TPU)
+    targets = expand(opts.targets)
+    computed = _compute(opts, targets.specs, chips, opts.set, opts.time, opts.time_budget)
+    baseline = new_baseline(chips, opts.time, {c.label: c.entry for c in computed}, opts.time_budget)
+    where = save(baseline, opts.file)
+    print_fitting(make_console(), saved_view(baseline, where))
+    for c in computed:  # what could not be recorded, on stderr: the file holds it too
+        if "error" in c.entry:
+            print(f"inspector: note: {c.label}: {c.entry['error']}", file=sys.stderr)
+        for chip, found in c.entry.get("chips", {}).items():
+            if "error" in found:
+                print(f"inspector: note: {c.label} on {chip}: {found['error']}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _emit(opts, comparison, title: str, sides: tuple[str, str] = ("before", "after")) -> int:
+    from ..views.baseline import comparison_view
+    from ..views.printer import make_console, print_fitting, print_json
+
+    console = make_console()
+    if opts.json:
+        print_json(comparison.to_dict(), console)
+    else:
+        print_fitting(console, comparison_view(comparison, title, sides))
+    return EXIT_OK if comparison.ok else EXIT_FINDINGS
+
+
+def _diff(opts) -> int:
+    from ..baseline.compare import compare, parse_tolerances
+    from ..baseline.record import load
+
+    tolerances = parse_tolerances(opts.tolerance, base={})
+    first, second = load(opts.first), load(opts.second)
+    return _emit(opts, compare(first, second, tolerances), f"baseline diff {opts.first} {opts.second}", ("A", "B"))
+
+
+def baseline_verb(opts) -> int:
+    if opts.action is None:
+        raise UsageError("baseline needs an action: `inspector baseline save FILE TARGET...` or "
+                         "`inspector baseline diff A B`")
+    return _save(opts) if opts.action == "save" else _diff(opts)
+
+
+def check_baseline(opts) -> int:
+    """``check TARGET... --baseline FILE``: the same figures now, against the file's."""
+    from ..baseline.compare import compare, parse_tolerances
+    from ..baseline.record import load, new_baseline
+    from ..baseline.targets import expand
+
+    if opts.baseline is None:
+        if getattr(opts, "tolerance", None):
+            raise UsageError("--tolerance applies to --baseline FILE: give the baseline too, or leave it out")
+        raise UsageError("check takes one target; several with --baseline FILE (a saved `inspector baseline`)")
+    for flag, given in (("--estimate-only", getattr(opts, "estimate_only", False)), ("--sweep", getattr(opts, "sweep", False)),
+                        ("--args", opts.args), ("--mesh", opts.mesh), ("--shard", opts.shard), ("--ref", opts.ref)):
+        if given:
+            raise UsageError(f"{flag} does not go with --baseline: the baseline's figures come from whole compiles of "
+                             "INSPECT's entries")
+    tolerances = parse_tolerances(getattr(opts, "tolerance", []))
+    before = load(opts.baseline)
+    targets = expand([opts.target, *getattr(opts, "more_targets", [])])
+    if getattr(opts, "chip_reason", None) is None:  # --target given: those chips, each of which the baseline must hold
+        chips = _chips(opts.chip)
+        missing = [c for c in chips if c not in before.chips]
+        if missing:
+            raise UsageError(f"baseline {opts.baseline} has no figures for {', '.join(missing)} (it holds "
+                             f"{', '.join(before.chips) or 'none'}): leave --target out, or save it again with "
+                             f"--target {','.join(dict.fromkeys([*before.chips, *missing]))}")
+    else:
+        chips = before.chips
+    budget = before.data.get("time_budget_s")
+    computed = _compute(opts, targets.specs, chips, opts.set, before.time, budget)
+    now = new_baseline(chips, before.time, {c.label: c.entry for c in computed}, budget)
+    result = compare(before, now, tolerances, covered=targets.files, chips=chips)
+    result.compiles = sum(c.compiles for c in computed)
+    result.from_cache = sum(c.from_cache for c in computed)
+    result.refused = sum(c.refused for c in computed)
+    result.compiled = [what for c in computed for what in c.compiled]
+    return _emit(opts, result, f"check --baseline {opts.baseline}", ("before", "now"))
