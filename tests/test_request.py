@@ -120,8 +120,13 @@ CHECK = {"--target": "targets", "--args": "*args", "--ref": None, "--set": "para
          "--json": "dataclasses.asdict", "--no-cache": "cache", "--estimate-only": "estimate_only", "--sweep": "sweep"}
 
 
+# check's options that the Python API has not yet, each with why: a gap named, not a silence
+NOT_YET = {"--baseline": "the performance gate of issue 54 (inspector baseline) came after this table: command line only",
+           "--tolerance": "the same gate's tolerances"}
+
+
 def test_every_option_of_check_is_a_keyword_of_inspector_check():
-    assert _options("check") == set(CHECK)
+    assert _options("check") == set(CHECK) | set(NOT_YET)
 
 
 @pytest.mark.parametrize("option", sorted(CHECK))
