@@ -23,10 +23,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .base.environment import prepare_on_import as _prepare_on_import
-from .version import __version__ as __version__
+from .base.version import __version__ as __version__
+from .jax_internals.runtime import backends_started as _backends_started
 
 
-_prepare_on_import()
+_prepare_on_import(_backends_started)
 
 from .api import check, compare, diff, inspect  # noqa: E402  (after the environment is prepared)
 from .tuning.api import tune  # noqa: E402
@@ -35,10 +36,10 @@ from .base.errors import InspectorError, TargetFailure, UsageError  # noqa: E402
 if TYPE_CHECKING:
     from .comparison import Compare
     from .run.result import DiffResult
-    from .pallas.check import CheckResult
+    from .checking import CheckResult
     from .report import Report
 
-_LAZY = {"Report": ("report", "Report"), "TuneResult": ("tuning.model", "TuneResult"), "CheckResult": ("pallas.check", "CheckResult"),
+_LAZY = {"Report": ("report", "Report"), "TuneResult": ("tuning.model", "TuneResult"), "CheckResult": ("checking", "CheckResult"),
          "DiffResult": ("run.result", "DiffResult"), "Compare": ("comparison", "Compare")}
 
 

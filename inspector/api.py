@@ -6,7 +6,7 @@ analyses (numpy, jax) are imported by the function that needs them.
 Each takes a function object with its example inputs (arrays, ``jax.ShapeDtypeStruct``s, any
 pytree of them, or shape-spec strings such as ``"f32[8,128]"``), or a ``"file.py:function"``
 spec whose INSPECT entry gives the defaults (inputs given here win). They build the same Target
-the command line builds and take the same path (``report.make_report``, ``pallas.check.run_check``,
+the command line builds and take the same path (``report.make_report``, ``checking.run_check``,
 ``diff.run_diff``, ``compare.compare_reports``), so a figure here is the figure ``inspector show --json``
 prints. A TPU target with a topology (``tpu-v5e:2x2``) takes ``mesh=`` and ``shardings=`` as
 ``--mesh``/``--shard`` (or INSPECT's ``"mesh"``/``"shardings"``) do.
@@ -23,24 +23,25 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .compilation.backends import default_target, local_chip
-from .base.chips import DEFAULT_TPU, Chip, get_chip, parse_targets
+from .base.chips import DEFAULT_TPU, INTERPRET_EXAMPLE, Chip, get_chip, parse_targets
 from .base.environment import quiet
 from .base.errors import TargetFailure, UsageError
 from .compilation.sharding import check_mesh, parse_mesh, parse_specs
 from .base.user_code import describe_error
-from .commands.verb_rules import check_chips, diff_simulated_chip, require_two_variants
+from .request import Request, report_for, use_cache
+from .verb_rules import check_chips, diff_simulated_chip, require_two_variants
 from .view_table import Needs
 
 if TYPE_CHECKING:
     from .base.chips import Chip
     from .comparison import Compare
-    from .pallas.check import CheckResult
+    from .checking import CheckResult
     from .report import Report
     from .run.result import DiffResult
     from .compilation.target import Target
 
 @contextlib.contextmanager
-def _call():
+def guarded_call():
     """Around one API call: quiet, and sys.exit() in the user's code (at import, while tracing or
     running) a TargetFailure with its code, never the end of the user's script or kernel."""
     with quiet():
@@ -145,14 +146,53 @@ def resolve_chip(name: str | Chip) -> Chip:
 
 
 def _use_cache(cache: bool) -> bool:
-    from .compilation.compile_cache import enabled as cache_enabled
+    return bool(use_cache(cache))
 
-    return bool(cache) and cache_enabled()
+
+# inspect's options beside the target, as `inspector show` spells them (tests/test_request.py: one each)
+SHOW_OPTIONS = {"target": "--target", "args": "--args", "reference": "--ref", "params": "--set", "mesh": "--mesh",
+                "shardings": "--shard", "cache": "--no-cache", "roofline": "--roofline", "time": "--time",
+                "time_budget": "--time-budget", "time_memory": "--time-memory", "measure": "--measure",
+                "passes": "--passes", "pass_select": "--pass", "buffers": "--view memory"}
+
+
+def inspect_request(fn_or_spec: Callable | str, *args: Any, target: str | None = None, params: dict | None = None,
+                    reference: Callable | str | None = None, roofline: str | None = None, cache: bool = True,
+                    mesh: dict | str | None = None, shardings: Any = None, buffers: bool = False, time: bool = False,
+                    time_budget: float | None = None, time_memory: float | None = None, measure: bool = False,
+                    passes: bool = False, pass_select: str | None = None, **kwargs: Any) -> Request:
+    """The Request ``inspect`` makes (the one the command line builds for ``show --json``), checked
+    as the command line checks its options; the target is traced when the request is run."""
+    from .verb_rules import check_measure
+
+    if (time_budget is not None or time_memory is not None) and not time:
+        raise UsageError("time_budget and time_memory are the budget of libtpu's time estimate: add time=True")
+    if time_memory is not None and (isinstance(time_memory, bool) or not isinstance(time_memory, (int, float))
+                                    or not 0 < time_memory < float("inf") or time_memory * 2**30 < 1):
+        raise UsageError(f"time_memory={time_memory!r}: give the GiB libtpu's compiles may use, a number > 0")
+    check_measure(bool(measure))
+    if pass_select is not None:
+        from .hlo.pass_select import check_selector
+
+        check_selector(pass_select)
+    if isinstance(fn_or_spec, str) and not args and not kwargs and params is None and reference is None \
+            and mesh is None and shardings is None:
+        spec: str | Target = fn_or_spec  # as the command line gives it: loaded where the request runs
+    else:
+        spec = make_target(fn_or_spec, args, kwargs, params=params, reference=reference, mesh=mesh, shardings=shardings)
+    needs = Needs(compile=True, jaxpr_text=True, fusions=True, pallas=True, collectives=True, buffers=buffers,
+                  passes=bool(passes or pass_select), time=bool(time))
+    return Request(spec, resolve_chip(target or default_target()).name, needs=needs, roofline=get_chip(roofline).name if roofline else None,
+                   pass_select=pass_select, time_budget=time_budget,
+                   time_memory=None if time_memory is None else int(time_memory * 2**30), measure=bool(measure),
+                   cache=_use_cache(cache), memo=False)
 
 
 def inspect(fn_or_spec: Callable | str, *args: Any, target: str | None = None, params: dict | None = None,
             reference: Callable | str | None = None, roofline: str | None = None, cache: bool = True,
-            mesh: dict | str | None = None, shardings: Any = None, buffers: bool = False, **kwargs: Any) -> Report:
+            mesh: dict | str | None = None, shardings: Any = None, buffers: bool = False, time: bool = False,
+            time_budget: float | None = None, time_memory: float | None = None, measure: bool = False,
+            passes: bool = False, pass_select: str | None = None, **kwargs: Any) -> Report:
     """Trace, lower and compile ``fn_or_spec`` for ``target`` and analyse it: what ``inspector
     show --json`` reports (``.stages`` with the jaxpr, StableHLO and HLO texts and XLA's cost and
     memory; ``.fusions`` the kernels with HBM traffic and roofline, ``.fusions.totals["hbm_bytes"]``;
@@ -170,15 +210,19 @@ def inspect(fn_or_spec: Callable | str, *args: Any, target: str | None = None, p
     the mesh, or ``"P('data',None) P()"``, or one PartitionSpec pytree per positional input) as
     ``--mesh``/``--shard``; ``.memory`` and ``.collectives`` are per device. ``buffers``: also
     read the compiler's buffer assignment (``.memory.largest``, as ``--view memory``).
-    """
-    from .report import make_report
 
-    with _call():
-        t = make_target(fn_or_spec, args, kwargs, params=params, reference=reference, mesh=mesh, shardings=shardings)
-        chip = resolve_chip(target or default_target())
-        roof = get_chip(roofline) if roofline else None
-        needs = Needs(compile=True, jaxpr_text=True, fusions=True, pallas=True, collectives=True, buffers=buffers)
-        return make_report(t, chip, needs, roofline_chip=roof, use_cache=_use_cache(cache), memo=False)
+    As ``show``'s options: ``time`` libtpu's estimated time per kernel (``--time``) within
+    ``time_budget`` seconds and ``time_memory`` GiB; ``measure`` each kernel's device time on the
+    attached TPU (``--measure``); ``passes`` a compile with XLA's pass dumps (``--passes``: each
+    kernel names the pass that made it), ``pass_select`` the diff of one of XLA's passes kept
+    (``--pass``: a name, a substring or an index; ``.passes``).
+    """
+    with guarded_call():
+        request = inspect_request(fn_or_spec, *args, target=target, params=params, reference=reference, roofline=roofline,
+                                  cache=cache, mesh=mesh, shardings=shardings, buffers=buffers, time=time,
+                                  time_budget=time_budget, time_memory=time_memory, measure=measure, passes=passes,
+                                  pass_select=pass_select, **kwargs)
+        return report_for(request, budget_option="time_budget")
 
 
 def _chips(targets: str | Sequence[str]) -> list[Chip]:
@@ -203,9 +247,9 @@ def check(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] |
     ``sweep``: also estimate every combination of the INSPECT params. On a topology
     (``tpu-v5e:16x16``, with ``mesh``/``shardings`` as in ``inspect``) the rows carry the HBM
     fit per device and a program that does not fit is an ``hbm-over-capacity`` error."""
-    from .pallas.check import run_check
+    from .checking import run_check
 
-    with _call():
+    with guarded_call():
         chips = check_chips(_chips(DEFAULT_TPU if targets is None else targets), "targets=['tpu-v5e', 'tpu-v6e', 'h100']")
         t = make_target(fn_or_spec, args, kwargs, params=params, mesh=mesh, shardings=shardings)
         result = run_check(t, chips, estimate_only=estimate_only, use_cache=_use_cache(cache), memo=False)
@@ -229,10 +273,10 @@ def diff(fn: Callable | str, reference: Callable | str | None = None, *args: Any
     ``reference`` may be None for a spec whose INSPECT names one."""
     from .run import check_tolerance, run_diff
 
-    with _call():
+    with guarded_call():
         sim = None
         if target is not None and not (isinstance(target, str) and target.strip().lower() == "local"):
-            sim = diff_simulated_chip(_chips(target), "target", "'tpu-v5p'", "'cpu'/'gpu'/'local'")
+            sim = diff_simulated_chip(_chips(target), "target", f"'{INTERPRET_EXAMPLE}'", "'cpu'/'gpu'/'local'")
         if not isinstance(runs, int) or runs < 0:
             raise UsageError(f"runs must be 0 or more, not {runs!r}")
         try:
@@ -252,18 +296,19 @@ def diff(fn: Callable | str, reference: Callable | str | None = None, *args: Any
 def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, params: dict | None = None,
             params_a: dict | None = None, params_b: dict | None = None, target: str | None = None, target_a: str | None = None,
             target_b: str | None = None, roofline: str | None = None, cache: bool = True, mesh: dict | str | None = None,
-            shardings: Any = None, **kwargs: Any) -> Compare:
+            shardings: Any = None, time: bool = False, time_budget: float | None = None, time_memory: float | None = None,
+            measure: bool = False, **kwargs: Any) -> Compare:
     """Two variants side by side, as ``inspector compare``: ``a`` and ``b`` (functions or
     ``"file.py:function"`` specs; ``b`` None compares ``a`` with itself under other params or on
     another chip), ``params_a``/``params_b`` over the shared ``params``, on ``target_a``/``target_b``
     (default ``target``). Both are built as ``inspect`` builds them; the result has the totals with
     B / A ratios (``.totals``), the VMEM of each Pallas kernel (``.vmem``), the kernels only one side
     has (``.only_a``, ``.only_b``) and those whose HBM bytes changed most (``.changed``); ``.ok`` is
-    False when either side has an error finding."""
+    False when either side has an error finding. ``time``, ``time_budget``, ``time_memory`` and
+    ``measure`` as ``inspect``'s (``--time``, ``--time-budget``, ``--time-memory``, ``--measure``)."""
     from .comparison import compare_reports
-    from .report import make_report
 
-    with _call():
+    with guarded_call():
         for name, value in (("params", params), ("params_a", params_a), ("params_b", params_b)):
             if value is not None and not isinstance(value, dict):
                 raise UsageError(f"{name} must be a dict of static keyword values, not a {type(value).__name__}")
@@ -273,10 +318,11 @@ def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, para
         require_two_variants((id(a), pa, chip_a.name), (id(second), pb, chip_b.name),
                              "give b, params_a/params_b (e.g. params_a={'block_q': 128}, params_b={'block_q': 256}) "
                              "or target_a/target_b")
-        roof = get_chip(roofline) if roofline else None
         reports = []
         for fn, p, chip in ((a, pa, chip_a), (second, pb, chip_b)):
-            t = make_target(fn, args, kwargs, params=p or None, mesh=mesh, shardings=shardings)
-            reports.append(make_report(t, chip, Needs(compile=True, fusions=True, pallas=True), roofline_chip=roof,
-                                       use_cache=_use_cache(cache), memo=False))
+            side = inspect_request(fn, *args, target=chip.name, params=p or None, roofline=roofline, cache=cache, mesh=mesh,
+                                   shardings=shardings, time=time, time_budget=time_budget, time_memory=time_memory,
+                                   measure=measure, **kwargs)
+            reports.append(report_for(dataclasses.replace(side, needs=Needs(compile=True, fusions=True, pallas=True, time=bool(time))),
+                                      budget_option="time_budget"))
         return compare_reports(*reports)

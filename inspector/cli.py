@@ -6,10 +6,11 @@ line, the target file, an output that cannot be written), 3 check could not deci
 (anywhere on the line) adds the traceback.
 
 The work that runs jax and the user's code (import, trace, compile, run) happens in a child
-process (``remote.run_isolated``) and comes back as plain data; this process only parses, waits
+process (``base.child_process.run_isolated``) and comes back as plain data; this process only parses, waits
 and renders. So Ctrl-C during a minutes-long libtpu compile is answered at once, and whatever the
 user's code prints goes to stderr, never into our stdout (``--json`` stays valid JSON). The parts:
-``commands.parser`` (the grammar), ``commands.work`` (what each verb computes, in the child),
+``commands.verb_table`` (one row per verb: its options, help and examples, its printer and its
+work), ``commands.parser`` (the grammar), ``commands.work`` (what each verb computes, in the child),
 ``commands.verbs`` (checking, rendering, exit codes), ``commands.process`` (streams and signals).
 """
 from __future__ import annotations
@@ -18,15 +19,11 @@ import os
 import signal
 import sys
 
-from .commands import baseline, tune, verbs
-from .commands.parser import VERBS as verb_names, build_parser, chosen_chip, normalise
+from .commands import verb_table
+from .commands.parser import build_parser, chosen_chip, normalise, verb_names
 from .commands.process import (EXIT_SIGINT, EXIT_SIGTERM, TERMINATING, Terminated, fail, internal_error, is_stdout_error,
                                main_thread, on_sigterm, reopen_std_streams, silence_stdout, stdout_usable)
 from .base.errors import InspectorError, OutputError, UsageError
-
-VERBS = {"show": verbs.show, "check": verbs.check, "diff": verbs.diff, "export": verbs.export, "chips": verbs.chips,
-         "tui": verbs.tui, "cache": verbs.cache, "compare": verbs.compare, "doctor": verbs.doctor, "tune": tune.tune_verb,
-         "baseline": baseline.baseline_verb}
 
 
 def main(argv: list[str] | None = None, *, isolate: bool = True) -> int:
@@ -53,11 +50,11 @@ def _main(argv: list[str], isolate: bool, debug: bool) -> int:
         debug = debug or opts.debug
         opts.isolate = isolate
         if opts.verb is None:
-            raise UsageError("give a target (inspector samples/attention.py:naive) or a verb: " + ", ".join(verb_names))
+            raise UsageError("give a target (inspector samples/attention.py:naive) or a verb: " + ", ".join(verb_names()))
         chosen_chip(opts)
         if not stdout_usable():
             raise OutputError("standard output is closed: give it a file or a pipe (> out.txt, | less)")
-        code = VERBS[opts.verb](opts)
+        code = verb_table.load(verb_table.get_verb(opts.verb).printer)(opts)
         sys.stdout.flush()
         return code
     except InspectorError as err:

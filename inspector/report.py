@@ -9,8 +9,8 @@ import numpy as np
 from .base import json_text
 from .base.atomic import write_atomic
 from .compilation.backends import Backend
-from .base.chips import CHIPS, Chip, get_chip
-from .display import html, print_view
+from .base.chips import CHIPS, SIMULATED_CHIP, Chip, get_chip
+from .base.display import html, print_view
 from .base.errors import UsageError
 from .base.findings import Finding, by_severity
 from .hlo.collectives import CollectiveAnalysis, analyse_collectives
@@ -21,12 +21,13 @@ from .libtpu import Budget, TimeEstimate, estimate_times
 from .libtpu.kernel_times import as_floor, totals as time_totals
 from .measure import Measurement
 from .hlo.memory import MemoryReport, analyse_memory
+from .mosaic.explain import explain_capture
 from .mosaic.passes import MosaicPasses, capture_mosaic_passes
 from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, compiler_vmem_by_call, defer_to_compiler, refused_by_compiler
 from .compilation.pass_dumps import capture_with_passes
 from .base.specs import hlo_type
 from .compilation.stage_records import STAGES, Capture, Stages
-from .compilation.stages import SIMULATED_CHIP, capture
+from .compilation.stages import capture
 from .compilation.target import Target
 from .base.user_code import short_path
 from .base.units import fmt_bytes, fmt_time
@@ -301,7 +302,7 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     info = TargetInfo(spec=target.spec, function=target.name, file=short_path(target.file) if target.file else None,
                       line=target.line, params=dict(target.params), param_choices=dict(target.param_choices),
                       reference=target.reference_name)
-    stages = captured.stages
+    stages = explain_capture(captured, chip).stages  # a failed kernel explained (idempotent: make_report did)
     findings = _stage_findings(stages)
     kernels = None
     if pallas or fusions:
@@ -362,6 +363,10 @@ def make_report(target: Target, chip: Chip, needs: Needs, *, roofline_chip: Chip
     else:
         captured = capture(target, Backend(chip), compile=needs.compile, jaxpr_text=needs.jaxpr_text, use_cache=use_cache,
                            memo=memo, buffers=needs.buffers)
+    explain_capture(captured, chip)  # the capture keeps what a failed kernel left; Mosaic's analysis explains it
+    if log is not None and pass_select is not None and not log.steps:
+        raise UsageError(f"--pass {pass_select}: the compile wrote no pass dumps"
+                         + (f" ({captured.stages.compile_error.headline})" if captured.stages.compile_error else ""))
     report = build_report(target, chip, captured, fusions=needs.fusions, pallas=needs.pallas, roofline_chip=roofline_chip,
                           collectives=needs.collectives, passes=log)
     if needs.mosaic_passes and chip.is_tpu and (captured.stages.mosaic or captured.stages.compile_error is not None):

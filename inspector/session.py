@@ -17,6 +17,7 @@ from .measure.run import measure_on_chip
 from .mosaic.kept import kept_mosaic_diff
 from .compilation.target import load_target
 from .compilation.user_files import split_spec
+from .request import Request, report_for
 from .view_table import Needs
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +40,24 @@ class Session:
     mesh: str | None = None  # --mesh data=4,model=4 (over INSPECT's "mesh")
     shard: str | None = None  # --shard "P('data',None) P()" (over INSPECT's "shardings")
     chip_reason: str | None = None  # why this chip, when the command line named none (default_target)
+    roofline: str | None = None  # the chip whose figures the roofline uses (default: the chip)
+    time_budget: float | None = None  # seconds libtpu's simulation may take (--time-budget; default 60)
+    time_memory: int | None = None  # bytes its compiles may use (--time-memory; default 4 GiB)
+    pass_select: str | None = None  # the pass whose diff the report keeps (--pass)
+
+    def request(self, needs: Needs) -> Request:
+        """The Request this session makes for ``needs``: the one the command line and the Python
+        API build for the same options."""
+        return Request(self.spec, self.chip, args=self.args, ref=self.ref, sets=tuple(self.sets), mesh=self.mesh,
+                       shard=self.shard, chip_reason=self.chip_reason, needs=needs, roofline=self.roofline,
+                       pass_select=self.pass_select, time_budget=self.time_budget, time_memory=self.time_memory,
+                       measure=self.measure, cache=self.use_cache)
+
+    def tune_budget(self):
+        """libtpu's budget per candidate of the tune screen's sweep: the session's, as for --time."""
+        from .verb_rules import time_budget
+
+        return time_budget(self.time_budget, "the time budget", self.time_memory)
 
     def target(self, fresh: bool = False):
         if fresh:  # --watch: import the file again so edits are seen
@@ -46,32 +65,26 @@ class Session:
             for name, module in list(sys.modules.items()):
                 if (path := getattr(module, "__file__", None)) and os.path.abspath(path) == os.path.abspath(where):
                     del sys.modules[name]
-            import inspector.compilation.stages as stages
-            stages._MEMO.clear()
+            from .compilation.stages import forget_captures
+            forget_captures()
         return load_target(self.spec, args=self.args, ref=self.ref, sets=self.sets, mesh=self.mesh, shard=self.shard)
 
     def lowering(self, fresh: bool = False):
         """The report as far as lowering goes (jaxpr, StableHLO, Mosaic; no compile, no kernel
         analyses), so the UI shows them while the compiler works. This process keeps the trace
         and lowering: the ``report`` that follows compiles from them instead of tracing again."""
-        from .report import make_report
-
-        report = self._with_reason(make_report(self.target(fresh), get_chip(self.chip), Needs(jaxpr_text=True)))
-        _ = report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
-        return report
+        return report_for(dataclasses.replace(self.request(Needs(jaxpr_text=True)), measure=False, cache=True,
+                                              pass_select=None),
+                          self.target(fresh))
 
     def report(self, fresh: bool = False):
-        from .report import make_report
+        # measured through this module's name for it: a test fakes the chip there
+        return report_for(self.request(self.needs()), self.target(fresh), measure_on_chip=measure_on_chip)
 
-        needs = Needs(compile=True, jaxpr_text=True, fusions=True, pallas=True, collectives=True, buffers=self.buffers,
-                      passes=self.passes, mosaic_passes=self.mosaic_passes, time=self.time)
-        report = self._with_reason(make_report(self.target(fresh), get_chip(self.chip), needs, use_cache=self.use_cache))
-        _ = report.stages.op_counts  # counted here, in the worker process, not in the UI's thread
-        if self.measure:
-            from .report import with_measurement
-
-            report = with_measurement(report, measure_on_chip(self.target, report.chip))
-        return report
+    def needs(self) -> Needs:
+        """What the UI's report computes: every tab's, and what the session turned on."""
+        return Needs(compile=True, jaxpr_text=True, fusions=True, pallas=True, collectives=True, buffers=self.buffers,
+                     passes=self.passes or self.pass_select is not None, mosaic_passes=self.mosaic_passes, time=self.time)
 
     def pass_diff(self, select: str):
         """The unified diff of one step of the pass pipeline (``--pass select``), from a compile
@@ -108,9 +121,6 @@ class Session:
 
     def with_chip(self, chip: str) -> "Session":
         return dataclasses.replace(self, chip=chip, chip_reason=None)  # the user's choice: no default to explain
-
-    def _with_reason(self, report):
-        return dataclasses.replace(report, chip_reason=self.chip_reason) if self.chip_reason else report
 
     def with_params(self, params: dict[str, str]) -> "Session":
         sets = [s for s in self.sets if s.split("=", 1)[0] not in params] + [f"{k}={v}" for k, v in params.items()]

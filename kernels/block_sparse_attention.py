@@ -20,7 +20,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 from .block_sizes import LANES, BlockSizes
 from .cost import nbytes, transfers
-from .flash_attention import MASK_VALUE, _dot, normalise, online_softmax_update
+from .flash_attention import MASK_VALUE, dot, normalise, online_softmax_update
 
 __all__ = ["BlockSizes", "LocalGlobalMask", "block_layout", "block_sparse_attention", "reference"]
 
@@ -104,7 +104,7 @@ def _kernel(ids_ref, kinds_ref, q_ref, k_ref, v_ref, *rest, mask, sm_scale, bq, 
         acc_sc[...] = jnp.zeros(acc_sc.shape, jnp.float32)
 
     def _step(apply_mask: bool):
-        s = _dot(q_ref[...], k_ref[...], 1, 1) * sm_scale
+        s = dot(q_ref[...], k_ref[...], 1, 1) * sm_scale
         visible = None
         if apply_mask:
             j = ids_ref[i * width + t].astype(jnp.int32)

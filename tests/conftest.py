@@ -141,7 +141,7 @@ def round_tests(held: HeldOut, chips: list[str]) -> tuple:
     @pytest.mark.parametrize("spec", held.params())
     def the_estimate_finds_no_error(spec):
         from inspector.base.chips import get_chip
-        from inspector.pallas.check import run_check
+        from inspector.checking import run_check
         from inspector.compilation.target import load_target
 
         estimate = run_check(load_target(spec), [get_chip(c) for c in chips], estimate_only=True)
@@ -154,7 +154,7 @@ def round_tests(held: HeldOut, chips: list[str]) -> tuple:
     def check_agrees_with_libtpu(spec):
         """libtpu's compile on v5e fits each entry at INSPECT's shape, as the estimate says."""
         from inspector.base.chips import get_chip
-        from inspector.pallas.check import run_check
+        from inspector.checking import run_check
         from inspector.compilation.target import load_target
 
         real = run_check(load_target(spec), [get_chip("tpu-v5e")])
@@ -272,12 +272,12 @@ def _libtpu_marker_is_honest(request, monkeypatch):
     `-m "not libtpu"` really runs without libtpu compiles."""
     if request.node.get_closest_marker("libtpu"):
         return
-    from inspector.compilation import backends
+    from inspector.jax_internals import tpu_topology
 
     def refuse(topology):
         raise AssertionError(f"this test compiles for a TPU ({topology}): mark it @pytest.mark.libtpu")
 
-    monkeypatch.setattr(backends, "_tpu_mesh", refuse)
+    monkeypatch.setattr(tpu_topology, "tpu_mesh", refuse)
 
 
 # ----------------------------------------------------------------- the terminal UI under Textual's pilot

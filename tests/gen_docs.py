@@ -13,7 +13,8 @@ The tables: ``views`` (inspector/view_table.py: the TUI's tabs and `show --view`
 (inspector/base/findings.py's CODES), ``chips`` (inspector/base/chips.py's CHIPS), ``exit-codes`` (the
 EXIT_* constants of inspector/base/errors.py and inspector/commands/process.py, with the comment on
 their line), ``vmem-rules`` (inspector/pallas/vmem_rules.py's RULES, each with its evidence from
-inspector/pallas/vmem_rule_evidence.json). tests/test_docs.py fails when a page and the code disagree.
+inspector/pallas/vmem_rule_evidence.json), ``layers`` (tests/layers.py's LAYERS and SEAMS: the order of the
+folders that tests/test_layering.py enforces). tests/test_docs.py fails when a page and the code disagree.
 """
 from __future__ import annotations
 
@@ -120,7 +121,18 @@ def vmem_rules_table() -> str:
     return text
 
 
-TABLES = {"views": views_table, "findings": findings_table, "chips": chips_table, "exit-codes": exit_codes_table,
+def layers_table() -> str:
+    """The layers, bottom to top (tests/layers.py's LAYERS), and the seams that cross them."""
+    from layers import LAYERS, SEAMS
+
+    text = _table(["layer", "paths", "what lives there"],
+                  [[f"{i}. {layer.name}", ", ".join(f"`{p}`" for p in layer.paths), layer.what]
+                   for i, layer in enumerate(LAYERS, 1)])
+    seams = [f"- `{s.importer}` imports `{s.imported}`: {s.why}" for s in SEAMS]
+    return text + "\nSeams (an import up the order that must stay): " + ("\n" + "\n".join(seams) if seams else "none.") + "\n"
+
+
+TABLES = {"layers": layers_table, "views": views_table, "findings": findings_table, "chips": chips_table, "exit-codes": exit_codes_table,
           "vmem-rules": vmem_rules_table}
 
 

@@ -279,7 +279,7 @@ def _raise_unpicklable():
 
 
 def test_an_exception_that_cannot_be_pickled_still_reaches_the_parent_with_its_message():
-    from inspector.remote import run_isolated
+    from inspector.base.child_process import run_isolated
 
     with pytest.raises(ValueError) as caught:  # the nearest built-in class, with the message
         run_isolated(_raise_unpicklable)
@@ -289,7 +289,7 @@ def test_an_exception_that_cannot_be_pickled_still_reaches_the_parent_with_its_m
 
 def test_our_own_errors_cross_as_themselves():
     from inspector.base.errors import UsageError
-    from inspector.remote import _picklable
+    from inspector.base.child_process import _picklable
 
     again = _picklable(UsageError("a line"))
     assert type(again) is UsageError and str(pickle.loads(pickle.dumps(again))) == "a line"
@@ -592,7 +592,7 @@ def test_diff_says_when_nothing_was_compared(cli, also, entry, severity, code_, 
 
 
 def test_a_slow_trace_says_what_it_is_doing(also, monkeypatch):
-    """The CLI's child names a stream (remote._child_main); past SLOW_AFTER_S the trace says so."""
+    """The CLI's child names a stream (base.child_process.child_main); past SLOW_AFTER_S the trace says so."""
     import io
 
     from inspector.base import progress
@@ -735,7 +735,7 @@ def test_xla_ops_past_the_memory_budget_say_how_to_give_more():
 
 
 def test_time_with_a_view_that_shows_it_is_not_refused():
-    from inspector.commands.verb_rules import check_time_options
+    from inspector.verb_rules import check_time_options
 
     for view in ("overview", "fusions", "bundles"):
         check_time_options(True, 5.0, view)

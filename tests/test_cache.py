@@ -72,8 +72,8 @@ def test_versions_chip_schema_and_module_are_in_the_key(monkeypatch):
     assert compile_cache.key("module", "tpu-v5e") != base
     monkeypatch.undo()
     for dist in ("jax", "jaxlib", "libtpu", "jax-inspector"):
-        real = compile_cache._version
-        monkeypatch.setattr(compile_cache, "_version", lambda d, dist=dist, real=real: "9.9" if d == dist else real(d))
+        real = compile_cache.dist_version
+        monkeypatch.setattr(compile_cache, "dist_version", lambda d, dist=dist, real=real: "9.9" if d == dist else real(d))
         assert compile_cache.key("module", "tpu-v5e") != base, dist
         monkeypatch.undo()
 

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import HeldOut, assert_entry_clean, errors, truth_outcome
 from inspector.base.chips import get_chip
-from inspector.pallas.check import run_check
+from inspector.checking import run_check
 from inspector.compilation.target import load_target
 from inspector.view_table import SHOW_VIEWS as VIEWS
 

@@ -192,10 +192,12 @@ def test_every_option_says_its_default():
 
 
 def test_help_examples_parse():
-    from inspector.commands.help_text import EPILOGS, TOP
+    from inspector.commands.help_text import TOP
     from inspector.commands.parser import normalise
+    from inspector.commands.verb_table import VERBS
 
     parser, verbs = _subparsers()
+    EPILOGS = {v.name: v.epilog for v in VERBS}
     assert set(EPILOGS) == set(verbs)
     assert "HTML" in parser.format_help()  # export's summary
     for text in (TOP, *EPILOGS.values()):

@@ -1,26 +1,31 @@
-"""The direction of imports: no cycles (imports inside functions count, and so, in the strict
-check, do imports under TYPE_CHECKING: a circle closed by a type-only import is still a circle of
-concerns), the core reaches the views only through inspector/display.py, and the analyses (hlo/,
-pallas/) import no front end."""
+"""The direction of imports: every import follows the declared order of the layers (tests/layers.py:
+imports inside functions count, type-only ones do not), no module imports another's private name,
+no circle between modules (in the strict check, imports under TYPE_CHECKING count too: a circle
+closed by a type-only import is still a circle of concerns) nor between folders, and the core
+reaches the views only through inspector/base/display.py."""
 from __future__ import annotations
 
 import ast
+import fnmatch
+import shutil
 from pathlib import Path
 
+import pytest
 
 from conftest import ROOT
+from layers import LAYERS, SEAMS
 
 # on disk -> as installed (pyproject's package-dir)
 PACKAGES = {"inspector": "inspector", "views": "inspector.views", "kernels": "inspector.kernels"}
 FRONT_ENDS = ("inspector.cli", "inspector.commands", "inspector.views")
-DOOR = "inspector.display"  # the core's one door to the views (Jupyter's HTML, Report.show)
+DOOR = "inspector.base.display"  # the core's one door to the views (Jupyter's HTML, Report.show)
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root: Path = ROOT) -> dict[str, Path]:
     found = {}
     for top, package in PACKAGES.items():
-        for path in (ROOT / top).rglob("*.py"):
-            parts = path.relative_to(ROOT / top).with_suffix("").parts
+        for path in (root / top).rglob("*.py"):
+            parts = path.relative_to(root / top).with_suffix("").parts
             parts = parts[:-1] if parts[-1] == "__init__" else parts
             found[".".join((package, *parts))] = path
     return found
@@ -63,8 +68,8 @@ def _imports(name: str, path: Path, known: set[str], type_only: bool = False) ->
     return found
 
 
-def _graph(type_only: bool = False) -> dict[str, set[str]]:
-    modules = _modules()
+def _graph(type_only: bool = False, root: Path = ROOT) -> dict[str, set[str]]:
+    modules = _modules(root)
     return {name: _imports(name, path, set(modules), type_only) for name, path in modules.items()}
 
 
@@ -189,3 +194,183 @@ def test_modules_and_functions_stay_small():
                          if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
                          and node.end_lineno - node.lineno + 1 > FUNCTION_LINES]
     assert too_long == []
+
+
+# ----------------------------------------------------------------------------- the declared order
+
+def _unit(path: Path, root: Path = ROOT) -> tuple[int, str]:
+    """(layer index, the LAYERS path that holds ``path``): its own path, else the root's
+    ``inspector/*.py``, else its folder."""
+    rel = path.relative_to(root).as_posix()
+    best: tuple[int, int, str] | None = None
+    for index, layer in enumerate(LAYERS):
+        for entry in layer.paths:
+            if entry.endswith("/"):
+                rank = 1 if rel.startswith(entry) else None
+            elif "*" in entry:
+                rank = 2 if fnmatch.fnmatch(rel, entry) and "/" not in rel[len(entry.rsplit("/", 1)[0]) + 1:] else None
+            else:
+                rank = 3 if rel == entry else None
+            if rank is not None and (best is None or rank > best[0]):
+                best = (rank, index, entry)
+    assert best is not None, f"{rel}: in no layer of tests/layers.py"
+    return best[1], best[2]
+
+
+def _order_violations(root: Path = ROOT) -> list[str]:
+    """Every import (inside functions too, TYPE_CHECKING left out) of a module in a higher layer
+    than the importer's, unless SEAMS names it."""
+    modules = _modules(root)
+    units = {name: _unit(path, root) for name, path in modules.items()}
+    allowed = {(s.importer, s.imported) for s in SEAMS}
+    found = []
+    for name, targets in _graph(root=root).items():
+        for target in sorted(targets):
+            if units[target][0] > units[name][0] and (name, target) not in allowed:
+                found.append(f"{name} ({LAYERS[units[name][0]].name}) imports {target} ({LAYERS[units[target][0]].name})")
+    return found
+
+
+def _unit_cycles(root: Path = ROOT) -> list[list[str]]:
+    """Circles between the LAYERS paths (folders, root modules): within a layer they are peers."""
+    modules = _modules(root)
+    units = {name: _unit(path, root)[1] for name, path in modules.items()}
+    graph: dict[str, set[str]] = {u: set() for u in units.values()}
+    for name, targets in _graph(root=root).items():
+        graph[units[name]].update(units[t] for t in targets if units[t] != units[name])
+    return _cycles(graph)
+
+
+def _private_uses(root: Path = ROOT) -> list[str]:
+    """Every use of another module's underscore name: ``from m import _x`` and ``m._x`` where m is
+    a module of the package (a name two modules share is public in one of them)."""
+    modules = _modules(root)
+    known = set(modules)
+    found = []
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        is_package = path.name == "__init__.py"
+        bound: dict[str, str] = {}  # local name -> the project module it is
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name in known:
+                        bound[a.asname or a.name] = a.name if a.asname else a.name.split(".")[0]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = name.split(".")[: len(name.split(".")) - (node.level - (1 if is_package else 0))]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                for a in node.names:
+                    if f"{base}.{a.name}" in known:
+                        bound[a.asname or a.name] = f"{base}.{a.name}"
+                    elif base in known and base != name and a.name.startswith("_") and not a.name.startswith("__"):
+                        found.append(f"{name}: from {base} import {a.name}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                dotted, value = [], node.value
+                while isinstance(value, ast.Attribute):
+                    dotted.insert(0, value.attr)
+                    value = value.value
+                if isinstance(value, ast.Name) and value.id in bound:
+                    module = ".".join([bound[value.id], *dotted])
+                    if module in known and module != name:
+                        found.append(f"{name}: {module}.{node.attr}")
+    return sorted(set(found))
+
+
+def test_every_import_follows_the_declared_order():
+    assert _order_violations() == []
+
+
+def test_no_circle_between_folders():
+    assert _unit_cycles() == []
+
+
+def test_no_module_uses_another_modules_private_names():
+    assert _private_uses() == []
+
+
+def test_every_module_is_in_a_layer_and_every_layer_path_exists():
+    for path in _modules().values():
+        _unit(path)
+    for layer in LAYERS:
+        for entry in layer.paths:
+            assert list(ROOT.glob(entry.rstrip("/"))), f"{layer.name}: {entry} does not exist"
+    for seam in SEAMS:
+        assert seam.why and seam.imported in _graph()[seam.importer], f"{seam}: not an import (any more)"
+
+
+@pytest.fixture(scope="module")
+def tree_copy(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tree")
+    for top in PACKAGES:
+        shutil.copytree(ROOT / top, root / top, ignore=shutil.ignore_patterns("__pycache__", "*.json", "vendor"))
+    return root
+
+
+def _append(path: Path, line: str) -> str:
+    text = path.read_text()
+    path.write_text(text + "\n\ndef _added():\n    " + line + "\n")
+    return text
+
+
+@pytest.mark.parametrize("module, line, what", [
+    ("inspector/base/units.py", "from ..compilation import stages", "inspector.base.units (base) imports inspector.compilation.stages"),
+    ("inspector/hlo/text.py", "from ..report import Report", "inspector.hlo.text (hlo) imports inspector.report"),
+    ("views/doctor.py", "from ..commands.doctor import checkup", "inspector.views.doctor (views) imports inspector.commands.doctor"),
+])
+def test_an_import_against_the_order_fails_the_check(tree_copy, module, line, what):
+    """The check reads the tree it is given: an import added (inside a function) to a copy fails it."""
+    before = _append(tree_copy / module, line)
+    try:
+        found = _order_violations(tree_copy)
+    finally:
+        (tree_copy / module).write_text(before)
+    assert any(f.startswith(what) for f in found), found
+    assert _order_violations(tree_copy) == []
+
+
+@pytest.mark.parametrize("module, line, what", [
+    ("inspector/pallas/tiling.py", "from ..compilation.stages import _MEMO", "from inspector.compilation.stages import _MEMO"),
+    ("inspector/report.py", "import inspector.compilation.stages as stages; stages._MEMO.clear()",
+     "inspector.compilation.stages._MEMO"),
+])
+def test_a_private_name_of_another_module_fails_the_check(tree_copy, module, line, what):
+    before = _append(tree_copy / module, line)
+    try:
+        found = _private_uses(tree_copy)
+    finally:
+        (tree_copy / module).write_text(before)
+    assert any(what in f for f in found), found
+    assert _private_uses(tree_copy) == []
+
+
+def test_a_circle_between_folders_fails_the_check():
+    assert _cycles({"inspector/run/": {"inspector/measure/"}, "inspector/measure/": {"inspector/run/"}}) \
+        == [["inspector/measure/", "inspector/run/"]]
+
+
+def _readme_layer_paths() -> list[str]:
+    """The folders of the README's Architecture table, in its order: a cell's later items are
+    short for the first one's top folder (`inspector/hlo/`, `jax_internals/`)."""
+    import re
+
+    section = (ROOT / "README.md").read_text().split("## Architecture", 1)[1].split("\n## ", 1)[0]
+    paths = []
+    for line in section.splitlines():
+        if not line.startswith("| `"):
+            continue
+        top = ""
+        for item in re.findall(r"`([^`]+)`", line.split("|")[1]):
+            if item.split("/")[0] in ("inspector", "views", "kernels", "samples", "tests"):
+                top = item.split("/")[0] + "/" if "/" in item else ""
+                paths.append(item)
+            else:
+                paths.append(top + item)
+    return paths
+
+
+def test_the_readme_draws_the_declared_order():
+    declared = [p for layer in LAYERS for p in layer.paths]
+    assert [p for p in _readme_layer_paths() if p not in ("samples/", "tests/")] == declared

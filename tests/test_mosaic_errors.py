@@ -13,7 +13,7 @@ from conftest import DATA, ROOT, line_of, lines_of_function
 from inspector.base.chips import get_chip
 from inspector.base.findings import CODES
 from inspector.mosaic.error_kinds import BY_NAME, KINDS, classify
-from inspector.mosaic.explain import explain_failure
+from inspector.mosaic.explain import explain_capture, explain_failure
 
 SAMPLE = "samples/mosaic_errors.py"
 MESSAGES = DATA / "mosaic_errors"
@@ -108,7 +108,7 @@ def test_a_constant_block_index_past_the_end_is_caught_before_compiling():
     """libtpu aborts the process on it; the guard reads the BlockSpecs of the traced program (no TPU)."""
     from inspector.compilation.backends import Backend
     from inspector.jax_internals.pallas import block_specs
-    from inspector.mosaic.block_guard import bad_block_indices
+    from inspector.compilation.block_guard import bad_block_indices
     from inspector.compilation.stages import capture
     from inspector.compilation.target import load_target
 
@@ -156,7 +156,8 @@ def compiled():
         if (name, fixed) not in cache:
             chip = mosaic_errors.FAILS_ON[name]
             target = load_target(f"{SAMPLE}:{name}", sets=[f"fixed={fixed}"])
-            cache[name, fixed] = chip, capture(target, Backend(get_chip(chip)), jaxpr_text=False, use_cache=False).stages
+            captured = capture(target, Backend(get_chip(chip)), jaxpr_text=False, use_cache=False)
+            cache[name, fixed] = chip, explain_capture(captured, get_chip(chip)).stages  # capture keeps, mosaic explains
         return cache[name, fixed]
     return get
 

@@ -122,7 +122,7 @@ def test_not_a_tpu_is_a_finding():
 
 
 def test_the_child_gets_its_own_environment():
-    from inspector.remote import run_isolated
+    from inspector.base.child_process import run_isolated
 
     assert run_isolated(os.getenv, "INSPECTOR_PROBE", env={"INSPECTOR_PROBE": "yes"}) == "yes"
     assert "INSPECTOR_PROBE" not in os.environ

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import DATA, lines_of_function
 from inspector.compilation.backends import Backend
-from inspector.pallas.check import run_check
+from inspector.checking import run_check
 from inspector.base.chips import get_chip
 from inspector.pallas.grid_walk import walk_grid
 from inspector.pallas.analysis import analyse_pallas

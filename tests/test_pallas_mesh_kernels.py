@@ -3,7 +3,7 @@ libtpu's own verdict, their emit_pipelines walked, flops counted, and diffed (or
 import pytest
 
 from inspector.base.chips import get_chip
-from inspector.pallas.check import run_check
+from inspector.checking import run_check
 from inspector.compilation.target import load_target
 
 SAMPLES = "samples/mesh_kernels.py"

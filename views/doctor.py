@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..commands.doctor import Checkup
+from ..base.checkup import Checkup
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "info": "dim"}
 

@@ -24,7 +24,7 @@ from .printer import overview
 
 if TYPE_CHECKING:  # the result types call in through inspector.display; views never import them back
     from ..comparison import Compare
-    from ..pallas.check import CheckResult
+    from ..checking import CheckResult
     from ..report import Report
     from ..run.result import DiffResult
 

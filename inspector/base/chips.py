@@ -81,6 +81,12 @@ class Chip:
     def is_local(self) -> bool:
         return self.kind == "local"
 
+    @property
+    def cores_per_device(self) -> int:
+        """TensorCores one jax device drives (what libtpu's deviceless topology reports as a device's
+        ``num_cores``: 2 on v5p, 1 on v4 and TPU7x, whose cores are a device each)."""
+        return max(1, (self.tensor_cores or 1) // (self.devices_per_chip or 1))
+
 
 # the linear attention kernel of tests/data/third_party_styles.py, bf16 (BH, 4096|16384, 128), one
 # chunk per step, compiled deviceless with libtpu 0.0.42.1
@@ -178,6 +184,23 @@ _BY_NAME = {alias: chip for chip in CHIPS for alias in (chip.name, *chip.aliases
 
 DEFAULT_TPU = "tpu-v5e"  # the chip a TPU-only verb (check, diff's interpreter, the UI on a Pallas file) takes unless told
 SPARSE_CORE_CHIP = "tpu-7x"  # simulated on the CPU for a program that asks its chip for SparseCores (v5e has none)
+SIMULATED_CHIP = DEFAULT_TPU  # whose figures a TPU kernel's own chip lookups get on the CPU (interpret mode)
+INTERPRET_EXAMPLE = "tpu-v5p"  # the TPU the messages of diff (interpret mode) name as an example
+
+# Chip facts beside the table's fields (kept out of `inspector chips --json`, which shows the fields),
+# keyed by chip name.
+# MXUs per TensorCore at full rate, as the clock's derivation counts them: the Cloud TPU pages (4 on every
+# generation); jax's table says 2 for v6e and TPU7x, but libtpu's simulated dot runs faster than 2 MXUs of
+# 256^2 could (tpu-v6e's clock source)
+MXUS = {"tpu-v4": 4, "tpu-v5e": 4, "tpu-v5p": 4, "tpu-v6e": 4, "tpu-7x": 4}
+# chips whose MXU takes 8-bit float operands as they are; elsewhere Mosaic converts them to bf16 first
+# (measured: libtpu 0.0.42.1's compiles of fp8 matmuls, pallas/vmem_rule_evidence.json's fp8_as_bf16);
+# int8 operands likewise where the chip has no int8 ops (Chip.int8_ops)
+MXU_TAKES_FP8 = frozenset({"tpu-7x"})
+# the chips of more than one TensorCore, as messages name them (tests/test_chips.py: every such chip)
+MULTI_CORE_CHIPS = "v4 and v5p (megacore) and TPU7x"
+# chips on whose TPU VM jax does not warn about transparent hugepages (it warns from v5e on)
+NO_HUGEPAGES_WARNING = frozenset({"tpu-v4"})
 
 
 def get_chip(name: str) -> Chip:

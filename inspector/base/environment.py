@@ -18,6 +18,7 @@ import logging
 import os
 import traceback
 import warnings
+from typing import Callable
 
 from .errors import ChipBusy, NoChip
 
@@ -38,6 +39,11 @@ ON_CHIP_MARK = "INSPECTOR_ON_CHIP"
 
 def tpu_attached() -> bool:
     return bool(glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*"))
+
+
+def libtpu_available() -> bool:
+    """Whether libtpu is installed (TPU targets compile through it, without a TPU)."""
+    return importlib.util.find_spec("libtpu") is not None
 
 
 def _cuda_plugin_installed() -> bool:
@@ -149,13 +155,14 @@ def may_use_chip() -> bool:
     return platforms_ours() or "tpu" in os.environ.get("JAX_PLATFORMS", "tpu").split(",")
 
 
-def prepare_on_import() -> str:
+def prepare_on_import(backends_started: Callable[[], bool]) -> str:
     """What ``import inspector`` does. Before jax is imported: prepare() (variables only; the jax
     logger is left to the user). After: the libtpu variables still count (libtpu reads them when it
     loads, at the first TPU-target compile), and where jax has not started a backend yet and nobody
     chose its platforms, ``jax_platforms`` is set through jax.config as the variable would have;
     once the user's jax has started its backends, they stay as they are. Returns which case held:
-    "before-jax", "jax-configured" or "jax-running"."""
+    "before-jax", "jax-configured" or "jax-running". ``backends_started`` reads jax's private state
+    (``jax_internals.runtime``, a layer above this one): the package's ``__init__`` hands it in."""
     global import_state
     import sys
 
@@ -165,8 +172,6 @@ def prepare_on_import() -> str:
         return import_state
     user_platforms = "JAX_PLATFORMS" in os.environ
     prepare(jax_logs=False, own_process=False)
-    from ..jax_internals.runtime import backends_started
-
     if backends_started():
         import_state = "jax-running"
         return import_state

@@ -48,7 +48,7 @@ def stem(name: str) -> str:
 
 
 def versions() -> dict[str, str | None]:
-    from ..version import __version__
+    from ..base.version import __version__
 
     found: dict[str, str | None] = {"inspector": __version__}
     for dist in ("jax", "jaxlib", "libtpu"):

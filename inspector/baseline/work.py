@@ -104,8 +104,8 @@ def compute_target(spec: str, request: Request) -> Computed:
     environment.prepare(debug=request.debug)
     from ..base.chips import get_chip
     from ..compilation.target import load_target
-    from ..libtpu import Budget
-    from ..report import make_report
+    from ..request import Request as ReportRequest
+    from ..request import report_for
     from ..view_table import Needs
 
     label = target_label(spec, request.sets)
@@ -116,13 +116,13 @@ def compute_target(spec: str, request: Request) -> Computed:
         except InspectorError as err:
             out.entry["error"] = _one_line(err)
             return out
-        budget = Budget(seconds=request.time_budget) if request.time_budget else None
         needs = Needs(compile=True, fusions=True, pallas=True, time=request.time)
         chips: dict = {}
         for name in request.chips:
             chip = get_chip(name)
             try:
-                report = make_report(target, chip, needs, use_cache=request.use_cache, memo=False, time_budget=budget)
+                report = report_for(ReportRequest(target, chip.name, needs=needs, cache=request.use_cache, memo=False,
+                                                  time_budget=request.time_budget or None))
             except InspectorError as err:
                 chips[name] = {"error": _one_line(err)}
                 continue
@@ -150,7 +150,7 @@ def compute(request: Request, *, isolate: bool = True, progress: Callable[[int, 
         if not isolate:
             found.append(compute_target(spec, request))
             continue
-        from ..remote import ChildFailed, run_isolated
+        from ..base.child_process import ChildFailed, run_isolated
 
         try:
             found.append(run_isolated(compute_target, spec, request))

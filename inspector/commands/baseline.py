@@ -1,7 +1,7 @@
 """``inspector baseline save|diff`` and ``inspector check --baseline``: the command line's side of
 the performance gate (inspector/baseline/ computes and compares; views/baseline.py prints).
 
-    add_baseline_parser(sub, common)    # the `baseline` subparser and its actions
+    baseline_options(parser)            # the `baseline` verb's actions and their options
     add_check_options(check)            # --baseline, --tolerance and more targets for `check`
     baseline_verb(opts)                 # save / diff
     check_baseline(opts)                # check TARGET... --baseline FILE
@@ -14,17 +14,15 @@ import sys
 from ..base.chips import DEFAULT_TPU, parse_targets
 from ..base.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from .arg_types import seconds as _seconds
+from .options import debug_parent
 
 TOLERANCE_HELP = ("how far a figure may move: FIGURE=N%% or FIGURE=N in its unit, comma-separated or repeated, e.g. "
                   "time=5%%,hbm_bytes=0 (default: time=2%%, every other figure exact)")
 
 
-def add_baseline_parser(sub, common) -> argparse.ArgumentParser:
-    from .help_text import EPILOGS
-
-    baseline = sub.add_parser("baseline", parents=common, epilog=EPILOGS["baseline"],
-                              help="save the figures of kernels per chip (no TPU) to gate CI on with `check --baseline`; "
-                                   "diff two saved baselines")
+def baseline_options(baseline: argparse.ArgumentParser) -> None:
+    """The `baseline` verb's actions and their options (its row in verb_table.py names this)."""
+    common = [debug_parent(type(baseline))]
     actions = baseline.add_subparsers(dest="action", metavar="ACTION", parser_class=type(baseline))
     save = actions.add_parser("save", parents=common, help="compute and write a baseline",
                               description="compute every target's figures per chip and write them as JSON")
@@ -47,7 +45,6 @@ def add_baseline_parser(sub, common) -> argparse.ArgumentParser:
     diff.add_argument("--tolerance", action="append", default=[], metavar="FIGURE=N",
                       help="how far a figure may move and not be listed: FIGURE=N%% or FIGURE=N (default: every figure exact)")
     diff.add_argument("--json", action="store_true", help="as JSON")
-    return baseline
 
 
 def add_check_options(check: argparse.ArgumentParser) -> None:
@@ -103,7 +100,7 @@ def _save(opts) -> int:
     from ..baseline.targets import expand
     from ..views.baseline import saved_view
     from ..views.printer import make_console, print_fitting
-    from .verb_rules import time_budget
+    from ..verb_rules import time_budget
 
     check_writable(opts.file)
     check_not_read_only(opts.file)

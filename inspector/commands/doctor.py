@@ -7,35 +7,14 @@ work; an optional piece that is missing is a warning.
 """
 from __future__ import annotations
 
-import dataclasses
 import platform
 import shutil
 import subprocess
 import time
 from importlib import metadata
 
-from ..base.chips import Chip
-
-OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
-
-
-@dataclasses.dataclass
-class Check:
-    name: str
-    state: str  # ok | warn | fail | info
-    detail: str
-
-
-@dataclasses.dataclass
-class Checkup:
-    checks: list[Check]
-
-    @property
-    def failed(self) -> list[Check]:
-        return [c for c in self.checks if c.state == FAIL]
-
-    def to_dict(self) -> dict:
-        return {"ok": not self.failed, "checks": [dataclasses.asdict(c) for c in self.checks]}
+from ..base.checkup import FAIL, INFO, OK, WARN, Check, Checkup
+from ..base.chips import NO_HUGEPAGES_WARNING, Chip
 
 
 def _version(dist: str) -> str | None:
@@ -158,7 +137,7 @@ def _hugepages() -> Check | None:
     from ..compilation.backends import attached_chip
 
     chip = attached_chip() if environment.tpu_attached() else None
-    if chip is None or chip.name == "tpu-v4":  # jax warns from v5e on
+    if chip is None or chip.name in NO_HUGEPAGES_WARNING:
         return None
     try:
         enabled = "[always]" in open(HUGEPAGES).read()

@@ -1,6 +1,6 @@
 """What `inspector --help` and `inspector VERB --help` print beyond the options: each option's
 default (said once, by the formatter, where its help does not say it already) and a few examples
-per verb. The examples are commands that run as written from the repository's root
+per verb (each verb's row in verb_table.py lists its own). The examples are commands that run as written from the repository's root
 (tests/test_docs.py runs them, as it runs the README's)."""
 from __future__ import annotations
 
@@ -33,46 +33,3 @@ TOP = (examples(
     "inspector VERB --help                                       # each verb's options and examples",
 ) + "\n\nexit codes: 0 ok, 1 a finding is an error or the code failed, 2 usage, 3 check cannot decide, 4 the TPU is held "
        "by another process, 130 Ctrl-C, 143 SIGTERM")
-
-EPILOGS = {
-    "show": examples(
-        "inspector show samples/attention.py:naive                                # the overview",
-        "inspector show samples/attention.py:naive --view fusions --target tpu-v5e",
-        "inspector show samples/matmul.py:tiled --target tpu-v5e --time --view fusions",
-        "inspector show samples/attention.py:flash --target tpu-v5e --view pallas --json",
-    ),
-    "export": examples(
-        "inspector export samples/attention.py:naive --svg naive.svg",
-        "inspector export samples/attention.py:naive --html naive.html --target tpu-v5e",
-        "inspector export samples/transformer.py:train_step --svg step.svg --expand layer3",
-    ),
-    "check": examples(
-        "inspector check samples/attention.py:flash --target tpu-v5e,tpu-v6e",
-        "inspector check samples/attention.py:flash --target tpu-v5e --set block_q=4096",
-        "inspector check samples/bugs.py:dropped_tail --estimate-only",
-    ),
-    "diff": examples(
-        "inspector diff samples/bugs.py:dropped_tail",
-        "inspector diff samples/attention.py:flash --args 'bf16[1,512,128] bf16[1,512,128] bf16[1,512,128]' --grad",
-    ),
-    "tui": examples(
-        "inspector samples/attention.py:flash                  # same as `inspector tui ...`",
-        "inspector samples/attention.py:naive --target tpu-v5e --watch",
-    ),
-    "compare": examples(
-        "inspector compare samples/matmul.py:tiled --set-a bm=128 --set-b bm=256 --target tpu-v5e",
-        "inspector compare samples/attention.py:naive --target-a tpu-v5e --target-b tpu-v6e",
-    ),
-    "tune": examples(
-        "inspector tune samples/matmul.py:tiled --target tpu-v5e,tpu-v6e",
-        "inspector tune samples/matmul.py:tiled --grid bm=128,256 --set bk=256 --table mm_tuning.json",
-    ),
-    "baseline": examples(
-        "inspector baseline save perf.json samples/matmul.py --target tpu-v5e,tpu-v6e",
-        "inspector check samples/matmul.py --baseline perf.json                # exit 1 when a figure moved",
-        "inspector baseline diff perf.json perf-new.json",
-    ),
-    "chips": examples("inspector chips", "inspector chips --json"),
-    "cache": examples("inspector cache", "inspector cache clear"),
-    "doctor": examples("inspector doctor", "inspector doctor --target tpu-v5e --svg"),
-}

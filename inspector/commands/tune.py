@@ -1,12 +1,13 @@
-"""``inspector tune``: the command line's three hooks.
+"""``inspector tune``: its options, its work and its printer, which its row in the table of verbs
+(verb_table.py) names.
 
-    add_tune_parser(sub, common)        # the subparser
+    tune_options(parser)                # the options
     result = work_tune(opts)            # the sweep; call it in the CLI's own process (see below)
     code = render_tune(opts, result)    # print it; the exit code
 
 ``work_tune`` never imports jax in the calling process: it starts its own worker processes (or
 Ray tasks), draws the progress bar, and on Ctrl-C kills the workers at once and returns what is
-done, marked interrupted. So it must not be wrapped in ``remote.run_isolated`` (a child killed
+done, marked interrupted. So it must not be wrapped in ``base.child_process.run_isolated`` (a child killed
 on Ctrl-C could not print what is done); ``render_tune`` then exits 130. The sweep's modules and
 the views are imported when the verb runs: ``inspector --help`` builds its parser from this module.
 """
@@ -21,19 +22,15 @@ from ..base.chips import DEFAULT_TPU
 from ..base.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError
 from ..base.specs import parse_specs
 from ..tuning.table import check_table
-from .verb_rules import check_measure, time_budget
+from ..verb_rules import check_tune_measure, time_budget
 from .arg_types import count as _count
 from .arg_types import positive as _positive
 from .arg_types import seconds as _seconds
-from .help_text import EPILOGS
 from .process import EXIT_SIGINT, say
 
 
-def add_tune_parser(sub, common) -> argparse.ArgumentParser:
-    """The ``tune`` subparser (``common``: the parents every verb takes, e.g. --debug)."""
-    tune = sub.add_parser("tune", parents=common, epilog=EPILOGS["tune"],
-                          help="rank every candidate of INSPECT's params (or --grid) per chip by libtpu's estimated time, "
-                               "without a TPU")
+def tune_options(tune: argparse.ArgumentParser) -> None:
+    """tune's options (its row in the table of verbs, verb_table.py, names this function)."""
     tune.add_argument("target", help="path/to/file.py:function or package.module:function")
     tune.add_argument("--target", dest="chip", default=None, metavar="CHIPS",
                       help=f"the TPUs to rank for, e.g. tpu-v5e,tpu-v6e (default: the attached TPU, else {DEFAULT_TPU})")
@@ -64,7 +61,6 @@ def add_tune_parser(sub, common) -> argparse.ArgumentParser:
     tune.add_argument("--json", action="store_true", help="every row as JSON")
     tune.add_argument("--no-cache", action="store_true",
                       help="compute every candidate again (and store the fresh results)")
-    return tune
 
 
 def request(opts):
@@ -76,15 +72,12 @@ def request(opts):
     attached = attached_chip()
     opts.chip = opts.chip or (attached.name if attached is not None else DEFAULT_TPU)
     chips = [c.name for c in check_chips([opts.chip])]
-    check_measure(opts.measure, "tune")
-    if opts.measure and (attached is None or chips[0].split(":")[0] != attached.name):
-        raise UsageError(f"tune --measure ranks on the attached TPU ({attached.name if attached else 'none here'}): give it "
-                         f"first in --target (not {chips[0]})")
+    check_tune_measure(opts.measure, chips[0], "--target")
     if opts.table:
         check_table(opts.table, opts.target)  # not a tuning table, or another kernel's: refused now, not after the sweep
     for text in opts.args:
         parse_specs(text)
-    budget = {"seconds": time_budget(opts.time_budget, "--time-budget").seconds} if opts.time_budget else {}
+    budget = time_budget(opts.time_budget, "--time-budget")
     import inspector.compilation.compile_cache as compile_cache
 
     cache = False if not compile_cache.enabled() else REFRESH if opts.no_cache else True
@@ -131,4 +124,4 @@ def tune_verb(opts) -> int:
     return render_tune(opts, work_tune(opts))
 
 
-__all__ = ["add_tune_parser", "work_tune", "render_tune", "tune_verb", "UsageError"]
+__all__ = ["tune_options", "work_tune", "render_tune", "tune_verb", "UsageError"]

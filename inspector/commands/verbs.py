@@ -11,14 +11,15 @@ import sys
 
 from ..base import json_text
 from ..base.atomic import check_not_read_only, check_writable, write_atomic
-from ..base.chips import get_chip, parse_targets
+from ..base.chips import INTERPRET_EXAMPLE, get_chip, parse_targets
 from ..base.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, TargetFailure, UsageError
-from ..compilation.pass_select import check_view_options
+from ..hlo.pass_select import check_view_options
 from ..compilation.sharding import parse_mesh, parse_specs
 from ..base.units import fmt_bytes
-from .verb_rules import check_chips, check_measure, check_time_options, diff_simulated_chip, require_two_variants
-from ..view_table import get_view
-from .work import compare_sides, run
+from ..verb_rules import check_chips, check_measure, check_time_options, diff_simulated_chip, require_two_variants
+from ..view_table import Needs, get_view
+from .requests import compare_sides
+from .work import run
 
 
 def show(opts) -> int:
@@ -150,10 +151,9 @@ def compare(opts) -> int:
     check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None),
                        memory=getattr(opts, "time_memory", None))
     check_measure(bool(getattr(opts, "measure", False)))
-    sides = compare_sides(opts)
-    a, b = sides
-    params = lambda side: dict(item.split("=", 1) if "=" in item else (item, None) for item in side.set)  # the last --set wins
-    require_two_variants((a.target, a.chip, params(a)), (b.target, b.chip, params(b)),
+    a, b = compare_sides(opts, Needs())
+    params = lambda side: dict(item.split("=", 1) if "=" in item else (item, None) for item in side.sets)  # the last --set wins
+    require_two_variants((a.spec, a.chip, params(a)), (b.spec, b.chip, params(b)),
                          "give a second target, --set-a/--set-b (e.g. --set-a block_q=128 --set-b block_q=256) "
                          "or --target-a/--target-b")
     result = run(opts)
@@ -180,7 +180,7 @@ def check(opts) -> int:
 def diff(opts) -> int:
     from ..views.diff import diff_view
 
-    diff_simulated_chip(parse_targets(opts.chip), "--target", "tpu-v5p", "cpu/gpu")
+    diff_simulated_chip(parse_targets(opts.chip), "--target", INTERPRET_EXAMPLE, "cpu/gpu")
     return _emit(opts, run(opts), diff_view)
 
 

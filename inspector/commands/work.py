@@ -11,12 +11,15 @@ import sys
 import inspector.base.environment as environment
 
 from ..compilation.backends import Backend
-from ..base.chips import CHIPS, get_chip, parse_targets
+from ..base.chips import CHIPS, INTERPRET_EXAMPLE, get_chip, parse_targets
 from ..base.errors import TargetFailure, UsageError
 from ..base.tempdirs import temp_folder
 from ..base.user_code import describe_error, reraise_interrupt
-from .verb_rules import diff_simulated_chip, doctor_chips, show_needs, time_budget
+from ..request import Request, report_for, use_cache
+from ..verb_rules import diff_simulated_chip, doctor_chips
 from ..view_table import Needs
+from . import verb_table
+from .requests import compare_sides, request_from, show_request
 
 
 @contextlib.contextmanager
@@ -33,11 +36,7 @@ def _exits_are_failures(target, doing: str):
 
 
 def _use_cache(opts):
-    import inspector.compilation.compile_cache as compile_cache
-
-    if not compile_cache.enabled():
-        return False
-    return compile_cache.REFRESH if opts.no_cache else True
+    return use_cache(True, refresh=bool(opts.no_cache))
 
 
 def _load(opts):
@@ -47,71 +46,33 @@ def _load(opts):
                        mesh=getattr(opts, "mesh", None), shard=getattr(opts, "shard", None))
 
 
-def _report(opts, needs: Needs):
+def _report(request: Request):
     """Load the target, capture its stages and gather the Report: the one path every verb takes."""
-    from ..report import make_report
-
-    chip = get_chip(opts.chip)
-    roofline = get_chip(opts.roofline) if getattr(opts, "roofline", None) else None
-    target = _load(opts)
+    target = request.target()
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
-        report = make_report(target, chip, needs, roofline_chip=roofline, use_cache=_use_cache(opts),
-                             pass_select=getattr(opts, "pass_select", None),
-                             time_budget=time_budget(getattr(opts, "time_budget", None), "--time-budget",
-                                                     getattr(opts, "time_memory", None)))
-    _ = report.stages.op_counts  # counted here, where the stages were made, not in the process that renders
-    if getattr(opts, "chip_reason", None):
-        import dataclasses
-
-        report = dataclasses.replace(report, chip_reason=opts.chip_reason)
-    if getattr(opts, "measure", False):
-        import functools
-
-        from ..measure.run import measure_on_chip
-        from ..report import with_measurement
-
-        report = with_measurement(report, measure_on_chip(functools.partial(_load, opts), chip, debug=opts.debug))
-    return report
+        return report_for(request, target)
 
 
-def _work_show(opts):
-    return _report(opts, show_needs(opts.view, passes=bool(getattr(opts, "passes", False)), time=bool(getattr(opts, "time", False))))
+def work_show(opts):
+    return _report(show_request(opts))
 
 
-def _work_compare(opts):
+def work_compare(opts):
     from ..comparison import compare_reports
 
-    reports = [_report(side, Needs(compile=True, fusions=True, pallas=True, time=opts.time)) for side in compare_sides(opts)]
+    reports = [_report(side) for side in compare_sides(opts, Needs(compile=True, fusions=True, pallas=True, time=opts.time))]
     return compare_reports(*reports)
 
 
-def compare_sides(opts) -> list:
-    """The two variants' options: A is TARGET with --set and --set-a on --target-a (or --target),
-    B is TARGET-B (or TARGET) with --set and --set-b on --target-b (or --target)."""
-    import copy
-
-    from ..compilation.static_params import FlagValue
-
-    sides: list = []  # copies of opts, the argparse namespace
-    for spec, chip, sets in ((opts.target, opts.chip_a, opts.set_a), (opts.target_b or opts.target, opts.chip_b, opts.set_b)):
-        side = copy.copy(opts)
-        flag = "--set-a" if not sides else "--set-b"
-        side.target, side.chip, side.ref = spec, chip or opts.chip, None
-        side.chip_reason = None if chip else getattr(opts, "chip_reason", None)
-        side.set = list(opts.set) + [FlagValue(item, flag) for item in sets]  # messages name the flag given
-        sides.append(side)
-    return sides
+def work_export(opts):
+    return _report(request_from(opts, Needs(compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True,
+                                            collectives=True, time=opts.time)))
 
 
-def _work_export(opts):
-    return _report(opts, Needs(compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True, collectives=True,
-                               time=opts.time))
-
-
-def _work_check(opts):
+def work_check(opts):
     import functools
 
-    from ..pallas.check import run_check
+    from ..checking import run_check
 
     chips = parse_targets(opts.chip)
     target = _load(opts)
@@ -134,8 +95,8 @@ def _compile_apart(opts, chip):
     that ends without an answer (libtpu's abort) raises CompilerAborted with the log's tail."""
     import os
 
-    from ..pallas.check import CompilerAborted
-    from ..remote import ChildFailed, run_isolated
+    from ..checking import CompilerAborted
+    from ..base.child_process import ChildFailed, run_isolated
 
     with temp_folder("chip-log") as folder:
         log = os.path.join(folder, "stderr.txt")
@@ -163,17 +124,20 @@ def _compile_chip(opts, chip_name: str):
     """In the child: trace, lower and compile the target for one chip; its Stages (plain data)."""
     environment.prepare(debug=opts.debug)
     from ..compilation.stages import capture
+    from ..mosaic.explain import explain_capture
 
     target = _load(opts)
+    chip = get_chip(chip_name)
     with contextlib.redirect_stdout(sys.stderr), _exits_are_failures(target, f"raised while tracing {target.name}"):
-        return capture(target, Backend(get_chip(chip_name)), compile=True, use_cache=_use_cache(opts), memo=False,
-                       buffers=True).stages
+        # explained here: what explains a failure (the traced program) stays in this process
+        return explain_capture(capture(target, Backend(chip), compile=True, use_cache=_use_cache(opts), memo=False,
+                                       buffers=True), chip).stages
 
 
-def _work_diff(opts):
+def work_diff(opts):
     from ..run import run_diff
 
-    chip = diff_simulated_chip(parse_targets(opts.chip), "--target", "tpu-v5p", "cpu/gpu")
+    chip = diff_simulated_chip(parse_targets(opts.chip), "--target", INTERPRET_EXAMPLE, "cpu/gpu")
     target = _load(opts)
     with _exits_are_failures(target, f"raised while running {target.name}"):
         try:
@@ -183,15 +147,11 @@ def _work_diff(opts):
             raise UsageError(str(err)) from err
 
 
-def _work_doctor(opts):
+def work_doctor(opts):
     from .doctor import checkup
 
     chips = doctor_chips(parse_targets(opts.chip)) if opts.chip else [c for c in CHIPS if c.is_tpu and c.devices == 1]
     return checkup(chips, svg_required=opts.svg)
-
-
-_WORK = {"show": _work_show, "tui": _work_show, "export": _work_export, "check": _work_check, "diff": _work_diff,
-         "compare": _work_compare, "doctor": _work_doctor}
 
 
 def work(opts):
@@ -204,7 +164,7 @@ def work(opts):
         print(f"inspector: note: {note}", file=sys.stderr)
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            return _WORK[opts.verb](opts)
+            return verb_table.load(verb_table.get_verb(opts.verb).work)(opts)
     except (RuntimeError, AssertionError) as err:  # JAX_PLATFORMS names a backend jax cannot start; the TPU is busy
         from ..base.environment import chip_failure
 
@@ -224,6 +184,6 @@ def run(opts):
     """``work(opts)`` in a child process (the CLI), or here (``main(isolate=False)``: tests)."""
     if not opts.isolate:
         return work(opts)
-    from ..remote import run_isolated
+    from ..base.child_process import run_isolated
 
     return run_isolated(work, opts, env=environment.chip_env() if runs_on_chip(opts) else None)

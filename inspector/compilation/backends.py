@@ -9,32 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
-import importlib.util
 
 from ..base.chips import CHIPS, Chip, get_chip
+from ..base.environment import libtpu_available
 from ..base.errors import UsageError
-
-
-def libtpu_available() -> bool:
-    return importlib.util.find_spec("libtpu") is not None
-
-
-@functools.cache
-def _tpu_mesh(topology: str):
-    import numpy as np
-    from jax.experimental import topologies
-    from jax.sharding import Mesh
-
-    topo = topologies.get_topology_desc(platform="tpu", topology_name=topology)
-    return Mesh(np.array(topo.devices[:1]), ("x",))
-
-
-@functools.cache
-def _topology_devices(topology: str) -> tuple:
-    from jax.experimental import topologies
-
-    return tuple(topologies.get_topology_desc(platform="tpu", topology_name=topology).devices)
+from ..jax_internals import tpu_topology
 
 
 class Backend:
@@ -49,7 +28,7 @@ class Backend:
         if chip.kind == "gpu":
             raise UsageError(f"{chip.name} is a spec-only target (budgets and roofline); it cannot compile here. "
                              "Compile with --target gpu on a machine with a GPU, or a TPU target")
-        self.mesh = _tpu_mesh(chip.topology) if chip.is_tpu else None
+        self.mesh = tpu_topology.tpu_mesh(chip.topology) if chip.is_tpu else None
         self.mesh_axes: dict[str, int] | None = None  # set when the program is sharded (with_mesh)
         if chip.devices > 1:
             self._set_mesh({"devices": chip.devices})
@@ -82,7 +61,7 @@ class Backend:
         sizes = fit_mesh(axes, self.devices, self.chip.name)
         if self.chip.is_tpu:
             assert self.mesh is not None  # a TPU backend has one (__init__)
-            devices = _topology_devices(self.chip.topology) if self.chip.devices > 1 else tuple(self.mesh.devices.flat)
+            devices = tpu_topology.topology_devices(self.chip.topology) if self.chip.devices > 1 else tuple(self.mesh.devices.flat)
         else:
             import jax
             devices = tuple(jax.devices(self.platform))
@@ -112,8 +91,8 @@ class Backend:
 
         if specs is None:
             return placed(None, tree)
-        from .sharding import _is_spec
-        return jax.tree.map(placed, specs, tree, is_leaf=_is_spec)
+        from .sharding import is_spec
+        return jax.tree.map(placed, specs, tree, is_leaf=is_spec)
 
     def describe_mesh(self) -> str | None:
         if not self.mesh_axes:

@@ -34,7 +34,7 @@ from ..base.atomic import write_atomic
 from ..base.errors import OutputError
 from ..hlo.module import entry_is_whole
 from ..base.units import fmt_bytes
-from ..version import __version__
+from ..base.version import __version__
 
 SCHEMA = 2  # bump when the stored result's structure or meaning changes
 REFRESH = "refresh"  # use_cache value: do not read, but store the fresh result (--no-cache)
@@ -65,7 +65,7 @@ def enabled() -> bool:
     return "--xla_dump_to" not in os.environ.get("XLA_FLAGS", "")
 
 
-def _version(dist: str) -> str:
+def dist_version(dist: str) -> str:
     from importlib import metadata  # only for a key: ~15 ms the terminal UI's first paint does without
 
     try:
@@ -74,8 +74,8 @@ def _version(dist: str) -> str:
         return "none"
 
 
-def _own_version() -> str:
-    return f"{_version('jax-inspector')}/{__version__}"
+def own_version() -> str:
+    return f"{dist_version('jax-inspector')}/{__version__}"
 
 
 def compiler_environment() -> dict[str, str]:
@@ -99,7 +99,7 @@ def key_parts(module_text: str, chip: str) -> dict[str, str]:
     """Everything the key is made of, by name (tests and `--debug` can say what differs)."""
     return {
         "schema": str(SCHEMA),
-        "versions": ";".join(f"{d}={_version(d)}" for d in ("jax", "jaxlib", "libtpu")) + f";inspector={_own_version()}",
+        "versions": ";".join(f"{d}={dist_version(d)}" for d in ("jax", "jaxlib", "libtpu")) + f";inspector={own_version()}",
         "chip": chip,
         "host": _host() if chip in ("cpu", "gpu") else platform.machine(),
         "environment": json.dumps(compiler_environment()),
@@ -144,7 +144,7 @@ def load(k: str) -> dict | None:
     """The stored result for key ``k``, or None: missing, unreadable or not what we write."""
     path = cache_dir() / f"{k}.json"
     try:
-        entry = json_text.loads(_read_regular(path))
+        entry = json_text.loads(read_regular(path))
     except (OSError, ValueError):
         return None
     if not isinstance(entry, dict) or entry.get("schema") != SCHEMA or entry.get("key") != k:
@@ -153,7 +153,7 @@ def load(k: str) -> dict | None:
     return result if _valid_result(result) else None
 
 
-def _read_regular(path: Path) -> str:
+def read_regular(path: Path) -> str:
     """The text of a regular file; anything else in its place (a pipe, a link to /dev/zero) would
     block or never end, so it is a miss (OSError)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)

@@ -14,7 +14,7 @@ import re
 
 from ..base.findings import Finding
 from ..hlo.memory import hbm_finding
-from ..mosaic.explain import MosaicFailure, vmem_note
+from ..base.mosaic_failure import MosaicFailure, vmem_note
 from ..base.units import fmt_bytes
 
 _UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}

@@ -1,17 +1,22 @@
 """A Pallas TPU kernel that fails to lower or compile, said as the kernel's fault or not: a known
-interpreter limit on the CPU is not; a kernel Mosaic refuses gets its kernel, source line, rule and
-fix (inspector.mosaic); a constant block index out of range, which makes libtpu abort the whole
-process while it compiles, is the error the compile would give, found without compiling."""
+interpreter limit on the CPU is not; a constant block index out of range, which makes libtpu abort
+the whole process while it compiles, is the error the compile would give, found without compiling.
+
+The capture only keeps what explaining a failure needs (``FailedKernel``: the user's frames of the
+equation being lowered, read off the exception, which does not outlive the capture); the kernel,
+source line, rule and fix are ``inspector.mosaic.explain``'s, an analysis above this layer that
+the Report, check and tune call on what was captured.
+"""
 from __future__ import annotations
 
 from .backends import Backend
+from .block_guard import bad_block_indices
 from .compile_errors import CompileError
 from ..jax_internals.interpret import known_limit
 from ..jax_internals.mesh_kernels import KERNEL_PRIMITIVES
+from ..jax_internals.mosaic import lowering_frames, raised_in_pallas_tpu_lowering
 from ..jax_internals.pallas import block_specs
-from ..mosaic.block_guard import bad_block_indices
-from ..mosaic.explain import explain_bad_block, explain_compile_error
-from .stage_records import JaxprEqn, Stages
+from .stage_records import FailedKernel, JaxprEqn, Stages
 
 
 def lowering_failure(err: Exception, interpreted: bool = False) -> CompileError:
@@ -22,20 +27,21 @@ def lowering_failure(err: Exception, interpreted: bool = False) -> CompileError:
                         status="INTERPRETER_LIMIT" if limit else "LOWERING_FAILED", interpreter_limit=limit)
 
 
-def explain_kernel_failure(stages: Stages, backend: Backend, closed_jaxpr, lowering_err: Exception | None = None) -> None:
-    """A Pallas TPU kernel that failed to lower or compile: its kernel, source line, rule and fix
-    (inspector.mosaic); the compiler's words stay in the message."""
+def failed_kernel(stages: Stages, backend: Backend, lowering_err: Exception | None = None) -> FailedKernel | None:
+    """What explaining a failed lowering or compile of a program with Pallas TPU kernels needs
+    (None where there is nothing to explain: no TPU, no Pallas kernel); ``lowering_err``: the
+    exception, when lowering failed."""
     if not backend.chip.is_tpu or not has_pallas(stages.jaxpr_eqns):
-        return
-    error = stages.compile_error
-    assert error is not None  # both callers call it for a failed lowering or compile
-    error.mosaic = explain_compile_error(error, chip=backend.chip, kernels=stages.mosaic,
-                                         closed_jaxpr=closed_jaxpr, lowering_err=lowering_err)
+        return None
+    if lowering_err is None:
+        return FailedKernel(lowering=False)
+    return FailedKernel(lowering=True, frames=tuple(lowering_frames(lowering_err)),
+                        in_pallas_lowering=raised_in_pallas_tpu_lowering(lowering_err))
 
 
-def compile_would_abort(stages: Stages, backend: Backend, closed_jaxpr) -> CompileError | None:
+def compile_would_abort(stages: Stages, backend: Backend, closed_jaxpr) -> tuple[CompileError, FailedKernel] | None:
     """A constant block index out of range makes libtpu abort the process while it compiles
-    (inspector.mosaic.block_guard): the error it would give, without compiling."""
+    (block_guard): the error it would give, without compiling, and the block to explain it by."""
     if not backend.chip.is_tpu or not has_pallas(stages.jaxpr_eqns):
         return None
     try:
@@ -44,8 +50,8 @@ def compile_would_abort(stages: Stages, backend: Backend, closed_jaxpr) -> Compi
         return None
     if not bad:
         return None
-    return CompileError(message=bad[0].message, status="BLOCK_INDEX_OUT_OF_RANGE",
-                        mosaic=explain_bad_block(bad[0], chip=backend.chip, kernels=stages.mosaic))
+    return (CompileError(message=bad[0].message, status="BLOCK_INDEX_OUT_OF_RANGE"),
+            FailedKernel(lowering=False, bad_block=bad[0]))
 
 
 def has_pallas(eqns: list[JaxprEqn]) -> bool:

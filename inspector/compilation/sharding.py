@@ -176,7 +176,7 @@ def resolve_specs(shardings, mesh, args: tuple, arg_names: list[str], spec: str)
     return made
 
 
-def _is_spec(x) -> bool:
+def is_spec(x) -> bool:
     from jax.sharding import PartitionSpec
     return x is None or isinstance(x, PartitionSpec)
 
@@ -192,7 +192,7 @@ def spec_leaves(tree, specs) -> list[tuple[str, Any, Any]]:
             found.append((jax.tree_util.keystr(path), leaf, spec))
 
     try:
-        jax.tree.map(visit, specs, tree, is_leaf=_is_spec)
+        jax.tree.map(visit, specs, tree, is_leaf=is_spec)
     except (ValueError, TypeError) as err:
         raise UsageError(f"the shardings do not match the inputs' structure: {err}") from err
     return found

@@ -7,9 +7,10 @@ import collections
 import dataclasses
 import functools
 
+from .block_guard import BadBlockIndex
 from .compile_errors import CompileError
 from ..hlo.text import count_hlo_ops, count_mlir_ops
-from ..pallas.model import MosaicKernel
+from ..base.pallas_model import MosaicKernel
 
 STAGES = ("jaxpr", "stablehlo", "hlo")
 
@@ -60,6 +61,17 @@ class Stages:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class FailedKernel:
+    """What a failed lowering or compile of a program with Pallas TPU kernels leaves for
+    ``inspector.mosaic.explain`` (the exception it was read from does not outlive the capture)."""
+
+    lowering: bool  # the lowering failed (else the compile, or the block guard)
+    frames: tuple[tuple[str, int, str], ...] = ()  # (file, line, function) of the equation being lowered, innermost first
+    in_pallas_lowering: bool = False  # the exception came out of Pallas's TPU lowering
+    bad_block: BadBlockIndex | None = None  # the constant block index libtpu would abort on (not compiled)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Program:
     """The traced program, for analyses that read jax objects (the Pallas readers). It lives in
     the process that traced it: never cached, pickled or changed."""
@@ -67,9 +79,10 @@ class Program:
     closed_jaxpr: object
     example_values: tuple | None  # the flat inputs where the target gave concrete arrays (None per abstract one)
     interpreted: bool = False  # traced under our TPU interpret mode (the CPU): the kernels' interpret flags are ours
+    failure: FailedKernel | None = None  # a Pallas TPU kernel failed to lower or compile: what explains it
 
 
-@dataclasses.dataclass(frozen=True)  # not kw_only yet: pallas/check.py builds one positionally
+@dataclasses.dataclass(frozen=True)  # not kw_only yet: checking.py builds one positionally
 class Capture:
     stages: Stages
     program: Program

@@ -17,7 +17,7 @@ import time
 
 import inspector.compilation.compile_cache as compile_cache
 from .backends import Backend
-from ..base.chips import DEFAULT_TPU, SPARSE_CORE_CHIP, get_chip
+from ..base.chips import SIMULATED_CHIP, SPARSE_CORE_CHIP, get_chip
 from .compile_errors import parse_compile_error
 from ..base.errors import TargetFailure
 from ..hlo.mlir_sources import with_sources
@@ -27,8 +27,8 @@ from ..jax_internals.interpret import gpu_kernels_interpreted
 from ..jax_internals.mesh_kernels import KERNEL_PRIMITIVES
 from ..jax_internals.mosaic import capture_mosaic
 from ..jax_internals.pipelines import recording_pipelines
-from .kernel_failures import compile_would_abort, explain_kernel_failure, has_pallas, lowering_failure
-from ..pallas.model import MosaicKernel
+from .kernel_failures import compile_would_abort, failed_kernel, has_pallas, lowering_failure
+from ..base.pallas_model import MosaicKernel
 from ..base.progress import slow_step
 from .sharding import resolve_specs
 from .stage_records import Capture, JaxprEqn, Program, Stages
@@ -79,7 +79,6 @@ def _attach_sources(kernels: list[MosaicKernel], eqns: list[JaxprEqn]) -> None:
             kernel.source = kernel.source or eqn.source
 
 
-SIMULATED_CHIP = DEFAULT_TPU  # whose figures a TPU kernel's own chip lookups get on the CPU
 
 
 @contextlib.contextmanager
@@ -98,6 +97,23 @@ def _interpret_context(backend: Backend, chip: str = SIMULATED_CHIP):
 
 
 _MEMO: dict = {}
+
+
+def forget_captures() -> None:
+    """Drop every capture this process keeps (``--watch``: the file changed under them)."""
+    _MEMO.clear()
+
+
+@contextlib.contextmanager
+def captures_forgotten_after():
+    """What the captures inside the block add to this process's memo is dropped when it ends,
+    what was there before stays (a tune sweep lowers hundreds of candidates, one after another)."""
+    before = set(_MEMO)
+    try:
+        yield
+    finally:
+        for key in set(_MEMO) - before:
+            _MEMO.pop(key, None)
 
 
 class _Same:
@@ -189,9 +205,8 @@ def _trace_and_lower(target: Target, backend: Backend, jaxpr_text: bool, simulat
             mesh=backend.mesh_axes, devices=backend.devices if backend.mesh_axes else 1,
             compile_error=lowering_failure(lowering_error, interpreted=interpret) if lowering_error is not None else None,
         )
-    if lowering_error is not None:
-        explain_kernel_failure(stages, backend, closed, lowering_error)
-    program = Program(closed_jaxpr=closed, example_values=example_values(target), interpreted=interpret)
+    failure = failed_kernel(stages, backend, lowering_error) if lowering_error is not None else None
+    program = Program(closed_jaxpr=closed, example_values=example_values(target), interpreted=interpret, failure=failure)
     return _Lowering(captured=Capture(stages, program), lowered=lowered, module_text=module_text)
 
 
@@ -242,8 +257,10 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
     lowered_stages = lowering.captured.stages
     aborting = compile_would_abort(lowered_stages, backend, lowering.captured.program.closed_jaxpr)
     if aborting is not None:  # libtpu would end this process: the error it would give is the result
-        return Capture(dataclasses.replace(lowered_stages, compile_error=aborting, timings=dict(lowered_stages.timings),
-                                           mosaic=list(lowered_stages.mosaic)), lowering.captured.program)
+        error, failure = aborting
+        return Capture(dataclasses.replace(lowered_stages, compile_error=error, timings=dict(lowered_stages.timings),
+                                           mosaic=list(lowered_stages.mosaic)),
+                       dataclasses.replace(lowering.captured.program, failure=failure))
     with backend.context(), _interpret_context(backend):
         t2 = time.perf_counter()
         result, cached = compile_lowered(lowering.lowered, backend, use_cache, buffers=buffers, dump_to=dump_to,
@@ -257,9 +274,10 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
                                  memory=result["memory"], buffers=result.get("buffers"), compile_cached=cached,
                                  compile_options={} if cached else machine_code_options(backend),
                                  compile_error=parse_compile_error(result["error"]) if result["error"] else None)
-    if result["error"]:
-        explain_kernel_failure(stages, backend, lowering.captured.program.closed_jaxpr)
-    captured = Capture(stages, lowering.captured.program)
+    program = lowering.captured.program
+    if result["error"]:  # what explains it is kept; inspector.mosaic explains (mosaic.explain.explain_capture)
+        program = dataclasses.replace(program, failure=failed_kernel(stages, backend))
+    captured = Capture(stages, program)
     if keep:
         _MEMO[key] = captured
     return captured

@@ -90,3 +90,33 @@ def check_arity(sig, args: tuple, kwargs: dict, params: dict, spec: str) -> None
     except TypeError as err:
         required = [p.name for p in sig.parameters.values() if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         raise UsageError(f"{spec}: the inputs do not match the signature ({err}); it needs {len(required)} inputs ({', '.join(required)}) and got {len(args)} positional, {len(kwargs)} keyword") from err
+
+
+def make_inputs(target, seed: int):
+    """Concrete arrays for every input of a Target (the diff's and the measurement's): INSPECT's arrays as given, random ones for shape specs
+    (normal floats; integers in [0, 16) unless INSPECT's "int_ranges" names a range)."""
+    import functools
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ranges = target.options.get("int_ranges", {})
+
+    def fill(name, leaf):
+        if isinstance(leaf, (jax.Array, np.ndarray)):
+            return jnp.asarray(leaf)
+        if not hasattr(leaf, "shape"):
+            return leaf
+        dtype = np.dtype(leaf.dtype)
+        if np.issubdtype(dtype, np.floating) or dtype.name == "bfloat16":
+            return jnp.asarray(rng.standard_normal(leaf.shape, dtype=np.float32)).astype(leaf.dtype)
+        if dtype == np.bool_:
+            return jnp.asarray(rng.random(leaf.shape) < 0.5)
+        lo, hi = ranges.get(name, (0, 16))
+        return jnp.asarray(rng.integers(lo, hi, leaf.shape)).astype(leaf.dtype)
+
+    args = tuple(jax.tree.map(functools.partial(fill, name), a) for name, a in zip(target.arg_names, target.args))
+    kwargs = {k: jax.tree.map(functools.partial(fill, k), v) for k, v in target.kwargs.items()}
+    return args, kwargs

@@ -29,7 +29,7 @@ class GraphSummary:
     graph: KernelGraph | None = None
 
 
-def _label_bytes(n: int) -> str:
+def label_bytes(n: int) -> str:
     return fmt_bytes(n).replace(" ", "")
 
 
@@ -40,25 +40,25 @@ def short_source(src: str | None) -> str:
 def node_label(n: Node) -> str:
     """The text of a node's box (the HTML export's hover shows the same lines)."""
     if n.kind == "parameter":
-        return f"{n.title}\n{n.shape}\n{_label_bytes(n.hbm_bytes)}"
+        return f"{n.title}\n{n.shape}\n{label_bytes(n.hbm_bytes)}"
     lines = [("#" + ",#".join(map(str, n.ranks)) + "  " if n.ranks else "") + n.title,
              "  ".join(x for x in (n.detail, short_source(n.source)) if x),
              f"({n.away}, scheduled apart)" if n.away else "",
-             f"HBM {_label_bytes(n.hbm_bytes)}  {fmt_count(n.flops)}flop",
+             f"HBM {label_bytes(n.hbm_bytes)}  {fmt_count(n.flops)}flop",
              f"{fmt_time(n.time_s)} {n.bound or ''}".strip() if n.time_s is not None else ""]
     if n.folded:
         names = ", ".join(n.folded[:2]) + (f" +{len(n.folded) - 2}" if len(n.folded) > 2 else "")
         lines.append(f"holds {len(n.folded)} folded: {names}")
     if n.param_count:
-        lines.append(f"reads {_label_bytes(n.param_bytes)} of parameters ({n.param_count})")
+        lines.append(f"reads {label_bytes(n.param_bytes)} of parameters ({n.param_count})")
     if n.output_count:
-        lines.append(f"writes {n.output_count} outputs, {_label_bytes(n.output_bytes)}")
+        lines.append(f"writes {n.output_count} outputs, {label_bytes(n.output_bytes)}")
     if n.hidden_in:
-        lines.append(f"+{n.hidden_in} smaller inputs, {_label_bytes(n.hidden_in_bytes)} (not drawn)")
+        lines.append(f"+{n.hidden_in} smaller inputs, {label_bytes(n.hidden_in_bytes)} (not drawn)")
     return "\n".join(l for l in lines if l)
 
 
-def _fill(n: Node, color: str, scale: float) -> tuple[str, str]:
+def node_fill(n: Node, color: str, scale: float) -> tuple[str, str]:
     """(fill, font colour) of a node under the chosen colouring."""
     if color == "bound" or n.kind == "parameter":
         return (BOUND_FILL.get(n.bound, "#dddddd") if n.kind != "parameter" else "#c8e6c9"), "#000000"
@@ -108,7 +108,7 @@ def dot_of(kg: KernelGraph, legend: bool = True):
     groups = {gr.id: gr for gr in kg.groups}
 
     def draw(sub, n: Node) -> None:
-        fill, font = _fill(n, kg.color, scale)
+        fill, font = node_fill(n, kg.color, scale)
         if n.kind == "parameter":
             sub.node(n.id, node_label(n), id=n.id, shape="invhouse", style="filled", fillcolor=fill)
         else:
@@ -134,7 +134,7 @@ def dot_of(kg: KernelGraph, legend: bool = True):
     for a, b in zip(chain, chain[1:]):  # time runs top to bottom
         g.edge(a.id, b.id, style="invis", weight="20")
     for e in kg.edges:
-        label = f"{e.shape}\n{_label_bytes(e.bytes)}" if e.tensors == 1 else f"{e.tensors} tensors\n{_label_bytes(e.bytes)}"
+        label = f"{e.shape}\n{label_bytes(e.bytes)}" if e.tensors == 1 else f"{e.tensors} tensors\n{label_bytes(e.bytes)}"
         g.edge(e.src, e.dst, label=label, style="solid" if e.hbm else "dashed",
                penwidth=_width(e.bytes, biggest) if e.hbm else "1")
     if kg.output_node:

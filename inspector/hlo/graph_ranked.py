@@ -10,7 +10,7 @@ import dataclasses
 import textwrap
 from html import escape
 
-from .graph import RANK_COLOR, _fill, _label_bytes, node_label
+from .graph import RANK_COLOR, node_fill, label_bytes, node_label
 from .graph_budget import Group
 from .graph_model import Edge, KernelGraph, Node
 
@@ -165,7 +165,7 @@ def _edge_svg(col: _Column, a: str, b: str, e: Edge | None, lane: int | None, bi
     ra, rb = col.row_of[a], col.row_of[b]
     xa, _, ya_bot = col.mid(ra)
     xb, yb_top, _ = col.mid(rb)
-    label = "" if e is None else (f"{e.shape} {_label_bytes(e.bytes)}" if e.tensors == 1 else f"{e.tensors} tensors {_label_bytes(e.bytes)}")
+    label = "" if e is None else (f"{e.shape} {label_bytes(e.bytes)}" if e.tensors == 1 else f"{e.tensors} tensors {label_bytes(e.bytes)}")
     stroke = 1.0 if e is None or not e.hbm or biggest <= 0 else 1 + 4 * (e.bytes / biggest) ** 0.5
     dash = "" if e is None or e.hbm else ' stroke-dasharray="5,2"'
     if lane is not None:
@@ -188,7 +188,7 @@ def _edge_svg(col: _Column, a: str, b: str, e: Edge | None, lane: int | None, bi
 
 def _node_svg(col: _Column, i: int, color: str, scale: float) -> str:
     n, (lines, w, h), y, width = col.rows[i], col.boxes[i], col.ys[i], col.width
-    fill, font = _fill(n, color, scale)
+    fill, font = node_fill(n, color, scale)
     stroke, pen = (RANK_COLOR, 4) if n.ranks else ("#333333", 1)
     x = X0 + (width - w) / 2
     shape = (f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" rx="{0 if n.kind != "kernel" else 5}" '

@@ -24,7 +24,7 @@ import os
 import re
 from typing import Protocol, Sequence
 
-from ..compilation.pass_select import selector_problem
+from .pass_select import selector_problem
 
 
 _PASS_FILE = re.compile(r"^module_(\d+)\.(.+?)\.(\d{4,})\.([^.]+)\.(.+)\.txt$")

@@ -31,7 +31,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..pallas.model import BodyFacts, DotLowering
+from ..base.pallas_model import BodyFacts, DotLowering
 from .tracing import sub_jaxprs
 from .value_chains import (ELEMENTWISE, NOT_VALUES, REDUCTIONS, REF_OPS, SAME_ARRAY, SAME_VALUE, TILE_ROWS, built_in_ref,
                            cast_of_block, element_count, feeds_only_matmuls, made_of_indices, meets_another_result,

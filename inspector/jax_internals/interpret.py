@@ -31,14 +31,15 @@ def abstract_mesh(chip):
     import jax
     from jax._src import mesh as mesh_lib
 
-    from ..compilation.backends import _tpu_mesh, libtpu_available
+    from ..base.environment import libtpu_available
+    from . import tpu_topology
 
     if libtpu_available():
         try:
-            return _tpu_mesh(chip.topology).abstract_mesh
+            return tpu_topology.tpu_mesh(chip.topology).abstract_mesh
         except Exception:  # a libtpu that refuses the topology: fall back to the table
             pass
-    fields = {"device_kind": chip.device_kind, "num_cores": 2 if chip.name in ("tpu-v4", "tpu-v5p") else 1,
+    fields = {"device_kind": chip.device_kind, "num_cores": chip.cores_per_device,
               "platform": "tpu"}  # platform: jax 0.10.1 and newer
     known = inspect.signature(mesh_lib.AbstractDevice).parameters
     device = mesh_lib.AbstractDevice(**{k: v for k, v in fields.items() if k in known})

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..pallas.model import DmaInfo, ScratchInfo
+from ..base.pallas_model import DmaInfo, ScratchInfo
 from ..base.user_code import short_path
 from .pipelines import is_pipeline_copy, is_pipeline_scope
 from .tracing import sub_jaxprs
@@ -60,7 +60,7 @@ def _aval_of(x):
     return getattr(x, "aval", x)
 
 
-def _bytes_of(aval) -> int:
+def bytes_of(aval) -> int:
     shape = getattr(aval, "shape", ())
     try:
         return int(math.prod(shape)) * np.dtype(aval.dtype).itemsize
@@ -107,7 +107,7 @@ def _static_dims(sliced, whole, *other_whole) -> list[int]:
     return out
 
 
-class _Body:
+class Body:
     """Costs, DMAs and run_scoped buffers of a kernel body, with how often each runs per grid
     step: lax.cond / pl.when branches give a [min, max] range, loops multiply by their trips."""
 
@@ -202,7 +202,7 @@ class _Body:
                     aval = getattr(v, "aval", None)
                     shape = getattr(aval, "shape", None)
                     if id(v) not in stored and shape and hasattr(aval, "dtype"):
-                        self.sizes.append(_bytes_of(aval))
+                        self.sizes.append(bytes_of(aval))
             if p == "dot_general":
                 f = self._dot(eqn)
                 lo, hi = lo + f, hi + f
@@ -308,7 +308,7 @@ class _Body:
             size_known=known, pipeline=self._in_pipeline > 0 and is_pipeline_copy(eqn)))
 
 
-def _short_src(src: str | None) -> str | None:
+def short_src(src: str | None) -> str | None:
     """'kernel at /abs/path/file.py:48' -> 'kernel at path/file.py:48'."""
 
     if not src or " at " not in src:
@@ -318,7 +318,7 @@ def _short_src(src: str | None) -> str | None:
     return f"{name} at {short_path(path)}:{line}" if path else src
 
 
-def _cost_estimate(ce) -> dict | None:
+def cost_estimate(ce) -> dict | None:
     if ce is None:
         return None
     return {k: int(getattr(ce, k)) for k in ("flops", "transcendentals", "bytes_accessed") if getattr(ce, k, None) is not None}

@@ -19,10 +19,10 @@ import math
 from types import SimpleNamespace
 from typing import Callable
 
-from ..pallas.model import GRID_LETTERS, BlockSpecInfo, FoundCall, PallasCall, ScratchInfo
+from ..base.pallas_model import GRID_LETTERS, BlockSpecInfo, FoundCall, PallasCall, ScratchInfo
 from .evaluate import KERNEL_PRIMITIVES  # noqa: F401 (re-exported for stages and run)
 from .body_dots import body_dots
-from .kernel_body import _Body, _cost_estimate, _short_src, memory_space
+from .kernel_body import Body, cost_estimate, short_src, memory_space
 from .pipelines import PipelineRecord, is_pipeline_scope, pipeline_for, runs_pipeline_on_given_buffers
 from .tracing import eqn_frame
 
@@ -222,7 +222,7 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
         names[id(v)] = arg_names[len(refs) + k] if len(refs) + k < len(arg_names) else f"scratch {k}"
         scratch.append(ScratchInfo(shape=[int(d) for d in getattr(inner, "shape", ())],
                                    dtype=str(getattr(inner, "dtype", "")), memory_space=memory_space(aval)))
-    body = _Body(names)
+    body = Body(names)
     flops_lo, flops_hi = body.visit(jaxpr, (1.0, 1.0))
     dots = body_dots(jaxpr)
     cores = math.prod(int(n) for n in mesh.shape.values())
@@ -235,7 +235,7 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
     grid: list[int | None] = [int(n) for n in mesh.shape.values()]
     call = PallasCall(
         name=name, source=f"{short_path(frame[0])}:{frame[1]}" if frame else None,
-        kernel_source=_short_src(getattr(info, "func_src_info", None)), grid=grid,
+        kernel_source=short_src(getattr(info, "func_src_info", None)), grid=grid,
         grid_names=[str(a) for a in mesh.shape.keys()], grid_dynamic=[False] * len(grid),
         dimension_semantics=_semantics(mesh, len(grid)), scalar_prefetch=0, prefetch_bytes=0, operands=operands,
         scratch=scratch + body.scoped, dmas=body.dmas,
@@ -244,7 +244,7 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
         int8_matmuls=body.int8_matmuls,
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
         body=dots,
-        cost_estimate=_cost_estimate(eqn.params.get("cost_estimate")),
+        cost_estimate=cost_estimate(eqn.params.get("cost_estimate")),
         interpret=bool(eqn.params.get("interpret")) and not forced_interpret,
         style=style, core_type=_core_type(mesh), vmem_unfollowed=unfollowed)
     # by content: a jaxpr's id can pass to another kernel's once it is freed (grid_walk caches walks by this)

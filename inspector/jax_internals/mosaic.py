@@ -13,8 +13,8 @@ import os
 import traceback as traceback_module
 from typing import Iterator, cast
 
-from ..pallas.model import MosaicKernel
-from .tracing import _PACKAGE_DIR, user_frame
+from ..base.pallas_model import MosaicKernel
+from .tracing import PACKAGE_DIR, user_frame
 
 
 def _texts(mosaic_module) -> tuple[str, list[str]]:
@@ -22,7 +22,7 @@ def _texts(mosaic_module) -> tuple[str, list[str]]:
     can link an op to the jaxpr and the bundles), and the user's source lines its operations come
     from (in order of first appearance): read from the module printed with its locations."""
     from ..hlo.mlir_sources import with_sources
-    from ..mosaic.locations import source_lines
+    from ..hlo.mlir_locations import source_lines
 
     try:
         text = mosaic_module.operation.get_asm(enable_debug_info=True)
@@ -86,7 +86,7 @@ def compile_error_text(err: BaseException) -> str:
 
 def _jax_frame(filename: str) -> bool:
     name = filename.replace(os.sep, "/")
-    return ("/site-packages/jax/" in name or "/site-packages/jaxlib/" in name or name.startswith(_PACKAGE_DIR)
+    return ("/site-packages/jax/" in name or "/site-packages/jaxlib/" in name or name.startswith(PACKAGE_DIR)
             or "/jax/_src/" in name)
 
 

@@ -1,4 +1,4 @@
-"""Every pallas_call in a traced program, read into ``inspector.pallas.model`` records: grid
+"""Every pallas_call in a traced program, read into ``inspector.base.pallas_model`` records: grid
 (dynamic dimensions evaluated on the example inputs where they decide them), dimension
 semantics, BlockSpecs with readable and evaluable index maps, scratch and run_scoped buffers,
 the body's DMAs, and what the body computes per grid step.
@@ -14,11 +14,11 @@ from typing import Callable
 
 import numpy as np
 
-from ..pallas.model import GRID_LETTERS, BlockSpecInfo, FoundCall, PallasCall, ScratchInfo
+from ..base.pallas_model import GRID_LETTERS, BlockSpecInfo, FoundCall, PallasCall, ScratchInfo
 from ..base.user_code import short_path
 from .evaluate import operand_values, pallas_occurrences
 from .body_dots import body_dots
-from .kernel_body import _Body, _bytes_of, _cost_estimate, _short_src, memory_space
+from .kernel_body import Body, bytes_of, cost_estimate, short_src, memory_space
 from .liveness import live_outputs
 from .mesh_kernels import body_pipelines, is_mesh_kernel, read_mesh_kernel
 from .operand_origins import kernels_in_control_flow, operands_made_by_ops, outputs_read_by_ops
@@ -210,7 +210,7 @@ def _constant_outputs(closed) -> list[int] | None:
 
 def _src_line(src: str | None) -> str | None:
     """'<lambda> at /abs/path/file.py:48' -> 'path/file.py:48'."""
-    short = _short_src(src)
+    short = short_src(src)
     return short.rpartition(" at ")[2] if short and " at " in short else None
 
 
@@ -344,7 +344,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
                for a in gm.scratch_avals]
     ref_names = {id(v): (arg_names[i] if i < len(arg_names) and arg_names[i] else f"ref{i}")
                  for i, v in enumerate(kernel.invars)}
-    body = _Body(ref_names)
+    body = Body(ref_names)
     flops_lo, flops_hi = body.visit(kernel, (1.0, 1.0))
     name = str(p.get("name") or getattr(info, "func_name", "pallas_call"))
     # a pipeline nested in the body (emit_pipeline over HBM refs) runs at every grid step
@@ -354,17 +354,17 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
     cp = p.get("compiler_params")
     call = PallasCall(
         name=name, source=f"{short_path(frame[0])}:{frame[1]}" if frame else None,
-        kernel_source=_short_src(getattr(info, "func_src_info", None)),
+        kernel_source=short_src(getattr(info, "func_src_info", None)),
         grid=grid, grid_names=names, grid_dynamic=[is_dynamic_dim(d) for d in gm.grid],
         dimension_semantics=_semantics(cp, len(grid)),
-        scalar_prefetch=n_idx, prefetch_bytes=sum(_bytes_of(v.aval) for v in prefetch_vars),
+        scalar_prefetch=n_idx, prefetch_bytes=sum(bytes_of(v.aval) for v in prefetch_vars),
         operands=operands, scratch=scratch + body.scoped, dmas=body.dmas,
         vmem_limit_bytes=getattr(cp, "vmem_limit_bytes", None), num_stages=getattr(cp, "num_stages", None),
         step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
         int8_matmuls=body.int8_matmuls,
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
         body=dots,
-        cost_estimate=_cost_estimate(p.get("cost_estimate")), vmapped_dims=[int(d) for d in gm.vmapped_dims],
+        cost_estimate=cost_estimate(p.get("cost_estimate")), vmapped_dims=[int(d) for d in gm.vmapped_dims],
         work_before_bytes=_work_before(eqn.invars[n_dyn:], made[n_dyn:] if made else None,
                                        p.get("input_output_aliases")),
         origins_followed=followed and made is not None,
@@ -381,7 +381,7 @@ def _work_before(operands: list, made: list[bool] | None, aliases) -> int:
     it, plus the aliased arguments XLA copies first (it keeps the caller's buffer unless donated)."""
     made = made or [False] * len(operands)
     aliased = {i for i, _ in aliases or ()}
-    return sum(_bytes_of(v.aval) for k, v in enumerate(operands)
+    return sum(bytes_of(v.aval) for k, v in enumerate(operands)
                if made[k] or (k in aliased and not hasattr(v, "val")))
 
 

@@ -15,15 +15,17 @@ import functools
 import math
 import re
 
-# any TPU topology: the default layouts did not differ between generations (see above)
-_TOPOLOGY = "v5e:2x2"
+from ..base.chips import DEFAULT_TPU, get_chip
 
 
 @functools.cache
 def _client():
     from .aot import start_backend
 
-    device = start_backend(_TOPOLOGY).devices[0]
+    # any TPU's topology: the default layouts did not differ between generations (see above)
+    topology = get_chip(DEFAULT_TPU).topology
+    assert topology is not None  # a TPU's (chips.py)
+    device = start_backend(topology).devices[0]
     return device.client, device
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Iterator
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # Each reader here degrades on a jax that lays its internals out differently: no source
@@ -15,7 +15,7 @@ def exclude_own_frames() -> None:
     try:
         from jax._src import source_info_util
 
-        source_info_util.register_exclusion(_PACKAGE_DIR)
+        source_info_util.register_exclusion(PACKAGE_DIR)
     except (ImportError, AttributeError):
         pass
 

@@ -66,9 +66,9 @@ def _reset_peak_rss() -> None:
 
 
 def main(result_fd: int, topology: str) -> None:
-    from ..remote import _die_with_parent
+    from ..base.child_process import die_with_parent
 
-    _die_with_parent()
+    die_with_parent()
     import inspector.base.environment as environment
 
     environment.prepare()

@@ -108,7 +108,7 @@ class _Run:
         self.hlo = hlo  # the program's optimized HLO, when the caller has it (else compiled again when needed)
         assert chip.topology is not None  # a TPU (estimate_times runs this on no other chip): each has one
         self.program = Program(target=target, backend=backend, topology=chip.topology)
-        self.cores = max(1, (chip.tensor_cores or 1) // (chip.devices_per_chip or 1))
+        self.cores = chip.cores_per_device
         self.got = Collected()
         self.pallas: list[PallasGrid] = []
         self.jobs: list[JobCost] = []

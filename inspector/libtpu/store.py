@@ -34,7 +34,7 @@ def key(module_text: str, chip: str, budget: Budget) -> str:
 def load(k: str) -> TimeEstimate | None:
     path = compile_cache.cache_dir() / f"{k}.json"
     try:
-        entry = json_text.loads(compile_cache._read_regular(path))
+        entry = json_text.loads(compile_cache.read_regular(path))
         if entry.get("schema") != SCHEMA or entry.get("key") != k or entry.get("kind") != "libtpu-time":
             return None
         return _build(TimeEstimate, entry["result"])

@@ -87,7 +87,7 @@ def measure_function(fn, args, kwargs, *, chip_name: str, runs: int | None = Non
 
 def measure_target(target, *, chip_name: str, seed: int = 0, runs: int | None = None) -> Measurement:
     """The target's function on random inputs of its example shapes, measured on the chip."""
-    from ..run.inputs import make_inputs
+    from ..compilation.target_inputs import make_inputs
 
     tpu_devices()
     args, kwargs = make_inputs(target, seed)

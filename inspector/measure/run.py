@@ -12,7 +12,7 @@ import inspector.base.environment as environment
 from ..compilation.backends import attached_chip
 from ..base.chips import Chip
 from ..base.errors import UsageError
-from ..remote import run_isolated
+from ..base.child_process import run_isolated
 from ..base.errors import NoChip
 from .model import Measurement
 

@@ -20,7 +20,7 @@ import difflib
 import os
 import re
 from ..hlo.passes import PassDiff
-from .locations import LocationTable, op_alias, strip_locations
+from ..hlo.mlir_locations import LocationTable, op_alias, strip_locations
 
 _FILE = re.compile(r"^(?P<id>\d+)-(?P<seq>\d{4,})-mosaic-dump-(?P<rest>.+)\.txt$")
 _PASS = re.compile(r"-(original|post-[\w.-]+)$")

@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from ..base.mosaic_failure import UNKNOWN_KIND
+
 SEEN_WITH = "jax 0.10.2, libtpu 0.0.42.1"
 
 
@@ -199,7 +201,7 @@ VMEM_OOM = ErrorKind(
 )
 
 UNKNOWN = ErrorKind(
-    "unknown", "mosaic-error", "Mosaic error",
+    UNKNOWN_KIND, "mosaic-error", "Mosaic error",
     (), rule="", fix="",
     seen="any message no row above recognises: the compiler's own words, at the failing operation's source line",
 )

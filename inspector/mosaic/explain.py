@@ -5,23 +5,26 @@ The source line comes from what the failure carries: the MLIR location of the fa
 Mosaic compile error (``at location: loc(...)``), or the jaxpr equation jax was lowering (the
 user frames it chains onto a lowering error). Where neither names a line (an error about a
 BlockSpec, VMEM out of memory) the pallas_call's own line stands in, and ``source_of`` says so.
+
+The capture (``inspector.compilation``) keeps what a failure leaves; ``explain_capture`` explains
+it, above the compile path, wherever a capture's compile error is shown.
 """
 from __future__ import annotations
 
-import dataclasses
 import re
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..base.chips import Chip
-from ..base.findings import CODES, Finding
+from ..base.mosaic_failure import MosaicFailure
 from ..jax_internals import jax_version
 from ..base.units import fmt_bytes
-from .error_kinds import ALTERNATIVES, NO_ALTERNATIVE, UNKNOWN, ErrorKind, classify, fill
+from .error_kinds import ALTERNATIVES, NO_ALTERNATIVE, ErrorKind, classify, fill
 from ..base.user_code import short_path
-from .locations import Frame, error_location, strip_error_location
+from ..hlo.mlir_locations import Frame, error_location, strip_error_location
 
 if TYPE_CHECKING:  # (numpy)
-    from ..pallas.model import MosaicKernel, PallasCall
+    from ..base.pallas_model import MosaicKernel, PallasCall
+    from ..compilation.stage_records import Capture, FailedKernel
 
 _OP_INVOLVED = re.compile(r"The MLIR operation involved:\s*\n\s*(.+)")
 _NOISE = re.compile(r"^\s*(Please report a bug at|Please file an issue at)[^\n]*\n?", re.M)
@@ -30,58 +33,6 @@ _VECTOR = re.compile(r"vector<((?:\d+x)*)(\w+)>")
 _MLIR_DTYPES = {"f8E5M2": "float8_e5m2", "f8E4M3FN": "float8_e4m3fn", "f8E4M3B11FNUZ": "float8_e4m3b11fnuz",
                 "i4": "int4", "i8": "int8", "i16": "int16", "i32": "int32", "i1": "bool", "bf16": "bfloat16",
                 "f16": "float16", "f32": "float32", "f64": "float64", "i64": "int64"}
-
-
-@dataclasses.dataclass(kw_only=True)
-class MosaicFailure:
-    """One failed kernel: where, which rule, what to do. Plain data (it travels in Stages)."""
-
-    kind: str  # an ErrorKind name ("unknown" when no row of the table recognised the message)
-    code: str  # the finding code
-    title: str
-    kernel: str | None  # the pallas_call's name
-    source: str | None  # file:line of the failing operation (or of the pallas_call: see source_of)
-    source_of: str  # "op" (the compiler's location), "eqn" (the equation jax was lowering), "pallas_call", "none"
-    op: str | None  # the MLIR operation the compiler names
-    compiler: str  # the compiler's own words, without the location line
-    error_code: str | None  # E2003 and the like
-    rule: str | None
-    fix: str | None
-    details: dict = dataclasses.field(default_factory=dict)  # what the message and the kernel say (dim, primitive, ...)
-    frames: list[str] = dataclasses.field(default_factory=list)  # file:line function, innermost first
-    pallas_call: str | None = None  # file:line of the pallas_call
-    seen: str = ""  # the versions and chips the kind was seen with
-
-    @property
-    def headline(self) -> str:
-        where = " ".join(p for p in (f"in {self.kernel}" if self.kernel else "", f"at {self.source}" if self.source else "") if p)
-        if self.kind == UNKNOWN.name:
-            return f"Mosaic error {where}: {_first_line(self.compiler)}".replace("  ", " ")
-        code = f" ({self.error_code})" if self.error_code else ""
-        return f"{self.title}{code} {where}".rstrip()
-
-    def finding(self, chip: str, view: str = "mosaic", data: dict | None = None, message: str | None = None) -> Finding:
-        """The finding: the headline, the rule and the fix; ``data`` names the source line
-        (``source``), the kernel, the rule and fix, the compiler's words, and what the message
-        captured. ``data`` and ``message`` given: the VMEM finding's own, extended."""
-        body = message or f"{chip}: {self.headline}"
-        if self.kind == UNKNOWN.name:
-            text = body + ("" if self.source else " (no source line in the message)")
-        else:
-            text = f"{body}. Rule: {self.rule} Fix: {self.fix}"
-        declared = CODES[self.code].fields if self.code in CODES else ()
-        fields: dict[str, Any] = {"chip": chip, "kind": self.kind, "kernel": self.kernel, "source": self.source,
-                  "source_of": self.source_of, "op": self.op, "rule": self.rule, "fix": self.fix,
-                  "compiler": self.compiler, "error_code": self.error_code, "pallas_call": self.pallas_call,
-                  "frames": list(self.frames), "seen": self.seen}
-        fields.update({k: v for k, v in self.details.items() if k in declared and k not in fields})
-        fields["details"] = {k: v for k, v in self.details.items() if k not in fields}
-        return Finding("error", self.code, text, kernel=self.kernel, view=view, data={**fields, **(data or {})})
-
-
-def _first_line(text: str) -> str:
-    line = next((l.strip() for l in text.splitlines() if l.strip()), "")
-    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def _compiler_words(message: str) -> str:
@@ -243,30 +194,20 @@ def vmem_estimate(call: PallasCall | None, chip: Chip) -> dict:
     return {"estimate_bytes": b.total_bytes, "estimate_limit_bytes": b.limit_bytes, "estimate_limit_source": b.limit_source}
 
 
-def vmem_note(data: dict) -> str:
-    if "estimate_bytes" not in data:
-        return ""
-    return (f"; the inspector's estimate: {fmt_bytes(data['estimate_bytes'])} of {fmt_bytes(data['estimate_limit_bytes'])} "
-            f"({data['estimate_limit_source']})")
-
-
-
-def _is_mosaic(error, lowering_err: BaseException | None) -> bool:
+def _is_mosaic(error, failure: FailedKernel) -> bool:
     if error.vmem is not None:
         return True
-    if lowering_err is not None:
-        from ..jax_internals.mosaic import raised_in_pallas_tpu_lowering
-
-        return raised_in_pallas_tpu_lowering(lowering_err)
+    if failure.lowering:
+        return failure.in_pallas_lowering
     return "Mosaic" in error.message or bool(re.search(r"\bE2\d{3}\b", error.message))
 
 
 def explain_compile_error(error, *, chip: Chip, kernels: list[MosaicKernel], closed_jaxpr,
-                          lowering_err: BaseException | None = None) -> MosaicFailure | None:
+                          failure: FailedKernel) -> MosaicFailure | None:
     """The MosaicFailure of a TPU compile (or lowering) failure of a program with Pallas kernels;
     None when the failure is not a kernel's (an HBM refusal, a lowering error outside Pallas).
-    ``error``: the parsed CompileError; ``lowering_err``: the exception, when lowering failed."""
-    if not chip.is_tpu or error.hbm is not None or error.interpreter_limit or not _is_mosaic(error, lowering_err):
+    ``error``: the parsed CompileError; ``failure``: what the capture kept of the failure."""
+    if not chip.is_tpu or error.hbm is not None or error.interpreter_limit or not _is_mosaic(error, failure):
         return None
     from ..pallas.discovery import find_pallas_calls  # (numpy, jax: only for a failure)
 
@@ -274,18 +215,30 @@ def explain_compile_error(error, *, chip: Chip, kernels: list[MosaicKernel], clo
         calls = [found.info for found in find_pallas_calls(closed_jaxpr)]
     except Exception:  # the kernels cannot be read: the explanation names less, it still stands
         calls = []
-    frames = []
-    if lowering_err is not None:
-        from ..jax_internals.mosaic import lowering_frames  # (numpy)
-
-        frames = lowering_frames(lowering_err)
     named = error.vmem.kernel if error.vmem else None
-    failure = explain_failure(error.message, chip=chip, kernels=kernels, calls=calls, frames=frames,
-                              lowering=lowering_err is not None, named_kernel=named)
+    explained = explain_failure(error.message, chip=chip, kernels=kernels, calls=calls, frames=list(failure.frames),
+                                lowering=failure.lowering, named_kernel=named)
     if error.vmem is not None:
-        call = next((c for c in calls if c.name == failure.kernel), calls[0] if len(calls) == 1 else None)
-        failure.details.update(vmem_estimate(call, chip))
-    return failure
+        call = next((c for c in calls if c.name == explained.kernel), calls[0] if len(calls) == 1 else None)
+        explained.details.update(vmem_estimate(call, chip))
+    return explained
+
+
+def explain_capture(captured: Capture, chip: Chip) -> Capture:
+    """``captured`` with its failed Pallas TPU kernel explained (``compile_error.mosaic``): the
+    capture keeps what a failure leaves (``Program.failure``), this analysis, above the compile
+    path, reads it. Every caller that shows a capture's compile error calls it (the Report, check,
+    tune, Mosaic's passes); ``chip`` is the chip it was compiled for. Explaining twice changes
+    nothing."""
+    error, failure = captured.stages.compile_error, captured.program.failure
+    if error is None or failure is None or error.mosaic is not None:
+        return captured
+    if failure.bad_block is not None:
+        error.mosaic = explain_bad_block(failure.bad_block, chip=chip, kernels=captured.stages.mosaic)
+    else:
+        error.mosaic = explain_compile_error(error, chip=chip, kernels=captured.stages.mosaic,
+                                             closed_jaxpr=captured.program.closed_jaxpr, failure=failure)
+    return captured
 
 
 def explain_bad_block(bad, *, chip: Chip, kernels: list[MosaicKernel]) -> MosaicFailure:

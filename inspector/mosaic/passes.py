@@ -1,7 +1,7 @@
 """Compile a target for a TPU with Mosaic's pass dumps, and keep what they say per kernel.
 
 libtpu reads ``LIBTPU_INIT_ARGS`` once, when its backend starts, so the dump flags only take in a
-fresh process: the compile runs in a child (``remote.run_isolated``) started with them, the child
+fresh process: the compile runs in a child (``base.child_process.run_isolated``) started with them, the child
 reads the dumps (``dumps.read_kernel_dumps``, and the one diff asked for while the files exist)
 and sends plain data back. The dumps go to a temporary folder the parent makes and removes on
 every path (the child may be killed); a flash attention kernel's are 7 MB. Everything that
@@ -14,7 +14,7 @@ import dataclasses
 import os
 
 from ..base.findings import Finding
-from ..remote import ChildFailed, run_isolated
+from ..base.child_process import ChildFailed, run_isolated
 from ..base.tempdirs import new_folder, remove
 
 DUMP_FLAGS = ("--xla_mosaic_dump_to={dir}", "--xla_mosaic_enable_dump_debug_info=true")
@@ -129,7 +129,10 @@ def _in_child(recipe: _Recipe, chip_name: str, directory: str, select: str | Non
         return MosaicPasses(chip=chip_name, kernels=[], findings=[_unread(chip_name, f"the compile process cannot load {recipe.spec}: {err}")])
     target = dc.replace(target, mesh=recipe.mesh, shardings=recipe.shardings if recipe.shardings is not None
                         else target.shardings)
-    stages = capture(target, Backend(chip), compile=True, jaxpr_text=False, use_cache=False, memo=False).stages
+    from .explain import explain_capture
+
+    stages = explain_capture(capture(target, Backend(chip), compile=True, jaxpr_text=False, use_cache=False, memo=False),
+                             chip).stages
     kernels, notes = read_kernel_dumps(directory)
     findings = [_unread(chip_name, n) for n in notes]
     sources = {k.name: k.source for k in stages.mosaic}

@@ -10,7 +10,7 @@ from ..hlo.fusions import scoped_vmem_used
 from ..hlo.module import parse_hlo
 from .grid_walk import GridWalk, unwalked, walk_grid
 from .discovery import read_program
-from .model import PallasCall
+from ..base.pallas_model import PallasCall
 from .tiling import tiling_findings
 from .vmem import VmemBudget, budget
 from .vmem_rules import share

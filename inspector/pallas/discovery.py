@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..base.findings import Finding
 from ..jax_internals.pallas import read_pallas_calls
-from .model import FoundCall
+from ..base.pallas_model import FoundCall
 
 
 def read_program(program) -> tuple[list[FoundCall], list[Finding]]:

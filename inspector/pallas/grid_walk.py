@@ -15,13 +15,13 @@ import time
 
 import numpy as np
 
+from ..base.chips import MULTI_CORE_CHIPS
 from ..base.findings import Finding
-from .model import BlockSpecInfo, FoundCall
+from ..base.pallas_model import BlockSpecInfo, FoundCall
 
 MAX_STEPS = 1 << 24  # past this the walk covers the first MAX_STEPS steps and says so
 TRACE_STEPS = 4096  # per-step block indices kept for the first steps, for stepping through the grid in the UI
 CHUNK = 1 << 20
-MULTI_CORE_CHIPS = "v4 and v5p (megacore) and TPU7x"
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -67,7 +67,7 @@ class GridWalk:
         return self.hbm_bytes - (self.dma_bytes[1] - self.dma_bytes[0])
 
 
-def _grid_points(grid: list[int], start: int, stop: int) -> list[np.ndarray]:
+def grid_points(grid: list[int], start: int, stop: int) -> list[np.ndarray]:
     flat = np.arange(start, stop, dtype=np.int64)
     return [a.astype(np.int32) for a in np.unravel_index(flat, grid)] if grid else []
 
@@ -374,7 +374,7 @@ def _walk(call: FoundCall, max_steps: int) -> GridWalk:
     trace_points, trace_blocks = [], {}
     for start in range(0, walked, CHUNK):
         stop = min(walked, start + CHUNK)
-        points = _grid_points(grid, start, stop)
+        points = grid_points(grid, start, stop)
         at = {}
         for state, (_, index_map) in zip(states, pipelined):
             blocks = [np.asarray(b) for b in (index_map(*points) if points else index_map())]

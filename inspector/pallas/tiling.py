@@ -10,7 +10,7 @@ import numpy as np
 
 from ..base.chips import Chip
 from ..base.findings import Finding
-from .model import BlockSpecInfo, PallasCall, dtype_bits
+from ..base.pallas_model import BlockSpecInfo, PallasCall, dtype_bits
 
 MXU_WASTE_WARN = 0.10
 

@@ -28,7 +28,7 @@ import os
 import re
 
 from ..base.chips import Chip
-from .model import PallasCall, dtype_bits
+from ..base.pallas_model import PallasCall, dtype_bits
 from .tiling import packing, tpu_dtype
 from .vmem_rules import (PLACEMENT_RESERVE_BYTES, PLACEMENT_SEEN, RULES, VREG_FILE_BYTES, XLA_PLACES_INPUTS, Rule,
                          apply_rules, chip_key)

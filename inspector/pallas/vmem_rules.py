@@ -27,8 +27,8 @@ import json
 from pathlib import Path
 from typing import Callable, Mapping
 
-from ..base.chips import Chip
-from .model import BodyFacts, DotLowering, PallasCall
+from ..base.chips import MXU_TAKES_FP8, Chip  # MXU_TAKES_FP8: rows fp8_as_bf16 and matmul_lowering
+from ..base.pallas_model import BodyFacts, DotLowering, PallasCall
 
 VREG_FILE_BYTES = 64 * 4096  # 64 vector registers of 8x128x32 bits
 VREG_LANES = 128  # lanes of one vreg: a reduction along rows no wider stays in one vreg a row
@@ -46,9 +46,6 @@ PLACEMENT_SEEN = frozenset({"tpu-v5e", "tpu-v6e", "tpu-7x"})
 PLACEMENT_KEYS = ("xla_places_inputs", "placement_reserve", "placement_beside_summed")
 EVIDENCE_FILE = Path(__file__).with_name("vmem_rule_evidence.json")
 KINDS = ("live", "live-values", "value", "certain", "room", "spill", "margin")
-# chips whose MXU takes 8-bit float operands as they are (elsewhere Mosaic converts them to bf16 first:
-# rows fp8_as_bf16 and matmul_lowering; int8 operands likewise where the chip has no int8 ops, Chip.int8_ops)
-MXU_TAKES_FP8 = frozenset({"tpu-7x"})
 
 
 def chip_key(chip: Chip) -> str:

@@ -1,45 +1,17 @@
 """The diff's inputs: seeded arrays for every input, and a memory check before any is made."""
 from __future__ import annotations
 
-import functools
 import os
 
 import numpy as np
 
-from ..compilation.target import Target
+from ..compilation.target_inputs import make_inputs as make_inputs  # the diff's seeded inputs: the same as a measurement's
 from ..base.units import fmt_bytes
 
 # Bytes held per byte of input/output: the array itself, the host copy it is made from, the
 # interpreter's simulated HBM copy; per element of the largest output the comparison's float64
 # working arrays (both sides, the error, the relative error, masks).
 INPUT_FACTOR, OUTPUT_FACTOR, COMPARE_BYTES_PER_ELEMENT = 3, 3, 48
-
-
-def make_inputs(target: Target, seed: int):
-    """Concrete arrays for every input: INSPECT's arrays as given, random ones for shape specs
-    (normal floats; integers in [0, 16) unless INSPECT's "int_ranges" names a range)."""
-    import jax
-    import jax.numpy as jnp
-
-    rng = np.random.default_rng(seed)
-    ranges = target.options.get("int_ranges", {})
-
-    def fill(name, leaf):
-        if isinstance(leaf, (jax.Array, np.ndarray)):
-            return jnp.asarray(leaf)
-        if not hasattr(leaf, "shape"):
-            return leaf
-        dtype = np.dtype(leaf.dtype)
-        if np.issubdtype(dtype, np.floating) or dtype.name == "bfloat16":
-            return jnp.asarray(rng.standard_normal(leaf.shape, dtype=np.float32)).astype(leaf.dtype)
-        if dtype == np.bool_:
-            return jnp.asarray(rng.random(leaf.shape) < 0.5)
-        lo, hi = ranges.get(name, (0, 16))
-        return jnp.asarray(rng.integers(lo, hi, leaf.shape)).astype(leaf.dtype)
-
-    args = tuple(jax.tree.map(functools.partial(fill, name), a) for name, a in zip(target.arg_names, target.args))
-    kwargs = {k: jax.tree.map(functools.partial(fill, k), v) for k, v in target.kwargs.items()}
-    return args, kwargs
 
 
 def available_memory() -> int | None:

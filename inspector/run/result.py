@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..display import html
+from ..base.display import html
 from ..base.findings import Finding
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..base.chips import DEFAULT_TPU, SPARSE_CORE_CHIP, Chip, get_chip
+from ..base.chips import DEFAULT_TPU, INTERPRET_EXAMPLE, SPARSE_CORE_CHIP, Chip, get_chip
 from ..base.errors import TargetFailure
 from ..base.findings import Finding, by_severity
 from ..jax_internals import interpret as ji
@@ -69,7 +69,7 @@ def check_tolerance(name: str, value) -> float | None:
 def simulated_chip(chip: str | Chip | None) -> Chip:
     chip = get_chip(chip) if isinstance(chip, str) else chip or get_chip(DEFAULT_TPU)
     if not chip.is_tpu:
-        raise ValueError(f"interpret mode simulates a TPU, not {chip.name}: give a TPU target such as tpu-v5p")
+        raise ValueError(f"interpret mode simulates a TPU, not {chip.name}: give a TPU target such as {INTERPRET_EXAMPLE}")
     return chip
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..base.findings import Finding
 from ..jax_internals.accumulation import accumulations
-from ..pallas.grid_walk import MAX_STEPS, _grid_points
+from ..pallas.grid_walk import MAX_STEPS, grid_points
 from .outputs import coarse_blocks, compare, error_map, leaf_findings, pair_leaves, value_notes
 from .result import LeafDiff
 
@@ -19,7 +19,7 @@ def _writers(call, operand: int):
     info = call.info
     if not info.grid or info.steps is None or info.steps > MAX_STEPS // 4 or (info.scalar_prefetch and not call.prefetch_known):
         return None  # no grid (one step), a run-time grid, too many steps, or index maps that read run-time data
-    points = _grid_points(info.grid, 0, info.steps)
+    points = grid_points(info.grid, 0, info.steps)
     try:
         blocks = [np.broadcast_to(np.asarray(b), (info.steps,)) for b in call.index_maps[operand](*points)]
     except Exception:  # noqa: BLE001 - an index map the walk cannot evaluate: no writers named

@@ -6,7 +6,6 @@ to it is a row: a failure of the candidate never stops the sweep. The capture an
 module (through the pool and Ray) and never runs them."""
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 
@@ -22,6 +21,7 @@ from ..base.units import fmt_estimate
 from ..libtpu import Budget, estimate_times
 from ..libtpu.model import ESTIMATE, RANGE
 from ..libtpu.estimate import STOPPED
+from ..mosaic.explain import explain_capture
 from ..base.specs import hlo_type, parse_specs
 from ..compilation.target import load_target
 from .candidates import TunePlan
@@ -94,7 +94,7 @@ def evaluate_task(task: dict) -> dict:
 
 def evaluate_target(target, chip, base: dict, *, budget: dict, cache) -> TuneRow:
     """The row of ``target`` (one candidate's parameters baked in) on ``chip``."""
-    from ..compilation.stages import lowered_program
+    from ..compilation.stages import captures_forgotten_after, lowered_program
 
     start = time.perf_counter()
     # the lowered module's locations leave the inspector's frames out (capture() asks the same):
@@ -104,13 +104,13 @@ def evaluate_target(target, chip, base: dict, *, budget: dict, cache) -> TuneRow
     def done(**fields) -> TuneRow:
         return TuneRow(**base, **fields, wall_seconds=round(time.perf_counter() - start, 3))
 
-    with _own_memo():
+    with captures_forgotten_after():  # a sweep lowers hundreds of candidates: each one's go when it is done
         try:
             captured, lowered, module_text = lowered_program(target, Backend(chip))
         except TargetFailure as err:
             return done(status=FAILED, reason=_one_line(str(err)), code="raised")
         if lowered is None:  # Mosaic (or the lowering) refused the kernel
-            refused = captured.stages.compile_error
+            refused = explain_capture(captured, chip).stages.compile_error
             assert refused is not None  # a lowering that failed says why
             return done(status=REFUSED, reason=_one_line(refused.headline), code=refused.finding(chip.name, "pallas").code)
         key = store.row_key(module_text, chip.name, budget)
@@ -143,7 +143,7 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped
                            f"{_mib(b.limit_bytes)} (the estimate; not compiled)")
     use_compile_cache = compile_cache.REFRESH if cache == REFRESH else bool(cache) and compile_cache.enabled()
     compiled = capture(target, Backend(chip), jaxpr_text=False, use_cache=use_compile_cache)  # type: ignore[arg-type]  # REFRESH is capture's own value
-    stages = compiled.stages
+    stages = explain_capture(compiled, chip).stages
     if stages.compile_error is not None:
         err = stages.compile_error
         return done(status=REFUSED, reason=_one_line(err.headline), code=err.finding(chip.name, "pallas").code,
@@ -203,20 +203,6 @@ def _bound_and_spills(times) -> tuple[str | None, int | None]:
     spilled = [bundles[k.name] for k in pallas if k.name in bundles]
     spills = sum(b.spill_stores + b.spill_fills for b in spilled) if spilled else None
     return bound, spills
-
-
-@contextlib.contextmanager
-def _own_memo():
-    """The stages' in-process memo keeps each lowering for the compile after it; a sweep lowers
-    hundreds of candidates, so what one candidate added is dropped when it is done."""
-    import inspector.compilation.stages as stages
-
-    before = set(stages._MEMO)
-    try:
-        yield
-    finally:
-        for key in set(stages._MEMO) - before:
-            stages._MEMO.pop(key, None)
 
 
 def _mib(n: int) -> str:

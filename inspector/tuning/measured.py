@@ -10,7 +10,7 @@ import inspector.base.environment as environment
 from ..base.errors import InspectorError
 from ..base.environment import chip_failure
 from ..measure.on_chip import measure_target, tpu_devices
-from ..remote import run_isolated
+from ..base.child_process import run_isolated
 from ..compilation.target import load_target
 from .model import RANKED, UNTIMED, ChipRanking, TuneResult
 

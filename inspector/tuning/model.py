@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..display import html
+from ..base.display import html
 
 # How a candidate ended, in the order a ranking lists them.
 RANKED = "ranked"  # compiled, with libtpu's time estimate

@@ -26,7 +26,7 @@ import inspector.compilation.compile_cache as compile_cache
 
 from ..base import json_text
 from ..base.atomic import write_atomic
-from ..compilation.compile_cache import _own_version, _version
+from ..compilation.compile_cache import own_version, dist_version
 from ..base.errors import OutputError
 
 SCHEMA = 3  # 2: roofline-only rows are untimed, not ranked; 3: rows libtpu put below their roofline are ranked at it
@@ -34,8 +34,8 @@ ROW, JOURNAL, PLAN = "tune-row", "tune-journal", "tune-plan"
 
 
 def versions() -> dict[str, str]:
-    found = {d: _version(d) for d in ("jax", "jaxlib", "libtpu")}
-    found["inspector"] = _own_version()
+    found = {d: dist_version(d) for d in ("jax", "jaxlib", "libtpu")}
+    found["inspector"] = own_version()
     found["inspector code"] = code_fingerprint()
     found["python"] = ".".join(map(str, sys.version_info[:3]))
     return found
@@ -83,7 +83,7 @@ def plan_key(parts: dict, args: list[str], grid_names: list[str]) -> str:
 def load(key: str, kind: str):
     """The stored result for ``key``, or None."""
     try:
-        entry = json_text.loads(compile_cache._read_regular(compile_cache.cache_dir() / f"{key}.json"))
+        entry = json_text.loads(compile_cache.read_regular(compile_cache.cache_dir() / f"{key}.json"))
     except (OSError, ValueError):
         return None
     if not isinstance(entry, dict) or entry.get("schema") != SCHEMA or entry.get("key") != key or entry.get("kind") != kind:

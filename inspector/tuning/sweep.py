@@ -38,7 +38,7 @@ class SweepRequest:
     workers: int | None = None  # default: the cores
     ray: str | None = None  # a Ray cluster's address
     cache: bool | str = True  # True, False, or REFRESH (--no-cache: compute, then store)
-    budget: dict = dataclasses.field(default_factory=dict)  # inspector.libtpu.Budget fields
+    budget: Budget = dataclasses.field(default_factory=Budget)  # libtpu's, per candidate (--time-budget)
     table: str | None = None  # tuning table to write or update
     debug: bool = False
     measure: int = 0  # candidates per shape to run on the attached TPU and rank by device time (tune --measure)
@@ -88,7 +88,7 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None, cancel=None) 
     progress = progress or _Quiet()
     started = time.perf_counter()
     chips = [c.name for c in check_chips(req.chips)]
-    budget = dataclasses.asdict(Budget(**req.budget))
+    budget = dataclasses.asdict(req.budget)  # as plain data: the journal's keys, the workers' tasks
     # a missing extra answers before any work
     ray_pool = RayPool(req.ray, req.spec, debug=req.debug) if req.ray else None
     workers, workers_note = fit_workers(req.workers or cores())

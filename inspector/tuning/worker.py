@@ -16,7 +16,7 @@ import inspector.base.environment as environment
 
 from ..libtpu.child import receive, send
 from ..libtpu.runner import kept_sessions
-from ..remote import _die_with_parent
+from ..base.child_process import die_with_parent
 from .evaluate import evaluate_task, plan_target
 
 
@@ -29,7 +29,7 @@ def _run(kind: str, payload):
 
 
 def main(result_fd: int) -> None:
-    _die_with_parent()
+    die_with_parent()
     for sig in (signal.SIGINT, signal.SIGTTOU, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
 

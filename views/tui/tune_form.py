@@ -78,7 +78,7 @@ def sweep_request(form: TuneForm, session: Session, chips_text: str, values: dic
     if problems:
         return None, problems
     request = SweepRequest(spec=session.spec, chips=chips, args=[session.args] if session.args else [], grid=grid, fixed=fixed,
-                           cache=session.use_cache and enabled())
+                           cache=session.use_cache and enabled(), budget=session.tune_budget())
     return request, []
 
 

@@ -1,6 +1,7 @@
 """The command line's pass options, checked before anything runs (no jax, no analyses imported):
 ``--pass`` picks a step of the passes view, ``--passes`` adds the "made by pass" column to the
-fusions view."""
+fusions view. In hlo/, beside the pass pipeline it picks from (``passes``): the compile path and the
+command line check a selector the same way."""
 from __future__ import annotations
 
 from ..base.errors import UsageError

@@ -1,7 +1,9 @@
 """What a pallas_call is, as plain data: grid, BlockSpecs, scratch, DMAs and body costs.
 
 Read from the traced program by ``inspector.jax_internals.pallas``; every analysis (grid walk,
-tiling rules, VMEM budgets) and every view works from these records alone.
+tiling rules, VMEM budgets) and every view works from these records alone. In base/ because the
+jax boundary writes them and the compile path stores them (a kernel's Mosaic MLIR in Stages), and
+both sit below the Pallas analyses.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..pallas.model import BlockSpecInfo
+    from ..base.pallas_model import BlockSpecInfo
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -1,22 +1,25 @@
 """`inspector check`: will each pallas_call fit and is it free of silent-corruption bugs, per
 chip. The estimate is static (BlockSpecs, scratch); unless told not to, the real compiler
-(libtpu, no TPU needed) gives its verdict beside it."""
+(libtpu, no TPU needed) gives its verdict beside it, a failed kernel explained by
+``inspector.mosaic``. Beside ``report`` and ``comparison``: it drives the compiles and the
+analyses of every layer below, as they do."""
 from __future__ import annotations
 
 import dataclasses
 import signal
 from typing import Callable
 
-from ..compilation.backends import Backend
-from ..base.chips import Chip, get_chip
-from ..display import html
-from ..base.findings import Finding, by_severity
-from ..hlo.memory import analyse_memory
-from .analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler, refused_by_compiler
-from .vmem import estimate_fits
-from ..base.errors import TargetFailure
-from ..compilation.stages import Capture, Stages, capture, compile_is_cached
-from ..compilation.target import Target
+from .compilation.backends import Backend
+from .base.chips import Chip, get_chip
+from .base.display import html
+from .base.findings import Finding, by_severity
+from .hlo.memory import analyse_memory
+from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler, refused_by_compiler
+from .pallas.vmem import estimate_fits
+from .base.errors import TargetFailure
+from .compilation.stages import Capture, Stages, capture, compile_is_cached
+from .compilation.target import Target
+from .mosaic.explain import explain_capture
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -127,11 +130,12 @@ def _capture_for(target: Target, chip: Chip, compile: bool, compile_apart: Calla
     if compile and compile_apart is not None and not compile_is_cached(target, backend, use_cache=use_cache,
                                                                        buffers=True, memo=memo):
         captured = capture(target, backend, compile=False, use_cache=use_cache, memo=memo)
-        try:
-            return Capture(compile_apart(chip), captured.program), None
+        try:  # the child explained its own compile's failure (the program here is only the lowering's)
+            return explain_capture(Capture(compile_apart(chip), captured.program), backend.chip), None
         except CompilerAborted as err:
-            return captured, err
-    return capture(target, backend, compile=compile, use_cache=use_cache, memo=memo, buffers=compile), None
+            return explain_capture(captured, backend.chip), err
+    captured = capture(target, backend, compile=compile, use_cache=use_cache, memo=memo, buffers=compile)
+    return explain_capture(captured, backend.chip), None
 
 
 def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False, use_cache: bool = True,

@@ -8,7 +8,9 @@ Seen with jax 0.10.2 and libtpu 0.0.42.1:
   module's ``get_asm(enable_debug_info=True)``), each op ends with ``loc(#loc12)`` and the aliases
   are defined after the module: ``#loc12 = loc("swap:"(#loc7))``, ``#loc7 = loc("/x.py":56:12 to :38)``.
 
-Everything here is text in, plain data out; a location it cannot read is simply no location.
+Everything here is text in, plain data out; a location it cannot read is simply no location. In
+hlo/, the compiler texts' layer, beside ``mlir_sources``: the jax boundary reads a kernel's lines
+with it as the kernel lowers, and ``inspector.mosaic`` reads errors and pass dumps with it.
 """
 from __future__ import annotations
 
