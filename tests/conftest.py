@@ -167,6 +167,14 @@ def round_tests(held: HeldOut, chips: list[str]) -> tuple:
 TRUTH_KINDS = ("agree", "undecided", "short", "false error")
 
 
+@functools.cache
+def _recorded_estimates() -> dict:
+    """tests/data/vmem_estimates.json, read once a session, not once per truth file."""
+    import json
+
+    return json.loads((DATA / "vmem_estimates.json").read_text())
+
+
 def estimate_against_truth(name: str) -> list[tuple[dict, bool | None, int]]:
     """Each VMEM row of tests/data/<name> (libtpu's verdicts) beside the estimate's verdict on its
     chip, as `check --estimate-only` gives it, and the tightest limit among its kernels: as recorded
@@ -179,7 +187,7 @@ def estimate_against_truth(name: str) -> list[tuple[dict, bool | None, int]]:
 
     truth = json.loads((DATA / name).read_text())
     assert truth["libtpu"] == metadata.version("libtpu"), f"{name} was made with another libtpu: compile the rows again"
-    recorded = json.loads((DATA / "vmem_estimates.json").read_text())[name]
+    recorded = _recorded_estimates()[name]
     assert len(recorded) == len(truth["rows"]), f"{name}: record its estimates (tests/data/make_vmem_estimates.py)"
     found = []
     for r, e in zip(truth["rows"], recorded, strict=True):
