@@ -258,11 +258,13 @@ KNOWN_OFF = {
 
 
 @pytest.mark.libtpu
-@pytest.mark.parametrize("label", ["transformer.loss_fn", "jax.flash_attention_ref", "heldout2.sglang_fused_mlp"])
+@pytest.mark.parametrize("label", ["transformer.loss_fn", "jax.flash_attention_ref", "heldout2.sglang_fused_mlp",
+                                   "heldout3.gpt2_loss"])
 def test_the_roofline_stays_below_the_chip(label):
     """Per kernel of 10 us or more (async copy starts aside: the chip times their issue, not the copy),
     the roofline computed now is no more than 10% above the time the v5e measured (a reduce-window counted window x outputs was 15x above it, an XLA cost-model
-    sentinel gave 6.1e9 s; sglang's fused MLP, its conditional copies counted at their most, 1.41x)."""
+    sentinel gave 6.1e9 s; sglang's fused MLP, its conditional copies counted at their most, 1.41x; GPT-2's
+    embedding lookup, its table counted whole, 10.9x)."""
     from inspector.base.chips import get_chip
     from inspector.report import make_report
     from inspector.view_table import Needs

@@ -20,6 +20,7 @@ class Totals(TypedDict):
     pallas_kernels: int
     custom_call_operand_bytes: int
     async_copy_bytes: int
+    gather_unread_bytes: int  # of the operands gathered from, what a gather leaves unread (XLA counts it in a fusion)
     reduce_window_flops: float
     bytes: int
     padding_bytes: int
@@ -46,6 +47,8 @@ def sums(kernels: list[Kernel], roofline: bool, trips: bool = True) -> Totals:
         pallas_kernels=sum(k.kind == "custom-call:pallas" for k in kernels),
         custom_call_operand_bytes=sum(r(k, k.bytes_read) for k in kernels if k.opcode == "custom-call"),
         async_copy_bytes=sum(r(k, k.bytes_written) for k in kernels if k.opcode == "copy-start"),
+        gather_unread_bytes=sum(r(k, sum(t.buffer_bytes - t.bytes for t in k.inputs if t.buffer_bytes))
+                                for k in kernels if k.opcode == "fusion" and k.ops.get("gather")),
         reduce_window_flops=sum(r(k, k.reduce_window_flops) for k in kernels),
         bytes=read + written,
         padding_bytes=read + written - logical,
@@ -76,8 +79,9 @@ def agreement(totals: Totals, xla: dict | None, once: Totals | None = None, trip
     compared leave the operands out.
     Where the rest still differs by more than 5%, the note names the known causes and their size,
     as measured on the samples with libtpu 0.0.42.1: XLA:TPU counts an async copy's result twice
-    more at copy-done (read and write; we count the transfer once, at copy-start), and counts far
-    fewer flops for a reduce-window than window x output (log_softmax's padded-window max)."""
+    more at copy-done (read and write; we count the transfer once, at copy-start), counts the whole
+    operand a fused gather reads from (we count what it gathers), and counts far fewer flops for a
+    reduce-window than window x output (log_softmax's padded-window max)."""
     if not xla or "flops" not in xla:
         return {"flops_ratio": None, "bytes_ratio": None, "note": "XLA reported no cost analysis for this module"}
 
@@ -99,14 +103,16 @@ def agreement(totals: Totals, xla: dict | None, once: Totals | None = None, trip
         notes.append(f"bytes compared leave out {fmt_bytes(t['custom_call_operand_bytes'])} of custom-call operands "
                      "(XLA counts a custom call's result only, or the bytes_accessed of its pl.CostEstimate where "
                      "the kernel gives one)")
-    for what, key, known, label in (
-        ("flops", "flops_ratio", t["reduce_window_flops"], "reduce-window flops"),
-        ("bytes", "bytes_ratio", 2 * t["async_copy_bytes"], "async copy results XLA counts again at copy-done"),
-    ):
-        r = out[key]
+    known_causes = {  # what XLA counts differently, by metric: (amount, what it is)
+        "flops": [(t["reduce_window_flops"], "reduce-window flops")],
+        "bytes": [(2 * t["async_copy_bytes"], "async copy results XLA counts again at copy-done"),
+                  (t["gather_unread_bytes"], "gathered operands left unread, which XLA counts whole in a fusion")],
+    }
+    for what, causes in known_causes.items():
+        r = out[f"{what}_ratio"]
         if r is not None and abs(r - 1) > 0.05:
-            cause = f": {fmt_bytes(known) if what == 'bytes' else f'{known:.3g}'} of {label}" if known else ""
-            notes.append(f"{what} differ by {100 * (r - 1):+.1f}%{cause}")
+            said = [f"{fmt_bytes(n) if what == 'bytes' else f'{n:.3g}'} of {label}" for n, label in causes if n]
+            notes.append(f"{what} differ by {100 * (r - 1):+.1f}%" + (f": {'; '.join(said)}" if said else ""))
     if totals["padding_bytes"]:
         notes.append(f"tiled-layout padding is {totals['padding_bytes'] / max(totals['bytes'], 1):.0%} of the bytes (XLA counts it too)")
     out["note"] = "; ".join(notes) or "within 5% of XLA's cost analysis"
