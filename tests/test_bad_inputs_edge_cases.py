@@ -777,11 +777,11 @@ def test_a_function_of_no_inputs_needs_no_args(cli, tmp_path):
     assert "iota" in out
 
 
-def test_figures_from_the_cost_model_are_not_called_libtpus(monkeypatch):
+def test_figures_libtpu_did_not_simulate_are_not_called_libtpus(monkeypatch):
     """v4: libtpu's simulation refuses the chip ("Dma latency model ... only supported on
-    VF/VL/GF/GL"), every kernel keeps the compiler's cost-model cycles, and the overview said
-    "(libtpu)" all the same; its words for each method never matched the method names, so none
-    was ever shown. Nor is the refusal a budget problem: one warning says it, nothing is simulated."""
+    VF/VL/GF/GL"), and the overview said "(libtpu)" all the same; its words for each method never
+    matched the method names, so none was ever shown. Every kernel is a floor (the compiler's own
+    cycles are no bound). Nor is the refusal a budget problem: one warning says it, nothing is simulated."""
     from types import SimpleNamespace
 
     from inspector.base.chips import get_chip
@@ -793,14 +793,14 @@ def test_figures_from_the_cost_model_are_not_called_libtpus(monkeypatch):
     fusions = [SimpleNamespace(name=f"tanh_multiply_fusion.{i}", kind="loop", compiler_cycles=619, roofline_s=1e-8, repeat=1)
                for i in range(3)]
     estimate = est._Run(None, None, get_chip("tpu-v4"), fusions, est.Budget()).run()
-    assert [t.estimate_source for t in estimate.kernels] == ["libtpu-cost-model"] * 3
+    assert [(t.estimate_source, t.estimate_kind, t.estimated_seconds) for t in estimate.kernels] == [("roofline", "floor", 1e-8)] * 3
     assert [j.label for j in estimate.jobs] == ["bundles"]  # the bundles only: no simulation libtpu would refuse
     (refused,) = [f for f in estimate.findings if f.code == "libtpu-refused"]
     assert refused.severity == "warning" and "--time-budget" in refused.message and "tpu-v4" in refused.message
     assert not [f for f in estimate.findings if f.code == "time-budget"]
-    assert estimate.method == "libtpu-cost-model"
+    assert estimate.method == "roofline"
     line = _estimate_line(SimpleNamespace(time=estimate))
-    assert "(the compiler's cost model)" in line, line
+    assert line.startswith(">= ") and "(roofline: libtpu gave none" in line, line
 
 
 def test_compare_never_puts_a_simulation_against_a_roofline():
@@ -831,12 +831,12 @@ def test_the_fusions_totals_name_where_the_estimate_came_from():
 
     from inspector.views.fusions import totals_table
 
-    kernels = [SimpleNamespace(estimate_source="libtpu-cost-model"), SimpleNamespace(estimate_source="roofline")]
+    kernels = [SimpleNamespace(estimate_source="libtpu-extrapolated"), SimpleNamespace(estimate_source="roofline")]
     totals = {"flops": 1, "bytes": 1, "transcendentals": 0, "hbm_bytes": 1, "roofline_s": 1e-6, "estimated_seconds": 2e-6}
     console = Console(width=200, record=True, file=open(os.devnull, "w"))
     console.print(totals_table(SimpleNamespace(totals=totals, xla_cost=None, agreement={}, kernels=kernels)))
     text = console.export_text()
-    assert "estimated time (libtpu-cost-model, roofline)" in text and "(libtpu)" not in text, text
+    assert "estimated time (libtpu-extrapolated, roofline)" in text and "(libtpu)" not in text, text
 
 
 def test_a_collective_libtpu_gives_0_cycles_is_not_timed_by_libtpu(monkeypatch):

@@ -47,7 +47,7 @@ def summary_table(estimate: TimeEstimate) -> Table:
                 *(_share(b.units[u].share) if u in b.units else "-" for u in UNITS_SHOWN[:5]))
     table.caption = ("unit columns: share of the unit's slots used over the bundles (the capacity per bundle is in the "
                      "kernel's units table); bound: the unit the bundles need most, or DMA waits; est. time: libtpu's "
-                     "simulation (~ extrapolated, c the compiler's cost model); >= a floor where libtpu gave none (r the roofline, "
+                     "simulation (~ extrapolated); >= a floor where libtpu gave none (r the roofline, "
                      "b the bundles the kernel issues)")
     table.caption_justify = "left"
     return table

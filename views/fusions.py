@@ -24,7 +24,7 @@ SORT_KEYS = {
     # libtpu's estimate where --time gave one, else the roofline
     "time": lambda k: -(k.estimated_seconds if k.estimated_seconds is not None else k.roofline_s or 0) * k.repeat,
 }
-ESTIMATE_MARK = {"libtpu": "", "libtpu-extrapolated": " ~", "libtpu-cost-model": " c", "bundles": " b", "roofline": " r"}
+ESTIMATE_MARK = {"libtpu": "", "libtpu-extrapolated": " ~", "bundles": " b", "roofline": " r"}
 BOUND_STYLE: dict[str | None, str] = {"memory": "yellow", "compute": "cyan"}
 
 
@@ -110,9 +110,9 @@ def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) 
     if len(shown) < len(kernels):
         notes.append(f"{len(kernels) - len(shown)} more kernels: --top 0 shows all, --sort bytes|flops|time ranks them")
     if timed:
-        notes.append("est. time: libtpu's static simulation of the compiled kernel (~ extrapolated from smaller grids, "
-                     "c the compiler's cost model); >= a floor where libtpu gave none (r the roofline, b the bundles the "
-                     "kernel issues), a-b a range; time: the roofline bound")
+        notes.append("est. time: libtpu's static simulation of the compiled kernel (~ extrapolated from smaller grids); "
+                     ">= a floor where libtpu gave none (r the roofline, b the bundles the kernel issues; XLA cycles: "
+                     "the compiler's own estimate, no bound), a-b a range; time: the roofline bound")
     if measured:
         notes.append("measured: device time of one launch on the attached TPU (jax's profiler; - where the chip ran no op "
                      "of that name)")

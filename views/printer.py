@@ -269,7 +269,7 @@ def _estimate_line(report: Report) -> str:
         why = next((f.message for f in estimate.findings if f.severity == "info"), "libtpu gave no estimate")
         return f"- ({why})"
     how = {"libtpu": "libtpu's static simulation", "libtpu-extrapolated": "libtpu's simulation, Pallas grids extrapolated",
-           "libtpu-cost-model": "the compiler's cost model", "bundles": "floors: the bundles kernels issue",
+           "bundles": "floors: the bundles kernels issue",
            "roofline": "roofline: libtpu gave none, or one below it"}.get(estimate.method, estimate.method)
     slowest = ", ".join(f"{k.name} {fmt_estimate((k.estimated_seconds or 0.0) * k.repeat, k.estimate_kind, (k.high_seconds or 0.0) * k.repeat)}"
                         for k in estimate.slowest(3))  # slowest: timed ones only

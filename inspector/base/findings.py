@@ -144,7 +144,7 @@ CODES = _codes(
     Code("libtpu-loop-unknown", "warning", True, "fusions", ("chip", "loops"),
          "a Pallas kernel loops a number of times known only at run time: its time cannot count the trips"),
     Code("libtpu-no-time", "info", True, "fusions", ("chip",),
-         "libtpu's simulation gave a kernel 0 cycles: its floor (an XLA op: the compiler's estimate) stands"),
+         "libtpu's simulation gave a kernel 0 cycles: its floor stands"),
     Code("libtpu-refused", "warning", True, "fusions", ("chip", "reason"),
          "libtpu simulates nothing of the program on this chip: compiler estimates and floors only"),
     Code("xla-loop-unknown", "warning", True, "fusions", ("chip", "kernels"),

@@ -53,7 +53,7 @@ class Kernel:
     note: str | None = None
     made_by: str | None = None  # the compiler pass that created it (with pass dumps: show --passes)
     # libtpu's estimate of one run (with --time; inspector.libtpu): cycles, seconds, and where from
-    # (libtpu, libtpu-extrapolated, libtpu-cost-model, or roofline where libtpu gave none)
+    # (libtpu, libtpu-extrapolated, or a floor where libtpu gave none: roofline, bundles)
     estimated_cycles: float | None = None
     estimated_seconds: float | None = None
     estimate_source: str | None = None

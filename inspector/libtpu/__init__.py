@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from .budget import Budget
 from .estimate import bundle_report, estimate_times
-from .model import (COST_MODEL, EXTRAPOLATED, LIBTPU, ROOFLINE, SOURCES, BundleRow, JobCost, KernelBundles,
+from .model import (EXTRAPOLATED, LIBTPU, ROOFLINE, SOURCES, BundleRow, JobCost, KernelBundles,
                     KernelTime, LineBundles, StepFit, TimeEstimate, UnitUse)
 
 __all__ = ["Budget", "estimate_times", "bundle_report", "TimeEstimate", "KernelTime", "KernelBundles", "UnitUse",
-           "LineBundles", "BundleRow", "StepFit", "JobCost", "LIBTPU", "EXTRAPOLATED", "COST_MODEL", "ROOFLINE",
+           "LineBundles", "BundleRow", "StepFit", "JobCost", "LIBTPU", "EXTRAPOLATED", "ROOFLINE",
            "SOURCES"]

@@ -13,10 +13,9 @@ from ..base.findings import Finding
 LIBTPU = "libtpu"  # libtpu's static simulation of the compiled program (its static LLO profile)
 PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")  # the kernels with a grid and bundles of their own
 EXTRAPOLATED = "libtpu-extrapolated"  # that simulation on smaller grids of the same kernel, fitted a + b * steps
-COST_MODEL = "libtpu-cost-model"  # the compiler's own per-op estimate in the optimized HLO (no simulation)
 ROOFLINE = "roofline"  # max(flops / peak, HBM bytes / bandwidth): libtpu gave nothing for it
 BUNDLES = "bundles"  # the bundles the compiled kernel issues on its cheapest path, one a cycle (bundle_walk.py)
-SOURCES = (LIBTPU, EXTRAPOLATED, COST_MODEL, BUNDLES, ROOFLINE)
+SOURCES = (LIBTPU, EXTRAPOLATED, BUNDLES, ROOFLINE)
 
 # What a figure is: the time itself as estimated, a floor the time cannot be below (what the
 # kernel must move or issue: the chip may take many times it), or a range where how often guarded
@@ -131,7 +130,7 @@ class TimeEstimate:
     clock_hz: float | None
     kernels: list[KernelTime]
     totals: dict  # estimated_cycles, estimated_seconds, roofline_seconds, estimate_kind, high_seconds, floor_share
-    method: str  # one of SOURCES: the least exact a Pallas kernel got (libtpu-cost-model: nothing was simulated)
+    method: str  # one of SOURCES: the least exact a Pallas kernel got (all kernels' where there are none)
     budget: dict[str, float | bool]  # seconds, memory_bytes, whole
     jobs: list[JobCost]
     findings: list[Finding] = dataclasses.field(default_factory=list)

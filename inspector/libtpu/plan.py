@@ -203,8 +203,8 @@ def make_plan(kernels: list, walks: dict[str, Walk], pallas: list[PallasGrid], b
     taken = [op for op in replays if admit(Job(label=f"replay-{op}", bundles=_replay_cost(op, xla, walks),
                                                program="replay", op=op))]
     if len(taken) < len(replays):
-        notes.append(f"{len(replays) - len(taken)} of the program's {len(replays)} XLA ops were left to the compiler's "
-                     "estimate (simulating them too would pass the budget)")
+        notes.append(f"{len(replays) - len(taken)} of the program's {len(replays)} XLA ops keep their floor (simulating "
+                     "them too would pass the budget; XLA's own estimate, no bound, is the fusions view's XLA cycles)")
     if floors:
         notes.append(f"{', '.join(floors)}: even its smallest cut grid would pass what one compile may simulate")
     return Plan(jobs=jobs, alone=[p.op for p in alone], floors=floors, replays=taken, notes=notes)

@@ -81,10 +81,10 @@ def refused(chip: Chip, reason: str | None) -> Finding:
 
 def no_time_alone(chip: Chip, op: str) -> Finding:
     """An XLA op simulated alone came back as 0 cycles: libtpu did not time it (a multi-output
-    fusion, seen on the v5e); the compiler's estimate stands, and the finding says so."""
+    fusion, seen on the v5e); its floor stands, and the finding says so."""
     return Finding("info", "libtpu-no-time",
                    f"{op}: libtpu's simulation of it alone on {chip.name} gave 0 cycles (it did not time this op): "
-                   "its time is the compiler's own estimate, which has been off by over 2x (measure on a TPU: --measure)",
+                   "its time is a floor (measure on a TPU: --measure)",
                    kernel=op, view="fusions", data={"chip": chip.name})
 
 

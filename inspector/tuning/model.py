@@ -28,7 +28,7 @@ class TuneRow:
     code: str | None = None  # the finding code of that reason (compile-vmem-oom, vmem-over-limit, ...)
     estimated_seconds: float | None = None  # the program's total, libtpu's estimate
     estimated_cycles: float | None = None
-    estimate_source: str | None = None  # libtpu | libtpu-extrapolated | libtpu-cost-model | roofline
+    estimate_source: str | None = None  # libtpu | libtpu-extrapolated | bundles | roofline
     vmem_bytes: int | None = None  # the most scoped VMEM a Mosaic kernel uses, by the compiler
     vmem_estimate_bytes: int | None = None  # the static estimate (blocks x buffers + scratch + the body's largest value)
     vmem_limit_bytes: int | None = None  # the scoped limit the kernel compiles under
