@@ -256,13 +256,15 @@ def _estimate_one(payload):
 
 def estimate(out: str, only: str | None, workers: int, chip: str, budget: float) -> None:
     """Deviceless: the inspector's roofline and libtpu estimate per kernel of each entry."""
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
     import multiprocessing
 
     data = {"chip": chip, "date": datetime.date.today().isoformat(), "entries": {}}
     jobs = [(e.label, e.spec, e.args, tuple(e.set_list), chip, budget) for e in _entries(only)]
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for label, found in pool.map(_estimate_one, jobs):
+        # written as each ends, so that a run stopped early keeps all it finished
+        for done in as_completed([pool.submit(_estimate_one, job) for job in jobs]):
+            label, found = done.result()
             data["entries"][label] = found
             print(f"{label}: {found.get('wall_seconds')}s {found.get('error', '')}", flush=True)
             _write(out, data)
