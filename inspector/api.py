@@ -297,6 +297,8 @@ def check(fn_or_spec: Callable | str | Sequence[str], *args: Any, targets: str |
             return run_gate(check_gate(fn_or_spec, *args, baseline=baseline, tolerance=tolerance, targets=targets,
                                        params=params, cache=cache, estimate_only=estimate_only, sweep=sweep, mesh=mesh,
                                        shardings=shardings, **kwargs))
+        if not callable(fn_or_spec) and not isinstance(fn_or_spec, str):
+            raise UsageError("check takes one target; several with baseline=FILE (a saved `inspector baseline`)")
         chips = check_chips(_chips(DEFAULT_TPU if targets is None else targets), "targets=['tpu-v5e', 'tpu-v6e', 'h100']")
         t = make_target(fn_or_spec, args, kwargs, params=params, mesh=mesh, shardings=shardings)
         result = run_check(t, chips, estimate_only=estimate_only, use_cache=_use_cache(cache), memo=False)

@@ -184,6 +184,8 @@ def test_check_with_a_baseline_refuses_what_the_command_line_refuses(kwargs, say
     assert says in str(err.value)
     with pytest.raises(inspector.UsageError, match="give 'file.py:function' specs"):
         inspector.check(lambda x: x, baseline=SAVED)
+    with pytest.raises(inspector.UsageError, match="several with baseline=FILE"):
+        inspector.check(["samples/matmul.py:tiled", "samples/matmul.py:xla"])
 
 
 # tune: (the option on the command line, tune's keywords, the SweepRequest's field)

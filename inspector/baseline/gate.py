@@ -45,14 +45,14 @@ def make_gate(path: str, targets: list[str], *, chips: str | None, sets: list[st
     parsed = parse_tolerances(tolerances, option=tolerance_option)  # a bad tolerance before a file is read
     before = load(path)
     found = expand(targets)
-    if chips is not None:
-        chips = tpu_chips(chips, example)
-        missing = [c for c in chips if c not in before.chips]
+    named = None if chips is None else tpu_chips(chips, example)
+    if named is not None:
+        missing = [c for c in named if c not in before.chips]
         if missing:
             raise UsageError(f"baseline {path} has no figures for {', '.join(missing)} (it holds "
                              f"{', '.join(before.chips) or 'none'}): leave {option} out, or save it again with "
                              f"--target {','.join(dict.fromkeys([*before.chips, *missing]))}")
-    request = Request(specs=found.specs, chips=before.chips if chips is None else chips, sets=[str(s) for s in sets], time=before.time,
+    request = Request(specs=found.specs, chips=before.chips if named is None else named, sets=[str(s) for s in sets], time=before.time,
                       time_budget=before.data.get("time_budget_s"), use_cache=use_cache, debug=debug)
     return Gate(before, found.files, request, parsed)
 
