@@ -4,11 +4,10 @@ a worker thread with its progress (Esc or ctrl+c stops it: the workers are kille
 kept, as the CLI's Ctrl-C), then the ranked table: one row per candidate with its estimated time
 on each chip and a bar; Enter on a row applies its parameters (the target is analysed again with
 them, as the parameter screen does). This process never imports jax: the sweep's own worker
-processes trace and compile (inspector.tuning.pool). The form is in tune_form.py, the table's
-cells and panes in tune_table.py."""
+processes trace and compile (inspector.tuning.pool). The form is in tune_form.py, the progress
+in tune_progress.py, the table's cells and panes in tune_table.py."""
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -30,59 +29,13 @@ from ...tuning.table import update_table
 from .app_base import AppBase
 from .loading import message_of
 from .tune_form import TuneForm, count_candidates, declare_hint, sweep_request
+from .tune_progress import Counts, Relay
 from .tune_table import RANKED, bar, candidates_by_rank, counts_line, note, param_text, row_detail, time_cell
 
 if TYPE_CHECKING:
     from ...session import Session
     from ...tuning.model import TuneResult
     from ...tuning.sweep import SweepRequest
-
-
-# ----------------------------------------------------------------------------- progress
-
-
-class _Relay:
-    """The sweep's Progress (inspector.tuning.sweep), from its thread to the screen's."""
-
-    def __init__(self, screen: TuneScreen):
-        self.screen = screen
-
-    def _post(self, fn, *args) -> None:
-        try:
-            self.screen.app.call_from_thread(lambda: fn(*args) if self.screen.is_attached else None)
-        except RuntimeError:  # the app has stopped: nothing to show
-            pass
-
-    def start(self, total: int, done: int, workers: int, runner: str) -> None:
-        self._post(self.screen.sweep_started, total, done, workers)
-
-    def advance(self, row) -> None:
-        self._post(self.screen.sweep_advanced, row.status)
-
-    def stop(self) -> None:
-        pass
-
-
-@dataclasses.dataclass
-class _Counts:
-    total: int = 0
-    done: int = 0
-    cached: int = 0
-    computed: int = 0
-    started: float = 0.0
-    workers: int = 1
-    statuses: dict = dataclasses.field(default_factory=dict)
-
-    def line(self, now: float) -> str:
-        parts = [f"{self.done} of {self.total} done"]
-        if self.cached:
-            parts.append(f"{self.cached} from the cache")
-        parts += [f"{n} {s}" for s, n in self.statuses.items() if s != RANKED and n]
-        elapsed = now - self.started
-        text = ", ".join(parts) + f"; {elapsed:.0f} s on {self.workers} worker{'s' if self.workers != 1 else ''}"
-        if self.computed and self.done < self.total:
-            text += f", about {elapsed / self.computed * (self.total - self.done):.0f} s left"
-        return text
 
 
 # ----------------------------------------------------------------------------- the screen
@@ -125,7 +78,7 @@ class TuneScreen(ModalScreen[dict]):
         self.result: TuneResult | None = None
         self.cancel = threading.Event()
         self.running = False
-        self.counts = _Counts()
+        self.counts = Counts()
         self.shape = 0
         self.chip: str | None = None  # the chip the table is ranked by
         self._shown: list[tuple[dict, dict]] = []  # the table's rows: (params, {chip: row})
@@ -219,7 +172,7 @@ class TuneScreen(ModalScreen[dict]):
         self._request = request
         self.running = True
         self.cancel = threading.Event()
-        self.counts = _Counts(started=time.monotonic())
+        self.counts = Counts(started=time.monotonic())
         self._problem(f"loading {request.spec} in a worker process (it imports jax)…", "yellow")
         self.query_one("#tune-form").display = False
         self.set_focus(None)  # the hidden form's keys go to the screen and the app now (Esc, q)
@@ -234,7 +187,7 @@ class TuneScreen(ModalScreen[dict]):
         from ...tuning.pool import Cancelled
 
         try:
-            result = sweep_module.run_sweep(request, _Relay(self), cancel=cancel)
+            result = sweep_module.run_sweep(request, Relay(self), cancel=cancel)
         except Cancelled:
             self._relay(self.sweep_failed, "cancelled before the first candidate (nothing was computed)", "yellow")
             return
