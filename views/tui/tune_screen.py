@@ -4,8 +4,8 @@ a worker thread with its progress (Esc or ctrl+c stops it: the workers are kille
 kept, as the CLI's Ctrl-C), then the ranked table: one row per candidate with its estimated time
 on each chip and a bar; Enter on a row applies its parameters (the target is analysed again with
 them, as the parameter screen does). This process never imports jax: the sweep's own worker
-processes trace and compile (inspector.tuning.pool). The form is in tune_form.py, the progress
-in tune_progress.py, the table's cells and panes in tune_table.py."""
+processes trace and compile (inspector.tuning.pool). The form is in tune_form.py (its options in
+tune_options.py), the progress in tune_progress.py, the table's cells and panes in tune_table.py."""
 from __future__ import annotations
 
 import threading
@@ -29,8 +29,10 @@ from ...tuning.table import update_table
 from .app_base import AppBase
 from .loading import message_of
 from .tune_form import TuneForm, count_candidates, declare_hint, sweep_request
+from .tune_options import option_fields
 from .tune_progress import Counts, Relay
-from .tune_table import RANKED, bar, candidates_by_rank, counts_line, note, param_text, row_detail, time_cell
+from .tune_table import (RANKED, bar, candidates_by_rank, counts_line, note, param_text, row_detail, time_cell,
+                         top_rows)
 
 if TYPE_CHECKING:
     from ...session import Session
@@ -52,7 +54,8 @@ class TuneScreen(ModalScreen[dict]):
     .tune-field { height: 1; }
     .tune-field Label { width: 36; }
     .tune-field Input { width: 1fr; height: 1; border: none; padding: 0 1; background: $boost; }
-    .tune-field Input:focus { background: $primary 40%; }
+    .tune-field Input:focus { background: $primary 40%; border: none; }
+    .tune-options Label { width: 15; }
     #tune-head, #tune-problem, #tune-progress-line, #tune-hint { height: auto; }
     #tune-table { height: 1fr; }
     #tune-detail { height: auto; max-height: 8; border-top: solid $primary; }
@@ -83,6 +86,7 @@ class TuneScreen(ModalScreen[dict]):
         self.chip: str | None = None  # the chip the table is ranked by
         self._shown: list[tuple[dict, dict]] = []  # the table's rows: (params, {chip: row})
         self._request: SweepRequest | None = None
+        self.top = 0  # --top: the ranked rows shown (0: all)
 
     # ------------------------------------------------------------------ layout
 
@@ -110,6 +114,7 @@ class TuneScreen(ModalScreen[dict]):
                             yield Label(f"{name}" + (" (INSPECT's list)" if offered else f" (now {param_text(value)})"))
                             yield Input(self.form.prefill(name), id=f"tune-param-{name}")
                     yield Static("", id="tune-count")
+                    yield from option_fields(self.session)
             yield Static("", id="tune-problem")
             yield ProgressBar(id="tune-progress", show_eta=False)
             yield Static("", id="tune-progress-line")
@@ -138,7 +143,12 @@ class TuneScreen(ModalScreen[dict]):
         self.query_one("#tune-hint", Static).update(Text(hint, style="dim"))
 
     def _values(self) -> dict[str, str]:
-        return {(i.id or "").removeprefix("tune-param-"): i.value for i in self.query(Input) if i.id != "tune-chips"}
+        return {(i.id or "").removeprefix("tune-param-"): i.value for i in self.query(Input)
+                if (i.id or "").startswith("tune-param-")}
+
+    def _options(self) -> dict[str, str]:
+        return {(i.id or "").removeprefix("tune-option-"): i.value for i in self.query(Input)
+                if (i.id or "").startswith("tune-option-")}
 
     def _count(self) -> None:
         if self.query("#tune-count"):
@@ -160,12 +170,14 @@ class TuneScreen(ModalScreen[dict]):
         """Enter: the sweep the form asks for (in a field, or with none focused)."""
         if self.running or not self.form.tunable or not self.query_one("#tune-form").display:
             return
+        options = self._options()
         request, problems = sweep_request(self.form, self.session, self.query_one("#tune-chips", Input).value,
-                                          self._values())
+                                          self._values(), options)
         if problems:
             self._problem("\n".join(problems))
             return
         assert request is not None  # no problems: a request
+        self.top = int(options["top"] or 0)  # checked: the ranked rows the table shows, as --top's tables
         self.start(request)
 
     def start(self, request: SweepRequest) -> None:
@@ -263,7 +275,7 @@ class TuneScreen(ModalScreen[dict]):
             return
         shape = result.shapes[self.shape]
         rankings = {c.chip: c for c in shape.chips}
-        self._shown = candidates_by_rank(result, self.shape, self.chip)
+        self._shown, left_out = top_rows(candidates_by_rank(result, self.shape, self.chip), self.chip, self.top)
         ranked = [rows[self.chip] for _, rows in self._shown if rows.get(self.chip) and rows[self.chip].status == RANKED]
         slowest = max((r.estimated_seconds or 0 for r in ranked), default=0)
         best = rankings[self.chip].best
@@ -289,6 +301,8 @@ class TuneScreen(ModalScreen[dict]):
         self.query_one("#tune-detail").display = True
         lines: list = [best_lines(r) for r in shape.chips]
         lines.append(counts_line(result))
+        if left_out:
+            lines.append(Text(f"{left_out} more ranked rows (--top 0 shows all)", style="dim"))
         where = f"{shape.shape}" + (f" (shape {self.shape + 1} of {len(result.shapes)})" if len(result.shapes) > 1 else "")
         head = Text(f"tune {result.target} · {where} · ranked by {self.chip}", style="bold")
         self.query_one("#tune-head", Static).update(head)
