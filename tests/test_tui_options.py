@@ -162,6 +162,19 @@ TUNE = {
     "--grid": ({"tune-param-bm": "128, 256"}, SESSION, "--grid bm=128,256", lambda r: r.grid.get("bm")),
     "--set": ({"tune-param-bk": ""}, SESSION.with_params({"bk": "128"}), "--set bk=128", lambda r: r.fixed),
 }
+# show's and check's options that a key of the UI sets, not the options screen
+KEYS = {"--target": "t (one chip)", "--set": "x", "--time": "T", "--measure": "D", "--passes": "P", "--view": "the tabs' keys",
+        "--sort": "s", "--top": "the tables scroll", "--json": "e exports the Report as JSON"}
+# check's options that the terminal UI does not take, each with why: an exemption named, not a silence
+# (--target's one chip is t's; --json's Report, e's: several chips and check's verdicts are not the UI's)
+CHECK_CLI_ONLY = {
+    "--target": "several chips: a verdict per chip needs a compile per chip, and the UI analyses one chip at a time "
+                "(t switches); the Pallas tab's VMEM bars already give every TPU generation's estimate",
+    "--estimate-only": "it skips the compile the UI is built on; the Pallas tab shows the estimate beside the compiler's figure",
+    "--sweep": "it estimates every INSPECT combination without compiling; the UI shows one at a time (x), "
+               "and the tune screen (u) sweeps them with compiles, the pruned rows their VMEM verdicts",
+    "--json": "check's verdicts as JSON: the UI runs no check (e exports the Report as JSON)",
+}
 
 
 def _tune_typed(typed: dict[str, str], session: Session = SESSION, form: TuneForm = TUNE_FORM):
@@ -196,6 +209,18 @@ def test_every_option_of_tune_is_on_the_tune_screen_and_tested():
     on_screen = {option for _, option, _ in TUNE_OPTIONS}
     assert on_screen | set(TUNE_ELSEWHERE) == _options("tune")
     assert set(TUNE) == on_screen | (set(TUNE_ELSEWHERE) - {"--json"})
+
+
+def test_every_option_of_show_and_check_is_on_the_options_screen_a_key_or_named_command_line_only():
+    from test_request import CHECK, SHOWN
+
+    """Each of show's and check's options: on the options screen (o), a key of its own (KEYS), or, for
+    check, named command-line only with why (CHECK_CLI_ONLY): the UI analyses one chip and runs no check."""
+    offered = {option for _, option, _ in OPTIONS}
+    assert _options("show") - offered == set(KEYS) and set(SHOWN) <= set(KEYS)
+    assert _options("check") == set(CHECK)  # test_request.py: each is a keyword of inspector.check
+    assert _options("check") - offered == set(CHECK_CLI_ONLY) | {"--set"}  # --set: the parameter screen (x)
+    assert all(why and "\n" not in why for why in CHECK_CLI_ONLY.values())
 
 
 @pytest.mark.parametrize("option", sorted(TUNE))
