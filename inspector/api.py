@@ -34,6 +34,8 @@ from .view_table import Needs
 
 if TYPE_CHECKING:
     from .base.chips import Chip
+    from .baseline.compare import Comparison
+    from .baseline.gate import Gate
     from .comparison import Compare
     from .checking import CheckResult
     from .report import Report
@@ -234,9 +236,41 @@ def _chips(targets: str | Sequence[str]) -> list[Chip]:
     return parse_targets(",".join(names))
 
 
-def check(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] | None = None,
+def check_gate(fn_or_spec: Callable | str | Sequence[str], *args: Any, baseline: str | None = None,
+               tolerance: str | Sequence[str] | dict | None = None, targets: str | Sequence[str] | None = None,
+               params: dict | None = None, cache: bool = True, estimate_only: bool = False, sweep: bool = False,
+               mesh: dict | str | None = None, shardings: Any = None, **kwargs: Any) -> Gate:
+    """The Gate ``check(..., baseline=FILE)`` runs: the one ``inspector check TARGET... --baseline
+    FILE`` makes for the same options (commands/baseline.py's ``check_gate``), checked as it checks them."""
+    from .baseline.gate import make_gate
+
+    if baseline is None:
+        raise UsageError("tolerance applies to baseline=FILE: give the baseline too, or leave it out")
+    for name, given in (("estimate_only", estimate_only), ("sweep", sweep), ("mesh", mesh), ("shardings", shardings),
+                        ("inputs", args or kwargs)):
+        if given:
+            raise UsageError(f"{name} does not go with baseline: the baseline's figures come from whole compiles of "
+                             "INSPECT's entries")
+    specs = [fn_or_spec] if isinstance(fn_or_spec, str) else list(fn_or_spec) if isinstance(fn_or_spec, (list, tuple)) else None
+    if not isinstance(baseline, str) or not specs or not all(isinstance(s, str) for s in specs):
+        raise UsageError("with baseline=FILE (a saved `inspector baseline`), give 'file.py:function' specs, files, "
+                         "folders or globs: every target is compiled afresh from its INSPECT entry")
+    texts = [tolerance] if isinstance(tolerance, str) else \
+        [f"{k}={v}" for k, v in tolerance.items()] if isinstance(tolerance, dict) else list(tolerance or [])
+    if not all(isinstance(t, str) for t in texts):
+        raise UsageError("tolerance must be 'FIGURE=N%' strings or a dict such as {'time': '5%', 'hbm_bytes': 0}")
+    if params is not None and not isinstance(params, dict):
+        raise UsageError(f"params must be a dict of static keyword values, not a {type(params).__name__}")
+    chips = None if targets is None else ",".join(c.name for c in _chips(targets))
+    return make_gate(baseline, specs, chips=chips, sets=[f"{k}={v}" for k, v in (params or {}).items()], tolerances=texts,
+                     use_cache=_use_cache(cache), option="targets", example="targets=['tpu-v5e', 'tpu-v6e']",
+                     tolerance_option="tolerance")
+
+
+def check(fn_or_spec: Callable | str | Sequence[str], *args: Any, targets: str | Sequence[str] | None = None,
           estimate_only: bool = False, sweep: bool = False, params: dict | None = None, cache: bool = True,
-          mesh: dict | str | None = None, shardings: Any = None, **kwargs: Any) -> CheckResult:
+          mesh: dict | str | None = None, shardings: Any = None, baseline: str | None = None,
+          tolerance: str | Sequence[str] | dict | None = None, **kwargs: Any) -> CheckResult | Comparison:
     """Every pallas_call against every chip in ``targets`` (TPUs, or spec-only GPUs such as h100):
     the VMEM estimate and, unless ``estimate_only``, the real compiler's verdict (libtpu, no TPU
     needed), layout rules and BlockSpec bugs; as ``inspector check``. ``.ok`` is False on any
@@ -246,10 +280,25 @@ def check(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] |
     ``.findings``; ``.kernels`` the Pallas analyses.
     ``sweep``: also estimate every combination of the INSPECT params. On a topology
     (``tpu-v5e:16x16``, with ``mesh``/``shardings`` as in ``inspect``) the rows carry the HBM
-    fit per device and a program that does not fit is an ``hbm-over-capacity`` error."""
+    fit per device and a program that does not fit is an ``hbm-over-capacity`` error.
+
+    ``baseline``: a saved baseline (``inspector baseline save``): the figures of ``fn_or_spec`` (a
+    spec, a file, folder or glob standing for its INSPECT entries, or a list of them) computed now
+    on ``targets`` (default: the baseline's chips) and compared with the file's, as ``check
+    --baseline``; the result is the Comparison (``.ok`` False when a figure moved past its
+    ``tolerance``: ``"time=5%,hbm_bytes=0"``, a list of those, or ``{"time": "5%"}``; default time
+    2%, every other figure exact)."""
     from .checking import run_check
 
     with guarded_call():
+        if baseline is not None or tolerance:
+            from .baseline.gate import run_gate
+
+            return run_gate(check_gate(fn_or_spec, *args, baseline=baseline, tolerance=tolerance, targets=targets,
+                                       params=params, cache=cache, estimate_only=estimate_only, sweep=sweep, mesh=mesh,
+                                       shardings=shardings, **kwargs))
+        if not callable(fn_or_spec) and not isinstance(fn_or_spec, str):
+            raise UsageError("check takes one target; several with baseline=FILE (a saved `inspector baseline`)")
         chips = check_chips(_chips(DEFAULT_TPU if targets is None else targets), "targets=['tpu-v5e', 'tpu-v6e', 'h100']")
         t = make_target(fn_or_spec, args, kwargs, params=params, mesh=mesh, shardings=shardings)
         result = run_check(t, chips, estimate_only=estimate_only, use_cache=_use_cache(cache), memo=False)

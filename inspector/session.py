@@ -45,6 +45,10 @@ class Session:
     time_memory: int | None = None  # bytes its compiles may use (--time-memory; default 4 GiB)
     pass_select: str | None = None  # the pass whose diff the report keeps (--pass)
 
+    # the options the UI's options screen (o) sets, as the command line's --args, --ref, --mesh, --shard,
+    # --roofline, --time-budget, --time-memory, --pass and --no-cache do
+    OPTIONS = ("args", "ref", "mesh", "shard", "roofline", "time_budget", "time_memory", "pass_select", "use_cache")
+
     def request(self, needs: Needs) -> Request:
         """The Request this session makes for ``needs``: the one the command line and the Python
         API build for the same options."""
@@ -118,6 +122,13 @@ class Session:
 
     def with_buffers(self, buffers: bool = True) -> "Session":
         return dataclasses.replace(self, buffers=buffers)
+
+    def with_options(self, **options) -> "Session":
+        """Another value of some of ``OPTIONS`` (the options screen's)."""
+        unknown = set(options) - set(self.OPTIONS)
+        if unknown:
+            raise TypeError(f"not an option of the session: {', '.join(sorted(unknown))}")
+        return dataclasses.replace(self, **options)
 
     def with_chip(self, chip: str) -> "Session":
         return dataclasses.replace(self, chip=chip, chip_reason=None)  # the user's choice: no default to explain

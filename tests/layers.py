@@ -56,20 +56,26 @@ LAYERS: tuple[Layer, ...] = (
           "an analysis: every pallas_call's grid walk, tiling rules, the VMEM rules and their estimate"),
     Layer("mosaic", ("inspector/mosaic/",),
           "an analysis: Mosaic's errors explained (the kernel, the line, the rule, the fix; with the Pallas VMEM "
-          "estimate beside a VMEM refusal) and its passes"),
-    Layer("libtpu", ("inspector/libtpu/",), "an analysis: libtpu's simulated time and VLIW bundles per kernel"),
+          "estimate beside a VMEM refusal) and its passes (a compile with Mosaic's dump flags, in a child process, beside "
+          "the reader of those dumps)"),
+    Layer("libtpu", ("inspector/libtpu/",),
+          "an analysis: libtpu's simulated time and VLIW bundles per kernel, from the compiles it drives with libtpu's "
+          "dump flags (in child processes of its own: `runner`, `child`) beside the reader of those dumps"),
     Layer("measure", ("inspector/measure/",), "time on the attached TPU, read from jax's profiler"),
     Layer("run", ("inspector/run/",),
           "the diff: kernel and reference run on the same inputs, outputs compared onto the kernel's blocks, timing"),
     Layer("front doors", ("inspector/*.py",),
           "the results and the front doors: the Report (`report`), check's (`checking`), compare's (`comparison`), "
-          "the table of views, the request every front door builds, the verbs' rules, the Python API, the TUI's "
-          "`Session` and its child process (`remote`)"),
-    Layer("tuning", ("inspector/tuning/",),
-          "the tune sweep and `inspector.tune`: a Report's path per candidate, in worker processes or on Ray"),
+          "the table of views, the request every front door builds, the verbs' rules, the TUI's `Session` and its "
+          "child process (`remote`)"),
     Layer("baseline", ("inspector/baseline/",),
           "the performance gate: each target's figures per chip saved (a Report's path per target and chip, in a "
-          "child process each) and compared with a saved baseline"),
+          "child process each) and compared with a saved baseline (`check --baseline`'s gate)"),
+    Layer("python api", ("inspector/api.py",),
+          "the Python API (`inspect`, `check`, `diff`, `compare`): above the gate it fronts (`check(baseline=)`), "
+          "below `inspector.tune`, which builds its targets with it"),
+    Layer("tuning", ("inspector/tuning/",),
+          "the tune sweep and `inspector.tune`: a Report's path per candidate, in worker processes or on Ray"),
     Layer("views", ("views/",), "rich printers and the Textual app, one module per tab (installed as `inspector.views`)"),
     Layer("top", ("inspector/commands/", "inspector/cli.py", "inspector/__main__.py", "inspector/__init__.py"),
           "the `inspector` command (the table of verbs, their options, help and work, streams and signals) and "

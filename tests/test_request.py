@@ -117,16 +117,12 @@ def test_a_target_option_loads_the_same_target_from_every_door(option):
 
 # check: the option, check's keyword
 CHECK = {"--target": "targets", "--args": "*args", "--ref": None, "--set": "params", "--mesh": "mesh", "--shard": "shardings",
-         "--json": "dataclasses.asdict", "--no-cache": "cache", "--estimate-only": "estimate_only", "--sweep": "sweep"}
-
-
-# check's options that the Python API has not yet, each with why: a gap named, not a silence
-NOT_YET = {"--baseline": "the performance gate of issue 54 (inspector baseline) came after this table: command line only",
-           "--tolerance": "the same gate's tolerances"}
+         "--json": "dataclasses.asdict", "--no-cache": "cache", "--estimate-only": "estimate_only", "--sweep": "sweep",
+         "--baseline": "baseline", "--tolerance": "tolerance"}
 
 
 def test_every_option_of_check_is_a_keyword_of_inspector_check():
-    assert _options("check") == set(CHECK) | set(NOT_YET)
+    assert _options("check") == set(CHECK)
 
 
 @pytest.mark.parametrize("option", sorted(CHECK))
@@ -138,6 +134,58 @@ def test_a_check_option_is_a_keyword_of_inspector_check(option):
     if keyword.startswith("*") or "." in keyword:
         return  # the inputs after the function; the result is a dataclass (its JSON)
     assert keyword in pyinspect.signature(inspector.check).parameters
+
+
+SAVED = "docs/baselines/matmul-jax-0.10.2.json"  # holds samples/matmul.py's entries on tpu-v5e and tpu-v6e
+# check --baseline: (the options on the command line, check's keywords, what the Gate holds)
+GATE = {
+    "--baseline": ("", {}, lambda g: (g.before.path, g.before.chips, g.request.chips, g.request.time)),
+    "--tolerance": ("--tolerance time=5%,hbm_bytes=1024", {"tolerance": "time=5%,hbm_bytes=1024"}, lambda g: g.tolerances),
+    "--target": ("--target tpu-v6e", {"targets": ["tpu-v6e"]}, lambda g: g.request.chips),
+    "--set": ("--set bm=128", {"params": {"bm": 128}}, lambda g: g.request.sets),
+    "--no-cache": ("--no-cache", {"cache": False}, lambda g: g.request.use_cache is True),
+    "TARGET...": ("samples/attention.py:naive", {}, lambda g: (g.request.specs, g.covered)),
+}
+
+
+@pytest.mark.parametrize("option", sorted(GATE))
+def test_a_check_baseline_option_is_the_same_gate_from_the_api(option):
+    """check --baseline's options through inspector.check's keywords: the same Gate (what is computed
+    now, on which chips, against which file, within which tolerances). Nothing is compiled."""
+    from inspector.commands.baseline import check_gate
+
+    line, api_kwargs, field = GATE[option]
+    more = [line] if option == "TARGET..." else []
+
+    def cli_gate(text):
+        opts = build_parser().parse_args(shlex.split(text))
+        opts.chip_reason = None if "--target" in text else "the baseline's"
+        return check_gate(opts)
+    base = cli_gate(f"check samples/matmul.py --baseline {SAVED}")
+    cli = cli_gate(f"check samples/matmul.py {' '.join(more)} --baseline {SAVED} {'' if more else line}")
+    from_api = api.check_gate(["samples/matmul.py", *more], baseline=SAVED, **api_kwargs)
+    if option == "--no-cache" and not compile_cache.enabled():
+        pytest.skip("the compile cache is off here (INSPECTOR_NO_CACHE)")
+    if option != "--baseline":
+        assert field(cli) != field(base), f"{option} changes nothing on the command line"
+    assert field(from_api) == field(cli)
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    ({"tolerance": "time=5%"}, "tolerance applies to baseline=FILE"),
+    ({"baseline": SAVED, "tolerance": "speed=5%"}, "tolerance 'speed=5%': no figure 'speed'"),
+    ({"baseline": SAVED, "estimate_only": True}, "estimate_only does not go with baseline"),
+    ({"baseline": SAVED, "targets": ["cpu"]}, "not cpu: e.g. targets=['tpu-v5e', 'tpu-v6e']"),
+    ({"baseline": SAVED, "targets": ["tpu-v4"]}, "has no figures for tpu-v4"),
+])
+def test_check_with_a_baseline_refuses_what_the_command_line_refuses(kwargs, says):
+    with pytest.raises(inspector.UsageError) as err:
+        inspector.check("samples/matmul.py", **kwargs)
+    assert says in str(err.value)
+    with pytest.raises(inspector.UsageError, match="give 'file.py:function' specs"):
+        inspector.check(lambda x: x, baseline=SAVED)
+    with pytest.raises(inspector.UsageError, match="several with baseline=FILE"):
+        inspector.check(["samples/matmul.py:tiled", "samples/matmul.py:xla"])
 
 
 # tune: (the option on the command line, tune's keywords, the SweepRequest's field)

@@ -24,7 +24,7 @@ from inspector.views.tui.app import InspectorApp
 from inspector.views.tui.screens import ParamsScreen
 from inspector.views.tui.tune_form import TuneForm, sweep_request
 from inspector.views.tui.tune_screen import TuneScreen
-from inspector.views.tui.tune_table import candidates_by_rank
+from inspector.views.tui.tune_table import candidates_by_rank, top_rows
 from test_tui import plain, status
 
 SPEC = f"{DATA}/tune_kernels.py:mm"
@@ -394,3 +394,12 @@ def test_the_ui_process_runs_a_sweep_without_importing_jax(tmp_path):
     env = dict(os.environ, INSPECTOR_CACHE_DIR=str(tmp_path), TUNE_SLEEPY_IMPORT="60")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.stdout.split() == ["cancelled", "False"], done.stderr
+
+
+def test_top_keeps_the_fastest_ranked_rows_and_every_failure():
+    """--top N on the tune screen, as in tune's printed tables: the N fastest on the chip ranked by, then the rest
+    that are not ranked there (each with why)."""
+    entries = candidates_by_rank(_result(), 0, "tpu-v6e")
+    shown, left_out = top_rows(entries, "tpu-v6e", 1)
+    assert left_out == 1 and [e[0] for e in shown] == [{"bm": 256, "bn": 256}, {"bm": 256, "bn": 64}, {"bm": 128, "bn": 64}]
+    assert top_rows(entries, "tpu-v6e", 0) == (entries, 0) and top_rows(entries, "tpu-v6e", 2) == (entries, 0)

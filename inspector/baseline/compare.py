@@ -30,9 +30,12 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {"time": Tolerance(relative=0.02)}
 EXACT = Tolerance()
 
 
-def parse_tolerances(texts: list[str], base: dict[str, Tolerance] | None = None) -> dict[str, Tolerance]:
+def parse_tolerances(texts: list[str], base: dict[str, Tolerance] | None = None,
+                     option: str = "--tolerance") -> dict[str, Tolerance]:
     """``time=2%,hbm_bytes=0`` (repeatable): a figure's tolerance as a share (``N%``) or an amount in
-    its unit (bytes, flops, seconds, bundles); ``0`` is exact. Over ``base`` (the defaults)."""
+    its unit (bytes, flops, seconds, bundles); ``0`` is exact. Over ``base`` (the defaults).
+    ``option``: how the door spells it in an error (``--tolerance``; the Python API's ``tolerance``)."""
+    example = f"{option} time=2%,hbm_bytes=0" if option.startswith("-") else f"{option}='time=2%,hbm_bytes=0'"
     found = dict(DEFAULT_TOLERANCES if base is None else base)
     figures = ", ".join(NUMERIC)
     for text in texts:
@@ -42,18 +45,18 @@ def parse_tolerances(texts: list[str], base: dict[str, Tolerance] | None = None)
             name, sep, value = item.partition("=")
             name, value = name.strip(), value.strip()
             if not sep or not value:
-                raise UsageError(f"--tolerance {item!r}: give FIGURE=N% or FIGURE=N, e.g. --tolerance time=2%,hbm_bytes=0")
+                raise UsageError(f"{option} {item!r}: give FIGURE=N% or FIGURE=N, e.g. {example}")
             if name not in FIGURES:
-                raise UsageError(f"--tolerance {item!r}: no figure {name!r}; the figures with a tolerance: {figures}")
+                raise UsageError(f"{option} {item!r}: no figure {name!r}; the figures with a tolerance: {figures}")
             if name not in NUMERIC:
-                raise UsageError(f"--tolerance {item!r}: {name} is compared exactly; the figures with a tolerance: {figures}")
+                raise UsageError(f"{option} {item!r}: {name} is compared exactly; the figures with a tolerance: {figures}")
             share = value.endswith("%")
             try:
                 number = float(value[:-1] if share else value)
             except ValueError:
                 number = math.nan
             if not math.isfinite(number) or number < 0:
-                raise UsageError(f"--tolerance {item!r}: give a share (2%) or an amount in the figure's unit (0 is exact), "
+                raise UsageError(f"{option} {item!r}: give a share (2%) or an amount in the figure's unit (0 is exact), "
                                  "not negative")
             found[name] = Tolerance(relative=number / 100) if share else Tolerance(absolute=number)
     return found

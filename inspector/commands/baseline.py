@@ -4,14 +4,14 @@ the performance gate (inspector/baseline/ computes and compares; views/baseline.
     baseline_options(parser)            # the `baseline` verb's actions and their options
     add_check_options(check)            # --baseline, --tolerance and more targets for `check`
     baseline_verb(opts)                 # save / diff
-    check_baseline(opts)                # check TARGET... --baseline FILE
+    check_baseline(opts)                # check TARGET... --baseline FILE (check_gate: its Gate)
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ..base.chips import DEFAULT_TPU, parse_targets
+from ..base.chips import DEFAULT_TPU
 from ..base.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from .arg_types import seconds as _seconds
 from .options import debug_parent
@@ -62,15 +62,6 @@ def add_tui_options(tui: argparse.ArgumentParser) -> None:
                           "chip (in a pipe: check --baseline's table; default: none)")
 
 
-def _chips(text: str) -> list[str]:
-    chips = parse_targets(text)
-    other = [c.name for c in chips if not c.is_tpu]
-    if other:
-        raise UsageError(f"a baseline records TPU chips (compiled without a TPU), not {', '.join(other)}: "
-                         "e.g. --target tpu-v5e,tpu-v6e")
-    return [c.name for c in chips]
-
-
 def _use_cache(opts):
     import inspector.compilation.compile_cache as compile_cache
 
@@ -96,6 +87,7 @@ def _compute(opts, specs: list[str], chips: list[str], sets: list[str], time: bo
 
 def _save(opts) -> int:
     from ..base.atomic import check_not_read_only, check_writable
+    from ..baseline.gate import tpu_chips
     from ..baseline.record import new_baseline, save
     from ..baseline.targets import expand
     from ..views.baseline import saved_view
@@ -108,7 +100,7 @@ def _save(opts) -> int:
         raise UsageError("--time-budget is the budget of --time: give --time too, or leave it out")
     if opts.time_budget is not None:
         time_budget(opts.time_budget, "--time-budget")  # checked before anything compiles
-    chips = _chips(opts.chips or DEFAULT_TPU)
+    chips = tpu_chips(opts.chips or DEFAULT_TPU)
     targets = expand(opts.targets)
     computed = _compute(opts, targets.specs, chips, opts.set, opts.time, opts.time_budget)
     baseline = new_baseline(chips, opts.time, {c.label: c.entry for c in computed}, opts.time_budget)
@@ -151,11 +143,10 @@ def baseline_verb(opts) -> int:
     return _save(opts) if opts.action == "save" else _diff(opts)
 
 
-def check_baseline(opts) -> int:
-    """``check TARGET... --baseline FILE``: the same figures now, against the file's."""
-    from ..baseline.compare import compare, parse_tolerances
-    from ..baseline.record import load, new_baseline
-    from ..baseline.targets import expand
+def check_gate(opts):
+    """``check TARGET... --baseline FILE``'s Gate (inspector/baseline/gate.py): the one the Python
+    API's ``inspector.check(..., baseline=FILE)`` makes for the same options."""
+    from ..baseline.gate import make_gate
 
     if opts.baseline is None:
         if getattr(opts, "tolerance", None):
@@ -166,24 +157,17 @@ def check_baseline(opts) -> int:
         if given:
             raise UsageError(f"{flag} does not go with --baseline: the baseline's figures come from whole compiles of "
                              "INSPECT's entries")
-    tolerances = parse_tolerances(getattr(opts, "tolerance", []))
-    before = load(opts.baseline)
-    targets = expand([opts.target, *getattr(opts, "more_targets", [])])
-    if getattr(opts, "chip_reason", None) is None:  # --target given: those chips, each of which the baseline must hold
-        chips = _chips(opts.chip)
-        missing = [c for c in chips if c not in before.chips]
-        if missing:
-            raise UsageError(f"baseline {opts.baseline} has no figures for {', '.join(missing)} (it holds "
-                             f"{', '.join(before.chips) or 'none'}): leave --target out, or save it again with "
-                             f"--target {','.join(dict.fromkeys([*before.chips, *missing]))}")
-    else:
-        chips = before.chips
-    budget = before.data.get("time_budget_s")
-    computed = _compute(opts, targets.specs, chips, opts.set, before.time, budget)
-    now = new_baseline(chips, before.time, {c.label: c.entry for c in computed}, budget)
-    result = compare(before, now, tolerances, covered=targets.files, chips=chips)
-    result.compiles = sum(c.compiles for c in computed)
-    result.from_cache = sum(c.from_cache for c in computed)
-    result.refused = sum(c.refused for c in computed)
-    result.compiled = [what for c in computed for what in c.compiled]
+    # --target given: those chips, each of which the baseline must hold; else the baseline's
+    chips = opts.chip if getattr(opts, "chip_reason", None) is None else None
+    return make_gate(opts.baseline, [opts.target, *getattr(opts, "more_targets", [])], chips=chips, sets=opts.set,
+                     tolerances=getattr(opts, "tolerance", []), use_cache=_use_cache(opts),
+                     debug=bool(getattr(opts, "debug", False)))
+
+
+def check_baseline(opts) -> int:
+    """``check TARGET... --baseline FILE``: the same figures now, against the file's."""
+    from ..baseline.gate import run_gate
+
+    gate = check_gate(opts)
+    result = run_gate(gate, isolate=getattr(opts, "isolate", True), progress=_progress(len(gate.request.specs)))
     return _emit(opts, result, f"check --baseline {opts.baseline}", ("before", "now"))

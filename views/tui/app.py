@@ -70,6 +70,7 @@ class InspectorApp(Loading, Navigation, Jobs, Tuning, App):
         Binding("d", "diff", "diff"),
         Binding("t", "target", "target"),
         Binding("x", "params", "params"),
+        Binding("o", "options", "options", show=False),
         Binding("u", "tune", "tune", show=False),
         Binding("e", "export", "export"),
         Binding("r", "reload", "reload", show=False),
@@ -86,6 +87,8 @@ class InspectorApp(Loading, Navigation, Jobs, Tuning, App):
         ``baseline``: a saved baseline (inspector.baseline.record.Baseline) the overview compares with."""
         super().__init__()
         self.baseline = baseline
+        self.tolerance: str | None = None  # the options screen's --tolerance, as typed
+        self.tolerances: dict | None = None  # parsed (inspector.baseline.compare); None: the defaults
         # no animations: the tab underline's glide alone repainted the screen ~17 times per tab
         # switch, most of a switch's CPU while a compile competes for the cores
         self.animation_level = "none"

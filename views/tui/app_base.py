@@ -22,6 +22,9 @@ class AppBase(App):
     watch_file: bool
     lowered: Report | None
     diff_verdict: str | None
+    baseline: Any  # a saved baseline (inspector.baseline.record.Baseline) the overview compares with, or None
+    tolerance: str | None  # its --tolerance, as the options screen took it
+    tolerances: dict | None
     tabs: dict[str, Any]  # view name -> its tab widget; the tabs are of several classes (tabs.py)
     tabs_ready: bool
     last_search: str

@@ -1,7 +1,7 @@
 """What the terminal UI runs on request, each in the worker process and cancellable: the diff
 (d), pass dumps and a pass's diff (P, Enter), the buffer assignment (B), a measurement on the
 attached TPU (D), a comparison (c), another
-chip (t) or parameters (x), the export (e)."""
+chip (t), parameters (x) or options (o), the export (e)."""
 from __future__ import annotations
 
 from textual import work
@@ -227,6 +227,28 @@ class Jobs(AppBase):
 
         self.push_screen(ParamsScreen(known.target.params, known.target.param_choices,
                                       signature[0] if signature else None, parse_value), chosen)
+
+    def action_options(self) -> None:
+        """The options screen (o): show's and check's options that no key sets; a changed one compiles again."""
+        from .options_screen import GATE, OptionsScreen
+
+        current = {**{name: getattr(self.session, name) for name in self.session.OPTIONS},
+                   "baseline": self.baseline.path if self.baseline is not None else None, "tolerance": self.tolerance}
+
+        def chosen(changed: dict | None) -> None:
+            if not changed:
+                return
+            if "loaded" in changed or changed.get("baseline", "") is None:
+                self.baseline, self.tolerances = changed.get("loaded"), changed.get("tolerances")
+                self.tolerance = changed.get("tolerance", self.tolerance) if self.baseline is not None else None
+            options = {k: v for k, v in changed.items() if k not in GATE + ("loaded", "tolerances")}
+            if options:
+                self.session = self.session.with_options(**options)
+                self.load()
+            elif self.report is not None:
+                self.tabs["overview"].show_baseline(self.report)
+
+        self.push_screen(OptionsScreen(current), chosen)
 
     def action_export(self) -> None:
         if self.report is not None:

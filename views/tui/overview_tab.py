@@ -74,13 +74,14 @@ class OverviewTab(Vertical):
         """With --baseline FILE: this target on this chip against the file's figures (what moved)."""
         baseline = getattr(self.app, "baseline", None)
         if baseline is None:
+            self.query_one("#overview-baseline", Static).update("")
             return
         from ...baseline.work import against_report
         from ..baseline import baseline_panel
 
         app: Any = self.app  # InspectorApp, whose session names the target
         session = app.session
-        found = against_report(baseline, report, session.spec, list(session.sets))
+        found = against_report(baseline, report, session.spec, list(session.sets), getattr(app, "tolerances", None))
         self.query_one("#overview-baseline", Static).update(baseline_panel(found, baseline.path))
 
     def show_lowered(self, report: Report) -> None:

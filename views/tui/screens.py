@@ -39,7 +39,7 @@ _ROWS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
     (("step_to", "goto"), "Pallas: first, last step; go to a step", ()),
     (("kernel", "copy_cost"), "previous, next kernel; Pallas: copy CostEstimate", ()),
     (("diff",), "run the diff against the reference", ()),
-    (("target", "params", "tune"), "another target chip; edit the parameters; tune them", ()),
+    (("target", "params", "options", "tune"), "another chip; edit parameters, options; tune them", ()),
     (("compare",), "compare with another chip or parameters (Pallas: copy)", ()),
     (("export", "reload"), "export SVG + JSON here; reload the file", ()),
     (("cancel",), "cancel the compile or diff in flight", ()),

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ...base.chips import DEFAULT_TPU
 from ...base.errors import InspectorError
 from ...compilation.static_params import parse_value, same_kind
+from .tune_options import shown, sweep_options
 from .tune_table import param_text
 
 if TYPE_CHECKING:
@@ -42,10 +43,11 @@ class TuneForm:
         return ", ".join(param_text(v) for v in self.choices.get(name, []))
 
 
-def sweep_request(form: TuneForm, session: Session, chips_text: str, values: dict[str, str]) -> tuple[SweepRequest | None, list[str]]:
+def sweep_request(form: TuneForm, session: Session, chips_text: str, values: dict[str, str],
+                  options: dict[str, str] | None = None) -> tuple[SweepRequest | None, list[str]]:
     """The sweep the form asks for, or the problems with it (one line each). ``values``: each
-    parameter's field, "a, b, c" (empty: not swept; the current value is kept)."""
-    from ...compilation.compile_cache import enabled
+    parameter's field, "a, b, c" (empty: not swept; the current value is kept); ``options``: the
+    option fields' texts (tune_options.py; None: as the screen opens them)."""
     from ...tuning.sweep import SweepRequest, check_chips
 
     problems: list[str] = []
@@ -57,6 +59,9 @@ def sweep_request(form: TuneForm, session: Session, chips_text: str, values: dic
             chips = [c.name for c in check_chips(chips)]
         except InspectorError as err:
             problems.append(f"chips: {err}")
+    fields, wrong_options = sweep_options(shown(session) if options is None else options, session, form.spec,
+                                          chips[0] if chips and not problems else None)
+    problems += wrong_options
     if session.mesh or session.shard:
         problems.append("tune ranks one chip's kernels: this analysis is sharded over a mesh (--mesh/--shard)")
     grid: dict[str, list] = {}
@@ -77,8 +82,8 @@ def sweep_request(form: TuneForm, session: Session, chips_text: str, values: dic
     fixed.update({name: form.current[name] for name in form.choices if name not in grid and name in form.current})
     if problems:
         return None, problems
-    request = SweepRequest(spec=session.spec, chips=chips, args=[session.args] if session.args else [], grid=grid, fixed=fixed,
-                           cache=session.use_cache and enabled(), budget=session.tune_budget())
+    fields.pop("top")  # the table's rows (the screen's); in the request, as --measure's count
+    request = SweepRequest(spec=session.spec, chips=chips, grid=grid, fixed=fixed, **fields)
     return request, []
 
 

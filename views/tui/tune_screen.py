@@ -4,11 +4,10 @@ a worker thread with its progress (Esc or ctrl+c stops it: the workers are kille
 kept, as the CLI's Ctrl-C), then the ranked table: one row per candidate with its estimated time
 on each chip and a bar; Enter on a row applies its parameters (the target is analysed again with
 them, as the parameter screen does). This process never imports jax: the sweep's own worker
-processes trace and compile (inspector.tuning.pool). The form is in tune_form.py, the table's
-cells and panes in tune_table.py."""
+processes trace and compile (inspector.tuning.pool). The form is in tune_form.py (its options in
+tune_options.py), the progress in tune_progress.py, the table's cells and panes in tune_table.py."""
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -30,59 +29,15 @@ from ...tuning.table import update_table
 from .app_base import AppBase
 from .loading import message_of
 from .tune_form import TuneForm, count_candidates, declare_hint, sweep_request
-from .tune_table import RANKED, bar, candidates_by_rank, counts_line, note, param_text, row_detail, time_cell
+from .tune_options import option_fields
+from .tune_progress import Counts, Relay
+from .tune_table import (RANKED, bar, candidates_by_rank, counts_line, note, param_text, row_detail, time_cell,
+                         top_rows)
 
 if TYPE_CHECKING:
     from ...session import Session
     from ...tuning.model import TuneResult
     from ...tuning.sweep import SweepRequest
-
-
-# ----------------------------------------------------------------------------- progress
-
-
-class _Relay:
-    """The sweep's Progress (inspector.tuning.sweep), from its thread to the screen's."""
-
-    def __init__(self, screen: TuneScreen):
-        self.screen = screen
-
-    def _post(self, fn, *args) -> None:
-        try:
-            self.screen.app.call_from_thread(lambda: fn(*args) if self.screen.is_attached else None)
-        except RuntimeError:  # the app has stopped: nothing to show
-            pass
-
-    def start(self, total: int, done: int, workers: int, runner: str) -> None:
-        self._post(self.screen.sweep_started, total, done, workers)
-
-    def advance(self, row) -> None:
-        self._post(self.screen.sweep_advanced, row.status)
-
-    def stop(self) -> None:
-        pass
-
-
-@dataclasses.dataclass
-class _Counts:
-    total: int = 0
-    done: int = 0
-    cached: int = 0
-    computed: int = 0
-    started: float = 0.0
-    workers: int = 1
-    statuses: dict = dataclasses.field(default_factory=dict)
-
-    def line(self, now: float) -> str:
-        parts = [f"{self.done} of {self.total} done"]
-        if self.cached:
-            parts.append(f"{self.cached} from the cache")
-        parts += [f"{n} {s}" for s, n in self.statuses.items() if s != RANKED and n]
-        elapsed = now - self.started
-        text = ", ".join(parts) + f"; {elapsed:.0f} s on {self.workers} worker{'s' if self.workers != 1 else ''}"
-        if self.computed and self.done < self.total:
-            text += f", about {elapsed / self.computed * (self.total - self.done):.0f} s left"
-        return text
 
 
 # ----------------------------------------------------------------------------- the screen
@@ -99,7 +54,8 @@ class TuneScreen(ModalScreen[dict]):
     .tune-field { height: 1; }
     .tune-field Label { width: 36; }
     .tune-field Input { width: 1fr; height: 1; border: none; padding: 0 1; background: $boost; }
-    .tune-field Input:focus { background: $primary 40%; }
+    .tune-field Input:focus { background: $primary 40%; border: none; }
+    .tune-options Label { width: 15; }
     #tune-head, #tune-problem, #tune-progress-line, #tune-hint { height: auto; }
     #tune-table { height: 1fr; }
     #tune-detail { height: auto; max-height: 8; border-top: solid $primary; }
@@ -125,11 +81,12 @@ class TuneScreen(ModalScreen[dict]):
         self.result: TuneResult | None = None
         self.cancel = threading.Event()
         self.running = False
-        self.counts = _Counts()
+        self.counts = Counts()
         self.shape = 0
         self.chip: str | None = None  # the chip the table is ranked by
         self._shown: list[tuple[dict, dict]] = []  # the table's rows: (params, {chip: row})
         self._request: SweepRequest | None = None
+        self.top = 0  # --top: the ranked rows shown (0: all)
 
     # ------------------------------------------------------------------ layout
 
@@ -157,6 +114,7 @@ class TuneScreen(ModalScreen[dict]):
                             yield Label(f"{name}" + (" (INSPECT's list)" if offered else f" (now {param_text(value)})"))
                             yield Input(self.form.prefill(name), id=f"tune-param-{name}")
                     yield Static("", id="tune-count")
+                    yield from option_fields(self.session)
             yield Static("", id="tune-problem")
             yield ProgressBar(id="tune-progress", show_eta=False)
             yield Static("", id="tune-progress-line")
@@ -185,7 +143,12 @@ class TuneScreen(ModalScreen[dict]):
         self.query_one("#tune-hint", Static).update(Text(hint, style="dim"))
 
     def _values(self) -> dict[str, str]:
-        return {(i.id or "").removeprefix("tune-param-"): i.value for i in self.query(Input) if i.id != "tune-chips"}
+        return {(i.id or "").removeprefix("tune-param-"): i.value for i in self.query(Input)
+                if (i.id or "").startswith("tune-param-")}
+
+    def _options(self) -> dict[str, str]:
+        return {(i.id or "").removeprefix("tune-option-"): i.value for i in self.query(Input)
+                if (i.id or "").startswith("tune-option-")}
 
     def _count(self) -> None:
         if self.query("#tune-count"):
@@ -207,19 +170,21 @@ class TuneScreen(ModalScreen[dict]):
         """Enter: the sweep the form asks for (in a field, or with none focused)."""
         if self.running or not self.form.tunable or not self.query_one("#tune-form").display:
             return
+        options = self._options()
         request, problems = sweep_request(self.form, self.session, self.query_one("#tune-chips", Input).value,
-                                          self._values())
+                                          self._values(), options)
         if problems:
             self._problem("\n".join(problems))
             return
         assert request is not None  # no problems: a request
+        self.top = int(options["top"] or 0)  # checked: the ranked rows the table shows, as --top's tables
         self.start(request)
 
     def start(self, request: SweepRequest) -> None:
         self._request = request
         self.running = True
         self.cancel = threading.Event()
-        self.counts = _Counts(started=time.monotonic())
+        self.counts = Counts(started=time.monotonic())
         self._problem(f"loading {request.spec} in a worker process (it imports jax)…", "yellow")
         self.query_one("#tune-form").display = False
         self.set_focus(None)  # the hidden form's keys go to the screen and the app now (Esc, q)
@@ -234,7 +199,7 @@ class TuneScreen(ModalScreen[dict]):
         from ...tuning.pool import Cancelled
 
         try:
-            result = sweep_module.run_sweep(request, _Relay(self), cancel=cancel)
+            result = sweep_module.run_sweep(request, Relay(self), cancel=cancel)
         except Cancelled:
             self._relay(self.sweep_failed, "cancelled before the first candidate (nothing was computed)", "yellow")
             return
@@ -310,7 +275,7 @@ class TuneScreen(ModalScreen[dict]):
             return
         shape = result.shapes[self.shape]
         rankings = {c.chip: c for c in shape.chips}
-        self._shown = candidates_by_rank(result, self.shape, self.chip)
+        self._shown, left_out = top_rows(candidates_by_rank(result, self.shape, self.chip), self.chip, self.top)
         ranked = [rows[self.chip] for _, rows in self._shown if rows.get(self.chip) and rows[self.chip].status == RANKED]
         slowest = max((r.estimated_seconds or 0 for r in ranked), default=0)
         best = rankings[self.chip].best
@@ -336,6 +301,8 @@ class TuneScreen(ModalScreen[dict]):
         self.query_one("#tune-detail").display = True
         lines: list = [best_lines(r) for r in shape.chips]
         lines.append(counts_line(result))
+        if left_out:
+            lines.append(Text(f"{left_out} more ranked rows (--top 0 shows all)", style="dim"))
         where = f"{shape.shape}" + (f" (shape {self.shape + 1} of {len(result.shapes)})" if len(result.shapes) > 1 else "")
         head = Text(f"tune {result.target} · {where} · ranked by {self.chip}", style="bold")
         self.query_one("#tune-head", Static).update(head)

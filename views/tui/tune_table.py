@@ -39,6 +39,16 @@ def candidates_by_rank(result: TuneResult, shape: int, chip: str) -> list[tuple[
     return list(by_key.values())
 
 
+def top_rows(entries: list[tuple[dict, dict]], chip: str, top: int) -> tuple[list[tuple[dict, dict]], int]:
+    """``candidates_by_rank``'s entries with only the ``top`` fastest ranked on ``chip`` (0: all) and
+    every one not ranked there, as --top's tables; and how many ranked ones were left out."""
+    ranked = [e for e in entries if (row := e[1].get(chip)) is not None and row.status == RANKED]
+    if not top or len(ranked) <= top:
+        return entries, 0
+    left = {id(e) for e in ranked[top:]}
+    return [e for e in entries if id(e) not in left], len(left)
+
+
 def bar(row: TuneRow | None, slowest: float, best: bool) -> Text:
     if row is None or row.status != RANKED or not row.estimated_seconds or not slowest:
         return Text("")
@@ -82,6 +92,8 @@ def row_detail(params: dict, rows: dict[str, TuneRow], rankings: dict[str, ChipR
             continue
         text.append(f"{chip}: ", style="bold")
         text.append(f"rank {row.rank} of {rankings[chip].count(RANKED)}, {fmt_time(row.estimated_seconds)}")
+        if row.measured_seconds is not None:  # --measure: ranked by it on the attached TPU
+            text.append(f", measured {fmt_time(row.measured_seconds)}")
         text.append(f" ({row.ratio:.2f}x the best)" if row.ratio else "")
         used = row.vmem_bytes if row.vmem_bytes is not None else row.vmem_estimate_bytes
         if used is not None:
