@@ -173,6 +173,26 @@ def test_a_gather_reads_the_rows_it_gathers_not_its_table():
     assert "31.5 MiB of gathered operands left unread" in a.agreement["note"], a.agreement["note"]
 
 
+@pytest.mark.libtpu
+def test_an_f32_matmul_at_high_precision_takes_more_mxu_passes_in_its_roofline():
+    """HIGHEST-precision f32 matmuls (a spherical-harmonic transform) had a roofline of 0.09x the
+    v5e's time: the roofline counted one bf16 MXU pass where XLA takes 6 (HIGH: 3). The flops stay
+    XLA's; the roofline takes the passes, and libtpu's simulation stays above it."""
+    from inspector.libtpu import estimate_times
+
+    chip = get_chip("tpu-v5e")
+    found = {}
+    for precision in ("default", "high", "highest"):
+        target = load_target("tests/data/graph_programs.py:f32_dot", sets=[f"precision={precision}"])
+        stages = capture(target, Backend(chip)).stages
+        (dot,) = [k for k in analyse_fusions(stages.hlo, chip, stages.cost).kernels if k.flops]
+        assert dot.flops == 2 * 1024**3 and dot.bound == "compute"
+        simulated = estimate_times(target, chip).kernel(dot.name)
+        assert simulated.estimate_source == "libtpu" and simulated.estimated_seconds >= dot.roofline_s, precision
+        found[precision] = dot.roofline_s
+    assert found["high"] == pytest.approx(3 * found["default"]) and found["highest"] == pytest.approx(6 * found["default"])
+
+
 def test_loop_kernels_move_their_slice_not_the_stacked_buffer():
     """A scan body reads one layer of a stacked weight through a dynamic-slice and saves one row
     of activations with an in-place dynamic-update-slice: per trip it moves the layer and the row,

@@ -9,6 +9,7 @@ import math
 import re
 from collections import Counter
 
+from ..base.chips import F32_MXU_PASSES
 from .module import HloModule, Instruction
 
 TRANSCENDENTAL = {"exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "power", "rsqrt",
@@ -26,9 +27,13 @@ class Cost:
     ops: Counter = dataclasses.field(default_factory=Counter)
     sources: set = dataclasses.field(default_factory=set)
     int8_matmuls: bool = False  # a dot or convolution of 8-bit integers: the MXU's int8 rate bounds it
+    # the flops of the extra bf16 passes an f32 matmul at HIGH or HIGHEST precision takes on a TPU's
+    # MXU (base/chips.F32_MXU_PASSES): not in flops (XLA counts the product once), in the TPU roofline
+    extra_pass_flops: float = 0.0
 
     def add(self, other: Cost) -> None:
         self.int8_matmuls |= other.int8_matmuls
+        self.extra_pass_flops += other.extra_pass_flops
         self.flops += other.flops
         self.transcendentals += other.transcendentals
         self.reduce_window_flops += other.reduce_window_flops
@@ -75,10 +80,14 @@ class Costs:
             lhs = operand(0)
             cost.int8_matmuls |= _int8(operand(0), operand(1))
             dims = re.findall(r"\d+", instr.attr("lhs_contracting_dims") or "")
-            cost.flops += 2.0 * out_elems * (math.prod(lhs.dims[int(d)] for d in dims) if lhs else 1)
+            flops = 2.0 * out_elems * (math.prod(lhs.dims[int(d)] for d in dims) if lhs else 1)
+            cost.flops += flops
+            cost.extra_pass_flops += (_f32_passes(instr, operand(0), operand(1)) - 1) * flops
         elif op == "convolution":
             cost.int8_matmuls |= _int8(operand(0), operand(1))
-            cost.flops += self._convolution(instr, shapes)
+            flops = self._convolution(instr, shapes)
+            cost.flops += flops
+            cost.extra_pass_flops += (_f32_passes(instr, operand(0), operand(1)) - 1) * flops
         elif op in ("reduce", "reduce-window"):
             reducer = self.computation(instr.calls[0]) if instr.calls else Cost()
             cost.ops.update(reducer.ops)
@@ -130,6 +139,15 @@ def window_dims(text: str, spatial: int) -> list[tuple[int, int, int, int, int]]
     lhs = [int(v) for v in per_dim("lhs_dilate", "1")]
     rhs = [int(v) for v in per_dim("rhs_dilate", "1")]
     return list(zip(sizes, strides, pads, lhs, rhs))
+
+
+def _f32_passes(instr: Instruction, *shapes) -> int:
+    """The bf16 MXU passes a matmul of f32 operands takes at its operand_precision (the most either
+    operand asks); 1 for any other operands."""
+    if not all(x is not None and x.dtype == "f32" for x in shapes):
+        return 1
+    asked = re.findall(r"[a-z]+", instr.attr("operand_precision") or "")
+    return max((F32_MXU_PASSES.get(p, 1) for p in asked), default=1)
 
 
 def _int8(*shapes) -> bool:

@@ -118,17 +118,21 @@ def _scope(op_name: str | None) -> str | None:
     return op_name.rsplit("/", 1)[0]
 
 
-def _roofline(chip: Chip | None, flops: float, hbm_bytes: int, int8: bool = False) -> tuple[float | None, float | None, str | None]:
+def _roofline(chip: Chip | None, flops: float, hbm_bytes: int, int8: bool = False,
+              extra_pass_flops: float = 0.0) -> tuple[float | None, float | None, str | None]:
     """(flops per HBM byte, the roofline time, what bounds it). The caller leaves reduce-window
     flops out: counted window x outputs they are not the work XLA:TPU does (a 68.7 GFLOP
     cumulative reduce-window of samples/transformer.py ran in 6.6 us on the v5e, 349 us at the
     bf16 peak), and a roofline must stay a lower bound: a kernel with int8 matmuls is held to the
-    chip's int8 rate (a w8a8 matmul at the bf16 peak: 1.22x above the v5e's time)."""
+    chip's int8 rate (a w8a8 matmul at the bf16 peak: 1.22x above the v5e's time). On a TPU an
+    f32 matmul at HIGH or HIGHEST precision takes 3 or 6 bf16 passes (``extra_pass_flops``): at
+    one pass a HIGHEST spherical-harmonic transform's roofline was 0.09x of the v5e's time."""
     intensity = flops / hbm_bytes if hbm_bytes else None
     if chip is None or not chip.hbm_bytes_per_s or not chip.bf16_flops:
         return intensity, None, None
     peak = max(chip.bf16_flops, chip.int8_ops or 0) if int8 else chip.bf16_flops
-    memory_s, compute_s = hbm_bytes / chip.hbm_bytes_per_s, flops / peak
+    mxu_flops = flops + (extra_pass_flops if chip.is_tpu else 0.0)
+    memory_s, compute_s = hbm_bytes / chip.hbm_bytes_per_s, mxu_flops / peak
     return intensity, max(memory_s, compute_s), "compute" if compute_s > memory_s else "memory"
 
 
@@ -196,7 +200,7 @@ def _kernels_of(module: HloModule, comp: Computation, costs: Costs, chip: Chip |
         hbm_read = sum(t.bytes for t in inputs if t.memory_space == HBM)
         hbm_written = sum(t.bytes for t in outputs if t.memory_space == HBM)
         intensity, roofline_s, bound = _roofline(chip, cost.flops - cost.reduce_window_flops, hbm_read + hbm_written,
-                                                 int8=cost.int8_matmuls)
+                                                 int8=cost.int8_matmuls, extra_pass_flops=cost.extra_pass_flops)
         cycles, gave_up, scoped = _compiler_figures(instr)
         kind = _kind(instr, module)
         found.append(Kernel(
