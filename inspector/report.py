@@ -322,7 +322,7 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
                else PallasFigures(name, k.walk.hbm_bytes_read, k.walk.hbm_bytes_written, k.flops, k.transcendentals,
                                   k.flops_range[0] if k.flops_range else k.flops,
                                   max(k.walk.least_hbm_bytes, sum(o.array_bytes for o in k.call.operands if o.must_write)),
-                                  int8_matmuls=k.call.int8_matmuls)
+                                  int8_matmuls=k.call.int8_matmuls, mxu_passes=k.call.mxu_passes)
                for name, k in zip(names, kernels or [])]
     analysis = None
     if fusions and stages.hlo:

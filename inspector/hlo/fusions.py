@@ -269,6 +269,7 @@ class PallasFigures:
     least_flops: float | None = None  # the cheapest branches: what the roofline, a lower bound, takes
     least_bytes: int | None = None  # the fewest DMA bytes the branches allow
     int8_matmuls: bool = False  # its body multiplies 8-bit integers: the roofline takes the int8 rate
+    mxu_passes: int = 1  # the fewest bf16 MXU passes its matmuls take (f32 at HIGHEST: 6): the roofline's flops
 
     @property
     def walked(self) -> bool:
@@ -318,7 +319,8 @@ def _apply_walk(kernels: list[Kernel], traffic: list[PallasFigures], chip: Chip 
         k.intensity = _roofline(chip, f.flops, f.read + f.written)[0]
         # a lower bound: the fewest flops and DMA bytes the branches allow (sglang's fused MLP on the
         # v5e: its conditional copies at their most put the roofline 1.41x above the chip's time)
-        _, k.roofline_s, k.bound = _roofline(chip, f.least_flops, f.least_bytes, int8=f.int8_matmuls)
+        _, k.roofline_s, k.bound = _roofline(chip, f.least_flops, f.least_bytes, int8=f.int8_matmuls,
+                                             extra_pass_flops=(f.mxu_passes - 1) * f.least_flops)
         k.note = ("HBM traffic from the BlockSpec walk (a block is fetched when its index changes) and the body's "
                   "DMAs; flops and transcendentals from the kernel body with the costliest pl.when / cond branches "
                   "taken (an upper bound); the roofline takes the cheapest branches and the fewest DMAs")

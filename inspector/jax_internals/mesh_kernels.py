@@ -241,7 +241,7 @@ def read_mesh_kernel(eqn, live: list[bool] | None = None, forced_interpret: bool
         scratch=scratch + body.scoped, dmas=body.dmas,
         vmem_limit_bytes=getattr(eqn.params.get("compiler_params"), "vmem_limit_bytes", None), num_stages=None,
         step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
-        int8_matmuls=body.int8_matmuls,
+        int8_matmuls=body.int8_matmuls, mxu_passes=body.mxu_passes or 1,
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
         body=dots,
         cost_estimate=cost_estimate(eqn.params.get("cost_estimate")),

@@ -361,7 +361,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         operands=operands, scratch=scratch + body.scoped, dmas=body.dmas,
         vmem_limit_bytes=getattr(cp, "vmem_limit_bytes", None), num_stages=getattr(cp, "num_stages", None),
         step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
-        int8_matmuls=body.int8_matmuls,
+        int8_matmuls=body.int8_matmuls, mxu_passes=body.mxu_passes or 1,
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
         body=dots,
         cost_estimate=cost_estimate(p.get("cost_estimate")), vmapped_dims=[int(d) for d in gm.vmapped_dims],
