@@ -1,0 +1,134 @@
+"""The changes `inspector fix` tries on a program's pallas_calls, proposed from what the grid walk
+and the VMEM budget know (data in, data out; the compile and the interpreter judge them later):
+
+- ``vmem_limit``: the smallest limit (whole MiB) above what the compiler said it needed, where the
+  default refused the kernel and the chip's VMEM holds it;
+- ``buffered``: pl.Buffered(1) for an input the compiler double-buffers although its block index
+  changes seldom (never, or only along outer grid axes): one block of VMEM saved;
+- ``semantics``: "parallel" for an "arbitrary" axis on a chip whose device has two TensorCores,
+  refused with the walk's reason where the axis's steps write the same output block;
+- ``params``: every other value INSPECT's params offer for a block size (one at a time).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..base.chips import Chip
+from ..base.fix_model import Change
+from ..base.pallas_model import FoundCall
+from .grid_walk import walk_grid
+
+MIB = 2 ** 20
+MOST_PARAMS = 8  # the most block-size variants tried: each is a compile per chip
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Refusal:
+    """A change not tried, and why (before any compile)."""
+
+    change: Change
+    reason: str
+    chip: str | None = None  # the chip it was refused for (None: every chip)
+
+
+def _numbered(calls: list[FoundCall]) -> list[tuple[FoundCall, int]]:
+    """Each call with its index among the calls of its name (Change.call)."""
+    seen: dict[str, int] = {}
+    out = []
+    for found in calls:
+        name = found.info.name
+        seen[name] = seen.get(name, -1) + 1
+        out.append((found, seen[name]))
+    return out
+
+
+def _tpu_kernels(calls: list[FoundCall]) -> list[tuple[FoundCall, int]]:
+    return [(f, n) for f, n in _numbered(calls) if f.info.style == "pallas_call" and not f.info.interpret
+            and not (f.info.core_type or "").startswith("SparseCore")]
+
+
+def buffered_changes(calls: list[FoundCall]) -> list[Change]:
+    """pl.Buffered(1) for each input given two buffers whose block is fetched at most once per
+    two grid steps (the walk's transfers)."""
+    changes = []
+    for found, n in _tpu_kernels(calls):
+        info = found.info
+        steps = info.steps
+        if not steps or steps < 2:
+            continue
+        walk = walk_grid(found)
+        transfers = {w.operand: w for w in walk.operands}
+        grid = [g for g in info.grid if g is not None]
+        for op in info.operands:
+            w = transfers.get(op.operand)
+            if op.role != "input" or not op.pipelined or w is None or op.buffers(steps, grid) != 2:
+                continue
+            if w.transfers * 2 > steps:
+                continue
+            how = ("its block index never changes over the grid" if w.constant else
+                   f"its block changes {w.transfers} times in {steps} grid steps (outer axes only)")
+            changes.append(Change(kind="buffered", kernel=info.name, call=n, value=[op.position, 1], operand=op.operand,
+                                  why=f"{op.operand}: {how}; one buffer of {op.block_bytes:,} bytes saved"))
+    return changes
+
+
+def semantics_changes(calls: list[FoundCall], chip: Chip) -> tuple[list[Change], list[Refusal]]:
+    """"parallel" for the grid's leading axes (jax wants the parallel axes a prefix of the grid),
+    one more "arbitrary" axis each time, on a chip with two TensorCores per device; refused where
+    the walk, with the axis parallel, finds steps along it writing one output block."""
+    if not chip.is_tpu or chip.cores_per_device < 2:
+        return [], []
+    changes, refused = [], []
+    for found, n in _tpu_kernels(calls):
+        info = found.info
+        if info.steps is None:
+            continue
+        semantics = list(info.dimension_semantics)
+        for axis, size in enumerate(info.grid):
+            if semantics[axis] == "parallel":
+                continue
+            semantics = semantics[:axis] + ["parallel"] + semantics[axis + 1:]
+            change = Change(kind="semantics", kernel=info.name, call=n, value=list(semantics),
+                            why=f"axis {axis} ({info.grid_names[axis]}, {size} steps) split across {chip.name}'s "
+                                f"{chip.cores_per_device} TensorCores")
+            trial = dataclasses.replace(found, info=dataclasses.replace(info, dimension_semantics=list(semantics)))
+            race = next((f for f in walk_grid(trial).findings if f.code == "parallel-axis-race"), None)
+            if race is not None:
+                refused.append(Refusal(change=change, chip=chip.name,
+                                       reason=f"axis {axis} ({info.grid_names[axis]}) is not independent: "
+                                              + race.message.split(", marked")[0]))
+                break  # the axes after it cannot join the parallel prefix
+            if size and size > 1:
+                changes.append(change)
+    return changes, refused
+
+
+def vmem_limit_change(calls: list[FoundCall], chip: Chip, needed_bytes: int | None,
+                      kernel: str | None) -> tuple[list[Change], list[Refusal]]:
+    """The smallest whole-MiB vmem_limit_bytes above ``needed_bytes`` (what the compiler said the
+    kernel ``kernel`` needs on ``chip``); refused past the chip's VMEM."""
+    if needed_bytes is None or not chip.is_tpu:
+        return [], []
+    numbered = _tpu_kernels(calls)
+    found = next(((f, n) for f, n in numbered if f.info.name == kernel), numbered[0] if len(numbered) == 1 else None)
+    if found is None:
+        return [], []
+    limit = math.ceil(needed_bytes / MIB) * MIB
+    change = Change(kind="vmem_limit", kernel=found[0].info.name, call=found[1], value=limit,
+                    why=f"the compiler needs {needed_bytes / MIB:.2f} MiB of VMEM on {chip.name}")
+    if chip.vmem_bytes is not None and limit > chip.vmem_bytes:
+        return [], [Refusal(change=change, chip=chip.name, reason=f"{limit // MIB} MiB is more than {chip.name}'s "
+                            f"{chip.vmem_bytes // MIB} MiB of VMEM per TensorCore")]
+    return [change], []
+
+
+def param_changes(params: dict, choices: dict) -> list[Change]:
+    """Every other value INSPECT's params offer, one param at a time (at most MOST_PARAMS)."""
+    changes = []
+    for name, values in choices.items():
+        for value in values:
+            if value != params.get(name) and len(changes) < MOST_PARAMS:
+                changes.append(Change(kind="params", kernel="", call=None, value={name: value},
+                                      why=f"{name}={value}: one of INSPECT's choices (now {params.get(name)})"))
+    return changes
