@@ -56,6 +56,8 @@ class FixResult:
     best: dict[str, int]  # chip -> index in ``fixes`` of the best fix there
     not_tried: list[str]  # changes this version does not try, said once
     ok: bool  # every chip compiles as it is, or has a recommended fix
+    patch: str | None = None  # --patch: the best fix's unified diff
+    patch_note: str = ""  # what the patch does, or why none was written
 
     def __repr__(self) -> str:
         return f"<FixResult {self.target}: {len(self.fixes)} fixes, {len(self.refused)} refused>"

@@ -20,6 +20,7 @@ class Change:
     value: int | list | dict
     operand: str = ""  # buffered: the input's name
     why: str = ""  # what the change answers (the finding, the walk's evidence)
+    source: str = ""  # file:line of the pallas_call (what --patch edits)
 
     @property
     def label(self) -> str:

@@ -177,6 +177,35 @@ def check(opts) -> int:
     return _emit(opts, run(opts), check_view)
 
 
+def fix(opts) -> int:
+    import dataclasses
+
+    from ..views.fix import fix_view
+    from ..views.printer import make_console, print_fitting, print_json
+
+    chips = parse_targets(opts.chip)
+    check_chips(chips, "--target tpu-v5e,tpu-v5p")
+    if any(not c.is_tpu for c in chips):
+        raise UsageError(f"fix compiles for TPUs: --target {', '.join(c.name for c in chips if not c.is_tpu)} is not one "
+                         "(e.g. --target tpu-v5e,tpu-v5p)")
+    check_measure(bool(opts.measure))
+    if opts.patch:
+        check_writable(opts.patch)
+        check_not_read_only(opts.patch)
+    result = run(opts)
+    console = make_console()
+    if opts.json:
+        print_json(dataclasses.asdict(result), console)
+    else:
+        print_fitting(console, fix_view(result))
+    if opts.patch and result.patch:
+        write_atomic(opts.patch, result.patch)
+        print(f"wrote {opts.patch} ({result.patch_note})", file=sys.stderr if opts.json else sys.stdout)
+    elif opts.patch:
+        print(f"no patch written: {result.patch_note}", file=sys.stderr)
+    return EXIT_OK if result.ok else EXIT_FINDINGS
+
+
 def diff(opts) -> int:
     from ..views.diff import diff_view
 

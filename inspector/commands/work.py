@@ -134,6 +134,50 @@ def _compile_chip(opts, chip_name: str):
                                        buffers=True), chip).stages
 
 
+def work_fix(opts):
+    import dataclasses
+    import functools
+
+    from ..fixing import run_fix
+
+    chips = parse_targets(opts.chip)
+    target = _load(opts)
+    measure = functools.partial(_measure_fix, opts) if opts.measure else None
+    with _exits_are_failures(target, f"raised while tracing {target.name}"):
+        result = run_fix(target, chips, numerics=not opts.no_numerics, time=not opts.no_time, use_cache=_use_cache(opts),
+                         measure=measure)
+    if opts.patch:
+        patch, note = _fix_patch(result, target)
+        result = dataclasses.replace(result, patch=patch, patch_note=note)
+    return result
+
+
+def _fix_patch(result, target) -> tuple[str | None, str]:
+    """The best fix on the first chip as a diff of the source, and what it does (or why none)."""
+    from ..base.errors import UsageError as Unpatchable
+    from ..patching import patch_text
+
+    chip = result.chips[0]
+    if chip not in result.best:
+        return None, f"no fix is recommended on {chip}"
+    change = result.fixes[result.best[chip]].change
+    try:
+        path, diff = patch_text(change, target.file, target.name)
+    except Unpatchable as err:
+        return None, f"{change.label}: {err}"
+    return diff, f"{change.label} in {path}; apply with `git apply`"
+
+
+def _measure_fix(opts, change, chip) -> float:
+    """The program's device time with ``change`` on the attached TPU (--measure)."""
+    import functools
+
+    from ..fixing import load_variant
+    from ..measure.run import measure_on_chip
+
+    return measure_on_chip(functools.partial(load_variant, functools.partial(_load, opts), change), chip, debug=opts.debug).seconds
+
+
 def work_diff(opts):
     from ..run import run_diff
 

@@ -69,6 +69,7 @@ def buffered_changes(calls: list[FoundCall]) -> list[Change]:
             how = ("its block index never changes over the grid" if w.constant else
                    f"its block changes {w.transfers} times in {steps} grid steps (outer axes only)")
             changes.append(Change(kind="buffered", kernel=info.name, call=n, value=[op.position, 1], operand=op.operand,
+                                  source=info.source or "",
                                   why=f"{op.operand}: {how}; one buffer of {op.block_bytes:,} bytes saved"))
     return changes
 
@@ -90,6 +91,7 @@ def semantics_changes(calls: list[FoundCall], chip: Chip) -> tuple[list[Change],
                 continue
             semantics = semantics[:axis] + ["parallel"] + semantics[axis + 1:]
             change = Change(kind="semantics", kernel=info.name, call=n, value=list(semantics),
+                            source=info.source or "",
                             why=f"axis {axis} ({info.grid_names[axis]}, {size} steps) split across {chip.name}'s "
                                 f"{chip.cores_per_device} TensorCores")
             trial = dataclasses.replace(found, info=dataclasses.replace(info, dimension_semantics=list(semantics)))
@@ -116,6 +118,7 @@ def vmem_limit_change(calls: list[FoundCall], chip: Chip, needed_bytes: int | No
         return [], []
     limit = math.ceil(needed_bytes / MIB) * MIB
     change = Change(kind="vmem_limit", kernel=found[0].info.name, call=found[1], value=limit,
+                    source=found[0].info.source or "",
                     why=f"the compiler needs {needed_bytes / MIB:.2f} MiB of VMEM on {chip.name}")
     if chip.vmem_bytes is not None and limit > chip.vmem_bytes:
         return [], [Refusal(change=change, chip=chip.name, reason=f"{limit // MIB} MiB is more than {chip.name}'s "
