@@ -235,7 +235,7 @@ def run_fix(target: Target, chips: list[Chip], *, numerics: bool = True, time: b
             use_cache: bool | str = True, measure: Callable[[Change | None, Chip], float] | None = None) -> FixResult:
     """Every proposed change tried on ``chips``. ``measure(change, chip)``: the program's device
     time with the change (None: unfixed) on the attached TPU, for the top fixes (--measure)."""
-    how = {"time": time, "use_cache": use_cache}
+    how: dict = {"time": time, "use_cache": use_cache}
     before = {chip.name: _trial(target, chip, **how) for chip in chips}
     proposed, refused = _proposals(target, chips, before, use_cache)
     checker = _Numerics(target, chips[0]) if numerics else None

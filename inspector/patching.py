@@ -104,7 +104,9 @@ def _buffered_edit(text: str, tree: ast.Module, call: ast.Call, position: int, c
         raise UsageError(f"in_specs is not a list of BlockSpec(...) calls with input {position}: add "
                          f"pipeline_mode=pl.Buffered({count}) to its BlockSpec by hand")
     pl = _alias(tree, PALLAS) or "pl"
-    return _with_keyword(text, specs.elts[position], "pipeline_mode", f"{pl}.Buffered({count})")
+    spec = specs.elts[position]
+    assert isinstance(spec, ast.Call)
+    return _with_keyword(text, spec, "pipeline_mode", f"{pl}.Buffered({count})")
 
 
 def _params_edit(text: str, tree: ast.Module, function: str, name: str, value) -> str:
@@ -114,7 +116,8 @@ def _params_edit(text: str, tree: ast.Module, function: str, name: str, value) -
             keys = [k.value if isinstance(k, ast.Constant) else None for k in node.keys]
             if name in keys and isinstance(node.values[keys.index(name)], (ast.List, ast.Tuple)):
                 seq = node.values[keys.index(name)]
-                items = [ast.literal_eval(e) for e in seq.elts]  # type: ignore[union-attr]
+                assert isinstance(seq, (ast.List, ast.Tuple))
+                items = [ast.literal_eval(e) for e in seq.elts]
                 if value in items:
                     items.remove(value)
                 start, end = _span(text, seq)

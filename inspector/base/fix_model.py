@@ -28,6 +28,7 @@ class Change:
             assert isinstance(self.value, int)
             return f"{self.kernel}: vmem_limit_bytes={self.value} ({self.value / 2 ** 20:.0f} MiB)"
         if self.kind == "semantics":
+            assert isinstance(self.value, list)
             return f"{self.kernel}: dimension_semantics={tuple(self.value)}"
         if self.kind == "buffered":
             assert isinstance(self.value, list)

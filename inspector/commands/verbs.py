@@ -184,7 +184,6 @@ def fix(opts) -> int:
     from ..views.printer import make_console, print_fitting, print_json
 
     chips = parse_targets(opts.chip)
-    check_chips(chips, "--target tpu-v5e,tpu-v5p")
     if any(not c.is_tpu for c in chips):
         raise UsageError(f"fix compiles for TPUs: --target {', '.join(c.name for c in chips if not c.is_tpu)} is not one "
                          "(e.g. --target tpu-v5e,tpu-v5p)")

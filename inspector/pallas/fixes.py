@@ -128,7 +128,7 @@ def vmem_limit_change(calls: list[FoundCall], chip: Chip, needed_bytes: int | No
 
 def param_changes(params: dict, choices: dict) -> list[Change]:
     """Every other value INSPECT's params offer, one param at a time (at most MOST_PARAMS)."""
-    changes = []
+    changes: list[Change] = []
     for name, values in choices.items():
         for value in values:
             if value != params.get(name) and len(changes) < MOST_PARAMS:

@@ -1,0 +1,154 @@
+"""`inspector fix` (issue 57): changes built at trace time, judged by libtpu's compile and time
+and by interpret mode against the unfixed kernel; refused where the walk proves them wrong; the
+best written as a patch that `git apply` takes. On a third-party kernel (Keras's matmul + ReLU,
+tests/data/heldout10) and on the samples, at small shapes."""
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+
+import pytest
+
+from inspector.base.chips import get_chip
+from inspector.compilation.target import load_target
+
+KERAS = "tests/data/heldout10/keras_matmul_relu.py:keras_matmul_relu"
+# blocks of (1024, 2048) and (2048, 1024) f32: 40 MiB double-buffered, over v5e's 16 MiB scoped limit
+KERAS_OOM = dict(args="f32[1024,2048] f32[2048,1024]", sets=["tile_m=1024", "tile_n=1024"])
+FLASH_SMALL = "bf16[1,512,128] bf16[1,512,128] bf16[1,512,128]"
+
+
+def _calls(spec: str, **how):
+    import jax
+
+    from inspector.pallas.discovery import read_program
+
+    target = load_target(spec, **how)
+    return target, read_program(jax.make_jaxpr(target.call)(*target.args))[0]
+
+
+def test_changes_are_made_in_the_traced_program_not_the_file():
+    import jax
+
+    from inspector.base.fix_model import Change
+    from inspector.jax_internals.isolate import pallas_equations
+    from inspector.jax_internals.variants import changed_function
+
+    target = load_target(KERAS)
+    name = "matmul_relu_kernel"
+    changes = [Change(kind="vmem_limit", kernel=name, call=0, value=32 << 20),
+               Change(kind="semantics", kernel=name, call=0, value=["parallel", "arbitrary"]),
+               Change(kind="buffered", kernel=name, call=0, value=[0, 1], operand="a_ref")]
+    fn = changed_function(target.fn, tuple(target.params), changes)
+    eqn, = pallas_equations(jax.make_jaxpr(functools.partial(fn, **target.params))(*target.args))
+    params = eqn.params["compiler_params"]
+    assert params.vmem_limit_bytes == 32 << 20 and tuple(params.dimension_semantics) == ("parallel", "arbitrary")
+    assert eqn.params["grid_mapping"].block_mappings[0].pipeline_mode.buffer_count == 1
+    with pytest.raises(ValueError, match="no pallas_call"):
+        bad = changed_function(target.fn, tuple(target.params), [Change(kind="vmem_limit", kernel=name, call=1, value=1)])
+        jax.make_jaxpr(functools.partial(bad, **target.params))(*target.args)
+
+
+def test_a_rarely_changing_input_gets_buffered_1_with_its_saving():
+    from inspector.pallas.fixes import buffered_changes
+
+    _, calls = _calls(KERAS)
+    change, = buffered_changes(calls)
+    assert (change.operand, change.value) == ("a_ref", [0, 1])
+    assert "131,072 bytes saved" in change.why  # a (128, 256) f32 block
+
+
+def test_an_axis_that_is_not_independent_is_refused_with_the_reason():
+    from inspector.pallas.fixes import semantics_changes
+
+    _, calls = _calls("samples/attention.py:flash", args=FLASH_SMALL, sets=["block_q=128", "block_k=128"])
+    changes, refused = semantics_changes(calls, get_chip("tpu-v5p"))
+    assert changes == []  # b and i are parallel already
+    refusal, = refused
+    assert refusal.change.value == ["parallel", "parallel", "parallel"]
+    assert "axis 2 (k) is not independent" in refusal.reason and "written from 4 different indices" in refusal.reason
+    assert semantics_changes(calls, get_chip("tpu-v5e")) == ([], [])  # one TensorCore: nothing to split
+
+
+def test_independent_axes_are_proposed_on_megacore_only():
+    from inspector.pallas.fixes import semantics_changes
+
+    _, calls = _calls(KERAS)
+    changes, refused = semantics_changes(calls, get_chip("tpu-v5p"))
+    assert [c.value for c in changes] == [["parallel", "arbitrary"], ["parallel", "parallel"]] and refused == []
+
+
+@pytest.fixture(scope="module")
+def keras_v5p():
+    from inspector.fixing import run_fix
+
+    return run_fix(load_target(KERAS), [get_chip("tpu-v5p")], use_cache=False)
+
+
+@pytest.mark.libtpu
+@pytest.mark.slow
+def test_megacore_parallel_comes_with_libtpus_estimate_before_and_after(keras_v5p):
+    before, = keras_v5p.before
+    assert before.compiles and before.estimate_kind == "estimate"
+    best = keras_v5p.fixes[keras_v5p.best["tpu-v5p"]]
+    assert best.change.kind == "semantics" and best.numerics == "match"
+    after, = best.trials
+    assert after.estimate_kind == "estimate" and after.seconds < before.seconds
+    assert best.gains["tpu-v5p"] == pytest.approx(before.seconds / after.seconds)
+    slower = [f for f in keras_v5p.fixes if f.change.kind == "buffered"]
+    assert slower and all("tpu-v5p" not in f.recommended for f in slower if f.gains.get("tpu-v5p", 0) <= 1)
+
+
+@pytest.fixture(scope="module")
+def keras_oom():
+    from inspector.fixing import run_fix
+
+    return run_fix(load_target(KERAS, **KERAS_OOM), [get_chip("tpu-v5e")], numerics=False, time=False, use_cache=False)
+
+
+@pytest.mark.libtpu
+@pytest.mark.slow
+def test_a_kernel_out_of_vmem_gets_fixes_that_compile(keras_oom):
+    before, = keras_oom.before
+    assert before.compiles is False and before.vmem_bytes > before.vmem_limit_bytes
+    limit = next(f for f in keras_oom.fixes if f.change.kind == "vmem_limit")
+    trial, = limit.trials
+    assert trial.compiles and "tpu-v5e" in limit.recommended
+    assert before.vmem_bytes <= limit.change.value <= get_chip("tpu-v5e").vmem_bytes
+    assert any(f.change.kind == "params" and f.trials[0].compiles for f in keras_oom.fixes)
+    assert keras_oom.ok and "tpu-v5e" in keras_oom.best
+
+
+@pytest.mark.libtpu
+@pytest.mark.slow
+def test_the_patch_applies_and_check_passes_after_it(keras_oom, tmp_path, run_cli):
+    from inspector.patching import patch_text
+
+    limit = next(f for f in keras_oom.fixes if f.change.kind == "vmem_limit")
+    path, diff = patch_text(limit.change, "tests/data/heldout10/keras_matmul_relu.py", "keras_matmul_relu")
+    copy = tmp_path / "repo"
+    (copy / path).parent.mkdir(parents=True)
+    shutil.copy(path, copy / path)
+    (tmp_path / "fix.diff").write_text(diff)
+    subprocess.run(["git", "init", "-q"], cwd=copy, check=True)
+    subprocess.run(["git", "apply", str(tmp_path / "fix.diff")], cwd=copy, check=True)
+    assert "vmem_limit_bytes=" in (copy / path).read_text()
+    check = ["check", f"{path}:keras_matmul_relu", "--target", "tpu-v5e", "--args", KERAS_OOM["args"],
+             *[a for s in KERAS_OOM["sets"] for a in ("--set", s)]]
+    assert run_cli(*check, cwd=copy).returncode == 0
+    assert run_cli(*check).returncode == 1  # the file as it is still fails
+
+
+def test_a_params_patch_makes_the_value_inspects_default(tmp_path):
+    from inspector.base.fix_model import Change
+    from inspector.patching import patch_text
+
+    change = Change(kind="params", kernel="", call=None, value={"tile_m": 256})
+    path, diff = patch_text(change, "tests/data/heldout10/keras_matmul_relu.py", "keras_matmul_relu")
+    assert '-        "params": {"tile_m": [128, 256]' in diff and '+        "params": {"tile_m": [256, 128]' in diff
+
+
+def test_fix_refuses_a_cpu_target_in_one_line(cli):
+    code, out, err = cli("fix", KERAS, "--target", "cpu")
+    assert code == 2 and "fix compiles for TPUs" in err and "Traceback" not in err
