@@ -54,8 +54,14 @@ class FixResult:
     fixes: list[Fix]  # ranked: recommended first, by gain
     refused: list[Refusal]
     best: dict[str, int]  # chip -> index in ``fixes`` of the best fix there
+    # chip -> index of the best fix the source can express (not a param the command line set):
+    # what --patch writes; the same as ``best`` unless the best changes a --set
+    best_in_source: dict[str, int] = dataclasses.field(default_factory=dict)
+    # chip -> "change --set block_q=4096 to --set block_q=1024", where the best fix changes a param
+    # the command line set (the user's command decides it: no patch of the source can)
+    command_line: dict[str, str] = dataclasses.field(default_factory=dict)
     not_tried: list[str]  # changes this version does not try, said once
-    ok: bool  # every chip compiles as it is, or has a recommended fix
+    ok: bool = False  # every chip compiles as it is, or has a recommended fix
     patch: str | None = None  # --patch: the best fix's unified diff
     patch_note: str = ""  # what the patch does, or why none was written
 
@@ -232,9 +238,12 @@ def _proposals(target: Target, chips: list[Chip], before: dict[str, Trial], use_
 
 
 def run_fix(target: Target, chips: list[Chip], *, numerics: bool = True, time: bool = True,
-            use_cache: bool | str = True, measure: Callable[[Change | None, Chip], float] | None = None) -> FixResult:
+            use_cache: bool | str = True, measure: Callable[[Change | None, Chip], float] | None = None,
+            fixed: tuple[str, ...] = ()) -> FixResult:
     """Every proposed change tried on ``chips``. ``measure(change, chip)``: the program's device
-    time with the change (None: unfixed) on the attached TPU, for the top fixes (--measure)."""
+    time with the change (None: unfixed) on the attached TPU, for the top fixes (--measure).
+    ``fixed``: the params the command line set (--set): a change to one is said as a change of
+    the command, never written into the source."""
     how: dict = {"time": time, "use_cache": use_cache}
     before = {chip.name: _trial(target, chip, **how) for chip in chips}
     proposed, refused = _proposals(target, chips, before, use_cache)
@@ -256,14 +265,36 @@ def run_fix(target: Target, chips: list[Chip], *, numerics: bool = True, time: b
     if measure is not None:
         _measure_top(fixes, before, chips[0], measure)
     fixes.sort(key=lambda f: [_rank_key(f, c.name) for c in chips])
-    best = {}
-    for chip in chips:
-        ranked = sorted((i for i, f in enumerate(fixes) if chip.name in f.recommended), key=lambda i: _rank_key(fixes[i], chip.name))
-        if ranked:
-            best[chip.name] = ranked[0]
-    ok = all(before[c.name].compiles or c.name in best for c in chips)
-    return FixResult(target=target.spec, chips=[c.name for c in chips], before=list(before.values()), fixes=fixes,
-                     refused=refused, best=best, not_tried=list(NOT_TRIED), ok=ok)
+    result = FixResult(target=target.spec, chips=[c.name for c in chips], before=list(before.values()), fixes=fixes,
+                       refused=refused, best={}, not_tried=list(NOT_TRIED))
+    choose(result, target.params, fixed)
+    return result
+
+
+def on_command_line(change: Change, fixed: tuple[str, ...]) -> bool:
+    """Whether the change sets a param the command line set (--set): the command decides it."""
+    return change.kind == "params" and isinstance(change.value, dict) and any(k in fixed for k in change.value)
+
+
+def choose(result: FixResult, params: dict, fixed: tuple[str, ...]) -> None:
+    """The best fix per chip, the best the source can express (--patch), and, where the best
+    changes a --set, the command line that makes it; whether every chip is served."""
+    for chip in result.chips:
+        ranked = sorted((i for i, f in enumerate(result.fixes) if chip in f.recommended),
+                        key=lambda i: _rank_key(result.fixes[i], chip))
+        if not ranked:
+            continue
+        result.best[chip] = ranked[0]
+        in_source = [i for i in ranked if not on_command_line(result.fixes[i].change, fixed)]
+        if in_source:
+            result.best_in_source[chip] = in_source[0]
+        change = result.fixes[ranked[0]].change
+        if on_command_line(change, fixed):
+            assert isinstance(change.value, dict)
+            result.command_line[chip] = " ".join(f"change --set {k}={params.get(k)} to --set {k}={v}"
+                                                 for k, v in change.value.items())
+    before = {t.chip: t for t in result.before}
+    result.ok = all(before[c].compiles or c in result.best for c in result.chips)
 
 
 MEASURED_TOP = 3  # --measure: the fixes measured on the chip, best estimated first

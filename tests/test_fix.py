@@ -4,9 +4,11 @@ best written as a patch that `git apply` takes. On a third-party kernel (Keras's
 tests/data/heldout10) and on the samples, at small shapes."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,9 @@ KERAS = "tests/data/heldout10/keras_matmul_relu.py:keras_matmul_relu"
 # blocks of (1024, 2048) and (2048, 1024) f32: 40 MiB double-buffered, over v5e's 16 MiB scoped limit
 KERAS_OOM = dict(args="f32[1024,2048] f32[2048,1024]", sets=["tile_m=1024", "tile_n=1024"])
 FLASH_SMALL = "bf16[1,512,128] bf16[1,512,128] bf16[1,512,128]"
+# the done-when's case at one head: block_q=4096 does not fit v5e's 16 MiB scoped VMEM
+FLASH_OOM = dict(args="bf16[1,4096,128] bf16[1,4096,128] bf16[1,4096,128]", sets=["block_q=4096"])
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _calls(spec: str, **how):
@@ -152,3 +157,71 @@ def test_a_params_patch_makes_the_value_inspects_default(tmp_path):
 def test_fix_refuses_a_cpu_target_in_one_line(cli):
     code, out, err = cli("fix", KERAS, "--target", "cpu")
     assert code == 2 and "fix compiles for TPUs" in err and "Traceback" not in err
+
+
+@pytest.fixture(scope="module")
+def flash_oom():
+    """The done-when's case, cheap: one head, no time or numerics, one block size besides the
+    raised limit (block_q=1024, which the user's --set block_q=4096 overrides)."""
+    from inspector.fixing import run_fix
+
+    target = load_target("samples/attention.py:flash", **FLASH_OOM)
+    target = dataclasses.replace(target, param_choices={"block_q": [1024]})
+    return run_fix(target, [get_chip("tpu-v5e")], numerics=False, time=False, fixed=("block_q",))
+
+
+def _ranked_first(result, kind: str):
+    """The result with the fixes of ``kind`` ranked first (as libtpu's time ranks block_q=1024 at the
+    done-when's shapes), chosen again as run_fix chooses."""
+    from inspector.fixing import choose
+
+    fixes = sorted(result.fixes, key=lambda f: f.change.kind != kind)
+    again = dataclasses.replace(result, fixes=fixes, best={}, best_in_source={}, command_line={})
+    choose(again, {"block_q": 4096, "block_k": 512}, ("block_q",))
+    return again
+
+
+@pytest.mark.libtpu
+@pytest.mark.slow
+def test_a_fix_of_a_set_param_is_said_as_the_command_line_not_patched(flash_oom):
+    from rich.console import Console
+
+    from inspector.views.fix import fix_view
+
+    result = _ranked_first(flash_oom, "params")
+    best = result.fixes[result.best["tpu-v5e"]]
+    assert best.change.value == {"block_q": 1024} and best.trials[0].compiles
+    assert result.command_line["tpu-v5e"] == "change --set block_q=4096 to --set block_q=1024"
+    assert result.fixes[result.best_in_source["tpu-v5e"]].change.kind == "vmem_limit"
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))
+    console.print(fix_view(result))
+    text = console.export_text()
+    assert "change --set block_q=4096 to --set block_q=1024" in text and "best the source can express" in text
+
+
+@pytest.mark.libtpu
+@pytest.mark.slow
+def test_the_done_when_patch_applies_and_check_passes_with_the_same_set(flash_oom, tmp_path, run_cli):
+    """`fix --set block_q=4096 --patch`: the diff (the pallas_call's vmem_limit_bytes, in the kernel
+    the sample calls) applies to a copy of the tree, and `check` with the same --set passes there."""
+    from inspector.patching import patch_text
+
+    result = _ranked_first(flash_oom, "params")
+    before, = result.before
+    assert before.compiles is False
+    change = result.fixes[result.best_in_source["tpu-v5e"]].change
+    path, diff = patch_text(change, "samples/attention.py", "flash")
+    assert path == "kernels/flash_attention.py" and "vmem_limit_bytes=" in diff
+    copy = tmp_path / "repo"  # inspector.kernels and .views live beside the package, as in the repository
+    for top in ("inspector", "kernels", "views", "samples"):
+        shutil.copytree(ROOT / top, copy / top, ignore=shutil.ignore_patterns("__pycache__"))
+    for sub in ("kernels", "views"):
+        (copy / "inspector" / sub).symlink_to(Path("..") / sub)
+    (tmp_path / "fix.diff").write_text(diff)
+    subprocess.run(["git", "init", "-q"], cwd=copy, check=True)
+    subprocess.run(["git", "apply", str(tmp_path / "fix.diff")], cwd=copy, check=True)
+    check = ["check", "samples/attention.py:flash", "--target", "tpu-v5e", "--args", FLASH_OOM["args"],
+             "--set", "block_q=4096"]
+    done = run_cli(*check, cwd=copy)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert run_cli(*check).returncode == 1  # the tree as it is still fails

@@ -61,6 +61,21 @@ def _fixes(result: FixResult) -> Table:
     return table
 
 
+def _best_lines(result: FixResult) -> list[Text]:
+    """The best fix per chip; where it changes a --set, the command line that makes it, and the
+    best fix the source can express (what --patch writes)."""
+    lines = []
+    for chip, index in result.best.items():
+        lines.append(Text(f"best on {chip}: #{index + 1} {result.fixes[index].change.label}", style="bold green"))
+        if chip in result.command_line:
+            lines.append(Text(f"  a value you gave with --set: {result.command_line[chip]} (your command decides it, "
+                              "no patch of the source can)", style="bold"))
+            source = result.best_in_source.get(chip)
+            lines.append(Text(f"  best the source can express on {chip}: #{source + 1} {result.fixes[source].change.label}"
+                              if source is not None else f"  no fix the source can express is recommended on {chip}"))
+    return lines
+
+
 def fix_view(result: FixResult) -> RenderableType:
     parts: list[RenderableType] = [Text(result.target, style="bold"), _before(result)]
     if result.fixes:
@@ -74,8 +89,7 @@ def fix_view(result: FixResult) -> RenderableType:
         parts.append(Text("no change to try: no pallas_call with a change this version proposes"))
     for r in result.refused:
         parts.append(Text(f"refused{f' on {r.chip}' if r.chip else ''}: {r.change.label}: {r.reason}", style="yellow"))
-    for chip, index in result.best.items():
-        parts.append(Text(f"best on {chip}: #{index + 1} {result.fixes[index].change.label}", style="bold green"))
+    parts += _best_lines(result)
     for chip in result.chips:
         if chip not in result.best:
             parts.append(Text(f"{chip}: no fix recommended", style="yellow"))

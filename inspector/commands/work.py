@@ -145,7 +145,7 @@ def work_fix(opts):
     measure = functools.partial(_measure_fix, opts) if opts.measure else None
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
         result = run_fix(target, chips, numerics=not opts.no_numerics, time=not opts.no_time, use_cache=_use_cache(opts),
-                         measure=measure)
+                         measure=measure, fixed=tuple(s.partition("=")[0].strip() for s in opts.set or []))
     if opts.patch:
         patch, note = _fix_patch(result, target)
         result = dataclasses.replace(result, patch=patch, patch_note=note)
@@ -153,14 +153,17 @@ def work_fix(opts):
 
 
 def _fix_patch(result, target) -> tuple[str | None, str]:
-    """The best fix on the first chip as a diff of the source, and what it does (or why none)."""
+    """The best fix on the first chip that the source can express as a diff of it, and what it
+    does (or why none): a change of a --set is the command line's, said by the printer."""
     from ..base.errors import UsageError as Unpatchable
     from ..patching import patch_text
 
     chip = result.chips[0]
     if chip not in result.best:
         return None, f"no fix is recommended on {chip}"
-    change = result.fixes[result.best[chip]].change
+    if chip not in result.best_in_source:
+        return None, f"every fix recommended on {chip} changes a --set of yours: {result.command_line.get(chip, '')}"
+    change = result.fixes[result.best_in_source[chip]].change
     try:
         path, diff = patch_text(change, target.file, target.name)
     except Unpatchable as err:
