@@ -5,71 +5,24 @@ time estimate, and run in TPU interpret mode against the unfixed kernel; ranked 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Callable
 
 from .base.chips import Chip
-from .base.fix_model import Change
-from .base.display import html
-from .pallas.fixes import Refusal, buffered_changes, param_changes, semantics_changes, vmem_limit_change
+from .base.fix_model import Change, Fix, FixResult, Refusal, Trial
+from .compilation import fix_store
+from .run.fix_numerics import Numerics, judge
+from .pallas.fixes import buffered_changes, param_changes, semantics_changes, vmem_limit_change
 from .compilation.target import Target
 from .request import Request, report_for
 from .view_table import Needs
 
 KIND_ORDER = {"estimate": 0, "range": 1, "floor": 2}  # a floor is never ranked as an estimate
+# libtpu's simulation budget per variant (show --time's default is 60 s): the whole program is still
+# simulated where it fits, but not the extra cut runs that split a guarded kernel's cycles between
+# its branches, which the ranking (the program's total) does not need; the flash sample at
+# block_q=4096 then estimates in 42 s, not 63 s, to within 0.1%
+TIME_BUDGET_S = 20.0
 MOST_LIMIT_TRIES = 4  # vmem_limit_bytes raised by a quarter each time the compiler still refuses
-
-
-@dataclasses.dataclass(kw_only=True)
-class Trial:
-    """A program (unfixed, or with one change) compiled for one chip."""
-
-    chip: str
-    compiles: bool | None  # libtpu's verdict (None: no compile, e.g. the change does not apply)
-    compile_error: str | None = None  # its headline when refused
-    vmem_bytes: int | None = None  # the compiler's scoped VMEM figure (needed, when refused)
-    vmem_limit_bytes: int | None = None  # the limit it was held to
-    seconds: float | None = None  # libtpu's time for the whole program
-    estimate_kind: str | None = None  # estimate | floor | range ("Time on kernels nobody calibrated")
-    high_seconds: float | None = None  # the top of a range
-    measured_seconds: float | None = None  # --measure: device time on the attached TPU
-    kernel: str | None = None  # the pallas_call the compiler refused, where it says
-
-
-@dataclasses.dataclass(kw_only=True)
-class Fix:
-    change: Change
-    trials: list[Trial]  # one per chip the change applies to
-    numerics: str = "not checked"  # match | differ | failed | not checked (interpret mode vs the unfixed kernel)
-    numerics_detail: str = ""
-    gains: dict[str, float] = dataclasses.field(default_factory=dict)  # per chip: time before / after (same kind)
-    recommended: list[str] = dataclasses.field(default_factory=list)  # the chips it is recommended for
-
-
-@dataclasses.dataclass(repr=False, kw_only=True)
-class FixResult:
-    target: str
-    chips: list[str]
-    before: list[Trial]  # the unfixed program per chip
-    fixes: list[Fix]  # ranked: recommended first, by gain
-    refused: list[Refusal]
-    best: dict[str, int]  # chip -> index in ``fixes`` of the best fix there
-    # chip -> index of the best fix the source can express (not a param the command line set):
-    # what --patch writes; the same as ``best`` unless the best changes a --set
-    best_in_source: dict[str, int] = dataclasses.field(default_factory=dict)
-    # chip -> "change --set block_q=4096 to --set block_q=1024", where the best fix changes a param
-    # the command line set (the user's command decides it: no patch of the source can)
-    command_line: dict[str, str] = dataclasses.field(default_factory=dict)
-    not_tried: list[str]  # changes this version does not try, said once
-    ok: bool = False  # every chip compiles as it is, or has a recommended fix
-    patch: str | None = None  # --patch: the best fix's unified diff
-    patch_note: str = ""  # what the patch does, or why none was written
-
-    def __repr__(self) -> str:
-        return f"<FixResult {self.target}: {len(self.fixes)} fixes, {len(self.refused)} refused>"
-
-    def _repr_html_(self) -> str:
-        return html(self)
 
 
 NOT_TRIED = ("the grid's axis order (the kernel body reads pl.program_id by position: a reorder edits the body)",
@@ -77,8 +30,36 @@ NOT_TRIED = ("the grid's axis order (the kernel body reads pl.program_id by posi
 
 
 def _trial(target: Target, chip: Chip, *, time: bool, use_cache: bool | str) -> Trial:
+    """The program compiled for ``chip`` (and timed): from the cache when the same lowered program
+    was tried with the same asks (``fix_store``: refusals too)."""
+    k = _trial_key(target, chip, time) if use_cache else None
+    if use_cache is True and k is not None and (hit := fix_store.load(k)) is not None:
+        try:
+            return Trial(**hit)
+        except TypeError:  # not what this version writes: a miss
+            pass
+    trial, keep = _compiled(target, chip, time=time, use_cache=use_cache)
+    if k is not None and keep:
+        fix_store.store(k, dataclasses.asdict(trial))
+    return trial
+
+
+def _trial_key(target: Target, chip: Chip, time: bool) -> str | None:
+    from .compilation.backends import Backend
+    from .compilation.stages import lowered_program
+    from .libtpu import Budget
+
+    _, lowered, text = lowered_program(target, Backend(chip))  # the compile's own lowering, memoised
+    return None if lowered is None else fix_store.key("trial", time, Budget(seconds=TIME_BUDGET_S).as_dict(),
+                                                           module_text=text, chip=chip.name)
+
+
+def _compiled(target: Target, chip: Chip, *, time: bool, use_cache: bool | str) -> tuple[Trial, bool]:
+    """The trial, and whether to keep it (not where a busy machine stopped libtpu's estimate)."""
+    from .libtpu.estimate import STOPPED
+
     report = report_for(Request(target, chip.name, needs=Needs(compile=True, fusions=True, pallas=True, time=time),
-                                cache=use_cache))
+                                cache=use_cache, time_budget=TIME_BUDGET_S))
     error = report.stages.compile_error
     limits = [b.limit_bytes for k in report.pallas or [] for b in k.budgets if b.chip == chip.name]
     trial = Trial(chip=chip.name, compiles=error is None, vmem_limit_bytes=max(limits) if limits else None)
@@ -89,13 +70,13 @@ def _trial(target: Target, chip: Chip, *, time: bool, use_cache: bool | str) -> 
                             report.pallas[0].call.name if report.pallas and len(report.pallas) == 1 else None)
         if error.vmem is not None:
             trial.vmem_bytes, trial.vmem_limit_bytes = error.vmem.used_bytes, error.vmem.limit_bytes
-        return trial
+        return trial, True
     used = [v for v in report.compiler_vmem.values() if v and v > 0]
     trial.vmem_bytes = max(used) if used else None
     totals = report.time.totals if report.time is not None else {}
     trial.seconds, trial.estimate_kind = totals.get("estimated_seconds"), totals.get("estimate_kind")
     trial.high_seconds = totals.get("high_seconds")
-    return trial
+    return trial, not any(job.status in STOPPED for job in (report.time.jobs if report.time is not None else []))
 
 
 def variant(target: Target, change: Change) -> Target:
@@ -114,53 +95,6 @@ def load_variant(load: Callable[[], Target], change: Change | None) -> Target:
     return target if change is None else variant(target, change)
 
 
-class _Numerics:
-    """The unfixed kernel's outputs in TPU interpret mode, computed once; each variant's compared
-    with them at the diff's tolerances (INSPECT's atol/rtol, else the dtype's)."""
-
-    def __init__(self, target: Target, sim: Chip, seed: int = 0):
-        from .compilation.target_inputs import make_inputs
-
-        self.target, self.sim = target, sim
-        self.args, self.kwargs = make_inputs(target, seed)
-        self._unfixed: tuple | None = None
-
-    def _run(self, target: Target):
-        import jax
-
-        from .run.interpreted import run
-
-        kernel = jax.jit(functools.partial(target.fn, **target.params))
-        outcome = run(kernel, self.args, self.kwargs, self.sim, cores=1, check=False)
-        return outcome.output, outcome.error
-
-    def verdict(self, target: Target) -> tuple[str, str]:
-        from .run.trees import compare_trees
-
-        if self._unfixed is None:
-            self._unfixed = self._run(self.target)
-        ref, ref_err = self._unfixed
-        if ref_err is not None:
-            return "not checked", f"the unfixed kernel does not run in interpret mode: {_line(ref_err)}"
-        out, err = self._run(target)
-        if err is not None:
-            return "failed", f"raised in interpret mode: {_line(err)}"
-        options = self.target.options
-        leaves, findings = compare_trees(out, ref, [], options.get("atol"), options.get("rtol"))
-        bad = [leaf for leaf in leaves if not leaf.ok]
-        if bad or any(f.severity == "error" for f in findings):
-            worst = bad[0] if bad else None
-            return "differ", (f"{worst.output}: {worst.bad} elements off (max abs error {worst.max_abs:.3g}, atol "
-                              f"{worst.atol:.3g}, rtol {worst.rtol:.3g})" if worst else findings[0].message)
-        worst_abs = max((leaf.max_abs for leaf in leaves), default=0.0)
-        return "match", f"max abs error {worst_abs:.3g} against the unfixed kernel ({self.sim.name}, interpret mode)"
-
-
-def _line(err: BaseException) -> str:
-    text = (str(err) or type(err).__name__).strip().splitlines()
-    return text[0][:200] if text else type(err).__name__
-
-
 def _limit_trials(target: Target, change: Change, chip: Chip, **how) -> tuple[Change, Trial]:
     """vmem_limit_bytes from the compiler's own figure, raised by a quarter (whole MiB) while it
     still refuses for VMEM and the chip holds it: the smallest tried that compiles."""
@@ -176,6 +110,25 @@ def _limit_trials(target: Target, change: Change, chip: Chip, **how) -> tuple[Ch
         change = dataclasses.replace(change, value=value)
         trial = _trial(variant(target, change), chip, **how)
     return change, trial
+
+
+def _tried(target: Target, change: Change, chips: list[Chip], checker: Numerics | None, how: dict) -> Fix:
+    """The change compiled (and timed) on each chip, its numerics judged: one variant built, traced
+    and lowered once for all of it (a vmem_limit is raised while the compiler still refuses)."""
+    trials = []
+    changed = variant(target, change)
+    for chip in chips:
+        if change.kind == "vmem_limit":
+            change, trial = _limit_trials(target, change, chip, **how)
+            changed = variant(target, change)
+        else:
+            trial = _trial(changed, chip, **how)
+        trials.append(trial)
+    fix = Fix(change=change, trials=trials)
+    verdict = judge(change.kind, changed, any(t.compiles for t in trials), checker)
+    if verdict is not None:
+        fix.numerics, fix.numerics_detail = verdict
+    return fix
 
 
 def _gain(before: Trial, after: Trial) -> float | None:
@@ -244,24 +197,16 @@ def run_fix(target: Target, chips: list[Chip], *, numerics: bool = True, time: b
     time with the change (None: unfixed) on the attached TPU, for the top fixes (--measure).
     ``fixed``: the params the command line set (--set): a change to one is said as a change of
     the command, never written into the source."""
+    from .libtpu.runner import kept_sessions
+
     how: dict = {"time": time, "use_cache": use_cache}
-    before = {chip.name: _trial(target, chip, **how) for chip in chips}
-    proposed, refused = _proposals(target, chips, before, use_cache)
-    checker = _Numerics(target, chips[0]) if numerics else None
-    fixes = []
-    for change, on in proposed:
-        trials = []
-        for chip in on:
-            if change.kind == "vmem_limit":
-                change, trial = _limit_trials(target, change, chip, **how)
-            else:
-                trial = _trial(variant(target, change), chip, **how)
-            trials.append(trial)
-        fix = Fix(change=change, trials=trials)
-        if checker is not None and any(t.compiles for t in trials):
-            fix.numerics, fix.numerics_detail = checker.verdict(variant(target, change))
+    with kept_sessions():  # libtpu's dump children start once for every estimate of the run, not per variant
+        before = {chip.name: _trial(target, chip, **how) for chip in chips}
+        proposed, refused = _proposals(target, chips, before, use_cache)
+        checker = Numerics(target, chips[0], use_cache=use_cache) if numerics else None
+        fixes = [_tried(target, change, on, checker, how) for change, on in proposed]
+    for fix in fixes:
         _recommend(fix, before)
-        fixes.append(fix)
     if measure is not None:
         _measure_top(fixes, before, chips[0], measure)
     fixes.sort(key=lambda f: [_rank_key(f, c.name) for c in chips])
@@ -295,6 +240,30 @@ def choose(result: FixResult, params: dict, fixed: tuple[str, ...]) -> None:
                                                  for k, v in change.value.items())
     before = {t.chip: t for t in result.before}
     result.ok = all(before[c].compiles or c in result.best for c in result.chips)
+    result.answers = _answers(result, before)
+
+
+REFUSAL_CODES = ("compile-vmem-oom", "vmem-over-limit", "vmem-may-exceed")  # answered by a fix that compiles
+PADDING_CODES = ("mxu-padding",)  # answered by a block size
+
+
+def _answers(result: FixResult, before: dict[str, Trial]) -> dict[str, list[int]]:
+    """Which fixes answer which findings: a refused program's VMEM findings, the best fix and the
+    best the source can express; MXU padding, the best block size."""
+    answers: dict[str, list[int]] = {}
+    for chip in result.chips:
+        if not before[chip].compiles and chip in result.best:
+            top, source = [result.best[chip]], result.best_in_source.get(chip)
+            if source is not None and source != top[0]:
+                top.append(source)
+            for code in REFUSAL_CODES:
+                answers[f"{code}@{chip}"] = top
+        sizes = sorted((i for i, f in enumerate(result.fixes) if f.change.kind == "params" and chip in f.recommended),
+                       key=lambda i: _rank_key(result.fixes[i], chip))
+        for code in PADDING_CODES:
+            if sizes:
+                answers[f"{code}@{chip}"] = sizes[:1]
+    return answers
 
 
 MEASURED_TOP = 3  # --measure: the fixes measured on the chip, best estimated first

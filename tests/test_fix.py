@@ -97,7 +97,7 @@ def test_megacore_parallel_comes_with_libtpus_estimate_before_and_after(keras_v5
     before, = keras_v5p.before
     assert before.compiles and before.estimate_kind == "estimate"
     best = keras_v5p.fixes[keras_v5p.best["tpu-v5p"]]
-    assert best.change.kind == "semantics" and best.numerics == "match"
+    assert best.change.kind == "semantics" and best.numerics == "unchanged"  # compiler_params: not run again
     after, = best.trials
     assert after.estimate_kind == "estimate" and after.seconds < before.seconds
     assert best.gains["tpu-v5p"] == pytest.approx(before.seconds / after.seconds)
@@ -225,3 +225,36 @@ def test_the_done_when_patch_applies_and_check_passes_with_the_same_set(flash_oo
     done = run_cli(*check, cwd=copy)
     assert done.returncode == 0, done.stdout + done.stderr
     assert run_cli(*check).returncode == 1  # the tree as it is still fails
+
+
+@pytest.mark.libtpu
+@pytest.mark.slow
+def test_the_overview_shows_each_fix_under_the_finding_it_answers(flash_oom):
+    """show --fixes: the Report carries the FixResult; the overview's findings table puts the
+    fixes that answer the VMEM out-of-memory under it (the best, then the best the source can
+    express, with how to make each)."""
+    from rich.console import Console
+
+    from inspector.request import Request, report_for
+    from inspector.views.printer import overview
+
+    report = report_for(Request("samples/attention.py:flash", "tpu-v5e", args=FLASH_OOM["args"], sets=("block_q=4096",)))
+    assert "compile-vmem-oom" in [f.code for f in report.findings]
+    result = _ranked_first(flash_oom, "params")
+    assert result.answers["compile-vmem-oom@tpu-v5e"] == [result.best["tpu-v5e"], result.best_in_source["tpu-v5e"]]
+    console = Console(width=220, record=True, file=open("/dev/null", "w"))
+    console.print(overview(dataclasses.replace(report, fixes=result)))
+    text = console.export_text()
+    after = text[text.index("compile-vmem-oom"):]
+    assert "block_q=1024: compiles" in after and "change --set block_q=4096 to --set block_q=1024" in after
+    assert "vmem_limit_bytes=" in after and "--patch writes it" in after
+    console = Console(width=220, record=True, file=open("/dev/null", "w"))
+    console.print(overview(report))  # no fixes asked for: none shown
+    assert "fix #" not in console.export_text()
+
+
+def test_show_fixes_is_for_the_overview_on_a_tpu_in_one_line(cli):
+    code, _, err = cli("show", KERAS, "--fixes", "--target", "cpu")
+    assert code == 2 and "--fixes compiles each fix for a TPU" in err and "Traceback" not in err
+    code, _, err = cli("show", KERAS, "--fixes", "--view", "hlo", "--target", "tpu-v5e")
+    assert code == 2 and "--view hlo does not show them" in err

@@ -13,7 +13,8 @@ from rich.text import Text
 from ..base.units import fmt_bytes, fmt_estimate
 
 if TYPE_CHECKING:  # types only: the printer never imports the analyses
-    from ..fixing import FixResult, Trial
+    from ..base.findings import Finding
+    from ..base.fix_model import FixResult, Trial
 
 
 def _vmem(t: Trial) -> str:
@@ -44,7 +45,7 @@ def _before(result: FixResult) -> Table:
 
 
 def _numerics(verdict: str) -> Text:
-    return Text(verdict, style={"match": "green", "differ": "red", "failed": "red"}.get(verdict, "yellow"))
+    return Text(verdict, style={"match": "green", "unchanged": "green", "differ": "red", "failed": "red"}.get(verdict, "yellow"))
 
 
 def _fixes(result: FixResult) -> Table:
@@ -59,6 +60,28 @@ def _fixes(result: FixResult) -> Table:
                           _time(t), f"{gain:.2f}x" if gain is not None else "-", _numerics(fix.numerics) if j == 0 else "",
                           verdict)
     return table
+
+
+def fix_lines(finding: Finding, result: FixResult | None) -> list[Text]:
+    """The fixes that answer ``finding`` (``FixResult.answers``), one line each, for the overview
+    and the TUI: what it changes, on which chip, what it gives, and how to make it."""
+    if result is None:
+        return []
+    chip = str((finding.data or {}).get("chip") or result.chips[0])
+    lines = []
+    for index in result.answers.get(f"{finding.code}@{chip}", []):
+        fix = result.fixes[index]
+        trial = next((t for t in fix.trials if t.chip == chip), None)
+        if trial is None:
+            continue
+        gain = fix.gains.get(chip)
+        said = [f"compiles, VMEM {_vmem(trial)}" if trial.compiles else "refused"]
+        said += [f"{gain:.2f}x faster"] if gain is not None else []
+        said += [f"numerics {fix.numerics}"]
+        how = (f"; {result.command_line[chip]}" if index == result.best.get(chip) and chip in result.command_line
+               else "; --patch writes it" if index == result.best_in_source.get(chip) else "")
+        lines.append(Text(f"fix #{index + 1} {fix.change.label}: {', '.join(said)}{how}", style="green"))
+    return lines
 
 
 def _best_lines(result: FixResult) -> list[Text]:

@@ -75,6 +75,9 @@ def show_options(p: argparse.ArgumentParser) -> None:
     _measure_option(p)
     p.add_argument("--passes", action="store_true",
                    help="compile with pass dumps: the fusions view names the pass that created each kernel (no compile cache)")
+    p.add_argument("--fixes", action="store_true",
+                   help="overview: under each finding, the fixes `inspector fix` proves for it (compiles each variant: slow "
+                        "the first time, then cached)")
 
 
 def export_options(p: argparse.ArgumentParser) -> None:

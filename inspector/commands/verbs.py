@@ -32,6 +32,8 @@ def show(opts) -> int:
     check_measure(bool(getattr(opts, "measure", False)))
     if select is not None and opts.view == "overview":
         opts.view = "passes"  # --pass alone asks for the passes view
+    if getattr(opts, "fixes", False):
+        _check_fixes(opts)
     report = run(opts)
     console = make_console()
     if opts.json:
@@ -40,6 +42,14 @@ def show(opts) -> int:
     else:
         print_view(report, opts.view, console, sort=opts.sort, top=opts.top)
     return EXIT_OK if report.ok else EXIT_FINDINGS
+
+
+def _check_fixes(opts) -> None:
+    """show --fixes: the overview (or --json), on a TPU."""
+    if opts.view != "overview" and not opts.json:
+        raise UsageError(f"--fixes puts the fixes under the overview's findings: --view {opts.view} does not show them")
+    if not parse_targets(opts.chip)[0].is_tpu:
+        raise UsageError(f"--fixes compiles each fix for a TPU: --target {opts.chip} is not one (e.g. --target tpu-v5e)")
 
 
 def _export_paths(opts) -> None:

@@ -54,7 +54,22 @@ def _report(request: Request):
 
 
 def work_show(opts):
-    return _report(show_request(opts))
+    report = _report(show_request(opts))
+    if not getattr(opts, "fixes", False):
+        return report
+    import dataclasses
+
+    from ..fixing import run_fix
+
+    target = _load(opts)
+    with _exits_are_failures(target, f"raised while tracing {target.name}"):
+        fixes = run_fix(target, [report.chip], use_cache=_use_cache(opts), fixed=_set_names(opts))
+    return dataclasses.replace(report, fixes=fixes)
+
+
+def _set_names(opts) -> tuple[str, ...]:
+    """The params the command line set (--set NAME=VALUE): a fix of one is the command's to make."""
+    return tuple(s.partition("=")[0].strip() for s in opts.set or [])
 
 
 def work_compare(opts):
@@ -145,7 +160,7 @@ def work_fix(opts):
     measure = functools.partial(_measure_fix, opts) if opts.measure else None
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
         result = run_fix(target, chips, numerics=not opts.no_numerics, time=not opts.no_time, use_cache=_use_cache(opts),
-                         measure=measure, fixed=tuple(s.partition("=")[0].strip() for s in opts.set or []))
+                         measure=measure, fixed=_set_names(opts))
     if opts.patch:
         patch, note = _fix_patch(result, target)
         result = dataclasses.replace(result, patch=patch, patch_note=note)

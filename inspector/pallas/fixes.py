@@ -15,21 +15,12 @@ import dataclasses
 import math
 
 from ..base.chips import Chip
-from ..base.fix_model import Change
+from ..base.fix_model import Change, Refusal
 from ..base.pallas_model import FoundCall
 from .grid_walk import walk_grid
 
 MIB = 2 ** 20
 MOST_PARAMS = 8  # the most block-size variants tried: each is a compile per chip
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Refusal:
-    """A change not tried, and why (before any compile)."""
-
-    change: Change
-    reason: str
-    chip: str | None = None  # the chip it was refused for (None: every chip)
 
 
 def _numbered(calls: list[FoundCall]) -> list[tuple[FoundCall, int]]:
