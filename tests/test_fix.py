@@ -236,9 +236,11 @@ def test_the_overview_shows_each_fix_under_the_finding_it_answers(flash_oom):
     from rich.console import Console
 
     from inspector.request import Request, report_for
+    from inspector.view_table import Needs
     from inspector.views.printer import overview
 
-    report = report_for(Request("samples/attention.py:flash", "tpu-v5e", args=FLASH_OOM["args"], sets=("block_q=4096",)))
+    report = report_for(Request("samples/attention.py:flash", "tpu-v5e", args=FLASH_OOM["args"], sets=("block_q=4096",),
+                                needs=Needs(compile=True, pallas=True)))
     assert "compile-vmem-oom" in [f.code for f in report.findings]
     result = _ranked_first(flash_oom, "params")
     assert result.answers["compile-vmem-oom@tpu-v5e"] == [result.best["tpu-v5e"], result.best_in_source["tpu-v5e"]]
