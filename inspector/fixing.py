@@ -11,7 +11,7 @@ from .base.chips import Chip
 from .base.fix_model import Change, Fix, FixResult, Refusal, Trial
 from .compilation import fix_store
 from .run.fix_numerics import Numerics, judge
-from .pallas.fixes import buffered_changes, param_changes, semantics_changes, vmem_limit_change
+from .pallas.fixes import buffered_changes, order_changes, param_changes, semantics_changes, vmem_limit_change
 from .compilation.target import Target
 from .request import Request, report_for
 from .view_table import Needs
@@ -25,7 +25,7 @@ TIME_BUDGET_S = 20.0
 MOST_LIMIT_TRIES = 4  # vmem_limit_bytes raised by a quarter each time the compiler still refuses
 
 
-NOT_TRIED = ("the grid's axis order (the kernel body reads pl.program_id by position: a reorder edits the body)",
+NOT_TRIED = ("the grid's axis order where the body reads pl.program_id (a reorder would edit the body)",
              "deeper buffering (pl.Buffered(3)) where DMAs wait")
 
 
@@ -186,6 +186,9 @@ def _proposals(target: Target, chips: list[Chip], before: dict[str, Trial], use_
         parallel, no = semantics_changes(calls, chip)
         tried += [(c, [chip]) for c in parallel]
         refused += no
+    orders, no = order_changes(calls)
+    tried += [(c, chips) for c in orders]
+    refused += no
     tried += [(c, chips) for c in param_changes(target.params, target.param_choices)]
     return tried, refused
 
@@ -216,6 +219,9 @@ def run_fix(target: Target, chips: list[Chip], *, numerics: bool = True, time: b
     return result
 
 
+UNPATCHED = ("order",)  # a grid reorder edits grid= and every index_map: --patch does not write it
+
+
 def on_command_line(change: Change, fixed: tuple[str, ...]) -> bool:
     """Whether the change sets a param the command line set (--set): the command decides it."""
     return change.kind == "params" and isinstance(change.value, dict) and any(k in fixed for k in change.value)
@@ -230,7 +236,8 @@ def choose(result: FixResult, params: dict, fixed: tuple[str, ...]) -> None:
         if not ranked:
             continue
         result.best[chip] = ranked[0]
-        in_source = [i for i in ranked if not on_command_line(result.fixes[i].change, fixed)]
+        in_source = [i for i in ranked if not on_command_line(result.fixes[i].change, fixed)
+                     and result.fixes[i].change.kind not in UNPATCHED]
         if in_source:
             result.best_in_source[chip] = in_source[0]
         change = result.fixes[ranked[0]].change

@@ -143,6 +143,9 @@ def patch_text(change: Change, target_file: str | None, function: str) -> tuple[
         new = _params_edit(text, tree, function, name, value)
     else:
         call = _pallas_call_at(tree, int(line))
+        if change.kind == "order":
+            raise UsageError(f"a grid order {change.operand} edits grid= and the arguments of every index_map: make it by "
+                             "hand")
         if change.kind == "buffered":
             position, count = change.value  # type: ignore[misc]
             new = _buffered_edit(text, tree, call, position, count)

@@ -260,3 +260,60 @@ def test_show_fixes_is_for_the_overview_on_a_tpu_in_one_line(cli):
     assert code == 2 and "--fixes compiles each fix for a TPU" in err and "Traceback" not in err
     code, _, err = cli("show", KERAS, "--fixes", "--view", "hlo", "--target", "tpu-v5e")
     assert code == 2 and "--view hlo does not show them" in err
+
+
+def _row_matmul(x, y, tile_m: int = 128, tile_n: int = 256, reads_program_id: bool = False):
+    """Keras's matmul + ReLU layout (a row block of x, a column block of y, grid (rows, columns)),
+    optionally with a body that reads pl.program_id(0)."""
+    import jax
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, y_ref, o_ref):
+        acc = x_ref[...] @ y_ref[...]
+        o_ref[...] = acc + pl.program_id(0).astype(acc.dtype) if reads_program_id else acc
+
+    m, k = x.shape
+    n = y.shape[1]
+    return pl.pallas_call(kernel, grid=(m // tile_m, n // tile_n), out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
+                          in_specs=[pl.BlockSpec((tile_m, k), lambda i, j: (i, 0)),
+                                    pl.BlockSpec((k, tile_n), lambda i, j: (0, j))],
+                          out_specs=pl.BlockSpec((tile_m, tile_n), lambda i, j: (i, j)))(x, y)
+
+
+def _order_calls(**params):
+    import jax
+
+    from inspector.pallas.discovery import read_program
+
+    x, y = jax.ShapeDtypeStruct((512, 256), "float32"), jax.ShapeDtypeStruct((256, 512), "float32")
+    return read_program(jax.make_jaxpr(functools.partial(_row_matmul, **params))(x, y))[0]
+
+
+def test_a_grid_order_that_moves_fewer_hbm_bytes_is_proposed_built_and_computes_the_same():
+    """(rows, columns) with a (128, K) row block and a (K, 256) column block: the column block is
+    fetched at every step, the row block once a row; columns outermost fetch the larger block less."""
+    import jax
+
+    from inspector.fixing import variant
+    from inspector.jax_internals.isolate import pallas_equations
+    from inspector.pallas.fixes import order_changes
+    from inspector.run.fix_numerics import Numerics
+
+    (change,), refused = order_changes(_order_calls())
+    assert refused == [] and change.value == [1, 0] and change.label.endswith("grid order (j, i)")
+    assert "moves 2,621,440 HBM bytes, not 3,670,016" in change.why
+    target = load_target(KERAS, args="f32[512,256] f32[256,512]")
+    target = dataclasses.replace(target, fn=_row_matmul, params={}, param_choices={})
+    changed = variant(target, change)
+    eqn, = pallas_equations(jax.make_jaxpr(changed.fn)(*target.args))
+    assert tuple(eqn.params["grid_mapping"].grid) == (2, 4)
+    verdict, detail = Numerics(target, get_chip("tpu-v5e"), use_cache=False).verdict(changed)
+    assert verdict == "match", detail
+
+
+def test_a_grid_order_is_not_applicable_where_the_body_reads_program_id():
+    from inspector.pallas.fixes import order_changes
+
+    changes, (refusal,) = order_changes(_order_calls(reads_program_id=True))
+    assert changes == [] and refusal.change.value == [1, 0]
+    assert refusal.reason.startswith("not applicable: the body reads pl.program_id of axis 0 (i)")

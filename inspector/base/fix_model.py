@@ -10,8 +10,9 @@ import dataclasses
 from .display import html
 
 # what a change sets: CompilerParams(vmem_limit_bytes=...), CompilerParams(dimension_semantics=...),
-# BlockSpec(pipeline_mode=pl.Buffered(n)) of one input, or the target's static params (block sizes)
-KINDS = ("vmem_limit", "semantics", "buffered", "params")
+# BlockSpec(pipeline_mode=pl.Buffered(n)) of one input, the target's static params (block sizes), or
+# the grid's axis order (grid= and each index_map's arguments)
+KINDS = ("vmem_limit", "semantics", "buffered", "params", "order")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -20,9 +21,9 @@ class Change:
     kernel: str  # the pallas_call's name ("" for params, which reach every kernel)
     call: int | None  # the pallas_call's index in program order (None for params)
     # vmem_limit: bytes; semantics: one per grid axis; buffered: [input position, buffer count];
-    # params: {name: value}
+    # params: {name: value}; order: the old axis at each new position
     value: int | list | dict
-    operand: str = ""  # buffered: the input's name
+    operand: str = ""  # buffered: the input's name; order: the new order by axis name, "(j, i)"
     why: str = ""  # what the change answers (the finding, the walk's evidence)
     source: str = ""  # file:line of the pallas_call (what --patch edits)
 
@@ -37,6 +38,9 @@ class Change:
         if self.kind == "buffered":
             assert isinstance(self.value, list)
             return f"{self.kernel}: {self.operand} pipeline_mode=pl.Buffered({self.value[1]})"
+        if self.kind == "order":
+            assert isinstance(self.value, list)
+            return f"{self.kernel}: grid order {self.operand or tuple(self.value)}"
         assert isinstance(self.value, dict)
         return " ".join(f"{k}={v}" for k, v in self.value.items())
 

@@ -40,9 +40,45 @@ def _changed_params(params: dict, change: Change) -> dict:
         mappings = list(gm.block_mappings)
         mappings[position] = dataclasses.replace(mappings[position], pipeline_mode=pl.Buffered(count))
         params["grid_mapping"] = dataclasses.replace(gm, block_mappings=tuple(mappings))
+    elif change.kind == "order":
+        params = _reordered(params, [int(a) for a in change.value])  # type: ignore[union-attr]
     else:
         raise ValueError(f"a {change.kind} change is not made in the traced program")
     return params
+
+
+def _reordered(params: dict, perm: list[int]) -> dict:
+    """The grid in the order ``perm`` (new axis k is old axis perm[k]): each index map takes its
+    grid indices in the new order, the dimension semantics follow their axes. The body is not
+    edited: only a body that reads no pl.program_id is reordered (pallas/fixes.py)."""
+    from jax._src import core
+
+    gm = params["grid_mapping"]
+    n = len(perm)
+    mappings = []
+    for bm in gm.block_mappings:
+        closed = bm.index_map_jaxpr
+        invars = list(closed.jaxpr.invars)
+        jaxpr = closed.jaxpr.replace(invars=[invars[perm[k]] for k in range(n)] + invars[n:])
+        mappings.append(dataclasses.replace(bm, index_map_jaxpr=core.ClosedJaxpr(jaxpr, closed.consts)))
+    names = getattr(gm, "grid_names", None)
+    params = dict(params, grid_mapping=dataclasses.replace(
+        gm, grid=tuple(gm.grid[p] for p in perm), block_mappings=tuple(mappings),
+        **({"grid_names": tuple(names[p] for p in perm)} if names else {})))
+    given = params.get("compiler_params")
+    semantics = getattr(given, "dimension_semantics", None)
+    if semantics:
+        params["compiler_params"] = _compiler_params(params, dimension_semantics=tuple(semantics[p] for p in perm))
+    return params
+
+
+def program_id_axes(kernel_jaxpr) -> list[int]:
+    """The grid axes a kernel body reads with pl.program_id or pl.num_programs: a reorder of the
+    grid changes what they give, so such a body is not reordered without editing it."""
+    from .tracing import walk_eqns
+
+    return sorted({int(e.params.get("axis", -1)) for e in walk_eqns(kernel_jaxpr)
+                   if e.primitive.name in ("program_id", "num_programs")})
 
 
 def call_name(eqn) -> str:

@@ -7,20 +7,25 @@ and the VMEM budget know (data in, data out; the compile and the interpreter jud
   changes seldom (never, or only along outer grid axes): one block of VMEM saved;
 - ``semantics``: "parallel" for an "arbitrary" axis on a chip whose device has two TensorCores,
   refused with the walk's reason where the axis's steps write the same output block;
-- ``params``: every other value INSPECT's params offer for a block size (one at a time).
+- ``params``: every other value INSPECT's params offer for a block size (one at a time);
+- ``order``: the grid's axis order that the walk sees move the fewest HBM bytes, where that is
+  fewer than now and no output block is then revisited; refused as not applicable where the body
+  reads pl.program_id (a reorder would change what it reads unless the body were edited).
 """
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 from ..base.chips import Chip
 from ..base.fix_model import Change, Refusal
 from ..base.pallas_model import FoundCall
-from .grid_walk import walk_grid
+from .grid_walk import GridWalk, walk_grid
 
 MIB = 2 ** 20
 MOST_PARAMS = 8  # the most block-size variants tried: each is a compile per chip
+MOST_ORDER_AXES = 4  # grids of more axes are not reordered (24 walks at 4)
 
 
 def _numbered(calls: list[FoundCall]) -> list[tuple[FoundCall, int]]:
@@ -126,3 +131,61 @@ def param_changes(params: dict, choices: dict) -> list[Change]:
                 changes.append(Change(kind="params", kernel="", call=None, value={name: value},
                                       why=f"{name}={value}: one of INSPECT's choices (now {params.get(name)})"))
     return changes
+
+
+def _permuted(found: FoundCall, perm: tuple[int, ...]) -> FoundCall:
+    """The call with its grid in the order ``perm`` (new axis k is old axis perm[k]), for the walk."""
+    info = found.info
+    n = len(perm)
+    back = [perm.index(a) for a in range(n)]  # old axis a is new axis back[a]
+
+    def reordered(index_map):
+        return lambda *points: index_map(*(points[back[a]] for a in range(n)))
+
+    moved = dataclasses.replace(info, grid=[info.grid[p] for p in perm], grid_names=[info.grid_names[p] for p in perm],
+                                grid_dynamic=[info.grid_dynamic[p] for p in perm],
+                                dimension_semantics=[info.dimension_semantics[p] for p in perm])
+    return dataclasses.replace(found, info=moved,
+                               index_maps=[reordered(m) for m in found.index_maps],
+                               signature=f"{found.signature} in grid order {perm}")  # walk_grid's memo key
+
+
+def _orders(found: FoundCall):
+    """Every other order of the grid that keeps the "parallel" axes leading (as jax wants)."""
+    semantics = found.info.dimension_semantics
+    for perm in itertools.permutations(range(len(found.info.grid))):
+        moved = [semantics[p] for p in perm]
+        if list(perm) != sorted(perm) and moved == sorted(moved, key=lambda s: s != "parallel"):
+            yield perm
+
+
+def order_changes(calls: list[FoundCall]) -> tuple[list[Change], list[Refusal]]:
+    """For each kernel, the grid order whose walk moves the fewest HBM bytes, where that is fewer
+    than now and the walk finds no error with it (an output block revisited, a parallel race)."""
+    changes, refused = [], []
+    for found, n in _tpu_kernels(calls):
+        info = found.info
+        if (info.steps is None or len(info.grid) > MOST_ORDER_AXES or info.vmapped_dims or found.pipelines
+                or sum(1 for g in info.grid if g and g > 1) < 2):
+            continue
+        now = walk_grid(found)
+        if now.walked_steps < now.steps or any(f.severity == "error" for f in now.findings):
+            continue  # a sampled walk counts part of the bytes; a kernel with errors has other fixes first
+        best: tuple[tuple[int, ...], GridWalk] | None = None
+        for perm in _orders(found):
+            walk = walk_grid(_permuted(found, perm))
+            if not any(f.severity == "error" for f in walk.findings) and walk.hbm_bytes < (best[1] if best else now).hbm_bytes:
+                best = (perm, walk)
+        if best is None:
+            continue
+        perm, walk = best
+        names = "(" + ", ".join(info.grid_names[p] for p in perm) + ")"
+        change = Change(kind="order", kernel=info.name, call=n, value=list(perm), operand=names, source=info.source or "",
+                        why=f"grid order {names}: the walk moves {walk.hbm_bytes:,} HBM bytes, not {now.hbm_bytes:,}")
+        if info.program_ids:
+            axes = ", ".join(f"{a} ({info.grid_names[a]})" for a in info.program_ids if 0 <= a < len(info.grid_names))
+            refused.append(Refusal(change=change, reason=f"not applicable: the body reads pl.program_id of axis {axes}, "
+                                                         "which a reorder changes unless the body is edited too"))
+        else:
+            changes.append(change)
+    return changes, refused
