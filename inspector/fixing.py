@@ -17,11 +17,6 @@ from .request import Request, report_for
 from .view_table import Needs
 
 KIND_ORDER = {"estimate": 0, "range": 1, "floor": 2}  # a floor is never ranked as an estimate
-# libtpu's simulation budget per variant (show --time's default is 60 s): the whole program is still
-# simulated where it fits, but not the extra cut runs that split a guarded kernel's cycles between
-# its branches, which the ranking (the program's total) does not need; the flash sample at
-# block_q=4096 then estimates in 42 s, not 63 s, to within 0.1%
-TIME_BUDGET_S = 20.0
 MOST_LIMIT_TRIES = 4  # vmem_limit_bytes raised by a quarter each time the compiler still refuses
 
 
@@ -50,8 +45,7 @@ def _trial_key(target: Target, chip: Chip, time: bool) -> str | None:
     from .libtpu import Budget
 
     _, lowered, text = lowered_program(target, Backend(chip))  # the compile's own lowering, memoised
-    return None if lowered is None else fix_store.key("trial", time, Budget(seconds=TIME_BUDGET_S).as_dict(),
-                                                           module_text=text, chip=chip.name)
+    return None if lowered is None else fix_store.key("trial", time, Budget().as_dict(), module_text=text, chip=chip.name)
 
 
 def _compiled(target: Target, chip: Chip, *, time: bool, use_cache: bool | str) -> tuple[Trial, bool]:
@@ -59,7 +53,7 @@ def _compiled(target: Target, chip: Chip, *, time: bool, use_cache: bool | str) 
     from .libtpu.estimate import STOPPED
 
     report = report_for(Request(target, chip.name, needs=Needs(compile=True, fusions=True, pallas=True, time=time),
-                                cache=use_cache, time_budget=TIME_BUDGET_S))
+                                cache=use_cache))
     error = report.stages.compile_error
     limits = [b.limit_bytes for k in report.pallas or [] for b in k.budgets if b.chip == chip.name]
     trial = Trial(chip=chip.name, compiles=error is None, vmem_limit_bytes=max(limits) if limits else None)

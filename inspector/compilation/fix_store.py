@@ -13,8 +13,6 @@ from __future__ import annotations
 import hashlib
 
 from ..base import json_text
-from ..base.atomic import write_atomic
-from ..base.errors import OutputError
 from . import compile_cache
 
 SCHEMA = 1
@@ -28,24 +26,9 @@ def key(*parts: object, module_text: str, chip: str) -> str:
 
 
 def load(k: str) -> dict | None:
-    path = compile_cache.cache_dir() / f"{k}.json"
-    try:
-        entry = json_text.loads(compile_cache.read_regular(path))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(entry, dict) or entry.get("schema") != SCHEMA or entry.get("key") != k or entry.get("kind") != KIND:
-        return None
-    result = entry.get("result")
+    result = compile_cache.load_entry(k, KIND, SCHEMA)
     return result if isinstance(result, dict) else None
 
 
 def store(k: str, result: dict) -> bool:
-    """Keep ``result``; a cache that cannot be written only costs time, so errors are swallowed."""
-    directory = compile_cache.cache_dir()
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        write_atomic(directory / f"{k}.json", json_text.dumps({"schema": SCHEMA, "key": k, "kind": KIND, "result": result}),
-                     own=True)
-        return True
-    except (OSError, OutputError, ValueError, TypeError):
-        return False
+    return compile_cache.store_entry(k, KIND, SCHEMA, result)
