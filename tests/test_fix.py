@@ -317,3 +317,28 @@ def test_a_grid_order_is_not_applicable_where_the_body_reads_program_id():
     changes, (refusal,) = order_changes(_order_calls(reads_program_id=True))
     assert changes == [] and refusal.change.value == [1, 0]
     assert refusal.reason.startswith("not applicable: the body reads pl.program_id of axis 0 (i)")
+
+
+@pytest.mark.libtpu
+@pytest.mark.slow
+def test_asked_again_nothing_compiles_or_runs(monkeypatch, tmp_path):
+    """Each trial (a refused compile too) and each numerics verdict is kept by content: the same
+    run again compiles and interprets nothing, and says the same."""
+    import inspector.fixing as fixing
+    from inspector.run.fix_numerics import Numerics
+
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
+    target = dataclasses.replace(load_target(KERAS, **KERAS_OOM), param_choices={"tile_m": [128]})
+
+    def never(*args, **kwargs):
+        raise AssertionError("compiled or ran again")
+
+    results = []
+    for attempt in range(2):  # one call site: a variant's locations name the frames above the user's code, here these
+        if attempt:
+            monkeypatch.setattr(fixing, "_compiled", never)
+            monkeypatch.setattr(Numerics, "_verdict", never)
+        results.append(fixing.run_fix(target, [get_chip("tpu-v5e")], time=False))
+    first, again = results
+    assert any(f.numerics == "match" for f in first.fixes) and first.before[0].compiles is False
+    assert [(f.change, f.trials, f.numerics) for f in again.fixes] == [(f.change, f.trials, f.numerics) for f in first.fixes]
