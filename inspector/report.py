@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from .compilation.target import Target
 from .base.user_code import short_path
 from .base.units import fmt_bytes, fmt_time
 from .view_table import SHOW_VIEWS, SORT_ORDERS, Needs
+
+if TYPE_CHECKING:  # fixing builds on the Report's path: the field's type only
+    from .base.fix_model import FixResult
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -74,6 +77,7 @@ class Report:
     time: TimeEstimate | None = None  # libtpu's estimated time and VLIW bundles per kernel (--time)
     measured: Measurement | None = None  # device time per kernel on the attached TPU (--measure)
     chip_reason: str | None = None  # why this chip when --target named none (compilation/default_target.py)
+    fixes: FixResult | None = None  # `inspector fix`'s changes, shown beside the findings they answer (show --fixes, the TUI's F)
 
     @property
     def compiler_vmem(self) -> dict[str, int]:
@@ -159,6 +163,7 @@ class Report:
             **(self.mosaic_passes.to_json() if self.mosaic_passes is not None else {}),
             **(_time_json(self.time) if self.time is not None else {}),
             **({"measured": dataclasses.asdict(self.measured)} if self.measured is not None else {}),
+            **({"fixes": dataclasses.asdict(self.fixes)} if self.fixes is not None else {}),
         }
 
 

@@ -44,6 +44,8 @@ class Session:
     time_budget: float | None = None  # seconds libtpu's simulation may take (--time-budget; default 60)
     time_memory: int | None = None  # bytes its compiles may use (--time-memory; default 4 GiB)
     pass_select: str | None = None  # the pass whose diff the report keeps (--pass)
+    # fixes applied in the UI (A): base.fix_model.Change records made at trace time, the file untouched
+    changes: tuple = ()
 
     # the options the UI's options screen (o) sets, as the command line's --args, --ref, --mesh, --shard,
     # --roofline, --time-budget, --time-memory, --pass and --no-cache do
@@ -71,7 +73,31 @@ class Session:
                     del sys.modules[name]
             from .compilation.stages import forget_captures
             forget_captures()
-        return load_target(self.spec, args=self.args, ref=self.ref, sets=self.sets, mesh=self.mesh, shard=self.shard)
+        target = load_target(self.spec, args=self.args, ref=self.ref, sets=self.sets, mesh=self.mesh, shard=self.shard)
+        if not self.changes:
+            return target
+        from .jax_internals.variants import changed_function
+
+        return dataclasses.replace(target, fn=changed_function(target.fn, tuple(target.params), list(self.changes)))
+
+    def fix(self):
+        """`inspector fix` on this chip: each change compiled, timed and checked (FixResult); a
+        param the session sets is said as a change of it, as for --set."""
+        from .base.errors import UsageError
+        from .fixing import run_fix
+
+        chip = get_chip(self.chip)
+        if not chip.is_tpu:
+            raise UsageError(f"fixes are compiled for a TPU: {chip.name} is not one (t picks one)")
+        return run_fix(self.target(), [chip], use_cache=self.use_cache, fixed=tuple(s.split("=", 1)[0] for s in self.sets))
+
+    def with_change(self, change) -> "Session":
+        """The session with a fix applied: a block size as a param, anything else at trace time."""
+        if change.kind == "params":
+            return self.with_params({k: str(v) for k, v in change.value.items()})
+        same = (change.kind, change.kernel, change.call, change.operand)  # a change of the same thing is replaced
+        return dataclasses.replace(self, changes=(*[c for c in self.changes if (c.kind, c.kernel, c.call, c.operand) != same],
+                                                  change))
 
     def lowering(self, fresh: bool = False):
         """The report as far as lowering goes (jaxpr, StableHLO, Mosaic; no compile, no kernel

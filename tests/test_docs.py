@@ -32,7 +32,7 @@ import gen_docs  # noqa: E402
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^(\s*)```")
-OUTPUT_FLAGS = ("--svg", "--html", "--dot", "--table")  # and export's --json PATH
+OUTPUT_FLAGS = ("--patch", "--svg", "--html", "--dot", "--table")  # and export's --json PATH
 
 
 def commands(page: Path) -> list[tuple[str, int, str, list[str] | None, int]]:

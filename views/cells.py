@@ -1,6 +1,8 @@
 """Table helpers shared by the printers: cells that never parse as markup, and the findings table."""
 from __future__ import annotations
 
+from typing import Callable
+
 from rich.table import Table
 from rich.text import Text
 
@@ -15,7 +17,8 @@ def add_row(table: Table, *cells) -> None:
     table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
 
 
-def findings_table(findings: list[Finding]) -> Table | Text:
+def findings_table(findings: list[Finding], more: Callable[[Finding], list[Text]] | None = None) -> Table | Text:
+    """Each finding, its compiler allocations, and ``more``'s lines under it (the fixes that answer it)."""
     if not findings:
         return Text("no findings", style="green")
     table = Table.grid(padding=(0, 2))
@@ -24,7 +27,7 @@ def findings_table(findings: list[Finding]) -> Table | Text:
     table.add_column()
     for f in findings:
         add_row(table, Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.code, f.message)
-        for line in allocation_lines(f):
+        for line in allocation_lines(f) + (more(f) if more is not None else []):
             add_row(table, "", "", line)
     return table
 

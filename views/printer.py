@@ -242,9 +242,19 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
         rows.append(("time", timing + (" (compile from cache)" if s.compile_cached else "")))
     parts: list[RenderableType] = [_kv_table(rows)]
     if findings:  # the TUI lists the findings in a table of its own
-        parts += ([Text("\nfindings", style="bold"), findings_table(report.findings)] if report.findings
+        parts += ([Text("\nfindings", style="bold"), findings_table(report.findings, _fixes_of(report))] if report.findings
                   else [Text("\nno findings", style="green")])
     return Panel(Group(*parts), title=Text.assemble((t.spec, "bold"), f" on {report.chip.name}"), expand=False)
+
+
+def _fixes_of(report: Report):
+    """The fix lines under each finding, where fixes were asked for (show --fixes)."""
+    if report.fixes is None:
+        return None
+    from .fix import fix_lines
+
+    fixes = report.fixes
+    return lambda finding: fix_lines(finding, fixes)
 
 
 def measured_line(report: Report) -> str:

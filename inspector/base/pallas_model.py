@@ -243,6 +243,7 @@ class PallasCall:
     core_type: str | None = None  # mesh kernels: "TensorCore", "SparseCore vector subcore", ...
     vmem_unfollowed: str | None = None  # why the kernel's VMEM cannot all be counted (the budget is then undecided)
     body: BodyFacts = dataclasses.field(default_factory=lambda: BodyFacts())  # what the body holds in VMEM
+    program_ids: list[int] = dataclasses.field(default_factory=list)  # grid axes the body reads (pl.program_id, num_programs)
 
     @property
     def steps(self) -> int | None:

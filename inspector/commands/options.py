@@ -75,6 +75,9 @@ def show_options(p: argparse.ArgumentParser) -> None:
     _measure_option(p)
     p.add_argument("--passes", action="store_true",
                    help="compile with pass dumps: the fusions view names the pass that created each kernel (no compile cache)")
+    p.add_argument("--fixes", action="store_true",
+                   help="overview: under each finding, the fixes `inspector fix` proves for it (compiles each variant: slow "
+                        "the first time, then cached)")
 
 
 def export_options(p: argparse.ArgumentParser) -> None:
@@ -103,6 +106,18 @@ def check_options(p: argparse.ArgumentParser) -> None:
     p.set_defaults(chip=None)  # chosen_chip: the attached TPU, else DEFAULT_TPU
     p.add_argument("--estimate-only", action="store_true", help="skip the real TPU compiles (libtpu); the static estimate only")
     p.add_argument("--sweep", action="store_true", help="also estimate every combination of INSPECT's params: which block sizes fit")
+
+
+def fix_options(p: argparse.ArgumentParser) -> None:
+    """fix: the targets, what to judge each change by, the patch."""
+    _target_options(p, otherwise=DEFAULT_TPU)
+    p.set_defaults(chip=None)  # chosen_chip: the attached TPU, else DEFAULT_TPU
+    p.add_argument("--patch", metavar="FILE", help="write the best fix for the first --target chip as a unified diff of "
+                                                   "the source (git apply FILE)")
+    p.add_argument("--no-numerics", action="store_true",
+                   help="skip running each fix in TPU interpret mode against the unfixed kernel (faster; numerics 'not checked')")
+    p.add_argument("--no-time", action="store_true", help="skip libtpu's time estimate (compiles only: faster)")
+    _measure_option(p)
 
 
 def diff_options(p: argparse.ArgumentParser) -> None:

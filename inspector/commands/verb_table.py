@@ -66,6 +66,11 @@ VERBS: tuple[Verb, ...] = (
         "inspector diff samples/bugs.py:dropped_tail",
         "inspector diff samples/attention.py:flash --args 'bf16[1,512,128] bf16[1,512,128] bf16[1,512,128]' --grad",
     ), (options.diff_options,), "verbs:diff", "work:work_diff", listed=3),
+    Verb("fix", "try the changes the findings point to (VMEM limit, Buffered(1), parallel axes, block sizes, grid "
+                "order): each compiled per chip, timed and checked against the unfixed kernel; --patch writes the best", (
+        "inspector fix samples/attention.py:flash --set block_q=4096 --target tpu-v5e",
+        "inspector fix samples/matmul.py:tiled --target tpu-v5p --no-numerics --patch fix.diff",
+    ), (options.fix_options,), "verbs:fix", "work:work_fix", listed=5),
     Verb("tui", "the terminal UI (what `inspector TARGET` opens)", (
         "inspector samples/attention.py:flash                  # same as `inspector tui ...`",
         "inspector samples/attention.py:naive --target tpu-v5e --watch",

@@ -32,6 +32,8 @@ def show(opts) -> int:
     check_measure(bool(getattr(opts, "measure", False)))
     if select is not None and opts.view == "overview":
         opts.view = "passes"  # --pass alone asks for the passes view
+    if getattr(opts, "fixes", False):
+        _check_fixes(opts)
     report = run(opts)
     console = make_console()
     if opts.json:
@@ -40,6 +42,14 @@ def show(opts) -> int:
     else:
         print_view(report, opts.view, console, sort=opts.sort, top=opts.top)
     return EXIT_OK if report.ok else EXIT_FINDINGS
+
+
+def _check_fixes(opts) -> None:
+    """show --fixes: the overview (or --json), on a TPU."""
+    if opts.view != "overview" and not opts.json:
+        raise UsageError(f"--fixes puts the fixes under the overview's findings: --view {opts.view} does not show them")
+    if not parse_targets(opts.chip)[0].is_tpu:
+        raise UsageError(f"--fixes compiles each fix for a TPU: --target {opts.chip} is not one (e.g. --target tpu-v5e)")
 
 
 def _export_paths(opts) -> None:
@@ -175,6 +185,34 @@ def check(opts) -> int:
 
     check_chips(parse_targets(opts.chip), "--target tpu-v5e,tpu-v6e,h100")
     return _emit(opts, run(opts), check_view)
+
+
+def fix(opts) -> int:
+    import dataclasses
+
+    from ..views.fix import fix_view
+    from ..views.printer import make_console, print_fitting, print_json
+
+    chips = parse_targets(opts.chip)
+    if any(not c.is_tpu for c in chips):
+        raise UsageError(f"fix compiles for TPUs: --target {', '.join(c.name for c in chips if not c.is_tpu)} is not one "
+                         "(e.g. --target tpu-v5e,tpu-v5p)")
+    check_measure(bool(opts.measure))
+    if opts.patch:
+        check_writable(opts.patch)
+        check_not_read_only(opts.patch)
+    result = run(opts)
+    console = make_console()
+    if opts.json:
+        print_json(dataclasses.asdict(result), console)
+    else:
+        print_fitting(console, fix_view(result))
+    if opts.patch and result.patch:
+        write_atomic(opts.patch, result.patch)
+        print(f"wrote {opts.patch} ({result.patch_note})", file=sys.stderr if opts.json else sys.stdout)
+    elif opts.patch:
+        print(f"no patch written: {result.patch_note}", file=sys.stderr)
+    return EXIT_OK if result.ok else EXIT_FINDINGS
 
 
 def diff(opts) -> int:

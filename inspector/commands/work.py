@@ -54,7 +54,22 @@ def _report(request: Request):
 
 
 def work_show(opts):
-    return _report(show_request(opts))
+    report = _report(show_request(opts))
+    if not getattr(opts, "fixes", False):
+        return report
+    import dataclasses
+
+    from ..fixing import run_fix
+
+    target = _load(opts)
+    with _exits_are_failures(target, f"raised while tracing {target.name}"):
+        fixes = run_fix(target, [report.chip], use_cache=_use_cache(opts), fixed=_set_names(opts))
+    return dataclasses.replace(report, fixes=fixes)
+
+
+def _set_names(opts) -> tuple[str, ...]:
+    """The params the command line set (--set NAME=VALUE): a fix of one is the command's to make."""
+    return tuple(s.partition("=")[0].strip() for s in opts.set or [])
 
 
 def work_compare(opts):
@@ -132,6 +147,53 @@ def _compile_chip(opts, chip_name: str):
         # explained here: what explains a failure (the traced program) stays in this process
         return explain_capture(capture(target, Backend(chip), compile=True, use_cache=_use_cache(opts), memo=False,
                                        buffers=True), chip).stages
+
+
+def work_fix(opts):
+    import dataclasses
+    import functools
+
+    from ..fixing import run_fix
+
+    chips = parse_targets(opts.chip)
+    target = _load(opts)
+    measure = functools.partial(_measure_fix, opts) if opts.measure else None
+    with _exits_are_failures(target, f"raised while tracing {target.name}"):
+        result = run_fix(target, chips, numerics=not opts.no_numerics, time=not opts.no_time, use_cache=_use_cache(opts),
+                         measure=measure, fixed=_set_names(opts))
+    if opts.patch:
+        patch, note = _fix_patch(result, target)
+        result = dataclasses.replace(result, patch=patch, patch_note=note)
+    return result
+
+
+def _fix_patch(result, target) -> tuple[str | None, str]:
+    """The best fix on the first chip that the source can express as a diff of it, and what it
+    does (or why none): a change of a --set is the command line's, said by the printer."""
+    from ..base.errors import UsageError as Unpatchable
+    from ..patching import patch_text
+
+    chip = result.chips[0]
+    if chip not in result.best:
+        return None, f"no fix is recommended on {chip}"
+    if chip not in result.best_in_source:
+        return None, f"every fix recommended on {chip} changes a --set of yours: {result.command_line.get(chip, '')}"
+    change = result.fixes[result.best_in_source[chip]].change
+    try:
+        path, diff = patch_text(change, target.file, target.name)
+    except Unpatchable as err:
+        return None, f"{change.label}: {err}"
+    return diff, f"{change.label} in {path}; apply with `git apply`"
+
+
+def _measure_fix(opts, change, chip) -> float:
+    """The program's device time with ``change`` on the attached TPU (--measure)."""
+    import functools
+
+    from ..fixing import load_variant
+    from ..measure.run import measure_on_chip
+
+    return measure_on_chip(functools.partial(load_variant, functools.partial(_load, opts), change), chip, debug=opts.debug).seconds
 
 
 def work_diff(opts):

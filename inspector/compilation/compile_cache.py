@@ -181,6 +181,30 @@ def store(k: str, result: dict) -> bool:
         return False
 
 
+def load_entry(k: str, kind: str, schema: int):
+    """The result another cache keeps beside the compiles (a tune row, a fix trial) under key
+    ``k``, or None: missing, unreadable, or not of that ``kind`` and ``schema``."""
+    try:
+        entry = json_text.loads(read_regular(cache_dir() / f"{k}.json"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("schema") != schema or entry.get("key") != k or entry.get("kind") != kind:
+        return None
+    return entry.get("result")
+
+
+def store_entry(k: str, kind: str, schema: int, result) -> bool:
+    """Keep such a result, written whole or not at all; a cache that cannot be written only costs time."""
+    directory = cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(directory / f"{k}.json", json_text.dumps({"schema": schema, "key": k, "kind": kind, "result": result}),
+                     own=True)
+        return True
+    except (OSError, OutputError, ValueError, TypeError):
+        return False
+
+
 def _temp_files(directory: Path) -> list[Path]:
     # Ours (.KEY.xxxx.tmp), and the tmp*.tmp an older version left behind.
     return [p for p in directory.glob("*.tmp") if p.name.startswith((".", "tmp")) and p.is_file()]

@@ -14,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 
+from .variants import program_id_axes
 from ..base.pallas_model import GRID_LETTERS, BlockSpecInfo, FoundCall, PallasCall, ScratchInfo
 from ..base.user_code import short_path
 from .evaluate import operand_values, pallas_occurrences
@@ -369,7 +370,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
                                        p.get("input_output_aliases")),
         origins_followed=followed and made is not None,
         # True or the interpreter's params, unless the inspector forced interpret mode (the CPU)
-        interpret=bool(p.get("interpret")) and not forced_interpret,
+        interpret=bool(p.get("interpret")) and not forced_interpret, program_ids=program_id_axes(kernel),
     )
     return FoundCall(info=call, index_maps=maps, signature=_signature(grid, gm, prefetch),
                      prefetch_known=prefetch is not None, pipelines=pipelines, unwalked_pipelines=unwalked,

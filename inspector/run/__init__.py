@@ -8,7 +8,8 @@ trees compared, folded onto the kernel's blocks), ``outputs`` (tree structure, s
 values, error maps), ``tolerance`` (atol/rtol given, or derived from the dtype and the terms the
 reference sums), ``gradients`` (the vjp of both compared), ``timing`` (device or wall-clock time),
 ``inputs`` (seeded inputs, the memory check), ``capture`` (the interpreter's prints kept off the
-terminal), ``result`` (the dataclasses the views read).
+terminal), ``result`` (the dataclasses the views read), ``fix_numerics`` (`inspector fix`'s
+check: a variant against the unfixed kernel, in interpret mode).
 """
 from .outputs import MANTISSA_BITS, compare, error_map
 from .tolerance import TOLERANCES

@@ -24,10 +24,7 @@ from pathlib import Path
 
 import inspector.compilation.compile_cache as compile_cache
 
-from ..base import json_text
-from ..base.atomic import write_atomic
 from ..compilation.compile_cache import own_version, dist_version
-from ..base.errors import OutputError
 
 SCHEMA = 3  # 2: roofline-only rows are untimed, not ranked; 3: rows libtpu put below their roofline are ranked at it
 ROW, JOURNAL, PLAN = "tune-row", "tune-journal", "tune-plan"
@@ -82,22 +79,9 @@ def plan_key(parts: dict, args: list[str], grid_names: list[str]) -> str:
 
 def load(key: str, kind: str):
     """The stored result for ``key``, or None."""
-    try:
-        entry = json_text.loads(compile_cache.read_regular(compile_cache.cache_dir() / f"{key}.json"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(entry, dict) or entry.get("schema") != SCHEMA or entry.get("key") != key or entry.get("kind") != kind:
-        return None
-    return entry.get("result")
+    return compile_cache.load_entry(key, kind, SCHEMA)
 
 
 def store(key: str, kind: str, result) -> bool:
     """Written whole or not at all; a cache that cannot be written only costs time."""
-    directory = compile_cache.cache_dir()
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        write_atomic(directory / f"{key}.json", json_text.dumps({"schema": SCHEMA, "key": key, "kind": kind, "result": result}),
-                     own=True)
-        return True
-    except (OSError, OutputError, ValueError, TypeError):
-        return False
+    return compile_cache.store_entry(key, kind, SCHEMA, result)

@@ -25,6 +25,7 @@ from ...base.errors import EXIT_FINDINGS, InspectorError
 from ...remote import Remote
 from ...session import Session
 
+from .fix_keys import Fixing
 from .footer import KeyFooter
 from .jobs import Jobs
 from .loading import Loading
@@ -49,7 +50,7 @@ def crash_log_path():
     return cache_dir() / "tui-crash.log"
 
 
-class InspectorApp(Loading, Navigation, Jobs, Tuning, App):
+class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
     CSS_PATH = "app.tcss"
     TITLE = "inspector"
     AUTO_FOCUS = "#findings"
@@ -61,6 +62,8 @@ class InspectorApp(Loading, Navigation, Jobs, Tuning, App):
         Binding("M", "mosaic_dumps", "Mosaic pass dumps", show=False),
         Binding("T", "time", "estimate time", show=False),
         Binding("D", "measure", "measure on the TPU", show=False),
+        Binding("F", "fixes", "try the fixes", show=False),
+        Binding("A", "apply_fix", "apply the finding's fix", show=False),
         Binding("slash", "search", "search"),
         Binding("n", "find(True)", "next"),
         Binding("N", "find(False)", "previous", show=False),

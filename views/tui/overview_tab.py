@@ -14,9 +14,11 @@ from ...base.findings import Finding
 from ...base.units import count
 
 from ..cells import SEVERITY_STYLE, allocation_lines
+from ..fix import fix_lines
 from ..printer import overview
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
+    from ...base.fix_model import FixResult
     from ...report import Report
 
 PLACEHOLDER = "compiling… (the other tabs fill in when it is done; Esc cancels)"
@@ -27,13 +29,16 @@ def first_line(message: str, width: int = 200) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def finding_detail(f: Finding):
+def finding_detail(f: Finding, fixes: FixResult | None = None):
     """Everything a finding says: the whole message, the compiler's figures when it gave them
-    (the printer's findings table), and where its evidence is."""
+    (the printer's findings table), the fixes that answer it (after F), and where its evidence is."""
     where = ", ".join(f"{k} {v}" for k, v in (("kernel", f.kernel), ("operand", f.operand)) if v)
     head = Text.assemble((f.severity, SEVERITY_STYLE.get(f.severity, "")), " ", (f.code, "bold"),
                          f"  ({where})" if where else "")
-    body = Group(Text(f.message), *allocation_lines(f))
+    answers = fix_lines(f, fixes)
+    if answers:
+        answers.append(Text("A applies the first (compiles again; the file is unchanged)", style="dim"))
+    body = Group(Text(f.message), *allocation_lines(f), *answers)
     if f.view and f.view != "overview":
         hint = Text(f"Enter: show the evidence ({f.view}); b comes back", style="dim")
     elif f.kernel:
@@ -49,6 +54,7 @@ class OverviewTab(Vertical):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.findings: list[Finding] = []
+        self.fixes: FixResult | None = None  # after F: the fixes shown under the findings they answer
         self.diff_verdict: str | None = None
 
     def compose(self):
@@ -67,6 +73,7 @@ class OverviewTab(Vertical):
     def show(self, report: Report) -> None:
         self.query_one("#overview-panel", Static).update(overview(report, timings=False, findings=False))
         self.show_diff(self.diff_verdict)
+        self.fixes = report.fixes
         self._show_findings(report.findings)
         self.show_baseline(report)
 
@@ -112,8 +119,10 @@ class OverviewTab(Vertical):
         codes = max((len(f.code) for f in self.findings), default=4)
         width = max(20, (self.app.size.width or 100) - codes - 16)
         for i, f in enumerate(self.findings):
+            answers = fix_lines(f, self.fixes)  # after F: the finding's top fix leads its line
+            message = first_line(answers[0].plain if answers else f.message, width)
             table.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.code,
-                          first_line(f.message, width), key=str(i))
+                          Text(message, style="green") if answers else message, key=str(i))
         errors = sum(f.severity == "error" for f in self.findings)
         title = (Text.assemble((count(len(self.findings), "finding"), "bold"), f" ({count(errors, 'error')})" if errors else "",
                                "; Enter shows the evidence", style="")
@@ -126,7 +135,12 @@ class OverviewTab(Vertical):
 
     def show_detail(self, index: int) -> None:
         if 0 <= index < len(self.findings):
-            self.query_one("#finding-detail", Static).update(finding_detail(self.findings[index]))
+            self.query_one("#finding-detail", Static).update(finding_detail(self.findings[index], self.fixes))
+
+    def selected_finding(self) -> Finding | None:
+        """The finding under the table's cursor (A applies its top fix)."""
+        row = self.query_one(DataTable).cursor_row
+        return self.findings[row] if 0 <= row < len(self.findings) else None
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key is not None and event.row_key.value is not None:
@@ -137,6 +151,7 @@ class OverviewTab(Vertical):
         self.query_one("#overview-panel", Static).update(Text(message))
         self.query_one("#overview-diff", Static).update("")
         self.diff_verdict = None
+        self.fixes = None
         self._show_findings([])
         self.query_one("#findings-title", Static).update("")
 

@@ -38,7 +38,7 @@ _ROWS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
     (("step",), "Pallas: step the grid (shift: by 10)", ()),
     (("step_to", "goto"), "Pallas: first, last step; go to a step", ()),
     (("kernel", "copy_cost"), "previous, next kernel; Pallas: copy CostEstimate", ()),
-    (("diff",), "run the diff against the reference", ()),
+    (("diff", "fixes", "apply_fix"), "run the diff; try the fixes; apply a finding's top fix", ()),
     (("target", "params", "options", "tune"), "another chip; edit parameters, options; tune them", ()),
     (("compare",), "compare with another chip or parameters (Pallas: copy)", ()),
     (("export", "reload"), "export SVG + JSON here; reload the file", ()),

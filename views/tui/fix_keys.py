@@ -1,0 +1,62 @@
+"""The fixes in the terminal UI: F asks the worker for `inspector fix` on this chip (each change
+compiled, timed and checked; slow the first time, then from the cache) and the overview shows each
+fix under the finding it answers; A applies the top fix of the selected finding (a block size as
+a param, anything else at trace time: the file is never edited) and compiles again."""
+from __future__ import annotations
+
+import dataclasses
+
+from textual import work
+
+from .app_base import AppBase
+from ...session import Session
+
+
+class Fixing(AppBase):
+    """The App's fix keys: mixed into InspectorApp (``self`` is the app)."""
+
+    def action_fixes(self) -> None:
+        if self.report is None:
+            self.status("F tries the fixes once the compile is done", "yellow")
+            return
+        if not self.report.chip.is_tpu:
+            self.status("fixes are compiled for a TPU: t picks one", "yellow")
+            return
+        if self.report.fixes is not None:
+            self.status(self._fixes_said(self.report.fixes))
+            return
+        self.status("trying the fixes: each compiled, timed and run in interpret mode… (Esc cancels)", "yellow")
+        self.run_fixes(self._generation, self.session)
+
+    @work(thread=True, exclusive=True, group="fix")
+    def run_fixes(self, generation: int, session: Session) -> None:
+        self._answer(generation, lambda: self.remote.call(session, "fix"), self._show_fixes,
+                     lambda m: self.status(f"fix: {m}", "bold red"))
+
+    def _show_fixes(self, result) -> None:
+        if self.report is None:
+            return
+        self.report = dataclasses.replace(self.report, fixes=result)  # the overview repaints with them
+        self.status(self._fixes_said(result), "green" if result.best else "yellow")
+
+    @staticmethod
+    def _fixes_said(result) -> str:
+        recommended = sum(1 for f in result.fixes if f.recommended)
+        return (f"{len(result.fixes)} fixes tried, {recommended} recommended: under the findings they answer; "
+                "A applies the selected finding's top fix")
+
+    def action_apply_fix(self) -> None:
+        report = self.report
+        if report is None or report.fixes is None:
+            self.status("F tries the fixes first; then A applies the selected finding's top fix", "yellow")
+            return
+        finding = self.tabs["overview"].selected_finding()
+        fixes = report.fixes
+        chip = str(((finding.data or {}).get("chip") if finding else None) or fixes.chips[0])
+        answers = fixes.answers.get(f"{finding.code}@{chip}", []) if finding is not None else []
+        if not answers:
+            self.status("no fix answers this finding (the fix verb lists every fix tried)", "yellow")
+            return
+        change = fixes.fixes[answers[0]].change
+        self.session = self.session.with_change(change)
+        self.load(why=f"fix applied: {change.label} (the file is unchanged; `inspector fix --patch` writes it)")
