@@ -49,8 +49,9 @@ def main(argv: list[str]) -> int:
             continue  # measured on the attached chip only (the lent TPU is a v5e)
         rows.append(_run(spec, options + extra))
         print(json.dumps({k: rows[-1][k] for k in ("target", "exit", "seconds")}), file=sys.stderr)
-    with open(argv[1], "w") as f:
-        json.dump({"mode": argv[0], "rows": rows}, f, indent=1)
+        with open(argv[1] + ".tmp", "w") as f:  # after each target: a run stopped early keeps what it finished
+            json.dump({"mode": argv[0], "rows": rows}, f, indent=1)
+        os.replace(argv[1] + ".tmp", argv[1])
     return 0
 
 
