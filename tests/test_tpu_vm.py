@@ -257,7 +257,7 @@ KNOWN_OUTSIDE_2X = {
     ("transformer.train_step", "exponential_reduce_fusion"):
         "0.01x, a floor (xla-cost-unknown): the plan predicts its simulation alone at 8.4M bundles, past what one "
         "compile may, from its 16 MiB f32 result kept in VMEM (budget.VMEM_RESULT_BUNDLES, measured on a pred "
-        "mask of the same bytes and 4x the elements); alone it simulates in about 9 s (889.9 us, 0.62x)",
+        "mask of the same bytes and 4x the elements); alone it simulates in 16 s and 0.8 GB here (889.9 us, 0.62x)",
     ("jax.splash_mqa", "splash_mqa_fwd_no_residuals.1"):
         "0.49x, extrapolated from cut grids (time-budget, libtpu-below-roofline); simulated whole (before the plan "
         "was made from bundles) it was 1.19x; why the line through the cuts falls short is not known",
