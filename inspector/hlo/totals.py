@@ -103,7 +103,7 @@ def agreement(totals: Totals, xla: dict | None, once: Totals | None = None, trip
         notes.append(f"bytes compared leave out {fmt_bytes(t['custom_call_operand_bytes'])} of custom-call operands "
                      "(XLA counts a custom call's result only, or the bytes_accessed of its pl.CostEstimate where "
                      "the kernel gives one)")
-    known_causes = {  # what XLA counts differently, by metric: (amount, what it is)
+    known_causes: dict[str, list[tuple[float, str]]] = {  # what XLA counts differently, by metric: (amount, what it is)
         "flops": [(t["reduce_window_flops"], "reduce-window flops")],
         "bytes": [(2 * t["async_copy_bytes"], "async copy results XLA counts again at copy-done"),
                   (t["gather_unread_bytes"], "gathered operands left unread, which XLA counts whole in a fusion")],
