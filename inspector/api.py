@@ -162,7 +162,7 @@ def inspect_request(fn_or_spec: Callable | str, *args: Any, target: str | None =
                     reference: Callable | str | None = None, roofline: str | None = None, cache: bool = True,
                     mesh: dict | str | None = None, shardings: Any = None, buffers: bool = False, time: bool = False,
                     time_budget: float | None = None, time_memory: float | None = None, measure: bool = False,
-                    passes: bool = False, pass_select: str | None = None, **kwargs: Any) -> Request:
+                    passes: bool = False, pass_select: str | None = None, fixes: bool = False, **kwargs: Any) -> Request:
     """The Request ``inspect`` makes (the one the command line builds for ``show --json``), checked
     as the command line checks its options; the target is traced when the request is run."""
     from .verb_rules import check_measure
@@ -187,14 +187,14 @@ def inspect_request(fn_or_spec: Callable | str, *args: Any, target: str | None =
     return Request(spec, resolve_chip(target or default_target()).name, needs=needs, roofline=get_chip(roofline).name if roofline else None,
                    pass_select=pass_select, time_budget=time_budget,
                    time_memory=None if time_memory is None else int(time_memory * 2**30), measure=bool(measure),
-                   cache=_use_cache(cache), memo=False)
+                   fixes=bool(fixes), cache=_use_cache(cache), memo=False)
 
 
 def inspect(fn_or_spec: Callable | str, *args: Any, target: str | None = None, params: dict | None = None,
             reference: Callable | str | None = None, roofline: str | None = None, cache: bool = True,
             mesh: dict | str | None = None, shardings: Any = None, buffers: bool = False, time: bool = False,
             time_budget: float | None = None, time_memory: float | None = None, measure: bool = False,
-            passes: bool = False, pass_select: str | None = None, **kwargs: Any) -> Report:
+            passes: bool = False, pass_select: str | None = None, fixes: bool = False, **kwargs: Any) -> Report:
     """Trace, lower and compile ``fn_or_spec`` for ``target`` and analyse it: what ``inspector
     show --json`` reports (``.stages`` with the jaxpr, StableHLO and HLO texts and XLA's cost and
     memory; ``.fusions`` the kernels with HBM traffic and roofline, ``.fusions.totals["hbm_bytes"]``;
@@ -217,13 +217,14 @@ def inspect(fn_or_spec: Callable | str, *args: Any, target: str | None = None, p
     ``time_budget`` seconds and ``time_memory`` GiB; ``measure`` each kernel's device time on the
     attached TPU (``--measure``); ``passes`` a compile with XLA's pass dumps (``--passes``: each
     kernel names the pass that made it), ``pass_select`` the diff of one of XLA's passes kept
-    (``--pass``: a name, a substring or an index; ``.passes``).
+    (``--pass``: a name, a substring or an index; ``.passes``); ``fixes`` the fixes ``inspector
+    fix`` proves on a TPU target, beside the findings they answer (``--fixes``; ``.fixes``).
     """
     with guarded_call():
         request = inspect_request(fn_or_spec, *args, target=target, params=params, reference=reference, roofline=roofline,
                                   cache=cache, mesh=mesh, shardings=shardings, buffers=buffers, time=time,
                                   time_budget=time_budget, time_memory=time_memory, measure=measure, passes=passes,
-                                  pass_select=pass_select, **kwargs)
+                                  pass_select=pass_select, fixes=fixes, **kwargs)
         return report_for(request, budget_option="time_budget")
 
 

@@ -41,6 +41,7 @@ class Request:
     time_budget: float | None = None  # seconds libtpu's simulation may take (default: Budget's)
     time_memory: int | None = None  # bytes its compiles may use (default: Budget's)
     measure: bool = False  # each kernel's device time on the attached TPU
+    fixes: bool = False  # the fixes `inspector fix` proves, beside the findings they answer (a TPU chip: compiles each)
     cache: bool | str = True  # the compile cache: True, False, or compile_cache.REFRESH (compute, then store)
     memo: bool = True  # keep this process's trace and lowering for the next request (the CLI's child, the UI's worker)
     debug: bool = False  # the measuring child's logs on stderr
@@ -100,4 +101,17 @@ def report_for(request: Request, target: Target | None = None, *, budget_option:
 
             measure_on_chip = functools.partial(on_chip, debug=request.debug)
         report = with_measurement(report, measure_on_chip(request.target, chip))
+    if request.fixes:
+        report = dataclasses.replace(report, fixes=_fixes(request, target, chip))
     return report
+
+
+def _fixes(request: Request, target: Target, chip):
+    from .base.errors import UsageError
+    from .fixing import run_fix
+
+    if not chip.is_tpu:
+        raise UsageError(f"fixes are compiled for a TPU: {chip.name} is not one (e.g. target tpu-v5e)")
+    # a param the request sets (--set) is the caller's to change: a fix of it is said, never patched
+    fixed = tuple(str(s).partition("=")[0].strip() for s in request.sets)
+    return run_fix(target, [chip], use_cache=request.cache, fixed=fixed)

@@ -37,6 +37,7 @@ class Session:
     mosaic_passes: bool = False  # compile again with Mosaic's pass dumps (the Mosaic passes tab)
     time: bool = False  # libtpu's time estimate and VLIW bundles per kernel (the Bundles tab; fusions' est. time)
     measure: bool = False  # device time per kernel on the attached TPU (fusions' measured column)
+    fixes: bool = False  # the fixes `inspector fix` proves, beside the findings (show --fixes; the UI's F asks for them)
     mesh: str | None = None  # --mesh data=4,model=4 (over INSPECT's "mesh")
     shard: str | None = None  # --shard "P('data',None) P()" (over INSPECT's "shardings")
     chip_reason: str | None = None  # why this chip, when the command line named none (default_target)
@@ -57,7 +58,7 @@ class Session:
         return Request(self.spec, self.chip, args=self.args, ref=self.ref, sets=tuple(self.sets), mesh=self.mesh,
                        shard=self.shard, chip_reason=self.chip_reason, needs=needs, roofline=self.roofline,
                        pass_select=self.pass_select, time_budget=self.time_budget, time_memory=self.time_memory,
-                       measure=self.measure, cache=self.use_cache)
+                       measure=self.measure, fixes=self.fixes, cache=self.use_cache)
 
     def tune_budget(self):
         """libtpu's budget per candidate of the tune screen's sweep: the session's, as for --time."""

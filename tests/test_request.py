@@ -62,6 +62,7 @@ SHOW = {
     "--measure": ("--measure", {"measure": True}, {"measure": True}, lambda r: r.measure),
     "--passes": ("--passes", {"passes": True}, {"passes": True}, lambda r: r.needs.passes),
     "--pass": ("--pass 3", {"pass_select": "3"}, {"pass_select": "3"}, lambda r: r.pass_select),
+    "--fixes": ("--fixes", {"fixes": True}, {"fixes": True}, lambda r: r.fixes),
 }
 # a target's options: what each door loads
 SHOW_TARGET = {

@@ -164,7 +164,8 @@ TUNE = {
 }
 # show's and check's options that a key of the UI sets, not the options screen
 KEYS = {"--target": "t (one chip)", "--set": "x", "--time": "T", "--measure": "D", "--passes": "P", "--view": "the tabs' keys",
-        "--sort": "s", "--top": "the tables scroll", "--json": "e exports the Report as JSON"}
+        "--sort": "s", "--top": "the tables scroll", "--json": "e exports the Report as JSON",
+        "--fixes": "F tries the fixes (A applies a finding's top one)"}
 # check's options that the terminal UI does not take, each with why: an exemption named, not a silence
 # (--target's one chip is t's; --json's Report, e's: several chips and check's verdicts are not the UI's)
 CHECK_CLI_ONLY = {

@@ -16,6 +16,7 @@ def request_from(opts: argparse.Namespace, needs: Needs) -> Request:
                    chip_reason=getattr(opts, "chip_reason", None), needs=needs, roofline=getattr(opts, "roofline", None),
                    pass_select=getattr(opts, "pass_select", None), time_budget=getattr(opts, "time_budget", None),
                    time_memory=getattr(opts, "time_memory", None), measure=bool(getattr(opts, "measure", False)),
+                   fixes=bool(getattr(opts, "fixes", False)),
                    cache=use_cache(True, refresh=bool(opts.no_cache)), debug=bool(getattr(opts, "debug", False)))
 
 

@@ -54,17 +54,7 @@ def _report(request: Request):
 
 
 def work_show(opts):
-    report = _report(show_request(opts))
-    if not getattr(opts, "fixes", False):
-        return report
-    import dataclasses
-
-    from ..fixing import run_fix
-
-    target = _load(opts)
-    with _exits_are_failures(target, f"raised while tracing {target.name}"):
-        fixes = run_fix(target, [report.chip], use_cache=_use_cache(opts), fixed=_set_names(opts))
-    return dataclasses.replace(report, fixes=fixes)
+    return _report(show_request(opts))
 
 
 def _set_names(opts) -> tuple[str, ...]:
