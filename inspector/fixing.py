@@ -13,7 +13,7 @@ from .compilation import fix_store
 from .run.fix_numerics import Numerics, judge
 from .pallas.fixes import buffered_changes, order_changes, param_changes, semantics_changes, vmem_limit_change
 from .compilation.target import Target
-from .request import Request, report_for
+from .report import make_report
 from .view_table import Needs
 
 KIND_ORDER = {"estimate": 0, "range": 1, "floor": 2}  # a floor is never ranked as an estimate
@@ -50,10 +50,12 @@ def _trial_key(target: Target, chip: Chip, time: bool) -> str | None:
 
 def _compiled(target: Target, chip: Chip, *, time: bool, use_cache: bool | str) -> tuple[Trial, bool]:
     """The trial, and whether to keep it (not where a busy machine stopped libtpu's estimate)."""
+    from .libtpu import Budget
     from .libtpu.estimate import STOPPED
 
-    report = report_for(Request(target, chip.name, needs=Needs(compile=True, fusions=True, pallas=True, time=time),
-                                cache=use_cache))
+    # make_report, not request.report_for: a Request may ask for fixes, which run from here
+    report = make_report(target, chip, Needs(compile=True, fusions=True, pallas=True, time=time), use_cache=use_cache,  # type: ignore[arg-type]  # REFRESH too
+                         time_budget=Budget())
     error = report.stages.compile_error
     limits = [b.limit_bytes for k in report.pallas or [] for b in k.budgets if b.chip == chip.name]
     trial = Trial(chip=chip.name, compiles=error is None, vmem_limit_bytes=max(limits) if limits else None)
