@@ -189,6 +189,22 @@ def _proposals(target: Target, chips: list[Chip], before: dict[str, Trial], use_
     return tried, refused
 
 
+def set_names(sets) -> tuple[str, ...]:
+    """The params a caller set (NAME=VALUE, as --set gives them): a fix of one is the caller's to
+    make, said as a change of it and never patched."""
+    return tuple(str(s).partition("=")[0].strip() for s in sets)
+
+
+def fixes_on(target: Target, chip: Chip, *, sets, use_cache: bool | str, pick: str) -> FixResult:
+    """The fixes beside one report's findings (show --fixes, the UI's F): ``run_fix`` on its TPU
+    chip; ``pick`` says how the caller names another chip."""
+    from .base.errors import UsageError
+
+    if not chip.is_tpu:
+        raise UsageError(f"fixes are compiled for a TPU: {chip.name} is not one ({pick})")
+    return run_fix(target, [chip], use_cache=use_cache, fixed=set_names(sets))
+
+
 def run_fix(target: Target, chips: list[Chip], *, numerics: bool = True, time: bool = True,
             use_cache: bool | str = True, measure: Callable[[Change | None, Chip], float] | None = None,
             fixed: tuple[str, ...] = ()) -> FixResult:

@@ -102,16 +102,8 @@ def report_for(request: Request, target: Target | None = None, *, budget_option:
             measure_on_chip = functools.partial(on_chip, debug=request.debug)
         report = with_measurement(report, measure_on_chip(request.target, chip))
     if request.fixes:
-        report = dataclasses.replace(report, fixes=_fixes(request, target, chip))
+        from .fixing import fixes_on
+
+        fixes = fixes_on(target, chip, sets=request.sets, use_cache=request.cache, pick="e.g. target tpu-v5e")
+        report = dataclasses.replace(report, fixes=fixes)
     return report
-
-
-def _fixes(request: Request, target: Target, chip):
-    from .base.errors import UsageError
-    from .fixing import run_fix
-
-    if not chip.is_tpu:
-        raise UsageError(f"fixes are compiled for a TPU: {chip.name} is not one (e.g. target tpu-v5e)")
-    # a param the request sets (--set) is the caller's to change: a fix of it is said, never patched
-    fixed = tuple(str(s).partition("=")[0].strip() for s in request.sets)
-    return run_fix(target, [chip], use_cache=request.cache, fixed=fixed)

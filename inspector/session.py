@@ -84,13 +84,9 @@ class Session:
     def fix(self):
         """`inspector fix` on this chip: each change compiled, timed and checked (FixResult); a
         param the session sets is said as a change of it, as for --set."""
-        from .base.errors import UsageError
-        from .fixing import run_fix
+        from .fixing import fixes_on
 
-        chip = get_chip(self.chip)
-        if not chip.is_tpu:
-            raise UsageError(f"fixes are compiled for a TPU: {chip.name} is not one (t picks one)")
-        return run_fix(self.target(), [chip], use_cache=self.use_cache, fixed=tuple(s.split("=", 1)[0] for s in self.sets))
+        return fixes_on(self.target(), get_chip(self.chip), sets=self.sets, use_cache=self.use_cache, pick="t picks one")
 
     def with_change(self, change) -> "Session":
         """The session with a fix applied: a block size as a param, anything else at trace time."""

@@ -57,9 +57,6 @@ def work_show(opts):
     return _report(show_request(opts))
 
 
-def _set_names(opts) -> tuple[str, ...]:
-    """The params the command line set (--set NAME=VALUE): a fix of one is the command's to make."""
-    return tuple(s.partition("=")[0].strip() for s in opts.set or [])
 
 
 def work_compare(opts):
@@ -143,14 +140,14 @@ def work_fix(opts):
     import dataclasses
     import functools
 
-    from ..fixing import run_fix
+    from ..fixing import run_fix, set_names
 
     chips = parse_targets(opts.chip)
     target = _load(opts)
     measure = functools.partial(_measure_fix, opts) if opts.measure else None
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
         result = run_fix(target, chips, numerics=not opts.no_numerics, time=not opts.no_time, use_cache=_use_cache(opts),
-                         measure=measure, fixed=_set_names(opts))
+                         measure=measure, fixed=set_names(opts.set or []))
     if opts.patch:
         patch, note = _fix_patch(result, target)
         result = dataclasses.replace(result, patch=patch, patch_note=note)
