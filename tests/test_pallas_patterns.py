@@ -433,6 +433,58 @@ def test_a_fori_loop_counts_its_trips_and_an_unknown_while_says_its_figures_are_
     assert found.info.step_flops == 5 * one + one and found.info.unknown_loops == 1
 
 
+def test_a_loop_bound_the_body_computes_from_prefetch_values_counts_its_trips():
+    """tokamax's grouped matmul style: the body turns the group sizes (scalar prefetch) into a tile
+    count with a fori_loop over SMEM, then loops over that many tiles under pl.when(count > 0).
+    With the example inputs' values the loop counts its trips; without them, or where the count
+    reads what an SMEM scratch held before the kernel, it is counted once; a loop whose bound is
+    an outer loop's counter is not taken at the counter's first value."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from inspector.jax_internals.pallas import read_pallas_calls
+
+    def tiles(sizes_ref, x_ref, o_ref, table_ref):
+        def count(g, n):  # each group's tiles of 128 rows, rounded up
+            table_ref[g] = n
+            return n + (sizes_ref[g] + 127) // 128
+        n = jax.lax.fori_loop(0, 4, count, 0)
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+        @pl.when(n > 0)
+        def _():
+            def tile(i, acc):
+                return acc + jnp.dot(x_ref[...], x_ref[...])
+            o_ref[...] += jax.lax.fori_loop(0, n, tile, jnp.zeros_like(o_ref))
+        o_ref[...] += jax.lax.fori_loop(0, table_ref[5], lambda i, acc: acc + jnp.dot(x_ref[...], x_ref[...]),
+                                        jnp.zeros_like(o_ref))  # an entry the body never wrote: unknown
+
+        def triangle(i, acc):  # trips 0, 1, 2: not 0 each time (the counter's value on entry)
+            return jax.lax.fori_loop(0, i, lambda j, a: a + jnp.dot(x_ref[...], x_ref[...]), acc)
+        o_ref[...] += jax.lax.fori_loop(0, 3, triangle, jnp.zeros_like(o_ref))
+
+    def f(sizes, x):
+        spec = pl.BlockSpec((128, 128), lambda i, s: (0, 0))
+        return pl.pallas_call(tiles, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              grid_spec=pltpu.PrefetchScalarGridSpec(
+                                  num_scalar_prefetch=1, grid=(1,), in_specs=[spec], out_specs=spec,
+                                  scratch_shapes=[pltpu.SMEM((8,), jnp.int32)]))(sizes, x)
+
+    sizes, x = np.array([300, 0, 128, 129], np.int32), np.ones((128, 128), np.float32)
+    closed = jax.make_jaxpr(f)(sizes, x)
+    one = 2 * 128 ** 3
+    [(_, known)] = read_pallas_calls(closed, (sizes, x))
+    # 3 + 0 + 1 + 2 = 6 tiles at least; at most also the unwritten entry's loop once and the
+    # triangle's inner loop once per outer trip (their bounds unknown)
+    assert (known.info.step_flops_min, known.info.step_flops) == (6 * one, 6 * one + one + 3 * one)
+    assert known.info.unknown_loops == 2
+    [(_, abstract)] = read_pallas_calls(closed)
+    assert abstract.info.step_flops_min == 0 and abstract.info.unknown_loops == 3
+
+
 def test_list_reference_against_the_tuple_pallas_call_returns_is_no_structure_error():
     """out_shape given as a list comes back from pallas_call as a tuple: a reference that returns
     a list of the same arrays is the same output, not an output-structure error."""

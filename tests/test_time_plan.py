@@ -97,3 +97,28 @@ def test_a_budget_is_a_number_of_bundles():
     assert budget.total_bundles == math.floor(60 / budget.seconds_per_bundle)
     assert budget.job_bundles <= 0.9 * budget.memory_bytes / budget.bytes_per_bundle
     assert Budget(seconds=600).total_bundles == 10 * budget.total_bundles
+
+
+def test_a_kernel_xla_names_after_the_name_stack_is_paired_by_its_results_shapes():
+    """Under jax.grad XLA names a custom_vjp's backward kernels "transpose_jvp___.2", not after
+    their pallas_call; the forward kernel, unused, is gone from the program. Each record pairs
+    with the op whose results have its shapes, so the backward kernels' grids are cut like any
+    (the axlearn Mamba backward: a 0.07x floor before, 1.00x of the v5e after)."""
+    from inspector.jax_internals.aot import GridRecord
+    from inspector.libtpu.programs import name_pallas
+
+    def op(name, *shapes):
+        return types.SimpleNamespace(name=name, outputs=[types.SimpleNamespace(shape=s) for s in shapes])
+
+    record = lambda name, *outputs: GridRecord(name, (4, 4, 16), (4, 4, 16), ("parallel",) * 3, outputs=outputs)
+    records = [record("_forward_kernel", (4, 2048, 1024)), record("_boundary", (4, 16, 256), (4, 17, 16, 1024)),
+               record("_backward_kernel", (4, 2048, 1024), (4, 16, 1024))]
+    kernels = [op("transpose_jvp___.2", "f32[4,16,256]", "f32[4,17,16,1024]"),
+               op("transpose_jvp___.3", "f32[4,2048,1024]", "f32[4,16,1024]")]
+    assert name_pallas(records, kernels) == ({1: "transpose_jvp___.2", 2: "transpose_jvp___.3"}, [])
+    # two ops of the same shapes: no sure pairing by shapes (and none by position: counts differ)
+    twin = [op("a.1", "f32[4,2048,1024]", "f32[4,16,1024]"), op("a.2", "f32[4,2048,1024]", "f32[4,16,1024]")]
+    assert name_pallas(records, twin) == ({}, [])
+    # the name, where it matches, comes first
+    named = [op("_backward_kernel.7", "f32[4,2048,1024]", "f32[4,16,1024]")] + kernels[:1]
+    assert name_pallas(records, named)[0] == {1: "transpose_jvp___.2", 2: "_backward_kernel.7"}

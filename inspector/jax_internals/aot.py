@@ -83,6 +83,7 @@ class GridRecord:
     semantics: tuple[str, ...]  # per axis: parallel | arbitrary | core_parallel ...
     guard: Guard | None = None  # the body's costliest pl.when / lax.cond, over the full grid
     forced: str | None = None  # "heavy" | "light": lowered with that side of the guard taken at every step
+    outputs: tuple[tuple[int, ...], ...] | None = None  # its results' shapes (its op when XLA names it otherwise)
 
 
 @contextlib.contextmanager
@@ -118,6 +119,7 @@ def grids_replaced(choose: Callable[[tuple, tuple], tuple], force: str | None = 
     def naming(ctx, *args, name=None, **kwargs):
         if records and records[-1].name is None:
             records[-1].name = name
+            records[-1].outputs = tuple(tuple(int(d) for d in getattr(a, "shape", ())) for a in getattr(ctx, "avals_out", ()))
         return to_custom_call(ctx, *args, name=name, **kwargs)
 
     # a wrapper that passes jax's arguments through: jax's annotated signature is not restated here

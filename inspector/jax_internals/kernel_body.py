@@ -22,7 +22,9 @@ _REF_OPS = ("get", "load", "swap", "store", "masked_load", "masked_swap")
 _FOLD: dict[str, Callable[..., Any]] = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "max": max, "min": min,
     "neg": lambda a: -a, "convert_element_type": lambda a: a,
-    "div": lambda a, b: a // b if a % b == 0 else None}
+    "div": lambda a, b: a // b if a % b == 0 else None,
+    "lt": lambda a, b: int(a < b), "le": lambda a, b: int(a <= b), "gt": lambda a, b: int(a > b),
+    "ge": lambda a, b: int(a >= b), "eq": lambda a, b: int(a == b), "ne": lambda a, b: int(a != b)}
 
 
 def _dma_refs(tree, flat: list) -> tuple:
@@ -86,6 +88,21 @@ def _predicate(index, defs: dict) -> tuple[tuple | None, tuple | None]:
     return (name, operands), (_COMPLEMENT[name], operands)
 
 
+def _loop_varying(eqn, sub, count: int) -> set[int]:
+    """Positions (in what ``_inherit`` pairs) of a loop's carries that its body changes: their
+    value at entry is not their value on later trips."""
+    p = eqn.primitive.name
+    if p == "while":  # paired: body consts, then carries
+        nb = eqn.params["body_nconsts"]
+        body = eqn.params["body_jaxpr"].jaxpr
+        if sub is not body:  # the cond jaxpr: treat every carry as varying
+            return set(range(nb, count))
+        return {nb + k for k, out in enumerate(body.outvars) if out is not body.invars[nb + k]}
+    if p == "scan":  # paired: consts, carries, then the scanned operands (a slice per trip)
+        return set(range(eqn.params["num_consts"], count))
+    return set()
+
+
 def _static_dims(sliced, whole, *other_whole) -> list[int]:
     """A copied slice's shape; a size computed at run time (pl.ds with a traced length, a
     BoundedSlice) counts as the whole ref's dimension there, or the other end's when that is
@@ -141,10 +158,11 @@ class Body:
         else:
             outer, inner = eqn.invars, sub.invars
         if len(outer) == len(inner):
-            for o, i in zip(outer, inner):
+            varying = _loop_varying(eqn, sub, len(inner))
+            for k, (o, i) in enumerate(zip(outer, inner)):
                 if id(o) in self.names:
                     self.names[id(i)] = self.names[id(o)]
-                if (value := self._value(o)) is not None:
+                if k not in varying and (value := self._value(o)) is not None:
                     self.known[id(i)] = value
 
     def _value(self, v) -> int | None:
@@ -159,7 +177,8 @@ class Body:
         if fold is None or len(eqn.outvars) != 1 or any(a is None for a in args):
             return
         aval = getattr(eqn.outvars[0], "aval", None)
-        if getattr(aval, "shape", None) != () or not np.issubdtype(getattr(aval, "dtype", np.float32), np.integer):
+        dtype = getattr(aval, "dtype", np.float32)
+        if getattr(aval, "shape", None) != () or not (np.issubdtype(dtype, np.integer) or dtype == np.bool_):
             return
         try:
             self.known[id(eqn.outvars[0])] = int(fold(*args))
@@ -212,6 +231,13 @@ class Body:
                 self.trans += math.prod(eqn.outvars[0].aval.shape) * times[1]
             elif p == "dma_start":
                 self._dma(eqn, times)
+            elif p == "cond" and (taken := self._value(eqn.invars[0])) is not None:
+                # its index known (a comparison of values the prefetch operands decide): one branch runs
+                branch = eqn.params["branches"][min(max(taken, 0), len(eqn.params["branches"]) - 1)].jaxpr
+                self._inherit(eqn, branch)
+                c = self.visit(branch, times)
+                lo, hi = lo + c[0], hi + c[1]
+                continue
             elif p == "cond":
                 for b in eqn.params["branches"]:
                     self._inherit(eqn, b.jaxpr)

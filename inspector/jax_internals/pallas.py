@@ -20,6 +20,7 @@ from ..base.user_code import short_path
 from .evaluate import operand_values, pallas_occurrences
 from .body_dots import body_dots
 from .kernel_body import Body, bytes_of, cost_estimate, short_src, memory_space
+from .kernel_scalars import prefetch_scalars
 from .liveness import live_outputs
 from .mesh_kernels import body_pipelines, is_mesh_kernel, read_mesh_kernel
 from .operand_origins import kernels_in_control_flow, operands_made_by_ops, outputs_read_by_ops
@@ -346,6 +347,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
     ref_names = {id(v): (arg_names[i] if i < len(arg_names) and arg_names[i] else f"ref{i}")
                  for i, v in enumerate(kernel.invars)}
     body = Body(ref_names)
+    body.known.update(prefetch_scalars(kernel, prefetch or [], n_idx))
     flops_lo, flops_hi = body.visit(kernel, (1.0, 1.0))
     name = str(p.get("name") or getattr(info, "func_name", "pallas_call"))
     # a pipeline nested in the body (emit_pipeline over HBM refs) runs at every grid step

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 from ..compilation.backends import Backend
 from ..compilation.target import Target
@@ -63,22 +64,39 @@ class Program:
 
 def name_pallas(records: list[GridRecord], pallas_kernels: list) -> tuple[dict[int, str], list[int]]:
     """Each record's HLO op: custom calls are named after their pallas_call ("matmul" ->
-    "matmul.1"), in program order; by position when names fail. Returns (lowering index -> op,
-    the indices whose grid is sized at run time)."""
+    "matmul.1"), in program order; where XLA names one otherwise (after jax's name stack under
+    grad: "transpose_jvp___.3"), the one free op whose results have the record's shapes; by
+    position when both fail. Returns (lowering index -> op, the indices whose grid is sized at run
+    time)."""
     free = list(pallas_kernels)
     names: dict[int, str] = {}
-    dynamic: list[int] = []
     for index, record in enumerate(records):
         match = next((k for k in free if record.name and k.name.rsplit(".", 1)[0] == record.name), None)
-        if match is None and len(records) == len(pallas_kernels):
-            match = pallas_kernels[index] if pallas_kernels[index] in free else None
-        if match is None:
-            continue
-        free.remove(match)
-        names[index] = match.name
-        if None in record.grid:
-            dynamic.append(index)
-    return names, dynamic
+        if match is not None:
+            free.remove(match)
+            names[index] = match.name
+    for index, record in enumerate(records):
+        shaped = [k for k in free if record.outputs is not None and _result_shapes(k) == record.outputs]
+        if index not in names and len(shaped) == 1:
+            free.remove(shaped[0])
+            names[index] = shaped[0].name
+    if len(records) == len(pallas_kernels):
+        for index in range(len(records)):
+            if index not in names and pallas_kernels[index] in free:
+                free.remove(pallas_kernels[index])
+                names[index] = pallas_kernels[index].name
+    return names, [i for i in sorted(names) if None in records[i].grid]
+
+
+def _result_shapes(kernel) -> tuple[tuple[int, ...], ...] | None:
+    """An HLO op's results' dimensions, from its outputs' shapes ("f32[4,16,256]")."""
+    shapes = []
+    for t in getattr(kernel, "outputs", None) or ():
+        dims = re.search(r"\[([\d,]*)\]", t.shape or "")
+        if dims is None:
+            return None
+        shapes.append(tuple(int(d) for d in dims[1].split(",") if d))
+    return tuple(shapes)
 
 
 def pallas_grids(records: list[GridRecord], names: dict[int, str], dynamic: list[int], known: list) -> tuple[list[PallasGrid], dict[str, Guard]]:

@@ -22,7 +22,7 @@ from ..base.findings import Finding
 from .budget import Budget
 from .model import TimeEstimate
 
-SCHEMA = 11  # 11: an XLA op libtpu did not simulate is a floor, not the cost model's figure; 9, 10: a plan made from the bundles, figures with their kind; 6: XLA ops the cost model gave up on get a finding (xla-cost-unknown); 7: the roofline takes the cheapest branches; 8: untimed XLA ops simulated alone
+SCHEMA = 12  # 12: a Pallas kernel XLA names after the name stack paired with its record by its results' shapes; 11: an XLA op libtpu did not simulate is a floor, not the cost model's figure; 9, 10: a plan made from the bundles, figures with their kind; 6: XLA ops the cost model gave up on get a finding (xla-cost-unknown); 7: the roofline takes the cheapest branches; 8: untimed XLA ops simulated alone
 
 
 def key(module_text: str, chip: str, budget: Budget) -> str:
