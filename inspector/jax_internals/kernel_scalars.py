@@ -11,6 +11,8 @@ and so does one that changes with what an SMEM scratch held before the kernel wr
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .tracing import sub_jaxprs
@@ -64,7 +66,8 @@ def _needed(eqns: list, targets: list) -> tuple[list, set[int]]:
     the refs those read or write."""
     from jax._src.state.types import AccumEffect, WriteEffect
 
-    vars_, refs, chosen = {id(v) for v in targets}, set(), []
+    vars_, chosen = {id(v) for v in targets}, []
+    refs: set[int] = set()
     for eqn in reversed(eqns):
         written = {id(eqn.invars[i]) for i in (_position(e) for e in eqn.effects if isinstance(e, (WriteEffect, AccumEffect)))
                    if i is not None and i < len(eqn.invars)}
@@ -90,13 +93,14 @@ def _discharged(kernel, eqns: list, targets: list):
     from jax._src.state import discharge
 
     effects = core.join_effects(*(e.effects for e in eqns))
-    info = kernel.debug_info._replace(result_paths=("",) * len(targets)) if kernel.debug_info else None
+    info: Any = kernel.debug_info._replace(result_paths=("",) * len(targets)) if kernel.debug_info else None
     jaxpr = core.Jaxpr([], list(kernel.invars), list(targets), list(eqns), effects, info)
+    discharge_state: Any = discharge.discharge_state
     try:  # jax 0.10.2: a ClosedJaxpr in, a ClosedJaxpr out
-        closed = discharge.discharge_state(core.ClosedJaxpr(jaxpr, []))
+        closed = discharge_state(core.ClosedJaxpr(jaxpr, []))
         functional, consts = closed.jaxpr, closed.consts
     except TypeError:  # jax 0.10.0 and 0.10.1: (jaxpr, consts) in and out
-        functional, consts = discharge.discharge_state(jaxpr, [])
+        functional, consts = discharge_state(jaxpr, [])
 
     def run(prefetch: list, fill: int) -> list:
         args = [np.asarray(prefetch[i]) if i < len(prefetch) else
