@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .kernel_body import memory_space
 from .tracing import sub_jaxprs
 
 _MAX_ELEMENTS = 1 << 20  # an SMEM ref past this is no scalar table
@@ -125,8 +126,6 @@ def _is_ref(v) -> bool:
 
 
 def _space(v) -> str | None:
-    from .kernel_body import memory_space
-
     return memory_space(v.aval) if _is_ref(v) else None
 
 

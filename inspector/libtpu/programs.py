@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 
 from ..compilation.backends import Backend
 from ..compilation.target import Target
+from ..hlo.module import parse_shape
 from ..jax_internals.aot import GridRecord, compile_request, grids_replaced
 from ..jax_internals.branches import Guard
 from ..jax_internals.evaluate import leading_values
@@ -90,13 +90,8 @@ def name_pallas(records: list[GridRecord], pallas_kernels: list) -> tuple[dict[i
 
 def _result_shapes(kernel) -> tuple[tuple[int, ...], ...] | None:
     """An HLO op's results' dimensions, from its outputs' shapes ("f32[4,16,256]")."""
-    shapes = []
-    for t in getattr(kernel, "outputs", None) or ():
-        dims = re.search(r"\[([\d,]*)\]", t.shape or "")
-        if dims is None:
-            return None
-        shapes.append(tuple(int(d) for d in dims[1].split(",") if d))
-    return tuple(shapes)
+    shapes = [parse_shape(t.shape or "") for t in getattr(kernel, "outputs", None) or ()]
+    return None if any(len(s) != 1 for s in shapes) else tuple(s[0].dims for s in shapes)
 
 
 def pallas_grids(records: list[GridRecord], names: dict[int, str], dynamic: list[int], known: list) -> tuple[list[PallasGrid], dict[str, Guard]]:
