@@ -12,6 +12,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from .errors import OutputError
 
@@ -48,6 +49,27 @@ def check_not_read_only(path: str | os.PathLike) -> None:
         return  # no file yet (or nothing to say about it here)
     if stat.S_ISREG(mode) and (not os.access(path, os.W_OK) or not mode & 0o222):
         raise OutputError(f"cannot write {path}: the file is read-only (chmod u+w it, or give another name)")
+
+
+def refuse_foreign(path: str | os.PathLike, *, ours: Callable[[bytes], bool], what: str, force: bool = False) -> None:
+    """Before a long run: an output path that holds a file this tool did not write is refused (exit 2)
+    unless ``force``; ``ours`` tells from the file's first bytes whether we wrote it (a baseline's schema,
+    a patch's header). A Python source is never an output, forced or not: it is a target forgotten
+    before the output's name (`baseline save k.py other.py`). A device, a pipe or no file at all passes."""
+    path = Path(path)
+    if path.suffix == ".py":
+        raise OutputError(f"will not write {what} to {path}: a .py file is a target, never an output "
+                          f"(give the {what}'s own file name first)")
+    if force or _special(path) is not False or our_output(path) is not None:
+        return  # forced, nothing there yet, or a device or pipe written in place
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+    except OSError as err:
+        raise OutputError(f"cannot read {path} to see what it is: {err.strerror or err}") from err
+    if not ours(head):
+        raise OutputError(f"{path} exists and is not {what} this tool wrote: give another name, "
+                          "or add --force to replace it")
 
 
 def our_output(path: str | os.PathLike) -> int | None:
