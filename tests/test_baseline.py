@@ -188,8 +188,8 @@ def test_bad_baselines_are_one_line_errors(tmp_path):
     data["targets"]["k.py:f"]["chips"]["tpu-v5e"]["program"]["speed"] = 1
     (tmp_path / "unknown.json").write_text(json.dumps(data))
     for name, said in (("missing.json", "no such file: make one with `inspector baseline save missing.json"),
-                       ("text.json", "not JSON"), ("other.json", f"schema 'something/2', not '{SCHEMA}'"),
-                       ("list.json", "not an object"), ("unknown.json", "unknown figures ['speed']")):
+                       ("text.json", "not JSON"), ("other.json", f"schema: is 'something/2', not '{SCHEMA}'"),
+                       ("list.json", "not an object"), ("unknown.json", "program.speed: is no figure")):
         for argv in (("check", "gate.py", "--baseline", name), ("baseline", "diff", name, name)):
             code, out, err = inspector(tmp_path, *argv)
             assert code == 2 and out == "", (argv, out)
@@ -394,6 +394,6 @@ def test_the_committed_baselines_of_two_jax_versions_differ_kernel_by_kernel():
     result = compare(old, new, {})
     moved = {(c.target, c.chip, c.kernel, c.figure): c for c in result.changes}
     assert moved[("samples/matmul.py:tiled", "tpu-v6e", "matmul", "time")].change == "floor -> estimate"
-    assert moved[("samples/matmul.py:tiled", "tpu-v5e", "matmul", "time")].source == "kernels/matmul.py:53"
+    assert moved[("samples/matmul.py:tiled", "tpu-v5e", "matmul", "time")].source == "inspector/kernels/matmul.py:53"
     assert not any(c.figure in ("hbm_bytes", "flops", "compiled") for c in result.changes)  # the same program
     assert result.notes and "libtpu 0.0.41 -> 0.0.42.1" in result.notes[0]

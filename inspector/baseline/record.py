@@ -8,6 +8,7 @@ one key get ``#2``, ``#3`` in schedule order."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 from importlib import metadata
@@ -113,13 +114,40 @@ def new_baseline(chips: list[str], time: bool, targets: dict[str, dict], time_bu
                      "time_budget_s": time_budget, "targets": targets})
 
 
+_OURS = re.compile(rb'"schema":\s*"inspector-baseline/')
+
+
+def written_by_us(head: bytes) -> bool:
+    """Whether a file's first bytes are a baseline's (its keys sorted: "schema" comes after the
+    chips, near the top), or nothing at all: an empty file holds nothing to lose."""
+    return not head.strip() or _OURS.search(head) is not None
+
+
 def save(baseline: Baseline, path: str) -> str:
     """Write it whole or not at all (a temporary file renamed over the old)."""
     return str(write_atomic(path, baseline.text()))
 
 
-def load(path: str) -> Baseline:
-    """A saved baseline, its schema checked; a UsageError saying what to do otherwise."""
+def _strict(raw: bytes) -> Any:
+    """RFC 8259 JSON only: NaN, Infinity and a key given twice are refused (json takes them)."""
+    def constant(word: str) -> Any:
+        raise ValueError(f"{word} is not JSON (a figure is a finite number)")
+
+    def pairs(items: list[tuple[str, Any]]) -> dict:
+        found = dict(items)
+        if len(found) != len(items):
+            twice = next(k for i, (k, _) in enumerate(items) if k in dict(items[:i]))
+            raise ValueError(f"key {twice!r} given twice")
+        return found
+
+    return json.loads(raw.decode("utf-8-sig"), parse_constant=constant, object_pairs_hook=pairs)  # a BOM an editor added: fine
+
+
+def load(path: str | os.PathLike) -> Baseline:
+    """A saved baseline, checked whole (schema.py); a UsageError naming the first bad field otherwise."""
+    from .schema import Bad, check
+
+    path = os.fspath(path)
     redo = f"make one with `inspector baseline save {path} TARGET...`"
     if not os.path.exists(path):
         raise UsageError(f"baseline {path}: no such file: {redo}")
@@ -129,40 +157,22 @@ def load(path: str) -> Baseline:
         raw = read_regular(path, 256 << 20)
     except OSError as err:
         raise UsageError(f"baseline {path}: cannot read it ({err.strerror or err})") from None
+    except UsageError as err:  # a device, a pipe, a file over the limit
+        raise UsageError(f"baseline {err}") from None
     if raw is None:
-        raise UsageError(f"baseline {path}: not a regular file (or over 256 MiB): give the baseline's JSON file")
+        raise UsageError(f"baseline {path}: no such file: {redo}")
     try:
-        data = json_text.loads(raw)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise UsageError(f"baseline {path}: not JSON ({err}): {redo}, or restore it from version control") from None
-    problem = schema_problem(data)
-    if problem:
-        raise UsageError(f"baseline {path}: not an inspector baseline ({problem}): {redo}")
+        data = _strict(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        raise UsageError(f"baseline {path}: not JSON ({_one_line(err)}): {redo}, or restore it from version control") from None
+    try:
+        check(data)
+    except Bad as err:
+        raise UsageError(f"baseline {path}: not an inspector baseline: {_one_line(err)}: {redo}, or restore it from "
+                         "version control") from None
     return Baseline(data, path)
 
 
-def schema_problem(data: Any) -> str | None:
-    if not isinstance(data, dict):
-        return "the JSON is not an object"
-    schema = data.get("schema")
-    if schema != SCHEMA:
-        return f"schema {schema!r}, not {SCHEMA!r}" if schema is not None else "no \"schema\" key"
-    for key, kind in (("versions", dict), ("chips", list), ("targets", dict)):
-        if not isinstance(data.get(key), kind):
-            return f"\"{key}\" is missing or not a{'n object' if kind is dict else ' list'}"
-    for label, entry in data["targets"].items():
-        if not isinstance(entry, dict) or not ("error" in entry or isinstance(entry.get("chips"), dict)):
-            return f"target {label!r} has neither \"chips\" nor \"error\""
-        for chip, found in entry.get("chips", {}).items():
-            if not isinstance(found, dict) or not ("error" in found or isinstance(found.get("program"), dict)):
-                return f"target {label!r} on {chip} has neither \"program\" nor \"error\""
-            for key, kernel in found.get("kernels", {}).items():
-                if not isinstance(kernel, dict):
-                    return f"kernel {key!r} of {label!r} on {chip} is not an object"
-                unknown = set(kernel) - set(FIGURES) - {"name", "kind", "source"}
-                if unknown:
-                    return f"kernel {key!r} of {label!r} on {chip} has unknown figures {sorted(unknown)}"
-            unknown = set(found.get("program", {})) - set(FIGURES) - {"error_kernel", "error_source"}
-            if unknown:
-                return f"target {label!r} on {chip} has unknown figures {sorted(unknown)}"
-    return None
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return text if len(text) <= 300 else text[:297] + "..."
