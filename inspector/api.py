@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .compilation.backends import default_target, local_chip
@@ -169,6 +170,8 @@ def inspect_request(fn_or_spec: Callable | str, *args: Any, target: str | None =
 
     if (time_budget is not None or time_memory is not None) and not time:
         raise UsageError("time_budget and time_memory are the budget of libtpu's time estimate: add time=True")
+    if time_budget is not None and (isinstance(time_budget, bool) or not isinstance(time_budget, (int, float))):
+        raise UsageError(f"time_budget={time_budget!r}: give the seconds libtpu's simulation may take, a number")
     if time_memory is not None and (isinstance(time_memory, bool) or not isinstance(time_memory, (int, float))
                                     or not 0 < time_memory < float("inf") or time_memory * 2**30 < 1):
         raise UsageError(f"time_memory={time_memory!r}: give the GiB libtpu's compiles may use, a number > 0")
@@ -228,16 +231,21 @@ def inspect(fn_or_spec: Callable | str, *args: Any, target: str | None = None, p
         return report_for(request, budget_option="time_budget")
 
 
-def _chips(targets: str | Sequence[str]) -> list[Chip]:
+def _chips(targets: str | Sequence[str], option: str = "targets") -> list[Chip]:
+    if not isinstance(targets, (str, list, tuple)):
+        raise UsageError(f"{option} must be chip names such as ['tpu-v5e', 'tpu-v6e'] or 'tpu-v5e,tpu-v6e', "
+                         f"not {type(targets).__name__}")
     names = targets.split(",") if isinstance(targets, str) else list(targets)
     if not all(isinstance(n, str) for n in names):
-        raise UsageError("targets must be chip names such as ['tpu-v5e', 'tpu-v6e']")
+        raise UsageError(f"{option} must be chip names such as ['tpu-v5e', 'tpu-v6e']")
+    if not any(n.strip() for n in names):
+        raise UsageError(f"{option} is empty: give chip names such as ['tpu-v5e', 'tpu-v6e'] (inspector chips lists them)")
     # "local" is the chip jax runs on here, as for inspect's target
     names = [resolve_chip(n).name if n.strip().lower() == "local" else n for n in names]
     return parse_targets(",".join(names))
 
 
-def check_gate(fn_or_spec: Callable | str | Sequence[str], *args: Any, baseline: str | None = None,
+def check_gate(fn_or_spec: Callable | str | Sequence[str], *args: Any, baseline: str | os.PathLike | None = None,
                tolerance: str | Sequence[str] | dict | None = None, targets: str | Sequence[str] | None = None,
                params: dict | None = None, cache: bool = True, estimate_only: bool = False, sweep: bool = False,
                mesh: dict | str | None = None, shardings: Any = None, **kwargs: Any) -> Gate:
@@ -252,14 +260,26 @@ def check_gate(fn_or_spec: Callable | str | Sequence[str], *args: Any, baseline:
         if given:
             raise UsageError(f"{name} does not go with baseline: the baseline's figures come from whole compiles of "
                              "INSPECT's entries")
+    if not isinstance(baseline, (str, os.PathLike)):
+        raise UsageError(f"baseline must be the path of a saved baseline (`inspector baseline save`), "
+                         f"not {type(baseline).__name__}")
+    baseline = os.fspath(baseline)
+    if not isinstance(baseline, str):
+        raise UsageError("baseline must be the path of a saved baseline, as a str or a pathlib.Path")
     specs = [fn_or_spec] if isinstance(fn_or_spec, str) else list(fn_or_spec) if isinstance(fn_or_spec, (list, tuple)) else None
-    if not isinstance(baseline, str) or not specs or not all(isinstance(s, str) for s in specs):
+    if not specs or not all(isinstance(s, str) for s in specs):
         raise UsageError("with baseline=FILE (a saved `inspector baseline`), give 'file.py:function' specs, files, "
                          "folders or globs: every target is compiled afresh from its INSPECT entry")
+    shape = "tolerance must be 'FIGURE=N%' strings or a dict such as {'time': '5%', 'hbm_bytes': 0}"
+    if tolerance is not None and not isinstance(tolerance, (str, dict, list, tuple)):
+        raise UsageError(f"{shape}, not {type(tolerance).__name__}")
+    if isinstance(tolerance, dict) and not all(isinstance(k, str) and isinstance(v, (str, int, float))
+                                               and not isinstance(v, bool) for k, v in tolerance.items()):
+        raise UsageError(shape)
     texts = [tolerance] if isinstance(tolerance, str) else \
         [f"{k}={v}" for k, v in tolerance.items()] if isinstance(tolerance, dict) else list(tolerance or [])
     if not all(isinstance(t, str) for t in texts):
-        raise UsageError("tolerance must be 'FIGURE=N%' strings or a dict such as {'time': '5%', 'hbm_bytes': 0}")
+        raise UsageError(shape)
     if params is not None and not isinstance(params, dict):
         raise UsageError(f"params must be a dict of static keyword values, not a {type(params).__name__}")
     chips = None if targets is None else ",".join(c.name for c in _chips(targets))
@@ -270,7 +290,7 @@ def check_gate(fn_or_spec: Callable | str | Sequence[str], *args: Any, baseline:
 
 def check(fn_or_spec: Callable | str | Sequence[str], *args: Any, targets: str | Sequence[str] | None = None,
           estimate_only: bool = False, sweep: bool = False, params: dict | None = None, cache: bool = True,
-          mesh: dict | str | None = None, shardings: Any = None, baseline: str | None = None,
+          mesh: dict | str | None = None, shardings: Any = None, baseline: str | os.PathLike | None = None,
           tolerance: str | Sequence[str] | dict | None = None, **kwargs: Any) -> CheckResult | Comparison:
     """Every pallas_call against every chip in ``targets`` (TPUs, or spec-only GPUs such as h100):
     the VMEM estimate and, unless ``estimate_only``, the real compiler's verdict (libtpu, no TPU
@@ -326,7 +346,7 @@ def diff(fn: Callable | str, reference: Callable | str | None = None, *args: Any
     with guarded_call():
         sim = None
         if target is not None and not (isinstance(target, str) and target.strip().lower() == "local"):
-            sim = diff_simulated_chip(_chips(target), "target", f"'{INTERPRET_EXAMPLE}'", "'cpu'/'gpu'/'local'")
+            sim = diff_simulated_chip(_chips(target, "target"), "target", f"'{INTERPRET_EXAMPLE}'", "'cpu'/'gpu'/'local'")
         if not isinstance(runs, int) or runs < 0:
             raise UsageError(f"runs must be 0 or more, not {runs!r}")
         try:

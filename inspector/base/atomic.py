@@ -59,7 +59,7 @@ def refuse_foreign(path: str | os.PathLike, *, ours: Callable[[bytes], bool], wh
     path = Path(path)
     if path.suffix == ".py":
         raise OutputError(f"will not write {what} to {path}: a .py file is a target, never an output "
-                          f"(give the {what}'s own file name first)")
+                          "(give the output's own file name first, then the targets)")
     if force or _special(path) is not False or our_output(path) is not None:
         return  # forced, nothing there yet, or a device or pipe written in place
     try:

@@ -93,7 +93,7 @@ class Comparison:
     after: dict
     before_path: str | None
     after_path: str | None
-    targets: int = 0  # targets compared
+    targets: int = 0  # targets whose figures were compared on a chip (traced both times)
     chips: list[str] = dataclasses.field(default_factory=list)
     kernels: int = 0  # kernel x chip pairs compared
     notes: list[str] = dataclasses.field(default_factory=list)
@@ -171,10 +171,6 @@ def kernel_label(key: str) -> str:
     parts = key.split(" ")
     name = parts[1] if len(parts) > 1 else key
     return f"{name} {parts[-1]}" if len(parts) > 3 and parts[-1].startswith("#") else name
-
-
-def _file(label: str) -> str:
-    return label.split(" ", 1)[0].rpartition(":")[0]
 
 
 def _pair_kernels(before: dict[str, dict], after: dict[str, dict]) -> tuple[list[tuple[str, str]], list[str], list[str]]:
@@ -279,19 +275,19 @@ def compare(before: Baseline, after: Baseline, tolerances: dict[str, Tolerance],
         b, a = before.targets.get(label), after.targets.get(label)
         base = dict(target=label, chip="-", kernel="-", source=None, figure="target")
         if a is None:
-            if b is not None and (covered is None or _file(label) in covered):
+            if b is not None and (covered is None or b["spec"].rpartition(":")[0] in covered):  # the spec: a path may hold a space
                 out.add(**base, before="recorded", after=None, change="target removed (not found now)", what="removed")
             continue
         if b is None:
             out.add(**base, before=None, after="computed", change="new target (not in the baseline)", what="new")
             continue
-        compared += 1
-        if "error" in b or "error" in a:
+        if "error" in b or "error" in a:  # nothing compared: a target that raised both times is no pass of itself
             if "error" in a and "error" not in b:
                 out.add(**base, before=None, after=a["error"], change=f"now fails: {a['error']}", what="stopped")
             elif "error" in b and "error" not in a:
                 out.add(**base, before=b["error"], after=None, change="works again", what="started")
             continue
+        both = False
         for chip in chips:
             cb, ca = b["chips"].get(chip), a["chips"].get(chip)
             if cb is None and ca is None:
@@ -302,6 +298,8 @@ def compare(before: Baseline, after: Baseline, tolerances: dict[str, Tolerance],
                         change="chip not in the first" if cb is None else "chip not in the second", what="changed")
                 continue
             out.chip(label, chip, cb, ca)
+            both = both or ("error" not in cb and "error" not in ca)
+        compared += both
     notes = []
     moved = [k for k in ("jax", "jaxlib", "libtpu", "inspector") if before.versions.get(k) != after.versions.get(k)]
     if moved:

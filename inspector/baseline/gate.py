@@ -67,4 +67,20 @@ def run_gate(gate: Gate, *, isolate: bool = True, progress: Callable[[int, str],
     result.from_cache = sum(c.from_cache for c in computed)
     result.refused = sum(c.refused for c in computed)
     result.compiled = [what for c in computed for what in c.compiled]
+    refuse_empty(result, f"check --baseline {gate.before.path}",
+                 f"the baseline holds {some(list(gate.before.targets))}; now: {some([c.label for c in computed])}")
     return result
+
+
+def refuse_empty(result: Comparison, where: str, sides: str) -> None:
+    """A comparison that compared no figure is no pass (exit 2, not 0): a gate that checks nothing
+    would pass forever. Nothing moved and nothing compared: the targets named are not the
+    baseline's, or each raised on both sides."""
+    if result.ok and result.targets == 0:
+        raise UsageError(f"{where}: nothing compared, no target traced on both sides ({sides}): name targets "
+                         "the baseline holds, or save it again")
+
+
+def some(labels: list[str]) -> str:
+    return ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "") if labels else "none"
+

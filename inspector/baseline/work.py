@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import sys
 from typing import Any, Callable
 
-from ..base.errors import InspectorError
+from ..base.errors import InspectorError, UsageError
 from .record import kernel_keys, target_label, time_figure
 
 
@@ -35,12 +36,45 @@ class Computed:
     compiles: int = 0
     from_cache: int = 0
     refused: int = 0  # compiles libtpu refused: never cached, so compiled again every run
+    usage: str | None = None  # a usage error (no such function, a bad --set): refused as check refuses it, never recorded
     compiled: list[str] = dataclasses.field(default_factory=list)  # "target on chip" the compiler ran for (no cache entry)
 
 
 def _one_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return (text[0] if text else type(err).__name__)[:400]
+
+
+class _Sources:
+    """A kernel's source line as a baseline keys it: the same in every checkout of the same code.
+    A file of an imported module is named by the module (``inspector/kernels/matmul.py:53``, wherever
+    the package lies: site-packages, an editable checkout, another clone); any other file (the
+    target's own, loaded under a name of our own) as the compile names it, relative to the working
+    folder when under it."""
+
+    def __init__(self):
+        self._modules: dict[str, str] | None = None
+
+    def _by_file(self) -> dict[str, str]:
+        if self._modules is None:
+            self._modules = {}
+            for name, module in list(sys.modules.items()):
+                file = getattr(module, "__file__", None)
+                if not isinstance(file, str) or not file.endswith(".py") or name == "__main__" \
+                        or name.startswith("_inspected_"):  # the target's file: compilation/user_files.py
+                    continue
+                tail = "/__init__.py" if os.path.basename(file) == "__init__.py" else ".py"
+                self._modules.setdefault(os.path.abspath(file), name.replace(".", "/") + tail)
+        return self._modules
+
+    def __call__(self, source: str | None) -> str | None:
+        if not source:
+            return source
+        file, sep, line = source.rpartition(":")
+        if not sep or not line.isdigit():
+            return source
+        found = self._by_file().get(os.path.abspath(file))
+        return f"{found}:{line}" if found else source
 
 
 def chip_entry(report, time: bool) -> dict:
@@ -50,6 +84,7 @@ def chip_entry(report, time: bool) -> dict:
 
     chip = report.chip
     stages = report.stages
+    stable = _Sources()
     err = stages.compile_error
     pallas = report.pallas or []
     budgets = {p.call.source: [b for b in p.budgets if b.chip == chip.name] for p in pallas
@@ -62,7 +97,7 @@ def chip_entry(report, time: bool) -> dict:
     if err is not None:
         program["error_kind"] = err.finding(chip.name, view="overview").code
         if err.mosaic is not None:  # the failing kernel and its line: what the gate's row names
-            program["error_kernel"], program["error_source"] = err.mosaic.kernel, err.mosaic.source
+            program["error_kernel"], program["error_source"] = err.mosaic.kernel, stable(err.mosaic.source)
         program["compiler_vmem"] = err.vmem.used_bytes if err.vmem else None
         program["compiler_fits"] = False if err.vmem else None
     elif stages.hlo:
@@ -80,8 +115,9 @@ def chip_entry(report, time: bool) -> dict:
                                           totals.get("high_seconds"))
         bundles = {b.kernel: b for b in report.time.bundles} if report.time is not None else {}
         found = report.fusions.kernels
-        for key, k in zip(kernel_keys([(k.kind, k.name, k.source) for k in found]), found):
-            figures: dict = {"name": k.name, "kind": k.kind, "source": k.source, "hbm_bytes": k.hbm_bytes,
+        sources = [stable(k.source) for k in found]
+        for key, k, source in zip(kernel_keys([(k.kind, k.name, s) for k, s in zip(found, sources)]), found, sources):
+            figures: dict = {"name": k.name, "kind": k.kind, "source": source, "hbm_bytes": k.hbm_bytes,
                              "flops": k.flops}
             if k.source in budgets and budgets[k.source]:
                 figures["vmem_estimate"] = max(b.total_bytes for b in budgets[k.source])
@@ -113,6 +149,9 @@ def compute_target(spec: str, request: Request) -> Computed:
     with contextlib.redirect_stdout(sys.stderr):  # what the user's code prints never mixes with ours
         try:
             target = load_target(spec, sets=list(request.sets))
+        except UsageError as err:  # as check refuses it: never stored as the target's figures
+            out.usage = _one_line(err)
+            return out
         except InspectorError as err:
             out.entry["error"] = _one_line(err)
             return out
@@ -123,6 +162,9 @@ def compute_target(spec: str, request: Request) -> Computed:
             try:
                 report = report_for(ReportRequest(target, chip.name, needs=needs, cache=request.use_cache, memo=False,
                                                   time_budget=request.time_budget or None))
+            except UsageError as err:
+                out.usage = _one_line(err)
+                return out
             except InspectorError as err:
                 chips[name] = {"error": _one_line(err)}
                 continue
@@ -142,21 +184,24 @@ def compute_target(spec: str, request: Request) -> Computed:
 
 
 def compute(request: Request, *, isolate: bool = True, progress: Callable[[int, str], None] | None = None) -> list[Computed]:
-    """Every target of the request, each in a child process of its own (``isolate``)."""
+    """Every target of the request, each in a child process of its own (``isolate``). A usage error
+    of a target (no such function, a --set it does not take) is raised, as ``check`` raises it."""
     found = []
     for i, spec in enumerate(request.specs):
         if progress is not None:
             progress(i, spec)
         if not isolate:
             found.append(compute_target(spec, request))
-            continue
-        from ..base.child_process import ChildFailed, run_isolated
+        else:
+            from ..base.child_process import ChildFailed, run_isolated
 
-        try:
-            found.append(run_isolated(compute_target, spec, request))
-        except ChildFailed as err:  # libtpu ended the process: this target's error
-            found.append(Computed(label=target_label(spec, request.sets),
-                                  entry={"spec": spec, "sets": sorted(request.sets), "error": _one_line(err)}))
+            try:
+                found.append(run_isolated(compute_target, spec, request))
+            except ChildFailed as err:  # libtpu ended the process: this target's error
+                found.append(Computed(label=target_label(spec, request.sets),
+                                      entry={"spec": spec, "sets": sorted(request.sets), "error": _one_line(err)}))
+        if found[-1].usage is not None:  # what check refuses is refused here too: nothing is recorded or compared
+            raise UsageError(found[-1].usage)
     return found
 
 

@@ -53,3 +53,15 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: give 1 or more")
     return value
+
+
+class SetValues(argparse.Action):
+    """--set NAME=VALUE, repeatable; a name given twice is refused (exit 2): which one would win is
+    not what the command line says (a baseline's key sorts them, the trace takes the last)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        found = list(getattr(namespace, self.dest, None) or [])
+        name = str(values).partition("=")[0].strip()
+        if name and any(str(v).partition("=")[0].strip() == name for v in found):
+            parser.error(f"{option_string} {name} given twice: give each parameter once")
+        setattr(namespace, self.dest, [*found, values])

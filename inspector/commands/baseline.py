@@ -13,6 +13,7 @@ import sys
 
 from ..base.chips import DEFAULT_TPU
 from ..base.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from .arg_types import SetValues
 from .arg_types import seconds as _seconds
 from .options import debug_parent
 
@@ -31,13 +32,15 @@ def baseline_options(baseline: argparse.ArgumentParser) -> None:
                       help="path/to/file.py:function, or a file, folder or glob: every entry of the INSPECT dicts there")
     save.add_argument("--target", dest="chips", default=None, metavar="CHIPS",
                       help=f"the TPUs to record, e.g. tpu-v5e,tpu-v6e (default: {DEFAULT_TPU})")
-    save.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+    save.add_argument("--set", action=SetValues, default=[], metavar="NAME=VALUE",
                       help="a static keyword parameter of every target (repeatable; default: INSPECT's)")
     save.add_argument("--time", action="store_true", help="also libtpu's estimated time, bundles and spills per kernel "
                                                            "(its simulation: the slowest part)")
     save.add_argument("--time-budget", type=_seconds, default=None, metavar="SECONDS",
                       help="what libtpu's simulation may take per target and chip (default 60); kept in the baseline")
     save.add_argument("--no-cache", action="store_true", help="compile even when the on-disk cache has the module")
+    save.add_argument("--force", action="store_true",
+                      help="replace FILE even when it is not a baseline (default: such a file is refused; a .py never written)")
     diff = actions.add_parser("diff", parents=common, help="two saved baselines side by side",
                               description="what differs between two baselines, kernel by kernel, with their versions")
     diff.add_argument("first", metavar="A", help="a saved baseline")
@@ -86,14 +89,15 @@ def _compute(opts, specs: list[str], chips: list[str], sets: list[str], time: bo
 
 
 def _save(opts) -> int:
-    from ..base.atomic import check_not_read_only, check_writable
+    from ..base.atomic import check_not_read_only, check_writable, our_output, refuse_foreign
     from ..baseline.gate import tpu_chips
-    from ..baseline.record import new_baseline, save
+    from ..baseline.record import new_baseline, save, written_by_us
     from ..baseline.targets import expand
     from ..views.baseline import saved_view
     from ..views.printer import make_console, print_fitting
     from ..verb_rules import time_budget
 
+    refuse_foreign(opts.file, ours=written_by_us, what="a baseline", force=opts.force)  # before anything compiles
     check_writable(opts.file)
     check_not_read_only(opts.file)
     if opts.time_budget is not None and not opts.time:
@@ -103,9 +107,15 @@ def _save(opts) -> int:
     chips = tpu_chips(opts.chips or DEFAULT_TPU)
     targets = expand(opts.targets)
     computed = _compute(opts, targets.specs, chips, opts.set, opts.time, opts.time_budget)
+    if not any(found for c in computed for found in c.entry.get("chips", {}).values() if "error" not in found):
+        first = next(c for c in computed if "error" in c.entry or c.entry.get("chips"))
+        why = first.entry.get("error") or next(iter(first.entry["chips"].values()))["error"]
+        raise UsageError(f"nothing to record in {opts.file}: no target traced on any chip ({first.label}: {why})")
     baseline = new_baseline(chips, opts.time, {c.label: c.entry for c in computed}, opts.time_budget)
+    to_stdout = our_output(opts.file) == 1 or opts.file in ("/dev/stdout", "/proc/self/fd/1")
     where = save(baseline, opts.file)
-    print_fitting(make_console(), saved_view(baseline, where))
+    # the baseline on stdout: the table goes to stderr, so that stdout is the JSON alone
+    print_fitting(make_console(file=sys.stderr) if to_stdout else make_console(), saved_view(baseline, where))
     for c in computed:  # what could not be recorded, on stderr: the file holds it too
         if "error" in c.entry:
             print(f"inspector: note: {c.label}: {c.entry['error']}", file=sys.stderr)
@@ -129,11 +139,15 @@ def _emit(opts, comparison, title: str, sides: tuple[str, str] = ("before", "aft
 
 def _diff(opts) -> int:
     from ..baseline.compare import compare, parse_tolerances
+    from ..baseline.gate import refuse_empty, some
     from ..baseline.record import load
 
     tolerances = parse_tolerances(opts.tolerance, base={})
     first, second = load(opts.first), load(opts.second)
-    return _emit(opts, compare(first, second, tolerances), f"baseline diff {opts.first} {opts.second}", ("A", "B"))
+    result = compare(first, second, tolerances)
+    refuse_empty(result, f"baseline diff {opts.first} {opts.second}",
+                 f"A holds {some(list(first.targets))}; B {some(list(second.targets))}")
+    return _emit(opts, result, f"baseline diff {opts.first} {opts.second}", ("A", "B"))
 
 
 def baseline_verb(opts) -> int:

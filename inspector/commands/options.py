@@ -7,6 +7,7 @@ from typing import TypeVar
 
 from ..base.chips import DEFAULT_TPU
 from ..view_table import SHOW_VIEWS, SORT_ORDERS
+from .arg_types import SetValues
 from .arg_types import count as _count
 from .arg_types import gibibytes as _gibibytes
 from .arg_types import positive as _positive
@@ -33,7 +34,7 @@ def _target_options(p: argparse.ArgumentParser, json_flag: bool = True, otherwis
                         f"attached to this machine (compiled without opening it), else {otherwise}")
     p.add_argument("--args", help='example inputs as shape specs, e.g. "bf16[4,2048,128] f32[] k=i32[16]" (default: INSPECT\'s args)')
     p.add_argument("--ref", help="reference function: name in the same file, or file.py:function (default: INSPECT's reference)")
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="static keyword parameter (repeatable)")
+    p.add_argument("--set", action=SetValues, default=[], metavar="NAME=VALUE", help="static keyword parameter (repeatable)")
     p.add_argument("--mesh", metavar="AXIS=N,...", help="shard over a mesh of the target's devices, e.g. data=4,model=4 (one may be -1; default: INSPECT's mesh, else none)")
     p.add_argument("--shard", metavar="SPECS", help="one PartitionSpec per positional input, e.g. \"P('data',None) P(None,'model')\" (default: INSPECT's shardings, else replicated)")
     if json_flag:
@@ -148,9 +149,9 @@ def compare_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-a", dest="chip_a", metavar="CHIP", help="chip of variant A (default: --target)")
     p.add_argument("--target-b", dest="chip_b", metavar="CHIP", help="chip of variant B (default: --target)")
     p.add_argument("--args", help="example inputs of both variants, as shape specs (default: INSPECT's args)")
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a static parameter of both (repeatable)")
-    p.add_argument("--set-a", action="append", default=[], metavar="NAME=VALUE", help="a static parameter of A only (repeatable)")
-    p.add_argument("--set-b", action="append", default=[], metavar="NAME=VALUE", help="a static parameter of B only (repeatable)")
+    p.add_argument("--set", action=SetValues, default=[], metavar="NAME=VALUE", help="a static parameter of both (repeatable)")
+    p.add_argument("--set-a", action=SetValues, default=[], metavar="NAME=VALUE", help="a static parameter of A only (repeatable)")
+    p.add_argument("--set-b", action=SetValues, default=[], metavar="NAME=VALUE", help="a static parameter of B only (repeatable)")
     p.add_argument("--mesh", metavar="AXIS=N,...", help="both variants' mesh on a TPU slice, e.g. data=-1,model=2 (-1 fits each slice; default: INSPECT's mesh)")
     p.add_argument("--shard", metavar="SPECS", help="both variants' PartitionSpecs, one per positional input (default: INSPECT's shardings)")
     p.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: each variant's target)")

@@ -23,6 +23,7 @@ from ..base.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError
 from ..base.specs import parse_specs
 from ..tuning.table import check_table
 from ..verb_rules import check_tune_measure, time_budget
+from .arg_types import SetValues
 from .arg_types import count as _count
 from .arg_types import positive as _positive
 from .arg_types import seconds as _seconds
@@ -39,7 +40,7 @@ def tune_options(tune: argparse.ArgumentParser) -> None:
                            "(default: INSPECT's shapes, else its args)")
     tune.add_argument("--grid", action="append", default=[], metavar="NAME=A,B,C",
                       help="values to sweep for a parameter (repeatable); replaces INSPECT's list for it")
-    tune.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+    tune.add_argument("--set", action=SetValues, default=[], metavar="NAME=VALUE",
                       help="fix a parameter (repeatable): it is not swept")
     tune.add_argument("--workers", type=_positive, default=None, metavar="N",
                       help="compile N candidates at once (default: the cores)")
