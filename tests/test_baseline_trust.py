@@ -289,3 +289,21 @@ def test_a_baseline_saved_to_stdout_is_json_alone(tmp_path, run_cli):
     assert set(json.loads(done.stdout)["targets"]) == {"k.py:f"}  # the JSON alone: the table went to stderr
     assert "k.py:f" in done.stderr and "1 kernel" in done.stderr
     assert not list(tmp_path.glob("*.json"))  # nothing else written
+
+
+@pytest.mark.libtpu
+def test_the_committed_baselines_key_kernels_as_a_save_does_now(cli, tmp_path):
+    """docs/baselines/ were saved under jax 0.10.1 and 0.10.2 with the kernels' file relative to the
+    checkout (kernels/matmul.py); their keys were migrated to the module's name. A save now (the
+    jax installed here, no --time) keys the same kernels alike."""
+    from conftest import ROOT
+
+    code, out, err = cli("baseline", "save", str(tmp_path / "now.json"), "samples/matmul.py", "--target", "tpu-v5e")
+    assert code == 0, out + err
+    now = load(str(tmp_path / "now.json"))
+    for name in ("matmul-jax-0.10.1.json", "matmul-jax-0.10.2.json"):
+        committed = load(str(ROOT / "docs" / "baselines" / name))
+        for label, entry in now.targets.items():
+            keys = list(entry["chips"]["tpu-v5e"]["kernels"])
+            assert list(committed.targets[label]["chips"]["tpu-v5e"]["kernels"]) == keys, (name, label)
+    assert "custom-call:pallas matmul inspector/kernels/matmul.py:53" in now.targets["samples/matmul.py:tiled"]["chips"]["tpu-v5e"]["kernels"]
