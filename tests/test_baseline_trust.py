@@ -103,6 +103,7 @@ HAND_EDITS = [
     ("a key not its kernel's", _set(KERNEL, "source", "k.py:99"), "is not the key of its kind, name and source"),
     ("a chip the file does not list", lambda d: _at(d, "targets", "k.py:f", "chips").update(
         {"tpu-v6e": _at(d, "targets", "k.py:f", "chips", "tpu-v5e")}), "is not one of the baseline's chips"),
+    ("a chip the target lacks", _set((), "chips", ["tpu-v5e", "tpu-v6e"]), "chips: has no entry for tpu-v6e"),
     ("an unknown top key", _set((), "extra", 1), "has unknown keys ['extra']"),
     ("no versions", lambda d: d.pop("versions"), "has no 'versions'"),
     ("sets not NAME=VALUE", _set(("targets", "k.py:f"), "sets", [5]), "sets: is not a list of NAME=VALUE"),
@@ -307,3 +308,18 @@ def test_the_committed_baselines_key_kernels_as_a_save_does_now(cli, tmp_path):
             keys = list(entry["chips"]["tpu-v5e"]["kernels"])
             assert list(committed.targets[label]["chips"]["tpu-v5e"]["kernels"]) == keys, (name, label)
     assert "custom-call:pallas matmul inspector/kernels/matmul.py:53" in now.targets["samples/matmul.py:tiled"]["chips"]["tpu-v5e"]["kernels"]
+
+
+def test_what_the_audit_found_is_refused_in_words(tmp_path, cli, monkeypatch):
+    """AUDIT-baseline.md: an empty --target was taken as the default chip; a folder as FILE said
+    "cannot read it"; --tolerance time=abc said "not negative"."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "k.py").write_text(TARGET)
+    (tmp_path / "adir.json").mkdir()
+    (tmp_path / "b.json").write_text(Baseline(valid()).text())
+    for argv, said in ((("baseline", "save", "x.json", "k.py:f", "--target", ""), "--target is empty"),
+                       (("baseline", "save", "adir.json", "k.py:f"), "cannot write adir.json: it is a folder; give a file name"),
+                       (("check", "k.py:f", "--baseline", "b.json", "--tolerance", "time=abc"), "'abc' is not a number")):
+        code, out, err = cli(*argv)
+        assert code == 2 and said in err and len(err.strip().splitlines()) == 1, (argv, err)
+    assert not (tmp_path / "x.json").exists()

@@ -62,6 +62,8 @@ def refuse_foreign(path: str | os.PathLike, *, ours: Callable[[bytes], bool], wh
                           "(give the output's own file name first, then the targets)")
     if force or _special(path) is not False or our_output(path) is not None:
         return  # forced, nothing there yet, or a device or pipe written in place
+    if path.is_dir():
+        raise OutputError(f"cannot write {path}: it is a folder; give a file name")
     try:
         with open(path, "rb") as f:
             head = f.read(1 << 16)

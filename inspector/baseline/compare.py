@@ -54,7 +54,8 @@ def parse_tolerances(texts: list[str], base: dict[str, Tolerance] | None = None,
             try:
                 number = float(value[:-1] if share else value)
             except ValueError:
-                number = math.nan
+                raise UsageError(f"{option} {item!r}: {value!r} is not a number: give a share (2%) or an amount in "
+                                 f"the figure's unit, e.g. {example}") from None
             if not math.isfinite(number) or number < 0:
                 raise UsageError(f"{option} {item!r}: give a share (2%) or an amount in the figure's unit (0 is exact), "
                                  "not negative")

@@ -177,3 +177,6 @@ def check(data: Any) -> None:
             if chip not in chips:
                 raise Bad(f"{where}.chips[{chip!r}]", f"is not one of the baseline's chips ({', '.join(chips)})")
             _chip(found, f"{where}.chips[{chip!r}]")
+        missing = [c for c in chips if c not in entry["chips"]]
+        if missing:  # save records every chip of a target, its figures or its error
+            raise Bad(f"{where}.chips", f"has no entry for {', '.join(missing)} (every chip of \"chips\" has one)")

@@ -104,7 +104,7 @@ def _save(opts) -> int:
         raise UsageError("--time-budget is the budget of --time: give --time too, or leave it out")
     if opts.time_budget is not None:
         time_budget(opts.time_budget, "--time-budget")  # checked before anything compiles
-    chips = tpu_chips(opts.chips or DEFAULT_TPU)
+    chips = tpu_chips(DEFAULT_TPU if opts.chips is None else opts.chips)  # --target '': refused as check refuses it
     targets = expand(opts.targets)
     computed = _compute(opts, targets.specs, chips, opts.set, opts.time, opts.time_budget)
     if not any(found for c in computed for found in c.entry.get("chips", {}).values() if "error" not in found):
