@@ -52,7 +52,7 @@ class _Sources:
     target's own, loaded under a name of our own) as the compile names it, relative to the working
     folder when under it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._modules: dict[str, str] | None = None
 
     def _by_file(self) -> dict[str, str]:
