@@ -83,4 +83,3 @@ def refuse_empty(result: Comparison, where: str, sides: str) -> None:
 
 def some(labels: list[str]) -> str:
     return ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "") if labels else "none"
-

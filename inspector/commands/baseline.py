@@ -107,10 +107,10 @@ def _save(opts) -> int:
     chips = tpu_chips(DEFAULT_TPU if opts.chips is None else opts.chips)  # --target '': refused as check refuses it
     targets = expand(opts.targets)
     computed = _compute(opts, targets.specs, chips, opts.set, opts.time, opts.time_budget)
-    if not any(found for c in computed for found in c.entry.get("chips", {}).values() if "error" not in found):
-        first = next(c for c in computed if "error" in c.entry or c.entry.get("chips"))
-        why = first.entry.get("error") or next(iter(first.entry["chips"].values()))["error"]
-        raise UsageError(f"nothing to record in {opts.file}: no target traced on any chip ({first.label}: {why})")
+    if not any("error" not in found for c in computed for found in c.entry.get("chips", {}).values()):
+        first = computed[0].entry  # every target raised, on every chip: a gate of nothing would pass forever
+        why = first.get("error") or next(iter(first["chips"].values()))["error"]
+        raise UsageError(f"nothing to record in {opts.file}: no target traced on any chip ({computed[0].label}: {why})")
     baseline = new_baseline(chips, opts.time, {c.label: c.entry for c in computed}, opts.time_budget)
     to_stdout = our_output(opts.file) == 1 or opts.file in ("/dev/stdout", "/proc/self/fd/1")
     where = save(baseline, opts.file)
