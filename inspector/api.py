@@ -303,7 +303,8 @@ def check(fn_or_spec: Callable | str | Sequence[str], *args: Any, targets: str |
     (``tpu-v5e:16x16``, with ``mesh``/``shardings`` as in ``inspect``) the rows carry the HBM
     fit per device and a program that does not fit is an ``hbm-over-capacity`` error.
 
-    ``baseline``: a saved baseline (``inspector baseline save``): the figures of ``fn_or_spec`` (a
+    ``baseline``: a saved baseline's path (``inspector baseline save``; a str or a Path, the file
+    checked whole: a bad one is a UsageError naming its first bad field): the figures of ``fn_or_spec`` (a
     spec, a file, folder or glob standing for its INSPECT entries, or a list of them) computed now
     on ``targets`` (default: the baseline's chips) and compared with the file's, as ``check
     --baseline``; the result is the Comparison (``.ok`` False when a figure moved past its
