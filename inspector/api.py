@@ -23,7 +23,8 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from .compilation.backends import default_target, local_chip
+from .compilation.backends import local_chip
+from .compilation.default_target import default_target
 from .base.chips import DEFAULT_TPU, INTERPRET_EXAMPLE, Chip, get_chip, parse_targets
 from .base.environment import quiet
 from .base.errors import TargetFailure, UsageError
@@ -187,7 +188,7 @@ def inspect_request(fn_or_spec: Callable | str, *args: Any, target: str | None =
         spec = make_target(fn_or_spec, args, kwargs, params=params, reference=reference, mesh=mesh, shardings=shardings)
     needs = Needs(compile=True, jaxpr_text=True, fusions=True, pallas=True, collectives=True, buffers=buffers,
                   passes=bool(passes or pass_select), time=bool(time))
-    return Request(spec, resolve_chip(target or default_target()).name, needs=needs, roofline=get_chip(roofline).name if roofline else None,
+    return Request(spec, resolve_chip(target or default_target("show")[0]).name, needs=needs, roofline=get_chip(roofline).name if roofline else None,
                    pass_select=pass_select, time_budget=time_budget,
                    time_memory=None if time_memory is None else int(time_memory * 2**30), measure=bool(measure),
                    fixes=bool(fixes), cache=_use_cache(cache), memo=False)
@@ -385,7 +386,7 @@ def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, para
                 raise UsageError(f"{name} must be a dict of static keyword values, not a {type(value).__name__}")
         second = a if b is None else b
         pa, pb = {**(params or {}), **(params_a or {})}, {**(params or {}), **(params_b or {})}
-        chip_a, chip_b = resolve_chip(target_a or target or default_target()), resolve_chip(target_b or target or default_target())
+        chip_a, chip_b = resolve_chip(target_a or target or default_target("compare")[0]), resolve_chip(target_b or target or default_target("compare")[0])
         require_two_variants((id(a), pa, chip_a.name), (id(second), pb, chip_b.name),
                              "give b, params_a/params_b (e.g. params_a={'block_q': 128}, params_b={'block_q': 256}) "
                              "or target_a/target_b")

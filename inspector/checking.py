@@ -15,7 +15,7 @@ from .base.display import html
 from .base.findings import Finding, by_severity
 from .hlo.memory import analyse_memory
 from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler, refused_by_compiler
-from .pallas.vmem import estimate_fits
+from .pallas.vmem import deciding_budget, estimate_fits, estimate_range
 from .base.errors import TargetFailure
 from .compilation.stages import Capture, Stages, capture, compile_is_cached
 from .compilation.target import Target
@@ -28,7 +28,8 @@ class ChipCheck:
 
     chip: str
     fits: bool | None  # the estimate's verdict, every kernel; None: undecided (vmem.estimate_fits)
-    vmem_bytes: int | None  # estimated peak of the largest kernel
+    vmem_bytes: int | None  # estimated peak of the kernel the verdict rests on (vmem.deciding_budget), unsure terms at their most
+    vmem_certain_bytes: int | None = None  # of it, what that kernel surely holds (vmem.estimate_range): the verdict's low bound
     vmem_limit_bytes: int | None
     compiler_fits: bool | None  # None: not compiled (--estimate-only, or not a TPU); False also when it failed otherwise
     compiler_vmem_bytes: int | None = None  # the compiler's own figure (scoped VMEM used, or needed when it failed)
@@ -183,8 +184,9 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
         findings += [f for r in reports for f in r.findings if f.per_chip]
         # a pallas_call(interpret=True) runs as plain HLO on a TPU too: no VMEM budget to fit
         budgets = [b for r in reports for b in r.budgets if b.chip == chip.name and not (r.call.interpret and chip.is_tpu)]
-        peak = max(budgets, key=lambda b: b.total_bytes, default=None)
+        peak = deciding_budget(budgets)
         row = ChipCheck(chip=chip.name, fits=estimate_fits(budgets), vmem_bytes=peak.total_bytes if peak else None,
+                        vmem_certain_bytes=estimate_range(peak)[0] if peak else None,
                         vmem_limit_bytes=peak.limit_bytes if peak else None, compiler_fits=None)
         if aborted is not None:
             row.compiler_aborted, row.compiler_message = True, str(aborted)

@@ -49,6 +49,9 @@ def _main(argv: list[str], isolate: bool, debug: bool) -> int:
         opts = build_parser().parse_args(normalise(argv))
         debug = debug or opts.debug
         opts.isolate = isolate
+        if opts.version and opts.verb is None:
+            print(version_line())
+            return 0
         if opts.verb is None:
             raise UsageError("give a target (inspector samples/attention.py:naive) or a verb: " + ", ".join(verb_names()))
         chosen_chip(opts)
@@ -71,6 +74,22 @@ def _main(argv: list[str], isolate: bool, debug: bool) -> int:
         return internal_error(err, debug)
     except Exception as err:  # a bug of ours: still one line, the traceback on request
         return internal_error(err, debug)
+
+
+def version_line() -> str:
+    """`inspector --version`: ours, and the jax, jaxlib and libtpu this environment runs (read from
+    their metadata: nothing is imported)."""
+    from importlib import metadata
+
+    from .base.version import __version__
+
+    def installed(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return f"inspector {__version__} (jax {installed('jax')}, jaxlib {installed('jaxlib')}, libtpu {installed('libtpu')})"
 
 
 def entry() -> None:

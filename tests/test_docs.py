@@ -69,7 +69,7 @@ def _marks(command: str, code: int) -> list:
                 if not os.environ.get("INSPECTOR_DOCS_TPU") else pytest.mark.libtpu]
     argv = command.split()
     marks = []
-    tpu_target = any(a.startswith("tpu-") for a in argv) or argv[1] in ("check", "tune", "doctor")
+    tpu_target = any(a.startswith("tpu-") for a in argv) or "--target" not in argv or argv[1] in ("check", "tune", "doctor")
     if tpu_target and "--estimate-only" not in argv or argv[1] == "tune":
         marks.append(pytest.mark.libtpu)
     if argv[1] == "diff":
@@ -116,6 +116,7 @@ def test_every_command_runs(page, line, command, expected, code, tmp_path):
         if arg in OUTPUT_FLAGS or (arg == "--json" and argv[1] == "export"):
             argv[i + 1] = str(tmp_path / Path(argv[i + 1]).name)
     env = dict(os.environ, COLUMNS="100", NO_COLOR="1")
+    env.pop("INSPECTOR_TARGET", None)  # as a reader runs it: no project default, so tpu-v5e without --target
     done = subprocess.run([sys.executable, "-m", "inspector", *argv[1:]], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
     out = (done.stdout + done.stderr).replace(str(tmp_path) + "/", "")

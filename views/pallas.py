@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..base.units import fmt_bytes
+from ..base.units import fmt_bytes, fmt_bytes_range
 
 from .cells import add_row, findings_table
 
@@ -208,7 +208,7 @@ def check_view(result: CheckResult) -> Group:
         if t.compiler_fits is not None and estimate.plain != "-" and estimate.plain != compiler.plain:
             overruled.append(f"{t.chip} ({compiler.plain}" + (": a failure other than VMEM, its finding below; the estimate "
                                                               "speaks of VMEM only)" if failed_otherwise else ")"))
-        add_row(table, t.chip, fmt_bytes(t.vmem_bytes), fmt_bytes(t.vmem_limit_bytes), estimate,
+        add_row(table, t.chip, fmt_bytes_range(t.vmem_certain_bytes, t.vmem_bytes), fmt_bytes(t.vmem_limit_bytes), estimate,
                       compiler, fmt_bytes(t.compiler_vmem_bytes), fmt_bytes(t.hbm_bytes), fmt_bytes(t.hbm_limit_bytes),
                       verdict(t.hbm_fits))
     kernels = ", ".join(f"{k.call.name} ({k.call.source}, grid {k.call.grid_text})" for k in result.kernels) or "none"
@@ -239,7 +239,7 @@ def sweep_table(rows) -> Table:
         if r.error:
             add_row(table, label, *([Text(r.error[:60], style="dim")] + [""] * (len(chips) - 1) if chips else []))
             continue
-        cells = [Text(f"{fmt_bytes(r.needs[c])} " + {True: "fits", False: "NO", None: "unsure"}[r.fits[c]],
+        cells = [Text(f"{fmt_bytes_range(r.certain.get(c), r.needs[c])} " + {True: "fits", False: "NO", None: "unsure"}[r.fits[c]],
                       style={True: "green", False: "red", None: "yellow"}[r.fits[c]])
                  if r.needs.get(c) is not None else Text("-") for c in chips]
         add_row(table, label, *cells)

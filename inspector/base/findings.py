@@ -78,7 +78,7 @@ CODES = _codes(
     # the compiler
     Code("compile-vmem-oom", "error", True, "overview", ("chip", "used_bytes", "limit_bytes", "exceeded_by_bytes", "scope",
                                                          "kernel", "op_name", "allocations") + _MOSAIC_FIELDS
-         + ("estimate_bytes", "estimate_limit_bytes", "estimate_limit_source"),
+         + ("estimate_bytes", "estimate_certain_bytes", "estimate_limit_bytes", "estimate_limit_source"),
          "the compiler ran out of VMEM (with the kernel's line, the rule, the fix and the inspector's estimate)"),
     Code("compile-error", "error", True, "overview", ("chip",), "the compile failed"),
     Code("compile-aborted", "error", True, "overview", ("chip", "exit", "log_lines", "log_tail"),

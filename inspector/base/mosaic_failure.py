@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any
 
 from .findings import CODES, Finding
-from .units import fmt_bytes
+from .units import fmt_bytes, fmt_bytes_range
 
 UNKNOWN_KIND = "unknown"  # the kind of a message no row of inspector.mosaic.error_kinds recognises
 
@@ -68,5 +68,6 @@ def _first_line(text: str) -> str:
 def vmem_note(data: dict) -> str:
     if "estimate_bytes" not in data:
         return ""
-    return (f"; the inspector's estimate: {fmt_bytes(data['estimate_bytes'])} of {fmt_bytes(data['estimate_limit_bytes'])} "
+    estimate = fmt_bytes_range(data.get("estimate_certain_bytes"), data["estimate_bytes"])
+    return (f"; the inspector's estimate: {estimate} of {fmt_bytes(data['estimate_limit_bytes'])} "
             f"({data['estimate_limit_source']})")

@@ -53,6 +53,9 @@ class BlockSpecInfo:
     # ops reading the output at elements chosen at run time (a slice at traced offsets, a gather):
     # whether they read an element no grid step writes is undecided
     read_unfollowed: list[str] = dataclasses.field(default_factory=list)
+    # kernels after this one that load blocks of the output but write them before reading them
+    # ("_backward_kernel writes it at file.py:257 before reading it")
+    read_overwritten: list[str] = dataclasses.field(default_factory=list)
     # an emit_pipeline's operand: the memory of the ref it windows ("vmem" or "smem": its blocks are
     # copied within the chip, no HBM traffic); None for a pallas_call's blocks, which come from HBM
     source_space: str | None = None

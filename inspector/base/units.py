@@ -11,6 +11,16 @@ def fmt_bytes(n: float | None) -> str:
     return f"{int(n)} B"
 
 
+def fmt_bytes_range(low: float | None, high: float | None) -> str:
+    """A figure known to lie between two bounds, one unit where both take it: "22.25-23.5 MiB";
+    one figure where they meet."""
+    if low is None or high is None or low == high:
+        return fmt_bytes(high if high is not None else low)
+    a, b = fmt_bytes(low), fmt_bytes(high)
+    (x, unit_a), (y, unit_b) = a.split(" "), b.split(" ")
+    return f"{x}-{y} {unit_b}" if unit_a == unit_b else f"{a}-{b}"
+
+
 def fmt_count(x: float | None) -> str:
     if x is None:
         return "-"

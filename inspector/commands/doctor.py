@@ -151,14 +151,16 @@ def _hugepages() -> Check | None:
 
 
 def _default_target() -> Check:
-    """What every verb compiles for without --target (one rule, in a terminal and in a pipe)."""
-    from ..compilation.backends import attached_chip
-    from ..compilation.default_target import RULE
+    """What every verb compiles for without --target here, and by which step of the one rule."""
+    from ..base.errors import UsageError
+    from ..compilation.default_target import RULE, default_target
 
-    attached = attached_chip()
-    here = f"{attached.name} here" if attached is not None else "no TPU attached here"
-    return Check("default target", INFO, f"without --target, every verb compiles for {RULE}; in a terminal and in a pipe "
-                                         f"alike ({here})")
+    try:
+        chip, why = default_target("show")
+    except UsageError as err:  # a project default that names no chip
+        return Check("default target", FAIL, f"{err}; the rule: {RULE}")
+    return Check("default target", INFO, f"without --target, every verb compiles for {chip} here ({why}); in a "
+                                         f"terminal and in a pipe alike. The rule: {RULE}")
 
 
 def _cache() -> Check:

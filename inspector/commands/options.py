@@ -27,11 +27,12 @@ def debug_parent(parser_class: type[P]) -> P:
     return common
 
 
-def _target_options(p: argparse.ArgumentParser, json_flag: bool = True, otherwise: str = "cpu") -> None:
+def _target_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
     p.add_argument("target", help="path/to/file.py:function or package.module:function")
     p.add_argument("--target", dest="chip", default=None, metavar="CHIP",
                    help="where to compile: cpu, gpu, or a TPU such as tpu-v5e (see `inspector chips`); default: the TPU "
-                        f"attached to this machine (compiled without opening it), else {otherwise}")
+                        "attached to this machine (compiled without opening it), else $INSPECTOR_TARGET or [tool.inspector] "
+                        f"target in pyproject.toml, else {DEFAULT_TPU}")
     p.add_argument("--args", help='example inputs as shape specs, e.g. "bf16[4,2048,128] f32[] k=i32[16]" (default: INSPECT\'s args)')
     p.add_argument("--ref", help="reference function: name in the same file, or file.py:function (default: INSPECT's reference)")
     p.add_argument("--set", action=SetValues, default=[], metavar="NAME=VALUE", help="static keyword parameter (repeatable)")
@@ -103,7 +104,7 @@ def export_options(p: argparse.ArgumentParser) -> None:
 
 def check_options(p: argparse.ArgumentParser) -> None:
     """check: the targets, whether to compile for real, the sweep."""
-    _target_options(p, otherwise=DEFAULT_TPU)
+    _target_options(p)
     p.set_defaults(chip=None)  # chosen_chip: the attached TPU, else DEFAULT_TPU
     p.add_argument("--estimate-only", action="store_true", help="skip the real TPU compiles (libtpu); the static estimate only")
     p.add_argument("--sweep", action="store_true", help="also estimate every combination of INSPECT's params: which block sizes fit")
@@ -111,7 +112,7 @@ def check_options(p: argparse.ArgumentParser) -> None:
 
 def fix_options(p: argparse.ArgumentParser) -> None:
     """fix: the targets, what to judge each change by, the patch."""
-    _target_options(p, otherwise=DEFAULT_TPU)
+    _target_options(p)
     p.set_defaults(chip=None)  # chosen_chip: the attached TPU, else DEFAULT_TPU
     p.add_argument("--patch", metavar="FILE", help="write the best fix for the first --target chip as a unified diff of "
                                                    "the source (git apply FILE)")

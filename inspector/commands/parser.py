@@ -3,6 +3,7 @@ error answers at once."""
 from __future__ import annotations
 
 import argparse
+import difflib
 
 from ..base.errors import UsageError
 from .help_text import TOP, HelpFormatter
@@ -19,6 +20,16 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line and exit 2, like every other usage error
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """As argparse, but an unknown option names the closest ones the verb takes (`--viwe`: did you
+        mean --view?) and the verb's own --help."""
+        opts, extras = self.parse_known_args(args, namespace)
+        if extras:
+            verb = getattr(opts, "verb", None)
+            known = self.verb_parsers[verb] if verb in getattr(self, "verb_parsers", {}) else self
+            raise UsageError(unknown_arguments(extras, known))
+        return opts
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every verb, in the order of the table of verbs (verb_table.py)."""
@@ -26,13 +37,42 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(prog="inspector", description="Inspect what XLA and Pallas make of a JAX function.", epilog=TOP)
     parser.add_argument("--debug", action="store_true", help="show tracebacks and jax/libtpu logs")
+    parser.add_argument("-V", "--version", action="store_true", help="the inspector's version and the jax, jaxlib and libtpu it runs on")
     sub = parser.add_subparsers(dest="verb", parser_class=_Parser)
     common = [debug_parent(_Parser)]
+    parser.verb_parsers = {}  # type: ignore[attr-defined]
     for verb in verb_table.VERBS:
         p = sub.add_parser(verb.name, help=verb.help, parents=common, epilog=verb.epilog)
         for add in verb.options:
             add(p)
+        parser.verb_parsers[verb.name] = p  # type: ignore[attr-defined]
     return parser
+
+
+def unknown_arguments(extras: list[str], parser: argparse.ArgumentParser) -> str:
+    """The words argparse could not place, with the closest options ``parser`` takes for the first
+    unknown option among them."""
+    said = f"unrecognized arguments: {' '.join(extras)}"
+    options = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+    for word in extras:
+        if word.startswith("--"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], options, n=1, cutoff=0.6)
+            if close:
+                said += f" (did you mean {' or '.join(close)}?)"
+            break
+    return f"{said} (see `{parser.prog} --help`)"
+
+
+def unknown_verb(word: str) -> str | None:
+    """The one line for a first word that is neither a verb nor a target (no `:`, no path): a
+    misspelt verb (`inspector chekc`), with the closest verbs."""
+    if ":" in word or "/" in word or word.endswith(".py"):
+        return None
+    names = verb_names() + ("tui",)
+    close = difflib.get_close_matches(word, names, n=2, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    return (f"unknown verb {word!r}{hint}: the verbs are {', '.join(verb_names())}; "
+            "or give a target, path/to/file.py:function")
 
 
 def verb_names() -> tuple[str, ...]:
@@ -59,6 +99,8 @@ def normalise(argv: list[str]) -> list[str]:
     """`inspector TARGET ...` is `inspector tui TARGET ...`."""
     rest = [a for a in argv if a != "--debug"]
     if rest and not rest[0].startswith("-") and rest[0] not in verb_names() + ("tui",):
+        if (message := unknown_verb(rest[0])) is not None:
+            raise UsageError(message)
         i = argv.index(rest[0])
         return argv[:i] + ["tui"] + argv[i:]
     return argv

@@ -174,12 +174,6 @@ def attached_chip() -> Chip | None:
     return None
 
 
-def default_target() -> str:
-    """What a verb compiles for when no --target is given: the TPU attached to this machine,
-    compiled deviceless (its chip stays free), else the CPU."""
-    chip = attached_chip()
-    return chip.name if chip is not None else "cpu"
-
 
 def _is_array(x) -> bool:
     return hasattr(x, "shape") and hasattr(x, "dtype")

@@ -1,19 +1,59 @@
-"""The chip a verb compiles for when the command line names none: one rule for every verb, in a
-terminal or in a pipe (the terminal UI once chose from the file and the overview it prints into a
-pipe did not: the same command compiled for tpu-v5e in a terminal and for the CPU into `| cat`):
+"""The chip a verb compiles for when the command line names none: one rule for every verb, the
+terminal UI, its overview in a pipe and the Python API alike:
 
 1. the TPU attached to this machine (read without opening it), else
-2. tpu-v5e (DEFAULT_TPU) for check and tune, which are about TPUs, else
-3. cpu (a Pallas TPU kernel there runs as the interpreter's HLO, and the overview's
-   `pallas-interpreted` finding says to give --target for the real kernel).
+2. the project's default: ``$INSPECTOR_TARGET``, else ``target`` in the ``[tool.inspector]`` table
+   of the nearest pyproject.toml from the current folder up, else
+3. tpu-v5e (DEFAULT_TPU): TPU compiles need no TPU, and a Pallas TPU kernel compiled for the CPU
+   is the interpreter's HLO, not the kernel (`--target cpu` still gives it).
+
+check, fix and tune are about TPUs: a project default that is not a TPU leaves them at rule 3.
 """
 from __future__ import annotations
 
-from ..base.chips import DEFAULT_TPU
+import os
+import tomllib
+from pathlib import Path
+
+from ..base.chips import DEFAULT_TPU, get_chip
+from ..base.errors import UsageError
 from .backends import attached_chip
 
-TPU_VERBS = ("check", "tune")  # verbs about TPUs: never the CPU
-RULE = f"the attached TPU; without one, cpu ({DEFAULT_TPU} for check and tune)"
+TPU_VERBS = ("check", "fix", "tune")  # verbs about TPUs: never the CPU
+ENVIRONMENT = "INSPECTOR_TARGET"
+RULE = f"the attached TPU; else ${ENVIRONMENT} or [tool.inspector] target in pyproject.toml; else {DEFAULT_TPU}"
+
+
+def project_default(start: Path | None = None) -> tuple[str, str] | None:
+    """(chip, where it was set) from $INSPECTOR_TARGET or the nearest pyproject.toml's
+    [tool.inspector] target; None where neither sets one. A chip that is not one raises
+    UsageError naming where it was set."""
+    if value := os.environ.get(ENVIRONMENT, "").strip():
+        return _valid(value, f"${ENVIRONMENT}"), f"${ENVIRONMENT}"
+    folder = (start or Path.cwd()).resolve()
+    for parent in (folder, *folder.parents):
+        path = parent / "pyproject.toml"
+        if not path.is_file():
+            continue
+        try:
+            table = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {}).get("inspector", {})
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+            raise UsageError(f"cannot read {path} for [tool.inspector] target: {err} (fix it, or give --target)") from err
+        value = table.get("target") if isinstance(table, dict) else None
+        if value is None:
+            return None  # the nearest project says nothing: the inspector's own default
+        where = f"[tool.inspector] target in {path}"
+        if not isinstance(value, str):
+            raise UsageError(f"{where} is {value!r}: give one chip name as a string, e.g. target = \"tpu-v6e\"")
+        return _valid(value, where), where
+    return None
+
+
+def _valid(value: str, where: str) -> str:
+    try:
+        return get_chip(value).name
+    except UsageError as err:
+        raise UsageError(f"{where} = {value!r}: {err}") from err
 
 
 def default_target(verb: str) -> tuple[str, str]:
@@ -21,6 +61,7 @@ def default_target(verb: str) -> tuple[str, str]:
     attached = attached_chip()
     if attached is not None:
         return attached.name, "no --target: the TPU attached to this machine"
-    if verb in TPU_VERBS:
-        return DEFAULT_TPU, f"no --target: {verb} is about TPUs and this machine has none"
-    return "cpu", "no --target and no TPU here"
+    configured = project_default()
+    if configured is not None and (verb not in TPU_VERBS or get_chip(configured[0]).is_tpu):
+        return configured[0], f"no --target: {configured[1]}"
+    return DEFAULT_TPU, f"no --target and no TPU here: {DEFAULT_TPU}, the default (--target cpu for the CPU)"

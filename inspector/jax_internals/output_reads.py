@@ -29,11 +29,13 @@ _ELEMENTWISE = frozenset((
 @dataclasses.dataclass
 class Reads:
     """What the program reads of one value: everything, these boxes, and the ops it could not
-    follow (their elements unknown)."""
+    follow (their elements unknown); ``overwritten``: kernels that load blocks of it but write them
+    before reading them (kernel_input_reads.py), said where a block is left unwritten."""
 
     everything: bool = False
     boxes: list[Box] = dataclasses.field(default_factory=list)
     unfollowed: list[str] = dataclasses.field(default_factory=list)
+    overwritten: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def any(self) -> bool:
@@ -42,6 +44,7 @@ class Reads:
     def add(self, other: "Reads") -> None:
         self.everything |= other.everything
         self.unfollowed += [u for u in other.unfollowed if u not in self.unfollowed]
+        self.overwritten += [u for u in other.overwritten if u not in self.overwritten]
         if not self.everything:
             self.boxes += [b for b in other.boxes if b not in self.boxes]
             if len(self.boxes) > MAX_BOXES:
@@ -209,9 +212,12 @@ def _union(reads: list[Reads]) -> Reads:
 
 
 def output_reads(closed_jaxpr) -> dict[int, list[Reads]]:
-    """{id(kernel eqn): [what the program reads of output i]}: returned results are read whole;
+    """{id(kernel eqn): [what the program reads of output i]}: returned results are read whole, a
+    kernel's inputs as kernel_input_reads.py follows them;
     inside loops and branches everything a body is given counts as read (conservative); a jaxpr
     shared by call sites reads what any site reads."""
+    from .kernel_input_reads import input_reads  # it builds on Reads
+
     result: dict[int, list[Reads]] = {}
 
     def visit(jaxpr, outs_read: list[Reads]) -> list[Reads]:
@@ -230,7 +236,7 @@ def output_reads(closed_jaxpr) -> dict[int, list[Reads]]:
                 for b, r in zip(before, outs):
                     b.add(r)
                 result[id(eqn)] = before
-                ins = [Reads(everything=True) for _ in eqn.invars]
+                ins = input_reads(eqn)
             elif (called := called_jaxpr(eqn)) is not None:
                 ins = visit(called[0], outs)
                 ins += [Reads(everything=True)] * (len(eqn.invars) - len(ins))

@@ -333,6 +333,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         if operand.role == "output" and reads is not None and not reads[pos - n_in].everything:
             operand.read_boxes = [[list(d) for d in box] for box in reads[pos - n_in].boxes]
             operand.read_unfollowed = list(reads[pos - n_in].unfollowed)
+            operand.read_overwritten = list(reads[pos - n_in].overwritten)
         operands.append(operand)
         maps.append(_index_map_callable(bm.index_map_jaxpr, prefetch, len(grid)))
     _mark_straight_flows(kernel, operands, n_idx, n_in)

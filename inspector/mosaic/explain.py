@@ -183,7 +183,7 @@ def vmem_estimate(call: PallasCall | None, chip: Chip) -> dict:
     """The inspector's own VMEM budget of the kernel, to put beside the compiler's figure."""
     if call is None:
         return {}
-    from ..pallas.vmem import budget  # (numpy: only for a VMEM failure)
+    from ..pallas.vmem import budget, estimate_range  # (numpy: only for a VMEM failure)
 
     try:
         b = budget(call, chip)
@@ -191,7 +191,8 @@ def vmem_estimate(call: PallasCall | None, chip: Chip) -> dict:
         return {}
     if b is None:
         return {}
-    return {"estimate_bytes": b.total_bytes, "estimate_limit_bytes": b.limit_bytes, "estimate_limit_source": b.limit_source}
+    return {"estimate_bytes": b.total_bytes, "estimate_certain_bytes": estimate_range(b)[0],
+            "estimate_limit_bytes": b.limit_bytes, "estimate_limit_source": b.limit_source}
 
 
 def _is_mosaic(error, failure: FailedKernel) -> bool:

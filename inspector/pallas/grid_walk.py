@@ -308,7 +308,8 @@ def _unwritten_findings(call: FoundCall, state: _OperandState, values: np.ndarra
         found.append(Finding("info", "output-unwritten-unread",
                              f"{op.operand}: {len(unread)} of {needed} output blocks are never written, e.g. elements "
                              f"{_examples(op, state, unread)}, and never read: after the kernel the program reads "
-                             f"{'only elements ' + reads if reads else 'none of this output'}",
+                             f"{'only elements ' + reads if reads else 'none of this output'}"
+                             + "".join(f"; {w}" for w in op.read_overwritten[:2]),
                              data={"blocks": _blocks(state, unread), "count": int(len(unread))}, **where))
     return found
 

@@ -11,7 +11,7 @@ from ..base.errors import InspectorError
 from .discovery import find_pallas_calls
 from ..compilation.stages import capture
 from ..compilation.target import Target
-from .vmem import budget, estimate_fits
+from .vmem import budget, deciding_budget, estimate_fits, estimate_range
 
 MAX_COMBINATIONS = 64
 
@@ -19,7 +19,8 @@ MAX_COMBINATIONS = 64
 @dataclasses.dataclass(kw_only=True)
 class SweepRow:
     params: dict
-    needs: dict[str, int | None]  # chip -> estimated peak VMEM of the largest kernel (None: did not trace)
+    needs: dict[str, int | None]  # chip -> estimated peak VMEM of the kernel the verdict rests on (None: did not trace)
+    certain: dict[str, int | None] = dataclasses.field(default_factory=dict)  # chip -> of it, what is sure (vmem.estimate_range)
     fits: dict[str, bool | None]  # None: unsure (where needs has a figure) or no kernel
     error: str | None = None  # why this combination does not even trace (a block that does not divide, say)
 
@@ -40,11 +41,12 @@ def sweep(target: Target, chips: list[Chip]) -> list[SweepRow]:
                                  error=str(err).split(" (raised", 1)[0]))
             continue
         calls = find_pallas_calls(program)
-        needs, fits = {}, {}
+        needs, certain, fits = {}, {}, {}
         for chip in chips:
             budgets = [b for c in calls if (b := budget(c.info, chip))]
-            peak = max(budgets, key=lambda b: b.total_bytes, default=None)
+            peak = deciding_budget(budgets)
             needs[chip.name] = peak.total_bytes if peak else None
+            certain[chip.name] = estimate_range(peak)[0] if peak else None
             fits[chip.name] = estimate_fits(budgets) if budgets else None
-        rows.append(SweepRow(params=dict(zip(names, values)), needs=needs, fits=fits))
+        rows.append(SweepRow(params=dict(zip(names, values)), needs=needs, certain=certain, fits=fits))
     return rows

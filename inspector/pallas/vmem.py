@@ -107,6 +107,22 @@ class VmemBudget:
         return self.total_bytes - self.body_bytes - self.spill_bytes - self.outside_bytes + self.held_bytes
 
 
+def deciding_budget(budgets: list[VmemBudget]) -> VmemBudget | None:
+    """The kernel whose figures the verdict over several kernels rests on: of those over for sure,
+    the one whose certain part is largest; else the largest total."""
+    over = [b for b in budgets if b.verdict == "over"]
+    if over:
+        return max(over, key=lambda b: b.certain_bytes)
+    return max(budgets, key=lambda b: b.total_bytes, default=None)
+
+
+def estimate_range(b: VmemBudget) -> tuple[int, int]:
+    """(low, high): what the kernel surely holds, and the total with every unsure term at its most.
+    The verdict is monotone in them: "fits" where high is within the limit, "over" where low is
+    over it, "unsure" between. A kernel that fits is shown by its high alone."""
+    return (b.total_bytes if b.verdict == "fits" else min(b.certain_bytes, b.total_bytes)), b.total_bytes
+
+
 def estimate_fits(budgets: list[VmemBudget]) -> bool | None:
     """The estimate's verdict over several kernels on one chip: False when one is over for sure,
     None when one is unsure (and none over), else True."""
