@@ -156,10 +156,15 @@ def new_errors(trial: Trial, base: Trial) -> list[str]:
     return [e for e in trial.errors if e.partition(":")[0] not in had]
 
 
+def _codes(trial: Trial) -> set[str]:
+    return {e.partition(":")[0] for e in trial.errors}
+
+
 def _recommend(fix: Fix, before: dict[str, Trial]) -> None:
     """Recommended on a chip where it compiles, with no error finding the unfixed program lacks,
-    its numerics hold, and it either makes a program the compiler refused compile or takes less
-    time (estimates of one kind, or measured). A gain is kept either way: the row shows it."""
+    its numerics hold, and it either makes a program the compiler refused compile, clears an error
+    finding of the program as it is (a block size that leaves rows unwritten), or takes less time
+    (estimates of one kind, or measured). A gain is kept either way: the row shows it."""
     if fix.numerics in ("differ", "failed"):
         return
     for trial in fix.trials:
@@ -168,12 +173,15 @@ def _recommend(fix: Fix, before: dict[str, Trial]) -> None:
             continue
         if new_errors(trial, base):
             fix.wrong[trial.chip] = new_errors(trial, base)[0]
+        elif base.compiles and (cleared := sorted(_codes(base) - _codes(trial))):
+            fix.clears[trial.chip] = ", ".join(cleared)
         gain = _gain(base, trial)
         if gain is not None:
             fix.gains[trial.chip] = gain
         if trial.measured_seconds is not None and base.measured_seconds:
             fix.gains[trial.chip] = base.measured_seconds / trial.measured_seconds
-        if trial.chip not in fix.wrong and (not base.compiles or fix.gains.get(trial.chip, 0.0) > 1.0):
+        if trial.chip not in fix.wrong and (not base.compiles or trial.chip in fix.clears
+                                            or fix.gains.get(trial.chip, 0.0) > 1.0):
             fix.recommended.append(trial.chip)
 
 
@@ -272,7 +280,7 @@ def choose(result: FixResult, params: dict, fixed: tuple[str, ...]) -> None:
             result.command_line[chip] = " ".join(f"change --set {k}={params.get(k)} to --set {k}={v}"
                                                  for k, v in change.value.items())
     before = {t.chip: t for t in result.before}
-    result.ok = all(before[c].compiles or c in result.best for c in result.chips)
+    result.ok = all((before[c].compiles and not before[c].errors) or c in result.best for c in result.chips)
     result.answers = _answers(result, before)
 
 
@@ -320,20 +328,23 @@ def _recommend_on(fix: Fix, trial: Trial, base: Trial) -> None:
             else _gain(base, trial))
     if gain is not None:
         fix.gains[trial.chip] = gain
-    if trial.compiles and trial.chip not in fix.wrong and (not base.compiles or (gain or 0.0) > 1.0):
+    if trial.compiles and trial.chip not in fix.wrong and (not base.compiles or trial.chip in fix.clears
+                                                           or (gain or 0.0) > 1.0):
         fix.recommended.append(trial.chip)
 
 
-def holding_patch(result: FixResult, others: list[tuple[str, Target]], *, use_cache: bool | str) -> tuple[Change | None, str]:
+def holding_patch(result: FixResult, others: list[tuple[str, Target]], *, given: str,
+                  use_cache: bool | str) -> tuple[Change | None, str]:
     """The best fix the source can express on the first chip that also holds at each of ``others``
     (the other input sets the file names, as (what they are, the target at them)): a patch edits a
     kernel every caller shares. A vmem_limit is raised there too while the compiler refuses; any
     other change must compile there with no error finding the unfixed program lacks. Each is a
-    compile (no time): (the change, what the patch holds for), or (None, why none holds)."""
+    compile (no time): (the change, what the patch holds for), or (None, why none holds). ``given``
+    names the input set the fixes were tried at ("--args")."""
     chip = get_chip(result.chips[0])
     failed = []
     for index in result.in_source.get(chip.name, []):
-        change, why, held = result.fixes[index].change, None, ["the shapes given"]
+        change, why, held = result.fixes[index].change, None, [given]
         for said, other in others:
             base = _trial(other, chip, time=False, use_cache=use_cache)
             if change.kind == "vmem_limit":
@@ -348,6 +359,6 @@ def holding_patch(result: FixResult, others: list[tuple[str, Target]], *, use_ca
             if why:
                 break
         if why is None:
-            return change, ("holds at " + " and ".join(held)) if others else "holds at the shapes given (the file names no others)"
+            return change, "holds at " + " and ".join(held)
         failed.append(f"{result.fixes[index].change.label}: {why}")
     return None, "no fix the source can express holds at every input set the file names (" + "; ".join(failed) + ")"

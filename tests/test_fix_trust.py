@@ -241,8 +241,28 @@ def test_a_vmem_patch_holds_at_inspects_args_too(cli, run_cli, tmp_path):
     code, out, err = cli("fix", f"{path}:whole", "--target", "tpu-v5e", "--args", "f32[2560,1024]", "--no-numerics",
                          "--no-time", "--patch", str(patch))
     assert code == 0, out + err
-    assert "INSPECT's args" in out
+    assert "holds at --args and INSPECT's args" in out
     assert _apply(patch.read_bytes(), tmp_path / "r", tmp_path).returncode == 0
     for args in ((), ("--args", "f32[2560,1024]")):  # a process of its own: this one imported the file unpatched
         done = run_cli("check", f"{path}:whole", "--target", "tpu-v5e", *args)
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.libtpu
+def test_a_variant_that_clears_an_error_finding_is_recommended_slower_or_not(tmp_path):
+    """--set bm=384 leaves rows unwritten: bm=128 clears that (it is the fix, whatever its time),
+    and fix's verdict is not ok while the program as it is has an error finding and no fix."""
+    from inspector.fixing import run_fix
+
+    path = _repo(tmp_path / "r")
+    target = dataclasses.replace(load_target(f"{path}:two", sets=["bm=384"]), param_choices={"bm": [128]})
+    result = run_fix(target, [get_chip("tpu-v5e")], numerics=False, time=False, fixed=("bm",))
+    fix, = result.fixes
+    assert fix.recommended == ["tpu-v5e"] and fix.clears == {"tpu-v5e": "output-not-written"}
+    assert result.ok and result.command_line["tpu-v5e"] == "change --set bm=384 to --set bm=128"
+    result.fixes[0].recommended.clear()
+    from inspector.fixing import choose
+
+    again = dataclasses.replace(result, best={}, best_in_source={}, in_source={}, command_line={})
+    choose(again, {"bm": 384}, ("bm",))
+    assert not again.ok  # as it is: compiles, with an error finding, and nothing recommended

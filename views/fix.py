@@ -103,6 +103,8 @@ def _best_lines(result: FixResult) -> list[Text]:
 
 def fix_view(result: FixResult) -> RenderableType:
     parts: list[RenderableType] = [Text(result.target, style="bold"), _before(result)]
+    for t in result.before:  # what a fix must not leave, beside whether it compiles
+        parts += [Text(f"{t.chip} as it is: error {e}", style="red") for e in t.errors if t.compiles]
     if result.fixes:
         parts.append(_fixes(result))
         for i, fix in enumerate(result.fixes, 1):
@@ -111,6 +113,8 @@ def fix_view(result: FixResult) -> RenderableType:
                 why += f"; numerics: {fix.numerics_detail}"
             for chip, error in fix.wrong.items():  # why it is never recommended there
                 why += f"; on {chip} the grid walk finds {error}"
+            for chip, codes in fix.clears.items():  # why it is recommended, faster or not
+                why += f"; on {chip} it clears {codes}"
             parts.append(Text(why, style="dim"))
     else:
         parts.append(Text("no change to try: no pallas_call with a change this version proposes"))

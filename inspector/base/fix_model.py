@@ -84,6 +84,9 @@ class Fix:
     # per chip: the first error finding the variant has and the unfixed program does not (the grid
     # walk's unwritten rows): never recommended there, numerics or not
     wrong: dict[str, str] = dataclasses.field(default_factory=dict)
+    # per chip: the codes of the error findings of the program as it is that the variant has not
+    # (recommended there, faster or not)
+    clears: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(repr=False, kw_only=True)
@@ -105,7 +108,7 @@ class FixResult:
     # on that chip: the overview and the TUI show them beside it
     answers: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     not_tried: list[str]  # changes this version does not try, said once
-    ok: bool = False  # every chip compiles as it is, or has a recommended fix
+    ok: bool = False  # every chip compiles as it is with no error finding, or has a recommended fix
     patch: str | None = None  # --patch: the best fix's unified diff
     patch_note: str = ""  # what the patch does, or why none was written
     patch_encoding: str = "utf-8"  # the source's: what the diff's lines are written in (patching.Patch.data)

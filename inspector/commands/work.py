@@ -149,7 +149,7 @@ def work_fix(opts):
         result = run_fix(target, chips, numerics=not opts.no_numerics, time=not opts.no_time, use_cache=_use_cache(opts),
                          measure=measure, fixed=set_names(opts.set or []))
     if opts.patch:
-        patch, note, encoding = _fix_patch(result, target, _other_inputs(opts), _use_cache(opts))
+        patch, note, encoding = _fix_patch(result, target, opts, _other_inputs(opts))
         result = dataclasses.replace(result, patch=patch, patch_note=note, patch_encoding=encoding)
     return result
 
@@ -168,11 +168,12 @@ def _other_inputs(opts) -> list:
         return []
 
 
-def _fix_patch(result, target, others, use_cache) -> tuple[str | None, str, str]:
+def _fix_patch(result, target, opts, others) -> tuple[str | None, str, str]:
     """The best fix on the first chip that the source can express as a diff of it and that holds at
     every input set the file names; what it does, or why none; the diff's encoding. A change of a
     --set is the command line's, said by the printer."""
     import os
+    import shlex
 
     from ..base.errors import UsageError as Unpatchable
     from ..fixing import holding_patch
@@ -183,15 +184,18 @@ def _fix_patch(result, target, others, use_cache) -> tuple[str | None, str, str]
         return None, f"no fix is recommended on {chip}", "utf-8"
     if chip not in result.best_in_source:
         return None, f"every fix recommended on {chip} changes a --set of yours: {result.command_line.get(chip, '')}", "utf-8"
-    change, holds = holding_patch(result, others, use_cache=use_cache)
+    given = "INSPECT's args" if opts.args is None else "--args" + ("" if others else " (the file names no others)")
+    change, holds = holding_patch(result, others, given=given, use_cache=_use_cache(opts))
     if change is None:
         return None, holds, "utf-8"
     try:
         patch = patch_text(change, target.file, target.name)
     except Unpatchable as err:
         return None, f"{change.label}: {err}", "utf-8"
-    where = "" if os.path.realpath(os.getcwd()) == os.path.realpath(patch.repository) else f" -C {patch.repository}"
-    return patch.text, f"{change.label} in {patch.path} ({holds}); apply with `git{where} apply`", patch.encoding
+    # git -C reads the patch's name from the repository: an absolute one, where that is elsewhere
+    here = os.path.realpath(os.getcwd()) == os.path.realpath(patch.repository)
+    how = "git apply" if here else f"git -C {shlex.quote(patch.repository)} apply {shlex.quote(os.path.abspath(opts.patch))}"
+    return patch.text, f"{change.label} in {patch.path} ({holds}); apply with `{how}`", patch.encoding
 
 
 def _measure_fix(opts, change, chip) -> float:
