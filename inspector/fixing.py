@@ -149,15 +149,14 @@ def _rank_key(fix: Fix, chip: str) -> tuple:
             seconds if seconds is not None else float("inf"))
 
 
+def _codes(trial: Trial) -> set[str]:
+    return {e.partition(":")[0] for e in trial.errors}
+
+
 def new_errors(trial: Trial, base: Trial) -> list[str]:
     """The variant's error findings the unfixed program has no finding of that code for (the grid
     walk's unwritten rows of a block size that does not divide): the change made them."""
-    had = {e.partition(":")[0] for e in base.errors}
-    return [e for e in trial.errors if e.partition(":")[0] not in had]
-
-
-def _codes(trial: Trial) -> set[str]:
-    return {e.partition(":")[0] for e in trial.errors}
+    return [e for e in trial.errors if e.partition(":")[0] not in _codes(base)]
 
 
 def _recommend(fix: Fix, before: dict[str, Trial]) -> None:

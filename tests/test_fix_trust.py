@@ -266,3 +266,18 @@ def test_a_variant_that_clears_an_error_finding_is_recommended_slower_or_not(tmp
     again = dataclasses.replace(result, best={}, best_in_source={}, in_source={}, command_line={})
     choose(again, {"bm": 384}, ("bm",))
     assert not again.ok  # as it is: compiles, with an error finding, and nothing recommended
+
+
+def test_odd_patch_paths_are_said_before_any_compile(cli, tmp_path, monkeypatch):
+    """A folder, a missing folder, a link to the source, --force alone: one line each, exit 2."""
+    path = _repo(tmp_path / "r")
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "link").symlink_to(path)
+    _no_run(monkeypatch)
+    for args, said in ((("--patch", str(tmp_path / "adir")), "it is a folder"),
+                       (("--patch", str(tmp_path / "none" / "x.diff")), "does not exist"),
+                       (("--patch", str(tmp_path / "link")), "not a patch this tool wrote"),
+                       (("--force",), "give --patch FILE too")):
+        code, _, err = cli("fix", f"{path}:two", "--target", "tpu-v5e", *args)
+        assert code == 2 and said in err and len(err.strip().splitlines()) == 1, (args, err)
+    assert path.read_text() == KERNEL

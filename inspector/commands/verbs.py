@@ -200,6 +200,8 @@ def fix(opts) -> int:
     check_measure(bool(opts.measure))
     if opts.patch is not None:
         _check_patch_path(opts)
+    elif opts.force:
+        raise UsageError("--force lets --patch replace a file this tool did not write: give --patch FILE too, or leave it out")
     result = run(opts)
     console = make_console()
     if opts.json:
@@ -224,8 +226,8 @@ def _check_patch_path(opts) -> None:
 
     if not opts.patch.strip():
         raise UsageError("--patch is empty: give the patch's file name, e.g. --patch fix.diff")
+    check_writable(opts.patch)  # a folder, a missing folder: said as such
     refuse_foreign(opts.patch, ours=is_our_patch, what="a patch", force=opts.force)
-    check_writable(opts.patch)
     check_not_read_only(opts.patch)
     where, _ = split_spec(opts.target)
     if where.endswith(".py") and os.path.isfile(where):
