@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from .base.chips import Chip
+from .base.chips import Chip, get_chip
 from .base.fix_model import Change, Fix, FixResult, Refusal, Trial
 from .compilation import fix_store
 from .run.fix_numerics import Numerics, judge
@@ -18,6 +18,7 @@ from .view_table import Needs
 
 KIND_ORDER = {"estimate": 0, "range": 1, "floor": 2}  # a floor is never ranked as an estimate
 MOST_LIMIT_TRIES = 4  # vmem_limit_bytes raised by a quarter each time the compiler still refuses
+TRIAL_SCHEMA = 2  # what a kept trial holds (2: the variant's error findings): older entries are misses
 
 
 NOT_TRIED = ("the grid's axis order where the body reads pl.program_id (a reorder would edit the body)",
@@ -45,7 +46,8 @@ def _trial_key(target: Target, chip: Chip, time: bool) -> str | None:
     from .libtpu import Budget
 
     _, lowered, text = lowered_program(target, Backend(chip))  # the compile's own lowering, memoised
-    return None if lowered is None else fix_store.key("trial", time, Budget().as_dict(), module_text=text, chip=chip.name)
+    return None if lowered is None else fix_store.key("trial", TRIAL_SCHEMA, time, Budget().as_dict(), module_text=text,
+                                                      chip=chip.name)
 
 
 def _compiled(target: Target, chip: Chip, *, time: bool, use_cache: bool | str) -> tuple[Trial, bool]:
@@ -58,7 +60,8 @@ def _compiled(target: Target, chip: Chip, *, time: bool, use_cache: bool | str) 
                          time_budget=Budget())
     error = report.stages.compile_error
     limits = [b.limit_bytes for k in report.pallas or [] for b in k.budgets if b.chip == chip.name]
-    trial = Trial(chip=chip.name, compiles=error is None, vmem_limit_bytes=max(limits) if limits else None)
+    trial = Trial(chip=chip.name, compiles=error is None, vmem_limit_bytes=max(limits) if limits else None,
+                  errors=[f"{f.code}: {f.message}" for f in report.findings if f.severity == "error"])
     if error is not None:
         trial.compile_error = error.headline
         kernel = (error.mosaic.kernel if error.mosaic else None) or (error.vmem.kernel if error.vmem else None)
@@ -146,21 +149,38 @@ def _rank_key(fix: Fix, chip: str) -> tuple:
             seconds if seconds is not None else float("inf"))
 
 
+def _codes(trial: Trial) -> set[str]:
+    return {e.partition(":")[0] for e in trial.errors}
+
+
+def new_errors(trial: Trial, base: Trial) -> list[str]:
+    """The variant's error findings the unfixed program has no finding of that code for (the grid
+    walk's unwritten rows of a block size that does not divide): the change made them."""
+    return [e for e in trial.errors if e.partition(":")[0] not in _codes(base)]
+
+
 def _recommend(fix: Fix, before: dict[str, Trial]) -> None:
-    """Recommended on a chip where it compiles, its numerics hold, and it either makes a program
-    the compiler refused compile or takes less time (estimates of one kind, or measured)."""
+    """Recommended on a chip where it compiles, with no error finding the unfixed program lacks,
+    its numerics hold, and it either makes a program the compiler refused compile, clears an error
+    finding of the program as it is (a block size that leaves rows unwritten), or takes less time
+    (estimates of one kind, or measured). A gain is kept either way: the row shows it."""
     if fix.numerics in ("differ", "failed"):
         return
     for trial in fix.trials:
         base = before[trial.chip]
         if not trial.compiles:
             continue
+        if new_errors(trial, base):
+            fix.wrong[trial.chip] = new_errors(trial, base)[0]
+        elif base.compiles and (cleared := sorted(_codes(base) - _codes(trial))):
+            fix.clears[trial.chip] = ", ".join(cleared)
         gain = _gain(base, trial)
         if gain is not None:
             fix.gains[trial.chip] = gain
         if trial.measured_seconds is not None and base.measured_seconds:
             fix.gains[trial.chip] = base.measured_seconds / trial.measured_seconds
-        if not base.compiles or fix.gains.get(trial.chip, 0.0) > 1.0:
+        if trial.chip not in fix.wrong and (not base.compiles or trial.chip in fix.clears
+                                            or fix.gains.get(trial.chip, 0.0) > 1.0):
             fix.recommended.append(trial.chip)
 
 
@@ -252,13 +272,14 @@ def choose(result: FixResult, params: dict, fixed: tuple[str, ...]) -> None:
                      and result.fixes[i].change.kind not in UNPATCHED]
         if in_source:
             result.best_in_source[chip] = in_source[0]
+            result.in_source[chip] = in_source
         change = result.fixes[ranked[0]].change
         if on_command_line(change, fixed):
             assert isinstance(change.value, dict)
             result.command_line[chip] = " ".join(f"change --set {k}={params.get(k)} to --set {k}={v}"
                                                  for k, v in change.value.items())
     before = {t.chip: t for t in result.before}
-    result.ok = all(before[c].compiles or c in result.best for c in result.chips)
+    result.ok = all((before[c].compiles and not before[c].errors) or c in result.best for c in result.chips)
     result.answers = _answers(result, before)
 
 
@@ -306,5 +327,37 @@ def _recommend_on(fix: Fix, trial: Trial, base: Trial) -> None:
             else _gain(base, trial))
     if gain is not None:
         fix.gains[trial.chip] = gain
-    if trial.compiles and (not base.compiles or (gain or 0.0) > 1.0):
+    if trial.compiles and trial.chip not in fix.wrong and (not base.compiles or trial.chip in fix.clears
+                                                           or (gain or 0.0) > 1.0):
         fix.recommended.append(trial.chip)
+
+
+def holding_patch(result: FixResult, others: list[tuple[str, Target]], *, given: str,
+                  use_cache: bool | str) -> tuple[Change | None, str]:
+    """The best fix the source can express on the first chip that also holds at each of ``others``
+    (the other input sets the file names, as (what they are, the target at them)): a patch edits a
+    kernel every caller shares. A vmem_limit is raised there too while the compiler refuses; any
+    other change must compile there with no error finding the unfixed program lacks. Each is a
+    compile (no time): (the change, what the patch holds for), or (None, why none holds). ``given``
+    names the input set the fixes were tried at ("--args")."""
+    chip = get_chip(result.chips[0])
+    failed = []
+    for index in result.in_source.get(chip.name, []):
+        change, why, held = result.fixes[index].change, None, [given]
+        for said, other in others:
+            base = _trial(other, chip, time=False, use_cache=use_cache)
+            if change.kind == "vmem_limit":
+                change, trial = _limit_trials(other, change, chip, time=False, use_cache=use_cache)
+            else:
+                trial = _trial(variant(other, change), chip, time=False, use_cache=use_cache)
+            if trial.compiles and new_errors(trial, base):
+                why = f"at {said}: {new_errors(trial, base)[0]}"
+            elif not trial.compiles and base.compiles is not False:
+                why = f"at {said} it does not compile: {trial.compile_error}"
+            held.append(said if trial.compiles else f"{said} (refused there with or without it)")
+            if why:
+                break
+        if why is None:
+            return change, "holds at " + " and ".join(held)
+        failed.append(f"{result.fixes[index].change.label}: {why}")
+    return None, "no fix the source can express holds at every input set the file names (" + "; ".join(failed) + ")"

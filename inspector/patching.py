@@ -1,31 +1,106 @@
 """`inspector fix --patch`: a fix as a unified diff of the user's source that `git apply` takes:
 the pallas_call's arguments (compiler_params' vmem_limit_bytes or dimension_semantics, an input
 BlockSpec's pipeline_mode) or the INSPECT entry's params (the chosen value made the default).
-Text in, text out: the file is read, never written (the caller writes the patch)."""
+Text in, text out: the file is read, never written (the caller writes the patch). The diff keeps
+the file's own newlines and encoding (PEP 263, a BOM), and names the file relative to the git
+repository that holds it, where `git apply` is run."""
 from __future__ import annotations
 
 import ast
+import codecs
 import difflib
+import io
 import os
+import re
+import tokenize
+from typing import NamedTuple
 
 from .base.errors import UsageError
 from .base.fix_model import Change
 
 PALLAS = "jax.experimental.pallas"
 PALLAS_TPU = "jax.experimental.pallas.tpu"
+# The patch's first line: `git apply` ignores text before the first diff header, and it tells a
+# patch this tool wrote (which --patch may replace) from a user's file (which it refuses)
+HEADER = "# written by inspector fix --patch"
+_LINE = re.compile(r".*?(?:\r\n|\r|\n)|.+\Z", re.S)  # a line as Python (and ast) counts them
 
 
-def _read(path: str) -> str:
+class Patch(NamedTuple):
+    path: str  # the file, relative to its repository (what the diff names)
+    repository: str  # the repository's top folder: `git apply` runs there
+    text: str  # the diff, decoded
+    encoding: str  # the file's encoding: what the diff's lines are written in
+
+    @property
+    def data(self) -> bytes:
+        return patch_bytes(self.text, self.encoding)
+
+
+def patch_bytes(text: str, encoding: str) -> bytes:
+    """The diff as `git apply` reads it: the header and the file names in UTF-8, the lines of the
+    source in the source's own encoding (a latin-1 file's bytes, not UTF-8's)."""
+    head = text.split("\n", 3)
+    if len(head) < 4:
+        return text.encode()
+    return "\n".join(head[:3]).encode() + b"\n" + head[3].encode(encoding)
+
+
+def is_our_patch(head: bytes) -> bool:
+    """Whether a file's first bytes are a patch this tool wrote (--patch may replace it)."""
+    return head.startswith(HEADER.encode())
+
+
+def read_source(path: str) -> tuple[str, str]:
+    """(the text, its encoding) of a Python file as it is: newlines untranslated, the encoding its
+    PEP 263 line or BOM says (UTF-8 otherwise). A file that cannot be decoded so cannot be patched."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as err:
         raise UsageError(f"cannot read {path} to patch it: {err.strerror or err}") from err
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        codecs.lookup(encoding)
+        text = data.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError) as err:
+        raise UsageError(f"cannot patch {path}: it is not text in the encoding its coding line gives "
+                         f"(utf-8 without one): {err}; leave --patch out, or fix the file's encoding") from None
+    return text.removeprefix("\ufeff") if encoding == "utf-8-sig" else text, encoding
+
+
+def _lines(text: str) -> list[str]:
+    return _LINE.findall(text)
+
+
+def _newline(text: str) -> str:
+    """The file's own newline (its first line's), for the lines a patch adds."""
+    first = re.search(r"\r\n|\r|\n", text)
+    return first.group() if first else "\n"
+
+
+def repository(path: str) -> str:
+    """The top folder of the git repository that holds ``path`` (a `.git` folder, or a worktree's
+    `.git` file); a file in none, or an installed copy, is not patched: said in one line."""
+    real = os.path.realpath(path)
+    parts = real.split(os.sep)
+    if "site-packages" in parts or "dist-packages" in parts:
+        raise UsageError(f"{path} is an installed copy (in {'site-packages' if 'site-packages' in parts else 'dist-packages'}): "
+                         "not patched; make the change in the project's own source")
+    folder = os.path.dirname(real)
+    while True:
+        if os.path.exists(os.path.join(folder, ".git")):
+            return folder
+        up = os.path.dirname(folder)
+        if up == folder:
+            raise UsageError(f"{path} is in no git repository, so `git apply` has nowhere to apply a patch: "
+                             "not patched; make the change by hand (or `git init` its folder)")
+        folder = up
 
 
 def _offset(text: str, line: int, col: int) -> int:
     """The character offset of (1-based line, 0-based column in UTF-8 bytes) in ``text``."""
-    lines = text.splitlines(keepends=True)
+    lines = _lines(text)  # not str.splitlines: a form feed or U+2028 in a string is no line end to ast
     head = "".join(lines[:line - 1])
     return len(head) + len(lines[line - 1].encode()[:col].decode(errors="ignore"))
 
@@ -91,10 +166,14 @@ def _compiler_params_edit(text: str, tree: ast.Module, call: ast.Call, field: st
 def _with_import(text: str, tree: ast.Module, line: str) -> str:
     """``line`` added after the module's last top-level import (edits below it keep their offsets)."""
     imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    newline = _newline(text)
     if not imports:
-        return line + "\n" + text
-    at = _offset(text, (imports[-1].end_lineno or imports[-1].lineno) + 1, 0)
-    return text[:at] + line + "\n" + text[at:]
+        return line + newline + text
+    end = imports[-1].end_lineno or imports[-1].lineno
+    if end >= len(_lines(text)):  # the import is the file's last line
+        return text + ("" if text.endswith(("\n", "\r")) else newline) + line + newline
+    at = _offset(text, end + 1, 0)
+    return text[:at] + line + newline + text[at:]
 
 
 def _buffered_edit(text: str, tree: ast.Module, call: ast.Call, position: int, count: int) -> str:
@@ -125,8 +204,8 @@ def _params_edit(text: str, tree: ast.Module, function: str, name: str, value) -
     raise UsageError(f"no INSPECT params list for {name!r} in the file of {function}: set its default to {value} by hand")
 
 
-def patch_text(change: Change, target_file: str | None, function: str) -> tuple[str, str]:
-    """(the edited file's path, the unified diff) that makes ``change`` in the source."""
+def patch_text(change: Change, target_file: str | None, function: str) -> Patch:
+    """The unified diff that makes ``change`` in the source, with the file it edits."""
     if change.kind == "params":
         if target_file is None:
             raise UsageError("the target is not a file: its INSPECT params cannot be patched")
@@ -135,7 +214,8 @@ def patch_text(change: Change, target_file: str | None, function: str) -> tuple[
         path, _, line = change.source.rpartition(":")
         if not path or not line.isdigit():
             raise UsageError(f"{change.kernel}: where the pallas_call is called is not known: nothing to patch")
-    text = _read(path)
+    top = repository(path)
+    text, encoding = read_source(path)
     tree = ast.parse(text)
     if change.kind == "params":
         assert isinstance(change.value, dict)
@@ -153,6 +233,15 @@ def patch_text(change: Change, target_file: str | None, function: str) -> tuple[
             new = _compiler_params_edit(text, tree, call, "vmem_limit_bytes", str(change.value))
         else:
             new = _compiler_params_edit(text, tree, call, "dimension_semantics", repr(tuple(change.value)))  # type: ignore[arg-type]
-    rel = os.path.relpath(path).replace(os.sep, "/")
-    diff = difflib.unified_diff(text.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{rel}", f"b/{rel}")
-    return rel, "".join(diff)
+    if encoding == "utf-8-sig":  # the BOM is the first line's, in the diff as in the file
+        text, new, encoding = "\ufeff" + text, "\ufeff" + new, "utf-8"
+    rel = os.path.relpath(os.path.realpath(path), top).replace(os.sep, "/")
+    return Patch(rel, top, f"{HEADER}: {change.label}\n" + _diff(text, new, rel), encoding)
+
+
+def _diff(old: str, new: str, rel: str) -> str:
+    """difflib's unified diff, with the marker `git apply` needs after a last line without newline."""
+    out = []
+    for line in difflib.unified_diff(_lines(old), _lines(new), f"a/{rel}", f"b/{rel}"):
+        out.append(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n")
+    return "".join(out)

@@ -131,7 +131,7 @@ def test_the_patch_applies_and_check_passes_after_it(keras_oom, tmp_path, run_cl
     from inspector.patching import patch_text
 
     limit = next(f for f in keras_oom.fixes if f.change.kind == "vmem_limit")
-    path, diff = patch_text(limit.change, "tests/data/heldout10/keras_matmul_relu.py", "keras_matmul_relu")
+    path, _, diff, _ = patch_text(limit.change, "tests/data/heldout10/keras_matmul_relu.py", "keras_matmul_relu")
     copy = tmp_path / "repo"
     (copy / path).parent.mkdir(parents=True)
     shutil.copy(path, copy / path)
@@ -150,7 +150,7 @@ def test_a_params_patch_makes_the_value_inspects_default(tmp_path):
     from inspector.patching import patch_text
 
     change = Change(kind="params", kernel="", call=None, value={"tile_m": 256})
-    path, diff = patch_text(change, "tests/data/heldout10/keras_matmul_relu.py", "keras_matmul_relu")
+    path, _, diff, _ = patch_text(change, "tests/data/heldout10/keras_matmul_relu.py", "keras_matmul_relu")
     assert '-        "params": {"tile_m": [128, 256]' in diff and '+        "params": {"tile_m": [256, 128]' in diff
 
 
@@ -210,7 +210,7 @@ def test_the_done_when_patch_applies_and_check_passes_with_the_same_set(flash_oo
     before, = result.before
     assert before.compiles is False
     change = result.fixes[result.best_in_source["tpu-v5e"]].change
-    path, diff = patch_text(change, "samples/attention.py", "flash")
+    path, _, diff, _ = patch_text(change, "samples/attention.py", "flash")
     assert path == "kernels/flash_attention.py" and "vmem_limit_bytes=" in diff
     copy = tmp_path / "repo"  # inspector.kernels and .views live beside the package, as in the repository
     for top in ("inspector", "kernels", "views", "samples"):

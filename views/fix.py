@@ -55,7 +55,9 @@ def _fixes(result: FixResult) -> Table:
     for i, fix in enumerate(result.fixes, 1):
         for j, t in enumerate(fix.trials):
             gain = fix.gains.get(t.chip)
-            verdict = Text("recommended", style="bold green") if t.chip in fix.recommended else Text("")
+            verdict = (Text("recommended", style="bold green") if t.chip in fix.recommended
+                       else Text(f"wrong: {fix.wrong[t.chip].partition(':')[0]}", style="red") if t.chip in fix.wrong
+                       else Text(""))
             table.add_row(str(i) if j == 0 else "", fix.change.label if j == 0 else "", t.chip, _compiles(t), _vmem(t),
                           _time(t), f"{gain:.2f}x" if gain is not None else "-", _numerics(fix.numerics) if j == 0 else "",
                           verdict)
@@ -101,12 +103,18 @@ def _best_lines(result: FixResult) -> list[Text]:
 
 def fix_view(result: FixResult) -> RenderableType:
     parts: list[RenderableType] = [Text(result.target, style="bold"), _before(result)]
+    for t in result.before:  # what a fix must not leave, beside whether it compiles
+        parts += [Text(f"{t.chip} as it is: error {e}", style="red") for e in t.errors if t.compiles]
     if result.fixes:
         parts.append(_fixes(result))
         for i, fix in enumerate(result.fixes, 1):
             why = f"  {i}. {fix.change.why}"
             if fix.numerics_detail:
                 why += f"; numerics: {fix.numerics_detail}"
+            for chip, error in fix.wrong.items():  # why it is never recommended there
+                why += f"; on {chip} the grid walk finds {error}"
+            for chip, codes in fix.clears.items():  # why it is recommended, faster or not
+                why += f"; on {chip} it clears {codes}"
             parts.append(Text(why, style="dim"))
     else:
         parts.append(Text("no change to try: no pallas_call with a change this version proposes"))

@@ -69,6 +69,10 @@ class Chip:
     # TensorCores one jax device splits a "parallel" grid axis over: each core pipelines its own
     # share of the steps (so a share of one step is single-buffered)
     parallel_grid_cores: int = 1
+    # a jax device drives two TensorCores on this chip's TPU VM (a megacore: v4, v5p), which a
+    # "parallel" grid axis is split over there; libtpu's deviceless v4 topology compiles a device
+    # per TensorCore (cores_per_device 1), so that compile shows no split
+    megacore: bool = False
     # libtpu's static simulation times programs for this chip (what `--time` and `tune` rank by)
     libtpu_times: bool = True
     sources: dict = dataclasses.field(default_factory=dict)
@@ -87,6 +91,12 @@ class Chip:
         ``num_cores``: 2 on v5p, 1 on v4 and TPU7x, whose cores are a device each)."""
         return max(1, (self.tensor_cores or 1) // (self.devices_per_chip or 1))
 
+    @property
+    def megacore_cores(self) -> int:
+        """TensorCores a "parallel" grid axis is split over when the kernel runs on this chip's TPU VM:
+        every core of a megacore chip, else the device's own (``cores_per_device``)."""
+        return (self.tensor_cores or 1) if self.megacore else self.cores_per_device
+
 
 # the linear attention kernel of tests/data/third_party_styles.py, bf16 (BH, 4096|16384, 128), one
 # chunk per step, compiled deviceless with libtpu 0.0.42.1
@@ -95,6 +105,9 @@ MEASURED_SPLIT = ("measured: a grid (2, 1) with ('parallel', 'arbitrary') takes 
 
 
 
+MEGACORE = ("jax's pltpu.ChipVersion(...).supports_megacore (True for v4 and v5p); the Pallas core_map guide "
+            "(docs.jax.dev/en/latest/pallas/tpu/core_map.html): 'For recent TPU chips (v4, v5p), every JAX device "
+            "may contain 2 TensorCores (aka. a Megacore)'")
 PCI_IDS = "jax/_src/hardware_utils.py (_TPU_PCI_DEVICE_IDS), what jax reads at start-up to find the TPU"
 # why libtpu simulates no program for a chip with libtpu_times=False, in libtpu's own words
 UNSIMULATED_WHY = "its static profile aborts: 'Dma latency model is currently only supported on VF/VL/GF/GL'"
@@ -104,7 +117,7 @@ LIBTPU_TIMES = ("measured, libtpu 0.0.42.1: its static profile of a v4 compile a
 
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,
          device_kind, pci, version, topologies, hbm_device, ici, links, ici_source, clock, clock_source,
-         devices_per_chip=1, parallel_grid_cores=1, sc_vmem=None, libtpu_times=True, sources=None) -> Chip:
+         devices_per_chip=1, parallel_grid_cores=1, megacore=False, sc_vmem=None, libtpu_times=True, sources=None) -> Chip:
     base = {
         "tensor_cores": CLOUD_TPU, "vmem_bytes": TPU_INFO, "smem_bytes": TPU_INFO, "hbm_bytes": TPU_INFO,
         "hbm_bytes_per_s": TPU_INFO, "bf16_flops": TPU_INFO, "int8_ops": TPU_INFO, "mxu": TPU_INFO,
@@ -116,14 +129,14 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
         "clock_hz": clock_source, "parallel_grid_cores": MEASURED_SPLIT,
         "libtpu_times": LIBTPU_TIMES,
         "sparse_core_vmem_bytes": TPU_INFO + " (SparseCoreInfo.vmem_capacity_bytes; no SparseCore on v4 and v5e)",
-        "pci_device_id": PCI_IDS,
+        "pci_device_id": PCI_IDS, "megacore": MEGACORE,
     }
     base.update(sources or {})
     return Chip(name, "tpu", description, aliases, tensor_cores=cores, vmem_bytes=vmem, scoped_vmem_bytes=scoped,
                 smem_bytes=1 * MiB, hbm_bytes=hbm, hbm_bytes_per_s=bw, bf16_flops=bf16, int8_ops=int8, mxu=mxu,
                 sublanes=8, lanes=128, topology=topology, device_kind=device_kind, pci_device_id=pci, jax_chip_version=version,
                 topologies=topologies, hbm_device_bytes=hbm_device, ici_bytes_per_s=ici, ici_links=links,
-                devices_per_chip=devices_per_chip, clock_hz=clock, parallel_grid_cores=parallel_grid_cores,
+                devices_per_chip=devices_per_chip, clock_hz=clock, parallel_grid_cores=parallel_grid_cores, megacore=megacore,
                 sparse_core_vmem_bytes=sc_vmem, libtpu_times=libtpu_times, sources=base)
 
 
@@ -139,7 +152,7 @@ CHIPS: tuple[Chip, ...] = (
     _tpu("tpu-v4", "TPU v4 (megacore: 2 TensorCores act as one device)", aliases=("v4",), cores=2,
          vmem=16 * MiB, scoped=16 * MiB, hbm=34_400_000_000, bw=1.23e12, bf16=275e12, int8=None, mxu=128,
          topology="v4:2x2x1", device_kind="TPU v4", pci="0x005e", version="v4", topologies=_3D + ("16x16x16",),
-         hbm_device=round(15.25 * GiB), ici=4.5e10, links=6, devices_per_chip=2, libtpu_times=False,
+         hbm_device=round(15.25 * GiB), ici=4.5e10, links=6, devices_per_chip=2, libtpu_times=False, megacore=True,
          ici_source=SCALING_BOOK_ICI + "; 6 links (3D torus)",
          clock=1.05e9, clock_source="derived: 275e12 / (2 TensorCores x 4 MXUs x 128^2 x 2 flops) = 1.05 GHz, the 1050 MHz of the TPU v4 paper (ISCA 2023); libtpu cannot simulate v4 (its DMA latency model refuses the chip)",
          sources={"int8_ops": "not given by jax tpu_info"}),
@@ -151,7 +164,7 @@ CHIPS: tuple[Chip, ...] = (
     _tpu("tpu-v5p", "TPU v5p (megacore)", aliases=("v5p",), cores=2,
          vmem=64 * MiB, scoped=16 * MiB, hbm=103_000_000_000, bw=2.46e12, bf16=459e12, int8=918e12, mxu=128,
          topology="v5p:2x2x1", device_kind="TPU v5", pci="0x0062", version="v5p", topologies=_3D + ("16x16x16", "16x16x24"),
-         parallel_grid_cores=2,
+         parallel_grid_cores=2, megacore=True,
          hbm_device=round(95.74 * GiB), sc_vmem=512 * 1024, ici=9e10, links=6, ici_source=SCALING_BOOK_ICI + "; 6 links (3D torus)",
          clock=1.75e9, clock_source="derived: 459e12 / (2 TensorCores x 4 MXUs x 128^2 x 2 flops) = 1.75 GHz; " + _DOT.format(pct=97),
          sources={"hbm_bytes_per_s": TPU_INFO + "; the Cloud TPU page says 2765 GB/s"}),

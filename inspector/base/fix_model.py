@@ -68,6 +68,7 @@ class Trial:
     high_seconds: float | None = None  # the top of a range
     measured_seconds: float | None = None  # --measure: device time on the attached TPU
     kernel: str | None = None  # the pallas_call the compiler refused, where it says
+    errors: list[str] = dataclasses.field(default_factory=list)  # "code: message" of each error finding
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -80,6 +81,12 @@ class Fix:
     numerics_detail: str = ""
     gains: dict[str, float] = dataclasses.field(default_factory=dict)  # per chip: time before / after (same kind)
     recommended: list[str] = dataclasses.field(default_factory=list)  # the chips it is recommended for
+    # per chip: the first error finding the variant has and the unfixed program does not (the grid
+    # walk's unwritten rows): never recommended there, numerics or not
+    wrong: dict[str, str] = dataclasses.field(default_factory=dict)
+    # per chip: the codes of the error findings of the program as it is that the variant has not
+    # (recommended there, faster or not)
+    clears: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(repr=False, kw_only=True)
@@ -93,6 +100,7 @@ class FixResult:
     # chip -> index of the best fix the source can express (not a param the command line set):
     # what --patch writes; the same as ``best`` unless the best changes a --set
     best_in_source: dict[str, int] = dataclasses.field(default_factory=dict)
+    in_source: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # chip -> each such fix, best first
     # chip -> "change --set block_q=4096 to --set block_q=1024", where the best fix changes a param
     # the command line set (the user's command decides it: no patch of the source can)
     command_line: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -100,9 +108,10 @@ class FixResult:
     # on that chip: the overview and the TUI show them beside it
     answers: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     not_tried: list[str]  # changes this version does not try, said once
-    ok: bool = False  # every chip compiles as it is, or has a recommended fix
+    ok: bool = False  # every chip compiles as it is with no error finding, or has a recommended fix
     patch: str | None = None  # --patch: the best fix's unified diff
     patch_note: str = ""  # what the patch does, or why none was written
+    patch_encoding: str = "utf-8"  # the source's: what the diff's lines are written in (patching.Patch.data)
 
     def __repr__(self) -> str:
         return f"<FixResult {self.target}: {len(self.fixes)} fixes, {len(self.refused)} refused>"

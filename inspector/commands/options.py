@@ -116,6 +116,7 @@ def fix_options(p: argparse.ArgumentParser) -> None:
     p.set_defaults(chip=None)  # chosen_chip: the attached TPU, else DEFAULT_TPU
     p.add_argument("--patch", metavar="FILE", help="write the best fix for the first --target chip as a unified diff of "
                                                    "the source (git apply FILE)")
+    p.add_argument("--force", action="store_true", help="let --patch replace a file this tool did not write")
     p.add_argument("--no-numerics", action="store_true",
                    help="skip running each fix in TPU interpret mode against the unfixed kernel (faster; numerics 'not checked')")
     p.add_argument("--no-time", action="store_true", help="skip libtpu's time estimate (compiles only: faster)")

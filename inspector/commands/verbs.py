@@ -10,7 +10,7 @@ import os
 import sys
 
 from ..base import json_text
-from ..base.atomic import check_not_read_only, check_writable, write_atomic
+from ..base.atomic import check_not_read_only, check_writable, refuse_foreign, write_atomic
 from ..base.chips import INTERPRET_EXAMPLE, get_chip, parse_targets
 from ..base.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, TargetFailure, UsageError
 from ..hlo.pass_select import check_view_options
@@ -198,9 +198,10 @@ def fix(opts) -> int:
         raise UsageError(f"fix compiles for TPUs: --target {', '.join(c.name for c in chips if not c.is_tpu)} is not one "
                          "(e.g. --target tpu-v5e,tpu-v5p)")
     check_measure(bool(opts.measure))
-    if opts.patch:
-        check_writable(opts.patch)
-        check_not_read_only(opts.patch)
+    if opts.patch is not None:
+        _check_patch_path(opts)
+    elif opts.force:
+        raise UsageError("--force lets --patch replace a file this tool did not write: give --patch FILE too, or leave it out")
     result = run(opts)
     console = make_console()
     if opts.json:
@@ -208,11 +209,29 @@ def fix(opts) -> int:
     else:
         print_fitting(console, fix_view(result))
     if opts.patch and result.patch:
-        write_atomic(opts.patch, result.patch)
+        from ..patching import patch_bytes
+
+        write_atomic(opts.patch, patch_bytes(result.patch, result.patch_encoding))
         print(f"wrote {opts.patch} ({result.patch_note})", file=sys.stderr if opts.json else sys.stdout)
     elif opts.patch:
         print(f"no patch written: {result.patch_note}", file=sys.stderr)
     return EXIT_OK if result.ok else EXIT_FINDINGS
+
+
+def _check_patch_path(opts) -> None:
+    """Before any compile: --patch names a file this tool may write (not a .py source, not a file of
+    the user's unless --force), and the target's file can be patched at all (its encoding)."""
+    from ..compilation.user_files import split_spec
+    from ..patching import is_our_patch, read_source
+
+    if not opts.patch.strip():
+        raise UsageError("--patch is empty: give the patch's file name, e.g. --patch fix.diff")
+    check_writable(opts.patch)  # a folder, a missing folder: said as such
+    refuse_foreign(opts.patch, ours=is_our_patch, what="a patch", force=opts.force)
+    check_not_read_only(opts.patch)
+    where, _ = split_spec(opts.target)
+    if where.endswith(".py") and os.path.isfile(where):
+        read_source(where)  # a file that cannot be decoded: said now, not after every trial
 
 
 def diff(opts) -> int:

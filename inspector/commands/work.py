@@ -149,28 +149,53 @@ def work_fix(opts):
         result = run_fix(target, chips, numerics=not opts.no_numerics, time=not opts.no_time, use_cache=_use_cache(opts),
                          measure=measure, fixed=set_names(opts.set or []))
     if opts.patch:
-        patch, note = _fix_patch(result, target)
-        result = dataclasses.replace(result, patch=patch, patch_note=note)
+        patch, note, encoding = _fix_patch(result, target, opts, _other_inputs(opts))
+        result = dataclasses.replace(result, patch=patch, patch_note=note, patch_encoding=encoding)
     return result
 
 
-def _fix_patch(result, target) -> tuple[str | None, str]:
-    """The best fix on the first chip that the source can express as a diff of it, and what it
-    does (or why none): a change of a --set is the command line's, said by the printer."""
+def _other_inputs(opts) -> list:
+    """The other input sets the file names for the target (INSPECT's args, where --args replaced
+    them): a patch of a shared kernel must hold there too."""
+    from ..compilation.target import load_target
+
+    if opts.args is None:
+        return []
+    try:
+        return [("INSPECT's args", load_target(opts.target, ref=getattr(opts, "ref", None), sets=opts.set,
+                                               mesh=getattr(opts, "mesh", None), shard=getattr(opts, "shard", None)))]
+    except UsageError:  # the file names none
+        return []
+
+
+def _fix_patch(result, target, opts, others) -> tuple[str | None, str, str]:
+    """The best fix on the first chip that the source can express as a diff of it and that holds at
+    every input set the file names; what it does, or why none; the diff's encoding. A change of a
+    --set is the command line's, said by the printer."""
+    import os
+    import shlex
+
     from ..base.errors import UsageError as Unpatchable
+    from ..fixing import holding_patch
     from ..patching import patch_text
 
     chip = result.chips[0]
     if chip not in result.best:
-        return None, f"no fix is recommended on {chip}"
+        return None, f"no fix is recommended on {chip}", "utf-8"
     if chip not in result.best_in_source:
-        return None, f"every fix recommended on {chip} changes a --set of yours: {result.command_line.get(chip, '')}"
-    change = result.fixes[result.best_in_source[chip]].change
+        return None, f"every fix recommended on {chip} changes a --set of yours: {result.command_line.get(chip, '')}", "utf-8"
+    given = "INSPECT's args" if opts.args is None else "--args" + ("" if others else " (the file names no others)")
+    change, holds = holding_patch(result, others, given=given, use_cache=_use_cache(opts))
+    if change is None:
+        return None, holds, "utf-8"
     try:
-        path, diff = patch_text(change, target.file, target.name)
+        patch = patch_text(change, target.file, target.name)
     except Unpatchable as err:
-        return None, f"{change.label}: {err}"
-    return diff, f"{change.label} in {path}; apply with `git apply`"
+        return None, f"{change.label}: {err}", "utf-8"
+    # git -C reads the patch's name from the repository: an absolute one, where that is elsewhere
+    here = os.path.realpath(os.getcwd()) == os.path.realpath(patch.repository)
+    how = "git apply" if here else f"git -C {shlex.quote(patch.repository)} apply {shlex.quote(os.path.abspath(opts.patch))}"
+    return patch.text, f"{change.label} in {patch.path} ({holds}); apply with `{how}`", patch.encoding
 
 
 def _measure_fix(opts, change, chip) -> float:

@@ -73,7 +73,7 @@ def semantics_changes(calls: list[FoundCall], chip: Chip) -> tuple[list[Change],
     """"parallel" for the grid's leading axes (jax wants the parallel axes a prefix of the grid),
     one more "arbitrary" axis each time, on a chip with two TensorCores per device; refused where
     the walk, with the axis parallel, finds steps along it writing one output block."""
-    if not chip.is_tpu or chip.cores_per_device < 2:
+    if not chip.is_tpu or chip.megacore_cores < 2:
         return [], []
     changes, refused = [], []
     for found, n in _tpu_kernels(calls):
@@ -88,7 +88,7 @@ def semantics_changes(calls: list[FoundCall], chip: Chip) -> tuple[list[Change],
             change = Change(kind="semantics", kernel=info.name, call=n, value=list(semantics),
                             source=info.source or "",
                             why=f"axis {axis} ({info.grid_names[axis]}, {size} steps) split across {chip.name}'s "
-                                f"{chip.cores_per_device} TensorCores")
+                                f"{chip.megacore_cores} TensorCores")
             trial = dataclasses.replace(found, info=dataclasses.replace(info, dimension_semantics=list(semantics)))
             race = next((f for f in walk_grid(trial).findings if f.code == "parallel-axis-race"), None)
             if race is not None:
