@@ -20,7 +20,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line and exit 2, like every other usage error
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
-    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_args(self, args=None, namespace=None):
         """As argparse, but an unknown option names the closest ones the verb takes (`--viwe`: did you
         mean --view?) and the verb's own --help."""
         opts, extras = self.parse_known_args(args, namespace)

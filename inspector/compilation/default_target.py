@@ -28,8 +28,8 @@ def project_default(start: Path | None = None) -> tuple[str, str] | None:
     """(chip, where it was set) from $INSPECTOR_TARGET or the nearest pyproject.toml's
     [tool.inspector] target; None where neither sets one. A chip that is not one raises
     UsageError naming where it was set."""
-    if value := os.environ.get(ENVIRONMENT, "").strip():
-        return _valid(value, f"${ENVIRONMENT}"), f"${ENVIRONMENT}"
+    if named := os.environ.get(ENVIRONMENT, "").strip():
+        return _valid(named, f"${ENVIRONMENT}"), f"${ENVIRONMENT}"
     folder = (start or Path.cwd()).resolve()
     for parent in (folder, *folder.parents):
         path = parent / "pyproject.toml"
