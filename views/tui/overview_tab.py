@@ -38,7 +38,8 @@ def finding_detail(f: Finding, fixes: FixResult | None = None):
     answers = fix_lines(f, fixes)
     if answers:
         answers.append(Text("A applies the first (compiles again; the file is unchanged)", style="dim"))
-    body = Group(Text(f.message), *allocation_lines(f), *answers)
+    # after F the fixes come first: the pane is a few lines at 80x24, and they are the news
+    body = Group(*answers, Text(f.message), *allocation_lines(f))
     if f.view and f.view != "overview":
         hint = Text(f"Enter: show the evidence ({f.view}); b comes back", style="dim")
     elif f.kernel:
@@ -59,9 +60,10 @@ class OverviewTab(Vertical):
 
     def compose(self):
         with VerticalScroll(id="overview-scroll"):
+            # with --baseline, what moved leads: the scroll shows its top at first sight
+            yield Static("", id="overview-baseline")
             yield Static("", id="overview-diff")
             yield Static(Text(PLACEHOLDER), id="overview-panel")
-            yield Static("", id="overview-baseline")
         yield Static("", id="findings-title")
         yield DataTable(id="findings", cursor_type="row")
         yield Static("", id="finding-detail")
@@ -80,15 +82,20 @@ class OverviewTab(Vertical):
     def show_baseline(self, report: Report) -> None:
         """With --baseline FILE: this target on this chip against the file's figures (what moved)."""
         baseline = getattr(self.app, "baseline", None)
+        shown = self.query_one("#overview-baseline", Static)
+        shown.display = baseline is not None  # an empty Static is still a blank line, at the top
         if baseline is None:
-            self.query_one("#overview-baseline", Static).update("")
+            shown.update("")
             return
         from ...baseline.work import against_report
         from ..baseline import baseline_panel
 
         app: Any = self.app  # InspectorApp, whose session names the target
         session = app.session
-        found = against_report(baseline, report, session.spec, list(session.sets), getattr(app, "tolerances", None))
+        try:
+            found = against_report(baseline, report, session.spec, list(session.sets), getattr(app, "tolerances", None))
+        except Exception as err:  # a file that passed the loader's checks but not the comparison's: said, not a crash
+            found = f"baseline {baseline.path}: cannot compare with it ({type(err).__name__}: {err}); o sets another"
         self.query_one("#overview-baseline", Static).update(baseline_panel(found, baseline.path))
 
     def show_lowered(self, report: Report) -> None:
@@ -150,6 +157,8 @@ class OverviewTab(Vertical):
         """Before a new compile: nothing of the previous target stays on screen."""
         self.query_one("#overview-panel", Static).update(Text(message))
         self.query_one("#overview-diff", Static).update("")
+        self.query_one("#overview-baseline", Static).update("")
+        self.query_one("#overview-baseline", Static).display = False
         self.diff_verdict = None
         self.fixes = None
         self._show_findings([])
