@@ -12,6 +12,11 @@ from .app_base import AppBase
 from ...session import Session
 
 
+def clock_time(seconds: float) -> str:
+    """1:24 (minutes and seconds), as a clock on the wall reads."""
+    return f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
+
+
 class Fixing(AppBase):
     """The App's fix keys: mixed into InspectorApp (``self`` is the app)."""
 
@@ -25,19 +30,33 @@ class Fixing(AppBase):
         if self.report.fixes is not None:
             self.status(self._fixes_said(self.report.fixes))
             return
-        self.status("trying the fixes: each compiled, timed and run in interpret mode… (Esc cancels)", "yellow")
+        self.remote.forget_news()
+        self._fix_began = self.clock()
+        self._fix_progress()
         self.run_fixes(self._generation, self.session)
+
+    def _fix_progress(self) -> None:
+        """Every half second while F runs (minutes): which fix, of how many, and the time so far."""
+        if self._fix_began is None or not self.is_running:
+            return
+        where = self.remote.news() or "trying the fixes: each compiled, timed and run in interpret mode"
+        self.status(f"{where}… {clock_time(self.clock() - self._fix_began)} (Esc cancels)", "yellow")
 
     @work(thread=True, exclusive=True, group="fix")
     def run_fixes(self, generation: int, session: Session) -> None:
-        self._answer(generation, lambda: self.remote.call(session, "fix"), self._show_fixes,
-                     lambda m: self.status(f"fix: {m}", "bold red"))
+        self._answer(generation, lambda: self.remote.call(session, "fix"), self._show_fixes, self._fixes_failed)
+
+    def _fixes_failed(self, message: str) -> None:
+        self._fix_began = None
+        self.status(f"fix: {message}", "bold red")
 
     def _show_fixes(self, result) -> None:
+        took, self._fix_began = (self.clock() - self._fix_began if self._fix_began is not None else None), None
         if self.report is None:
             return
         self.report = dataclasses.replace(self.report, fixes=result)  # the overview repaints with them
-        self.status(self._fixes_said(result), "green" if result.best else "yellow")
+        self.status(self._fixes_said(result) + (f" ({clock_time(took)})" if took is not None else ""),
+                    "green" if result.best else "yellow")
 
     @staticmethod
     def _fixes_said(result) -> str:

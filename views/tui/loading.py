@@ -37,6 +37,7 @@ class Loading(AppBase):
             self.remote.cancel()  # also voids a load between its two calls
         self._generation += 1
         self._loading = True
+        self._fix_began = None  # a run of F is cancelled with the rest
         self.report = None
         self.lowered = None
         self._back = None
@@ -114,6 +115,13 @@ class Loading(AppBase):
             self.tabs[view.name].reset(view.waiting)
         self._pass_diffs = {}
 
+    def _none_coming(self, message: str) -> None:
+        """The compile failed or was stopped: the tabs that waited for it say so, not "compiling…"
+        (what the lowering showed stays: it is current)."""
+        for view in TAB_VIEWS[1:]:
+            if view.waiting.startswith("compiling") and (view.name not in LOWERED_TABS or self.lowered is None):
+                self.tabs[view.name].reset(message)
+
     def _stage_ended(self, stage: str) -> None:
         """Note how long the stage in progress took (the UI's wall time: what the user waited)."""
         if self._phase is not None:
@@ -128,6 +136,7 @@ class Loading(AppBase):
             return  # an older request, cancelled: its error is no news
         self._loading = False
         self._phase = None
+        self._none_coming(f"not compiled: {message}")
         if self.lowered is not None:  # the compile failed: the stages lowered so far stay
             self.tabs["overview"].progress(message, "bold red")
             self.tabs["hlo"].show_text(f"// no optimized HLO: {message}")
@@ -188,17 +197,33 @@ class Loading(AppBase):
                 and not self._loading):
             self.status("nothing is running (Esc cancels a compile or a diff in flight)")
             return
+        stopped = self._stopped_work()
         self._generation += 1  # whatever comes back now is dropped
-        self._loading = False
+        loading, self._loading = self._loading, False
         self._phase = None
+        self._fix_began = None
         self.remote.cancel()
+        if loading:
+            self._none_coming("not compiled: cancelled (r compiles again)")
         if self.report is None and self.lowered is not None:  # what the lowering showed stays: it is current
-            self.tabs["overview"].progress("cancelled: the compile was stopped (r starts it again)")
+            self.tabs["overview"].progress(f"cancelled: {stopped}")
             self.tabs["hlo"].show_text("// not compiled: cancelled (r compiles again)\n")
         elif self.report is None:
-            self.tabs["overview"].show_error("cancelled: the compile was stopped (r starts it again)")
+            self.tabs["overview"].show_error(f"cancelled: {stopped}")
         self.tabs["diff"].reset()
         self.tabs["compare"].reset()
         self.tabs["passes"].cancelled()
         self.tabs["mosaic-passes"].cancelled()
-        self.status("cancelled: the compile was stopped (r starts it again)", "yellow")
+        self.status(f"cancelled: {stopped}", "yellow")
+
+    def _stopped_work(self) -> str:
+        """What Esc stops, and the key that asks for it again (r reloads: it is not F's or d's)."""
+        if self._loading:
+            return "the compile was stopped (r starts it again)"
+        groups = {w.group for w in self.workers if not w.is_finished}
+        said = [what for group, what in (("fix", "the fixes were stopped (F tries them again)"),
+                                         ("diff", "the diff was stopped (d runs it again)"),
+                                         ("compare", "the comparison was stopped (c asks again)")) if group in groups]
+        if not said and (self.tabs["passes"].pending or self.tabs["mosaic-passes"].pending):
+            said = ["the pass's diff was stopped (Enter asks again)"]
+        return "; ".join(said) or "the compile was stopped (r starts it again)"
