@@ -119,12 +119,26 @@ def test_a_baseline_the_comparison_cannot_read_is_a_line_not_a_crash():
     asyncio.run(run())
 
 
-def test_a_load_that_fails_leaves_no_tab_saying_compiling():
+def test_options_the_worker_refuses_bring_the_report_back_and_a_failed_load_leaves_no_tab_compiling():
     async def run():
-        app = InspectorApp(Session(MATMUL.spec, "cpu", ref="no_such_reference"))
+        app = InspectorApp(MATMUL)
         async with app.run_test(size=(100, 30)) as pilot:
             await loaded(pilot)
-            assert "no_such_reference" in status(app)
+            before = app.report
+            await pilot.press("o")
+            await pilot.pause()
+            app.screen.query_one("#option-ref").value = "no_such_reference"  # only the worker can judge it
+            app.screen.query_one("#option-ref").focus()
+            await pilot.press("enter")
+            await loaded(pilot)
+            assert app.report is before and app.session.ref is None
+            assert "the options were not applied" in status(app) and "no_such_reference" in status(app)
+            assert not [name for name in ALL_TABS if "compiling" in tab_text(app, name)]
+            # a load that fails with nothing to come back to: every tab says so, none "compiling…"
+            app.session = app.session.with_options(ref="no_such_reference")
+            app.load()
+            await loaded(pilot)
+            assert app.report is None and "no_such_reference" in status(app)
             waiting = [name for name in ALL_TABS if "compiling" in tab_text(app, name)]
             assert not waiting, f"these tabs still say compiling: {waiting}"
     asyncio.run(run())

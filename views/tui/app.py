@@ -114,6 +114,7 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         self._status_is_progress = False  # the status line shows the progress (no message of another's since)
         self._drawn = ("", "")  # the progress texts last drawn: (status line, overview)
         self._fix_began: float | None = None  # while F runs: when it began
+        self._undo: tuple | None = None  # (session, report) the load in flight restores if it fails
         self.tabs_ready = False  # the tabs after the overview are mounted (just after the first frame)
         self._early_keys: list[events.Key] = []  # typed before that: handled once they are
         self.remote = Remote()  # the core runs in a child process: the UI keeps the GIL to itself

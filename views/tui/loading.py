@@ -28,11 +28,12 @@ def message_of(err: BaseException) -> str:
 class Loading(AppBase):
     """The App's loading: mixed into InspectorApp (``self`` is the app)."""
 
-    def load(self, fresh: bool = False, why: str = "") -> None:
+    def load(self, fresh: bool = False, why: str = "", undo: tuple | None = None) -> None:
         """(Re)analyse for the current session: first the lowering (the jaxpr, StableHLO and Mosaic
         tabs fill in), then the compile (the rest). Whatever still runs for an older request (a
         compile, or a diff or compare of the old variant) is cancelled first, and nothing of the
-        old target stays on screen. ``why``: said with the progress (a saved file)."""
+        old target stays on screen. ``why``: said with the progress (a saved file); ``undo``: the
+        (session, report) that come back where this load fails (options the worker refuses)."""
         if self._loading or self.remote.busy:
             self.remote.cancel()  # also voids a load between its two calls
         self._generation += 1
@@ -48,6 +49,7 @@ class Loading(AppBase):
         self._reset_views(self._progress_texts()[1])
         self._status_is_progress = True
         self._progress(force=True)
+        self._undo = undo
         self._load(self._generation, self.session, fresh, self.remote.epoch)
 
     @work(thread=True, group="load")
@@ -136,6 +138,11 @@ class Loading(AppBase):
             return  # an older request, cancelled: its error is no news
         self._loading = False
         self._phase = None
+        undo, self._undo = self._undo, None
+        if undo is not None:  # options the worker refused: the report they replaced comes back
+            self.session, self.lowered, self.report = undo[0], None, undo[1]
+            self.status(f"the options were not applied: {message} (o changes them)", "bold red")
+            return
         self._none_coming(f"not compiled: {message}")
         if self.lowered is not None:  # the compile failed: the stages lowered so far stay
             self.tabs["overview"].progress(message, "bold red")
@@ -163,6 +170,7 @@ class Loading(AppBase):
         if generation != self._generation:
             return  # a result for a target or parameters no longer asked for
         self._loading = False
+        self._undo = None
         self._stage_ended("compiled")
         self.sub_title = f"{self.session.spec} on {report.chip.name}"
         self.report = report  # the tabs repaint from it (watch_report)
