@@ -83,9 +83,14 @@ def test_what_moved_leads_the_overview_at_80x24_and_f_runs_with_its_progress_unt
             now = [1000.0]
             app.clock = lambda: now[0]
             await pilot.press("F")
+            while not began:  # F reached the worker (behind the repaint of every tab)
+                await pilot.pause(0.05)
             now[0] += 84
             await pilot.pause(0.7)
             assert "trying fix 3 of 9: bm=128… 1:24 (Esc cancels)" in status(app)
+            await pilot.press("F")  # again while it runs: no second run queued behind the first
+            await pilot.pause()
+            assert len(began) == 1 and "trying fix 3 of 9" in status(app)
             await pilot.press("escape")
             await pilot.pause()
             assert "cancelled: the fixes were stopped (F tries them again)" in status(app)

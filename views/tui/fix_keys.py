@@ -30,6 +30,9 @@ class Fixing(AppBase):
         if self.report.fixes is not None:
             self.status(self._fixes_said(self.report.fixes))
             return
+        if "fix" in self._running_groups():  # a second run would queue behind the first: minutes more
+            self._fix_progress()
+            return
         self.remote.forget_news()
         self._fix_began = self.clock()
         self._fix_progress()

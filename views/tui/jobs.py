@@ -22,6 +22,9 @@ class Jobs(AppBase):
 
     def action_diff(self) -> None:
         self.action_tab("diff")
+        if "diff" in self._running_groups():  # a second run would queue behind the first
+            self.status("the diff is running (Esc cancels)", "yellow")
+            return
         self.tabs["diff"].running()
         self.run_diff(self._generation, self.session)
 

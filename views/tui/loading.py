@@ -224,11 +224,15 @@ class Loading(AppBase):
         self.tabs["mosaic-passes"].cancelled()
         self.status(f"cancelled: {stopped}", "yellow")
 
+    def _running_groups(self) -> set[str]:
+        """The worker groups with a worker in flight ("load", "fix", "diff", ...)."""
+        return {w.group for w in self.workers if not w.is_finished}
+
     def _stopped_work(self) -> str:
         """What Esc stops, and the key that asks for it again (r reloads: it is not F's or d's)."""
         if self._loading:
             return "the compile was stopped (r starts it again)"
-        groups = {w.group for w in self.workers if not w.is_finished}
+        groups = self._running_groups()
         said = [what for group, what in (("fix", "the fixes were stopped (F tries them again)"),
                                          ("diff", "the diff was stopped (d runs it again)"),
                                          ("compare", "the comparison was stopped (c asks again)")) if group in groups]
