@@ -217,7 +217,7 @@ def run_fix(target: Target, chips: list[Chip], *, numerics: bool = True, time: b
 
     how: dict = {"time": time, "use_cache": use_cache}
     with kept_sessions():  # libtpu's dump children start once for every estimate of the run, not per variant
-        tell("compiling the program as it is, then the fixes its findings point to")
+        tell("compiling the unfixed program")
         before = {chip.name: _trial(target, chip, **how) for chip in chips}
         proposed, refused = _proposals(target, chips, before, use_cache)
         checker = Numerics(target, chips[0], use_cache=use_cache) if numerics else None

@@ -11,6 +11,7 @@ import time
 from concurrent.futures import Future
 
 from rich.console import Console
+from textual.widgets import DataTable
 
 from conftest import loaded
 from inspector.base.chips import get_chip
@@ -87,7 +88,7 @@ def test_what_moved_leads_the_overview_at_80x24_and_f_runs_with_its_progress_unt
                 await pilot.pause(0.05)
             now[0] += 84
             await pilot.pause(0.7)
-            assert "trying fix 3 of 9: bm=128… 1:24 (Esc cancels)" in status(app)
+            assert "trying fix 3 of 9, 1:24: bm=128 (Esc cancels)" in status(app)
             await pilot.press("F")  # again while it runs: no second run queued behind the first
             await pilot.pause()
             assert len(began) == 1 and "trying fix 3 of 9" in status(app)
@@ -113,7 +114,7 @@ def test_what_moved_leads_the_overview_at_80x24_and_f_runs_with_its_progress_unt
     asyncio.run(run())
 
 
-def test_a_baseline_the_comparison_cannot_read_is_a_line_not_a_crash():
+def test_a_baseline_the_comparison_cannot_read_is_a_line_not_a_crash_and_a_resize_fits_the_findings_again():
     async def run():
         app = InspectorApp(MATMUL, baseline=on_cpu(hbm_bytes="lots"))
         async with app.run_test(size=(100, 30)) as pilot:
@@ -121,6 +122,12 @@ def test_a_baseline_the_comparison_cannot_read_is_a_line_not_a_crash():
             said = plain(app, "#overview-baseline")
             assert "saved.json: cannot compare with it (ValueError" in said and "o sets another" in said
             assert app.report is not None and app.crash is None
+            # a wider terminal: the findings' messages are cut again, to the new width
+            table = app.query_one("#findings", DataTable)
+            narrow = str(table.get_row_at(0)[2])
+            await pilot.resize_terminal(200, 60)
+            await pilot.pause()
+            assert narrow.endswith("…") and len(str(table.get_row_at(0)[2])) > len(narrow)
     asyncio.run(run())
 
 

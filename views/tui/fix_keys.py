@@ -43,7 +43,10 @@ class Fixing(AppBase):
         if self._fix_began is None or not self.is_running:
             return
         where = self.remote.news() or "trying the fixes: each compiled, timed and run in interpret mode"
-        self.status(f"{where}… {clock_time(self.clock() - self._fix_began)} (Esc cancels)", "yellow")
+        # "trying fix 3 of 9, 1:24: <the change>": the count and the time first, where 80 columns show them
+        head, _, rest = where.partition(": ")
+        spent = clock_time(self.clock() - self._fix_began)
+        self.status(f"{head}, {spent}" + (f": {rest}" if rest else "") + " (Esc cancels)", "yellow")
 
     @work(thread=True, exclusive=True, group="fix")
     def run_fixes(self, generation: int, session: Session) -> None:
@@ -58,13 +61,13 @@ class Fixing(AppBase):
         if self.report is None:
             return
         self.report = dataclasses.replace(self.report, fixes=result)  # the overview repaints with them
-        self.status(self._fixes_said(result) + (f" ({clock_time(took)})" if took is not None else ""),
-                    "green" if result.best else "yellow")
+        self.status(self._fixes_said(result, took), "green" if result.best else "yellow")
 
     @staticmethod
-    def _fixes_said(result) -> str:
+    def _fixes_said(result, took: float | None = None) -> str:
         recommended = sum(1 for f in result.fixes if f.recommended)
-        return (f"{len(result.fixes)} fixes tried, {recommended} recommended: under the findings they answer; "
+        spent = f" in {clock_time(took)}" if took is not None else ""
+        return (f"{len(result.fixes)} fixes tried{spent}, {recommended} recommended: under the findings they answer; "
                 "A applies the selected finding's top fix")
 
     def action_apply_fix(self) -> None:

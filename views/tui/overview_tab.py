@@ -57,6 +57,7 @@ class OverviewTab(Vertical):
         self.findings: list[Finding] = []
         self.fixes: FixResult | None = None  # after F: the fixes shown under the findings they answer
         self.diff_verdict: str | None = None
+        self._width = 0  # what the messages were cut to
 
     def compose(self):
         with VerticalScroll(id="overview-scroll"):
@@ -123,8 +124,7 @@ class OverviewTab(Vertical):
         table = self.query_one(DataTable)
         table.clear()
         # the table fits the screen (no sideways scrolling): the whole message is in the pane below
-        codes = max((len(f.code) for f in self.findings), default=4)
-        width = max(20, (self.app.size.width or 100) - codes - 16)
+        width = self._width = self._message_width()
         for i, f in enumerate(self.findings):
             answers = fix_lines(f, self.fixes)  # after F: the finding's top fix leads its line
             message = first_line(answers[0].plain if answers else f.message, width)
@@ -139,6 +139,18 @@ class OverviewTab(Vertical):
         self.query_one("#finding-detail", Static).display = bool(self.findings)
         if self.findings:
             self.show_detail(0)
+
+    def on_resize(self, event) -> None:
+        """The messages are cut to the width: a wider or narrower terminal cuts them again (the row stays)."""
+        if not self.findings or self._width == self._message_width():
+            return
+        row = self.query_one(DataTable).cursor_row
+        self._show_findings(self.findings)
+        self.query_one(DataTable).move_cursor(row=row)
+
+    def _message_width(self) -> int:
+        codes = max((len(f.code) for f in self.findings), default=4)
+        return max(20, (self.app.size.width or 100) - codes - 16)
 
     def show_detail(self, index: int) -> None:
         if 0 <= index < len(self.findings):
