@@ -230,10 +230,10 @@ class Loading(AppBase):
 
     def _stopped_work(self) -> str:
         """What Esc stops, and the key that asks for it again (r reloads: it is not F's or d's)."""
-        if self._loading:
-            return "the compile was stopped (r starts it again)"
-        groups = self._running_groups()
-        said = [what for group, what in (("fix", "the fixes were stopped (F tries them again)"),
+        # a cancelled load's worker may still be winding down: _loading says whether one is current
+        groups = (self._running_groups() - {"load"}) | ({"load"} if self._loading else set())
+        said = [what for group, what in (("load", "the compile was stopped (r starts it again)"),
+                                         ("fix", "the fixes were stopped (F tries them again)"),
                                          ("diff", "the diff was stopped (d runs it again)"),
                                          ("compare", "the comparison was stopped (c asks again)")) if group in groups]
         if not said and (self.tabs["passes"].pending or self.tabs["mosaic-passes"].pending):
