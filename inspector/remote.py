@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+from typing import Any
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 
 from .base.child_process import sweep_dumps
@@ -52,7 +53,7 @@ class Remote:
         self._running: set[Future] = set()
         self._lock = threading.Lock()
         self._epoch = 0  # bumped by every cancel: a call asked under an older one is refused
-        self._news = None  # the pool's queue of progress.tell lines (one per pool: a killed child may break one)
+        self._news: Any = None  # the pool's queue of progress.tell lines (one per pool: a killed child may break one)
         self._last_news = ""
         # multiprocessing's resource tracker hands its child our stderr; start it now, while
         # stderr is the terminal's (Textual swaps it for an object without a file descriptor).
