@@ -92,6 +92,9 @@ def test_what_moved_leads_the_overview_at_80x24_and_f_runs_with_its_progress_unt
             await pilot.press("F")  # again while it runs: no second run queued behind the first
             await pilot.pause()
             assert len(began) == 1 and "trying fix 3 of 9" in status(app)
+            await pilot.press("A")  # its fixes are not there yet: it says where F is
+            await pilot.pause()
+            assert "trying fix 3 of 9" in status(app)
             await pilot.press("escape")
             await pilot.pause()
             assert "cancelled: the fixes were stopped (F tries them again)" in status(app)

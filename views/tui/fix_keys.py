@@ -72,6 +72,9 @@ class Fixing(AppBase):
 
     def action_apply_fix(self) -> None:
         report = self.report
+        if report is not None and report.fixes is None and "fix" in self._running_groups():
+            self._fix_progress()  # they are being tried: A works once they are shown
+            return
         if report is None or report.fixes is None:
             self.status("F tries the fixes first; then A applies the selected finding's top fix", "yellow")
             return

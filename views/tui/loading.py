@@ -203,7 +203,7 @@ class Loading(AppBase):
         # a load may be between its two calls (lowering done, compile not yet asked)
         if (not self.remote.busy and not self.tabs["passes"].pending and not self.tabs["mosaic-passes"].pending
                 and not self._loading):
-            self.status("nothing is running (Esc cancels a compile or a diff in flight)")
+            self.status("nothing is running (Esc cancels a compile, a diff or the fixes in flight)")
             return
         stopped = self._stopped_work()
         self._generation += 1  # whatever comes back now is dropped
