@@ -232,14 +232,19 @@ def run_fix(target: Target, chips: list[Chip], *, numerics: bool = True, time: b
     time with the change (None: unfixed) on the attached TPU, for the top fixes (--measure).
     ``fixed``: the params the command line set (--set): a change to one is said as a change of
     the command, never written into the source."""
+    from .base.progress import tell
     from .libtpu.runner import kept_sessions
 
     how: dict = {"time": time, "use_cache": use_cache}
     with kept_sessions():  # libtpu's dump children start once for every estimate of the run, not per variant
+        tell("compiling the unfixed program")
         before = {chip.name: _trial(target, chip, **how) for chip in chips}
         proposed, refused = _proposals(target, chips, before, use_cache)
         checker = Numerics(target, chips[0], use_cache=use_cache) if numerics else None
-        fixes = [_tried(target, change, on, checker, how) for change, on in proposed]
+        fixes = []
+        for i, (change, on) in enumerate(proposed):  # minutes in all: the terminal UI says which one runs
+            tell(f"trying fix {i + 1} of {len(proposed)}: {change.label}")
+            fixes.append(_tried(target, change, on, checker, how))
     for fix in fixes:
         _recommend(fix, before)
     if measure is not None:

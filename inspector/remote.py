@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+from typing import Any
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 
 from .base.child_process import sweep_dumps
@@ -21,12 +22,14 @@ def worker_log():
     return cache_dir() / "tui-worker.log"
 
 
-def _start() -> None:
+def _start(news) -> None:
     import os
 
     import inspector.base.environment as environment
+    from inspector.base.progress import listen
 
     environment.prepare()
+    listen(news.put)  # where a long run is (F's "trying fix 3 of 9"): the UI shows it (Remote.news)
     os.nice(5)  # on a 2-core machine the compile's threads would otherwise starve the UI's
     # The child shares the terminal the UI draws on: whatever libtpu or XLA write to fd 2
     # (start-up notes, a signal handler's dump) would land over the screen. Send it to a file.
@@ -50,6 +53,8 @@ class Remote:
         self._running: set[Future] = set()
         self._lock = threading.Lock()
         self._epoch = 0  # bumped by every cancel: a call asked under an older one is refused
+        self._news: Any = None  # the pool's queue of progress.tell lines (one per pool: a killed child may break one)
+        self._last_news = ""
         # multiprocessing's resource tracker hands its child our stderr; start it now, while
         # stderr is the terminal's (Textual swaps it for an object without a file descriptor).
         from multiprocessing import resource_tracker
@@ -58,9 +63,30 @@ class Remote:
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_start)
+            context = multiprocessing.get_context("spawn")
+            # a Queue: the child's put never blocks (a feeder thread writes), read or not
+            self._news, self._last_news = context.Queue(), ""
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_start,
+                                             initargs=(self._news,))
         return self._pool
+
+    def news(self) -> str:
+        """The last line the child told (base.progress.tell) since ``forget_news``; "" when none."""
+        import queue
+
+        try:
+            while self._news is not None:
+                self._last_news = self._news.get_nowait()
+        except queue.Empty:
+            pass
+        except (OSError, EOFError, ValueError):  # the child was killed mid-line: the next pool has its own queue
+            self._news = None
+        return self._last_news
+
+    def forget_news(self) -> None:
+        """Before a new long run: what an older one told is no news."""
+        self.news()
+        self._last_news = ""
 
     @property
     def epoch(self) -> int:
@@ -95,6 +121,7 @@ class Remote:
             if not self._running:
                 return False
             pool, self._pool = self._pool, None
+            self._news, self._last_news = None, ""
             self._running.clear()
         if pool is not None:
             processes = list(getattr(pool, "_processes", {}).values())

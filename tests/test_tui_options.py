@@ -46,9 +46,9 @@ SHOW = {
 }
 
 
-def _typed(values: dict[str, str], current: dict | None = None):
+def _typed(values: dict[str, str], current: dict | None = None, size=(100, 40)):
     """The options screen on its own, ``values`` typed into its fields ({option: text}), then Enter:
-    what it gave back (None while it stays), and its problem line."""
+    what it gave back (None while it stays), and its problem line (empty where it is not on screen)."""
     fields = {option: name for name, option, _ in OPTIONS}
 
     class Host(App):
@@ -61,15 +61,18 @@ def _typed(values: dict[str, str], current: dict | None = None):
 
     async def run():
         app = Host()
-        async with app.run_test(size=(100, 40)) as pilot:
+        async with app.run_test(size=size) as pilot:
             await pilot.pause()
             for option, text in values.items():
                 app.screen.query_one(f"#option-{fields[option]}").value = text
             app.screen.query_one(f"#option-{fields[next(iter(values))]}").focus()
             await pilot.press("enter")
             await pilot.pause()
-            problem = str(app.screen.query_one("#options-problem").content) if isinstance(app.screen, OptionsScreen) else ""
-            return app.given, problem
+            if not isinstance(app.screen, OptionsScreen):
+                return app.given, ""
+            shown = app.screen.query_one("#options-problem")
+            seen = shown.region.height > 0 and shown.region.bottom <= size[1]  # within the terminal, not scrolled away
+            return app.given, str(shown.content) if seen else ""
     return asyncio.run(run())
 
 
@@ -116,10 +119,25 @@ def test_the_tolerance_set_on_the_screen_is_check_baselines():
     ("--roofline", "tpu-v99", "tpu-v99"),
     ("--no-cache", "maybe", "on or off"),
     ("--baseline", "no-such.json", "no such file"),
+    # checked as the command line checks them: the worker would refuse them after the report is dropped
+    ("--args", "f32[1,", "bad shape spec"),
+    ("--mesh", "data=x", "not a whole number"),
+    ("--shard", "P((", "one PartitionSpec per input"),
 ])
 def test_a_bad_value_stays_on_the_screen_with_one_line(option, typed, says):
-    changed, problem = _typed({option: typed})
+    changed, problem = _typed({option: typed}, size=(80, 24))  # the problem is seen at 80x24 too
     assert changed is None and says in problem and "\n" not in problem.strip()
+
+
+def test_a_baseline_the_loader_fails_on_in_any_way_is_a_line_on_the_screen(monkeypatch):
+    import inspector.baseline.record as record
+
+    def broken(path):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(record, "load", broken)
+    changed, problem = _typed({"--baseline": SAVED})
+    assert changed is None and "cannot load it (RecursionError" in problem
 
 
 def test_o_opens_the_options_and_a_changed_one_compiles_again(monkeypatch):

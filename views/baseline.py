@@ -83,22 +83,26 @@ def changes_by_target(changes: list[Change]) -> list[RenderableType]:
     return parts
 
 
-def comparison_view(c: Comparison, title: str, sides: tuple[str, str] = ("before", "after")) -> RenderableType:
+def _verdict(c: Comparison) -> Text:
     from ..baseline.compare import describe_tolerances
 
-    parts: list[RenderableType] = [Text(title)]
-    width = max(len(s) for s in sides) + 1
-    for side, versions in zip(sides, (c.before, c.after)):  # the files are in the title
-        parts.append(Text(f"  {side + ':':<{width}} {versions_line(versions)}"))
-    parts.append(Text(""))
-    tolerances = describe_tolerances(c.tolerances)
     compared = (f"{count(c.targets, 'target')} on {', '.join(c.chips) or 'no chip'}, "
-                f"{count(c.kernels, 'kernel')} compared ({tolerances})")
+                f"{count(c.kernels, 'kernel')} compared ({describe_tolerances(c.tolerances)})")
     if c.changes:
-        parts += changes_by_target(c.changes)
-        parts.append(Text(f"{count(len(c.changes), 'change')} past the tolerance; {compared}", style="bold red"))
-    else:
-        parts.append(Text(f"nothing moved past its tolerance: {compared}", style="green"))
+        return Text(f"{count(len(c.changes), 'change')} past the tolerance; {compared}", style="bold red")
+    return Text(f"nothing moved past its tolerance: {compared}", style="green")
+
+
+def _versions(c: Comparison, sides: tuple[str, str]) -> list[RenderableType]:
+    width = max(len(s) for s in sides) + 1
+    return [Text(f"  {side + ':':<{width}} {versions_line(versions)}")  # the files are in the title
+            for side, versions in zip(sides, (c.before, c.after))]
+
+
+def comparison_view(c: Comparison, title: str, sides: tuple[str, str] = ("before", "after")) -> RenderableType:
+    parts: list[RenderableType] = [Text(title), *_versions(c, sides), Text("")]
+    parts += changes_by_target(c.changes)
+    parts.append(_verdict(c))
     if c.compiles:
         refused = f", {c.refused} refused by libtpu (refusals are never cached)" if c.refused else ""
         ran = f", {len(c.compiled)} compiled" if c.compiled and (c.from_cache or c.refused) else ""
@@ -141,4 +145,11 @@ def baseline_panel(found: Comparison | str, path: str | None) -> RenderableType:
     """The terminal UI's overview: this target on this chip against the baseline's figures."""
     if isinstance(found, str):
         return Text(found, style="yellow")
-    return comparison_view(found, f"against the baseline {path}", ("baseline", "now"))
+    # the verdict and what moved lead: the overview's top is all that shows at first sight (80x24)
+    verdict = _verdict(found)
+    parts: list[RenderableType] = [Text.assemble(("baseline ", "bold"), (path or "", "bold"), ": ", verdict)]
+    if found.changes:  # one target on one chip: its table alone
+        parts.append(changes_table(found.changes))
+    parts += _versions(found, ("baseline", "now"))
+    parts += [Text(f"note: {note}", style="yellow") for note in found.notes]
+    return Group(*parts)

@@ -12,6 +12,11 @@ from .app_base import AppBase
 from ...session import Session
 
 
+def clock_time(seconds: float) -> str:
+    """1:24 (minutes and seconds), as a clock on the wall reads."""
+    return f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
+
+
 class Fixing(AppBase):
     """The App's fix keys: mixed into InspectorApp (``self`` is the app)."""
 
@@ -25,28 +30,51 @@ class Fixing(AppBase):
         if self.report.fixes is not None:
             self.status(self._fixes_said(self.report.fixes))
             return
-        self.status("trying the fixes: each compiled, timed and run in interpret mode… (Esc cancels)", "yellow")
+        if "fix" in self._running_groups():  # a second run would queue behind the first: minutes more
+            self._fix_progress()
+            return
+        self.remote.forget_news()
+        self._fix_began = self.clock()
+        self._fix_progress()
         self.run_fixes(self._generation, self.session)
+
+    def _fix_progress(self) -> None:
+        """Every half second while F runs (minutes): which fix, of how many, and the time so far."""
+        if self._fix_began is None or not self.is_running:
+            return
+        where = self.remote.news() or "trying the fixes: each compiled, timed and run in interpret mode"
+        # "trying fix 3 of 9, 1:24: <the change>": the count and the time first, where 80 columns show them
+        head, _, rest = where.partition(": ")
+        spent = clock_time(self.clock() - self._fix_began)
+        self.status(f"{head}, {spent}" + (f": {rest}" if rest else "") + " (Esc cancels)", "yellow")
 
     @work(thread=True, exclusive=True, group="fix")
     def run_fixes(self, generation: int, session: Session) -> None:
-        self._answer(generation, lambda: self.remote.call(session, "fix"), self._show_fixes,
-                     lambda m: self.status(f"fix: {m}", "bold red"))
+        self._answer(generation, lambda: self.remote.call(session, "fix"), self._show_fixes, self._fixes_failed)
+
+    def _fixes_failed(self, message: str) -> None:
+        self._fix_began = None
+        self.status(f"fix: {message}", "bold red")
 
     def _show_fixes(self, result) -> None:
+        took, self._fix_began = (self.clock() - self._fix_began if self._fix_began is not None else None), None
         if self.report is None:
             return
         self.report = dataclasses.replace(self.report, fixes=result)  # the overview repaints with them
-        self.status(self._fixes_said(result), "green" if result.best else "yellow")
+        self.status(self._fixes_said(result, took), "green" if result.best else "yellow")
 
     @staticmethod
-    def _fixes_said(result) -> str:
+    def _fixes_said(result, took: float | None = None) -> str:
         recommended = sum(1 for f in result.fixes if f.recommended)
-        return (f"{len(result.fixes)} fixes tried, {recommended} recommended: under the findings they answer; "
+        spent = f" in {clock_time(took)}" if took is not None else ""
+        return (f"{len(result.fixes)} fixes tried{spent}, {recommended} recommended: under the findings they answer; "
                 "A applies the selected finding's top fix")
 
     def action_apply_fix(self) -> None:
         report = self.report
+        if report is not None and report.fixes is None and "fix" in self._running_groups():
+            self._fix_progress()  # they are being tried: A works once they are shown
+            return
         if report is None or report.fixes is None:
             self.status("F tries the fixes first; then A applies the selected finding's top fix", "yellow")
             return

@@ -22,6 +22,9 @@ class Jobs(AppBase):
 
     def action_diff(self) -> None:
         self.action_tab("diff")
+        if "diff" in self._running_groups():  # a second run would queue behind the first
+            self.status("the diff is running (Esc cancels)", "yellow")
+            return
         self.tabs["diff"].running()
         self.run_diff(self._generation, self.session)
 
@@ -243,8 +246,10 @@ class Jobs(AppBase):
                 self.tolerance = changed.get("tolerance", self.tolerance) if self.baseline is not None else None
             options = {k: v for k, v in changed.items() if k not in GATE + ("loaded", "tolerances")}
             if options:
+                # a value only the worker can judge (--ref's function): refused, the report on screen comes back
+                undo = (self.session, self.report) if self.report is not None else None
                 self.session = self.session.with_options(**options)
-                self.load()
+                self.load(undo=undo)
             elif self.report is not None:
                 self.tabs["overview"].show_baseline(self.report)
 

@@ -28,15 +28,17 @@ def message_of(err: BaseException) -> str:
 class Loading(AppBase):
     """The App's loading: mixed into InspectorApp (``self`` is the app)."""
 
-    def load(self, fresh: bool = False, why: str = "") -> None:
+    def load(self, fresh: bool = False, why: str = "", undo: tuple | None = None) -> None:
         """(Re)analyse for the current session: first the lowering (the jaxpr, StableHLO and Mosaic
         tabs fill in), then the compile (the rest). Whatever still runs for an older request (a
         compile, or a diff or compare of the old variant) is cancelled first, and nothing of the
-        old target stays on screen. ``why``: said with the progress (a saved file)."""
+        old target stays on screen. ``why``: said with the progress (a saved file); ``undo``: the
+        (session, report) that come back where this load fails (options the worker refuses)."""
         if self._loading or self.remote.busy:
             self.remote.cancel()  # also voids a load between its two calls
         self._generation += 1
         self._loading = True
+        self._fix_began = None  # a run of F is cancelled with the rest
         self.report = None
         self.lowered = None
         self._back = None
@@ -47,6 +49,7 @@ class Loading(AppBase):
         self._reset_views(self._progress_texts()[1])
         self._status_is_progress = True
         self._progress(force=True)
+        self._undo = undo
         self._load(self._generation, self.session, fresh, self.remote.epoch)
 
     @work(thread=True, group="load")
@@ -114,6 +117,13 @@ class Loading(AppBase):
             self.tabs[view.name].reset(view.waiting)
         self._pass_diffs = {}
 
+    def _none_coming(self, message: str) -> None:
+        """The compile failed or was stopped: the tabs that waited for it say so, not "compiling…"
+        (what the lowering showed stays: it is current)."""
+        for view in TAB_VIEWS[1:]:
+            if view.waiting.startswith("compiling") and (view.name not in LOWERED_TABS or self.lowered is None):
+                self.tabs[view.name].reset(message)
+
     def _stage_ended(self, stage: str) -> None:
         """Note how long the stage in progress took (the UI's wall time: what the user waited)."""
         if self._phase is not None:
@@ -128,6 +138,12 @@ class Loading(AppBase):
             return  # an older request, cancelled: its error is no news
         self._loading = False
         self._phase = None
+        undo, self._undo = self._undo, None
+        if undo is not None:  # options the worker refused: the report they replaced comes back
+            self.session, self.lowered, self.report = undo[0], None, undo[1]
+            self.status(f"the options were not applied: {message} (o changes them)", "bold red")
+            return
+        self._none_coming(f"not compiled: {message}")
         if self.lowered is not None:  # the compile failed: the stages lowered so far stay
             self.tabs["overview"].progress(message, "bold red")
             self.tabs["hlo"].show_text(f"// no optimized HLO: {message}")
@@ -154,6 +170,7 @@ class Loading(AppBase):
         if generation != self._generation:
             return  # a result for a target or parameters no longer asked for
         self._loading = False
+        self._undo = None
         self._stage_ended("compiled")
         self.sub_title = f"{self.session.spec} on {report.chip.name}"
         self.report = report  # the tabs repaint from it (watch_report)
@@ -186,19 +203,39 @@ class Loading(AppBase):
         # a load may be between its two calls (lowering done, compile not yet asked)
         if (not self.remote.busy and not self.tabs["passes"].pending and not self.tabs["mosaic-passes"].pending
                 and not self._loading):
-            self.status("nothing is running (Esc cancels a compile or a diff in flight)")
+            self.status("nothing is running (Esc cancels a compile, a diff or the fixes in flight)")
             return
+        stopped = self._stopped_work()
         self._generation += 1  # whatever comes back now is dropped
-        self._loading = False
+        loading, self._loading = self._loading, False
         self._phase = None
+        self._fix_began = None
         self.remote.cancel()
+        if loading:
+            self._none_coming("not compiled: cancelled (r compiles again)")
         if self.report is None and self.lowered is not None:  # what the lowering showed stays: it is current
-            self.tabs["overview"].progress("cancelled: the compile was stopped (r starts it again)")
+            self.tabs["overview"].progress(f"cancelled: {stopped}")
             self.tabs["hlo"].show_text("// not compiled: cancelled (r compiles again)\n")
         elif self.report is None:
-            self.tabs["overview"].show_error("cancelled: the compile was stopped (r starts it again)")
+            self.tabs["overview"].show_error(f"cancelled: {stopped}")
         self.tabs["diff"].reset()
         self.tabs["compare"].reset()
         self.tabs["passes"].cancelled()
         self.tabs["mosaic-passes"].cancelled()
-        self.status("cancelled: the compile was stopped (r starts it again)", "yellow")
+        self.status(f"cancelled: {stopped}", "yellow")
+
+    def _running_groups(self) -> set[str]:
+        """The worker groups with a worker in flight ("load", "fix", "diff", ...)."""
+        return {w.group for w in self.workers if not w.is_finished}
+
+    def _stopped_work(self) -> str:
+        """What Esc stops, and the key that asks for it again (r reloads: it is not F's or d's)."""
+        # a cancelled load's worker may still be winding down: _loading says whether one is current
+        groups = (self._running_groups() - {"load"}) | ({"load"} if self._loading else set())
+        said = [what for group, what in (("load", "the compile was stopped (r starts it again)"),
+                                         ("fix", "the fixes were stopped (F tries them again)"),
+                                         ("diff", "the diff was stopped (d runs it again)"),
+                                         ("compare", "the comparison was stopped (c asks again)")) if group in groups]
+        if not said and (self.tabs["passes"].pending or self.tabs["mosaic-passes"].pending):
+            said = ["the pass's diff was stopped (Enter asks again)"]
+        return "; ".join(said) or "the compile was stopped (r starts it again)"

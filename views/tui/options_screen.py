@@ -70,6 +70,24 @@ def _parse(name: str, option: str, text: str):
         return _number(option, text)
     if name == "time_memory":
         return int(_number(option, text) * 2**30)
+    # checked here as the command line checks them (no jax): a value the worker would refuse
+    # must not cost the report on screen (a new load drops it)
+    if name == "args":
+        from ...base.specs import parse_specs
+
+        parse_specs(text)
+    elif name == "mesh":
+        from ...compilation.sharding import parse_mesh
+
+        parse_mesh(text)
+    elif name == "shard":
+        from ...compilation.sharding import parse_specs as parse_shardings
+
+        parse_shardings(text)
+    elif name == "pass_select":
+        from ...hlo.pass_select import check_selector
+
+        check_selector(text)
     return text
 
 
@@ -97,6 +115,8 @@ def check_options(values: dict[str, str], current: dict) -> tuple[dict, list[str
             changed["loaded"] = load(gate["baseline"])
         except UsageError as err:
             errors.append(str(err))
+        except Exception as err:  # whatever else the loader raises is still a line here, not a crash
+            errors.append(f"baseline {gate['baseline']}: cannot load it ({type(err).__name__}: {err})")
     return changed, errors
 
 
@@ -113,10 +133,11 @@ class OptionsScreen(ModalScreen[dict]):
         texts = shown(self.current)
         with VerticalScroll(id="pick"):
             yield Label("options, as the command line spells them (Enter applies; empty: the default; Esc cancels)")
+            # under the title: at 80x24 the fields run past the modal's bottom, and a problem must be seen
+            yield Static("", id="options-problem")
             for name, option, default in OPTIONS:
                 yield Label(f"{option}  ({default})")
                 yield Input(texts[name], id=f"option-{name}")
-            yield Static("", id="options-problem")
 
     def on_mount(self) -> None:
         self.query(Input).first().focus()
@@ -125,6 +146,8 @@ class OptionsScreen(ModalScreen[dict]):
         values = {(i.id or "").removeprefix("option-"): i.value for i in self.query(Input)}
         changed, errors = check_options(values, self.current)
         if errors:
-            self.query_one("#options-problem", Static).update(Text("\n".join(errors), style="bold red"))
+            problem = self.query_one("#options-problem", Static)
+            problem.update(Text("\n".join(errors), style="bold red"))
+            problem.scroll_visible(animate=False)
             return
         self.dismiss(changed)

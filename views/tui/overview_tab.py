@@ -38,7 +38,8 @@ def finding_detail(f: Finding, fixes: FixResult | None = None):
     answers = fix_lines(f, fixes)
     if answers:
         answers.append(Text("A applies the first (compiles again; the file is unchanged)", style="dim"))
-    body = Group(Text(f.message), *allocation_lines(f), *answers)
+    # after F the fixes come first: the pane is a few lines at 80x24, and they are the news
+    body = Group(*answers, Text(f.message), *allocation_lines(f))
     if f.view and f.view != "overview":
         hint = Text(f"Enter: show the evidence ({f.view}); b comes back", style="dim")
     elif f.kernel:
@@ -56,12 +57,14 @@ class OverviewTab(Vertical):
         self.findings: list[Finding] = []
         self.fixes: FixResult | None = None  # after F: the fixes shown under the findings they answer
         self.diff_verdict: str | None = None
+        self._width = 0  # what the messages were cut to
 
     def compose(self):
         with VerticalScroll(id="overview-scroll"):
+            # with --baseline, what moved leads: the scroll shows its top at first sight
+            yield Static("", id="overview-baseline")
             yield Static("", id="overview-diff")
             yield Static(Text(PLACEHOLDER), id="overview-panel")
-            yield Static("", id="overview-baseline")
         yield Static("", id="findings-title")
         yield DataTable(id="findings", cursor_type="row")
         yield Static("", id="finding-detail")
@@ -80,15 +83,20 @@ class OverviewTab(Vertical):
     def show_baseline(self, report: Report) -> None:
         """With --baseline FILE: this target on this chip against the file's figures (what moved)."""
         baseline = getattr(self.app, "baseline", None)
+        shown = self.query_one("#overview-baseline", Static)
+        shown.display = baseline is not None  # an empty Static is still a blank line, at the top
         if baseline is None:
-            self.query_one("#overview-baseline", Static).update("")
+            shown.update("")
             return
         from ...baseline.work import against_report
         from ..baseline import baseline_panel
 
         app: Any = self.app  # InspectorApp, whose session names the target
         session = app.session
-        found = against_report(baseline, report, session.spec, list(session.sets), getattr(app, "tolerances", None))
+        try:
+            found = against_report(baseline, report, session.spec, list(session.sets), getattr(app, "tolerances", None))
+        except Exception as err:  # a file that passed the loader's checks but not the comparison's: said, not a crash
+            found = f"baseline {baseline.path}: cannot compare with it ({type(err).__name__}: {err}); o sets another"
         self.query_one("#overview-baseline", Static).update(baseline_panel(found, baseline.path))
 
     def show_lowered(self, report: Report) -> None:
@@ -116,8 +124,7 @@ class OverviewTab(Vertical):
         table = self.query_one(DataTable)
         table.clear()
         # the table fits the screen (no sideways scrolling): the whole message is in the pane below
-        codes = max((len(f.code) for f in self.findings), default=4)
-        width = max(20, (self.app.size.width or 100) - codes - 16)
+        width = self._width = self._message_width()
         for i, f in enumerate(self.findings):
             answers = fix_lines(f, self.fixes)  # after F: the finding's top fix leads its line
             message = first_line(answers[0].plain if answers else f.message, width)
@@ -132,6 +139,18 @@ class OverviewTab(Vertical):
         self.query_one("#finding-detail", Static).display = bool(self.findings)
         if self.findings:
             self.show_detail(0)
+
+    def on_resize(self, event) -> None:
+        """The messages are cut to the width: a wider or narrower terminal cuts them again (the row stays)."""
+        if not self.findings or self._width == self._message_width():
+            return
+        row = self.query_one(DataTable).cursor_row
+        self._show_findings(self.findings)
+        self.query_one(DataTable).move_cursor(row=row)
+
+    def _message_width(self) -> int:
+        codes = max((len(f.code) for f in self.findings), default=4)
+        return max(20, (self.app.size.width or 100) - codes - 16)
 
     def show_detail(self, index: int) -> None:
         if 0 <= index < len(self.findings):
@@ -150,6 +169,8 @@ class OverviewTab(Vertical):
         """Before a new compile: nothing of the previous target stays on screen."""
         self.query_one("#overview-panel", Static).update(Text(message))
         self.query_one("#overview-diff", Static).update("")
+        self.query_one("#overview-baseline", Static).update("")
+        self.query_one("#overview-baseline", Static).display = False
         self.diff_verdict = None
         self.fixes = None
         self._show_findings([])
