@@ -1,11 +1,14 @@
 """What a Pallas kernel body does per grid step, read from its jaxpr: flops (a [min, max] range over
 pl.when / lax.cond branches, loops multiplied by their trip counts), transcendentals, matmul shapes,
-the largest values it builds, its DMAs and its run_scoped buffers (emit_pipeline's among them).
-Shared by pallas_call (``pallas``) and kernels over a core mesh (``mesh_kernels``).
+the largest values it builds, its DMAs and its run_scoped buffers (emit_pipeline's among them); and
+the work of each unit of the TensorCore (``Body.work``, ``grid_work``): MXU flops, VPU and EUP
+instructions, each on one 8 x 128 register. Shared by pallas_call (``pallas``) and kernels over a
+core mesh (``mesh_kernels``).
 """
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any, Callable
 
 import numpy as np
@@ -17,6 +20,21 @@ from .pipelines import is_pipeline_copy, is_pipeline_scope
 from .tracing import sub_jaxprs
 
 _TRANSCENDENTAL = {"exp", "log", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "pow", "exp2", "log1p", "expm1", "erf"}
+# Elementwise primitives the VPU runs, one VALU instruction per register of the result (libtpu's
+# bundles of the causal flash sample on the v5e count one a register); and those that take at least
+# one EUP instruction a register (the same bundles: 448 EUP slots a step, the registers of its exp,
+# log and divisions). Others (sin, erf: polynomials or more) are left out: the counts stay lower bounds.
+_VPU_OPS = {"add", "add_any", "sub", "mul", "div", "rem", "max", "min", "neg", "abs", "sign", "floor", "ceil",
+            "round", "select_n", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not", "xor", "clamp",
+            "convert_element_type", "integer_pow", "square", "shift_left", "shift_right_logical",
+            "shift_right_arithmetic", "is_finite"}
+_EUP_OPS = {"exp", "exp2", "log", "tanh", "logistic", "rsqrt", "sqrt", "pow"}
+# a reduction folds its operand's registers into the result's with one VALU instruction each (the
+# lane-crossing rest is the XLU's, whose rate no source gives)
+_REDUCTIONS = {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or", "argmax", "argmin"}
+# Body.work's keys: matmul flops as XLA counts them, the MXU's (an f32 matmul's bf16 passes each
+# counted), VALU and EUP instructions
+UNITS = ("flops", "mxu", "vpu", "eup")
 _REF_OPS = ("get", "load", "swap", "store", "masked_load", "masked_swap")
 # Integer scalar arithmetic folded to find loop bounds (division only where it cannot round).
 _FOLD: dict[str, Callable[..., Any]] = {
@@ -69,6 +87,22 @@ def bytes_of(aval) -> int:
         return int(math.prod(shape)) * np.dtype(aval.dtype).itemsize
     except TypeError:  # semaphores and other non-numpy dtypes
         return int(math.prod(shape)) * 4
+
+
+def vregs(aval) -> int:
+    """The 8 x 128 registers of 32-bit values a value fills as Mosaic lays it out: its last two dims
+    tiled (8 rows, 128 lanes), 16-bit values packed two rows a sublane; 0 for a scalar (the scalar
+    unit's). Every TPU's register is 8 x 128 (base/chips: sublanes, lanes)."""
+    shape = [int(d) for d in getattr(aval, "shape", ()) if isinstance(d, (int, np.integer))]
+    if not shape or len(shape) != len(getattr(aval, "shape", ())):
+        return 0
+    try:
+        itemsize = np.dtype(aval.dtype).itemsize
+    except TypeError:
+        return 0
+    pack = max(1, 4 // itemsize) if np.dtype(aval.dtype) != np.bool_ else 1  # a mask: one a register
+    rows, cols = (shape[-2] if len(shape) > 1 else 1), shape[-1]
+    return math.prod(shape[:-2]) * -(-rows // (8 * pack)) * -(-cols // 128)
 
 
 _COMPLEMENT = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "gt": "le", "le": "gt"}
@@ -285,6 +319,61 @@ class Body:
                 lo, hi = lo + c[0], hi + c[1]
         return lo, hi
 
+    def work(self, eqns) -> tuple[Counter, Counter]:
+        """(least, most) work of each unit (UNITS) one run of ``eqns`` takes: a branch not known
+        here takes its cheapest side per unit in the least, its costliest in the most; a loop its
+        trips (a while loop of unknown trips: none in the least, one in the most). Call after
+        ``visit``, whose walk learnt the integer values that decide branches and trips."""
+        least, most = Counter(), Counter()
+        for eqn in eqns:
+            p = eqn.primitive.name
+            self._fold(eqn)
+            out = vregs(eqn.outvars[0].aval) if eqn.outvars else 0
+            if p == "dot_general":
+                (lc, _), _ = eqn.params["dimension_numbers"]
+                lhs, shape = eqn.invars[0].aval.shape, eqn.outvars[0].aval.shape
+                flops = 2.0 * math.prod(shape) * math.prod(lhs[d] for d in lc)
+                for c in (least, most):
+                    c["flops"] += flops
+                    c["mxu"] += flops * f32_mxu_passes(eqn)
+            elif p in _VPU_OPS or p in _EUP_OPS or p in _REDUCTIONS:
+                done = Counter()
+                if p in _REDUCTIONS:
+                    done["vpu"] = max(vregs(eqn.invars[0].aval) - out, 0)
+                else:
+                    done["vpu" if p in _VPU_OPS else "eup"] = out
+                    if p == "div" and np.issubdtype(np.dtype(eqn.outvars[0].aval.dtype), np.floating):
+                        done["eup"] = out  # a reciprocal, then the VALU's multiply
+                least.update(done)
+                most.update(done)
+            elif p == "cond":
+                branches = [b.jaxpr for b in eqn.params["branches"]]
+                taken = self._value(eqn.invars[0])
+                if taken is not None:
+                    branches = [branches[min(max(taken, 0), len(branches) - 1)]]
+                costs = []
+                for b in branches:
+                    self._inherit(eqn, b)
+                    costs.append(self.work(b.eqns))
+                for unit in UNITS:
+                    least[unit] += min(c[0][unit] for c in costs)
+                    most[unit] += max(c[1][unit] for c in costs)
+            elif p in ("scan", "while"):
+                body = eqn.params["jaxpr"].jaxpr if p == "scan" else eqn.params["body_jaxpr"].jaxpr
+                self._inherit(eqn, body)
+                trips = float(eqn.params.get("length", 1)) if p == "scan" else self._trips(eqn)
+                lo, hi = self.work(body.eqns)
+                for unit in UNITS:
+                    least[unit] += (trips or 0) * lo[unit]
+                    most[unit] += (trips if trips is not None else 1) * hi[unit]
+            else:
+                for sub in sub_jaxprs(eqn.params):
+                    self._inherit(eqn, sub)
+                    lo, hi = self.work(sub.eqns)
+                    least.update(lo)
+                    most.update(hi)
+        return least, most
+
     def _dot(self, eqn) -> float:
         """A matmul's flops, its (m, k, n) recorded."""
         (lc, _), _ = eqn.params["dimension_numbers"]
@@ -336,6 +425,26 @@ class Body:
             src_space=memory_space(src_ref), dst_space=memory_space(dst_ref), shape=shape, dtype=dtype,
             bytes=nbytes, per_step=[times[0] if known else 0.0, times[1]], remote=device is not None,
             size_known=known, pipeline=self._in_pipeline > 0 and is_pipeline_copy(eqn)))
+
+
+def grid_work(body: Body, kernel, steps: int, taken: dict[int, list[float]]) -> dict[str, list[float]]:
+    """Each unit's [least, most] work over a grid of ``steps``: the kernel body's equations run at
+    every step, but a top-level branch only at the steps that take it (``taken``: per cond, by its
+    index among the body's equations, the steps that take each branch; branches.branch_steps)."""
+    least, most = Counter(), Counter()
+    for i, eqn in enumerate(kernel.eqns):
+        counts = taken.get(i)
+        if counts is None:
+            lo, hi = body.work([eqn])
+            least.update({u: steps * v for u, v in lo.items()})
+            most.update({u: steps * v for u, v in hi.items()})
+            continue
+        for branch, n in zip(eqn.params["branches"], counts):
+            body._inherit(eqn, branch.jaxpr)
+            lo, hi = body.work(branch.jaxpr.eqns)
+            least.update({u: n * v for u, v in lo.items()})
+            most.update({u: n * v for u, v in hi.items()})
+    return {u: [float(least[u]), float(most[u])] for u in UNITS}
 
 
 def short_src(src: str | None) -> str | None:
