@@ -14,6 +14,7 @@ from inspector.base.chips import CHIPS, get_chip
 from inspector.hlo.fusions import PallasFigures, VectorWork, _roofline, analyse_fusions
 from inspector.jax_internals.branches import branch_steps
 from inspector.jax_internals.kernel_body import Body, grid_work, vregs
+from inspector.jax_internals.tracing import sub_jaxprs
 
 GRID = (4, 4)
 
@@ -57,6 +58,57 @@ def test_a_guarded_body_counts_its_units_at_the_steps_that_run_it():
     assert work["vpu"] == [2 * steps, 2 * steps]
     # not knowing which steps take it, the least is the branch never taken, the most every step
     assert grid_work(body, jaxpr, 16, {})["eup"] == [0, 2 * 16]
+
+
+def _work(kernel, grid, *operands, in_specs, out_spec, out_shape):
+    call = pl.pallas_call(kernel, grid=grid, in_specs=in_specs, out_specs=out_spec, out_shape=out_shape)
+    eqn = next(e for e in jax.make_jaxpr(call)(*operands).jaxpr.eqns if e.primitive.name == "pallas_call")
+    jaxpr = eqn.params["jaxpr"]
+    body = Body({})
+    body.visit(jaxpr, (1.0, 1.0))
+    return grid_work(body, jaxpr, 1, branch_steps(jaxpr, grid))
+
+
+def test_what_the_compiler_folds_or_drops_is_not_counted():
+    def kernel(x_ref, k_ref, o_ref):
+        x = x_ref[...]
+        zeros = jnp.zeros_like(x)
+        y = (zeros >> 16) * 3 + x  # folds to x: no instruction
+        _unused = x * 5  # dropped
+        key = jnp.broadcast_to(k_ref[...], x.shape)  # one row, replicated down the sublanes
+        o_ref[...] = y ^ (key * 7)  # key * 7 on one register, the xor on the block's 2
+
+    u32 = jax.ShapeDtypeStruct((16, 128), jnp.uint32)
+    block, row = pl.BlockSpec((16, 128), lambda i: (0, 0)), pl.BlockSpec((1, 128), lambda i: (0, 0))
+    work = _work(kernel, (1,), jnp.zeros((16, 128), jnp.uint32), jnp.zeros((1, 128), jnp.uint32),
+                 in_specs=[block, row], out_spec=block, out_shape=u32)
+    assert work["vpu"] == [3, 3]
+
+
+def test_philox_counts_no_more_valu_instructions_than_libtpu_issues():
+    """jax's Philox kernel (samples/jax_kernels.py:philox_bits, 256 x 256 blocks): libtpu 0.0.42.1's
+    bundles issue 20.72k VALU instructions a grid step on the v5e (`show --view bundles`); its jaxpr
+    holds 26.5k a step before the first round's products of zeros fold, the last round's unused
+    half drops and the key's broadcast rounds stay one register."""
+    from jax.experimental.pallas.ops.tpu.random import philox
+
+    jaxpr = jax.make_jaxpr(lambda key: philox.philox_4x32_kernel(key, (512, 512), (512, 512), block_size=(256, 256)))
+    eqn = _find_pallas(jaxpr(jnp.zeros((2,), jnp.uint32)).jaxpr)
+    kernel, grid = eqn.params["jaxpr"], eqn.params["grid_mapping"].grid
+    body = Body({})
+    body.visit(kernel, (1.0, 1.0))
+    per_step = grid_work(body, kernel, 1, branch_steps(kernel, grid))["vpu"][0]
+    assert 0.95 * 20_720 < per_step <= 20_720
+
+
+def _find_pallas(jaxpr):
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "pallas_call":
+            return eqn
+        for sub in sub_jaxprs(eqn.params):
+            if (found := _find_pallas(sub)) is not None:
+                return found
+    return None
 
 
 def test_vector_work_bounds_the_roofline_when_it_takes_longest():
