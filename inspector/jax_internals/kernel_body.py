@@ -8,7 +8,6 @@ core mesh (``mesh_kernels``).
 from __future__ import annotations
 
 import math
-from collections import Counter
 from typing import Any, Callable
 
 import numpy as np
@@ -35,6 +34,16 @@ _REDUCTIONS = {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_
 # Body.work's keys: matmul flops as XLA counts them, the MXU's (an f32 matmul's bf16 passes each
 # counted), VALU and EUP instructions
 UNITS = ("flops", "mxu", "vpu", "eup")
+Work = dict[str, float]  # unit -> its work (UNITS)
+
+
+def _work() -> Work:
+    return dict.fromkeys(UNITS, 0.0)
+
+
+def _add(into: Work, work: Work, times: float = 1.0) -> None:
+    for unit, n in work.items():
+        into[unit] += times * n
 _NOT_CONST = object()
 # x op c == x: what the compiler folds away (arith's canonical folds); x * 0 and x & 0 fold to 0
 _IDENTITY = {"add": 0, "add_any": 0, "or": 0, "xor": 0, "mul": 1, "shift_left": 0, "shift_right_logical": 0,
@@ -367,7 +376,7 @@ class Body:
                 lo, hi = lo + c[0], hi + c[1]
         return lo, hi
 
-    def work(self, jaxpr, eqns=None) -> tuple[Counter, Counter]:
+    def work(self, jaxpr, eqns=None) -> tuple[Work, Work]:
         """(least, most) work of each unit (UNITS) one run of ``jaxpr`` (or of those of its
         ``eqns``) takes: a branch not known here takes its cheapest side per unit in the least, its
         costliest in the most; a loop its trips (a while loop of unknown trips: none in the least,
@@ -375,7 +384,7 @@ class Body:
         folds (on constants, or with an operand that leaves the other unchanged: x + 0, x * 1).
         Call after ``visit``, whose walk learnt the integer values that decide branches and trips."""
         live = self._live(jaxpr)
-        least, most = Counter(), Counter()
+        least, most = _work(), _work()
         for eqn in jaxpr.eqns if eqns is None else eqns:
             p = eqn.primitive.name
             self._fold(eqn)
@@ -405,19 +414,18 @@ class Body:
                 self._inherit(eqn, body)
                 trips = float(eqn.params.get("length", 1)) if p == "scan" else self._trips(eqn)
                 lo, hi = self.work(body)
-                for unit in UNITS:
-                    least[unit] += (trips or 0) * lo[unit]
-                    most[unit] += (trips if trips is not None else 1) * hi[unit]
+                _add(least, lo, trips or 0)
+                _add(most, hi, trips if trips is not None else 1)
             elif subs := list(sub_jaxprs(eqn.params)):
                 for sub in subs:
                     self._inherit(eqn, sub)
                     lo, hi = self.work(sub)
-                    least.update(lo)
-                    most.update(hi)
+                    _add(least, lo)
+                    _add(most, hi)
             else:
                 done = self._vector(eqn)
-                least.update(done)
-                most.update(done)
+                _add(least, done)
+                _add(most, done)
         return least, most
 
     def _live(self, jaxpr) -> set[int]:
@@ -433,21 +441,21 @@ class Body:
             self._lives[id(jaxpr)] = live
         return self._lives[id(jaxpr)]
 
-    def _vector(self, eqn) -> Counter:
+    def _vector(self, eqn) -> Work:
         """The VALU and EUP instructions of one equation, one a register of its result; none where
         the compiler folds it: all operands constant, or one that leaves the other as it is. A value
-        made of broadcasts alone is counted at its distinct extent (_extent)."""
-        p, done = eqn.primitive.name, Counter()
+        made of broadcasts alone is counted at its distinct extent (_extent_of)."""
+        p, done = eqn.primitive.name, _work()
         consts = [self._const(v) for v in eqn.invars]
         if eqn.invars and all(c is not _NOT_CONST for c in consts) and not eqn.effects:
             self._consts[id(eqn.outvars[0])] = _fold_const(p, consts, eqn)
             return done
         if p == "broadcast_in_dim" and eqn.invars:
             inner, shape = self._extent_of(eqn.invars[0]), eqn.outvars[0].aval.shape
-            extent = [1] * len(shape)
+            spread = [1] * len(shape)
             for k, d in enumerate(eqn.params["broadcast_dimensions"]):
-                extent[d] = inner[k] if k < len(inner) else 1
-            self._extents[id(eqn.outvars[0])] = tuple(extent)
+                spread[d] = inner[k] if k < len(inner) else 1
+            self._extents[id(eqn.outvars[0])] = tuple(spread)
             return done
         if p not in _VPU_OPS and p not in _EUP_OPS and p not in _REDUCTIONS:
             return done
@@ -544,19 +552,19 @@ def grid_work(body: Body, kernel, steps: int, taken: dict[int, list[float]]) -> 
     """Each unit's [least, most] work over a grid of ``steps``: the kernel body's equations run at
     every step, but a top-level branch only at the steps that take it (``taken``: per cond, by its
     index among the body's equations, the steps that take each branch; branches.branch_steps)."""
-    least, most = Counter(), Counter()
+    least, most = _work(), _work()
     for i, eqn in enumerate(kernel.eqns):
         counts = taken.get(i)
         if counts is None:
             lo, hi = body.work(kernel, [eqn])
-            least.update({u: steps * v for u, v in lo.items()})
-            most.update({u: steps * v for u, v in hi.items()})
+            _add(least, lo, steps)
+            _add(most, hi, steps)
             continue
         for branch, n in zip(eqn.params["branches"], counts):
             body._inherit(eqn, branch.jaxpr)
             lo, hi = body.work(branch.jaxpr)
-            least.update({u: n * v for u, v in lo.items()})
-            most.update({u: n * v for u, v in hi.items()})
+            _add(least, lo, n)
+            _add(most, hi, n)
     return {u: [float(least[u]), float(most[u])] for u in UNITS}
 
 
