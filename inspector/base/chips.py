@@ -122,16 +122,16 @@ LIBTPU_TIMES = ("measured, libtpu 0.0.42.1: its static profile of a v4 compile a
 
 
 # VALU and EUP instructions a TensorCore issues per cycle, each on one 8 x 128 register of 32-bit values
-SCALING_BOOK_VPU = ("the scaling book (jax-ml.github.io/scaling-book/tpus, Appendix A): the VPU is (8, 128) lanes; "
+SCALING_BOOK_VPU = ("the scaling book (jax-ml.github.io/scaling-book/tpus, {where}): the VPU is (8, 128) lanes; "
                     "each (lane, sublane) holds {n} ALUs on {gen}")
 LIBTPU_SLOTS = ("measured: libtpu 0.0.42.1's bundle-utilization capacity row (LLO dump of a deviceless compile, "
                 "`show --view bundles`): {what} {n} a bundle")
 NO_VPU_FIGURE = "no source gives it (libtpu cannot simulate the chip): the roofline leaves the unit out"
 _VECTOR_SLOTS: dict[str, tuple[int | None, int | None, str, str]] = {  # name -> (VALU, EUP, their sources)
-    "tpu-v4": (2, None, SCALING_BOOK_VPU.format(n=2, gen="v4"), NO_VPU_FIGURE),
-    "tpu-v5e": (4, 1, SCALING_BOOK_VPU.format(n=4, gen="v5") + "; " + LIBTPU_SLOTS.format(what="VALU", n=4),
+    "tpu-v4": (2, None, SCALING_BOOK_VPU.format(n=2, gen="v4 (2048 in all)", where="its first text's Appendix C"), NO_VPU_FIGURE),
+    "tpu-v5e": (4, 1, SCALING_BOOK_VPU.format(n=4, gen="v5", where="Appendix A") + "; " + LIBTPU_SLOTS.format(what="VALU", n=4),
                 LIBTPU_SLOTS.format(what="EUP", n=1)),
-    "tpu-v5p": (4, 1, SCALING_BOOK_VPU.format(n=4, gen="v5") + "; " + LIBTPU_SLOTS.format(what="VALU", n=4),
+    "tpu-v5p": (4, 1, SCALING_BOOK_VPU.format(n=4, gen="v5", where="Appendix A") + "; " + LIBTPU_SLOTS.format(what="VALU", n=4),
                 LIBTPU_SLOTS.format(what="EUP", n=1)),
     "tpu-v6e": (4, 1, LIBTPU_SLOTS.format(what="VALU", n=4), LIBTPU_SLOTS.format(what="EUP", n=1)),
     "tpu-7x": (4, 1, LIBTPU_SLOTS.format(what="VALU", n=4), LIBTPU_SLOTS.format(what="EUP", n=1)),
