@@ -323,11 +323,13 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     # the roofline, a lower bound, takes the least of what branches decide: flops and DMAs, but never
     # fewer bytes than the kernel's outputs (an emit_pipeline over HBM refs whose copies all sit
     # under branches printed a 6.4 us roofline for a kernel that writes 268 MB)
-    traffic = [PallasFigures(name) if k.walk.skipped
+    estimated = lambda k: (k.call.cost_estimate or {}).get("bytes_accessed")  # what XLA counts for the kernel
+    traffic = [PallasFigures(name, cost_estimate_bytes=estimated(k)) if k.walk.skipped
                else PallasFigures(name, k.walk.hbm_bytes_read, k.walk.hbm_bytes_written, k.flops, k.transcendentals,
                                   k.flops_range[0] if k.flops_range else k.flops,
                                   max(k.walk.least_hbm_bytes, sum(o.array_bytes for o in k.call.operands if o.must_write)),
-                                  int8_matmuls=k.call.int8_matmuls, mxu_passes=k.call.mxu_passes)
+                                  int8_matmuls=k.call.int8_matmuls, mxu_passes=k.call.mxu_passes,
+                                  work=k.call.grid_work, cost_estimate_bytes=estimated(k))
                for name, k in zip(names, kernels or [])]
     analysis = None
     if fusions and stages.hlo:

@@ -63,6 +63,10 @@ class Chip:
     ici_bytes_per_s: float | None = None  # ICI bandwidth of one link, one direction
     ici_links: int | None = None  # ICI ports per chip
     clock_hz: float | None = None  # TensorCore clock: what turns libtpu's cycle estimates into seconds
+    # vector instructions a TensorCore issues a cycle, each on one (sublanes x lanes) 32-bit register:
+    # VALU (elementwise arithmetic, the VPU) and EUP (transcendentals); None where no source gives it
+    valu_slots: int | None = None
+    eup_slots: int | None = None
     device_kind: str | None = None  # what jax reports for the device
     pci_device_id: str | None = None  # the chip's PCI device id (vendor 0x1ae0, Google): which TPU is attached
     jax_chip_version: str | None = None  # pltpu ChipVersion value
@@ -84,6 +88,21 @@ class Chip:
     @property
     def is_local(self) -> bool:
         return self.kind == "local"
+
+    @property
+    def vpu_ops_per_s(self) -> float | None:
+        """32-bit elementwise ops a second over the chip's TensorCores (the VPU's peak)."""
+        return self._vector_rate(self.valu_slots)
+
+    @property
+    def eup_ops_per_s(self) -> float | None:
+        """Transcendentals (exp, log, tanh ...) a second over the chip's TensorCores (the EUP's peak)."""
+        return self._vector_rate(self.eup_slots)
+
+    def _vector_rate(self, slots: int | None) -> float | None:
+        if not (slots and self.clock_hz and self.sublanes and self.lanes):
+            return None
+        return slots * self.sublanes * self.lanes * self.clock_hz * (self.tensor_cores or 1)
 
     @property
     def cores_per_device(self) -> int:
@@ -115,6 +134,23 @@ LIBTPU_TIMES = ("measured, libtpu 0.0.42.1: its static profile of a v4 compile a
                 "currently only supported on VF/VL/GF/GL'); v5e, v5p, v6e and TPU7x are simulated")
 
 
+# VALU and EUP instructions a TensorCore issues per cycle, each on one 8 x 128 register of 32-bit values
+SCALING_BOOK_VPU = ("the scaling book (jax-ml.github.io/scaling-book/tpus, {where}): the VPU is (8, 128) lanes; "
+                    "each (lane, sublane) holds {n} ALUs on {gen}")
+LIBTPU_SLOTS = ("measured: libtpu 0.0.42.1's bundle-utilization capacity row (LLO dump of a deviceless compile, "
+                "`show --view bundles`): {what} {n} a bundle")
+NO_VPU_FIGURE = "no source gives it (libtpu cannot simulate the chip): the roofline leaves the unit out"
+_VECTOR_SLOTS: dict[str, tuple[int | None, int | None, str, str]] = {  # name -> (VALU, EUP, their sources)
+    "tpu-v4": (2, None, SCALING_BOOK_VPU.format(n=2, gen="v4 (2048 in all)", where="its first text's Appendix C"), NO_VPU_FIGURE),
+    "tpu-v5e": (4, 1, SCALING_BOOK_VPU.format(n=4, gen="v5", where="Appendix A") + "; " + LIBTPU_SLOTS.format(what="VALU", n=4),
+                LIBTPU_SLOTS.format(what="EUP", n=1)),
+    "tpu-v5p": (4, 1, SCALING_BOOK_VPU.format(n=4, gen="v5", where="Appendix A") + "; " + LIBTPU_SLOTS.format(what="VALU", n=4),
+                LIBTPU_SLOTS.format(what="EUP", n=1)),
+    "tpu-v6e": (4, 1, LIBTPU_SLOTS.format(what="VALU", n=4), LIBTPU_SLOTS.format(what="EUP", n=1)),
+    "tpu-7x": (4, 1, LIBTPU_SLOTS.format(what="VALU", n=4), LIBTPU_SLOTS.format(what="EUP", n=1)),
+}
+
+
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,
          device_kind, pci, version, topologies, hbm_device, ici, links, ici_source, clock, clock_source,
          devices_per_chip=1, parallel_grid_cores=1, megacore=False, sc_vmem=None, libtpu_times=True, sources=None) -> Chip:
@@ -131,13 +167,15 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
         "sparse_core_vmem_bytes": TPU_INFO + " (SparseCoreInfo.vmem_capacity_bytes; no SparseCore on v4 and v5e)",
         "pci_device_id": PCI_IDS, "megacore": MEGACORE,
     }
+    valu, eup, base["valu_slots"], base["eup_slots"] = _VECTOR_SLOTS[name]
     base.update(sources or {})
     return Chip(name, "tpu", description, aliases, tensor_cores=cores, vmem_bytes=vmem, scoped_vmem_bytes=scoped,
                 smem_bytes=1 * MiB, hbm_bytes=hbm, hbm_bytes_per_s=bw, bf16_flops=bf16, int8_ops=int8, mxu=mxu,
                 sublanes=8, lanes=128, topology=topology, device_kind=device_kind, pci_device_id=pci, jax_chip_version=version,
                 topologies=topologies, hbm_device_bytes=hbm_device, ici_bytes_per_s=ici, ici_links=links,
                 devices_per_chip=devices_per_chip, clock_hz=clock, parallel_grid_cores=parallel_grid_cores, megacore=megacore,
-                sparse_core_vmem_bytes=sc_vmem, libtpu_times=libtpu_times, sources=base)
+                sparse_core_vmem_bytes=sc_vmem, libtpu_times=libtpu_times, valu_slots=valu, eup_slots=eup,
+                sources=base)
 
 
 def _gpu(name, description, *, bw, bf16, smem, hbm, source) -> Chip:

@@ -229,6 +229,9 @@ class PallasCall:
     dots: list[list[int]]  # (m, k, n) of each matmul in the body
     int8_matmuls: bool = False  # one of them multiplies 8-bit integers (the roofline takes the int8 rate)
     mxu_passes: int = 1  # the fewest bf16 MXU passes any of them takes (an f32 matmul at HIGHEST: 6)
+    # each unit's [least, most] work over the grid, a top-level pl.when counted at the steps that take it
+    # (kernel_body.grid_work: MXU flops, VALU and EUP register instructions); None: the grid's size is not known
+    grid_work: dict[str, list[float]] | None = None
     intermediates_bytes: list[int]  # sizes of the body's array values, largest first (top 8)
     cost_estimate: dict | None = None  # the pl.CostEstimate the author gave, if any
     vmapped_dims: list[int] = dataclasses.field(default_factory=list)  # grid axes added by jax.vmap

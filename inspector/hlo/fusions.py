@@ -119,21 +119,47 @@ def _scope(op_name: str | None) -> str | None:
 
 
 def _roofline(chip: Chip | None, flops: float, hbm_bytes: int, int8: bool = False,
-              extra_pass_flops: float = 0.0) -> tuple[float | None, float | None, str | None]:
+              extra_pass_flops: float = 0.0, vector: VectorWork | None = None) -> tuple[float | None, float | None, str | None]:
     """(flops per HBM byte, the roofline time, what bounds it). The caller leaves reduce-window
     flops out: counted window x outputs they are not the work XLA:TPU does (a 68.7 GFLOP
     cumulative reduce-window of samples/transformer.py ran in 6.6 us on the v5e, 349 us at the
     bf16 peak), and a roofline must stay a lower bound: a kernel with int8 matmuls is held to the
     chip's int8 rate (a w8a8 matmul at the bf16 peak: 1.22x above the v5e's time). On a TPU an
     f32 matmul at HIGH or HIGHEST precision takes 3 or 6 bf16 passes (``extra_pass_flops``): at
-    one pass a HIGHEST spherical-harmonic transform's roofline was 0.09x of the v5e's time."""
+    one pass a HIGHEST spherical-harmonic transform's roofline was 0.09x of the v5e's time.
+    ``vector``: a Pallas kernel's VPU and EUP work, each held to its unit's rate where the chip
+    table has one: the kernel takes at least as long as its busiest unit (the causal flash sample
+    on the v6e: 23 us at the HBM and MXU alone, its VALU work alone 54 us). The bound names that
+    unit: memory (HBM), compute (the MXU), VPU or EUP."""
     intensity = flops / hbm_bytes if hbm_bytes else None
     if chip is None or not chip.hbm_bytes_per_s or not chip.bf16_flops:
         return intensity, None, None
     peak = max(chip.bf16_flops, chip.int8_ops or 0) if int8 else chip.bf16_flops
     mxu_flops = flops + (extra_pass_flops if chip.is_tpu else 0.0)
-    memory_s, compute_s = hbm_bytes / chip.hbm_bytes_per_s, mxu_flops / peak
-    return intensity, max(memory_s, compute_s), "compute" if compute_s > memory_s else "memory"
+    times = {"memory": hbm_bytes / chip.hbm_bytes_per_s, "compute": mxu_flops / peak}
+    register = (chip.sublanes or 0) * (chip.lanes or 0)  # 32-bit values a vector instruction takes
+    for unit, instructions, rate in ((VPU, vector.vpu, chip.vpu_ops_per_s), (EUP, vector.eup, chip.eup_ops_per_s)) \
+            if vector is not None and chip.is_tpu else ():
+        if rate:
+            times[unit] = instructions * register / rate
+    bound = max(times, key=times.__getitem__)  # ties go to memory, the first
+    return intensity, times[bound], bound
+
+
+VPU, EUP = "VPU", "EUP"  # what a Pallas kernel's roofline may be bound by beside memory and compute
+
+
+@dataclasses.dataclass(frozen=True)
+class VectorWork:
+    """The VALU and EUP instructions a Pallas kernel issues, each on one register (kernel_body.grid_work)."""
+
+    vpu: float = 0.0
+    eup: float = 0.0
+
+    def left_out(self, chip: Chip) -> list[str]:
+        """The units with work whose rate the chip table lacks: the roofline leaves them out."""
+        return [unit for unit, n, rate in ((VPU, self.vpu, chip.vpu_ops_per_s), (EUP, self.eup, chip.eup_ops_per_s))
+                if n and not rate]
 
 
 PASS_THROUGH = {"bitcast", "get-tuple-element", "copy-done", "slice-done", "async-done", "all-reduce-done",
@@ -270,6 +296,9 @@ class PallasFigures:
     least_bytes: int | None = None  # the fewest DMA bytes the branches allow
     int8_matmuls: bool = False  # its body multiplies 8-bit integers: the roofline takes the int8 rate
     mxu_passes: int = 1  # the fewest bf16 MXU passes its matmuls take (f32 at HIGHEST: 6): the roofline's flops
+    # each unit's [least, most] over the grid, a top-level pl.when at the steps that take it (PallasCall.grid_work)
+    work: dict[str, list[float]] | None = None
+    cost_estimate_bytes: int | None = None  # the bytes_accessed of the kernel's pl.CostEstimate: XLA's figure for it
 
     @property
     def walked(self) -> bool:
@@ -293,9 +322,9 @@ def analyse_fusions(hlo_text: str, chip: Chip | None, xla_cost: dict | None,
 
 
 def _pair_walks(kernels: list[Kernel], traffic: list[PallasFigures]) -> list[tuple[Kernel, PallasFigures]]:
-    """Each walked pallas_call with its custom call: by kernel name (the custom call is named after
-    the pallas_call, "splash_mha_fwd.1"), in program order; unnamed ones by position when the
-    counts agree. Unpaired kernels keep the labelled lower bound."""
+    """Each pallas_call with its custom call: by kernel name (the custom call is named after the
+    pallas_call, "splash_mha_fwd.1"), in program order; unnamed ones by position when the counts
+    agree. Unpaired kernels keep the labelled lower bound."""
     mosaic = [k for k in kernels if k.kind in ("custom-call:pallas", "custom-call:mosaic")]
     pairs, used = [], set()
     for figures in traffic:
@@ -307,23 +336,44 @@ def _pair_walks(kernels: list[Kernel], traffic: list[PallasFigures]) -> list[tup
     if not pairs:  # no names to go by: in program order, when the counts agree
         if len(mosaic) == len(traffic):
             pairs = list(zip(mosaic, traffic))
-    return [(k, f) for k, f in pairs if f.walked]
+    return pairs
+
+
+WALK_NOTE = ("HBM traffic from the BlockSpec walk (a block is fetched when its index changes) and the body's DMAs; "
+             "flops and transcendentals from the kernel body with the costliest pl.when / cond branches taken (an upper "
+             "bound); the roofline takes the cheapest branches and the fewest DMAs")
+WORK_NOTE = ("HBM traffic from the BlockSpec walk (a block is fetched when its index changes) and the body's DMAs; flops "
+             "from the kernel body, a top-level pl.when counted at the grid steps that take it where the program ids "
+             "decide them, any other branch at its costliest (an upper bound); the roofline takes the cheapest branches, "
+             "the fewest DMAs, and the busiest of HBM, MXU, VPU (VALU) and EUP, each at the chip's rate")
 
 
 def _apply_walk(kernels: list[Kernel], traffic: list[PallasFigures], chip: Chip | None) -> None:
     for k, f in _pair_walks(kernels, traffic):
+        k.cost_estimate_bytes = f.cost_estimate_bytes
+        if not f.walked:
+            continue
         assert f.read is not None and f.written is not None and f.flops is not None  # walked
         assert f.least_flops is not None and f.least_bytes is not None
-        k.hbm_bytes_read, k.hbm_bytes_written, k.flops = f.read, f.written, f.flops
+        work = f.work
+        flops = work["flops"][1] if work else f.flops
+        k.hbm_bytes_read, k.hbm_bytes_written, k.flops = f.read, f.written, flops
         k.transcendentals = f.transcendentals if f.transcendentals is not None else k.transcendentals
-        k.intensity = _roofline(chip, f.flops, f.read + f.written)[0]
+        k.intensity = _roofline(chip, flops, f.read + f.written)[0]
         # a lower bound: the fewest flops and DMA bytes the branches allow (sglang's fused MLP on the
-        # v5e: its conditional copies at their most put the roofline 1.41x above the chip's time)
-        _, k.roofline_s, k.bound = _roofline(chip, f.least_flops, f.least_bytes, int8=f.int8_matmuls,
-                                             extra_pass_flops=(f.mxu_passes - 1) * f.least_flops)
-        k.note = ("HBM traffic from the BlockSpec walk (a block is fetched when its index changes) and the body's "
-                  "DMAs; flops and transcendentals from the kernel body with the costliest pl.when / cond branches "
-                  "taken (an upper bound); the roofline takes the cheapest branches and the fewest DMAs")
+        # v5e: its conditional copies at their most put the roofline 1.41x above the chip's time),
+        # a top-level pl.when at the steps that take it, and each unit of the TensorCore at its rate
+        if work:
+            vector = VectorWork(vpu=work["vpu"][0], eup=work["eup"][0])
+            _, k.roofline_s, k.bound = _roofline(chip, work["flops"][0], f.least_bytes, int8=f.int8_matmuls,
+                                                 extra_pass_flops=work["mxu"][0] - work["flops"][0], vector=vector)
+        else:
+            vector = None
+            _, k.roofline_s, k.bound = _roofline(chip, f.least_flops, f.least_bytes, int8=f.int8_matmuls,
+                                                 extra_pass_flops=(f.mxu_passes - 1) * f.least_flops)
+        left_out = vector.left_out(chip) if vector is not None and chip is not None and chip.is_tpu else []
+        k.note = (WORK_NOTE if vector is not None else WALK_NOTE) + (
+            f" ({' and '.join(left_out)} left out: the chip table has no figure for {chip.name})" if left_out else "")  # type: ignore[union-attr]
 
 
 def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None, pallas_traffic=None) -> FusionAnalysis:

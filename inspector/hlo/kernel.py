@@ -42,7 +42,7 @@ class Kernel:
     transcendentals: float
     intensity: float | None  # flops per HBM byte
     roofline_s: float | None
-    bound: str | None  # "memory" | "compute" | None when the chip has no figures
+    bound: str | None  # "memory" | "compute" (the MXU) | "VPU" | "EUP" (Pallas kernels) | None when the chip has no figures
     compiler_cycles: int | None = None  # XLA:TPU's own estimate (backend_config estimated_cycles)
     compiler_gave_up: bool = False  # its estimate is the cost model's "no estimate" value (SENTINEL_CYCLES)
     compiler_scoped_vmem_bytes: int | None = None  # used_scoped_memory_configs
@@ -61,6 +61,7 @@ class Kernel:
     high_seconds: float | None = None
     # device time of one launch on the attached TPU (with --measure; inspector.measure), as estimated_seconds
     measured_seconds: float | None = None
+    cost_estimate_bytes: int | None = None  # a Pallas kernel's pl.CostEstimate bytes_accessed: what XLA counts for it
     group: str | None = None  # the label of its KernelGroup (FusionAnalysis.groups): layer3 forward, gpt2.py:34-35 block #7 backward
 
     @property

@@ -96,6 +96,30 @@ def guard(jaxpr, grid: tuple, prefetch: list | None = None) -> Guard | None:
                  heavy_steps=heavy_steps, read_values=read_values, source=_source(jaxpr.eqns[index].source_info))
 
 
+def branch_steps(jaxpr, grid: tuple, prefetch: list | None = None) -> dict[int, list[float]]:
+    """Of each top-level cond (by its index among the body's equations) whose index the program ids
+    (and the scalar prefetch values ``prefetch`` gives) decide: the grid steps that take each of its
+    branches. Conds decided by values known only at run time are left out; so is every cond of a
+    grid of run-time size."""
+    conds = [i for i, e in enumerate(jaxpr.eqns) if e.primitive.name == "cond"]
+    if not conds or any(not isinstance(g, int) for g in grid):
+        return {}
+    steps = math.prod(grid)
+    flat = np.arange(steps) if steps <= MAX_STEPS else np.random.default_rng(0).integers(0, steps, MAX_STEPS)
+    ids = [np.asarray(a, dtype=np.int64) for a in np.unravel_index(flat, grid)] if grid else []
+    known = {ref: np.asarray(v) for ref, v in zip(jaxpr.invars, prefetch or ()) if v is not None}
+    values = _evaluate(jaxpr.eqns, ids, grid, known)
+    found = {}
+    for i in conds:
+        chosen = _value(jaxpr.eqns[i].invars[0], values)
+        if chosen is None:
+            continue
+        n = len(jaxpr.eqns[i].params["branches"])
+        picked = np.clip(np.broadcast_to(np.asarray(chosen), flat.shape).astype(np.int64), 0, n - 1)
+        found[i] = [float(c) * steps / len(flat) for c in np.bincount(picked, minlength=n)]
+    return found
+
+
 def forced(jaxpr, eqn: int, branch: int):
     """The kernel body with its ``eqn``-th equation (a cond) taking ``branch`` at every step."""
     from jax._src import core as jax_core

@@ -19,7 +19,8 @@ from ..base.pallas_model import GRID_LETTERS, BlockSpecInfo, FoundCall, PallasCa
 from ..base.user_code import short_path
 from .evaluate import operand_values, pallas_occurrences
 from .body_dots import body_dots
-from .kernel_body import Body, bytes_of, cost_estimate, short_src, memory_space
+from .branches import branch_steps
+from .kernel_body import Body, bytes_of, cost_estimate, grid_work, short_src, memory_space
 from .kernel_scalars import prefetch_scalars
 from .liveness import live_outputs
 from .mesh_kernels import body_pipelines, is_mesh_kernel, read_mesh_kernel
@@ -350,6 +351,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
     body = Body(ref_names)
     body.known.update(prefetch_scalars(kernel, prefetch or [], n_idx))
     flops_lo, flops_hi = body.visit(kernel, (1.0, 1.0))
+    work = None if None in grid else grid_work(body, kernel, math.prod(grid), branch_steps(kernel, tuple(grid), prefetch))  # type: ignore[arg-type]
     name = str(p.get("name") or getattr(info, "func_name", "pallas_call"))
     # a pipeline nested in the body (emit_pipeline over HBM refs) runs at every grid step
     pipelines, unwalked, runs = body_pipelines(body, name, None if None in grid else math.prod(grid))  # type: ignore[arg-type]
@@ -365,7 +367,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         operands=operands, scratch=scratch + body.scoped, dmas=body.dmas,
         vmem_limit_bytes=getattr(cp, "vmem_limit_bytes", None), num_stages=getattr(cp, "num_stages", None),
         step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
-        int8_matmuls=body.int8_matmuls, mxu_passes=body.mxu_passes or 1,
+        int8_matmuls=body.int8_matmuls, mxu_passes=body.mxu_passes or 1, grid_work=work,
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
         body=dots,
         cost_estimate=cost_estimate(p.get("cost_estimate")), vmapped_dims=[int(d) for d in gm.vmapped_dims],
