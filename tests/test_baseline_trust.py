@@ -323,3 +323,34 @@ def test_what_the_audit_found_is_refused_in_words(tmp_path, cli, monkeypatch):
         code, out, err = cli(*argv)
         assert code == 2 and said in err and len(err.strip().splitlines()) == 1, (argv, err)
     assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.libtpu
+def test_a_baseline_saved_with_time_matches_an_untimed_report_of_the_same_code():
+    """The terminal UI compares a report without libtpu's time (until T) with a baseline saved with
+    --time: the timed figures are left out, and so are the findings the time estimate adds (a baseline
+    of unchanged code once said "findings -libtpu-guarded-steps")."""
+    import copy
+
+    from inspector.base.chips import get_chip
+    from inspector.baseline.record import new_baseline
+    from inspector.baseline.work import against_report, chip_entry
+    from inspector.compilation.backends import Backend
+    from inspector.compilation.stages import capture
+    from inspector.compilation.target import load_target
+    from inspector.report import build_report
+
+    spec = "samples/matmul.py:tiled"
+    target = load_target(spec, args="bf16[256,512] bf16[512,256]")
+    chip = get_chip("tpu-v5e")
+    report = build_report(target, chip, capture(target, Backend(chip)), fusions=True, pallas=True)
+    assert report.time is None
+    entry = copy.deepcopy(chip_entry(report, False))
+    timed_codes = ["libtpu-guarded-steps", "time-extrapolated"]  # what a timed save of a guarded kernel records
+    entry["program"]["findings"] = sorted(entry["program"]["findings"] + timed_codes)
+    entry["program"]["time"] = {"seconds": 1e-5, "kind": "estimate", "high_seconds": None}
+    label = "samples/matmul.py:tiled"
+    saved = new_baseline(["tpu-v5e"], True, {label: {"spec": spec, "sets": [], "chips": {"tpu-v5e": entry}}})
+    result = against_report(saved, report, spec, [])
+    assert not isinstance(result, str), result
+    assert result.changes == [], [(c.figure, c.change) for c in result.changes]

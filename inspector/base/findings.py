@@ -129,7 +129,7 @@ CODES = _codes(
          "a sharded program ran on as many CPU devices as its mesh has"),
     Code("mesh-unavailable", "info", False, "diff", ("raised", "detail"),
          "a kernel that failed on a mesh smaller than its own: not diffed here (an error with --strict)"),
-    # libtpu's own view of the compiled program (inspector.libtpu: --time, the bundles view)
+    # libtpu's own view of the compiled program (inspector.libtpu: --time, the bundles view): TIME_CODES
     Code("register-spills", "warning", True, "bundles", ("chip", "stores", "fills", "lines", "bundles_per_step"),
          "a kernel's registers spill to VMEM and are filled back within a grid step"),
     Code("mxu-underused", "info", True, "bundles", ("chip", "mxu_share", "bound"),
@@ -209,3 +209,11 @@ def register(code: Code) -> Code:
 
 def by_severity(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))
+
+
+# The codes libtpu's simulation gives (--time, the UI's T): a run without it has none of them, so a
+# comparison with a run that had it leaves them out (the baseline's figures the same).
+TIME_CODES = frozenset((
+    "register-spills", "mxu-underused", "time-extrapolated", "time-budget", "libtpu-aborted", "libtpu-alone",
+    "libtpu-loop-unknown", "libtpu-no-time", "libtpu-refused", "xla-loop-unknown", "xla-cost-unknown",
+    "libtpu-dump-unreadable", "time-roofline-only", "libtpu-below-roofline", "libtpu-guarded-steps", "libtpu-guard-unknown"))

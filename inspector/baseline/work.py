@@ -10,6 +10,7 @@ import sys
 from typing import Any, Callable
 
 from ..base.errors import InspectorError, UsageError
+from ..base.findings import TIME_CODES
 from .record import kernel_keys, target_label, time_figure
 
 
@@ -208,6 +209,14 @@ def compute(request: Request, *, isolate: bool = True, progress: Callable[[int, 
 TIMED = ("time", "bundles", "spills")  # the figures libtpu's simulation gives (--time; T in the terminal UI)
 
 
+def _untimed(figures: dict) -> dict:
+    """A program's or kernel's figures as a run without libtpu's time gives them."""
+    kept = {k: v for k, v in figures.items() if k not in TIMED}
+    if isinstance(kept.get("findings"), list):
+        kept["findings"] = [code for code in kept["findings"] if code not in TIME_CODES]
+    return kept
+
+
 def against_report(baseline, report, spec: str, sets: list[str], tolerances: dict | None = None):
     """One Report (the terminal UI's: one target on one chip) against the baseline's entry for the
     same target and chip: a Comparison, or a sentence saying why there is none. Without libtpu's
@@ -229,10 +238,9 @@ def against_report(baseline, report, spec: str, sets: list[str], tolerances: dic
     if found is None:
         return f"{where} has no figures for {label} on {chip} (it holds {', '.join(entry.get('chips', {})) or 'no chip'})"
     timed = report.time is not None
-    if not timed and "error" not in found:  # compare what the report has
-        found = {"program": {k: v for k, v in found.get("program", {}).items() if k not in TIMED},
-                 "kernels": {key: {k: v for k, v in kernel.items() if k not in TIMED}
-                             for key, kernel in found.get("kernels", {}).items()}}
+    if not timed and "error" not in found:  # compare what the report has: no timed figure, no finding of the time's
+        found = {"program": _untimed(found.get("program", {})),
+                 "kernels": {key: _untimed(kernel) for key, kernel in found.get("kernels", {}).items()}}
     one = {"spec": entry.get("spec"), "sets": entry.get("sets", [])}
     before = Baseline({**baseline.data, "chips": [chip], "targets": {label: {**one, "chips": {chip: found}}}}, baseline.path)
     now = new_baseline([chip], timed, {label: {**one, "chips": {chip: chip_entry(report, timed)}}})
