@@ -333,6 +333,7 @@ def test_a_baseline_saved_with_time_matches_an_untimed_report_of_the_same_code()
     import copy
 
     from inspector.base.chips import get_chip
+    from inspector.base.findings import CODES, TIME_CODES
     from inspector.baseline.record import new_baseline
     from inspector.baseline.work import against_report, chip_entry
     from inspector.compilation.backends import Backend
@@ -340,6 +341,7 @@ def test_a_baseline_saved_with_time_matches_an_untimed_report_of_the_same_code()
     from inspector.compilation.target import load_target
     from inspector.report import build_report
 
+    assert TIME_CODES <= set(CODES)
     spec = "samples/matmul.py:tiled"
     target = load_target(spec, args="bf16[256,512] bf16[512,256]")
     chip = get_chip("tpu-v5e")
