@@ -13,13 +13,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 
-# Before jax loads: the same environment the CLI sets, and a cache no other run shares.
-if "INSPECTOR_CACHE_DIR" not in os.environ:  # a private cache, removed when the session ends
+# Before jax loads: the same environment the CLI sets, and a cache no other run shares. Under
+# pytest-xdist the controller makes it before it starts its workers, which inherit the variable:
+# one content-keyed cache for the whole run (entries are written atomically), so a compile one
+# worker made is a hit in the other. Only the process that made it removes it.
+if "INSPECTOR_CACHE_DIR" not in os.environ and "PYTEST_XDIST_WORKER" not in os.environ:
     import atexit
     import shutil
 
     os.environ["INSPECTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inspector-test-cache-")
     atexit.register(shutil.rmtree, os.environ["INSPECTOR_CACHE_DIR"], ignore_errors=True)
+SESSION_CACHE = os.environ.get("INSPECTOR_CACHE_DIR", "")
 from inspector.base import environment  # noqa: E402
 
 environment.prepare()
@@ -235,12 +239,14 @@ def lines_of_function(path: str, name: str) -> range:
 
 
 @pytest.fixture
-def cli(capsys, monkeypatch, tmp_path):
-    """The CLI in this process with a private cache: (code, stdout, stderr)."""
+def cli(capsys, monkeypatch):
+    """The CLI in this process: (code, stdout, stderr). It shares the session's compile cache
+    (a compile another test made is a hit here); a test about the cache sets its own
+    INSPECTOR_CACHE_DIR (monkeypatch.setenv) after taking this fixture."""
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "120")
-    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", SESSION_CACHE)
 
     from inspector.cli import main
 
@@ -253,8 +259,31 @@ def cli(capsys, monkeypatch, tmp_path):
 
 
 @pytest.fixture
+def cli_run(capsys, monkeypatch):
+    """`inspector ARGS` through cli.main in this process, as run_cli gives it (a CompletedProcess:
+    returncode, stdout, stderr; COLUMNS=100, no colour; ``env`` over this process's, ``cwd``),
+    without the two fresh Pythons that import jax. For the tests about what the CLI prints and
+    returns; run_cli stays for those about the process itself (signals, a closed pipe, what the
+    user's code prints, the start-up)."""
+    from inspector.cli import main
+
+    def run(*args: str, env: dict | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as m:
+            m.chdir(cwd)
+            for name, value in {"NO_COLOR": "1", "COLUMNS": "100", **(env or {})}.items():
+                m.setenv(name, value)
+            capsys.readouterr()
+            code = main(list(args), isolate=False)
+            out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["inspector", *args], code, out, err)
+
+    return run
+
+
+@pytest.fixture
 def run_cli():
-    """Run `python -m inspector ARGS` in a subprocess; returns CompletedProcess (text)."""
+    """Run `python -m inspector ARGS` in a subprocess; returns CompletedProcess (text). Where the
+    process is not what is tested, cli_run gives the same in this process."""
 
     def run(*args: str, env: dict | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         full_env = dict(os.environ, NO_COLOR="1", COLUMNS="100", **(env or {}))
@@ -262,6 +291,21 @@ def run_cli():
                               cwd=cwd, env=full_env, timeout=600)
 
     return run
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its own hook)
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`-n 2 --dist loadgroup`, as .ci/test runs): a test file is one unit of
+    work unless its tests say otherwise (@pytest.mark.xdist_group), so what a file's tests share
+    (module-level memos of traced kernels and Reports, module fixtures, the order within the file)
+    is made once, on one worker, as in a serial run. And the tests that start `python -m inspector`
+    (the run_cli fixture) are marked `process`, so the fast tier can leave them out."""
+    process = pytest.mark.process
+    for item in items:
+        if "run_cli" in getattr(item, "fixturenames", ()):
+            item.add_marker(process)
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 @pytest.fixture(autouse=True)
