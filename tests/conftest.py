@@ -334,6 +334,15 @@ def _libtpu_marker_is_honest(request, monkeypatch):
 
 # ----------------------------------------------------------------- the terminal UI under Textual's pilot
 
+@pytest.fixture
+def worker_in_process(monkeypatch):
+    """The UI's worker on a thread of this process (inspector/remote.py, INSPECTOR_WORKER=thread),
+    not a child Python that imports jax: for the UI's tests where the child is not what is tested
+    (killing it, its log, the stages arriving while it compiles need the real one). A compile for
+    a TPU then happens in this process: such a test is marked libtpu."""
+    monkeypatch.setenv("INSPECTOR_WORKER", "thread")
+
+
 async def opened(pilot):
     """Until the tabs after the overview are mounted (just after the first frame) and the load began."""
     while not pilot.app.tabs_ready:
