@@ -306,6 +306,38 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(process)
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+        if _is_fast(item):
+            item.add_marker(pytest.mark.fast)
+    # the longest units first (measured: BENCHMARKS.md, "The test suite's time"), so that no worker
+    # starts one of them when the other has nothing left
+    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))
+
+
+LONG_FIRST = ("tests/test_vmem_estimates.py::test_estimate_unchanged_on_truth_rows", "tests/test_default_target.py",
+              "tests/test_tui.py", "tests/test_docs.py::test_every_command_runs")
+# Files the fast tier leaves out whole (measured at a minute or more of not-slow, not-libtpu
+# work each: truth-row traces, kernels run against their references, the UI under its pilot),
+# and one test of each kind it would otherwise never run.
+FAST_LEAVES_OUT = ("tests/test_vmem_", "tests/test_tui", "tests/test_corpus", "tests/test_default_target.py",
+                   "tests/test_docs.py::test_every_command_runs", "tests/test_output_reads.py", "tests/test_layering.py",
+                   "tests/test_pallas_nested_pipelines.py", "tests/test_compat.py")
+FAST_ONE_OF_EACH = (
+    "tests/test_vmem_estimates.py::test_estimate_unchanged_on_truth_rows[vmem_truth_checks.json]",  # truth rows traced
+    "tests/test_tui.py::test_opens_before_the_compile_and_fills_in",  # the UI under Textual's pilot, its worker process
+    "tests/test_cli.py::test_overview_json_shape",  # a verb's output
+    "tests/test_bad_inputs.py::test_export_to_dev_stdout_keeps_stdout_json",  # a real `python -m inspector`
+    "tests/test_docs.py::test_every_command_runs[targets.md:50]",  # a docs command
+    "tests/test_pallas.py::test_check_cli_exit_codes_and_json",  # a libtpu compile
+    "tests/test_diff.py::test_json_and_exit_codes",  # kernels in Pallas interpret mode
+)
+
+
+def _is_fast(item) -> bool:
+    if item.nodeid in FAST_ONE_OF_EACH:
+        return True
+    if any(item.get_closest_marker(m) for m in ("slow", "libtpu", "process", "tpu")):
+        return False
+    return not item.nodeid.startswith(FAST_LEAVES_OUT)
 
 
 @pytest.fixture(autouse=True)
