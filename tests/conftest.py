@@ -24,6 +24,17 @@ if "INSPECTOR_CACHE_DIR" not in os.environ and "PYTEST_XDIST_WORKER" not in os.e
     os.environ["INSPECTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inspector-test-cache-")
     atexit.register(shutil.rmtree, os.environ["INSPECTOR_CACHE_DIR"], ignore_errors=True)
 SESSION_CACHE = os.environ.get("INSPECTOR_CACHE_DIR", "")
+# An xdist worker starts with COLUMNS=80 and LINES=24 that the run itself did not have: a UI
+# started in a pty from a test then draws 80x24 whatever size the pty says (a test waited out
+# its 300 s for a line off that screen). Workers take the controller's values, or none.
+for _name in ("COLUMNS", "LINES"):
+    _key = f"INSPECTOR_TEST_RUN_{_name}"
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        os.environ[_key] = os.environ.get(_name, "")
+    elif os.environ.get(_key, "") == "":
+        os.environ.pop(_name, None)
+    else:
+        os.environ[_name] = os.environ[_key]
 from inspector.base import environment  # noqa: E402
 
 environment.prepare()
