@@ -5,13 +5,20 @@ The CLI's one-shot child (``run_isolated``) and what every child needs are in
 
 One child is kept while it is useful: it imports jax once and keeps its in-process memo of
 compiled stages, so switching back to a target already seen is quick.
+
+``Remote(in_process=True)`` (or INSPECTOR_WORKER=thread in the environment) runs the same calls
+on one thread of this process instead: for tests, which would otherwise start a Python that
+imports jax per app. Arguments and results still go through pickle, as to a child; a cancel
+answers the waiting call at once and leaves the abandoned call to finish on its thread.
 """
 from __future__ import annotations
 
 import multiprocessing
+import os
+import pickle
 import threading
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from typing import Any
-from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 
 from .base.child_process import sweep_dumps
 
@@ -47,31 +54,50 @@ def _call(session, method: str, args: tuple):
     return getattr(session, method)(*args)  # Reports are plain data: they pickle as they are
 
 
+def _call_here(request: bytes) -> bytes:
+    """_call on this process's thread, through pickle both ways as to a child: the session is a
+    copy, and the caller gets a copy of the result (the memo of compiled stages keeps its own)."""
+    return pickle.dumps(_call(*pickle.loads(request)))
+
+
 class Remote:
-    def __init__(self) -> None:
-        self._pool: ProcessPoolExecutor | None = None
+    def __init__(self, in_process: bool | None = None) -> None:
+        self.in_process = os.environ.get("INSPECTOR_WORKER") == "thread" if in_process is None else in_process
+        self._pool: Executor | None = None
         self._running: set[Future] = set()
         self._lock = threading.Lock()
         self._epoch = 0  # bumped by every cancel: a call asked under an older one is refused
+        self._cancelled: Future = Future()  # in process: done by a cancel, which answers the waiting calls
         self._news: Any = None  # the pool's queue of progress.tell lines (one per pool: a killed child may break one)
         self._last_news = ""
+        if self.in_process:
+            return
         # multiprocessing's resource tracker hands its child our stderr; start it now, while
         # stderr is the terminal's (Textual swaps it for an object without a file descriptor).
         from multiprocessing import resource_tracker
 
         resource_tracker.ensure_running()
 
-    def _executor(self) -> ProcessPoolExecutor:
+    def _executor(self) -> Executor:
         if self._pool is None:
-            context = multiprocessing.get_context("spawn")
-            # a Queue: the child's put never blocks (a feeder thread writes), read or not
-            self._news, self._last_news = context.Queue(), ""
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_start,
-                                             initargs=(self._news,))
+            if self.in_process:
+                import queue
+
+                from .base.progress import listen
+
+                self._news, self._last_news = queue.Queue(), ""
+                listen(self._news.put)  # this process's tells: the thread's run is the only long one here
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inspector-worker")
+            else:
+                context = multiprocessing.get_context("spawn")
+                # a Queue: the child's put never blocks (a feeder thread writes), read or not
+                self._news, self._last_news = context.Queue(), ""
+                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_start,
+                                                 initargs=(self._news,))
         return self._pool
 
     def news(self) -> str:
-        """The last line the child told (base.progress.tell) since ``forget_news``; "" when none."""
+        """The last line the worker told (base.progress.tell) since ``forget_news``; "" when none."""
         import queue
 
         try:
@@ -100,10 +126,19 @@ class Remote:
         with self._lock:
             if epoch is not None and epoch != self._epoch:
                 raise CancelledError("cancelled")
-            future = self._executor().submit(_call, session, method, args)
+            if self.in_process:
+                future = self._executor().submit(_call_here, pickle.dumps((session, method, args)))
+                cancelled = self._cancelled
+            else:
+                future = self._executor().submit(_call, session, method, args)
             self._running.add(future)
         try:
-            return future.result()
+            if not self.in_process:
+                return future.result()
+            wait([future, cancelled], return_when=FIRST_COMPLETED)
+            if not future.done():  # a thread cannot be killed: the call is left to finish unheard
+                raise CancelledError("cancelled")
+            return pickle.loads(future.result())
         finally:
             with self._lock:
                 self._running.discard(future)
@@ -121,8 +156,15 @@ class Remote:
             if not self._running:
                 return False
             pool, self._pool = self._pool, None
-            self._news, self._last_news = None, ""
             self._running.clear()
+            self._news, self._last_news = None, ""
+            if self.in_process:
+                self._cancelled.set_result(None)
+                self._cancelled = Future()
+        if self.in_process:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+            return True
         if pool is not None:
             processes = list(getattr(pool, "_processes", {}).values())
             for process in processes:
@@ -142,6 +184,9 @@ class Remote:
             return
         pool, self._pool = self._pool, None
         if pool is None:
+            return
+        if self.in_process:
+            pool.shutdown(wait=False)
             return
         processes = list(getattr(pool, "_processes", {}).values())
         pool.shutdown(wait=False)

@@ -13,13 +13,28 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 
-# Before jax loads: the same environment the CLI sets, and a cache no other run shares.
-if "INSPECTOR_CACHE_DIR" not in os.environ:  # a private cache, removed when the session ends
+# Before jax loads: the same environment the CLI sets, and a cache no other run shares. Under
+# pytest-xdist the controller makes it before it starts its workers, which inherit the variable:
+# one content-keyed cache for the whole run (entries are written atomically), so a compile one
+# worker made is a hit in the other. Only the process that made it removes it.
+if "INSPECTOR_CACHE_DIR" not in os.environ and "PYTEST_XDIST_WORKER" not in os.environ:
     import atexit
     import shutil
 
     os.environ["INSPECTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inspector-test-cache-")
     atexit.register(shutil.rmtree, os.environ["INSPECTOR_CACHE_DIR"], ignore_errors=True)
+SESSION_CACHE = os.environ.get("INSPECTOR_CACHE_DIR", "")
+# An xdist worker starts with COLUMNS=80 and LINES=24 that the run itself did not have: a UI
+# started in a pty from a test then draws 80x24 whatever size the pty says (a test waited out
+# its 300 s for a line off that screen). Workers take the controller's values, or none.
+for _name in ("COLUMNS", "LINES"):
+    _key = f"INSPECTOR_TEST_RUN_{_name}"
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        os.environ[_key] = os.environ.get(_name, "")
+    elif os.environ.get(_key, "") == "":
+        os.environ.pop(_name, None)
+    else:
+        os.environ[_name] = os.environ[_key]
 # The suite's tests were written for the CPU where they give no --target: the project default for this
 # run (compilation/default_target.py's rule 2). Tests of the rule itself and the docs' commands remove it.
 os.environ.setdefault("INSPECTOR_TARGET", "cpu")
@@ -238,12 +253,14 @@ def lines_of_function(path: str, name: str) -> range:
 
 
 @pytest.fixture
-def cli(capsys, monkeypatch, tmp_path):
-    """The CLI in this process with a private cache: (code, stdout, stderr)."""
+def cli(capsys, monkeypatch):
+    """The CLI in this process: (code, stdout, stderr). It shares the session's compile cache
+    (a compile another test made is a hit here); a test about the cache sets its own
+    INSPECTOR_CACHE_DIR (monkeypatch.setenv) after taking this fixture."""
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "120")
-    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", SESSION_CACHE)
 
     from inspector.cli import main
 
@@ -256,8 +273,31 @@ def cli(capsys, monkeypatch, tmp_path):
 
 
 @pytest.fixture
+def cli_run(capsys, monkeypatch):
+    """`inspector ARGS` through cli.main in this process, as run_cli gives it (a CompletedProcess:
+    returncode, stdout, stderr; COLUMNS=100, no colour; ``env`` over this process's, ``cwd``),
+    without the two fresh Pythons that import jax. For the tests about what the CLI prints and
+    returns; run_cli stays for those about the process itself (signals, a closed pipe, what the
+    user's code prints, the start-up)."""
+    from inspector.cli import main
+
+    def run(*args: str, env: dict | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as m:
+            m.chdir(cwd)
+            for name, value in {"NO_COLOR": "1", "COLUMNS": "100", **(env or {})}.items():
+                m.setenv(name, value)
+            capsys.readouterr()
+            code = main(list(args), isolate=False)
+            out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["inspector", *args], code, out, err)
+
+    return run
+
+
+@pytest.fixture
 def run_cli():
-    """Run `python -m inspector ARGS` in a subprocess; returns CompletedProcess (text)."""
+    """Run `python -m inspector ARGS` in a subprocess; returns CompletedProcess (text). Where the
+    process is not what is tested, cli_run gives the same in this process."""
 
     def run(*args: str, env: dict | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         full_env = dict(os.environ, NO_COLOR="1", COLUMNS="100", **(env or {}))
@@ -265,6 +305,53 @@ def run_cli():
                               cwd=cwd, env=full_env, timeout=600)
 
     return run
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its own hook)
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`-n 2 --dist loadgroup`, as .ci/test runs): a test file is one unit of
+    work unless its tests say otherwise (@pytest.mark.xdist_group), so what a file's tests share
+    (module-level memos of traced kernels and Reports, module fixtures, the order within the file)
+    is made once, on one worker, as in a serial run. And the tests that start `python -m inspector`
+    (the run_cli fixture) are marked `process`, so the fast tier can leave them out."""
+    process = pytest.mark.process
+    for item in items:
+        if "run_cli" in getattr(item, "fixturenames", ()):
+            item.add_marker(process)
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+        if _is_fast(item):
+            item.add_marker(pytest.mark.fast)
+    # the longest units first (measured: BENCHMARKS.md, "The test suite's time"), so that no worker
+    # starts one of them when the other has nothing left
+    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))
+
+
+LONG_FIRST = ("tests/test_vmem_estimates.py::test_estimate_unchanged_on_truth_rows", "tests/test_default_target.py",
+              "tests/test_tui.py", "tests/test_docs.py::test_every_command_runs")
+# Files the fast tier leaves out whole (measured at a minute or more of not-slow, not-libtpu
+# work each: truth-row traces, kernels run against their references, the UI under its pilot),
+# and one test of each kind it would otherwise never run.
+FAST_LEAVES_OUT = ("tests/test_vmem_", "tests/test_tui", "tests/test_corpus", "tests/test_default_target.py",
+                   "tests/test_docs.py::test_every_command_runs", "tests/test_output_reads.py", "tests/test_layering.py",
+                   "tests/test_pallas_nested_pipelines.py", "tests/test_compat.py")
+FAST_ONE_OF_EACH = (
+    "tests/test_vmem_estimates.py::test_estimate_unchanged_on_truth_rows[vmem_truth_checks.json]",  # truth rows traced
+    "tests/test_tui.py::test_opens_before_the_compile_and_fills_in",  # the UI under Textual's pilot, its worker process
+    "tests/test_cli.py::test_overview_json_shape",  # a verb's output
+    "tests/test_bad_inputs.py::test_export_to_dev_stdout_keeps_stdout_json",  # a real `python -m inspector`
+    "tests/test_docs.py::test_every_command_runs[targets.md:50]",  # a docs command
+    "tests/test_pallas.py::test_check_cli_exit_codes_and_json",  # a libtpu compile
+    "tests/test_diff.py::test_json_and_exit_codes",  # kernels in Pallas interpret mode
+)
+
+
+def _is_fast(item) -> bool:
+    if item.nodeid in FAST_ONE_OF_EACH:
+        return True
+    if any(item.get_closest_marker(m) for m in ("slow", "libtpu", "process", "tpu")):
+        return False
+    return not item.nodeid.startswith(FAST_LEAVES_OUT)
 
 
 @pytest.fixture(autouse=True)
@@ -292,6 +379,15 @@ def _libtpu_marker_is_honest(request, monkeypatch):
 
 
 # ----------------------------------------------------------------- the terminal UI under Textual's pilot
+
+@pytest.fixture
+def worker_in_process(monkeypatch):
+    """The UI's worker on a thread of this process (inspector/remote.py, INSPECTOR_WORKER=thread),
+    not a child Python that imports jax: for the UI's tests where the child is not what is tested
+    (killing it, its log, the stages arriving while it compiles need the real one). A compile for
+    a TPU then happens in this process: such a test is marked libtpu."""
+    monkeypatch.setenv("INSPECTOR_WORKER", "thread")
+
 
 async def opened(pilot):
     """Until the tabs after the overview are mounted (just after the first frame) and the load began."""

@@ -22,10 +22,10 @@ def _strip_timings(stages: dict) -> dict:
     return {k: v for k, v in stages.items() if k not in ("timings", "compile_cached", "compile_options")}
 
 
-def test_api_and_cli_give_the_same_figures(run_cli, monkeypatch):
+def test_api_and_cli_give_the_same_figures(cli_run, monkeypatch):
     monkeypatch.chdir(ROOT)
     report = inspector.inspect(NAIVE, SPECS)
-    out = run_cli("show", NAIVE, "--args", SPECS, "--json")
+    out = cli_run("show", NAIVE, "--args", SPECS, "--json")
     assert out.returncode == 0, out.stderr
     cli = json.loads(out.stdout)
     api = report.to_dict()
@@ -323,12 +323,12 @@ def test_example_notebook_runs_clean():
     assert "HBM per device on tpu-v5e:2x2" in html and "collectives in schedule order" in html  # the pods section
 
 
-def test_compare_api_gives_what_the_cli_prints(run_cli, monkeypatch):
+def test_compare_api_gives_what_the_cli_prints(cli_run, monkeypatch):
     monkeypatch.chdir(ROOT)
     flash = "samples/attention.py:flash"
     args = "f32[1,256,128] f32[1,256,128] f32[1,256,128]"
     result = inspector.compare(NAIVE, flash, args)
-    out = run_cli("compare", NAIVE, flash, "--args", args, "--json")
+    out = cli_run("compare", NAIVE, flash, "--args", args, "--json")
     assert out.returncode == 0, out.stderr
     cli = json.loads(out.stdout)
     api = json.loads(json.dumps(dataclasses.asdict(result), default=str))
@@ -347,7 +347,7 @@ SHARDED = "tests/data/sharded.py:step"
 
 
 @pytest.mark.libtpu
-def test_sharded_targets_through_the_api(run_cli, monkeypatch):
+def test_sharded_targets_through_the_api(cli_run, monkeypatch):
     """A topology target: INSPECT's mesh and shardings for a spec, mesh= and shardings= for a function
     object; memory and collectives as `show --json` gives them; the HTML shows both."""
     from jax.sharding import PartitionSpec as P
@@ -356,7 +356,7 @@ def test_sharded_targets_through_the_api(run_cli, monkeypatch):
 
     monkeypatch.chdir(ROOT)
     report = inspector.inspect(SHARDED, target="tpu-v5e:2x2", buffers=True)
-    cli = {view: json.loads(run_cli("show", SHARDED, "--target", "tpu-v5e:2x2", "--view", view, "--json").stdout)
+    cli = {view: json.loads(cli_run("show", SHARDED, "--target", "tpu-v5e:2x2", "--view", view, "--json").stdout)
            for view in ("memory", "collectives")}
     api = report.to_dict()
     assert api["memory"] == cli["memory"]["memory"] and api["memory"]["largest"]

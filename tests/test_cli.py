@@ -10,8 +10,8 @@ NAIVE = "samples/attention.py:naive"
 SMALL = ["--args", "f32[2,128,32] f32[2,128,32] f32[2,128,32]"]
 
 
-def test_overview_json_shape(run_cli):
-    out = run_cli("show", NAIVE, *SMALL, "--view", "overview", "--json")
+def test_overview_json_shape(cli_run):
+    out = cli_run("show", NAIVE, *SMALL, "--view", "overview", "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["ok"] is True
@@ -32,8 +32,8 @@ def test_overview_json_shape(run_cli):
     ("stablehlo", "stablehlo.dot_general"),
     ("hlo", "HloModule jit_naive"),
 ])
-def test_text_views_print_plain_when_piped(run_cli, view, needle):
-    out = run_cli("show", NAIVE, *SMALL, "--view", view)
+def test_text_views_print_plain_when_piped(cli_run, view, needle):
+    out = cli_run("show", NAIVE, *SMALL, "--view", view)
     assert out.returncode == 0, out.stderr
     assert needle in out.stdout
     assert "\x1b[" not in out.stdout  # no colour codes in a pipe
@@ -42,25 +42,25 @@ def test_text_views_print_plain_when_piped(run_cli, view, needle):
         assert f"samples/attention.py:{scores}" in out.stdout  # each equation's source line
 
 
-def test_inspect_defaults_and_set(run_cli):
-    out = run_cli("show", "samples/attention.py:flash", "--set", "block_q=256", "--view", "jaxpr")
+def test_inspect_defaults_and_set(cli_run):
+    out = cli_run("show", "samples/attention.py:flash", "--set", "block_q=256", "--view", "jaxpr")
     assert out.returncode == 0, out.stderr
     assert "pallas_call" in out.stdout and "bf16[4,4096,128]" in out.stdout
     assert "256" in out.stdout
 
 
-def test_bare_target_prints_the_overview(run_cli):
-    out = run_cli(NAIVE, *SMALL)
+def test_bare_target_prints_the_overview(cli_run):
+    out = cli_run(NAIVE, *SMALL)
     assert out.returncode == 0, out.stderr
     assert "naive" in out.stdout and "XLA cost" in out.stdout
 
 
-def test_chips_lists_every_target(run_cli):
-    out = run_cli("chips")
+def test_chips_lists_every_target(cli_run):
+    out = cli_run("chips")
     assert out.returncode == 0
     for name in ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-7x", "a100", "h100", "h200", "b200"):
         assert name in out.stdout
-    rows = json.loads(run_cli("chips", "--json").stdout)
+    rows = json.loads(cli_run("chips", "--json").stdout)
     v5e = next(r for r in rows if r["name"] == "tpu-v5e")
     assert v5e["scoped_vmem_bytes"] == 16 * 2**20 and v5e["sources"]["scoped_vmem_bytes"].startswith("measured")
 
@@ -77,21 +77,21 @@ def test_chips_lists_every_target(run_cli):
     (["show", f"{FUNCS}:raises_in_trace"], 1, "funcs.py:23"),
     ([], 2, "give a target"),
 ])
-def test_bad_input_is_one_line_and_an_exit_code(run_cli, args, code, needle):
-    out = run_cli(*args)
+def test_bad_input_is_one_line_and_an_exit_code(cli_run, args, code, needle):
+    out = cli_run(*args)
     assert out.returncode == code, out.stderr
     assert needle in out.stderr
     assert "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
 
 
-def test_debug_shows_the_traceback(run_cli):
-    out = run_cli("--debug", "show", f"{FUNCS}:raises_in_trace")
+def test_debug_shows_the_traceback(cli_run):
+    out = cli_run("--debug", "show", f"{FUNCS}:raises_in_trace")
     assert out.returncode != 0 and "Traceback" in out.stderr
 
 
 @pytest.mark.libtpu
-def test_the_pallas_view_names_the_error_that_makes_show_exit_1(run_cli, tmp_path):
+def test_the_pallas_view_names_the_error_that_makes_show_exit_1(cli_run, tmp_path):
     """A kernel Mosaic cannot lower: the error is the report's, not a kernel's; the pallas view
     shows it instead of "no findings" beside exit 1."""
     f = tmp_path / "mixed.py"
@@ -102,7 +102,7 @@ def test_the_pallas_view_names_the_error_that_makes_show_exit_1(run_cli, tmp_pat
         "    return pl.pallas_call(kernel, grid=(8,), in_specs=[pl.BlockSpec((pl.Element(16), 128), lambda i: (i * 8, 0))],\n"
         "        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)\n"
         "INSPECT = {'mixed': {'args': 'f32[72,128]'}}\n")
-    out = run_cli("show", f"{f}:mixed", "--target", "tpu-v5e", "--view", "pallas")
+    out = cli_run("show", f"{f}:mixed", "--target", "tpu-v5e", "--view", "pallas")
     assert out.returncode == 1, out.stderr
     # a Pallas TPU lowering failure of no known kind: the compiler's words, at the pallas_call's line
     assert "mosaic-error" in out.stdout and "All block dimensions must be Elements" in out.stdout
@@ -164,8 +164,8 @@ def test_tune_measure_top_zero_times_every_candidate(monkeypatch):
 
 @pytest.mark.parametrize("argv", [["check", "samples/bugs.py:dropped_tail", "--estimate-only"], ["chips"],
                                   ["show", NAIVE, *SMALL, "--view", "fusions"]], ids=lambda a: a[0])
-def test_tables_in_a_pipe_end_no_line_in_spaces(run_cli, argv):
-    out = run_cli(*argv)
+def test_tables_in_a_pipe_end_no_line_in_spaces(cli_run, argv):
+    out = cli_run(*argv)
     assert out.returncode in (0, 1), out.stderr
     assert [line for line in out.stdout.splitlines() if line != line.rstrip()] == []
 

@@ -5,7 +5,6 @@ tests marked `compat` (these, and every JAX-shipped kernel through every view) o
 jax, in its own environment."""
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -61,20 +60,19 @@ def test_diff_passes_a_correct_kernel_and_catches_a_wrong_one(capsys):
     assert code == 1 and "blocks wrong" in out, out + err
 
 
-def test_the_ui_opens_a_pallas_kernel():
+@pytest.mark.asyncio
+async def test_the_ui_opens_a_pallas_kernel(worker_in_process):
     from textual.widgets import TabbedContent
 
     from inspector.session import Session
     from inspector.views.tui.app import InspectorApp
 
-    async def run():
-        app = InspectorApp(Session(FLASH[0], "cpu", args=FLASH[2]))
-        async with app.run_test(size=(100, 30)) as pilot:
-            await loaded(pilot)
-            assert app.report is not None and app.report.pallas
-            await pilot.press("6")
-            assert app.query_one(TabbedContent).active == "pallas"
-    asyncio.run(run())
+    app = InspectorApp(Session(FLASH[0], "cpu", args=FLASH[2]))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        assert app.report is not None and app.report.pallas
+        await pilot.press("6")
+        assert app.query_one(TabbedContent).active == "pallas"
 
 
 def test_an_untested_jax_is_a_note_once_and_views_still_work():

@@ -116,32 +116,29 @@ def test_vmem_estimate_agrees_with_libtpu():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("entry", ENTRIES)
-def test_tui_pallas_tab(entry):
+@pytest.mark.asyncio
+async def test_tui_pallas_tab(entry, worker_in_process):
     """The Pallas tab as a person uses it (Textual's pilot) on the CPU: every kernel shown, the
     grid steps with the arrow keys, ] switches kernels, and the app stays up."""
-    import asyncio
-
     from inspector.session import Session
     from inspector.views.tui.app import InspectorApp
     from inspector.views.tui.pallas_tab import PallasTab
 
-    async def run():
-        app = InspectorApp(Session(f"{CORPUS}:{entry}", "cpu"))
-        async with app.run_test(size=(160, 45)) as pilot:
-            await loaded(pilot)
-            assert app.report is not None
-            await pilot.press("6")
-            tab = app.query_one(PallasTab)
-            if entry in NEEDS_DEVICES:
-                assert tab.kernels == []
-                return
-            assert len(tab.kernels) == len(app.report.pallas) >= 1
-            seen = set()
-            for _ in tab.kernels:
-                seen.add(tab.kernel)
-                assert tab.step == 0
-                await pilot.press("right")
-                assert tab.step == (1 if (tab.steps or 0) > 1 else 0)
-                await pilot.press("]")
-            assert seen == set(range(len(tab.kernels))) and app.is_running
-    asyncio.run(run())
+    app = InspectorApp(Session(f"{CORPUS}:{entry}", "cpu"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await loaded(pilot)
+        assert app.report is not None
+        await pilot.press("6")
+        tab = app.query_one(PallasTab)
+        if entry in NEEDS_DEVICES:
+            assert tab.kernels == []
+            return
+        assert len(tab.kernels) == len(app.report.pallas) >= 1
+        seen = set()
+        for _ in tab.kernels:
+            seen.add(tab.kernel)
+            assert tab.step == 0
+            await pilot.press("right")
+            assert tab.step == (1 if (tab.steps or 0) > 1 else 0)
+            await pilot.press("]")
+        assert seen == set(range(len(tab.kernels))) and app.is_running

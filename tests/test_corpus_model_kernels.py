@@ -165,7 +165,7 @@ def test_a_sparse_core_program_on_the_cpu_is_traced_simulating_a_chip_with_spars
 
 
 @pytest.mark.libtpu
-def test_a_kernel_that_raises_for_one_chip_is_that_chips_finding(run_cli):
+def test_a_kernel_that_raises_for_one_chip_is_that_chips_finding(cli_run):
     """MaxText's SparseCore kernel raises its own "SparseCore is not available" on v5e and a shape
     error on v6e (its default grouping gives a zero-sized dimension there): each is that chip's
     error finding, and TPU7x, where it traces, still gets its verdict. Raising on every chip is
@@ -178,10 +178,10 @@ def test_a_kernel_that_raises_for_one_chip_is_that_chips_finding(run_cli):
     assert "ValueError" in by_code["raised-for-chip"].message and len(by_code["raised-for-chip"].message) < 500
     assert [(t.chip, t.fits) for t in result.targets] == [("tpu-v5e", None), ("tpu-v6e", None), ("tpu-7x", True)]
     assert result.failed and result.undecided == []
-    both = run_cli("check", spec, "--target", "tpu-v5e,tpu-v6e", "--estimate-only", "--json")
+    both = cli_run("check", spec, "--target", "tpu-v5e,tpu-v6e", "--estimate-only", "--json")
     assert both.returncode == 1, both.stderr
     assert sorted(f["code"] for f in json.loads(both.stdout)["findings"]) == ["no-sparse-core", "raised-for-chip"]
-    every = run_cli("check", spec, "--target", "tpu-v6e,tpu-v5p", "--estimate-only")
+    every = cli_run("check", spec, "--target", "tpu-v6e,tpu-v5p", "--estimate-only")
     assert every.returncode == 1 and every.stdout == "" and len(every.stderr.strip().splitlines()) == 1, every.stderr
 
 # --------------------------------------------------------------- a held-out measurement of the estimate

@@ -107,18 +107,18 @@ def test_max_errors_are_over_elements_that_are_numbers_on_both_sides():
     assert inf.max_abs == inf.max_rel == math.inf
 
 
-def test_json_and_exit_codes(run_cli):
-    out = run_cli("diff", "samples/bugs.py:dropped_tail", "--runs", "1", "--json")
+def test_json_and_exit_codes(cli_run):
+    out = cli_run("diff", "samples/bugs.py:dropped_tail", "--runs", "1", "--json")
     assert out.returncode == 1, out.stderr
     data = json.loads(out.stdout)
     assert data["ok"] is False and data["seed"] == 0 and data["timing"]["runs"] == 1
     assert data["outputs"][0]["error_map"]["bad_blocks"][0]["block"] == [7, 0]
     assert "interpret mode" in data["timing"]["note"]
-    good = run_cli("diff", f"{KERNELS}:double", "--ref", "samples/bugs.py:reference_double", "--runs", "0")
+    good = cli_run("diff", f"{KERNELS}:double", "--ref", "samples/bugs.py:reference_double", "--runs", "0")
     assert good.returncode == 0 and "ok" in good.stdout
-    raising = run_cli("diff", "samples/bugs.py:element_offset", "--runs", "0")
+    raising = cli_run("diff", "samples/bugs.py:element_offset", "--runs", "0")
     assert raising.returncode == 1 and "interpret-out-of-bounds" in raising.stdout and "Traceback" not in raising.stderr
-    no_ref = run_cli("diff", "samples/attention.py:naive", "--args", "f32[1,8,8] f32[1,8,8] f32[1,8,8]")
+    no_ref = cli_run("diff", "samples/attention.py:naive", "--args", "f32[1,8,8] f32[1,8,8] f32[1,8,8]")
     assert no_ref.returncode == 2 and "no reference" in no_ref.stderr
 
 
@@ -232,13 +232,13 @@ def test_zero_length_read_at_the_end_is_recognised():
 
 
 @pytest.mark.slow
-def test_unsupported_kernel_exits_0_unless_strict(run_cli):
+def test_unsupported_kernel_exits_0_unless_strict(cli_run):
     """A DMA through a reshaped HBM ref: libtpu compiles it, the interpreter cannot run it."""
-    out = run_cli("diff", f"{DIFF}:reshaped_dma", "--runs", "0")
+    out = cli_run("diff", f"{DIFF}:reshaped_dma", "--runs", "0")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "info  interpret-unsupported" in out.stdout and "cannot run in interpret mode" in out.stdout
     assert "Traceback" not in out.stdout + out.stderr
-    assert run_cli("diff", f"{DIFF}:reshaped_dma", "--runs", "0", "--strict").returncode == 1
+    assert cli_run("diff", f"{DIFF}:reshaped_dma", "--runs", "0", "--strict").returncode == 1
 
 
 # ----------------------------------------------------------------------------- output trees
@@ -272,10 +272,10 @@ def test_zero_size_outputs_compare():
     assert result.ok and result.outputs[0].shape == [0, 128] and result.outputs[0].error_map is None
 
 
-def test_mismatches_exit_1_and_bad_tolerances_exit_2(run_cli):
-    assert run_cli("diff", f"{DIFF}:as_dict", "--runs", "0").returncode == 1
+def test_mismatches_exit_1_and_bad_tolerances_exit_2(cli_run):
+    assert cli_run("diff", f"{DIFF}:as_dict", "--runs", "0").returncode == 1
     for flag, value in (("--atol", "nan"), ("--rtol", "-1"), ("--atol", "inf")):
-        out = run_cli("diff", f"{DIFF}:as_f32", flag, value)
+        out = cli_run("diff", f"{DIFF}:as_f32", flag, value)
         assert out.returncode == 2 and "finite number >= 0" in out.stderr and "Traceback" not in out.stderr
 
 
@@ -286,16 +286,16 @@ def test_tolerances_from_inspect_are_validated(tmp_path):
         diff(f"{f}:f")
 
 
-def test_memory_is_checked_before_inputs_are_made(run_cli, monkeypatch):
+def test_memory_is_checked_before_inputs_are_made(cli_run, monkeypatch):
     from inspector.run import inputs
 
     monkeypatch.setattr(inputs, "available_memory", lambda: 24 * 1024**3)
     with pytest.raises(ValueError, match=r"need about [\d.]+ GiB; this machine has 24 GiB available"):
         diff(f"{DIFF}:double", args="f32[65536,65536]", ref=f"{DIFF}:double")
-    out = run_cli("diff", f"{DIFF}:double", "--ref", f"{DIFF}:double", "--args", "f32[1048576,1048576]")  # 4 TiB: more than any machine here
+    out = cli_run("diff", f"{DIFF}:double", "--ref", f"{DIFF}:double", "--args", "f32[1048576,1048576]")  # 4 TiB: more than any machine here
     assert out.returncode == 2 and "this machine has" in out.stderr and "MemoryError" not in out.stderr
 
 
-def test_target_names_the_simulated_chip_and_spec_only_targets_are_refused(run_cli):
-    out = run_cli("diff", f"{DIFF}:double", "--target", "h100")
+def test_target_names_the_simulated_chip_and_spec_only_targets_are_refused(cli_run):
+    out = cli_run("diff", f"{DIFF}:double", "--target", "h100")
     assert out.returncode == 2 and "interpret mode simulates" in out.stderr

@@ -1,12 +1,14 @@
 """The documentation cannot drift from the code:
 
-- every `$ inspector ...` line in a fenced block of README.md and docs/*.md runs here, in a fresh
-  process as a reader would run it (COLUMNS=100, no colour), and must exit as the block says
+- every `$ inspector ...` line in a fenced block of README.md and docs/*.md runs here, through the
+  CLI's main in this process (the cli_run fixture: what a reader's `inspector` prints, without a
+  Python per command; tests/test_cli.py and test_bad_inputs.py hold the real process to the same
+  messages) with COLUMNS=100 and no colour, and must exit as the block says
   (`# exit N` after the command; 0 otherwise) and print the whole output the block shows under it:
   line for line, blank lines and runs of spaces aside, wall-clock figures (each named in
   _WALL_CLOCK: a deterministic time such as a roofline is compared) and the temporary folder's path normalised; a line `...` stands for any lines (none included), and
   ` ...` within a line for any text there. `# needs a TPU` marks a command skipped without
-  one. Commands that compile for a TPU (libtpu, deviceless) are marked `libtpu`, those that run
+  one. Commands for a TPU (libtpu, deviceless; --estimate-only builds its topology) are marked `libtpu`, those that run
   kernels in interpret mode (diff) `slow`. Files a command writes go to a temporary folder.
 - the reference tables of docs/ (tests/gen_docs.py) match the code's own tables, and changing one
   entry of a table makes that check fail;
@@ -19,7 +21,6 @@ import functools
 import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -69,8 +70,9 @@ def _marks(command: str, code: int) -> list:
                 if not os.environ.get("INSPECTOR_DOCS_TPU") else pytest.mark.libtpu]
     argv = command.split()
     marks = []
+    # no --target: tpu-v5e, as a reader without a TPU or a project default gets it
     tpu_target = any(a.startswith("tpu-") for a in argv) or "--target" not in argv or argv[1] in ("check", "tune", "doctor")
-    if tpu_target and "--estimate-only" not in argv or argv[1] == "tune":
+    if tpu_target:  # --estimate-only too: it builds the chip's topology through libtpu, in this process
         marks.append(pytest.mark.libtpu)
     if argv[1] == "diff":
         marks.append(pytest.mark.slow)
@@ -119,15 +121,13 @@ def _matches(shown: list[str], printed: list[str]) -> bool:
 
 @pytest.mark.parametrize("page, line, command, expected, code",
                          [pytest.param(*c, id=f"{c[0]}:{c[1]}", marks=_marks(c[2], c[4])) for c in ALL])
-def test_every_command_runs(page, line, command, expected, code, tmp_path):
+def test_every_command_runs(page, line, command, expected, code, tmp_path, cli_run, monkeypatch):
     argv = shlex.split(command)
     for i, arg in enumerate(argv[:-1]):  # files a command writes land in tmp_path
         if arg in OUTPUT_FLAGS or (arg == "--json" and argv[1] == "export"):
             argv[i + 1] = str(tmp_path / Path(argv[i + 1]).name)
-    env = dict(os.environ, COLUMNS="100", NO_COLOR="1")
-    env.pop("INSPECTOR_TARGET", None)  # as a reader runs it: no project default, so tpu-v5e without --target
-    done = subprocess.run([sys.executable, "-m", "inspector", *argv[1:]], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
+    monkeypatch.delenv("INSPECTOR_TARGET", raising=False)  # as a reader runs it: no project default
+    done = cli_run(*argv[1:])
     out = (done.stdout + done.stderr).replace(str(tmp_path) + "/", "")
     assert done.returncode == max(code, 0), f"{page}:{line}: {command}\n{out[-3000:]}"
     if expected is not None:

@@ -202,16 +202,16 @@ def test_html_page_is_self_contained_and_search_finds_a_kernel(step_analysis, tm
     assert out["row"] == [target.node, "k_" + re.sub(r"\W", "_", target.name)]
 
 
-def test_export_without_dot_says_how_to_install(run_cli, tmp_path):
-    out = run_cli("export", "samples/attention.py:naive", "--svg", str(tmp_path / "x.svg"), env={"PATH": "/nonexistent"})
+def test_export_without_dot_says_how_to_install(cli_run, tmp_path):
+    out = cli_run("export", "samples/attention.py:naive", "--svg", str(tmp_path / "x.svg"), env={"PATH": "/nonexistent"})
     assert out.returncode == 2 and "apt-get install graphviz" in out.stderr and "--dot PATH" in out.stderr
     assert list(tmp_path.iterdir()) == []
 
 
 @needs_dot
-def test_export_html_and_svg(run_cli, tmp_path):
+def test_export_html_and_svg(cli_run, tmp_path):
     page, svg = tmp_path / "g.html", tmp_path / "g.svg"
-    out = run_cli("export", "samples/attention.py:naive", "--args", "f32[1,128,32] f32[1,128,32] f32[1,128,32]",
+    out = cli_run("export", "samples/attention.py:naive", "--args", "f32[1,128,32] f32[1,128,32] f32[1,128,32]",
                   "--html", str(page), "--svg", str(svg), "--color", "bound")
     assert out.returncode == 0, out.stderr
     assert f"wrote {page}" in out.stdout and f"wrote {svg}" in out.stdout
@@ -222,9 +222,9 @@ def test_export_html_and_svg(run_cli, tmp_path):
 
 @pytest.mark.libtpu
 @needs_dot
-def test_export_svg_is_a_self_contained_picture(run_cli, tmp_path):
+def test_export_svg_is_a_self_contained_picture(cli_run, tmp_path):
     svg, dot = tmp_path / "naive.svg", tmp_path / "naive.dot"
-    out = run_cli("export", "samples/attention.py:naive", "--args", "f32[2,256,64] f32[2,256,64] f32[2,256,64]",
+    out = cli_run("export", "samples/attention.py:naive", "--args", "f32[2,256,64] f32[2,256,64] f32[2,256,64]",
                   "--target", "tpu-v5e", "--svg", str(svg), "--dot", str(dot))
     assert out.returncode == 0, out.stderr
     assert f"wrote {svg}" in out.stdout
@@ -236,9 +236,9 @@ def test_export_svg_is_a_self_contained_picture(run_cli, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["naive.dot", "naive.svg"]  # no temporary files left
 
 
-def test_export_json_is_the_whole_report(run_cli, tmp_path):
+def test_export_json_is_the_whole_report(cli_run, tmp_path):
     path = tmp_path / "r.json"
-    out = run_cli("export", "samples/attention.py:naive", "--args", "f32[1,128,32] f32[1,128,32] f32[1,128,32]",
+    out = cli_run("export", "samples/attention.py:naive", "--args", "f32[1,128,32] f32[1,128,32] f32[1,128,32]",
                   "--json", str(path))
     assert out.returncode == 0, out.stderr
     report = json.loads(path.read_text())
@@ -249,8 +249,8 @@ def test_export_json_is_the_whole_report(run_cli, tmp_path):
     assert report["totals"]["bytes"] > 0 and report["totals"]["flops"] > 0
 
 
-def test_export_needs_an_output(run_cli):
-    out = run_cli("export", "samples/attention.py:naive")
+def test_export_needs_an_output(cli_run):
+    out = cli_run("export", "samples/attention.py:naive")
     assert out.returncode == 2 and "--svg PATH" in out.stderr
 
 
@@ -335,11 +335,11 @@ def test_the_vendored_graphviz_is_the_build_its_readme_names():
     assert "Apache License" in (GRAPHVIZ_WASM.parent / "LICENSE").read_text()
 
 
-def test_export_html_without_dot_lays_the_graph_out_in_the_page(run_cli, tmp_path):
+def test_export_html_without_dot_lays_the_graph_out_in_the_page(cli_run, tmp_path):
     page, svg = tmp_path / "g.html", tmp_path / "g.svg"
     args = ["export", "samples/attention.py:naive", "--args", "f32[1,128,32] f32[1,128,32] f32[1,128,32]"]
-    out = run_cli(*args, "--html", str(page), env={"PATH": str(tmp_path / "no-dot-here")})
+    out = cli_run(*args, "--html", str(page), env={"PATH": str(tmp_path / "no-dot-here")})
     assert out.returncode == 0, out.stderr
     assert "lays the graph out itself" in out.stderr and "id='graphviz'" in page.read_text()
-    refused = run_cli(*args, "--html", str(page), "--svg", str(svg), env={"PATH": str(tmp_path / "no-dot-here")})
+    refused = cli_run(*args, "--html", str(page), "--svg", str(svg), env={"PATH": str(tmp_path / "no-dot-here")})
     assert refused.returncode == 2 and "no --svg" in refused.stderr and "--html lays its graph out" in refused.stderr

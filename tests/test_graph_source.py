@@ -371,11 +371,11 @@ def test_export_of_the_plain_gpt2_finds_any_kernel_by_its_source_line(gpt2, tmp_
 
 @pytest.mark.slow
 @needs_dot
-def test_cli_export_of_a_plain_model_on_the_cpu(run_cli, tmp_path):
+def test_cli_export_of_a_plain_model_on_the_cpu(cli_run, tmp_path):
     """The 4-layer variant (a CPU compile in seconds): SVG and HTML written, exit 0, one group per
     layer and phase, the advice names a group the program has."""
     svg, page, dot = tmp_path / "g.svg", tmp_path / "g.html", tmp_path / "g.dot"
-    out = run_cli("export", f"{GPT2}:train_step_4", "--svg", str(svg), "--html", str(page), "--dot", str(dot),
+    out = cli_run("export", f"{GPT2}:train_step_4", "--svg", str(svg), "--html", str(page), "--dot", str(dot),
                   "--max-nodes", "6", "--layout-budget", "20")
     assert out.returncode == 0, out.stderr
     assert "--expand 'block #0' to open one" in out.stdout and "SCOPE" not in out.stdout + out.stderr
@@ -386,22 +386,22 @@ def test_cli_export_of_a_plain_model_on_the_cpu(run_cli, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.dot", "g.html", "g.svg"]
 
 
-def test_layout_budget_must_be_a_positive_number(run_cli, tmp_path):
-    out = run_cli("export", f"{GPT2}:train_step_4", "--svg", str(tmp_path / "g.svg"), "--layout-budget", "0")
+def test_layout_budget_must_be_a_positive_number(cli_run, tmp_path):
+    out = cli_run("export", f"{GPT2}:train_step_4", "--svg", str(tmp_path / "g.svg"), "--layout-budget", "0")
     assert out.returncode == 2 and "--layout-budget" in out.stderr and "seconds > 0" in out.stderr
 
 
 @pytest.mark.libtpu
 @pytest.mark.slow
 @needs_dot
-def test_cli_export_of_the_24_layer_plain_gpt2_on_tpu(run_cli, tmp_path):
+def test_cli_export_of_the_24_layer_plain_gpt2_on_tpu(cli_run, tmp_path):
     """A libtpu compile (about a minute), then the export again from the compile cache: both
     finish, the second within the 30 s the issue asks for on this 2-core machine (wall clock of
     the whole command: trace, lower, analysis, layout)."""
     args = ["export", f"{GPT2}:train_step", "--target", "tpu-v5e", "--json", str(tmp_path / "r.json")]
-    assert run_cli(*args).returncode == 0
+    assert cli_run(*args).returncode == 0
     started = time.perf_counter()
-    out = run_cli("export", f"{GPT2}:train_step", "--target", "tpu-v5e", "--svg", str(tmp_path / "g.svg"),
+    out = cli_run("export", f"{GPT2}:train_step", "--target", "tpu-v5e", "--svg", str(tmp_path / "g.svg"),
                   "--html", str(tmp_path / "g.html"))
     seconds = time.perf_counter() - started
     assert out.returncode == 0, out.stderr

@@ -50,7 +50,8 @@ def test_diff_json_says_what_a_nan_only_block_was(cli):
     assert block["max_abs"] is None and block["max_abs_nonfinite"] == "nan"  # no element of it is a number
 
 
-def test_export_json_and_the_cache_files_are_strict(cli, tmp_path):
+def test_export_json_and_the_cache_files_are_strict(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))  # an empty cache: this run's entries only
     code, out, err = cli("export", *TAIL, "--json", str(tmp_path / "report.json"))
     assert code in (0, 1) and (tmp_path / "report.json").exists(), err  # 1: the kernel's error finding
     strict((tmp_path / "report.json").read_text())

@@ -210,10 +210,10 @@ def test_fp8_matmul_is_refused_on_v4_only():
 
 @pytest.mark.libtpu
 @pytest.mark.slow
-def test_check_exits_1_and_json_names_the_line(run_cli):
-    done = run_cli("check", f"{SAMPLE}:mask_column", "--target", "tpu-v5e", "--json")
+def test_check_exits_1_and_json_names_the_line(cli_run):
+    done = cli_run("check", f"{SAMPLE}:mask_column", "--target", "tpu-v5e", "--json")
     assert done.returncode == 1, done.stderr
     found = [f for f in json.loads(done.stdout)["findings"] if f["code"] == "mosaic-shape-cast"]
     assert found and found[0]["data"]["source"] == f"{SAMPLE}:{line_of(SAMPLE, 'mask = (jnp.arange(rows) < keep)[:, None]')}"
-    shown = run_cli("show", f"{SAMPLE}:mask_column", "--target", "tpu-v5e")
+    shown = cli_run("show", f"{SAMPLE}:mask_column", "--target", "tpu-v5e")
     assert "mosaic-shape-cast" in shown.stdout and "unsupported reshape" in shown.stdout

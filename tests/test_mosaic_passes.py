@@ -179,10 +179,10 @@ def test_a_kernel_that_fails_shows_its_passes_up_to_the_failure():
 
 
 @pytest.mark.libtpu
-def test_show_view_mosaic_lists_the_passes_and_relayouts_per_line(run_cli):
+def test_show_view_mosaic_lists_the_passes_and_relayouts_per_line(cli_run):
     """`show --view mosaic` on a TPU target: the passes with their changes and the relayouts per
     source line, as text and as JSON (the MLIR text rides along in the JSON)."""
-    out = run_cli("show", "samples/attention.py:flash", "--target", "tpu-v5e", "--view", "mosaic", "--json")
+    out = cli_run("show", "samples/attention.py:flash", "--target", "tpu-v5e", "--view", "mosaic", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     names = [p["name"] for p in data["mosaic_passes"]]
@@ -191,13 +191,13 @@ def test_show_view_mosaic_lists_the_passes_and_relayouts_per_line(run_cli):
     assert inserted["changed"] and inserted["delta"].get("tpu.relayout", 0) == sum(r["count"] for r in data["relayouts"])
     assert any(r["source"] and r["source"].startswith("kernels/flash_attention.py:") for r in data["relayouts"])
     assert data["stages"]["mosaic"]
-    text = run_cli("show", "samples/attention.py:flash", "--target", "tpu-v5e", "--view", "mosaic", "--pass", "relayout-insertion")
+    text = cli_run("show", "samples/attention.py:flash", "--target", "tpu-v5e", "--view", "mosaic", "--pass", "relayout-insertion")
     assert text.returncode == 0, text.stderr
     assert "relayouts inserted by relayout-insertion" in text.stdout and "+ " in text.stdout  # the pass's diff
 
 
-def test_pass_is_refused_outside_the_passes_and_mosaic_views(run_cli):
-    out = run_cli("show", "samples/attention.py:naive", "--view", "fusions", "--pass", "1")
+def test_pass_is_refused_outside_the_passes_and_mosaic_views(cli_run):
+    out = cli_run("show", "samples/attention.py:naive", "--view", "fusions", "--pass", "1")
     assert out.returncode == 2 and "--pass is for the passes view" in out.stderr
 
 

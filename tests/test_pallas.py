@@ -172,8 +172,8 @@ KNOWN_SHORT: set[tuple] = set()
 
 
 @pytest.mark.libtpu
-def test_check_cli_exit_codes_and_json(run_cli):
-    out = run_cli("check", "samples/bugs.py:dropped_tail", "--target", "tpu-v5e", "--estimate-only", "--json")
+def test_check_cli_exit_codes_and_json(cli_run):
+    out = cli_run("check", "samples/bugs.py:dropped_tail", "--target", "tpu-v5e", "--estimate-only", "--json")
     assert out.returncode == 1, out.stderr
     data = json.loads(out.stdout)
     assert data["ok"] is False
@@ -181,9 +181,9 @@ def test_check_cli_exit_codes_and_json(run_cli):
     assert set(t) >= {"chip", "fits", "vmem_bytes", "vmem_limit_bytes", "compiler_fits"} and t["compiler_fits"] is None
     f = next(f for f in data["findings"] if f["code"] == "output-not-written")
     assert {"severity", "code", "message", "kernel", "operand"} <= set(f) and f["operand"] == "o_ref"
-    clean = run_cli("check", f"{KERNELS}:double", "--target", "tpu-v5e,tpu-7x", "--estimate-only")
+    clean = cli_run("check", f"{KERNELS}:double", "--target", "tpu-v5e,tpu-7x", "--estimate-only")
     assert clean.returncode == 0, clean.stdout + clean.stderr
-    usage = run_cli("check", f"{KERNELS}:double", "--target", "cpu")
+    usage = cli_run("check", f"{KERNELS}:double", "--target", "cpu")
     assert usage.returncode == 2 and "TPU and GPU targets" in usage.stderr
 
 
@@ -191,7 +191,8 @@ TILE_AT_THE_LIMIT = ["samples/jax_kernels.py:matmul", "--args", "f32[4096,4096] 
                      "--set", "bm=512", "--set", "bn=2048", "--set", "bk=1024"]
 
 
-def test_an_estimate_only_the_body_value_puts_over_is_undecided_never_an_error(run_cli):
+@pytest.mark.libtpu  # the estimate builds tpu7x's topology in this process
+def test_an_estimate_only_the_body_value_puts_over_is_undecided_never_an_error(cli_run):
     """JAX's matmul with a 512x2048 f32 tile: its blocks and scratch are exactly TPU7x's 32 MiB
     scoped default, and the dot's 4 MiB result is built in the accumulator it is added into.
     libtpu fits it there but not on v6e (same limit; tests/data/vmem_truth.json): no static rule
@@ -199,7 +200,7 @@ def test_an_estimate_only_the_body_value_puts_over_is_undecided_never_an_error(r
     v5e (16 MiB) the blocks alone are over, an error (exit 1) that wins over the undecided chip.
     The matmul's lowering may spill its partial sums beside (at the most its whole 512 x 2048 f32
     result, rule matmul_lowering): counted in the total, an unsure term, never in what is certain."""
-    out = run_cli("check", *TILE_AT_THE_LIMIT, "--target", "tpu-7x", "--estimate-only", "--json")
+    out = cli_run("check", *TILE_AT_THE_LIMIT, "--target", "tpu-7x", "--estimate-only", "--json")
     assert out.returncode == 3, out.stderr
     data = json.loads(out.stdout)
     assert (data["ok"], data["failed"], data["undecided"]) == (False, False, ["tpu-7x"])
@@ -212,7 +213,7 @@ def test_an_estimate_only_the_body_value_puts_over_is_undecided_never_an_error(r
     [b] = data["kernels"][0]["budgets"]
     assert (b["verdict"], b["body_bytes"], b["in_ref_matmul_bytes"], b["fits"]) == ("unsure", 0, 4 * MiB, False)
     assert b["spill_bytes"] == 4 * MiB
-    text = run_cli("check", *TILE_AT_THE_LIMIT, "--target", "tpu-7x,tpu-v5e", "--estimate-only")
+    text = cli_run("check", *TILE_AT_THE_LIMIT, "--target", "tpu-7x,tpu-v5e", "--estimate-only")
     assert text.returncode == 1 and "FAILED" in text.stdout and "unsure" in text.stdout, text.stdout
     assert "vmem-over-limit" in text.stdout and "needs at least 32.00 MiB" in text.stdout
 
@@ -233,8 +234,8 @@ def test_the_compiler_decides_what_the_estimate_cannot():
         assert "within 32.00 MiB" in f.message and "could not decide" in f.message
 
 
-def test_pallas_view_prints_blockspecs_and_budgets(run_cli):
-    out = run_cli("show", "samples/attention.py:flash", "--args", "bf16[1,512,128] bf16[1,512,128] bf16[1,512,128]",
+def test_pallas_view_prints_blockspecs_and_budgets(cli_run):
+    out = cli_run("show", "samples/attention.py:flash", "--args", "bf16[1,512,128] bf16[1,512,128] bf16[1,512,128]",
                   "--view", "pallas")
     assert out.returncode == 0, out.stderr
     for needle in ("flash_attention_fwd", "q_ref", "(i, j, k) -> (i, j, 0)", "tpu-v5e (VMEM)", "tpu-7x (VMEM)",

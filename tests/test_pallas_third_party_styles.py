@@ -76,7 +76,7 @@ def test_a_grid_sized_at_run_time_keeps_two_buffers_even_at_one_step():
 
 @pytest.mark.libtpu
 @pytest.mark.slow
-def test_traced_grids_against_libtpu(run_cli):
+def test_traced_grids_against_libtpu(cli_run):
     """The estimate of the run-time grid equals libtpu's figure, and check says each warning once."""
     from inspector.checking import run_check
 
@@ -84,7 +84,7 @@ def test_traced_grids_against_libtpu(run_cli):
     v5e, v6e = result.targets
     assert (v5e.fits, v5e.compiler_fits, v6e.fits, v6e.compiler_fits) == (False, False, True, True)
     assert v6e.compiler_vmem_bytes == v6e.vmem_bytes == 32 * MiB
-    out = run_cli("check", f"{STYLES}:decode_traced_grid_abstract", "--target", "tpu-v5e,tpu-v6e", "--estimate-only")
+    out = cli_run("check", f"{STYLES}:decode_traced_grid_abstract", "--target", "tpu-v5e,tpu-v6e", "--estimate-only")
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("walk-needs-values") == 1
 

@@ -50,10 +50,10 @@ def test_topology_targets():
             assert c.topologies and c.hbm_device_bytes and c.ici_bytes_per_s and c.sources["ici_bytes_per_s"]
 
 
-def test_chips_lists_topologies(run_cli):
-    out = run_cli("chips")
+def test_chips_lists_topologies(cli_run):
+    out = cli_run("chips")
     assert out.returncode == 0 and "16x16" in out.stdout and "4x4x4" in out.stdout
-    rows = {r["name"]: r for r in json.loads(run_cli("chips", "--json").stdout)}
+    rows = {r["name"]: r for r in json.loads(cli_run("chips", "--json").stdout)}
     assert "16x16" in rows["tpu-v5e"]["topologies"] and rows["tpu-v5e"]["hbm_device_bytes"] == round(15.75 * 2**30)
 
 
@@ -163,8 +163,8 @@ def test_collectives_are_exactly_those_of_the_compiled_hlo():
 
 
 @tpu
-def test_hbm_verdict_on_a_step_that_does_not_fit(run_cli):
-    out = run_cli("check", f"{SHARDED}:big_step", "--target", "tpu-v5e:2x2", "--json")
+def test_hbm_verdict_on_a_step_that_does_not_fit(cli_run):
+    out = cli_run("check", f"{SHARDED}:big_step", "--target", "tpu-v5e:2x2", "--json")
     assert out.returncode == 1, out.stderr
     result = json.loads(out.stdout)
     [row] = result["targets"]
@@ -178,19 +178,19 @@ def test_hbm_verdict_on_a_step_that_does_not_fit(run_cli):
 
 
 @tpu
-def test_hbm_verdict_on_a_step_that_fits(run_cli):
-    out = run_cli("check", f"{SHARDED}:step", "--target", "tpu-v5e:2x2", "--json")
+def test_hbm_verdict_on_a_step_that_fits(cli_run):
+    out = cli_run("check", f"{SHARDED}:step", "--target", "tpu-v5e:2x2", "--json")
     assert out.returncode == 0, out.stderr
     [row] = json.loads(out.stdout)["targets"]
     assert row["hbm_fits"] is True and 0 < row["hbm_bytes"] < row["hbm_limit_bytes"]
 
 
 @tpu
-def test_memory_and_collectives_views_print(run_cli):
-    out = run_cli("show", f"{SHARDED}:step", "--target", "tpu-v5e:2x2", "--view", "memory")
+def test_memory_and_collectives_views_print(cli_run):
+    out = cli_run("show", f"{SHARDED}:step", "--target", "tpu-v5e:2x2", "--view", "memory")
     assert out.returncode == 0, out.stderr
     assert "HBM per device on tpu-v5e:2x2" in out.stdout and "fits:" in out.stdout and "live in HBM at the peak" in out.stdout
-    out = run_cli("show", f"{SHARDED}:step", "--target", "tpu-v5e:2x2", "--view", "collectives", "--mesh", "data=4,model=1")
+    out = cli_run("show", f"{SHARDED}:step", "--target", "tpu-v5e:2x2", "--view", "collectives", "--mesh", "data=4,model=1")
     assert out.returncode == 0, out.stderr
     assert "all-gather" in out.stdout and "by mesh axis" in out.stdout
 
@@ -205,15 +205,15 @@ def test_memory_and_collectives_views_print(run_cli):
     (("--target", "tpu-v5e:2x2", "--args", "f32[256,512] f32[512,256] f32[63,256]"),
      "dimension 0 of x (f32[63,256]) is 63, not divisible by data = 2"),
 ])
-def test_bad_sharding_is_one_line_and_exit_2(run_cli, args, message):
-    out = run_cli("show", f"{SHARDED}:step", *args)
+def test_bad_sharding_is_one_line_and_exit_2(cli_run, args, message):
+    out = cli_run("show", f"{SHARDED}:step", *args)
     assert out.returncode == 2, out.stderr
     assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
 @tpu
-def test_shard_mapped_kernel_is_checked_per_device(run_cli):
-    out = run_cli("check", f"{SHARDED}:sharded_kernel", "--target", "tpu-v5e:2x2", "--json")
+def test_shard_mapped_kernel_is_checked_per_device(cli_run):
+    out = cli_run("check", f"{SHARDED}:sharded_kernel", "--target", "tpu-v5e:2x2", "--json")
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     [kernel] = result["kernels"]
@@ -222,11 +222,11 @@ def test_shard_mapped_kernel_is_checked_per_device(run_cli):
 
 
 @tpu
-def test_a_one_step_kernel_per_shard_is_single_buffered(run_cli):
+def test_a_one_step_kernel_per_shard_is_single_buffered(cli_run):
     """A shard_map'd kernel that takes each device's shard as one block: a one-step grid has
     nothing to pipeline, Mosaic gives each block one buffer, and the estimate says the same
     (not a false vmem-over-limit from counting two)."""
-    out = run_cli("check", f"{SHARDED}:whole_shard_kernel", "--target", "tpu-v5e:2x2", "--json")
+    out = cli_run("check", f"{SHARDED}:whole_shard_kernel", "--target", "tpu-v5e:2x2", "--json")
     assert out.returncode == 0, out.stdout
     result = json.loads(out.stdout)
     [row] = result["targets"]
@@ -264,9 +264,9 @@ def test_the_terminal_ui_session_takes_mesh_and_shard():
 
 
 @tpu
-def test_compare_two_slices_with_one_mesh(run_cli):
+def test_compare_two_slices_with_one_mesh(cli_run):
     """`compare --mesh data=-1,model=2`: the same step on 4 and 8 chips, -1 filled per slice."""
-    out = run_cli("compare", f"{SHARDED}:step", "--target-a", "tpu-v5e:2x2", "--target-b", "tpu-v5e:2x4",
+    out = cli_run("compare", f"{SHARDED}:step", "--target-a", "tpu-v5e:2x2", "--target-b", "tpu-v5e:2x4",
                   "--mesh", "data=-1,model=2", "--json")
     assert out.returncode == 0, out.stderr
     totals = {t["name"]: t for t in json.loads(out.stdout)["totals"]}

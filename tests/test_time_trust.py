@@ -96,18 +96,18 @@ def _figures(out: str) -> str:
 
 
 @pytest.mark.libtpu
-def test_the_same_figures_with_every_core_busy(run_cli, tmp_path):
+def test_the_same_figures_with_every_core_busy(cli_run, tmp_path):
     """`--time` twice, the second with every core busy: the same figures and the same compiles,
     byte for byte (the README's matmul gave 308.0 us idle and 304.1 us busy: the budget, in
     seconds, decided which cut grids were simulated)."""
     argv = ("show", "samples/attention.py:flash", "--target", "tpu-v5e", "--time", "--json", "--no-cache",
             "--args", "bf16[2,1024,128] bf16[2,1024,128] bf16[2,1024,128]")
-    idle = run_cli(*argv)
+    idle = cli_run(*argv)
     assert idle.returncode == 0, idle.stderr
     hogs = _busy(os.cpu_count() or 2)
     try:
         time.sleep(1)
-        busy = run_cli(*argv)
+        busy = cli_run(*argv)
     finally:
         for hog in hogs:
             hog.kill()

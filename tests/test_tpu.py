@@ -29,8 +29,8 @@ def test_compiles_for_each_generation(chip):
     assert stages.cost["flops"] == pytest.approx(2 * 256 * 512 * 256, rel=0.05)
 
 
-def test_live_vmem_failure_is_a_finding_with_the_compilers_figures(run_cli):
-    out = run_cli("show", "samples/attention.py:flash", "--target", "tpu-v5e", "--args",
+def test_live_vmem_failure_is_a_finding_with_the_compilers_figures(cli_run):
+    out = cli_run("show", "samples/attention.py:flash", "--target", "tpu-v5e", "--args",
                   "bf16[1,4096,128] bf16[1,4096,128] bf16[1,4096,128]", "--set", "block_q=4096",
                   "--set", "block_k=512", "--json")
     assert out.returncode == 1, out.stderr
@@ -53,8 +53,8 @@ def test_same_kernel_fits_the_larger_v6e_scoped_limit():
     assert capture(target, Backend(get_chip("tpu-v6e"))).stages.compile_error is None
 
 
-def test_mosaic_view_titles_each_kernel(run_cli):
-    out = run_cli("show", "samples/attention.py:flash", "--target", "tpu-v6e", "--view", "mosaic",
+def test_mosaic_view_titles_each_kernel(cli_run):
+    out = cli_run("show", "samples/attention.py:flash", "--target", "tpu-v6e", "--view", "mosaic",
                   "--args", "bf16[1,256,128] bf16[1,256,128] bf16[1,256,128]")
     assert out.returncode == 0, out.stderr
     # Mosaic's passes and relayouts first, then each kernel's MLIR under its title
@@ -64,8 +64,8 @@ def test_mosaic_view_titles_each_kernel(run_cli):
     assert "tpu.memory_space<vmem>" in out.stdout and "dimension_semantics" in out.stdout
 
 
-def test_mosaic_view_on_cpu_says_why_it_is_empty(run_cli):
-    out = run_cli("show", "samples/attention.py:naive", "--args", "f32[1,8,8] f32[1,8,8] f32[1,8,8]", "--view", "mosaic")
+def test_mosaic_view_on_cpu_says_why_it_is_empty(cli_run):
+    out = cli_run("show", "samples/attention.py:naive", "--args", "f32[1,8,8] f32[1,8,8] f32[1,8,8]", "--view", "mosaic")
     assert out.returncode == 0 and "not a TPU" in out.stdout
 
 

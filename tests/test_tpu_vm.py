@@ -128,13 +128,13 @@ def test_deviceless_compiles_while_another_process_holds_libtpus_lock(run_cli, t
         holder.wait()
 
 
-def test_measure_without_a_tpu_is_one_line(run_cli):
-    out = run_cli("show", "samples/matmul.py:xla", "--measure")
+def test_measure_without_a_tpu_is_one_line(cli_run):
+    out = cli_run("show", "samples/matmul.py:xla", "--measure")
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         "inspector: --measure runs the program on a TPU attached to this machine, and this machine has none: "
         "--time gives libtpu's estimate without a TPU"]
-    out = run_cli("tune", "samples/matmul.py:tiled", "--measure")
+    out = cli_run("tune", "samples/matmul.py:tiled", "--measure")
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
 
 

@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import subprocess
+import tempfile
 import threading
 import time
 import types
@@ -372,7 +373,7 @@ def test_a_shipped_file_lives_in_a_folder_its_worker_owns(tmp_path, monkeypatch)
     assert not os.path.exists(path)
 
 
-def test_a_libtpu_dump_folder_whose_janitor_died_too_is_swept():
+def test_a_libtpu_dump_folder_whose_janitor_died_too_is_swept(tmp_path, monkeypatch):
     """Ray kills a cancelled task's worker with all its children (Ctrl-C during `tune --ray`):
     the janitor that would remove libtpu's dump folder dies as well, and the folder stayed for 6
     hours. Now the folder is owned by its process (inspector.base.tempdirs), so the next sweep takes it."""
@@ -384,7 +385,11 @@ def test_a_libtpu_dump_folder_whose_janitor_died_too_is_swept():
     code = ("import time;from inspector.libtpu.runner import DumpSession;"
             "s=DumpSession('v5e:1x1',profile=False,bundles=False).__enter__();"
             "print(s.folder,s._janitor.pid,s._proc.pid,flush=True);time.sleep(100)")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    # a temporary folder of its own: another inspector process (the other xdist worker) sweeps the
+    # shared one's dead folders, and would take this one before the test looks
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                            env=dict(os.environ, TMPDIR=str(tmp_path)))
     try:
         folder, janitor, child = proc.stdout.readline().split()
         root = os.path.dirname(folder)

@@ -4,7 +4,6 @@ Only the v4 row test compiles for a TPU; the others stop before any compile (or 
 """
 from __future__ import annotations
 
-import asyncio
 import os
 import resource
 import signal
@@ -276,7 +275,8 @@ def test_a_mosaic_pass_asked_of_a_function_without_pallas_on_a_tpu_is_one_line(c
 # ----------------------------------------------------------------------------- the terminal UI's keys
 
 
-def test_ctrl_c_quits_the_main_screen_and_q_closes_the_tune_screen(monkeypatch):
+@pytest.mark.asyncio
+async def test_ctrl_c_quits_the_main_screen_and_q_closes_the_tune_screen(monkeypatch):
     """ctrl+c on the main screen only flashed a hint (ctrl+q quits); q on the tune screen typed a
     q into its first field (the chips: the sweep then refused "q")."""
     from inspector.session import Session
@@ -287,30 +287,28 @@ def test_ctrl_c_quits_the_main_screen_and_q_closes_the_tune_screen(monkeypatch):
     fake = FakeSweep()
     monkeypatch.setattr("inspector.tuning.sweep.run_sweep", fake)
 
-    async def run():
-        app = InspectorApp(Session(f"{DATA}/tune_kernels.py:mm", "cpu", args=SMALL))
-        async with app.run_test(size=(140, 40)) as pilot:
-            await loaded(pilot)
-            await pilot.press("u")
-            await pilot.pause()
-            screen = app.screen
-            assert isinstance(screen, TuneScreen) and app.focused is None
-            assert "q or Esc closes" in str(screen.query_one("#tune-hint").render())
-            await pilot.press("q")
-            await pilot.pause()
-            assert not isinstance(app.screen, TuneScreen) and app.is_running
-            await pilot.press("u")  # Enter runs the sweep with no field focused
-            await pilot.pause()
-            await pilot.press("enter")
-            await pilot.pause()
-            deadline = time.monotonic() + 30
-            while app.screen.result is None and time.monotonic() < deadline:
-                await pilot.pause(0.05)
-            assert fake.requests and fake.requests[0].chips == ["tpu-v5e"]
-            await pilot.press("q")  # the ranked table: q closes too
-            await pilot.pause()
-            assert not isinstance(app.screen, TuneScreen)
-            await pilot.press("ctrl+c")
-            await pilot.pause()
-            assert not app.is_running
-    asyncio.run(run())
+    app = InspectorApp(Session(f"{DATA}/tune_kernels.py:mm", "cpu", args=SMALL))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("u")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, TuneScreen) and app.focused is None
+        assert "q or Esc closes" in str(screen.query_one("#tune-hint").render())
+        await pilot.press("q")
+        await pilot.pause()
+        assert not isinstance(app.screen, TuneScreen) and app.is_running
+        await pilot.press("u")  # Enter runs the sweep with no field focused
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        deadline = time.monotonic() + 30
+        while app.screen.result is None and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+        assert fake.requests and fake.requests[0].chips == ["tpu-v5e"]
+        await pilot.press("q")  # the ranked table: q closes too
+        await pilot.pause()
+        assert not isinstance(app.screen, TuneScreen)
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert not app.is_running

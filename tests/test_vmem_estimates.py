@@ -22,7 +22,10 @@ def test_every_truth_file_is_recorded():
     assert sorted(RECORDED) == make_vmem_estimates.truth_files()
 
 
-@pytest.mark.parametrize("name", make_vmem_estimates.truth_files())
+# Each truth file its own unit of work under pytest-xdist (the longest take minutes: one worker
+# would run them all while the other waits); a kernel two files share is traced on each worker.
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xdist_group(f"vmem-estimates-{name}"))
+                                  for name in make_vmem_estimates.truth_files()])
 def test_estimate_unchanged_on_truth_rows(name):
     now = make_vmem_estimates.estimates(name, _CALLS)
     before = RECORDED[name]
