@@ -1119,3 +1119,34 @@ def test_the_help_lists_every_key_the_app_and_its_tabs_bind():
     bound = [b.key for b in InspectorApp.BINDINGS] + [b.key for _, bs in tab_bindings() for b in bs]
     assert {k for key in bound for k in key.split(",")} <= listed
     assert "D" in listed and {"left", "g", "left_square_bracket"} <= listed
+
+
+def test_one_meaning_per_key_one_keys_entry_a_screenshot_here_and_no_stale_status(tmp_path, monkeypatch):
+    """A tab switch leaves no message about another tab ("stablehlo line 4 comes from ...") in the
+    status line; c compares on the Pallas tab too (y copies its CostEstimate); the palette has one
+    "Keys", and its Screenshot saves in the current folder and says where (Textual's saved into a
+    ~/Downloads that may not exist)."""
+    async def run():
+        app = InspectorApp(NAIVE)
+        async with app.run_test(size=SIZE) as pilot:
+            await loaded(pilot)
+            summary = status(app)
+            await pilot.press("3", "down", "down", "down")
+            await pilot.pause()
+            assert "stablehlo line" in status(app)
+            await pilot.press("5")
+            await pilot.pause()
+            assert "stablehlo" not in status(app) and status(app) == summary
+            commands = list(app.get_system_commands(app.screen))
+            assert [c.title for c in commands].count("Keys") == 1
+            monkeypatch.chdir(tmp_path)
+            next(c for c in commands if c.title == "Screenshot").callback()
+            await pilot.pause(0.2)
+            saved, = tmp_path.glob("*.svg")
+            assert f"screenshot saved: {saved}" in status(app) and "<svg" in saved.read_text()
+            await pilot.press("6", "c")
+            await pilot.pause()
+            assert type(app.screen).__name__ == "CompareScreen"
+            await pilot.press("escape")
+            app.remote.cancel()
+    asyncio.run(run())

@@ -13,6 +13,7 @@ import gc
 import sys
 import time
 import traceback
+from pathlib import Path
 
 from rich.text import Text
 from textual import events
@@ -112,6 +113,8 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         self._took: list[tuple[str, float]] = []  # (stage, seconds) of the current load, as they end
         self._why = ""  # why this load (a saved file): said with its progress
         self._status_is_progress = False  # the status line shows the progress (no message of another's since)
+        self._status_tab: str | None = None  # the tab whose message the status line shows
+        self._resting: tuple[str, str] = ("", "")  # (text, style) it shows on a tab switch: the last load's summary
         self._drawn = ("", "")  # the progress texts last drawn: (status line, overview)
         self._fix_began: float | None = None  # while F runs: when it began
         self._undo: tuple | None = None  # (session, report) the load in flight restores if it fails
@@ -205,8 +208,11 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         self.call_after_refresh(gc.freeze)
 
     def get_system_commands(self, screen):
-        """The palette (ctrl+p) offers the app's own commands beside Textual's (themes among them)."""
-        yield from super().get_system_commands(screen)
+        """The palette (ctrl+p) offers the app's own commands beside Textual's (themes among them).
+        Textual's "Keys" (ours lists every key: one entry) and "Screenshot" (it saved into
+        ~/Downloads, and failed where there is none) are replaced by ours."""
+        yield from (c for c in super().get_system_commands(screen) if c.title not in ("Keys", "Screenshot"))
+        yield SystemCommand("Screenshot", "save an SVG of the screen in the current folder", self.save_svg)
         yield SystemCommand("Target chip", "compile for another chip (t)", self.action_target)
         yield SystemCommand("Parameters", "edit the static parameters, --set (x)", self.action_params)
         yield SystemCommand("Tune", "sweep the parameters, ranked by libtpu's estimated time; Enter applies a row (u)",
@@ -223,8 +229,23 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         yield SystemCommand("Reload", "reload the file and re-analyse (r)", self.action_reload)
         yield SystemCommand("Keys", "every key (?)", self.action_help)
 
+    def save_svg(self) -> None:
+        """The palette's Screenshot: an SVG of the screen in the current folder (where e writes), named in the status line."""
+        from textual._files import generate_datetime_filename
+
+        from ...base.atomic import write_atomic
+
+        path = Path.cwd() / generate_datetime_filename(self.title, ".svg")
+        try:
+            write_atomic(path, self.export_screenshot())
+        except (OSError, InspectorError) as err:
+            self.status(f"screenshot not saved: {err}", "bold red")
+            return
+        self.status(f"screenshot saved: {path}", "green")
+
     def status(self, text: str, style: str = "") -> None:
         self._status_is_progress = False  # a message of its own: the progress ticker leaves it
+        self._status_tab = self.query_one(TabbedContent).active  # another tab's message is stale there (_focus_tab)
         # one line, always (app.tcss): no layout pass for it (a cursor move updates it)
         self.query_one("#status", Static).update(Text(text, style=style), layout=False)
 
@@ -249,6 +270,9 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         """Keys go to the tab's main widget: the text, the table, the grid."""
         if not self.tabs_ready:
             return  # a tab clicked in the first frame: its widget comes in a moment
+        if not self._status_is_progress and self._status_tab not in (None, tab):
+            # a message about another tab ("stablehlo line 4 ...", "compare: B = ...") would mislead here
+            self.status(*self._resting)
         focus_target(self.tabs[tab]).focus()
 
     def action_help(self) -> None:

@@ -40,6 +40,7 @@ class AppBase(App):
     _took: list[tuple[str, float]]
     _why: str
     _status_is_progress: bool
+    _resting: tuple[str, str]  # the last load's summary (text, style): the status line after a tab switch
     _drawn: tuple[str, str]
     _undo: tuple | None  # (session, report) a failed load restores (the options screen's)
     _fix_began: float | None  # when F's run began (its progress line counts from it), while it runs

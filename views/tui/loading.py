@@ -176,8 +176,9 @@ class Loading(AppBase):
         self.report = report  # the tabs repaint from it (watch_report)
         errors = sum(f.severity == "error" for f in report.findings)
         took = self._took_text()
-        self.status(f"{report.chip.name}: {count(len(report.findings), 'finding')} ({count(errors, 'error')})"
-                    + (f"; {took}" if took else "") + "; ? for keys", "bold red" if errors else "green")
+        self._resting = (f"{report.chip.name}: {count(len(report.findings), 'finding')} ({count(errors, 'error')})"
+                         + (f"; {took}" if took else "") + "; ? for keys", "bold red" if errors else "green")
+        self.status(*self._resting)
 
     def _check_file(self) -> None:
         path = self.session.source_file()

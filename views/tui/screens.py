@@ -40,7 +40,7 @@ _ROWS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
     (("kernel", "copy_cost"), "previous, next kernel; Pallas: copy CostEstimate", ()),
     (("diff", "fixes", "apply_fix"), "run the diff; try the fixes; apply a finding's top fix", ()),
     (("target", "params", "options", "tune"), "another chip; edit parameters, options; tune them", ()),
-    (("compare",), "compare with another chip or parameters (Pallas: copy)", ()),
+    (("compare",), "compare with another chip or parameters", ()),
     (("export", "reload"), "export SVG + JSON here; reload the file", ()),
     (("cancel",), "cancel the compile or diff in flight", ()),
     ((), "command palette: chip, params, export, theme", ("ctrl+p",)),
