@@ -1150,3 +1150,26 @@ def test_one_meaning_per_key_one_keys_entry_a_screenshot_here_and_no_stale_statu
             await pilot.press("escape")
             app.remote.cancel()
     asyncio.run(run())
+
+
+def test_after_f_a_findings_message_stays_with_its_fix_beside_it():
+    """After F the message column read "fix #1 ..." in place of each finding's own message."""
+    from inspector.base.findings import Finding
+    from inspector.base.fix_model import Change, Fix, FixResult, Trial
+
+    async def run():
+        app = InspectorApp(NAIVE)
+        async with app.run_test(size=SIZE) as pilot:
+            await loaded(pilot)
+            chip = app.report.chip.name
+            finding = Finding("error", "compile-vmem-oom", "the kernel needs 48 MiB of VMEM; the limit is 16 MiB")
+            change = Change(kind="params", kernel="", call=None, value={"causal": False})
+            fixes = FixResult(target=NAIVE.spec, chips=[chip], before=[], refused=[], best={}, not_tried=[],
+                              fixes=[Fix(change=change, trials=[Trial(chip=chip, compiles=True)])],
+                              answers={f"{finding.code}@{chip}": [0]})
+            app.report = dataclasses.replace(app.report, findings=[finding], fixes=fixes)
+            await pilot.pause()
+            message = app.query_one("#findings", DataTable).get_row_at(0)[2].plain
+            assert message == f"{finding.message}  fix #1"
+            app.remote.cancel()
+    asyncio.run(run())
