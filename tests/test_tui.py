@@ -1173,3 +1173,58 @@ def test_after_f_a_findings_message_stays_with_its_fix_beside_it():
             assert message == f"{finding.message}  fix #1"
             app.remote.cancel()
     asyncio.run(run())
+
+
+def test_d_and_p_say_how_long_they_have_run_where_they_show(monkeypatch):
+    """d (a minute) said "running…" with no time; P, M and T showed their tab's idle text ("press T")
+    while their compile ran: each says its time so far, on its tab and the status line, until it ends."""
+    from concurrent.futures import Future
+
+    from inspector.remote import Remote
+
+    held: list[Future] = []  # the diff and P's compile: they last until the test ends them
+
+    def call(self, session, method, *args, epoch=None):
+        if method != "diff" and not (method == "report" and session.passes):
+            return real(self, session, method, *args, epoch=epoch)
+        held.append(Future())
+        return held[-1].result(timeout=120)
+
+    def cancel(self, wait=False):
+        for future in held:
+            future.cancel()
+        return real_cancel(self, wait)
+
+    real, real_cancel = Remote.call, Remote.cancel
+    monkeypatch.setattr(Remote, "call", call)
+    monkeypatch.setattr(Remote, "cancel", cancel)
+
+    async def until_held(pilot, n):
+        while len(held) < n:
+            await pilot.pause(0.05)
+
+    async def run():
+        app = InspectorApp(NAIVE)
+        async with app.run_test(size=SIZE) as pilot:
+            await loaded(pilot)
+            now = [1000.0]
+            app.clock = lambda: now[0]
+            await pilot.press("d")
+            await until_held(pilot, 1)
+            now[0] += 62
+            await pilot.pause(0.7)
+            assert "running the diff, 1:02" in status(app) and "running the diff, 1:02" in plain(app, "#diff-body")
+            held[0].set_exception(RuntimeError("no reference"))
+            await loaded(pilot)
+            assert "diff failed in 1:02: RuntimeError: no reference" in status(app)
+            await pilot.pause(0.7)
+            assert "running the diff" not in status(app)  # the ticker stopped with it
+            await pilot.press("P")
+            await until_held(pilot, 2)
+            now[0] += 12
+            await pilot.pause(0.7)
+            assert "compiling for cpu with pass dumps… 12 s" in plain(app, "#passes-title")
+            await pilot.press("escape")
+            await pilot.pause()
+            assert "cancelled" in plain(app, "#passes-title") and "12 s" not in plain(app, "#passes-title")
+    asyncio.run(run())

@@ -117,6 +117,7 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         self._resting: tuple[str, str] = ("", "")  # (text, style) it shows on a tab switch: the last load's summary
         self._drawn = ("", "")  # the progress texts last drawn: (status line, overview)
         self._fix_began: float | None = None  # while F runs: when it began
+        self._diff_began: float | None = None  # while d runs: when it began
         self._undo: tuple | None = None  # (session, report) the load in flight restores if it fails
         self.tabs_ready = False  # the tabs after the overview are mounted (just after the first frame)
         self._early_keys: list[events.Key] = []  # typed before that: handled once they are
@@ -179,6 +180,7 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         self.query_one("#search", Input).display = False
         self.set_interval(0.5, self._progress)  # the stage in progress and its seconds, live
         self.set_interval(0.5, self._fix_progress)  # F: which fix runs, and the time so far
+        self.set_interval(0.5, self._diff_progress)  # d: the time so far
         if self.watch_file:
             self.set_interval(1.0, self._check_file)
         self.call_after_refresh(self._mount_tabs)

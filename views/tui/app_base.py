@@ -44,6 +44,7 @@ class AppBase(App):
     _drawn: tuple[str, str]
     _undo: tuple | None  # (session, report) a failed load restores (the options screen's)
     _fix_began: float | None  # when F's run began (its progress line counts from it), while it runs
+    _diff_began: float | None  # the same for d's diff
 
     if TYPE_CHECKING:  # defined in app.py and the mixins
         @staticmethod
