@@ -86,8 +86,10 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
     # always_update: a new load's report is news even where it equals the last one (and no deep compare)
     report = var(None, always_update=True, init=False)
 
-    def __init__(self, session: Session, watch: bool = False, baseline=None):
+    def __init__(self, session: Session, watch: bool = True, baseline=None):
         """``session.chip``: the chip named, or the one rule's default (default_target.py), as in a pipe;
+        ``watch``: a save of the target's file reloads it, as r does (the command line's --watch was
+        the only way: a kernel author saves and looks again);
         ``baseline``: a saved baseline (inspector.baseline.record.Baseline) the overview compares with."""
         super().__init__()
         self.baseline = baseline
@@ -182,6 +184,7 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         self.set_interval(0.5, self._fix_progress)  # F: which fix runs, and the time so far
         self.set_interval(0.5, self._diff_progress)  # d: the time so far
         if self.watch_file:
+            self._check_file()  # the file's time now: a save in the first second is one too
             self.set_interval(1.0, self._check_file)
         self.call_after_refresh(self._mount_tabs)
 

@@ -187,7 +187,8 @@ class Loading(AppBase):
         self.report = report  # the tabs repaint from it (watch_report)
         errors = sum(f.severity == "error" for f in report.findings)
         took = self._took_text()
-        self._resting = (f"{report.chip.name}: {count(len(report.findings), 'finding')} ({count(errors, 'error')})"
+        self._resting = (("reloaded: " + self._why + "; " if self._why.endswith(" was saved") else "")
+                         + f"{report.chip.name}: {count(len(report.findings), 'finding')} ({count(errors, 'error')})"
                          + (f"; {took}" if took else "") + "; ? for keys", "bold red" if errors else "green")
         self.status(*self._resting)
 
@@ -197,7 +198,7 @@ class Loading(AppBase):
             return
         mtime = path.stat().st_mtime
         if self._mtime is not None and mtime != self._mtime:
-            self.load(fresh=True, why=f"{path.name} changed")
+            self.load(fresh=True, why=f"{path.name} was saved")
         self._mtime = mtime
 
     def action_reload(self) -> None:
