@@ -1228,3 +1228,21 @@ def test_d_and_p_say_how_long_they_have_run_where_they_show(monkeypatch):
             await pilot.pause()
             assert "cancelled" in plain(app, "#passes-title") and "12 s" not in plain(app, "#passes-title")
     asyncio.run(run())
+
+
+def test_g_opens_the_backward_pass_with_flashs_backward_kernels_and_g_again_the_forward():
+    async def run():
+        app = InspectorApp(FLASH)
+        async with app.run_test(size=SIZE) as pilot:
+            await loaded(pilot)
+            assert [k.call.name for k in app.report.pallas] == ["flash_attention_fwd"]
+            await pilot.press("G")
+            await pilot.pause()
+            assert "the backward pass" in status(app) and "(backward)" in app.sub_title
+            await loaded(pilot)
+            kernels = [k.call.name for k in app.report.pallas]
+            assert {"flash_attention_bwd_dkdv", "flash_attention_bwd_dq"} <= set(kernels), kernels
+            await pilot.press("G")
+            await loaded(pilot)
+            assert [k.call.name for k in app.report.pallas] == ["flash_attention_fwd"] and "(backward)" not in app.sub_title
+    asyncio.run(run())

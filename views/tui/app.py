@@ -65,6 +65,7 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         Binding("D", "measure", "measure on the TPU", show=False),
         Binding("F", "fixes", "try the fixes", show=False),
         Binding("A", "apply_fix", "apply the finding's fix", show=False),
+        Binding("G", "backward", "backward pass", show=False),
         Binding("slash", "search", "search"),
         Binding("n", "find(True)", "next"),
         Binding("N", "find(False)", "previous", show=False),
@@ -178,7 +179,7 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         yield KeyFooter(context_actions=frozenset(CONTEXT_ACTIONS))
 
     def on_mount(self) -> None:
-        self.sub_title = f"{self.session.spec} on {self.session.chip}"
+        self.sub_title = self._title(self.session.chip)
         self.query_one("#search", Input).display = False
         self.set_interval(0.5, self._progress)  # the stage in progress and its seconds, live
         self.set_interval(0.5, self._fix_progress)  # F: which fix runs, and the time so far
@@ -231,6 +232,8 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         yield SystemCommand("Estimate time", "libtpu's static simulation per kernel: the Bundles tab (T)", self.action_time)
         yield SystemCommand("Mosaic pass dumps", "compile with Mosaic's pass dumps: the Mosaic passes tab (M)",
                             self.action_mosaic_dumps)
+        yield SystemCommand("Backward pass", "the function's backward (jax.vjp): flash's backward kernels; again: forward (G)",
+                            self.action_backward)
         yield SystemCommand("Reload", "reload the file and re-analyse (r)", self.action_reload)
         yield SystemCommand("Keys", "every key (?)", self.action_help)
 

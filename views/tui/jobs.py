@@ -57,6 +57,12 @@ class Jobs(AppBase):
         self.tabs["overview"].show_diff(self.diff_verdict)
         self.status(f"diff{self._diff_took()}: {self.diff_verdict}", "green" if result.ok else "bold red")
 
+    def action_backward(self) -> None:
+        """The function's backward pass (jax.vjp), or its forward again: a jax.custom_vjp kernel's
+        backward kernels (flash's dq and dk/dv) in the Pallas tab, the Fusions tab, the findings."""
+        self.session = self.session.with_backward(not self.session.backward)
+        self.load(why="the backward pass (G: the forward again)" if self.session.backward else "the forward pass")
+
     # ------------------------------------------------------------------ passes
 
     def action_pass_dumps(self) -> None:

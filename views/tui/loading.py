@@ -45,7 +45,7 @@ class Loading(AppBase):
         self._why = why
         self._took = []
         self._phase = ("lower", self.clock())
-        self.sub_title = f"{self.session.spec} on {self.session.chip}"
+        self.sub_title = self._title(self.session.chip)
         self._reset_views(self._progress_texts()[1])
         self._status_is_progress = True
         self._progress(force=True)
@@ -68,6 +68,9 @@ class Loading(AppBase):
             self._deliver(self._failed, generation, message_of(err))
             return
         self._deliver(self._show, generation, report)
+
+    def _title(self, chip: str) -> str:
+        return f"{self.session.spec}{' (backward)' if self.session.backward else ''} on {chip}"
 
     def _extra(self) -> str:
         return (" with pass dumps" if self.session.passes else
@@ -183,7 +186,7 @@ class Loading(AppBase):
         self._loading = False
         self._undo = None
         self._stage_ended("compiled")
-        self.sub_title = f"{self.session.spec} on {report.chip.name}"
+        self.sub_title = self._title(report.chip.name)
         self.report = report  # the tabs repaint from it (watch_report)
         errors = sum(f.severity == "error" for f in report.findings)
         took = self._took_text()

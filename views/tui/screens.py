@@ -39,7 +39,7 @@ _ROWS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
     (("step_to", "goto"), "Pallas: first, last step; go to a step", ()),
     (("kernel", "copy_cost"), "previous, next kernel; Pallas: copy CostEstimate", ()),
     (("diff", "fixes", "apply_fix"), "run the diff; try the fixes; apply a finding's top fix", ()),
-    (("target", "params", "options", "tune"), "another chip; edit parameters, options; tune them", ()),
+    (("target", "params", "options", "tune", "backward"), "chip; parameters, options; tune them; the backward pass", ()),
     (("compare",), "compare with another chip or parameters", ()),
     (("export", "reload"), "export SVG + JSON here; reload the file", ()),
     (("cancel",), "cancel the compile or diff in flight", ()),
