@@ -251,9 +251,11 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
             return
         self.status(f"screenshot saved: {path}", "green")
 
-    def status(self, text: str, style: str = "") -> None:
+    def status(self, text: str, style: str = "", of_tab: bool = False) -> None:
+        """``of_tab``: the message is about what the current tab shows (a line's source, a match, a
+        comparison): another tab puts the last load's summary back (_focus_tab)."""
         self._status_is_progress = False  # a message of its own: the progress ticker leaves it
-        self._status_tab = self.query_one(TabbedContent).active  # another tab's message is stale there (_focus_tab)
+        self._status_tab = self.query_one(TabbedContent).active if of_tab else None
         # one line, always (app.tcss): no layout pass for it (a cursor move updates it)
         self.query_one("#status", Static).update(Text(text, style=style), layout=False)
 

@@ -230,7 +230,7 @@ class Jobs(AppBase):
     def _show_compare(self, result) -> None:
         self.tabs["compare"].show_result(result)
         self.status(f"compare: B = {result.b.label}; " + ("ok" if result.ok else "an error finding on one side"),
-                    "green" if result.ok else "bold red")
+                    "green" if result.ok else "bold red", of_tab=True)
 
     def action_target(self) -> None:
         def chosen(chip: str | None) -> None:
