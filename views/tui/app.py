@@ -239,11 +239,10 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
 
     def save_svg(self) -> None:
         """The palette's Screenshot: an SVG of the screen in the current folder (where e writes), named in the status line."""
-        from textual._files import generate_datetime_filename
-
         from ...base.atomic import write_atomic
 
-        path = Path.cwd() / generate_datetime_filename(self.title, ".svg")
+        stem = f"inspector-screen-{time.strftime('%Y-%m-%d-%H%M%S')}"
+        path = next(p for n in range(1, 100) if not (p := Path.cwd() / f"{stem}{f'-{n}' if n > 1 else ''}.svg").exists())
         try:
             write_atomic(path, self.export_screenshot())
         except (OSError, InspectorError) as err:
