@@ -37,7 +37,8 @@ class Jobs(AppBase):
             return
         text = f"running the diff, {clock_time(self.clock() - self._diff_began)}: the kernel and the reference (Esc cancels)"
         self.tabs["diff"].running(text)
-        self.status(text, "yellow")
+        if self._fix_began is None:  # F's line, when it runs too, keeps the status line (no flicker between the two)
+            self.status(text, "yellow")
 
     @work(thread=True, exclusive=True, group="diff")
     def run_diff(self, generation: int, session: Session) -> None:
