@@ -1185,7 +1185,7 @@ def test_d_and_p_say_how_long_they_have_run_where_they_show(monkeypatch):
     held: list[Future] = []  # the diff and P's compile: they last until the test ends them
 
     def call(self, session, method, *args, epoch=None):
-        if method != "diff" and not (method == "report" and session.passes):
+        if method != "diff" and not (method == "report" and (session.passes or session.buffers)):
             return real(self, session, method, *args, epoch=epoch)
         held.append(Future())
         return held[-1].result(timeout=120)
@@ -1227,6 +1227,12 @@ def test_d_and_p_say_how_long_they_have_run_where_they_show(monkeypatch):
             await pilot.press("escape")
             await pilot.pause()
             assert "cancelled" in plain(app, "#passes-title") and "12 s" not in plain(app, "#passes-title")
+            app.session = app.session.with_passes(False)
+            await pilot.press("B")  # the Memory tab's own: the buffer assignment
+            await until_held(pilot, 3)
+            now[0] += 9
+            await pilot.pause(0.7)
+            assert "compiling for cpu with its buffer assignment… 9 s" in plain(app, "#memory-body")
     asyncio.run(run())
 
 

@@ -93,10 +93,11 @@ class Loading(AppBase):
                 "when it is done (Esc cancels)")
 
     def _asked_tabs(self) -> list[str]:
-        """The tabs whose key asked for what this compile adds (P, M, T): they show its progress
+        """The tabs whose key asked for what this compile adds (P, M, T, B): they show its progress
         too, not their idle text ("press T" while T ran)."""
         s = self.session
-        return [name for name, on in (("passes", s.passes), ("mosaic-passes", s.mosaic_passes), ("bundles", s.time)) if on]
+        return [name for name, on in (("passes", s.passes), ("mosaic-passes", s.mosaic_passes), ("bundles", s.time),
+                                      ("memory", s.buffers)) if on]
 
     def _progress(self, force: bool = False) -> None:
         """Every half second while loading (and, forced, as each stage begins): the status line
