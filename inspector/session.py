@@ -5,6 +5,7 @@ by the methods that make one: the UI process imports this module before it paint
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 from pathlib import Path
@@ -47,6 +48,7 @@ class Session:
     pass_select: str | None = None  # the pass whose diff the report keeps (--pass)
     # fixes applied in the UI (A): base.fix_model.Change records made at trace time, the file untouched
     changes: tuple = ()
+    backward: bool = False  # the function's backward pass (G): its vjp, so a custom_vjp's backward kernels show
 
     # the options the UI's options screen (o) sets, as the command line's --args, --ref, --mesh, --shard,
     # --roofline, --time-budget, --time-memory, --pass and --no-cache do
@@ -75,11 +77,14 @@ class Session:
             from .compilation.stages import forget_captures
             forget_captures()
         target = load_target(self.spec, args=self.args, ref=self.ref, sets=self.sets, mesh=self.mesh, shard=self.shard)
-        if not self.changes:
-            return target
-        from .jax_internals.variants import changed_function
+        if self.changes:
+            from .jax_internals.variants import changed_function
 
-        return dataclasses.replace(target, fn=changed_function(target.fn, tuple(target.params), list(self.changes)))
+            target = dataclasses.replace(target, fn=changed_function(target.fn, tuple(target.params), list(self.changes)))
+        if self.backward:  # the reference's backward too: d compares the gradients
+            target = dataclasses.replace(target, name=f"{target.name} (backward)", fn=backward_of(target.fn),
+                                         reference=backward_of(target.reference) if target.reference else None)
+        return target
 
     def fix(self):
         """`inspector fix` on this chip: each change compiled, timed and checked (FixResult); a
@@ -130,6 +135,9 @@ class Session:
 
         chip = get_chip(self.chip)  # a TPU target is the chip interpret mode simulates
         return run_diff(self.target(), runs=1, chip=chip if chip.is_tpu else None)
+
+    def with_backward(self, backward: bool = True) -> "Session":
+        return dataclasses.replace(self, backward=backward)
 
     def with_passes(self, passes: bool = True) -> "Session":
         return dataclasses.replace(self, passes=passes)
@@ -200,3 +208,18 @@ class Session:
         if report.fusions is not None and dot_available():
             written.append(str(report.export_svg(f"{stem}.svg")))
         return written
+
+
+@functools.cache  # one function per function: the trace this worker keeps is found again (its key is the function)
+def backward_of(fn):
+    """The backward pass of ``fn``: the gradients of its positional inputs for a cotangent of ones
+    (jax.vjp); what a ``jax.custom_vjp`` kernel runs for training, its backward kernels included."""
+    def backward(*args, **kwargs):
+        import jax
+        import jax.numpy as jnp
+
+        out, pull = jax.vjp(lambda *inputs: fn(*inputs, **kwargs), *args)
+        return pull(jax.tree.map(jnp.ones_like, out))
+
+    backward.__name__ = backward.__qualname__ = f"{getattr(fn, '__name__', 'function')}_backward"
+    return backward

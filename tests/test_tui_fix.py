@@ -57,3 +57,15 @@ def test_f_shows_the_fix_under_the_vmem_finding_and_a_applies_it(monkeypatch):
             assert app.report.stages.compile_error is None
             assert "compile-vmem-oom" not in [f.code for f in app.report.findings]
     asyncio.run(run())
+
+
+def test_a_refused_compiles_error_is_cut_between_words():
+    """fix's "compiles" column cut the compiler's headline mid-word ("in flash_atte")."""
+    from inspector.base.fix_model import Trial
+    from inspector.views.fix import _compiles
+
+    error = ("Ran out of memory in memory space vmem while allocating on stack for "
+             "in flash_attention_fwd: 48.00M of 16.00M")
+    said = _compiles(Trial(chip="tpu-v5e", compiles=False, compile_error=error)).plain
+    assert said == "no: Ran out of memory in memory space vmem while allocating on stack for in…"
+    assert _compiles(Trial(chip="tpu-v5e", compiles=False, compile_error="short")).plain == "no: short"

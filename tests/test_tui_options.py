@@ -306,3 +306,29 @@ def test_the_tune_form_with_its_options_fits_80x24():
                 assert field.region.height == 1 and field.region.width >= 20, field.id
                 assert screen.query_one("#tune-form").region.contains_region(field.region), field.id
     asyncio.run(run())
+
+
+def test_the_options_screen_says_each_line_whole_at_80_columns():
+    """Its header ran past the modal's edge and was cut; the cache field read "--no-cache (the
+    compile cache on; off: --no-cache)", a double negative."""
+    from pathlib import Path
+
+    import inspector.views.tui.app as tui_app
+
+    class Host(App):
+        CSS_PATH = Path(tui_app.__file__).parent / "app.tcss"  # the modal's width is the app's
+
+        def on_mount(self) -> None:
+            self.push_screen(OptionsScreen({"use_cache": True}))
+
+    async def run():
+        app = Host()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            inside = app.screen.query_one("#pick").content_region
+            labels = [label for label in app.screen.query("Label")]
+            said = [str(label.content) for label in labels]
+            assert any("Enter applies" in s for s in said) and any(s.startswith("the compile cache  (on") for s in said)
+            assert not any("--no-cache  (the" in s for s in said)
+            assert all(label.region.right <= inside.right for label in labels), said
+    asyncio.run(run())

@@ -29,10 +29,18 @@ def _time(t: Trial) -> str:
     return text
 
 
+def _cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, cut between words ("in flash_atte" named no kernel)."""
+    if len(text) <= width:
+        return text
+    head = text[: width - 1]
+    return (head.rsplit(" ", 1)[0] if " " in head else head) + "…"
+
+
 def _compiles(t: Trial) -> Text:
     if t.compiles is None:
         return Text("-")
-    return Text("yes", style="green") if t.compiles else Text("no: " + (t.compile_error or "refused")[:80], style="red")
+    return Text("yes", style="green") if t.compiles else Text("no: " + _cut(t.compile_error or "refused", 80), style="red")
 
 
 def _before(result: FixResult) -> Table:

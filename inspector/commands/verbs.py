@@ -267,7 +267,7 @@ def tui(opts) -> int:
     session = Session(opts.target, opts.chip, args=opts.args, ref=opts.ref, sets=list(opts.set),
                       use_cache=cache_enabled() and not opts.no_cache, mesh=opts.mesh, shard=opts.shard,
                       chip_reason=getattr(opts, "chip_reason", None))
-    InspectorApp(session, watch=opts.watch, baseline=baseline).run()
+    InspectorApp(session, baseline=baseline).run()  # it reloads a saved file, --watch or not
     return EXIT_OK
 
 

@@ -13,6 +13,7 @@ import gc
 import sys
 import time
 import traceback
+from pathlib import Path
 
 from rich.text import Text
 from textual import events
@@ -64,6 +65,7 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         Binding("D", "measure", "measure on the TPU", show=False),
         Binding("F", "fixes", "try the fixes", show=False),
         Binding("A", "apply_fix", "apply the finding's fix", show=False),
+        Binding("G", "backward", "backward pass", show=False),
         Binding("slash", "search", "search"),
         Binding("n", "find(True)", "next"),
         Binding("N", "find(False)", "previous", show=False),
@@ -85,8 +87,10 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
     # always_update: a new load's report is news even where it equals the last one (and no deep compare)
     report = var(None, always_update=True, init=False)
 
-    def __init__(self, session: Session, watch: bool = False, baseline=None):
+    def __init__(self, session: Session, watch: bool = True, baseline=None):
         """``session.chip``: the chip named, or the one rule's default (default_target.py), as in a pipe;
+        ``watch``: a save of the target's file reloads it, as r does (the command line's --watch was
+        the only way: a kernel author saves and looks again);
         ``baseline``: a saved baseline (inspector.baseline.record.Baseline) the overview compares with."""
         super().__init__()
         self.baseline = baseline
@@ -112,8 +116,11 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         self._took: list[tuple[str, float]] = []  # (stage, seconds) of the current load, as they end
         self._why = ""  # why this load (a saved file): said with its progress
         self._status_is_progress = False  # the status line shows the progress (no message of another's since)
+        self._status_tab: str | None = None  # the tab whose message the status line shows
+        self._resting: tuple[str, str] = ("", "")  # (text, style) it shows on a tab switch: the last load's summary
         self._drawn = ("", "")  # the progress texts last drawn: (status line, overview)
         self._fix_began: float | None = None  # while F runs: when it began
+        self._diff_began: float | None = None  # while d runs: when it began
         self._undo: tuple | None = None  # (session, report) the load in flight restores if it fails
         self.tabs_ready = False  # the tabs after the overview are mounted (just after the first frame)
         self._early_keys: list[events.Key] = []  # typed before that: handled once they are
@@ -172,11 +179,13 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         yield KeyFooter(context_actions=frozenset(CONTEXT_ACTIONS))
 
     def on_mount(self) -> None:
-        self.sub_title = f"{self.session.spec} on {self.session.chip}"
+        self.sub_title = self._title(self.session.chip)
         self.query_one("#search", Input).display = False
         self.set_interval(0.5, self._progress)  # the stage in progress and its seconds, live
         self.set_interval(0.5, self._fix_progress)  # F: which fix runs, and the time so far
+        self.set_interval(0.5, self._diff_progress)  # d: the time so far
         if self.watch_file:
+            self._check_file()  # the file's time now: a save in the first second is one too
             self.set_interval(1.0, self._check_file)
         self.call_after_refresh(self._mount_tabs)
 
@@ -205,8 +214,11 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         self.call_after_refresh(gc.freeze)
 
     def get_system_commands(self, screen):
-        """The palette (ctrl+p) offers the app's own commands beside Textual's (themes among them)."""
-        yield from super().get_system_commands(screen)
+        """The palette (ctrl+p) offers the app's own commands beside Textual's (themes among them).
+        Textual's "Keys" (ours lists every key: one entry) and "Screenshot" (it saved into
+        ~/Downloads, and failed where there is none) are replaced by ours."""
+        yield from (c for c in super().get_system_commands(screen) if c.title not in ("Keys", "Screenshot"))
+        yield SystemCommand("Screenshot", "save an SVG of the screen in the current folder", self.save_svg)
         yield SystemCommand("Target chip", "compile for another chip (t)", self.action_target)
         yield SystemCommand("Parameters", "edit the static parameters, --set (x)", self.action_params)
         yield SystemCommand("Tune", "sweep the parameters, ranked by libtpu's estimated time; Enter applies a row (u)",
@@ -220,11 +232,29 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         yield SystemCommand("Estimate time", "libtpu's static simulation per kernel: the Bundles tab (T)", self.action_time)
         yield SystemCommand("Mosaic pass dumps", "compile with Mosaic's pass dumps: the Mosaic passes tab (M)",
                             self.action_mosaic_dumps)
+        yield SystemCommand("Backward pass", "the function's backward (jax.vjp): flash's backward kernels; again: forward (G)",
+                            self.action_backward)
         yield SystemCommand("Reload", "reload the file and re-analyse (r)", self.action_reload)
         yield SystemCommand("Keys", "every key (?)", self.action_help)
 
-    def status(self, text: str, style: str = "") -> None:
+    def save_svg(self) -> None:
+        """The palette's Screenshot: an SVG of the screen in the current folder (where e writes), named in the status line."""
+        from ...base.atomic import write_atomic
+
+        stem = f"inspector-screen-{time.strftime('%Y-%m-%d-%H%M%S')}"
+        path = next(p for n in range(1, 100) if not (p := Path.cwd() / f"{stem}{f'-{n}' if n > 1 else ''}.svg").exists())
+        try:
+            write_atomic(path, self.export_screenshot())
+        except (OSError, InspectorError) as err:
+            self.status(f"screenshot not saved: {err}", "bold red")
+            return
+        self.status(f"screenshot saved: {path}", "green")
+
+    def status(self, text: str, style: str = "", of_tab: bool = False) -> None:
+        """``of_tab``: the message is about what the current tab shows (a line's source, a match, a
+        comparison): another tab puts the last load's summary back (_focus_tab)."""
         self._status_is_progress = False  # a message of its own: the progress ticker leaves it
+        self._status_tab = self.query_one(TabbedContent).active if of_tab else None
         # one line, always (app.tcss): no layout pass for it (a cursor move updates it)
         self.query_one("#status", Static).update(Text(text, style=style), layout=False)
 
@@ -249,6 +279,9 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         """Keys go to the tab's main widget: the text, the table, the grid."""
         if not self.tabs_ready:
             return  # a tab clicked in the first frame: its widget comes in a moment
+        if not self._status_is_progress and self._status_tab not in (None, tab):
+            # a message about another tab ("stablehlo line 4 ...", "compare: B = ...") would mislead here
+            self.status(*self._resting)
         focus_target(self.tabs[tab]).focus()
 
     def action_help(self) -> None:

@@ -119,6 +119,10 @@ class BundlesTab(Vertical):
             return
         self._message(render_bundles(report, "bundles", RenderOptions(top=0, colour=True, interactive=True)))
 
+    def progress(self, text: str) -> None:
+        """While T's compile runs: what runs and for how long (the loading ticker); it said "press T"."""
+        self.query_one("#bundles-body", Static).update(Text(text, style="yellow"))
+
     def _message(self, message) -> None:
         self.estimate, self.kernel, self._counts = None, 0, None
         self.query_one("#bundles-head", Static).update("")

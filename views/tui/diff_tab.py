@@ -24,8 +24,8 @@ class DiffTab(VerticalScroll):
         """Its own idle text: the diff runs on request (d), not with the compile."""
         self.query_one("#diff-body", Static).update(Text(IDLE))
 
-    def running(self) -> None:
-        self.query_one("#diff-body", Static).update(Text("running the kernel and the reference… (Esc cancels)"))
+    def running(self, text: str = "running the kernel and the reference… (Esc cancels)") -> None:
+        self.query_one("#diff-body", Static).update(Text(text))
 
     def show(self, report) -> None:
         """The report alone has no diff: the tab keeps what it shows until d runs one."""

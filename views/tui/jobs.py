@@ -11,6 +11,7 @@ from ...base.chips import CHIPS, get_chip
 from ...base.errors import UsageError
 from ...session import Session
 from ...compilation.static_params import parse_value
+from .fix_keys import clock_time
 from .loading import message_of
 from .screens import CompareScreen, ParamsScreen, TargetScreen
 
@@ -25,18 +26,43 @@ class Jobs(AppBase):
         if "diff" in self._running_groups():  # a second run would queue behind the first
             self.status("the diff is running (Esc cancels)", "yellow")
             return
-        self.tabs["diff"].running()
+        self._diff_began = self.clock()
+        self._diff_progress()
         self.run_diff(self._generation, self.session)
+
+    def _diff_progress(self) -> None:
+        """Every half second while d runs (a minute, jax's compiles of both sides): the time so far,
+        on the Diff tab and the status line, as the compile's progress says it."""
+        if self._diff_began is None or not self.is_running:
+            return
+        text = f"running the diff, {clock_time(self.clock() - self._diff_began)}: the kernel and the reference (Esc cancels)"
+        self.tabs["diff"].running(text)
+        if self._fix_began is None:  # F's line, when it runs too, keeps the status line (no flicker between the two)
+            self.status(text, "yellow")
 
     @work(thread=True, exclusive=True, group="diff")
     def run_diff(self, generation: int, session: Session) -> None:
-        self._answer(generation, lambda: self.remote.call(session, "diff"), self._show_diff,
-                     lambda m: self.tabs["diff"].show_error(m))
+        self._answer(generation, lambda: self.remote.call(session, "diff"), self._show_diff, self._diff_failed)
+
+    def _diff_took(self) -> str:
+        took, self._diff_began = self._diff_began, None
+        return f" in {clock_time(self.clock() - took)}" if took is not None else ""
+
+    def _diff_failed(self, message: str) -> None:
+        self.status(f"diff failed{self._diff_took()}: {message}", "bold red")
+        self.tabs["diff"].show_error(message)
 
     def _show_diff(self, result) -> None:
         self.tabs["diff"].show_result(result)
         self.diff_verdict = "ok" if result.ok else "WRONG (see the Diff tab)"
         self.tabs["overview"].show_diff(self.diff_verdict)
+        self.status(f"diff{self._diff_took()}: {self.diff_verdict}", "green" if result.ok else "bold red")
+
+    def action_backward(self) -> None:
+        """The function's backward pass (jax.vjp), or its forward again: a jax.custom_vjp kernel's
+        backward kernels (flash's dq and dk/dv) in the Pallas tab, the Fusions tab, the findings."""
+        self.session = self.session.with_backward(not self.session.backward)
+        self.load(why="the backward pass (G: the forward again)" if self.session.backward else "the forward pass")
 
     # ------------------------------------------------------------------ passes
 
@@ -205,7 +231,7 @@ class Jobs(AppBase):
     def _show_compare(self, result) -> None:
         self.tabs["compare"].show_result(result)
         self.status(f"compare: B = {result.b.label}; " + ("ok" if result.ok else "an error finding on one side"),
-                    "green" if result.ok else "bold red")
+                    "green" if result.ok else "bold red", of_tab=True)
 
     def action_target(self) -> None:
         def chosen(chip: str | None) -> None:

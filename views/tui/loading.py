@@ -38,14 +38,14 @@ class Loading(AppBase):
             self.remote.cancel()  # also voids a load between its two calls
         self._generation += 1
         self._loading = True
-        self._fix_began = None  # a run of F is cancelled with the rest
+        self._fix_began = self._diff_began = None  # a run of F or d is cancelled with the rest
         self.report = None
         self.lowered = None
         self._back = None
         self._why = why
         self._took = []
         self._phase = ("lower", self.clock())
-        self.sub_title = f"{self.session.spec} on {self.session.chip}"
+        self.sub_title = self._title(self.session.chip)
         self._reset_views(self._progress_texts()[1])
         self._status_is_progress = True
         self._progress(force=True)
@@ -69,6 +69,9 @@ class Loading(AppBase):
             return
         self._deliver(self._show, generation, report)
 
+    def _title(self, chip: str) -> str:
+        return f"{self.session.spec}{' (backward)' if self.session.backward else ''} on {chip}"
+
     def _extra(self) -> str:
         return (" with pass dumps" if self.session.passes else
                 " with Mosaic's pass dumps" if self.session.mosaic_passes else
@@ -89,6 +92,13 @@ class Loading(AppBase):
                 f"compiling for {chip}{self._extra()}… {spent}: the HLO, fusions, Pallas and the findings come "
                 "when it is done (Esc cancels)")
 
+    def _asked_tabs(self) -> list[str]:
+        """The tabs whose key asked for what this compile adds (P, M, T, B): they show its progress
+        too, not their idle text ("press T" while T ran)."""
+        s = self.session
+        return [name for name, on in (("passes", s.passes), ("mosaic-passes", s.mosaic_passes), ("bundles", s.time),
+                                      ("memory", s.buffers)) if on]
+
     def _progress(self, force: bool = False) -> None:
         """Every half second while loading (and, forced, as each stage begins): the status line
         and the overview say what runs and for how long. A message the status line got since
@@ -98,6 +108,9 @@ class Loading(AppBase):
         status, overview = self._progress_texts()
         if self._status_is_progress and (force or status != self._drawn[0]):
             self.query_one("#status", Static).update(Text(status, style="yellow"), layout=False)
+        if force or status != self._drawn[0]:
+            for name in self._asked_tabs():
+                self.tabs[name].progress(status)
         if force or overview != self._drawn[1]:
             tab = self.tabs["overview"]
             # a tick changes a digit: a layout pass (tens of ms with a large overview) only when
@@ -123,6 +136,8 @@ class Loading(AppBase):
         for view in TAB_VIEWS[1:]:
             if view.waiting.startswith("compiling") and (view.name not in LOWERED_TABS or self.lowered is None):
                 self.tabs[view.name].reset(message)
+        for name in self._asked_tabs():  # their progress line stops
+            self.tabs[name].progress(message)
 
     def _stage_ended(self, stage: str) -> None:
         """Note how long the stage in progress took (the UI's wall time: what the user waited)."""
@@ -172,12 +187,14 @@ class Loading(AppBase):
         self._loading = False
         self._undo = None
         self._stage_ended("compiled")
-        self.sub_title = f"{self.session.spec} on {report.chip.name}"
+        self.sub_title = self._title(report.chip.name)
         self.report = report  # the tabs repaint from it (watch_report)
         errors = sum(f.severity == "error" for f in report.findings)
         took = self._took_text()
-        self.status(f"{report.chip.name}: {count(len(report.findings), 'finding')} ({count(errors, 'error')})"
-                    + (f"; {took}" if took else "") + "; ? for keys", "bold red" if errors else "green")
+        self._resting = (("reloaded: " + self._why + "; " if self._why.endswith(" was saved") else "")
+                         + f"{report.chip.name}: {count(len(report.findings), 'finding')} ({count(errors, 'error')})"
+                         + (f"; {took}" if took else "") + "; ? for keys", "bold red" if errors else "green")
+        self.status(*self._resting)
 
     def _check_file(self) -> None:
         path = self.session.source_file()
@@ -185,7 +202,7 @@ class Loading(AppBase):
             return
         mtime = path.stat().st_mtime
         if self._mtime is not None and mtime != self._mtime:
-            self.load(fresh=True, why=f"{path.name} changed")
+            self.load(fresh=True, why=f"{path.name} was saved")
         self._mtime = mtime
 
     def action_reload(self) -> None:
@@ -209,7 +226,7 @@ class Loading(AppBase):
         self._generation += 1  # whatever comes back now is dropped
         loading, self._loading = self._loading, False
         self._phase = None
-        self._fix_began = None
+        self._fix_began = self._diff_began = None
         self.remote.cancel()
         if loading:
             self._none_coming("not compiled: cancelled (r compiles again)")

@@ -75,6 +75,10 @@ class MosaicPassesTab(Vertical):
             self._message("press M to compile with Mosaic's pass dumps: each pass of each Pallas kernel, what it "
                           "changed, the relayouts; then Enter shows a pass's diff")
 
+    def progress(self, text: str) -> None:
+        """While M's compile runs: what runs and for how long (the loading ticker), in place of the title."""
+        self.query_one("#mosaic-passes-title", Static).update(Text(text, style="yellow"))
+
     def _message(self, message: str) -> None:
         self.result, self.kernel, self.diffs, self.pending = None, 0, {}, False
         self.query_one("#mosaic-passes-title", Static).update(Text(message, style="dim" if "press M" in message else ""))

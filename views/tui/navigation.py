@@ -119,22 +119,22 @@ class Navigation(AppBase):
             where = self._line_source(text)
             message = f"/{self.last_search}: match {found[0]:,} of {found[1]:,} (n next, N previous)" + (
                 f"; {where}" if where else "")
-            self.status(message)
+            self.status(message, of_tab=True)
             if text.selection != before:  # the selection event that follows would say the line's source alone
                 self._pending_status = message
         else:
-            self.status(f"/{self.last_search}: not found in {text.stage}", "yellow")
+            self.status(f"/{self.last_search}: not found in {text.stage}", "yellow", of_tab=True)
         text.focus()
 
     def on_text_area_selection_changed(self, event) -> None:
         text = event.text_area
         if self._pending_status is not None:  # a jump (l, Enter on a finding) said where it went
-            self.status(self._pending_status)
+            self.status(self._pending_status, of_tab=True)
             self._pending_status = None
             return
         where = self._line_source(text)
         if where:
-            self.status(where)
+            self.status(where, of_tab=True)
 
     def _line_source(self, text) -> str:
         """Where the line under the cursor comes from, and how many lines of the other stages (and

@@ -25,7 +25,7 @@ OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("time_budget", "--time-budget", "seconds libtpu's time may take; 60"),
     ("time_memory", "--time-memory", "GiB its compiles may use; 4"),
     ("pass_select", "--pass", "no pass's diff kept"),
-    ("use_cache", "--no-cache", "the compile cache on; off: --no-cache"),
+    ("use_cache", "--no-cache", "on or off; off is --no-cache"),
     ("baseline", "--baseline", "no baseline; a saved baseline's FILE"),
     ("tolerance", "--tolerance", "time=2%, every other figure exact"),
 )
@@ -124,6 +124,7 @@ class OptionsScreen(ModalScreen[dict]):
     """Every option of show and check that has no key of its own, as the command line spells it."""
 
     BINDINGS = [("escape", "dismiss", "cancel")]
+    DEFAULT_CSS = "OptionsScreen Label.wraps { width: 100%; }"  # a long line wraps in the modal, not cut at its edge
 
     def __init__(self, current: dict):
         super().__init__()
@@ -132,11 +133,14 @@ class OptionsScreen(ModalScreen[dict]):
     def compose(self) -> ComposeResult:
         texts = shown(self.current)
         with VerticalScroll(id="pick"):
-            yield Label("options, as the command line spells them (Enter applies; empty: the default; Esc cancels)")
+            # two short lines: one line of it ran past the modal's 76 columns and was cut
+            yield Label("options, as the command line spells them", classes="wraps")
+            yield Label("Enter applies; an empty field: the default; Esc cancels", classes="wraps")
             # under the title: at 80x24 the fields run past the modal's bottom, and a problem must be seen
             yield Static("", id="options-problem")
             for name, option, default in OPTIONS:
-                yield Label(f"{option}  ({default})")
+                # the cache field says what it is, not the flag that turns it off ("--no-cache: on" read as a double negative)
+                yield Label(f"{'the compile cache' if name == 'use_cache' else option}  ({default})", classes="wraps")
                 yield Input(texts[name], id=f"option-{name}")
 
     def on_mount(self) -> None:

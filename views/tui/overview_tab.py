@@ -126,10 +126,12 @@ class OverviewTab(Vertical):
         # the table fits the screen (no sideways scrolling): the whole message is in the pane below
         width = self._width = self._message_width()
         for i, f in enumerate(self.findings):
-            answers = fix_lines(f, self.fixes)  # after F: the finding's top fix leads its line
-            message = first_line(answers[0].plain if answers else f.message, width)
-            table.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.code,
-                          Text(message, style="green") if answers else message, key=str(i))
+            # after F: the finding's own message, its top fix's number beside it (the fix itself is in the pane below)
+            answers = fix_lines(f, self.fixes)
+            fix = "  " + " ".join(answers[0].plain.split()[:2]) if answers else ""  # "  fix #1"
+            message = Text(first_line(f.message, width - len(fix)))
+            message.append(fix, style="green")
+            table.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.code, message, key=str(i))
         errors = sum(f.severity == "error" for f in self.findings)
         title = (Text.assemble((count(len(self.findings), "finding"), "bold"), f" ({count(errors, 'error')})" if errors else "",
                                "; Enter shows the evidence", style="")

@@ -156,7 +156,7 @@ class PallasTab(VerticalScroll, can_focus=True):
         Binding("home", "step_to(0)", "first step", show=False),
         Binding("end", "step_to(-1)", "last step", show=False),
         Binding("g", "goto", "go to step"),
-        Binding("c", "copy_cost", "CostEstimate"),
+        Binding("y", "copy_cost", "copy CostEstimate"),  # y: c is compare, everywhere
         Binding("left_square_bracket", "kernel(-1)", "kernel", show=False),
         Binding("right_square_bracket", "kernel(1)", "kernel"),
     ]
@@ -309,7 +309,7 @@ class PallasTab(VerticalScroll, can_focus=True):
         vmem_title = f"VMEM per chip ({estimate_kind(k)}" + ("; the compiler's own figure beside it)" if compiler else ")")
         pipelines = [t for t in (pipeline_table(k),) if t is not None]
         body.update(Group(blockspec_table(k), *pipelines, Text(vmem_title, style="bold"), budget_bars(k, compiler), Text(""),
-                          Text("suggested CostEstimate (c copies; flops count every pl.when branch):", style="bold"),
+                          Text("suggested CostEstimate (y copies; flops count every pl.when branch):", style="bold"),
                           Text(cost_estimate_text(k)), Text(""), findings_table(k.findings)))
         self._redraw_grid()
 

@@ -44,6 +44,10 @@ class PassesTab(Vertical):
     def reset(self, message: str) -> None:
         self.show_log(None, "compiling with pass dumps…" if cast("AppBase", self.app).session.passes else NO_DUMPS)
 
+    def progress(self, text: str) -> None:
+        """While P's compile runs: what runs and for how long (the loading ticker), in place of the title."""
+        self.query_one("#passes-title", Static).update(Text(text, style="yellow"))
+
     def show(self, report: Report) -> None:
         if report.passes is not None:
             self.show_log(report.passes)

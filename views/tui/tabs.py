@@ -44,6 +44,10 @@ class RenderedTab(VerticalScroll):
     def reset(self, message: str) -> None:
         self.query_one(Static).update(Text(message))
 
+    def progress(self, text: str) -> None:
+        """While the compile its key asked for runs (B: the Memory tab): what runs and for how long."""
+        self.query_one(Static).update(Text(text, style="yellow"))
+
     def show(self, report: Report) -> None:
         rendered = render_view(report, self.view.name, RenderOptions(top=0, colour=True, interactive=True))
         parts = rendered if isinstance(rendered, list) else [rendered]
