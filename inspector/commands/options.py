@@ -139,7 +139,7 @@ def diff_options(p: argparse.ArgumentParser) -> None:
 def tui_options(p: argparse.ArgumentParser) -> None:
     """tui: the target, and --watch."""
     _target_options(p)
-    p.add_argument("--watch", action="store_true", help="re-analyse when the target file is saved")
+    p.add_argument("--watch", action="store_true", help="accepted for old scripts: the UI re-analyses a saved target file without it")
 
 
 def compare_options(p: argparse.ArgumentParser) -> None:

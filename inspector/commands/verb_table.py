@@ -73,7 +73,7 @@ VERBS: tuple[Verb, ...] = (
     ), (options.fix_options,), "verbs:fix", "work:work_fix", listed=5),
     Verb("tui", "the terminal UI (what `inspector TARGET` opens)", (
         "inspector samples/attention.py:flash                  # same as `inspector tui ...`",
-        "inspector samples/attention.py:naive --target tpu-v5e --watch",
+        "inspector samples/attention.py:naive --target tpu-v5e",
     ), (options.tui_options, add_tui_options), "verbs:tui", "work:work_show", listed=None),
     Verb("compare", "two variants side by side: two targets, two --set's or two chips", (
         "inspector compare samples/matmul.py:tiled --set-a bm=128 --set-b bm=256 --target tpu-v5e",
