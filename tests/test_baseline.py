@@ -379,7 +379,7 @@ def test_the_terminal_ui_shows_the_baseline_beside_the_report(gate, monkeypatch)
             return shown(app)
 
     text = asyncio.run(run())
-    assert "against the baseline" in text and "hbm_bytes" in text and "+76.2%" in text and CALL_LINE in text, text
+    assert "changes past the tolerance" in text and "hbm_bytes" in text and "+76.2%" in text and CALL_LINE in text, text
     assert "tpu-v6e" not in text  # this chip only
 
 

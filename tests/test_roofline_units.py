@@ -13,7 +13,8 @@ from conftest import DATA
 from inspector.base.chips import CHIPS, get_chip
 from inspector.hlo.fusions import PallasFigures, VectorWork, _roofline, analyse_fusions
 from inspector.jax_internals.branches import branch_steps
-from inspector.jax_internals.kernel_body import Body, grid_work, vregs
+from inspector.jax_internals.kernel_body import Body
+from inspector.jax_internals.vector_work import grid_work, vregs
 from inspector.jax_internals.tracing import sub_jaxprs
 
 GRID = (4, 4)

@@ -18,34 +18,7 @@ from ..base import json_text
 from ..base.atomic import read_regular, write_atomic
 from ..base.errors import UsageError
 
-SCHEMA = "inspector-baseline/1"
-PROGRAM = "(program)"  # the kernel column of a figure of the whole program on a chip
-
-# figure -> (unit, what it is); the unit says how it prints and whether a tolerance applies
-FIGURES: dict[str, tuple[str, str]] = {
-    "compiled": ("flag", "libtpu compiled the program (false: it refused it)"),
-    "error_kind": ("text", "why the compile failed: the finding's code (compile-vmem-oom, mosaic-...)"),
-    "vmem_estimate": ("bytes", "the inspector's VMEM estimate (the largest Pallas kernel's; per kernel: its own)"),
-    "vmem_fits": ("flag", "the estimate's VMEM verdict (null: undecided)"),
-    "compiler_vmem": ("bytes", "libtpu's own VMEM figure (scoped VMEM used, or needed when it failed)"),
-    "compiler_fits": ("flag", "libtpu's VMEM verdict"),
-    "hbm_device": ("bytes", "HBM per device: arguments, outputs and temporaries (the compile's buffer assignment)"),
-    "hbm_fits": ("flag", "the program fits the chip's HBM"),
-    "hbm_bytes": ("bytes", "HBM traffic, read and written (per kernel; the program's sum)"),
-    "flops": ("count", "floating-point operations"),
-    "time": ("time", "libtpu's estimated time (--time): an estimate, a floor or a range"),
-    "bundles": ("count", "VLIW bundles (per grid step of a Pallas kernel; --time)"),
-    "spills": ("count", "spill stores and fills (per grid step; --time)"),
-    "findings": ("codes", "the findings' codes"),
-}
-NUMERIC = tuple(name for name, (unit, _) in FIGURES.items() if unit in ("bytes", "count", "time"))
-
-_NUMBERED = re.compile(r"\.\d+$")
-
-
-def stem(name: str) -> str:
-    """An HLO op's name without XLA's numbering: fusion.12 -> fusion, matmul.1 -> matmul."""
-    return _NUMBERED.sub("", name)
+from .figures import FIGURES, NUMERIC, PROGRAM, SCHEMA, stem, target_label  # noqa: F401  (the record's names)
 
 
 def versions() -> dict[str, str | None]:
@@ -58,11 +31,6 @@ def versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             found[dist] = None
     return found
-
-
-def target_label(spec: str, sets: list[str]) -> str:
-    """The key of a target: its spec and its --set values (sorted: their order changes nothing)."""
-    return " ".join([spec, *(f"--set {s}" for s in sorted(sets))])
 
 
 def kernel_keys(kernels: list[tuple[str, str, str | None]]) -> list[str]:

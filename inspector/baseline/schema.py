@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .record import FIGURES, SCHEMA, stem, target_label
+from .figures import FIGURES, SCHEMA, stem, target_label
 
 TIME_KINDS = ("estimate", "floor", "range")
 TOP = ("schema", "versions", "chips", "time", "time_budget_s", "targets")

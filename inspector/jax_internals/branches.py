@@ -120,6 +120,15 @@ def branch_steps(jaxpr, grid: tuple, prefetch: list | None = None) -> dict[int, 
     return found
 
 
+def cond_choices(jaxpr, index: int, grid: tuple[int, ...]) -> np.ndarray | None:
+    """The branch the cond at ``jaxpr.eqns[index]`` takes at each step of ``grid`` (row-major, every
+    step: the caller keeps to MAX_STEPS), where the program ids decide it; None where they do not."""
+    steps = math.prod(grid)
+    ids = [np.asarray(a, dtype=np.int64) for a in np.unravel_index(np.arange(steps), grid)] if grid else []
+    chosen = _value(jaxpr.eqns[index].invars[0], _evaluate(jaxpr.eqns[:index], ids, grid))
+    return None if chosen is None else np.broadcast_to(np.asarray(chosen), (steps,))
+
+
 def forced(jaxpr, eqn: int, branch: int):
     """The kernel body with its ``eqn``-th equation (a cond) taking ``branch`` at every step."""
     from jax._src import core as jax_core

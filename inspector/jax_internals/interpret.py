@@ -188,7 +188,7 @@ def _sequential_dynamic_dims(compiler_params, grid_mapping):
     """The 0.10.2 interpreter shuffles a "parallel" grid dimension and so needs its size while
     tracing: one sized at run time (a KV-cache insert's count of valid rows) is run in order
     instead ("arbitrary"), which a kernel correct under "parallel" computes the same."""
-    from .pallas import is_dynamic_dim
+    from .index_maps import is_dynamic_dim
 
     semantics = getattr(compiler_params, "dimension_semantics", None)
     grid = getattr(grid_mapping, "grid", ())

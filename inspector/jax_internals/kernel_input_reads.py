@@ -16,9 +16,11 @@ import math
 import numpy as np
 
 from ..base.user_code import short_path
-from .branches import MAX_STEPS, _evaluate, _value
-from .output_reads import Box, Reads
+from .branches import MAX_STEPS, cond_choices
+from .index_maps import dim_kind, index_map_callable, is_dynamic_dim
 from .tracing import eqn_frame
+
+Box = tuple[tuple[int, int], ...]  # per dimension, [start, stop) of the elements read (output_reads.Box)
 
 _WRITE, _READ = "write", "read"
 
@@ -64,7 +66,6 @@ def written_first(kernel, ref, grid: tuple[int, ...]) -> tuple[np.ndarray, objec
     steps = math.prod(grid)
     if steps > MAX_STEPS:
         return None
-    ids = [np.asarray(a, np.int64) for a in np.unravel_index(np.arange(steps), grid)] if grid else []
     open_ = np.ones(steps, bool)  # steps whose first touch is still to come
     written = np.zeros(steps, bool)
     store = None
@@ -77,10 +78,9 @@ def written_first(kernel, ref, grid: tuple[int, ...]) -> tuple[np.ndarray, objec
             break
         if eqn.primitive.name != "cond":
             break  # a read (or a partial write) where the steps still open come
-        chosen = _value(eqn.invars[0], _evaluate(kernel.eqns[:index], ids, grid))
+        chosen = cond_choices(kernel, index, grid)
         if chosen is None:
             break
-        chosen = np.broadcast_to(np.asarray(chosen), (steps,))
         for b, branch in enumerate(eqn.params["branches"]):
             inner = [branch.jaxpr.invars[k] for k, v in enumerate(eqn.invars[1:]) if v is ref]
             touch = _first_touch(branch.jaxpr, inner[0]) if inner else None
@@ -107,12 +107,11 @@ def _boxes(blocks: np.ndarray, kinds: list[str], sizes: list[int | None], shape:
     return found
 
 
-def input_reads(eqn) -> list[Reads]:
-    """What the pallas_call ``eqn`` reads of each of its operands (eqn.invars' order): every
-    operand whole but a pipelined input some of whose loads the body overwrites before reading."""
-    from .pallas import _dim_kind, _index_map_callable, is_dynamic_dim
-
-    reads = [Reads(everything=True) for _ in eqn.invars]
+def input_reads(eqn) -> list[tuple[list[Box], list[str]] | None]:
+    """What the pallas_call ``eqn`` reads of each of its operands (eqn.invars' order): None for the
+    whole operand; for a pipelined input some of whose loads the body overwrites before reading,
+    (the boxes it reads, where the body writes the rest: "k writes it at f.py:257 before reading it")."""
+    reads: list[tuple[list[Box], list[str]] | None] = [None] * len(eqn.invars)
     p = eqn.params
     gm = p.get("grid_mapping")
     if gm is None or any(is_dynamic_dim(d) for d in gm.grid) or int(gm.num_index_operands):
@@ -121,7 +120,7 @@ def input_reads(eqn) -> list[Reads]:
     kernel = p["jaxpr"]
     first = len(eqn.invars) - gm.num_inputs
     for j, bm in enumerate(gm.block_mappings[:gm.num_inputs]):
-        kinds, sizes = zip(*(_dim_kind(d) for d in bm.block_shape)) if bm.block_shape else ((), ())
+        kinds, sizes = zip(*(dim_kind(d) for d in bm.block_shape)) if bm.block_shape else ((), ())
         if not set(kinds) <= {"blocked", "squeezed"} or len(kinds) != len(bm.array_aval.shape):
             continue
         found = written_first(kernel, kernel.invars[j], grid)
@@ -134,12 +133,11 @@ def input_reads(eqn) -> list[Reads]:
         if len(read_steps):
             ids = np.unravel_index(read_steps, grid) if grid else ()
             blocks = np.stack([np.asarray(b).reshape(-1) for b in
-                               _index_map_callable(bm.index_map_jaxpr, None, len(grid))(*[np.asarray(i, np.int32) for i in ids])],
+                               index_map_callable(bm.index_map_jaxpr, None, len(grid))(*[np.asarray(i, np.int32) for i in ids])],
                               axis=1)
             boxes = _boxes(blocks, list(kinds), list(sizes), shape)
         frame = eqn_frame(store) if store is not None else None
         name = str(p.get("name") or getattr(getattr(kernel, "debug_info", None), "func_name", "pallas_call"))
         where = f" at {short_path(frame[0])}:{frame[1]}" if frame else ""
-        reads[first + j] = Reads(boxes=[], overwritten=[f"{name} writes it{where} before reading it"])
-        reads[first + j].add(Reads(boxes=boxes))
+        reads[first + j] = (boxes, [f"{name} writes it{where} before reading it"])
     return reads

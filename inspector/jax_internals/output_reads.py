@@ -12,6 +12,7 @@ import dataclasses
 
 from ..base.user_code import short_path
 from .evaluate import KERNEL_PRIMITIVES, called_jaxpr
+from .kernel_input_reads import input_reads
 from .tracing import eqn_frame, sub_jaxprs
 
 Box = tuple[tuple[int, int], ...]  # per dimension, [start, stop) of the elements read
@@ -211,13 +212,20 @@ def _union(reads: list[Reads]) -> Reads:
     return out
 
 
+def _kernel_reads(found) -> Reads:
+    """A kernel's reads of one operand (kernel_input_reads.input_reads): whole, or these boxes."""
+    if found is None:
+        return Reads(everything=True)
+    reads = Reads(overwritten=list(found[1]))
+    reads.add(Reads(boxes=list(found[0])))  # past MAX_BOXES, their hull
+    return reads
+
+
 def output_reads(closed_jaxpr) -> dict[int, list[Reads]]:
     """{id(kernel eqn): [what the program reads of output i]}: returned results are read whole, a
     kernel's inputs as kernel_input_reads.py follows them;
     inside loops and branches everything a body is given counts as read (conservative); a jaxpr
     shared by call sites reads what any site reads."""
-    from .kernel_input_reads import input_reads  # it builds on Reads
-
     result: dict[int, list[Reads]] = {}
 
     def visit(jaxpr, outs_read: list[Reads]) -> list[Reads]:
@@ -236,7 +244,7 @@ def output_reads(closed_jaxpr) -> dict[int, list[Reads]]:
                 for b, r in zip(before, outs):
                     b.add(r)
                 result[id(eqn)] = before
-                ins = input_reads(eqn)
+                ins = [_kernel_reads(found) for found in input_reads(eqn)]
             elif (called := called_jaxpr(eqn)) is not None:
                 ins = visit(called[0], outs)
                 ins += [Reads(everything=True)] * (len(eqn.invars) - len(ins))

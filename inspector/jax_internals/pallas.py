@@ -8,9 +8,7 @@ Reads jax's GridMapping/BlockMapping and the Pallas TPU primitives (jax/_src/pal
 from __future__ import annotations
 
 import hashlib
-import inspect
 import math
-from typing import Callable
 
 import numpy as np
 
@@ -20,30 +18,19 @@ from ..base.user_code import short_path
 from .evaluate import operand_values, pallas_occurrences
 from .body_dots import body_dots
 from .branches import branch_steps
-from .kernel_body import Body, bytes_of, cost_estimate, grid_work, short_src, memory_space
+from .kernel_body import Body, bytes_of, cost_estimate, short_src, memory_space
+from .vector_work import grid_work
 from .kernel_scalars import prefetch_scalars
 from .liveness import live_outputs
 from .mesh_kernels import body_pipelines, is_mesh_kernel, read_mesh_kernel
 from .operand_origins import kernels_in_control_flow, operands_made_by_ops, outputs_read_by_ops
 from .output_reads import output_reads
 from .row_flow import straight_flows
+from .index_maps import dim_kind, index_map_callable, is_dynamic_dim
 from .tracing import eqn_frame
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "//", "rem": "%", "and": "&", "or": "|",
            "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-
-
-def _dim_kind(dim) -> tuple[str, int | None]:
-    name = type(dim).__name__
-    if name == "Squeezed":
-        return "squeezed", None
-    if name == "Blocked":
-        return "blocked", dim.block_size
-    if name == "Element":
-        return "element", dim.block_size
-    if name == "BoundedSlice":
-        return "bounded", dim.block_size
-    return name.lower(), getattr(dim, "block_size", None)
 
 
 def _literal(v) -> str | None:
@@ -109,67 +96,6 @@ def expr_text(jaxpr, names: list[str]) -> list[str]:
     return [read(v)[0] for v in jaxpr.outvars]
 
 
-def _discharged(closed) -> tuple:
-    """(jaxpr, consts) of ``closed`` with its refs turned into plain values. jax 0.10.1 takes and
-    returns a ClosedJaxpr; 0.10.0 a jaxpr and its consts."""
-    from jax._src.state import discharge
-
-    if "closed_jaxpr" in inspect.signature(discharge.discharge_state).parameters:
-        pure = discharge.discharge_state(closed)
-        return pure.jaxpr, pure.consts
-    return discharge.discharge_state(closed.jaxpr, closed.consts)  # type: ignore[call-arg, return-value]  # older jax
-
-
-_IDENTITY_HINTS = ("multiple_of",)
-
-
-def _eval_without_hints(jaxpr, consts, *args) -> list:
-    """core.eval_jaxpr, except that identity hints pass their operand through (the grid walk
-    vmaps index maps, and a hint without a batching rule would stop it)."""
-    from jax._src import core
-
-    env: dict = {}
-
-    def read(v):
-        return v.val if isinstance(v, core.Literal) else env[v]
-
-    env.update(zip(jaxpr.constvars, consts))
-    env.update(zip(jaxpr.invars, args))
-    for eqn in jaxpr.eqns:
-        ins = [read(v) for v in eqn.invars]
-        if eqn.primitive.name in _IDENTITY_HINTS:
-            outs = ins[:1]
-        else:
-            bound = eqn.primitive.get_bind_params(eqn.params)  # jax 0.10: the params; older: (subfuns, params)
-            subfuns, params = bound if isinstance(bound, tuple) else ((), bound)
-            outs = eqn.primitive.bind(*subfuns, *ins, **params)
-            outs = outs if eqn.primitive.multiple_results else [outs]
-        env.update(zip(eqn.outvars, outs))
-    return [read(v) for v in jaxpr.outvars]
-
-
-def _index_map_callable(closed, prefetch: list | None, n_grid: int) -> Callable:
-    """f(*grid index arrays) -> block index arrays. Index maps that read scalar-prefetch refs get
-    them discharged into plain values and bound to the prefetch data (when it is known)."""
-    import jax
-
-    if prefetch is None:
-        def one(*idx):
-            return tuple(_eval_without_hints(closed.jaxpr, closed.consts, *idx))
-    else:
-        pure_jaxpr, pure_consts = _discharged(closed)
-        values = [jax.numpy.asarray(v) for v in prefetch]
-
-        def one(*idx):
-            outs = _eval_without_hints(pure_jaxpr, pure_consts, *idx, *values)
-            return tuple(outs[:len(closed.jaxpr.outvars)])  # the rest are the (unchanged) refs
-
-    if n_grid == 0:  # no grid: one step, nothing to vectorise over
-        fn = jax.jit(one)
-        return lambda *idx: fn()
-    return jax.jit(jax.vmap(one))
-
-
 def _semantics(compiler_params, ndim: int) -> list[str]:
     sem = getattr(compiler_params, "dimension_semantics", None)
     if not sem:
@@ -223,15 +149,10 @@ def _signature(grid, gm, prefetch) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def is_dynamic_dim(d) -> bool:
-    """A grid dimension whose size is a traced value (jax's placeholder, not an int)."""
-    return not isinstance(d, (int, np.integer))
-
-
 def _operand(bm, pos: int, n_in: int, n_idx: int, arg_names: list, index_names: list, grid_names: list) -> BlockSpecInfo:
     """One BlockSpec (a block mapping of jax's grid mapping) as data."""
     role = "input" if pos < n_in else "output"
-    kinds, block = zip(*(_dim_kind(d) for d in bm.block_shape)) if bm.block_shape else ((), ())
+    kinds, block = zip(*(dim_kind(d) for d in bm.block_shape)) if bm.block_shape else ((), ())
     text = expr_text(bm.index_map_jaxpr.jaxpr, index_names)
     ref = n_idx + pos
     label = arg_names[ref] if ref < len(arg_names) and arg_names[ref] else str(bm.origin)
@@ -299,6 +220,13 @@ def _mark_straight_flows(kernel, operands: list[BlockSpecInfo], n_idx: int, n_in
         op.straight_to = found
 
 
+def _mark_reads(operand: BlockSpecInfo, found) -> None:
+    """What the program reads of an output after the kernel (output_reads.Reads), unless all of it."""
+    if not found.everything:
+        operand.read_boxes = [[list(d) for d in box] for box in found.boxes]
+        operand.read_unfollowed, operand.read_overwritten = list(found.unfollowed), list(found.overwritten)
+
+
 def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_interpret: bool = False,
               made: list[bool] | None = None, read_after: list[bool] | None = None, followed: bool = False,
               reads: list | None = None) -> FoundCall:
@@ -331,12 +259,10 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         operand.unused = operand.role == "output" and live is not None and not live[pos - n_in]
         operand.made_by_op = operand.role == "input" and bool(made) and made[n_dyn + n_idx + pos]  # type: ignore[index]
         operand.read_by_op = operand.role == "output" and bool(read_after) and read_after[pos - n_in]  # type: ignore[index]
-        if operand.role == "output" and reads is not None and not reads[pos - n_in].everything:
-            operand.read_boxes = [[list(d) for d in box] for box in reads[pos - n_in].boxes]
-            operand.read_unfollowed = list(reads[pos - n_in].unfollowed)
-            operand.read_overwritten = list(reads[pos - n_in].overwritten)
+        if operand.role == "output" and reads is not None:
+            _mark_reads(operand, reads[pos - n_in])
         operands.append(operand)
-        maps.append(_index_map_callable(bm.index_map_jaxpr, prefetch, len(grid)))
+        maps.append(index_map_callable(bm.index_map_jaxpr, prefetch, len(grid)))
     _mark_straight_flows(kernel, operands, n_idx, n_in)
     # input_output_aliases count the scalar-prefetch operands, then the pipelined inputs
     for i, o in p.get("input_output_aliases", ()) or ():
