@@ -8,6 +8,8 @@ from typing import Callable
 
 import numpy as np
 
+Box = tuple[tuple[int, int], ...]  # per dimension, [start, stop) of the elements of an array a block or a read covers
+
 
 def dim_kind(dim) -> tuple[str, int | None]:
     name = type(dim).__name__

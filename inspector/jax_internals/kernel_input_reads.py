@@ -17,10 +17,8 @@ import numpy as np
 
 from ..base.user_code import short_path
 from .branches import MAX_STEPS, cond_choices
-from .index_maps import dim_kind, index_map_callable, is_dynamic_dim
+from .index_maps import Box, dim_kind, index_map_callable, is_dynamic_dim
 from .tracing import eqn_frame
-
-Box = tuple[tuple[int, int], ...]  # per dimension, [start, stop) of the elements read (output_reads.Box)
 
 _WRITE, _READ = "write", "read"
 

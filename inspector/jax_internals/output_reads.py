@@ -12,10 +12,10 @@ import dataclasses
 
 from ..base.user_code import short_path
 from .evaluate import KERNEL_PRIMITIVES, called_jaxpr
+from .index_maps import Box
 from .kernel_input_reads import input_reads
 from .tracing import eqn_frame, sub_jaxprs
 
-Box = tuple[tuple[int, int], ...]  # per dimension, [start, stop) of the elements read
 MAX_BOXES = 64  # past this the boxes become their hull (more read, never less)
 
 # ops whose result element i is computed from element i of each operand of the same shape
