@@ -26,6 +26,19 @@ def test_an_unknown_option_names_the_closest_the_verb_takes(cli, argv, said):
     assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("argv, said", [
+    # a new user's next try after the README: show's options on the UI's line (`--time` once got "did you mean --mesh?")
+    (["samples/matmul.py:tiled", "--view", "hlo"], "unrecognized arguments: --view hlo (--view is an option of show, not of the UI: "
+                                                  "inspector show TARGET --view ...)"),
+    (["samples/matmul.py:tiled", "--time"], "(--time is an option of show, export, compare, not of the UI: inspector show TARGET --time ...)"),
+    (["samples/matmul.py:tiled", "--viwe", "hlo"], "(did you mean show's --view?)"),
+    (["check", "samples/matmul.py:tiled", "--grid", "bm=128"], "(--grid is an option of tune, not of check: inspector tune TARGET --grid ...)"),
+])
+def test_an_option_of_another_verb_names_that_verb(cli, argv, said):
+    code, out, err = cli(*argv)
+    assert code == 2 and said in err and "did you mean --mesh" not in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_a_target_is_still_a_target(cli):
     """A word with a path or a colon is a target, as before: its own message, not a verb's."""
     code, _, err = cli("samples/nosuchfile.py")
