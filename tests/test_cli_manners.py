@@ -51,3 +51,11 @@ def test_version_names_ours_and_the_compilers(cli, flag):
     assert code == 0 and err == ""
     assert out.strip() == (f"inspector {metadata.version('jax-inspector')} (jax {metadata.version('jax')}, "
                            f"jaxlib {metadata.version('jaxlib')}, libtpu {metadata.version('libtpu')})")
+
+
+def test_a_relative_path_not_found_names_the_folder_it_was_looked_for_in(cli, tmp_path, monkeypatch):
+    """From the folder above the clone, README's `samples/matmul.py:tiled` is no file there: the message
+    says which folder a relative path was read from."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("show", "samples/matmul.py:tiled")
+    assert code == 2 and f"samples/matmul.py: no such file in {tmp_path} (" in err and len(err.strip().splitlines()) == 1, err
