@@ -188,7 +188,8 @@ def inspect_request(fn_or_spec: Callable | str, *args: Any, target: str | None =
         spec = make_target(fn_or_spec, args, kwargs, params=params, reference=reference, mesh=mesh, shardings=shardings)
     needs = Needs(compile=True, jaxpr_text=True, fusions=True, pallas=True, collectives=True, buffers=buffers,
                   passes=bool(passes or pass_select), time=bool(time))
-    return Request(spec, resolve_chip(target or default_target("show")[0]).name, needs=needs, roofline=get_chip(roofline).name if roofline else None,
+    chip, chosen = (target, None) if target else default_target("show")  # why, as `show --json` says it
+    return Request(spec, resolve_chip(chip).name, chip_reason=chosen, needs=needs, roofline=get_chip(roofline).name if roofline else None,
                    pass_select=pass_select, time_budget=time_budget,
                    time_memory=None if time_memory is None else int(time_memory * 2**30), measure=bool(measure),
                    fixes=bool(fixes), cache=_use_cache(cache), memo=False)
@@ -207,7 +208,8 @@ def inspect(fn_or_spec: Callable | str, *args: Any, target: str | None = None, p
     ``args``/``kwargs``: example inputs (arrays, ShapeDtypeStructs, pytrees, shape-spec strings);
     ``params``: static keyword values baked into the trace; ``target``: ``cpu``, ``gpu``,
     ``local`` (jax's default backend) or a TPU such as ``tpu-v5e`` (libtpu, no TPU needed); by
-    default the TPU attached to this machine (compiled without opening it), else ``cpu``;
+    default the TPU attached to this machine (compiled without opening it), else $INSPECTOR_TARGET
+    or ``[tool.inspector] target`` in pyproject.toml, else tpu-v5e (``.chip_reason`` says which);
     ``roofline``: the chip whose figures the roofline uses (default: the target); ``cache``: use
     the on-disk compile cache. A compile failure is a finding, not an exception.
 

@@ -857,3 +857,17 @@ def test_a_collective_libtpu_gives_0_cycles_is_not_timed_by_libtpu(monkeypatch):
     by_name = {t.name: t for t in estimate.kernels}
     assert by_name["fusion.3"].estimate_source == "libtpu" and by_name["fusion.3"].estimated_cycles == 300
     assert by_name["all-reduce"].estimate_source != "libtpu" and by_name["all-reduce"].estimated_seconds is None
+
+
+@pytest.mark.parametrize("paired, said", [
+    (0, "no kernel is on both sides: each side's own are listed below"),
+    (1, "the one kernel on both sides moves the same HBM bytes"),
+    (3, "the 3 kernels on both sides move the same HBM bytes"),
+])
+def test_compare_says_when_no_kernel_pairs_up(paired, said):
+    """compare.md's naive against flash printed "the 0 kernels on both sides move the same HBM bytes"."""
+    from types import SimpleNamespace
+
+    from inspector.views.compare import changed_table
+
+    assert changed_table(SimpleNamespace(changed=[], paired=paired), 10).plain == said

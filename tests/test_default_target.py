@@ -139,3 +139,16 @@ def test_the_overview_json_and_doctor_name_the_rule(cli):
     assert "chosen" not in json.loads(out)["chip"]
     assert RULE in _default_target().detail and "pipe" in _default_target().detail
     assert RULE in (ROOT / "docs" / "cli.md").read_text()
+
+
+def test_the_api_names_the_rule_as_show_json_does(monkeypatch):
+    """README: `report.to_dict()` is `show --json`; with no target the CLI's says which rule chose the
+    chip and the API's said nothing (its docstring still said the default was the CPU)."""
+    import inspector
+
+    monkeypatch.setenv("INSPECTOR_TARGET", "cpu")
+    report = inspector.inspect("samples/attention.py:naive", "f32[1,64,32] f32[1,64,32] f32[1,64,32]")
+    assert report.chip.name == "cpu" and report.to_dict()["chip"]["chosen"] == "no --target: $INSPECTOR_TARGET"
+    named = inspector.inspect("samples/attention.py:naive", "f32[1,64,32] f32[1,64,32] f32[1,64,32]", target="cpu")
+    assert "chosen" not in named.to_dict()["chip"]
+    assert "else ``cpu``" not in inspector.inspect.__doc__ and "else `cpu`" not in (ROOT / "docs" / "api.md").read_text()

@@ -272,3 +272,14 @@ def test_only_wall_clock_figures_are_masked():
     assert _normal("0  matmul.1  173 us  memory  308 us") != _normal("0  matmul.1  173 us  memory  310 us")
     assert _normal("time          trace 0.41s, lower 0.10s, compile 2.31s") == _normal("time trace 0.52s, lower 0.12s, compile 3.02s")
     assert _normal("wrote 3 kernels in 12 s") == _normal("wrote 3 kernels in 4.5 s")
+
+
+def test_the_docs_on_two_cpus_are_the_datas():
+    """BENCHMARKS.md quotes tests/data/docs_two_cpus.json: this file run whole on two x86 CPUs
+    (tests/bench/docs_on_vm.sh), every test with one outcome on both and none failed."""
+    import json
+
+    results = json.loads((ROOT / "tests/data/docs_two_cpus.json").read_text())["results"]
+    assert [name for name, r in results.items() if r["dev"] != r["tpu_vm"] or r["dev"] == "failed"] == []
+    count = {kind: sum(r["dev"] == kind for r in results.values()) for kind in ("passed", "skipped")}
+    assert f"`pytest tests/test_docs.py`: {count['passed']} passed, {count['skipped']} skipped" in (ROOT / "BENCHMARKS.md").read_text()

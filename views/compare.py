@@ -83,7 +83,10 @@ def _only_table(title: str, kernels: list[KernelRef], top: int) -> Table | Text:
 
 def changed_table(c: Compare, top: int) -> Table | Text:
     if not c.changed:
-        return Text(f"the {c.paired} kernels on both sides move the same HBM bytes", style="dim")
+        if c.paired == 0:  # two different programs (naive against flash): nothing to pair
+            return Text("no kernel is on both sides: each side's own are listed below", style="dim")
+        both = "the one kernel on both sides moves" if c.paired == 1 else f"the {c.paired} kernels on both sides move"
+        return Text(f"{both} the same HBM bytes", style="dim")
     shown = c.changed if top <= 0 else c.changed[:top]
     table = Table(title=f"kernels whose HBM bytes changed most ({len(c.changed)} of {c.paired} on both sides)",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))

@@ -26,8 +26,9 @@ class _Parser(argparse.ArgumentParser):
         opts, extras = self.parse_known_args(args, namespace)
         if extras:
             verb = getattr(opts, "verb", None)
-            known = self.verb_parsers[verb] if verb in getattr(self, "verb_parsers", {}) else self
-            raise UsageError(unknown_arguments(extras, known))
+            verbs = getattr(self, "verb_parsers", {})
+            known = verbs[verb] if verb in verbs else self
+            raise UsageError(unknown_arguments(extras, known, {n: p for n, p in verbs.items() if n != verb}))
         return opts
 
 
@@ -49,18 +50,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def unknown_arguments(extras: list[str], parser: argparse.ArgumentParser) -> str:
-    """The words argparse could not place, with the closest options ``parser`` takes for the first
-    unknown option among them."""
+def unknown_arguments(extras: list[str], parser: argparse.ArgumentParser,
+                      others: dict[str, argparse.ArgumentParser] | None = None) -> str:
+    """The words argparse could not place, with a hint for the first unknown option among them: the
+    closest option ``parser`` takes (`--viwe`: did you mean --view?), else the verbs of ``others``
+    that take it (`inspector TARGET --view hlo`: --view is show's), else the closest of theirs."""
     said = f"unrecognized arguments: {' '.join(extras)}"
-    options = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
-    for word in extras:
-        if word.startswith("--"):
-            close = difflib.get_close_matches(word.split("=", 1)[0], options, n=1, cutoff=0.6)
-            if close:
-                said += f" (did you mean {' or '.join(close)}?)"
-            break
+    word = next((w.split("=", 1)[0] for w in extras if w.startswith("--")), None)
+    if word is not None:
+        said += _option_hint(word, parser, others or {})
     return f"{said} (see `{parser.prog} --help`)"
+
+
+def _long_options(parser: argparse.ArgumentParser) -> list[str]:
+    return [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+
+
+def _closest(word: str, options: list[str]) -> str | None:
+    # compared without the dashes, which every option shares (with them `--time` came out as `--mesh`)
+    names = {o[2:]: o for o in options}
+    close = difflib.get_close_matches(word[2:], list(names), n=1, cutoff=0.6)
+    return names[close[0]] if close else None
+
+
+def _option_hint(word: str, parser: argparse.ArgumentParser, others: dict[str, argparse.ArgumentParser]) -> str:
+    if (close := _closest(word, _long_options(parser))) is not None:
+        return f" (did you mean {close}?)"
+    here = "the UI" if parser.prog.endswith(" tui") else parser.prog.removeprefix("inspector ")
+    owners = [name for name in verb_names() if name in others and word in _long_options(others[name])]
+    if owners:
+        return f" ({word} is an option of {', '.join(owners)}, not of {here}: inspector {owners[0]} TARGET {word} ...)"
+    for name in verb_names():
+        if name in others and (close := _closest(word, _long_options(others[name]))) is not None:
+            return f" (did you mean {name}'s {close}?)"
+    return ""
 
 
 def unknown_verb(word: str) -> str | None:

@@ -37,7 +37,7 @@ def _check_path(path: Path) -> Path:
         if not path.exists():
             near = nearest_path(path)
             raise UsageError(f"{path}: no such file; did you mean {near}?" if near else
-                             f"{path}: no such file (give path/to/file.py:function)")
+                             f"{path}: no such file{'' if path.is_absolute() else f' in {Path.cwd()}'} (give path/to/file.py:function)")
         resolved = path.resolve()
         is_file = resolved.is_file()
     except OSError as err:  # ENAMETOOLONG, ELOOP, EACCES
