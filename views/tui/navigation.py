@@ -106,7 +106,7 @@ class Navigator:
     def search(self) -> None:
         if self._active_text() is None:
             self.app.status("/ searches the text tabs (2 Jaxpr, 3 StableHLO, 4 HLO, 8 Mosaic) and the bundle listing "
-                        "(v Bundles, once T has estimated)", "yellow")
+                            "(v Bundles, once T has estimated)", "yellow")
             return
         search = self.app.query_one("#search", Input)
         search.display = True
