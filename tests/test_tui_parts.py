@@ -10,7 +10,6 @@ from textual.app import App
 
 from conftest import ROOT, loaded
 from inspector.session import Session
-from inspector.views.tui import host
 from inspector.views.tui.app import InspectorApp
 
 TUI = ROOT / "views" / "tui"
@@ -27,6 +26,8 @@ def _parts(app: InspectorApp) -> dict[str, object]:
 
 def test_the_app_mixes_in_nothing_of_its_own():
     """Of the app's bases, only the Host interface is the UI's own, and it holds no code and no state."""
+    from inspector.views.tui import host
+
     ours = [c for c in InspectorApp.__mro__ if c.__module__.startswith("inspector.")]
     assert ours == [InspectorApp, host.Host]
     bare = type("Bare", (App,), {})  # what Textual itself puts in any App subclass's namespace
