@@ -26,10 +26,10 @@ def _parts(app: InspectorApp) -> dict[str, object]:
 
 def test_the_app_mixes_in_nothing_of_its_own():
     """Of the app's bases, only the Host interface is the UI's own, and it holds no code and no state."""
+    ours = [f"{c.__module__}.{c.__name__}" for c in InspectorApp.__mro__ if c.__module__.startswith("inspector.")]
+    assert ours == ["inspector.views.tui.app.InspectorApp", "inspector.views.tui.host.Host"]
     from inspector.views.tui import host
 
-    ours = [c for c in InspectorApp.__mro__ if c.__module__.startswith("inspector.")]
-    assert ours == [InspectorApp, host.Host]
     bare = type("Bare", (App,), {})  # what Textual itself puts in any App subclass's namespace
     declared = set(vars(host.Host)) - set(vars(bare)) - {"__annotations__"}
     assert declared == set(), f"host.Host defines {sorted(declared)}: declarations only (the parts hold state and code)"
