@@ -105,7 +105,7 @@ class InspectorApp(Host):
         self.animation_level = "none"
         self.session = session
         self.watch_file = watch
-        self.lowered = None
+        self.lowered = None  # the report as far as lowering goes (jaxpr, StableHLO, Mosaic), while it compiles
         self.tabs: dict = {}  # view name -> its tab widget (tabs.py), once mounted
         self.tabs_ready = False  # the tabs after the overview are mounted (just after the first frame)
         self.crash: tuple[BaseException, str] | None = None

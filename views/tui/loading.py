@@ -33,7 +33,6 @@ class Loader:
         self.drawn = ("", "")  # the progress texts last drawn: (status line, overview)
         self.undo: tuple | None = None  # (session, report) the load in flight restores if it fails
 
-
     def load(self, fresh: bool = False, why: str = "", undo: tuple | None = None) -> None:
         """(Re)analyse for the app's session: first the lowering (the jaxpr, StableHLO and Mosaic
         tabs fill in), then the compile (the rest). Whatever still runs for an older request (a
