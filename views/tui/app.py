@@ -308,6 +308,8 @@ class InspectorApp(Host):
     def _show(self, generation: int, report) -> None:
         self.loader.compiled(generation, report)
 
+    # read-only views of the parts' state, under the names the tests (and the overview's baseline) read
+
     @property
     def remote(self):
         return self.calls.remote
@@ -325,7 +327,7 @@ class InspectorApp(Host):
         return self.diff.verdict
 
     @property
-    def baseline(self):  # the overview compares with it (overview_tab.py)
+    def baseline(self):
         return self.baselines.baseline
 
     @property

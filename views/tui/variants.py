@@ -15,8 +15,8 @@ from .screens import ParamsScreen, TargetScreen
 if TYPE_CHECKING:
     from .host import Host
 
-# (key's action, the session's flag, the report's field that holds it (None: the flag says), the tab it fills,
-#  what the status line says when it is there already)
+# key's action -> (the session's flag, the report's field that holds its result (None: the flag says), the
+# tab it fills, what the status line says when it is there already)
 MORE = {
     "pass_dumps": ("passes", "passes", "passes", "already compiled with pass dumps: Enter on a step shows its diff"),
     "time": ("time", "time", "bundles", "already estimated: the Bundles tab, and est. time in the Fusions tab"),
