@@ -2,11 +2,14 @@
 the same Report the other verbs print. Everything slow (compile, diff, export) runs in workers;
 errors show in place. A crash of the UI itself is one line on exit and a traceback in a log file.
 
-The shell is here: the tabs (one per row of the table of views, ``tabs.py``), keys, the status
-line. The app keeps the Report in one attribute, ``report``; setting it repaints every tab. The
-rest is mixed in: ``Loading`` (lowering, compile, progress, cancel), ``Navigation`` (search,
-source links, a finding's evidence) and ``Jobs`` (diff, passes, buffers, compare, chip,
-parameters, export) and ``Tuning`` (the tune screen, tune_screen.py)."""
+The shell is here: the tabs (one per row of the table of views, ``tabs.py``), the keys, and the
+model: the session asked for, the Report in ``report`` (setting it repaints every tab), the
+lowering while it compiles. Each concern is a part the app owns, with its own state, that reaches
+the app through what host.py declares: ``calls`` (the worker and the requests in flight),
+``status_line``, ``loader`` (lowering, compile, progress, Esc), ``navigator`` (search, source
+links, a finding's evidence), ``diff``, ``passes`` and ``comparing`` (jobs.py), ``fixes`` (F, A),
+``variants`` (keys that change the session) and ``baselines`` (o). A key's action here hands it
+to its part."""
 from __future__ import annotations
 
 import gc
@@ -15,26 +18,28 @@ import time
 import traceback
 from pathlib import Path
 
-from rich.text import Text
 from textual import events
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.reactive import var
-from textual.widgets import Header, Input, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Header, Input, Static, TabbedContent, TabPane
 
 from ...base.errors import EXIT_FINDINGS, InspectorError
-from ...remote import Remote
 from ...session import Session
 
-from .fix_keys import Fixing
+from .calls import Calls
+from .fix_keys import Fixes
 from .footer import KeyFooter
-from .jobs import Jobs
-from .loading import Loading
-from .navigation import CONTEXT_ACTIONS, Navigation
+from .host import Host
+from .jobs import Comparing, DiffRun, PassDiffs
+from .loading import Loader
+from .navigation import CONTEXT_ACTIONS, Navigator
 from .overview_tab import OverviewTab
 from .screens import HelpScreen
+from .status_line import StatusLine
 from .tabs import LOWERED_TABS, TAB_VIEWS, focus_target, make_tab, tab_title
-from .tune_screen import Tuning
+from .tune_screen import open_tune
+from .variants import Baselines, Variants
 
 ALL_TABS = tuple(v.name for v in TAB_VIEWS)
 
@@ -51,7 +56,7 @@ def crash_log_path():
     return cache_dir() / "tui-crash.log"
 
 
-class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
+class InspectorApp(Host):
     CSS_PATH = "app.tcss"
     TITLE = "inspector"
     AUTO_FOCUS = "#findings"
@@ -87,44 +92,35 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
     # always_update: a new load's report is news even where it equals the last one (and no deep compare)
     report = var(None, always_update=True, init=False)
 
-    def __init__(self, session: Session, watch: bool = True, baseline=None):
+    def __init__(self, session: Session, watch: bool = True, baseline=None, in_process: bool | None = None):
         """``session.chip``: the chip named, or the one rule's default (default_target.py), as in a pipe;
         ``watch``: a save of the target's file reloads it, as r does (the command line's --watch was
         the only way: a kernel author saves and looks again);
-        ``baseline``: a saved baseline (inspector.baseline.record.Baseline) the overview compares with."""
+        ``baseline``: a saved baseline (inspector.baseline.record.Baseline) the overview compares with;
+        ``in_process``: the worker on a thread of this process, not a child (None: INSPECTOR_WORKER=thread
+        says; the tests' fixture worker_in_process)."""
         super().__init__()
-        self.baseline = baseline
-        self.tolerance: str | None = None  # the options screen's --tolerance, as typed
-        self.tolerances: dict | None = None  # parsed (inspector.baseline.compare); None: the defaults
         # no animations: the tab underline's glide alone repainted the screen ~17 times per tab
         # switch, most of a switch's CPU while a compile competes for the cores
         self.animation_level = "none"
         self.session = session
         self.watch_file = watch
         self.lowered = None  # the report as far as lowering goes (jaxpr, StableHLO, Mosaic), while it compiles
-        self.diff_verdict: str | None = None
         self.tabs: dict = {}  # view name -> its tab widget (tabs.py), once mounted
-        self.last_search = ""
-        self.crash: tuple[BaseException, str] | None = None
-        self._mtime = None
-        self._generation = 0  # bumped by every load: results of an older one are dropped
-        self._loading = False
-        self._back: tuple[str, int] | None = None  # (tab, finding row) to return to after a jump
-        self._pending_status: str | None = None  # shown when the jump's selection event arrives
-        self._pass_diffs: dict = {}  # step index -> PassDiff, for the current compile
-        self._phase: tuple[str, float] | None = None  # ("lower" or "compile", when it began) while loading
-        self._took: list[tuple[str, float]] = []  # (stage, seconds) of the current load, as they end
-        self._why = ""  # why this load (a saved file): said with its progress
-        self._status_is_progress = False  # the status line shows the progress (no message of another's since)
-        self._status_tab: str | None = None  # the tab whose message the status line shows
-        self._resting: tuple[str, str] = ("", "")  # (text, style) it shows on a tab switch: the last load's summary
-        self._drawn = ("", "")  # the progress texts last drawn: (status line, overview)
-        self._fix_began: float | None = None  # while F runs: when it began
-        self._diff_began: float | None = None  # while d runs: when it began
-        self._undo: tuple | None = None  # (session, report) the load in flight restores if it fails
         self.tabs_ready = False  # the tabs after the overview are mounted (just after the first frame)
-        self._early_keys: list[events.Key] = []  # typed before that: handled once they are
-        self.remote = Remote()  # the core runs in a child process: the UI keeps the GIL to itself
+        self.crash: tuple[BaseException, str] | None = None
+        self._early_keys: list[events.Key] = []  # typed before the tabs are mounted: handled once they are
+        # the parts, each with its own state (the module docstring)
+        self.calls = Calls(self, in_process)
+        self.status_line = StatusLine(self)
+        self.loader = Loader(self)
+        self.navigator = Navigator(self)
+        self.diff = DiffRun(self)
+        self.passes = PassDiffs(self)
+        self.comparing = Comparing(self)
+        self.fixes = Fixes(self)
+        self.variants = Variants(self)
+        self.baselines = Baselines(self, baseline)
 
     # ------------------------------------------------------------------ running and crashing
 
@@ -179,14 +175,15 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         yield KeyFooter(context_actions=frozenset(CONTEXT_ACTIONS))
 
     def on_mount(self) -> None:
-        self.sub_title = self._title(self.session.chip)
+        self.sub_title = self.loader.title(self.session.chip)
         self.query_one("#search", Input).display = False
-        self.set_interval(0.5, self._progress)  # the stage in progress and its seconds, live
-        self.set_interval(0.5, self._fix_progress)  # F: which fix runs, and the time so far
-        self.set_interval(0.5, self._diff_progress)  # d: the time so far
+        self.set_interval(0.5, self.loader.progress)  # the stage in progress and its seconds, live
+        self.set_interval(0.5, self.fixes.progress)  # F: which fix runs, and the time so far
+        # d: the time so far (F's line, when it runs too, keeps the status line)
+        self.set_interval(0.5, lambda: self.diff.progress(fixes_running=self.fixes.began is not None))
         if self.watch_file:
-            self._check_file()  # the file's time now: a save in the first second is one too
-            self.set_interval(1.0, self._check_file)
+            self.loader.check_file()  # the file's time now: a save in the first second is one too
+            self.set_interval(1.0, self.loader.check_file)
         self.call_after_refresh(self._mount_tabs)
 
     async def on_event(self, event: events.Event) -> None:  # Textual's hook (pinned textual 8)
@@ -251,12 +248,8 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
         self.status(f"screenshot saved: {path}", "green")
 
     def status(self, text: str, style: str = "", of_tab: bool = False) -> None:
-        """``of_tab``: the message is about what the current tab shows (a line's source, a match, a
-        comparison): another tab puts the last load's summary back (_focus_tab)."""
-        self._status_is_progress = False  # a message of its own: the progress ticker leaves it
-        self._status_tab = self.query_one(TabbedContent).active if of_tab else None
-        # one line, always (app.tcss): no layout pass for it (a cursor move updates it)
-        self.query_one("#status", Static).update(Text(text, style=style), layout=False)
+        """``of_tab``: the message is about what the current tab shows (status_line.py)."""
+        self.status_line.say(text, style, of_tab)
 
     def watch_report(self, report) -> None:
         """A compiled report: every tab paints from it (the lowered text tabs stay as they are,
@@ -269,24 +262,164 @@ class InspectorApp(Loading, Navigation, Jobs, Fixing, Tuning, App):
 
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
-        self._focus_tab(tab)
+        self.focus_tab(tab)
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         assert event.pane.id is not None  # every pane has its view's name (compose)
-        self._focus_tab(event.pane.id)
+        self.focus_tab(event.pane.id)
 
-    def _focus_tab(self, tab: str) -> None:
+    def focus_tab(self, tab: str) -> None:
         """Keys go to the tab's main widget: the text, the table, the grid."""
         if not self.tabs_ready:
             return  # a tab clicked in the first frame: its widget comes in a moment
-        if not self._status_is_progress and self._status_tab not in (None, tab):
-            # a message about another tab ("stablehlo line 4 ...", "compare: B = ...") would mislead here
-            self.status(*self._resting)
+        self.status_line.tab_switched(tab)
         focus_target(self.tabs[tab]).focus()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(type(self).BINDINGS))
 
     def on_unmount(self) -> None:
-        self.remote.close()
+        self.calls.remote.close()
         gc.unfreeze()  # an app run in a longer process (the tests) gives its objects back to the collector
+
+    # ------------------------------------------------------------------ the model, for the parts and the tests
+
+    def load(self, fresh: bool = False, why: str = "", undo: tuple | None = None) -> None:
+        """(Re)analyse the session (loading.py); what the parts kept of the old variant goes."""
+        self.stop_runs()
+        self.diff.forget()
+        self.passes.forget()
+        self.navigator.forget()
+        self.loader.load(fresh, why, undo)
+
+    def change(self, session: Session, why: str = "", undo: tuple | None = None) -> None:
+        """Another variant (chip, parameters, options, more dumps): it loads."""
+        self.session = session
+        self.load(why=why, undo=undo)
+
+    def stop_runs(self) -> None:
+        """F's and d's progress lines stop (a load or Esc cancelled them with the rest)."""
+        self.fixes.stop()
+        self.diff.stop()
+
+    def _lowered(self, generation: int, report) -> None:  # where a load's answers arrive (tests wrap them)
+        self.loader.lowered(generation, report)
+
+    def _show(self, generation: int, report) -> None:
+        self.loader.compiled(generation, report)
+
+    # read-only views of the parts' state, under the names the tests (and the overview's baseline) read
+
+    @property
+    def remote(self):
+        return self.calls.remote
+
+    @property
+    def _generation(self) -> int:
+        return self.calls.generation
+
+    @property
+    def _pass_diffs(self) -> dict:
+        return self.passes.seen
+
+    @property
+    def diff_verdict(self) -> str | None:
+        return self.diff.verdict
+
+    @property
+    def baseline(self):
+        return self.baselines.baseline
+
+    @property
+    def tolerances(self) -> dict | None:
+        return self.baselines.tolerances
+
+    # ------------------------------------------------------------------ keys: each to its part
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The context's keys: hidden from the footer (and idle) where they do nothing."""
+        # the App's is_mounted is a method about a widget (always true here): Textual's own flag
+        if action in CONTEXT_ACTIONS and not self._is_mounted:
+            return True
+        return self.navigator.applies(action)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.navigator.submitted(event)
+
+    def on_text_area_selection_changed(self, event) -> None:
+        self.navigator.selection_changed(event)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        table = event.data_table.id
+        if table == "findings":
+            self.navigator.finding_selected(event)
+        elif table == "passes-table":
+            self.passes.show(event.cursor_row)
+        elif table == "mosaic-passes-table":
+            self.passes.show_mosaic(event.cursor_row)
+
+    def action_search(self) -> None:
+        self.navigator.search()
+
+    def action_find(self, forward: bool) -> None:
+        self.navigator.find(forward)
+
+    def action_link(self) -> None:
+        self.navigator.link()
+
+    def action_back(self) -> None:  # type: ignore[override]  # replaces App's (async) one; Textual calls either
+        self.navigator.go_back()
+
+    def action_sort(self) -> None:
+        self.navigator.sort()
+
+    def action_reload(self) -> None:
+        self.load(fresh=True)
+
+    def action_cancel(self) -> None:
+        self.loader.cancel()
+
+    def action_diff(self) -> None:
+        self.diff.start()
+
+    def action_compare(self) -> None:
+        self.comparing.start()
+
+    def action_fixes(self) -> None:
+        self.fixes.start()
+
+    def action_apply_fix(self) -> None:
+        self.fixes.apply()
+
+    def action_pass_dumps(self) -> None:
+        self.variants.more("pass_dumps")
+
+    def action_time(self) -> None:
+        self.variants.more("time")
+
+    def action_measure(self) -> None:
+        self.variants.more("measure")
+
+    def action_mosaic_dumps(self) -> None:
+        self.variants.more("mosaic_dumps")
+
+    def action_buffers(self) -> None:
+        self.variants.more("buffers")
+
+    def action_backward(self) -> None:
+        self.variants.backward()
+
+    def action_target(self) -> None:
+        self.variants.target()
+
+    def action_params(self) -> None:
+        self.variants.params()
+
+    def action_options(self) -> None:
+        self.baselines.options()
+
+    def action_tune(self) -> None:
+        open_tune(self)
+
+    def action_export(self) -> None:
+        self.variants.export(self.loader.loading)

@@ -1,325 +1,189 @@
-"""What the terminal UI runs on request, each in the worker process and cancellable: the diff
-(d), pass dumps and a pass's diff (P, Enter), the buffer assignment (B), a measurement on the
-attached TPU (D), a comparison (c), another
-chip (t), parameters (x) or options (o), the export (e)."""
+"""What the terminal UI runs on request in the worker, each cancellable (Esc): the diff (d), a
+pass's diff (Enter in the Passes and Mosaic passes tabs: P and M compile with the dumps), a
+comparison (c). Each is an object the app owns, with its own state."""
 from __future__ import annotations
 
-from textual import work
+from typing import TYPE_CHECKING
 
-from .app_base import AppBase
-from ...base.chips import CHIPS, get_chip
-from ...base.errors import UsageError
-from ...session import Session
+from ...base.chips import CHIPS
 from ...compilation.static_params import parse_value
 from .fix_keys import clock_time
-from .loading import message_of
 from .screens import CompareScreen, ParamsScreen, TargetScreen
+
+if TYPE_CHECKING:
+    from ...session import Session
+    from .host import Host
 
 TARGETS = [c.name for c in CHIPS if c.kind != "gpu" and c.name != "gpu"]
 
 
-class Jobs(AppBase):
-    """The App's jobs on request: mixed into InspectorApp (``self`` is the app)."""
+def _compared(report_a, report_b):
+    from ...verbs.comparison import compare_reports# in the worker thread, as the compile it waited for
 
-    def action_diff(self) -> None:
-        self.action_tab("diff")
-        if "diff" in self._running_groups():  # a second run would queue behind the first
-            self.status("the diff is running (Esc cancels)", "yellow")
+    return compare_reports(report_a, report_b)
+
+
+class DiffRun:
+    """d: the function against its reference; when the run began (its progress counts from it)
+    and its verdict (the overview shows it)."""
+
+    def __init__(self, app: Host) -> None:
+        self.app = app
+        self.began: float | None = None  # while d runs: when it began
+        self.verdict: str | None = None
+
+    def start(self) -> None:
+        app = self.app
+        app.action_tab("diff")
+        if "diff" in app.calls.running_groups():  # a second run would queue behind the first
+            app.status("the diff is running (Esc cancels)", "yellow")
             return
-        self._diff_began = self.clock()
-        self._diff_progress()
-        self.run_diff(self._generation, self.session)
+        self.began = app.clock()
+        self.progress()
+        session = app.session
+        app.calls.ask("diff", lambda: app.calls.remote.call(session, "diff"), self._show, self._failed)
 
-    def _diff_progress(self) -> None:
+    def stop(self) -> None:
+        self.began = None
+
+    def forget(self) -> None:
+        """A new load: no verdict for the new variant yet."""
+        self.verdict = None
+
+    def progress(self, fixes_running: bool = False) -> None:
         """Every half second while d runs (a minute, jax's compiles of both sides): the time so far,
-        on the Diff tab and the status line, as the compile's progress says it."""
-        if self._diff_began is None or not self.is_running:
+        on the Diff tab and the status line, as the compile's progress says it (F's line, when
+        ``fixes_running``, keeps the status line: no flicker between the two)."""
+        if self.began is None or not self.app.is_running:
             return
-        text = f"running the diff, {clock_time(self.clock() - self._diff_began)}: the kernel and the reference (Esc cancels)"
-        self.tabs["diff"].running(text)
-        if self._fix_began is None:  # F's line, when it runs too, keeps the status line (no flicker between the two)
-            self.status(text, "yellow")
+        text = f"running the diff, {clock_time(self.app.clock() - self.began)}: the kernel and the reference (Esc cancels)"
+        self.app.tabs["diff"].running(text)
+        if not fixes_running:
+            self.app.status(text, "yellow")
 
-    @work(thread=True, exclusive=True, group="diff")
-    def run_diff(self, generation: int, session: Session) -> None:
-        self._answer(generation, lambda: self.remote.call(session, "diff"), self._show_diff, self._diff_failed)
+    def _took(self) -> str:
+        took, self.began = self.began, None
+        return f" in {clock_time(self.app.clock() - took)}" if took is not None else ""
 
-    def _diff_took(self) -> str:
-        took, self._diff_began = self._diff_began, None
-        return f" in {clock_time(self.clock() - took)}" if took is not None else ""
+    def _failed(self, message: str) -> None:
+        self.app.status(f"diff failed{self._took()}: {message}", "bold red")
+        self.app.tabs["diff"].show_error(message)
 
-    def _diff_failed(self, message: str) -> None:
-        self.status(f"diff failed{self._diff_took()}: {message}", "bold red")
-        self.tabs["diff"].show_error(message)
+    def _show(self, result) -> None:
+        tabs = self.app.tabs
+        tabs["diff"].show_result(result)
+        self.verdict = "ok" if result.ok else "WRONG (see the Diff tab)"
+        tabs["overview"].show_diff(self.verdict)
+        self.app.status(f"diff{self._took()}: {self.verdict}", "green" if result.ok else "bold red")
 
-    def _show_diff(self, result) -> None:
-        self.tabs["diff"].show_result(result)
-        self.diff_verdict = "ok" if result.ok else "WRONG (see the Diff tab)"
-        self.tabs["overview"].show_diff(self.diff_verdict)
-        self.status(f"diff{self._diff_took()}: {self.diff_verdict}", "green" if result.ok else "bold red")
 
-    def action_backward(self) -> None:
-        """The function's backward pass (jax.vjp), or its forward again: a jax.custom_vjp kernel's
-        backward kernels (flash's dq and dk/dv) in the Pallas tab, the Fusions tab, the findings."""
-        self.session = self.session.with_backward(not self.session.backward)
-        self.load(why="the backward pass (G: the forward again)" if self.session.backward else "the forward pass")
+class PassDiffs:
+    """Enter on a pass: its diff, asked of the worker once per compile (XLA's, by step index;
+    Mosaic's are kept by its tab)."""
 
-    # ------------------------------------------------------------------ passes
+    def __init__(self, app: Host) -> None:
+        self.app = app
+        self.seen: dict = {}  # step index -> PassDiff, for the current compile
 
-    def action_pass_dumps(self) -> None:
-        """Compile again with XLA's pass dumps: the Passes tab fills in, kernels name their pass."""
-        if self.session.passes and self.report is not None and self.report.passes is not None:
-            self.action_tab("passes")
-            self.status("already compiled with pass dumps: Enter on a step shows its diff")
-            return
-        self.session = self.session.with_passes(True)
-        self.load()
-        self.action_tab("passes")
+    def forget(self) -> None:
+        self.seen = {}
 
-    def show_pass_diff(self, row: int) -> None:
-        tab = self.tabs["passes"]
+    def show(self, row: int) -> None:
+        app = self.app
+        tab = app.tabs["passes"]
         step = tab.step_at(row)
         if step is None:
             return
-        if step.index in self._pass_diffs:
-            tab.show_diff(self._pass_diffs[step.index])
-            self.status(f"{step.label}: its diff")
+        index, label = step.index, step.label
+        if index in self.seen:
+            tab.show_diff(self.seen[index])
+            app.status(f"{label}: its diff")
             return
-        tab.diff_message(f"{step.label}: compiling with pass dumps for its diff… (Esc cancels)", "yellow")
-        self.status(f"{step.label}: compiling with pass dumps for its diff…", "yellow")
-        self._pass_diff(self._generation, self.session, step.index, step.label)
+        tab.diff_message(f"{label}: compiling with pass dumps for its diff… (Esc cancels)", "yellow")
+        app.status(f"{label}: compiling with pass dumps for its diff…", "yellow")
+        session = app.session
+        app.calls.ask("passes", lambda: app.calls.remote.call(session, "pass_diff", str(index)),
+                      lambda diff: self._show(index, label, diff), lambda m: tab.diff_message(m, "bold red"))
 
-    @work(thread=True, exclusive=True, group="passes")
-    def _pass_diff(self, generation: int, session: Session, index: int, label: str) -> None:
-        self._answer(generation, lambda: self.remote.call(session, "pass_diff", str(index)),
-                     lambda diff: self._show_pass_diff(index, label, diff),
-                     lambda m: self.tabs["passes"].diff_message(m, "bold red"))
+    def _show(self, index: int, label: str, diff) -> None:
+        self.seen[index] = diff
+        self.app.tabs["passes"].show_diff(diff)
+        self.app.status(f"{label}: its diff" + (f" (+{diff.added} -{diff.removed} lines)" if diff else ""))
 
-    def _show_pass_diff(self, index: int, label: str, diff) -> None:
-        self._pass_diffs[index] = diff
-        self.tabs["passes"].show_diff(diff)
-        self.status(f"{label}: its diff" + (f" (+{diff.added} -{diff.removed} lines)" if diff else ""))
-
-    def action_time(self) -> None:
-        """Estimate time with libtpu: the Bundles tab fills in, the Fusions tab gets an est. time column."""
-        if self.session.time and self.report is not None and self.report.time is not None:
-            self.action_tab("bundles")
-            self.status("already estimated: the Bundles tab, and est. time in the Fusions tab")
-            return
-        if not self.session.chip.startswith("tpu"):
-            self.status("libtpu's time estimate is for TPU targets: t picks one", "yellow")
-            return
-        self.session = self.session.with_time(True)
-        self.load()
-        self.action_tab("bundles")
-
-    def action_measure(self) -> None:
-        """Run the program on the attached TPU: the Fusions tab gets a measured column, the overview a line."""
-        if self.session.measure and self.report is not None and self.report.measured is not None:
-            self.action_tab("fusions")
-            self.status("already measured: the measured column in the Fusions tab")
-            return
-        from ...measure.run import attached_for
-
-        try:
-            attached_for(get_chip(self.session.chip))
-        except UsageError as err:  # no TPU here, or not the target's (NoChip is one)
-            self.status(str(err), "yellow")
-            return
-        self.session = self.session.with_measure(True)
-        self.load()
-        self.action_tab("fusions")
-
-    def action_mosaic_dumps(self) -> None:
-        """Compile again with Mosaic's pass dumps: the Mosaic passes tab fills in."""
-        if self.session.mosaic_passes and self.report is not None and self.report.mosaic_passes is not None:
-            self.action_tab("mosaic-passes")
-            self.status("already compiled with Mosaic's pass dumps")
-            return
-        if not self.session.chip.startswith("tpu"):
-            self.status("Mosaic runs only for a TPU target: t picks one", "yellow")
-            return
-        self.session = self.session.with_mosaic_passes(True)
-        self.load()
-        self.action_tab("mosaic-passes")
-
-    def show_mosaic_pass_diff(self, row: int) -> None:
+    def show_mosaic(self, row: int) -> None:
         """Enter on a Mosaic pass: its diff (the first compiles with Mosaic's dumps, which the worker
         keeps for the module: the other passes' diffs are read at once)."""
-        tab = self.tabs["mosaic-passes"]
+        app = self.app
+        tab = app.tabs["mosaic-passes"]
         at = tab.pass_at(row)
         if at is None:
             return
         kernel, k, p = at
-        label = f"{k.kernel}: {p.label}"
-        if (kernel, p.index) in tab.diffs:
-            tab.show_diff(kernel, p.index, tab.diffs[(kernel, p.index)])
-            self.status(f"{label}: its diff")
+        label, index = f"{k.kernel}: {p.label}", p.index
+        if (kernel, index) in tab.diffs:
+            tab.show_diff(kernel, index, tab.diffs[(kernel, index)])
+            app.status(f"{label}: its diff")
             return
         tab.diff_message(f"{label}: compiling with Mosaic's pass dumps for its diff… (Esc cancels)", "yellow")
-        self.status(f"{label}: compiling with Mosaic's pass dumps for its diff…", "yellow")
-        self._mosaic_pass_diff(self._generation, self.session, kernel, k.kernel, p.index, label)
+        app.status(f"{label}: compiling with Mosaic's pass dumps for its diff…", "yellow")
+        session, name = app.session, k.kernel
+        app.calls.ask("mosaic-passes",
+                      lambda: app.calls.remote.call(session, "mosaic_pass_diff", name, str(index), kernel),
+                      lambda diff: self._show_mosaic(kernel, index, label, diff),
+                      lambda m: tab.diff_message(m, "bold red"))
 
-    @work(thread=True, exclusive=True, group="mosaic-passes")
-    def _mosaic_pass_diff(self, generation: int, session: Session, kernel: int, name: str, index: int,
-                          label: str) -> None:
-        tab = self.tabs["mosaic-passes"]
-        self._answer(generation, lambda: self.remote.call(session, "mosaic_pass_diff", name, str(index), kernel),
-                     lambda diff: self._show_mosaic_pass_diff(kernel, index, label, diff),
-                     lambda m: tab.diff_message(m, "bold red"))
+    def _show_mosaic(self, kernel: int, index: int, label: str, diff) -> None:
+        self.app.tabs["mosaic-passes"].show_diff(kernel, index, diff)
+        self.app.status(f"{label}: its diff" + (f" (+{diff.added} -{diff.removed} lines)" if diff else ""))
 
-    def _show_mosaic_pass_diff(self, kernel: int, index: int, label: str, diff) -> None:
-        self.tabs["mosaic-passes"].show_diff(kernel, index, diff)
-        self.status(f"{label}: its diff" + (f" (+{diff.added} -{diff.removed} lines)" if diff else ""))
 
-    def action_buffers(self) -> None:
-        """Compile again asking for the compiler's buffer assignment: the Memory tab's largest
-        buffers live at the peak (the compile cache keeps it for next time)."""
-        if self.session.buffers and self.report is not None:
-            self.action_tab("memory")
-            self.status("already compiled with the buffer assignment")
-            return
-        self.session = self.session.with_buffers(True)
-        self.load()
-        self.action_tab("memory")
+class Comparing:
+    """c: this variant against another chip or parameter set, side by side in the Compare tab."""
 
-    # ------------------------------------------------------------------ compare
+    def __init__(self, app: Host) -> None:
+        self.app = app
 
-    def action_compare(self) -> None:
-        if self.report is None:
-            self.status("compare needs this variant compiled first (wait, or r)", "yellow")
+    def start(self) -> None:
+        app = self.app
+        if app.report is None:
+            app.status("compare needs this variant compiled first (wait, or r)", "yellow")
             return
 
         def picked(what: str | None) -> None:
             if what == "chip":
-                self.push_screen(TargetScreen(TARGETS, self.session.chip), chip_chosen)
+                app.push_screen(TargetScreen(TARGETS, app.session.chip), chip_chosen)
             elif what == "params":
-                if self.report is None:  # a reload began while the choice was open (a saved file)
-                    self.status("compare needs this variant compiled first (wait, or r)", "yellow")
+                if app.report is None:  # a reload began while the choice was open (a saved file)
+                    app.status("compare needs this variant compiled first (wait, or r)", "yellow")
                     return
-                signature = self.session.keyword_params()
-                self.push_screen(ParamsScreen(self.report.target.params, self.report.target.param_choices,
-                                              signature[0] if signature else None, parse_value), params_chosen)
+                signature = app.session.keyword_params()
+                app.push_screen(ParamsScreen(app.report.target.params, app.report.target.param_choices,
+                                             signature[0] if signature else None, parse_value), params_chosen)
 
         def chip_chosen(chip: str | None) -> None:
-            if chip and chip != self.session.chip:
-                self.start_compare(self.session.with_chip(chip), f"on {chip}")
+            if chip and chip != app.session.chip:
+                self.against(app.session.with_chip(chip), f"on {chip}")
             elif chip:
-                self.status(f"{chip} is this variant's chip: pick another to compare", "yellow")
+                app.status(f"{chip} is this variant's chip: pick another to compare", "yellow")
 
         def params_chosen(params: dict | None) -> None:
             if params:
-                self.start_compare(self.session.with_params(params),
-                                   "with " + " ".join(f"{k}={v}" for k, v in params.items()))
+                self.against(app.session.with_params(params),
+                             "with " + " ".join(f"{k}={v}" for k, v in params.items()))
 
-        self.push_screen(CompareScreen(), picked)
+        app.push_screen(CompareScreen(), picked)
 
-    def start_compare(self, other: Session, what: str) -> None:
+    def against(self, other: Session, what: str) -> None:
+        app = self.app
         other = other.with_passes(False)  # side B as `inspector compare` builds it
-        self.action_tab("compare")
-        self.tabs["compare"].running(f"{other.spec} {what}")
-        self.status(f"compiling {other.spec} {what} to compare…", "yellow")
-        self.run_compare(self._generation, self.report, other)
+        app.action_tab("compare")
+        app.tabs["compare"].running(f"{other.spec} {what}")
+        app.status(f"compiling {other.spec} {what} to compare…", "yellow")
+        report_a = app.report
+        app.calls.ask("compare", lambda: _compared(report_a, app.calls.remote.call(other, "report", False)),
+                      self._show, lambda m: app.tabs["compare"].show_error(m))
 
-    @work(thread=True, exclusive=True, group="compare")
-    def run_compare(self, generation: int, report_a, other: Session) -> None:
-        from ...verbs.comparison import compare_reports
-
-        self._answer(generation, lambda: compare_reports(report_a, self.remote.call(other, "report", False)),
-                     self._show_compare, lambda m: self.tabs["compare"].show_error(m))
-
-    def _show_compare(self, result) -> None:
-        self.tabs["compare"].show_result(result)
-        self.status(f"compare: B = {result.b.label}; " + ("ok" if result.ok else "an error finding on one side"),
-                    "green" if result.ok else "bold red", of_tab=True)
-
-    def action_target(self) -> None:
-        def chosen(chip: str | None) -> None:
-            if chip and chip != self.session.chip:
-                self.session = self.session.with_chip(chip)
-                self.load()
-
-        self.push_screen(TargetScreen(TARGETS, self.session.chip), chosen)
-
-    def action_params(self) -> None:
-        known = self.report or self.lowered  # the lowering knows the parameters: no need to wait for the compile
-        if known is None:
-            self.status("the parameters can be edited once the function is traced (its own are known then)",
-                        "yellow")
-            return
-        signature = self.session.keyword_params()
-
-        def chosen(params: dict | None) -> None:
-            if params:
-                self.session = self.session.with_params(params)
-                self.load()
-
-        self.push_screen(ParamsScreen(known.target.params, known.target.param_choices,
-                                      signature[0] if signature else None, parse_value), chosen)
-
-    def action_options(self) -> None:
-        """The options screen (o): show's and check's options that no key sets; a changed one compiles again."""
-        from .options_screen import GATE, OptionsScreen
-
-        current = {**{name: getattr(self.session, name) for name in self.session.OPTIONS},
-                   "baseline": self.baseline.path if self.baseline is not None else None, "tolerance": self.tolerance}
-
-        def chosen(changed: dict | None) -> None:
-            if not changed:
-                return
-            if "loaded" in changed or changed.get("baseline", "") is None:
-                self.baseline, self.tolerances = changed.get("loaded"), changed.get("tolerances")
-                self.tolerance = changed.get("tolerance", self.tolerance) if self.baseline is not None else None
-            options = {k: v for k, v in changed.items() if k not in GATE + ("loaded", "tolerances")}
-            if options:
-                # a value only the worker can judge (--ref's function): refused, the report on screen comes back
-                undo = (self.session, self.report) if self.report is not None else None
-                self.session = self.session.with_options(**options)
-                self.load(undo=undo)
-            elif self.report is not None:
-                self.tabs["overview"].show_baseline(self.report)
-
-        self.push_screen(OptionsScreen(current), chosen)
-
-    def action_export(self) -> None:
-        if self.report is not None:
-            self.export(self.report)
-        else:  # the export needs the compiled program: say so rather than do nothing
-            self.status("e exports once the compile is done" if self._loading else
-                        "nothing to export: the compile did not finish (r reloads)", "yellow")
-
-    @work(thread=True, group="export")
-    def export(self, report) -> None:
-        try:
-            written = self.session.export(report)
-        except Exception as err:
-            self._deliver(self.notify, message_of(err), severity="error")
-            return
-        self._deliver(self.notify, "wrote " + ", ".join(written))
-
-    def _answer(self, generation: int, ask, show, show_error) -> None:
-        """In a worker thread: ``ask()`` (a call into the worker process), then ``show(result)`` or
-        ``show_error(message)`` on the UI thread, unless a newer request has been made since."""
-        def if_current(fn, *args) -> None:
-            # checked on the UI thread: an Esc pressed while this answer was on its way drops it
-            if generation == self._generation:
-                fn(*args)
-
-        try:
-            result = ask()
-        except Exception as err:
-            self._deliver(if_current, show_error, message_of(err))
-            return
-        self._deliver(if_current, show, result)
-
-    def _deliver(self, fn, *args, **kwargs) -> None:
-        """From a worker thread: ``fn`` on the UI thread, unless the app is shutting down by then
-        (its widgets are going away; a result that arrives then is no news)."""
-        def deliver():
-            if self.is_running:
-                fn(*args, **kwargs)
-
-        try:
-            self.call_from_thread(deliver)
-        except RuntimeError:  # the event loop has already stopped
-            pass
+    def _show(self, result) -> None:
+        self.app.tabs["compare"].show_result(result)
+        self.app.status(f"compare: B = {result.b.label}; " + ("ok" if result.ok else "an error finding on one side"),
+                        "green" if result.ok else "bold red", of_tab=True)

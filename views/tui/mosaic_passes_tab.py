@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # types only: the UI paints before the analyses are imported
     from ...mosaic.dumps import KernelPasses, MosaicPass
     from ...mosaic.passes import MosaicPasses
     from ...results.report import Report
-    from .app_base import AppBase
+    from .host import Host
 
 COMPILING = "compiling with Mosaic's pass dumps…"
 
@@ -60,7 +60,7 @@ class MosaicPassesTab(Vertical):
         self._message("")
 
     def reset(self, message: str) -> None:
-        self._message(COMPILING if cast("AppBase", self.app).session.mosaic_passes else message)
+        self._message(COMPILING if cast("Host", self.app).session.mosaic_passes else message)
 
     def show(self, report: Report) -> None:
         if report.mosaic_passes is not None:
@@ -68,7 +68,7 @@ class MosaicPassesTab(Vertical):
         elif not report.chip.is_tpu:
             self._message(f"no Mosaic passes on {report.chip.name}: Mosaic compiles Pallas kernels for a TPU "
                           "(t picks a TPU target)")
-        elif cast("AppBase", self.app).session.mosaic_passes:
+        elif cast("Host", self.app).session.mosaic_passes:
             error = report.stages.compile_error
             self._message(f"no Mosaic passes: {error.headline if error else 'no Pallas TPU kernel was compiled'}")
         else:

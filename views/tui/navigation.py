@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import re
 
+from typing import TYPE_CHECKING
+
 from textual.widgets import DataTable, Input, TabbedContent
 
-from .app_base import AppBase
 from ...base.findings import Finding
 from .stage_text import StageText
 from .tabs import TAB_VIEWS, TEXT_TABS
+
+if TYPE_CHECKING:
+    from .host import Host
 
 ALL_TABS = tuple(v.name for v in TAB_VIEWS)
 
@@ -64,52 +68,59 @@ def failing_eqn_row(jaxpr: StageText, mosaic: StageText, data: dict, kernel: str
     return found[0] if found else None
 
 
-class Navigation(AppBase):
-    """The App's navigation: mixed into InspectorApp (``self`` is the app)."""
+class Navigator:
+    """Moving around, owned by the app (``app.navigator``): the last search, where b goes back to,
+    the message a jump's selection event says, the tab l went to the bundles from."""
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The context's keys: hidden from the footer (and idle) where they do nothing."""
-        # the App's is_mounted is a method about a widget (always true here): Textual's own flag
-        if action in CONTEXT_ACTIONS and not self._is_mounted:
-            return True
+    def __init__(self, app: Host) -> None:
+        self.app = app
+        self.last_search = ""
+        self.back: tuple[str, int] | None = None  # (tab, finding row) to return to after a jump
+        self.pending_status: str | None = None  # shown when the jump's selection event arrives
+        self.link_from: str | None = None  # the tab l went to the bundles from (l on a bundle goes back there)
+
+    def forget(self) -> None:
+        """A new load: b has nowhere to go back to."""
+        self.back = None
+
+    def applies(self, action: str) -> bool:
+        """Whether a context's key does something here (the footer hides it where not)."""
         if action == "link":
             return self._active_text() is not None
         if action == "find":
             return self._active_text() is not None and bool(self.last_search)
         if action == "sort":
-            return self.query_one(TabbedContent).active == "fusions"
-        if action == "back":
-            return self._back is not None
-        return True
+            return self.app.query_one(TabbedContent).active == "fusions"
+        return self.back is not None if action == "back" else True
 
     def _active_text(self) -> StageText | None:
         """The searchable, linked text of the tab on screen: a stage's text, or the bundle listing."""
-        active = self.query_one(TabbedContent).active
-        if not self.tabs_ready:
+        active = self.app.query_one(TabbedContent).active
+        if not self.app.tabs_ready:
             return None
         if active == "bundles":
-            listing = self.tabs["bundles"].listing
+            listing = self.app.tabs["bundles"].listing
             return listing if listing.display else None
-        return self.tabs[active] if active in TEXT_TABS else None
+        return self.app.tabs[active] if active in TEXT_TABS else None
 
-    def action_search(self) -> None:
+    def search(self) -> None:
         if self._active_text() is None:
-            self.status("/ searches the text tabs (2 Jaxpr, 3 StableHLO, 4 HLO, 8 Mosaic) and the bundle listing "
-                        "(v Bundles, once T has estimated)", "yellow")
+            self.app.status("/ searches the text tabs (2 Jaxpr, 3 StableHLO, 4 HLO, 8 Mosaic) and the bundle listing "
+                            "(v Bundles, once T has estimated)", "yellow")
             return
-        search = self.query_one("#search", Input)
+        search = self.app.query_one("#search", Input)
         search.display = True
         search.focus()
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
+    def submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "search":
             self.last_search = event.value
-            self.refresh_bindings()
+            self.app.refresh_bindings()
             event.input.display = False
-            self._focus_tab(self.query_one(TabbedContent).active)
-            self.action_find(True)
+            self.app.focus_tab(self.app.query_one(TabbedContent).active)
+            self.find(True)
 
-    def action_find(self, forward: bool) -> None:
+    def find(self, forward: bool) -> None:
         text = self._active_text()
         if text is None or not self.last_search:
             return
@@ -119,22 +130,22 @@ class Navigation(AppBase):
             where = self._line_source(text)
             message = f"/{self.last_search}: match {found[0]:,} of {found[1]:,} (n next, N previous)" + (
                 f"; {where}" if where else "")
-            self.status(message, of_tab=True)
+            self.app.status(message, of_tab=True)
             if text.selection != before:  # the selection event that follows would say the line's source alone
-                self._pending_status = message
+                self.pending_status = message
         else:
-            self.status(f"/{self.last_search}: not found in {text.stage}", "yellow", of_tab=True)
+            self.app.status(f"/{self.last_search}: not found in {text.stage}", "yellow", of_tab=True)
         text.focus()
 
-    def on_text_area_selection_changed(self, event) -> None:
+    def selection_changed(self, event) -> None:
         text = event.text_area
-        if self._pending_status is not None:  # a jump (l, Enter on a finding) said where it went
-            self.status(self._pending_status, of_tab=True)
-            self._pending_status = None
+        if self.pending_status is not None:  # a jump (l, Enter on a finding) said where it went
+            self.app.status(self.pending_status, of_tab=True)
+            self.pending_status = None
             return
         where = self._line_source(text)
         if where:
-            self.status(where, of_tab=True)
+            self.app.status(where, of_tab=True)
 
     def _line_source(self, text) -> str:
         """Where the line under the cursor comes from, and how many lines of the other stages (and
@@ -145,18 +156,18 @@ class Navigation(AppBase):
         source = text.source_of(row)
         if not source:
             return ""
-        others = [f"{t.stage} {len(t.rows_with_source(source))}" for t in (self.tabs[name] for name in TEXT_TABS)
+        others = [f"{t.stage} {len(t.rows_with_source(source))}" for t in (self.app.tabs[name] for name in TEXT_TABS)
                   if t is not text]
         if text.stage == "bundles":
-            listing = self.tabs["bundles"].listing
+            listing = self.app.tabs["bundles"].listing
             here = f"bundle {text.document.get_line(row).split(' ', 1)[0]} comes from {source}"
             return f"{here}; bundles from it: {len(listing.rows_with_source(source)):,}; {', '.join(others)} (l goes there)"
-        if self.tabs["bundles"].listing.display:
-            others.append(f"bundles {self.tabs['bundles'].bundles_from(source):,}")
+        if self.app.tabs["bundles"].listing.display:
+            others.append(f"bundles {self.app.tabs['bundles'].bundles_from(source):,}")
         return (f"{text.stage} line {row + 1} comes from {source}; lines from it: "
                 f"{', '.join(others)} (l jumps there)")
 
-    def action_link(self) -> None:
+    def link(self) -> None:
         """A kernel line (jaxpr, Mosaic) with bundles: its first bundle, and from a bundle back to
         the stage l came from (else the jaxpr, else the Mosaic text). Any other line: the next
         stage's first line from the same source line (jaxpr, StableHLO, HLO, Mosaic and round)."""
@@ -165,80 +176,76 @@ class Navigation(AppBase):
             return
         source = text.source_of(text.cursor_location[0])
         if not source:
-            self.status("this line has no source location", "yellow")
+            self.app.status("this line has no source location", "yellow")
             return
         if text.stage != "bundles":
-            where = self.tabs["bundles"].go_to_source(source) if self.tabs["bundles"].listing.display else None
+            where = self.app.tabs["bundles"].go_to_source(source) if self.app.tabs["bundles"].listing.display else None
             if where:
-                self._link_from = text.stage
+                self.link_from = text.stage
                 self.last_search = source  # n and N step through the line's other bundles
-                self.refresh_bindings()
-                self.action_tab("bundles")
-                self._jumped(self.tabs["bundles"].listing, f"bundles: {where} (n, N: the others; l comes back)")
+                self.app.refresh_bindings()
+                self.app.action_tab("bundles")
+                self._jumped(self.app.tabs["bundles"].listing, f"bundles: {where} (n, N: the others; l comes back)")
                 return
         stages = ("jaxpr", "stablehlo", "hlo", "mosaic")
         if text.stage == "bundles":
-            order = list(dict.fromkeys(s for s in (self._link_from, "jaxpr", "mosaic", "stablehlo", "hlo") if s))
+            order = list(dict.fromkeys(s for s in (self.link_from, "jaxpr", "mosaic", "stablehlo", "hlo") if s))
         else:
             at = stages.index(text.stage) + 1
             order = [t for t in stages[at:] + stages[:at] if t != text.stage] + [text.stage]  # the next stage first
         for stage in order:
-            rows = self.tabs[stage].rows_with_source(source)
+            rows = self.app.tabs[stage].rows_with_source(source)
             if stage == text.stage:  # the last resort: this stage's next line from there, never this one
                 here = text.cursor_location[0]
                 rows = [r for r in rows if r > here] + [r for r in rows if r < here]
             if rows:
-                self.action_tab(stage)
-                target = self.tabs[stage]
+                self.app.action_tab(stage)
+                target = self.app.tabs[stage]
                 target.go_to_row(rows[0])
                 self._jumped(target, f"{stage} line {rows[0] + 1}: from {source}")
                 return
-        self.status(f"no other stage has a line from {source}", "yellow")
+        self.app.status(f"no other stage has a line from {source}", "yellow")
 
     def _jumped(self, target: StageText, message: str) -> None:
-        self._pending_status = message  # the selection event that follows says it (not the line's source alone)
+        self.pending_status = message  # the selection event that follows says it (not the line's source alone)
         target.focus()
-        self.status(message)
+        self.app.status(message)
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        if event.data_table.id == "findings" and self.report is not None:
+    def finding_selected(self, event: DataTable.RowSelected) -> None:
+        if self.app.report is not None:
             assert event.row_key.value is not None  # the findings' rows are keyed by their index
             row = int(event.row_key.value)
-            self.show_evidence(self.tabs["overview"].findings[row], row)
-        elif event.data_table.id == "passes-table":
-            self.show_pass_diff(event.cursor_row)
-        elif event.data_table.id == "mosaic-passes-table":
-            self.show_mosaic_pass_diff(event.cursor_row)
+            self.show_evidence(self.app.tabs["overview"].findings[row], row)
 
     def show_evidence(self, finding: Finding, row: int | None = None) -> None:
         """Enter on a finding: its view, at the thing it names (Pallas: the kernel, grid step and
         operand; Fusions: the kernel; HLO: the line). b comes back."""
         view = finding.view if finding.view in ALL_TABS else "overview"
-        kernels = [k.call.name for k in (self.report.pallas or [])] if self.report else []
+        kernels = [k.call.name for k in (self.app.report.pallas or [])] if self.app.report else []
         if view == "overview" and finding.kernel and any(finding.kernel.startswith(n) for n in kernels):
             view = "pallas"  # a compile that ran out of VMEM in a Pallas kernel: its budget is there
         if view == "overview":
-            self.status(f"{finding.code}: the evidence is the message itself (below the table)")
+            self.app.status(f"{finding.code}: the evidence is the message itself (below the table)")
             return
         data = finding.data or {}
-        eqn = failing_eqn_row(self.tabs["jaxpr"], self.tabs["mosaic"], data, finding.kernel) if view == "mosaic" else None
+        eqn = failing_eqn_row(self.app.tabs["jaxpr"], self.app.tabs["mosaic"], data, finding.kernel) if view == "mosaic" else None
         if eqn is not None:  # Pallas failed to lower the kernel: no Mosaic op, the jaxpr equation it was on
             view = "jaxpr"
-        self._back = ("overview", row or 0)
-        self.refresh_bindings()
-        self.action_tab(view)
+        self.back = ("overview", row or 0)
+        self.app.refresh_bindings()
+        self.app.action_tab(view)
         where = ""
         if view == "pallas":
-            where = self.tabs["pallas"].show_finding(finding)
+            where = self.app.tabs["pallas"].show_finding(finding)
         elif view == "fusions" and finding.kernel:
-            where = self.tabs["fusions"].select_kernel(finding.kernel)
+            where = self.app.tabs["fusions"].select_kernel(finding.kernel)
         elif eqn is not None:
             where = (f"jaxpr line {eqn + 1}, the equation Pallas failed to lower, from {data['source']} "
                      "(no Mosaic module: its lowering failed)")
-            self._pending_status = f"{finding.code}: {where} (b goes back)"
-            self.tabs["jaxpr"].go_to_row(eqn)
+            self.pending_status = f"{finding.code}: {where} (b goes back)"
+            self.app.tabs["jaxpr"].go_to_row(eqn)
         elif view in TEXT_TABS:
-            text = self.tabs[view]
+            text = self.app.tabs[view]
             # a Mosaic error names the failing op and its source line: the op's line in the text
             row = failing_op_row(text, data, finding.kernel) if view == "mosaic" else None
             needles = [data.get("op"), finding.kernel, "custom-call" if finding.code == "pallas-interpreted" else None]
@@ -247,23 +254,23 @@ class Navigation(AppBase):
             if hits:
                 op = f" ({_op_kind(data.get('op'))} failed)" if row is not None and _op_kind(data.get("op")) else ""
                 where = f"line {hits[0][0] + 1}" + (f", from {data['source']}" if data.get("source") else "") + op
-                self._pending_status = f"{finding.code}: {view} {where} (b goes back)"
+                self.pending_status = f"{finding.code}: {view} {where} (b goes back)"
                 text.go_to_row(hits[0][0])
             elif data.get("source"):
                 where = f"the source line is {data['source']}"
-        self.status(f"{finding.code}: {where or view} (b goes back)")
+        self.app.status(f"{finding.code}: {where or view} (b goes back)")
 
-    def action_back(self) -> None:  # type: ignore[override]  # replaces App's (async) one; Textual calls either
-        if self._back is None:
+    def go_back(self) -> None:
+        if self.back is None:
             return
-        tab, row = self._back
-        self._back = None
-        self.refresh_bindings()
-        self.action_tab(tab)
-        table = self.query_one("#findings", DataTable)
+        tab, row = self.back
+        self.back = None
+        self.app.refresh_bindings()
+        self.app.action_tab(tab)
+        table = self.app.query_one("#findings", DataTable)
         if row < table.row_count:
             table.move_cursor(row=row)
 
-    def action_sort(self) -> None:
-        if self.query_one(TabbedContent).active == "fusions":
-            self.tabs["fusions"].cycle_sort()
+    def sort(self) -> None:
+        if self.app.query_one(TabbedContent).active == "fusions":
+            self.app.tabs["fusions"].cycle_sort()

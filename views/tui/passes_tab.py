@@ -15,7 +15,7 @@ from ..passes import PASS_COLUMNS, diff_text, pass_cells, passes_title
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from ...hlo.passes import PassDiff, PassLog
     from ...results.report import Report
-    from .app_base import AppBase
+    from .host import Host
 
 NO_DUMPS = ("press P to compile with pass dumps (XLA's pass-by-pass dumps, without the compile cache): "
             "the steps of the pipeline, then Enter shows a step's diff")
@@ -42,7 +42,7 @@ class PassesTab(Vertical):
         self.show_log(None)
 
     def reset(self, message: str) -> None:
-        self.show_log(None, "compiling with pass dumps…" if cast("AppBase", self.app).session.passes else NO_DUMPS)
+        self.show_log(None, "compiling with pass dumps…" if cast("Host", self.app).session.passes else NO_DUMPS)
 
     def progress(self, text: str) -> None:
         """While P's compile runs: what runs and for how long (the loading ticker), in place of the title."""
@@ -51,7 +51,7 @@ class PassesTab(Vertical):
     def show(self, report: Report) -> None:
         if report.passes is not None:
             self.show_log(report.passes)
-        elif cast("AppBase", self.app).session.passes:
+        elif cast("Host", self.app).session.passes:
             error = report.stages.compile_error
             self.show_log(None, f"no pass dumps: {error.headline if error else 'not compiled'}")
 

@@ -26,8 +26,7 @@ from ...base.chips import DEFAULT_TPU
 from ...base.errors import InspectorError
 from ...compilation.user_files import split_spec
 from ...tuning.table import update_table
-from .app_base import AppBase
-from .loading import message_of
+from .calls import message_of
 from .tune_form import TuneForm, count_candidates, declare_hint, sweep_request
 from .tune_options import option_fields
 from .tune_progress import Counts, Relay
@@ -36,6 +35,7 @@ from .tune_table import (RANKED, bar, candidates_by_rank, counts_line, note, par
 
 if TYPE_CHECKING:
     from ...session import Session
+    from .host import Host
     from ...tuning.model import TuneResult
     from ...tuning.sweep import SweepRequest
 
@@ -385,22 +385,20 @@ class TuneScreen(ModalScreen[dict]):
         self.cancel.set()  # closed or the app quits: a sweep still running stops and kills its workers
 
 
-class Tuning(AppBase):
-    """The app's tune key (u; ctrl+t on the parameter screen): mixed into InspectorApp."""
+def open_tune(app: Host) -> None:
+    """The app's tune key (u; ctrl+t on the parameter screen): the tune screen for the current
+    target; Enter on a row applies its parameters."""
+    known = app.report or app.lowered  # the lowering knows the parameters and INSPECT's lists
+    if known is None:
+        app.status("tune opens once the function is traced (its parameters are known then)", "yellow")
+        return
+    signature = app.session.keyword_params()
+    current = {**(signature[0] if signature else {}), **known.target.params}
+    form = TuneForm(app.session.spec, known.target.function, current, dict(known.target.param_choices))
 
-    def action_tune(self) -> None:
-        known = self.report or self.lowered  # the lowering knows the parameters and INSPECT's lists
-        if known is None:
-            self.status("tune opens once the function is traced (its parameters are known then)", "yellow")
-            return
-        signature = self.session.keyword_params()
-        current = {**(signature[0] if signature else {}), **known.target.params}
-        form = TuneForm(self.session.spec, known.target.function, current, dict(known.target.param_choices))
+    def picked(params: dict | None) -> None:
+        if params:
+            app.status("applying " + " ".join(f"{k}={v}" for k, v in params.items()) + " from the sweep")
+            app.change(app.session.with_params(params))
 
-        def picked(params: dict | None) -> None:
-            if params:
-                self.session = self.session.with_params(params)
-                self.status("applying " + " ".join(f"{k}={v}" for k, v in params.items()) + " from the sweep")
-                self.load()
-
-        self.push_screen(TuneScreen(form, self.session), picked)
+    app.push_screen(TuneScreen(form, app.session), picked)

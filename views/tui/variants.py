@@ -1,0 +1,147 @@
+"""The keys that change what the terminal UI analyses, and load again: another chip (t),
+parameters (x), options (o: show's and check's, and the baseline the overview compares with),
+the backward pass (G), the compiles with more to show (P, T, D, M, B); and the export (e)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...base.chips import get_chip
+from ...base.errors import UsageError
+from ...compilation.static_params import parse_value
+from .calls import message_of
+from .jobs import TARGETS
+from .screens import ParamsScreen, TargetScreen
+
+if TYPE_CHECKING:
+    from .host import Host
+
+# key's action -> (the session's flag, the report's field that holds its result (None: the flag says), the
+# tab it fills, what the status line says when it is there already)
+MORE = {
+    "pass_dumps": ("passes", "passes", "passes", "already compiled with pass dumps: Enter on a step shows its diff"),
+    "time": ("time", "time", "bundles", "already estimated: the Bundles tab, and est. time in the Fusions tab"),
+    "measure": ("measure", "measured", "fusions", "already measured: the measured column in the Fusions tab"),
+    "mosaic_dumps": ("mosaic_passes", "mosaic_passes", "mosaic-passes", "already compiled with Mosaic's pass dumps"),
+    "buffers": ("buffers", None, "memory", "already compiled with the buffer assignment"),
+}
+TPU_ONLY = {"time": "libtpu's time estimate is for TPU targets: t picks one",
+            "mosaic_dumps": "Mosaic runs only for a TPU target: t picks one"}
+
+
+class Variants:
+    """The keys that change the app's session (and load it), owned by the app."""
+
+    def __init__(self, app: Host) -> None:
+        self.app = app
+
+    def more(self, action: str) -> None:
+        """P, T, D, M, B: compile again with more to show (pass dumps, libtpu's time estimate, a
+        measurement on the attached TPU, Mosaic's pass dumps, the buffer assignment); its tab fills in."""
+        app, session = self.app, self.app.session
+        flag, field, tab, already = MORE[action]
+        if getattr(session, flag) and app.report is not None and (field is None or getattr(app.report, field) is not None):
+            app.action_tab(tab)
+            app.status(already)
+            return
+        if action in TPU_ONLY and not session.chip.startswith("tpu"):
+            app.status(TPU_ONLY[action], "yellow")
+            return
+        if action == "measure":
+            from ...measure.run import attached_for
+
+            try:
+                attached_for(get_chip(session.chip))
+            except UsageError as err:  # no TPU here, or not the target's (NoChip is one)
+                app.status(str(err), "yellow")
+                return
+        app.change(_with(session, flag))
+        app.action_tab(tab)
+
+    def backward(self) -> None:
+        """The function's backward pass (jax.vjp), or its forward again: a jax.custom_vjp kernel's
+        backward kernels (flash's dq and dk/dv) in the Pallas tab, the Fusions tab, the findings."""
+        session = self.app.session.with_backward(not self.app.session.backward)
+        self.app.change(session, why="the backward pass (G: the forward again)" if session.backward else "the forward pass")
+
+    def target(self) -> None:
+        app = self.app
+
+        def chosen(chip: str | None) -> None:
+            if chip and chip != app.session.chip:
+                app.change(app.session.with_chip(chip))
+
+        app.push_screen(TargetScreen(TARGETS, app.session.chip), chosen)
+
+    def params(self) -> None:
+        app = self.app
+        known = app.report or app.lowered  # the lowering knows the parameters: no need to wait for the compile
+        if known is None:
+            app.status("the parameters can be edited once the function is traced (its own are known then)", "yellow")
+            return
+        signature = app.session.keyword_params()
+
+        def chosen(params: dict | None) -> None:
+            if params:
+                app.change(app.session.with_params(params))
+
+        app.push_screen(ParamsScreen(known.target.params, known.target.param_choices,
+                                     signature[0] if signature else None, parse_value), chosen)
+
+    def export(self, loading: bool) -> None:
+        app = self.app
+        report = app.report
+        if report is None:  # the export needs the compiled program: say so rather than do nothing
+            app.status("e exports once the compile is done" if loading else
+                       "nothing to export: the compile did not finish (r reloads)", "yellow")
+            return
+        session = app.session
+
+        def work() -> None:
+            try:
+                written = session.export(report)
+            except Exception as err:
+                app.calls.deliver(app.notify, message_of(err), severity="error")
+                return
+            app.calls.deliver(app.notify, "wrote " + ", ".join(written))
+
+        app.calls.start("export", work)
+
+
+def _with(session, flag: str):
+    return {"passes": session.with_passes, "time": session.with_time, "measure": session.with_measure,
+            "mosaic_passes": session.with_mosaic_passes, "buffers": session.with_buffers}[flag](True)
+
+
+class Baselines:
+    """o: the options screen; the baseline the overview compares with (--baseline) and its
+    tolerances, owned by the app."""
+
+    def __init__(self, app: Host, baseline=None) -> None:
+        self.app = app
+        self.baseline = baseline  # a saved baseline (inspector.baseline.record.Baseline), or None
+        self.tolerance: str | None = None  # the options screen's --tolerance, as typed
+        self.tolerances: dict | None = None  # parsed (inspector.baseline.compare); None: the defaults
+
+    def options(self) -> None:
+        """The options screen (o): show's and check's options that no key sets; a changed one compiles again."""
+        from .options_screen import GATE, OptionsScreen
+
+        app = self.app
+        current = {**{name: getattr(app.session, name) for name in app.session.OPTIONS},
+                   "baseline": self.baseline.path if self.baseline is not None else None, "tolerance": self.tolerance}
+
+        def chosen(changed: dict | None) -> None:
+            if not changed:
+                return
+            if "loaded" in changed or changed.get("baseline", "") is None:
+                self.baseline, self.tolerances = changed.get("loaded"), changed.get("tolerances")
+                self.tolerance = changed.get("tolerance", self.tolerance) if self.baseline is not None else None
+            options = {k: v for k, v in changed.items() if k not in GATE + ("loaded", "tolerances")}
+            if options:
+                # a value only the worker can judge (--ref's function): refused, the report on screen comes back
+                undo = (app.session, app.report) if app.report is not None else None
+                app.change(app.session.with_options(**options), undo=undo)
+            elif app.report is not None:
+                app.tabs["overview"].show_baseline(app.report)
+
+        app.push_screen(OptionsScreen(current), chosen)
