@@ -18,7 +18,7 @@ TARGETS = [c.name for c in CHIPS if c.kind != "gpu" and c.name != "gpu"]
 
 
 def _compared(report_a, report_b):
-    from ...verbs.comparison import compare_reports# in the worker thread, as the compile it waited for
+    from ...verbs.comparison import compare_reports  # in the worker thread, as the compile it waited for
 
     return compare_reports(report_a, report_b)
 
