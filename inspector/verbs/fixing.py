@@ -11,10 +11,11 @@ from ..base.chips import Chip, get_chip
 from ..base.fix_model import Change, Fix, FixResult, Refusal, Trial
 from ..compilation import fix_store
 from ..run.fix_numerics import Numerics, judge
-from ..pallas.fixes import buffered_changes, order_changes, param_changes, semantics_changes, vmem_limit_change
+from ..pallas.fixes import buffered_changes, order_changes, param_changes
 from ..compilation.target import Target
 from ..results.report import make_report
 from ..results.view_table import Needs
+from ..families import family_of
 
 KIND_ORDER = {"estimate": 0, "range": 1, "floor": 2}  # a floor is never ranked as an estimate
 MOST_LIMIT_TRIES = 4  # vmem_limit_bytes raised by a quarter each time the compiler still refuses
@@ -195,12 +196,9 @@ def _proposals(target: Target, chips: list[Chip], before: dict[str, Trial], use_
     refused: list[Refusal] = []
     for chip in chips:
         trial = before[chip.name]
-        if trial.compiles is False and trial.vmem_bytes is not None:
-            limits, no = vmem_limit_change(calls, chip, trial.vmem_bytes, trial.kernel)
-            tried += [(c, [chip]) for c in limits]
-            refused += no
-        parallel, no = semantics_changes(calls, chip)
-        tried += [(c, [chip]) for c in parallel]
+        needed = trial.vmem_bytes if trial.compiles is False else None  # what the compiler said it needs
+        changes, no = family_of(chip).fixes(calls, chip, needed_bytes=needed, kernel=trial.kernel)
+        tried += [(c, [chip]) for c in changes]
         refused += no
     orders, no = order_changes(calls)
     tried += [(c, chips) for c in orders]
@@ -220,7 +218,7 @@ def fixes_on(target: Target, chip: Chip, *, sets, use_cache: bool | str, pick: s
     chip; ``pick`` says how the caller names another chip."""
     from ..base.errors import UsageError
 
-    if not chip.is_tpu:
+    if not family_of(chip).info.can.fix:
         raise UsageError(f"fixes are compiled for a TPU: {chip.name} is not one ({pick})")
     return run_fix(target, [chip], use_cache=use_cache, fixed=set_names(sets))
 

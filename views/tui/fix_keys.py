@@ -24,7 +24,7 @@ class Fixing(AppBase):
         if self.report is None:
             self.status("F tries the fixes once the compile is done", "yellow")
             return
-        if not self.report.chip.is_tpu:
+        if not self.report.family.can.fix:
             self.status("fixes are compiled for a TPU: t picks one", "yellow")
             return
         if self.report.fixes is not None:

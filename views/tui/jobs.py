@@ -14,8 +14,9 @@ from ...compilation.static_params import parse_value
 from .fix_keys import clock_time
 from .loading import message_of
 from .screens import CompareScreen, ParamsScreen, TargetScreen
+from inspector.families import family_of
 
-TARGETS = [c.name for c in CHIPS if c.kind != "gpu" and c.name != "gpu"]
+TARGETS = ["cpu"] + [c.name for c in CHIPS if family_of(c).info.can.simulate]  # the CPU and the TPUs interpret mode simulates
 
 
 class Jobs(AppBase):
