@@ -15,7 +15,7 @@ from ..pallas.fixes import buffered_changes, order_changes, param_changes
 from ..compilation.target import Target
 from ..results.report import make_report
 from ..results.view_table import Needs
-from ..families import family_of
+from ..families import backend_for, family_of
 
 KIND_ORDER = {"estimate": 0, "range": 1, "floor": 2}  # a floor is never ranked as an estimate
 MOST_LIMIT_TRIES = 4  # vmem_limit_bytes raised by a quarter each time the compiler still refuses
@@ -42,11 +42,10 @@ def _trial(target: Target, chip: Chip, *, time: bool, use_cache: bool | str) -> 
 
 
 def _trial_key(target: Target, chip: Chip, time: bool) -> str | None:
-    from ..compilation.backends import Backend
     from ..compilation.stages import lowered_program
     from ..libtpu import Budget
 
-    _, lowered, text = lowered_program(target, Backend(chip))  # the compile's own lowering, memoised
+    _, lowered, text = lowered_program(target, backend_for(chip))  # the compile's own lowering, memoised
     return None if lowered is None else fix_store.key("trial", TRIAL_SCHEMA, time, Budget().as_dict(), module_text=text,
                                                       chip=chip.name)
 
@@ -187,11 +186,10 @@ def _recommend(fix: Fix, before: dict[str, Trial]) -> None:
 
 def _proposals(target: Target, chips: list[Chip], before: dict[str, Trial], use_cache) -> tuple[list[tuple[Change, list[Chip]]], list[Refusal]]:
     """Each change with the chips to try it on, and the changes refused before any compile."""
-    from ..compilation.backends import Backend
     from ..compilation.stages import capture
     from ..pallas.discovery import read_program
 
-    calls, _ = read_program(capture(target, Backend(chips[0]), compile=False, use_cache=use_cache).program)
+    calls, _ = read_program(capture(target, backend_for(chips[0]), compile=False, use_cache=use_cache).program)
     tried: list[tuple[Change, list[Chip]]] = [(c, chips) for c in buffered_changes(calls)]
     refused: list[Refusal] = []
     for chip in chips:
