@@ -101,8 +101,8 @@ class Family(Protocol):
     def attached(self) -> Chip | None:
         """The chip of this family attached to this machine, read without opening it."""
 
-    def measure(self, *args: Any, **kwargs: Any) -> Any:
-        """Time on the attached device."""
+    def measure(self, target: Any, *, chip_name: str, seed: int = 0, runs: int | None = None) -> Any:
+        """The target's time on the attached device (``Measurement``)."""
 
     def fixes(self, calls: list, chip: Chip, *, needed_bytes: int | None, kernel: str | None) -> tuple[list, list]:
         """The changes the family's compiler may take (and the refused ones) for ``calls`` on ``chip``."""

@@ -44,7 +44,7 @@ class GpuSpecFamily:
     def attached(self) -> Chip | None:
         return None
 
-    def measure(self, *args, **kwargs):
+    def measure(self, target, *, chip_name: str, seed: int = 0, runs: int | None = None):
         raise NotImplementedError("a spec-only GPU is not measured")
 
     def fixes(self, calls: list, chip: Chip, *, needed_bytes: int | None, kernel: str | None) -> tuple[list, list]:

@@ -42,7 +42,7 @@ class LocalFamily:
     def attached(self) -> Chip | None:
         return local_chip()
 
-    def measure(self, *args, **kwargs):
+    def measure(self, target, *, chip_name: str, seed: int = 0, runs: int | None = None):
         raise NotImplementedError("the local backend is timed by diff, not measured")
 
     def fixes(self, calls: list, chip: Chip, *, needed_bytes: int | None, kernel: str | None) -> tuple[list, list]:

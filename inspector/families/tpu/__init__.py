@@ -29,7 +29,7 @@ class TpuFamily:
 
     def budget_chips(self, target: Chip) -> list[Chip]:
         """Every TPU generation: a kernel's VMEM is shown on each."""
-        return [c for c in CHIPS if c.kind == "tpu"]
+        return [c for c in CHIPS if c.kind == self.info.name]
 
     def memory_budget(self, call, chip: Chip):
         return budget(call, chip)
