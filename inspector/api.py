@@ -33,6 +33,7 @@ from .base.user_code import describe_error
 from .request import Request, report_for, use_cache
 from .verbs.rules import check_chips, diff_simulated_chip, require_two_variants
 from .results.view_table import Needs
+from .families import family_of
 
 if TYPE_CHECKING:
     from .base.chips import Chip
@@ -330,7 +331,7 @@ def check(fn_or_spec: Callable | str | Sequence[str], *args: Any, targets: str |
         if sweep:
             from .pallas.sweep import sweep as sweep_params
 
-            result.sweep = sweep_params(t, [c for c in chips if c.is_tpu or c.kind == "gpu"])
+            result.sweep = sweep_params(t, [c for c in chips if family_of(c).info.can.sweep])
         return result
 
 

@@ -20,6 +20,7 @@ from .compilation.target import load_target
 from .compilation.user_files import split_spec
 from .request import Request, report_for
 from .results.view_table import Needs
+from .families import family_of
 
 @dataclasses.dataclass(frozen=True)
 class Session:
@@ -134,7 +135,7 @@ class Session:
         from .run import run_diff
 
         chip = get_chip(self.chip)  # a TPU target is the chip interpret mode simulates
-        return run_diff(self.target(), runs=1, chip=chip if chip.is_tpu else None)
+        return run_diff(self.target(), runs=1, chip=chip if family_of(chip).info.can.simulate else None)
 
     def with_backward(self, backward: bool = True) -> "Session":
         return dataclasses.replace(self, backward=backward)

@@ -50,7 +50,8 @@ LAYERS: tuple[Layer, ...] = (
           "the only code that reads private jax API (Pallas calls, kernel bodies, the Mosaic lowering, interpret "
           "mode); it returns base's records"),
     Layer("compilation", ("inspector/compilation/",),
-          "the compile path: the target and its INSPECT entry, backends (deviceless TPU topologies), the capture "
+          "the compile path: the target and its INSPECT entry, backends and the compile paths a family hands them "
+          "(libtpu's deviceless topologies, jax's local backend), the capture "
           "(stages), the compile cache, pass dumps; it keeps what a failed kernel left, the analyses explain it"),
     Layer("pallas", ("inspector/pallas/",),
           "an analysis: every pallas_call's grid walk, tiling rules, the VMEM rules and their estimate"),
@@ -62,6 +63,11 @@ LAYERS: tuple[Layer, ...] = (
           "an analysis: libtpu's simulated time and VLIW bundles per kernel, from the compiles it drives with libtpu's "
           "dump flags (in child processes of its own: `runner`, `child`) beside the reader of those dumps"),
     Layer("measure", ("inspector/measure/",), "time on the attached TPU, read from jax's profiler"),
+    Layer("families", ("inspector/families/",),
+          "the backend seam: `family_of(chip)` and one `Family` per accelerator family (`tpu/`, the spec-only GPU "
+          "rows, `local/`), each a call into the layers below; the layers above ask it what a chip's family can do "
+          "(`info.can`) and how (its compile path, memory budget, compiler's verdict, time, fixes), never the "
+          "chip's kind. A new family is a folder here and its chip rows"),
     Layer("run", ("inspector/run/",),
           "the diff: kernel and reference run on the same inputs, outputs compared onto the kernel's blocks, timing"),
     Layer("results", ("inspector/results/",),

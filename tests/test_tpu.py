@@ -7,7 +7,7 @@ import jax
 import pytest
 
 from conftest import DATA
-from inspector.compilation import backends
+from inspector.compilation import compile_paths
 from inspector.compilation.backends import Backend
 from inspector.base.chips import CHIPS, get_chip
 from inspector.base.errors import UsageError
@@ -70,7 +70,7 @@ def test_mosaic_view_on_cpu_says_why_it_is_empty(cli_run):
 
 
 def test_missing_libtpu_is_one_line_and_local_targets_still_work(monkeypatch):
-    monkeypatch.setattr(backends, "libtpu_available", lambda: False)
+    monkeypatch.setattr(compile_paths, "libtpu_available", lambda: False)
     with pytest.raises(UsageError, match=rf"pip install 'jax\[tpu\]=={re.escape(jax.__version__)}'"):
         Backend(get_chip("tpu-v5e"))
     assert Backend(get_chip("cpu")).platform == "cpu"

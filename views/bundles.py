@@ -91,7 +91,7 @@ def bundles_view(estimate: TimeEstimate, listing: int = 40) -> Group:
 
 
 def render_bundles(report: Report, view: str, options) -> RenderableType:
-    if not report.chip.is_tpu:
+    if report.family.can.time != "simulated":
         return Text(f"no bundles on {report.chip.name}: VLIW bundles and libtpu's time estimate are for TPU targets "
                     "(try --target tpu-v5e); the fusions view has the roofline")
     if report.time is None:

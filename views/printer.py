@@ -195,7 +195,7 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
         ("params", params),
         ("reference", t.reference or "-"),
         ("target", f"{report.chip.name}: {report.chip.description}"
-                   + (f", compiled by libtpu for a '{s.device_kind}' without a TPU" if report.chip.is_tpu else "")
+                   + (f", compiled by libtpu for a '{s.device_kind}' without a TPU" if report.family.can.compile else "")
                    + (f" ({report.chip_reason})" if report.chip_reason else "")),
     ]
     for stage, counts in s.op_counts.items():
@@ -301,7 +301,7 @@ def stage_text(report: Report, view: str) -> str:
         if not s.mosaic:
             interpreted = report.pallas is not None and bool(report.pallas) and all(k.call.interpret for k in report.pallas)
             why = ("this target is not a TPU: Mosaic runs only when lowering for a TPU (try --target tpu-v5e)"
-                   if not report.chip.is_tpu else
+                   if not report.family.can.kernel_dumps else
                    f"the lowering failed before Mosaic had a module: {s.compile_error.headline}"
                    if s.compile_error is not None and not interpreted else
                    "its pallas_calls are given interpret=True, so they lower to the interpreter's HLO (--view hlo)"
@@ -386,7 +386,7 @@ def render_mosaic(report: Report, view: str, options: RenderOptions):
 
 def render_mosaic_passes(report: Report, view: str, options: RenderOptions):
     if report.mosaic_passes is None:
-        why = ("this target is not a TPU: Mosaic runs only when lowering for a TPU" if not report.chip.is_tpu
+        why = ("this target is not a TPU: Mosaic runs only when lowering for a TPU" if not report.family.can.kernel_dumps
                else "press M to compile with Mosaic's pass dumps" if options.interactive else "not compiled with Mosaic's pass dumps")
         return Text(f"no Mosaic passes: {why}")
     return mosaic_passes_view(report.mosaic_passes, colour=options.colour)

@@ -14,12 +14,13 @@ from .compare import Comparison, Tolerance, compare, parse_tolerances
 from .record import Baseline, load, new_baseline
 from .targets import expand
 from .work import Request, compute
+from ..families import family_of
 
 
 def tpu_chips(text: str, example: str = "--target tpu-v5e,tpu-v6e") -> list[str]:
     """The chip names of ``text``: TPUs only (a baseline's figures are compiled without a TPU)."""
     chips = parse_targets(text)
-    other = [c.name for c in chips if not c.is_tpu]
+    other = [c.name for c in chips if not family_of(c).info.can.baseline]
     if other:
         raise UsageError(f"a baseline records TPU chips (compiled without a TPU), not {', '.join(other)}: e.g. {example}")
     return [c.name for c in chips]

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from .figures import FIGURES, SCHEMA, stem, target_label
+from ..families import family_of
 
 TIME_KINDS = ("estimate", "floor", "range")
 TOP = ("schema", "versions", "chips", "time", "time_budget_s", "targets")
@@ -132,7 +133,7 @@ def _chips(value: Any) -> list[str]:
             chips = parse_targets(name)
         except UsageError:
             raise Bad(f"chips[{i}]", f"{name!r} is no chip the inspector knows (inspector chips lists them)") from None
-        if len(chips) != 1 or not chips[0].is_tpu or chips[0].name != name:
+        if len(chips) != 1 or not family_of(chips[0]).info.can.baseline or chips[0].name != name:
             raise Bad(f"chips[{i}]", f"{name!r} is not a TPU (a baseline records TPUs, compiled without one)")
     if len(set(value)) != len(value):
         raise Bad("chips", "names a chip twice")

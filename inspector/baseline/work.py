@@ -12,6 +12,7 @@ from typing import Any, Callable
 from ..base.errors import InspectorError, UsageError
 from ..base.findings import TIME_CODES
 from .record import kernel_keys, target_label, time_figure
+from ..families import family_of
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -89,7 +90,7 @@ def chip_entry(report, time: bool) -> dict:
     err = stages.compile_error
     pallas = report.pallas or []
     budgets = {p.call.source: [b for b in p.budgets if b.chip == chip.name] for p in pallas
-               if not (p.call.interpret and chip.is_tpu)}
+               if not (p.call.interpret and family_of(chip).info.can.kernels)}
     every = [b for found in budgets.values() for b in found]
     peak = max(every, key=lambda b: b.total_bytes, default=None)
     program: dict = {"compiled": err is None, "error_kind": None, "vmem_estimate": peak.total_bytes if peak else None,

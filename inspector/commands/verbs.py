@@ -20,6 +20,7 @@ from ..verbs.rules import check_chips, check_measure, check_time_options, diff_s
 from ..results.view_table import Needs, get_view
 from .requests import compare_sides
 from .work import run
+from ..families import family_of
 
 
 def show(opts) -> int:
@@ -48,7 +49,7 @@ def _check_fixes(opts) -> None:
     """show --fixes: the overview (or --json), on a TPU."""
     if opts.view != "overview" and not opts.json:
         raise UsageError(f"--fixes puts the fixes under the overview's findings: --view {opts.view} does not show them")
-    if not parse_targets(opts.chip)[0].is_tpu:
+    if not family_of(parse_targets(opts.chip)[0]).info.can.fix:
         raise UsageError(f"--fixes compiles each fix for a TPU: --target {opts.chip} is not one (e.g. --target tpu-v5e)")
 
 
@@ -194,8 +195,8 @@ def fix(opts) -> int:
     from ..views.printer import make_console, print_fitting, print_json
 
     chips = parse_targets(opts.chip)
-    if any(not c.is_tpu for c in chips):
-        raise UsageError(f"fix compiles for TPUs: --target {', '.join(c.name for c in chips if not c.is_tpu)} is not one "
+    if any(not family_of(c).info.can.fix for c in chips):
+        raise UsageError(f"fix compiles for TPUs: --target {', '.join(c.name for c in chips if not family_of(c).info.can.fix)} is not one "
                          "(e.g. --target tpu-v5e,tpu-v5p)")
     check_measure(bool(opts.measure))
     if opts.patch is not None:

@@ -20,6 +20,7 @@ from ..verbs.rules import diff_simulated_chip, doctor_chips
 from ..results.view_table import Needs
 from . import verb_table
 from .requests import compare_sides, request_from, show_request
+from ..families import family_of
 
 
 @contextlib.contextmanager
@@ -80,14 +81,14 @@ def work_check(opts):
     target = _load(opts)
     # several TPU compiles: each in a process of its own, so that libtpu aborting one is that chip's finding
     apart = (functools.partial(_compile_apart, opts)
-             if opts.isolate and not opts.estimate_only and sum(c.is_tpu for c in chips) > 1 else None)
+             if opts.isolate and not opts.estimate_only and sum(family_of(c).info.can.compile for c in chips) > 1 else None)
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
         result = run_check(target, chips, estimate_only=opts.estimate_only, use_cache=_use_cache(opts),
                            compile_apart=apart)
         if opts.sweep:
             from ..pallas.sweep import sweep
 
-            result.sweep = sweep(target, [c for c in chips if c.is_tpu or c.kind == "gpu"])
+            result.sweep = sweep(target, [c for c in chips if family_of(c).info.can.sweep])
     return result
 
 
@@ -224,7 +225,7 @@ def work_diff(opts):
 def work_doctor(opts):
     from .doctor import checkup
 
-    chips = doctor_chips(parse_targets(opts.chip)) if opts.chip else [c for c in CHIPS if c.is_tpu and c.devices == 1]
+    chips = doctor_chips(parse_targets(opts.chip)) if opts.chip else [c for c in CHIPS if family_of(c).info.can.compile and c.devices == 1]
     return checkup(chips, svg_required=opts.svg)
 
 

@@ -11,35 +11,30 @@ import contextlib
 import copy
 
 from ..base.chips import CHIPS, Chip, get_chip
-from ..base.environment import libtpu_available
 from ..base.errors import UsageError
-from ..jax_internals import tpu_topology
+from ..base.families import CompilePath
+from .compile_paths import own_path
 
 
 class Backend:
     """Places abstract inputs on the chip and provides the context to trace and lower under."""
 
-    def __init__(self, chip: Chip):
+    def __init__(self, chip: Chip, path: CompilePath | None = None):
+        """``path``: how to compile for ``chip`` (its family's, ``family_of(chip).compile_path``);
+        without one, the path the chip row names (``compile_paths.own_path``)."""
         self.chip = chip
-        if chip.is_tpu and not libtpu_available():
-            from ..jax_internals import jax_version
-            raise UsageError(f"target {chip.name} needs libtpu, which is not installed: pip install "
-                             f"'jax[tpu]=={jax_version()}' (the libtpu of your jax; local targets such as cpu work without it)")
-        if chip.kind == "gpu":
-            raise UsageError(f"{chip.name} is a spec-only target (budgets and roofline); it cannot compile here. "
-                             "Compile with --target gpu on a machine with a GPU, or a TPU target")
-        self.mesh = tpu_topology.tpu_mesh(chip.topology) if chip.is_tpu else None
+        self.path: CompilePath = path if path is not None else own_path(chip)
+        why = self.path.available()
+        if why is not None:
+            raise UsageError(why)
+        self.mesh = self.path.mesh()
         self.mesh_axes: dict[str, int] | None = None  # set when the program is sharded (with_mesh)
         if chip.devices > 1:
             self._set_mesh({"devices": chip.devices})
-        if chip.name == "gpu":
-            import jax
-            if not any(d.platform == "gpu" for d in jax.devices()):
-                raise UsageError("--target gpu: jax sees no GPU here (install jax[cuda12] on a GPU machine), use cpu or a TPU target")
 
     @property
     def platform(self) -> str:
-        return "tpu" if self.chip.is_tpu else self.chip.name
+        return self.path.platform
 
     @property
     def device_kind(self) -> str:
@@ -50,21 +45,14 @@ class Backend:
 
     @property
     def devices(self) -> int:
-        if self.chip.is_tpu:
-            return self.chip.devices
-        import jax
-        return len(jax.devices(self.platform))
+        return self.path.device_count()
 
     def _set_mesh(self, axes: dict[str, int]) -> None:
         from .sharding import device_mesh, fit_mesh
 
         sizes = fit_mesh(axes, self.devices, self.chip.name)
-        if self.chip.is_tpu:
-            assert self.mesh is not None  # a TPU backend has one (__init__)
-            devices = tpu_topology.topology_devices(self.chip.topology) if self.chip.devices > 1 else tuple(self.mesh.devices.flat)
-        else:
-            import jax
-            devices = tuple(jax.devices(self.platform))
+        one_chip = self.mesh is not None and self.chip.devices == 1  # a deviceless topology's one chip (__init__)
+        devices = tuple(self.mesh.devices.flat) if one_chip else self.path.devices()
         self.mesh, self.mesh_axes = device_mesh(devices, sizes), sizes
 
     def with_mesh(self, axes: dict[str, int] | None) -> "Backend":
@@ -121,20 +109,22 @@ class Backend:
         return stack
 
 
+# jax's default backends that are a local chip row, by name (jax calls a GPU "gpu", "cuda" or "rocm")
+LOCAL_CHIP_ROWS = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu"}
+
+
 def local_chip() -> Chip:
     """``local``: the chip of jax's default backend here (cpu, gpu, or the TPU attached)."""
     import jax
 
     platform = jax.default_backend()
-    if platform == "cpu":
-        return get_chip("cpu")
-    if platform in ("gpu", "cuda", "rocm"):
-        return get_chip("gpu")
-    if platform == "tpu":
-        kind = jax.devices()[0].device_kind
-        chip = next((c for c in CHIPS if c.is_tpu and c.device_kind == kind), None)
-        if chip is not None:
-            return chip
+    if platform in LOCAL_CHIP_ROWS:
+        return get_chip(LOCAL_CHIP_ROWS[platform])
+    kind = jax.devices()[0].device_kind
+    chip = next((c for c in CHIPS if c.device_kind is not None and c.device_kind == kind), None)
+    if chip is not None:
+        return chip
+    if kind.startswith("TPU"):
         raise UsageError(f"the local TPU is a {kind!r}, which the chip table does not know (see `inspector chips`)")
     raise UsageError(f"jax's default backend here is {platform!r}, which the inspector cannot compile for: use cpu or a TPU target")
 
@@ -170,7 +160,7 @@ def attached_chip() -> Chip | None:
             chip = get_chip(accelerator.rsplit("-", 1)[0])
         except UsageError:
             return None
-        return chip if chip.is_tpu else None
+        return chip if chip.pci_device_id in by_id else None  # a TPU row
     return None
 
 

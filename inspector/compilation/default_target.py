@@ -62,6 +62,6 @@ def default_target(verb: str) -> tuple[str, str]:
     if attached is not None:
         return attached.name, "no --target: the TPU attached to this machine"
     configured = project_default()
-    if configured is not None and (verb not in TPU_VERBS or get_chip(configured[0]).is_tpu):
+    if configured is not None and (verb not in TPU_VERBS or get_chip(configured[0]).topology is not None):  # a TPU row
         return configured[0], f"no --target: {configured[1]}"
     return DEFAULT_TPU, f"no --target and no TPU here: {DEFAULT_TPU}, the default (--target cpu for the CPU)"

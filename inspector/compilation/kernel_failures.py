@@ -9,7 +9,6 @@ the Report, check and tune call on what was captured.
 """
 from __future__ import annotations
 
-from .backends import Backend
 from .block_guard import bad_block_indices
 from .compile_errors import CompileError
 from ..jax_internals.interpret import known_limit
@@ -27,11 +26,11 @@ def lowering_failure(err: Exception, interpreted: bool = False) -> CompileError:
                         status="INTERPRETER_LIMIT" if limit else "LOWERING_FAILED", interpreter_limit=limit)
 
 
-def failed_kernel(stages: Stages, backend: Backend, lowering_err: Exception | None = None) -> FailedKernel | None:
+def failed_kernel(stages: Stages, lowering_err: Exception | None = None) -> FailedKernel | None:
     """What explaining a failed lowering or compile of a program with Pallas TPU kernels needs
-    (None where there is nothing to explain: no TPU, no Pallas kernel); ``lowering_err``: the
-    exception, when lowering failed."""
-    if not backend.chip.is_tpu or not has_pallas(stages.jaxpr_eqns):
+    (None where there is nothing to explain: no Pallas kernel; the TPU's compile path calls it,
+    ``LibtpuPath.failed_kernel``); ``lowering_err``: the exception, when lowering failed."""
+    if not has_pallas(stages.jaxpr_eqns):
         return None
     if lowering_err is None:
         return FailedKernel(lowering=False)
@@ -39,10 +38,11 @@ def failed_kernel(stages: Stages, backend: Backend, lowering_err: Exception | No
                         in_pallas_lowering=raised_in_pallas_tpu_lowering(lowering_err))
 
 
-def compile_would_abort(stages: Stages, backend: Backend, closed_jaxpr) -> tuple[CompileError, FailedKernel] | None:
+def compile_would_abort(stages: Stages, closed_jaxpr) -> tuple[CompileError, FailedKernel] | None:
     """A constant block index out of range makes libtpu abort the process while it compiles
-    (block_guard): the error it would give, without compiling, and the block to explain it by."""
-    if not backend.chip.is_tpu or not has_pallas(stages.jaxpr_eqns):
+    (block_guard): the error it would give, without compiling, and the block to explain it by
+    (``LibtpuPath.would_abort``)."""
+    if not has_pallas(stages.jaxpr_eqns):
         return None
     try:
         bad = bad_block_indices(block_specs(closed_jaxpr))

@@ -25,9 +25,8 @@ from ..jax_internals import tracing
 from ..jax_internals.chip_lookup import simulated_chip
 from ..jax_internals.interpret import gpu_kernels_interpreted
 from ..jax_internals.mesh_kernels import KERNEL_PRIMITIVES
-from ..jax_internals.mosaic import capture_mosaic
 from ..jax_internals.pipelines import recording_pipelines
-from .kernel_failures import compile_would_abort, failed_kernel, has_pallas, lowering_failure
+from .kernel_failures import has_pallas, lowering_failure
 from ..base.pallas_model import MosaicKernel
 from ..base.progress import slow_step
 from .sharding import resolve_specs
@@ -86,7 +85,7 @@ def _interpret_context(backend: Backend, chip: str = SIMULATED_CHIP):
     """On the CPU, Pallas TPU kernels can only run interpreted; pallas_call decides that when it
     is traced, so the whole trace and lowering run under TPU interpret mode, with chip lookups
     (emit_pipeline's) answered for a TPU rather than refused for the CPU."""
-    if backend.platform != "cpu":
+    if not backend.path.interprets_pallas:
         yield
         return
     from jax.experimental.pallas import tpu as pltpu
@@ -164,7 +163,7 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
     try:
         lowering = _trace_and_lower(target, backend, jaxpr_text, SIMULATED_CHIP)
     except TargetFailure as err:  # a SparseCore program asks its chip for SparseCores: simulate one that has them
-        if backend.platform != "cpu" or "SparseCore" not in str(err):
+        if not backend.path.interprets_pallas or "SparseCore" not in str(err):
             raise
         lowering = _trace_and_lower(target, backend, jaxpr_text, SPARSE_CORE_CHIP)
     if memo:
@@ -182,8 +181,8 @@ def _trace_and_lower(target: Target, backend: Backend, jaxpr_text: bool, simulat
         closed = traced.jaxpr
         eqns = [_eqn_record(e) for e in tracing.walk_eqns(closed.jaxpr)]
         timings["trace_s"] = time.perf_counter() - t0
-        interpret = backend.platform == "cpu" and has_pallas(eqns)
-        mosaic_capture: contextlib.AbstractContextManager[list] = capture_mosaic() if backend.chip.is_tpu else contextlib.nullcontext([])
+        interpret = backend.path.interprets_pallas and has_pallas(eqns)
+        mosaic_capture = backend.path.lowering_capture()
         t1 = time.perf_counter()
         with mosaic_capture as mosaic:
             # A lowering error (a Pallas block shape Mosaic refuses, say) is a compile failure:
@@ -205,7 +204,7 @@ def _trace_and_lower(target: Target, backend: Backend, jaxpr_text: bool, simulat
             mesh=backend.mesh_axes, devices=backend.devices if backend.mesh_axes else 1,
             compile_error=lowering_failure(lowering_error, interpreted=interpret) if lowering_error is not None else None,
         )
-    failure = failed_kernel(stages, backend, lowering_error) if lowering_error is not None else None
+    failure = backend.path.failed_kernel(stages, lowering_error) if lowering_error is not None else None
     program = Program(closed_jaxpr=closed, example_values=example_values(target), interpreted=interpret, failure=failure)
     return _Lowering(captured=Capture(stages, program), lowered=lowered, module_text=module_text)
 
@@ -255,7 +254,7 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
     if not compile or lowering.lowered is None:
         return lowering.captured  # stopped after lowering: by request, or by a lowering error
     lowered_stages = lowering.captured.stages
-    aborting = compile_would_abort(lowered_stages, backend, lowering.captured.program.closed_jaxpr)
+    aborting = backend.path.would_abort(lowered_stages, lowering.captured.program.closed_jaxpr)
     if aborting is not None:  # libtpu would end this process: the error it would give is the result
         error, failure = aborting
         return Capture(dataclasses.replace(lowered_stages, compile_error=error, timings=dict(lowered_stages.timings),
@@ -276,7 +275,7 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
                                  compile_error=parse_compile_error(result["error"]) if result["error"] else None)
     program = lowering.captured.program
     if result["error"]:  # what explains it is kept; inspector.mosaic explains (mosaic.explain.explain_capture)
-        program = dataclasses.replace(program, failure=failed_kernel(stages, backend))
+        program = dataclasses.replace(program, failure=backend.path.failed_kernel(stages))
     captured = Capture(stages, program)
     if keep:
         _MEMO[key] = captured

@@ -96,7 +96,7 @@ def machine_code_options(backend: Backend) -> dict:
     (tests/test_bad_inputs_edge_cases.py compares them on the samples) while the compile of a large program
     takes about half the CPU time (BENCHMARKS.md, "Wall time of show --view hlo"). TPU and GPU
     compiles are left as they are: their backend passes make what the TPU views read."""
-    return {"xla_backend_optimization_level": 0} if backend.platform == "cpu" else {}
+    return backend.path.compile_options()
 
 
 def buffer_dump_options(folder: str) -> dict:

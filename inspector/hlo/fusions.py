@@ -135,11 +135,11 @@ def _roofline(chip: Chip | None, flops: float, hbm_bytes: int, int8: bool = Fals
     if chip is None or not chip.hbm_bytes_per_s or not chip.bf16_flops:
         return intensity, None, None
     peak = max(chip.bf16_flops, chip.int8_ops or 0) if int8 else chip.bf16_flops
-    mxu_flops = flops + (extra_pass_flops if chip.is_tpu else 0.0)
+    mxu_flops = flops + (extra_pass_flops if chip.mxu else 0.0)  # a chip with MXUs multiplies f32 in bf16 passes
     times = {"memory": hbm_bytes / chip.hbm_bytes_per_s, "compute": mxu_flops / peak}
     register = (chip.sublanes or 0) * (chip.lanes or 0)  # 32-bit values a vector instruction takes
     for unit, instructions, rate in ((VPU, vector.vpu, chip.vpu_ops_per_s), (EUP, vector.eup, chip.eup_ops_per_s)) \
-            if vector is not None and chip.is_tpu else ():
+            if vector is not None and chip.mxu else ():
         if rate:
             times[unit] = instructions * register / rate
     bound = max(times, key=times.__getitem__)  # ties go to memory, the first
@@ -371,7 +371,7 @@ def _apply_walk(kernels: list[Kernel], traffic: list[PallasFigures], chip: Chip 
             vector = None
             _, k.roofline_s, k.bound = _roofline(chip, f.least_flops, f.least_bytes, int8=f.int8_matmuls,
                                                  extra_pass_flops=(f.mxu_passes - 1) * f.least_flops)
-        left_out = vector.left_out(chip) if vector is not None and chip is not None and chip.is_tpu else []
+        left_out = vector.left_out(chip) if vector is not None and chip is not None and chip.mxu else []
         k.note = (WORK_NOTE if vector is not None else WALK_NOTE) + (
             f" ({' and '.join(left_out)} left out: the chip table has no figure for {chip.name})" if left_out else "")  # type: ignore[union-attr]
 

@@ -38,7 +38,9 @@ class MemoryReport:
 
 
 def capacity(chip: Chip) -> int | None:
-    return chip.hbm_device_bytes or (chip.hbm_bytes if chip.kind == "gpu" else None)
+    """What a program may use per device: the measured refusal point where the row has one (TPU),
+    else the HBM of a spec-only GPU row (local rows have neither)."""
+    return chip.hbm_device_bytes or chip.hbm_bytes
 
 
 def _contributors(buffers: dict | None, n: int = 3) -> str:

@@ -60,7 +60,7 @@ def estimate_times(target: Target, chip: Chip, *, budget: Budget | None = None, 
     backend = Backend(chip)
     if kernels is None:
         kernels = _plain_kernels(target, backend, chip)
-    if not chip.is_tpu:
+    if chip.topology is None:  # no libtpu topology (not a TPU): nothing to simulate
         return _roofline_only(chip, kernels, budget)
     _, lowered, module_text = lowered_program(target, backend)
     if lowered is None or not kernels:

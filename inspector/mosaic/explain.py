@@ -208,7 +208,7 @@ def explain_compile_error(error, *, chip: Chip, kernels: list[MosaicKernel], clo
     """The MosaicFailure of a TPU compile (or lowering) failure of a program with Pallas kernels;
     None when the failure is not a kernel's (an HBM refusal, a lowering error outside Pallas).
     ``error``: the parsed CompileError; ``failure``: what the capture kept of the failure."""
-    if not chip.is_tpu or error.hbm is not None or error.interpreter_limit or not _is_mosaic(error, failure):
+    if error.hbm is not None or error.interpreter_limit or not _is_mosaic(error, failure):
         return None
     from ..pallas.discovery import find_pallas_calls  # (numpy, jax: only for a failure)
 

@@ -78,7 +78,7 @@ def capture_mosaic_passes(target, chip, *, select: str | None = None, kernel: st
     each vector value, the relayouts per source line, and (``select``: a pass name or index, or
     ``A..B``, as ``--pass`` for the XLA passes) the diff of that pass of ``kernel`` (default: the
     first). A bad ``select`` raises UsageError; everything else that goes wrong is a finding."""
-    if not chip.is_tpu:
+    if chip.topology is None:  # no libtpu topology: not a TPU
         return MosaicPasses(chip=chip.name, kernels=[], findings=[_unread(chip.name, f"{chip.name} is not a TPU: Mosaic compiles TPU kernels")])
     directory = new_folder("mosaic")  # owned by this process: swept once it is gone, even if killed
     try:

@@ -263,14 +263,15 @@ def analyse_pallas(program, budget_chips: list[Chip], rule_chips: list[Chip]) ->
                     budgets[chip.name] = b
             except Exception as err:
                 findings.append(_could_not(f"the VMEM budget on {chip.name}", info.name, err))
-        if info.interpret and any(c.is_tpu for c in rule_chips):
+        mosaic_chips = [c for c in rule_chips if c.vmem_bytes is not None]  # a chip with VMEM: its kernels are Mosaic's
+        if info.interpret and mosaic_chips:
             findings.append(Finding("info", "kernel-interpret-flag",
                                     f"{info.name}: pallas_call(interpret=True): on a TPU too it runs as the interpreter's HLO, "
                                     "not a Mosaic kernel, so the compiler's verdict does not cover it; drop interpret=True "
                                     "to see the real kernel (the inspector interprets on the CPU by itself)",
                                     kernel=info.name, view="pallas"))
         for chip in rule_chips:
-            if info.interpret and chip.is_tpu:
+            if info.interpret and chip in mosaic_chips:
                 continue  # the interpreter's HLO, never Mosaic: its layout rules and VMEM limits do not apply
             try:
                 findings += tiling_findings(info, chip)

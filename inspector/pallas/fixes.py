@@ -73,7 +73,7 @@ def semantics_changes(calls: list[FoundCall], chip: Chip) -> tuple[list[Change],
     """"parallel" for the grid's leading axes (jax wants the parallel axes a prefix of the grid),
     one more "arbitrary" axis each time, on a chip with two TensorCores per device; refused where
     the walk, with the axis parallel, finds steps along it writing one output block."""
-    if not chip.is_tpu or chip.megacore_cores < 2:
+    if chip.megacore_cores < 2:
         return [], []
     changes, refused = [], []
     for found, n in _tpu_kernels(calls):
@@ -105,7 +105,7 @@ def vmem_limit_change(calls: list[FoundCall], chip: Chip, needed_bytes: int | No
                       kernel: str | None) -> tuple[list[Change], list[Refusal]]:
     """The smallest whole-MiB vmem_limit_bytes above ``needed_bytes`` (what the compiler said the
     kernel ``kernel`` needs on ``chip``); refused past the chip's VMEM."""
-    if needed_bytes is None or not chip.is_tpu:
+    if needed_bytes is None or chip.vmem_bytes is None:
         return [], []
     numbered = _tpu_kernels(calls)
     found = next(((f, n) for f, n in numbered if f.info.name == kernel), numbered[0] if len(numbered) == 1 else None)

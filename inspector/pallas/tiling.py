@@ -110,9 +110,11 @@ def _gpu_findings(info: PallasCall, chip: Chip) -> list[Finding]:
 
 
 def tiling_findings(info: PallasCall, chip: Chip) -> list[Finding]:
-    if chip.is_tpu:
+    """The block rules of the chip row's kernel compiler: Mosaic's where it has VMEM (a TPU),
+    Triton's and Mosaic GPU's where it has shared memory (a GPU); none on the local backend."""
+    if chip.vmem_bytes is not None:
         found = [f for op in info.operands for f in _tpu_block_findings(op, chip, info.name)]
         return found + _mxu_findings(info, chip)
-    if chip.kind == "gpu":
+    if chip.shared_mem_per_block:
         return _gpu_findings(info, chip)
     return []

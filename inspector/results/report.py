@@ -8,8 +8,7 @@ import numpy as np
 
 from ..base import json_text
 from ..base.atomic import write_atomic
-from ..compilation.backends import Backend
-from ..base.chips import CHIPS, SIMULATED_CHIP, Chip, get_chip
+from ..base.chips import SIMULATED_CHIP, Chip, get_chip
 from ..base.display import html, print_view
 from ..base.errors import UsageError
 from ..base.findings import Finding, by_severity
@@ -17,13 +16,14 @@ from ..hlo.collectives import CollectiveAnalysis, analyse_collectives
 from ..hlo.fusions import FusionAnalysis, PallasFigures, analyse_fusions
 from ..hlo.graph import build_dot, render_svg
 from ..hlo.passes import PassLog
-from ..libtpu import Budget, TimeEstimate, estimate_times
+from ..libtpu import Budget, TimeEstimate
 from ..libtpu.kernel_times import as_floor, totals as time_totals
 from ..measure import Measurement
 from ..hlo.memory import MemoryReport, analyse_memory
-from ..mosaic.explain import explain_capture
 from ..mosaic.passes import MosaicPasses, capture_mosaic_passes
-from ..pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, compiler_vmem_by_call, defer_to_compiler, refused_by_compiler
+from ..pallas.analysis import PallasReport, analyse_pallas
+from ..base.families import FamilyInfo
+from ..families import backend_for, family_of
 from ..compilation.pass_dumps import capture_with_passes
 from ..base.specs import hlo_type
 from ..compilation.stage_records import STAGES, Capture, Stages
@@ -80,12 +80,15 @@ class Report:
     fixes: FixResult | None = None  # `inspector fix`'s changes, shown beside the findings they answer (show --fixes, the TUI's F)
 
     @property
+    def family(self) -> FamilyInfo:
+        """The chip's family: its compiler, its on-chip memory and what it can do (the views' words)."""
+        return family_of(self.chip).info
+
+    @property
     def compiler_vmem(self) -> dict[str, int]:
         """Per pallas_call, the compiler's own VMEM figure on this chip (none on a local target)."""
-        if not self.chip.is_tpu:
-            return {}
-        return compiler_vmem_by_call([k.call.name for k in self.pallas or []], self.fusions.kernels if self.fusions else [],
-                                     self.stages.compile_error)
+        return family_of(self.chip).compiler_verdict([k.call.name for k in self.pallas or []],
+                                                     self.fusions.kernels if self.fusions else [], self.stages.compile_error)
 
     @property
     def ok(self) -> bool:
@@ -294,8 +297,8 @@ def _collectives_json(analysis: CollectiveAnalysis) -> dict:
 def budget_chips(target_chip: Chip) -> tuple[list[Chip], list[Chip]]:
     """(chips to budget, chips whose rules become findings): every TPU generation is budgeted;
     layout and budget findings are for the target chip, none for the local backend."""
-    tpus = [c for c in CHIPS if c.is_tpu]
-    return tpus, [] if target_chip.is_local else [target_chip]
+    family = family_of(target_chip)
+    return family.budget_chips(target_chip), [target_chip] if family.info.memory is not None else []
 
 
 def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool = False, pallas: bool = False,
@@ -307,16 +310,13 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     info = TargetInfo(spec=target.spec, function=target.name, file=short_path(target.file) if target.file else None,
                       line=target.line, params=dict(target.params), param_choices=dict(target.param_choices),
                       reference=target.reference_name)
-    stages = explain_capture(captured, chip).stages  # a failed kernel explained (idempotent: make_report did)
+    stages = family_of(chip).explain_failure(captured, chip).stages  # a failed kernel explained (idempotent: make_report did)
     findings = _stage_findings(stages)
     kernels = None
     if pallas or fusions:
         kernels, unread = analyse_pallas(captured.program, *budget_chips(chip))
         findings += unread + [f for k in kernels for f in k.findings]
-        if chip.is_tpu and stages.hlo and stages.compile_error is None:  # compiled: libtpu's verdict stands
-            findings = defer_to_compiler(findings, chip.name, lambda: max(compiler_scoped_vmem(stages.hlo), default=0))
-        elif chip.is_tpu and stages.compile_error is not None and stages.compile_error.vmem is not None:
-            findings = refused_by_compiler(findings, chip.name)
+        findings = family_of(chip).defer_to_compiler(findings, chip, stages)  # compiled: the compiler's verdict stands
     # Kernels lower in program order, each as a custom call named as Mosaic was told (stages.mosaic)
     names = ([m.name for m in stages.mosaic] if len(stages.mosaic) == len(kernels or [])
              else [k.call.name for k in kernels or []])
@@ -366,28 +366,28 @@ def make_report(target: Target, chip: Chip, needs: Needs, *, roofline_chip: Chip
     TPU); ``roofline_chip``: the chip whose roofline the kernels get (else ``chip``'s)."""
     log = None
     if needs.passes:
-        captured, log = capture_with_passes(target, Backend(chip), jaxpr_text=needs.jaxpr_text, select=pass_select)
+        captured, log = capture_with_passes(target, backend_for(chip), jaxpr_text=needs.jaxpr_text, select=pass_select)
     else:
-        captured = capture(target, Backend(chip), compile=needs.compile, jaxpr_text=needs.jaxpr_text, use_cache=use_cache,
+        captured = capture(target, backend_for(chip), compile=needs.compile, jaxpr_text=needs.jaxpr_text, use_cache=use_cache,
                            memo=memo, buffers=needs.buffers)
-    explain_capture(captured, chip)  # the capture keeps what a failed kernel left; Mosaic's analysis explains it
+    family_of(chip).explain_failure(captured, chip)  # the capture keeps what a failed kernel left; its family explains it
     if log is not None and pass_select is not None and not log.steps:
         raise UsageError(f"--pass {pass_select}: the compile wrote no pass dumps"
                          + (f" ({captured.stages.compile_error.headline})" if captured.stages.compile_error else ""))
     report = build_report(target, chip, captured, fusions=needs.fusions, pallas=needs.pallas, roofline_chip=roofline_chip,
                           collectives=needs.collectives, passes=log)
-    if needs.mosaic_passes and chip.is_tpu and (captured.stages.mosaic or captured.stages.compile_error is not None):
+    if needs.mosaic_passes and family_of(chip).info.can.kernel_dumps and (captured.stages.mosaic or captured.stages.compile_error is not None):
         mosaic = capture_mosaic_passes(target, chip, select=None if needs.passes else pass_select)
         seen = {(f.code, f.message) for f in report.findings}  # a compile error the ordinary compile found too
         report = dataclasses.replace(report, mosaic_passes=mosaic, findings=by_severity(
             report.findings + [f for f in mosaic.findings if (f.code, f.message) not in seen]))
     elif needs.mosaic_passes and pass_select is not None and not needs.passes:  # a Mosaic pass asked for where Mosaic never ran
-        why = ("Mosaic runs only when lowering for a TPU: add --target tpu-v5e" if not chip.is_tpu else
+        why = ("Mosaic runs only when lowering for a TPU: add --target tpu-v5e" if not family_of(chip).info.can.kernel_dumps else
                "its pallas_calls are given interpret=True, so Mosaic never runs" if report.pallas else
                "the function has no Pallas kernel, so Mosaic never runs (--view passes diffs XLA's passes)")
         raise UsageError(f"--pass {pass_select} does not apply: {why}")
     if needs.time and report.fusions is not None:
-        report = with_time(report, estimate_times(target, chip, budget=time_budget, kernels=report.fusions.kernels,
+        report = with_time(report, family_of(chip).estimate_time(target, chip, budget=time_budget, kernels=report.fusions.kernels,
                                                   use_cache=use_cache is True, hlo=report.stages.hlo,
                                                   compile_seconds=report.stages.timings.get("compiler_s")))
     return report

@@ -41,6 +41,7 @@ from .result import DiffResult, LeafDiff, Timing
 from .retries import interpret
 from .timing import device_timing, median_time
 from .trees import accumulations_of, compare_trees
+from ..families import family_of
 
 
 def _reference_params(reference, params: dict) -> dict:
@@ -68,7 +69,7 @@ def check_tolerance(name: str, value) -> float | None:
 
 def simulated_chip(chip: str | Chip | None) -> Chip:
     chip = get_chip(chip) if isinstance(chip, str) else chip or get_chip(DEFAULT_TPU)
-    if not chip.is_tpu:
+    if not family_of(chip).info.can.simulate:
         raise ValueError(f"interpret mode simulates a TPU, not {chip.name}: give a TPU target such as {INTERPRET_EXAMPLE}")
     return chip
 

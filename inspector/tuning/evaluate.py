@@ -13,7 +13,7 @@ import inspector.compilation.compile_cache as compile_cache
 import inspector.tuning.fingerprint as fingerprint
 import inspector.tuning.store as store
 
-from ..compilation.backends import Backend
+from ..families import backend_for, family_of
 from ..base.chips import get_chip
 from ..base.errors import InspectorError, TargetFailure
 from ..jax_internals import tracing
@@ -21,7 +21,6 @@ from ..base.units import fmt_estimate
 from ..libtpu import Budget, estimate_times
 from ..libtpu.model import ESTIMATE, RANGE
 from ..libtpu.estimate import STOPPED
-from ..mosaic.explain import explain_capture
 from ..base.specs import hlo_type, parse_specs
 from ..compilation.target import load_target
 from .candidates import TunePlan
@@ -106,11 +105,11 @@ def evaluate_target(target, chip, base: dict, *, budget: dict, cache) -> TuneRow
 
     with captures_forgotten_after():  # a sweep lowers hundreds of candidates: each one's go when it is done
         try:
-            captured, lowered, module_text = lowered_program(target, Backend(chip))
+            captured, lowered, module_text = lowered_program(target, backend_for(chip))
         except TargetFailure as err:
             return done(status=FAILED, reason=_one_line(str(err)), code="raised")
         if lowered is None:  # Mosaic (or the lowering) refused the kernel
-            refused = explain_capture(captured, chip).stages.compile_error
+            refused = family_of(chip).explain_failure(captured, chip).stages.compile_error
             assert refused is not None  # a lowering that failed says why
             return done(status=REFUSED, reason=_one_line(refused.headline), code=refused.finding(chip.name, "pallas").code)
         key = store.row_key(module_text, chip.name, budget)
@@ -142,8 +141,8 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped
                     reason=f"{b.kernel}: needs at least {_mib(b.certain_bytes)} of VMEM, over the {b.limit_source} "
                            f"{_mib(b.limit_bytes)} (the estimate; not compiled)")
     use_compile_cache = compile_cache.REFRESH if cache == REFRESH else bool(cache) and compile_cache.enabled()
-    compiled = capture(target, Backend(chip), jaxpr_text=False, use_cache=use_compile_cache)  # type: ignore[arg-type]  # REFRESH is capture's own value
-    stages = explain_capture(compiled, chip).stages
+    compiled = capture(target, backend_for(chip), jaxpr_text=False, use_cache=use_compile_cache)  # type: ignore[arg-type]  # REFRESH is capture's own value
+    stages = family_of(chip).explain_failure(compiled, chip).stages
     if stages.compile_error is not None:
         err = stages.compile_error
         return done(status=REFUSED, reason=_one_line(err.headline), code=err.finding(chip.name, "pallas").code,

@@ -24,6 +24,7 @@ from .model import FAILED, NOT_RUN, RANKED, STATUSES, TuneResult, TuneRow, sound
 from .pool import Cancelled, LocalPool, WorkerDied
 from .rank import rank_all
 from .ray_backend import RayPool
+from ..families import family_of
 
 REFRESH = "refresh"
 
@@ -66,7 +67,7 @@ def cores() -> int:
 def check_chips(names: list[str]) -> list:
     """TPU chips only: the ranking is libtpu's estimate, which other targets do not have."""
     chips = parse_targets(",".join(names))
-    other = [c.name for c in chips if not c.is_tpu]
+    other = [c.name for c in chips if family_of(c).info.can.time != "simulated"]
     if other:
         raise UsageError(f"tune ranks by libtpu's time estimate: give TPU targets (e.g. --target tpu-v5e,tpu-v6e), "
                          f"not {', '.join(other)}")

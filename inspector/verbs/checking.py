@@ -9,7 +9,6 @@ import dataclasses
 import signal
 from typing import Callable
 
-from ..compilation.backends import Backend
 from ..base.chips import Chip, get_chip
 from ..base.display import html
 from ..base.findings import Finding, by_severity
@@ -19,7 +18,7 @@ from ..pallas.vmem import deciding_budget, estimate_fits, estimate_range
 from ..base.errors import TargetFailure
 from ..compilation.stages import Capture, Stages, capture, compile_is_cached
 from ..compilation.target import Target
-from ..mosaic.explain import explain_capture
+from ..families import backend_for, family_of
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -127,16 +126,17 @@ def _capture_for(target: Target, chip: Chip, compile: bool, compile_apart: Calla
                  use_cache: bool, memo: bool) -> tuple[Capture, CompilerAborted | None]:
     """The program traced for one chip, compiled where ``compile`` (elsewhere through
     ``compile_apart`` unless the disk cache holds it), and the abort of a compile made elsewhere."""
-    backend = Backend(chip if chip.is_tpu else get_chip("cpu"))
+    # a chip its family cannot compile for (a spec-only GPU) is traced on the CPU
+    backend = backend_for(chip if family_of(chip).info.can.compile else get_chip("cpu"))
     if compile and compile_apart is not None and not compile_is_cached(target, backend, use_cache=use_cache,
                                                                        buffers=True, memo=memo):
         captured = capture(target, backend, compile=False, use_cache=use_cache, memo=memo)
         try:  # the child explained its own compile's failure (the program here is only the lowering's)
-            return explain_capture(Capture(compile_apart(chip), captured.program), backend.chip), None
+            return family_of(backend.chip).explain_failure(Capture(compile_apart(chip), captured.program), backend.chip), None
         except CompilerAborted as err:
-            return explain_capture(captured, backend.chip), err
+            return family_of(backend.chip).explain_failure(captured, backend.chip), err
     captured = capture(target, backend, compile=compile, use_cache=use_cache, memo=memo, buffers=compile)
-    return explain_capture(captured, backend.chip), None
+    return family_of(backend.chip).explain_failure(captured, backend.chip), None
 
 
 def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False, use_cache: bool = True,
@@ -150,13 +150,13 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
     analysed = False  # a chip has been analysed: chip-independent findings are taken from the first only
     raised: list[TargetFailure] = []  # the code raised tracing for these chips
     for chip in chips:
-        if chip.is_local:
+        if not family_of(chip).info.can.check:
             raise ValueError("check needs TPU or GPU targets")
-        compile = chip.is_tpu and not estimate_only  # one trace serves the estimate and the compile
+        compile = family_of(chip).info.can.compile and not estimate_only  # one trace serves the estimate and the compile
         try:
             captured, aborted = _capture_for(target, chip, compile, compile_apart, use_cache=use_cache, memo=memo)
         except TargetFailure as err:  # a SparseCore mesh on a chip without one: that chip's verdict, not the run's
-            if not chip.is_tpu or chip.sparse_core_vmem_bytes is not None or not _about_sparse_cores(err):
+            if chip.vmem_bytes is None or chip.sparse_core_vmem_bytes is not None or not _about_sparse_cores(err):
                 if len(chips) == 1:
                     raise
                 # the code raised for this chip only, maybe (a kernel sized from the chip's cores):
@@ -183,7 +183,7 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
             findings += unread + [f for r in reports for f in r.findings if not f.per_chip]
         findings += [f for r in reports for f in r.findings if f.per_chip]
         # a pallas_call(interpret=True) runs as plain HLO on a TPU too: no VMEM budget to fit
-        budgets = [b for r in reports for b in r.budgets if b.chip == chip.name and not (r.call.interpret and chip.is_tpu)]
+        budgets = [b for r in reports for b in r.budgets if b.chip == chip.name and not (r.call.interpret and family_of(chip).info.can.kernels)]
         peak = deciding_budget(budgets)
         row = ChipCheck(chip=chip.name, fits=estimate_fits(budgets), vmem_bytes=peak.total_bytes if peak else None,
                         vmem_certain_bytes=estimate_range(peak)[0] if peak else None,

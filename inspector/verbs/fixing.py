@@ -11,10 +11,11 @@ from ..base.chips import Chip, get_chip
 from ..base.fix_model import Change, Fix, FixResult, Refusal, Trial
 from ..compilation import fix_store
 from ..run.fix_numerics import Numerics, judge
-from ..pallas.fixes import buffered_changes, order_changes, param_changes, semantics_changes, vmem_limit_change
+from ..pallas.fixes import buffered_changes, order_changes, param_changes
 from ..compilation.target import Target
 from ..results.report import make_report
 from ..results.view_table import Needs
+from ..families import backend_for, family_of
 
 KIND_ORDER = {"estimate": 0, "range": 1, "floor": 2}  # a floor is never ranked as an estimate
 MOST_LIMIT_TRIES = 4  # vmem_limit_bytes raised by a quarter each time the compiler still refuses
@@ -41,11 +42,10 @@ def _trial(target: Target, chip: Chip, *, time: bool, use_cache: bool | str) -> 
 
 
 def _trial_key(target: Target, chip: Chip, time: bool) -> str | None:
-    from ..compilation.backends import Backend
     from ..compilation.stages import lowered_program
     from ..libtpu import Budget
 
-    _, lowered, text = lowered_program(target, Backend(chip))  # the compile's own lowering, memoised
+    _, lowered, text = lowered_program(target, backend_for(chip))  # the compile's own lowering, memoised
     return None if lowered is None else fix_store.key("trial", TRIAL_SCHEMA, time, Budget().as_dict(), module_text=text,
                                                       chip=chip.name)
 
@@ -186,21 +186,17 @@ def _recommend(fix: Fix, before: dict[str, Trial]) -> None:
 
 def _proposals(target: Target, chips: list[Chip], before: dict[str, Trial], use_cache) -> tuple[list[tuple[Change, list[Chip]]], list[Refusal]]:
     """Each change with the chips to try it on, and the changes refused before any compile."""
-    from ..compilation.backends import Backend
     from ..compilation.stages import capture
     from ..pallas.discovery import read_program
 
-    calls, _ = read_program(capture(target, Backend(chips[0]), compile=False, use_cache=use_cache).program)
+    calls, _ = read_program(capture(target, backend_for(chips[0]), compile=False, use_cache=use_cache).program)
     tried: list[tuple[Change, list[Chip]]] = [(c, chips) for c in buffered_changes(calls)]
     refused: list[Refusal] = []
     for chip in chips:
         trial = before[chip.name]
-        if trial.compiles is False and trial.vmem_bytes is not None:
-            limits, no = vmem_limit_change(calls, chip, trial.vmem_bytes, trial.kernel)
-            tried += [(c, [chip]) for c in limits]
-            refused += no
-        parallel, no = semantics_changes(calls, chip)
-        tried += [(c, [chip]) for c in parallel]
+        needed = trial.vmem_bytes if trial.compiles is False else None  # what the compiler said it needs
+        changes, no = family_of(chip).fixes(calls, chip, needed_bytes=needed, kernel=trial.kernel)
+        tried += [(c, [chip]) for c in changes]
         refused += no
     orders, no = order_changes(calls)
     tried += [(c, chips) for c in orders]
@@ -220,7 +216,7 @@ def fixes_on(target: Target, chip: Chip, *, sets, use_cache: bool | str, pick: s
     chip; ``pick`` says how the caller names another chip."""
     from ..base.errors import UsageError
 
-    if not chip.is_tpu:
+    if not family_of(chip).info.can.fix:
         raise UsageError(f"fixes are compiled for a TPU: {chip.name} is not one ({pick})")
     return run_fix(target, [chip], use_cache=use_cache, fixed=set_names(sets))
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..base.errors import UsageError
 from ..results.view_table import Needs, get_view
+from ..families import family_of
 
 if TYPE_CHECKING:
     from ..base.chips import Chip
@@ -90,7 +91,7 @@ def check_tune_measure(measure: bool, first_chip: str, option: str) -> None:
 
 def check_chips(chips: list[Chip], example: str) -> list[Chip]:
     """check is about TPUs (compiled deviceless) and spec-only GPUs, never the local backend."""
-    local = [c.name for c in chips if c.is_local]
+    local = [c.name for c in chips if not family_of(c).info.can.check]
     if local:
         raise UsageError(f"check is about TPU and GPU targets, not {', '.join(local)}: e.g. {example}")
     return chips
@@ -99,11 +100,11 @@ def check_chips(chips: list[Chip], example: str) -> list[Chip]:
 def diff_simulated_chip(chips: list[Chip], option: str, example: str, local: str) -> Chip | None:
     """diff runs here: the chips name the TPU that interpret mode simulates (the first TPU given);
     a GPU known only by its figures cannot run anything."""
-    spec_only = [c.name for c in chips if c.kind == "gpu"]
+    spec_only = [c.name for c in chips if not family_of(c).info.can.run]
     if spec_only:
         raise UsageError(f"diff runs on this machine, not on {', '.join(spec_only)}: {option} names the TPU that "
                          f"interpret mode simulates (e.g. {example}), or {local}")
-    return next((c for c in chips if c.is_tpu), None)
+    return next((c for c in chips if family_of(c).info.can.simulate), None)
 
 
 def require_two_variants(a: tuple, b: tuple, how: str) -> None:
@@ -114,7 +115,7 @@ def require_two_variants(a: tuple, b: tuple, how: str) -> None:
 
 def doctor_chips(chips: list[Chip]) -> list[Chip]:
     """doctor compiles for TPUs without a TPU: its targets are TPUs."""
-    not_tpu = [c.name for c in chips if not c.is_tpu]
+    not_tpu = [c.name for c in chips if not family_of(c).info.can.compile]
     if not_tpu:
         raise UsageError(f"doctor --target takes TPU targets (it compiles for them without a TPU), not {', '.join(not_tpu)}")
     return chips

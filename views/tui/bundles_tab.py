@@ -114,7 +114,7 @@ class BundlesTab(Vertical):
         self._message(Text(message))
 
     def show(self, report: Report) -> None:
-        if report.chip.is_tpu and report.time is not None and report.time.bundles:
+        if report.family.can.time == "simulated" and report.time is not None and report.time.bundles:
             self.show_estimate(report.time)
             return
         self._message(render_bundles(report, "bundles", RenderOptions(top=0, colour=True, interactive=True)))

@@ -32,7 +32,7 @@ class Fixes:
         if app.report is None:
             app.status("F tries the fixes once the compile is done", "yellow")
             return
-        if not app.report.chip.is_tpu:
+        if not app.report.family.can.fix:
             app.status("fixes are compiled for a TPU: t picks one", "yellow")
             return
         if app.report.fixes is not None:

@@ -9,12 +9,13 @@ from ...base.chips import CHIPS
 from ...compilation.static_params import parse_value
 from .fix_keys import clock_time
 from .screens import CompareScreen, ParamsScreen, TargetScreen
+from ...families import family_of
 
 if TYPE_CHECKING:
     from ...session import Session
     from .host import Host
 
-TARGETS = [c.name for c in CHIPS if c.kind != "gpu" and c.name != "gpu"]
+TARGETS = ["cpu"] + [c.name for c in CHIPS if family_of(c).info.can.simulate]  # the CPU and the TPUs interpret mode simulates
 
 
 def _compared(report_a, report_b):

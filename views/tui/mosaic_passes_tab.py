@@ -65,7 +65,7 @@ class MosaicPassesTab(Vertical):
     def show(self, report: Report) -> None:
         if report.mosaic_passes is not None:
             self.show_result(report.mosaic_passes)
-        elif not report.chip.is_tpu:
+        elif not report.family.can.kernel_dumps:
             self._message(f"no Mosaic passes on {report.chip.name}: Mosaic compiles Pallas kernels for a TPU "
                           "(t picks a TPU target)")
         elif cast("Host", self.app).session.mosaic_passes:

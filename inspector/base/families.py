@@ -1,0 +1,108 @@
+"""The backend seam's records: what an accelerator family can do and how it is asked.
+
+A family (TPU, the spec-only GPU rows, the local backend) is one implementation of ``Family`` in
+``inspector/families/``; the layers above it ask ``family_of(chip)``, never the chip's kind
+(docs/backends.md). The records here are plain data, so every layer may hold them; the protocols
+say what the families layer provides and what ``compilation/``'s ``Backend`` is handed.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    from .chips import Chip
+    from .findings import Finding
+
+
+class Capabilities(NamedTuple):
+    """What the verbs, their rules and the views ask of a family."""
+
+    compile: bool  # compiles deviceless here (TPU: libtpu); False: spec only (budgets and roofline)
+    kernels: bool  # a pallas_call compiles to a kernel (an interpret=True call is then no kernel)
+    time: str | None  # "simulated" (libtpu's static profile); None: the roofline only
+    kernel_dumps: str | None  # what its kernel compiler leaves to read ("Mosaic passes"); None
+    fix: bool  # fix, show --fixes, the UI's F
+    run: bool  # diff runs its programs here (jax's backend, or interpret mode simulating the chip)
+    simulate: bool  # interpret mode answers this family's chip lookups (diff, the UI's runs)
+    baseline: bool  # baseline save/diff and check --baseline
+    check: bool  # check's findings per chip (False on the local backend: check a chip instead)
+    sweep: bool  # --sweep budgets its candidates on the family's chips
+
+
+class FamilyInfo(NamedTuple):
+    """A family's name and words, for the views (``Report.family``)."""
+
+    name: str  # the chip rows' kind: "tpu", "gpu", "local"
+    compiler: str  # "libtpu", "XLA:CPU"
+    memory: str | None  # the on-chip memory its kernels are budgeted in: "VMEM", "shared memory"
+    can: Capabilities
+
+
+class CompilePath(Protocol):
+    """How ``compilation/``'s ``Backend`` compiles for a chip of a family, and the hooks the capture
+    calls while lowering and compiling."""
+
+    platform: str  # jax's platform of the compile ("tpu", "cpu", "gpu")
+    interprets_pallas: bool  # Pallas TPU kernels lower through the interpreter (the CPU)
+
+    def available(self) -> str | None:
+        """Why this chip cannot compile here (one line that says what to do); None: it can."""
+
+    def mesh(self) -> Any:
+        """The deviceless topology's one-chip mesh (None: jax's local devices)."""
+
+    def devices(self) -> tuple:
+        """The devices a program spans (a slice's whole topology, else jax's local devices)."""
+
+    def device_count(self) -> int:
+        """The devices of the target (a TPU chip row's ``devices``, else jax's local devices)."""
+
+    def lowering_capture(self) -> contextlib.AbstractContextManager[list]:
+        """Held while lowering: what the kernel compiler leaves then (TPU: Mosaic's MLIR)."""
+
+    def failed_kernel(self, stages: Any, lowering_err: Exception | None = None) -> Any:
+        """What explaining a failed kernel needs (``FailedKernel``), None where nothing is explained."""
+
+    def would_abort(self, stages: Any, closed_jaxpr: Any) -> Any:
+        """The error a compile would abort the process with, found without compiling, or None."""
+
+    def compile_options(self) -> dict:
+        """Compile options that change only machine code the inspector never runs."""
+
+
+class Family(Protocol):
+    """One accelerator family: each method a call into its own modules."""
+
+    info: FamilyInfo
+
+    def compile_path(self, chip: Chip) -> CompilePath: ...
+
+    def explain_failure(self, captured: Any, chip: Chip) -> Any:
+        """``captured`` with its failed kernel explained (idempotent)."""
+
+    def budget_chips(self, target: Chip) -> list[Chip]:
+        """The chips a Pallas call's on-chip memory is budgeted on beside the target."""
+
+    def memory_budget(self, call: Any, chip: Chip) -> Any:
+        """A pallas_call's on-chip memory budget on ``chip`` (``VmemBudget``), or None."""
+
+    def layout_findings(self, call: Any, chip: Chip) -> list[Finding]: ...
+
+    def compiler_verdict(self, calls: list[str], kernels: list, error: Any) -> dict[str, int]:
+        """Per pallas_call, the compiler's own on-chip bytes ({} where the compiler gives none)."""
+
+    def defer_to_compiler(self, findings: list[Finding], chip: Chip, stages: Any) -> list[Finding]:
+        """``findings`` with the estimate's budget findings yielding to the compiler's verdict."""
+
+    def estimate_time(self, target: Any, chip: Chip, **kwargs: Any) -> Any:
+        """The program's time on ``chip`` (``TimeEstimate``): simulated, or the roofline only."""
+
+    def attached(self) -> Chip | None:
+        """The chip of this family attached to this machine, read without opening it."""
+
+    def measure(self, target: Any, *, chip_name: str, seed: int = 0, runs: int | None = None) -> Any:
+        """The target's time on the attached device (``Measurement``)."""
+
+    def fixes(self, calls: list, chip: Chip, *, needed_bytes: int | None, kernel: str | None) -> tuple[list, list]:
+        """The changes the family's compiler may take (and the refused ones) for ``calls`` on ``chip``."""

@@ -1,0 +1,51 @@
+"""The GPU family as it is today: spec-only rows (budgets in shared memory, Triton's and Mosaic
+GPU's block rules, the roofline), compiled nowhere. ``inspector/families/gpu/`` replaces it with
+deviceless XLA:GPU compiles (docs/backends.md)."""
+from __future__ import annotations
+
+from ..base.chips import CHIPS, Chip
+from ..base.families import Capabilities, FamilyInfo
+from ..compilation.compile_paths import SpecOnlyPath
+from ..pallas.tiling import tiling_findings
+from ..pallas.vmem import budget
+from ..libtpu.estimate import estimate_times
+
+
+class GpuSpecFamily:
+    info = FamilyInfo("gpu", "none (spec only)", "shared memory", Capabilities(
+        compile=False, kernels=False, time=None, kernel_dumps=None, fix=False, run=False, simulate=False, baseline=False,
+        check=True, sweep=True))
+
+    def compile_path(self, chip: Chip) -> SpecOnlyPath:
+        return SpecOnlyPath(chip)
+
+    def explain_failure(self, captured, chip: Chip):
+        return captured
+
+    def budget_chips(self, target: Chip) -> list[Chip]:
+        """The TPU generations, as for a local target (a spec-only GPU compiles nothing of its own)."""
+        return [c for c in CHIPS if c.kind == "tpu"]
+
+    def memory_budget(self, call, chip: Chip):
+        return budget(call, chip)
+
+    def layout_findings(self, call, chip: Chip):
+        return tiling_findings(call, chip)
+
+    def compiler_verdict(self, calls: list[str], kernels: list, error) -> dict[str, int]:
+        return {}
+
+    def defer_to_compiler(self, findings, chip: Chip, stages):
+        return findings
+
+    def estimate_time(self, target, chip: Chip, **kwargs):
+        return estimate_times(target, chip, **kwargs)  # the roofline only: no topology to simulate on
+
+    def attached(self) -> Chip | None:
+        return None
+
+    def measure(self, target, *, chip_name: str, seed: int = 0, runs: int | None = None):
+        raise NotImplementedError("a spec-only GPU is not measured")
+
+    def fixes(self, calls: list, chip: Chip, *, needed_bytes: int | None, kernel: str | None) -> tuple[list, list]:
+        return [], []
