@@ -132,7 +132,7 @@ def test_vector_rates_come_from_the_chip_table_with_their_sources():
     assert get_chip("tpu-v5p").vpu_ops_per_s == pytest.approx(1.4e13, rel=0.03)
     for chip in CHIPS:
         if chip.is_tpu:
-            assert all(chip.sources[f] for f in ("valu_slots", "eup_slots", "xlu_units", "xlu_cycles"))
+            assert all(chip.sources[f] for f in ("valu_slots", "eup_slots", "xlu_units", "xlu_cycles", "valu_bf16"))
             assert chip.eup_ops_per_s and chip.xlu_ops_per_s
     # v5e: 3 XLUs, an instruction holding one 401/64 cycles (libtpu's bundles), at 1.5 GHz
     assert get_chip("tpu-v5e").xlu_ops_per_s == pytest.approx(3 / (401 / 64) * 1.5e9)
@@ -141,7 +141,8 @@ def test_vector_rates_come_from_the_chip_table_with_their_sources():
 
 def test_a_unit_without_a_figure_is_left_out_and_the_row_says_so():
     hlo = (DATA / "hlo" / "tpu_small.hlo").read_text()
-    work = {"flops": [0.0, 0.0], "mxu": [0.0, 0.0], "vpu": [1e6, 1e6], "eup": [1e6, 1e6], "xlu": [1e6, 1e6]}
+    work = {"flops": [0.0, 0.0], "mxu": [0.0, 0.0], "vpu": [1e6, 1e6], "eup": [1e6, 1e6], "xlu": [1e6, 1e6],
+            "vpu16": [0.0, 0.0]}
     figures = [PallasFigures("kernel", 1000, 1000, 0.0, 0.0, 0.0, 2000, work=work)]
     v5e = get_chip("tpu-v5e")
     unknown = dataclasses.replace(v5e, xlu_units=None)
@@ -184,6 +185,27 @@ def test_a_column_taken_from_a_ref_is_broadcast_across_the_lanes_once():
     assert work["xlu"] == [2 * 64, 2 * 64]
     # exp of the column: 64 registers; sub, mul, add on the block's 128 each; exp's scaling and pop
     assert (work["eup"], work["vpu"]) == ([64, 64], [3 * 128 + 2 * 64, 3 * 128 + 2 * 64])
+
+
+def test_bf16_arithmetic_counts_twice_on_a_chip_without_bf16_valu_ops():
+    """libtpu's bundles of bf16 y * y + y on a (512, 512) block: 128 vmul.bf16 and 128 vadd.bf16 on
+    v6e; 256 vmul.f32 and 256 vadd.f32 on v5e (and v4, v5p), one on each f32 half."""
+    def kernel(x_ref, o_ref):
+        y = x_ref[...]
+        o_ref[...] = (y * y + y).astype(jnp.float32)
+
+    call = pl.pallas_call(kernel, grid=(1,), in_specs=[pl.BlockSpec((512, 512), lambda i: (0, 0))],
+                          out_specs=pl.BlockSpec((512, 512), lambda i: (0, 0)),
+                          out_shape=jax.ShapeDtypeStruct((512, 512), jnp.float32))
+    eqn = _find_pallas(jax.make_jaxpr(call)(jnp.zeros((512, 512), jnp.bfloat16)).jaxpr)
+    body = Body({})
+    body.visit(eqn.params["jaxpr"], (1.0, 1.0))
+    work = grid_work(body, eqn.params["jaxpr"], 1, {})
+    assert (work["vpu"], work["vpu16"]) == ([128 + 128 + 256, 128 + 128 + 256], [256, 256])  # the cast: 256 f32 registers
+    vector = VectorWork(vpu=work["vpu"][0], vpu16=work["vpu16"][0])
+    for name, valu in (("tpu-v6e", 512), ("tpu-7x", 512), ("tpu-v5e", 768), ("tpu-v5p", 768), ("tpu-v4", 768)):
+        chip = get_chip(name)
+        assert vector.seconds(chip)["VPU"] == pytest.approx(valu * chip.sublanes * chip.lanes / chip.vpu_ops_per_s)
 
 
 def test_an_iota_is_counted_along_the_dim_it_varies():

@@ -71,6 +71,8 @@ class Chip:
     # TensorCore has, and the cycles one instruction on one register holds one; None where unknown
     xlu_units: int | None = None
     xlu_cycles: float | None = None
+    # the VALU has 16-bit float ops (vmul.bf16): else 16-bit arithmetic runs in f32, one instruction a half
+    valu_bf16: bool | None = None
     device_kind: str | None = None  # what jax reports for the device
     pci_device_id: str | None = None  # the chip's PCI device id (vendor 0x1ae0, Google): which TPU is attached
     jax_chip_version: str | None = None  # pltpu ChipVersion value
@@ -177,6 +179,13 @@ _XLU: dict[str, tuple[int, float, str]] = {  # name -> (XLUs, cycles an instruct
 }
 
 
+# whether the VALU has 16-bit float ops, from the bundles of one kernel on each chip
+LIBTPU_BF16 = ("measured: libtpu 0.0.42.1's bundles of bf16 y * y + y on a (512, 512) block: {what}")
+_VALU_BF16 = {name: (name in ("tpu-v6e", "tpu-7x"), LIBTPU_BF16.format(
+    what="128 vmul.bf16 and 128 vadd.bf16" if name in ("tpu-v6e", "tpu-7x") else
+    "256 vmul.f32 and 256 vadd.f32 between vunpack and vpack")) for name in _XLU}
+
+
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,
          device_kind, pci, version, topologies, hbm_device, ici, links, ici_source, clock, clock_source,
          devices_per_chip=1, parallel_grid_cores=1, megacore=False, sc_vmem=None, libtpu_times=True, sources=None) -> Chip:
@@ -196,6 +205,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
     valu, eup, base["valu_slots"], base["eup_slots"] = _VECTOR_SLOTS[name]
     xlus, xlu_cycles, base["xlu_units"] = _XLU[name]
     base["xlu_cycles"] = base["xlu_units"]
+    valu_bf16, base["valu_bf16"] = _VALU_BF16[name]
     base.update(sources or {})
     return Chip(name, "tpu", description, aliases, tensor_cores=cores, vmem_bytes=vmem, scoped_vmem_bytes=scoped,
                 smem_bytes=1 * MiB, hbm_bytes=hbm, hbm_bytes_per_s=bw, bf16_flops=bf16, int8_ops=int8, mxu=mxu,
@@ -203,7 +213,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
                 topologies=topologies, hbm_device_bytes=hbm_device, ici_bytes_per_s=ici, ici_links=links,
                 devices_per_chip=devices_per_chip, clock_hz=clock, parallel_grid_cores=parallel_grid_cores, megacore=megacore,
                 sparse_core_vmem_bytes=sc_vmem, libtpu_times=libtpu_times, valu_slots=valu, eup_slots=eup,
-                xlu_units=xlus, xlu_cycles=xlu_cycles,
+                xlu_units=xlus, xlu_cycles=xlu_cycles, valu_bf16=valu_bf16,
                 sources=base)
 
 

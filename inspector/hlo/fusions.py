@@ -155,12 +155,14 @@ class VectorWork:
     vpu: float = 0.0
     eup: float = 0.0
     xlu: float = 0.0
+    vpu16: float = 0.0  # of vpu, 16-bit float arithmetic on packed registers: twice on a chip without 16-bit VALU ops
 
     def _units(self, chip: Chip) -> list[tuple[str, float, float | None]]:
         """(unit, instructions, instructions a second or None where the chip table has no figure)."""
         register = (chip.sublanes or 0) * (chip.lanes or 0)  # the rates are per 32-bit value: one register holds these
         per_register = lambda rate: rate / register if rate and register else None
-        return [(VPU, self.vpu, per_register(chip.vpu_ops_per_s)), (EUP, self.eup, per_register(chip.eup_ops_per_s)),
+        valu = self.vpu + (self.vpu16 if chip.valu_bf16 is False else 0.0)
+        return [(VPU, valu, per_register(chip.vpu_ops_per_s)), (EUP, self.eup, per_register(chip.eup_ops_per_s)),
                 (XLU, self.xlu, chip.xlu_ops_per_s)]
 
     def seconds(self, chip: Chip) -> dict[str, float]:
@@ -374,7 +376,7 @@ def _apply_walk(kernels: list[Kernel], traffic: list[PallasFigures], chip: Chip 
         # v5e: its conditional copies at their most put the roofline 1.41x above the chip's time),
         # a top-level pl.when at the steps that take it, and each unit of the TensorCore at its rate
         if work:
-            vector = VectorWork(vpu=work["vpu"][0], eup=work["eup"][0], xlu=work["xlu"][0])
+            vector = VectorWork(vpu=work["vpu"][0], eup=work["eup"][0], xlu=work["xlu"][0], vpu16=work["vpu16"][0])
             _, k.roofline_s, k.bound = _roofline(chip, work["flops"][0], f.least_bytes, int8=f.int8_matmuls,
                                                  extra_pass_flops=work["mxu"][0] - work["flops"][0], vector=vector)
         else:
@@ -383,8 +385,8 @@ def _apply_walk(kernels: list[Kernel], traffic: list[PallasFigures], chip: Chip 
                                                  extra_pass_flops=(f.mxu_passes - 1) * f.least_flops)
         left_out = vector.left_out(chip) if vector is not None and chip is not None and chip.is_tpu else []
         k.note = (WORK_NOTE if vector is not None else WALK_NOTE) + (
-            f" ({' and '.join(left_out)} left out: the chip table has no figure for {chip.name}, so the roofline is a floor "
-            "below what those units take)" if left_out else "")  # type: ignore[union-attr]
+            f" ({' and '.join(left_out)} left out: the chip table has no figure for {chip.name if chip else ''}, so the "
+            "roofline is a floor below what those units take)" if left_out else "")
 
 
 def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None, pallas_traffic=None) -> FusionAnalysis:

@@ -34,11 +34,15 @@ _EUP_VALU = {"exp": 2, "log": 2}  # VALU instructions a register beside the EUP'
 # the lanes, one XLU instruction a register of the folded rows then reduces across them
 _REDUCTIONS = {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or", "argmax", "argmin"}
 # Body.work's keys: matmul flops as XLA counts them, the MXU's (an f32 matmul's bf16 passes each
-# counted), VALU, EUP and XLU (cross-lane) instructions
-UNITS = ("flops", "mxu", "vpu", "eup", "xlu")
+# counted), VALU, EUP and XLU (cross-lane) instructions, and of the VALU's those of 16-bit float
+# arithmetic on packed registers (a chip without 16-bit VALU ops, v4 and v5, runs each in f32 on
+# both halves: libtpu's bundles of bf16 y * y + y, 256 vmul.f32 and vadd.f32 on v5e for 128 vmul.bf16
+# and vadd.bf16 on v6e, besides the unpacks and packs, which vary with what follows, not counted)
+UNITS = ("flops", "mxu", "vpu", "eup", "xlu", "vpu16")
+_PACKED_ARITHMETIC = {"add", "add_any", "sub", "mul", "div", "max", "min", "neg", "abs", "integer_pow", "square", "clamp"}
 Work = dict[str, float]  # unit -> its work (UNITS)
-# ops that keep a value's lanes as they are: a value every lane of which holds its row's result (a
-# lane reduction's) stays so through them
+# ops through which a (rows, 1) value taken from a ref stays in one lane (a lane reduction's result,
+# by contrast, is in every lane: vmax.xlane leaves it so, and broadcasting it takes nothing)
 _LANE_KEEPING = _VPU_OPS | _EUP_OPS | {"broadcast_in_dim", "reshape", "squeeze", "expand_dims"}
 
 
@@ -113,7 +117,7 @@ def vregs(aval, extent: tuple | None = None) -> int:
 
 def _lane_narrow(aval) -> bool:
     """A (..., rows, 1) value: one lane of each register holds it (Mosaic's layout of a lane slice)."""
-    shape = getattr(aval, "shape", ())
+    shape = tuple(getattr(aval, "shape", ()))
     return len(shape) >= 2 and shape[-1] == 1
 
 
@@ -254,7 +258,7 @@ class VectorUnits:
         if p in _REDUCTIONS:
             operand = eqn.invars[0]
             rank, extent = len(operand.aval.shape), self._extent_of(operand)
-            if rank and rank - 1 in eqn.params.get("axes", ()):  # across the lanes: the XLU finishes each row of registers
+            if rank and rank - 1 in eqn.params.get("axes", ()) and extent[-1] > 1:  # across the lanes: the XLU finishes each row
                 rows = _row_registers(operand.aval, extent)
                 done["vpu"], done["xlu"] = max(vregs(operand.aval, extent) - rows, 0), rows
             else:
@@ -281,6 +285,8 @@ class VectorUnits:
             self._narrow.discard(id(eqn.outvars[0]))
         if p in _VPU_OPS:
             done["vpu"] = out
+            if p in _PACKED_ARITHMETIC and str(eqn.outvars[0].aval.dtype) in ("bfloat16", "float16"):
+                done["vpu16"] = out
             if p == "div" and np.issubdtype(np.dtype(eqn.outvars[0].aval.dtype), np.floating):
                 done["eup"], done["vpu"] = out, 2 * out  # a reciprocal, popped, then the VALU's multiply
         else:
