@@ -222,14 +222,14 @@ def test_an_iota_is_counted_along_the_dim_it_varies():
     assert work["vpu"] == [64 + 4 + 256 + 256, 64 + 4 + 256 + 256]  # the offsets, the compare, the select
 
 
-def _report(spec: str, chip: str, args: str | None = None):
+def _report(spec: str, chip: str, args: str | None = None, sets: list[str] | None = None):
     from inspector.base.chips import get_chip as chip_of
     from inspector.compilation.backends import Backend
     from inspector.compilation.stages import capture
     from inspector.compilation.target import load_target
     from inspector.report import build_report
 
-    target = load_target(spec, args=args)
+    target = load_target(spec, args=args, sets=sets)
     return build_report(target, chip_of(chip), capture(target, Backend(chip_of(chip))), fusions=True, pallas=True)
 
 
@@ -287,3 +287,19 @@ def test_the_graph_colours_a_vector_bound_kernel_as_such():
     fills = {bound: node_fill(node(bound), "bound", 1.0)[0] for bound in ("memory", "compute", "VPU", "EUP", "XLU")}
     assert fills["VPU"] == fills["EUP"] == fills["XLU"] == VECTOR_FILL != BOUND_FILL[None]
     assert len({fills["memory"], fills["compute"], VECTOR_FILL}) == 3
+
+
+@pytest.mark.libtpu
+def test_causal_flash_with_narrow_kv_blocks_is_bound_by_its_xlu_work():
+    """The flash sample at block_k=128 on the v5e: each step's lane reductions and broadcasts of its
+    512 rows (320 XLU instructions, as libtpu's bundles issue) against a quarter of the 512 x 512
+    step's matmul: the XLU bounds it, 0.24x of the 1,094 us the chip took (`compute`, 0.09x, before)."""
+    import json
+
+    report = _report("samples/attention.py:flash", "tpu-v5e", sets=["block_k=128"])
+    kernel = next(k for k in report.fusions.kernels if k.kind == "custom-call:pallas")
+    corpus = json.loads((DATA / "chip" / "v5e_corpus.json").read_text())
+    measured = next(k for k in corpus["entries"]["sweep.flash:block_q=512,block_k=128"]["measured"]["kernels"]
+                    if k["name"] == kernel.name)
+    assert kernel.bound == "XLU"
+    assert 0.2 < kernel.roofline_s / (measured["seconds"] / measured["launches"]) < 1.0
