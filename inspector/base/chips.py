@@ -179,11 +179,12 @@ _XLU: dict[str, tuple[int, float, str]] = {  # name -> (XLUs, cycles an instruct
 }
 
 
-# whether the VALU has 16-bit float ops, from the bundles of one kernel on each chip
-LIBTPU_BF16 = ("measured: libtpu 0.0.42.1's bundles of bf16 y * y + y on a (512, 512) block: {what}")
-_VALU_BF16 = {name: (name in ("tpu-v6e", "tpu-7x"), LIBTPU_BF16.format(
-    what="128 vmul.bf16 and 128 vadd.bf16" if name in ("tpu-v6e", "tpu-7x") else
-    "256 vmul.f32 and 256 vadd.f32 between vunpack and vpack")) for name in _XLU}
+# whether the VALU has 16-bit float ops: the bundles of bf16 y * y + y on a (512, 512) block
+LIBTPU_BF16 = "measured: libtpu 0.0.42.1's bundles of bf16 y * y + y on a (512, 512) block: {what}"
+BF16_OPS = LIBTPU_BF16.format(what="128 vmul.bf16 and 128 vadd.bf16")
+F32_HALVES = LIBTPU_BF16.format(what="256 vmul.f32 and 256 vadd.f32 between vunpack and vpack")
+_VALU_BF16 = {"tpu-v4": (False, F32_HALVES), "tpu-v5e": (False, F32_HALVES), "tpu-v5p": (False, F32_HALVES),
+              "tpu-v6e": (True, BF16_OPS), "tpu-7x": (True, BF16_OPS)}
 
 
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,

@@ -129,7 +129,7 @@ def _roofline(chip: Chip | None, flops: float, hbm_bytes: int, int8: bool = Fals
     one pass a HIGHEST spherical-harmonic transform's roofline was 0.09x of the v5e's time.
     ``vector``: a Pallas kernel's VPU, EUP and XLU work, each held to its unit's rate where the
     chip table has one: the kernel takes at least as long as its busiest unit (the causal flash
-    sample on the v6e: 23 us at the HBM and MXU alone, its VALU work alone 54 us). The bound names
+    sample on the v6e: 33 us at the HBM and MXU alone, its VALU work alone 57 us). The bound names
     that unit: memory (HBM), compute (the MXU), VPU, EUP or XLU."""
     intensity = flops / hbm_bytes if hbm_bytes else None
     if chip is None or not chip.hbm_bytes_per_s or not chip.bf16_flops:

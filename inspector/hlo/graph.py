@@ -9,15 +9,14 @@ import math
 
 from ..base.errors import UsageError
 from ..base.units import fmt_bytes, fmt_count, fmt_time
-from .fusions import FusionAnalysis
+from .fusions import VECTOR_UNITS, FusionAnalysis
 from .graph_model import COLORS, TOP, KernelGraph, Node, build_graph, group_graphs, scope_matches, scope_of  # noqa: F401 (re-exported)
 from .graphviz_run import dot_available, render_svg  # noqa: F401 (re-exported)
 from .kernel_groups import group_matches, summary
 
 RANK_COLOR = "#d4007f"  # the top-N border: magenta stands out on every fill, light and dark
-VECTOR_FILL = "#d4a5f5"  # a Pallas kernel bound by a vector unit (fusions.VECTOR_UNITS: VPU, EUP, XLU)
-BOUND_FILL = {"memory": "#f6c177", "compute": "#8ec5ff", "VPU": VECTOR_FILL, "EUP": VECTOR_FILL, "XLU": VECTOR_FILL,
-              None: "#dddddd"}
+VECTOR_FILL = "#d4a5f5"  # a Pallas kernel bound by a vector unit: VPU, EUP or XLU
+BOUND_FILL = {"memory": "#f6c177", "compute": "#8ec5ff", **dict.fromkeys(VECTOR_UNITS, VECTOR_FILL), None: "#dddddd"}
 _HEAT = ("#fff5eb", "#fdd0a2", "#fd8d3c", "#d94801", "#7f2704")  # light to dark: more time / more bytes
 _HEAT_TEXT = ("#000000", "#000000", "#000000", "#ffffff", "#ffffff")
 
