@@ -16,7 +16,8 @@ from .kernel_groups import group_matches, summary
 
 RANK_COLOR = "#d4007f"  # the top-N border: magenta stands out on every fill, light and dark
 VECTOR_FILL = "#d4a5f5"  # a Pallas kernel bound by a vector unit: VPU, EUP or XLU
-BOUND_FILL = {"memory": "#f6c177", "compute": "#8ec5ff", **dict.fromkeys(VECTOR_UNITS, VECTOR_FILL), None: "#dddddd"}
+BOUND_FILL: dict[str | None, str] = {"memory": "#f6c177", "compute": "#8ec5ff", **dict.fromkeys(VECTOR_UNITS, VECTOR_FILL),
+                                      None: "#dddddd"}
 _HEAT = ("#fff5eb", "#fdd0a2", "#fd8d3c", "#d94801", "#7f2704")  # light to dark: more time / more bytes
 _HEAT_TEXT = ("#000000", "#000000", "#000000", "#ffffff", "#ffffff")
 
