@@ -25,7 +25,8 @@ SORT_KEYS = {
     "time": lambda k: -(k.estimated_seconds if k.estimated_seconds is not None else k.roofline_s or 0) * k.repeat,
 }
 ESTIMATE_MARK = {"libtpu": "", "libtpu-extrapolated": " ~", "bundles": " b", "roofline": " r"}
-BOUND_STYLE: dict[str | None, str] = {"memory": "yellow", "compute": "cyan", "VPU": "magenta", "EUP": "magenta"}
+VECTOR_BOUNDS = ("VPU", "EUP", "XLU")  # hlo.fusions.VECTOR_UNITS (not imported: the UI paints before the analyses load)
+BOUND_STYLE: dict[str | None, str] = {"memory": "yellow", "compute": "cyan", **dict.fromkeys(VECTOR_BOUNDS, "magenta")}
 
 
 def _short_source(k: Kernel) -> str:
@@ -109,9 +110,9 @@ def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) 
     notes = []
     if len(shown) < len(kernels):
         notes.append(f"{len(kernels) - len(shown)} more kernels: --top 0 shows all, --sort bytes|flops|time ranks them")
-    if any(k.bound in ("VPU", "EUP") for k in shown):
+    if any(k.bound in VECTOR_BOUNDS for k in shown):
         notes.append("bound: the unit the roofline's time is for: memory (HBM), compute (the MXU), or for a Pallas kernel "
-                     "its VPU (VALU) or EUP (transcendentals) work, counted from the kernel body")
+                     "its VPU (VALU), EUP (transcendentals) or XLU (across the lanes) work, counted from the kernel body")
     if timed:
         notes.append("est. time: libtpu's static simulation of the compiled kernel (~ extrapolated from smaller grids); "
                      ">= a floor where libtpu gave none (r the roofline, b the bundles the kernel issues; XLA cycles: "

@@ -67,6 +67,12 @@ class Chip:
     # VALU (elementwise arithmetic, the VPU) and EUP (transcendentals); None where no source gives it
     valu_slots: int | None = None
     eup_slots: int | None = None
+    # XLUs (cross-lane units: a reduction across the lanes, a broadcast of one lane to all) a
+    # TensorCore has, and the cycles one instruction on one register holds one; None where unknown
+    xlu_units: int | None = None
+    xlu_cycles: float | None = None
+    # the VALU has 16-bit float ops (vmul.bf16): else 16-bit arithmetic runs in f32, one instruction a half
+    valu_bf16: bool | None = None
     device_kind: str | None = None  # what jax reports for the device
     pci_device_id: str | None = None  # the chip's PCI device id (vendor 0x1ae0, Google): which TPU is attached
     jax_chip_version: str | None = None  # pltpu ChipVersion value
@@ -98,6 +104,13 @@ class Chip:
     def eup_ops_per_s(self) -> float | None:
         """Transcendentals (exp, log, tanh ...) a second over the chip's TensorCores (the EUP's peak)."""
         return self._vector_rate(self.eup_slots)
+
+    @property
+    def xlu_ops_per_s(self) -> float | None:
+        """Cross-lane instructions (each on one register) a second over the chip's TensorCores."""
+        if not (self.xlu_units and self.xlu_cycles and self.clock_hz):
+            return None
+        return self.xlu_units / self.xlu_cycles * self.clock_hz * (self.tensor_cores or 1)
 
     def _vector_rate(self, slots: int | None) -> float | None:
         if not (slots and self.clock_hz and self.sublanes and self.lanes):
@@ -139,9 +152,9 @@ SCALING_BOOK_VPU = ("the scaling book (jax-ml.github.io/scaling-book/tpus, {wher
                     "each (lane, sublane) holds {n} ALUs on {gen}")
 LIBTPU_SLOTS = ("measured: libtpu 0.0.42.1's bundle-utilization capacity row (LLO dump of a deviceless compile, "
                 "`show --view bundles`): {what} {n} a bundle")
-NO_VPU_FIGURE = "no source gives it (libtpu cannot simulate the chip): the roofline leaves the unit out"
 _VECTOR_SLOTS: dict[str, tuple[int | None, int | None, str, str]] = {  # name -> (VALU, EUP, their sources)
-    "tpu-v4": (2, None, SCALING_BOOK_VPU.format(n=2, gen="v4 (2048 in all)", where="its first text's Appendix C"), NO_VPU_FIGURE),
+    "tpu-v4": (2, 1, SCALING_BOOK_VPU.format(n=2, gen="v4 (2048 in all)", where="its first text's Appendix C") + "; "
+               + LIBTPU_SLOTS.format(what="VALU", n=2), LIBTPU_SLOTS.format(what="EUP", n=1)),
     "tpu-v5e": (4, 1, SCALING_BOOK_VPU.format(n=4, gen="v5", where="Appendix A") + "; " + LIBTPU_SLOTS.format(what="VALU", n=4),
                 LIBTPU_SLOTS.format(what="EUP", n=1)),
     "tpu-v5p": (4, 1, SCALING_BOOK_VPU.format(n=4, gen="v5", where="Appendix A") + "; " + LIBTPU_SLOTS.format(what="VALU", n=4),
@@ -149,6 +162,29 @@ _VECTOR_SLOTS: dict[str, tuple[int | None, int | None, str, str]] = {  # name ->
     "tpu-v6e": (4, 1, LIBTPU_SLOTS.format(what="VALU", n=4), LIBTPU_SLOTS.format(what="EUP", n=1)),
     "tpu-7x": (4, 1, LIBTPU_SLOTS.format(what="VALU", n=4), LIBTPU_SLOTS.format(what="EUP", n=1)),
 }
+
+
+# a TensorCore's XLUs (the capacity row), and the slots of one XLU each cross-lane instruction on
+# one register holds, over the bundles of one-op kernels: 64 lane reductions (vmax.xlane) of a
+# (512, 512) f32 block, 64 lane broadcasts (vperm) of its first column; the broadcast's, the
+# fewer, is the figure (a lower bound for both)
+LIBTPU_XLU = ("measured: libtpu 0.0.42.1's bundle-utilization dump (deviceless compile) of one-op kernels on a (512, 512) "
+              "f32 block: {units} XLUs a bundle; 64 lane reductions hold {reduce} XLU slots, 64 lane broadcasts {bcast}")
+_XLU: dict[str, tuple[int, float, str]] = {  # name -> (XLUs, cycles an instruction holds one, the source)
+    "tpu-v4": (2, 434 / 64, LIBTPU_XLU.format(units=2, reduce=512, bcast=434)),
+    "tpu-v5e": (3, 401 / 64, LIBTPU_XLU.format(units=3, reduce=462, bcast=401)),
+    "tpu-v5p": (3, 401 / 64, LIBTPU_XLU.format(units=3, reduce=462, bcast=401)),
+    "tpu-v6e": (2, 165 / 64, LIBTPU_XLU.format(units=2, reduce=222, bcast=165)),
+    "tpu-7x": (2, 164 / 64, LIBTPU_XLU.format(units=2, reduce=222, bcast=164)),
+}
+
+
+# whether the VALU has 16-bit float ops: the bundles of bf16 y * y + y on a (512, 512) block
+LIBTPU_BF16 = "measured: libtpu 0.0.42.1's bundles of bf16 y * y + y on a (512, 512) block: {what}"
+BF16_OPS = LIBTPU_BF16.format(what="128 vmul.bf16 and 128 vadd.bf16")
+F32_HALVES = LIBTPU_BF16.format(what="256 vmul.f32 and 256 vadd.f32 between vunpack and vpack")
+_VALU_BF16 = {"tpu-v4": (False, F32_HALVES), "tpu-v5e": (False, F32_HALVES), "tpu-v5p": (False, F32_HALVES),
+              "tpu-v6e": (True, BF16_OPS), "tpu-7x": (True, BF16_OPS)}
 
 
 def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, int8, mxu, topology,
@@ -168,6 +204,9 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
         "pci_device_id": PCI_IDS, "megacore": MEGACORE,
     }
     valu, eup, base["valu_slots"], base["eup_slots"] = _VECTOR_SLOTS[name]
+    xlus, xlu_cycles, base["xlu_units"] = _XLU[name]
+    base["xlu_cycles"] = base["xlu_units"]
+    valu_bf16, base["valu_bf16"] = _VALU_BF16[name]
     base.update(sources or {})
     return Chip(name, "tpu", description, aliases, tensor_cores=cores, vmem_bytes=vmem, scoped_vmem_bytes=scoped,
                 smem_bytes=1 * MiB, hbm_bytes=hbm, hbm_bytes_per_s=bw, bf16_flops=bf16, int8_ops=int8, mxu=mxu,
@@ -175,6 +214,7 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
                 topologies=topologies, hbm_device_bytes=hbm_device, ici_bytes_per_s=ici, ici_links=links,
                 devices_per_chip=devices_per_chip, clock_hz=clock, parallel_grid_cores=parallel_grid_cores, megacore=megacore,
                 sparse_core_vmem_bytes=sc_vmem, libtpu_times=libtpu_times, valu_slots=valu, eup_slots=eup,
+                xlu_units=xlus, xlu_cycles=xlu_cycles, valu_bf16=valu_bf16,
                 sources=base)
 
 

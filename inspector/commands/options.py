@@ -93,7 +93,7 @@ def export_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--html", metavar="PATH", help="kernel graph as one self-contained HTML page: pan, zoom, search, "
                    "the slowest kernels (without Graphviz's dot here, the page lays the graph out itself)")
     p.add_argument("--color", choices=("roofline", "bytes", "bound"), default="roofline",
-                   help="node colour: roofline time (default), HBM bytes, or memory-/compute-bound")
+                   help="node colour: roofline time (default), HBM bytes, or memory-/compute-/vector-bound")
     p.add_argument("--roofline", metavar="CHIP", help="chip whose figures the roofline uses (default: the target)")
     p.add_argument("--max-nodes", type=_positive, default=200, metavar="N", help="collapse groups (layers) past N nodes, merge neighbours past it (default 200)")
     p.add_argument("--expand", action="append", default=[], metavar="GROUP",

@@ -127,39 +127,51 @@ def _roofline(chip: Chip | None, flops: float, hbm_bytes: int, int8: bool = Fals
     chip's int8 rate (a w8a8 matmul at the bf16 peak: 1.22x above the v5e's time). On a TPU an
     f32 matmul at HIGH or HIGHEST precision takes 3 or 6 bf16 passes (``extra_pass_flops``): at
     one pass a HIGHEST spherical-harmonic transform's roofline was 0.09x of the v5e's time.
-    ``vector``: a Pallas kernel's VPU and EUP work, each held to its unit's rate where the chip
-    table has one: the kernel takes at least as long as its busiest unit (the causal flash sample
-    on the v6e: 23 us at the HBM and MXU alone, its VALU work alone 54 us). The bound names that
-    unit: memory (HBM), compute (the MXU), VPU or EUP."""
+    ``vector``: a Pallas kernel's VPU, EUP and XLU work, each held to its unit's rate where the
+    chip table has one: the kernel takes at least as long as its busiest unit (the causal flash
+    sample on the v6e: 33 us at the HBM and MXU alone, its VALU work alone 57 us). The bound names
+    that unit: memory (HBM), compute (the MXU), VPU, EUP or XLU."""
     intensity = flops / hbm_bytes if hbm_bytes else None
     if chip is None or not chip.hbm_bytes_per_s or not chip.bf16_flops:
         return intensity, None, None
     peak = max(chip.bf16_flops, chip.int8_ops or 0) if int8 else chip.bf16_flops
     mxu_flops = flops + (extra_pass_flops if chip.mxu else 0.0)  # a chip with MXUs multiplies f32 in bf16 passes
     times = {"memory": hbm_bytes / chip.hbm_bytes_per_s, "compute": mxu_flops / peak}
-    register = (chip.sublanes or 0) * (chip.lanes or 0)  # 32-bit values a vector instruction takes
-    for unit, instructions, rate in ((VPU, vector.vpu, chip.vpu_ops_per_s), (EUP, vector.eup, chip.eup_ops_per_s)) \
-            if vector is not None and chip.mxu else ():
-        if rate:
-            times[unit] = instructions * register / rate
+    for unit, seconds in (vector.seconds(chip) if vector is not None and chip.mxu else {}).items():
+        times[unit] = seconds
     bound = max(times, key=times.__getitem__)  # ties go to memory, the first
     return intensity, times[bound], bound
 
 
-VPU, EUP = "VPU", "EUP"  # what a Pallas kernel's roofline may be bound by beside memory and compute
+VPU, EUP, XLU = "VPU", "EUP", "XLU"  # what a Pallas kernel's roofline may be bound by beside memory and compute
+VECTOR_UNITS = (VPU, EUP, XLU)
 
 
 @dataclasses.dataclass(frozen=True)
 class VectorWork:
-    """The VALU and EUP instructions a Pallas kernel issues, each on one register (kernel_body.grid_work)."""
+    """The VALU, EUP and XLU instructions a Pallas kernel issues, each on one register
+    (vector_work.grid_work)."""
 
     vpu: float = 0.0
     eup: float = 0.0
+    xlu: float = 0.0
+    vpu16: float = 0.0  # of vpu, 16-bit float arithmetic on packed registers: twice on a chip without 16-bit VALU ops
+
+    def _units(self, chip: Chip) -> list[tuple[str, float, float | None]]:
+        """(unit, instructions, instructions a second or None where the chip table has no figure)."""
+        register = (chip.sublanes or 0) * (chip.lanes or 0)  # the rates are per 32-bit value: one register holds these
+        per_register = lambda rate: rate / register if rate and register else None
+        valu = self.vpu + (self.vpu16 if chip.valu_bf16 is False else 0.0)
+        return [(VPU, valu, per_register(chip.vpu_ops_per_s)), (EUP, self.eup, per_register(chip.eup_ops_per_s)),
+                (XLU, self.xlu, chip.xlu_ops_per_s)]
+
+    def seconds(self, chip: Chip) -> dict[str, float]:
+        """Each unit's time at the chip's rate, of the units the chip table has a figure for."""
+        return {unit: n / rate for unit, n, rate in self._units(chip) if rate}
 
     def left_out(self, chip: Chip) -> list[str]:
         """The units with work whose rate the chip table lacks: the roofline leaves them out."""
-        return [unit for unit, n, rate in ((VPU, self.vpu, chip.vpu_ops_per_s), (EUP, self.eup, chip.eup_ops_per_s))
-                if n and not rate]
+        return [unit for unit, n, rate in self._units(chip) if n and not rate]
 
 
 PASS_THROUGH = {"bitcast", "get-tuple-element", "copy-done", "slice-done", "async-done", "all-reduce-done",
@@ -345,7 +357,7 @@ WALK_NOTE = ("HBM traffic from the BlockSpec walk (a block is fetched when its i
 WORK_NOTE = ("HBM traffic from the BlockSpec walk (a block is fetched when its index changes) and the body's DMAs; flops "
              "from the kernel body, a top-level pl.when counted at the grid steps that take it where the program ids "
              "decide them, any other branch at its costliest (an upper bound); the roofline takes the cheapest branches, "
-             "the fewest DMAs, and the busiest of HBM, MXU, VPU (VALU) and EUP, each at the chip's rate")
+             "the fewest DMAs, and the busiest of HBM, MXU, VPU (VALU), EUP and XLU, each at the chip's rate")
 
 
 def _apply_walk(kernels: list[Kernel], traffic: list[PallasFigures], chip: Chip | None) -> None:
@@ -364,7 +376,7 @@ def _apply_walk(kernels: list[Kernel], traffic: list[PallasFigures], chip: Chip 
         # v5e: its conditional copies at their most put the roofline 1.41x above the chip's time),
         # a top-level pl.when at the steps that take it, and each unit of the TensorCore at its rate
         if work:
-            vector = VectorWork(vpu=work["vpu"][0], eup=work["eup"][0])
+            vector = VectorWork(vpu=work["vpu"][0], eup=work["eup"][0], xlu=work["xlu"][0], vpu16=work["vpu16"][0])
             _, k.roofline_s, k.bound = _roofline(chip, work["flops"][0], f.least_bytes, int8=f.int8_matmuls,
                                                  extra_pass_flops=work["mxu"][0] - work["flops"][0], vector=vector)
         else:
@@ -373,7 +385,8 @@ def _apply_walk(kernels: list[Kernel], traffic: list[PallasFigures], chip: Chip 
                                                  extra_pass_flops=(f.mxu_passes - 1) * f.least_flops)
         left_out = vector.left_out(chip) if vector is not None and chip is not None and chip.mxu else []
         k.note = (WORK_NOTE if vector is not None else WALK_NOTE) + (
-            f" ({' and '.join(left_out)} left out: the chip table has no figure for {chip.name})" if left_out else "")  # type: ignore[union-attr]
+            f" ({' and '.join(left_out)} left out: the chip table has no figure for {chip.name if chip else ''}, so the "
+            "roofline is a floor below what those units take)" if left_out else "")
 
 
 def _analyse(hlo_text: str, chip: Chip | None, xla_cost: dict | None, pallas_traffic=None) -> FusionAnalysis:

@@ -9,13 +9,15 @@ import math
 
 from ..base.errors import UsageError
 from ..base.units import fmt_bytes, fmt_count, fmt_time
-from .fusions import FusionAnalysis
+from .fusions import VECTOR_UNITS, FusionAnalysis
 from .graph_model import COLORS, TOP, KernelGraph, Node, build_graph, group_graphs, scope_matches, scope_of  # noqa: F401 (re-exported)
 from .graphviz_run import dot_available, render_svg  # noqa: F401 (re-exported)
 from .kernel_groups import group_matches, summary
 
 RANK_COLOR = "#d4007f"  # the top-N border: magenta stands out on every fill, light and dark
-BOUND_FILL = {"memory": "#f6c177", "compute": "#8ec5ff", None: "#dddddd"}
+VECTOR_FILL = "#d4a5f5"  # a Pallas kernel bound by a vector unit: VPU, EUP or XLU
+BOUND_FILL: dict[str | None, str] = {"memory": "#f6c177", "compute": "#8ec5ff", **dict.fromkeys(VECTOR_UNITS, VECTOR_FILL),
+                                      None: "#dddddd"}
 _HEAT = ("#fff5eb", "#fdd0a2", "#fd8d3c", "#d94801", "#7f2704")  # light to dark: more time / more bytes
 _HEAT_TEXT = ("#000000", "#000000", "#000000", "#ffffff", "#ffffff")
 
@@ -149,6 +151,7 @@ def dot_of(kg: KernelGraph, legend: bool = True):
         if kg.color == "bound":
             panel.node("__l_mem", "memory-bound", shape="box", style="filled,rounded", fillcolor=BOUND_FILL["memory"])
             panel.node("__l_cmp", "compute-bound", shape="box", style="filled,rounded", fillcolor=BOUND_FILL["compute"])
+            panel.node("__l_vec", "vector-bound\n(VPU, EUP or XLU)", shape="box", style="filled,rounded", fillcolor=VECTOR_FILL)
             if kg.chip is None:
                 panel.node("__l_none", "grey: no roofline\n(--roofline CHIP)", shape="box", style="filled,rounded",
                            fillcolor=BOUND_FILL[None])

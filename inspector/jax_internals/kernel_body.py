@@ -148,6 +148,8 @@ class Body(VectorUnits):
         self._lives: dict[int, set[int]] = {}  # id(jaxpr) -> its equations whose results are used (Body.work)
         self._consts: dict[int, Any] = {}  # id(var) -> its value where the compiler knows it (Body.work)
         self._extents: dict[int, tuple] = {}  # id(var) -> its distinct extent, where a broadcast made it (Body.work)
+        self._narrow: set[int] = set()  # id(var) of values in one lane: a (rows, 1) ref slice (Body.work)
+        self._spread: set[int] = set()  # id(var) of those already broadcast across the lanes (Body.work)
 
     def _inherit(self, eqn, sub) -> None:
         """Give a nested jaxpr's refs the kernel's names for what the equation passes in."""
@@ -170,6 +172,10 @@ class Body(VectorUnits):
                     self.known[id(i)] = value
                 if k not in varying and (const := self._const(o)) is not NOT_CONST:
                     self._consts[id(i)] = const
+                if id(o) in self._narrow:
+                    self._narrow.add(id(i))
+                else:
+                    self._narrow.discard(id(i))
 
     def _value(self, v) -> int | None:
         if hasattr(v, "val"):  # a literal

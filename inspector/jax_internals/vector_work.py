@@ -1,7 +1,15 @@
 """The work of each unit of the TensorCore in a Pallas kernel body, per grid step (``Body.work``,
-``grid_work``): matmul flops and the MXU's (an f32 matmul's bf16 passes each counted), VPU and EUP
-instructions, each on one 8 x 128 register; what the compiler folds away (constants, x + 0, unused
-values) not counted. A part of the body walk (kernel_body.Body), which mixes it in."""
+``grid_work``): matmul flops and the MXU's (an f32 matmul's bf16 passes each counted), VALU, EUP and
+XLU instructions, each on one 8 x 128 register; what the compiler folds away (constants, x + 0,
+unused values) not counted. A part of the body walk (kernel_body.Body), which mixes it in.
+
+The counts follow libtpu's VLIW bundles of the same bodies (LLO dumps of deviceless compiles,
+libtpu 0.0.42.1; the causal flash sample's grid step and one-op kernels on v5e, v5p, v6e, TPU7x):
+an elementwise op is one VALU instruction a register of its result; exp is a VALU multiply (by
+log2 e), then the EUP's pow2, whose result a VALU slot pops (vpop.eup); a reduction over the lanes
+folds its registers into one a row of registers on the VALU, then one XLU instruction a register
+(vmax.xlane) leaves the result in every lane; a (rows, 1) value taken from a ref or computed from one
+is broadcast across the lanes by one XLU instruction a register of rows (vperm), once per value."""
 from __future__ import annotations
 
 import math
@@ -12,22 +20,30 @@ import numpy as np
 from ..base.chips import F32_MXU_PASSES
 from .tracing import sub_jaxprs
 
-# Elementwise primitives the VPU runs, one VALU instruction per register of the result (libtpu's
-# bundles of the causal flash sample on the v5e count one a register); and those that take at least
-# one EUP instruction a register (the same bundles: 448 EUP slots a step, the registers of its exp,
-# log and divisions). Others (sin, erf: polynomials or more) are left out: the counts stay lower bounds.
+# Elementwise primitives the VPU runs, one VALU instruction per register of the result; and those
+# that take at least one EUP instruction a register, whose result the VALU pops (one more VALU
+# instruction a register), exp and log beside it a VALU multiply (by log2 e, ln 2: the EUP's
+# pow2 and log2). Others (sin, erf: polynomials or more) are left out: the counts stay lower bounds.
 _VPU_OPS = {"add", "add_any", "sub", "mul", "div", "rem", "max", "min", "neg", "abs", "sign", "floor", "ceil",
             "round", "select_n", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not", "xor", "clamp",
             "convert_element_type", "integer_pow", "square", "shift_left", "shift_right_logical",
             "shift_right_arithmetic", "is_finite"}
 _EUP_OPS = {"exp", "exp2", "log", "tanh", "logistic", "rsqrt", "sqrt", "pow"}
-# a reduction folds its operand's registers into the result's with one VALU instruction each (the
-# lane-crossing rest is the XLU's, whose rate no source gives)
+_EUP_VALU = {"exp": 2, "log": 2}  # VALU instructions a register beside the EUP's (the pop, the scaling); others 1
+# a reduction folds its operand's registers into the result's with one VALU instruction each; over
+# the lanes, one XLU instruction a register of the folded rows then reduces across them
 _REDUCTIONS = {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or", "argmax", "argmin"}
 # Body.work's keys: matmul flops as XLA counts them, the MXU's (an f32 matmul's bf16 passes each
-# counted), VALU and EUP instructions
-UNITS = ("flops", "mxu", "vpu", "eup")
+# counted), VALU, EUP and XLU (cross-lane) instructions, and of the VALU's those of 16-bit float
+# arithmetic on packed registers (a chip without 16-bit VALU ops, v4 and v5, runs each in f32 on
+# both halves: libtpu's bundles of bf16 y * y + y, 256 vmul.f32 and vadd.f32 on v5e for 128 vmul.bf16
+# and vadd.bf16 on v6e, besides the unpacks and packs, which vary with what follows, not counted)
+UNITS = ("flops", "mxu", "vpu", "eup", "xlu", "vpu16")
+_PACKED_ARITHMETIC = {"add", "add_any", "sub", "mul", "div", "max", "min", "neg", "abs", "integer_pow", "square", "clamp"}
 Work = dict[str, float]  # unit -> its work (UNITS)
+# ops through which a (rows, 1) value taken from a ref stays in one lane (a lane reduction's result,
+# by contrast, is in every lane: vmax.xlane leaves it so, and broadcasting it takes nothing)
+_LANE_KEEPING = _VPU_OPS | _EUP_OPS | {"broadcast_in_dim", "reshape", "squeeze", "expand_dims"}
 
 
 def _work() -> Work:
@@ -37,6 +53,8 @@ def _work() -> Work:
 def _add(into: Work, work: Work, times: float = 1.0) -> None:
     for unit, n in work.items():
         into[unit] += times * n
+
+
 NOT_CONST = object()
 # x op c == x: what the compiler folds away (arith's canonical folds); x * 0 and x & 0 fold to 0
 _IDENTITY = {"add": 0, "add_any": 0, "or": 0, "xor": 0, "mul": 1, "shift_left": 0, "shift_right_logical": 0,
@@ -97,6 +115,19 @@ def vregs(aval, extent: tuple | None = None) -> int:
     return math.prod(shape[:-2]) * -(-rows // (8 * pack)) * -(-cols // 128)
 
 
+def _lane_narrow(aval) -> bool:
+    """A (..., rows, 1) value: one lane of each register holds it (Mosaic's layout of a lane slice)."""
+    shape = tuple(getattr(aval, "shape", ()))
+    return len(shape) >= 2 and shape[-1] == 1
+
+
+def _row_registers(aval, extent: tuple | None = None) -> int:
+    """The registers one lane-wide column of ``aval`` fills: one a register of rows (8 of 32-bit
+    values, 16 of 16-bit), what an XLU instruction a register takes across the lanes."""
+    shape = tuple(getattr(aval, "shape", ()) if extent is None else extent)
+    return vregs(aval, shape[:-1] + (1,)) if shape else 0
+
+
 class VectorUnits:
     """Body's count of each unit's work: mixed into kernel_body.Body, whose walk state it reads."""
 
@@ -105,6 +136,8 @@ class VectorUnits:
     _lives: dict[int, set[int]]
     _consts: dict[int, Any]
     _extents: dict[int, tuple]
+    _narrow: set[int]  # values that sit in one lane (a (rows, 1) ref slice, or made from one)
+    _spread: set[int]  # narrow values already broadcast across the lanes (the compiler does it once)
 
     # the walk's steps it takes (kernel_body.Body's)
     def _inherit(self, eqn, sub) -> None:
@@ -128,6 +161,10 @@ class VectorUnits:
         Call after ``visit``, whose walk learnt the integer values that decide branches and trips."""
         live = self._live(jaxpr)
         least, most = _work(), _work()
+        if eqns is None:  # a walk afresh (a jaxpr called twice, jnp.where's): what the last one learnt of its values goes
+            made = {id(v) for v in jaxpr.invars} | {id(v) for e in jaxpr.eqns for v in e.outvars}
+            self._spread -= made
+            self._narrow -= made - {id(v) for v in jaxpr.invars}
         for eqn in jaxpr.eqns if eqns is None else eqns:
             p = eqn.primitive.name
             self._fold(eqn)
@@ -165,6 +202,8 @@ class VectorUnits:
                     lo, hi = self.work(sub)
                     _add(least, lo)
                     _add(most, hi)
+                    if len(sub.outvars) == len(eqn.outvars):  # (jnp.where and the like: a pjit of their own)
+                        self._narrow.update(id(o) for o, i in zip(eqn.outvars, sub.outvars) if id(i) in self._narrow)
             else:
                 done = self._vector(eqn)
                 _add(least, done)
@@ -185,25 +224,45 @@ class VectorUnits:
         return self._lives[id(jaxpr)]
 
     def _vector(self, eqn) -> Work:
-        """The VALU and EUP instructions of one equation, one a register of its result; none where
-        the compiler folds it: all operands constant, or one that leaves the other as it is. A value
-        made of broadcasts alone is counted at its distinct extent (_extent_of)."""
+        """The VALU, EUP and XLU instructions of one equation, one a register of its result; none
+        where the compiler folds it: all operands constant, or one that leaves the other as it is.
+        A value made of broadcasts alone is counted at its distinct extent (_extent_of)."""
         p, done = eqn.primitive.name, _work()
         consts = [self._const(v) for v in eqn.invars]
         if eqn.invars and all(c is not NOT_CONST for c in consts) and not eqn.effects:
             self._consts[id(eqn.outvars[0])] = _fold_const(p, consts, eqn)
             return done
+        if p == "get" and eqn.outvars and _lane_narrow(eqn.outvars[0].aval):
+            self._narrow.add(id(eqn.outvars[0]))  # a (rows, 1) slice of a ref: its values sit in one lane
+        elif p in _LANE_KEEPING and any(id(v) in self._narrow for v in eqn.invars) and eqn.outvars:
+            self._narrow.add(id(eqn.outvars[0]))
         if p == "broadcast_in_dim" and eqn.invars:
             inner, shape = self._extent_of(eqn.invars[0]), eqn.outvars[0].aval.shape
             spread = [1] * len(shape)
             for k, d in enumerate(eqn.params["broadcast_dimensions"]):
                 spread[d] = inner[k] if k < len(inner) else 1
             self._extents[id(eqn.outvars[0])] = tuple(spread)
+            source = eqn.invars[0]
+            if id(source) in self._narrow and shape and shape[-1] > 1:
+                self._narrow.discard(id(eqn.outvars[0]))  # across the lanes now
+                if id(source) not in self._spread:  # the compiler broadcasts a value once, however often used
+                    self._spread.add(id(source))
+                    done["xlu"] = _row_registers(eqn.outvars[0].aval, tuple(spread))
             return done
+        if p == "iota" and eqn.outvars:  # varies along one dim only: Mosaic keeps it replicated along the others
+            shape = eqn.outvars[0].aval.shape
+            along = eqn.params.get("dimension", 0)
+            self._extents[id(eqn.outvars[0])] = tuple(d if k == along else 1 for k, d in enumerate(shape))
         if p not in _VPU_OPS and p not in _EUP_OPS and p not in _REDUCTIONS:
             return done
         if p in _REDUCTIONS:
-            done["vpu"] = max(vregs(eqn.invars[0].aval, self._extent_of(eqn.invars[0])) - vregs(eqn.outvars[0].aval), 0)
+            operand = eqn.invars[0]
+            rank, extent = len(operand.aval.shape), self._extent_of(operand)
+            if rank and rank - 1 in eqn.params.get("axes", ()) and extent[-1] > 1:  # across the lanes: the XLU finishes each row
+                rows = _row_registers(operand.aval, extent)
+                done["vpu"], done["xlu"] = max(vregs(operand.aval, extent) - rows, 0), rows
+            else:
+                done["vpu"] = max(vregs(operand.aval, extent) - vregs(eqn.outvars[0].aval), 0)
             return done
         rank = len(eqn.outvars[0].aval.shape)
         extents = [self._extent_of(v) for v in eqn.invars]
@@ -217,9 +276,21 @@ class VectorUnits:
             return done
         self._extents[id(eqn.outvars[0])] = extent
         out = vregs(eqn.outvars[0].aval, extent)
-        done["vpu" if p in _VPU_OPS else "eup"] = out
-        if p == "div" and np.issubdtype(np.dtype(eqn.outvars[0].aval.dtype), np.floating):
-            done["eup"] = out  # a reciprocal, then the VALU's multiply
+        wide = eqn.outvars[0].aval.shape[-1] > 1 if rank else False
+        for v in eqn.invars if wide else ():  # a (rows, 1) operand taken across the lanes (implicit broadcast)
+            if id(v) in self._narrow and v.aval.shape[-1:] == (1,) and id(v) not in self._spread:
+                self._spread.add(id(v))
+                done["xlu"] += _row_registers(eqn.outvars[0].aval, extent)
+        if wide:
+            self._narrow.discard(id(eqn.outvars[0]))
+        if p in _VPU_OPS:
+            done["vpu"] = out
+            if p in _PACKED_ARITHMETIC and str(eqn.outvars[0].aval.dtype) in ("bfloat16", "float16"):
+                done["vpu16"] = out
+            if p == "div" and np.issubdtype(np.dtype(eqn.outvars[0].aval.dtype), np.floating):
+                done["eup"], done["vpu"] = out, 2 * out  # a reciprocal, popped, then the VALU's multiply
+        else:
+            done["eup"], done["vpu"] = out, _EUP_VALU.get(p, 1) * out
         return done
 
     def _extent_of(self, v) -> tuple:
