@@ -1,7 +1,8 @@
 """The GPU family's own modules (inspector/families/gpu/), deviceless: XLA's target configs against
 the chip rows, a jnp function and a Pallas-Triton matmul compiled by XLA:GPU for H100 and A100 with
-no GPU, the thunk sequence's launches and shared memory (the figures of ../shared/facts.md section
-11), ptxas's registers, and the compiler's shared-memory refusal read from its own message."""
+no GPU, the thunk sequence's launches and shared memory (98304 B on H100 and 65536 B on A100 for the
+128x128x64 3-stage matmul, as first measured by hand with the same jaxlib), ptxas's registers, and
+the compiler's shared-memory refusal read from its own message."""
 from __future__ import annotations
 
 import functools
@@ -158,17 +159,20 @@ def test_jnp_function_compiles_for_a_gpu_without_one(chip):
 @needs_plugin
 @pytest.mark.parametrize("chip, shared_memory", [("h100", 98304), ("a100", 65536)])
 def test_pallas_triton_matmul_launch_is_what_the_compiler_measured(chip, shared_memory):
-    """128x128x64 blocks, 3 stages: the thunk's shared memory is facts.md's (98304 B on H100, 65536 B on A100)."""
+    """128x128x64 blocks, 3 stages: the thunk's shared memory is what was measured by hand (98304 B on H100, 65536 B on A100)."""
     (launch,) = kernels(_compiled("matmul", chip).thunk_sequence)
     assert (launch.grid, launch.threads, launch.shared_memory_bytes) == ((4, 4, 1), (256, 1, 1), shared_memory)
 
 
 @needs_plugin
-def test_an_over_budget_pallas_triton_kernel_is_refused_with_the_compilers_figures():
+@pytest.mark.parametrize("chip, requested", [("h100", 524288), ("a100", 393216)])
+def test_an_over_budget_pallas_triton_kernel_is_refused_with_the_compilers_figures(chip, requested):
+    """256x256x128 blocks, 4 stages: 4 copies of the two input blocks on Hopper, 3 on Ampere (the
+    figures tell the shared-memory estimate how many buffers Triton keeps per chip)."""
     with pytest.raises(Exception) as refused:
-        compile_deviceless(_matmul(256, 256, 128, 4), BF16, spec_text("h100_sxm.txtpb"))
+        compile_deviceless(_matmul(256, 256, 128, 4), BF16, spec_text(get_chip(chip).target_config))
     refusal = shared_memory_refusal(str(refused.value))
-    assert refusal is not None and (refusal.requested_bytes, refusal.available_bytes) == (524288, get_chip("h100").shared_mem_per_block)
+    assert refusal is not None and (refusal.requested_bytes, refusal.available_bytes) == (requested, get_chip(chip).shared_mem_per_block)
     assert "RESOURCE_EXHAUSTED: Shared memory size limit exceeded" in refusal.message
 
 
@@ -199,3 +203,28 @@ def test_a_ptx_ptxas_refuses_is_said_per_kernel(tmp_path):
     fake.chmod(0o755)
     (launch, *_) = kernel_launches(THUNKS, {"1.ptx": ".version 9.0\n.target sm_90a\n.visible .entry gemm_fusion_dot_1("}, str(fake))
     assert launch.ptxas is None and "Unsupported .version 9.0" in launch.ptxas_error
+
+
+# ------------------------------------------------------------------ the compile path the seam's Backend takes
+
+def test_compile_path_says_which_chips_compile_here():
+    from inspector.families.gpu.compile.path import GpuCompilePath
+
+    assert GpuCompilePath(get_chip("b200")).available().startswith("b200 has no XLA target config")
+    assert GpuCompilePath(get_chip("h100")).available() == plugin_missing()
+    with GpuCompilePath(get_chip("h100")).lowering_capture() as captured:
+        assert captured == []
+
+
+@needs_plugin
+def test_compile_path_devices_and_refusal():
+    import dataclasses
+
+    from inspector.families.gpu.compile.path import GpuCompilePath
+
+    path = GpuCompilePath(get_chip("a100"))
+    devices = path.devices(dataclasses.replace(get_chip("a100"), devices=2))
+    assert len(devices) == 2 and {d.device_kind for d in devices} == {"NVIDIA A100-SXM4-80GB"}
+    words = "RESOURCE_EXHAUSTED: Shared memory size limit exceeded: requested 393216, available: 166912, context: []"
+    assert path.parse_error(words).status == "RESOURCE_EXHAUSTED"
+    assert path.shared_memory(words).available_bytes == get_chip("a100").shared_mem_per_block

@@ -69,4 +69,4 @@ def compile_deviceless(fn: Callable, args: Sequence[Any], target_config: str, *,
     with tempfile.TemporaryDirectory(prefix="inspector-xla-gpu-") as folder:
         compiled = lowered.compile(compiler_options={"xla_dump_to": folder, "xla_dump_hlo_as_text": True})
         dumps = _read_dumps(folder)
-    return GpuCompile(hlo=compiled.as_text(), dumps=dumps, devices=len(devices), device_kind=devices[0].device_kind)
+    return GpuCompile(hlo=compiled.as_text() or "", dumps=dumps, devices=len(devices), device_kind=devices[0].device_kind)

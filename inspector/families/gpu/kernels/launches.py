@@ -27,7 +27,9 @@ def kernel_launches(thunk_sequence: str, ptx: dict[str, str], ptxas: str | None)
     name -> text) that defines it, when ``ptxas`` (its path) is given."""
     figures: dict[str, PtxasKernel] = {}
     errors: dict[str, str] = {}
-    for text in ptx.values() if ptxas else ():
+    for text in ptx.values():
+        if ptxas is None:
+            break
         try:
             figures.update((k.name, k) for k in read_ptxas(run_ptxas(text, ptxas)))
         except (RuntimeError, OSError) as err:  # one module refused, or ptxas could not run: the others stand

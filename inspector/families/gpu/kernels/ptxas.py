@@ -6,6 +6,7 @@ jax plugin that wrote the PTX (the PTX ``.version``)."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import re
 import shutil
@@ -52,10 +53,8 @@ def ptx_entries(ptx: str) -> list[str]:
 
 def ptxas_path() -> str | None:
     """The ptxas of the installed ``nvidia-cuda-nvcc-cu12`` wheel, else the one on PATH, else None."""
-    try:
-        import nvidia.cuda_nvcc as nvcc  # type: ignore[import-not-found]  # the GPU extra's wheel
-
-        folders = list(getattr(nvcc, "__path__", []))
+    try:  # by name: the GPU extra's wheel, which an environment without the extra lacks
+        folders = list(getattr(importlib.import_module("nvidia.cuda_nvcc"), "__path__", []))
     except ImportError:
         folders = []
     for folder in folders:
@@ -73,8 +72,11 @@ def run_ptxas(ptx: str, ptxas: str, *, arch: str | None = None) -> str:
         source = os.path.join(folder, "kernel.ptx")
         with open(source, "w", encoding="utf-8") as handle:
             handle.write(ptx)
-        done = subprocess.run([ptxas, "-v", f"-arch={arch}", source, "-o", os.path.join(folder, "kernel.cubin")],
-                              capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+        try:
+            done = subprocess.run([ptxas, "-v", f"-arch={arch}", source, "-o", os.path.join(folder, "kernel.cubin")],
+                                  capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired as err:
+            raise RuntimeError(f"ptxas ran past {TIMEOUT_S} s on the PTX ({arch})") from err
     if done.returncode != 0:
         message = (done.stderr or done.stdout).strip().replace(source, "kernel.ptx")
         raise RuntimeError(f"ptxas refused the PTX ({arch}): {message.splitlines()[-1] if message else done.returncode}")
