@@ -6,6 +6,9 @@ the compiler's shared-memory refusal read from its own message."""
 from __future__ import annotations
 
 import functools
+import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -228,3 +231,30 @@ def test_compile_path_devices_and_refusal():
     words = "RESOURCE_EXHAUSTED: Shared memory size limit exceeded: requested 393216, available: 166912, context: []"
     assert path.parse_error(words).status == "RESOURCE_EXHAUSTED"
     assert path.shared_memory(words).available_bytes == get_chip("a100").shared_mem_per_block
+
+
+# ------------------------------------------------------------------ the extra installed, jax as quiet as before
+
+def _python(code: str, tmp_path) -> subprocess.CompletedProcess:
+    """``code`` in a fresh Python with none of the variables the inspector sets (as a user's own)."""
+    ours = ("JAX_PLATFORMS", "TF_CPP_MIN_LOG_LEVEL", "GLOG_minloglevel", "INSPECTOR_DEVICELESS", "PYTHONWARNINGS")
+    env = {k: v for k, v in os.environ.items() if k not in ours}
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+
+no_gpu_here = pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="a GPU machine: jax opens the GPU")
+
+
+@needs_plugin
+@no_gpu_here
+def test_import_jax_stays_quiet_with_the_cuda_plugin_installed(tmp_path):
+    """Without the CUDA runtime wheel, each of jaxlib's GPU modules logs "Could not find cuda drivers"."""
+    done = _python("import jax", tmp_path)
+    assert done.returncode == 0 and done.stderr == ""
+
+
+@needs_plugin
+@no_gpu_here
+def test_the_inspectors_process_keeps_the_cpu_backend_and_prints_nothing(tmp_path):
+    done = _python("import inspector, jax; print(jax.default_backend(), len(jax.devices()))", tmp_path)
+    assert (done.returncode, done.stdout.split(), done.stderr) == (0, ["cpu", "1"], "")
