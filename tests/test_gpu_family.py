@@ -258,3 +258,17 @@ def test_import_jax_stays_quiet_with_the_cuda_plugin_installed(tmp_path):
 def test_the_inspectors_process_keeps_the_cpu_backend_and_prints_nothing(tmp_path):
     done = _python("import inspector, jax; print(jax.default_backend(), len(jax.devices()))", tmp_path)
     assert (done.returncode, done.stdout.split(), done.stderr) == (0, ["cpu", "1"], "")
+
+
+@needs_plugin
+@no_gpu_here
+def test_a_user_process_whose_jax_failed_the_plugins_check_still_compiles_for_a_gpu(tmp_path):
+    """JAX_PLATFORMS unset: jax's start-up check of the CUDA libraries fails (no cuDNN) and the
+    plugin registers no topology; the inspector initializes it again with the check skipped."""
+    done = _python("import os, jax; jax.devices()\n"
+                   "from inspector.families.gpu.jax.cuda_topology import cuda_devices\n"
+                   "from inspector.families.gpu.jax.target_configs import spec_text\n"
+                   "print(len(cuda_devices(spec_text('h100_sxm.txtpb'), '1x1x2')), os.environ.get('JAX_SKIP_CUDA_CONSTRAINTS_CHECK'))",
+                   tmp_path)
+    assert "Unable to load cuDNN" in done.stderr  # jax's own check failed first: the case tested
+    assert (done.returncode, done.stdout.split()) == (0, ["2", "None"]), done.stderr[-2000:]

@@ -1,6 +1,6 @@
 """The deviceless cuda topology: jax's compile-only devices for a GPU described by XLA's target
-config, and a mesh and shardings over them, so ``jit(f).lower(...).compile()`` runs XLA:GPU for that
-chip on a machine with no GPU and no driver.
+config, and a mesh over them, so that ``jit(f).lower(...).compile()`` on inputs placed there runs
+XLA:GPU for that chip on a machine with no GPU and no driver.
 
 jax builds the topology through the CUDA plugin's topology factory, which the plugin registers only
 when its start-up check of the CUDA libraries passes or is skipped: jax skips it when its platforms
@@ -26,7 +26,7 @@ def plugin_missing() -> str | None:
 
     if any(importlib.util.find_spec(name) for name in _PLUGIN_PACKAGES):
         return None
-    return "the CUDA plugin for jax is not installed (pip install 'jax-inspector[gpu]', or .ci/setup)"
+    return "jax's CUDA plugin is not installed: .ci/setup installs it, or pip install '.[gpu]' from the clone"
 
 
 @contextlib.contextmanager
@@ -38,6 +38,8 @@ def _check_skipped() -> Iterator[None]:
     finally:
         if had is None:
             os.environ.pop(_SKIP_CHECK, None)
+        else:
+            os.environ[_SKIP_CHECK] = had
 
 
 def _register_plugin() -> None:
