@@ -272,3 +272,22 @@ def test_a_user_process_whose_jax_failed_the_plugins_check_still_compiles_for_a_
                    tmp_path)
     assert "Unable to load cuDNN" in done.stderr  # jax's own check failed first: the case tested
     assert (done.returncode, done.stdout.split()) == (0, ["2", "None"]), done.stderr[-2000:]
+
+
+def test_triton_keeps_num_stages_buffers_on_hopper_and_one_fewer_on_ampere():
+    """The measured sweep (tests/bench/gpu_triton_smem.py): every figure the compiler gave, fitted
+    or refused, is the loop's two input tiles times the buffers Triton keeps, num_stages on Hopper
+    and num_stages - 1 (at least 1) on Ampere."""
+    import json
+
+    from conftest import ROOT
+
+    rows = json.loads((ROOT / "tests/data/gpu/triton_smem.json").read_text())["rows"]
+    assert len(rows) >= 60 and {r["chip"] for r in rows} == {"h100", "h200", "a100"}
+    for row in rows:
+        tiles = (row["bm"] * row["bk"] + row["bk"] * row["bn"]) * 2
+        hopper = get_chip(row["chip"]).compute_capability.startswith("9")
+        buffers = row["num_stages"] if hopper else max(1, row["num_stages"] - 1)
+        measured = row["shared_memory_bytes"] if row["fits"] else row["requested_bytes"]
+        assert measured == buffers * tiles, row
+        assert row["fits"] == (measured <= get_chip(row["chip"]).shared_mem_per_block), row
