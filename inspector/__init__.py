@@ -34,13 +34,14 @@ from .tuning.api import tune  # noqa: E402
 from .base.errors import InspectorError, TargetFailure, UsageError  # noqa: E402
 
 if TYPE_CHECKING:
-    from .comparison import Compare
+    from .verbs.comparison import Compare
     from .run.result import DiffResult
-    from .checking import CheckResult
-    from .report import Report
+    from .verbs.checking import CheckResult
+    from .results.report import Report
 
-_LAZY = {"Report": ("report", "Report"), "TuneResult": ("tuning.model", "TuneResult"), "CheckResult": ("checking", "CheckResult"),
-         "DiffResult": ("run.result", "DiffResult"), "Compare": ("comparison", "Compare")}
+_LAZY = {"Report": ("results.report", "Report"), "TuneResult": ("tuning.model", "TuneResult"),
+         "CheckResult": ("verbs.checking", "CheckResult"), "DiffResult": ("run.result", "DiffResult"),
+         "Compare": ("verbs.comparison", "Compare")}
 
 
 def __getattr__(name: str):  # the result types, without loading the analyses at import

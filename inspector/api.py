@@ -31,16 +31,16 @@ from .base.errors import TargetFailure, UsageError
 from .compilation.sharding import check_mesh, parse_mesh, parse_specs
 from .base.user_code import describe_error
 from .request import Request, report_for, use_cache
-from .verb_rules import check_chips, diff_simulated_chip, require_two_variants
-from .view_table import Needs
+from .verbs.rules import check_chips, diff_simulated_chip, require_two_variants
+from .results.view_table import Needs
 
 if TYPE_CHECKING:
     from .base.chips import Chip
     from .baseline.compare import Comparison
     from .baseline.gate import Gate
-    from .comparison import Compare
-    from .checking import CheckResult
-    from .report import Report
+    from .verbs.comparison import Compare
+    from .verbs.checking import CheckResult
+    from .results.report import Report
     from .run.result import DiffResult
     from .compilation.target import Target
 
@@ -167,7 +167,7 @@ def inspect_request(fn_or_spec: Callable | str, *args: Any, target: str | None =
                     passes: bool = False, pass_select: str | None = None, fixes: bool = False, **kwargs: Any) -> Request:
     """The Request ``inspect`` makes (the one the command line builds for ``show --json``), checked
     as the command line checks its options; the target is traced when the request is run."""
-    from .verb_rules import check_measure
+    from .verbs.rules import check_measure
 
     if (time_budget is not None or time_memory is not None) and not time:
         raise UsageError("time_budget and time_memory are the budget of libtpu's time estimate: add time=True")
@@ -311,7 +311,7 @@ def check(fn_or_spec: Callable | str | Sequence[str], *args: Any, targets: str |
     --baseline``; the result is the Comparison (``.ok`` False when a figure moved past its
     ``tolerance``: ``"time=5%,hbm_bytes=0"``, a list of those, or ``{"time": "5%"}``; default time
     2%, every other figure exact)."""
-    from .checking import run_check
+    from .verbs.checking import run_check
 
     with guarded_call():
         if baseline is not None or tolerance:
@@ -378,7 +378,7 @@ def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, para
     has (``.only_a``, ``.only_b``) and those whose HBM bytes changed most (``.changed``); ``.ok`` is
     False when either side has an error finding. ``time``, ``time_budget``, ``time_memory`` and
     ``measure`` as ``inspect``'s (``--time``, ``--time-budget``, ``--time-memory``, ``--measure``)."""
-    from .comparison import compare_reports
+    from .verbs.comparison import compare_reports
 
     with guarded_call():
         for name, value in (("params", params), ("params_a", params_a), ("params_b", params_b)):

@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Callable
 
-from .view_table import Needs
+from .results.view_table import Needs
 
 if TYPE_CHECKING:
     from .compilation.target import Target
     from .libtpu import Budget
-    from .report import Report
+    from .results.report import Report
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +57,7 @@ class Request:
     def budget(self, option: str = "--time-budget") -> Budget:
         """libtpu's budget: ``time_budget`` and ``time_memory`` over Budget's defaults (a budget it
         cannot keep is a UsageError naming ``option``)."""
-        from .verb_rules import time_budget
+        from .verbs.rules import time_budget
 
         return time_budget(self.time_budget, option, self.time_memory)
 
@@ -81,7 +81,7 @@ def report_for(request: Request, target: Target | None = None, *, budget_option:
     ``measure_on_chip(load, chip)``: how the door measures (default: measure/run.py's, in a child
     process on the attached TPU)."""
     from .base.chips import get_chip
-    from .report import make_report
+    from .results.report import make_report
 
     chip = get_chip(request.chip)
     roofline = get_chip(request.roofline) if request.roofline else None
@@ -92,7 +92,7 @@ def report_for(request: Request, target: Target | None = None, *, budget_option:
     if request.chip_reason:
         report = dataclasses.replace(report, chip_reason=request.chip_reason)
     if request.measure:
-        from .report import with_measurement
+        from .results.report import with_measurement
 
         if measure_on_chip is None:
             import functools
@@ -102,7 +102,7 @@ def report_for(request: Request, target: Target | None = None, *, budget_option:
             measure_on_chip = functools.partial(on_chip, debug=request.debug)
         report = with_measurement(report, measure_on_chip(request.target, chip))
     if request.fixes:
-        from .fixing import fixes_on
+        from .verbs.fixing import fixes_on
 
         fixes = fixes_on(target, chip, sets=request.sets, use_cache=request.cache, pick="e.g. target tpu-v5e")
         report = dataclasses.replace(report, fixes=fixes)

@@ -19,7 +19,7 @@ from .mosaic.kept import kept_mosaic_diff
 from .compilation.target import load_target
 from .compilation.user_files import split_spec
 from .request import Request, report_for
-from .view_table import Needs
+from .results.view_table import Needs
 
 @dataclasses.dataclass(frozen=True)
 class Session:
@@ -64,7 +64,7 @@ class Session:
 
     def tune_budget(self):
         """libtpu's budget per candidate of the tune screen's sweep: the session's, as for --time."""
-        from .verb_rules import time_budget
+        from .verbs.rules import time_budget
 
         return time_budget(self.time_budget, "the time budget", self.time_memory)
 
@@ -89,7 +89,7 @@ class Session:
     def fix(self):
         """`inspector fix` on this chip: each change compiled, timed and checked (FixResult); a
         param the session sets is said as a change of it, as for --set."""
-        from .fixing import fixes_on
+        from .verbs.fixing import fixes_on
 
         return fixes_on(self.target(), get_chip(self.chip), sets=self.sets, use_cache=self.use_cache, pick="t picks one")
 

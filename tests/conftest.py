@@ -60,7 +60,7 @@ def shared_report(spec: str, chip: str):
     runs a corpus through the views: one trace and compile each."""
     from inspector.compilation.backends import Backend
     from inspector.base.chips import get_chip
-    from inspector.report import build_report
+    from inspector.results.report import build_report
     from inspector.compilation.stages import capture
     from inspector.compilation.target import load_target
 
@@ -144,7 +144,7 @@ def round_tests(held: HeldOut, chips: list[str]) -> tuple:
     """The tests a held-out round runs on each of its entries, as a new user would: every view on
     the CPU and on v5e; the estimate on ``chips``, with no error and "fits" on each; libtpu's
     compile on v5e fitting it. Assign them to test_* names in the round's module."""
-    from inspector.view_table import SHOW_VIEWS
+    from inspector.results.view_table import SHOW_VIEWS
 
     @pytest.mark.parametrize("spec", held.params())
     def every_view_on_cpu(spec):
@@ -159,7 +159,7 @@ def round_tests(held: HeldOut, chips: list[str]) -> tuple:
     @pytest.mark.parametrize("spec", held.params())
     def the_estimate_finds_no_error(spec):
         from inspector.base.chips import get_chip
-        from inspector.checking import run_check
+        from inspector.verbs.checking import run_check
         from inspector.compilation.target import load_target
 
         estimate = run_check(load_target(spec), [get_chip(c) for c in chips], estimate_only=True)
@@ -172,7 +172,7 @@ def round_tests(held: HeldOut, chips: list[str]) -> tuple:
     def check_agrees_with_libtpu(spec):
         """libtpu's compile on v5e fits each entry at INSPECT's shape, as the estimate says."""
         from inspector.base.chips import get_chip
-        from inspector.checking import run_check
+        from inspector.verbs.checking import run_check
         from inspector.compilation.target import load_target
 
         real = run_check(load_target(spec), [get_chip("tpu-v5e")])

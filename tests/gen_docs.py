@@ -9,7 +9,7 @@ A page holds a block between two markers, and only the text between them is rewr
     ...
     <!-- end generated: findings -->
 
-The tables: ``views`` (inspector/view_table.py: the TUI's tabs and `show --view`), ``findings``
+The tables: ``views`` (inspector/results/view_table.py: the TUI's tabs and `show --view`), ``findings``
 (inspector/base/findings.py's CODES), ``chips`` (inspector/base/chips.py's CHIPS), ``exit-codes`` (the
 EXIT_* constants of inspector/base/errors.py and inspector/commands/process.py, with the comment on
 their line), ``vmem-rules`` (inspector/pallas/vmem_rules.py's RULES, each with its evidence from
@@ -41,7 +41,7 @@ def _table(header: list[str], rows: list[list[object]]) -> str:
 
 
 def views_table() -> str:
-    from inspector.view_table import VIEWS
+    from inspector.results.view_table import VIEWS
 
     rows = [[f"`{v.key}`", v.title, f"`--view {v.name}`" if v.shown else "-", v.summary] for v in VIEWS]
     return _table(["key", "tab", "`inspector show`", "what it shows"], rows)

@@ -67,10 +67,14 @@ LAYERS: tuple[Layer, ...] = (
           "modules that know a family's parts; the parts sit at the layers of what they do"),
     Layer("run", ("inspector/run/",),
           "the diff: kernel and reference run on the same inputs, outputs compared onto the kernel's blocks, timing"),
+    Layer("results", ("inspector/results/",),
+          "the Report every verb and view reads (`report`: each analysis's data, made whole) and the table of "
+          "views (`view_table`: each view's renderer and the analyses it needs)"),
+    Layer("verbs", ("inspector/verbs/",),
+          "the verbs' logic: check's findings per chip (`checking`), compare's rows (`comparison`), fix's trials "
+          "(`fixing`) and its patches (`patching`), what each verb accepts (`rules`)"),
     Layer("front doors", ("inspector/*.py",),
-          "the results and the front doors: the Report (`report`), check's (`checking`), compare's (`comparison`), "
-          "the table of views, the request every front door builds, the verbs' rules, the TUI's `Session` and its "
-          "child process (`remote`)"),
+          "the request every front door builds (`request`), the TUI's `Session` and its child process (`remote`)"),
     Layer("baseline", ("inspector/baseline/",),
           "the performance gate: each target's figures per chip saved (a Report's path per target and chip, in a "
           "child process each) and compared with a saved baseline (`check --baseline`'s gate)"),

@@ -276,7 +276,7 @@ def test_the_api_names_are_no_module_names():
     import pkgutil
 
     import inspector.run.run  # noqa: F401
-    import inspector.comparison  # noqa: F401
+    import inspector.verbs.comparison  # noqa: F401
 
     modules = {m.name.rsplit(".", 1)[-1] for m in pkgutil.walk_packages(inspector.__path__, "inspector.")
                if m.name.count(".") == 1}

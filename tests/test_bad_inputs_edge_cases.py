@@ -705,7 +705,7 @@ def test_time_options_where_they_do_nothing_are_refused(cli, monkeypatch, tmp_pa
 def test_time_memory_reaches_the_estimate(cli, monkeypatch):
     """`--time-memory`: the memory libtpu's simulation may use (a program such as attention's
     reference needs 10.6 GiB, past the default 4); the seconds keep their default."""
-    import inspector.report as report
+    import inspector.results.report as report
 
     seen = {}
 
@@ -735,7 +735,7 @@ def test_xla_ops_past_the_memory_budget_say_how_to_give_more():
 
 
 def test_time_with_a_view_that_shows_it_is_not_refused():
-    from inspector.verb_rules import check_time_options
+    from inspector.verbs.rules import check_time_options
 
     for view in ("overview", "fusions", "bundles"):
         check_time_options(True, 5.0, view)
@@ -809,7 +809,7 @@ def test_compare_never_puts_a_simulation_against_a_roofline():
     named and unlike figures get no ratio."""
     from types import SimpleNamespace
 
-    from inspector.comparison import _totals
+    from inspector.verbs.comparison import _totals
 
     def report(seconds, method):
         return SimpleNamespace(fusions=SimpleNamespace(totals={"estimated_seconds": seconds, "hbm_bytes": 1},

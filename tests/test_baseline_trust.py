@@ -339,7 +339,7 @@ def test_a_baseline_saved_with_time_matches_an_untimed_report_of_the_same_code()
     from inspector.compilation.backends import Backend
     from inspector.compilation.stages import capture
     from inspector.compilation.target import load_target
-    from inspector.report import build_report
+    from inspector.results.report import build_report
 
     assert TIME_CODES <= set(CODES)
     spec = "samples/matmul.py:tiled"

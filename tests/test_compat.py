@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, loaded
 from inspector import jax_internals
 from inspector.cli import main
-from inspector.view_table import SHOW_VIEWS as VIEWS
+from inspector.results.view_table import SHOW_VIEWS as VIEWS
 
 pytestmark = pytest.mark.compat
 

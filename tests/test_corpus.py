@@ -11,8 +11,8 @@ import pytest
 
 from conftest import TRUTH_KINDS, assert_views_clean, errors, estimate_against_truth, render, shared_report, loaded, truth_kind
 from inspector.base.chips import CHIPS, get_chip
-from inspector.view_table import SHOW_VIEWS as VIEWS
-from inspector.checking import run_check
+from inspector.results.view_table import SHOW_VIEWS as VIEWS
+from inspector.verbs.checking import run_check
 from inspector.compilation.target import load_target
 from inspector.compilation.user_files import load_module
 

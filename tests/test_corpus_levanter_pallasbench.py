@@ -15,9 +15,9 @@ import pytest
 
 from conftest import HeldOut, assert_entry_clean, errors, truth_outcome
 from inspector.base.chips import get_chip
-from inspector.checking import run_check
+from inspector.verbs.checking import run_check
 from inspector.compilation.target import load_target
-from inspector.view_table import SHOW_VIEWS as VIEWS
+from inspector.results.view_table import SHOW_VIEWS as VIEWS
 
 ROUND = HeldOut("heldout4")
 CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]

@@ -19,9 +19,9 @@ import pytest
 
 from conftest import DATA, HeldOut, assert_entry_clean, errors, estimate_against_truth, render, shared_report
 from inspector.base.chips import get_chip
-from inspector.checking import run_check
+from inspector.verbs.checking import run_check
 from inspector.compilation.target import load_target
-from inspector.view_table import SHOW_VIEWS as VIEWS
+from inspector.results.view_table import SHOW_VIEWS as VIEWS
 from inspector.views.printer import make_console
 
 ROUND = HeldOut("heldout3")

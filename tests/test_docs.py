@@ -162,7 +162,7 @@ def test_a_changed_table_entry_fails_the_check(change, monkeypatch):
     import dataclasses
 
     from inspector.base import chips, findings
-    from inspector import view_table
+    from inspector.results import view_table
 
     if change == "findings":
         code = findings.CODES["tiling"]

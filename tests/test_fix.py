@@ -86,7 +86,7 @@ def test_independent_axes_are_proposed_on_megacore_only():
 
 @pytest.fixture(scope="module")
 def keras_v5p():
-    from inspector.fixing import run_fix
+    from inspector.verbs.fixing import run_fix
 
     return run_fix(load_target(KERAS), [get_chip("tpu-v5p")], use_cache=False)
 
@@ -107,7 +107,7 @@ def test_megacore_parallel_comes_with_libtpus_estimate_before_and_after(keras_v5
 
 @pytest.fixture(scope="module")
 def keras_oom():
-    from inspector.fixing import run_fix
+    from inspector.verbs.fixing import run_fix
 
     return run_fix(load_target(KERAS, **KERAS_OOM), [get_chip("tpu-v5e")], numerics=False, time=False, use_cache=False)
 
@@ -128,7 +128,7 @@ def test_a_kernel_out_of_vmem_gets_fixes_that_compile(keras_oom):
 @pytest.mark.libtpu
 @pytest.mark.slow
 def test_the_patch_applies_and_check_passes_after_it(keras_oom, tmp_path, run_cli):
-    from inspector.patching import patch_text
+    from inspector.verbs.patching import patch_text
 
     limit = next(f for f in keras_oom.fixes if f.change.kind == "vmem_limit")
     path, _, diff, _ = patch_text(limit.change, "tests/data/heldout10/keras_matmul_relu.py", "keras_matmul_relu")
@@ -147,7 +147,7 @@ def test_the_patch_applies_and_check_passes_after_it(keras_oom, tmp_path, run_cl
 
 def test_a_params_patch_makes_the_value_inspects_default(tmp_path):
     from inspector.base.fix_model import Change
-    from inspector.patching import patch_text
+    from inspector.verbs.patching import patch_text
 
     change = Change(kind="params", kernel="", call=None, value={"tile_m": 256})
     path, _, diff, _ = patch_text(change, "tests/data/heldout10/keras_matmul_relu.py", "keras_matmul_relu")
@@ -163,7 +163,7 @@ def test_fix_refuses_a_cpu_target_in_one_line(cli):
 def flash_oom():
     """The done-when's case, cheap: one head, no time or numerics, one block size besides the
     raised limit (block_q=1024, which the user's --set block_q=4096 overrides)."""
-    from inspector.fixing import run_fix
+    from inspector.verbs.fixing import run_fix
 
     target = load_target("samples/attention.py:flash", **FLASH_OOM)
     target = dataclasses.replace(target, param_choices={"block_q": [1024]})
@@ -173,7 +173,7 @@ def flash_oom():
 def _ranked_first(result, kind: str):
     """The result with the fixes of ``kind`` ranked first (as libtpu's time ranks block_q=1024 at the
     done-when's shapes), chosen again as run_fix chooses."""
-    from inspector.fixing import choose
+    from inspector.verbs.fixing import choose
 
     fixes = sorted(result.fixes, key=lambda f: f.change.kind != kind)
     again = dataclasses.replace(result, fixes=fixes, best={}, best_in_source={}, command_line={})
@@ -204,7 +204,7 @@ def test_a_fix_of_a_set_param_is_said_as_the_command_line_not_patched(flash_oom)
 def test_the_done_when_patch_applies_and_check_passes_with_the_same_set(flash_oom, tmp_path, run_cli):
     """`fix --set block_q=4096 --patch`: the diff (the pallas_call's vmem_limit_bytes, in the kernel
     the sample calls) applies to a copy of the tree, and `check` with the same --set passes there."""
-    from inspector.patching import patch_text
+    from inspector.verbs.patching import patch_text
 
     result = _ranked_first(flash_oom, "params")
     before, = result.before
@@ -236,7 +236,7 @@ def test_the_overview_shows_each_fix_under_the_finding_it_answers(flash_oom):
     from rich.console import Console
 
     from inspector.request import Request, report_for
-    from inspector.view_table import Needs
+    from inspector.results.view_table import Needs
     from inspector.views.printer import overview
 
     report = report_for(Request("samples/attention.py:flash", "tpu-v5e", args=FLASH_OOM["args"], sets=("block_q=4096",),
@@ -294,7 +294,7 @@ def test_a_grid_order_that_moves_fewer_hbm_bytes_is_proposed_built_and_computes_
     fetched at every step, the row block once a row; columns outermost fetch the larger block less."""
     import jax
 
-    from inspector.fixing import variant
+    from inspector.verbs.fixing import variant
     from inspector.jax_internals.isolate import pallas_equations
     from inspector.pallas.fixes import order_changes
     from inspector.run.fix_numerics import Numerics
@@ -324,7 +324,7 @@ def test_a_grid_order_is_not_applicable_where_the_body_reads_program_id():
 def test_asked_again_nothing_compiles_or_runs(monkeypatch, tmp_path):
     """Each trial (a refused compile too) and each numerics verdict is kept by content: the same
     run again compiles and interprets nothing, and says the same."""
-    import inspector.fixing as fixing
+    import inspector.verbs.fixing as fixing
     from inspector.run.fix_numerics import Numerics
 
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))

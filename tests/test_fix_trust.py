@@ -109,7 +109,7 @@ def test_an_empty_patch_name_is_refused(cli, tmp_path, monkeypatch):
 
 
 def test_the_patch_says_it_is_ours_and_git_apply_takes_it(tmp_path):
-    from inspector.patching import is_our_patch, patch_text
+    from inspector.verbs.patching import is_our_patch, patch_text
 
     path = _repo(tmp_path / "r")
     change = Change(kind="vmem_limit", kernel="_double", call=0, value=32 << 20, source=f"{path}:12")
@@ -122,7 +122,7 @@ def test_the_patch_says_it_is_ours_and_git_apply_takes_it(tmp_path):
 # --- 5: paths relative to the repository that holds the file ------------------------------------
 
 def test_paths_are_relative_to_the_files_repository_not_the_current_folder(tmp_path, monkeypatch):
-    from inspector.patching import patch_text
+    from inspector.verbs.patching import patch_text
 
     path = _repo(tmp_path / "repo", name="k.py")
     (tmp_path / "repo" / "sub").mkdir()
@@ -139,7 +139,7 @@ def test_paths_are_relative_to_the_files_repository_not_the_current_folder(tmp_p
 
 def test_a_file_in_no_repository_or_installed_is_said_not_patched(tmp_path):
     from inspector.base.errors import UsageError
-    from inspector.patching import patch_text
+    from inspector.verbs.patching import patch_text
 
     loose = _repo(tmp_path / "loose", git=False)
     change = Change(kind="vmem_limit", kernel="_double", call=0, value=32 << 20, source=f"{loose}:12")
@@ -156,7 +156,7 @@ def test_a_file_in_no_repository_or_installed_is_said_not_patched(tmp_path):
 
 @pytest.mark.parametrize("how", ["crlf", "latin-1", "bom", "no final newline"])
 def test_the_patch_keeps_the_files_newline_and_encoding(tmp_path, how):
-    from inspector.patching import patch_text
+    from inspector.verbs.patching import patch_text
 
     text = KERNEL
     if how == "crlf":
@@ -214,7 +214,7 @@ def test_v4_gets_the_parallel_fix_as_the_table_and_jax_say():
 @pytest.fixture(scope="module")
 def rows_fix(tmp_path_factory):
     """bm=384 against the unfixed bm=128, timed, no numerics (as --no-numerics)."""
-    from inspector.fixing import run_fix
+    from inspector.verbs.fixing import run_fix
 
     path = _repo(tmp_path_factory.mktemp("rows") / "r")
     target = load_target(f"{path}:two")
@@ -252,7 +252,7 @@ def test_a_vmem_patch_holds_at_inspects_args_too(cli, run_cli, tmp_path):
 def test_a_variant_that_clears_an_error_finding_is_recommended_slower_or_not(tmp_path):
     """--set bm=384 leaves rows unwritten: bm=128 clears that (it is the fix, whatever its time),
     and fix's verdict is not ok while the program as it is has an error finding and no fix."""
-    from inspector.fixing import run_fix
+    from inspector.verbs.fixing import run_fix
 
     path = _repo(tmp_path / "r")
     target = dataclasses.replace(load_target(f"{path}:two", sets=["bm=384"]), param_choices={"bm": [128]})
@@ -261,7 +261,7 @@ def test_a_variant_that_clears_an_error_finding_is_recommended_slower_or_not(tmp
     assert fix.recommended == ["tpu-v5e"] and fix.clears == {"tpu-v5e": "output-not-written"}
     assert result.ok and result.command_line["tpu-v5e"] == "change --set bm=384 to --set bm=128"
     result.fixes[0].recommended.clear()
-    from inspector.fixing import choose
+    from inspector.verbs.fixing import choose
 
     again = dataclasses.replace(result, best={}, best_in_source={}, in_source={}, command_line={})
     choose(again, {"bm": 384}, ("bm",))

@@ -9,7 +9,7 @@ from inspector.compilation.backends import Backend
 from inspector.base.chips import get_chip
 from inspector.hlo.fusions import analyse_fusions
 from inspector.hlo.module import ArrayShape, parse_hlo, parse_shape
-from inspector.report import build_report
+from inspector.results.report import build_report
 from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target
 
@@ -198,8 +198,8 @@ def test_a_pallas_f32_matmul_at_highest_precision_takes_six_passes_in_its_roofli
     """The same in a Pallas kernel: Mosaic's HIGHEST f32 matmul takes 6 bf16 passes (libtpu: 542 us
     at 2048^3 where 6 passes at the peak take 523); its roofline held one."""
     from inspector.libtpu import estimate_times
-    from inspector.report import make_report
-    from inspector.view_table import Needs
+    from inspector.results.report import make_report
+    from inspector.results.view_table import Needs
 
     chip = get_chip("tpu-v5e")
     target = load_target("tests/data/precision_matmul.py:f32_matmul", sets=["precision=highest"])

@@ -281,7 +281,7 @@ def test_expand_names_a_source_group_and_a_wrong_name_lists_the_groups(gpt2):
 def test_fusions_table_and_compare_use_the_same_groups(gpt2):
     from rich.console import Console
 
-    from inspector.comparison import _pair
+    from inspector.verbs.comparison import _pair
     from inspector.views.fusions import kernels_table
 
     console = Console(width=250, record=True, file=io.StringIO())

@@ -303,8 +303,8 @@ def test_ragged_dot_walk_sees_every_output_tile_written():
 def test_the_fusions_view_gives_a_pallas_kernel_the_transcendentals_of_its_body():
     """The flash sample's exps: the fusions view said 0 (XLA counts nothing inside a custom call)
     while the Pallas view's suggested CostEstimate counted them."""
-    from inspector.report import make_report
-    from inspector.view_table import Needs
+    from inspector.results.report import make_report
+    from inspector.results.view_table import Needs
 
     target = load_target("samples/attention.py:flash", args="bf16[1,512,128] bf16[1,512,128] bf16[1,512,128]",
                          sets=["block_q=128", "block_k=128"])

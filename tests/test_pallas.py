@@ -7,7 +7,7 @@ import pytest
 
 from conftest import DATA, lines_of_function
 from inspector.compilation.backends import Backend
-from inspector.checking import run_check
+from inspector.verbs.checking import run_check
 from inspector.base.chips import get_chip
 from inspector.pallas.grid_walk import walk_grid
 from inspector.pallas.analysis import analyse_pallas
@@ -222,8 +222,8 @@ def test_an_estimate_only_the_body_value_puts_over_is_undecided_never_an_error(c
 def test_the_compiler_decides_what_the_estimate_cannot():
     """The same tile compiled: libtpu fits it on TPU7x, so check is ok and says the estimate
     over-counts, with the compiler's figure; `show`'s report gives the same figure."""
-    from inspector.report import make_report
-    from inspector.view_table import Needs
+    from inspector.results.report import make_report
+    from inspector.results.view_table import Needs
 
     target = load_target(TILE_AT_THE_LIMIT[0], args=TILE_AT_THE_LIMIT[2], sets=["bm=512", "bn=2048", "bk=1024"])
     result = run_check(target, [get_chip("tpu-7x")])

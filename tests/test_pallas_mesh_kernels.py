@@ -3,7 +3,7 @@ libtpu's own verdict, their emit_pipelines walked, flops counted, and diffed (or
 import pytest
 
 from inspector.base.chips import get_chip
-from inspector.checking import run_check
+from inspector.verbs.checking import run_check
 from inspector.compilation.target import load_target
 
 SAMPLES = "samples/mesh_kernels.py"
@@ -131,8 +131,8 @@ def test_bounded_slice_pipelines_are_walked_and_give_the_kernels_hbm_traffic():
 
 @pytest.mark.libtpu
 def test_the_fusions_view_gives_a_pl_kernels_mosaic_call_its_flops_and_the_overview_its_source():
-    from inspector.report import make_report
-    from inspector.view_table import Needs
+    from inspector.results.report import make_report
+    from inspector.results.view_table import Needs
 
     report = make_report(_target("quantized_matmul"), get_chip("tpu-v5e"), Needs(compile=True, fusions=True, pallas=True))
     [mosaic] = [k for k in report.fusions.kernels if k.kind.startswith("custom-call")]

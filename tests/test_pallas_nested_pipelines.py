@@ -25,9 +25,9 @@ import pytest
 
 from conftest import HeldOut, assert_entry_clean, errors, shared_report
 from inspector.base.chips import get_chip
-from inspector.checking import run_check
+from inspector.verbs.checking import run_check
 from inspector.compilation.target import load_target
-from inspector.view_table import SHOW_VIEWS as VIEWS
+from inspector.results.view_table import SHOW_VIEWS as VIEWS
 
 ROUND = HeldOut("heldout5")
 CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
@@ -147,8 +147,8 @@ def test_a_pipeline_traced_from_jaxs_cache_gets_its_own_grid_not_the_last_one_no
     """The same kernel at two sizes, then the first again: jax's trace cache runs no Python the
     third time, so the note of its pipeline is the first trace's, not the second's (a full test
     run once moved the bytes of nine truth rows this way: the latest note of the line was taken)."""
-    from inspector.report import make_report
-    from inspector.view_table import Needs
+    from inspector.results.report import make_report
+    from inspector.results.view_table import Needs
 
     def walked(rows: int) -> int:
         target = load_target("tests/data/pipelines/cached_pipeline.py:doubled", args=f"f32[{rows},128]")

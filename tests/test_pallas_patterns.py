@@ -94,7 +94,7 @@ def test_an_interpreter_limit_on_the_cpu_lowering_is_an_info_and_the_views_say_w
     call with dimension_semantics) is not the kernel's fault: info, with the Pallas analysis kept."""
     import io
 
-    from inspector.report import build_report
+    from inspector.results.report import build_report
     from inspector.views.printer import make_console, print_view
 
     target = load_target(f"{PATTERNS}:vmapped_parallel")
@@ -206,7 +206,7 @@ def test_a_vmem_limit_above_the_chips_vmem_stops_at_its_capacity():
 @pytest.mark.slow
 def test_a_vmem_limit_above_the_chips_vmem_against_libtpu():
     """libtpu on v4: out of memory (capacity), 32 MiB of 16; on TPU7x the 32 MiB fit."""
-    from inspector.checking import run_check
+    from inspector.verbs.checking import run_check
 
     result = run_check(load_target(f"{PATTERNS}:limit_of_a_larger_chip"), [get_chip("tpu-v4"), get_chip("tpu-7x")])
     assert [(r.chip, r.fits, r.compiler_fits) for r in result.targets] == [("tpu-v4", False, False), ("tpu-7x", True, True)]
@@ -267,7 +267,7 @@ def test_bool_blocks_are_int32_in_vmem_no_packing_rule():
 
 @pytest.mark.libtpu
 def test_the_int4_estimate_is_the_compiler_s_figure():
-    from inspector.checking import run_check
+    from inspector.verbs.checking import run_check
 
     [row] = run_check(load_target(f"{PATTERNS}:int4_weights"), [V5E], estimate_only=False).targets
     assert row.compiler_fits and row.compiler_vmem_bytes == row.vmem_bytes
@@ -275,7 +275,7 @@ def test_the_int4_estimate_is_the_compiler_s_figure():
 
 @pytest.mark.libtpu
 def test_nested_pipeline_estimate_against_the_compiler():
-    from inspector.checking import run_check
+    from inspector.verbs.checking import run_check
 
     result = run_check(load_target(f"{PATTERNS}:nested"), [V5E])
     [row] = result.targets
@@ -286,7 +286,7 @@ def test_nested_pipeline_estimate_against_the_compiler():
 @pytest.mark.libtpu
 @pytest.mark.parametrize("name", ["no_grid", "resident_input"])
 def test_single_buffered_estimates_are_the_compiler_s_figure(name):
-    from inspector.checking import run_check
+    from inspector.verbs.checking import run_check
 
     [row] = run_check(load_target(f"{PATTERNS}:{name}"), [V5E]).targets
     assert row.compiler_fits and row.compiler_vmem_bytes == row.vmem_bytes
@@ -308,7 +308,7 @@ def test_grad_through_a_kernel_jax_cannot_differentiate_says_why():
 def test_the_compiler_s_vmem_figure_of_kernels_inside_a_cond():
     """Kernels in lax.cond branches (or a scan body) are not in the entry computation: their
     compiled VMEM figure is read from every computation, not shown as unknown."""
-    from inspector.checking import run_check
+    from inspector.verbs.checking import run_check
 
     [row] = run_check(load_target(f"{PATTERNS}:in_cond"), [V5E]).targets
     assert row.compiler_fits and row.compiler_vmem_bytes and row.compiler_vmem_bytes <= row.vmem_bytes
@@ -320,8 +320,8 @@ def test_a_kernel_given_interpret_true_says_mosaic_never_saw_it():
     nothing about the kernel's VMEM (unknown, not "fits"), and the views say why."""
     import io
 
-    from inspector.checking import run_check
-    from inspector.report import build_report
+    from inspector.verbs.checking import run_check
+    from inspector.results.report import build_report
     from inspector.views.printer import make_console, print_view
 
     target = load_target(f"{PATTERNS}:interpret_flag")

@@ -78,7 +78,7 @@ def test_a_grid_sized_at_run_time_keeps_two_buffers_even_at_one_step():
 @pytest.mark.slow
 def test_traced_grids_against_libtpu(cli_run):
     """The estimate of the run-time grid equals libtpu's figure, and check says each warning once."""
-    from inspector.checking import run_check
+    from inspector.verbs.checking import run_check
 
     result = run_check(target("wide_traced_grid"), [V5E, V6E], use_cache=False, memo=False)
     v5e, v6e = result.targets
@@ -109,7 +109,7 @@ def test_int8_in_8_row_blocks_is_an_error_on_every_chip():
 def test_an_interpreted_kernel_is_held_to_no_mosaic_rule():
     """interpret=True: the interpreter's HLO on a TPU too; no tiling or VMEM rule applies. (Traced
     for a TPU: on the CPU every kernel is interpreted, the author's flag cannot be told apart.)"""
-    from inspector.checking import run_check
+    from inspector.verbs.checking import run_check
 
     result = run_check(target("rows8_interpreted"), [V5E, TPU7X], estimate_only=True, memo=False)
     assert {f.code for f in result.findings} == {"kernel-interpret-flag"} and result.ok
@@ -165,7 +165,7 @@ def test_operands_tpu7x_places_in_vmem_take_their_blocks_out_of_the_limit():
 @pytest.mark.slow
 def test_vmem_verdicts_against_libtpu():
     """Each new style on the chips where the estimate used to be a false error."""
-    from inspector.checking import run_check
+    from inspector.verbs.checking import run_check
 
     cases = [("linear_attention_long", {"chunk": 16384}, [TPU7X, V6E]), ("streaming_lse", {"tile_v": 8192}, [V5E])]
     for name, params, chips in cases:

@@ -10,7 +10,7 @@ from inspector.base.chips import CHIPS, get_chip
 from inspector.base.errors import UsageError
 from inspector.hlo.collectives import KINDS
 from inspector.hlo.module import parse_hlo
-from inspector.report import build_report
+from inspector.results.report import build_report
 from inspector.compilation.sharding import parse_mesh, parse_specs
 from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target

@@ -12,12 +12,12 @@ import pytest
 import inspector
 import inspector.api as api
 import inspector.compilation.compile_cache as compile_cache
-import inspector.verb_rules as verb_rules
+import inspector.verbs.rules as verb_rules
 from inspector.commands.parser import build_parser
 from inspector.commands.requests import show_request
 from inspector.session import Session
 from inspector.tuning.api import sweep_request
-from inspector.view_table import Needs
+from inspector.results.view_table import Needs
 
 MATMUL = "samples/matmul.py:tiled"
 SHARDED = "tests/data/sharded.py:step"

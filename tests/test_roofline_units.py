@@ -151,7 +151,7 @@ def _report(spec: str, chip: str, args: str | None = None):
     from inspector.compilation.backends import Backend
     from inspector.compilation.stages import capture
     from inspector.compilation.target import load_target
-    from inspector.report import build_report
+    from inspector.results.report import build_report
 
     target = load_target(spec, args=args)
     return build_report(target, chip_of(chip), capture(target, Backend(chip_of(chip))), fusions=True, pallas=True)

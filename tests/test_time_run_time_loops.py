@@ -13,8 +13,8 @@ pytestmark = pytest.mark.libtpu
 def test_a_kernel_that_loops_a_run_time_number_of_times_says_its_time_may_be_far_below_the_chips():
     from inspector.base.chips import get_chip
     from inspector.compilation.target import load_target
-    from inspector.report import make_report
-    from inspector.view_table import Needs
+    from inspector.results.report import make_report
+    from inspector.results.view_table import Needs
 
     target = load_target("tests/bench/chip_heldout.py:paged_attention", sets=["pages_per_compute_block=16"])
     report = make_report(target, get_chip("tpu-v5e"), Needs(compile=True, fusions=True, pallas=True, time=True))
@@ -26,8 +26,8 @@ def test_a_kernel_that_loops_a_run_time_number_of_times_says_its_time_may_be_far
 def test_a_kernel_whose_loops_are_counted_gets_no_such_warning():
     from inspector.base.chips import get_chip
     from inspector.compilation.target import load_target
-    from inspector.report import make_report
-    from inspector.view_table import Needs
+    from inspector.results.report import make_report
+    from inspector.results.view_table import Needs
 
     report = make_report(load_target("samples/matmul.py:tiled"), get_chip("tpu-v5e"),
                          Needs(compile=True, fusions=True, pallas=True, time=True))

@@ -290,8 +290,8 @@ def test_the_roofline_stays_below_the_chip(label):
     sentinel gave 6.1e9 s; sglang's fused MLP, its conditional copies counted at their most, 1.41x; GPT-2's
     embedding lookup, its table counted whole, 10.9x)."""
     from inspector.base.chips import get_chip
-    from inspector.report import make_report
-    from inspector.view_table import Needs
+    from inspector.results.report import make_report
+    from inspector.results.view_table import Needs
     from inspector.compilation.target import load_target
 
     entry = _corpus()["entries"][label]
@@ -316,7 +316,7 @@ def test_a_measurement_lands_beside_the_estimate_kernel_by_kernel(capsys):
 
     import inspector
     from inspector.measure.model import KernelMeasure, Measurement
-    from inspector.report import with_measurement
+    from inspector.results.report import with_measurement
 
     report = inspector.inspect("samples/matmul.py:tiled", "bf16[256,256] bf16[256,256]", target="cpu", roofline="tpu-v5e")
     kernels = report.fusions.kernels

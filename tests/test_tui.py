@@ -548,7 +548,7 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
                 **where()),
         Finding("error", "shared-memory-over-limit", f"{kernel} on h100: needs 300 KiB" + long,
                 data={"chip": "h100", "bytes": 307200, "limit": 232448}, **where()),
-        # inspector/checking.py, inspector/report.py, inspector/compilation/compile_errors.py
+        # inspector/verbs/checking.py, inspector/results/report.py, inspector/compilation/compile_errors.py
         Finding("info", "no-pallas-call", "f has no pallas_call: nothing to check" + long),
         Finding("info", "pallas-interpreted", "Pallas kernels are interpreted on the CPU backend" + long, view="hlo"),
         Finding("info", "simulated-chip", "the program asks for SparseCores" + long, view="pallas", data={"chip": "tpu-7x"}),
@@ -585,7 +585,7 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
                 view="overview", data=oom),
         Finding("error", "compile-error", "tpu-v5e: INVALID_ARGUMENT: something" + long, view="overview",
                 data={"chip": "tpu-v5e"}),
-        # inspector/checking.py: libtpu ended one chip's compile process
+        # inspector/verbs/checking.py: libtpu ended one chip's compile process
         Finding("error", "compile-aborted", "tpu-7x: libtpu ended the compile's process (killed by SIGABRT)" + long,
                 view="overview", data={"chip": "tpu-7x", "exit": -6, "log_lines": 43, "log_tail": "F1201 check failed"}),
         # inspector/mosaic/explain.py: each kind of Mosaic error, at the failing op's source line

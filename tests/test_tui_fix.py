@@ -20,7 +20,7 @@ OOM = Session("samples/attention.py:flash", "tpu-v5e", args="bf16[1,4096,128] bf
 @pytest.mark.libtpu
 @pytest.mark.slow
 def test_f_shows_the_fix_under_the_vmem_finding_and_a_applies_it(monkeypatch):
-    import inspector.fixing as fixing
+    import inspector.verbs.fixing as fixing
     from inspector.remote import Remote
 
     real = fixing.run_fix

@@ -13,7 +13,7 @@ from textual.app import App
 from textual.widgets import Input
 
 import inspector.compilation.compile_cache as compile_cache
-import inspector.verb_rules as verb_rules
+import inspector.verbs.rules as verb_rules
 from conftest import loaded
 from inspector.base.chips import get_chip
 from inspector.commands.baseline import check_gate

@@ -123,7 +123,7 @@ def test_check_traces_for_the_chip_what_the_truth_tests_trace_for_the_cpu():
     whole: "does not fit" at 42.75 MiB where libtpu fits in 28.85.)"""
     import dataclasses
 
-    from inspector.checking import run_check
+    from inspector.verbs.checking import run_check
 
     base = load_target(f"{FILE}:ce_lse", args="bf16[4096,1024] bf16[1024,4096] i32[4096,1]")
     target = dataclasses.replace(base, params=dict(base.params, block_b=2048, block_v=2048, block_h=512))

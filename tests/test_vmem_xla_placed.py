@@ -5,7 +5,7 @@ import pytest
 
 from conftest import DATA
 from inspector.compilation.backends import Backend
-from inspector.checking import run_check
+from inspector.verbs.checking import run_check
 from inspector.base.chips import get_chip
 from inspector.pallas.discovery import find_pallas_calls
 from inspector.pallas.vmem import budget

@@ -16,7 +16,7 @@ from .fusions import ESTIMATE_MARK
 
 if TYPE_CHECKING:
     from ..libtpu import KernelBundles, TimeEstimate
-    from ..report import Report
+    from ..results.report import Report
 
 UNITS_SHOWN = ("MXU", "VALU", "XLU", "EUP", "VLOAD", "VSTORE", "VLOAD:FILL", "VSTORE:SPILL")
 

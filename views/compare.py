@@ -14,7 +14,7 @@ from ..base.units import fmt_estimate, fmt_bytes, fmt_count, fmt_time
 from .cells import add_row
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
-    from ..comparison import Compare, KernelRef
+    from ..verbs.comparison import Compare, KernelRef
 
 _FORMAT = {"bytes": fmt_bytes, "flops": fmt_count, "seconds": fmt_time,
            "count": lambda n: "-" if n is None else str(int(n))}

@@ -23,9 +23,9 @@ from .pallas import check_view, pallas_view
 from .printer import overview
 
 if TYPE_CHECKING:  # the result types call in through inspector.display; views never import them back
-    from ..comparison import Compare
-    from ..checking import CheckResult
-    from ..report import Report
+    from ..verbs.comparison import Compare
+    from ..verbs.checking import CheckResult
+    from ..results.report import Report
     from ..run.result import DiffResult
 
 WIDTH = 140  # columns: the width `show` uses in a pipe

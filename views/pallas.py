@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) a
     from collections.abc import Sequence
 
     from ..base.findings import Finding
-    from ..checking import CheckResult
+    from ..verbs.checking import CheckResult
     from ..pallas.analysis import PallasReport
 
 

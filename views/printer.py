@@ -17,7 +17,7 @@ from rich.text import Text
 
 from ..base import json_text
 from ..base.chips import CHIPS, Chip
-from ..view_table import get_view
+from ..results.view_table import get_view
 from ..base.units import fmt_estimate, fmt_bytes, fmt_count, fmt_time
 
 from .cells import add_row, findings_table
@@ -30,7 +30,7 @@ from .pallas import errors_outside, pallas_view, unread_calls
 from .passes import diff_text, passes_view
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
-    from ..report import Report
+    from ..results.report import Report
 
 ASK_BUFFERS = "press B to compile with the compiler's buffer assignment: the largest buffers live at the peak"
 MIN_WIDTH = 40  # narrower than this, tables cannot show their figures whole

@@ -112,7 +112,7 @@ def _stderr_fd() -> int:
 # The modules whose classes the CLI's answers unpickle to (Report and what it holds). Importing
 # them (numpy, the analyses' dataclasses: ~0.5 s) while the child compiles takes that time off
 # the end of every run, where it would otherwise come after the compile.
-_ANSWER_MODULES = ("inspector.report",)
+_ANSWER_MODULES = ("inspector.results.report",)
 
 
 def _import_answer_types() -> None:

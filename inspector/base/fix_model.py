@@ -1,7 +1,7 @@
 """A change ``inspector fix`` tries on a program, and what it found, as plain data: the jax
 boundary applies a change to the traced program (jax_internals/variants.py), the Pallas analysis
 proposes it or refuses it (pallas/fixes.py), the patch writer turns it into an edit of the user's
-source (inspector/patching.py); ``inspector.fixing`` compiles, times and checks each (``Trial``,
+source (inspector/verbs/patching.py); ``inspector.verbs.fixing`` compiles, times and checks each (``Trial``,
 ``Fix``) and ranks them (``FixResult``), which the Report carries for the overview and the TUI."""
 from __future__ import annotations
 

@@ -143,7 +143,7 @@ def compute_target(spec: str, request: Request) -> Computed:
     from ..compilation.target import load_target
     from ..request import Request as ReportRequest
     from ..request import report_for
-    from ..view_table import Needs
+    from ..results.view_table import Needs
 
     label = target_label(spec, request.sets)
     out = Computed(label=label, entry={"spec": spec, "sets": sorted(request.sets)})

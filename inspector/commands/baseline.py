@@ -95,7 +95,7 @@ def _save(opts) -> int:
     from ..baseline.targets import expand
     from ..views.baseline import saved_view
     from ..views.printer import make_console, print_fitting
-    from ..verb_rules import time_budget
+    from ..verbs.rules import time_budget
 
     refuse_foreign(opts.file, ours=written_by_us, what="a baseline", force=opts.force)  # before anything compiles
     check_writable(opts.file)

@@ -6,7 +6,7 @@ import argparse
 from typing import TypeVar
 
 from ..base.chips import DEFAULT_TPU
-from ..view_table import SHOW_VIEWS, SORT_ORDERS
+from ..results.view_table import SHOW_VIEWS, SORT_ORDERS
 from .arg_types import SetValues
 from .arg_types import count as _count
 from .arg_types import gibibytes as _gibibytes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..request import Request, use_cache
-from ..view_table import Needs
+from ..results.view_table import Needs
 
 
 def request_from(opts: argparse.Namespace, needs: Needs) -> Request:
@@ -22,7 +22,7 @@ def request_from(opts: argparse.Namespace, needs: Needs) -> Request:
 
 def show_request(opts: argparse.Namespace) -> Request:
     """show's Request: what its view needs, with what --passes and --time add."""
-    from ..verb_rules import show_needs
+    from ..verbs.rules import show_needs
 
     return request_from(opts, show_needs(opts.view, passes=bool(getattr(opts, "passes", False)),
                                          time=bool(getattr(opts, "time", False))))

@@ -22,7 +22,7 @@ from ..base.chips import DEFAULT_TPU
 from ..base.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError
 from ..base.specs import parse_specs
 from ..tuning.table import check_table
-from ..verb_rules import check_tune_measure, time_budget
+from ..verbs.rules import check_tune_measure, time_budget
 from .arg_types import SetValues
 from .arg_types import count as _count
 from .arg_types import positive as _positive

@@ -1,5 +1,5 @@
 """The table of verbs: one row per verb of the ``inspector`` command, as the table of views
-(inspector/view_table.py) has one per view. The parser, ``inspector --help``, the dispatch in
+(inspector/results/view_table.py) has one per view. The parser, ``inspector --help``, the dispatch in
 ``cli.py`` and the child process's work all read it, so a new verb is one row here, its options
 and its two functions.
 

@@ -16,8 +16,8 @@ from ..base.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, TargetFailure,
 from ..hlo.pass_select import check_view_options
 from ..compilation.sharding import parse_mesh, parse_specs
 from ..base.units import fmt_bytes
-from ..verb_rules import check_chips, check_measure, check_time_options, diff_simulated_chip, require_two_variants
-from ..view_table import Needs, get_view
+from ..verbs.rules import check_chips, check_measure, check_time_options, diff_simulated_chip, require_two_variants
+from ..results.view_table import Needs, get_view
 from .requests import compare_sides
 from .work import run
 
@@ -209,7 +209,7 @@ def fix(opts) -> int:
     else:
         print_fitting(console, fix_view(result))
     if opts.patch and result.patch:
-        from ..patching import patch_bytes
+        from ..verbs.patching import patch_bytes
 
         write_atomic(opts.patch, patch_bytes(result.patch, result.patch_encoding))
         print(f"wrote {opts.patch} ({result.patch_note})", file=sys.stderr if opts.json else sys.stdout)
@@ -222,7 +222,7 @@ def _check_patch_path(opts) -> None:
     """Before any compile: --patch names a file this tool may write (not a .py source, not a file of
     the user's unless --force), and the target's file can be patched at all (its encoding)."""
     from ..compilation.user_files import split_spec
-    from ..patching import is_our_patch, read_source
+    from ..verbs.patching import is_our_patch, read_source
 
     if not opts.patch.strip():
         raise UsageError("--patch is empty: give the patch's file name, e.g. --patch fix.diff")

@@ -16,8 +16,8 @@ from ..base.errors import TargetFailure, UsageError
 from ..base.tempdirs import temp_folder
 from ..base.user_code import describe_error, reraise_interrupt
 from ..request import Request, report_for, use_cache
-from ..verb_rules import diff_simulated_chip, doctor_chips
-from ..view_table import Needs
+from ..verbs.rules import diff_simulated_chip, doctor_chips
+from ..results.view_table import Needs
 from . import verb_table
 from .requests import compare_sides, request_from, show_request
 
@@ -60,7 +60,7 @@ def work_show(opts):
 
 
 def work_compare(opts):
-    from ..comparison import compare_reports
+    from ..verbs.comparison import compare_reports
 
     reports = [_report(side) for side in compare_sides(opts, Needs(compile=True, fusions=True, pallas=True, time=opts.time))]
     return compare_reports(*reports)
@@ -74,7 +74,7 @@ def work_export(opts):
 def work_check(opts):
     import functools
 
-    from ..checking import run_check
+    from ..verbs.checking import run_check
 
     chips = parse_targets(opts.chip)
     target = _load(opts)
@@ -97,7 +97,7 @@ def _compile_apart(opts, chip):
     that ends without an answer (libtpu's abort) raises CompilerAborted with the log's tail."""
     import os
 
-    from ..checking import CompilerAborted
+    from ..verbs.checking import CompilerAborted
     from ..base.child_process import ChildFailed, run_isolated
 
     with temp_folder("chip-log") as folder:
@@ -140,7 +140,7 @@ def work_fix(opts):
     import dataclasses
     import functools
 
-    from ..fixing import run_fix, set_names
+    from ..verbs.fixing import run_fix, set_names
 
     chips = parse_targets(opts.chip)
     target = _load(opts)
@@ -176,8 +176,8 @@ def _fix_patch(result, target, opts, others) -> tuple[str | None, str, str]:
     import shlex
 
     from ..base.errors import UsageError as Unpatchable
-    from ..fixing import holding_patch
-    from ..patching import patch_text
+    from ..verbs.fixing import holding_patch
+    from ..verbs.patching import patch_text
 
     chip = result.chips[0]
     if chip not in result.best:
@@ -202,7 +202,7 @@ def _measure_fix(opts, change, chip) -> float:
     """The program's device time with ``change`` on the attached TPU (--measure)."""
     import functools
 
-    from ..fixing import load_variant
+    from ..verbs.fixing import load_variant
     from ..measure.run import measure_on_chip
 
     return measure_on_chip(functools.partial(load_variant, functools.partial(_load, opts), change), chip, debug=opts.debug).seconds

@@ -99,7 +99,7 @@ def _spec_request(spec, args, kwargs, chips, grid, fixed, shapes, workers, ray, 
     from .sweep import SweepRequest
 
     if measure:
-        from ..verb_rules import check_tune_measure
+        from ..verbs.rules import check_tune_measure
 
         check_tune_measure(True, get_chip(chips[0]).name if chips else "", "targets")
     if table:

@@ -128,7 +128,7 @@ def evaluate_target(target, chip, base: dict, *, budget: dict, cache) -> TuneRow
 
 def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped: list[str]) -> TuneRow:
     from ..pallas.analysis import analyse_pallas, compiler_scoped_vmem
-    from ..report import build_report, uncounted_loops
+    from ..results.report import build_report, uncounted_loops
     from ..compilation.stages import capture
 
     reports, _ = analyse_pallas(captured.program, [chip], [chip])

@@ -17,7 +17,7 @@ environment.prepare()
 
 from inspector.compilation.backends import Backend  # noqa: E402
 from inspector.base.chips import get_chip  # noqa: E402
-from inspector.report import build_report  # noqa: E402
+from inspector.results.report import build_report# noqa: E402
 from inspector.compilation.stages import capture  # noqa: E402
 from inspector.compilation.target import load_target  # noqa: E402
 from inspector.base.units import fmt_bytes, fmt_time  # noqa: E402

@@ -219,8 +219,8 @@ def _estimate_one(payload):
     environment.prepare()
     from inspector.base.chips import get_chip
     from inspector.libtpu import Budget
-    from inspector.report import make_report
-    from inspector.view_table import Needs
+    from inspector.results.report import make_report
+    from inspector.results.view_table import Needs
     from inspector.compilation.target import load_target
 
     start = time.perf_counter()

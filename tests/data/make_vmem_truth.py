@@ -741,7 +741,7 @@ BLOCK_SCALED2 = [block_scaled_job(kernel, *b) for b in BLOCK_SCALED2_BLOCKS
 def predict_variants(jobs: list, out: Path, rules: str) -> None:
     """The estimate's verdict on every row of ``jobs``, per chip, written before they are compiled."""
     from inspector.base.chips import get_chip
-    from inspector.checking import run_check
+    from inspector.verbs.checking import run_check
     from inspector.compilation.target import load_target
 
     rows = []
@@ -780,7 +780,7 @@ def combinations(target) -> list[dict]:
 def rows_for(spec: str, args: str | None = None, grid: dict | None = None, chip_names=None) -> list[dict]:
     from inspector.base.chips import CHIPS
     from inspector.base.errors import InspectorError
-    from inspector.checking import run_check
+    from inspector.verbs.checking import run_check
     from inspector.compilation.target import load_target
 
     chips = [c for c in CHIPS if c.is_tpu and (chip_names is None or c.name in chip_names)]

@@ -10,7 +10,7 @@ from textual.app import App
 if TYPE_CHECKING:
     from ...hlo.passes import PassDiff
     from ...remote import Remote
-    from ...report import Report
+    from ...results.report import Report
     from ...session import Session
 
 

@@ -21,7 +21,7 @@ from .stage_text import StageText
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from ...libtpu import KernelBundles, TimeEstimate
-    from ...report import Report
+    from ...results.report import Report
 
 SOURCE_WIDTH = 44  # the listing's source column, at most
 

@@ -12,7 +12,7 @@ from textual.widgets import Static
 from ..compare import compare_view
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
-    from ...comparison import Compare
+    from ...verbs.comparison import Compare
 
 IDLE = "press c to compare this variant with another target chip or parameter set"
 

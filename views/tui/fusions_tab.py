@@ -15,7 +15,7 @@ from ..fusions import KERNEL_COLUMNS, SORT_KEYS, intermediates_table, table_colu
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from ...hlo.fusions import FusionAnalysis
-    from ...report import Report
+    from ...results.report import Report
 
 SORTS = ("order", "bytes", "flops", "time")
 

@@ -223,7 +223,7 @@ class Jobs(AppBase):
 
     @work(thread=True, exclusive=True, group="compare")
     def run_compare(self, generation: int, report_a, other: Session) -> None:
-        from ...comparison import compare_reports
+        from ...verbs.comparison import compare_reports
 
         self._answer(generation, lambda: compare_reports(report_a, self.remote.call(other, "report", False)),
                      self._show_compare, lambda m: self.tabs["compare"].show_error(m))

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # types only: the UI paints before the analyses are imported
     from ...hlo.passes import PassDiff
     from ...mosaic.dumps import KernelPasses, MosaicPass
     from ...mosaic.passes import MosaicPasses
-    from ...report import Report
+    from ...results.report import Report
     from .app_base import AppBase
 
 COMPILING = "compiling with Mosaic's pass dumps…"

@@ -19,7 +19,7 @@ from ..printer import overview
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from ...base.fix_model import FixResult
-    from ...report import Report
+    from ...results.report import Report
 
 PLACEHOLDER = "compiling… (the other tabs fill in when it is done; Esc cancels)"
 

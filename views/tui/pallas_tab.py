@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) a
     from collections.abc import Sequence
 
     from ...pallas.analysis import PallasReport
-    from ...report import Report
+    from ...results.report import Report
 
 BAR = 30
 MAP_LIMIT = (12, 48)  # rows, columns of blocks drawn per operand

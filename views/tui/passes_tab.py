@@ -14,7 +14,7 @@ from ..passes import PASS_COLUMNS, diff_text, pass_cells, passes_title
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from ...hlo.passes import PassDiff, PassLog
-    from ...report import Report
+    from ...results.report import Report
     from .app_base import AppBase
 
 NO_DUMPS = ("press P to compile with pass dumps (XLA's pass-by-pass dumps, without the compile cache): "

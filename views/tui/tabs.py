@@ -1,4 +1,4 @@
-"""The terminal UI's tabs, made from the table of views (``inspector.view_table``): one tab per
+"""The terminal UI's tabs, made from the table of views (``inspector.results.view_table``): one tab per
 row, with the row's key and title. Every tab has the same interface: ``reset(message)`` (a new
 load began; ``message`` says what is coming) and ``show(report)`` (paint from the Report). A row
 without a tab class of its own gets ``RenderedTab``: the printer's rendering of that view in a
@@ -14,11 +14,11 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from ...view_table import VIEWS, View
+from ...results.view_table import VIEWS, View
 from ..printer import RenderOptions, render_view
 
 if TYPE_CHECKING:
-    from ...report import Report
+    from ...results.report import Report
 
 TAB_VIEWS: tuple[View, ...] = VIEWS  # every view has a tab, in the table's order (keys 1-8 first)
 TEXT_TABS: tuple[str, ...] = tuple(v.name for v in VIEWS if v.tab == "stage_text:StageText")

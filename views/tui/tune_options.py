@@ -96,7 +96,7 @@ def sweep_options(texts: dict[str, str], session: Session, spec: str, first_chip
     from ...tuning.measured import measure_count
     from ...tuning.sweep import REFRESH
     from ...tuning.table import check_table
-    from ...verb_rules import check_tune_measure, time_budget
+    from ...verbs.rules import check_tune_measure, time_budget
 
     text = {name: texts.get(name, "").strip() for name, _, _ in OPTIONS}
     fields: dict = {}

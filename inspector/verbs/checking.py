@@ -9,17 +9,17 @@ import dataclasses
 import signal
 from typing import Callable
 
-from .compilation.backends import Backend
-from .base.chips import Chip, get_chip
-from .base.display import html
-from .base.findings import Finding, by_severity
-from .hlo.memory import analyse_memory
-from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler, refused_by_compiler
-from .pallas.vmem import deciding_budget, estimate_fits, estimate_range
-from .base.errors import TargetFailure
-from .compilation.stages import Capture, Stages, capture, compile_is_cached
-from .compilation.target import Target
-from .mosaic.explain import explain_capture
+from ..compilation.backends import Backend
+from ..base.chips import Chip, get_chip
+from ..base.display import html
+from ..base.findings import Finding, by_severity
+from ..hlo.memory import analyse_memory
+from ..pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler, refused_by_compiler
+from ..pallas.vmem import deciding_budget, estimate_fits, estimate_range
+from ..base.errors import TargetFailure
+from ..compilation.stages import Capture, Stages, capture, compile_is_cached
+from ..compilation.target import Target
+from ..mosaic.explain import explain_capture
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -15,8 +15,8 @@ import re
 import tokenize
 from typing import NamedTuple
 
-from .base.errors import UsageError
-from .base.fix_model import Change
+from ..base.errors import UsageError
+from ..base.fix_model import Change
 
 PALLAS = "jax.experimental.pallas"
 PALLAS_TPU = "jax.experimental.pallas.tpu"

@@ -7,14 +7,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from .base.chips import Chip, get_chip
-from .base.fix_model import Change, Fix, FixResult, Refusal, Trial
-from .compilation import fix_store
-from .run.fix_numerics import Numerics, judge
-from .pallas.fixes import buffered_changes, order_changes, param_changes, semantics_changes, vmem_limit_change
-from .compilation.target import Target
-from .report import make_report
-from .view_table import Needs
+from ..base.chips import Chip, get_chip
+from ..base.fix_model import Change, Fix, FixResult, Refusal, Trial
+from ..compilation import fix_store
+from ..run.fix_numerics import Numerics, judge
+from ..pallas.fixes import buffered_changes, order_changes, param_changes, semantics_changes, vmem_limit_change
+from ..compilation.target import Target
+from ..results.report import make_report
+from ..results.view_table import Needs
 
 KIND_ORDER = {"estimate": 0, "range": 1, "floor": 2}  # a floor is never ranked as an estimate
 MOST_LIMIT_TRIES = 4  # vmem_limit_bytes raised by a quarter each time the compiler still refuses
@@ -41,9 +41,9 @@ def _trial(target: Target, chip: Chip, *, time: bool, use_cache: bool | str) -> 
 
 
 def _trial_key(target: Target, chip: Chip, time: bool) -> str | None:
-    from .compilation.backends import Backend
-    from .compilation.stages import lowered_program
-    from .libtpu import Budget
+    from ..compilation.backends import Backend
+    from ..compilation.stages import lowered_program
+    from ..libtpu import Budget
 
     _, lowered, text = lowered_program(target, Backend(chip))  # the compile's own lowering, memoised
     return None if lowered is None else fix_store.key("trial", TRIAL_SCHEMA, time, Budget().as_dict(), module_text=text,
@@ -52,8 +52,8 @@ def _trial_key(target: Target, chip: Chip, time: bool) -> str | None:
 
 def _compiled(target: Target, chip: Chip, *, time: bool, use_cache: bool | str) -> tuple[Trial, bool]:
     """The trial, and whether to keep it (not where a busy machine stopped libtpu's estimate)."""
-    from .libtpu import Budget
-    from .libtpu.estimate import STOPPED
+    from ..libtpu import Budget
+    from ..libtpu.estimate import STOPPED
 
     # make_report, not request.report_for: a Request may ask for fixes, which run from here
     report = make_report(target, chip, Needs(compile=True, fusions=True, pallas=True, time=time), use_cache=use_cache,  # type: ignore[arg-type]  # REFRESH too
@@ -83,7 +83,7 @@ def variant(target: Target, change: Change) -> Target:
     if change.kind == "params":
         assert isinstance(change.value, dict)
         return dataclasses.replace(target, params={**target.params, **change.value})
-    from .jax_internals.variants import changed_function
+    from ..jax_internals.variants import changed_function
 
     return dataclasses.replace(target, fn=changed_function(target.fn, tuple(target.params), [change]))
 
@@ -186,9 +186,9 @@ def _recommend(fix: Fix, before: dict[str, Trial]) -> None:
 
 def _proposals(target: Target, chips: list[Chip], before: dict[str, Trial], use_cache) -> tuple[list[tuple[Change, list[Chip]]], list[Refusal]]:
     """Each change with the chips to try it on, and the changes refused before any compile."""
-    from .compilation.backends import Backend
-    from .compilation.stages import capture
-    from .pallas.discovery import read_program
+    from ..compilation.backends import Backend
+    from ..compilation.stages import capture
+    from ..pallas.discovery import read_program
 
     calls, _ = read_program(capture(target, Backend(chips[0]), compile=False, use_cache=use_cache).program)
     tried: list[tuple[Change, list[Chip]]] = [(c, chips) for c in buffered_changes(calls)]
@@ -218,7 +218,7 @@ def set_names(sets) -> tuple[str, ...]:
 def fixes_on(target: Target, chip: Chip, *, sets, use_cache: bool | str, pick: str) -> FixResult:
     """The fixes beside one report's findings (show --fixes, the UI's F): ``run_fix`` on its TPU
     chip; ``pick`` says how the caller names another chip."""
-    from .base.errors import UsageError
+    from ..base.errors import UsageError
 
     if not chip.is_tpu:
         raise UsageError(f"fixes are compiled for a TPU: {chip.name} is not one ({pick})")
@@ -232,8 +232,8 @@ def run_fix(target: Target, chips: list[Chip], *, numerics: bool = True, time: b
     time with the change (None: unfixed) on the attached TPU, for the top fixes (--measure).
     ``fixed``: the params the command line set (--set): a change to one is said as a change of
     the command, never written into the source."""
-    from .base.progress import tell
-    from .libtpu.runner import kept_sessions
+    from ..base.progress import tell
+    from ..libtpu.runner import kept_sessions
 
     how: dict = {"time": time, "use_cache": use_cache}
     with kept_sessions():  # libtpu's dump children start once for every estimate of the run, not per variant

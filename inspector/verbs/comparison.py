@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from .base.display import html
-from .report import Report
-from .base.chips import SIMULATED_CHIP
+from ..base.display import html
+from ..results.report import Report
+from ..base.chips import SIMULATED_CHIP
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -6,35 +6,35 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .base import json_text
-from .base.atomic import write_atomic
-from .compilation.backends import Backend
-from .base.chips import CHIPS, SIMULATED_CHIP, Chip, get_chip
-from .base.display import html, print_view
-from .base.errors import UsageError
-from .base.findings import Finding, by_severity
-from .hlo.collectives import CollectiveAnalysis, analyse_collectives
-from .hlo.fusions import FusionAnalysis, PallasFigures, analyse_fusions
-from .hlo.graph import build_dot, render_svg
-from .hlo.passes import PassLog
-from .libtpu import Budget, TimeEstimate, estimate_times
-from .libtpu.kernel_times import as_floor, totals as time_totals
-from .measure import Measurement
-from .hlo.memory import MemoryReport, analyse_memory
-from .mosaic.explain import explain_capture
-from .mosaic.passes import MosaicPasses, capture_mosaic_passes
-from .pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, compiler_vmem_by_call, defer_to_compiler, refused_by_compiler
-from .compilation.pass_dumps import capture_with_passes
-from .base.specs import hlo_type
-from .compilation.stage_records import STAGES, Capture, Stages
-from .compilation.stages import capture
-from .compilation.target import Target
-from .base.user_code import short_path
-from .base.units import fmt_bytes, fmt_time
+from ..base import json_text
+from ..base.atomic import write_atomic
+from ..compilation.backends import Backend
+from ..base.chips import CHIPS, SIMULATED_CHIP, Chip, get_chip
+from ..base.display import html, print_view
+from ..base.errors import UsageError
+from ..base.findings import Finding, by_severity
+from ..hlo.collectives import CollectiveAnalysis, analyse_collectives
+from ..hlo.fusions import FusionAnalysis, PallasFigures, analyse_fusions
+from ..hlo.graph import build_dot, render_svg
+from ..hlo.passes import PassLog
+from ..libtpu import Budget, TimeEstimate, estimate_times
+from ..libtpu.kernel_times import as_floor, totals as time_totals
+from ..measure import Measurement
+from ..hlo.memory import MemoryReport, analyse_memory
+from ..mosaic.explain import explain_capture
+from ..mosaic.passes import MosaicPasses, capture_mosaic_passes
+from ..pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, compiler_vmem_by_call, defer_to_compiler, refused_by_compiler
+from ..compilation.pass_dumps import capture_with_passes
+from ..base.specs import hlo_type
+from ..compilation.stage_records import STAGES, Capture, Stages
+from ..compilation.stages import capture
+from ..compilation.target import Target
+from ..base.user_code import short_path
+from ..base.units import fmt_bytes, fmt_time
 from .view_table import SHOW_VIEWS, SORT_ORDERS, Needs
 
 if TYPE_CHECKING:  # fixing builds on the Report's path: the field's type only
-    from .base.fix_model import FixResult
+    from ..base.fix_model import FixResult
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

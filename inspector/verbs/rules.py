@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base.errors import UsageError
-from .view_table import Needs, get_view
+from ..base.errors import UsageError
+from ..results.view_table import Needs, get_view
 
 if TYPE_CHECKING:
-    from .base.chips import Chip
+    from ..base.chips import Chip
 
 
 def show_needs(view: str, *, passes: bool = False, time: bool = False) -> Needs:
@@ -26,8 +26,8 @@ def show_needs(view: str, *, passes: bool = False, time: bool = False) -> Needs:
 def time_budget(seconds: float | None, option: str, memory_bytes: int | None = None):
     """libtpu's simulation budget: ``seconds`` of compile time in all (default 60), a whole
     simulation past it is extrapolated from smaller grids; ``memory_bytes`` its compiles may use."""
-    from .libtpu import Budget
-    from .libtpu.budget import MIN_SECONDS
+    from ..libtpu import Budget
+    from ..libtpu.budget import MIN_SECONDS
 
     if seconds is not None and (not seconds >= MIN_SECONDS or seconds == float("inf")):
         raise UsageError(f"{option} {seconds:g}: give the seconds libtpu's simulation may take, {MIN_SECONDS:g} or more "
@@ -64,8 +64,8 @@ def check_measure(measure: bool, verb: str = "show") -> None:
     compile, with the way to an estimate that this verb has."""
     if not measure:
         return
-    from .base.environment import may_use_chip, tpu_attached
-    from .base.errors import NoChip
+    from ..base.environment import may_use_chip, tpu_attached
+    from ..base.errors import NoChip
 
     if not tpu_attached():
         advice = _NO_TPU_ADVICE.get(verb, "--time gives libtpu's estimate without a TPU")
@@ -79,7 +79,7 @@ def check_tune_measure(measure: bool, first_chip: str, option: str) -> None:
     """tune's measure ranks on the attached TPU: it must be there, and first among the targets."""
     if not measure:
         return
-    from .compilation.backends import attached_chip
+    from ..compilation.backends import attached_chip
 
     check_measure(True, "tune")
     attached = attached_chip()
