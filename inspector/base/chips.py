@@ -39,7 +39,7 @@ class Chip:
     unless said), each with the source it came from in ``sources``, and how to compile for it."""
 
     name: str
-    kind: str  # "tpu", "gpu" (spec only, for budgets and roofline) or "local" (jax's own backend)
+    kind: str  # "tpu", "gpu" (XLA:GPU deviceless where the row has a target_config, else budgets and roofline only) or "local" (jax's own backend)
     description: str
     aliases: tuple[str, ...] = ()
     tensor_cores: int | None = None
@@ -243,17 +243,17 @@ CHIPS: tuple[Chip, ...] = (
          clock=2.2e9, clock_source="derived: 2310e12 / (2 TensorCores x 4 x 256^2 x 2 flops) = 2.2 GHz, as on v6e; "
          + _DOT.format(pct=93) + " on one TensorCore",
          sources={"int8_ops": "not given by jax tpu_info (no int8 MXU mode)"}),
-    _gpu("a100", "NVIDIA A100 80GB SXM (spec only)", bw=2.039e12, bf16=312e12, smem=166_912, hbm=80 * GiB,
+    _gpu("a100", "NVIDIA A100 80GB SXM (XLA:GPU deviceless)", bw=2.039e12, bf16=312e12, smem=166_912, hbm=80 * GiB,
          source="NVIDIA A100 datasheet; CUDA C guide (163 KiB opt-in shared memory)",
          spec="a100_sxm_80.txtpb", compute_capability="8.0", sms=108, shared_mem_per_sm=167_936, registers_per_sm=65536,
          threads_per_sm=2048, l2_bytes=40 * MiB, clock_hz=1.41e9, hbm_device_bytes=85_100_068_864,
          device_kind="NVIDIA A100-SXM4-80GB"),
-    _gpu("h100", "NVIDIA H100 SXM (spec only)", bw=3.35e12, bf16=989e12, smem=232_448, hbm=80 * GiB,
+    _gpu("h100", "NVIDIA H100 SXM (XLA:GPU deviceless)", bw=3.35e12, bf16=989e12, smem=232_448, hbm=80 * GiB,
          source="NVIDIA H100 datasheet (dense bf16); CUDA C guide (227 KiB opt-in shared memory)",
          spec="h100_sxm.txtpb", compute_capability="9.0a", sms=132, shared_mem_per_sm=233_472, registers_per_sm=65536,
          threads_per_sm=2048, l2_bytes=50 * MiB, clock_hz=1.98e9, hbm_device_bytes=84_942_979_072,
          device_kind="NVIDIA H100 80GB HBM3"),
-    _gpu("h200", "NVIDIA H200 SXM (spec only)", bw=4.8e12, bf16=989e12, smem=232_448, hbm=141 * GiB,
+    _gpu("h200", "NVIDIA H200 SXM (XLA:GPU deviceless)", bw=4.8e12, bf16=989e12, smem=232_448, hbm=141 * GiB,
          source="NVIDIA H200 datasheet (dense bf16); CUDA C guide (227 KiB opt-in shared memory)",
          spec="h200.txtpb", compute_capability="9.0a", sms=132, shared_mem_per_sm=233_472, registers_per_sm=65536,
          threads_per_sm=2048, l2_bytes=50 * MiB, clock_hz=1.98e9, hbm_device_bytes=151_397_597_184,

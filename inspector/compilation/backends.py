@@ -25,10 +25,15 @@ class Backend:
             from ..jax_internals import jax_version
             raise UsageError(f"target {chip.name} needs libtpu, which is not installed: pip install "
                              f"'jax[tpu]=={jax_version()}' (the libtpu of your jax; local targets such as cpu work without it)")
+        # a GPU row: XLA:GPU on the deviceless cuda topology of its target config (a one-line refusal where it cannot)
+        self.gpu_devices: tuple | None = None
         if chip.kind == "gpu":
-            raise UsageError(f"{chip.name} is a spec-only target (budgets and roofline); it cannot compile here. "
-                             "Compile with --target gpu on a machine with a GPU, or a TPU target")
+            from ..families.gpu.compile.backend import gpu_devices
+            self.gpu_devices = gpu_devices(chip)
         self.mesh = tpu_topology.tpu_mesh(chip.topology) if chip.is_tpu else None
+        if self.gpu_devices is not None:
+            from ..families.gpu.jax.cuda_topology import mesh_of
+            self.mesh = mesh_of(list(self.gpu_devices[:1]))
         self.mesh_axes: dict[str, int] | None = None  # set when the program is sharded (with_mesh)
         if chip.devices > 1:
             self._set_mesh({"devices": chip.devices})
@@ -39,7 +44,7 @@ class Backend:
 
     @property
     def platform(self) -> str:
-        return "tpu" if self.chip.is_tpu else self.chip.name
+        return "tpu" if self.chip.is_tpu else "cuda" if self.gpu_devices is not None else self.chip.name
 
     @property
     def device_kind(self) -> str:
@@ -50,7 +55,7 @@ class Backend:
 
     @property
     def devices(self) -> int:
-        if self.chip.is_tpu:
+        if self.chip.is_tpu or self.gpu_devices is not None:
             return self.chip.devices
         import jax
         return len(jax.devices(self.platform))
@@ -62,6 +67,8 @@ class Backend:
         if self.chip.is_tpu:
             assert self.mesh is not None  # a TPU backend has one (__init__)
             devices = tpu_topology.topology_devices(self.chip.topology) if self.chip.devices > 1 else tuple(self.mesh.devices.flat)
+        elif self.gpu_devices is not None:
+            devices = self.gpu_devices
         else:
             import jax
             devices = tuple(jax.devices(self.platform))
