@@ -198,6 +198,7 @@ def check_view(result: CheckResult) -> Group:
     overruled: list[str] = []  # chips where the estimate and the compiler disagree: the compiler's verdict stands
     for t in result.targets:
         failed_otherwise = (t.compiler_fits is False and t.compiler_message and "VMEM" not in t.compiler_message
+                            and "shared memory" not in t.compiler_message.lower()
                             and t.hbm_fits is not False)
         compiler = Text("COMPILE ERROR", style="bold red") if failed_otherwise else verdict(t.compiler_fits)
         if t.compiler_aborted:

@@ -81,11 +81,20 @@ class Report:
 
     @property
     def compiler_vmem(self) -> dict[str, int]:
-        """Per pallas_call, the compiler's own VMEM figure on this chip (none on a local target)."""
+        """Per pallas_call, the compiler's own VMEM (shared memory on a GPU) figure on this chip (none on a local target)."""
+        if self.stages.platform == "cuda":
+            from ..families.gpu.verdict import compiler_shared_memory
+            return compiler_shared_memory(self.stages, [k.call.name for k in self.pallas or []])
         if not self.chip.is_tpu:
             return {}
         return compiler_vmem_by_call([k.call.name for k in self.pallas or []], self.fusions.kernels if self.fusions else [],
                                      self.stages.compile_error)
+
+    @property
+    def gpu_kernels(self) -> list:
+        """Each kernel of a deviceless XLA:GPU compile: its launch, shared memory, registers and spills."""
+        from ..families.gpu.verdict import gpu_kernels
+        return gpu_kernels(self.stages) if self.stages.platform == "cuda" else []
 
     @property
     def ok(self) -> bool:
@@ -141,7 +150,7 @@ class Report:
     def to_dict(self, texts: tuple[str, ...] = ()) -> dict[str, Any]:
         """JSON-ready dict. Stage texts are large, so only those named in ``texts`` are included."""
         stages = dataclasses.asdict(self.stages)
-        for name in (*STAGES, "mosaic"):
+        for name in (*STAGES, "mosaic", "kernel_dumps"):
             if name not in texts:
                 stages.pop(name, None)
         stages["op_counts"] = self.stages.op_counts
@@ -157,6 +166,7 @@ class Report:
             "findings": [dataclasses.asdict(f) for f in self.findings],
             **(_fusions_json(self.fusions) if self.fusions else {}),
             **({"pallas": [dataclasses.asdict(p) for p in self.pallas]} if self.pallas is not None else {}),
+            **({"gpu_kernels": [dataclasses.asdict(k) for k in self.gpu_kernels]} if self.stages.platform == "cuda" else {}),
             **({"memory": dataclasses.asdict(self.memory)} if self.memory is not None else {}),
             **(_collectives_json(self.collectives) if self.collectives is not None else {}),
             **(_passes_json(self.passes) if self.passes is not None else {}),
@@ -317,6 +327,9 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
             findings = defer_to_compiler(findings, chip.name, lambda: max(compiler_scoped_vmem(stages.hlo), default=0))
         elif chip.is_tpu and stages.compile_error is not None and stages.compile_error.vmem is not None:
             findings = refused_by_compiler(findings, chip.name)
+        elif stages.platform == "cuda":  # XLA:GPU's shared-memory verdict stands
+            from ..families.gpu.verdict import compiler_verdict
+            findings = compiler_verdict(findings, stages, chip.name, kernels)[0]
     # Kernels lower in program order, each as a custom call named as Mosaic was told (stages.mosaic)
     names = ([m.name for m in stages.mosaic] if len(stages.mosaic) == len(kernels or [])
              else [k.call.name for k in kernels or []])

@@ -127,7 +127,7 @@ def _capture_for(target: Target, chip: Chip, compile: bool, compile_apart: Calla
                  use_cache: bool, memo: bool) -> tuple[Capture, CompilerAborted | None]:
     """The program traced for one chip, compiled where ``compile`` (elsewhere through
     ``compile_apart`` unless the disk cache holds it), and the abort of a compile made elsewhere."""
-    backend = Backend(chip if chip.is_tpu else get_chip("cpu"))
+    backend = Backend(chip if chip.is_tpu or chip.target_config else get_chip("cpu"))
     if compile and compile_apart is not None and not compile_is_cached(target, backend, use_cache=use_cache,
                                                                        buffers=True, memo=memo):
         captured = capture(target, backend, compile=False, use_cache=use_cache, memo=memo)
@@ -152,7 +152,7 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
     for chip in chips:
         if chip.is_local:
             raise ValueError("check needs TPU or GPU targets")
-        compile = chip.is_tpu and not estimate_only  # one trace serves the estimate and the compile
+        compile = (chip.is_tpu or bool(chip.target_config)) and not estimate_only  # one trace serves the estimate and the compile
         try:
             captured, aborted = _capture_for(target, chip, compile, compile_apart, use_cache=use_cache, memo=memo)
         except TargetFailure as err:  # a SparseCore mesh on a chip without one: that chip's verdict, not the run's
@@ -191,6 +191,10 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
         if aborted is not None:
             row.compiler_aborted, row.compiler_message = True, str(aborted)
             findings.append(aborted.finding())
+        elif compile and stages.platform == "cuda":  # XLA:GPU's shared-memory verdict
+            from ..families.gpu.verdict import compiler_verdict
+            findings, row.compiler_fits, row.compiler_vmem_bytes = compiler_verdict(findings, stages, chip.name, reports)
+            row.compiler_message = stages.compile_error.headline if stages.compile_error is not None else None
         elif compile:
             findings += _compiler_verdict(stages, row, any(r.call.interpret for r in reports))
             if row.compiler_fits:

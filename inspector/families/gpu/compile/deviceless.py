@@ -40,12 +40,15 @@ def _short_name(file: str) -> str:
     return ".".join(parts[2:]) if file.startswith("module_") and len(parts) > 2 else file
 
 
-def _read_dumps(folder: str) -> dict[str, str]:
+def read_dumps(folder: str) -> dict[str, str]:
+    """The dumps a GPU compile left in ``folder`` that the GPU readers take (the thunk sequence, each non-empty PTX)."""
     dumps = {}
     for file in sorted(os.listdir(folder)):
         if file.endswith(_KEPT):
             with open(os.path.join(folder, file), encoding="utf-8", errors="replace") as handle:
-                dumps[_short_name(file)] = handle.read()
+                text = handle.read()
+            if text.strip():  # XLA writes an empty PTX for a module with no kernel
+                dumps[_short_name(file)] = text
     return dumps
 
 
@@ -68,5 +71,5 @@ def compile_deviceless(fn: Callable, args: Sequence[Any], target_config: str, *,
     lowered = jax.jit(fn).lower(*sharded_inputs(args, devices))
     with tempfile.TemporaryDirectory(prefix="inspector-xla-gpu-") as folder:
         compiled = lowered.compile(compiler_options={"xla_dump_to": folder, "xla_dump_hlo_as_text": True})
-        dumps = _read_dumps(folder)
+        dumps = read_dumps(folder)
     return GpuCompile(hlo=compiled.as_text() or "", dumps=dumps, devices=len(devices), device_kind=devices[0].device_kind)
