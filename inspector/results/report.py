@@ -327,9 +327,9 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
             findings = defer_to_compiler(findings, chip.name, lambda: max(compiler_scoped_vmem(stages.hlo), default=0))
         elif chip.is_tpu and stages.compile_error is not None and stages.compile_error.vmem is not None:
             findings = refused_by_compiler(findings, chip.name)
-        elif stages.platform == "cuda":  # XLA:GPU's shared-memory verdict stands
-            from ..families.gpu.verdict import compiler_verdict
-            findings = compiler_verdict(findings, stages, chip.name, kernels)[0]
+        elif stages.platform == "cuda":  # XLA:GPU's shared-memory verdict stands, in each kernel's findings too
+            from ..families.gpu.verdict import settle_report
+            kernels, findings = settle_report(kernels, findings, stages, chip.name)
     # Kernels lower in program order, each as a custom call named as Mosaic was told (stages.mosaic)
     names = ([m.name for m in stages.mosaic] if len(stages.mosaic) == len(kernels or [])
              else [k.call.name for k in kernels or []])
@@ -381,7 +381,9 @@ def make_report(target: Target, chip: Chip, needs: Needs, *, roofline_chip: Chip
     if needs.passes:
         captured, log = capture_with_passes(target, Backend(chip), jaxpr_text=needs.jaxpr_text, select=pass_select)
     else:
-        captured = capture(target, Backend(chip), compile=needs.compile, jaxpr_text=needs.jaxpr_text, use_cache=use_cache,
+        # a GPU's Pallas view shows XLA:GPU's verdict per kernel: compiled (a second or the cache)
+        compile = needs.compile or (needs.pallas and bool(chip.target_config))
+        captured = capture(target, Backend(chip), compile=compile, jaxpr_text=needs.jaxpr_text, use_cache=use_cache,
                            memo=memo, buffers=needs.buffers)
     explain_capture(captured, chip)  # the capture keeps what a failed kernel left; Mosaic's analysis explains it
     if log is not None and pass_select is not None and not log.steps:

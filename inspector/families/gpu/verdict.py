@@ -108,3 +108,14 @@ def compiler_verdict(findings: list[Finding], stages: Stages, chip: str, kernels
                                 data={"chip": chip, "kernel": name, "source": source, "bytes": refusal.requested_bytes,
                                       "limit": refusal.available_bytes, "fix": FIX}))
     return kept, refusal is None, most
+
+
+def settle_report(kernels: list, findings: list[Finding], stages: Stages, chip: str) -> tuple[list, list[Finding]]:
+    """A Report's Pallas kernels and findings with the compiler's verdict on ``chip`` in each
+    kernel's findings (the Pallas view shows those), and the compile's own error dropped where a
+    kernel's finding says it in the compiler's words."""
+    settled = [dataclasses.replace(k, findings=compiler_verdict(k.findings, stages, chip, [k])[0]) for k in kernels]
+    old = {id(f) for k in kernels for f in k.findings}
+    refused = bool(kernels) and stages.compile_error is not None and shared_memory_refusal(stages.compile_error.message) is not None
+    rest = [f for f in findings if id(f) not in old and not (refused and f.code == "compile-error")]
+    return settled, rest + [f for k in settled for f in k.findings]
