@@ -28,8 +28,8 @@ class Backend:
         # a GPU row: XLA:GPU on the deviceless cuda topology of its target config (a one-line refusal where it cannot)
         self.gpu_devices: tuple | None = None
         if chip.kind == "gpu":
-            from ..families.gpu.compile.backend import gpu_devices
-            self.gpu_devices = gpu_devices(chip)
+            from ..families.gpu.jax.cuda_topology import chip_devices
+            self.gpu_devices = chip_devices(chip)
         self.mesh = tpu_topology.tpu_mesh(chip.topology) if chip.is_tpu else None
         if self.gpu_devices is not None:
             from ..families.gpu.jax.cuda_topology import mesh_of

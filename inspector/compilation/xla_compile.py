@@ -72,7 +72,7 @@ def compile_lowered(lowered, backend: Backend, use_cache: bool | str, buffers: b
         except Exception as err:  # XLA raises JaxRuntimeError / XlaRuntimeError / ValueError
             result = {"hlo": None, "cost": None, "memory": None, "error": compile_error_text(err)}
         if kernel_dumps and folder:
-            from ..families.gpu.compile.deviceless import read_dumps
+            from ..families.gpu.jax.compile_dumps import read_dumps
             result["kernel_dumps"] = read_dumps(folder)
         if buffers:  # written even when the compile ran out of HBM: the largest buffers name why
             result["buffers"] = read_dump(folder)

@@ -9,11 +9,8 @@ import os
 import tempfile
 from typing import Any, Callable, Sequence
 
+from ..jax.compile_dumps import read_dumps
 from ..jax.cuda_topology import cuda_devices, mesh_of
-
-# the dumps kept, by how the file's name ends (the module's prefix "module_0001.jit_f." is dropped)
-_KEPT = (".thunk_sequence.txt", ".ptx", "memory-usage-report.txt")
-
 
 @dataclasses.dataclass(frozen=True)
 class GpuCompile:
@@ -32,24 +29,6 @@ class GpuCompile:
     def ptx(self) -> dict[str, str]:
         """Each non-empty PTX dump (XLA writes an empty one for a module with no kernel)."""
         return {name: text for name, text in self.dumps.items() if name.endswith(".ptx") and text.strip()}
-
-
-def _short_name(file: str) -> str:
-    """"module_0001.jit_f.thunk_sequence.txt" -> "thunk_sequence.txt"; "module_0001.jit_f.3.ptx" -> "3.ptx"."""
-    parts = file.split(".")
-    return ".".join(parts[2:]) if file.startswith("module_") and len(parts) > 2 else file
-
-
-def read_dumps(folder: str) -> dict[str, str]:
-    """The dumps a GPU compile left in ``folder`` that the GPU readers take (the thunk sequence, each non-empty PTX)."""
-    dumps = {}
-    for file in sorted(os.listdir(folder)):
-        if file.endswith(_KEPT):
-            with open(os.path.join(folder, file), encoding="utf-8", errors="replace") as handle:
-                text = handle.read()
-            if text.strip():  # XLA writes an empty PTX for a module with no kernel
-                dumps[_short_name(file)] = text
-    return dumps
 
 
 def sharded_inputs(args: Sequence[Any], devices: list) -> list:

@@ -11,7 +11,7 @@ from typing import ContextManager
 
 from ....compilation.compile_errors import CompileError, parse_compile_error
 from ....base.chips import Chip
-from ..jax.cuda_topology import cuda_devices, plugin_missing
+from ..jax.cuda_topology import cuda_devices, unavailable
 from ..jax.target_configs import spec_text
 from .errors import SharedMemoryRefusal, shared_memory_refusal
 
@@ -26,10 +26,7 @@ class GpuCompilePath:
 
     def available(self) -> str | None:
         """Why this chip cannot compile here (one line), or None when it can."""
-        if not self.chip.target_config:
-            return (f"{self.chip.name} has no XLA target config (inspector/families/gpu/specs/): budgets and roofline "
-                    "only; h100, h200 and a100 compile without a GPU")
-        return plugin_missing()
+        return unavailable(self.chip)
 
     def devices(self, chip: Chip) -> tuple:
         """The compile-only devices of ``chip`` (``chip.devices`` GPUs of one node)."""

@@ -75,6 +75,29 @@ def cuda_devices(target_config: str, topology: str = "1x1x1") -> list:
     return list(topologies.get_topology_desc(platform="cuda", target_config=target_config, topology=topology).devices)
 
 
+def unavailable(chip) -> str | None:
+    """Why ``chip`` (a GPU chip row) cannot compile here (one line), or None when it can."""
+    if not chip.target_config:
+        return (f"{chip.name} has no XLA target config (inspector/families/gpu/specs/): budgets and roofline "
+                "only; h100, h200 and a100 compile without a GPU")
+    return plugin_missing()
+
+
+def chip_devices(chip) -> tuple:
+    """The compile-only devices of ``chip`` (its ``chip.devices`` GPUs of one node), or UsageError
+    saying why it cannot compile here (what the shared ``Backend`` asks for a GPU row)."""
+    from .target_configs import spec_text
+    from ....base.errors import UsageError
+
+    why = unavailable(chip)
+    if why is not None:
+        raise UsageError(f"--target {chip.name}: {why}")
+    try:
+        return tuple(cuda_devices(spec_text(chip.target_config), f"1x1x{chip.devices}"))
+    except RuntimeError as err:  # the plugin refused the topology
+        raise UsageError(f"--target {chip.name}: XLA:GPU's deviceless topology failed: {err}") from err
+
+
 def mesh_of(devices: list, axis: str = "x"):
     """A one-axis mesh over ``devices``."""
     import numpy as np
