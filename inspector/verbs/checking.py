@@ -191,12 +191,13 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
         if aborted is not None:
             row.compiler_aborted, row.compiler_message = True, str(aborted)
             findings.append(aborted.finding())
-        elif compile and stages.platform == "cuda":  # XLA:GPU's shared-memory verdict
-            from ..families.gpu.verdict import compiler_verdict
-            findings, row.compiler_fits, row.compiler_vmem_bytes = compiler_verdict(findings, stages, chip.name, reports)
-            row.compiler_message = stages.compile_error.headline if stages.compile_error is not None else None
         elif compile:
-            findings += _compiler_verdict(stages, row, any(r.call.interpret for r in reports))
+            if stages.platform == "cuda":  # XLA:GPU's shared-memory verdict
+                from ..families.gpu.verdict import compiler_verdict
+                findings, row.compiler_fits, row.compiler_vmem_bytes = compiler_verdict(findings, stages, chip.name, reports)
+                row.compiler_message = stages.compile_error.headline if stages.compile_error is not None else None
+            else:
+                findings += _compiler_verdict(stages, row, any(r.call.interpret for r in reports))
             if row.compiler_fits:
                 findings = defer_to_compiler(findings, chip.name, row.compiler_vmem_bytes)
             elif stages.compile_error is not None and stages.compile_error.vmem is not None:
