@@ -356,8 +356,8 @@ def render_stage_text(report: Report, view: str, options: RenderOptions) -> str:
 
 
 def render_pallas(report: Report, view: str, options: RenderOptions):
-    view = pallas_view(report.pallas or [], unread_calls(report.findings), errors_outside(report.findings, report.pallas or []))
-    return Group(view, gpu_kernels_table(report.gpu_kernels, report.chip.name)) if report.gpu_kernels else view
+    kernels = pallas_view(report.pallas or [], unread_calls(report.findings), errors_outside(report.findings, report.pallas or []))
+    return Group(kernels, gpu_kernels_table(report.gpu_kernels, report.chip.name)) if report.gpu_kernels else kernels
 
 
 def render_memory(report: Report, view: str, options: RenderOptions):

@@ -93,7 +93,8 @@ def compiler_verdict(findings: list[Finding], stages: Stages, chip: str, kernels
             used = figures.get(f.kernel or "", most)
             f = Finding("warning", "shared-memory-estimate-over-compiler",
                         f"{f.kernel} on {chip}: the estimate ({f.data['bytes'] / 1024:.0f} KiB, every block x num_stages) is "
-                        f"over the limit, but XLA:GPU compiled it with {used / 1024:.0f} KiB of shared memory: the estimate "
+                        "over the limit, but XLA:GPU compiled it"
+                        + (f" with {used / 1024:.0f} KiB of shared memory" if used is not None else "") + ": the estimate "
                         "over-counts (Triton buffers the loop's tiles, not the blocks)", kernel=f.kernel, view="pallas",
                         data={**{k: f.data[k] for k in ("chip", "bytes", "limit")}, "compiler_bytes": used})
         kept.append(f)

@@ -5,7 +5,6 @@ for through the compile's own options, so nothing is set in the environment, and
 from __future__ import annotations
 
 import dataclasses
-import os
 import tempfile
 from typing import Any, Callable, Sequence
 
