@@ -96,3 +96,18 @@ def test_check_exits_on_the_compilers_verdict_per_chip(cli):
 def test_a_gpu_row_without_a_target_config_is_one_line(cli):
     code, out, err = cli("show", MATMUL, "--target", "b200")
     assert code == 2 and "b200 has no XLA target config" in err and "Traceback" not in err
+
+
+def test_the_compile_cache_keeps_each_kernels_dumps(run_cli, tmp_path):
+    """A GPU compile from the disk cache (another process's) still has its kernels' launches; an
+    entry with malformed dumps is not stored, nor read back as a Pallas view without them."""
+    from inspector.compilation import compile_cache
+
+    env = {"INSPECTOR_CACHE_DIR": str(tmp_path)}
+    first, again = (json.loads(run_cli("show", MATMUL, "--target", "a100", "--json", env=env).stdout) for _ in range(2))
+    assert not first["stages"]["compile_cached"] and again["stages"]["compile_cached"]
+    assert again["gpu_kernels"] == first["gpu_kernels"] and again["gpu_kernels"][0]["shared_memory_bytes"] == 65536
+    (entry,) = tmp_path.glob("*.json")
+    stored = json.loads(entry.read_text())["result"]
+    assert "thunk_sequence.txt" in stored["kernel_dumps"]
+    assert not compile_cache.store(entry.stem + "x", {**stored, "kernel_dumps": {"thunk_sequence.txt": 3}})
