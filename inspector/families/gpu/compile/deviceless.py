@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 from ..jax.compile_dumps import read_dumps
 from ..jax.cuda_topology import cuda_devices, mesh_of
 
+
 @dataclasses.dataclass(frozen=True)
 class GpuCompile:
     """What one deviceless XLA:GPU compile gave."""
@@ -26,8 +27,8 @@ class GpuCompile:
 
     @property
     def ptx(self) -> dict[str, str]:
-        """Each non-empty PTX dump (XLA writes an empty one for a module with no kernel)."""
-        return {name: text for name, text in self.dumps.items() if name.endswith(".ptx") and text.strip()}
+        """Each PTX dump (read_dumps keeps none of the empty ones XLA writes for a module with no kernel)."""
+        return {name: text for name, text in self.dumps.items() if name.endswith(".ptx")}
 
 
 def sharded_inputs(args: Sequence[Any], devices: list) -> list:
