@@ -46,16 +46,16 @@ LAYERS: tuple[Layer, ...] = (
           "the compiler's texts read: the HLO parser, MLIR sources and locations, each kernel's HBM traffic, flops and "
           "roofline, the kernel graph, memory, collectives, XLA's passes; text in, data out, so the layers that make "
           "the texts read them with it"),
-    Layer("jax_internals", ("inspector/jax_internals/",),
+    Layer("jax_internals", ("inspector/jax_internals/", "inspector/families/gpu/jax/"),
           "the only code that reads private jax API (Pallas calls, kernel bodies, the Mosaic lowering, interpret "
           "mode); it returns base's records"),
-    Layer("compilation", ("inspector/compilation/",),
+    Layer("compilation", ("inspector/compilation/", "inspector/families/gpu/compile/"),
           "the compile path: the target and its INSPECT entry, backends and the compile paths a family hands them "
-          "(libtpu's deviceless topologies, jax's local backend), the capture "
+          "(libtpu's deviceless topologies, XLA:GPU's deviceless cuda topology, jax's local backend), the capture "
           "(stages), the compile cache, pass dumps; it keeps what a failed kernel left, the analyses explain it"),
     Layer("pallas", ("inspector/pallas/",),
           "an analysis: every pallas_call's grid walk, tiling rules, the VMEM rules and their estimate"),
-    Layer("mosaic", ("inspector/mosaic/",),
+    Layer("mosaic", ("inspector/mosaic/", "inspector/families/gpu/kernels/"),
           "an analysis: Mosaic's errors explained (the kernel, the line, the rule, the fix; with the Pallas VMEM "
           "estimate beside a VMEM refusal) and its passes (a compile with Mosaic's dump flags, in a child process, beside "
           "the reader of those dumps)"),

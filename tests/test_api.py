@@ -117,7 +117,7 @@ def test_inputs_params_and_jit_wrapped_functions():
     (lambda: inspector.inspect(lambda x: x, "f32[8]", "f32[8]"), "do not match the signature"),
     (lambda: inspector.inspect(lambda x: x, "f32[8]", params={"block": 2}), "no parameter 'block'"),
     (lambda: inspector.inspect(lambda x: x, "f32[8]", target="tpu-v99"), "unknown target"),
-    (lambda: inspector.inspect(lambda x: x, "f32[8]", target="h100"), "spec-only"),
+    (lambda: inspector.inspect(lambda x: x, "f32[8]", target="b200"), "no XLA target config"),
     (lambda: inspector.check(lambda x: x, "f32[8]", targets="cpu"), "check is about TPU and GPU targets"),
     (lambda: inspector.check(lambda x: x, "f32[8]", targets=["local"]), "check is about TPU and GPU targets, not "),
     (lambda: inspector.diff(lambda x: x, None, "f32[8]"), "no reference"),

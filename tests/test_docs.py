@@ -30,6 +30,7 @@ from conftest import ROOT
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gen_docs  # noqa: E402
+from inspector.families.gpu.jax.cuda_topology import plugin_missing as gpu_missing  # noqa: E402
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^(\s*)```")
@@ -76,6 +77,8 @@ def _marks(command: str, code: int) -> list:
         marks.append(pytest.mark.libtpu)
     if argv[1] == "diff":
         marks.append(pytest.mark.slow)
+    if any(c in ("h100", "h200", "a100") for a in argv for c in a.split(",")) and gpu_missing():
+        marks.append(pytest.mark.skip(reason=f"a GPU target compiles through the gpu extra: {gpu_missing()}"))
     return marks
 
 

@@ -30,7 +30,8 @@ def test_the_wheel_holds_the_package_and_its_data(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in ("inspector/cli.py", "inspector/views/tui/app.tcss", "inspector/kernels/matmul.py",
                    "inspector/pallas/vmem_rule_evidence.json", "inspector/views/vendor/wasm_graphviz/graphviz.js",
-                   "inspector/views/vendor/wasm_graphviz/LICENSE"):
+                   "inspector/views/vendor/wasm_graphviz/LICENSE", "inspector/families/gpu/specs/h100_sxm.txtpb",
+                   "inspector/families/gpu/specs/README.md"):
         assert needed in names, needed
     assert not {n for n in names if n.startswith(("views/", "kernels/", "tests/"))}  # no top-level names
     entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()

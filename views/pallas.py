@@ -198,6 +198,7 @@ def check_view(result: CheckResult) -> Group:
     overruled: list[str] = []  # chips where the estimate and the compiler disagree: the compiler's verdict stands
     for t in result.targets:
         failed_otherwise = (t.compiler_fits is False and t.compiler_message and "VMEM" not in t.compiler_message
+                            and "shared memory" not in t.compiler_message.lower()
                             and t.hbm_fits is not False)
         compiler = Text("COMPILE ERROR", style="bold red") if failed_otherwise else verdict(t.compiler_fits)
         if t.compiler_aborted:
@@ -243,4 +244,18 @@ def sweep_table(rows) -> Table:
                       style={True: "green", False: "red", None: "yellow"}[r.fits[c]])
                  if r.needs.get(c) is not None else Text("-") for c in chips]
         add_row(table, label, *cells)
+    return table
+
+
+def gpu_kernels_table(kernels, chip: str) -> Table:
+    """Each kernel of a deviceless XLA:GPU compile as the compiler launched it (report.gpu_kernels)."""
+    table = Table(title=f"XLA:GPU's kernels for {chip} (registers and spills: ptxas)",
+                  title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("kernel", "grid", "threads", "shared memory", "registers/thread", "spills"):
+        table.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=True)
+    for k in kernels:
+        dims = lambda d: "x".join(map(str, d)) if d else "-"
+        table.add_row(k.name, dims(k.grid), dims(k.threads), fmt_bytes(k.shared_memory_bytes),
+                      "-" if k.registers is None else str(k.registers),
+                      "-" if k.spill_bytes is None else fmt_bytes(k.spill_bytes))
     return table

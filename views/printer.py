@@ -26,7 +26,7 @@ from .highlight import THEME, IrHighlighter
 from .collectives import collectives_view, remote_dma_lines
 from .memory import memory_view
 from .mosaic_passes import mosaic_passes_view
-from .pallas import errors_outside, pallas_view, unread_calls
+from .pallas import errors_outside, gpu_kernels_table, pallas_view, unread_calls
 from .passes import diff_text, passes_view
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
@@ -356,7 +356,8 @@ def render_stage_text(report: Report, view: str, options: RenderOptions) -> str:
 
 
 def render_pallas(report: Report, view: str, options: RenderOptions):
-    return pallas_view(report.pallas or [], unread_calls(report.findings), errors_outside(report.findings, report.pallas or []))
+    kernels = pallas_view(report.pallas or [], unread_calls(report.findings), errors_outside(report.findings, report.pallas or []))
+    return Group(kernels, gpu_kernels_table(report.gpu_kernels, report.chip.name)) if report.gpu_kernels else kernels
 
 
 def render_memory(report: Report, view: str, options: RenderOptions):

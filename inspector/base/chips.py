@@ -39,7 +39,7 @@ class Chip:
     unless said), each with the source it came from in ``sources``, and how to compile for it."""
 
     name: str
-    kind: str  # "tpu", "gpu" (spec only, for budgets and roofline) or "local" (jax's own backend)
+    kind: str  # "tpu", "gpu" (XLA:GPU deviceless where the row has a target_config, else budgets and roofline only) or "local" (jax's own backend)
     description: str
     aliases: tuple[str, ...] = ()
     tensor_cores: int | None = None
@@ -48,6 +48,15 @@ class Chip:
     scoped_vmem_bytes: int | None = None  # default scoped limit per kernel
     smem_bytes: int | None = None
     shared_mem_per_block: int | None = None  # GPU opt-in maximum
+    # GPU rows with an XLA target config (inspector/families/gpu/specs/) compile deviceless; each of
+    # these comes from that file (the field's source names it; tests/test_gpu_family.py checks)
+    target_config: str | None = None  # the spec file's name
+    compute_capability: str | None = None  # "9.0a": what ptxas calls sm_90a
+    sms: int | None = None  # streaming multiprocessors
+    shared_mem_per_sm: int | None = None
+    registers_per_sm: int | None = None  # 32-bit registers
+    threads_per_sm: int | None = None
+    l2_bytes: int | None = None
     hbm_bytes: int | None = None
     hbm_bytes_per_s: float | None = None
     bf16_flops: float | None = None
@@ -218,10 +227,24 @@ def _tpu(name, description, *, aliases=(), cores, vmem, scoped, hbm, bw, bf16, i
                 sources=base)
 
 
-def _gpu(name, description, *, bw, bf16, smem, hbm, source) -> Chip:
+# a GPU row's field -> the target config's field it comes from
+SPEC_FIELDS = {"compute_capability": "compute_capability", "sms": "core_count",
+               "shared_mem_per_block": "shared_memory_per_block_optin", "shared_mem_per_sm": "shared_memory_per_core",
+               "registers_per_sm": "registers_per_core_limit", "threads_per_sm": "threads_per_core_limit",
+               "l2_bytes": "l2_cache_size", "clock_hz": "clock_rate_ghz", "hbm_bytes_per_s": "memory_bandwidth",
+               "hbm_device_bytes": "device_memory_size", "device_kind": "device_description_str"}
+
+
+def _gpu(name, description, *, bw, bf16, smem, hbm, source, spec: str | None = None, **from_spec) -> Chip:
+    """A GPU row. With ``spec`` (a file of inspector/families/gpu/specs/), the ``from_spec`` fields
+    (SPEC_FIELDS) are that file's figures, and XLA:GPU compiles for the chip deviceless."""
     fields = ("hbm_bytes_per_s", "bf16_flops", "shared_mem_per_block", "hbm_bytes")
+    sources = {f: source for f in fields}
+    if spec:
+        sources.update({f: f"XLA's target config {spec} ({SPEC_FIELDS[f]})" for f in ("shared_mem_per_block", *from_spec)})
+        sources["hbm_bytes_per_s"] = f"XLA's target config {spec} (memory_bandwidth, rounded)"
     return Chip(name, "gpu", description, hbm_bytes=hbm, hbm_bytes_per_s=bw, bf16_flops=bf16,
-                shared_mem_per_block=smem, sources={f: source for f in fields})
+                shared_mem_per_block=smem, target_config=spec, sources=sources, **from_spec)
 
 
 CHIPS: tuple[Chip, ...] = (
@@ -260,12 +283,21 @@ CHIPS: tuple[Chip, ...] = (
          clock=2.2e9, clock_source="derived: 2310e12 / (2 TensorCores x 4 x 256^2 x 2 flops) = 2.2 GHz, as on v6e; "
          + _DOT.format(pct=93) + " on one TensorCore",
          sources={"int8_ops": "not given by jax tpu_info (no int8 MXU mode)"}),
-    _gpu("a100", "NVIDIA A100 80GB SXM (spec only)", bw=2.039e12, bf16=312e12, smem=166_912, hbm=80 * GiB,
-         source="NVIDIA A100 datasheet; CUDA C guide (163 KiB opt-in shared memory)"),
-    _gpu("h100", "NVIDIA H100 SXM (spec only)", bw=3.35e12, bf16=989e12, smem=232_448, hbm=80 * GiB,
-         source="NVIDIA H100 datasheet (dense bf16); CUDA C guide (227 KiB opt-in shared memory)"),
-    _gpu("h200", "NVIDIA H200 SXM (spec only)", bw=4.8e12, bf16=989e12, smem=232_448, hbm=141 * GiB,
-         source="NVIDIA H200 datasheet (dense bf16); CUDA C guide (227 KiB opt-in shared memory)"),
+    _gpu("a100", "NVIDIA A100 80GB SXM (XLA:GPU deviceless)", bw=2.039e12, bf16=312e12, smem=166_912, hbm=80 * GiB,
+         source="NVIDIA A100 datasheet; CUDA C guide (163 KiB opt-in shared memory)",
+         spec="a100_sxm_80.txtpb", compute_capability="8.0", sms=108, shared_mem_per_sm=167_936, registers_per_sm=65536,
+         threads_per_sm=2048, l2_bytes=40 * MiB, clock_hz=1.41e9, hbm_device_bytes=85_100_068_864,
+         device_kind="NVIDIA A100-SXM4-80GB"),
+    _gpu("h100", "NVIDIA H100 SXM (XLA:GPU deviceless)", bw=3.35e12, bf16=989e12, smem=232_448, hbm=80 * GiB,
+         source="NVIDIA H100 datasheet (dense bf16); CUDA C guide (227 KiB opt-in shared memory)",
+         spec="h100_sxm.txtpb", compute_capability="9.0a", sms=132, shared_mem_per_sm=233_472, registers_per_sm=65536,
+         threads_per_sm=2048, l2_bytes=50 * MiB, clock_hz=1.98e9, hbm_device_bytes=84_942_979_072,
+         device_kind="NVIDIA H100 80GB HBM3"),
+    _gpu("h200", "NVIDIA H200 SXM (XLA:GPU deviceless)", bw=4.8e12, bf16=989e12, smem=232_448, hbm=141 * GiB,
+         source="NVIDIA H200 datasheet (dense bf16); CUDA C guide (227 KiB opt-in shared memory)",
+         spec="h200.txtpb", compute_capability="9.0a", sms=132, shared_mem_per_sm=233_472, registers_per_sm=65536,
+         threads_per_sm=2048, l2_bytes=50 * MiB, clock_hz=1.98e9, hbm_device_bytes=151_397_597_184,
+         device_kind="NVIDIA H200 141GB HBM3e"),
     _gpu("b200", "NVIDIA B200 (spec only)", bw=8.0e12, bf16=2250e12, smem=232_448, hbm=180 * GiB,
          source="NVIDIA Blackwell datasheet (dense bf16); CUDA C guide (227 KiB opt-in shared memory)"),
 )

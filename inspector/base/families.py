@@ -89,11 +89,12 @@ class Family(Protocol):
 
     def layout_findings(self, call: Any, chip: Chip) -> list[Finding]: ...
 
-    def compiler_verdict(self, calls: list[str], kernels: list, error: Any) -> dict[str, int]:
+    def compiler_verdict(self, stages: Any, calls: list[str], kernels: list) -> dict[str, int]:
         """Per pallas_call, the compiler's own on-chip bytes ({} where the compiler gives none)."""
 
-    def defer_to_compiler(self, findings: list[Finding], chip: Chip, stages: Any) -> list[Finding]:
-        """``findings`` with the estimate's budget findings yielding to the compiler's verdict."""
+    def defer_to_compiler(self, kernels: list, findings: list[Finding], chip: Chip, stages: Any) -> tuple[list, list[Finding]]:
+        """The Pallas kernels and ``findings`` with the estimate's budget findings yielding to the
+        compiler's verdict (a kernel's own findings too, where the family settles them)."""
 
     def estimate_time(self, target: Any, chip: Chip, **kwargs: Any) -> Any:
         """The program's time on ``chip`` (``TimeEstimate``): simulated, or the roofline only."""

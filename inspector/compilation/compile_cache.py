@@ -124,11 +124,14 @@ def hlo_is_whole(text: str) -> bool:
 def _valid_result(result) -> bool:
     """What this version stores: optimized HLO text, XLA's cost (name -> float) and memory
     (name -> int) dicts, no error (failures are not stored), and the compile's seconds."""
-    if not isinstance(result, dict) or set(result) - {"buffers", "seconds"} != {"hlo", "cost", "memory", "error"}:
+    if not isinstance(result, dict) or set(result) - {"buffers", "seconds", "kernel_dumps"} != {"hlo", "cost", "memory", "error"}:
         return False
     if not isinstance(result.get("seconds", 0.0), (int, float)):  # what the compiler took (the estimate's hard stops)
         return False
     if not isinstance(result.get("buffers", {}), (dict, type(None))):  # the buffer assignment (--view memory)
+        return False
+    dumps = result.get("kernel_dumps", {})  # XLA:GPU's thunk sequence and PTX, by file
+    if not isinstance(dumps, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in dumps.items()):
         return False
     if not isinstance(result["hlo"], str) or not hlo_is_whole(result["hlo"]) or result["error"] is not None:
         return False

@@ -1,5 +1,6 @@
 """The compile paths a ``Backend`` is handed (``base.families.CompilePath``): libtpu's deviceless
-topologies, jax's local backends, and the refusal of a spec-only chip.
+topologies, jax's local backends, and the refusal of a spec-only chip (the GPU family's own,
+XLA:GPU's deviceless topologies, is ``families/gpu/compile/path.py``).
 
 The families (``inspector/families/``) pick one per chip; ``own_path`` is the path a chip row
 names by itself (a libtpu topology, a local platform of jax, else none), for a ``Backend`` made
@@ -111,7 +112,11 @@ class SpecOnlyPath(LocalPath):
 
 
 def own_path(chip: Chip):
-    """The path a chip row names by itself: its libtpu topology, a local platform of jax, else none."""
+    """The path a chip row names by itself: its libtpu topology, its XLA:GPU target config, a local
+    platform of jax, else none."""
     if chip.topology is not None:
         return LibtpuPath(chip)
+    if chip.target_config:  # XLA:GPU's deviceless compile of the row's target config
+        from ..families.gpu.compile.path import GpuCompilePath
+        return GpuCompilePath(chip)
     return LocalPath(chip) if chip.name in LOCAL_PLATFORMS else SpecOnlyPath(chip)

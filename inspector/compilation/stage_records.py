@@ -50,6 +50,9 @@ class Stages:
     # options of the compile that only change machine code (machine_code_options): on the CPU,
     # timings["compile_s"] is a compile without LLVM optimization, not what jax.jit would take
     compile_options: dict = dataclasses.field(default_factory=dict)
+    # what the kernel compiler's dumps said, by file (XLA:GPU: the thunk sequence and each PTX module;
+    # inspector/families/gpu reads them), None where the compile keeps none
+    kernel_dumps: dict[str, str] | None = None
 
     @functools.cached_property  # parses the whole HLO: once, in whichever process made the stages
     def op_counts(self) -> dict[str, dict[str, int]]:

@@ -271,6 +271,7 @@ def capture(target: Target, backend: Backend, *, compile: bool = True, jaxpr_tex
     stages = dataclasses.replace(lowered_stages, timings=timings,
                                  mosaic=list(lowered_stages.mosaic), hlo=result["hlo"], cost=result["cost"],
                                  memory=result["memory"], buffers=result.get("buffers"), compile_cached=cached,
+                                 kernel_dumps=result.get("kernel_dumps"),
                                  compile_options={} if cached else machine_code_options(backend),
                                  compile_error=parse_compile_error(result["error"]) if result["error"] else None)
     program = lowering.captured.program

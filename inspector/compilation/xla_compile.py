@@ -53,12 +53,14 @@ def compile_lowered(lowered, backend: Backend, use_cache: bool | str, buffers: b
     if dump_to:
         use_cache = False
     key = compile_cache.key(module_text or lowered.as_text(debug_info=True), backend.chip.name) if use_cache else None
+    kernel_dumps = backend.platform == "cuda"  # XLA:GPU: each kernel's launch and PTX, read from its dumps
     if key and use_cache != compile_cache.REFRESH and (hit := compile_cache.load(key)) and (
-            not buffers or hit.get("buffers")):
+            not buffers or hit.get("buffers")) and (not kernel_dumps or "kernel_dumps" in hit):
         return hit, True
-    with dump_folder(buffers and not dump_to) as dump:
+    with dump_folder((buffers or kernel_dumps) and not dump_to) as dump:
         folder = dump_to or dump
-        options = {**(dump_options(dump_to, dump_metadata) if dump_to else {}), **(buffer_dump_options(folder) if buffers else {}),
+        options = {**(dump_options(dump_to, dump_metadata) if dump_to else {}),
+                   **(buffer_dump_options(folder) if buffers or kernel_dumps else {}),
                    **machine_code_options(backend)}
         try:
             start = time.perf_counter()
@@ -69,6 +71,9 @@ def compile_lowered(lowered, backend: Backend, use_cache: bool | str, buffers: b
                       "seconds": round(time.perf_counter() - start, 3)}
         except Exception as err:  # XLA raises JaxRuntimeError / XlaRuntimeError / ValueError
             result = {"hlo": None, "cost": None, "memory": None, "error": compile_error_text(err)}
+        if kernel_dumps and folder:
+            from ..families.gpu.jax.compile_dumps import read_dumps
+            result["kernel_dumps"] = read_dumps(folder)
         if buffers:  # written even when the compile ran out of HBM: the largest buffers name why
             result["buffers"] = read_dump(folder)
     if result["error"] is not None:

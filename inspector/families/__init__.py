@@ -9,15 +9,19 @@ from __future__ import annotations
 from ..base.chips import Chip
 from ..base.families import Family
 from ..compilation.backends import Backend
+from .gpu import GpuFamily
 from .gpu_spec import GpuSpecFamily
 from .local import LocalFamily
 from .tpu import TpuFamily
 
-FAMILIES: dict[str, Family] = {"tpu": TpuFamily(), "gpu": GpuSpecFamily(), "local": LocalFamily()}
+FAMILIES: dict[str, Family] = {"tpu": TpuFamily(), "gpu": GpuFamily(), "local": LocalFamily()}
+SPEC_ONLY: Family = GpuSpecFamily()  # a row XLA has no target config for (b200): budgets and the roofline
 
 
 def family_of(chip: Chip) -> Family:
-    """The family of ``chip`` (its row's ``kind``)."""
+    """The family of ``chip`` (its row's ``kind``); a GPU row without a target config is spec only."""
+    if chip.kind == "gpu" and not chip.target_config:
+        return SPEC_ONLY
     return FAMILIES[chip.kind]
 
 

@@ -1,6 +1,6 @@
-"""The GPU family as it is today: spec-only rows (budgets in shared memory, Triton's and Mosaic
-GPU's block rules, the roofline), compiled nowhere. ``inspector/families/gpu/`` replaces it with
-deviceless XLA:GPU compiles (docs/backends.md)."""
+"""A GPU row XLA ships no target config for (b200): spec only (budgets in shared memory, Triton's
+and Mosaic GPU's block rules, the roofline), compiled nowhere. The rows with one are the GPU
+family's (``inspector/families/gpu/``: deviceless XLA:GPU compiles)."""
 from __future__ import annotations
 
 from ..base.chips import CHIPS, Chip
@@ -32,11 +32,11 @@ class GpuSpecFamily:
     def layout_findings(self, call, chip: Chip):
         return tiling_findings(call, chip)
 
-    def compiler_verdict(self, calls: list[str], kernels: list, error) -> dict[str, int]:
+    def compiler_verdict(self, stages, calls: list[str], kernels: list) -> dict[str, int]:
         return {}
 
-    def defer_to_compiler(self, findings, chip: Chip, stages):
-        return findings
+    def defer_to_compiler(self, kernels: list, findings, chip: Chip, stages):
+        return kernels, findings
 
     def estimate_time(self, target, chip: Chip, **kwargs):
         return estimate_times(target, chip, **kwargs)  # the roofline only: no topology to simulate on

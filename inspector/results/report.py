@@ -86,9 +86,15 @@ class Report:
 
     @property
     def compiler_vmem(self) -> dict[str, int]:
-        """Per pallas_call, the compiler's own VMEM figure on this chip (none on a local target)."""
-        return family_of(self.chip).compiler_verdict([k.call.name for k in self.pallas or []],
-                                                     self.fusions.kernels if self.fusions else [], self.stages.compile_error)
+        """Per pallas_call, the compiler's own VMEM (shared memory on a GPU) figure on this chip (none on a local target)."""
+        return family_of(self.chip).compiler_verdict(self.stages, [k.call.name for k in self.pallas or []],
+                                                     self.fusions.kernels if self.fusions else [])
+
+    @property
+    def gpu_kernels(self) -> list:
+        """Each kernel of a deviceless XLA:GPU compile: its launch, shared memory, registers and spills."""
+        from ..families.gpu.verdict import gpu_kernels
+        return gpu_kernels(self.stages) if self.stages.platform == "cuda" else []
 
     @property
     def ok(self) -> bool:
@@ -144,7 +150,7 @@ class Report:
     def to_dict(self, texts: tuple[str, ...] = ()) -> dict[str, Any]:
         """JSON-ready dict. Stage texts are large, so only those named in ``texts`` are included."""
         stages = dataclasses.asdict(self.stages)
-        for name in (*STAGES, "mosaic"):
+        for name in (*STAGES, "mosaic", "kernel_dumps"):
             if name not in texts:
                 stages.pop(name, None)
         stages["op_counts"] = self.stages.op_counts
@@ -160,6 +166,7 @@ class Report:
             "findings": [dataclasses.asdict(f) for f in self.findings],
             **(_fusions_json(self.fusions) if self.fusions else {}),
             **({"pallas": [dataclasses.asdict(p) for p in self.pallas]} if self.pallas is not None else {}),
+            **({"gpu_kernels": [dataclasses.asdict(k) for k in self.gpu_kernels]} if self.stages.platform == "cuda" else {}),
             **({"memory": dataclasses.asdict(self.memory)} if self.memory is not None else {}),
             **(_collectives_json(self.collectives) if self.collectives is not None else {}),
             **(_passes_json(self.passes) if self.passes is not None else {}),
@@ -316,7 +323,7 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     if pallas or fusions:
         kernels, unread = analyse_pallas(captured.program, *budget_chips(chip))
         findings += unread + [f for k in kernels for f in k.findings]
-        findings = family_of(chip).defer_to_compiler(findings, chip, stages)  # compiled: the compiler's verdict stands
+        kernels, findings = family_of(chip).defer_to_compiler(kernels, findings, chip, stages)  # compiled: the compiler's verdict stands
     # Kernels lower in program order, each as a custom call named as Mosaic was told (stages.mosaic)
     names = ([m.name for m in stages.mosaic] if len(stages.mosaic) == len(kernels or [])
              else [k.call.name for k in kernels or []])
@@ -368,7 +375,9 @@ def make_report(target: Target, chip: Chip, needs: Needs, *, roofline_chip: Chip
     if needs.passes:
         captured, log = capture_with_passes(target, backend_for(chip), jaxpr_text=needs.jaxpr_text, select=pass_select)
     else:
-        captured = capture(target, backend_for(chip), compile=needs.compile, jaxpr_text=needs.jaxpr_text, use_cache=use_cache,
+        # a GPU's Pallas view shows XLA:GPU's verdict per kernel: compiled (a second or the cache)
+        compile = needs.compile or (needs.pallas and bool(chip.target_config))
+        captured = capture(target, backend_for(chip), compile=compile, jaxpr_text=needs.jaxpr_text, use_cache=use_cache,
                            memo=memo, buffers=needs.buffers)
     family_of(chip).explain_failure(captured, chip)  # the capture keeps what a failed kernel left; its family explains it
     if log is not None and pass_select is not None and not log.steps:

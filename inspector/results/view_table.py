@@ -61,7 +61,7 @@ VIEWS: tuple[View, ...] = (
     View(name="fusions", key="5", title="Fusions", needs=Needs(compile=True, fusions=True, pallas=True),
          json_keys=("kernels", "totals", "xla_cost", "fusion_analysis"), render="printer:render_fusions", tab="fusions_tab:FusionsTab",
          summary="every kernel with HBM traffic, flops and roofline; the materialized intermediates"),
-    View(name="pallas", key="6", title="Pallas", needs=Needs(pallas=True), json_keys=("pallas",), render="printer:render_pallas",
+    View(name="pallas", key="6", title="Pallas", needs=Needs(pallas=True), json_keys=("pallas", "gpu_kernels"), render="printer:render_pallas",
          tab="pallas_tab:PallasTab", waiting="compiling… (the Pallas analysis comes with the compile)",
          summary="every pallas_call: BlockSpecs, VMEM per chip, the grid walk"),
     View(name="diff", key="7", title="Diff", needs=Needs(), tab="diff_tab:DiffTab", shown=False,

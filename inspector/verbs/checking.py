@@ -82,6 +82,15 @@ def _compiler_verdict(stages: Stages, row: ChipCheck, interpreted: bool = False)
     return []
 
 
+def _gpu_verdict(findings: list[Finding], stages: Stages, row: ChipCheck, reports: list[PallasReport]) -> list[Finding]:
+    """Fill the row with XLA:GPU's verdict (fits or not, its shared-memory figure); the findings with it."""
+    from ..families.gpu.verdict import compiler_verdict
+
+    findings, row.compiler_fits, row.compiler_vmem_bytes = compiler_verdict(findings, stages, row.chip, reports)
+    row.compiler_message = stages.compile_error.headline if stages.compile_error is not None else None
+    return findings
+
+
 class CompilerAborted(Exception):
     """The compiler ended the process compiling for one chip (libtpu aborts on a failed internal
     check): ``exit`` is the process's status (-6: SIGABRT), ``log`` what it wrote to stderr."""
@@ -192,7 +201,8 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
             row.compiler_aborted, row.compiler_message = True, str(aborted)
             findings.append(aborted.finding())
         elif compile:
-            findings += _compiler_verdict(stages, row, any(r.call.interpret for r in reports))
+            findings = (_gpu_verdict(findings, stages, row, reports) if stages.platform == "cuda"
+                        else findings + _compiler_verdict(stages, row, any(r.call.interpret for r in reports)))
             if row.compiler_fits:
                 findings = defer_to_compiler(findings, chip.name, row.compiler_vmem_bytes)
             elif stages.compile_error is not None and stages.compile_error.vmem is not None:

@@ -30,11 +30,11 @@ class LocalFamily:
     def layout_findings(self, call, chip: Chip):
         return []
 
-    def compiler_verdict(self, calls: list[str], kernels: list, error) -> dict[str, int]:
+    def compiler_verdict(self, stages, calls: list[str], kernels: list) -> dict[str, int]:
         return {}
 
-    def defer_to_compiler(self, findings, chip: Chip, stages):
-        return findings
+    def defer_to_compiler(self, kernels: list, findings, chip: Chip, stages):
+        return kernels, findings
 
     def estimate_time(self, target, chip: Chip, **kwargs):
         return estimate_times(target, chip, **kwargs)  # the roofline only: no topology to simulate on

@@ -37,16 +37,16 @@ class TpuFamily:
     def layout_findings(self, call, chip: Chip):
         return tiling_findings(call, chip)
 
-    def compiler_verdict(self, calls: list[str], kernels: list, error) -> dict[str, int]:
-        return compiler_vmem_by_call(calls, kernels, error)
+    def compiler_verdict(self, stages, calls: list[str], kernels: list) -> dict[str, int]:
+        return compiler_vmem_by_call(calls, kernels, stages.compile_error)
 
-    def defer_to_compiler(self, findings, chip: Chip, stages):
+    def defer_to_compiler(self, kernels: list, findings, chip: Chip, stages):
         """Compiled: libtpu's verdict stands; out of VMEM: the estimate's undecided findings are decided."""
         if stages.hlo and stages.compile_error is None:
-            return defer_to_compiler(findings, chip.name, lambda: max(compiler_scoped_vmem(stages.hlo), default=0))
+            return kernels, defer_to_compiler(findings, chip.name, lambda: max(compiler_scoped_vmem(stages.hlo), default=0))
         if stages.compile_error is not None and stages.compile_error.vmem is not None:
-            return refused_by_compiler(findings, chip.name)
-        return findings
+            return kernels, refused_by_compiler(findings, chip.name)
+        return kernels, findings
 
     def estimate_time(self, target, chip: Chip, **kwargs):
         return estimate_times(target, chip, **kwargs)

@@ -1,0 +1,33 @@
+"""The NVIDIA GPU family (docs/backends.md): deviceless XLA:GPU compiles for the chips whose target
+config ships in ``specs/``, and the readers of what those compiles leave. ``jax/``: the target
+configs and the cuda topology; ``compile/``: the compile and its shared-memory refusal;
+``kernels/``: the thunk sequence and ptxas. The ``Family`` object joins them on the backend seam."""
+from __future__ import annotations
+
+from ...base.chips import Chip
+from ...base.families import Capabilities, FamilyInfo
+from ..gpu_spec import GpuSpecFamily
+from .compile.path import GpuCompilePath
+from .verdict import compiler_shared_memory, settle_report
+
+
+class GpuFamily(GpuSpecFamily):
+    """A GPU row with XLA's target config: compiled deviceless by XLA:GPU, the compiler's shared
+    memory and launch per kernel read from its thunks (ptxas for registers); budgets, block rules
+    and the roofline as for a spec-only row."""
+
+    info = FamilyInfo("gpu", "XLA:GPU", "shared memory", Capabilities(
+        compile=True, kernels=True, time=None, kernel_dumps="thunks and ptxas", fix=False, run=False, simulate=False,
+        baseline=False, check=True, sweep=True))
+
+    def compile_path(self, chip: Chip) -> GpuCompilePath:  # type: ignore[override]
+        return GpuCompilePath(chip)
+
+    def compiler_verdict(self, stages, calls: list[str], kernels: list) -> dict[str, int]:
+        return compiler_shared_memory(stages, calls) if stages.platform == "cuda" else {}
+
+    def defer_to_compiler(self, kernels: list, findings, chip: Chip, stages):
+        """XLA:GPU's shared-memory verdict stands, in each kernel's findings too."""
+        if stages.platform != "cuda":
+            return kernels, findings
+        return settle_report(kernels, findings, stages, chip.name)

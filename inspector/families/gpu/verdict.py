@@ -1,0 +1,122 @@
+"""The compiler's shared-memory verdict on a deviceless XLA:GPU compile, per Pallas kernel: the
+shared memory each kernel's launch asks for (the thunk sequence), its registers and spills (ptxas
+on its PTX), or the compiler's refusal. The compile is the answer: where it compiled, an estimate
+over the limit becomes a warning that says so; where it refused, the refusal is an error at the
+kernel's source line, with the compiler's words and what to change. The shared-memory estimate
+(pallas/vmem.py ``gpu_budget``) counts each BlockSpec block x num_stages, but Triton's pipeliner
+multi-buffers the tiles the kernel's loop loads, not the blocks: it is an estimate, shown beside."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from ...base.findings import Finding
+from ...compilation.stage_records import Stages
+from .compile.errors import shared_memory_refusal
+from .kernels.launches import KernelLaunch, kernel_launches
+from .kernels.ptxas import ptxas_path
+
+FIX = "fewer num_stages (each keeps a copy of the loop's input tiles), or smaller blocks (bm, bn, bk)"
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuKernel:
+    """One kernel of the compile, as the compiler launched it (JSON-ready)."""
+
+    name: str
+    grid: tuple[int, ...] | None
+    threads: tuple[int, ...] | None
+    shared_memory_bytes: int | None  # the launch's dynamic shared memory (Triton's buffers)
+    registers: int | None = None  # per thread, ptxas; None without ptxas
+    spill_bytes: int | None = None  # spill stores + loads per thread, ptxas
+    ptxas_error: str | None = None
+
+
+@functools.lru_cache(maxsize=32)
+def _launches(thunks: str, ptx: tuple[tuple[str, str], ...]) -> tuple[KernelLaunch, ...]:
+    return tuple(kernel_launches(thunks, dict(ptx), ptxas_path()))
+
+
+def gpu_kernels(stages: Stages) -> list[GpuKernel]:
+    """Every kernel the compile launches, with ptxas's figures where ptxas is installed."""
+    dumps = stages.kernel_dumps or {}
+    ptx = tuple(sorted((n, t) for n, t in dumps.items() if n.endswith(".ptx")))
+    return [GpuKernel(name=k.name, grid=k.launch.grid, threads=k.launch.threads,
+                      shared_memory_bytes=k.launch.shared_memory_bytes,
+                      registers=k.ptxas.registers if k.ptxas else None,
+                      spill_bytes=k.ptxas.spill_store_bytes + k.ptxas.spill_load_bytes if k.ptxas else None,
+                      ptxas_error=k.ptxas_error)
+            for k in _launches(dumps.get("thunk_sequence.txt", ""), ptx)]
+
+
+def _of_call(name: str, kernel: str) -> bool:
+    """A Pallas call's kernel is launched under its kernel function's name (XLA may add a suffix)."""
+    return kernel == name or kernel.startswith(name + "_") or kernel.startswith(name + ".")
+
+
+def compiler_shared_memory(stages: Stages, calls: list[str]) -> dict[str, int]:
+    """Per pallas_call name, the compiler's shared-memory figure: its launch's, or what it asked
+    for when the compile refused it (the refusal names no kernel: every call of the program)."""
+    refusal = shared_memory_refusal(stages.compile_error.message) if stages.compile_error is not None else None
+    if refusal is not None:
+        return {name: refusal.requested_bytes for name in calls}
+    found: dict[str, int] = {}
+    for kernel in gpu_kernels(stages):
+        for name in calls:
+            if _of_call(name, kernel.name) and kernel.shared_memory_bytes is not None:
+                found[name] = max(found.get(name, 0), kernel.shared_memory_bytes)
+    return found
+
+
+def _words(message: str) -> str:
+    """The compiler's sentence without jax's prefix and XLA's empty context."""
+    return message.split("RESOURCE_EXHAUSTED: ")[-1].removesuffix(", context: []")
+
+
+def compiler_verdict(findings: list[Finding], stages: Stages, chip: str, kernels) -> tuple[list[Finding], bool | None, int | None]:
+    """``findings`` with the compiler's verdict on ``chip`` in place of the estimate's, whether it
+    fits (None: no compile) and the compiler's largest figure. ``kernels``: the PallasReports."""
+    if stages.hlo is None and stages.compile_error is None:
+        return findings, None, None
+    figures = compiler_shared_memory(stages, [k.call.name for k in kernels])
+    most = max(figures.values(), default=None)
+    refusal = shared_memory_refusal(stages.compile_error.message) if stages.compile_error is not None else None
+    if stages.compile_error is not None and refusal is None:
+        return findings, False, most
+    kept = []
+    for f in findings:
+        over = f.code == "shared-memory-over-limit" and f.data is not None and f.data.get("chip") == chip
+        if refusal is not None and (over or (f.code == "compile-error" and (f.data or {}).get("chip") == chip)):
+            continue  # said once below, in the compiler's words
+        if over and refusal is None:
+            assert f.data is not None
+            used = figures.get(f.kernel or "", most)
+            f = Finding("warning", "shared-memory-estimate-over-compiler",
+                        f"{f.kernel} on {chip}: the estimate ({f.data['bytes'] / 1024:.0f} KiB, every block x num_stages) is "
+                        "over the limit, but XLA:GPU compiled it"
+                        + (f" with {used / 1024:.0f} KiB of shared memory" if used is not None else "") + ": the estimate "
+                        "over-counts (Triton buffers the loop's tiles, not the blocks)", kernel=f.kernel, view="pallas",
+                        data={**{k: f.data[k] for k in ("chip", "bytes", "limit")}, "compiler_bytes": used})
+        kept.append(f)
+    if refusal is not None:
+        for k in kernels or [None]:
+            name, source = (k.call.name, k.call.source) if k is not None else (None, None)
+            kept.append(Finding("error", "compile-shared-memory-oom",
+                                f"{chip}: {name or 'a kernel'}" + (f" at {source}" if source else "")
+                                + f": {_words(refusal.message)} "
+                                f"(over by {refusal.exceeded_by_bytes / 1024:.0f} KiB); change: {FIX}",
+                                kernel=name, view="pallas",
+                                data={"chip": chip, "kernel": name, "source": source, "bytes": refusal.requested_bytes,
+                                      "limit": refusal.available_bytes, "fix": FIX}))
+    return kept, refusal is None, most
+
+
+def settle_report(kernels: list, findings: list[Finding], stages: Stages, chip: str) -> tuple[list, list[Finding]]:
+    """A Report's Pallas kernels and findings with the compiler's verdict on ``chip`` in each
+    kernel's findings (the Pallas view shows those), and the compile's own error dropped where a
+    kernel's finding says it in the compiler's words."""
+    settled = [dataclasses.replace(k, findings=compiler_verdict(k.findings, stages, chip, [k])[0]) for k in kernels]
+    old = {id(f) for k in kernels for f in k.findings}
+    refused = bool(kernels) and stages.compile_error is not None and shared_memory_refusal(stages.compile_error.message) is not None
+    rest = [f for f in findings if id(f) not in old and not (refused and f.code == "compile-error")]
+    return settled, rest + [f for k in settled for f in k.findings]
