@@ -79,9 +79,10 @@ def test_each_family_answers_the_interface(name):
 
 def test_what_each_family_can_do():
     """The rules the verbs ask, as the kind tests decided them before the seam."""
-    tpu, gpu, cpu = (family_of(get_chip(n)).info.can for n in ("tpu-v5e", "h100", "cpu"))
+    tpu, gpu, spec, cpu = (family_of(get_chip(n)).info.can for n in ("tpu-v5e", "h100", "b200", "cpu"))
     assert (tpu.compile, tpu.fix, tpu.simulate, tpu.baseline, tpu.time) == (True, True, True, True, "simulated")
-    assert (gpu.compile, gpu.run, gpu.check, gpu.sweep, gpu.fix) == (False, False, True, True, False)
+    assert (gpu.compile, gpu.kernels, gpu.run, gpu.check, gpu.sweep, gpu.fix) == (True, True, False, True, True, False)
+    assert (spec.compile, spec.run, spec.check, spec.sweep, spec.fix) == (False, False, True, True, False)
     assert (cpu.check, cpu.sweep, cpu.run, cpu.kernels) == (False, False, True, False)
 
 
@@ -90,5 +91,8 @@ def test_the_compile_path_a_family_hands_is_the_one_the_row_names():
 
     assert isinstance(family_of(get_chip("tpu-v5e")).compile_path(get_chip("tpu-v5e")), LibtpuPath)
     assert type(family_of(get_chip("cpu")).compile_path(get_chip("cpu"))) is LocalPath
-    path = family_of(get_chip("h100")).compile_path(get_chip("h100"))
+    from inspector.families.gpu.compile.path import GpuCompilePath
+
+    assert type(family_of(get_chip("h100")).compile_path(get_chip("h100"))) is GpuCompilePath
+    path = family_of(get_chip("b200")).compile_path(get_chip("b200"))  # no XLA target config: spec only
     assert isinstance(path, SpecOnlyPath) and "spec-only target" in (path.available() or "")

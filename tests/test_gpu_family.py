@@ -225,11 +225,14 @@ def test_compile_path_devices_and_refusal():
 
     from inspector.families.gpu.compile.path import GpuCompilePath
 
-    path = GpuCompilePath(get_chip("a100"))
-    devices = path.devices(dataclasses.replace(get_chip("a100"), devices=2))
+    from inspector.compilation.compile_errors import parse_compile_error
+
+    path = GpuCompilePath(dataclasses.replace(get_chip("a100"), devices=2))
+    devices = path.devices()
     assert len(devices) == 2 and {d.device_kind for d in devices} == {"NVIDIA A100-SXM4-80GB"}
+    assert path.device_count() == 2 and path.mesh().devices.size == 1 and path.keeps_kernel_dumps
     words = "RESOURCE_EXHAUSTED: Shared memory size limit exceeded: requested 393216, available: 166912, context: []"
-    assert path.parse_error(words).status == "RESOURCE_EXHAUSTED"
+    assert parse_compile_error(words).status == "RESOURCE_EXHAUSTED"
     assert path.shared_memory(words).available_bytes == get_chip("a100").shared_mem_per_block
 
 

@@ -26,6 +26,7 @@ class LibtpuPath:
 
     platform = "tpu"
     interprets_pallas = False
+    keeps_kernel_dumps = False  # Mosaic's dumps come from a compile of their own (mosaic/passes.py)
 
     def __init__(self, chip: Chip):
         self.chip = chip
@@ -64,6 +65,8 @@ class LibtpuPath:
 
 class LocalPath:
     """jax's own backend of this machine (``cpu``, a local ``gpu``)."""
+
+    keeps_kernel_dumps = False
 
     def __init__(self, chip: Chip):
         self.chip = chip
@@ -107,7 +110,7 @@ class SpecOnlyPath(LocalPath):
     """A chip known by its figures only (budgets and roofline): it cannot compile here."""
 
     def available(self) -> str | None:
-        return (f"{self.chip.name} is a spec-only target (budgets and roofline); it cannot compile here. "
+        return (f"{self.chip.name} has no XLA target config: a spec-only target (budgets and roofline); it cannot compile here. "
                 "Compile with --target gpu on a machine with a GPU, or a TPU target")
 
 

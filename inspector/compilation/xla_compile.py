@@ -53,7 +53,7 @@ def compile_lowered(lowered, backend: Backend, use_cache: bool | str, buffers: b
     if dump_to:
         use_cache = False
     key = compile_cache.key(module_text or lowered.as_text(debug_info=True), backend.chip.name) if use_cache else None
-    kernel_dumps = backend.platform == "cuda"  # XLA:GPU: each kernel's launch and PTX, read from its dumps
+    kernel_dumps = backend.path.keeps_kernel_dumps  # XLA:GPU: each kernel's launch and PTX, read from its dumps
     if key and use_cache != compile_cache.REFRESH and (hit := compile_cache.load(key)) and (
             not buffers or hit.get("buffers")) and (not kernel_dumps or "kernel_dumps" in hit):
         return hit, True

@@ -94,7 +94,7 @@ class Report:
     def gpu_kernels(self) -> list:
         """Each kernel of a deviceless XLA:GPU compile: its launch, shared memory, registers and spills."""
         from ..families.gpu.verdict import gpu_kernels
-        return gpu_kernels(self.stages) if self.stages.platform == "cuda" else []
+        return gpu_kernels(self.stages) if self.chip.target_config else []
 
     @property
     def ok(self) -> bool:
@@ -166,7 +166,7 @@ class Report:
             "findings": [dataclasses.asdict(f) for f in self.findings],
             **(_fusions_json(self.fusions) if self.fusions else {}),
             **({"pallas": [dataclasses.asdict(p) for p in self.pallas]} if self.pallas is not None else {}),
-            **({"gpu_kernels": [dataclasses.asdict(k) for k in self.gpu_kernels]} if self.stages.platform == "cuda" else {}),
+            **({"gpu_kernels": [dataclasses.asdict(k) for k in self.gpu_kernels]} if self.chip.target_config else {}),
             **({"memory": dataclasses.asdict(self.memory)} if self.memory is not None else {}),
             **(_collectives_json(self.collectives) if self.collectives is not None else {}),
             **(_passes_json(self.passes) if self.passes is not None else {}),

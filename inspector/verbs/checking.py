@@ -201,7 +201,7 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
             row.compiler_aborted, row.compiler_message = True, str(aborted)
             findings.append(aborted.finding())
         elif compile:
-            findings = (_gpu_verdict(findings, stages, row, reports) if stages.platform == "cuda"
+            findings = (_gpu_verdict(findings, stages, row, reports) if chip.target_config  # XLA:GPU's verdict
                         else findings + _compiler_verdict(stages, row, any(r.call.interpret for r in reports)))
             if row.compiler_fits:
                 findings = defer_to_compiler(findings, chip.name, row.compiler_vmem_bytes)

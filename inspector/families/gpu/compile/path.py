@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 from typing import ContextManager
 
-from ....compilation.compile_errors import CompileError, parse_compile_error
 from ....base.chips import Chip
 from ..jax.cuda_topology import chip_devices, mesh_of, unavailable
 from .errors import SharedMemoryRefusal, shared_memory_refusal
@@ -20,6 +19,7 @@ class GpuCompilePath:
 
     platform = "cuda"
     interprets_pallas = False
+    keeps_kernel_dumps = True  # the thunk sequence and the PTX: each kernel's launch, registers and spills
 
     def __init__(self, chip: Chip):
         self.chip = chip
@@ -46,16 +46,13 @@ class GpuCompilePath:
         return contextlib.nullcontext([])
 
     def failed_kernel(self, stages, lowering_err: Exception | None = None):
-        return None  # the refusal's figures are in its message (parse_error)
+        return None  # the refusal's figures are in its message (shared_memory)
 
     def would_abort(self, stages, closed_jaxpr):
         return None  # XLA:GPU refuses with a status, it does not abort the process
 
     def compile_options(self) -> dict:
         return {}  # the machine code is what the GPU views read: compiled as XLA would
-
-    def parse_error(self, text: str) -> CompileError:
-        return parse_compile_error(text)
 
     def shared_memory(self, text: str) -> SharedMemoryRefusal | None:
         """The compiler's shared-memory figures in a refusal (the twin of ``CompileError.vmem``)."""
