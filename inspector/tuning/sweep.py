@@ -16,6 +16,7 @@ import inspector.tuning.store as store
 import inspector.tuning.table as table  # the module: a test replaces its update_table
 from ..base.chips import UNSIMULATED_WHY, parse_targets
 from ..base.errors import TargetFailure, UsageError
+from ..compilation.compile_cache import REFRESH  # noqa: F401  (the one definition: views/tui/tune_options.py reads it here)
 from ..libtpu import Budget
 from ..base.tempdirs import sweep
 from .candidates import TunePlan, candidates, default_params, swept_values
@@ -25,7 +26,6 @@ from .pool import Cancelled, LocalPool, WorkerDied
 from .rank import rank_all
 from .ray_backend import RayPool
 
-REFRESH = "refresh"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -37,7 +37,7 @@ class SweepRequest:
     fixed: dict = dataclasses.field(default_factory=dict)  # --set
     workers: int | None = None  # default: the cores
     ray: str | None = None  # a Ray cluster's address
-    cache: bool | str = True  # True, False, or REFRESH (--no-cache: compute, then store)
+    cache: bool | str = True  # request.Cache's value: True, False, or REFRESH (--no-cache: compute, then store)
     budget: Budget = dataclasses.field(default_factory=Budget)  # libtpu's, per candidate (--time-budget)
     table: str | None = None  # tuning table to write or update
     debug: bool = False
