@@ -20,11 +20,13 @@ from .compilation.user_files import split_spec
 from .request import Request, report_for
 from .results.view_table import Needs, everyday_needs
 
-def _read(name: str, of: str = "template") -> property:
+
+def _read(name: str, needs: bool = False) -> property:
     """A field of the Session's Request (or of its needs), read through: the Session holds the
     Request and copies none of its fields."""
-    return property(lambda self: getattr(getattr(self, of) if of == "template" else self.template.needs, name),
-                    doc=f"the Request's {name}")
+    if needs:
+        return property(lambda self: getattr(self.template.needs, name), doc=f"the Request's needs.{name}")
+    return property(lambda self: getattr(self.template, name), doc=f"the Request's {name}")
 
 
 _TOGGLES = ("passes", "buffers", "mosaic_passes", "time")  # what a key adds to the report: the request's needs
@@ -62,7 +64,7 @@ class Session:
     spec, chip, args, ref, mesh, shard = (_read(n) for n in ("spec", "chip", "args", "ref", "mesh", "shard"))
     chip_reason, roofline, pass_select = (_read(n) for n in ("chip_reason", "roofline", "pass_select"))
     time_budget, time_memory, measure, fixes = (_read(n) for n in ("time_budget", "time_memory", "measure", "fixes"))
-    passes, buffers, mosaic_passes, time = (_read(n, of="needs") for n in _TOGGLES)
+    passes, buffers, mosaic_passes, time = (_read(n, needs=True) for n in _TOGGLES)
 
     @property
     def sets(self) -> list[str]:
@@ -82,9 +84,7 @@ class Session:
 
     def tune_budget(self):
         """libtpu's budget per candidate of the tune screen's sweep: the session's, as for --time."""
-        from .verbs.rules import time_budget
-
-        return time_budget(self.time_budget, "the time budget", self.time_memory)
+        return self.template.budget("the time budget")
 
     def target(self, fresh: bool = False):
         if fresh:  # --watch: import the file again so edits are seen
