@@ -17,7 +17,7 @@ from .hlo.graph import dot_available
 from .measure.run import measure_on_chip
 from .mosaic.kept import kept_mosaic_diff
 from .compilation.user_files import split_spec
-from .request import Request, report_for
+from .request import Cache, Request, report_for
 from .results.view_table import Needs, everyday_needs
 
 
@@ -124,7 +124,7 @@ class Session:
         """The report as far as lowering goes (jaxpr, StableHLO, Mosaic; no compile, no kernel
         analyses), so the UI shows them while the compiler works. This process keeps the trace
         and lowering: the ``report`` that follows compiles from them instead of tracing again."""
-        return report_for(dataclasses.replace(self.request(Needs(jaxpr_text=True)), measure=False, cache=True,
+        return report_for(dataclasses.replace(self.request(Needs(jaxpr_text=True)), measure=False, cache=Cache.ON,
                                               pass_select=None),
                           self.target(fresh))
 
@@ -232,8 +232,6 @@ class Session:
 def _request(request: Request, fields: dict) -> Request:
     """``request`` with ``fields`` changed: the Request's own, ``use_cache`` (its cache on or off)
     and the toggles of its needs."""
-    from .request import Cache
-
     fields = dict(fields)
     toggles = {name: bool(fields.pop(name)) for name in _TOGGLES if name in fields}
     if "use_cache" in fields:

@@ -23,7 +23,7 @@ def template(sets: list[str] | tuple[str, ...] = (), *, time: bool = False, time
     the fusions view's figures (kernels, totals, each Pallas kernel's VMEM), libtpu's time with
     ``time`` (within ``time_budget`` seconds), the --set values every target takes."""
     return ReportRequest("", needs=get_view("fusions").needs | Needs(time=time), sets=tuple(str(s) for s in sets),
-                         time_budget=time_budget or None, cache=cache, memo=False, debug=debug)
+                         time_budget=time_budget or None, cache=Cache(cache), memo=False, debug=debug)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -51,7 +51,7 @@ class SweepRequest:
         ``chips``, ``cache``, ``budget`` (libtpu's Budget) and ``debug``."""
         if template is None:
             budget = budget or Budget()
-            template = Request(spec, ",".join(chips), cache=cache, debug=debug, time_budget=budget.seconds,
+            template = Request(spec, ",".join(chips), cache=Cache(cache), debug=debug, time_budget=budget.seconds,
                                time_memory=budget.memory_bytes, memo=False)
         for name, value in (("template", template), ("args", list(args or [])), ("grid", dict(grid or {})),
                             ("fixed", dict(fixed or {})), ("workers", workers), ("ray", ray), ("table", table),
