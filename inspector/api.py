@@ -32,7 +32,7 @@ from .compilation.sharding import check_mesh, parse_mesh, parse_specs
 from .base.user_code import describe_error
 from .request import Cache, Request, report_for
 from .verbs.rules import check_chips, diff_simulated_chip, require_two_variants
-from .results.view_table import Needs, everyday_needs, get_view
+from .results.view_table import Needs
 
 if TYPE_CHECKING:
     from .base.chips import Chip
@@ -182,6 +182,8 @@ def inspect_request(fn_or_spec: Callable | str, *args: Any, target: str | None =
         spec: str | Target = fn_or_spec  # as the command line gives it: loaded where the request runs
     else:
         spec = make_target(fn_or_spec, args, kwargs, params=params, reference=reference, mesh=mesh, shardings=shardings)
+    from .results.view_table import everyday_needs
+
     # what every view needs (the table of views says), and what the keywords add
     needs = everyday_needs() | Needs(buffers=bool(buffers), passes=bool(passes or pass_select), time=bool(time))
     return Request(spec, resolve_chip(target or default_target("show")[0]).name, needs=needs, roofline=get_chip(roofline).name if roofline else None,
@@ -374,6 +376,7 @@ def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, para
     has (``.only_a``, ``.only_b``) and those whose HBM bytes changed most (``.changed``); ``.ok`` is
     False when either side has an error finding. ``time``, ``time_budget``, ``time_memory`` and
     ``measure`` as ``inspect``'s (``--time``, ``--time-budget``, ``--time-memory``, ``--measure``)."""
+    from .results.view_table import get_view
     from .verbs.comparison import compare_reports
 
     with guarded_call():

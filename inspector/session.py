@@ -18,7 +18,7 @@ from .measure.run import measure_on_chip
 from .mosaic.kept import kept_mosaic_diff
 from .compilation.user_files import split_spec
 from .request import Cache, Request, report_for
-from .results.view_table import Needs, everyday_needs
+from .results.view_table import Needs
 
 
 def _read(name: str, needs: bool = False) -> property:
@@ -135,6 +135,8 @@ class Session:
     def needs(self) -> Needs:
         """What the UI's report computes: what every tab needs (the table of views says), and what
         the session's keys turned on."""
+        from .results.view_table import everyday_needs
+
         return everyday_needs() | self.template.needs | Needs(passes=self.pass_select is not None)
 
     def pass_diff(self, select: str):

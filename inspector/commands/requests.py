@@ -14,11 +14,11 @@ from ..results.view_table import Needs, get_view
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CheckOptions:
     """check's own: the static estimate only, the sweep of INSPECT's params, and whether several
-    TPU compiles each go in a process of their own (the CLI's; tests run in one process)."""
+    TPU compiles each go in a process of their own."""
 
     estimate_only: bool = False
     sweep: bool = False
-    compile_apart: bool = True
+    isolate: bool = True  # several TPU compiles each in a process of its own (the CLI's child; tests: one process)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -45,8 +45,10 @@ class DiffOptions:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DoctorOptions:
-    """doctor's own: SVG export is needed (Graphviz's dot missing is a failure)."""
+    """doctor's own: the TPU generations to compile for (None: every one), and whether SVG export
+    is needed (Graphviz's dot missing is a failure)."""
 
+    chip: str | None = None
     svg: bool = False
 
 
@@ -123,7 +125,7 @@ def compare_sides(opts: argparse.Namespace) -> tuple[Request, Request]:
 
 
 def check_job(opts: argparse.Namespace) -> tuple[Request, CheckOptions]:
-    return request_from(opts), CheckOptions(estimate_only=opts.estimate_only, sweep=opts.sweep, compile_apart=opts.isolate)
+    return request_from(opts), CheckOptions(estimate_only=opts.estimate_only, sweep=opts.sweep, isolate=opts.isolate)
 
 
 def fix_job(opts: argparse.Namespace) -> tuple[Request, FixOptions]:
@@ -140,5 +142,5 @@ def diff_job(opts: argparse.Namespace) -> tuple[Request, DiffOptions]:
 
 
 def doctor_job(opts: argparse.Namespace) -> tuple[Request, DoctorOptions]:
-    """doctor inspects no target: its Request names the chips alone ("": every TPU generation)."""
-    return Request("", opts.chip or "", debug=opts.debug), DoctorOptions(svg=opts.svg)
+    """doctor inspects no target: its Request carries --debug, its own record the chips."""
+    return Request("", debug=opts.debug), DoctorOptions(chip=opts.chip, svg=opts.svg)

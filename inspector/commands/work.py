@@ -51,7 +51,7 @@ def work_compare(request: Request, options: CompareOptions):
     return compare_reports(_report(request), _report(options.b))
 
 
-def work_check(request: Request, options: CheckOptions):
+def work_check(request: Request, opts: CheckOptions):
     import functools
 
     from ..verbs.checking import run_check
@@ -60,11 +60,11 @@ def work_check(request: Request, options: CheckOptions):
     target = request.target()
     # several TPU compiles: each in a process of its own, so that libtpu aborting one is that chip's finding
     apart = (functools.partial(_compile_apart, request)
-             if options.compile_apart and not options.estimate_only and sum(c.is_tpu for c in chips) > 1 else None)
+             if opts.isolate and not opts.estimate_only and sum(c.is_tpu for c in chips) > 1 else None)
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
-        result = run_check(target, chips, estimate_only=options.estimate_only, use_cache=request.cache.value,
+        result = run_check(target, chips, estimate_only=opts.estimate_only, use_cache=request.cache.value,
                            compile_apart=apart)
-        if options.sweep:
+        if opts.sweep:
             from ..pallas.sweep import sweep
 
             result.sweep = sweep(target, [c for c in chips if c.is_tpu or c.kind == "gpu"])
@@ -200,11 +200,11 @@ def work_diff(request: Request, options: DiffOptions):
             raise UsageError(str(err)) from err
 
 
-def work_doctor(request: Request, options: DoctorOptions):
+def work_doctor(request: Request, opts: DoctorOptions):
     from .doctor import checkup
 
-    chips = doctor_chips(parse_targets(request.chip)) if request.chip else [c for c in CHIPS if c.is_tpu and c.devices == 1]
-    return checkup(chips, svg_required=options.svg)
+    chips = doctor_chips(parse_targets(opts.chip)) if opts.chip else [c for c in CHIPS if c.is_tpu and c.devices == 1]
+    return checkup(chips, svg_required=opts.svg)
 
 
 def work(verb: str, request: Request, options=None):

@@ -28,7 +28,6 @@ from .rank import rank_all
 from .ray_backend import RayPool
 
 
-
 @dataclasses.dataclass(frozen=True, init=False)
 class SweepRequest:
     """A sweep: the template Request every candidate is made by (the spec, the chips, libtpu's
