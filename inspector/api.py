@@ -30,7 +30,7 @@ from .base.environment import quiet
 from .base.errors import TargetFailure, UsageError
 from .compilation.sharding import check_mesh, parse_mesh, parse_specs
 from .base.user_code import describe_error
-from .request import Request, report_for, use_cache
+from .request import Cache, Request, report_for
 from .verbs.rules import check_chips, diff_simulated_chip, require_two_variants
 from .results.view_table import Needs
 from .families import family_of
@@ -150,10 +150,6 @@ def resolve_chip(name: str | Chip) -> Chip:
     return get_chip(name)
 
 
-def _use_cache(cache: bool) -> bool:
-    return bool(use_cache(cache))
-
-
 # inspect's options beside the target, as `inspector show` spells them (tests/test_request.py: one each)
 SHOW_OPTIONS = {"target": "--target", "args": "--args", "reference": "--ref", "params": "--set", "mesh": "--mesh",
                 "shardings": "--shard", "cache": "--no-cache", "roofline": "--roofline", "time": "--time",
@@ -187,13 +183,15 @@ def inspect_request(fn_or_spec: Callable | str, *args: Any, target: str | None =
         spec: str | Target = fn_or_spec  # as the command line gives it: loaded where the request runs
     else:
         spec = make_target(fn_or_spec, args, kwargs, params=params, reference=reference, mesh=mesh, shardings=shardings)
-    needs = Needs(compile=True, jaxpr_text=True, fusions=True, pallas=True, collectives=True, buffers=buffers,
-                  passes=bool(passes or pass_select), time=bool(time))
+    from .results.view_table import everyday_needs
+
+    # what every view needs (the table of views says), and what the keywords add
+    needs = everyday_needs() | Needs(buffers=bool(buffers), passes=bool(passes or pass_select), time=bool(time))
     chip, chosen = (target, None) if target else default_target("show")  # why, as `show --json` says it
     return Request(spec, resolve_chip(chip).name, chip_reason=chosen, needs=needs, roofline=get_chip(roofline).name if roofline else None,
                    pass_select=pass_select, time_budget=time_budget,
                    time_memory=None if time_memory is None else int(time_memory * 2**30), measure=bool(measure),
-                   fixes=bool(fixes), cache=_use_cache(cache), memo=False)
+                   fixes=bool(fixes), cache=Cache.asked(cache), memo=False)
 
 
 def inspect(fn_or_spec: Callable | str, *args: Any, target: str | None = None, params: dict | None = None,
@@ -288,7 +286,7 @@ def check_gate(fn_or_spec: Callable | str | Sequence[str], *args: Any, baseline:
         raise UsageError(f"params must be a dict of static keyword values, not a {type(params).__name__}")
     chips = None if targets is None else ",".join(c.name for c in _chips(targets))
     return make_gate(baseline, specs, chips=chips, sets=[f"{k}={v}" for k, v in (params or {}).items()], tolerances=texts,
-                     use_cache=_use_cache(cache), option="targets", example="targets=['tpu-v5e', 'tpu-v6e']",
+                     use_cache=Cache.asked(cache), option="targets", example="targets=['tpu-v5e', 'tpu-v6e']",
                      tolerance_option="tolerance")
 
 
@@ -327,7 +325,7 @@ def check(fn_or_spec: Callable | str | Sequence[str], *args: Any, targets: str |
             raise UsageError("check takes one target; several with baseline=FILE (a saved `inspector baseline`)")
         chips = check_chips(_chips(DEFAULT_TPU if targets is None else targets), "targets=['tpu-v5e', 'tpu-v6e', 'h100']")
         t = make_target(fn_or_spec, args, kwargs, params=params, mesh=mesh, shardings=shardings)
-        result = run_check(t, chips, estimate_only=estimate_only, use_cache=_use_cache(cache), memo=False)
+        result = run_check(t, chips, estimate_only=estimate_only, use_cache=Cache.asked(cache).value, memo=False)
         if sweep:
             from .pallas.sweep import sweep as sweep_params
 
@@ -381,6 +379,7 @@ def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, para
     has (``.only_a``, ``.only_b``) and those whose HBM bytes changed most (``.changed``); ``.ok`` is
     False when either side has an error finding. ``time``, ``time_budget``, ``time_memory`` and
     ``measure`` as ``inspect``'s (``--time``, ``--time-budget``, ``--time-memory``, ``--measure``)."""
+    from .results.view_table import get_view
     from .verbs.comparison import compare_reports
 
     with guarded_call():
@@ -398,6 +397,7 @@ def compare(a: Callable | str, b: Callable | str | None = None, *args: Any, para
             side = inspect_request(fn, *args, target=chip.name, params=p or None, roofline=roofline, cache=cache, mesh=mesh,
                                    shardings=shardings, time=time, time_budget=time_budget, time_memory=time_memory,
                                    measure=measure, **kwargs)
-            reports.append(report_for(dataclasses.replace(side, needs=Needs(compile=True, fusions=True, pallas=True, time=bool(time))),
-                                      budget_option="time_budget"))
+            # what the comparison reads: the fusions view's kernels and totals, each Pallas kernel's VMEM
+            needs = get_view("fusions").needs | Needs(time=bool(time))
+            reports.append(report_for(dataclasses.replace(side, needs=needs), budget_option="time_budget"))
         return compare_reports(*reports)

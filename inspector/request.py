@@ -10,7 +10,10 @@ Plain data that pickles (the CLI sends it to the child process that does the wor
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import TYPE_CHECKING, Callable
+
+import inspector.compilation.compile_cache as compile_cache
 
 from .results.view_table import Needs
 
@@ -18,6 +21,27 @@ if TYPE_CHECKING:
     from .compilation.target import Target
     from .libtpu import Budget
     from .results.report import Report
+
+
+class Cache(enum.Enum):
+    """The compile cache's one setting, for every verb and door: read and store (ON), left alone
+    (OFF), or compile anyway and store the fresh result (REFRESH, ``--no-cache``). ``value`` is
+    what the compile takes (``compilation/compile_cache.py``'s ``use_cache``)."""
+
+    ON = True
+    OFF = False
+    REFRESH = compile_cache.REFRESH
+
+    def __bool__(self) -> bool:  # the cache is used at all (read, or stored into)
+        return self is not Cache.OFF
+
+    @classmethod
+    def asked(cls, use: bool = True, *, refresh: bool = False) -> Cache:
+        """The setting a door's options ask for: OFF where the cache is off (INSPECTOR_NO_CACHE) or
+        ``use`` is False, REFRESH for ``refresh`` (--no-cache), else ON."""
+        if not use or not compile_cache.enabled():
+            return cls.OFF
+        return cls.REFRESH if refresh else cls.ON
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,9 +66,12 @@ class Request:
     time_memory: int | None = None  # bytes its compiles may use (default: Budget's)
     measure: bool = False  # each kernel's device time on the attached TPU
     fixes: bool = False  # the fixes `inspector fix` proves, beside the findings they answer (a TPU chip: compiles each)
-    cache: bool | str = True  # the compile cache: True, False, or compile_cache.REFRESH (compute, then store)
+    cache: Cache = Cache.ON  # the compile cache (True, False and "refresh" are taken as their Cache)
     memo: bool = True  # keep this process's trace and lowering for the next request (the CLI's child, the UI's worker)
     debug: bool = False  # the measuring child's logs on stderr
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cache", Cache(self.cache))
 
     def target(self) -> Target:
         """The Target the stages trace (loaded afresh from the spec each call)."""
@@ -62,16 +89,6 @@ class Request:
         return time_budget(self.time_budget, option, self.time_memory)
 
 
-def use_cache(cache: bool, refresh: bool = False) -> bool | str:
-    """The compile cache as a request asks for it: off where the cache is off (INSPECTOR_NO_CACHE),
-    REFRESH for ``refresh`` (--no-cache: compile, then store)."""
-    import inspector.compilation.compile_cache as compile_cache
-
-    if not cache or not compile_cache.enabled():
-        return False
-    return compile_cache.REFRESH if refresh else True
-
-
 def report_for(request: Request, target: Target | None = None, *, budget_option: str = "--time-budget",
                measure_on_chip: Callable | None = None) -> Report:
     """The Report the request asks for: ``target`` (``request.target()`` unless given: a front door
@@ -86,7 +103,7 @@ def report_for(request: Request, target: Target | None = None, *, budget_option:
     chip = get_chip(request.chip)
     roofline = get_chip(request.roofline) if request.roofline else None
     target = request.target() if target is None else target
-    report = make_report(target, chip, request.needs, roofline_chip=roofline, use_cache=request.cache,  # type: ignore[arg-type]  # REFRESH too
+    report = make_report(target, chip, request.needs, roofline_chip=roofline, use_cache=request.cache.value,
                          memo=request.memo, pass_select=request.pass_select, time_budget=request.budget(budget_option))
     _ = report.stages.op_counts  # counted here, where the stages were made, not in the process that renders
     if request.chip_reason:
@@ -104,6 +121,6 @@ def report_for(request: Request, target: Target | None = None, *, budget_option:
     if request.fixes:
         from .verbs.fixing import fixes_on
 
-        fixes = fixes_on(target, chip, sets=request.sets, use_cache=request.cache, pick="e.g. target tpu-v5e")
+        fixes = fixes_on(target, chip, sets=request.sets, use_cache=request.cache.value, pick="e.g. target tpu-v5e")
         report = dataclasses.replace(report, fixes=fixes)
     return report

@@ -16,37 +16,30 @@ from .base.chips import get_chip
 from .hlo.graph import dot_available
 from .measure.run import measure_on_chip
 from .mosaic.kept import kept_mosaic_diff
-from .compilation.target import load_target
 from .compilation.user_files import split_spec
-from .request import Request, report_for
+from .request import Cache, Request, report_for
 from .results.view_table import Needs
 from .families import family_of
 
-@dataclasses.dataclass(frozen=True)
-class Session:
-    """What the terminal UI inspects: the target (as the command line gives it) and the chip, then
-    what each compile adds; a change is a new Session (``with_chip``, ``with_time``, ...)."""
 
-    spec: str
-    chip: str = "cpu"
-    _: dataclasses.KW_ONLY  # the target and the chip name a Session; the rest is said by name
-    args: str | None = None
-    ref: str | None = None
-    sets: list[str] = dataclasses.field(default_factory=list)
-    use_cache: bool = True
-    passes: bool = False  # compile with XLA's pass dumps (the Passes tab; kernels name the pass that made them)
-    buffers: bool = False  # ask the compiler for its buffer assignment (the Memory tab's largest buffers)
-    mosaic_passes: bool = False  # compile again with Mosaic's pass dumps (the Mosaic passes tab)
-    time: bool = False  # libtpu's time estimate and VLIW bundles per kernel (the Bundles tab; fusions' est. time)
-    measure: bool = False  # device time per kernel on the attached TPU (fusions' measured column)
-    fixes: bool = False  # the fixes `inspector fix` proves, beside the findings (show --fixes; the UI's F asks for them)
-    mesh: str | None = None  # --mesh data=4,model=4 (over INSPECT's "mesh")
-    shard: str | None = None  # --shard "P('data',None) P()" (over INSPECT's "shardings")
-    chip_reason: str | None = None  # why this chip, when the command line named none (default_target)
-    roofline: str | None = None  # the chip whose figures the roofline uses (default: the chip)
-    time_budget: float | None = None  # seconds libtpu's simulation may take (--time-budget; default 60)
-    time_memory: int | None = None  # bytes its compiles may use (--time-memory; default 4 GiB)
-    pass_select: str | None = None  # the pass whose diff the report keeps (--pass)
+def _read(name: str, needs: bool = False) -> property:
+    """A field of the Session's Request (or of its needs), read through: the Session holds the
+    Request and copies none of its fields."""
+    if needs:
+        return property(lambda self: getattr(self.template.needs, name), doc=f"the Request's needs.{name}")
+    return property(lambda self: getattr(self.template, name), doc=f"the Request's {name}")
+
+
+_TOGGLES = ("passes", "buffers", "mosaic_passes", "time")  # what a key adds to the report: the request's needs
+
+
+@dataclasses.dataclass(frozen=True, init=False)
+class Session:
+    """What the terminal UI inspects: a Request (the target as the command line gives it, the chip,
+    the options, and in its needs what the keys turned on), then what the UI alone changes; a
+    change is a new Session (``with_chip``, ``with_time``, ...)."""
+
+    template: Request  # what every report of the session starts from; each report adds the tabs' needs
     # fixes applied in the UI (A): base.fix_model.Change records made at trace time, the file untouched
     changes: tuple = ()
     backward: bool = False  # the function's backward pass (G): its vjp, so a custom_vjp's backward kernels show
@@ -55,19 +48,44 @@ class Session:
     # --roofline, --time-budget, --time-memory, --pass and --no-cache do
     OPTIONS = ("args", "ref", "mesh", "shard", "roofline", "time_budget", "time_memory", "pass_select", "use_cache")
 
+    def __init__(self, spec: str | None = None, chip: str = "cpu", *, request: Request | None = None,
+                 template: Request | None = None, changes: tuple = (), backward: bool = False, **fields) -> None:
+        """``Session(request=...)``, the door's Request; or ``Session(spec, chip, **fields)``: the
+        Request's fields by name (``use_cache`` for its cache, ``passes``, ``buffers``, ``mosaic_passes``
+        and ``time`` for its needs)."""
+        request = request or template
+        if request is None:
+            request = _request(Request(spec or "", chip), fields)
+        elif spec is not None or fields:
+            raise TypeError("Session(request=...) takes no other field of the request")
+        object.__setattr__(self, "template", request)
+        object.__setattr__(self, "changes", tuple(changes))
+        object.__setattr__(self, "backward", backward)
+
+    spec, chip, args, ref, mesh, shard = (_read(n) for n in ("spec", "chip", "args", "ref", "mesh", "shard"))
+    chip_reason, roofline, pass_select = (_read(n) for n in ("chip_reason", "roofline", "pass_select"))
+    time_budget, time_memory, measure, fixes = (_read(n) for n in ("time_budget", "time_memory", "measure", "fixes"))
+    passes, buffers, mosaic_passes, time = (_read(n, needs=True) for n in _TOGGLES)
+
+    @property
+    def sets(self) -> list[str]:
+        return list(self.template.sets)
+
+    @property
+    def use_cache(self) -> bool:
+        return bool(self.template.cache)
+
+    def _with(self, **fields) -> "Session":
+        return dataclasses.replace(self, template=_request(self.template, fields))
+
     def request(self, needs: Needs) -> Request:
         """The Request this session makes for ``needs``: the one the command line and the Python
         API build for the same options."""
-        return Request(self.spec, self.chip, args=self.args, ref=self.ref, sets=tuple(self.sets), mesh=self.mesh,
-                       shard=self.shard, chip_reason=self.chip_reason, needs=needs, roofline=self.roofline,
-                       pass_select=self.pass_select, time_budget=self.time_budget, time_memory=self.time_memory,
-                       measure=self.measure, fixes=self.fixes, cache=self.use_cache)
+        return dataclasses.replace(self.template, needs=needs, memo=True, debug=False)
 
     def tune_budget(self):
         """libtpu's budget per candidate of the tune screen's sweep: the session's, as for --time."""
-        from .verbs.rules import time_budget
-
-        return time_budget(self.time_budget, "the time budget", self.time_memory)
+        return self.template.budget("the time budget")
 
     def target(self, fresh: bool = False):
         if fresh:  # --watch: import the file again so edits are seen
@@ -77,7 +95,7 @@ class Session:
                     del sys.modules[name]
             from .compilation.stages import forget_captures
             forget_captures()
-        target = load_target(self.spec, args=self.args, ref=self.ref, sets=self.sets, mesh=self.mesh, shard=self.shard)
+        target = self.template.target()
         if self.changes:
             from .jax_internals.variants import changed_function
 
@@ -92,7 +110,8 @@ class Session:
         param the session sets is said as a change of it, as for --set."""
         from .verbs.fixing import fixes_on
 
-        return fixes_on(self.target(), get_chip(self.chip), sets=self.sets, use_cache=self.use_cache, pick="t picks one")
+        return fixes_on(self.target(), get_chip(self.chip), sets=self.template.sets, use_cache=self.template.cache.value,
+                        pick="t picks one")
 
     def with_change(self, change) -> "Session":
         """The session with a fix applied: a block size as a param, anything else at trace time."""
@@ -106,7 +125,7 @@ class Session:
         """The report as far as lowering goes (jaxpr, StableHLO, Mosaic; no compile, no kernel
         analyses), so the UI shows them while the compiler works. This process keeps the trace
         and lowering: the ``report`` that follows compiles from them instead of tracing again."""
-        return report_for(dataclasses.replace(self.request(Needs(jaxpr_text=True)), measure=False, cache=True,
+        return report_for(dataclasses.replace(self.request(Needs(jaxpr_text=True)), measure=False, cache=Cache.ON,
                                               pass_select=None),
                           self.target(fresh))
 
@@ -115,9 +134,11 @@ class Session:
         return report_for(self.request(self.needs()), self.target(fresh), measure_on_chip=measure_on_chip)
 
     def needs(self) -> Needs:
-        """What the UI's report computes: every tab's, and what the session turned on."""
-        return Needs(compile=True, jaxpr_text=True, fusions=True, pallas=True, collectives=True, buffers=self.buffers,
-                     passes=self.passes or self.pass_select is not None, mosaic_passes=self.mosaic_passes, time=self.time)
+        """What the UI's report computes: what every tab needs (the table of views says), and what
+        the session's keys turned on."""
+        from .results.view_table import everyday_needs
+
+        return everyday_needs() | self.template.needs | Needs(passes=self.pass_select is not None)
 
     def pass_diff(self, select: str):
         """The unified diff of one step of the pass pipeline (``--pass select``), from a compile
@@ -141,33 +162,33 @@ class Session:
         return dataclasses.replace(self, backward=backward)
 
     def with_passes(self, passes: bool = True) -> "Session":
-        return dataclasses.replace(self, passes=passes)
+        return self._with(passes=passes)
 
     def with_time(self, time: bool = True) -> "Session":
-        return dataclasses.replace(self, time=time)
+        return self._with(time=time)
 
     def with_measure(self, measure: bool = True) -> "Session":
-        return dataclasses.replace(self, measure=measure)
+        return self._with(measure=measure)
 
     def with_mosaic_passes(self, mosaic_passes: bool = True) -> "Session":
-        return dataclasses.replace(self, mosaic_passes=mosaic_passes)
+        return self._with(mosaic_passes=mosaic_passes)
 
     def with_buffers(self, buffers: bool = True) -> "Session":
-        return dataclasses.replace(self, buffers=buffers)
+        return self._with(buffers=buffers)
 
     def with_options(self, **options) -> "Session":
         """Another value of some of ``OPTIONS`` (the options screen's)."""
         unknown = set(options) - set(self.OPTIONS)
         if unknown:
             raise TypeError(f"not an option of the session: {', '.join(sorted(unknown))}")
-        return dataclasses.replace(self, **options)
+        return self._with(**options)
 
     def with_chip(self, chip: str) -> "Session":
-        return dataclasses.replace(self, chip=chip, chip_reason=None)  # the user's choice: no default to explain
+        return self._with(chip=chip, chip_reason=None)  # the user's choice: no default to explain
 
     def with_params(self, params: dict[str, str]) -> "Session":
         sets = [s for s in self.sets if s.split("=", 1)[0] not in params] + [f"{k}={v}" for k, v in params.items()]
-        return dataclasses.replace(self, sets=sets)
+        return self._with(sets=sets)
 
     def keyword_params(self) -> tuple[dict, bool] | None:
         """The function's parameters that have defaults ({name: default}, the default when it is
@@ -209,6 +230,18 @@ class Session:
         if report.fusions is not None and dot_available():
             written.append(str(report.export_svg(f"{stem}.svg")))
         return written
+
+
+def _request(request: Request, fields: dict) -> Request:
+    """``request`` with ``fields`` changed: the Request's own, ``use_cache`` (its cache on or off)
+    and the toggles of its needs."""
+    fields = dict(fields)
+    toggles = {name: bool(fields.pop(name)) for name in _TOGGLES if name in fields}
+    if "use_cache" in fields:
+        fields["cache"] = Cache.ON if fields.pop("use_cache") else Cache.OFF
+    if "sets" in fields:
+        fields["sets"] = tuple(fields["sets"])
+    return dataclasses.replace(request, needs=dataclasses.replace(request.needs, **toggles), **fields)
 
 
 @functools.cache  # one function per function: the trace this worker keeps is found again (its key is the function)

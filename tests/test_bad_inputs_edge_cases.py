@@ -544,7 +544,7 @@ def test_messages_name_the_flag_given(cli, also, argv, needle):
 def test_a_pass_that_is_no_step_is_refused_with_the_grammar_at_once(cli, select, monkeypatch):
     from inspector.commands import verbs
 
-    monkeypatch.setattr(verbs, "run", lambda opts: pytest.fail("compiled before refusing"))
+    monkeypatch.setattr(verbs, "run", lambda *job, **kwargs: pytest.fail("compiled before refusing"))
     code, out, err = cli("show", f"{FUNCS}:matmul", "--pass", select)
     assert code == 2 and out == ""
     one_line(err, "give a step (a pass name, part of one, or its index")
@@ -553,7 +553,7 @@ def test_a_pass_that_is_no_step_is_refused_with_the_grammar_at_once(cli, select,
 def test_passes_outside_the_fusions_view_says_so(cli, monkeypatch):
     from inspector.commands import verbs
 
-    monkeypatch.setattr(verbs, "run", lambda opts: pytest.fail("compiled before refusing"))
+    monkeypatch.setattr(verbs, "run", lambda *job, **kwargs: pytest.fail("compiled before refusing"))
     code, out, err = cli("show", f"{FUNCS}:matmul", "--view", "hlo", "--passes")
     assert code == 2
     one_line(err, "--passes names the pass that made each kernel in the fusions view: add --view fusions")
@@ -696,7 +696,7 @@ def test_time_options_where_they_do_nothing_are_refused(cli, monkeypatch, tmp_pa
     `--time-budget` without `--time` was silently ignored. Both are usage errors, before any compile."""
     from inspector.commands import verbs
 
-    monkeypatch.setattr(verbs, "run", lambda opts: pytest.fail("compiled before refusing"))
+    monkeypatch.setattr(verbs, "run", lambda *job, **kwargs: pytest.fail("compiled before refusing"))
     code, out, err = cli(*(a.format(f=f"{FUNCS}:matmul", tmp=tmp_path) for a in argv))
     assert code == 2, err
     one_line(err, needle)

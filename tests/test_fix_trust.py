@@ -60,7 +60,7 @@ def _no_run(monkeypatch):
     """The fix's work, never reached: what is refused is refused before any compile."""
     import inspector.commands.verbs as verbs
 
-    def never(opts):
+    def never(*job, **kwargs):
         raise AssertionError("compiled although the command was refused")
 
     monkeypatch.setattr(verbs, "run", never)
@@ -72,7 +72,7 @@ def _done(monkeypatch, patch: str | None = "# written by inspector fix --patch\n
 
     result = FixResult(target="k.py:two", chips=["tpu-v5e"], before=[], fixes=[], refused=[], best={}, not_tried=[],
                        ok=True, patch=patch, patch_note="a change")
-    monkeypatch.setattr(verbs, "run", lambda opts: result)
+    monkeypatch.setattr(verbs, "run", lambda *job, **kwargs: result)
 
 
 # --- 1, 14: the patch's path ---------------------------------------------------------------------

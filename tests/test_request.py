@@ -15,6 +15,7 @@ import inspector.compilation.compile_cache as compile_cache
 import inspector.verbs.rules as verb_rules
 from inspector.commands.parser import build_parser
 from inspector.commands.requests import show_request
+from inspector.request import Cache
 from inspector.session import Session
 from inspector.tuning.api import sweep_request
 from inspector.results.view_table import Needs
@@ -53,7 +54,7 @@ def _a_tpu_to_measure_on(monkeypatch):
 SHOW = {
     "--target": ("--target tpu-v6e", {"target": "tpu-v6e"}, {"chip": "tpu-v6e"}, lambda r: r.chip),
     "--roofline": ("--roofline h100", {"roofline": "h100"}, {"roofline": "h100"}, lambda r: r.roofline),
-    "--no-cache": ("--no-cache", {"cache": False}, {"use_cache": False}, lambda r: r.cache is True),
+    "--no-cache": ("--no-cache", {"cache": False}, {"use_cache": False}, lambda r: r.cache is Cache.ON),
     "--time": ("--time", {"time": True}, {"time": True}, lambda r: r.needs.time),
     "--time-budget": ("--time --time-budget 30", {"time": True, "time_budget": 30}, {"time": True, "time_budget": 30},
                       lambda r: r.budget().seconds),
@@ -144,7 +145,7 @@ GATE = {
     "--tolerance": ("--tolerance time=5%,hbm_bytes=1024", {"tolerance": "time=5%,hbm_bytes=1024"}, lambda g: g.tolerances),
     "--target": ("--target tpu-v6e", {"targets": ["tpu-v6e"]}, lambda g: g.request.chips),
     "--set": ("--set bm=128", {"params": {"bm": 128}}, lambda g: g.request.sets),
-    "--no-cache": ("--no-cache", {"cache": False}, lambda g: g.request.use_cache is True),
+    "--no-cache": ("--no-cache", {"cache": False}, lambda g: g.request.template.cache is Cache.ON),
     "TARGET...": ("samples/attention.py:naive", {}, lambda g: (g.request.specs, g.covered)),
 }
 

@@ -3,6 +3,8 @@ The verb added here has its options, help, examples, printer and work in its row
 command line parses it, lists it in --help, runs its work and prints what the work returned."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from inspector import cli
@@ -16,15 +18,23 @@ def _greet_options(p):
     p.add_argument("--loud", action="store_true", help="in capitals")
 
 
-def _greet_work(opts):
+@dataclasses.dataclass(frozen=True)
+class _Greeting:
+    """The verb's own record of its options: what crosses to the child beside the Request."""
+
+    name: str
+
+
+def _greet_work(request, options: _Greeting):
     """In the child process (here, with isolate=False: this one): data, never printed."""
-    return {"greeting": f"hello, {opts.name}"}
+    return {"greeting": f"hello, {options.name}"}
 
 
 def _greet_printer(opts) -> int:
     from inspector.commands.work import run
+    from inspector.request import Request
 
-    text = run(opts)["greeting"]
+    text = run("greet", Request("", debug=opts.debug), _Greeting(opts.name), isolate=opts.isolate)["greeting"]
     print(text.upper() if opts.loud else text)
     return 0
 

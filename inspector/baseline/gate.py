@@ -13,7 +13,7 @@ from ..base.errors import UsageError
 from .compare import Comparison, Tolerance, compare, parse_tolerances
 from .record import Baseline, load, new_baseline
 from .targets import expand
-from .work import Request, compute
+from .work import Request, compute, template
 from ..families import family_of
 
 
@@ -53,8 +53,9 @@ def make_gate(path: str, targets: list[str], *, chips: str | None, sets: list[st
             raise UsageError(f"baseline {path} has no figures for {', '.join(missing)} (it holds "
                              f"{', '.join(before.chips) or 'none'}): leave {option} out, or save it again with "
                              f"--target {','.join(dict.fromkeys([*before.chips, *missing]))}")
-    request = Request(specs=found.specs, chips=before.chips if named is None else named, sets=[str(s) for s in sets], time=before.time,
-                      time_budget=before.data.get("time_budget_s"), use_cache=use_cache, debug=debug)
+    request = Request(specs=found.specs, chips=before.chips if named is None else named,
+                      template=template(sets, time=before.time, time_budget=before.data.get("time_budget_s"),
+                                        cache=use_cache, debug=debug))
     return Gate(before, found.files, request, parsed)
 
 

@@ -7,26 +7,46 @@ import contextlib
 import dataclasses
 import os
 import sys
-from typing import Any, Callable
+from typing import Callable
 
 from ..base.errors import InspectorError, UsageError
 from ..base.findings import TIME_CODES
+from ..request import Cache
+from ..request import Request as ReportRequest
+from ..results.view_table import Needs, get_view
 from .record import kernel_keys, target_label, time_figure
 from ..families import family_of
 
 
+def template(sets: list[str] | tuple[str, ...] = (), *, time: bool = False, time_budget: float | None = None,
+             cache: Cache | bool | str = Cache.ON, debug: bool = False) -> ReportRequest:
+    """The Request every target of a baseline is computed by (its spec and chip put in per target):
+    the fusions view's figures (kernels, totals, each Pallas kernel's VMEM), libtpu's time with
+    ``time`` (within ``time_budget`` seconds), the --set values every target takes."""
+    return ReportRequest("", needs=get_view("fusions").needs | Needs(time=time), sets=tuple(str(s) for s in sets),
+                         time_budget=time_budget or None, cache=Cache(cache), memo=False, debug=debug)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Request:
-    """What to compute: the targets (file.py:function), the chips, the --set values every target
-    takes, libtpu's time (``time``, within ``time_budget`` seconds), the compile cache's use."""
+    """What to compute: the targets (file.py:function), the chips, and the template Request each
+    target's Report is made by (``template``: its sets, time, budget, cache)."""
 
     specs: list[str]
     chips: list[str]
-    sets: list[str] = dataclasses.field(default_factory=list)
-    time: bool = False
-    time_budget: float | None = None
-    use_cache: Any = True  # True, False or compile_cache.REFRESH (make_report takes each)
-    debug: bool = False
+    template: ReportRequest = dataclasses.field(default_factory=template)
+
+    @property
+    def sets(self) -> list[str]:
+        return list(self.template.sets)
+
+    @property
+    def time(self) -> bool:
+        return self.template.needs.time
+
+    @property
+    def time_budget(self) -> float | None:
+        return self.template.time_budget
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -139,12 +159,10 @@ def compute_target(spec: str, request: Request) -> Computed:
     """In the child (or here, in tests): the target's entry over every chip of the request."""
     import inspector.base.environment as environment
 
-    environment.prepare(debug=request.debug)
+    environment.prepare(debug=request.template.debug)
     from ..base.chips import get_chip
     from ..compilation.target import load_target
-    from ..request import Request as ReportRequest
     from ..request import report_for
-    from ..results.view_table import Needs
 
     label = target_label(spec, request.sets)
     out = Computed(label=label, entry={"spec": spec, "sets": sorted(request.sets)})
@@ -157,13 +175,11 @@ def compute_target(spec: str, request: Request) -> Computed:
         except InspectorError as err:
             out.entry["error"] = _one_line(err)
             return out
-        needs = Needs(compile=True, fusions=True, pallas=True, time=request.time)
         chips: dict = {}
         for name in request.chips:
             chip = get_chip(name)
             try:
-                report = report_for(ReportRequest(target, chip.name, needs=needs, cache=request.use_cache, memo=False,
-                                                  time_budget=request.time_budget or None))
+                report = report_for(dataclasses.replace(request.template, spec=target, chip=chip.name))
             except UsageError as err:
                 out.usage = _one_line(err)
                 return out

@@ -63,14 +63,14 @@ def add_tui_options(tui: argparse.ArgumentParser) -> None:
     tui.add_argument("--baseline", metavar="FILE", default=None,
                      help="a saved baseline: the overview shows what moved against its figures for this target and "
                           "chip (in a pipe: check --baseline's table; default: none)")
+    # in a pipe, --baseline runs check's gate: check's options the UI has not, at their defaults
+    tui.set_defaults(more_targets=[], tolerance=[], estimate_only=False, sweep=False)
 
 
-def _use_cache(opts):
-    import inspector.compilation.compile_cache as compile_cache
+def _cache(opts):
+    from ..request import Cache
 
-    if not compile_cache.enabled():
-        return False
-    return compile_cache.REFRESH if getattr(opts, "no_cache", False) else True
+    return Cache.asked(refresh=opts.no_cache)
 
 
 def _progress(total: int):
@@ -81,11 +81,11 @@ def _progress(total: int):
 
 
 def _compute(opts, specs: list[str], chips: list[str], sets: list[str], time: bool, budget: float | None):
-    from ..baseline.work import Request, compute
+    from ..baseline.work import Request, compute, template
 
-    request = Request(specs=specs, chips=chips, sets=[str(s) for s in sets], time=time, time_budget=budget,
-                      use_cache=_use_cache(opts), debug=bool(getattr(opts, "debug", False)))
-    return compute(request, isolate=getattr(opts, "isolate", True), progress=_progress(len(specs)))
+    request = Request(specs=specs, chips=chips,
+                      template=template(sets, time=time, time_budget=budget, cache=_cache(opts), debug=opts.debug))
+    return compute(request, isolate=opts.isolate, progress=_progress(len(specs)))
 
 
 def _save(opts) -> int:
@@ -163,19 +163,18 @@ def check_gate(opts):
     from ..baseline.gate import make_gate
 
     if opts.baseline is None:
-        if getattr(opts, "tolerance", None):
+        if opts.tolerance:
             raise UsageError("--tolerance applies to --baseline FILE: give the baseline too, or leave it out")
         raise UsageError("check takes one target; several with --baseline FILE (a saved `inspector baseline`)")
-    for flag, given in (("--estimate-only", getattr(opts, "estimate_only", False)), ("--sweep", getattr(opts, "sweep", False)),
+    for flag, given in (("--estimate-only", opts.estimate_only), ("--sweep", opts.sweep),
                         ("--args", opts.args), ("--mesh", opts.mesh), ("--shard", opts.shard), ("--ref", opts.ref)):
         if given:
             raise UsageError(f"{flag} does not go with --baseline: the baseline's figures come from whole compiles of "
                              "INSPECT's entries")
     # --target given: those chips, each of which the baseline must hold; else the baseline's
-    chips = opts.chip if getattr(opts, "chip_reason", None) is None else None
-    return make_gate(opts.baseline, [opts.target, *getattr(opts, "more_targets", [])], chips=chips, sets=opts.set,
-                     tolerances=getattr(opts, "tolerance", []), use_cache=_use_cache(opts),
-                     debug=bool(getattr(opts, "debug", False)))
+    chips = opts.chip if opts.chip_reason is None else None
+    return make_gate(opts.baseline, [opts.target, *opts.more_targets], chips=chips, sets=opts.set,
+                     tolerances=opts.tolerance, use_cache=_cache(opts), debug=opts.debug)
 
 
 def check_baseline(opts) -> int:
@@ -183,5 +182,5 @@ def check_baseline(opts) -> int:
     from ..baseline.gate import run_gate
 
     gate = check_gate(opts)
-    result = run_gate(gate, isolate=getattr(opts, "isolate", True), progress=_progress(len(gate.request.specs)))
+    result = run_gate(gate, isolate=opts.isolate, progress=_progress(len(gate.request.specs)))
     return _emit(opts, result, f"check --baseline {opts.baseline}", ("before", "now"))

@@ -68,7 +68,8 @@ def request(opts):
     """The SweepRequest the options ask for (checked before anything starts)."""
     from ..tuning.candidates import check_overlap, parse_grid, parse_sets
     from ..tuning.measured import measure_count
-    from ..tuning.sweep import REFRESH, SweepRequest, check_chips
+    from ..request import Cache
+    from ..tuning.sweep import SweepRequest, check_chips
 
     attached = attached_chip()
     opts.chip = opts.chip or (attached.name if attached is not None else DEFAULT_TPU)
@@ -79,14 +80,12 @@ def request(opts):
     for text in opts.args:
         parse_specs(text)
     budget = time_budget(opts.time_budget, "--time-budget")
-    import inspector.compilation.compile_cache as compile_cache
-
-    cache = False if not compile_cache.enabled() else REFRESH if opts.no_cache else True
+    cache = Cache.asked(refresh=opts.no_cache).value
     grid, fixed = parse_grid(opts.grid), parse_sets(opts.set)
     check_overlap(grid, fixed)  # before any worker starts
     return SweepRequest(spec=opts.target, chips=chips, args=list(opts.args), grid=grid, fixed=fixed,
                         workers=opts.workers, ray=opts.ray or os.environ.get("RAY_ADDRESS") or None, cache=cache,
-                        budget=budget, table=opts.table, debug=bool(getattr(opts, "debug", False)),
+                        budget=budget, table=opts.table, debug=opts.debug,
                         measure=measure_count(opts.top) if opts.measure else 0)
 
 

@@ -26,7 +26,9 @@ class Verb:
     examples: tuple[str, ...]  # its --help's examples: commands that run as written from the repository's root
     options: tuple[Callable[[argparse.ArgumentParser], None], ...]  # each adds a group of its arguments to its parser
     printer: str | Callable  # in this process: checks the options, has the work done, prints; returns the exit code
-    work: str | Callable | None = None  # what it computes, in the child process (``work.run``): jax and the user's code
+    # what it computes, in the child process (``work.run``): jax and the user's code, from the Request
+    # and the verb's own record of options (commands/requests.py)
+    work: str | Callable | None = None
     # where the usage error's list of verbs names it, the most used first (None: not named; tui is what
     # `inspector TARGET` opens); a verb left at the default comes last
     listed: int | None = 100
@@ -56,7 +58,7 @@ VERBS: tuple[Verb, ...] = (
         "inspector export samples/attention.py:naive --svg naive.svg",
         "inspector export samples/attention.py:naive --html naive.html --target tpu-v5e",
         "inspector export samples/transformer.py:train_step --svg step.svg --expand layer3",
-    ), (options.export_options,), "verbs:export", "work:work_export", listed=4),
+    ), (options.export_options,), "verbs:export", "work:work_show", listed=4),
     Verb("check", "VMEM fit, layout rules and BlockSpec bugs of every pallas_call; exit 1 on a problem", (
         "inspector check samples/attention.py:flash --target tpu-v5e,tpu-v6e",
         "inspector check samples/attention.py:flash --target tpu-v5e --set block_q=4096",

@@ -13,35 +13,38 @@ from ..base import json_text
 from ..base.atomic import check_not_read_only, check_writable, refuse_foreign, write_atomic
 from ..base.chips import INTERPRET_EXAMPLE, get_chip, parse_targets
 from ..base.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNDECIDED, TargetFailure, UsageError
-from ..hlo.pass_select import check_view_options
 from ..compilation.sharding import parse_mesh, parse_specs
 from ..base.units import fmt_bytes
-from ..verbs.rules import check_chips, check_measure, check_time_options, diff_simulated_chip, require_two_variants
-from ..results.view_table import Needs, get_view
-from .requests import compare_sides
+from ..request import Request
+from ..verbs.rules import check_chips, diff_simulated_chip, require_two_variants
+from ..results.view_table import get_view
+from .requests import (CompareOptions, check_job, compare_sides, diff_job, doctor_job, export_request, fix_job,
+                       overview_request, show_request, shown_view)
 from .work import run
 from ..families import family_of
 
 
 def show(opts) -> int:
+    from ..hlo.pass_select import check_view_options
+
+    check_view_options(opts.view, opts.pass_select, opts.passes)  # what the view shows: --pass, --passes
+    request = show_request(opts)
+    if opts.fixes:
+        _check_fixes(opts)
+    return _print_report(request, shown_view(opts), json=opts.json, sort=opts.sort, top=opts.top, isolate=opts.isolate)
+
+
+def _print_report(request: Request, view: str, *, json: bool, sort: str, top: int, isolate: bool) -> int:
+    """The Report the request asks for, printed as ``view`` (or JSON); the exit code."""
     from ..views.printer import make_console, print_json, print_view
 
-    select = getattr(opts, "pass_select", None)
-    check_view_options(opts.view, select, bool(getattr(opts, "passes", False)))
-    check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None), opts.view, bool(opts.json),
-                       getattr(opts, "time_memory", None))
-    check_measure(bool(getattr(opts, "measure", False)))
-    if select is not None and opts.view == "overview":
-        opts.view = "passes"  # --pass alone asks for the passes view
-    if getattr(opts, "fixes", False):
-        _check_fixes(opts)
-    report = run(opts)
+    report = run("show", request, isolate=isolate)
     console = make_console()
-    if opts.json:
-        text = get_view(opts.view).stage_text
+    if json:
+        text = get_view(view).stage_text
         print_json(report.to_dict(texts=(text,) if text else ()), console)
     else:
-        print_view(report, opts.view, console, sort=opts.sort, top=opts.top)
+        print_view(report, view, console, sort=sort, top=top)
     return EXIT_OK if report.ok else EXIT_FINDINGS
 
 
@@ -73,9 +76,7 @@ def export(opts) -> int:
     if not (opts.svg or opts.dot or opts.json_path or opts.html):
         raise UsageError("export needs at least one of --svg PATH, --dot PATH, --html PATH, --json PATH")
     _export_paths(opts)
-    check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None),
-                       memory=getattr(opts, "time_memory", None))
-    check_measure(bool(getattr(opts, "measure", False)))
+    request = export_request(opts)
     drawings = [(f, p) for f, p in (("SVG", opts.svg), ("DOT", opts.dot), ("HTML", opts.html)) if p]
     blank = [e for e in opts.expand if not e.strip()]
     if blank:
@@ -92,7 +93,7 @@ def export(opts) -> int:
         except UsageError as err:
             raise UsageError(str(err).replace("so no SVG", "so no --svg") + (
                 " (--html lays its graph out in the page without dot)" if opts.html else "")) from None
-    report = run(opts)
+    report = run("export", request, isolate=opts.isolate)
     written, failure, notes = [], None, []
     if opts.json_path:
         written.append(f"{write_atomic(opts.json_path, report.to_json())} (the Report)")
@@ -133,7 +134,7 @@ def _is_stdout(path: str) -> bool:
         return False
 
 
-def _emit(opts, result, view) -> int:
+def _emit(opts, result, view, debug: bool) -> int:
     """Print a check or diff result (JSON with --json) and turn its verdict into the exit code."""
     import dataclasses
 
@@ -144,7 +145,7 @@ def _emit(opts, result, view) -> int:
         print_json(dataclasses.asdict(result), console)
     else:
         print_fitting(console, view(result))
-    if getattr(opts, "debug", False):  # --debug: the traceback (or interpreter output) behind each finding that kept one
+    if debug:  # --debug: the traceback (or interpreter output) behind each finding that kept one
         for f in result.findings:
             if isinstance(f.data, dict) and f.data.get("detail"):
                 print(f"--debug: {f.code}: {f.message.splitlines()[0][:160]}\n{f.data['detail']}", file=sys.stderr)
@@ -159,15 +160,12 @@ def compare(opts) -> int:
     from ..views.compare import compare_view
     from ..views.printer import make_console, print_fitting, print_json
 
-    check_time_options(bool(getattr(opts, "time", False)), getattr(opts, "time_budget", None),
-                       memory=getattr(opts, "time_memory", None))
-    check_measure(bool(getattr(opts, "measure", False)))
-    a, b = compare_sides(opts, Needs())
+    a, b = compare_sides(opts)
     params = lambda side: dict(item.split("=", 1) if "=" in item else (item, None) for item in side.sets)  # the last --set wins
     require_two_variants((a.spec, a.chip, params(a)), (b.spec, b.chip, params(b)),
                          "give a second target, --set-a/--set-b (e.g. --set-a block_q=128 --set-b block_q=256) "
                          "or --target-a/--target-b")
-    result = run(opts)
+    result = run("compare", a, CompareOptions(b=b), isolate=opts.isolate)
     console = make_console()
     if opts.json:
         print_json(dataclasses.asdict(result), console)
@@ -185,7 +183,8 @@ def check(opts) -> int:
         return check_baseline(opts)
 
     check_chips(parse_targets(opts.chip), "--target tpu-v5e,tpu-v6e,h100")
-    return _emit(opts, run(opts), check_view)
+    request, options = check_job(opts)
+    return _emit(opts, run("check", request, options, isolate=opts.isolate), check_view, request.debug)
 
 
 def fix(opts) -> int:
@@ -198,12 +197,12 @@ def fix(opts) -> int:
     if any(not family_of(c).info.can.fix for c in chips):
         raise UsageError(f"fix compiles for TPUs: --target {', '.join(c.name for c in chips if not family_of(c).info.can.fix)} is not one "
                          "(e.g. --target tpu-v5e,tpu-v5p)")
-    check_measure(bool(opts.measure))
+    request, options = fix_job(opts)
     if opts.patch is not None:
         _check_patch_path(opts)
     elif opts.force:
         raise UsageError("--force lets --patch replace a file this tool did not write: give --patch FILE too, or leave it out")
-    result = run(opts)
+    result = run("fix", request, options, isolate=opts.isolate)
     console = make_console()
     if opts.json:
         print_json(dataclasses.asdict(result), console)
@@ -239,13 +238,14 @@ def diff(opts) -> int:
     from ..views.diff import diff_view
 
     diff_simulated_chip(parse_targets(opts.chip), "--target", INTERPRET_EXAMPLE, "cpu/gpu")
-    return _emit(opts, run(opts), diff_view)
+    request, options = diff_job(opts)
+    return _emit(opts, run("diff", request, options, isolate=opts.isolate), diff_view, request.debug)
 
 
 def tui(opts) -> int:
     """The terminal UI; when stdout is not a terminal (a pipe, CI), the overview instead."""
     baseline = None
-    if getattr(opts, "baseline", None) is not None:  # the overview shows what moved against it
+    if opts.baseline is not None:  # the overview shows what moved against it
         from ..baseline.record import load
 
         baseline = load(opts.baseline)
@@ -254,9 +254,11 @@ def tui(opts) -> int:
             from .baseline import check_baseline
 
             return check_baseline(opts)
-        opts.view, opts.roofline, opts.sort, opts.top = "overview", None, "order", 40
-        return show(opts)
-    from ..compilation.compile_cache import enabled as cache_enabled
+        return _print_report(overview_request(opts), "overview", json=opts.json, sort="order", top=40,
+                             isolate=opts.isolate)
+    import dataclasses
+
+    from ..request import Cache
     from ..session import Session
     from ..views.tui.app import InspectorApp
 
@@ -265,9 +267,8 @@ def tui(opts) -> int:
         parse_mesh(opts.mesh)
     if opts.shard is not None:
         parse_specs(opts.shard)
-    session = Session(opts.target, opts.chip, args=opts.args, ref=opts.ref, sets=list(opts.set),
-                      use_cache=cache_enabled() and not opts.no_cache, mesh=opts.mesh, shard=opts.shard,
-                      chip_reason=getattr(opts, "chip_reason", None))
+    request = overview_request(opts)  # the Session adds what each tab needs; --no-cache leaves the cache alone
+    session = Session(request=dataclasses.replace(request, cache=Cache.OFF) if request.cache is Cache.REFRESH else request)
     InspectorApp(session, baseline=baseline).run()  # it reloads a saved file, --watch or not
     return EXIT_OK
 
@@ -287,7 +288,8 @@ def doctor(opts) -> int:
     from ..views.doctor import doctor_view
     from ..views.printer import make_console, print_fitting, print_json
 
-    found = run(opts)
+    request, options = doctor_job(opts)
+    found = run("doctor", request, options, isolate=opts.isolate)
     console = make_console()
     if opts.json:
         print_json(found.to_dict(), console)

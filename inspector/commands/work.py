@@ -15,11 +15,10 @@ from ..base.chips import CHIPS, INTERPRET_EXAMPLE, get_chip, parse_targets
 from ..base.errors import TargetFailure, UsageError
 from ..base.tempdirs import temp_folder
 from ..base.user_code import describe_error, reraise_interrupt
-from ..request import Request, report_for, use_cache
+from ..request import Request, report_for
 from ..verbs.rules import diff_simulated_chip, doctor_chips
-from ..results.view_table import Needs
 from . import verb_table
-from .requests import compare_sides, request_from, show_request
+from .requests import CheckOptions, CompareOptions, DiffOptions, DoctorOptions, FixOptions
 from ..families import family_of
 
 
@@ -36,17 +35,6 @@ def _exits_are_failures(target, doing: str):
         raise TargetFailure(describe_error(err, target.file, doing)) from err
 
 
-def _use_cache(opts):
-    return use_cache(True, refresh=bool(opts.no_cache))
-
-
-def _load(opts):
-    from ..compilation.target import load_target
-
-    return load_target(opts.target, args=opts.args, ref=getattr(opts, "ref", None), sets=opts.set,
-                       mesh=getattr(opts, "mesh", None), shard=getattr(opts, "shard", None))
-
-
 def _report(request: Request):
     """Load the target, capture its stages and gather the Report: the one path every verb takes."""
     target = request.target()
@@ -54,36 +42,28 @@ def _report(request: Request):
         return report_for(request, target)
 
 
-def work_show(opts):
-    return _report(show_request(opts))
+def work_show(request: Request, options: None = None):
+    return _report(request)
 
 
-
-
-def work_compare(opts):
+def work_compare(request: Request, options: CompareOptions):
     from ..verbs.comparison import compare_reports
 
-    reports = [_report(side) for side in compare_sides(opts, Needs(compile=True, fusions=True, pallas=True, time=opts.time))]
-    return compare_reports(*reports)
+    return compare_reports(_report(request), _report(options.b))
 
 
-def work_export(opts):
-    return _report(request_from(opts, Needs(compile=True, jaxpr_text=bool(opts.json_path), fusions=True, pallas=True,
-                                            collectives=True, time=opts.time)))
-
-
-def work_check(opts):
+def work_check(request: Request, opts: CheckOptions):
     import functools
 
     from ..verbs.checking import run_check
 
-    chips = parse_targets(opts.chip)
-    target = _load(opts)
+    chips = parse_targets(request.chip)
+    target = request.target()
     # several TPU compiles: each in a process of its own, so that libtpu aborting one is that chip's finding
-    apart = (functools.partial(_compile_apart, opts)
+    apart = (functools.partial(_compile_apart, request)
              if opts.isolate and not opts.estimate_only and sum(family_of(c).info.can.compile for c in chips) > 1 else None)
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
-        result = run_check(target, chips, estimate_only=opts.estimate_only, use_cache=_use_cache(opts),
+        result = run_check(target, chips, estimate_only=opts.estimate_only, use_cache=request.cache.value,
                            compile_apart=apart)
         if opts.sweep:
             from ..pallas.sweep import sweep
@@ -92,7 +72,7 @@ def work_check(opts):
     return result
 
 
-def _compile_apart(opts, chip):
+def _compile_apart(request: Request, chip):
     """The compiled Stages of the target on ``chip``, made in a child process whose stderr (where
     libtpu logs) goes to a file: shown with --debug, else kept from the user's terminal. A child
     that ends without an answer (libtpu's abort) raises CompilerAborted with the log's tail."""
@@ -104,14 +84,14 @@ def _compile_apart(opts, chip):
     with temp_folder("chip-log") as folder:
         log = os.path.join(folder, "stderr.txt")
         try:
-            return run_isolated(_compile_chip, opts, chip.name, stderr_to=log)
+            return run_isolated(_compile_chip, request, chip.name, stderr_to=log)
         except ChildFailed as err:
             code = getattr(err, "returncode", None)
             if code is None:
                 raise
             raise CompilerAborted(chip.name, code, _read_log(log)) from err
         finally:
-            if opts.debug and os.path.exists(log):
+            if request.debug and os.path.exists(log):
                 sys.stderr.write(_read_log(log))
 
 
@@ -123,53 +103,52 @@ def _read_log(path: str) -> str:
         return ""
 
 
-def _compile_chip(opts, chip_name: str):
+def _compile_chip(request: Request, chip_name: str):
     """In the child: trace, lower and compile the target for one chip; its Stages (plain data)."""
-    environment.prepare(debug=opts.debug)
+    environment.prepare(debug=request.debug)
     from ..compilation.stages import capture
     from ..mosaic.explain import explain_capture
 
-    target = _load(opts)
+    target = request.target()
     chip = get_chip(chip_name)
     with contextlib.redirect_stdout(sys.stderr), _exits_are_failures(target, f"raised while tracing {target.name}"):
         # explained here: what explains a failure (the traced program) stays in this process
-        return explain_capture(capture(target, Backend(chip), compile=True, use_cache=_use_cache(opts), memo=False,
+        return explain_capture(capture(target, Backend(chip), compile=True, use_cache=request.cache.value, memo=False,
                                        buffers=True), chip).stages
 
 
-def work_fix(opts):
+def work_fix(request: Request, options: FixOptions):
     import dataclasses
     import functools
 
     from ..verbs.fixing import run_fix, set_names
 
-    chips = parse_targets(opts.chip)
-    target = _load(opts)
-    measure = functools.partial(_measure_fix, opts) if opts.measure else None
+    chips = parse_targets(request.chip)
+    target = request.target()
+    measure = functools.partial(_measure_fix, request) if request.measure else None
     with _exits_are_failures(target, f"raised while tracing {target.name}"):
-        result = run_fix(target, chips, numerics=not opts.no_numerics, time=not opts.no_time, use_cache=_use_cache(opts),
-                         measure=measure, fixed=set_names(opts.set or []))
-    if opts.patch:
-        patch, note, encoding = _fix_patch(result, target, opts, _other_inputs(opts))
+        result = run_fix(target, chips, numerics=options.numerics, time=options.time, use_cache=request.cache.value,
+                         measure=measure, fixed=set_names(list(request.sets)))
+    if options.patch:
+        patch, note, encoding = _fix_patch(result, target, request, options.patch, _other_inputs(request))
         result = dataclasses.replace(result, patch=patch, patch_note=note, patch_encoding=encoding)
     return result
 
 
-def _other_inputs(opts) -> list:
+def _other_inputs(request: Request) -> list:
     """The other input sets the file names for the target (INSPECT's args, where --args replaced
     them): a patch of a shared kernel must hold there too."""
-    from ..compilation.target import load_target
+    import dataclasses
 
-    if opts.args is None:
+    if request.args is None:
         return []
     try:
-        return [("INSPECT's args", load_target(opts.target, ref=getattr(opts, "ref", None), sets=opts.set,
-                                               mesh=getattr(opts, "mesh", None), shard=getattr(opts, "shard", None)))]
+        return [("INSPECT's args", dataclasses.replace(request, args=None).target())]
     except UsageError:  # the file names none
         return []
 
 
-def _fix_patch(result, target, opts, others) -> tuple[str | None, str, str]:
+def _fix_patch(result, target, request: Request, patch_file: str, others) -> tuple[str | None, str, str]:
     """The best fix on the first chip that the source can express as a diff of it and that holds at
     every input set the file names; what it does, or why none; the diff's encoding. A change of a
     --set is the command line's, said by the printer."""
@@ -185,8 +164,8 @@ def _fix_patch(result, target, opts, others) -> tuple[str | None, str, str]:
         return None, f"no fix is recommended on {chip}", "utf-8"
     if chip not in result.best_in_source:
         return None, f"every fix recommended on {chip} changes a --set of yours: {result.command_line.get(chip, '')}", "utf-8"
-    given = "INSPECT's args" if opts.args is None else "--args" + ("" if others else " (the file names no others)")
-    change, holds = holding_patch(result, others, given=given, use_cache=_use_cache(opts))
+    given = "INSPECT's args" if request.args is None else "--args" + ("" if others else " (the file names no others)")
+    change, holds = holding_patch(result, others, given=given, use_cache=request.cache.value)
     if change is None:
         return None, holds, "utf-8"
     try:
@@ -195,51 +174,51 @@ def _fix_patch(result, target, opts, others) -> tuple[str | None, str, str]:
         return None, f"{change.label}: {err}", "utf-8"
     # git -C reads the patch's name from the repository: an absolute one, where that is elsewhere
     here = os.path.realpath(os.getcwd()) == os.path.realpath(patch.repository)
-    how = "git apply" if here else f"git -C {shlex.quote(patch.repository)} apply {shlex.quote(os.path.abspath(opts.patch))}"
+    how = "git apply" if here else f"git -C {shlex.quote(patch.repository)} apply {shlex.quote(os.path.abspath(patch_file))}"
     return patch.text, f"{change.label} in {patch.path} ({holds}); apply with `{how}`", patch.encoding
 
 
-def _measure_fix(opts, change, chip) -> float:
+def _measure_fix(request: Request, change, chip) -> float:
     """The program's device time with ``change`` on the attached TPU (--measure)."""
     import functools
 
     from ..verbs.fixing import load_variant
     from ..measure.run import measure_on_chip
 
-    return measure_on_chip(functools.partial(load_variant, functools.partial(_load, opts), change), chip, debug=opts.debug).seconds
+    return measure_on_chip(functools.partial(load_variant, request.target, change), chip, debug=request.debug).seconds
 
 
-def work_diff(opts):
+def work_diff(request: Request, options: DiffOptions):
     from ..run import run_diff
 
-    chip = diff_simulated_chip(parse_targets(opts.chip), "--target", INTERPRET_EXAMPLE, "cpu/gpu")
-    target = _load(opts)
+    chip = diff_simulated_chip(parse_targets(request.chip), "--target", INTERPRET_EXAMPLE, "cpu/gpu")
+    target = request.target()
     with _exits_are_failures(target, f"raised while running {target.name}"):
         try:
-            return run_diff(target, seed=opts.seed, atol=opts.atol, rtol=opts.rtol, grad=opts.grad, runs=opts.runs,
-                            chip=chip, strict=opts.strict, start_devices=bool(getattr(opts, "isolate", False)))
+            return run_diff(target, seed=options.seed, atol=options.atol, rtol=options.rtol, grad=options.grad,
+                            runs=options.runs, chip=chip, strict=options.strict, start_devices=options.start_devices)
         except ValueError as err:
             raise UsageError(str(err)) from err
 
 
-def work_doctor(opts):
+def work_doctor(request: Request, opts: DoctorOptions):
     from .doctor import checkup
 
     chips = doctor_chips(parse_targets(opts.chip)) if opts.chip else [c for c in CHIPS if family_of(c).info.can.compile and c.devices == 1]
     return checkup(chips, svg_required=opts.svg)
 
 
-def work(opts):
+def work(verb: str, request: Request, options=None):
     """What the verb computes: runs jax and the user's code, returns plain data. Whatever the
     user's code prints goes to stderr: stdout is the inspector's alone."""
-    environment.prepare(debug=opts.debug)
+    environment.prepare(debug=request.debug)
     from ..jax_internals import check_version
 
-    if opts.verb != "doctor" and (note := check_version()) is not None:  # doctor says it in its table
+    if verb != "doctor" and (note := check_version()) is not None:  # doctor says it in its table
         print(f"inspector: note: {note}", file=sys.stderr)
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            return verb_table.load(verb_table.get_verb(opts.verb).work)(opts)
+            return verb_table.load(verb_table.get_verb(verb).work)(request, options)
     except (RuntimeError, AssertionError) as err:  # JAX_PLATFORMS names a backend jax cannot start; the TPU is busy
         from ..base.environment import chip_failure
 
@@ -249,16 +228,18 @@ def work(opts):
         raise failure from err
 
 
-def runs_on_chip(opts) -> bool:
+def runs_on_chip(verb: str) -> bool:
     """diff runs the function itself: on the attached TPU where there is one (and nothing the user
     set keeps jax off it), so its process opens the chip; every other verb's stays deviceless."""
-    return opts.verb == "diff" and environment.may_use_chip()
+    return verb == "diff" and environment.may_use_chip()
 
 
-def run(opts):
-    """``work(opts)`` in a child process (the CLI), or here (``main(isolate=False)``: tests)."""
-    if not opts.isolate:
-        return work(opts)
+def run(verb: str, request: Request, options=None, *, isolate: bool = True):
+    """``work(verb, request, options)`` in a child process (the CLI), or here (``isolate`` False:
+    ``main(isolate=False)``, the tests). What crosses is the Request and the verb's own record of
+    options (commands/requests.py), plain data that pickles; never argparse's Namespace."""
+    if not isolate:
+        return work(verb, request, options)
     from ..base.child_process import run_isolated
 
-    return run_isolated(work, opts, env=environment.chip_env() if runs_on_chip(opts) else None)
+    return run_isolated(work, verb, request, options, env=environment.chip_env() if runs_on_chip(verb) else None)

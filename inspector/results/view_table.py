@@ -97,6 +97,20 @@ SHOW_VIEWS: tuple[str, ...] = tuple(v.name for v in VIEWS if v.shown)
 STAGE_TEXTS: tuple[str, ...] = tuple(v.stage_text for v in VIEWS if v.stage_text)
 
 
+# what a compile adds only when asked (a key in the terminal UI, a flag of show, a keyword of inspect):
+# never part of a report for every view
+ON_DEMAND = Needs(buffers=True, passes=True, mosaic_passes=True, time=True)
+
+
+def everyday_needs() -> Needs:
+    """What a report for every view computes before a key or a flag asks for more: each view's
+    needs, less those ON_DEMAND (the terminal UI's first report, ``inspector.inspect``'s)."""
+    found = Needs()
+    for view in VIEWS:
+        found = found | view.needs
+    return Needs(**{f.name: getattr(found, f.name) and not getattr(ON_DEMAND, f.name) for f in dataclasses.fields(Needs)})
+
+
 def get_view(name: str) -> View:
     """The row named ``name``; KeyError when there is none (the callers check names first)."""
     return _BY_NAME[name]

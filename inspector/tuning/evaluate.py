@@ -27,7 +27,6 @@ from .candidates import TunePlan
 from .model import FAILED, PRUNED, RANKED, REFUSED, UNTIMED, TuneRow, sound_row
 
 PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")
-REFRESH = "refresh"  # cache: do not read, but store (--no-cache)
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -140,7 +139,7 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped
         return done(status=PRUNED, code="vmem-over-limit", vmem_estimate_bytes=estimate, vmem_limit_bytes=limit,
                     reason=f"{b.kernel}: needs at least {_mib(b.certain_bytes)} of VMEM, over the {b.limit_source} "
                            f"{_mib(b.limit_bytes)} (the estimate; not compiled)")
-    use_compile_cache = compile_cache.REFRESH if cache == REFRESH else bool(cache) and compile_cache.enabled()
+    use_compile_cache = compile_cache.REFRESH if cache == compile_cache.REFRESH else bool(cache) and compile_cache.enabled()
     compiled = capture(target, backend_for(chip), jaxpr_text=False, use_cache=use_compile_cache)  # type: ignore[arg-type]  # REFRESH is capture's own value
     stages = family_of(chip).explain_failure(compiled, chip).stages
     if stages.compile_error is not None:

@@ -16,6 +16,8 @@ import inspector.tuning.store as store
 import inspector.tuning.table as table  # the module: a test replaces its update_table
 from ..base.chips import UNSIMULATED_WHY, parse_targets
 from ..base.errors import TargetFailure, UsageError
+from ..compilation.compile_cache import REFRESH  # noqa: F401  (the one definition: views/tui/tune_options.py reads it here)
+from ..request import Cache, Request
 from ..libtpu import Budget
 from ..base.tempdirs import sweep
 from .candidates import TunePlan, candidates, default_params, swept_values
@@ -26,23 +28,57 @@ from .rank import rank_all
 from .ray_backend import RayPool
 from ..families import family_of
 
-REFRESH = "refresh"
 
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, init=False)
 class SweepRequest:
-    spec: str
-    chips: list[str]
+    """A sweep: the template Request every candidate is made by (the spec, the chips, libtpu's
+    budget per candidate, the compile cache, --debug), and what the sweep alone has."""
+
+    template: Request  # its chip: the chips, comma-separated
     args: list[str] = dataclasses.field(default_factory=list)  # --args, one shape each (empty: INSPECT's)
     grid: dict[str, list] = dataclasses.field(default_factory=dict)
     fixed: dict = dataclasses.field(default_factory=dict)  # --set
     workers: int | None = None  # default: the cores
     ray: str | None = None  # a Ray cluster's address
-    cache: bool | str = True  # True, False, or REFRESH (--no-cache: compute, then store)
-    budget: Budget = dataclasses.field(default_factory=Budget)  # libtpu's, per candidate (--time-budget)
     table: str | None = None  # tuning table to write or update
-    debug: bool = False
     measure: int = 0  # candidates per shape to run on the attached TPU and rank by device time (tune --measure)
+
+    def __init__(self, *, template: Request | None = None, spec: str = "", chips: list[str] | tuple[str, ...] = (),
+                 cache: bool | str | Cache = True, budget: Budget | None = None, debug: bool = False,
+                 args: list[str] | None = None, grid: dict | None = None, fixed: dict | None = None,
+                 workers: int | None = None, ray: str | None = None, table: str | None = None, measure: int = 0) -> None:
+        """``SweepRequest(template=..., ...)``, or the template's fields by name: ``spec``,
+        ``chips``, ``cache``, ``budget`` (libtpu's Budget) and ``debug``."""
+        if template is None:
+            budget = budget or Budget()
+            template = Request(spec, ",".join(chips), cache=Cache(cache), debug=debug, time_budget=budget.seconds,
+                               time_memory=budget.memory_bytes, memo=False)
+        for name, value in (("template", template), ("args", list(args or [])), ("grid", dict(grid or {})),
+                            ("fixed", dict(fixed or {})), ("workers", workers), ("ray", ray), ("table", table),
+                            ("measure", measure)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def spec(self) -> str:
+        return str(self.template.spec)
+
+    @property
+    def chips(self) -> list[str]:
+        return [c for c in self.template.chip.split(",") if c]
+
+    @property
+    def cache(self) -> bool | str:
+        """What a candidate's compile takes: True, False, or REFRESH (--no-cache: compute, then store)."""
+        return self.template.cache.value
+
+    @property
+    def budget(self) -> Budget:
+        """libtpu's, per candidate (--time-budget)."""
+        return self.template.budget()
+
+    @property
+    def debug(self) -> bool:
+        return self.template.debug
 
 
 class Progress(Protocol):
