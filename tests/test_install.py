@@ -34,6 +34,11 @@ def test_the_wheel_holds_the_package_and_its_data(wheel):
                    "inspector/families/gpu/specs/README.md"):
         assert needed in names, needed
     assert not {n for n in names if n.startswith(("views/", "kernels/", "tests/"))}  # no top-level names
+    # every package of the tree is in the wheel (pyproject.toml lists them by hand)
+    folders = {"inspector": ROOT / "inspector", "inspector/views": ROOT / "views", "inspector/kernels": ROOT / "kernels"}
+    packages = {f"{top}/{init.parent.relative_to(root).as_posix()}/__init__.py".replace("/./", "/")
+                for top, root in folders.items() for init in root.rglob("__init__.py")}
+    assert packages - names == set()
     entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "inspector = inspector.cli:entry" in entry
 
