@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -338,22 +339,23 @@ def _rank(item) -> int:
 # compile from the run's cache).
 SPLIT_BY_ENTRY = ("tests/test_corpus.py", "tests/test_corpus_model_kernels.py",
                   "tests/test_corpus_levanter_pallasbench.py")
-# The files whose tests share nothing in the process (each app its own Session and worker): a unit
-# per test function.
+# The files whose tests share only what the process memoises (the UI's few small compiles, made
+# again once on the other worker): a unit per test function.
 SPLIT_BY_FUNCTION = ("tests/test_tui.py",)
 
 
 def _unit(item) -> str:
-    """The xdist group of a test: its file, or a finer unit where its file's tests share no state."""
+    """The xdist group of a test: its file, or a finer unit (a docs command, a corpus entry, a
+    function of test_tui.py) where what its file's tests share is per that unit."""
     file, _, rest = item.nodeid.partition("::")
     params = item.callspec.params if hasattr(item, "callspec") else {}
     if item.nodeid.startswith("tests/test_docs.py::test_every_command_runs"):
         # a unit per command; a command two pages show (tune's, in README and tune.md) one unit,
         # so the second is tune's journal hit, not the same sweep on the other worker meanwhile
-        return f"docs: {params['command']}"
+        return "docs: " + re.sub(r"[\[\]@]", "_", params["command"])  # xdist reads a "]" or "@" in a name as its own
     entry = params.get("entry", params.get("spec"))
     if file in SPLIT_BY_ENTRY and isinstance(entry, str):
-        return f"{file}[{entry}]"
+        return f"{file} {entry}"
     if file in SPLIT_BY_FUNCTION:
         return f"{file}::{rest.split('[', 1)[0]}"
     return file

@@ -37,7 +37,8 @@ SIZE = (100, 30)
 # it compiles for a TPU (here that would be a libtpu compile in the test's process).
 REAL_WORKER = {"test_keys_typed_before_the_other_tabs_are_mounted_are_handled_after",
                "test_export_during_the_compile_says_when_it_can_and_counts_read_right",
-               "test_stages_arrive_as_they_are_ready_with_the_stage_and_its_seconds", "test_switching_target_recompiles_for_the_tpu", "test_compare_with_other_parameters_and_another_chip",
+               "test_stages_arrive_as_they_are_ready_with_the_stage_and_its_seconds",
+               "test_switching_target_recompiles_for_the_tpu", "test_compare_with_other_parameters_and_another_chip",
                "test_in_a_real_terminal", "test_a_crash_of_the_ui_is_one_line_a_log_and_a_non_zero_exit",
                "test_esc_when_idle_keeps_the_worker_and_quit_ends_it_quietly",
                "test_a_switch_cancels_the_compile_in_flight_and_nothing_stale_shows"}
