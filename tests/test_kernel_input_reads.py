@@ -13,11 +13,11 @@ MAMBA = "tests/data/heldout13/axlearn_mamba_scan.py:mamba_scan_grad"
 def _unwritten(spec: str) -> dict:
     from inspector.base.chips import get_chip
     from inspector.compilation.backends import Backend
-    from inspector.compilation.stages import traced_program
+    from inspector.compilation.stages import capture
     from inspector.compilation.target import load_target
     from inspector.pallas.analysis import analyse_pallas
 
-    program = traced_program(load_target(spec), Backend(get_chip("cpu")))
+    program = capture(load_target(spec), Backend(get_chip("cpu")), compile=False).program
     reports, unread = analyse_pallas(program, [], [get_chip("tpu-v5e")])
     return {f.code: f for r in reports for f in r.findings + unread if f.code.startswith("output-")}
 

@@ -18,7 +18,7 @@ from inspector.kernels import ragged_dot as rd
 from inspector.kernels.block_sizes import LANES, BlockSizes, TileSizes
 from inspector.jax_internals.pallas import pallas_eqns
 from inspector.pallas.analysis import analyse_pallas
-from inspector.compilation.stages import traced_program
+from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target
 
 TOL = {jnp.float32: 5e-5, jnp.bfloat16: 3e-2}
@@ -216,7 +216,7 @@ def cost_reports(program) -> dict:
 
 
 def sample(spec, args, *sets):
-    return traced_program(load_target(spec, args=args, sets=list(sets)), Backend(get_chip("cpu")))
+    return capture(load_target(spec, args=args, sets=list(sets)), Backend(get_chip("cpu")), compile=False).program
 
 
 def causal_fraction(grid, bq, bk, transpose=False) -> float:

@@ -109,11 +109,12 @@ def test_a_constant_block_index_past_the_end_is_caught_before_compiling():
     from inspector.compilation.backends import Backend
     from inspector.jax_internals.pallas import block_specs
     from inspector.compilation.block_guard import bad_block_indices
-    from inspector.compilation.stages import traced_program
+    from inspector.compilation.stages import capture
     from inspector.compilation.target import load_target
 
     def bad(fixed):
-        program = traced_program(load_target(f"{SAMPLE}:past_the_end", sets=[f"fixed={fixed}"]), Backend(get_chip("cpu")))
+        program = capture(load_target(f"{SAMPLE}:past_the_end", sets=[f"fixed={fixed}"]), Backend(get_chip("cpu")),
+                          compile=False).program
         return bad_block_indices(block_specs(program.closed_jaxpr))
 
     [found] = bad(False)

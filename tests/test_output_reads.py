@@ -16,11 +16,11 @@ def _unwritten(entry: str) -> tuple[dict, set]:
     """The findings about unwritten output blocks ({code: (count, operand)}) and every severity."""
     from inspector.base.chips import get_chip
     from inspector.compilation.backends import Backend
-    from inspector.compilation.stages import traced_program
+    from inspector.compilation.stages import capture
     from inspector.compilation.target import load_target
     from inspector.pallas.analysis import analyse_pallas
 
-    program = traced_program(load_target(f"{SCAN}:{entry}"), Backend(get_chip("cpu")))
+    program = capture(load_target(f"{SCAN}:{entry}"), Backend(get_chip("cpu")), compile=False).program
     reports, unread = analyse_pallas(program, [], [get_chip("tpu-v5e")])
     findings = [f for r in reports for f in r.findings] + unread
     return ({f.code: (f.data["count"], f.operand) for f in findings if f.code.startswith("output-")},

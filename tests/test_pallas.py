@@ -12,7 +12,7 @@ from inspector.base.chips import get_chip
 from inspector.pallas.grid_walk import walk_grid
 from inspector.pallas.analysis import analyse_pallas
 from inspector.pallas.discovery import find_pallas_calls
-from inspector.compilation.stages import traced_program
+from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target
 from inspector.pallas.tiling import tiling_findings
 from inspector.pallas.vmem import budget, padded_bytes
@@ -23,12 +23,13 @@ KiB, MiB = 1024, 2**20
 
 def calls(spec, args=None, sets=None):
     target = load_target(spec, args=args, sets=sets)
-    return find_pallas_calls(traced_program(target, Backend(get_chip("cpu"))))
+    return find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
 
 
 def codes(spec, args=None, sets=None, chip=None):
     chips = [get_chip(chip)] if chip else []
-    reports, unread = analyse_pallas(traced_program(load_target(spec, args=args, sets=sets), Backend(get_chip("cpu"))), chips, chips)
+    reports, unread = analyse_pallas(capture(load_target(spec, args=args, sets=sets), Backend(get_chip("cpu")),
+                                             compile=False).program, chips, chips)
     return sorted({f.code for r in reports for f in r.findings} | {f.code for f in unread})
 
 
@@ -78,13 +79,14 @@ def test_each_walk_check_fires_on_the_bug_only(bug, clean, code):
 
 
 def test_dropped_tail_names_the_rows():
-    [report], _ = analyse_pallas(traced_program(load_target("samples/bugs.py:dropped_tail"), Backend(get_chip("cpu"))), [], [])
+    [report], _ = analyse_pallas(capture(load_target("samples/bugs.py:dropped_tail"), Backend(get_chip("cpu")),
+                                         compile=False).program, [], [])
     [finding] = [f for f in report.findings if f.code == "output-not-written"]
     assert "[896:1000, 0:128]" in finding.message and finding.operand == "o_ref"
 
 
 def partial_reads(name: str, args: str = "f32[1000,128]") -> list[str]:
-    program = traced_program(load_target(f"{KERNELS}:{name}", args=args), Backend(get_chip("cpu")))
+    program = capture(load_target(f"{KERNELS}:{name}", args=args), Backend(get_chip("cpu")), compile=False).program
     [report], _ = analyse_pallas(program, [], [])
     return [f.severity for f in report.findings if f.code == "partial-block" and f.operand == "x_ref"]
 

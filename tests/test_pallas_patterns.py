@@ -10,7 +10,7 @@ from inspector.compilation.backends import Backend
 from inspector.base.chips import get_chip
 from inspector.pallas.analysis import analyse_pallas
 from inspector.pallas.discovery import find_pallas_calls
-from inspector.compilation.stages import capture, traced_program
+from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target
 
 PATTERNS = str(DATA / "real_patterns.py")
@@ -18,7 +18,7 @@ V5E = get_chip("tpu-v5e")
 
 
 def analysed(name: str):
-    program = traced_program(load_target(f"{PATTERNS}:{name}"), Backend(get_chip("cpu")))
+    program = capture(load_target(f"{PATTERNS}:{name}"), Backend(get_chip("cpu")), compile=False).program
     [report], unread = analyse_pallas(program, [V5E], [V5E])
     assert unread == []
     return report
@@ -194,7 +194,8 @@ def test_a_vmem_limit_above_the_chips_vmem_stops_at_its_capacity():
     """vmem_limit_bytes sized for a 128 MiB chip (96 MiB): v4 has 16 MiB, TPU7x 64 MiB per core."""
     from inspector.pallas.vmem import budget
 
-    [call] = find_pallas_calls(traced_program(load_target(f"{PATTERNS}:limit_of_a_larger_chip"), Backend(get_chip("cpu"))))
+    [call] = find_pallas_calls(capture(load_target(f"{PATTERNS}:limit_of_a_larger_chip"), Backend(get_chip("cpu")),
+                                       compile=False).program)
     v4, v5e, tpu7x = (budget(call.info, get_chip(c)) for c in ("tpu-v4", "tpu-v5e", "tpu-7x"))
     assert (v4.limit_bytes, v4.verdict) == (16 * 2**20, "over") and v4.limit_source.startswith("VMEM capacity")
     assert (v5e.limit_bytes, v5e.limit_source, v5e.verdict) == (96 * 2**20, "vmem_limit_bytes", "fits")
@@ -257,7 +258,7 @@ def test_bool_blocks_are_int32_in_vmem_no_packing_rule():
     """Mosaic keeps bool blocks as int32 (libtpu compiles an (8, 128) bool block on every chip):
     an 8-row bool block is no tiling-packing finding (it was a false error on TPU7x), and it
     takes 4 bytes an element in VMEM."""
-    program = traced_program(load_target(f"{PATTERNS}:bool_mask"), Backend(get_chip("cpu")))
+    program = capture(load_target(f"{PATTERNS}:bool_mask"), Backend(get_chip("cpu")), compile=False).program
     tpu7x = get_chip("tpu-7x")
     [report], _ = analyse_pallas(program, [V5E, tpu7x], [V5E, tpu7x])
     assert not [f for f in report.findings if f.code.startswith("tiling")]
@@ -363,7 +364,7 @@ def test_every_finding_code_produced_is_registered_with_its_data_keys():
         used |= set(re.findall(r'Finding\(\s*"(?:error|warning|info)"(?: if [^,]+ else "\w+")?,\s*"([a-z0-9-]+)"', path.read_text()))
     assert used and used <= set(CODES), used - set(CODES)
     for name in ("samples/bugs.py:dropped_tail", "samples/bugs.py:parallel_reduction", "samples/bugs.py:element_offset", "samples/bugs.py:revisit_not_consecutive", "samples/bugs.py:bad_tiling"):
-        program = traced_program(load_target(name), Backend(get_chip("cpu")))
+        program = capture(load_target(name), Backend(get_chip("cpu")), compile=False).program
         for report in analyse_pallas(program, [V5E], [V5E])[0]:
             for f in report.findings:
                 assert set(f.data or {}) <= set(CODES[f.code].fields), (f.code, f.data)
@@ -399,7 +400,7 @@ def test_a_project_with_its_own_kernels_and_views_packages(tmp_path):
 def test_the_scoped_limit_flag_in_libtpu_init_args_is_the_estimate_s_limit(monkeypatch):
     from inspector.pallas.vmem import budget
 
-    [call] = find_pallas_calls(traced_program(load_target(f"{PATTERNS}:manual_dma"), Backend(get_chip("cpu"))))
+    [call] = find_pallas_calls(capture(load_target(f"{PATTERNS}:manual_dma"), Backend(get_chip("cpu")), compile=False).program)
     assert budget(call.info, V5E).limit_bytes == 16 * 2**20
     monkeypatch.setenv("LIBTPU_INIT_ARGS", "--xla_enable_foo=true --xla_tpu_scoped_vmem_limit_kib=65536")
     b = budget(call.info, V5E)

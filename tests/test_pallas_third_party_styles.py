@@ -10,7 +10,7 @@ from conftest import DATA, truth_outcome
 from inspector.compilation.backends import Backend
 from inspector.base.chips import get_chip
 from inspector.pallas.analysis import analyse_pallas
-from inspector.compilation.stages import capture, traced_program
+from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target
 
 STYLES = str(DATA / "third_party_styles.py")
@@ -25,7 +25,7 @@ def target(name: str, **params):
 
 def analysed(name: str, chips=(V5E,), **params):
     """The Pallas reports of a target traced on the CPU, budgeted and ruled on ``chips``."""
-    program = traced_program(target(name, **params), Backend(get_chip("cpu")))
+    program = capture(target(name, **params), Backend(get_chip("cpu")), compile=False).program
     reports, unread = analyse_pallas(program, list(chips), list(chips))
     assert unread == []
     return reports

@@ -102,13 +102,13 @@ def _budget(kernel: str, args: str, chip: str, **params):
 
     from inspector.base.chips import get_chip
     from inspector.compilation.backends import Backend
-    from inspector.compilation.stages import traced_program
+    from inspector.compilation.stages import capture
     from inspector.pallas.discovery import find_pallas_calls
     from inspector.pallas.vmem import tpu_budget
 
     base = load_target(f"{FILE}:{kernel}", args=args)
     target = dataclasses.replace(base, params=dict(base.params, **params))
-    [call] = find_pallas_calls(traced_program(target, Backend(get_chip("cpu"))))
+    [call] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
     return tpu_budget(call.info, get_chip(chip))
 
 

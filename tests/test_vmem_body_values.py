@@ -12,7 +12,7 @@ from inspector.pallas.analysis import analyse_pallas
 from inspector.pallas.discovery import find_pallas_calls
 from inspector.pallas.vmem import VREG_FILE_BYTES, budget
 from inspector.pallas.vmem_rules import rule, share
-from inspector.compilation.stages import traced_program
+from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target
 
 KERNELS = str(DATA / "body_values.py")
@@ -22,7 +22,8 @@ BODY_MARGIN = share("body_margin", V5E)
 
 
 def traced(name: str, args: str, sets=None):
-    program = traced_program(load_target(f"{KERNELS}:{name}", args=args, sets=sets), Backend(get_chip("cpu")))
+    program = capture(load_target(f"{KERNELS}:{name}", args=args, sets=sets), Backend(get_chip("cpu")),
+                      compile=False).program
     [call] = find_pallas_calls(program)
     return call.info, program
 
@@ -354,7 +355,8 @@ def test_row_statistics_beside_the_scores_leave_room_in_a_fits():
     room for a share of its statistics, no more than v5e keeps (rule row_statistics's most), makes it
     undecided."""
 
-    program = traced_program(load_target("samples/attention.py:flash", args="bf16[1,4096,128] bf16[1,4096,128] bf16[1,4096,128]", sets=["block_q=4096", "block_k=128"]), Backend(get_chip("cpu")))
+    program = capture(load_target("samples/attention.py:flash", args="bf16[1,4096,128] bf16[1,4096,128] bf16[1,4096,128]",
+                                  sets=["block_q=4096", "block_k=128"]), Backend(get_chip("cpu")), compile=False).program
     [fwd] = [c.info for c in find_pallas_calls(program)]
     assert fwd.body.statistic_bytes == fwd.body.held_bytes == 2 * MiB
     b = budget(fwd, V5E)

@@ -43,12 +43,12 @@ def budgets(kernel: str, heads: int, block_q: int, chip: str):
     from inspector.base.chips import get_chip
     from inspector.pallas.discovery import find_pallas_calls
     from inspector.pallas.vmem import budget
-    from inspector.compilation.stages import traced_program
+    from inspector.compilation.stages import capture
 
     _, args, params, _ = row(kernel, heads, block_q, chip)
     base = load_target(f"{FILE}:{kernel}", args=args)
     target = dataclasses.replace(base, params=dict(base.params, **params))
-    [call] = find_pallas_calls(traced_program(target, Backend(get_chip("cpu"))))
+    [call] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
     return budget(call.info, get_chip(chip))
 
 

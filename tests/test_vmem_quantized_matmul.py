@@ -94,12 +94,12 @@ def _qmm_2048(limit: int | None = None):
 
     from inspector.base.chips import get_chip
     from inspector.compilation.backends import Backend
-    from inspector.compilation.stages import traced_program
+    from inspector.compilation.stages import capture
     from inspector.pallas.discovery import find_pallas_calls
 
     base = load_target(f"{FILE}:qmm", args="bf16[4096,2048] bf16[2048,2048] f32[4096,1] f32[1,2048]")
     target = dataclasses.replace(base, params=dict(base.params, bm=2048, bk=1024, bn=1024))
-    [call] = find_pallas_calls(traced_program(target, Backend(get_chip("cpu"))))
+    [call] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
     return dataclasses.replace(call.info, vmem_limit_bytes=limit)
 
 

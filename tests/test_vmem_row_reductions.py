@@ -50,11 +50,11 @@ def test_three_reductions_along_narrow_rows_keep_statistics_beside_the_waiting_o
     from inspector.pallas.discovery import find_pallas_calls
     from inspector.pallas.vmem import VREG_FILE_BYTES, budget
     from inspector.pallas.vmem_rules import share
-    from inspector.compilation.stages import traced_program
+    from inspector.compilation.stages import capture
 
     def info(kernel, args, block_rows):
         target = load_target(f"{FILE}:{kernel}", args=args, params={"block_rows": block_rows})
-        [call] = find_pallas_calls(traced_program(target, Backend(get_chip("cpu"))))
+        [call] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
         return call.info
 
     narrow = info("four_stats", "f32[12288,128]", 6144)

@@ -13,7 +13,7 @@ from inspector.pallas import vmem_rules
 from inspector.pallas.discovery import find_pallas_calls
 from inspector.pallas.vmem import budget, tpu_budget
 from inspector.pallas.vmem_rules import KINDS, PLACEMENT_KEYS, RULES, Rule, evidence
-from inspector.compilation.stages import traced_program
+from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target
 
 MiB = 2**20
@@ -24,7 +24,7 @@ def softmax_scores():
     """A softmax over (512, 1024) f32 scores, its sum on the MXU (tests/data/body_values.py's mxu_sum):
     a share of the scores is certain (row held_dot)."""
     target = load_target(f"{DATA / 'body_values.py'}:mxu_sum", args="f32[512,128] f32[1024,128] f32[1024,128]")
-    [call] = find_pallas_calls(traced_program(target, Backend(get_chip("cpu"))))
+    [call] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
     return call.info
 
 

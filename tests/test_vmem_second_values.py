@@ -24,7 +24,7 @@ from inspector.base.chips import get_chip
 from inspector.pallas.discovery import find_pallas_calls
 from inspector.pallas import vmem_rules
 from inspector.pallas.vmem import VREG_FILE_BYTES, budget
-from inspector.compilation.stages import traced_program
+from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target
 
 FILE = "tests/data/second_values.py"
@@ -70,7 +70,7 @@ def test_the_estimate_against_libtpu_on_the_second_values():
 
 def traced(kernel: str, args: str, **params):
     target = load_target(f"{FILE}:{kernel}", args=args, params=params)
-    [call] = find_pallas_calls(traced_program(target, Backend(get_chip("cpu"))))
+    [call] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
     return call.info
 
 

@@ -9,7 +9,7 @@ from inspector.checking import run_check
 from inspector.base.chips import get_chip
 from inspector.pallas.discovery import find_pallas_calls
 from inspector.pallas.vmem import budget
-from inspector.compilation.stages import traced_program
+from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target
 
 KERNELS = str(DATA / "xla_placed.py")
@@ -20,7 +20,7 @@ SMALL_WORK = "bf16[1024,8192] f32[768,2048]"  # z's fusion writes 6 MiB: too lit
 
 def info_of(name: str, args: str | None = None):
     target = load_target(f"{KERNELS}:{name}", args=args)
-    [call] = find_pallas_calls(traced_program(target, Backend(get_chip("cpu"))))
+    [call] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
     return call.info
 
 
@@ -142,7 +142,7 @@ def test_placement_is_not_relied_on_for_a_kernel_in_a_branch_or_a_shard_map():
     the blocks of both in the scoped limit on v5e (128 KiB for in_cond's kernel, 12 MiB for the
     whole-shard copy), so they stay an unsure term, never taken out."""
     for spec in (f"{DATA / 'real_patterns.py'}:in_cond", f"{DATA / 'sharded.py'}:whole_shard_kernel"):
-        for call in find_pallas_calls(traced_program(load_target(spec), Backend(get_chip("cpu")))):
+        for call in find_pallas_calls(capture(load_target(spec), Backend(get_chip("cpu")), compile=False).program):
             b = budget(call.info, V5E)
             assert not call.info.origins_followed and b.placed_bytes == 0 and b.outside_bytes > 0, spec
     assert info_of("computed").origins_followed

@@ -24,7 +24,7 @@ from inspector.hlo.module import parse_hlo
 from inspector.pallas.analysis import compiler_scoped_vmem
 from inspector.pallas.discovery import find_pallas_calls
 from inspector.pallas.vmem import budget
-from inspector.compilation.stages import capture, traced_program
+from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target
 
 KERNELS = str(DATA / "xla_placed_7x.py")
@@ -37,7 +37,7 @@ def f32(mib: int, n: int = 1) -> str:
 
 def info_of(name: str, args: str, **params):
     target = load_target(f"{KERNELS}:{name}", args=args, params=params or None)
-    [call] = find_pallas_calls(traced_program(target, Backend(get_chip("cpu"))))
+    [call] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
     return call.info
 
 
@@ -180,7 +180,7 @@ def test_the_rule_holds_libtpus_figure_less_the_offset(name, args, params, chip,
     (QK softmax is left out: its body's scores come on top)."""
     spec = f"{DATA}/{name}" if ":" in name else f"{KERNELS}:{name}"
     target = load_target(spec, args=args, params=params or None)
-    [call] = find_pallas_calls(traced_program(target, Backend(get_chip("cpu"))))
+    [call] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
     fewest, most = blocks_in_limit(call.info, get_chip(chip))
     assert fewest / MiB - 0.01 <= used <= most / MiB + 0.01, (fewest / MiB, most / MiB)
 
@@ -189,7 +189,7 @@ def test_the_rule_decides_linear_attention_at_16384():
     """Two of q, k, v (8 MiB each, 24 together of 22 of room) are placed, whichever: 16.06 MiB, fits."""
     target = load_target(f"{DATA}/third_party_styles.py:linear_attention_long",
                          args="bf16[2,16384,128] bf16[2,16384,128] bf16[2,16384,128]", params={"chunk": 16384})
-    [call] = find_pallas_calls(traced_program(target, Backend(get_chip("cpu"))))
+    [call] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
     fewest, most = blocks_in_limit(call.info, get_chip("tpu-7x"))
     assert fewest == most and round(most / MiB, 2) == 16.06
 
