@@ -377,7 +377,8 @@ FAST_LEAVES_OUT = ("tests/test_vmem_", "tests/test_tui", "tests/test_corpus", "t
                    "tests/test_pallas_nested_pipelines.py", "tests/test_compat.py")
 FAST_ONE_OF_EACH = (
     "tests/test_vmem_estimates.py::test_estimate_unchanged_on_truth_rows[vmem_truth_checks.json]",  # truth rows traced
-    "tests/test_tui.py::test_opens_before_the_compile_and_fills_in",  # the UI under Textual's pilot, its worker process
+    "tests/test_tui.py::test_opens_before_the_compile_and_fills_in",  # the UI under Textual's pilot
+    "tests/test_tui.py::test_esc_when_idle_keeps_the_worker_and_quit_ends_it_quietly",  # the UI's worker process
     "tests/test_cli.py::test_overview_json_shape",  # a verb's output
     "tests/test_bad_inputs.py::test_export_to_dev_stdout_keeps_stdout_json",  # a real `python -m inspector`
     "tests/test_docs.py::test_every_command_runs[targets.md:50]",  # a docs command
