@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -310,25 +311,64 @@ def run_cli():
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its own hook)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`-n 2 --dist loadgroup`, as .ci/test runs): a test file is one unit of
-    work unless its tests say otherwise (@pytest.mark.xdist_group), so what a file's tests share
-    (module-level memos of traced kernels and Reports, module fixtures, the order within the file)
-    is made once, on one worker, as in a serial run. And the tests that start `python -m inspector`
-    (the run_cli fixture) are marked `process`, so the fast tier can leave them out."""
+    work unless its tests say otherwise (@pytest.mark.xdist_group) or ``_unit`` splits it, so what
+    a file's tests share (module-level memos of traced kernels and Reports, module fixtures, the
+    order within the file) is made once, on one worker, as in a serial run. And the tests that
+    start `python -m inspector` (the run_cli fixture) are marked `process`, so the fast tier can
+    leave them out."""
     process = pytest.mark.process
     for item in items:
         if "run_cli" in getattr(item, "fixturenames", ()):
             item.add_marker(process)
         if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+            item.add_marker(pytest.mark.xdist_group(_unit(item)))
         if _is_fast(item):
             item.add_marker(pytest.mark.fast)
     # the longest units first (measured: BENCHMARKS.md, "The test suite's time"), so that no worker
     # starts one of them when the other has nothing left
-    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))
+    items.sort(key=_rank)
 
 
+def _rank(item) -> int:
+    return next((i for i, prefix in enumerate(LONG_FIRST) if item.nodeid.startswith(prefix)), len(LONG_FIRST))
+
+
+# The files whose tests share state mostly per corpus entry (its Report, compile and diff, memoised
+# in the process): a unit per entry, so that one file's minutes are not one worker's tail; their
+# other tests are the file's unit (the two that read an entry's Report again there take its
+# compile from the run's cache).
+SPLIT_BY_ENTRY = ("tests/test_corpus.py", "tests/test_corpus_model_kernels.py",
+                  "tests/test_corpus_levanter_pallasbench.py")
+# The files whose tests share only what the process memoises (the UI's few small compiles, made
+# again once on the other worker): a unit per test function.
+SPLIT_BY_FUNCTION = ("tests/test_tui.py",)
+
+
+def _unit(item) -> str:
+    """The xdist group of a test: its file, or a finer unit (a docs command, a corpus entry, a
+    function of test_tui.py) where what its file's tests share is per that unit."""
+    file, _, rest = item.nodeid.partition("::")
+    params = item.callspec.params if hasattr(item, "callspec") else {}
+    if item.nodeid.startswith("tests/test_docs.py::test_every_command_runs"):
+        # a unit per command; a command two pages show (tune's, in README and tune.md) one unit,
+        # so the second is tune's journal hit, not the same sweep on the other worker meanwhile
+        return "docs: " + re.sub(r"[\[\]@]", "_", params["command"])  # xdist reads a "]" or "@" in a name as its own
+    entry = params.get("entry", params.get("spec"))
+    if file in SPLIT_BY_ENTRY and isinstance(entry, str):
+        return f"{file} {entry}"
+    if file in SPLIT_BY_FUNCTION:
+        return f"{file}::{rest.split('[', 1)[0]}"
+    return file
+
+
+# Longest first, by the serial profile (BENCHMARKS.md): a unit under none of these comes after them,
+# in file order.
 LONG_FIRST = ("tests/test_vmem_estimates.py::test_estimate_unchanged_on_truth_rows", "tests/test_default_target.py",
-              "tests/test_tui.py", "tests/test_docs.py::test_every_command_runs")
+              "tests/test_docs.py::test_every_command_runs", "tests/test_corpus.py", "tests/test_corpus_model_kernels.py",
+              "tests/test_fusions.py", "tests/test_tui.py", "tests/test_kernels.py",
+              "tests/test_pallas_nested_pipelines.py", "tests/test_diff.py", "tests/test_vmem_rolled_loops.py",
+              "tests/test_libtpu_time.py", "tests/test_fix.py", "tests/test_layering.py",
+              "tests/test_corpus_levanter_pallasbench.py")
 # Files the fast tier leaves out whole (measured at a minute or more of not-slow, not-libtpu
 # work each: truth-row traces, kernels run against their references, the UI under its pilot),
 # and one test of each kind it would otherwise never run.
@@ -337,7 +377,8 @@ FAST_LEAVES_OUT = ("tests/test_vmem_", "tests/test_tui", "tests/test_corpus", "t
                    "tests/test_pallas_nested_pipelines.py", "tests/test_compat.py")
 FAST_ONE_OF_EACH = (
     "tests/test_vmem_estimates.py::test_estimate_unchanged_on_truth_rows[vmem_truth_checks.json]",  # truth rows traced
-    "tests/test_tui.py::test_opens_before_the_compile_and_fills_in",  # the UI under Textual's pilot, its worker process
+    "tests/test_tui.py::test_opens_before_the_compile_and_fills_in",  # the UI under Textual's pilot
+    "tests/test_tui.py::test_esc_when_idle_keeps_the_worker_and_quit_ends_it_quietly",  # the UI's worker process
     "tests/test_cli.py::test_overview_json_shape",  # a verb's output
     "tests/test_bad_inputs.py::test_export_to_dev_stdout_keeps_stdout_json",  # a real `python -m inspector`
     "tests/test_docs.py::test_every_command_runs[targets.md:50]",  # a docs command

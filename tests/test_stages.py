@@ -80,6 +80,35 @@ def test_a_compile_after_the_lowering_starts_from_it(monkeypatch):
     assert len(traces) == 2
 
 
+def test_the_traced_program_alone_reads_as_the_lowered_one_without_lowering(monkeypatch):
+    """traced_program (the VMEM estimate of a sweep's candidates, of the truth rows) gives the
+    pallas_calls the lowering's program gives, without lowering (interpret mode's lowering costs
+    more than the trace), and serves a lowering this process already keeps."""
+    import jax
+
+    from inspector.compilation import stages as stages_mod
+    from inspector.compilation.stages import traced_program
+    from inspector.pallas.discovery import find_pallas_calls
+    from inspector.pallas.vmem import budget
+
+    monkeypatch.setattr(stages_mod, "_MEMO", {})
+    cpu = Backend(get_chip("cpu"))
+    flash = dict(args="bf16[1,256,128] bf16[1,256,128] bf16[1,256,128]", sets=["block_q=128", "block_k=128"])
+    lowered = capture(load_target("samples/attention.py:flash", **flash), cpu, compile=False).program
+    assert traced_program(load_target("samples/attention.py:flash", **flash), cpu) is lowered
+    lowerings = []
+    lower = jax.stages.Traced.lower
+    monkeypatch.setattr(jax.stages.Traced, "lower", lambda self, *a, **k: lowerings.append(self) or lower(self, *a, **k))
+    monkeypatch.setattr(stages_mod, "_MEMO", {})
+    alone = traced_program(load_target("samples/attention.py:flash", **flash), cpu)
+    assert lowerings == [] and alone.interpreted and alone is not lowered
+    v5e = get_chip("tpu-v5e")
+    figures = lambda program: [(b.kernel, b.total_bytes, b.verdict) for c in find_pallas_calls(program)
+                               if (b := budget(c.info, v5e))]
+    assert figures(alone) == figures(lowered) and figures(alone)
+    assert traced_program(load_target("samples/attention.py:flash", **flash), cpu) is alone  # kept
+
+
 def test_jitted_function_and_pytree_inputs():
     cpu = Backend(get_chip("cpu"))
     assert "mul" in capture(load_target(f"{FUNCS}:jitted"), cpu, compile=False).stages.jaxpr

@@ -30,6 +30,27 @@ FLASH = Session("samples/attention.py:flash", "cpu", args="bf16[1,512,128] bf16[
 SIZE = (100, 30)
 
 
+# The worker runs on a thread of this process (conftest.worker_in_process: no child Python that
+# imports jax, and one memo of the compiles across tests) except where the child is what is
+# tested (its processes, a cancel or a crash that ends it), a test needs the compile still running
+# when its keys arrive (in this process an earlier test's compile is memoised: no time at all), or
+# it compiles for a TPU (here that would be a libtpu compile in the test's process).
+REAL_WORKER = {"test_keys_typed_before_the_other_tabs_are_mounted_are_handled_after",
+               "test_export_during_the_compile_says_when_it_can_and_counts_read_right",
+               "test_stages_arrive_as_they_are_ready_with_the_stage_and_its_seconds",
+               "test_switching_target_recompiles_for_the_tpu", "test_compare_with_other_parameters_and_another_chip",
+               "test_in_a_real_terminal", "test_a_crash_of_the_ui_is_one_line_a_log_and_a_non_zero_exit",
+               "test_esc_when_idle_keeps_the_worker_and_quit_ends_it_quietly",
+               "test_a_switch_cancels_the_compile_in_flight_and_nothing_stale_shows"}
+
+
+@pytest.fixture(autouse=True)
+def _worker(request):
+    params = request.node.callspec.params if hasattr(request.node, "callspec") else {}
+    if request.node.originalname not in REAL_WORKER and not str(params.get("chip", "cpu")).startswith("tpu"):
+        request.getfixturevalue("worker_in_process")
+
+
 def plain(app, selector: str) -> str:
     """What a Static shows, as plain text."""
     console = Console(width=200, record=True, file=io.StringIO())

@@ -171,17 +171,23 @@ def _lower(target: Target, backend: Backend, *, jaxpr_text: bool, memo: bool) ->
     return lowering
 
 
+def _traced(target: Target, backend: Backend):
+    """jax's Traced of ``target``, its jaxpr's equations as records, and whether its kernels are
+    ours to interpret (Pallas on the CPU); run inside ``_interpret_context``."""
+    with slow_step(f"tracing {target.name} (jax runs the Python function once)"), backend.trace_context(), \
+            recording_pipelines():
+        traced = _trace(target, backend)
+    eqns = [_eqn_record(e) for e in tracing.walk_eqns(traced.jaxpr.jaxpr)]
+    return traced, eqns, backend.path.interprets_pallas and has_pallas(eqns)
+
+
 def _trace_and_lower(target: Target, backend: Backend, jaxpr_text: bool, simulated: str) -> _Lowering:
     timings = {}
     t0 = time.perf_counter()
     with backend.context(), _interpret_context(backend, simulated):
-        with slow_step(f"tracing {target.name} (jax runs the Python function once)"), backend.trace_context(), \
-                recording_pipelines():
-            traced = _trace(target, backend)
+        traced, eqns, interpret = _traced(target, backend)
         closed = traced.jaxpr
-        eqns = [_eqn_record(e) for e in tracing.walk_eqns(closed.jaxpr)]
         timings["trace_s"] = time.perf_counter() - t0
-        interpret = backend.path.interprets_pallas and has_pallas(eqns)
         mosaic_capture = backend.path.lowering_capture()
         t1 = time.perf_counter()
         with mosaic_capture as mosaic:
@@ -207,6 +213,36 @@ def _trace_and_lower(target: Target, backend: Backend, jaxpr_text: bool, simulat
     failure = backend.path.failed_kernel(stages, lowering_error) if lowering_error is not None else None
     program = Program(closed_jaxpr=closed, example_values=example_values(target), interpreted=interpret, failure=failure)
     return _Lowering(captured=Capture(stages, program), lowered=lowered, module_text=module_text)
+
+
+def traced_program(target: Target, backend: Backend, *, memo: bool = True) -> Program:
+    """The traced program alone, for the analyses that read only the jaxpr (the VMEM estimate of
+    a sweep's candidates): no lowering, which for Pallas on the CPU (interpret mode) costs more
+    than the trace, and no printed jaxpr. A lowering this process keeps serves; ``memo`` keeps
+    (and reuses) the trace otherwise. No lowering means no lowering error: a kernel Mosaic
+    would refuse still traces."""
+    tracing.exclude_own_frames()  # as capture does: the eqns' sources are the user's frames
+    backend = backend.with_mesh(target.mesh)
+    for jaxpr_text in (True, False):
+        if memo and (lowering := _MEMO.get(("lowering",) + _memo_key(target, backend, False, jaxpr_text))):
+            return lowering.captured.program
+    key = ("trace",) + _memo_key(target, backend, False, False)
+    if memo and key in _MEMO:
+        return _MEMO[key]
+
+    def trace(simulated: str) -> Program:
+        with backend.context(), _interpret_context(backend, simulated):
+            traced, _, interpret = _traced(target, backend)
+            return Program(closed_jaxpr=traced.jaxpr, example_values=example_values(target), interpreted=interpret)
+    try:
+        program = trace(SIMULATED_CHIP)
+    except TargetFailure as err:  # as _lower: a SparseCore program is traced for a chip that has them
+        if backend.platform != "cpu" or "SparseCore" not in str(err):
+            raise
+        program = trace(SPARSE_CORE_CHIP)
+    if memo:
+        _MEMO[key] = program
+    return program
 
 
 def lowered_program(target: Target, backend: Backend, *, memo: bool = True) -> tuple[Capture, object | None, str]:

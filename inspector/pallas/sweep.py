@@ -1,5 +1,5 @@
 """Which block sizes fit: the VMEM estimate of every combination of the params INSPECT offers,
-per chip, without compiling (a trace each, no walk). Feeds `check --sweep`."""
+per chip, without compiling or lowering (a trace each, no walk). Feeds `check --sweep`."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,7 +9,7 @@ from ..compilation.backends import Backend
 from ..base.chips import Chip, get_chip
 from ..base.errors import InspectorError
 from .discovery import find_pallas_calls
-from ..compilation.stages import capture
+from ..compilation.stages import traced_program
 from ..compilation.target import Target
 from .vmem import budget, deciding_budget, estimate_fits, estimate_range
 
@@ -35,7 +35,7 @@ def sweep(target: Target, chips: list[Chip]) -> list[SweepRow]:
         params = dict(target.params, **dict(zip(names, values)))
         candidate = dataclasses.replace(target, params=params)
         try:
-            program = capture(candidate, Backend(get_chip("cpu")), compile=False).program
+            program = traced_program(candidate, Backend(get_chip("cpu")))
         except InspectorError as err:
             rows.append(SweepRow(params=dict(zip(names, values)), needs={}, fits={},
                                  error=str(err).split(" (raised", 1)[0]))

@@ -2,7 +2,8 @@
 tests/data/vmem_estimates.json: per row, the verdict `check --estimate-only` gives and each
 kernel's budget in bytes. tests/test_vmem_estimates.py recomputes them and compares, so a change
 to the rules that moves a verdict or a byte on a kernel on record shows. Run from the repository
-root after a change to the rules that is meant to move them (one CPU trace per kernel and params):
+root after a change to the rules that is meant to move them (one CPU trace per kernel and params,
+not lowered: the estimate reads the jaxpr alone):
 
     .venv/bin/python tests/data/make_vmem_estimates.py
 """
@@ -37,7 +38,7 @@ def estimates(name: str, calls: dict) -> list[dict]:
     from inspector.base.chips import get_chip
     from inspector.pallas.discovery import find_pallas_calls
     from inspector.pallas.vmem import budget, estimate_fits
-    from inspector.compilation.stages import capture
+    from inspector.compilation.stages import traced_program
     from inspector.compilation.target import load_target
 
     rows = []
@@ -46,7 +47,7 @@ def estimates(name: str, calls: dict) -> list[dict]:
         if key not in calls:
             base = load_target(r["target"], args=r["args"])
             target = dataclasses.replace(base, params=dict(base.params, **(r["params"] or {})))
-            calls[key] = find_pallas_calls(capture(target, Backend(get_chip("cpu")), compile=False).program)
+            calls[key] = find_pallas_calls(traced_program(target, Backend(get_chip("cpu")), memo=False))
         budgets = [b for c in calls[key] if (b := budget(c.info, get_chip(r["chip"])))]
         rows.append({"target": r["target"], "args": r["args"], "params": r["params"], "chip": r["chip"],
                      "fits": estimate_fits(budgets) if budgets else True,
