@@ -237,7 +237,7 @@ def traced_program(target: Target, backend: Backend, *, memo: bool = True) -> Pr
     try:
         program = trace(SIMULATED_CHIP)
     except TargetFailure as err:  # as _lower: a SparseCore program is traced for a chip that has them
-        if backend.platform != "cpu" or "SparseCore" not in str(err):
+        if not backend.path.interprets_pallas or "SparseCore" not in str(err):
             raise
         program = trace(SPARSE_CORE_CHIP)
     if memo:
