@@ -52,6 +52,9 @@ def test_diff_json_says_what_a_nan_only_block_was(cli):
 
 def test_export_json_and_the_cache_files_are_strict(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path / "cache"))  # an empty cache: this run's entries only
+    from inspector.compilation import stages
+
+    monkeypatch.setattr(stages, "_MEMO", {})  # and no compile an earlier test of this process kept in memory
     code, out, err = cli("export", *TAIL, "--json", str(tmp_path / "report.json"))
     assert code in (0, 1) and (tmp_path / "report.json").exists(), err  # 1: the kernel's error finding
     strict((tmp_path / "report.json").read_text())
