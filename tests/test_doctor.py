@@ -89,3 +89,17 @@ def test_doctor_says_the_hugepages_fix_once(monkeypatch, tmp_path):
     assert doctor._hugepages().state == "ok"
     monkeypatch.setattr(backends, "attached_chip", lambda: get_chip("tpu-v4"))
     assert doctor._hugepages() is None
+
+
+def test_each_gpu_target_with_a_target_config_is_a_compile_doctor_checks(capsys):
+    """XLA:GPU and a Pallas-Triton kernel, deviceless (Pallas's own GPU default, Mosaic GPU, is
+    Hopper's only: the probe names Triton, which every row compiles)."""
+    from inspector.families.gpu.jax.cuda_topology import plugin_missing
+
+    if plugin_missing() is not None:
+        pytest.skip("the GPU extra is not installed")
+    code, found = run(capsys, "--target", "h100,a100", "--json")
+    by_name = checks(found)
+    assert code == 0 and found["ok"], found
+    assert by_name["compile h100"]["state"] == "ok" and "Pallas-Triton" in by_name["compile h100"]["detail"]
+    assert "'NVIDIA A100-SXM4-80GB'" in by_name["compile a100"]["detail"]

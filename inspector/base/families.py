@@ -46,6 +46,7 @@ class CompilePath(Protocol):
     platform: str  # jax's platform of the compile ("tpu", "cpu", "gpu")
     interprets_pallas: bool  # Pallas TPU kernels lower through the interpreter (the CPU)
     keeps_kernel_dumps: bool  # the compile's own dumps are kept with it (XLA:GPU's thunks and PTX)
+    pallas_backend: str | None  # the Pallas backend a kernel written for this path names (None: Pallas's default)
 
     def available(self) -> str | None:
         """Why this chip cannot compile here (one line that says what to do); None: it can."""

@@ -65,6 +65,12 @@ def _dot(svg_required: bool) -> Check:
         return Check("dot (Graphviz)", FAIL if svg_required else WARN, f"{dot} does not run: {err}")
 
 
+def triton_params():
+    from jax.experimental.pallas import triton as plt
+
+    return plt.CompilerParams(num_warps=4, num_stages=1)
+
+
 def _compile(chip: Chip) -> Check:
     """An XLA op and a Pallas kernel, compiled for ``chip``: on one chip of its topology, or on
     every device of a slice (``tpu-v5e:4x4``), the kernel under shard_map as sharded code runs
@@ -80,7 +86,9 @@ def _compile(chip: Chip) -> Check:
         o_ref[...] = x_ref[...] + 1.0
 
     def kernel(x):
-        return pl.pallas_call(add_one, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+        # Pallas picks its backend by the compiler parameters' type: Triton's where the path names it
+        params = triton_params() if backend.path.pallas_backend == "triton" else None
+        return pl.pallas_call(add_one, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), compiler_params=params)(x)
 
     def program(x, w):
         y = x @ w
@@ -103,7 +111,8 @@ def _compile(chip: Chip) -> Check:
         return Check(name, FAIL, f"{type(err).__name__}: {first[:200]}")
     seconds = time.perf_counter() - start
     where = f"{chip.devices} devices of a {kind!r} slice" if backend.mesh_axes else f"a {kind!r}"
-    return Check(name, OK, f"XLA and Mosaic (Pallas) compile deviceless for {where} in {seconds:.1f} s")
+    pallas = f"Pallas-{backend.path.pallas_backend.title()}" if backend.path.pallas_backend else "Mosaic (Pallas)"
+    return Check(name, OK, f"XLA and {pallas} compile deviceless for {where} in {seconds:.1f} s")
 
 
 def _accelerators() -> Check:

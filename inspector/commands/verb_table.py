@@ -96,7 +96,7 @@ VERBS: tuple[Verb, ...] = (
          (options.chips_options,), "verbs:chips", listed=8),
     Verb("cache", "where the compile cache is and its size; `cache clear` empties it", ("inspector cache", "inspector cache clear"),
          (options.cache_options,), "verbs:cache", listed=9),
-    Verb("doctor", "versions found, a deviceless compile per TPU generation, Graphviz, accelerators, the cache; exit 1 "
+    Verb("doctor", "versions found, a deviceless compile per TPU generation and GPU, Graphviz, accelerators, the cache; exit 1 "
                    "when something asked for cannot work", ("inspector doctor", "inspector doctor --target tpu-v5e --svg"),
          (options.doctor_options,), "verbs:doctor", "work:work_doctor", listed=10),
 )

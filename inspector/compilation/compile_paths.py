@@ -27,6 +27,7 @@ class LibtpuPath:
     platform = "tpu"
     interprets_pallas = False
     keeps_kernel_dumps = False  # Mosaic's dumps come from a compile of their own (mosaic/passes.py)
+    pallas_backend: str | None = None  # Mosaic TPU, Pallas's default on a TPU
 
     def __init__(self, chip: Chip):
         self.chip = chip
@@ -67,6 +68,7 @@ class LocalPath:
     """jax's own backend of this machine (``cpu``, a local ``gpu``)."""
 
     keeps_kernel_dumps = False
+    pallas_backend: str | None = None
 
     def __init__(self, chip: Chip):
         self.chip = chip

@@ -20,6 +20,7 @@ class GpuCompilePath:
     platform = "cuda"
     interprets_pallas = False
     keeps_kernel_dumps = True  # the thunk sequence and the PTX: each kernel's launch, registers and spills
+    pallas_backend: str | None = "triton"  # Pallas's GPU default is Mosaic GPU (Hopper and later): Triton compiles on every row
 
     def __init__(self, chip: Chip):
         self.chip = chip
