@@ -327,10 +327,14 @@ def test_a_measurement_lands_beside_the_estimate_kernel_by_kernel(capsys):
                            kernels=[KernelMeasure(name=first, seconds=4e-6, launches=2, min_seconds=2e-6, max_seconds=2e-6),
                                     KernelMeasure(name="not-in-the-report", seconds=1e-7, launches=1, min_seconds=1e-7,
                                                   max_seconds=1e-7)])
+    before, kernels_before = report, [dataclasses.replace(k) for k in report.fusions.kernels]
     report = with_measurement(report, measured)
     (kernel,) = [k for k in report.fusions.kernels if k.name == first]
     assert kernel.measured_seconds == pytest.approx(2e-6)  # per launch
     assert report.fusions.totals["measured_seconds"] == 4e-6 and report.measured.unmatched == ["not-in-the-report"]
+    # the Report it was given is whole as it was: its kernels, totals and measurement untouched
+    assert before.fusions.kernels == kernels_before and "measured_seconds" not in before.fusions.totals
+    assert before.measured is None and measured.unmatched == []
     report.show("fusions")
     out = capsys.readouterr().out
     assert "measured" in out and "est./meas." in out and f"{kernel.roofline_s / 2e-6:.2f}x" in out

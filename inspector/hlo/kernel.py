@@ -18,8 +18,9 @@ class TensorRef:
     buffer_bytes: int | None = None  # the whole buffer, when only part of it moves
 
 
-# Not frozen: later stages write their figures into the kernel they time or measure
-# (report.py: estimated_*, measured_seconds, made_by; fusions.py: the BlockSpec walk's traffic).
+# Not frozen: the analyses fill a kernel in while they make it (fusions.py: the BlockSpec walk's
+# traffic; report.py: made_by, before the Report exists). Once in a Report it is never edited: the
+# time and the measurement come as new kernels in a new Report (report.with_time, with_measurement).
 @dataclasses.dataclass(kw_only=True)
 class Kernel:
     """One launch of the compiled program (a fusion, a custom call, a copy, a collective): what

@@ -181,21 +181,22 @@ def with_measurement(report: Report, measured: Measurement) -> Report:
     """The report with each kernel's device time on the chip (matched by HLO op name: the chip's
     compile and the deviceless one are the same program), the program's in the totals; the ops
     measured that the Report has no kernel for are listed in ``measured.unmatched``."""
-    findings = report.findings
-    if report.fusions is not None:
-        names = {k.name for k in report.fusions.kernels}
-        for kernel in report.fusions.kernels:
-            found = measured.kernel(kernel.name)
-            kernel.measured_seconds = found.seconds / found.launches if found is not None and found.launches else None
-        measured.unmatched = sorted(k.name for k in measured.kernels if k.name not in names)
-        report.fusions.totals["measured_seconds"] = measured.seconds
+    findings, fusions = report.findings, report.fusions
+    if fusions is not None:  # a new analysis of new kernels: the Report's own are never edited
+        names = {k.name for k in fusions.kernels}
+        def per_launch(name: str) -> float | None:
+            found = measured.kernel(name)
+            return found.seconds / found.launches if found is not None and found.launches else None
+        kernels = [dataclasses.replace(k, measured_seconds=per_launch(k.name)) for k in fusions.kernels]
+        fusions = dataclasses.replace(fusions, kernels=kernels, totals={**fusions.totals, "measured_seconds": measured.seconds})
+        measured = dataclasses.replace(measured, unmatched=sorted(k.name for k in measured.kernels if k.name not in names))
         if measured.unmatched and len(measured.unmatched) > len(measured.kernels) / 2:
             findings = by_severity(findings + [Finding(
                 "info", "measured-unmatched",
                 f"{len(measured.unmatched)} of the {len(measured.kernels)} ops run on {measured.chip} have no kernel of "
                 "this name in the deviceless compile (the chip's compile differs): their times are in the program's "
                 "total only", view="fusions", data={"ops": measured.unmatched[:20]})])
-    return dataclasses.replace(report, measured=measured, findings=findings)
+    return dataclasses.replace(report, measured=measured, fusions=fusions, findings=findings)
 
 
 def _time_json(estimate: TimeEstimate) -> dict:
@@ -215,17 +216,19 @@ def with_time(report: Report, estimate: TimeEstimate) -> Report:
         floors = {f.kernel for f in loops}
         kernels = [as_floor(t) if t.name in floors else t for t in estimate.kernels]
         estimate = dataclasses.replace(estimate, kernels=kernels, totals=time_totals(kernels, get_chip(estimate.chip)))
-    if report.fusions is not None:
-        for kernel in report.fusions.kernels:
-            timed = estimate.kernel(kernel.name)
-            if timed is not None:
-                kernel.estimated_cycles, kernel.estimated_seconds = timed.estimated_cycles, timed.estimated_seconds
-                kernel.estimate_source, kernel.estimate_kind = timed.estimate_source, timed.estimate_kind
-                kernel.high_seconds = timed.high_seconds
+    fusions = report.fusions
+    if fusions is not None:  # a new analysis of new kernels: the Report's own are never edited
+        def timed(kernel):
+            t = estimate.kernel(kernel.name)
+            return kernel if t is None else dataclasses.replace(
+                kernel, estimated_cycles=t.estimated_cycles, estimated_seconds=t.estimated_seconds,
+                estimate_source=t.estimate_source, estimate_kind=t.estimate_kind, high_seconds=t.high_seconds)
+        totals = dict(fusions.totals)
         for name in ("estimated_seconds", "estimate_kind", "high_seconds", "floor_share"):
-            report.fusions.totals[name] = estimate.totals.get(name)
+            totals[name] = estimate.totals.get(name)
+        fusions = dataclasses.replace(fusions, kernels=[timed(k) for k in fusions.kernels], totals=totals)  # type: ignore[arg-type]  # the same keys
     findings = report.findings + estimate.findings + loops
-    return dataclasses.replace(report, time=estimate, findings=by_severity(findings))
+    return dataclasses.replace(report, time=estimate, fusions=fusions, findings=by_severity(findings))
 
 
 def uncounted_loops(report: Report, estimate: TimeEstimate) -> list[Finding]:
