@@ -30,7 +30,7 @@ from conftest import ROOT
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gen_docs  # noqa: E402
-from inspector.families.gpu.jax.cuda_topology import plugin_missing as gpu_missing  # noqa: E402
+from inspector.jax_internals.cuda_topology import plugin_missing as gpu_missing  # noqa: E402
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^(\s*)```")

@@ -94,7 +94,7 @@ def test_doctor_says_the_hugepages_fix_once(monkeypatch, tmp_path):
 def test_each_gpu_target_with_a_target_config_is_a_compile_doctor_checks(capsys):
     """XLA:GPU and a Pallas-Triton kernel, deviceless (Pallas's own GPU default, Mosaic GPU, is
     Hopper's only: the probe names Triton, which every row compiles)."""
-    from inspector.families.gpu.jax.cuda_topology import plugin_missing
+    from inspector.jax_internals.cuda_topology import plugin_missing
 
     if plugin_missing() is not None:
         pytest.skip("the GPU extra is not installed")

@@ -17,7 +17,7 @@ import pytest
 from inspector.base.chips import CHIPS, SPEC_FIELDS, get_chip
 from inspector.families.gpu.compile.deviceless import compile_deviceless
 from inspector.families.gpu.compile.errors import shared_memory_refusal
-from inspector.families.gpu.jax.cuda_topology import cuda_devices, plugin_missing
+from inspector.jax_internals.cuda_topology import cuda_devices, plugin_missing
 from inspector.families.gpu.jax.target_configs import SPECS, device_info, spec_text
 from inspector.families.gpu.kernels.launches import kernel_launches
 from inspector.families.gpu.kernels.ptxas import ptx_arch, ptx_entries, ptxas_path, read_ptxas
@@ -269,7 +269,7 @@ def test_a_user_process_whose_jax_failed_the_plugins_check_still_compiles_for_a_
     """JAX_PLATFORMS unset: jax's start-up check of the CUDA libraries fails (no cuDNN) and the
     plugin registers no topology; the inspector initializes it again with the check skipped."""
     done = _python("import os, jax; jax.devices()\n"
-                   "from inspector.families.gpu.jax.cuda_topology import cuda_devices\n"
+                   "from inspector.jax_internals.cuda_topology import cuda_devices\n"
                    "from inspector.families.gpu.jax.target_configs import spec_text\n"
                    "print(len(cuda_devices(spec_text('h100_sxm.txtpb'), '1x1x2')), os.environ.get('JAX_SKIP_CUDA_CONSTRAINTS_CHECK'))",
                    tmp_path)

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from inspector.families.gpu.jax.cuda_topology import plugin_missing
+from inspector.jax_internals.cuda_topology import plugin_missing
 from inspector.families.gpu.kernels.ptxas import ptxas_path
 
 pytestmark = pytest.mark.skipif(plugin_missing() is not None, reason="the GPU extra (jax's CUDA plugin) is not installed")

@@ -9,7 +9,7 @@ import tempfile
 from typing import Any, Callable, Sequence
 
 from ..jax.compile_dumps import read_dumps
-from ..jax.cuda_topology import cuda_devices, mesh_of
+from ....jax_internals.cuda_topology import cuda_devices, mesh_of
 
 
 @dataclasses.dataclass(frozen=True)

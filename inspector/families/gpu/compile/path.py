@@ -10,7 +10,7 @@ import contextlib
 from typing import ContextManager
 
 from ....base.chips import Chip
-from ..jax.cuda_topology import chip_devices, mesh_of, unavailable
+from ....jax_internals.cuda_topology import chip_devices, mesh_of, unavailable
 from .errors import SharedMemoryRefusal, shared_memory_refusal
 
 

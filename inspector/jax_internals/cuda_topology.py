@@ -86,8 +86,8 @@ def unavailable(chip) -> str | None:
 def chip_devices(chip) -> tuple:
     """The compile-only devices of ``chip`` (its ``chip.devices`` GPUs of one node), or UsageError
     saying why it cannot compile here (what the shared ``Backend`` asks for a GPU row)."""
-    from .target_configs import spec_text
-    from ....base.errors import UsageError
+    from ..families.gpu.jax.target_configs import spec_text
+    from ..base.errors import UsageError
 
     why = unavailable(chip)
     if why is not None:
