@@ -442,3 +442,13 @@ async def loaded(pilot):
     await pilot.pause()
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
+
+
+async def until(pilot, condition, seconds: float = 60.0) -> None:
+    """Until ``condition()`` holds (a ticker's repaint, say), failing after ``seconds``: a fixed
+    pause is too short on a loaded machine."""
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return
+        await pilot.pause(0.05)
+    assert condition(), f"not so after {seconds:.0f} s"

@@ -3,11 +3,11 @@ kernels, the edge budget, colours and ranks, refusal past the limits, SVG and HT
 import html
 import json
 import re
-import shutil
 import subprocess
 
 import pytest
 
+from browser import find_browser, page_value
 from conftest import DATA
 from inspector.compilation.backends import Backend
 from inspector.base.chips import get_chip
@@ -138,7 +138,7 @@ def test_html_page_is_self_contained_and_search_finds_a_kernel(step_analysis, tm
     from inspector.hlo.graph_render import draw
     from inspector.views.html_graph import graph_page
 
-    browser = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    browser = find_browser()
     if graphviz == "hidden":
         monkeypatch.setenv("PATH", str(tmp_path / "no-dot-here"))
         assert not dot_available()
@@ -160,10 +160,8 @@ def test_html_page_is_self_contained_and_search_finds_a_kernel(step_analysis, tm
     path.write_text(page)
     if browser is None:
         pytest.skip("no headless browser (apt-get install chromium) to load the page in")
-    # a long virtual budget: it runs out at once when the page is idle, but not before the layout in
-    # the page (compiling Graphviz's WebAssembly is real time, which a short budget does not wait for)
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=600000",
-                          "--dump-dom", f"file://{path}#q={target.name}"], capture_output=True, text=True, timeout=120).stdout
+    # read once the page is ready: laid out, in the page where it has no SVG of its own
+    dom = page_value(browser, f"file://{path}#q={target.name}")
     hits = re.findall(r'<g id="([^"]+)" class="node hit"', dom)
     # the group holding the kernel stands out, and opens with the kernel marked among its own
     assert hits == [target.node, "k_" + re.sub(r"\W", "_", target.name)], dom[-2000:]
@@ -191,9 +189,7 @@ def test_html_page_is_self_contained_and_search_finds_a_kernel(step_analysis, tm
       document.querySelector('tr.top').click(); out.row = [...document.querySelectorAll('g.node.hit')].map(g => g.id);
       document.getElementById('result').textContent = JSON.stringify(out); });</script>"""
     path.write_text(page.replace("</body>", probe + "</body>"))
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=600000",
-                          "--dump-dom", f"file://{path}"], capture_output=True, text=True, timeout=120).stdout
-    out = json.loads(html.unescape(re.search(r'<pre id="result">(.*?)</pre>', dom, re.S)[1]))
+    out = json.loads(page_value(browser, f"file://{path}", "window.inspectorReady.then(() => document.getElementById('result').textContent)"))
     assert out["zoomed"] and out["panned"] and out["closed"] == "none"
     assert out["hover"].startswith("layer5 forward") and "HBM" in out["hover"] and "kernels:" in out["hover"]
     assert out["opened"].startswith("layer5 forward") and out["kernels"] > 5  # a click, though the hand moved a pixel

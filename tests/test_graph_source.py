@@ -11,12 +11,11 @@ import io
 import json
 import os
 import re
-import shutil
-import subprocess
 import time
 
 import pytest
 
+from browser import find_browser, page_value
 from conftest import DATA, line_of, lines_of_function
 from inspector.base.chips import get_chip
 from inspector.base.errors import UsageError
@@ -348,7 +347,7 @@ def test_export_of_the_plain_gpt2_finds_any_kernel_by_its_source_line(gpt2, tmp_
     assert f"run 8 of 24 of the loop at {GPT2}:{loop_line} loss_fn" in html.unescape(page)  # #7's hover says where the loop is
     path = tmp_path / "g.html"
     path.write_text(page)
-    browser = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    browser = find_browser()
     if browser is None:
         pytest.skip("no headless browser (apt-get install chromium) to load the page in")
     # a line inside the loop's body: every layer's forward and backward; Enter opens the first
@@ -356,16 +355,14 @@ def test_export_of_the_plain_gpt2_finds_any_kernel_by_its_source_line(gpt2, tmp_
     # a kernel whose own source is another line but which fuses an op of this one is found too
     fused = next(k for k in gpt2.kernels if k.group.endswith("#0 forward") and f"gpt2_plain.py:{softmax}" in " ".join(k.sources)
                  and not (k.source or "").endswith(f":{softmax}"))
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000", "--dump-dom",
-                          f"file://{path}#q=gpt2_plain.py:{softmax}"], capture_output=True, text=True, timeout=120).stdout
+    dom = page_value(browser, f"file://{path}#q=gpt2_plain.py:{softmax}")
     assert re.search(rf'id="count">{2 * LAYERS} node\(s\)<', dom), dom[-1500:]
     hits = re.findall(r'<g id="([^"]+)" class="node hit"', dom)
     first = next(n for n in drawing.graph.nodes if n.title.endswith("#0 forward"))
     inner = next(n.id for n in drawing.group_graphs[first.id].nodes if fused.name in n.kernels)
     assert hits[:2 * LAYERS] != [] and first.id in hits and inner in hits  # opened, the kernel marked among its own
     # a line number matches itself, not the lines it begins: gpt2_plain.py:1 is not :12, :13, :14
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000", "--dump-dom",
-                          f"file://{path}#q=gpt2_plain.py:1"], capture_output=True, text=True, timeout=120).stdout
+    dom = page_value(browser, f"file://{path}#q=gpt2_plain.py:1")
     assert re.search(r'id="count">0 node\(s\)<', dom), dom[-1500:]
 
 

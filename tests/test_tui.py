@@ -17,7 +17,7 @@ import pytest
 from rich.console import Console
 from textual.widgets import DataTable, Static, TabbedContent
 
-from conftest import DATA, ROOT, loaded, opened
+from conftest import DATA, ROOT, loaded, opened, until
 from inspector.session import Session
 from inspector.views.tui.app import ALL_TABS, InspectorApp
 from inspector.views.tui.pallas_tab import PallasTab
@@ -1239,8 +1239,8 @@ def test_d_and_p_say_how_long_they_have_run_where_they_show(monkeypatch):
             await pilot.press("d")
             await until_held(pilot, 1)
             now[0] += 62
-            await pilot.pause(0.7)
-            assert "running the diff, 1:02" in status(app) and "running the diff, 1:02" in plain(app, "#diff-body")
+            await until(pilot, lambda: "running the diff, 1:02" in status(app))
+            assert "running the diff, 1:02" in plain(app, "#diff-body")
             held[0].set_exception(RuntimeError("no reference"))
             await loaded(pilot)
             assert "diff failed in 1:02: RuntimeError: no reference" in status(app)
@@ -1249,8 +1249,7 @@ def test_d_and_p_say_how_long_they_have_run_where_they_show(monkeypatch):
             await pilot.press("P")
             await until_held(pilot, 2)
             now[0] += 12
-            await pilot.pause(0.7)
-            assert "compiling for cpu with pass dumps… 12 s" in plain(app, "#passes-title")
+            await until(pilot, lambda: "compiling for cpu with pass dumps… 12 s" in plain(app, "#passes-title"))
             await pilot.press("escape")
             await pilot.pause()
             assert "cancelled" in plain(app, "#passes-title") and "12 s" not in plain(app, "#passes-title")
@@ -1258,8 +1257,7 @@ def test_d_and_p_say_how_long_they_have_run_where_they_show(monkeypatch):
             await pilot.press("B")  # the Memory tab's own: the buffer assignment
             await until_held(pilot, 3)
             now[0] += 9
-            await pilot.pause(0.7)
-            assert "compiling for cpu with its buffer assignment… 9 s" in plain(app, "#memory-body")
+            await until(pilot, lambda: "compiling for cpu with its buffer assignment… 9 s" in plain(app, "#memory-body"))
     asyncio.run(run())
 
 

@@ -13,7 +13,7 @@ from concurrent.futures import Future
 from rich.console import Console
 from textual.widgets import DataTable
 
-from conftest import loaded
+from conftest import loaded, until
 from inspector.base.chips import get_chip
 from inspector.base.fix_model import Change, Fix, FixResult, Trial
 from inspector.baseline.record import Baseline
@@ -87,8 +87,7 @@ def test_what_moved_leads_the_overview_at_80x24_and_f_runs_with_its_progress_unt
             while not began:  # F reached the worker (behind the repaint of every tab)
                 await pilot.pause(0.05)
             now[0] += 84
-            await pilot.pause(0.7)
-            assert "trying fix 3 of 9, 1:24: bm=128 (Esc cancels)" in status(app)
+            await until(pilot, lambda: "trying fix 3 of 9, 1:24: bm=128 (Esc cancels)" in status(app))
             await pilot.press("F")  # again while it runs: no second run queued behind the first
             await pilot.pause()
             assert len(began) == 1 and "trying fix 3 of 9" in status(app)
