@@ -343,8 +343,11 @@ def get_chip(name: str) -> Chip:
 @functools.cache  # one object per name, like the plain chips
 def _on_topology(chip_name: str, shape: str) -> Chip:
     chip = _BY_NAME[chip_name]
+    if chip.target_config:  # a GPU XLA:GPU compiles for: its node's GPUs (h100:8)
+        return _gpu_node(chip, shape)
     if not chip.is_tpu:
-        raise UsageError(f"{chip.name}:{shape}: only TPU targets take a topology (e.g. tpu-v5e:4x4)")
+        raise UsageError(f"{chip.name}:{shape}: only TPU targets and {', '.join(c.name for c in CHIPS if c.target_config)} "
+                         "take a topology (e.g. tpu-v5e:4x4, h100:8)")
     if shape not in chip.topologies:
         raise UsageError(f"{chip.name} has no topology {shape!r}: use one of {', '.join(chip.topologies)} "
                          f"(e.g. --target {chip.name}:{chip.topologies[2]}; see `inspector chips`)")
@@ -355,6 +358,19 @@ def _on_topology(chip_name: str, shape: str) -> Chip:
                                devices=chips * chip.devices_per_chip,
                                description=f"{chip.description}, a {shape} slice: {chips} chips"
                                + (f", {chips * chip.devices_per_chip} devices" if chip.devices_per_chip > 1 else ""))
+
+
+GPU_NODE_SIZES = (2, 4, 8)  # GPUs of one NVLink node a GPU target may span (h100:8): XLA:GPU's topology 1x1xN
+
+
+def _gpu_node(chip: Chip, shape: str) -> Chip:
+    """``chip`` over ``shape`` GPUs of one node, each a device of the deviceless cuda topology."""
+    if not shape.isdigit() or int(shape) not in GPU_NODE_SIZES:
+        raise UsageError(f"{chip.name} has no topology {shape!r}: a GPU target spans the GPUs of one node, "
+                         f"use one of {', '.join(f'{chip.name}:{n}' for n in GPU_NODE_SIZES)}")
+    gpus = int(shape)
+    return dataclasses.replace(chip, name=f"{chip.name}:{gpus}", aliases=(), devices=gpus,
+                               description=f"{chip.description}, {gpus} GPUs of one node")
 
 
 def parse_targets(text: str) -> list[Chip]:
