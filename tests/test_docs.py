@@ -77,7 +77,7 @@ def _marks(command: str, code: int) -> list:
         marks.append(pytest.mark.libtpu)
     if argv[1] == "diff":
         marks.append(pytest.mark.slow)
-    if any(c in ("h100", "h200", "a100") for a in argv for c in a.split(",")) and gpu_missing():
+    if any(c.split(":")[0] in ("h100", "h200", "a100") for a in argv for c in a.split(",")) and gpu_missing():
         marks.append(pytest.mark.skip(reason=f"a GPU target compiles through the gpu extra: {gpu_missing()}"))
     return marks
 
