@@ -18,7 +18,7 @@ from ...base.findings import Finding
 from ...base.units import fmt_bytes
 
 from ..cells import add_row, findings_table
-from ..pallas import blockspec_table, estimate_kind, pipeline_table, unread_calls
+from ..pallas import blockspec_table, estimate_kind, gpu_kernels_table, pipeline_table, unread_calls
 
 if TYPE_CHECKING:  # types only: the UI paints before the analyses (and numpy) are imported
     from collections.abc import Sequence
@@ -170,6 +170,7 @@ class PallasTab(VerticalScroll, can_focus=True):
         self.step = 0
         self.focus_operand: str | None = None
         self.empty = "no pallas_call in this function"  # what an empty tab says
+        self.gpu_table: Table | None = None  # a GPU target's kernels as XLA:GPU launched them (registers, spills)
 
     def compose(self):
         yield Static("", id="pallas-head")
@@ -182,10 +183,12 @@ class PallasTab(VerticalScroll, can_focus=True):
         self.query_one("#pallas-goto", Input).display = False
 
     def reset(self, message: str) -> None:
+        self.gpu_table = None
         self.show_kernels([], empty=message)
 
     def show(self, report: Report) -> None:
         compiler = {name: {report.chip.name: used} for name, used in report.compiler_vmem.items()}
+        self.gpu_table = gpu_kernels_table(report.gpu_kernels, report.chip.name) if report.gpu_kernels else None
         self.show_kernels(report.pallas, compiler, unread_calls(report.findings))
 
     def show_kernels(self, kernels: list[PallasReport] | None, compiler: dict[str, dict[str, int]] | None = None,
@@ -297,7 +300,7 @@ class PallasTab(VerticalScroll, can_focus=True):
         if not self.kernels:
             head.update(Text("\n".join(f.message for f in self.unread), style="yellow") if self.unread
                         else Text(self.empty))
-            body.update("")
+            body.update(self.gpu_table or "")
             self.query_one("#pallas-grid", Static).update("")
             return
         k = self.kernels[self.kernel]
@@ -310,7 +313,8 @@ class PallasTab(VerticalScroll, can_focus=True):
         pipelines = [t for t in (pipeline_table(k),) if t is not None]
         body.update(Group(blockspec_table(k), *pipelines, Text(vmem_title, style="bold"), budget_bars(k, compiler), Text(""),
                           Text("suggested CostEstimate (y copies; flops count every pl.when branch):", style="bold"),
-                          Text(cost_estimate_text(k)), Text(""), findings_table(k.findings)))
+                          Text(cost_estimate_text(k)), Text(""), findings_table(k.findings),
+                          *((Text(""), self.gpu_table) if self.gpu_table is not None else ())))
         self._redraw_grid()
 
     def _redraw_grid(self) -> None:
