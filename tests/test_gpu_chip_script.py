@@ -79,3 +79,16 @@ def test_the_fake_run_writes_the_whole_schema(tmp_path, monkeypatch):
     summary = result["summary"]
     assert summary["entries"] == summary["measured_entries"] == summary["estimated_entries"] == 2
     assert summary["matched_kernels"] == summary["measured_kernels"] == 2 and summary["compiles_same"] == {"jax.layer_norm": True}
+
+
+@pytest.mark.skipif(plugin_missing() is not None, reason="the GPU extra is not installed")
+def test_what_the_limit_leaves_no_time_for_is_recorded_skipped(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    s = script()
+    assert s.main(["--fake", "--out", str(tmp_path), "--only", "gpu_matmul.small,jax.layer_norm", "--limit", "0"]) == 0
+    result = json.loads((tmp_path / "gpu_chip.json").read_text())
+    assert tuple(result) == s.SCHEMA and len(result["verbs"]) == len(s.verb_steps("h200"))
+    assert all(v["stderr_tail"] == s.SKIPPED and v["rc"] is None for v in result["verbs"])
+    assert [e["measured"]["error"] for e in result["kernels"]] == [s.SKIPPED] * 2
+    assert [c["error"] for c in result["compiles"]] == [s.SKIPPED]
+    assert result["summary"]["measured_entries"] == 0 and result["summary"]["compiles_same"] == {"jax.layer_norm": None}

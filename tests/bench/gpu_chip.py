@@ -6,8 +6,10 @@ compile of the same program. Writes one JSON file, $OUT/gpu_chip.json (``SCHEMA`
     OUT=dir python tests/bench/gpu_chip.py [--chip h200] [--only LABEL,...] [--iterations 20]
     python tests/bench/gpu_chip.py --fake --out DIR --only LABEL      # the plumbing, no GPU (tests/test_gpu_chip_script.py)
 
-Each part is recorded even when another fails (its ``error``): one call on a lent machine gives
-everything it can. The estimate is ``inspector show --target CHIP --time --json`` of each entry,
+Each part is recorded even when another fails (its ``error``), and the file is rewritten as each
+part ends (a run stopped at its limit leaves what it had): one call on a lent machine gives
+everything it can; ``--limit`` (540 s, under the device tool's 10 minutes) skips what it leaves no
+time for. The estimate is ``inspector show --target CHIP --time --json`` of each entry,
 deviceless, in this process (what a user without the GPU sees); the measurement is CUPTI's time of
 each kernel launch (jax.experimental.mosaic.gpu.profiler.measure), the median over ``--iterations``
 runs after a warm-up run. Kernels are matched by their launch name (the thunk sequence's, which
@@ -33,6 +35,7 @@ from typing import Any, Callable
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCHEMA = ("schema", "fake", "started", "seconds", "versions", "device", "verbs", "kernels", "compiles", "summary")
 VERSION = 1
+SKIPPED = "skipped: the run's --limit left no time"
 OPS = "tests/bench/gpu_ops.py"
 MATMUL = "samples/gpu_matmul.py:matmul"
 
@@ -155,16 +158,16 @@ class FakeGpu:
 def verb_steps(chip: str) -> list[tuple[str, list[str], int]]:
     """(name, argv after `inspector`, seconds allowed): what a new user tries on the GPU machine."""
     return [
-        ("doctor", ["doctor"], 300),
-        ("show_default", ["show", MATMUL, "--json"], 180),  # no --target: what the attached GPU gives
-        ("show_local", ["show", MATMUL, "--target", "local", "--json"], 180),
-        ("show_chip", ["show", MATMUL, "--target", chip, "--view", "pallas"], 180),
-        ("check_default", ["check", MATMUL], 180),
-        ("check_chip", ["check", MATMUL, "--target", chip], 180),
-        ("diff_default", ["diff", MATMUL], 300),
-        ("diff_local", ["diff", MATMUL, "--target", "local"], 300),
-        ("measure", ["show", MATMUL, "--measure", "--json"], 180),
-        ("measure_chip", ["show", MATMUL, "--target", chip, "--measure", "--json"], 180),
+        ("doctor", ["doctor"], 120),
+        ("show_default", ["show", MATMUL, "--json"], 60),  # no --target: what the attached GPU gives
+        ("show_local", ["show", MATMUL, "--target", "local", "--json"], 60),
+        ("show_chip", ["show", MATMUL, "--target", chip, "--view", "pallas"], 60),
+        ("check_default", ["check", MATMUL], 60),
+        ("check_chip", ["check", MATMUL, "--target", chip], 60),
+        ("diff_default", ["diff", MATMUL], 90),
+        ("diff_local", ["diff", MATMUL, "--target", "local"], 90),
+        ("measure", ["show", MATMUL, "--measure", "--json"], 60),
+        ("measure_chip", ["show", MATMUL, "--target", chip, "--measure", "--json"], 60),
     ]
 
 
@@ -183,8 +186,15 @@ def fake_verb(argv: list[str], limit: int) -> dict:
     return {"rc": 0, "seconds": 0.0, "stdout_tail": "(fake: not run)", "stderr_tail": ""}
 
 
-def verbs(chip: str, runner: Callable[[list[str], int], dict]) -> list[dict]:
-    return [{"name": name, "argv": ["inspector", *argv], **runner(argv, limit)} for name, argv, limit in verb_steps(chip)]
+def verbs(chip: str, runner: Callable[[list[str], int], dict], left: Callable[[], float]) -> list[dict]:
+    """Each verb step, the last ones skipped where the run's time is short (``left``: its seconds)."""
+    done = []
+    for name, argv, limit in verb_steps(chip):
+        allowed = int(min(limit, left() - 60))  # a minute kept for the kernels at least
+        outcome = runner(argv, allowed) if allowed >= 10 else {"rc": None, "seconds": 0.0, "stdout_tail": "",
+                                                               "stderr_tail": SKIPPED}
+        done.append({"name": name, "argv": ["inspector", *argv], **outcome})
+    return done
 
 
 # ----------------------------------------------------------------------------- estimate and measurement
@@ -266,10 +276,14 @@ def matched(est: dict, meas: dict) -> list[dict]:
     return rows
 
 
-def entry_record(device, label: str, spec: str, args: str | None, sets: tuple[str, ...], chip: str, iterations: int) -> dict:
+def entry_record(device, label: str, spec: str, args: str | None, sets: tuple[str, ...], chip: str, iterations: int,
+                 skip: bool = False) -> dict:
     from inspector.compilation.target import load_target
 
     record: dict[str, Any] = {"label": label, "spec": spec, "args": args, "sets": list(sets)}
+    if skip:
+        return {**record, "estimate": {"error": SKIPPED, "kernels": []}, "matched": [], "measured_over_estimate": None,
+                "measured": {"error": SKIPPED, "method": None, "kernels": [], "seconds": None, "iterations": 0}}
     try:
         record["estimate"] = estimate(spec, args, sets, chip)
     except Exception as err:  # noqa: BLE001 - one entry's failure is its record, the others go on
@@ -303,7 +317,8 @@ def launches(dumps: dict[str, str]) -> dict:
     return {"kernels": kernels, "ptx_targets": targets, "ptx_sha256": digest}
 
 
-def compile_record(device, label: str, spec: str, args: str | None, sets: tuple[str, ...], chip: str) -> dict:
+def compile_record(device, label: str, spec: str, args: str | None, sets: tuple[str, ...], chip: str,
+                   skip: bool = False) -> dict:
     import jax
 
     from inspector.base.chips import get_chip
@@ -311,7 +326,9 @@ def compile_record(device, label: str, spec: str, args: str | None, sets: tuple[
     from inspector.families.gpu.compile.deviceless import compile_deviceless
     from inspector.families.gpu.jax.target_configs import spec_text
 
-    record: dict[str, Any] = {"label": label, "error": None}
+    record: dict[str, Any] = {"label": label, "error": SKIPPED if skip else None}
+    if skip:
+        return record
     try:
         fn, inputs = concrete(load_target(spec, args, sets=list(sets)))
         abstract = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in inputs]
@@ -351,15 +368,30 @@ def versions() -> dict:
     return found
 
 
-def run(device, chip: str, labels: list[str] | None, iterations: int, runner: Callable[[list[str], int], dict]) -> dict:
+def run(device, chip: str, labels: list[str] | None, iterations: int, runner: Callable[[list[str], int], dict],
+        limit: float, save: Callable[[dict], None]) -> dict:
+    """Every part in turn, each saved as it ends (a run killed at its limit leaves what it had);
+    the parts that ``limit`` (seconds) leaves no time for are recorded as skipped."""
     started, clock = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), time.monotonic()
+    left = lambda: limit - (time.monotonic() - clock)  # noqa: E731
     entries = [e for e in ENTRIES if labels is None or e[0] in labels]
-    result: dict[str, Any] = {"schema": VERSION, "fake": device.fake, "started": started, "versions": versions(),
-                              "device": device.describe(), "verbs": verbs(chip, runner)}
-    result["kernels"] = [entry_record(device, *entry, chip, iterations) for entry in entries]
-    result["compiles"] = [compile_record(device, *entry, chip) for entry in entries if entry[0] in COMPILED]
-    result["summary"] = summary(result["kernels"], result["compiles"])
-    result["seconds"] = round(time.monotonic() - clock, 1)
+    result: dict[str, Any] = {"schema": VERSION, "fake": device.fake, "started": started, "seconds": None,
+                              "versions": versions(), "device": device.describe(), "verbs": [], "kernels": [],
+                              "compiles": [], "summary": None}
+
+    def saved() -> None:
+        result["summary"] = summary(result["kernels"], result["compiles"])
+        result["seconds"] = round(time.monotonic() - clock, 1)
+        save({key: result[key] for key in SCHEMA})
+
+    result["verbs"] = verbs(chip, runner, left)
+    saved()
+    for entry in entries:  # a third of the time left is kept for the compiles' comparison
+        result["kernels"].append(entry_record(device, *entry, chip, iterations, skip=left() < 60))
+        saved()
+    for entry in (e for e in entries if e[0] in COMPILED):
+        result["compiles"].append(compile_record(device, *entry, chip, skip=left() < 15))
+        saved()
     return {key: result[key] for key in SCHEMA}
 
 
@@ -369,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="entry labels, comma-separated (default: all)")
     parser.add_argument("--iterations", type=int, default=20, help="measured runs per entry (default 20)")
     parser.add_argument("--out", default=os.environ.get("OUT"), help="the folder gpu_chip.json goes to (default $OUT)")
+    parser.add_argument("--limit", type=float, default=540, help="seconds the whole run may take (default 540)")
     parser.add_argument("--fake", action="store_true", help="no GPU: a fake device, verbs not run (the plumbing only)")
     opts = parser.parse_args(argv)
     if not opts.out:
@@ -380,13 +413,13 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(ROOT)  # the entries' files are relative to the clone
     if ROOT not in sys.path:
         sys.path.insert(0, ROOT)
-    device = FakeGpu(opts.chip) if opts.fake else AttachedGpu()
-    result = run(device, opts.chip, labels, opts.iterations, fake_verb if opts.fake else run_verb)
     os.makedirs(opts.out, exist_ok=True)
     from inspector.base.atomic import write_atomic
 
     path = os.path.join(opts.out, "gpu_chip.json")
-    write_atomic(path, json.dumps(result, indent=1, sort_keys=False) + "\n")
+    device = FakeGpu(opts.chip) if opts.fake else AttachedGpu()
+    result = run(device, opts.chip, labels, opts.iterations, fake_verb if opts.fake else run_verb, opts.limit,
+                 lambda partial: write_atomic(path, json.dumps(partial, indent=1) + "\n"))
     print(path, json.dumps(result["summary"]))
     return 0
 
