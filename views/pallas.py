@@ -251,11 +251,19 @@ def gpu_kernels_table(kernels, chip: str) -> Table:
     """Each kernel of a deviceless XLA:GPU compile as the compiler launched it (report.gpu_kernels)."""
     table = Table(title=f"XLA:GPU's kernels for {chip} (registers and spills: ptxas)",
                   title_justify="left", box=box.SIMPLE_HEAD)
-    for col in ("kernel", "grid", "threads", "shared memory", "registers/thread", "spills"):
-        table.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=True)
+    for col in ("kernel", "grid", "threads", "shared memory", "registers/thread", "spills", "CTAs/SM", "occupancy",
+                "limit", "waves"):
+        table.add_column(col, justify="left" if col in ("kernel", "limit") else "right", no_wrap=col != "limit")
     for k in kernels:
         dims = lambda d: "x".join(map(str, d)) if d else "-"
+        o = k.occupancy
         table.add_row(k.name, dims(k.grid), dims(k.threads), fmt_bytes(k.shared_memory_bytes),
                       "-" if k.registers is None else str(k.registers),
-                      "-" if k.spill_bytes is None else fmt_bytes(k.spill_bytes))
+                      "-" if k.spill_bytes is None else fmt_bytes(k.spill_bytes),
+                      "-" if o is None else str(o.ctas_per_sm), "-" if o is None else f"{o.occupancy:.0%}",
+                      "-" if o is None else o.limit, "-" if o is None or o.waves is None else f"{o.waves:.2f}")
+    table.caption = ("CTAs/SM: the blocks an SM holds at once, the least of what its registers, shared memory "
+                     "(+1 KiB reserved a block), threads and block slots allow (limit: which binds); occupancy: their "
+                     "warps over the SM's most; waves: grid blocks / (CTAs/SM x SMs)")
+    table.caption_justify = "left"
     return table

@@ -1,14 +1,17 @@
 """The NVIDIA GPU family (docs/backends.md): deviceless XLA:GPU compiles for the chips whose target
 config ships in ``specs/``, and the readers of what those compiles leave. ``jax/``: the target
 configs (the cuda topology, private jax API, is ``jax_internals/cuda_topology.py``); ``compile/``: the compile and its shared-memory refusal;
-``kernels/``: the thunk sequence and ptxas. The ``Family`` object joins them on the backend seam."""
+``kernels/``: the thunk sequence, ptxas and occupancy; ``time.py``: each kernel's floor. The
+``Family`` object joins them on the backend seam."""
 from __future__ import annotations
 
 from ...base.chips import Chip
 from ...base.families import Capabilities, FamilyInfo
 from ..gpu_spec import GpuSpecFamily
 from .compile.path import GpuCompilePath
-from .verdict import compiler_shared_memory, settle_report
+from .kernels.occupancy import with_occupancy
+from .time import estimate
+from .verdict import compiler_shared_memory, gpu_kernels, settle_report
 
 
 class GpuFamily(GpuSpecFamily):
@@ -31,3 +34,18 @@ class GpuFamily(GpuSpecFamily):
         if stages.platform != "cuda":
             return kernels, findings
         return settle_report(kernels, findings, stages, chip.name)
+
+    def estimate_time(self, target, chip: Chip, *, budget=None, kernels: list | None = None, hlo: str | None = None,
+                      use_cache: bool = True, compile_seconds: float | None = None):
+        """Each kernel's floor from its bytes, flops and launch (time.py): the compile's kernels,
+        as the Report captured them (this process's memo, else the compile cache)."""
+        from ...compilation.stages import capture  # (jax: only when a time is asked for)
+        from .. import backend_for
+
+        stages = capture(target, backend_for(chip), jaxpr_text=False, use_cache=use_cache).stages
+        if stages.hlo is None or stages.platform != "cuda":  # nothing compiled: the roofline's floors
+            return super().estimate_time(target, chip, budget=budget, kernels=kernels, use_cache=use_cache)
+        if kernels is None:
+            from ...hlo.fusions import analyse_fusions
+            kernels = analyse_fusions(stages.hlo, chip, stages.cost).kernels
+        return estimate(chip, kernels, with_occupancy(gpu_kernels(stages), chip), hlo or stages.hlo, budget)

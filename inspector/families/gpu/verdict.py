@@ -14,6 +14,7 @@ from ...base.findings import Finding
 from ...compilation.stage_records import Stages
 from .compile.errors import shared_memory_refusal
 from .kernels.launches import KernelLaunch, kernel_launches
+from .kernels.occupancy import Occupancy
 from .kernels.ptxas import ptxas_path
 
 FIX = "fewer num_stages (each keeps a copy of the loop's input tiles), or smaller blocks (bm, bn, bk)"
@@ -30,6 +31,7 @@ class GpuKernel:
     registers: int | None = None  # per thread, ptxas; None without ptxas
     spill_bytes: int | None = None  # spill stores + loads per thread, ptxas
     ptxas_error: str | None = None
+    occupancy: Occupancy | None = None  # blocks per SM and waves on the chip (kernels/occupancy.py)
 
 
 @functools.lru_cache(maxsize=32)
