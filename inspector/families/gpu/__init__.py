@@ -9,9 +9,17 @@ from ...base.chips import Chip
 from ...base.families import Capabilities, FamilyInfo
 from ..gpu_spec import GpuSpecFamily
 from .compile.path import GpuCompilePath
-from .kernels.occupancy import with_occupancy
+from .kernels.occupancy import Occupancy, with_occupancy
 from .time import estimate
-from .verdict import compiler_shared_memory, gpu_kernels, settle_report
+from .verdict import _of_call, compiler_shared_memory, gpu_kernels, settle_report
+
+
+def calls_occupancy(stages, chip: Chip, calls: list[str]) -> Occupancy | None:
+    """The least occupancy of the kernels the compile launched for ``calls`` (pallas_call names):
+    the one with the fewest CTAs per SM; None where none launched (or the compile refused)."""
+    found = [k.occupancy for k in with_occupancy(gpu_kernels(stages), chip)
+             if k.occupancy is not None and any(_of_call(name, k.name) for name in calls)]
+    return min(found, key=lambda o: o.ctas_per_sm, default=None)
 
 
 class GpuFamily(GpuSpecFamily):
