@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from typing import Any
 
 from .errors import UsageError
 
@@ -290,7 +291,7 @@ def _gpu(name, description, *, bw, bf16, smem, hbm, source, spec: str | None = N
     the CUDA cores' f32 peaks (``peak_source``)."""
     fields = ("hbm_bytes_per_s", "bf16_flops", "shared_mem_per_block", "hbm_bytes")
     sources = {f: source for f in fields}
-    occupancy = {}
+    occupancy: dict[str, Any] = {}
     if spec:
         sources.update({f: f"XLA's target config {spec} ({SPEC_FIELDS[f]})" for f in ("shared_mem_per_block", *from_spec)})
         sources["hbm_bytes_per_s"] = f"XLA's target config {spec} (memory_bandwidth, rounded)"

@@ -43,16 +43,17 @@ class GpuFamily(GpuSpecFamily):
             return kernels, findings
         return settle_report(kernels, findings, stages, chip.name)
 
-    def estimate_time(self, target, chip: Chip, *, budget=None, kernels: list | None = None, hlo: str | None = None,
-                      use_cache: bool = True, compile_seconds: float | None = None):
+    def estimate_time(self, target, chip: Chip, **kwargs):
         """Each kernel's floor from its bytes, flops and launch (time.py): the compile's kernels,
-        as the Report captured them (this process's memo, else the compile cache)."""
+        as the Report captured them (this process's memo, else the compile cache). ``kwargs``: as
+        libtpu's estimate_times takes them (budget, kernels, hlo, use_cache)."""
         from ...compilation.stages import capture  # (jax: only when a time is asked for)
         from .. import backend_for
 
-        stages = capture(target, backend_for(chip), jaxpr_text=False, use_cache=use_cache).stages
+        kernels, hlo, budget = kwargs.get("kernels"), kwargs.get("hlo"), kwargs.get("budget")
+        stages = capture(target, backend_for(chip), jaxpr_text=False, use_cache=kwargs.get("use_cache", True)).stages
         if stages.hlo is None or stages.platform != "cuda":  # nothing compiled: the roofline's floors
-            return super().estimate_time(target, chip, budget=budget, kernels=kernels, use_cache=use_cache)
+            return super().estimate_time(target, chip, **kwargs)
         if kernels is None:
             from ...hlo.fusions import analyse_fusions
             kernels = analyse_fusions(stages.hlo, chip, stages.cost).kernels
