@@ -110,12 +110,13 @@ def estimate(chip: Chip, kernels: list, launches: list, hlo: str | None, budget:
     """Every kernel's floor on ``chip`` (``launches``: Report.gpu_kernels, with occupancy)."""
     matched = match_launches(kernels, launches, hlo)
     times = [kernel_time(k, chip, matched.get(k.name)) for k in kernels]
-    untuned = [t.name for t in times if t.note and UNTUNED in t.note]
-    finding = Finding("info", "time-roofline-only",
-                      f"{chip.name}: no GPU to run on and no simulator, so each kernel's time is a floor: its HBM bytes, "
-                      "flops and transcendentals at the chip's peaks, the compute of a partial last wave counted whole"
-                      + (f"; {', '.join(untuned[:3])}{' ...' if len(untuned) > 3 else ''} run {UNTUNED}" if untuned else ""),
-                      view="fusions", data={"chip": chip.name})
+    findings = [Finding("info", "time-roofline-only",
+                        f"{chip.name}: no GPU to run on and no simulator, so each kernel's time is a floor: its HBM bytes, "
+                        "flops and transcendentals at the chip's peaks, the compute of a partial last wave counted whole",
+                        view="fusions", data={"chip": chip.name})]
+    findings += [Finding("info", "time-roofline-only", f"{t.name} on {chip.name}: its floor is for {UNTUNED}",
+                         kernel=t.name, view="fusions", data={"chip": chip.name})
+                 for t in times if t.note and UNTUNED in t.note]
     return TimeEstimate(chip=chip.name, clock_hz=chip.clock_hz, kernels=times, totals=totals(times, chip), method=ROOFLINE,
-                        budget=(budget or Budget()).as_dict(), jobs=[], findings=[finding])
+                        budget=(budget or Budget()).as_dict(), jobs=[], findings=findings)
 
