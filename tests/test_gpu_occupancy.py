@@ -131,3 +131,14 @@ def test_time_on_a_gpu_is_each_kernels_floor(cli):
     # each GEMM fusion's time is labelled: XLA's untuned config
     untuned = {f["kernel"] for f in data["findings"] if f["code"] == "time-roofline-only" and "fallback GEMM" in f["message"]}
     assert untuned == {k["name"] for k in data["kernels"] if k["name"].startswith("gemm_fusion")} and len(untuned) == 2
+
+
+@gpu
+def test_a_pallas_triton_kernels_floor_counts_its_body_and_the_sms_its_grid_leaves_idle(cli):
+    # the Pallas-Triton call was no "pallas" kernel on a GPU: its walk was never paired, its flops 0
+    code, out, err = cli("show", MATMUL, "--target", "h100", "--view", "fusions", "--time", "--json")
+    assert code == 0, err
+    (kernel,) = [k for k in json.loads(out)["kernels"] if k["kind"] == "custom-call:pallas"]
+    assert kernel["flops"] == 2 * 512**3
+    # 16 blocks (128 x 128 tiles) on 132 SMs: 16 of them compute, at the bf16 tensor cores' rate
+    assert kernel["estimated_seconds"] == pytest.approx(2 * 512**3 / H100.bf16_flops * 132 / 16)

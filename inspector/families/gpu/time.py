@@ -4,7 +4,7 @@ the chip's peaks (inspector/base/chips.py), with the compute spread over the SMs
 
 - **Memory**: HBM bytes / the chip's bandwidth. Occupancy does not lower it here: how much of the
   bandwidth few resident warps reach is a measured figure we do not have, so it stays a roofline.
-- **Compute**: a kernel with a dot at the tensor core's rate for its operands (bf16/f16: bf16;
+- **Compute**: a kernel with a dot (or a Pallas kernel) at the tensor core's rate for its operands (bf16/f16: bf16;
   f32: tf32, XLA:GPU's default precision on sm80+, a floor also for HIGHEST); other flops at
   the CUDA cores' (packed f16 where any input is 16-bit); transcendentals at the SFUs' where
   every one of them is an op the SFU computes (exp, logistic, rsqrt).
@@ -29,6 +29,7 @@ from ...libtpu.kernel_times import totals
 from ...libtpu.model import FLOOR, ROOFLINE, KernelTime, TimeEstimate
 
 DOTS = ("dot", "convolution")
+PALLAS = "custom-call:pallas"  # which of its flops are dots is not told apart: all at the tensor cores' rate (a floor)
 SFU_OPS = frozenset({"exponential", "logistic", "rsqrt"})  # each at least one SFU op (ex2, rsqrt) per element
 UNTUNED = "XLA's fallback GEMM tiling (deviceless XLA:GPU does not autotune): the tuned kernel's grid and waves differ"
 # a Pallas-Triton custom call's kernel function, in its backend config: `name = "kernel"`
@@ -69,7 +70,7 @@ def compute_peak(kernel, chip: Chip) -> tuple[float | None, str]:
     """The rate the kernel's flops are held to, and its name."""
     types = _dtypes(kernel)
     sixteen = bool(types & {"bf16", "f16"})
-    if any(op in kernel.ops for op in DOTS):
+    if any(op in kernel.ops for op in DOTS) or kernel.kind == PALLAS:  # a Pallas kernel's dots are in its body
         if sixteen or not types & {"f32"}:  # 16-bit (or 8-bit, held to the bf16 rate) operands
             return chip.bf16_flops, "bf16 tensor core"
         return chip.tf32_flops, "tf32 tensor core"
