@@ -292,17 +292,16 @@ def _gpu(name, description, *, bw, bf16, smem, hbm, source, spec: str | None = N
     fields = ("hbm_bytes_per_s", "bf16_flops", "shared_mem_per_block", "hbm_bytes")
     sources = {f: source for f in fields}
     occupancy: dict[str, Any] = {}
+    f16 = None
     if spec:
         sources.update({f: f"XLA's target config {spec} ({SPEC_FIELDS[f]})" for f in ("shared_mem_per_block", *from_spec)})
         sources["hbm_bytes_per_s"] = f"XLA's target config {spec} (memory_bandwidth, rounded)"
         occupancy = {f: value for f, (value, _) in GPU_OCCUPANCY.items()}
         sources.update({f: why for f, (_, why) in GPU_OCCUPANCY.items()})
-    f16 = None
-    if tf32 is not None:
-        sources.update(tf32_flops=peak_source, f32_flops=peak_source)
-    if spec:
         f16 = F16_PER_SM * 2 * from_spec["sms"] * from_spec["clock_hz"]
         sources["f16_flops"] = F16_SOURCE
+    if tf32 is not None:
+        sources.update(tf32_flops=peak_source, f32_flops=peak_source)
     return Chip(name, "gpu", description, hbm_bytes=hbm, hbm_bytes_per_s=bw, bf16_flops=bf16,
                 shared_mem_per_block=smem, target_config=spec, sources=sources, tf32_flops=tf32, f32_flops=f32,
                 f16_flops=f16, **occupancy, **from_spec)
