@@ -9,7 +9,9 @@ import types
 import pytest
 
 from inspector.base.chips import get_chip
-from inspector.families.gpu.kernels.occupancy import occupancy
+from inspector.families.gpu.kernels.occupancy import occupancy, with_occupancy
+from inspector.families.gpu.kernels.ptxas import read_ptxas
+from inspector.families.gpu.verdict import GpuKernel
 from inspector.families.gpu.time import UNTUNED, kernel_time, launch_names, match_launches
 from inspector.jax_internals.cuda_topology import plugin_missing
 from inspector.libtpu.model import FLOOR
@@ -55,6 +57,17 @@ def test_small_blocks_are_held_by_threads_and_a_block_over_the_register_file_fit
 def test_without_ptxas_the_register_limit_is_unknown_and_said_so():
     o = occupancy(H100, threads=256, blocks=16, shared_memory_bytes=98304, registers=None)
     assert o.by_registers is None and o.ctas_per_sm == 2 and o.limit == "at most: shared memory"
+
+
+def test_static_shared_memory_counts_beside_the_launchs_dynamic_one():
+    # an XLA reduction declares its shared memory statically: the launch says 0 bytes, ptxas says how much
+    (kernel,) = read_ptxas("ptxas info    : Compiling entry function 'input_reduce_fusion' for 'sm_90a'\n"
+                           "ptxas info    : Used 29 registers, used 1 barriers, 8320 bytes smem, 400 bytes cmem[0]\n")
+    assert kernel.static_shared_bytes == 8320
+    launch = GpuKernel(name="input_reduce_fusion", grid=(8, 1, 1), threads=(1024, 1, 1), shared_memory_bytes=0,
+                       registers=29, static_shared_memory_bytes=kernel.static_shared_bytes)
+    (with_it,) = with_occupancy([launch], H100)
+    assert with_it.occupancy.by_shared_memory == 233472 // (8320 + 1024)  # 24, not the 228 of 1 KiB alone
 
 
 def test_a_spec_only_gpu_has_no_occupancy():

@@ -83,10 +83,11 @@ def _by_shared_memory(chip: Chip, dynamic_bytes: int) -> int:
 
 
 def with_occupancy(kernels: list, chip: Chip) -> list:
-    """Each kernel (verdict.GpuKernel: its launch and registers) with its occupancy on ``chip``."""
+    """Each kernel (verdict.GpuKernel: its launch and registers) with its occupancy on ``chip``: its
+    shared memory the launch's dynamic figure plus its static one (ptxas)."""
     def of(k) -> Occupancy | None:
         if not k.grid or not k.threads:
             return None
-        return occupancy(chip, threads=math.prod(k.threads), blocks=math.prod(k.grid),
-                         shared_memory_bytes=k.shared_memory_bytes or 0, registers=k.registers)
+        return occupancy(chip, threads=math.prod(k.threads), blocks=math.prod(k.grid), registers=k.registers,
+                         shared_memory_bytes=(k.shared_memory_bytes or 0) + (k.static_shared_memory_bytes or 0))
     return [dataclasses.replace(k, occupancy=of(k)) for k in kernels]
