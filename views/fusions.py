@@ -113,7 +113,10 @@ def kernels_table(analysis: FusionAnalysis, sort: str = "order", top: int = 40) 
     if any(k.bound in VECTOR_BOUNDS for k in shown):
         notes.append("bound: the unit the roofline's time is for: memory (HBM), compute (the MXU), or for a Pallas kernel "
                      "its VPU (VALU), EUP (transcendentals) or XLU (across the lanes) work, counted from the kernel body")
-    if timed:
+    if timed and not {k.estimate_source for k in shown} & {"libtpu", "libtpu-extrapolated"}:  # nothing simulated
+        notes.append("est. time: a floor (>=), nothing simulated the kernels: r its bytes and flops at the chip's peaks "
+                     "(the findings say how); time: the roofline bound")
+    elif timed:
         notes.append("est. time: libtpu's static simulation of the compiled kernel (~ extrapolated from smaller grids); "
                      ">= a floor where libtpu gave none (r the roofline, b the bundles the kernel issues; XLA cycles: "
                      "the compiler's own estimate, no bound), a-b a range; time: the roofline bound")

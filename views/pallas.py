@@ -192,7 +192,9 @@ def errors_outside(report_findings: list[Finding], kernels: list[PallasReport]) 
 
 def check_view(result: CheckResult) -> Group:
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title=f"check {result.target}", title_justify="left")
-    for col in ("target", "estimate", "limit", "fits", "compiler", "compiler figure", "HBM/device", "usable", "HBM"):
+    occupancy = any(t.ctas_per_sm is not None for t in result.targets)  # a GPU compile: its kernels' CTAs per SM
+    for col in ("target", "estimate", "limit", "fits", "compiler", "compiler figure", "HBM/device", "usable", "HBM",
+                *(("CTAs/SM",) if occupancy else ())):
         table.add_column(col, justify="left" if col in ("target", "fits", "compiler", "HBM") else "right", no_wrap=True)
     verdict = lambda v: Text("-", style="dim") if v is None else (Text("fits", style="green") if v else Text("DOES NOT FIT", style="bold red"))
     overruled: list[str] = []  # chips where the estimate and the compiler disagree: the compiler's verdict stands
@@ -211,7 +213,11 @@ def check_view(result: CheckResult) -> Group:
                                                               "speaks of VMEM only)" if failed_otherwise else ")"))
         add_row(table, t.chip, fmt_bytes_range(t.vmem_certain_bytes, t.vmem_bytes), fmt_bytes(t.vmem_limit_bytes), estimate,
                       compiler, fmt_bytes(t.compiler_vmem_bytes), fmt_bytes(t.hbm_bytes), fmt_bytes(t.hbm_limit_bytes),
-                      verdict(t.hbm_fits))
+                      verdict(t.hbm_fits), *(("-" if t.ctas_per_sm is None else str(t.ctas_per_sm),) if occupancy else ()))
+    if occupancy:
+        table.caption = ("CTAs/SM: the blocks of the chip's Pallas kernel an SM holds at once (the fewest, where there are "
+                         "several); show --view pallas says which limit binds")
+        table.caption_justify = "left"
     kernels = ", ".join(f"{k.call.name} ({k.call.source}, grid {k.call.grid_text})" for k in result.kernels) or "none"
     status = Text(result.status, style="bold green" if result.ok else "bold red" if result.failed else "bold yellow")
     if result.undecided and not result.failed:
@@ -251,11 +257,18 @@ def gpu_kernels_table(kernels, chip: str) -> Table:
     """Each kernel of a deviceless XLA:GPU compile as the compiler launched it (report.gpu_kernels)."""
     table = Table(title=f"XLA:GPU's kernels for {chip} (registers and spills: ptxas)",
                   title_justify="left", box=box.SIMPLE_HEAD)
-    for col in ("kernel", "grid", "threads", "shared memory", "registers/thread", "spills"):
-        table.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=True)
+    for col in ("kernel", "grid", "threads", "shared memory", "registers/thread", "spills", "CTAs/SM", "limit", "waves"):
+        table.add_column(col, justify="left" if col in ("kernel", "limit") else "right", no_wrap=True)
     for k in kernels:
         dims = lambda d: "x".join(map(str, d)) if d else "-"
+        o = k.occupancy
         table.add_row(k.name, dims(k.grid), dims(k.threads), fmt_bytes(k.shared_memory_bytes),
                       "-" if k.registers is None else str(k.registers),
-                      "-" if k.spill_bytes is None else fmt_bytes(k.spill_bytes))
+                      "-" if k.spill_bytes is None else fmt_bytes(k.spill_bytes),
+                      "-" if o is None else f"{o.ctas_per_sm} ({o.occupancy:.0%})",
+                      "-" if o is None else o.limit, "-" if o is None or o.waves is None else f"{o.waves:.2f}")
+    table.caption = ("CTAs/SM: the blocks an SM holds at once, the least of what its registers, shared memory "
+                     "(+1 KiB reserved a block), threads and block slots allow (limit: which binds), and their warps "
+                     "over the SM's most (the occupancy); waves: grid blocks / (CTAs/SM x SMs)")
+    table.caption_justify = "left"
     return table

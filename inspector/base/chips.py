@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from typing import Any
 
 from .errors import UsageError
 
@@ -56,6 +57,20 @@ class Chip:
     shared_mem_per_sm: int | None = None
     registers_per_sm: int | None = None  # 32-bit registers
     threads_per_sm: int | None = None
+    # what bounds how many blocks (CTAs) an SM holds at once, beside the fields above: the
+    # compute-capability tables (GPU_OCCUPANCY below; kernels/occupancy.py uses them)
+    max_ctas_per_sm: int | None = None  # resident blocks per SM
+    max_warps_per_sm: int | None = None  # resident warps per SM
+    register_alloc_unit: int | None = None  # a warp's registers are allocated in multiples of this
+    sm_subpartitions: int | None = None  # the register file is split over these (one warp scheduler each)
+    shared_mem_alloc_unit: int | None = None  # a block's shared memory is allocated in multiples of this
+    reserved_shared_mem_per_block: int | None = None  # shared memory the system takes per block (sm80+: 1 KiB)
+    # GPU peaks beside bf16_flops (dense tensor core): tf32 on the tensor cores, f32 on the CUDA
+    # cores (no tensor core), and the SFU's transcendentals (exp2, log2, rcp, rsqrt, sin, cos) a clock per SM
+    tf32_flops: float | None = None
+    f32_flops: float | None = None
+    f16_flops: float | None = None  # 16-bit float arithmetic on the CUDA cores (packed pairs)
+    sfu_ops_per_clock_per_sm: int | None = None
     l2_bytes: int | None = None
     hbm_bytes: int | None = None
     hbm_bytes_per_s: float | None = None
@@ -103,6 +118,13 @@ class Chip:
     @property
     def is_local(self) -> bool:
         return self.kind == "local"
+
+    @property
+    def sfu_ops_per_s(self) -> float | None:
+        """Transcendentals a second over a GPU's SMs (the SFUs' peak)."""
+        if not (self.sfu_ops_per_clock_per_sm and self.sms and self.clock_hz):
+            return None
+        return self.sfu_ops_per_clock_per_sm * self.sms * self.clock_hz
 
     @property
     def vpu_ops_per_s(self) -> float | None:
@@ -235,16 +257,54 @@ SPEC_FIELDS = {"compute_capability": "compute_capability", "sms": "core_count",
                "hbm_device_bytes": "device_memory_size", "device_kind": "device_description_str"}
 
 
-def _gpu(name, description, *, bw, bf16, smem, hbm, source, spec: str | None = None, **from_spec) -> Chip:
+# Occupancy facts of compute capability 8.0 and 9.0 (identical on both), each from the CUDA C++
+# Programming Guide's tables ("Technical Specifications per Compute Capability"; "Compute
+# Capability 8.x / 9.0": shared memory) and the occupancy calculator that ships with the toolkit
+# (cuda_occupancy.h: how registers and shared memory are allocated)
+CUDA_GUIDE_SPECS = "CUDA C++ Programming Guide, Technical Specifications per Compute Capability (8.0, 9.0)"
+CUDA_OCCUPANCY = "the CUDA toolkit's occupancy calculator (cuda_occupancy.h, {what}) for compute capability 8.0 and 9.0"
+GPU_OCCUPANCY = {
+    "max_ctas_per_sm": (32, CUDA_GUIDE_SPECS + ": maximum number of resident blocks per SM, 32"),
+    "max_warps_per_sm": (64, CUDA_GUIDE_SPECS + ": maximum number of resident warps per SM, 64"),
+    "register_alloc_unit": (256, CUDA_OCCUPANCY.format(what="regAllocUnitSize: registers are given a warp in units of 256")),
+    "sm_subpartitions": (4, CUDA_OCCUPANCY.format(what="cudaOccSubPartitionsPerMultiprocessor: 4; the register file is "
+                                                       "split between them")),
+    "shared_mem_alloc_unit": (128, CUDA_OCCUPANCY.format(what="cudaOccSMemAllocationGranularity: 128 bytes")),
+    "reserved_shared_mem_per_block": (1024, "CUDA C++ Programming Guide, Compute Capability 8.x and 9.0 (shared memory): "
+                                            "1 KB of shared memory is reserved for system use per thread block"),
+    "sfu_ops_per_clock_per_sm": (16, "CUDA C++ Programming Guide, Arithmetic Instructions throughput table: 16 results a "
+                                     "clock per SM for 32-bit reciprocal, rsqrt, log2, exp2, sin, cos on 8.0 and 9.0"),
+}
+
+
+# 16-bit float add/multiply/fma results a clock per SM on the CUDA cores (compute capability 8.0 and 9.0)
+F16_PER_SM = 256
+F16_SOURCE = ("derived: CUDA C++ Programming Guide, Arithmetic Instructions throughput table: 256 16-bit float "
+              "add/multiply/fma results a clock per SM on 8.0 and 9.0, x 2 flops x SMs x clock")
+
+
+def _gpu(name, description, *, bw, bf16, smem, hbm, source, spec: str | None = None, tf32=None, f32=None,
+         peak_source=None, **from_spec) -> Chip:
     """A GPU row. With ``spec`` (a file of inspector/families/gpu/specs/), the ``from_spec`` fields
-    (SPEC_FIELDS) are that file's figures, and XLA:GPU compiles for the chip deviceless."""
+    (SPEC_FIELDS) are that file's figures, and XLA:GPU compiles for the chip deviceless, its
+    kernels' occupancy reckoned from GPU_OCCUPANCY; ``tf32``, ``f32``: the tensor core's tf32 and
+    the CUDA cores' f32 peaks (``peak_source``)."""
     fields = ("hbm_bytes_per_s", "bf16_flops", "shared_mem_per_block", "hbm_bytes")
     sources = {f: source for f in fields}
+    occupancy: dict[str, Any] = {}
+    f16 = None
     if spec:
         sources.update({f: f"XLA's target config {spec} ({SPEC_FIELDS[f]})" for f in ("shared_mem_per_block", *from_spec)})
         sources["hbm_bytes_per_s"] = f"XLA's target config {spec} (memory_bandwidth, rounded)"
+        occupancy = {f: value for f, (value, _) in GPU_OCCUPANCY.items()}
+        sources.update({f: why for f, (_, why) in GPU_OCCUPANCY.items()})
+        f16 = F16_PER_SM * 2 * from_spec["sms"] * from_spec["clock_hz"]
+        sources["f16_flops"] = F16_SOURCE
+    if tf32 is not None:
+        sources.update(tf32_flops=peak_source, f32_flops=peak_source)
     return Chip(name, "gpu", description, hbm_bytes=hbm, hbm_bytes_per_s=bw, bf16_flops=bf16,
-                shared_mem_per_block=smem, target_config=spec, sources=sources, **from_spec)
+                shared_mem_per_block=smem, target_config=spec, sources=sources, tf32_flops=tf32, f32_flops=f32,
+                f16_flops=f16, **occupancy, **from_spec)
 
 
 CHIPS: tuple[Chip, ...] = (
@@ -287,17 +347,20 @@ CHIPS: tuple[Chip, ...] = (
          source="NVIDIA A100 datasheet; CUDA C guide (163 KiB opt-in shared memory)",
          spec="a100_sxm_80.txtpb", compute_capability="8.0", sms=108, shared_mem_per_sm=167_936, registers_per_sm=65536,
          threads_per_sm=2048, l2_bytes=40 * MiB, clock_hz=1.41e9, hbm_device_bytes=85_100_068_864,
-         device_kind="NVIDIA A100-SXM4-80GB"),
+         device_kind="NVIDIA A100-SXM4-80GB", tf32=156e12, f32=19.5e12,
+         peak_source="NVIDIA A100 datasheet: TF32 tensor core 156 TFLOPS (dense), FP32 19.5 TFLOPS"),
     _gpu("h100", "NVIDIA H100 SXM (XLA:GPU deviceless)", bw=3.35e12, bf16=989e12, smem=232_448, hbm=80 * GiB,
          source="NVIDIA H100 datasheet (dense bf16); CUDA C guide (227 KiB opt-in shared memory)",
          spec="h100_sxm.txtpb", compute_capability="9.0a", sms=132, shared_mem_per_sm=233_472, registers_per_sm=65536,
          threads_per_sm=2048, l2_bytes=50 * MiB, clock_hz=1.98e9, hbm_device_bytes=84_942_979_072,
-         device_kind="NVIDIA H100 80GB HBM3"),
+         device_kind="NVIDIA H100 80GB HBM3", tf32=494.7e12, f32=66.9e12,
+         peak_source="NVIDIA H100 datasheet (SXM): TF32 tensor core 989 TFLOPS with sparsity (494.7 dense), FP32 67 TFLOPS"),
     _gpu("h200", "NVIDIA H200 SXM (XLA:GPU deviceless)", bw=4.8e12, bf16=989e12, smem=232_448, hbm=141 * GiB,
          source="NVIDIA H200 datasheet (dense bf16); CUDA C guide (227 KiB opt-in shared memory)",
          spec="h200.txtpb", compute_capability="9.0a", sms=132, shared_mem_per_sm=233_472, registers_per_sm=65536,
          threads_per_sm=2048, l2_bytes=50 * MiB, clock_hz=1.98e9, hbm_device_bytes=151_397_597_184,
-         device_kind="NVIDIA H200 141GB HBM3e"),
+         device_kind="NVIDIA H200 141GB HBM3e", tf32=494.7e12, f32=66.9e12,
+         peak_source="NVIDIA H200 datasheet (SXM): TF32 tensor core 989 TFLOPS with sparsity (494.7 dense), FP32 67 TFLOPS"),
     _gpu("b200", "NVIDIA B200 (spec only)", bw=8.0e12, bf16=2250e12, smem=232_448, hbm=180 * GiB,
          source="NVIDIA Blackwell datasheet (dense bf16); CUDA C guide (227 KiB opt-in shared memory)"),
 )

@@ -76,6 +76,8 @@ def _kind(instr: Instruction, module: HloModule | None = None) -> str:
         target = instr.attr("custom_call_target") or "?"
         if target == "tpu_custom_call":
             return "custom-call:pallas" if "pallas_call" in (instr.op_name or "") else "custom-call:mosaic"
+        if target == "__gpu$xla.gpu.triton" and "pallas_call" in (instr.op_name or ""):  # a Pallas-Triton kernel
+            return "custom-call:pallas"
         return f"custom-call:{target}"
     if op in ("copy", "copy-start"):
         return "copy"

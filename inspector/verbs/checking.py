@@ -38,6 +38,8 @@ class ChipCheck:
     hbm_fits: bool | None = None  # None: not compiled
     mesh: dict | None = None  # the mesh the program was sharded over
     compiler_aborted: bool = False  # libtpu ended the compile's process: no verdict (a compile-aborted finding)
+    ctas_per_sm: int | None = None  # a GPU: the fewest CTAs per SM of its Pallas kernels (families/gpu/kernels/occupancy.py)
+    occupancy_limit: str | None = None  # what binds that kernel's CTAs per SM
 
 
 @dataclasses.dataclass(repr=False, kw_only=True)
@@ -84,9 +86,13 @@ def _compiler_verdict(stages: Stages, row: ChipCheck, interpreted: bool = False)
 
 def _gpu_verdict(findings: list[Finding], stages: Stages, row: ChipCheck, reports: list[PallasReport]) -> list[Finding]:
     """Fill the row with XLA:GPU's verdict (fits or not, its shared-memory figure); the findings with it."""
+    from ..families.gpu import calls_occupancy
     from ..families.gpu.verdict import compiler_verdict
 
     findings, row.compiler_fits, row.compiler_vmem_bytes = compiler_verdict(findings, stages, row.chip, reports)
+    least = calls_occupancy(stages, get_chip(row.chip), [r.call.name for r in reports]) if row.compiler_fits else None
+    if least is not None:
+        row.ctas_per_sm, row.occupancy_limit = least.ctas_per_sm, least.limit
     row.compiler_message = stages.compile_error.headline if stages.compile_error is not None else None
     return findings
 

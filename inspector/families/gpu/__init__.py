@@ -1,14 +1,25 @@
 """The NVIDIA GPU family (docs/backends.md): deviceless XLA:GPU compiles for the chips whose target
 config ships in ``specs/``, and the readers of what those compiles leave. ``jax/``: the target
 configs (the cuda topology, private jax API, is ``jax_internals/cuda_topology.py``); ``compile/``: the compile and its shared-memory refusal;
-``kernels/``: the thunk sequence and ptxas. The ``Family`` object joins them on the backend seam."""
+``kernels/``: the thunk sequence, ptxas and occupancy; ``time.py``: each kernel's floor. The
+``Family`` object joins them on the backend seam."""
 from __future__ import annotations
 
 from ...base.chips import Chip
 from ...base.families import Capabilities, FamilyInfo
 from ..gpu_spec import GpuSpecFamily
 from .compile.path import GpuCompilePath
-from .verdict import compiler_shared_memory, settle_report
+from .kernels.occupancy import Occupancy, with_occupancy
+from .time import estimate
+from .verdict import _of_call, compiler_shared_memory, gpu_kernels, settle_report
+
+
+def calls_occupancy(stages, chip: Chip, calls: list[str]) -> Occupancy | None:
+    """The least occupancy of the kernels the compile launched for ``calls`` (pallas_call names):
+    the one with the fewest CTAs per SM; None where none launched (or the compile refused)."""
+    found = [k.occupancy for k in with_occupancy(gpu_kernels(stages), chip)
+             if k.occupancy is not None and any(_of_call(name, k.name) for name in calls)]
+    return min(found, key=lambda o: o.ctas_per_sm, default=None)
 
 
 class GpuFamily(GpuSpecFamily):
@@ -31,3 +42,19 @@ class GpuFamily(GpuSpecFamily):
         if stages.platform != "cuda":
             return kernels, findings
         return settle_report(kernels, findings, stages, chip.name)
+
+    def estimate_time(self, target, chip: Chip, **kwargs):
+        """Each kernel's floor from its bytes, flops and launch (time.py): the compile's kernels,
+        as the Report captured them (this process's memo, else the compile cache). ``kwargs``: as
+        libtpu's estimate_times takes them (budget, kernels, hlo, use_cache)."""
+        from ...compilation.stages import capture  # (jax: only when a time is asked for)
+        from .. import backend_for
+
+        kernels, hlo, budget = kwargs.get("kernels"), kwargs.get("hlo"), kwargs.get("budget")
+        stages = capture(target, backend_for(chip), jaxpr_text=False, use_cache=kwargs.get("use_cache", True)).stages
+        if stages.hlo is None or stages.platform != "cuda":  # nothing compiled: the roofline's floors
+            return super().estimate_time(target, chip, **kwargs)
+        if kernels is None:
+            from ...hlo.fusions import analyse_fusions
+            kernels = analyse_fusions(stages.hlo, chip, stages.cost).kernels
+        return estimate(chip, kernels, with_occupancy(gpu_kernels(stages), chip), hlo or stages.hlo, budget)

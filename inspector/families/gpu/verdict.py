@@ -14,6 +14,7 @@ from ...base.findings import Finding
 from ...compilation.stage_records import Stages
 from .compile.errors import shared_memory_refusal
 from .kernels.launches import KernelLaunch, kernel_launches
+from .kernels.occupancy import Occupancy
 from .kernels.ptxas import ptxas_path
 
 FIX = "fewer num_stages (each keeps a copy of the loop's input tiles), or smaller blocks (bm, bn, bk)"
@@ -30,6 +31,8 @@ class GpuKernel:
     registers: int | None = None  # per thread, ptxas; None without ptxas
     spill_bytes: int | None = None  # spill stores + loads per thread, ptxas
     ptxas_error: str | None = None
+    static_shared_memory_bytes: int | None = None  # ptxas: the kernel's static shared memory (XLA's reductions)
+    occupancy: Occupancy | None = None  # blocks per SM and waves on the chip (kernels/occupancy.py)
 
 
 @functools.lru_cache(maxsize=32)
@@ -45,6 +48,7 @@ def gpu_kernels(stages: Stages) -> list[GpuKernel]:
                       shared_memory_bytes=k.launch.shared_memory_bytes,
                       registers=k.ptxas.registers if k.ptxas else None,
                       spill_bytes=k.ptxas.spill_store_bytes + k.ptxas.spill_load_bytes if k.ptxas else None,
+                      static_shared_memory_bytes=k.ptxas.static_shared_bytes if k.ptxas else None,
                       ptxas_error=k.ptxas_error)
             for k in _launches(dumps.get("thunk_sequence.txt", ""), ptx)]
 

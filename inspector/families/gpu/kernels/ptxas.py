@@ -17,7 +17,7 @@ _TARGET = re.compile(r"^\s*\.target\s+(sm_\w+)", re.MULTILINE)
 _ENTRY = re.compile(r"^\s*\.(?:visible\s+)?\.entry\s+([\w$.]+)", re.MULTILINE)
 _FUNCTION = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?")
+_USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, (\d+) bytes smem)?")
 _ADVICE = re.compile(r"ptxas (?:info|warning)\s*:\s*\(?(C\d+)\)?\s*(.*)")
 TIMEOUT_S = 120
 
@@ -33,6 +33,7 @@ class PtxasKernel:
     spill_load_bytes: int = 0
     stack_frame_bytes: int = 0
     barriers: int = 0
+    static_shared_bytes: int = 0  # the kernel's static shared memory (a launch's dynamic figure is apart)
     advisories: tuple[str, ...] = ()  # e.g. "C7514: ... wgmma serialized ..."
 
     @property
@@ -98,7 +99,8 @@ def read_ptxas(report: str) -> list[PtxasKernel]:
             current.update(stack_frame_bytes=int(frame.group(1)), spill_store_bytes=int(frame.group(2)),
                            spill_load_bytes=int(frame.group(3)))
         elif (used := _USED.search(line)) is not None:
-            current.update(registers=int(used.group(1)), barriers=int(used.group(2) or 0))
+            current.update(registers=int(used.group(1)), barriers=int(used.group(2) or 0),
+                           static_shared_bytes=int(used.group(3) or 0))
         elif (advice := _ADVICE.search(line)) is not None:
             current["advisories"] += (f"{advice.group(1)}: {advice.group(2).strip()}",)
     if current is not None and "registers" in current:
