@@ -86,8 +86,7 @@ def _compiler_verdict(stages: Stages, row: ChipCheck, interpreted: bool = False)
 
 def _gpu_verdict(findings: list[Finding], stages: Stages, row: ChipCheck, reports: list[PallasReport]) -> list[Finding]:
     """Fill the row with XLA:GPU's verdict (fits or not, its shared-memory figure); the findings with it."""
-    from ..families.gpu import calls_occupancy
-    from ..families.gpu.verdict import compiler_verdict
+    from ..families.gpu.verdict import calls_occupancy, compiler_verdict
 
     findings, row.compiler_fits, row.compiler_vmem_bytes = compiler_verdict(findings, stages, row.chip, reports)
     least = calls_occupancy(stages, get_chip(row.chip), [r.call.name for r in reports]) if row.compiler_fits else None

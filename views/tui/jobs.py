@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from ...session import Session
     from .host import Host
 
-# the CPU, the TPUs interpret mode simulates, and the GPUs XLA:GPU compiles for without one
-TARGETS = ["cpu"] + [c.name for c in CHIPS if family_of(c).info.can.simulate or (c.kind == "gpu" and family_of(c).info.can.compile)]
+# the CPU and every chip compiled for here without one (the TPUs by libtpu, the GPUs by XLA:GPU)
+TARGETS = ["cpu"] + [c.name for c in CHIPS if family_of(c).info.can.compile]
 
 
 def _compared(report_a, report_b):

@@ -9,17 +9,9 @@ from ...base.chips import Chip
 from ...base.families import Capabilities, FamilyInfo
 from ..gpu_spec import GpuSpecFamily
 from .compile.path import GpuCompilePath
-from .kernels.occupancy import Occupancy, with_occupancy
+from .kernels.occupancy import with_occupancy
 from .time import estimate
-from .verdict import _of_call, compiler_shared_memory, gpu_kernels, settle_report
-
-
-def calls_occupancy(stages, chip: Chip, calls: list[str]) -> Occupancy | None:
-    """The least occupancy of the kernels the compile launched for ``calls`` (pallas_call names):
-    the one with the fewest CTAs per SM; None where none launched (or the compile refused)."""
-    found = [k.occupancy for k in with_occupancy(gpu_kernels(stages), chip)
-             if k.occupancy is not None and any(_of_call(name, k.name) for name in calls)]
-    return min(found, key=lambda o: o.ctas_per_sm, default=None)
+from .verdict import compiler_shared_memory, gpu_kernels, settle_report
 
 
 class GpuFamily(GpuSpecFamily):
@@ -47,11 +39,11 @@ class GpuFamily(GpuSpecFamily):
         """Each kernel's floor from its bytes, flops and launch (time.py): the compile's kernels,
         as the Report captured them (this process's memo, else the compile cache). ``kwargs``: as
         libtpu's estimate_times takes them (budget, kernels, hlo, use_cache)."""
+        from ...compilation.backends import Backend
         from ...compilation.stages import capture  # (jax: only when a time is asked for)
-        from .. import backend_for
 
         kernels, hlo, budget = kwargs.get("kernels"), kwargs.get("hlo"), kwargs.get("budget")
-        stages = capture(target, backend_for(chip), jaxpr_text=False, use_cache=kwargs.get("use_cache", True)).stages
+        stages = capture(target, Backend(chip, self.compile_path(chip)), jaxpr_text=False, use_cache=kwargs.get("use_cache", True)).stages
         if stages.hlo is None or stages.platform != "cuda":  # nothing compiled: the roofline's floors
             return super().estimate_time(target, chip, **kwargs)
         if kernels is None:

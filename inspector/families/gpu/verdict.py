@@ -14,7 +14,8 @@ from ...base.findings import Finding
 from ...compilation.stage_records import Stages
 from .compile.errors import shared_memory_refusal
 from .kernels.launches import KernelLaunch, kernel_launches
-from .kernels.occupancy import Occupancy
+from ...base.chips import Chip
+from .kernels.occupancy import Occupancy, with_occupancy
 from .kernels.ptxas import ptxas_path
 
 FIX = "fewer num_stages (each keeps a copy of the loop's input tiles), or smaller blocks (bm, bn, bk)"
@@ -124,3 +125,11 @@ def settle_report(kernels: list, findings: list[Finding], stages: Stages, chip: 
     refused = bool(kernels) and stages.compile_error is not None and shared_memory_refusal(stages.compile_error.message) is not None
     rest = [f for f in findings if id(f) not in old and not (refused and f.code == "compile-error")]
     return settled, rest + [f for k in settled for f in k.findings]
+
+
+def calls_occupancy(stages, chip: Chip, calls: list[str]) -> Occupancy | None:
+    """The least occupancy of the kernels the compile launched for ``calls`` (pallas_call names):
+    the one with the fewest CTAs per SM; None where none launched (or the compile refused)."""
+    found = [k.occupancy for k in with_occupancy(gpu_kernels(stages), chip)
+             if k.occupancy is not None and any(_of_call(name, k.name) for name in calls)]
+    return min(found, key=lambda o: o.ctas_per_sm, default=None)
