@@ -195,8 +195,8 @@ def fix(opts) -> int:
 
     chips = parse_targets(opts.chip)
     if any(not family_of(c).info.can.fix for c in chips):
-        raise UsageError(f"fix compiles for TPUs: --target {', '.join(c.name for c in chips if not family_of(c).info.can.fix)} is not one "
-                         "(e.g. --target tpu-v5e,tpu-v5p)")
+        raise UsageError(f"fix compiles each change for its chip: --target {', '.join(c.name for c in chips if not family_of(c).info.can.fix)} "
+                         "has no compiler here (e.g. --target tpu-v5e,tpu-v5p or h100)")
     request, options = fix_job(opts)
     if opts.patch is not None:
         _check_patch_path(opts)

@@ -292,6 +292,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         scalar_prefetch=n_idx, prefetch_bytes=sum(bytes_of(v.aval) for v in prefetch_vars),
         operands=operands, scratch=scratch + body.scoped, dmas=body.dmas,
         vmem_limit_bytes=getattr(cp, "vmem_limit_bytes", None), num_stages=getattr(cp, "num_stages", None),
+        num_warps=getattr(cp, "num_warps", None),
         step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
         int8_matmuls=body.int8_matmuls, mxu_passes=body.mxu_passes or 1, grid_work=work,
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,
