@@ -87,7 +87,10 @@ def _gpu_verdict(findings: list[Finding], stages: Stages, row: ChipCheck, report
     from ..families.gpu.verdict import compiler_verdict
 
     findings, row.compiler_fits, row.compiler_vmem_bytes = compiler_verdict(findings, stages, row.chip, reports)
-    row.compiler_message = stages.compile_error.headline if stages.compile_error is not None else None
+    err = stages.compile_error
+    row.compiler_message = err.headline if err is not None else None
+    if err is not None and not any(f.code == "compile-shared-memory-oom" for f in findings):
+        findings = findings + [err.finding(stages.backend, view="pallas")]  # a failure other than shared memory: said
     return findings
 
 

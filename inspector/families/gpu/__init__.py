@@ -9,6 +9,7 @@ from ...base.families import Capabilities, FamilyInfo
 from ..gpu_spec import GpuSpecFamily
 from .compile.path import GpuCompilePath
 from .fixes import triton_changes
+from .foreign import explain_tpu_kernels
 from .verdict import compiler_shared_memory, settle_report
 
 
@@ -23,6 +24,10 @@ class GpuFamily(GpuSpecFamily):
 
     def compile_path(self, chip: Chip) -> GpuCompilePath:  # type: ignore[override]
         return GpuCompilePath(chip)
+
+    def explain_failure(self, captured, chip: Chip):
+        """A Pallas TPU kernel's lowering failure said as that (jax's words blame the install)."""
+        return explain_tpu_kernels(captured, chip)
 
     def fixes(self, calls: list, chip: Chip, *, needed_bytes: int | None, kernel: str | None) -> tuple[list, list]:
         """Fewer num_stages where XLA:GPU refused a kernel for shared memory, the other num_warps."""

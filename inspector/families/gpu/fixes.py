@@ -19,13 +19,14 @@ TRITON_DEFAULT_WARPS = 4
 
 
 def _triton_kernels(calls: list[FoundCall]) -> list[tuple[FoundCall, int]]:
-    """Each compiled pallas_call with its index among the calls of its name (``Change.call``)."""
+    """Each compiled Pallas-Triton call (Triton's CompilerParams, or none given) with its index
+    among the calls of its name (``Change.call``)."""
     seen: dict[str, int] = {}
     out = []
     for found in calls:
         name = found.info.name
         seen[name] = seen.get(name, -1) + 1
-        if found.info.style == "pallas_call" and not found.info.interpret:
+        if found.info.style == "pallas_call" and not found.info.interpret and found.info.written_for in (None, "triton"):
             out.append((found, seen[name]))
     return out
 
