@@ -53,3 +53,14 @@ def test_jax_gpu_kernel_opens_in_the_pallas_view(cli, entry):
 def test_the_parametrized_entries_are_every_kernel_the_sample_names():
     assert _entries("samples/jax_gpu_kernels.py") == ["attention", "layer_norm", "rms_norm", "softmax",
                                                      "decode_attention", "paged_attention"]
+
+
+def test_a_pallas_tpu_kernel_for_a_gpu_is_said_to_be_written_for_tpu(cli):
+    # jax's own words blame the install ("install jaxlib GPU"); the TPU kernel has no shared-memory budget
+    code, out, err = cli("check", "samples/attention.py:flash", "--target", "h100", "--args",
+                         "bf16[1,256,64] bf16[1,256,64] bf16[1,256,64]", "--set", "block_q=128", "--set", "block_k=128")
+    assert code == 1, err
+    errors = [line for line in out.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and "compile-error" in errors[0] and "flash_attention_fwd at kernels/flash_attention.py:" in out
+    assert "a Pallas TPU kernel (Mosaic's CompilerParams), which cannot compile for a GPU (h100)" in " ".join(out.split())
+    assert "jaxlib" not in out and "shared memory" not in out and "VMEM" not in out

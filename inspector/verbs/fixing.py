@@ -210,14 +210,17 @@ def _proposals(target: Target, chips: list[Chip], before: dict[str, Trial], use_
     return tried, refused
 
 
-def _interpreted_as(chips: list[Chip]) -> tuple[Chip, str]:
-    """The chip interpret mode simulates for the numerics, and how a verdict says it: the first
-    chip interpret mode answers for; else the default TPU's interpreter, which runs a Pallas-Triton
-    kernel on the CPU as it runs any kernel (the kernel asks no chip's lookups)."""
+def _interpreted_as(chips: list[Chip]) -> tuple[Chip, str, Chip | None]:
+    """The chip interpret mode simulates for the numerics, how a verdict says it, and the chip
+    whose lowering keys a kept verdict: the first chip interpret mode answers for; else the default
+    TPU's interpreter, which runs a Pallas-Triton kernel on the CPU as it runs any kernel (the
+    kernel asks no chip's lookups), keyed on the first chip's own lowering."""
     from ..run.run import simulated_chip
 
     chip = next((c for c in chips if family_of(c).info.can.simulate), None)
-    return (chip, f"{chip.name}, interpret mode") if chip else (simulated_chip(None), "Pallas interpret mode on the CPU")
+    if chip is not None:
+        return chip, f"{chip.name}, interpret mode", None
+    return simulated_chip(None), "Pallas interpret mode on the CPU", chips[0]
 
 
 def set_names(sets) -> tuple[str, ...]:
