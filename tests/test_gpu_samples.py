@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 import pytest
 
+from inspector.families.gpu.kernels.ptxas import ptxas_path
 from inspector.jax_internals.cuda_topology import plugin_missing
 
 pytestmark = pytest.mark.skipif(plugin_missing() is not None, reason="the GPU extra (jax's CUDA plugin) is not installed")
@@ -31,6 +33,9 @@ def test_flash_fits_on_each_chip_with_the_compilers_figure(cli):
     assert code == 0, err
     rows = {line.split()[0]: line for line in out.splitlines() if line.strip().startswith(("h100", "a100"))}
     assert set(rows) == {"h100", "a100"} and all("KiB" in r and "fits" in r for r in rows.values())
+    if ptxas_path() is not None:  # each chip's registers and spills, as ptxas built the kernel
+        line = next(line for line in out.splitlines() if line.startswith("registers and spills"))
+        assert re.search(r"h100 \d+/thread, 0 B spilled; a100 \d+/thread, 0 B spilled", line), line
 
 
 def test_flash_over_shared_memory_is_refused_at_the_kernels_line(cli):

@@ -38,6 +38,8 @@ class ChipCheck:
     hbm_fits: bool | None = None  # None: not compiled
     mesh: dict | None = None  # the mesh the program was sharded over
     compiler_aborted: bool = False  # libtpu ended the compile's process: no verdict (a compile-aborted finding)
+    registers: int | None = None  # XLA:GPU: the most registers per thread of the Pallas kernels (ptxas)
+    spill_bytes: int | None = None  # and the most bytes one of them spills per thread
 
 
 @dataclasses.dataclass(repr=False, kw_only=True)
@@ -84,9 +86,14 @@ def _compiler_verdict(stages: Stages, row: ChipCheck, interpreted: bool = False)
 
 def _gpu_verdict(findings: list[Finding], stages: Stages, row: ChipCheck, reports: list[PallasReport]) -> list[Finding]:
     """Fill the row with XLA:GPU's verdict (fits or not, its shared-memory figure); the findings with it."""
-    from ..families.gpu.verdict import compiler_verdict
+    from ..families.gpu.verdict import compiler_verdict, gpu_kernels
 
     findings, row.compiler_fits, row.compiler_vmem_bytes = compiler_verdict(findings, stages, row.chip, reports)
+    names = [r.call.name for r in reports]  # a Pallas kernel is launched under its name (XLA may add a suffix)
+    ours = [k for k in (gpu_kernels(stages) if stages.hlo is not None else [])
+            if any(k.name == n or k.name.startswith((n + "_", n + ".")) for n in names)]
+    row.registers = max((k.registers for k in ours if k.registers is not None), default=None)
+    row.spill_bytes = max((k.spill_bytes for k in ours if k.spill_bytes is not None), default=None)
     err = stages.compile_error
     row.compiler_message = err.headline if err is not None else None
     if err is not None and not any(f.code == "compile-shared-memory-oom" for f in findings):
