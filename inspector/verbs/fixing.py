@@ -1,7 +1,8 @@
-"""`inspector fix`: each change the Pallas analysis proposes (pallas/fixes.py), built at trace
-time (jax_internals/variants.py), compiled deviceless per chip with libtpu's verdict, VMEM and
-time estimate, and run in TPU interpret mode against the unfixed kernel; ranked by gain. Beside
-``checking`` and ``comparison``: it drives the capture and the analyses of every layer below."""
+"""`inspector fix`: each change the Pallas analysis and the chip's family propose (pallas/fixes.py,
+families/*/), built at trace time (jax_internals/variants.py), compiled deviceless per chip with
+the compiler's verdict (libtpu's VMEM and time estimate, XLA:GPU's shared memory), and run in
+interpret mode against the unfixed kernel; ranked by gain. Beside ``checking`` and
+``comparison``: it drives the capture and the analyses of every layer below."""
 from __future__ import annotations
 
 import dataclasses
@@ -187,13 +188,18 @@ def _recommend(fix: Fix, before: dict[str, Trial]) -> None:
             fix.recommended.append(trial.chip)
 
 
+def _pipelined(chips: list[Chip]) -> list[Chip]:
+    """The chips whose family pipelines as Mosaic does: Buffered(1) and a grid order are tried there."""
+    return [c for c in chips if family_of(c).info.can.pipeline_fixes]
+
+
 def _proposals(target: Target, chips: list[Chip], before: dict[str, Trial], use_cache) -> tuple[list[tuple[Change, list[Chip]]], list[Refusal]]:
     """Each change with the chips to try it on, and the changes refused before any compile."""
     from ..compilation.stages import capture
     from ..pallas.discovery import read_program
 
     calls, _ = read_program(capture(target, backend_for(chips[0]), compile=False, use_cache=use_cache).program)
-    pipelined = [c for c in chips if family_of(c).info.can.pipeline_fixes]  # Mosaic's Buffered(1) and grid order
+    pipelined = _pipelined(chips)
     tried: list[tuple[Change, list[Chip]]] = [(c, pipelined) for c in buffered_changes(calls)] if pipelined else []
     refused: list[Refusal] = []
     for chip in chips:
@@ -265,7 +271,7 @@ def run_fix(target: Target, chips: list[Chip], *, numerics: bool = True, time: b
         _measure_top(fixes, before, chips[0], measure)
     fixes.sort(key=lambda f: [_rank_key(f, c.name) for c in chips])
     infos = {family_of(c).info for c in chips}
-    pipelined = [c for c in chips if family_of(c).info.can.pipeline_fixes]
+    pipelined = _pipelined(chips)
     result = FixResult(target=target.spec, chips=[c.name for c in chips], before=list(before.values()), fixes=fixes,
                        refused=refused, best={}, not_tried=[*(NOT_TRIED if pipelined else ()),
                                                             *(NOT_TRIED_GPU if len(pipelined) < len(chips) else ())],
