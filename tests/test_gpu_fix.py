@@ -80,3 +80,11 @@ def test_a_triton_change_patches_a_literal_and_leaves_a_computed_value_to_the_us
     assert "+                   compiler_params=plt.CompilerParams(num_warps=4, num_stages=2))" in diff
     with pytest.raises(UsageError, match="num_stages is 'stages' in the source, not a number"):
         patch_text(change("samples/gpu_matmul.py:31"), None, "matmul")
+
+
+def test_show_fixes_answers_the_shared_memory_refusal(cli):
+    code, out, err = cli("show", MATMUL, "--target", "h100", *SMALL, "--fixes")
+    assert code == 1, err  # the program as it is still fails: the fixes are said under its finding
+    text = " ".join(out.replace("│", " ").split())
+    assert "compile-shared-memory-oom" in text
+    assert "fix #1 bm=128: compiles, shared memory 96 KiB / 227 KiB, numerics match; change --set bm=256 to --set bm=128" in text

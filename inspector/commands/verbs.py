@@ -53,7 +53,7 @@ def _check_fixes(opts) -> None:
     if opts.view != "overview" and not opts.json:
         raise UsageError(f"--fixes puts the fixes under the overview's findings: --view {opts.view} does not show them")
     if not family_of(parse_targets(opts.chip)[0]).info.can.fix:
-        raise UsageError(f"--fixes compiles each fix for a TPU: --target {opts.chip} is not one (e.g. --target tpu-v5e)")
+        raise UsageError(f"--fixes compiles each fix for the chip: --target {opts.chip} has no compiler here (e.g. --target tpu-v5e or h100)")
 
 
 def _export_paths(opts) -> None:
