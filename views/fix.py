@@ -1,6 +1,7 @@
 """The fix printer: the program as it is per chip, then each change tried with its compile
-verdict, on-chip memory (VMEM, or shared memory on a GPU), time before and after (each figure says what kind it is) and numerics; the changes
-refused before any compile, with the reason; the best fix per chip."""
+verdict, on-chip memory (VMEM, or a GPU's shared memory), time before and after (each figure says
+what kind it is) and numerics; the changes refused before any compile, with the reason; the best
+fix per chip."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -2,9 +2,8 @@
 the pallas_call's arguments (compiler_params' vmem_limit_bytes or dimension_semantics, Triton's
 num_stages or num_warps, an input BlockSpec's pipeline_mode) or the INSPECT entry's params (the
 chosen value made the default). Text in, text out: the file is read, never written (the caller
-writes the patch). The diff keeps
-the file's own newlines and encoding (PEP 263, a BOM), and names the file relative to the git
-repository that holds it, where `git apply` is run."""
+writes the patch). The diff keeps the file's own newlines and encoding (PEP 263, a BOM), and names
+the file relative to the git repository that holds it, where `git apply` is run."""
 from __future__ import annotations
 
 import ast

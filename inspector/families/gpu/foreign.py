@@ -1,17 +1,12 @@
 """A Pallas kernel written for a TPU (Mosaic's CompilerParams), asked to compile for a GPU: jax's
 own lowering error then reads "To use Pallas on GPU, install jaxlib GPU", which is not the cause.
 The capture's error is said as what it is, in one line: the kernel, where, and which targets it
-compiles for; a TPU kernel gets no shared-memory budget either (families/gpu_spec.py)."""
+compiles for (a TPU kernel gets no shared-memory budget either: pallas/vmem.py ``budget``)."""
 from __future__ import annotations
 
 from ...base.chips import Chip
 
 STATUS = "WRITTEN_FOR_TPU"  # the compile error's status once said (explaining twice changes nothing)
-
-
-def written_for_tpu(call) -> bool:
-    """Whether a pallas_call (``PallasCall``) is a Pallas TPU kernel: Mosaic's CompilerParams."""
-    return getattr(call, "written_for", None) == "mosaic_tpu"
 
 
 def explain_tpu_kernels(captured, chip: Chip):
@@ -25,7 +20,7 @@ def explain_tpu_kernels(captured, chip: Chip):
         calls = [found.info for found in find_pallas_calls(captured.program.closed_jaxpr)]
     except Exception:  # the kernels cannot be read: jax's own message stands
         return captured
-    tpu = [c for c in calls if written_for_tpu(c)]
+    tpu = [c for c in calls if c.written_for == "mosaic_tpu"]  # Mosaic's CompilerParams
     if not tpu:
         return captured
     where = ", ".join(f"{c.name}" + (f" at {c.source}" if c.source else "") for c in tpu[:3])
