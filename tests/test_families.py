@@ -81,7 +81,7 @@ def test_what_each_family_can_do():
     """The rules the verbs ask, as the kind tests decided them before the seam."""
     tpu, gpu, spec, cpu = (family_of(get_chip(n)).info.can for n in ("tpu-v5e", "h100", "b200", "cpu"))
     assert (tpu.compile, tpu.fix, tpu.simulate, tpu.baseline, tpu.time) == (True, True, True, True, "simulated")
-    assert (gpu.compile, gpu.kernels, gpu.run, gpu.check, gpu.sweep, gpu.fix) == (True, True, False, True, True, False)
+    assert (gpu.compile, gpu.kernels, gpu.run, gpu.check, gpu.sweep, gpu.fix) == (True, True, False, True, True, True)
     assert (spec.compile, spec.run, spec.check, spec.sweep, spec.fix) == (False, False, True, True, False)
     assert (cpu.check, cpu.sweep, cpu.run, cpu.kernels) == (False, False, True, False)
 

@@ -1,6 +1,7 @@
 """The fix printer: the program as it is per chip, then each change tried with its compile
-verdict, VMEM, time before and after (each figure says what kind it is) and numerics; the changes
-refused before any compile, with the reason; the best fix per chip."""
+verdict, on-chip memory (VMEM, or a GPU's shared memory), time before and after (each figure says
+what kind it is) and numerics; the changes refused before any compile, with the reason; the best
+fix per chip."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -45,7 +46,7 @@ def _compiles(t: Trial) -> Text:
 
 def _before(result: FixResult) -> Table:
     table = Table(title="as it is", box=box.SIMPLE_HEAD, title_justify="left")
-    for col in ("chip", "compiles", "VMEM used / limit", "time (libtpu)"):
+    for col in ("chip", "compiles", f"{result.memory} used / limit", f"time ({result.compiler})"):
         table.add_column(col)
     for t in result.before:
         table.add_row(t.chip, _compiles(t), _vmem(t), _time(t))
@@ -58,7 +59,8 @@ def _numerics(verdict: str) -> Text:
 
 def _fixes(result: FixResult) -> Table:
     table = Table(title="fixes tried (best first)", box=box.SIMPLE_HEAD, title_justify="left")
-    for col in ("#", "change", "chip", "compiles", "VMEM used / limit", "time (libtpu)", "gain", "numerics", ""):
+    for col in ("#", "change", "chip", "compiles", f"{result.memory} used / limit", f"time ({result.compiler})", "gain",
+                "numerics", ""):
         table.add_column(col)
     for i, fix in enumerate(result.fixes, 1):
         for j, t in enumerate(fix.trials):
@@ -85,7 +87,7 @@ def fix_lines(finding: Finding, result: FixResult | None) -> list[Text]:
         if trial is None:
             continue
         gain = fix.gains.get(chip)
-        said = [f"compiles, VMEM {_vmem(trial)}" if trial.compiles else "refused"]
+        said = [f"compiles, {result.memory} {_vmem(trial)}" if trial.compiles else "refused"]
         said += [f"{gain:.2f}x faster"] if gain is not None else []
         said += [f"numerics {fix.numerics}"]
         how = (f"; {result.command_line[chip]}" if index == result.best.get(chip) and chip in result.command_line
@@ -134,5 +136,6 @@ def fix_view(result: FixResult) -> RenderableType:
             parts.append(Text(f"{chip}: no fix recommended", style="yellow"))
     if result.patch_note:
         parts.append(Text(result.patch_note))
-    parts.append(Text("not tried: " + "; ".join(result.not_tried), style="dim"))
+    if result.not_tried:
+        parts.append(Text("not tried: " + "; ".join(result.not_tried), style="dim"))
     return Group(*parts)

@@ -224,6 +224,11 @@ def check_view(result: CheckResult) -> Group:
         status.append(f": the VMEM estimate cannot decide on {', '.join(result.undecided)} (vmem-may-exceed); "
                       "check without --estimate-only for the compiler's verdict", style="yellow")
     parts: list[RenderableType] = [table, Text(f"kernels: {kernels}"), Text("")]
+    ptxas = [f"{t.chip} {t.registers if t.registers is not None else '-'}/thread, "
+             f"{fmt_bytes(t.spill_bytes) if t.spill_bytes is not None else '-'} spilled"
+             for t in result.targets if t.registers is not None or t.spill_bytes is not None]
+    if ptxas:  # XLA:GPU's kernels, as ptxas built them
+        parts.insert(2, Text("registers and spills (ptxas, the most of any Pallas kernel): " + "; ".join(ptxas)))
     if overruled:  # two verdicts in a row: say which one stands
         parts.insert(1, Text("the compiler's verdict stands where the two differ: " + ", ".join(overruled), style="yellow"))
     if any(b.placed_bytes for k in result.kernels for b in k.budgets):  # an estimate of 0 B says why

@@ -195,7 +195,8 @@ def overview(report: Report, timings: bool = True, findings: bool = True):
         ("params", params),
         ("reference", t.reference or "-"),
         ("target", f"{report.chip.name}: {report.chip.description}"
-                   + (f", compiled by {report.family.compiler} for a '{s.device_kind}' without one" if report.family.can.compile else "")
+                   + (f", compiled by {report.family.compiler} for a '{s.device_kind}' without a {report.family.name.upper()}"
+                      if report.family.can.compile else "")
                    + (f" ({report.chip_reason})" if report.chip_reason else "")),
     ]
     for stage, counts in s.op_counts.items():

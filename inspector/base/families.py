@@ -28,6 +28,8 @@ class Capabilities(NamedTuple):
     baseline: bool  # baseline save/diff and check --baseline
     check: bool  # check's findings per chip (False on the local backend: check a chip instead)
     sweep: bool  # --sweep budgets its candidates on the family's chips
+    # fix tries Mosaic's pipelining changes on this family's chips (pl.Buffered(1), a grid reorder)
+    pipeline_fixes: bool = True
 
 
 class FamilyInfo(NamedTuple):

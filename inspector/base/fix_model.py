@@ -11,8 +11,9 @@ from .display import html
 
 # what a change sets: CompilerParams(vmem_limit_bytes=...), CompilerParams(dimension_semantics=...),
 # BlockSpec(pipeline_mode=pl.Buffered(n)) of one input, the target's static params (block sizes), or
-# the grid's axis order (grid= and each index_map's arguments)
-KINDS = ("vmem_limit", "semantics", "buffered", "params", "order")
+# the grid's axis order (grid= and each index_map's arguments), a Triton CompilerParams field
+# (num_stages or num_warps, on a GPU)
+KINDS = ("vmem_limit", "semantics", "buffered", "params", "order", "triton")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -21,11 +22,14 @@ class Change:
     kernel: str  # the pallas_call's name ("" for params, which reach every kernel)
     call: int | None  # the pallas_call's index in program order (None for params)
     # vmem_limit: bytes; semantics: one per grid axis; buffered: [input position, buffer count];
-    # params: {name: value}; order: the old axis at each new position
+    # params: {name: value}; order: the old axis at each new position; triton: {field: value}
     value: int | list | dict
     operand: str = ""  # buffered: the input's name; order: the new order by axis name, "(j, i)"
     why: str = ""  # what the change answers (the finding, the walk's evidence)
     source: str = ""  # file:line of the pallas_call (what --patch edits)
+    # ranked after the changes whose figures tie with it (Triton's num_stages=1: it compiles where
+    # nothing else does, but turns the loop's pipelining off, which no time figure here shows)
+    last_resort: bool = False
 
     @property
     def label(self) -> str:
@@ -42,7 +46,8 @@ class Change:
             assert isinstance(self.value, list)
             return f"{self.kernel}: grid order {self.operand or tuple(self.value)}"
         assert isinstance(self.value, dict)
-        return " ".join(f"{k}={v}" for k, v in self.value.items())
+        said = " ".join(f"{k}={v}" for k, v in self.value.items())
+        return f"{self.kernel}: {said}" if self.kind == "triton" else said
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -61,7 +66,7 @@ class Trial:
     chip: str
     compiles: bool | None  # libtpu's verdict (None: no compile, e.g. the change does not apply)
     compile_error: str | None = None  # its headline when refused
-    vmem_bytes: int | None = None  # the compiler's scoped VMEM figure (needed, when refused)
+    vmem_bytes: int | None = None  # the compiler's scoped VMEM figure, shared memory on a GPU (needed, when refused)
     vmem_limit_bytes: int | None = None  # the limit it was held to
     seconds: float | None = None  # libtpu's time for the whole program
     estimate_kind: str | None = None  # estimate | floor | range ("Time on kernels nobody calibrated")
@@ -108,6 +113,8 @@ class FixResult:
     # on that chip: the overview and the TUI show them beside it
     answers: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     not_tried: list[str]  # changes this version does not try, said once
+    memory: str = "VMEM"  # the on-chip memory the trials' figures are of ("shared memory" on a GPU)
+    compiler: str = "libtpu"  # whose verdicts and time estimates they are
     ok: bool = False  # every chip compiles as it is with no error finding, or has a recommended fix
     patch: str | None = None  # --patch: the best fix's unified diff
     patch_note: str = ""  # what the patch does, or why none was written

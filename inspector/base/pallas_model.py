@@ -223,6 +223,9 @@ class PallasCall:
     dmas: list[DmaInfo]
     vmem_limit_bytes: int | None  # CompilerParams(vmem_limit_bytes=...)
     num_stages: int | None  # Triton compiler params, when given
+    num_warps: int | None = None  # Triton compiler params, when given
+    # the Pallas backend its CompilerParams are for: "mosaic_tpu", "triton", "mosaic_gpu" (None: none given)
+    written_for: str | None = None
     step_flops: float  # of the kernel body, one grid step, the costliest branches taken
     step_flops_min: float  # the cheapest branches (pl.when / lax.cond) taken
     step_transcendentals: float

@@ -53,7 +53,7 @@ def _check_fixes(opts) -> None:
     if opts.view != "overview" and not opts.json:
         raise UsageError(f"--fixes puts the fixes under the overview's findings: --view {opts.view} does not show them")
     if not family_of(parse_targets(opts.chip)[0]).info.can.fix:
-        raise UsageError(f"--fixes compiles each fix for a TPU: --target {opts.chip} is not one (e.g. --target tpu-v5e)")
+        raise UsageError(f"--fixes compiles each fix for the chip: --target {opts.chip} has no compiler here (e.g. --target tpu-v5e or h100)")
 
 
 def _export_paths(opts) -> None:
@@ -195,8 +195,8 @@ def fix(opts) -> int:
 
     chips = parse_targets(opts.chip)
     if any(not family_of(c).info.can.fix for c in chips):
-        raise UsageError(f"fix compiles for TPUs: --target {', '.join(c.name for c in chips if not family_of(c).info.can.fix)} is not one "
-                         "(e.g. --target tpu-v5e,tpu-v5p)")
+        raise UsageError(f"fix compiles each change for its chip: --target {', '.join(c.name for c in chips if not family_of(c).info.can.fix)} "
+                         "has no compiler here (e.g. --target tpu-v5e,tpu-v5p or h100)")
     request, options = fix_job(opts)
     if opts.patch is not None:
         _check_patch_path(opts)

@@ -96,6 +96,17 @@ def expr_text(jaxpr, names: list[str]) -> list[str]:
     return [read(v)[0] for v in jaxpr.outvars]
 
 
+# the module of each Pallas backend's CompilerParams class (jax/_src/pallas, 0.10.x)
+_PARAMS_BACKENDS = {"jax._src.pallas.mosaic.core": "mosaic_tpu", "jax._src.pallas.triton.core": "triton",
+                    "jax._src.pallas.mosaic_gpu.core": "mosaic_gpu"}
+
+
+def params_backend(compiler_params) -> str | None:
+    """The Pallas backend a pallas_call's compiler_params are written for (None: none given, or a
+    class this jax does not name)."""
+    return _PARAMS_BACKENDS.get(type(compiler_params).__module__) if compiler_params is not None else None
+
+
 def _semantics(compiler_params, ndim: int) -> list[str]:
     sem = getattr(compiler_params, "dimension_semantics", None)
     if not sem:
@@ -292,6 +303,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         scalar_prefetch=n_idx, prefetch_bytes=sum(bytes_of(v.aval) for v in prefetch_vars),
         operands=operands, scratch=scratch + body.scoped, dmas=body.dmas,
         vmem_limit_bytes=getattr(cp, "vmem_limit_bytes", None), num_stages=getattr(cp, "num_stages", None),
+        num_warps=getattr(cp, "num_warps", None), written_for=params_backend(cp),
         step_flops=flops_hi, step_flops_min=flops_lo, step_transcendentals=body.trans, dots=body.dots,
         int8_matmuls=body.int8_matmuls, mxu_passes=body.mxu_passes or 1, grid_work=work,
         intermediates_bytes=sorted(body.sizes, reverse=True)[:8], unknown_loops=body.unknown_loops,

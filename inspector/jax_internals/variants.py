@@ -1,10 +1,11 @@
 """A program with some of its pallas_calls changed, built at trace time: the target's function is
 traced, the chosen pallas_call equations get new parameters (CompilerParams' vmem_limit_bytes or
-dimension_semantics, an input BlockSpec's pipeline_mode) and the program is evaluated again. The
-user's file is never edited; `inspector fix` compiles and runs what this returns.
+dimension_semantics, Triton's num_stages or num_warps, an input BlockSpec's pipeline_mode) and the
+program is evaluated again. The user's file is never edited; `inspector fix` compiles and runs what
+this returns.
 
 Reads jax's pallas_call parameters (jax/_src/pallas, 0.10.x): ``compiler_params`` (Mosaic's
-CompilerParams or None), ``grid_mapping.block_mappings[i].pipeline_mode``."""
+CompilerParams, Triton's, or None), ``grid_mapping.block_mappings[i].pipeline_mode``."""
 from __future__ import annotations
 
 import dataclasses
@@ -26,6 +27,17 @@ def _compiler_params(params: dict, **fields):
     return dataclasses.replace(given, **fields)
 
 
+def _triton_params(params: dict, **fields):
+    from jax.experimental.pallas import triton as plt
+
+    given = params.get("compiler_params")
+    if given is None:
+        return plt.CompilerParams(**fields)
+    if not isinstance(given, plt.CompilerParams):
+        raise ValueError(f"the pallas_call's compiler_params are {type(given).__name__}, not Triton's: not a Pallas-Triton kernel")
+    return dataclasses.replace(given, **fields)
+
+
 def _changed_params(params: dict, change: Change) -> dict:
     params = dict(params)
     if change.kind == "vmem_limit":
@@ -42,6 +54,8 @@ def _changed_params(params: dict, change: Change) -> dict:
         params["grid_mapping"] = dataclasses.replace(gm, block_mappings=tuple(mappings))
     elif change.kind == "order":
         params = _reordered(params, [int(a) for a in change.value])  # type: ignore[union-attr]
+    elif change.kind == "triton":
+        params["compiler_params"] = _triton_params(params, **change.value)  # type: ignore[arg-type]
     else:
         raise ValueError(f"a {change.kind} change is not made in the traced program")
     return params

@@ -396,11 +396,12 @@ def gpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
 
 def budget(info: PallasCall, chip: Chip) -> VmemBudget | None:
     """The budget in the on-chip memory the chip row has: VMEM (a TPU's TensorCore or SparseCore),
-    else a GPU's shared memory per block; None for a row with neither (the local backend)."""
+    else a GPU's shared memory per block (not for a Pallas TPU kernel); None for a row with neither
+    (the local backend)."""
     if chip.vmem_bytes is not None and (info.core_type or "").startswith("SparseCore"):
         return sparse_core_budget(info, chip)
     if chip.vmem_bytes is not None:
         return tpu_budget(info, chip)
-    if chip.shared_mem_per_block:
+    if chip.shared_mem_per_block and info.written_for != "mosaic_tpu":  # a TPU kernel never runs from shared memory
         return gpu_budget(info, chip)
     return None

@@ -16,8 +16,12 @@ class Numerics:
     """The unfixed kernel's outputs in TPU interpret mode, computed once; each variant's compared
     with them at the diff's tolerances (INSPECT's atol/rtol, else the dtype's)."""
 
-    def __init__(self, target: Target, sim: Chip, seed: int = 0, use_cache: bool | str = True):
+    def __init__(self, target: Target, sim: Chip, said: str = "", keyed_on: Chip | None = None, seed: int = 0,
+                 use_cache: bool | str = True):
         self.target, self.sim, self.seed, self.use_cache = target, sim, seed, use_cache
+        self.said = said or f"{sim.name}, interpret mode"  # how a verdict names the run
+        # the chip whose lowering keys a kept verdict (a GPU's: its kernels never lower for the TPU simulated)
+        self.keyed_on = keyed_on
         self._inputs: tuple | None = None  # made when a variant first runs (a cached verdict needs none)
         self._unfixed: tuple | None = None
 
@@ -51,13 +55,16 @@ class Numerics:
         """The two programs as lowered for the chip simulated, the seed and the tolerances."""
         from ..compilation.backends import Backend
         from ..compilation.stages import lowered_program
+        from ..families import backend_for
 
-        _, lowered, text = lowered_program(target, Backend(self.sim))
-        _, unfixed, unfixed_text = lowered_program(self.target, Backend(self.sim))
+        backend = backend_for(self.keyed_on) if self.keyed_on is not None else Backend(self.sim)
+        _, lowered, text = lowered_program(target, backend)
+        _, unfixed, unfixed_text = lowered_program(self.target, backend)
         if lowered is None or unfixed is None:
             return None
         options = {k: v for k, v in self.target.options.items() if k in ("atol", "rtol", "int_ranges")}
-        return fix_store.key("numerics", unfixed_text, self.seed, options, module_text=text, chip=self.sim.name)
+        return fix_store.key("numerics", unfixed_text, self.seed, options, module_text=text,
+                             chip=self.sim.name if self.keyed_on is None else f"{self.sim.name} for {self.keyed_on.name}")
 
     def _verdict(self, target: Target) -> tuple[str, str]:
         from .trees import compare_trees
@@ -78,7 +85,7 @@ class Numerics:
             return "differ", (f"{worst.output}: {worst.bad} elements off (max abs error {worst.max_abs:.3g}, atol "
                               f"{worst.atol:.3g}, rtol {worst.rtol:.3g})" if worst else findings[0].message)
         worst_abs = max((leaf.max_abs for leaf in leaves), default=0.0)
-        return "match", f"max abs error {worst_abs:.3g} against the unfixed kernel ({self.sim.name}, interpret mode)"
+        return "match", f"max abs error {worst_abs:.3g} against the unfixed kernel ({self.said})"
 
 
 # CompilerParams the interpreter ignores (it runs one core, with no VMEM limit): such a variant
@@ -87,6 +94,7 @@ UNSEEN_BY_INTERPRETER = {
     "vmem_limit": "vmem_limit_bytes does not change what the kernel computes",
     "semantics": "dimension_semantics does not change what each grid step computes (the grid walk found no output "
                  "block written from two indices of the axis)",
+    "triton": "num_stages and num_warps change how Triton schedules the kernel, not what it computes",
 }
 
 

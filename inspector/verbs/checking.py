@@ -40,6 +40,8 @@ class ChipCheck:
     compiler_aborted: bool = False  # libtpu ended the compile's process: no verdict (a compile-aborted finding)
     ctas_per_sm: int | None = None  # a GPU: the fewest CTAs per SM of its Pallas kernels (families/gpu/kernels/occupancy.py)
     occupancy_limit: str | None = None  # what binds that kernel's CTAs per SM
+    registers: int | None = None  # XLA:GPU: the most registers per thread of the Pallas kernels (ptxas)
+    spill_bytes: int | None = None  # and the most bytes one of them spills per thread
 
 
 @dataclasses.dataclass(repr=False, kw_only=True)
@@ -86,13 +88,20 @@ def _compiler_verdict(stages: Stages, row: ChipCheck, interpreted: bool = False)
 
 def _gpu_verdict(findings: list[Finding], stages: Stages, row: ChipCheck, reports: list[PallasReport]) -> list[Finding]:
     """Fill the row with XLA:GPU's verdict (fits or not, its shared-memory figure); the findings with it."""
-    from ..families.gpu.verdict import calls_occupancy, compiler_verdict
+    from ..families.gpu.verdict import calls_kernels, calls_occupancy, compiler_verdict
 
     findings, row.compiler_fits, row.compiler_vmem_bytes = compiler_verdict(findings, stages, row.chip, reports)
-    least = calls_occupancy(stages, get_chip(row.chip), [r.call.name for r in reports]) if row.compiler_fits else None
+    names = [r.call.name for r in reports]
+    least = calls_occupancy(stages, get_chip(row.chip), names) if row.compiler_fits else None
     if least is not None:
         row.ctas_per_sm, row.occupancy_limit = least.ctas_per_sm, least.limit
-    row.compiler_message = stages.compile_error.headline if stages.compile_error is not None else None
+    ours = calls_kernels(stages, names) if stages.hlo is not None else []
+    row.registers = max((k.registers for k in ours if k.registers is not None), default=None)
+    row.spill_bytes = max((k.spill_bytes for k in ours if k.spill_bytes is not None), default=None)
+    err = stages.compile_error
+    row.compiler_message = err.headline if err is not None else None
+    if err is not None and not any(f.code == "compile-shared-memory-oom" for f in findings):
+        findings = findings + [err.finding(stages.backend, view="pallas")]  # a failure other than shared memory: said
     return findings
 
 

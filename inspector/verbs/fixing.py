@@ -1,7 +1,8 @@
-"""`inspector fix`: each change the Pallas analysis proposes (pallas/fixes.py), built at trace
-time (jax_internals/variants.py), compiled deviceless per chip with libtpu's verdict, VMEM and
-time estimate, and run in TPU interpret mode against the unfixed kernel; ranked by gain. Beside
-``checking`` and ``comparison``: it drives the capture and the analyses of every layer below."""
+"""`inspector fix`: each change the Pallas analysis and the chip's family propose (pallas/fixes.py,
+families/*/), built at trace time (jax_internals/variants.py), compiled deviceless per chip with
+the compiler's verdict (libtpu's VMEM and time estimate, XLA:GPU's shared memory), and run in
+interpret mode against the unfixed kernel; ranked by gain. Beside ``checking`` and
+``comparison``: it drives the capture and the analyses of every layer below."""
 from __future__ import annotations
 
 import dataclasses
@@ -24,6 +25,7 @@ TRIAL_SCHEMA = 2  # what a kept trial holds (2: the variant's error findings): o
 
 NOT_TRIED = ("the grid's axis order where the body reads pl.program_id (a reorder would edit the body)",
              "deeper buffering (pl.Buffered(3)) where DMAs wait")
+NOT_TRIED_GPU = ("more num_stages, and a grid order, on a GPU (no GPU time here ranks a change that compiles either way)",)
 
 
 def _trial(target: Target, chip: Chip, *, time: bool, use_cache: bool | str) -> Trial:
@@ -69,6 +71,8 @@ def _compiled(target: Target, chip: Chip, *, time: bool, use_cache: bool | str) 
                             report.pallas[0].call.name if report.pallas and len(report.pallas) == 1 else None)
         if error.vmem is not None:
             trial.vmem_bytes, trial.vmem_limit_bytes = error.vmem.used_bytes, error.vmem.limit_bytes
+        else:  # XLA:GPU's refusal: what it asked for is each kernel's compiler figure (families/gpu/verdict.py)
+            trial.vmem_bytes = max(report.compiler_vmem.values(), default=None)
         return trial, True
     used = [v for v in report.compiler_vmem.values() if v and v > 0]
     trial.vmem_bytes = max(used) if used else None
@@ -142,11 +146,11 @@ def _gain(before: Trial, after: Trial) -> float | None:
 def _rank_key(fix: Fix, chip: str) -> tuple:
     trial = next((t for t in fix.trials if t.chip == chip), None)
     if trial is None or not trial.compiles:
-        return (3, 0, 0.0)
+        return (3, 0, 0.0, False)
     kind = KIND_ORDER.get(trial.estimate_kind or "", 3)
     seconds = trial.measured_seconds if trial.measured_seconds is not None else trial.seconds
     return (0 if chip in fix.recommended else 1, kind if trial.measured_seconds is None else -1,
-            seconds if seconds is not None else float("inf"))
+            seconds if seconds is not None else float("inf"), fix.change.last_resort)
 
 
 def _codes(trial: Trial) -> set[str]:
@@ -184,13 +188,19 @@ def _recommend(fix: Fix, before: dict[str, Trial]) -> None:
             fix.recommended.append(trial.chip)
 
 
+def _pipelined(chips: list[Chip]) -> list[Chip]:
+    """The chips whose family pipelines as Mosaic does: Buffered(1) and a grid order are tried there."""
+    return [c for c in chips if family_of(c).info.can.pipeline_fixes]
+
+
 def _proposals(target: Target, chips: list[Chip], before: dict[str, Trial], use_cache) -> tuple[list[tuple[Change, list[Chip]]], list[Refusal]]:
     """Each change with the chips to try it on, and the changes refused before any compile."""
     from ..compilation.stages import capture
     from ..pallas.discovery import read_program
 
     calls, _ = read_program(capture(target, backend_for(chips[0]), compile=False, use_cache=use_cache).program)
-    tried: list[tuple[Change, list[Chip]]] = [(c, chips) for c in buffered_changes(calls)]
+    pipelined = _pipelined(chips)
+    tried: list[tuple[Change, list[Chip]]] = [(c, pipelined) for c in buffered_changes(calls)] if pipelined else []
     refused: list[Refusal] = []
     for chip in chips:
         trial = before[chip.name]
@@ -198,11 +208,25 @@ def _proposals(target: Target, chips: list[Chip], before: dict[str, Trial], use_
         changes, no = family_of(chip).fixes(calls, chip, needed_bytes=needed, kernel=trial.kernel)
         tried += [(c, [chip]) for c in changes]
         refused += no
-    orders, no = order_changes(calls)
-    tried += [(c, chips) for c in orders]
-    refused += no
+    if pipelined:
+        orders, no = order_changes(calls)
+        tried += [(c, pipelined) for c in orders]
+        refused += no
     tried += [(c, chips) for c in param_changes(target.params, target.param_choices)]
     return tried, refused
+
+
+def _interpreted_as(chips: list[Chip]) -> tuple[Chip, str, Chip | None]:
+    """The chip interpret mode simulates for the numerics, how a verdict says it, and the chip
+    whose lowering keys a kept verdict: the first chip interpret mode answers for; else the default
+    TPU's interpreter, which runs a Pallas-Triton kernel on the CPU as it runs any kernel (the
+    kernel asks no chip's lookups), keyed on the first chip's own lowering."""
+    from ..run.run import simulated_chip
+
+    chip = next((c for c in chips if family_of(c).info.can.simulate), None)
+    if chip is not None:
+        return chip, f"{chip.name}, interpret mode", None
+    return simulated_chip(None), "Pallas interpret mode on the CPU", chips[0]
 
 
 def set_names(sets) -> tuple[str, ...]:
@@ -217,7 +241,7 @@ def fixes_on(target: Target, chip: Chip, *, sets, use_cache: bool | str, pick: s
     from ..base.errors import UsageError
 
     if not family_of(chip).info.can.fix:
-        raise UsageError(f"fixes are compiled for a TPU: {chip.name} is not one ({pick})")
+        raise UsageError(f"fixes are compiled for the chip: {chip.name} has no compiler here ({pick})")
     return run_fix(target, [chip], use_cache=use_cache, fixed=set_names(sets))
 
 
@@ -236,7 +260,7 @@ def run_fix(target: Target, chips: list[Chip], *, numerics: bool = True, time: b
         tell("compiling the unfixed program")
         before = {chip.name: _trial(target, chip, **how) for chip in chips}
         proposed, refused = _proposals(target, chips, before, use_cache)
-        checker = Numerics(target, chips[0], use_cache=use_cache) if numerics else None
+        checker = Numerics(target, *_interpreted_as(chips), use_cache=use_cache) if numerics else None
         fixes = []
         for i, (change, on) in enumerate(proposed):  # minutes in all: the terminal UI says which one runs
             tell(f"trying fix {i + 1} of {len(proposed)}: {change.label}")
@@ -246,8 +270,13 @@ def run_fix(target: Target, chips: list[Chip], *, numerics: bool = True, time: b
     if measure is not None:
         _measure_top(fixes, before, chips[0], measure)
     fixes.sort(key=lambda f: [_rank_key(f, c.name) for c in chips])
+    infos = {family_of(c).info for c in chips}
+    pipelined = _pipelined(chips)
     result = FixResult(target=target.spec, chips=[c.name for c in chips], before=list(before.values()), fixes=fixes,
-                       refused=refused, best={}, not_tried=list(NOT_TRIED))
+                       refused=refused, best={}, not_tried=[*(NOT_TRIED if pipelined else ()),
+                                                            *(NOT_TRIED_GPU if len(pipelined) < len(chips) else ())],
+                       memory=" / ".join(sorted({i.memory or "memory" for i in infos})),
+                       compiler=" / ".join(sorted({i.compiler for i in infos})))
     choose(result, target.params, fixed)
     return result
 
@@ -284,7 +313,7 @@ def choose(result: FixResult, params: dict, fixed: tuple[str, ...]) -> None:
     result.answers = _answers(result, before)
 
 
-REFUSAL_CODES = ("compile-vmem-oom", "vmem-over-limit", "vmem-may-exceed")  # answered by a fix that compiles
+REFUSAL_CODES = ("compile-vmem-oom", "vmem-over-limit", "vmem-may-exceed", "compile-shared-memory-oom")  # answered by a fix that compiles
 PADDING_CODES = ("mxu-padding",)  # answered by a block size
 
 

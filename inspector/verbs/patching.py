@@ -1,9 +1,9 @@
 """`inspector fix --patch`: a fix as a unified diff of the user's source that `git apply` takes:
-the pallas_call's arguments (compiler_params' vmem_limit_bytes or dimension_semantics, an input
-BlockSpec's pipeline_mode) or the INSPECT entry's params (the chosen value made the default).
-Text in, text out: the file is read, never written (the caller writes the patch). The diff keeps
-the file's own newlines and encoding (PEP 263, a BOM), and names the file relative to the git
-repository that holds it, where `git apply` is run."""
+the pallas_call's arguments (compiler_params' vmem_limit_bytes or dimension_semantics, Triton's
+num_stages or num_warps, an input BlockSpec's pipeline_mode) or the INSPECT entry's params (the
+chosen value made the default). Text in, text out: the file is read, never written (the caller
+writes the patch). The diff keeps the file's own newlines and encoding (PEP 263, a BOM), and names
+the file relative to the git repository that holds it, where `git apply` is run."""
 from __future__ import annotations
 
 import ast
@@ -20,6 +20,7 @@ from ..base.fix_model import Change
 
 PALLAS = "jax.experimental.pallas"
 PALLAS_TPU = "jax.experimental.pallas.tpu"
+PALLAS_TRITON = "jax.experimental.pallas.triton"
 # The patch's first line: `git apply` ignores text before the first diff header, and it tells a
 # patch this tool wrote (which --patch may replace) from a user's file (which it refuses)
 HEADER = "# written by inspector fix --patch"
@@ -163,6 +164,22 @@ def _compiler_params_edit(text: str, tree: ast.Module, call: ast.Call, field: st
     return _with_keyword(text, given.value, field, value)
 
 
+def _triton_edit(text: str, tree: ast.Module, call: ast.Call, field: str, value: int) -> str:
+    """Triton's CompilerParams(field=value) in the call: a literal replaced or added; a value the
+    source computes (a parameter) is the user's to change, not overwritten with a constant."""
+    given = next((kw for kw in call.keywords if kw.arg == "compiler_params"), None)
+    if given is None:
+        triton = _alias(tree, PALLAS_TRITON)
+        edited = _with_keyword(text, call, "compiler_params", f"{triton or 'plt'}.CompilerParams({field}={value})")
+        return edited if triton else _with_import(edited, tree, "from jax.experimental.pallas import triton as plt")
+    params = given.value
+    now = next((kw.value for kw in params.keywords if kw.arg == field), None) if isinstance(params, ast.Call) else None
+    if not isinstance(params, ast.Call) or (now is not None and not isinstance(now, ast.Constant)):
+        said = ast.unparse(now if now is not None else params)
+        raise UsageError(f"{field} is {said!r} in the source, not a number: make it {value} there by hand")
+    return _with_keyword(text, params, field, str(value))
+
+
 def _with_import(text: str, tree: ast.Module, line: str) -> str:
     """``line`` added after the module's last top-level import (edits below it keep their offsets)."""
     imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
@@ -231,6 +248,10 @@ def patch_text(change: Change, target_file: str | None, function: str) -> Patch:
             new = _buffered_edit(text, tree, call, position, count)
         elif change.kind == "vmem_limit":
             new = _compiler_params_edit(text, tree, call, "vmem_limit_bytes", str(change.value))
+        elif change.kind == "triton":
+            assert isinstance(change.value, dict)
+            (field, value), = change.value.items()
+            new = _triton_edit(text, tree, call, field, value)
         else:
             new = _compiler_params_edit(text, tree, call, "dimension_semantics", repr(tuple(change.value)))  # type: ignore[arg-type]
     if encoding == "utf-8-sig":  # the BOM is the first line's, in the diff as in the file

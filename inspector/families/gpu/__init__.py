@@ -1,14 +1,16 @@
 """The NVIDIA GPU family (docs/backends.md): deviceless XLA:GPU compiles for the chips whose target
 config ships in ``specs/``, and the readers of what those compiles leave. ``jax/``: the target
 configs (the cuda topology, private jax API, is ``jax_internals/cuda_topology.py``); ``compile/``: the compile and its shared-memory refusal;
-``kernels/``: the thunk sequence, ptxas and occupancy; ``time.py``: each kernel's floor. The
-``Family`` object joins them on the backend seam."""
+``kernels/``: the thunk sequence, ptxas and occupancy; ``time.py``: each kernel's floor; ``fixes``: what
+`inspector fix` tries. The ``Family`` object joins them on the backend seam."""
 from __future__ import annotations
 
 from ...base.chips import Chip
 from ...base.families import Capabilities, FamilyInfo
 from ..gpu_spec import GpuSpecFamily
 from .compile.path import GpuCompilePath
+from .fixes import triton_changes
+from .foreign import explain_tpu_kernels
 from .kernels.occupancy import with_occupancy
 from .time import estimate
 from .verdict import compiler_shared_memory, gpu_kernels, settle_report
@@ -20,11 +22,19 @@ class GpuFamily(GpuSpecFamily):
     and the roofline as for a spec-only row."""
 
     info = FamilyInfo("gpu", "XLA:GPU", "shared memory", Capabilities(
-        compile=True, kernels=True, time=None, kernel_dumps="thunks and ptxas", fix=False, run=False, simulate=False,
-        baseline=False, check=True, sweep=True))
+        compile=True, kernels=True, time=None, kernel_dumps="thunks and ptxas", fix=True, run=False, simulate=False,
+        baseline=False, check=True, sweep=True, pipeline_fixes=False))
 
     def compile_path(self, chip: Chip) -> GpuCompilePath:  # type: ignore[override]
         return GpuCompilePath(chip)
+
+    def explain_failure(self, captured, chip: Chip):
+        """A Pallas TPU kernel's lowering failure said as that (jax's words blame the install)."""
+        return explain_tpu_kernels(captured, chip)
+
+    def fixes(self, calls: list, chip: Chip, *, needed_bytes: int | None, kernel: str | None) -> tuple[list, list]:
+        """Fewer num_stages where XLA:GPU refused a kernel for shared memory, the other num_warps."""
+        return triton_changes(calls, chip, needed_bytes=needed_bytes, kernel=kernel)
 
     def compiler_verdict(self, stages, calls: list[str], kernels: list) -> dict[str, int]:
         return compiler_shared_memory(stages, calls) if stages.platform == "cuda" else {}

@@ -127,9 +127,13 @@ def settle_report(kernels: list, findings: list[Finding], stages: Stages, chip: 
     return settled, rest + [f for k in settled for f in k.findings]
 
 
+def calls_kernels(stages, calls: list[str]) -> list:
+    """The kernels the compile launched for ``calls`` (pallas_call names)."""
+    return [k for k in gpu_kernels(stages) if any(_of_call(name, k.name) for name in calls)]
+
+
 def calls_occupancy(stages, chip: Chip, calls: list[str]) -> Occupancy | None:
-    """The least occupancy of the kernels the compile launched for ``calls`` (pallas_call names):
-    the one with the fewest CTAs per SM; None where none launched (or the compile refused)."""
-    found = [k.occupancy for k in with_occupancy(gpu_kernels(stages), chip)
-             if k.occupancy is not None and any(_of_call(name, k.name) for name in calls)]
+    """The least occupancy of the kernels the compile launched for ``calls``: the one with the
+    fewest CTAs per SM; None where none launched (or the compile refused)."""
+    found = [k.occupancy for k in with_occupancy(calls_kernels(stages, calls), chip) if k.occupancy is not None]
     return min(found, key=lambda o: o.ctas_per_sm, default=None)
