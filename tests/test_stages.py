@@ -138,3 +138,16 @@ def test_trace_failure_names_the_users_line():
     with pytest.raises(TargetFailure) as err:
         capture(load_target(f"{FUNCS}:raises_in_trace"), Backend(get_chip("cpu")))
     assert "funcs.py:23" in str(err.value) and "TypeError" in str(err.value)
+
+
+def test_the_inspectors_own_frames_are_excluded_once_however_many_captures():
+    """Each registration lengthens jax's excluded paths and drops its compiled pattern: registered at
+    every capture, each source lookup after it recompiled a pattern that grew with the session."""
+    from jax._src import source_info_util
+
+    from inspector.jax_internals.tracing import PACKAGE_DIR
+
+    cpu = Backend(get_chip("cpu"))
+    for sets in (["power=2"], ["power=4"]):
+        capture(load_target(f"{FUNCS}:with_params", sets=sets), cpu, compile=False)
+    assert source_info_util._exclude_paths.count(PACKAGE_DIR) == 1

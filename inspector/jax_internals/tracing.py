@@ -1,6 +1,7 @@
 """Source locations and walks over traced programs (jaxprs)."""
 from __future__ import annotations
 
+import functools
 import os
 from typing import Iterator
 
@@ -10,8 +11,12 @@ PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Each reader here degrades on a jax that lays its internals out differently: no source
 # locations, a plainer jaxpr text, a generic walk; never an exception out of a capture.
 
+@functools.cache
 def exclude_own_frames() -> None:
-    """Source locations (jaxpr, HLO metadata) should name the user's code, never the inspector's."""
+    """Source locations (jaxpr, HLO metadata) should name the user's code, never the inspector's.
+    Once per process: each registration lengthens jax's list of excluded paths and drops its
+    compiled pattern and its memo of user files, so every capture registering again made each
+    source lookup after it recompile a longer pattern (a fifth of the test suite's time)."""
     try:
         from jax._src import source_info_util
 

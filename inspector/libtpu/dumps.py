@@ -19,6 +19,7 @@ it found instead) rather than guess: an unread figure is shown as missing, never
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 
@@ -143,6 +144,7 @@ def read_bundles(text: str, where: str = "bundles", relative=lambda path: path) 
             chunks[-1][1].append(line)
     if not chunks:
         raise UnreadableDump(f"{where}: no line looks like a bundle ('ADDR [MARK]: [>] {{ ... }}')")
+    relative = functools.lru_cache(maxsize=None)(relative)  # a few files, named by tens of thousands of instructions
     bundles: list[Bundle] = []
     for number, (start, lines) in enumerate(chunks):
         address = int(start[1], 16) if start[1].startswith("0x") else int(start[1])
