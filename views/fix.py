@@ -46,7 +46,7 @@ def _compiles(t: Trial) -> Text:
 
 def _before(result: FixResult) -> Table:
     table = Table(title="as it is", box=box.SIMPLE_HEAD, title_justify="left")
-    for col in ("chip", "compiles", f"{result.memory} used / limit", f"time ({result.compiler})"):
+    for col in ("chip", "compiles", f"{result.memory} used / limit", f"time ({result.timed_by})"):
         table.add_column(col)
     for t in result.before:
         table.add_row(t.chip, _compiles(t), _vmem(t), _time(t))
@@ -59,7 +59,7 @@ def _numerics(verdict: str) -> Text:
 
 def _fixes(result: FixResult) -> Table:
     table = Table(title="fixes tried (best first)", box=box.SIMPLE_HEAD, title_justify="left")
-    for col in ("#", "change", "chip", "compiles", f"{result.memory} used / limit", f"time ({result.compiler})", "gain",
+    for col in ("#", "change", "chip", "compiles", f"{result.memory} used / limit", f"time ({result.timed_by})", "gain",
                 "numerics", ""):
         table.add_column(col)
     for i, fix in enumerate(result.fixes, 1):

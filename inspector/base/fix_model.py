@@ -114,7 +114,8 @@ class FixResult:
     answers: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     not_tried: list[str]  # changes this version does not try, said once
     memory: str = "VMEM"  # the on-chip memory the trials' figures are of ("shared memory" on a GPU)
-    compiler: str = "libtpu"  # whose verdicts and time estimates they are
+    compiler: str = "libtpu"  # whose verdicts they are
+    timed_by: str = "libtpu"  # whose time estimates: the compiler's simulation, or "floor" (a lower bound of the inspector's)
     ok: bool = False  # every chip compiles as it is with no error finding, or has a recommended fix
     patch: str | None = None  # --patch: the best fix's unified diff
     patch_note: str = ""  # what the patch does, or why none was written

@@ -25,7 +25,7 @@ TRIAL_SCHEMA = 2  # what a kept trial holds (2: the variant's error findings): o
 
 NOT_TRIED = ("the grid's axis order where the body reads pl.program_id (a reorder would edit the body)",
              "deeper buffering (pl.Buffered(3)) where DMAs wait")
-NOT_TRIED_GPU = ("more num_stages, and a grid order, on a GPU (no GPU time here ranks a change that compiles either way)",)
+NOT_TRIED_GPU = ("more num_stages, and a grid order, on a GPU (a time floor, all a GPU gets here, cannot tell a deeper pipeline or another order better)",)
 
 
 def _trial(target: Target, chip: Chip, *, time: bool, use_cache: bool | str) -> Trial:
@@ -276,7 +276,8 @@ def run_fix(target: Target, chips: list[Chip], *, numerics: bool = True, time: b
                        refused=refused, best={}, not_tried=[*(NOT_TRIED if pipelined else ()),
                                                             *(NOT_TRIED_GPU if len(pipelined) < len(chips) else ())],
                        memory=" / ".join(sorted({i.memory or "memory" for i in infos})),
-                       compiler=" / ".join(sorted({i.compiler for i in infos})))
+                       compiler=" / ".join(sorted({i.compiler for i in infos})),
+                       timed_by=" / ".join(sorted({i.compiler if i.can.time == "simulated" else "floor" for i in infos})))
     choose(result, target.params, fixed)
     return result
 
