@@ -215,8 +215,9 @@ def check_view(result: CheckResult) -> Group:
     kernels = ", ".join(f"{k.call.name} ({k.call.source}, grid {k.call.grid_text})" for k in result.kernels) or "none"
     status = Text(result.status, style="bold green" if result.ok else "bold red" if result.failed else "bold yellow")
     if result.undecided and not result.failed:
-        status.append(f": the VMEM estimate cannot decide on {', '.join(result.undecided)} (vmem-may-exceed); "
-                      "check without --estimate-only for the compiler's verdict", style="yellow")
+        status.append(f": the estimate cannot decide on {', '.join(result.undecided)} (its finding says why); "
+                      "check without --estimate-only for the compiler's verdict (a deviceless compile, seconds)",
+                      style="yellow")
     parts: list[RenderableType] = [table, Text(f"kernels: {kernels}"), Text("")]
     if overruled:  # two verdicts in a row: say which one stands
         parts.insert(1, Text("the compiler's verdict stands where the two differ: " + ", ".join(overruled), style="yellow"))
