@@ -31,6 +31,18 @@ def _subjaxprs(eqn) -> list:
     return found
 
 
+def _is_ref(aval) -> bool:
+    return "Ref" in type(aval).__name__
+
+
+def _reads(eqn, used: set[int]) -> bool:
+    """A ref read: ``get``, a masked ``pl.load``, or a swap or atomic whose old value the body uses
+    (``used``: ids of the vars the jaxpr reads)."""
+    return bool(eqn.invars) and _is_ref(getattr(eqn.invars[0], "aval", None)) and bool(eqn.outvars) and \
+        bool(getattr(eqn.outvars[0].aval, "shape", ())) and \
+        (eqn.primitive.name in ("get", "masked_load") or id(eqn.outvars[0]) in used)
+
+
 def _has_loop(jaxpr) -> bool:
     return any(e.primitive.name in _LOOPS or any(_has_loop(j) for j in _subjaxprs(e)) for e in jaxpr.eqns)
 
@@ -73,13 +85,16 @@ def _surely_pipelined(scan_eqn) -> set[int]:
             uses.setdefault(id(v), []).append((e, pos))
     for v in body.outvars:
         uses.setdefault(id(v), []).append((None, -1))
-    sure = set()
+    sure, seen = set(), set()
     for e in body.eqns:
         if e.primitive.name != "get" or not _cp_async_sized(e):
             continue
+        # the same tile read twice is one load once MLIR folds the copies: counted once
+        key = (id(e.invars[0]), tuple(id(v) for v in e.invars[1:]), repr(e.params))
         (use, *more) = uses.get(id(e.outvars[0]), [(None, -1)])
-        if not more and use is not None and use[0] is not None and use[0].primitive.name == "dot_general" and use[1] in (0, 1):
+        if key not in seen and not more and use[0] is not None and use[0].primitive.name == "dot_general" and use[1] in (0, 1):
             sure.add(id(e))
+            seen.add(key)
     return sure
 
 
@@ -90,13 +105,14 @@ def triton_body(kernel, names: dict[int, str]) -> TritonBody:
 
     def walk(jaxpr, in_loop: bool, sure: set[int], names: dict[int, str]) -> None:
         nonlocal computed, largest
-        read = {id(e.outvars[0]) for e in jaxpr.eqns if e.primitive.name == "get"}
+        used = {id(v) for e in jaxpr.eqns for v in e.invars} | {id(v) for v in jaxpr.outvars}
+        read = {id(e.outvars[0]) for e in jaxpr.eqns if _reads(e, used)}
         for e in jaxpr.eqns:
             prim = e.primitive.name
             for v in e.outvars:
-                if getattr(v.aval, "shape", ()) and hasattr(v.aval, "dtype") and "Ref" not in type(v.aval).__name__:
+                if getattr(v.aval, "shape", ()) and hasattr(v.aval, "dtype") and not _is_ref(v.aval):
                     largest = max(largest, bytes_of(v.aval))
-            if prim == "get":
+            if e.outvars and id(e.outvars[0]) in read:
                 tile = e.outvars[0].aval
                 loads.append(TritonLoad(names.get(id(e.invars[0]), "a ref"), tuple(int(d) for d in tile.shape),
                                         str(tile.dtype), bytes_of(tile), in_loop, id(e) in sure))

@@ -10,8 +10,10 @@ Upper bound: every buffer Triton's allocator can place, all at once: each tile t
 num_stages copies where a loop reads it (the pipeliner's stageDiff = num_stages - 1 copies, one
 more for Hopper's asynchronous wgmma: LowerLoops.cpp loadRequiresAdditionalBuffer) and one copy
 elsewhere (a dot operand's local_alloc); each matmul operand the body computes (its local_alloc);
-and the largest value it builds, for the scratch of a layout conversion or a reduction, which
-lives for one op (so one at a time). It assumes a scratch buffer is no larger than its value.
+the kernel's scratch refs; and the largest value it builds, for the scratch of a layout conversion
+or a reduction, which lives for one op (so one at a time). It assumes a scratch buffer is no larger
+than its value and that the allocator packs no worse than all of these side by side; the truth
+file (tests/data/gpu/smem_truth.json) holds every compile's figure between the two bounds.
 
 Lower bound: the tiles Triton's pipeliner multi-buffers for sure (jax_internals/triton_body.py),
 num_stages - 1 copies each, all allocated for the whole loop; nothing else is certain (an
@@ -44,7 +46,8 @@ def shared_memory_bounds(info: PallasCall) -> tuple[list[VmemItem], int, int, st
     stages = info.num_stages or TRITON_DEFAULT_STAGES
     body = info.triton
     if body is None or body.unfollowed is not None:
-        why = f"its body was not followed ({body.unfollowed})" if body is not None else "its body was not read"
+        why = (f"its body was not followed ({body.unfollowed})" if body is not None else
+               "it is not a Pallas-Triton kernel (a Mosaic GPU kernel's shared memory is not modelled)")
         items = _blocks(info, stages)
         return items, sum(i.bytes for i in items), 0, why
     items = [VmemItem(what=f"{load.ref} tile" + (" (loop)" if load.in_loop else ""), shape=list(load.shape),
@@ -53,6 +56,8 @@ def shared_memory_bounds(info: PallasCall) -> tuple[list[VmemItem], int, int, st
     if body.computed_operand_bytes:
         items.append(VmemItem(what="matmul operands the body computes", shape=[], dtype="",
                               bytes_each=body.computed_operand_bytes, buffers=1))
+    items += [VmemItem(what="scratch", shape=list(sc.shape), dtype=sc.dtype, bytes_each=sc.bytes, buffers=1)
+              for sc in info.scratch]
     if body.largest_value_bytes:
         items.append(VmemItem(what="scratch: the largest value (a conversion or reduction)", shape=[], dtype="",
                               bytes_each=body.largest_value_bytes, buffers=1))
@@ -70,9 +75,8 @@ def gpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
                       limit_bytes=limit, limit_source="opt-in shared memory per block", physical_bytes=None,
                       smem_bytes=0, fits=high <= limit and unfollowed is None, headroom_bytes=limit - high,
                       block_growth=None, body_bytes=high - low, unfollowed=unfollowed,
-                      note="a range: at most every tile the body reads (x num_stages in a loop), the matmul operands "
-                           "it computes and one scratch value; at least the loop tiles Triton's pipeliner surely "
-                           "keeps (x num_stages - 1)")
+                      note="shared memory: a range, from the loop tiles Triton surely keeps to every tile the "
+                           "body reads (docs/gpu.md)")
 
 
 def shared_memory_findings(b: VmemBudget) -> list[Finding]:
