@@ -87,3 +87,41 @@ def test_estimate_only_says_does_not_fit_or_undecided_by_its_bounds(cli, params,
     got, out, err = cli("check", MATMUL, "--estimate-only", *target, *params)
     assert got == code, out + err
     assert said in " ".join(out.split())
+
+
+def _triton_facts(kernel, shapes, out_shape):
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plt
+
+    from inspector.pallas.discovery import find_pallas_calls
+
+    def f(*args):
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(out_shape, jnp.float32),
+                              compiler_params=plt.CompilerParams(num_warps=4, num_stages=3))(*args)
+    (found,) = find_pallas_calls(jax.make_jaxpr(f)(*[jax.ShapeDtypeStruct(s, jnp.float16) for s in shapes]))
+    return found.info.triton
+
+
+def test_a_tile_read_twice_is_kept_once_and_a_store_is_no_read():
+    """The lower bound counts what the pipeliner surely keeps: two reads of one tile fold into one
+    load (so one set of copies); the upper bound counts every read, a store's swap none."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, y_ref, o_ref):
+        def step(i, acc):
+            a, b = x_ref[:, pl.ds(i * 32, 32)], x_ref[:, pl.ds(i * 32, 32)]
+            y = y_ref[pl.ds(i * 32, 32), :]
+            return acc + jnp.dot(a, y, preferred_element_type=jnp.float32) + jnp.dot(b, y[:, ::-1],
+                                                                                    preferred_element_type=jnp.float32)
+        o_ref[...] = jax.lax.fori_loop(0, 4, step, jnp.zeros((64, 64), jnp.float32))
+
+    facts = _triton_facts(kernel, [(64, 128), (128, 64)], (64, 64))
+    x_reads = [load for load in facts.loads if load.ref == "x_ref"]
+    assert len(x_reads) == 2 and all(load.in_loop for load in x_reads)  # the upper bound counts both
+    assert [load.pipelined for load in x_reads] == [True, False]  # the lower bound one: the same tile
+    assert not any(load.pipelined for load in facts.loads if load.ref == "y_ref")  # read by a dot and a reversal
+    assert "o_ref" not in {load.ref for load in facts.loads}  # written, never read

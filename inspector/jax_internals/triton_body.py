@@ -85,12 +85,21 @@ def _surely_pipelined(scan_eqn) -> set[int]:
             uses.setdefault(id(v), []).append((e, pos))
     for v in body.outvars:
         uses.setdefault(id(v), []).append((None, -1))
+    defs = {id(v): e for e in body.eqns for v in e.outvars}
+
+    def expr(v) -> tuple:
+        """The value as its computation, so that two equal indices computed apart compare equal."""
+        if hasattr(v, "val"):  # a literal
+            return ("literal", repr(v.val))
+        e = defs.get(id(v))
+        return ("var", id(v)) if e is None else (e.primitive.name, repr(e.params), tuple(expr(i) for i in e.invars))
+
     sure, seen = set(), set()
     for e in body.eqns:
         if e.primitive.name != "get" or not _cp_async_sized(e):
             continue
-        # the same tile read twice is one load once MLIR folds the copies: counted once
-        key = (id(e.invars[0]), tuple(id(v) for v in e.invars[1:]), repr(e.params))
+        # the same tile read twice is one load once MLIR folds the copies (CSE): counted once
+        key = (id(e.invars[0]), tuple(expr(v) for v in e.invars[1:]), repr(e.params))
         (use, *more) = uses.get(id(e.outvars[0]), [(None, -1)])
         if key not in seen and not more and use[0] is not None and use[0].primitive.name == "dot_general" and use[1] in (0, 1):
             sure.add(id(e))
