@@ -336,9 +336,10 @@ def main() -> None:
         print(i, row, flush=True)
     from inspector.base.atomic import write_atomic
 
-    write_atomic(OUT, json.dumps({"what": "XLA:GPU's shared-memory verdict on Pallas kernels, compiled deviceless, "
-                                          "beside the inspector's estimate-only verdict (tests/data/gpu/make_smem_truth.py)",
-                                  "versions": versions(), "rows": rows}, indent=1) + "\n")
+    head = {"what": "XLA:GPU's shared-memory verdict on Pallas kernels, compiled deviceless, beside the inspector's "
+                    "estimate-only verdict (tests/data/gpu/make_smem_truth.py)", "versions": versions()}
+    # a row a line: a remake's diff shows the rows that changed
+    write_atomic(OUT, json.dumps(head)[:-1] + ', "rows": [\n' + ",\n".join(json.dumps(r) for r in rows) + "\n]}\n")
 
 
 if __name__ == "__main__":
