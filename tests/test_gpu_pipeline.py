@@ -48,18 +48,17 @@ def test_pallas_triton_kernel_shows_the_compilers_shared_memory_and_registers(cl
     assert (kernel["name"], kernel["grid"], kernel["threads"], kernel["shared_memory_bytes"]) == ("kernel", [4, 4, 1], [256, 1, 1], 98304)
     if ptxas_path() is not None:
         assert 0 < kernel["registers"] <= 255 and kernel["spill_bytes"] == 0
-    # the estimate (every block x 3 stages: 800 KiB) is over the limit; the compile decides: a warning, no error
-    codes = {f["code"]: f for f in data["findings"]}
-    assert "shared-memory-over-limit" not in codes and data["ok"]
-    warning = codes["shared-memory-estimate-over-compiler"]
-    assert warning["data"]["compiler_bytes"] == 98304 and warning["data"]["bytes"] > warning["data"]["limit"]
+    # the estimate's range (its loop's tiles, 64 to 160 KiB) holds the compiler's figure: no finding either way
+    codes = {f["code"] for f in data["findings"]}
+    assert not codes & {"shared-memory-over-limit", "shared-memory-undecided", "shared-memory-estimate-over-compiler"}
+    assert data["ok"]
 
 
 def test_pallas_view_prints_the_kernels_launch_beside_the_estimate(cli):
     code, out, err = cli("show", MATMUL, "--target", "h100", "--view", "pallas")
     assert code == 0, err
     assert "XLA:GPU's kernels for h100" in out and "96 KiB" in out
-    assert "shared-memory-estimate-over-compiler" in out and "shared-memory-over-limit" not in out
+    assert "shared-memory-estimate-over-compiler" not in out and "shared-memory-over-limit" not in out
 
 
 def test_over_budget_kernel_is_an_error_at_its_line_in_the_compilers_words(cli):
@@ -83,7 +82,7 @@ def test_check_exits_on_the_compilers_verdict_per_chip(cli):
     rows = {r["chip"]: r for r in json.loads(out)["targets"]}
     assert (rows["h100"]["compiler_fits"], rows["h100"]["compiler_vmem_bytes"]) == (True, 98304)
     assert (rows["a100"]["compiler_fits"], rows["a100"]["compiler_vmem_bytes"]) == (True, 65536)
-    assert rows["h100"]["fits"] is False  # the estimate's, beside: the compiler's verdict stands
+    assert rows["h100"]["fits"] is True  # the estimate's, beside (its upper bound, 160 KiB, under the limit)
     code, out, err = cli("check", MATMUL, "--target", "h100,a100", "--set", "bm=256", "--json")
     assert code == 1
     messages = " ".join(f["message"] for f in json.loads(out)["findings"] if f["code"] == "compile-shared-memory-oom")

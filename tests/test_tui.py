@@ -568,7 +568,10 @@ def example_findings(kernel: str, inp: str, out: str) -> list:
         Finding("info", "kernel-interpret-flag", f"{kernel}: pallas_call(interpret=True) runs no Mosaic kernel" + long,
                 **where()),
         Finding("error", "shared-memory-over-limit", f"{kernel} on h100: needs 300 KiB" + long,
-                data={"chip": "h100", "bytes": 307200, "limit": 232448}, **where()),
+                data={"chip": "h100", "bytes": 307200, "limit": 232448, "certain_bytes": 262144}, **where()),
+        # inspector/pallas/gpu_smem.py
+        Finding("warning", "shared-memory-undecided", f"{kernel} on a100: between 96 and 192 KiB" + long,
+                data={"chip": "a100", "bytes": 196608, "limit": 166912, "certain_bytes": 98304}, **where()),
         # inspector/verbs/checking.py, inspector/results/report.py, inspector/compilation/compile_errors.py
         Finding("info", "no-pallas-call", "f has no pallas_call: nothing to check" + long),
         Finding("info", "pallas-interpreted", "Pallas kernels are interpreted on the CPU backend" + long, view="hlo"),

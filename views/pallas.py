@@ -221,8 +221,9 @@ def check_view(result: CheckResult) -> Group:
     kernels = ", ".join(f"{k.call.name} ({k.call.source}, grid {k.call.grid_text})" for k in result.kernels) or "none"
     status = Text(result.status, style="bold green" if result.ok else "bold red" if result.failed else "bold yellow")
     if result.undecided and not result.failed:
-        status.append(f": the VMEM estimate cannot decide on {', '.join(result.undecided)} (vmem-may-exceed); "
-                      "check without --estimate-only for the compiler's verdict", style="yellow")
+        status.append(f": the estimate cannot decide on {', '.join(result.undecided)} (its finding says why); "
+                      "check without --estimate-only for the compiler's verdict (a deviceless compile, seconds)",
+                      style="yellow")
     parts: list[RenderableType] = [table, Text(f"kernels: {kernels}"), Text("")]
     ptxas = [f"{t.chip} {t.registers if t.registers is not None else '-'}/thread, "
              f"{fmt_bytes(t.spill_bytes) if t.spill_bytes is not None else '-'} spilled"

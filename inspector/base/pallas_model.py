@@ -205,6 +205,28 @@ class BodyFacts:
     in_ref_bytes: int = 0  # the largest value built in the ref it is stored into (``o_ref[...] = f(x)``)
 
 
+class TritonLoad(NamedTuple):
+    """One ref read of a Pallas-Triton kernel body: a tile of a block."""
+
+    ref: str
+    shape: tuple[int, ...]
+    dtype: str
+    bytes: int
+    in_loop: bool
+    pipelined: bool  # Triton's pipeliner multi-buffers it for sure whenever num_stages > 1 (triton_body.py)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TritonBody:
+    """What a kernel body loads and builds, as Triton's shared memory sees it (jax_internals/triton_body.py):
+    the facts the GPU shared-memory bounds (pallas/gpu_smem.py) rest on."""
+
+    loads: tuple[TritonLoad, ...] = ()  # every ref read (``x_ref[...]``, ``x_ref[:, pl.ds(...)]``)
+    computed_operand_bytes: int = 0  # matmul operands the body computes (not read straight from a ref)
+    largest_value_bytes: int = 0  # the largest array value the body builds (a layout conversion's or reduction's scratch)
+    unfollowed: str | None = None  # why the walk could not follow the body (the bounds then say nothing)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PallasCall:
     """One pallas_call as the compiler sees it."""
@@ -253,6 +275,7 @@ class PallasCall:
     vmem_unfollowed: str | None = None  # why the kernel's VMEM cannot all be counted (the budget is then undecided)
     body: BodyFacts = dataclasses.field(default_factory=lambda: BodyFacts())  # what the body holds in VMEM
     program_ids: list[int] = dataclasses.field(default_factory=list)  # grid axes the body reads (pl.program_id, num_programs)
+    triton: TritonBody | None = None  # a Pallas-Triton kernel's loads and values (None: not a Triton kernel)
 
     @property
     def steps(self) -> int | None:

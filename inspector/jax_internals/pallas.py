@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .variants import program_id_axes
-from ..base.pallas_model import GRID_LETTERS, BlockSpecInfo, FoundCall, PallasCall, ScratchInfo
+from ..base.pallas_model import GRID_LETTERS, BlockSpecInfo, FoundCall, PallasCall, ScratchInfo, TritonBody
 from ..base.user_code import short_path
 from .evaluate import operand_values, pallas_occurrences
 from .body_dots import body_dots
@@ -28,6 +28,7 @@ from .output_reads import output_reads
 from .row_flow import straight_flows
 from .index_maps import dim_kind, index_map_callable, is_dynamic_dim
 from .tracing import eqn_frame
+from .triton_body import triton_body
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "//", "rem": "%", "and": "&", "or": "|",
            "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -295,6 +296,12 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
     frame = eqn_frame(eqn)
     dots = body_dots(kernel)
     cp = p.get("compiler_params")
+    triton = None
+    if cp is None or hasattr(cp, "num_warps"):  # Triton's params, or none: a kernel a GPU target lowers with Triton
+        try:
+            triton = triton_body(kernel, ref_names)
+        except Exception as err:  # a body laid out differently: the GPU bounds then say nothing
+            triton = TritonBody(unfollowed=f"{type(err).__name__}: {err}")
     call = PallasCall(
         name=name, source=f"{short_path(frame[0])}:{frame[1]}" if frame else None,
         kernel_source=short_src(getattr(info, "func_src_info", None)),
@@ -314,6 +321,7 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         origins_followed=followed and made is not None,
         # True or the interpreter's params, unless the inspector forced interpret mode (the CPU)
         interpret=bool(p.get("interpret")) and not forced_interpret, program_ids=program_id_axes(kernel),
+        triton=triton,
     )
     return FoundCall(info=call, index_maps=maps, signature=_signature(grid, gm, prefetch),
                      prefetch_known=prefetch is not None, pipelines=pipelines, unwalked_pipelines=unwalked,

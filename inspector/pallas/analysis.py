@@ -12,6 +12,7 @@ from .grid_walk import GridWalk, unwalked, walk_grid
 from .discovery import read_program
 from ..base.pallas_model import PallasCall
 from .tiling import tiling_findings
+from .gpu_smem import shared_memory_findings
 from .vmem import VmemBudget, budget
 from .vmem_rules import share
 
@@ -66,6 +67,8 @@ def _budget_findings(b: VmemBudget, chip: Chip) -> list[Finding]:
                              f"{b.smem_bytes:,} B of SMEM, more than its {chip.smem_bytes:,} B: prefetch less (per row "
                              "block, not the whole table)", kernel=b.kernel, view="pallas",
                              data={"chip": b.chip, "bytes": b.smem_bytes, "limit": chip.smem_bytes}))
+    if b.memory == "shared memory":
+        return found + shared_memory_findings(b)
     if b.verdict == "fits":
         return found
     mib = lambda n: f"{n / 2**20:.2f} MiB"

@@ -36,7 +36,6 @@ from .vmem_rules import (PLACEMENT_RESERVE_BYTES, PLACEMENT_SEEN, RULES, VREG_FI
 # XLA copies an input into VMEM before the kernel while work before it writes at least this share of its size
 WORK_BEFORE_SHARE = 0.5
 MOST_PLACEMENT_CHOICES = 12  # operands XLA may place: beyond this many, any of them may be outside
-TRITON_DEFAULT_STAGES = 3
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -375,33 +374,15 @@ def _scoped_limit(info: PallasCall, chip: Chip) -> tuple[int, str]:
     return limit, source
 
 
-def gpu_budget(info: PallasCall, chip: Chip) -> VmemBudget:
-    """An estimate: each input block x num_stages (default 3). Triton's pipeliner keeps copies of
-    the tiles the kernel's loop loads, not of whole blocks, so a kernel that walks its blocks in a
-    loop needs less (a deviceless XLA:GPU compile gives the figure: inspector/families/gpu/verdict.py)."""
-    stages = info.num_stages or TRITON_DEFAULT_STAGES
-    items = [VmemItem(what=op.operand, shape=[b or 1 for b in op.block_shape], dtype=op.dtype,
-                      bytes_each=op.block_bytes, buffers=stages if op.role == "input" else 1)
-             for op in info.operands if op.pipelined]
-    total = sum(i.bytes for i in items)
-    limit = chip.shared_mem_per_block
-    assert limit is not None  # budget() asks only for a GPU with the figure
-    pipelined = sum(i.bytes for i in items)
-    return VmemBudget(chip=chip.name, kernel=info.name, memory="shared memory", items=items, total_bytes=total,
-                      limit_bytes=limit, limit_source="opt-in shared memory per block", physical_bytes=None,
-                      smem_bytes=0, fits=total <= limit, headroom_bytes=limit - total,
-                      block_growth=limit / pipelined if pipelined else None, note=f"inputs x {stages} pipeline stages; Triton buffers the tiles a "
-                      "loop loads, not whole blocks; a GPU target's compile gives the figure")
-
-
 def budget(info: PallasCall, chip: Chip) -> VmemBudget | None:
     """The budget in the on-chip memory the chip row has: VMEM (a TPU's TensorCore or SparseCore),
-    else a GPU's shared memory per block (not for a Pallas TPU kernel); None for a row with neither
-    (the local backend)."""
+    else a GPU's shared memory per block (a range: gpu_smem.py); None for a row with neither (the local backend)."""
     if chip.vmem_bytes is not None and (info.core_type or "").startswith("SparseCore"):
         return sparse_core_budget(info, chip)
     if chip.vmem_bytes is not None:
         return tpu_budget(info, chip)
     if chip.shared_mem_per_block and info.written_for != "mosaic_tpu":  # a TPU kernel never runs from shared memory
+        from .gpu_smem import gpu_budget  # it builds on this module's VmemBudget
+
         return gpu_budget(info, chip)
     return None

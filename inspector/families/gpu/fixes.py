@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...base.chips import Chip
 from ...base.fix_model import Change, Refusal
 from ...base.pallas_model import FoundCall
-from ...pallas.vmem import TRITON_DEFAULT_STAGES
+from ...pallas.gpu_smem import TRITON_DEFAULT_STAGES
 
 WARPS = (4, 8)  # the num_warps Triton's own tunings choose between for a tile of 64-256 rows
 TRITON_DEFAULT_WARPS = 4

@@ -3,8 +3,8 @@ shared memory each kernel's launch asks for (the thunk sequence), its registers 
 on its PTX), or the compiler's refusal. The compile is the answer: where it compiled, an estimate
 over the limit becomes a warning that says so; where it refused, the refusal is an error at the
 kernel's source line, with the compiler's words and what to change. The shared-memory estimate
-(pallas/vmem.py ``gpu_budget``) counts each BlockSpec block x num_stages, but Triton's pipeliner
-multi-buffers the tiles the kernel's loop loads, not the blocks: it is an estimate, shown beside."""
+(pallas/gpu_smem.py) is a range, shown beside: where the compile decides, the estimate's
+"undecided" gives way to it."""
 from __future__ import annotations
 
 import dataclasses
@@ -90,17 +90,20 @@ def compiler_verdict(findings: list[Finding], stages: Stages, chip: str, kernels
         return findings, False, most
     kept = []
     for f in findings:
-        over = f.code == "shared-memory-over-limit" and f.data is not None and f.data.get("chip") == chip
-        if refusal is not None and (over or (f.code == "compile-error" and (f.data or {}).get("chip") == chip)):
+        on_chip = f.data is not None and f.data.get("chip") == chip
+        over = f.code == "shared-memory-over-limit" and on_chip
+        if f.code == "shared-memory-undecided" and on_chip:
+            continue  # the compile decided it
+        if refusal is not None and (over or (f.code == "compile-error" and on_chip)):
             continue  # said once below, in the compiler's words
         if over and refusal is None:
             assert f.data is not None
             used = figures.get(f.kernel or "", most)
             f = Finding("warning", "shared-memory-estimate-over-compiler",
-                        f"{f.kernel} on {chip}: the estimate ({f.data['bytes'] / 1024:.0f} KiB, every block x num_stages) is "
+                        f"{f.kernel} on {chip}: the estimate's lower bound ({f.data['certain_bytes'] / 1024:.0f} KiB) is "
                         "over the limit, but XLA:GPU compiled it"
                         + (f" with {used / 1024:.0f} KiB of shared memory" if used is not None else "") + ": the estimate "
-                        "over-counts (Triton buffers the loop's tiles, not the blocks)", kernel=f.kernel, view="pallas",
+                        "is wrong here (please report it)", kernel=f.kernel, view="pallas",
                         data={**{k: f.data[k] for k in ("chip", "bytes", "limit")}, "compiler_bytes": used})
         kept.append(f)
     if refusal is not None:
