@@ -15,7 +15,8 @@ from inspector.pallas.discovery import find_pallas_calls
 from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target
 from inspector.pallas.tiling import tiling_findings
-from inspector.pallas.vmem import budget, padded_bytes
+from inspector.pallas.budgets import budget
+from inspector.pallas.vmem import padded_bytes
 
 KERNELS = str(DATA / "pallas_kernels.py")
 KiB, MiB = 1024, 2**20

@@ -192,7 +192,7 @@ def test_a_pipeline_nested_in_a_pallas_call_that_leaves_output_blocks_unwritten_
 
 def test_a_vmem_limit_above_the_chips_vmem_stops_at_its_capacity():
     """vmem_limit_bytes sized for a 128 MiB chip (96 MiB): v4 has 16 MiB, TPU7x 64 MiB per core."""
-    from inspector.pallas.vmem import budget
+    from inspector.pallas.budgets import budget
 
     [call] = find_pallas_calls(capture(load_target(f"{PATTERNS}:limit_of_a_larger_chip"), Backend(get_chip("cpu")),
                                        compile=False).program)
@@ -398,7 +398,7 @@ def test_a_project_with_its_own_kernels_and_views_packages(tmp_path):
 
 
 def test_the_scoped_limit_flag_in_libtpu_init_args_is_the_estimate_s_limit(monkeypatch):
-    from inspector.pallas.vmem import budget
+    from inspector.pallas.budgets import budget
 
     [call] = find_pallas_calls(capture(load_target(f"{PATTERNS}:manual_dma"), Backend(get_chip("cpu")), compile=False).program)
     assert budget(call.info, V5E).limit_bytes == 16 * 2**20

@@ -89,7 +89,7 @@ def test_the_traced_program_alone_reads_as_the_lowered_one_without_lowering(monk
     from inspector.compilation import stages as stages_mod
     from inspector.compilation.stages import traced_program
     from inspector.pallas.discovery import find_pallas_calls
-    from inspector.pallas.vmem import budget
+    from inspector.pallas.budgets import budget
 
     monkeypatch.setattr(stages_mod, "_MEMO", {})
     cpu = Backend(get_chip("cpu"))

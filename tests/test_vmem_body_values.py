@@ -10,7 +10,8 @@ from inspector.compilation.backends import Backend
 from inspector.base.chips import get_chip
 from inspector.pallas.analysis import analyse_pallas
 from inspector.pallas.discovery import find_pallas_calls
-from inspector.pallas.vmem import VREG_FILE_BYTES, budget
+from inspector.pallas.budgets import budget
+from inspector.pallas.vmem import VREG_FILE_BYTES
 from inspector.pallas.vmem_rules import rule, share
 from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target

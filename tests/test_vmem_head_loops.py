@@ -42,7 +42,7 @@ def budgets(kernel: str, heads: int, block_q: int, chip: str):
     from inspector.compilation.backends import Backend
     from inspector.base.chips import get_chip
     from inspector.pallas.discovery import find_pallas_calls
-    from inspector.pallas.vmem import budget
+    from inspector.pallas.budgets import budget
     from inspector.compilation.stages import capture
 
     _, args, params, _ = row(kernel, heads, block_q, chip)

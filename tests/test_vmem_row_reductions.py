@@ -48,7 +48,8 @@ def test_three_reductions_along_narrow_rows_keep_statistics_beside_the_waiting_o
     from inspector.compilation.backends import Backend
     from inspector.base.chips import get_chip
     from inspector.pallas.discovery import find_pallas_calls
-    from inspector.pallas.vmem import VREG_FILE_BYTES, budget
+    from inspector.pallas.budgets import budget
+    from inspector.pallas.vmem import VREG_FILE_BYTES
     from inspector.pallas.vmem_rules import share
     from inspector.compilation.stages import capture
 

@@ -11,7 +11,8 @@ from inspector.compilation.backends import Backend
 from inspector.base.chips import CHIPS, Chip, get_chip
 from inspector.pallas import vmem_rules
 from inspector.pallas.discovery import find_pallas_calls
-from inspector.pallas.vmem import budget, tpu_budget
+from inspector.pallas.budgets import budget
+from inspector.pallas.vmem import tpu_budget
 from inspector.pallas.vmem_rules import KINDS, PLACEMENT_KEYS, RULES, Rule, evidence
 from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target

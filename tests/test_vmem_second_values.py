@@ -23,7 +23,8 @@ from inspector.compilation.backends import Backend
 from inspector.base.chips import get_chip
 from inspector.pallas.discovery import find_pallas_calls
 from inspector.pallas import vmem_rules
-from inspector.pallas.vmem import VREG_FILE_BYTES, budget
+from inspector.pallas.budgets import budget
+from inspector.pallas.vmem import VREG_FILE_BYTES
 from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target
 

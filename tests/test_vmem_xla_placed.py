@@ -8,7 +8,7 @@ from inspector.compilation.backends import Backend
 from inspector.verbs.checking import run_check
 from inspector.base.chips import get_chip
 from inspector.pallas.discovery import find_pallas_calls
-from inspector.pallas.vmem import budget
+from inspector.pallas.budgets import budget
 from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target
 

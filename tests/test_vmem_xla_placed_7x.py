@@ -23,7 +23,7 @@ from inspector.base.chips import get_chip
 from inspector.hlo.module import parse_hlo
 from inspector.pallas.analysis import compiler_scoped_vmem
 from inspector.pallas.discovery import find_pallas_calls
-from inspector.pallas.vmem import budget
+from inspector.pallas.budgets import budget
 from inspector.compilation.stages import capture
 from inspector.compilation.target import load_target
 

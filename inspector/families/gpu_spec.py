@@ -7,7 +7,7 @@ from ..base.chips import CHIPS, Chip
 from ..base.families import Capabilities, FamilyInfo
 from ..compilation.compile_paths import SpecOnlyPath
 from ..pallas.tiling import tiling_findings
-from ..pallas.vmem import budget
+from ..pallas.budgets import budget
 from ..libtpu.estimate import estimate_times
 
 

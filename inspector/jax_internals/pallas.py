@@ -296,12 +296,6 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
     frame = eqn_frame(eqn)
     dots = body_dots(kernel)
     cp = p.get("compiler_params")
-    triton = None
-    if cp is None or hasattr(cp, "num_warps"):  # Triton's params, or none: a kernel a GPU target lowers with Triton
-        try:
-            triton = triton_body(kernel, ref_names)
-        except Exception as err:  # a body laid out differently: the GPU bounds then say nothing
-            triton = TritonBody(unfollowed=f"{type(err).__name__}: {err}")
     call = PallasCall(
         name=name, source=f"{short_path(frame[0])}:{frame[1]}" if frame else None,
         kernel_source=short_src(getattr(info, "func_src_info", None)),
@@ -321,11 +315,21 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
         origins_followed=followed and made is not None,
         # True or the interpreter's params, unless the inspector forced interpret mode (the CPU)
         interpret=bool(p.get("interpret")) and not forced_interpret, program_ids=program_id_axes(kernel),
-        triton=triton,
+        triton=_triton(cp, kernel, ref_names),
     )
     return FoundCall(info=call, index_maps=maps, signature=_signature(grid, gm, prefetch),
                      prefetch_known=prefetch is not None, pipelines=pipelines, unwalked_pipelines=unwalked,
                      pipeline_runs=runs)
+
+
+def _triton(cp, kernel, ref_names: dict) -> TritonBody | None:
+    """What a GPU target's Triton lowering reads of the body: for Triton's params, or none."""
+    if cp is not None and not hasattr(cp, "num_warps"):
+        return None
+    try:
+        return triton_body(kernel, ref_names)
+    except Exception as err:  # a body laid out differently: the GPU bounds then say nothing
+        return TritonBody(unfollowed=f"{type(err).__name__}: {err}")
 
 
 def _work_before(operands: list, made: list[bool] | None, aliases) -> int:

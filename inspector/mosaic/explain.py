@@ -183,7 +183,8 @@ def vmem_estimate(call: PallasCall | None, chip: Chip) -> dict:
     """The inspector's own VMEM budget of the kernel, to put beside the compiler's figure."""
     if call is None:
         return {}
-    from ..pallas.vmem import budget, estimate_range  # (numpy: only for a VMEM failure)
+    from ..pallas.budgets import budget
+    from ..pallas.vmem import estimate_range  # (numpy: only for a VMEM failure)
 
     try:
         b = budget(call, chip)

@@ -13,7 +13,8 @@ from .discovery import read_program
 from ..base.pallas_model import PallasCall
 from .tiling import tiling_findings
 from .gpu_smem import shared_memory_findings
-from .vmem import VmemBudget, budget
+from .budgets import budget
+from .vmem import VmemBudget
 from .vmem_rules import share
 
 

@@ -11,7 +11,8 @@ from ..base.errors import InspectorError
 from .discovery import find_pallas_calls
 from ..compilation.stages import traced_program
 from ..compilation.target import Target
-from .vmem import budget, deciding_budget, estimate_fits, estimate_range
+from .budgets import budget
+from .vmem import deciding_budget, estimate_fits, estimate_range
 
 MAX_COMBINATIONS = 64
 

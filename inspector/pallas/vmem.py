@@ -372,17 +372,3 @@ def _scoped_limit(info: PallasCall, chip: Chip) -> tuple[int, str]:
     if chip.vmem_bytes is not None and limit > chip.vmem_bytes:
         return chip.vmem_bytes, f"VMEM capacity ({source} asks for {limit / 2**20:g} MiB)"
     return limit, source
-
-
-def budget(info: PallasCall, chip: Chip) -> VmemBudget | None:
-    """The budget in the on-chip memory the chip row has: VMEM (a TPU's TensorCore or SparseCore),
-    else a GPU's shared memory per block (a range: gpu_smem.py); None for a row with neither (the local backend)."""
-    if chip.vmem_bytes is not None and (info.core_type or "").startswith("SparseCore"):
-        return sparse_core_budget(info, chip)
-    if chip.vmem_bytes is not None:
-        return tpu_budget(info, chip)
-    if chip.shared_mem_per_block and info.written_for != "mosaic_tpu":  # a TPU kernel never runs from shared memory
-        from .gpu_smem import gpu_budget  # it builds on this module's VmemBudget
-
-        return gpu_budget(info, chip)
-    return None

@@ -37,7 +37,8 @@ def estimates(name: str, calls: dict) -> list[dict]:
     from inspector.compilation.backends import Backend
     from inspector.base.chips import get_chip
     from inspector.pallas.discovery import find_pallas_calls
-    from inspector.pallas.vmem import budget, estimate_fits
+    from inspector.pallas.budgets import budget
+    from inspector.pallas.vmem import estimate_fits
     from inspector.compilation.stages import traced_program
     from inspector.compilation.target import load_target
 

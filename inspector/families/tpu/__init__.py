@@ -13,7 +13,7 @@ from ...mosaic.explain import explain_capture
 from ...pallas.analysis import compiler_scoped_vmem, compiler_vmem_by_call, defer_to_compiler, refused_by_compiler
 from ...pallas.fixes import semantics_changes, vmem_limit_change
 from ...pallas.tiling import tiling_findings
-from ...pallas.vmem import budget
+from ...pallas.budgets import budget
 
 
 class TpuFamily:

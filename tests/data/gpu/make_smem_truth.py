@@ -302,7 +302,7 @@ def _traced(kernel: str, params: tuple):
 def estimate_verdict(row: dict) -> dict:
     """The estimate-only verdict (no compile): the inspector's shared-memory budget of the kernel on the chip."""
     from inspector.base.chips import get_chip
-    from inspector.pallas.vmem import budget
+    from inspector.pallas.budgets import budget
 
     b = budget(_traced(row["kernel"], tuple(sorted(row["params"].items()))), get_chip(row["chip"]))
     assert b is not None
