@@ -249,7 +249,6 @@ def read_call(eqn, values: list | None, live: list[bool] | None = None, forced_i
     not known); ``followed``: those were followed, not assumed (the kernel is outside loops,
     branches and maps); ``reads``: the elements of each output the program reads
     (output_reads.Reads; all, when not known)."""
-
     p = eqn.params
     gm = p["grid_mapping"]
     n_dyn = sum(1 for d in gm.grid if is_dynamic_dim(d))
