@@ -40,10 +40,10 @@ def test_the_comparison_sees_a_moved_byte(monkeypatch):
     """A rule that adds one byte to every TPU budget moves the recorded figures: the test above can fail."""
     import dataclasses
 
-    from inspector.pallas import vmem
+    from inspector.pallas import budgets
 
-    tpu_budget = vmem.tpu_budget
-    monkeypatch.setattr(vmem, "tpu_budget", lambda info, chip: dataclasses.replace(
+    tpu_budget = budgets.tpu_budget
+    monkeypatch.setattr(budgets, "tpu_budget", lambda info, chip: dataclasses.replace(
         tpu_budget(info, chip), total_bytes=tpu_budget(info, chip).total_bytes + 1))
     name = "vmem_truth_checks.json"
     now = make_vmem_estimates.estimates(name, _CALLS)
