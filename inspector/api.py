@@ -173,7 +173,6 @@ def inspect_request(fn_or_spec: Callable | str, *args: Any, target: str | None =
     if time_memory is not None and (isinstance(time_memory, bool) or not isinstance(time_memory, (int, float))
                                     or not 0 < time_memory < float("inf") or time_memory * 2**30 < 1):
         raise UsageError(f"time_memory={time_memory!r}: give the GiB libtpu's compiles may use, a number > 0")
-    check_measure(bool(measure))
     if pass_select is not None:
         from .hlo.pass_select import check_selector
 
@@ -188,6 +187,7 @@ def inspect_request(fn_or_spec: Callable | str, *args: Any, target: str | None =
     # what every view needs (the table of views says), and what the keywords add
     needs = everyday_needs() | Needs(buffers=bool(buffers), passes=bool(passes or pass_select), time=bool(time))
     chip, chosen = (target, None) if target else default_target("show")  # why, as `show --json` says it
+    check_measure(bool(measure), chip=chip)
     return Request(spec, resolve_chip(chip).name, chip_reason=chosen, needs=needs, roofline=get_chip(roofline).name if roofline else None,
                    pass_select=pass_select, time_budget=time_budget,
                    time_memory=None if time_memory is None else int(time_memory * 2**30), measure=bool(measure),
@@ -342,7 +342,8 @@ def diff(fn: Callable | str, reference: Callable | str | None = None, *args: Any
     elements outside ``atol``/``rtol``, which default to the dtype's, raised with the number of terms
     the reference sums: ``.tolerance`` says which and why; the error folded onto the kernel's blocks); ``.gradients``
     with ``grad``; ``.timing`` (median of ``runs``). On a GPU or TPU both run there for real; on
-    the CPU, Pallas TPU kernels run in TPU interpret mode as ``target`` (a TPU, default tpu-v5e).
+    the CPU, Pallas TPU kernels run in TPU interpret mode as ``target`` (a TPU, default tpu-v5e), and
+    a GPU target's kernels (Pallas-Triton) in Pallas interpret mode.
     ``reference`` may be None for a spec whose INSPECT names one."""
     from .run import check_tolerance, run_diff
 

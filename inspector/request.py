@@ -95,7 +95,7 @@ def report_for(request: Request, target: Target | None = None, *, budget_option:
     that loads it itself, to name it in a failure) captured on the chip, the analyses ``needs``
     says, then measured on the attached TPU with ``measure``. The one path every front door takes;
     a budget libtpu cannot keep is a UsageError naming ``budget_option``, as that door spells it.
-    ``measure_on_chip(load, chip)``: how the door measures (default: measure/run.py's, in a child
+    ``measure_on_chip(load, chip)``: how the door measures (default: families/measuring.py's, in a child
     process on the attached TPU)."""
     from .base.chips import get_chip
     from .results.report import make_report
@@ -114,7 +114,7 @@ def report_for(request: Request, target: Target | None = None, *, budget_option:
         if measure_on_chip is None:
             import functools
 
-            from .measure.run import measure_on_chip as on_chip
+            from .families.measuring import measure_on_chip as on_chip
 
             measure_on_chip = functools.partial(on_chip, debug=request.debug)
         report = with_measurement(report, measure_on_chip(request.target, chip))

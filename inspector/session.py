@@ -14,7 +14,7 @@ from .base.atomic import write_atomic
 from .compilation.backends import Backend
 from .base.chips import get_chip
 from .hlo.graph import dot_available
-from .measure.run import measure_on_chip
+from .families.measuring import measure_on_chip
 from .mosaic.kept import kept_mosaic_diff
 from .compilation.user_files import split_spec
 from .request import Cache, Request, report_for
@@ -155,8 +155,8 @@ class Session:
     def diff(self):
         from .run import run_diff
 
-        chip = get_chip(self.chip)  # a TPU target is the chip interpret mode simulates
-        return run_diff(self.target(), runs=1, chip=chip if family_of(chip).info.can.simulate else None)
+        chip = get_chip(self.chip)  # a TPU target is the chip interpret mode simulates; a GPU's kernels run interpreted
+        return run_diff(self.target(), runs=1, chip=chip if family_of(chip).info.can.kernels else None)
 
     def with_backward(self, backward: bool = True) -> "Session":
         return dataclasses.replace(self, backward=backward)

@@ -122,7 +122,7 @@ def test_inputs_params_and_jit_wrapped_functions():
     (lambda: inspector.check(lambda x: x, "f32[8]", targets=["local"]), "check is about TPU and GPU targets, not "),
     (lambda: inspector.diff(lambda x: x, None, "f32[8]"), "no reference"),
     (lambda: inspector.diff(lambda x: x, lambda x: x, "f32[8]", atol=-1), "atol must be"),
-    (lambda: inspector.diff(lambda x: x, lambda x: x, "f32[8]", target="h100"), "diff runs on this machine"),
+    (lambda: inspector.diff(lambda x: x, lambda x: x, "f32[8]", target="b200"), "diff runs on this machine"),
     (lambda: inspector.diff(lambda x: x, "samples/attention.py:missing", "f32[8]"), "no function named 'missing'"),
     (lambda: inspector.compare(NAIVE, None, SPECS), "compare needs two different variants"),
     (lambda: inspector.compare(NAIVE, None, SPECS, params_a=3), "params_a must be a dict"),

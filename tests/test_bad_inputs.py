@@ -143,7 +143,7 @@ USAGE = {
     "diff: negative --atol": (["diff", NAIVE, "--atol", "-1"], 2, "finite number >= 0"),
     "diff: nan --rtol": (["diff", NAIVE, "--rtol", "nan"], 2, "finite number >= 0"),
     "diff: non-number --seed": (["diff", NAIVE, "--seed", "x"], 2, "not a whole number"),
-    "diff: a spec-only --target": (["diff", NAIVE, "--target", "h100"], 2, "interpret mode simulates"),
+    "diff: a spec-only --target": (["diff", NAIVE, "--target", "b200"], 2, "interpret mode simulates"),
     "diff: no reference": (["diff", "{hostile}:no_reference"], 2, "has no reference"),
     "check: cpu target": (["check", NAIVE, "--target", "cpu"], 2, "not cpu"),
     "check: unknown chip in list": (["check", NAIVE, "--target", "tpu-v5e,nope"], 2, "unknown target 'nope'"),

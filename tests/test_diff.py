@@ -297,5 +297,5 @@ def test_memory_is_checked_before_inputs_are_made(cli_run, monkeypatch):
 
 
 def test_target_names_the_simulated_chip_and_spec_only_targets_are_refused(cli_run):
-    out = cli_run("diff", f"{DIFF}:double", "--target", "h100")
+    out = cli_run("diff", f"{DIFF}:double", "--target", "b200")
     assert out.returncode == 2 and "interpret mode simulates" in out.stderr

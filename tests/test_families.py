@@ -80,10 +80,12 @@ def test_each_family_answers_the_interface(name):
 def test_what_each_family_can_do():
     """The rules the verbs ask, as the kind tests decided them before the seam."""
     tpu, gpu, spec, cpu = (family_of(get_chip(n)).info.can for n in ("tpu-v5e", "h100", "b200", "cpu"))
-    assert (tpu.compile, tpu.fix, tpu.simulate, tpu.baseline, tpu.time) == (True, True, True, True, "simulated")
-    assert (gpu.compile, gpu.kernels, gpu.run, gpu.check, gpu.sweep, gpu.fix) == (True, True, False, True, True, True)
-    assert (spec.compile, spec.run, spec.check, spec.sweep, spec.fix) == (False, False, True, True, False)
-    assert (cpu.check, cpu.sweep, cpu.run, cpu.kernels) == (False, False, True, False)
+    assert (tpu.compile, tpu.fix, tpu.simulate, tpu.baseline, tpu.time, tpu.measure) == (True, True, True, True, "simulated", True)
+    # a GPU's kernels run in the interpreter (diff), simulating no chip; --measure on the attached GPU
+    assert (gpu.compile, gpu.kernels, gpu.run, gpu.simulate, gpu.check, gpu.sweep, gpu.fix, gpu.measure) == \
+        (True, True, True, False, True, True, True, True)
+    assert (spec.compile, spec.run, spec.check, spec.sweep, spec.fix, spec.measure) == (False, False, True, True, False, False)
+    assert (cpu.check, cpu.sweep, cpu.run, cpu.kernels, cpu.measure) == (False, False, True, False, False)
 
 
 def test_the_compile_path_a_family_hands_is_the_one_the_row_names():

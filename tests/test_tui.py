@@ -332,7 +332,7 @@ def test_passes_tab_asks_for_pass_dumps_and_enter_shows_a_steps_diff():
 
 def test_measure_key_says_in_one_line_there_is_no_tpu_and_fills_the_measured_column_where_there_is(monkeypatch):
     from inspector import session as session_mod
-    from inspector.measure import run as measure_run
+    from inspector.families import measuring as measure_run
     from inspector.remote import Remote
     from inspector.measure.model import KernelMeasure, Measurement
 

@@ -30,6 +30,7 @@ class Capabilities(NamedTuple):
     sweep: bool  # --sweep budgets its candidates on the family's chips
     # fix tries Mosaic's pipelining changes on this family's chips (pl.Buffered(1), a grid reorder)
     pipeline_fixes: bool = True
+    measure: bool = False  # --measure: an attached chip of this family runs the program (``Family.measure``)
 
 
 class FamilyInfo(NamedTuple):
@@ -107,7 +108,8 @@ class Family(Protocol):
         """The chip of this family attached to this machine, read without opening it."""
 
     def measure(self, target: Any, *, chip_name: str, seed: int = 0, runs: int | None = None) -> Any:
-        """The target's time on the attached device (``Measurement``)."""
+        """The target's time on the attached device (``Measurement``), in the process that opens it
+        (``families.measuring``); where ``info.can.measure``."""
 
     def fixes(self, calls: list, chip: Chip, *, needed_bytes: int | None, kernel: str | None) -> tuple[list, list]:
         """The changes the family's compiler may take (and the refused ones) for ``calls`` on ``chip``."""

@@ -70,11 +70,11 @@ def request_from(opts: argparse.Namespace, needs: Needs | None = None, **more: A
 def _timed(opts: argparse.Namespace, view: str | None = None, json: bool = False) -> dict:
     """The Request's time and measure fields of a verb with --time, --time-budget, --time-memory and
     --measure (show, export, compare), checked here once: libtpu's budget only with what it budgets,
-    --measure only where a TPU is attached."""
+    --measure only where the target's chip is attached."""
     from ..verbs.rules import check_measure, check_time_options
 
     check_time_options(opts.time, opts.time_budget, view, json, opts.time_memory)
-    check_measure(opts.measure)
+    check_measure(opts.measure, chip=opts.chip)
     return dict(time_budget=opts.time_budget, time_memory=opts.time_memory, measure=opts.measure,
                 roofline=opts.roofline)
 
@@ -131,7 +131,7 @@ def check_job(opts: argparse.Namespace) -> tuple[Request, CheckOptions]:
 def fix_job(opts: argparse.Namespace) -> tuple[Request, FixOptions]:
     from ..verbs.rules import check_measure
 
-    check_measure(opts.measure)
+    check_measure(opts.measure, chip=opts.chip)
     return request_from(opts, measure=opts.measure), FixOptions(numerics=not opts.no_numerics, time=not opts.no_time,
                                                                 patch=opts.patch)
 

@@ -183,7 +183,7 @@ def _measure_fix(request: Request, change, chip) -> float:
     import functools
 
     from ..verbs.fixing import load_variant
-    from ..measure.run import measure_on_chip
+    from ..families.measuring import measure_on_chip
 
     return measure_on_chip(functools.partial(load_variant, request.target, change), chip, debug=request.debug).seconds
 

@@ -1,7 +1,8 @@
 """Run a function and its reference on the same inputs and say where they differ.
 
-On a machine with an accelerator both run natively. On the CPU, Pallas TPU kernels run in TPU
-interpret mode as the chip being simulated (``interpreted``): elements no grid step wrote come
+On a machine with an accelerator both run natively. On the CPU, Pallas GPU kernels (Triton) run
+in jax's Pallas interpreter one grid step at a time, simulating no chip, and Pallas TPU kernels in
+TPU interpret mode as the chip being simulated (``interpreted``): elements no grid step wrote come
 back NaN; an out-of-bounds read is an error finding with the grid point and the run goes on
 reading NaN there, so the outputs are still compared; revisits the interpreter refuses become
 findings; races and DMA hazards are confirmed by rerunning. A sharded target runs on as many CPU
@@ -67,11 +68,35 @@ def check_tolerance(name: str, value) -> float | None:
     return value
 
 
+GPU_KERNELS = ("triton", "mosaic_gpu")  # the Pallas backends a GPU kernel is written for (PallasCall.written_for)
+
+
 def simulated_chip(chip: str | Chip | None) -> Chip:
+    """The TPU interpret mode traces as: ``chip``, or the default TPU for a GPU target (its kernels
+    ask no TPU's lookups and run in the plain interpreter)."""
     chip = get_chip(chip) if isinstance(chip, str) else chip or get_chip(DEFAULT_TPU)
-    if not family_of(chip).info.can.simulate:
-        raise ValueError(f"interpret mode simulates a TPU, not {chip.name}: give a TPU target such as {INTERPRET_EXAMPLE}")
-    return chip
+    can = family_of(chip).info.can
+    if can.simulate:
+        return chip
+    if can.run and can.kernels:
+        return get_chip(DEFAULT_TPU)
+    raise ValueError(f"interpret mode simulates a TPU, not {chip.name}: give a TPU target such as {INTERPRET_EXAMPLE}")
+
+
+def _gpu_target(chip: str | Chip | None) -> Chip | None:
+    """``chip`` where it is a GPU whose kernels diff runs in the interpreter, else None."""
+    chip = get_chip(chip) if isinstance(chip, str) else chip
+    can = family_of(chip).info.can if chip is not None else None
+    return chip if can is not None and can.run and can.kernels and not can.simulate else None
+
+
+def _gpu_kernels(found: list, gpu: Chip | None) -> str | None:
+    """How the diff names its kernels when they are GPU kernels ("Triton", "GPU"), else None:
+    said by the kernels found, else (none followed) by a GPU target."""
+    backends = {f.info.written_for for f in found}
+    if found and backends <= set(GPU_KERNELS):
+        return "Triton" if backends == {"triton"} else "GPU"
+    return "GPU" if not found and gpu is not None else None
 
 
 def _trace(target: Target, chip: Chip):
@@ -111,8 +136,8 @@ def run_diff(target: Target, *, seed: int = 0, atol: float | None = None, rtol: 
              grad: bool = False, runs: int = 3, chip: str | Chip | None = None, strict: bool = False,
              start_devices: bool = False) -> DiffResult:
     """Run ``target`` and its reference on the same inputs and compare. ``chip``: the TPU that
-    interpret mode simulates (default tpu-v5e); ``strict``: a kernel the interpreter cannot run is
-    an error rather than an info finding; ``start_devices``: where jax has not started, start its CPU
+    interpret mode simulates (default tpu-v5e), or the GPU whose kernels run in the interpreter;
+    ``strict``: a kernel the interpreter cannot run is an error rather than an info finding; ``start_devices``: where jax has not started, start its CPU
     with as many devices as the target's mesh has (a process of its own, as the CLI's: the setting
     is the whole process's). Usage problems raise ValueError."""
     # a sharded target (INSPECT's or --mesh's axes) runs on as many CPU devices as its mesh has
@@ -133,6 +158,8 @@ class _Run:
     kwargs: dict
     sim: Chip
     interpret: bool  # in TPU interpret mode on the CPU (no accelerator, and Pallas kernels)
+    gpu_kernels: str | None  # "Triton"/"GPU": the kernels are a GPU's (the plain interpreter runs them on the CPU)
+    gpu: Chip | None  # the GPU target, where one was given
     found: list  # the pallas_calls found while tracing
     strict: bool
     tol: tuple  # (atol, rtol, the reference's accumulations)
@@ -186,7 +213,7 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict, mes
     accs = accumulations_of(reference, args, kwargs)  # terms summed per output: the default tolerance grows with them
     run = _Run(target=target, kernel=jax.jit(functools.partial(target.fn, **target.params)), reference=reference, args=args,
                kwargs=kwargs, sim=sim, interpret=accelerator is None and has_pallas, found=found, strict=strict,
-               tol=(atol, rtol, accs))
+               tol=(atol, rtol, accs), gpu_kernels=_gpu_kernels(found, _gpu_target(chip)), gpu=_gpu_target(chip))
     k_out, ran, run_findings, printed, run_options = _run_kernel(run, r_out, mesh_note)
     findings += run_findings
     outputs: list[LeafDiff] = []
@@ -206,7 +233,7 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict, mes
     ok = not errors and (unsupported or (ran and all(l.ok for l in outputs + (grads or []))))
     return DiffResult(target=target.spec, reference=target.reference_name or "reference", seed=seed, mode=_mode(run, accelerator),
                       inputs=inputs, outputs=outputs, gradients=grads, timing=timing, findings=by_severity(findings), ok=ok,
-                      chip=sim.name if run.interpret else None,
+                      chip=sim.name if run.interpret and not run.gpu_kernels else None,
                       interpreter_output=interpreted.detail(ji.without_marks(printed)) if printed else "")
 
 
@@ -250,7 +277,8 @@ def _timing(run: _Run, accelerator: str | None, runs: int, run_options: dict) ->
     sim = run.sim if run.interpret else None
     return Timing(kernel_s=median_time(run.kernel, run.args, run.kwargs, runs, sim, run_options),
                   reference_s=median_time(run.reference, run.args, run.kwargs, runs, None), runs=runs,
-                  note="Pallas kernel in TPU interpret mode on the CPU: not representative of TPU speed"
+                  note="Pallas kernel in interpret mode on the CPU: not representative of GPU speed" if run.interpret and run.gpu_kernels
+                  else "Pallas kernel in TPU interpret mode on the CPU: not representative of TPU speed"
                   if run.interpret else f"measured on the {accelerator}" if accelerator else "XLA on the CPU")
 
 
@@ -280,6 +308,10 @@ def _mode(run: _Run, accelerator: str | None) -> str:
     if not run.interpret:
         return "XLA on the CPU"
     on = ji.mesh_devices()
+    if run.gpu_kernels:  # nothing simulated: jax's interpreter runs the kernel's grid in order
+        return ("Pallas interpret mode on the CPU" + (f" for the {run.gpu.name}" if run.gpu else "")
+                + f" ({run.gpu_kernels} kernels, one grid step at a time" + (f" on each of {on} devices" if on > 1 else "")
+                + ", NaN for unwritten outputs; no GPU here)")
     return (f"TPU interpret mode on the CPU as {run.sim.name} ("
             + ("2 TensorCores share each grid" if run.cores > 1 else "1 TensorCore")
             + (f" on each of {on} devices" if on > 1 else "")

@@ -56,24 +56,20 @@ def check_time_options(time: bool, budget: float | None, view: str | None = None
         time_budget(budget, "--time-budget")  # a budget it cannot keep: refused before the compile
 
 
-# what gives an estimate without a TPU, per verb: tune has no --time (without --measure it ranks by the estimate)
+# what gives an estimate without the chip, per verb: tune has no --time (without --measure it ranks by the estimate)
 _NO_TPU_ADVICE = {"tune": "without --measure, tune ranks by libtpu's estimate, no TPU needed"}
 
 
-def check_measure(measure: bool, verb: str = "show") -> None:
-    """--measure runs the program on the attached TPU: where there is none, one line before any
-    compile, with the way to an estimate that this verb has."""
+def check_measure(measure: bool, verb: str = "show", chip: str | None = None) -> None:
+    """--measure runs the program on the attached chip of the target's family (``chip``, the
+    first of a list; default the default TPU): where there is none, one line before any compile,
+    with the way to an estimate that this verb has."""
     if not measure:
         return
-    from ..base.environment import may_use_chip, tpu_attached
-    from ..base.errors import NoChip
+    from ..base.chips import DEFAULT_TPU, parse_targets
+    from ..families.measuring import attached_to_measure
 
-    if not tpu_attached():
-        advice = _NO_TPU_ADVICE.get(verb, "--time gives libtpu's estimate without a TPU")
-        raise NoChip(f"--measure runs the program on a TPU attached to this machine, and this machine has none: {advice}")
-    if not may_use_chip():
-        raise NoChip("--measure runs the program on the attached TPU, and JAX_PLATFORMS keeps jax off it: unset JAX_PLATFORMS "
-                     "(or include tpu)")
+    attached_to_measure(parse_targets(chip or DEFAULT_TPU)[0], advice=_NO_TPU_ADVICE.get(verb))
 
 
 def check_tune_measure(measure: bool, first_chip: str, option: str) -> None:
@@ -98,13 +94,15 @@ def check_chips(chips: list[Chip], example: str) -> list[Chip]:
 
 
 def diff_simulated_chip(chips: list[Chip], option: str, example: str, local: str) -> Chip | None:
-    """diff runs here: the chips name the TPU that interpret mode simulates (the first TPU given);
+    """diff runs here: the chips name the TPU that interpret mode simulates (the first TPU given),
+    else the GPU whose kernels run in Pallas interpret mode on the CPU (None: jax's own backend);
     a GPU known only by its figures cannot run anything."""
     spec_only = [c.name for c in chips if not family_of(c).info.can.run]
     if spec_only:
         raise UsageError(f"diff runs on this machine, not on {', '.join(spec_only)}: {option} names the TPU that "
-                         f"interpret mode simulates (e.g. {example}), or {local}")
-    return next((c for c in chips if family_of(c).info.can.simulate), None)
+                         f"interpret mode simulates (e.g. {example}), a GPU XLA compiles for (h100), or {local}")
+    return (next((c for c in chips if family_of(c).info.can.simulate), None)
+            or next((c for c in chips if family_of(c).info.can.kernels), None))
 
 
 def require_two_variants(a: tuple, b: tuple, how: str) -> None:

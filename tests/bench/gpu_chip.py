@@ -91,24 +91,11 @@ class AttachedGpu:
                 "compute_capability": getattr(self.device, "compute_capability", None)}
 
     def measure(self, fn: Callable, args: list, iterations: int) -> tuple[str, list[list[tuple[str, float]]]]:
-        """How it was timed, and per run each kernel launch as CUPTI timed it: (name, milliseconds).
-        Where CUPTI cannot run (no cupti library), the whole program's wall time per run instead."""
-        import jax
+        """How it was timed, and per run each kernel launch as CUPTI timed it: (name, milliseconds),
+        as `inspector show --measure` times them (the GPU family's launch_times)."""
+        from inspector.families.gpu.measure import launch_times
 
-        jax.block_until_ready(fn(*args))  # compile and warm up outside the measurement
-        try:
-            from jax.experimental.mosaic.gpu import profiler
-
-            _, timings = profiler.measure(fn, aggregate=False, iterations=iterations)(*args)
-            return "cupti", [list(run) for run in (timings or [])]
-        except Exception as err:  # noqa: BLE001 - the wall time still compares the program's total
-            why = f"{type(err).__name__}: {err}"[:200]
-        runs = []
-        for _ in range(iterations):
-            started = time.perf_counter()
-            jax.block_until_ready(fn(*args))
-            runs.append([("(program)", (time.perf_counter() - started) * 1e3)])
-        return f"wall clock (CUPTI failed: {why})", runs
+        return launch_times(fn, args, {}, iterations)
 
     def compile_dumps(self, fn: Callable, args: list) -> dict[str, str]:
         """The thunk sequence and PTX of this GPU's own compile of ``fn`` (the deviceless one's twin)."""

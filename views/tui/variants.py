@@ -47,7 +47,7 @@ class Variants:
             app.status(TPU_ONLY[action], "yellow")
             return
         if action == "measure":
-            from ...measure.run import attached_for
+            from ...families.measuring import attached_for
 
             try:
                 attached_for(get_chip(session.chip))

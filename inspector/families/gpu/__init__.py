@@ -2,7 +2,8 @@
 config ships in ``specs/``, and the readers of what those compiles leave. ``jax/``: the target
 configs (the cuda topology, private jax API, is ``jax_internals/cuda_topology.py``); ``compile/``: the compile and its shared-memory refusal;
 ``kernels/``: the thunk sequence, ptxas and occupancy; ``time.py``: each kernel's floor; ``fixes``: what
-`inspector fix` tries. The ``Family`` object joins them on the backend seam."""
+`inspector fix` tries; ``measure.py``: the attached GPU and each kernel's measured time. The
+``Family`` object joins them on the backend seam."""
 from __future__ import annotations
 
 from ...base.chips import Chip
@@ -22,8 +23,8 @@ class GpuFamily(GpuSpecFamily):
     and the roofline as for a spec-only row."""
 
     info = FamilyInfo("gpu", "XLA:GPU", "shared memory", Capabilities(
-        compile=True, kernels=True, time=None, kernel_dumps="thunks and ptxas", fix=True, run=False, simulate=False,
-        baseline=False, check=True, sweep=True, pipeline_fixes=False))
+        compile=True, kernels=True, time=None, kernel_dumps="thunks and ptxas", fix=True, run=True, simulate=False,
+        baseline=False, check=True, sweep=True, pipeline_fixes=False, measure=True))
 
     def compile_path(self, chip: Chip) -> GpuCompilePath:  # type: ignore[override]
         return GpuCompilePath(chip)
@@ -31,6 +32,17 @@ class GpuFamily(GpuSpecFamily):
     def explain_failure(self, captured, chip: Chip):
         """A Pallas TPU kernel's lowering failure said as that (jax's words blame the install)."""
         return explain_tpu_kernels(captured, chip)
+
+    def attached(self) -> Chip | None:
+        from .measure import attached_gpu
+
+        return attached_gpu()
+
+    def measure(self, target, *, chip_name: str, seed: int = 0, runs: int | None = None):
+        """In the process that opens the GPU (families/measuring.py): each kernel's device time (CUPTI)."""
+        from .measure import measure_target
+
+        return measure_target(target, chip_name=chip_name, seed=seed, runs=runs)
 
     def fixes(self, calls: list, chip: Chip, *, needed_bytes: int | None, kernel: str | None) -> tuple[list, list]:
         """Fewer num_stages where XLA:GPU refused a kernel for shared memory, the other num_warps."""

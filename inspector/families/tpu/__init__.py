@@ -19,7 +19,7 @@ from ...pallas.budgets import budget
 class TpuFamily:
     info = FamilyInfo("tpu", "libtpu", "VMEM", Capabilities(
         compile=True, kernels=True, time="simulated", kernel_dumps="Mosaic passes", fix=True, run=True, simulate=True,
-        baseline=True, check=True, sweep=True))
+        baseline=True, check=True, sweep=True, measure=True))
 
     def compile_path(self, chip: Chip) -> LibtpuPath:
         return LibtpuPath(chip)
