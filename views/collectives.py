@@ -1,5 +1,6 @@
 """The collectives view: every collective of the compiled program in schedule order, what it
-moves per device over which mesh axes, an ICI time estimate, and whether compute overlaps it."""
+moves per device over which mesh axes, a time estimate over the links between chips (a TPU's ICI), and
+whether compute overlaps it."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -21,32 +22,38 @@ def _axes(axes) -> str:
     return "+".join(axes) if axes else ("-" if axes == [] else "?")
 
 
-def collectives_table(a: CollectiveAnalysis, top: int = 40) -> Table:
+def collectives_table(a: CollectiveAnalysis, top: int = 40, link: str | None = "ICI") -> Table:
+    """``link``: the family's links between devices ("ICI", "NVLink"; FamilyInfo.interconnect); the
+    time column only where the chip has their figures (``a.chip``)."""
     shown = a.collectives if top <= 0 else a.collectives[:top]
     mesh = ",".join(f"{k}={v}" for k, v in a.mesh.items()) if a.mesh else "no mesh"
-    table = Table(title=f"collectives in schedule order (per device; mesh {mesh}; ICI time on {a.chip or 'no ICI figures'})",
+    timed = f"{link} time on {a.chip}" if a.chip else f"no time: no {link or 'interconnect'} figures"
+    table = Table(title=f"collectives in schedule order (per device; mesh {mesh}; {timed})",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("#", justify="right", no_wrap=True)
-    for col in ("kind", "name", "shape", "bytes", "axes", "group", "ICI time", "overlap", "source"):
-        table.add_column(col, justify="right" if col in ("bytes", "group", "ICI time") else "left", overflow="fold")
+    time_column = f"{link} time" if a.chip else None
+    for col in ("kind", "name", "shape", "bytes", "axes", "group", time_column, "overlap", "source"):
+        if col is not None:
+            table.add_column(col, justify="right" if col in ("bytes", "group", time_column) else "left", overflow="fold")
     for i, c in enumerate(shown):
         overlap = (Text(f"yes ({c.overlapped_kernels} kernels)", style="green") if c.overlaps
                    else Text("async, nothing between" if c.asynchronous else "no (sync)", style="yellow"))
         add_row(table, str(i), c.kind, c.name + (f" x{c.repeat}" if c.repeat > 1 else "") + (f" in {c.fusion}" if c.fusion else ""),
-                c.shape, fmt_bytes(c.bytes), _axes(c.axes), str(c.group_size), fmt_time(c.time_s), overlap,
-                (c.source or "-").rsplit("/", 1)[-1])
+                c.shape, fmt_bytes(c.bytes), _axes(c.axes), str(c.group_size), *([fmt_time(c.time_s)] if time_column else []),
+                overlap, (c.source or "-").rsplit("/", 1)[-1])
     if len(shown) < len(a.collectives):
         table.caption = f"{len(a.collectives) - len(shown)} more: --top 0 shows all"
         table.caption_justify = "left"
     return table
 
 
-def totals_table(title: str, rows: dict[str, dict]) -> Table:
+def totals_table(title: str, rows: dict[str, dict], time_column: str | None = "ICI time") -> Table:
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
-    for col in ("", "count", "bytes", "ICI time"):
-        table.add_column(col, justify="left" if not col else "right", no_wrap=True)
+    for col in ("", "count", "bytes", time_column):
+        if col is not None:
+            table.add_column(col, justify="left" if not col else "right", no_wrap=True)
     for key, row in sorted(rows.items(), key=lambda kv: -kv[1]["bytes"]):
-        add_row(table, key, str(row["count"]), fmt_bytes(row["bytes"]), fmt_time(row["time_s"]))
+        add_row(table, key, str(row["count"]), fmt_bytes(row["bytes"]), *([fmt_time(row["time_s"])] if time_column else []))
     return table
 
 
@@ -68,9 +75,9 @@ def remote_dma_lines(kernels) -> list[str]:
 
 
 def collectives_view(a: CollectiveAnalysis | None, top: int = 40, reason: str = "not compiled",
-                     remote: list[str] | None = None) -> Group | Text:
+                     remote: list[str] | None = None, link: str | None = "ICI") -> Group | Text:
     """``remote``: remote_dma_lines of the program's Pallas kernels (device-to-device traffic no
-    XLA collective shows)."""
+    XLA collective shows); ``link``: the family's links between devices (FamilyInfo.interconnect)."""
     pallas = (Text("Pallas kernels move data between devices themselves (remote DMAs; not in XLA's collectives):\n  "
                    + "\n  ".join(remote)) if remote else None)
     if a is None:
@@ -81,9 +88,12 @@ def collectives_view(a: CollectiveAnalysis | None, top: int = 40, reason: str = 
         return Text("no collectives: the compiled program moves nothing between devices"
                     + ("" if a.mesh else " (a sharded program needs a topology and a mesh: --target tpu-v5e:4x4 --mesh data=4,model=4)"))
     summary = (f"{sum(r['count'] for r in a.by_kind.values())} collectives, {fmt_bytes(a.total_bytes)} per device"
-               + (f", ICI {fmt_time(a.total_time_s)} estimated, {fmt_time(a.exposed_time_s)} of it not overlapped"
+               + (f", {link} {fmt_time(a.total_time_s)} estimated, {fmt_time(a.exposed_time_s)} of it not overlapped"
                   if a.total_time_s is not None else ""))
-    return Group(collectives_table(a, top), Text(summary, style="bold"), Text(""),
-                 totals_table("by kind", a.by_kind), totals_table("by mesh axis", a.by_axis),
-                 Text("ICI time: an estimate (ring over each axis, both link directions, no latency); see --json", style="dim"),
-                 *([pallas] if pallas else []))
+    time_column = f"{link} time" if a.chip else None
+    note = (f"{link} time: an estimate (ring over each axis, both link directions, no latency); see --json" if a.chip else
+            f"no time estimate: the chip table has no {link or 'interconnect'} figures for the target; the bytes per "
+            "device are XLA's; see --json")
+    return Group(collectives_table(a, top, link), Text(summary, style="bold"), Text(""),
+                 totals_table("by kind", a.by_kind, time_column), totals_table("by mesh axis", a.by_axis, time_column),
+                 Text(note, style="dim"), *([pallas] if pallas else []))

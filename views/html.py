@@ -90,7 +90,7 @@ def report_html(report: Report) -> str:
     comms, remote = report.collectives, remote_dma_lines(report.pallas)
     if comms is not None and (comms.collectives or remote):
         parts.append(_section(f"collectives: {len(comms.collectives)} per device" + (", and Pallas remote DMAs" if remote else ""),
-                              render(collectives_view(comms, remote=remote))))
+                              render(collectives_view(comms, remote=remote, link=report.family.interconnect))))
     parts.append(_section("kernel graph", graph_html(report), open_=False))
     return _wrap(parts)
 

@@ -100,10 +100,28 @@ def estimate_kind(k: PallasReport) -> str:
     return "estimate; " + "; ".join(other) if other else "estimate"
 
 
-def budget_table(k: PallasReport) -> Table:
-    caption = ("limit: the chip's default scoped VMEM, or the kernel's vmem_limit_bytes (set), at most the chip's "
-               "VMEM (capacity); grow: how far the pipelined blocks could grow and still fit; unsure: only values the "
-               "body builds, or operands XLA may place outside the limit, put it over or to it (a compile decides)")
+# what the table's columns mean, per on-chip memory its rows are budgeted in (VmemBudget.memory)
+BUDGET_CAPTIONS = {
+    "VMEM": ("limit: the chip's default scoped VMEM, or the kernel's vmem_limit_bytes (set), at most the chip's "
+             "VMEM (capacity); grow: how far the pipelined blocks could grow and still fit; unsure: only values the "
+             "body builds, or operands XLA may place outside the limit, put it over or to it (a compile decides)"),
+    "shared memory": ("limit: the opt-in shared memory a block may have on the chip; needs: the most Triton may keep, "
+                      "NO where the least it surely keeps is over; unsure: the limit lies between them (a compile decides)"),
+}
+LIMIT_MARKS = {"scoped default": "", "opt-in shared memory per block": " (opt-in)"}
+
+
+WRITTEN_FOR = {"mosaic_tpu": "a TPU (Mosaic's CompilerParams)", "triton": "a GPU (Triton's CompilerParams)",
+               "mosaic_gpu": "a GPU (Mosaic GPU's CompilerParams)"}  # PallasCall.written_for, in words
+
+
+def budget_table(k: PallasReport) -> Table | Text:
+    if not k.budgets:  # a kernel of another family's (a Pallas TPU kernel for a GPU target: its error says so)
+        written = WRITTEN_FOR.get(k.call.written_for or "")
+        return Text("on-chip memory: no budget on this target" + (f" for a kernel written for {written}" if written else ""),
+                    style="dim")
+    memories = dict.fromkeys(b.memory for b in k.budgets)
+    caption = "\n".join(BUDGET_CAPTIONS[m] for m in memories if m in BUDGET_CAPTIONS) or BUDGET_CAPTIONS["VMEM"]
     if any(b.placed_bytes for b in k.budgets):
         caption += ("; placed: blocks of operands XLA hands the kernel whole in VMEM beside the scoped region (not "
                     "counted in needs)")
@@ -114,8 +132,8 @@ def budget_table(k: PallasReport) -> Table:
     for b in k.budgets:
         fits = {"fits": Text("yes", style="green"), "over": Text("NO", style="bold red")}.get(
             b.verdict, Text("unsure", style="yellow"))
-        limit = fmt_bytes(b.limit_bytes) + ("" if b.limit_source == "scoped default" else
-                                             " (capacity)" if b.limit_source.startswith("VMEM capacity") else " (set)")
+        limit = fmt_bytes(b.limit_bytes) + LIMIT_MARKS.get(b.limit_source, " (capacity)" if b.limit_source.startswith(
+            "VMEM capacity") else " (set)")
         needs = fmt_bytes(b.total_bytes) + (f" ({fmt_bytes(b.placed_bytes)} placed)" if b.placed_bytes else "")
         add_row(table, f"{b.chip} ({b.memory})", needs, limit, fits,
                       fmt_bytes(b.headroom_bytes), f"{b.block_growth:.2f}x" if b.block_growth else "-", fmt_bytes(b.physical_bytes),

@@ -369,7 +369,8 @@ def render_memory(report: Report, view: str, options: RenderOptions):
 
 
 def render_collectives(report: Report, view: str, options: RenderOptions):
-    return collectives_view(report.collectives, options.top, _not_compiled(report), remote_dma_lines(report.pallas))
+    return collectives_view(report.collectives, options.top, _not_compiled(report), remote_dma_lines(report.pallas),
+                            report.family.interconnect)
 
 
 def render_fusions(report: Report, view: str, options: RenderOptions):
@@ -441,5 +442,5 @@ def chips_table(chips: tuple[Chip, ...] = CHIPS) -> Table:
         add_row(table, *row)
     assert isinstance(table.caption, str)  # given above
     table.caption += ("\n*SMEM on TPUs, opt-in shared memory per block on GPUs; TFLOP/s is dense bf16; ICI per link, one way; "
-                      "sources: inspector chips --json")
+                      "topologies: a TPU slice's shapes, a GPU node's GPUs (h100:8); sources: inspector chips --json")
     return table

@@ -283,6 +283,10 @@ F16_SOURCE = ("derived: CUDA C++ Programming Guide, Arithmetic Instructions thro
               "add/multiply/fma results a clock per SM on 8.0 and 9.0, x 2 flops x SMs x clock")
 
 
+GPU_NODE_SIZES = (2, 4, 8)  # GPUs of one NVLink node a GPU target may span (h100:8): XLA:GPU's topology 1x1xN
+GPU_NODE_SOURCE = "XLA:GPU's deviceless cuda topology 1x1xN: the GPUs of one NVLink node (jax_internals/cuda_topology.py)"
+
+
 def _gpu(name, description, *, bw, bf16, smem, hbm, source, spec: str | None = None, tf32=None, f32=None,
          peak_source=None, **from_spec) -> Chip:
     """A GPU row. With ``spec`` (a file of inspector/families/gpu/specs/), the ``from_spec`` fields
@@ -300,11 +304,12 @@ def _gpu(name, description, *, bw, bf16, smem, hbm, source, spec: str | None = N
         sources.update({f: why for f, (_, why) in GPU_OCCUPANCY.items()})
         f16 = F16_PER_SM * 2 * from_spec["sms"] * from_spec["clock_hz"]
         sources["f16_flops"] = F16_SOURCE
+        sources["topologies"] = GPU_NODE_SOURCE
     if tf32 is not None:
         sources.update(tf32_flops=peak_source, f32_flops=peak_source)
     return Chip(name, "gpu", description, hbm_bytes=hbm, hbm_bytes_per_s=bw, bf16_flops=bf16,
                 shared_mem_per_block=smem, target_config=spec, sources=sources, tf32_flops=tf32, f32_flops=f32,
-                f16_flops=f16, **occupancy, **from_spec)
+                f16_flops=f16, topologies=tuple(str(n) for n in GPU_NODE_SIZES) if spec else (), **occupancy, **from_spec)
 
 
 CHIPS: tuple[Chip, ...] = (
@@ -423,14 +428,11 @@ def _on_topology(chip_name: str, shape: str) -> Chip:
                                + (f", {chips * chip.devices_per_chip} devices" if chip.devices_per_chip > 1 else ""))
 
 
-GPU_NODE_SIZES = (2, 4, 8)  # GPUs of one NVLink node a GPU target may span (h100:8): XLA:GPU's topology 1x1xN
-
-
 def _gpu_node(chip: Chip, shape: str) -> Chip:
     """``chip`` over ``shape`` GPUs of one node, each a device of the deviceless cuda topology."""
-    if not shape.isdigit() or int(shape) not in GPU_NODE_SIZES:
+    if shape not in chip.topologies:  # the row's node sizes, as `inspector chips` lists them
         raise UsageError(f"{chip.name} has no topology {shape!r}: a GPU target spans the GPUs of one node, "
-                         f"use one of {', '.join(f'{chip.name}:{n}' for n in GPU_NODE_SIZES)}")
+                         f"use one of {', '.join(f'{chip.name}:{n}' for n in chip.topologies)}")
     gpus = int(shape)
     return dataclasses.replace(chip, name=f"{chip.name}:{gpus}", aliases=(), devices=gpus,
                                description=f"{chip.description}, {gpus} GPUs of one node")

@@ -20,7 +20,9 @@ class Capabilities(NamedTuple):
 
     compile: bool  # compiles deviceless here (TPU: libtpu); False: spec only (budgets and roofline)
     kernels: bool  # a pallas_call compiles to a kernel (an interpret=True call is then no kernel)
-    time: str | None  # "simulated" (libtpu's static profile); None: the roofline only
+    # "simulated" (libtpu's static profile), "floor" (each kernel's least time from its compile: XLA:GPU's
+    # launches); None: the roofline only
+    time: str | None
     kernel_dumps: str | None  # what its kernel compiler leaves to read ("Mosaic passes"); None
     fix: bool  # fix, show --fixes, the UI's F
     run: bool  # diff runs its programs here (jax's backend, or interpret mode simulating the chip)
@@ -40,6 +42,13 @@ class FamilyInfo(NamedTuple):
     compiler: str  # "libtpu", "XLA:CPU"
     memory: str | None  # the on-chip memory its kernels are budgeted in: "VMEM", "shared memory"
     can: Capabilities
+    interconnect: str | None = None  # the links between its chips: "ICI", "NVLink"; None: none here
+
+    @property
+    def time_estimate(self) -> str:
+        """What ``--time`` gives on this family, in the messages' words."""
+        return {"simulated": f"{self.compiler}'s estimate", "floor": "each kernel's time floor"}.get(
+            self.can.time or "", "the roofline only")
 
 
 class CompilePath(Protocol):
@@ -97,9 +106,11 @@ class Family(Protocol):
     def compiler_verdict(self, stages: Any, calls: list[str], kernels: list) -> dict[str, int]:
         """Per pallas_call, the compiler's own on-chip bytes ({} where the compiler gives none)."""
 
-    def defer_to_compiler(self, kernels: list, findings: list[Finding], chip: Chip, stages: Any) -> tuple[list, list[Finding]]:
+    def defer_to_compiler(self, kernels: list, findings: list[Finding], chip: Chip, stages: Any,
+                          params: dict | None = None) -> tuple[list, list[Finding]]:
         """The Pallas kernels and ``findings`` with the estimate's budget findings yielding to the
-        compiler's verdict (a kernel's own findings too, where the family settles them)."""
+        compiler's verdict (a kernel's own findings too, where the family settles them); ``params``:
+        the target's static params, which a refusal's advice may name."""
 
     def estimate_time(self, target: Any, chip: Chip, **kwargs: Any) -> Any:
         """The program's time on ``chip`` (``TimeEstimate``): simulated, or the roofline only."""

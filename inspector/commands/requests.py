@@ -73,7 +73,7 @@ def _timed(opts: argparse.Namespace, view: str | None = None, json: bool = False
     --measure only where the target's chip is attached."""
     from ..verbs.rules import check_measure, check_time_options
 
-    check_time_options(opts.time, opts.time_budget, view, json, opts.time_memory)
+    check_time_options(opts.time, opts.time_budget, view, json, opts.time_memory, opts.chip)
     check_measure(opts.measure, chip=opts.chip)
     return dict(time_budget=opts.time_budget, time_memory=opts.time_memory, measure=opts.measure,
                 roofline=opts.roofline)

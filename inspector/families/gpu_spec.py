@@ -14,7 +14,7 @@ from ..libtpu.estimate import estimate_times
 class GpuSpecFamily:
     info = FamilyInfo("gpu", "none (spec only)", "shared memory", Capabilities(
         compile=False, kernels=False, time=None, kernel_dumps=None, fix=False, run=False, simulate=False, baseline=False,
-        check=True, sweep=True))
+        check=True, sweep=True), interconnect="NVLink")
 
     def compile_path(self, chip: Chip) -> SpecOnlyPath:
         return SpecOnlyPath(chip)
@@ -35,7 +35,7 @@ class GpuSpecFamily:
     def compiler_verdict(self, stages, calls: list[str], kernels: list) -> dict[str, int]:
         return {}
 
-    def defer_to_compiler(self, kernels: list, findings, chip: Chip, stages):
+    def defer_to_compiler(self, kernels: list, findings, chip: Chip, stages, params: dict | None = None):
         return kernels, findings
 
     def estimate_time(self, target, chip: Chip, **kwargs):

@@ -360,6 +360,9 @@ WORK_NOTE = ("HBM traffic from the BlockSpec walk (a block is fetched when its i
              "from the kernel body, a top-level pl.when counted at the grid steps that take it where the program ids "
              "decide them, any other branch at its costliest (an upper bound); the roofline takes the cheapest branches, "
              "the fewest DMAs, and the busiest of HBM, MXU, VPU (VALU), EUP and XLU, each at the chip's rate")
+# a chip without MXUs (a GPU): the vector units' work is not held to rates it has no figures for (_roofline)
+NO_MXU_WORK_NOTE = WORK_NOTE.replace("the busiest of HBM, MXU, VPU (VALU), EUP and XLU, each at the chip's rate",
+                                     "the busier of HBM and the chip's peak flops")
 
 
 def _apply_walk(kernels: list[Kernel], traffic: list[PallasFigures], chip: Chip | None) -> None:
@@ -386,7 +389,7 @@ def _apply_walk(kernels: list[Kernel], traffic: list[PallasFigures], chip: Chip 
             _, k.roofline_s, k.bound = _roofline(chip, f.least_flops, f.least_bytes, int8=f.int8_matmuls,
                                                  extra_pass_flops=(f.mxu_passes - 1) * f.least_flops)
         left_out = vector.left_out(chip) if vector is not None and chip is not None and chip.mxu else []
-        k.note = (WORK_NOTE if vector is not None else WALK_NOTE) + (
+        k.note = ((NO_MXU_WORK_NOTE if chip is not None and not chip.mxu else WORK_NOTE) if vector is not None else WALK_NOTE) + (
             f" ({' and '.join(left_out)} left out: the chip table has no figure for {chip.name if chip else ''}, so the "
             "roofline is a floor below what those units take)" if left_out else "")
 

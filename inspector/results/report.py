@@ -327,7 +327,8 @@ def build_report(target: Target, chip: Chip, captured: Capture, *, fusions: bool
     if pallas or fusions:
         kernels, unread = analyse_pallas(captured.program, *budget_chips(chip))
         findings += unread + [f for k in kernels for f in k.findings]
-        kernels, findings = family_of(chip).defer_to_compiler(kernels, findings, chip, stages)  # compiled: the compiler's verdict stands
+        # compiled: the compiler's verdict stands (its advice names the target's block params)
+        kernels, findings = family_of(chip).defer_to_compiler(kernels, findings, chip, stages, target.params)
     # Kernels lower in program order, each as a custom call named as Mosaic was told (stages.mosaic)
     names = ([m.name for m in stages.mosaic] if len(stages.mosaic) == len(kernels or [])
              else [k.call.name for k in kernels or []])

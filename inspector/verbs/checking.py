@@ -86,11 +86,13 @@ def _compiler_verdict(stages: Stages, row: ChipCheck, interpreted: bool = False)
     return []
 
 
-def _gpu_verdict(findings: list[Finding], stages: Stages, row: ChipCheck, reports: list[PallasReport]) -> list[Finding]:
-    """Fill the row with XLA:GPU's verdict (fits or not, its shared-memory figure); the findings with it."""
+def _gpu_verdict(findings: list[Finding], stages: Stages, row: ChipCheck, reports: list[PallasReport],
+                 params: dict) -> list[Finding]:
+    """Fill the row with XLA:GPU's verdict (fits or not, its shared-memory figure); the findings with it
+    (``params``: the target's, whose block params a refusal's advice names)."""
     from ..families.gpu.verdict import calls_kernels, calls_occupancy, compiler_verdict
 
-    findings, row.compiler_fits, row.compiler_vmem_bytes = compiler_verdict(findings, stages, row.chip, reports)
+    findings, row.compiler_fits, row.compiler_vmem_bytes = compiler_verdict(findings, stages, row.chip, reports, params)
     names = [r.call.name for r in reports]
     least = calls_occupancy(stages, get_chip(row.chip), names) if row.compiler_fits else None
     if least is not None:
@@ -215,7 +217,7 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
             row.compiler_aborted, row.compiler_message = True, str(aborted)
             findings.append(aborted.finding())
         elif compile:
-            findings = (_gpu_verdict(findings, stages, row, reports) if chip.target_config  # XLA:GPU's verdict
+            findings = (_gpu_verdict(findings, stages, row, reports, target.params) if chip.target_config  # XLA:GPU's verdict
                         else findings + _compiler_verdict(stages, row, any(r.call.interpret for r in reports)))
             if row.compiler_fits:
                 findings = defer_to_compiler(findings, chip.name, row.compiler_vmem_bytes)

@@ -41,14 +41,30 @@ def time_budget(seconds: float | None, option: str, memory_bytes: int | None = N
 TIMED_VIEWS = ("overview", "fusions", "bundles")  # the views that print libtpu's estimate
 
 
+def _time_shown(chip: str | None) -> tuple[str, tuple[str, ...]]:
+    """What ``--time`` gives on the target's family, in its words, and the views that show it:
+    libtpu's estimate has bundles too, a floor only the kernels' column (``chip``: --target, where given)."""
+    from ..base.chips import get_chip
+
+    try:
+        info = family_of(get_chip(chip)).info if chip and "," not in chip else None
+    except UsageError:  # a bad target is said where it is read, with its own advice
+        info = None
+    if info is None:
+        return "the time estimate", TIMED_VIEWS
+    return info.time_estimate, TIMED_VIEWS if info.can.time == "simulated" else TIMED_VIEWS[:2]
+
+
 def check_time_options(time: bool, budget: float | None, view: str | None = None, json: bool = False,
-                       memory: int | None = None) -> None:
+                       memory: int | None = None, chip: str | None = None) -> None:
     """``--time`` only where its figures are shown (it costs compiles of its own), ``--time-budget``
-    and ``--time-memory`` only with what they budget (``--time``, or the bundles view, which estimates anyway)."""
+    and ``--time-memory`` only with what they budget (``--time``, or the bundles view, which estimates anyway);
+    ``chip``: the target given (--target), whose family words what --time gives."""
     if memory is not None and not time and view != "bundles":
         raise UsageError("--time-memory is the memory of libtpu's time estimate: add --time (or --view bundles)")
     if time and view is not None and view not in TIMED_VIEWS and not json:
-        raise UsageError(f"--time adds libtpu's estimate to the overview, fusions and bundles views (and --json): "
+        what, views = _time_shown(chip)
+        raise UsageError(f"--time adds {what} to the {', '.join(views[:-1])} and {views[-1]} views (and --json): "
                          f"--view {view} does not show it, it only makes the run slower")
     if budget is not None and not time and view != "bundles":
         raise UsageError("--time-budget is the budget of libtpu's time estimate: add --time (or --view bundles)")

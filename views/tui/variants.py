@@ -8,24 +8,39 @@ from typing import TYPE_CHECKING
 from ...base.chips import get_chip
 from ...base.errors import UsageError
 from ...compilation.static_params import parse_value
+from ...families import family_of
 from .calls import message_of
 from .jobs import TARGETS
 from .screens import ParamsScreen, TargetScreen
 
 if TYPE_CHECKING:
+    from ...base.families import FamilyInfo
     from .host import Host
 
 # key's action -> (the session's flag, the report's field that holds its result (None: the flag says), the
 # tab it fills, what the status line says when it is there already)
 MORE = {
     "pass_dumps": ("passes", "passes", "passes", "already compiled with pass dumps: Enter on a step shows its diff"),
-    "time": ("time", "time", "bundles", "already estimated: the Bundles tab, and est. time in the Fusions tab"),
+    "time": ("time", "time", "", ""),  # its tab and words: the family's kind of time (TIME_TAB)
     "measure": ("measure", "measured", "fusions", "already measured: the measured column in the Fusions tab"),
     "mosaic_dumps": ("mosaic_passes", "mosaic_passes", "mosaic-passes", "already compiled with Mosaic's pass dumps"),
     "buffers": ("buffers", None, "memory", "already compiled with the buffer assignment"),
 }
-TPU_ONLY = {"time": "libtpu's time estimate is for TPU targets: t picks one",
-            "mosaic_dumps": "Mosaic runs only for a TPU target: t picks one"}
+# what the time key estimates with, by the family's kind of time: libtpu's simulation has the Bundles tab,
+# a floor only the Fusions tab's est. time column
+TIME_TAB = {"simulated": ("bundles", "already estimated: the Bundles tab, and est. time in the Fusions tab"),
+            "floor": ("fusions", "already estimated: each kernel's time floor, est. time in the Fusions tab")}
+
+
+def _refused(action: str, chip: str) -> tuple[str | None, FamilyInfo]:
+    """Why the target's family cannot give what ``action`` asks for (one line, what to do; None: it
+    can), and the family: it says what it can (base/families.Capabilities), never the chip's name."""
+    info = family_of(get_chip(chip)).info
+    if action == "time" and info.can.time not in TIME_TAB:
+        return f"{chip} has no time estimate beyond the roofline (the Fusions tab's time): t picks a TPU or a GPU", info
+    if action == "mosaic_dumps" and info.can.kernel_dumps != "Mosaic passes":
+        return f"Mosaic runs only for a TPU target ({info.compiler} compiles {chip}): t picks one", info
+    return None, info
 
 
 class Variants:
@@ -35,16 +50,19 @@ class Variants:
         self.app = app
 
     def more(self, action: str) -> None:
-        """P, T, D, M, B: compile again with more to show (pass dumps, libtpu's time estimate, a
+        """P, T, D, M, B: compile again with more to show (pass dumps, the family's time estimate, a
         measurement on the attached TPU, Mosaic's pass dumps, the buffer assignment); its tab fills in."""
         app, session = self.app, self.app.session
         flag, field, tab, already = MORE[action]
+        refused, family = _refused(action, session.chip)
+        if refused is not None:
+            app.status(refused, "yellow")
+            return
+        if action == "time":
+            tab, already = TIME_TAB[family.can.time or ""]
         if getattr(session, flag) and app.report is not None and (field is None or getattr(app.report, field) is not None):
             app.action_tab(tab)
             app.status(already)
-            return
-        if action in TPU_ONLY and not session.chip.startswith("tpu"):
-            app.status(TPU_ONLY[action], "yellow")
             return
         if action == "measure":
             from ...families.measuring import attached_for

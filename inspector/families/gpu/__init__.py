@@ -23,11 +23,16 @@ class GpuFamily(GpuSpecFamily):
     and the roofline as for a spec-only row."""
 
     info = FamilyInfo("gpu", "XLA:GPU", "shared memory", Capabilities(
-        compile=True, kernels=True, time=None, kernel_dumps="thunks and ptxas", fix=True, run=True, simulate=False,
-        baseline=False, check=True, sweep=True, pipeline_fixes=False, measure=True))
+        compile=True, kernels=True, time="floor", kernel_dumps="thunks and ptxas", fix=True, run=True, simulate=False,
+        baseline=False, check=True, sweep=True, pipeline_fixes=False, measure=True), interconnect="NVLink")
 
     def compile_path(self, chip: Chip) -> GpuCompilePath:  # type: ignore[override]
         return GpuCompilePath(chip)
+
+    def budget_chips(self, target: Chip) -> list[Chip]:
+        """The target alone: a Pallas-Triton kernel lives in its shared memory, and no TPU's VMEM says
+        anything of it (a Pallas TPU kernel gets no budget here: its error says it is a TPU's, foreign.py)."""
+        return [target]
 
     def explain_failure(self, captured, chip: Chip):
         """A Pallas TPU kernel's lowering failure said as that (jax's words blame the install)."""
@@ -51,11 +56,11 @@ class GpuFamily(GpuSpecFamily):
     def compiler_verdict(self, stages, calls: list[str], kernels: list) -> dict[str, int]:
         return compiler_shared_memory(stages, calls) if stages.platform == "cuda" else {}
 
-    def defer_to_compiler(self, kernels: list, findings, chip: Chip, stages):
+    def defer_to_compiler(self, kernels: list, findings, chip: Chip, stages, params: dict | None = None):
         """XLA:GPU's shared-memory verdict stands, in each kernel's findings too."""
         if stages.platform != "cuda":
             return kernels, findings
-        return settle_report(kernels, findings, stages, chip.name)
+        return settle_report(kernels, findings, stages, chip.name, params)
 
     def estimate_time(self, target, chip: Chip, **kwargs):
         """Each kernel's floor from its bytes, flops and launch (time.py): the compile's kernels,

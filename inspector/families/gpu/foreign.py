@@ -1,31 +1,58 @@
-"""A Pallas kernel written for a TPU (Mosaic's CompilerParams), asked to compile for a GPU: jax's
-own lowering error then reads "To use Pallas on GPU, install jaxlib GPU", which is not the cause.
-The capture's error is said as what it is, in one line: the kernel, where, and which targets it
-compiles for (a TPU kernel gets no shared-memory budget either: pallas/vmem.py ``budget``)."""
+"""A Pallas kernel written for the other family, asked to compile: jax's own lowering error names
+neither the kernel nor the cause. A Pallas TPU kernel (Mosaic's CompilerParams) for a GPU reads "To
+use Pallas on GPU, install jaxlib GPU"; a Pallas GPU kernel (Triton's or Mosaic GPU's CompilerParams)
+for a TPU reads "Compiler params for platform gpu ...". The capture's error is said as what it is,
+in one line: the kernel, where, and which targets it compiles for (a TPU kernel gets no shared-memory
+budget either: pallas/budgets.py ``budget``)."""
 from __future__ import annotations
 
 from ...base.chips import Chip
 
 STATUS = "WRITTEN_FOR_TPU"  # the compile error's status once said (explaining twice changes nothing)
+GPU_STATUS = "WRITTEN_FOR_GPU"
+GPU_BACKENDS = {"triton": "Triton's", "mosaic_gpu": "Mosaic GPU's"}  # PallasCall.written_for -> whose CompilerParams
 
 
-def explain_tpu_kernels(captured, chip: Chip):
-    """``captured`` with a lowering failure of a program holding Pallas TPU kernels said as that."""
+def _foreign_calls(captured, written_for) -> list:
+    """The Pallas calls of a program whose lowering failed that are written for ``written_for`` (a
+    set of PallasCall.written_for); none where the kernels cannot be read (jax's message stands)."""
     error = captured.stages.compile_error
     if error is None or error.status != "LOWERING_FAILED" or captured.program.closed_jaxpr is None:
-        return captured
+        return []
     from ...pallas.discovery import find_pallas_calls  # (numpy, jax: only for a failure)
 
     try:
         calls = [found.info for found in find_pallas_calls(captured.program.closed_jaxpr)]
-    except Exception:  # the kernels cannot be read: jax's own message stands
-        return captured
-    tpu = [c for c in calls if c.written_for == "mosaic_tpu"]  # Mosaic's CompilerParams
-    if not tpu:
-        return captured
-    where = ", ".join(f"{c.name}" + (f" at {c.source}" if c.source else "") for c in tpu[:3])
-    error.message = (f"{where}: a Pallas TPU kernel (Mosaic's CompilerParams), which cannot compile for a GPU "
-                     f"({chip.name}): compile it for a TPU (--target tpu-v5e), or write it with Pallas's Triton "
-                     "backend (jax.experimental.pallas.triton)")
-    error.status = STATUS
+    except Exception:
+        return []
+    return [c for c in calls if c.written_for in written_for]
+
+
+def _where(calls: list) -> str:
+    return ", ".join(f"{c.name}" + (f" at {c.source}" if c.source else "") for c in calls[:3])
+
+
+def explain_tpu_kernels(captured, chip: Chip):
+    """``captured`` with a lowering failure of a program holding Pallas TPU kernels said as that."""
+    tpu = _foreign_calls(captured, {"mosaic_tpu"})  # Mosaic's CompilerParams
+    if tpu:
+        error = captured.stages.compile_error
+        error.message = (f"{_where(tpu)}: a Pallas TPU kernel (Mosaic's CompilerParams), which cannot compile for a GPU "
+                         f"({chip.name}): compile it for a TPU (--target tpu-v5e), or write it with Pallas's Triton "
+                         "backend (jax.experimental.pallas.triton)")
+        error.status = STATUS
+    return captured
+
+
+def explain_gpu_kernels(captured, chip: Chip):
+    """``captured`` with a lowering failure of a program holding Pallas GPU kernels (Triton's or
+    Mosaic GPU's CompilerParams) said as that, for a TPU target."""
+    gpu = _foreign_calls(captured, set(GPU_BACKENDS))
+    if gpu:
+        error = captured.stages.compile_error
+        whose = " and ".join(dict.fromkeys(GPU_BACKENDS[c.written_for] for c in gpu))
+        error.message = (f"{_where(gpu)}: a Pallas GPU kernel ({whose} CompilerParams), which cannot compile for a TPU "
+                         f"({chip.name}): compile it for a GPU (--target h100), or write it with Pallas's TPU "
+                         "backend (jax.experimental.pallas.tpu)")
+        error.status = GPU_STATUS
     return captured

@@ -18,7 +18,18 @@ from ...base.chips import Chip
 from .kernels.occupancy import Occupancy, with_occupancy
 from .kernels.ptxas import ptxas_path
 
-FIX = "fewer num_stages (each keeps a copy of the loop's input tiles), or smaller blocks (bm, bn, bk)"
+STAGES = "fewer num_stages (each keeps a copy of the loop's input tiles)"
+# the params that set Triton's num_stages and num_warps (stages, num_stages, warps): said as those, not as blocks
+_NOT_BLOCKS = ("stage", "warp")
+
+
+def fix_advice(params: dict | None) -> str:
+    """What to change where XLA:GPU refused a kernel for shared memory, in the kernel's own words:
+    its block parameters (the target's int params, INSPECT's and --set's: bm; block_q, block_k),
+    else its blocks and loop tiles."""
+    names = [name for name, value in (params or {}).items() if type(value) is int
+             and not any(word in name.lower() for word in _NOT_BLOCKS)]
+    return f"{STAGES}, or smaller blocks ({', '.join(names) if names else 'its BlockSpecs and loop tiles'})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,9 +89,11 @@ def _words(message: str) -> str:
     return message.split("RESOURCE_EXHAUSTED: ")[-1].removesuffix(", context: []")
 
 
-def compiler_verdict(findings: list[Finding], stages: Stages, chip: str, kernels) -> tuple[list[Finding], bool | None, int | None]:
+def compiler_verdict(findings: list[Finding], stages: Stages, chip: str, kernels,
+                     params: dict | None = None) -> tuple[list[Finding], bool | None, int | None]:
     """``findings`` with the compiler's verdict on ``chip`` in place of the estimate's, whether it
-    fits (None: no compile) and the compiler's largest figure. ``kernels``: the PallasReports."""
+    fits (None: no compile) and the compiler's largest figure. ``kernels``: the PallasReports;
+    ``params``: the target's static params (a refusal's advice names the block ones)."""
     if stages.hlo is None and stages.compile_error is None:
         return findings, None, None
     figures = compiler_shared_memory(stages, [k.call.name for k in kernels])
@@ -107,23 +120,25 @@ def compiler_verdict(findings: list[Finding], stages: Stages, chip: str, kernels
                         data={**{k: f.data[k] for k in ("chip", "bytes", "limit")}, "compiler_bytes": used})
         kept.append(f)
     if refusal is not None:
+        fix = fix_advice(params)
         for k in kernels or [None]:
             name, source = (k.call.name, k.call.source) if k is not None else (None, None)
             kept.append(Finding("error", "compile-shared-memory-oom",
                                 f"{chip}: {name or 'a kernel'}" + (f" at {source}" if source else "")
                                 + f": {_words(refusal.message)} "
-                                f"(over by {refusal.exceeded_by_bytes / 1024:.0f} KiB); change: {FIX}",
+                                f"(over by {refusal.exceeded_by_bytes / 1024:.0f} KiB); change: {fix}",
                                 kernel=name, view="pallas",
                                 data={"chip": chip, "kernel": name, "source": source, "bytes": refusal.requested_bytes,
-                                      "limit": refusal.available_bytes, "fix": FIX}))
+                                      "limit": refusal.available_bytes, "fix": fix}))
     return kept, refusal is None, most
 
 
-def settle_report(kernels: list, findings: list[Finding], stages: Stages, chip: str) -> tuple[list, list[Finding]]:
+def settle_report(kernels: list, findings: list[Finding], stages: Stages, chip: str,
+                  params: dict | None = None) -> tuple[list, list[Finding]]:
     """A Report's Pallas kernels and findings with the compiler's verdict on ``chip`` in each
     kernel's findings (the Pallas view shows those), and the compile's own error dropped where a
-    kernel's finding says it in the compiler's words."""
-    settled = [dataclasses.replace(k, findings=compiler_verdict(k.findings, stages, chip, [k])[0]) for k in kernels]
+    kernel's finding says it in the compiler's words; ``params``: the target's static params."""
+    settled = [dataclasses.replace(k, findings=compiler_verdict(k.findings, stages, chip, [k], params)[0]) for k in kernels]
     old = {id(f) for k in kernels for f in k.findings}
     refused = bool(kernels) and stages.compile_error is not None and shared_memory_refusal(stages.compile_error.message) is not None
     rest = [f for f in findings if id(f) not in old and not (refused and f.code == "compile-error")]

@@ -33,7 +33,7 @@ class LocalFamily:
     def compiler_verdict(self, stages, calls: list[str], kernels: list) -> dict[str, int]:
         return {}
 
-    def defer_to_compiler(self, kernels: list, findings, chip: Chip, stages):
+    def defer_to_compiler(self, kernels: list, findings, chip: Chip, stages, params: dict | None = None):
         return kernels, findings
 
     def estimate_time(self, target, chip: Chip, **kwargs):

@@ -10,6 +10,7 @@ from ...compilation.compile_paths import LibtpuPath
 from ...libtpu.estimate import estimate_times
 from ...measure.on_chip import measure_target
 from ...mosaic.explain import explain_capture
+from ..gpu.foreign import GPU_STATUS, explain_gpu_kernels
 from ...pallas.analysis import compiler_scoped_vmem, compiler_vmem_by_call, defer_to_compiler, refused_by_compiler
 from ...pallas.fixes import semantics_changes, vmem_limit_change
 from ...pallas.tiling import tiling_findings
@@ -19,12 +20,17 @@ from ...pallas.budgets import budget
 class TpuFamily:
     info = FamilyInfo("tpu", "libtpu", "VMEM", Capabilities(
         compile=True, kernels=True, time="simulated", kernel_dumps="Mosaic passes", fix=True, run=True, simulate=True,
-        baseline=True, check=True, sweep=True, measure=True))
+        baseline=True, check=True, sweep=True, measure=True), interconnect="ICI")
 
     def compile_path(self, chip: Chip) -> LibtpuPath:
         return LibtpuPath(chip)
 
     def explain_failure(self, captured, chip: Chip):
+        """A Pallas GPU kernel's lowering failure said as that (jax's words name neither); else a
+        failed Mosaic kernel explained."""
+        captured = explain_gpu_kernels(captured, chip)
+        if captured.stages.compile_error is not None and captured.stages.compile_error.status == GPU_STATUS:
+            return captured
         return explain_capture(captured, chip)
 
     def budget_chips(self, target: Chip) -> list[Chip]:
@@ -40,7 +46,7 @@ class TpuFamily:
     def compiler_verdict(self, stages, calls: list[str], kernels: list) -> dict[str, int]:
         return compiler_vmem_by_call(calls, kernels, stages.compile_error)
 
-    def defer_to_compiler(self, kernels: list, findings, chip: Chip, stages):
+    def defer_to_compiler(self, kernels: list, findings, chip: Chip, stages, params: dict | None = None):
         """Compiled: libtpu's verdict stands; out of VMEM: the estimate's undecided findings are decided."""
         if stages.hlo and stages.compile_error is None:
             return kernels, defer_to_compiler(findings, chip.name, lambda: max(compiler_scoped_vmem(stages.hlo), default=0))
