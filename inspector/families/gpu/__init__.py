@@ -22,8 +22,8 @@ class GpuFamily(GpuSpecFamily):
     and the roofline as for a spec-only row."""
 
     info = FamilyInfo("gpu", "XLA:GPU", "shared memory", Capabilities(
-        compile=True, kernels=True, time=None, kernel_dumps="thunks and ptxas", fix=True, run=False, simulate=False,
-        baseline=False, check=True, sweep=True, pipeline_fixes=False))
+        compile=True, kernels=True, time="floor", kernel_dumps="thunks and ptxas", fix=True, run=False, simulate=False,
+        baseline=True, check=True, sweep=True, pipeline_fixes=False))
 
     def compile_path(self, chip: Chip) -> GpuCompilePath:  # type: ignore[override]
         return GpuCompilePath(chip)
