@@ -58,10 +58,12 @@ def test_gpu_candidates_are_ranked_by_the_floor_and_a_refusal_keeps_the_compiler
 
 
 @needs_gpu_extra
-def test_the_table_says_the_time_is_a_floor(cli):
+def test_the_table_says_the_time_is_a_floor(cli, tmp_path):
     _swept(cli)
-    code, out, err = cli(*SWEEP)
+    code, out, err = cli(*SWEEP, "--table", str(tmp_path / "tuning.json"))
     assert code == 0, err
+    entry = json.loads((tmp_path / "tuning.json").read_text())["entries"]["bf16[256,256] bf16[256,256]"]["h100"]
+    assert entry["params"] == {"bm": 64, "stages": 3} and entry["estimate_kind"] == "floor"
     assert "time (floor)" in out and "est. time" not in out and "libtpu" not in out
     assert "shared" in out and "VMEM" not in out and "spills" not in out  # a GPU has no spills per grid step here
     assert "Shared memory size limit exceeded: requested 393216" in out  # the refusal, in the compiler's words
