@@ -30,6 +30,13 @@ def test_tune_takes_the_chips_that_time_a_compile():
             check_chips([name])
 
 
+def test_the_tui_tune_screen_opens_on_the_sessions_gpu():
+    from inspector.views.tui.tune_form import tunable_chip
+
+    assert tunable_chip("h100") and tunable_chip("tpu-v5e")
+    assert not tunable_chip("tpu-v5e:2x2") and not tunable_chip("cpu")  # a slice; the local backend
+
+
 _MEMO: dict = {}
 
 
