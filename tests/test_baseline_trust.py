@@ -89,7 +89,7 @@ HAND_EDITS = [
     ("findings a number", _set(PROGRAM, "findings", 7), "program.findings: is not a list"),
     ("kernels a list", _set(("targets", "k.py:f", "chips", "tpu-v5e"), "kernels", [1]), "kernels: is a list, not an object"),
     ("chips [5]", _set((), "chips", [5]), "chips[0]: is an int, not a string"),
-    ("chips [cpu]", _set((), "chips", ["cpu"]), "'cpu' is not a TPU"),
+    ("chips [cpu]", _set((), "chips", ["cpu"]), "'cpu' is not a chip a baseline records"),
     ("chips [tpu-v99]", _set((), "chips", ["tpu-v99"]), "'tpu-v99' is no chip the inspector knows"),
     ("chips []", _set((), "chips", []), "chips: is empty"),
     ("a chip twice", _set((), "chips", ["tpu-v5e", "tpu-v5e"]), "names a chip twice"),

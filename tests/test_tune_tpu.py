@@ -231,6 +231,7 @@ def test_a_time_a_busy_machine_cut_short_is_not_kept(monkeypatch, tmp_path):
     import inspector.tuning.evaluate as evaluate
     from inspector.libtpu import estimate_times
     from inspector.compilation.target import load_target
+    from inspector.families import FAMILIES
 
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
     calls = []
@@ -240,7 +241,7 @@ def test_a_time_a_busy_machine_cut_short_is_not_kept(monkeypatch, tmp_path):
         times = estimate_times(*args, **kwargs)
         return dataclasses.replace(times, jobs=[dataclasses.replace(j, status="time-limit") for j in times.jobs])
 
-    monkeypatch.setattr(evaluate, "estimate_times", stopped)
+    monkeypatch.setattr(FAMILIES["tpu"], "estimate_time", stopped)  # the sweep asks the chip's family for its time
     target = load_target("samples/matmul.py:tiled", args="bf16[256,256] bf16[256,256]", sets=["bm=128", "bk=128", "bn=128"])
     base = {"shape": "bf16[256,256] bf16[256,256]", "chip": "tpu-v5e", "params": {"bm": 128, "bk": 128, "bn": 128}}
     for _ in range(2):

@@ -39,11 +39,32 @@ def _vmem(row: TuneRow) -> str:
 def _note(row: TuneRow, reasons: dict[str, int]) -> str:
     """Ranked rows: how the estimate was made when not whole, default, cached. Others: their
     status and the number of their reason, listed under the table (many rows share one)."""
-    if row.status == RANKED:
-        extra = [] if row.estimate_source in (None, "libtpu") else [row.estimate_source]
+    if row.status == RANKED:  # a floor's source is the header's (time (floor))
+        extra = [] if row.estimate_source in (None, "libtpu") or _floor(row) else [row.estimate_source]
         return ", ".join(extra + (["default"] if row.default else []) + (["cached"] if row.cached else []))
     number = reasons.setdefault(f"{row.status}: {row.reason or ''}", len(reasons) + 1)
     return f"{row.status} [{number}]" + (", default" if row.default else "")
+
+
+def _floor(row: TuneRow) -> bool:
+    return row.estimate_kind == "floor"
+
+
+def floors(ranking: ChipRanking) -> bool:
+    """Whether the chip's ranked times are floors (a GPU's, deviceless), not libtpu's estimates."""
+    return any(_floor(r) for r in ranking.rows if r.status == RANKED)
+
+
+FLOOR_CAPTION = ("time (floor): a lower bound, no simulation (deviceless XLA:GPU times nothing): each kernel's bytes, flops "
+                 "and last partial wave at the chip's peaks; it ranks what compiled, and close calls want a GPU to decide")
+
+
+def _memory(chip: str) -> str:
+    """The on-chip memory the chip's kernels are budgeted in: VMEM, shared memory."""
+    from ..base.chips import get_chip
+    from ..families import family_of
+
+    return family_of(get_chip(chip)).info.memory or "VMEM"
 
 
 def _short(reason: str, limit: int = 160) -> str:
@@ -61,7 +82,9 @@ def ranking_table(shape: str, ranking: ChipRanking, swept: list[str], top: int =
     for name in swept:
         table.add_column(name, justify="right")
     measured = any(r.measured_seconds is not None for r in ranking.rows)  # tune --measure: device time beside the estimate
-    for column in ("est. time", *(("measured",) if measured else ()), "x best", "VMEM used / limit", "HBM traffic", "bound", "spills"):
+    floor = floors(ranking)  # a GPU's: no spills per grid step (libtpu's bundles) to show
+    for column in ("time (floor)" if floor else "est. time", *(("measured",) if measured else ()), "x best",
+                   f"{_memory(ranking.chip)} used / limit", "HBM traffic", "bound", *(() if floor else ("spills",))):
         table.add_column(column, justify="left" if column == "bound" else "right")
     table.add_column("note")
     rows = ranking.rows
@@ -73,9 +96,9 @@ def ranking_table(shape: str, ranking: ChipRanking, swept: list[str], top: int =
         table.add_row(str(row.rank) if row.rank else "-", *(str(row.params.get(n, "-")) for n in swept),
                       fmt_time(row.estimated_seconds), *((fmt_time(row.measured_seconds),) if measured else ()),
                       f"{row.ratio:.2f}x" if row.ratio else "-", _vmem(row),
-                      fmt_bytes(row.hbm_bytes), row.bound or "-", "-" if row.spills is None else f"{row.spills:,}",
-                      _note(row, reasons), style=style)
-    captions = []
+                      fmt_bytes(row.hbm_bytes), row.bound or "-",
+                      *(() if floor else ("-" if row.spills is None else f"{row.spills:,}",)), _note(row, reasons), style=style)
+    captions = [FLOOR_CAPTION] if floor else []
     if top and len(ranked) > top:
         captions.append(f"{len(ranked) - top} more ranked rows (--top 0 shows all)")
     if measured:
@@ -93,11 +116,11 @@ def best_lines(ranking: ChipRanking) -> Text:
     if ranking.best is None:
         text.append(f"{ranking.chip}: no candidate ranked", style="red")
         return text
-    text.append(f"{ranking.chip} best: ", style="bold")
+    text.append(f"{ranking.chip} best{' by the time floor' if floors(ranking) else ''}: ", style="bold")
     text.append(ranking.set_line or "(the defaults)", style="bold green")
     best = ranking.best
     text.append(f"  ({fmt_time(best.measured_seconds)} measured)" if best.measured_seconds is not None
-                else f"  ({fmt_time(best.estimated_seconds)})")
+                else f"  ({fmt_time(best.estimated_seconds)}{' floor' if _floor(best) else ''})")
     d = ranking.default
     if d is None:
         return text
@@ -231,7 +254,8 @@ def tune_html(result: TuneResult) -> str:
             out.append(f"<p><b>{html.escape(ranking.chip)}</b> · {html.escape(shape.shape)}</p>"
                        '<table style="border-collapse: collapse; font-family: monospace; font-size: 12px">'
                        "<tr>" + "".join(f'<th style="text-align: left; padding: 2px 8px">{html.escape(h)}</th>' for h in
-                                        ["rank", *result.swept, "est. time", "", "x best", "VMEM", "HBM", "bound",
+                                        ["rank", *result.swept, "time (floor)" if floors(ranking) else "est. time", "",
+                                         "x best", _memory(ranking.chip), "HBM", "bound",
                                          "spills", "note"]) + "</tr>")
             for row in ranking.rows:
                 width = 0 if row.estimated_seconds is None else max(1, round(200 * row.estimated_seconds / slowest))

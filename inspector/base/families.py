@@ -20,14 +20,14 @@ class Capabilities(NamedTuple):
 
     compile: bool  # compiles deviceless here (TPU: libtpu); False: spec only (budgets and roofline)
     kernels: bool  # a pallas_call compiles to a kernel (an interpret=True call is then no kernel)
-    # "simulated" (libtpu's static profile), "floor" (each kernel's least time from its compile: XLA:GPU's
-    # launches); None: the roofline only
+    # "simulated" (libtpu's static profile); "floor" (the inspector's own lower bound from the compile's
+    # kernels and launches: tune ranks by it); None: the roofline only
     time: str | None
     kernel_dumps: str | None  # what its kernel compiler leaves to read ("Mosaic passes"); None
     fix: bool  # fix, show --fixes, the UI's F
     run: bool  # diff runs its programs here (jax's backend, or interpret mode simulating the chip)
     simulate: bool  # interpret mode answers this family's chip lookups (diff, the UI's runs)
-    baseline: bool  # baseline save/diff and check --baseline
+    baseline: bool  # baseline save/diff and check --baseline (its figures need a compile)
     check: bool  # check's findings per chip (False on the local backend: check a chip instead)
     sweep: bool  # --sweep budgets its candidates on the family's chips
     # fix tries Mosaic's pipelining changes on this family's chips (pl.Buffered(1), a grid reorder)

@@ -18,11 +18,13 @@ from ..families import family_of
 
 
 def tpu_chips(text: str, example: str = "--target tpu-v5e,tpu-v6e") -> list[str]:
-    """The chip names of ``text``: TPUs only (a baseline's figures are compiled without a TPU)."""
+    """The chip names of ``text``: chips that compile here (TPUs, GPUs with XLA's target config): a
+    baseline's figures are the compile's, made without the chip."""
     chips = parse_targets(text)
     other = [c.name for c in chips if not family_of(c).info.can.baseline]
     if other:
-        raise UsageError(f"a baseline records TPU chips (compiled without a TPU), not {', '.join(other)}: e.g. {example}")
+        raise UsageError(f"a baseline records chips compiled here without the chip (TPUs; h100, h200, a100), not "
+                         f"{', '.join(other)}: e.g. {example}")
     return [c.name for c in chips]
 
 

@@ -126,7 +126,7 @@ def _chips(value: Any) -> list[str]:
     from ..base.errors import UsageError
 
     if not isinstance(value, list) or not value:
-        raise Bad("chips", "is not a list of one or more TPUs" if not isinstance(value, list) else "is empty: no chip to compare")
+        raise Bad("chips", "is not a list of one or more chips" if not isinstance(value, list) else "is empty: no chip to compare")
     for i, name in enumerate(value):
         _text(name, f"chips[{i}]")
         try:
@@ -134,7 +134,7 @@ def _chips(value: Any) -> list[str]:
         except UsageError:
             raise Bad(f"chips[{i}]", f"{name!r} is no chip the inspector knows (inspector chips lists them)") from None
         if len(chips) != 1 or not family_of(chips[0]).info.can.baseline or chips[0].name != name:
-            raise Bad(f"chips[{i}]", f"{name!r} is not a TPU (a baseline records TPUs, compiled without one)")
+            raise Bad(f"chips[{i}]", f"{name!r} is not a chip a baseline records (TPUs; h100, h200, a100: compiled without one)")
     if len(set(value)) != len(value):
         raise Bad("chips", "names a chip twice")
     return value

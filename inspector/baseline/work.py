@@ -116,14 +116,17 @@ def chip_entry(report, time: bool) -> dict:
     program: dict = {"compiled": err is None, "error_kind": None, "vmem_estimate": peak.total_bytes if peak else None,
                      "vmem_fits": estimate_fits(every) if every else None,
                      "findings": sorted({f.code for f in report.findings})}
+    # the compiler's figure per pallas_call, from its family: what XLA:GPU asked for where it refused
+    by_call = report.compiler_vmem
     if err is not None:
-        program["error_kind"] = err.finding(chip.name, view="overview").code
+        program["error_kind"] = _error_kind(report)
         if err.mosaic is not None:  # the failing kernel and its line: what the gate's row names
             program["error_kernel"], program["error_source"] = err.mosaic.kernel, stable(err.mosaic.source)
-        program["compiler_vmem"] = err.vmem.used_bytes if err.vmem else None
-        program["compiler_fits"] = False if err.vmem else None
+        asked = err.vmem.used_bytes if err.vmem else max(by_call.values(), default=None)
+        program["compiler_vmem"] = asked
+        program["compiler_fits"] = False if asked is not None else None
     elif stages.hlo:
-        used = compiler_scoped_vmem(stages.hlo)
+        used = compiler_scoped_vmem(stages.hlo) or list(by_call.values())
         program["compiler_vmem"] = max(used) if used and max(used) > 0 else None
         program["compiler_fits"] = True if pallas else None
     if report.memory is not None:
@@ -137,6 +140,7 @@ def chip_entry(report, time: bool) -> dict:
                                           totals.get("high_seconds"))
         bundles = {b.kernel: b for b in report.time.bundles} if report.time is not None else {}
         found = report.fusions.kernels
+        launches = _launches(report)
         sources = [stable(k.source) for k in found]
         for key, k, source in zip(kernel_keys([(k.kind, k.name, s) for k, s in zip(found, sources)]), found, sources):
             figures: dict = {"name": k.name, "kind": k.kind, "source": source, "hbm_bytes": k.hbm_bytes,
@@ -145,6 +149,12 @@ def chip_entry(report, time: bool) -> dict:
                 figures["vmem_estimate"] = max(b.total_bytes for b in budgets[k.source])
             if k.compiler_scoped_vmem_bytes:
                 figures["compiler_vmem"] = k.compiler_scoped_vmem_bytes
+            launch = launches.get(k.name)
+            if launch is not None:  # a GPU kernel: its launch's shared memory, ptxas's registers and spills
+                for figure, value in (("compiler_vmem", launch.shared_memory_bytes), ("registers", launch.registers),
+                                      ("spill_bytes", launch.spill_bytes)):
+                    if value is not None and (value or figure != "compiler_vmem"):
+                        figures[figure] = value
             if time:
                 figures["time"] = time_figure(k.estimated_seconds, k.estimate_kind, k.high_seconds)
                 b = bundles.get(k.name)
@@ -153,6 +163,25 @@ def chip_entry(report, time: bool) -> dict:
                     figures["spills"] = b.spill_stores + b.spill_fills
             kernels[key] = figures
     return {"program": program, "kernels": kernels}
+
+
+def _error_kind(report) -> str:
+    """The refusal's finding code: the family's own where it says the compile error in its words
+    (XLA:GPU's shared-memory refusal: compile-shared-memory-oom), else the compile error's."""
+    err = report.stages.compile_error
+    own = err.finding(report.chip.name, view="overview").code
+    codes = [f.code for f in report.findings if f.severity == "error" and f.code.startswith("compile-")]
+    return own if own in {f.code for f in report.findings} or not codes else codes[0]
+
+
+def _launches(report) -> dict:
+    """HLO kernel name -> its GPU launch (grid, shared memory, registers, spills); {} off a GPU."""
+    gpu = report.gpu_kernels
+    if not gpu:
+        return {}
+    from ..families.gpu.time import match_launches
+
+    return match_launches(report.fusions.kernels, gpu, report.stages.hlo)
 
 
 def compute_target(spec: str, request: Request) -> Computed:

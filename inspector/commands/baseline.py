@@ -31,10 +31,10 @@ def baseline_options(baseline: argparse.ArgumentParser) -> None:
     save.add_argument("targets", nargs="+", metavar="TARGET",
                       help="path/to/file.py:function, or a file, folder or glob: every entry of the INSPECT dicts there")
     save.add_argument("--target", dest="chips", default=None, metavar="CHIPS",
-                      help=f"the TPUs to record, e.g. tpu-v5e,tpu-v6e (default: {DEFAULT_TPU})")
+                      help=f"the chips to record, TPUs or GPUs, e.g. tpu-v5e,tpu-v6e or h100 (default: {DEFAULT_TPU})")
     save.add_argument("--set", action=SetValues, default=[], metavar="NAME=VALUE",
                       help="a static keyword parameter of every target (repeatable; default: INSPECT's)")
-    save.add_argument("--time", action="store_true", help="also libtpu's estimated time, bundles and spills per kernel "
+    save.add_argument("--time", action="store_true", help="also the estimated time (libtpu's; a GPU's floor), bundles and spills per kernel "
                                                            "(its simulation: the slowest part)")
     save.add_argument("--time-budget", type=_seconds, default=None, metavar="SECONDS",
                       help="what libtpu's simulation may take per target and chip (default 60); kept in the baseline")

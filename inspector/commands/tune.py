@@ -34,7 +34,7 @@ def tune_options(tune: argparse.ArgumentParser) -> None:
     """tune's options (its row in the table of verbs, verb_table.py, names this function)."""
     tune.add_argument("target", help="path/to/file.py:function or package.module:function")
     tune.add_argument("--target", dest="chip", default=None, metavar="CHIPS",
-                      help=f"the TPUs to rank for, e.g. tpu-v5e,tpu-v6e (default: the attached TPU, else {DEFAULT_TPU})")
+                      help=f"the chips to rank for, TPUs or GPUs, e.g. tpu-v5e,tpu-v6e or h100,a100 (default: the attached TPU, else {DEFAULT_TPU})")
     tune.add_argument("--args", action="append", default=[], metavar="SPECS",
                       help='input shapes, e.g. "bf16[4096,4096] bf16[4096,4096]"; repeat for one table per shape '
                            "(default: INSPECT's shapes, else its args)")

@@ -1,4 +1,5 @@
-"""Rank a kernel's parameter candidates per TPU chip by libtpu's estimated time, without a TPU.
+"""Rank a kernel's parameter candidates per chip, without the chip: on a TPU by libtpu's estimated
+time, on a GPU (h100, h200, a100) by the time floor of what XLA:GPU compiled.
 
     inspector tune samples/matmul.py:tiled --target tpu-v5e,tpu-v6e      # the command line (inspector/commands/tune.py)
     result = inspector.tuning.tune("samples/matmul.py:tiled", targets=["tpu-v5e"])   # the API (api.py)

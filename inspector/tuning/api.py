@@ -31,7 +31,8 @@ def tune(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] = 
          time_memory: float | None = None, measure: bool = False, top: int | None = None, progress: bool = False,
          **kwargs: Any) -> TuneResult:
     """Rank every candidate (INSPECT's ``params`` lists, ``grid`` {name: [values]} over them,
-    ``params`` fixed) on each chip of ``targets`` by libtpu's estimated time. Inputs: arrays,
+    ``params`` fixed) on each chip of ``targets`` by libtpu's estimated time (a GPU's: its time
+    floor, ``estimate_kind`` "floor"). Inputs: arrays,
     ShapeDtypeStructs or shape specs (``"bf16[4096,4096]"``) after the function, or ``shapes`` (a list
     of shape-spec strings, one ranking each). ``.best(chip)`` is the fastest row (``.params``,
     ``.set_line()``); ``.shapes[i].chips[j].rows`` every row, ranked; ``.to_dict()`` as ``--json``.

@@ -1,6 +1,7 @@
 """One candidate on one chip, where jax runs (a worker process, a Ray task, or the caller's own
 process for the Python API): trace and lower it, prune it when the VMEM estimate says its blocks
-and scratch alone pass the limit, else compile it and ask libtpu for its time. Whatever happens
+and scratch alone pass the limit, else compile it and ask its family for its time (libtpu's
+simulation on a TPU; on a GPU, the floor of what XLA:GPU compiled). Whatever happens
 to it is a row: a failure of the candidate never stops the sweep. The capture and the analyses
 (numpy, jax) are imported by the functions that run them: the sweep's own process imports this
 module (through the pool and Ray) and never runs them."""
@@ -18,13 +19,13 @@ from ..base.chips import get_chip
 from ..base.errors import InspectorError, TargetFailure
 from ..jax_internals import tracing
 from ..base.units import fmt_estimate
-from ..libtpu import Budget, estimate_times
+from ..libtpu import Budget
 from ..libtpu.model import ESTIMATE, RANGE
 from ..libtpu.estimate import STOPPED
 from ..base.specs import hlo_type, parse_specs
 from ..compilation.target import load_target
 from .candidates import TunePlan
-from .model import FAILED, PRUNED, RANKED, REFUSED, UNTIMED, TuneRow, sound_row
+from .model import FAILED, PRUNED, RANKED, REFUSED, TIMED_BY, UNTIMED, TuneRow, sound_row
 
 PALLAS_KINDS = ("custom-call:pallas", "custom-call:mosaic")
 
@@ -129,30 +130,41 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped
     from ..results.report import build_report, uncounted_loops
     from ..compilation.stages import capture
 
+    family = family_of(chip)
     reports, _ = analyse_pallas(captured.program, [chip], [chip])
     budgets = [b for r in reports for b in r.budgets if b.chip == chip.name]
     estimate = max((b.total_bytes for b in budgets), default=None)
     limit = max((b.limit_bytes for b in budgets), default=None)
     over = [b for b in budgets if b.verdict == "over"]
-    if over:
+    # pruned where a compile and libtpu's simulation would take a minute to say so; XLA:GPU's
+    # deviceless compile takes seconds, and its refusal gives the compiler's own figure
+    if over and family.info.can.time == "simulated":
         b = max(over, key=lambda b: b.certain_bytes)
         return done(status=PRUNED, code="vmem-over-limit", vmem_estimate_bytes=estimate, vmem_limit_bytes=limit,
                     reason=f"{b.kernel}: needs at least {_mib(b.certain_bytes)} of VMEM, over the {b.limit_source} "
                            f"{_mib(b.limit_bytes)} (the estimate; not compiled)")
     use_compile_cache = compile_cache.REFRESH if cache == compile_cache.REFRESH else bool(cache) and compile_cache.enabled()
     compiled = capture(target, backend_for(chip), jaxpr_text=False, use_cache=use_compile_cache)  # type: ignore[arg-type]  # REFRESH is capture's own value
-    stages = family_of(chip).explain_failure(compiled, chip).stages
+    stages = family.explain_failure(compiled, chip).stages
+    calls = [r.call.name for r in reports]
     if stages.compile_error is not None:
         err = stages.compile_error
-        return done(status=REFUSED, reason=_one_line(err.headline), code=err.finding(chip.name, "pallas").code,
-                    vmem_estimate_bytes=estimate, vmem_limit_bytes=limit,
-                    vmem_bytes=err.vmem.used_bytes if err.vmem else None)
+        # the compiler's own figure: libtpu's VMEM used, or what XLA:GPU asked for in its refusal
+        asked = err.vmem.used_bytes if err.vmem else max(family.compiler_verdict(stages, calls, []).values(), default=None)
+        # the family's own words where it has them (XLA:GPU's refusal with the kernel and what to change)
+        said = next((f for f in family.defer_to_compiler(reports, [], chip, stages)[1]
+                     if f.severity == "error" and f.code.startswith("compile-")), None)
+        code = said.code if said is not None else err.finding(chip.name, "pallas").code
+        return done(status=REFUSED, reason=_one_line(said.message if said is not None else err.headline), code=code,
+                    vmem_estimate_bytes=estimate, vmem_limit_bytes=limit, vmem_bytes=asked)
     report = build_report(target, chip, compiled, fusions=True, pallas=True)
     kernels = report.fusions.kernels if report.fusions is not None else None
-    times = estimate_times(target, chip, budget=Budget(**budget), kernels=kernels, use_cache=cache is True, hlo=stages.hlo,
-                           compile_seconds=stages.timings.get("compiler_s"))
+    times = family.estimate_time(target, chip, budget=Budget(**budget), kernels=kernels, use_cache=cache is True,
+                                 hlo=stages.hlo, compile_seconds=stages.timings.get("compiler_s"))
     stopped.extend(job.label for job in times.jobs if job.status in STOPPED)
-    used = [u for u in compiler_scoped_vmem(stages.hlo or "") if u > 0]
+    # libtpu's scoped VMEM per Mosaic kernel, else the family's figure per call (XLA:GPU's launch shared memory)
+    used = ([u for u in compiler_scoped_vmem(stages.hlo or "") if u > 0]
+            or [u for u in report.compiler_vmem.values() if u and u > 0])
     seconds = times.totals.get("estimated_seconds")
     bound, spills = _bound_and_spills(times)
     notes = [_one_line(f"{f.code}: {f.message}") for f in times.findings
@@ -164,14 +176,15 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped
                     reason=f"{loops[0].kernel}: its body loops a number of times known only when it runs, which "
                            "neither libtpu's simulation nor the roofline counts; not ranked (tune --measure ranks by the chip)")
     kind = times.totals.get("estimate_kind")
-    if seconds is None or kind != ESTIMATE:
+    if seconds is None or kind != TIMED_BY.get(family.info.can.time or "", ESTIMATE):
         # a floor is a lower bound and a range two: ranked among estimates either would win unfairly
+        # (on a GPU every candidate's figure is a floor: floors are ranked among floors)
         return done(status=UNTIMED, code="no-estimate", notes=notes, vmem_bytes=max(used, default=None),
                     vmem_estimate_bytes=estimate, vmem_limit_bytes=limit,
                     hbm_bytes=int(report.fusions.totals["hbm_bytes"]) if report.fusions else None,
                     reason=_why_untimed(times, chip, seconds, kind))
     return done(status=RANKED, estimated_seconds=seconds, estimated_cycles=times.totals.get("estimated_cycles"),
-                estimate_source=times.method, vmem_bytes=max(used, default=None), vmem_estimate_bytes=estimate,
+                estimate_source=times.method, estimate_kind=kind, vmem_bytes=max(used, default=None), vmem_estimate_bytes=estimate,
                 vmem_limit_bytes=limit, hbm_bytes=int(report.fusions.totals["hbm_bytes"]) if report.fusions else None,
                 bound=bound, spills=spills, notes=notes)
 
@@ -179,6 +192,8 @@ def _compile_and_time(target, chip, captured, base, budget, cache, done, stopped
 def _why_untimed(times, chip, seconds: float | None, kind) -> str:
     """Why a candidate has no estimate to rank by: what its figure is, and what made it so."""
     shown = f" ({fmt_estimate(seconds, kind, times.totals.get('high_seconds'))})" if seconds else ""
+    if family_of(chip).info.can.time != "simulated":  # a GPU's floor: none where no kernel has bytes or flops
+        return f"no time floor for it on {chip.name}{shown}: nothing its kernels move or compute is known; not ranked"
     codes = {f.code: f for f in times.findings}
     if "libtpu-guard-unknown" in codes and kind == RANGE:
         return f"its time is a range{shown}: run-time values decide how often its guarded code runs; not ranked"
@@ -191,13 +206,15 @@ def _why_untimed(times, chip, seconds: float | None, kind) -> str:
 
 
 def _bound_and_spills(times) -> tuple[str | None, int | None]:
-    """The unit bounding the slowest Pallas kernel (the slowest kernel when there is none), and
-    the spill stores and fills per grid step over the Pallas kernels."""
+    """The unit bounding the slowest Pallas kernel (the slowest kernel when there is none): libtpu's
+    bundles', else the floor's (a GPU's), and the spill stores and fills per grid step over the Pallas kernels."""
     bundles = {b.kernel: b for b in times.bundles}
     timed = [k for k in times.kernels if k.estimated_seconds is not None]
     pallas = [k for k in timed if k.kind in PALLAS_KINDS]
     slowest = max(pallas or timed, key=lambda k: k.estimated_seconds * k.repeat, default=None)
     bound = bundles[slowest.name].bound if slowest is not None and slowest.name in bundles else None
+    if bound is None and slowest is not None and (slowest.note or "").startswith("bound: "):  # a GPU floor's unit
+        bound = slowest.note.split(";")[0].removeprefix("bound: ")
     spilled = [bundles[k.name] for k in pallas if k.name in bundles]
     spills = sum(b.spill_stores + b.spill_fills for b in spilled) if spilled else None
     return bound, spills

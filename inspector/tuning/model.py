@@ -7,13 +7,16 @@ import dataclasses
 from ..base.display import html
 
 # How a candidate ended, in the order a ranking lists them.
-RANKED = "ranked"  # compiled, with libtpu's time estimate
+RANKED = "ranked"  # compiled, with libtpu's time estimate (on a GPU: its time floor)
 UNTIMED = "untimed"  # compiled, but libtpu gave no time within the budget: a roofline bound only, not ranked
 PRUNED = "pruned"  # the VMEM estimate: its blocks and scratch alone pass the limit; never compiled
-REFUSED = "refused"  # libtpu or Mosaic refused it (VMEM out of memory, a lowering or compile error)
+REFUSED = "refused"  # the compiler refused it (VMEM or shared memory out of memory, a lowering or compile error)
 FAILED = "failed"  # the function raised for it (a block that does not divide), or its worker died
 NOT_RUN = "not-run"  # the sweep was interrupted first
 STATUSES = (RANKED, UNTIMED, PRUNED, REFUSED, FAILED, NOT_RUN)
+# a family's time (its Capabilities.time) -> the kind of figure its ranked rows have: libtpu's
+# estimate on a TPU; on a GPU (no simulator deviceless) the floor, compared only with floors
+TIMED_BY = {"simulated": "estimate", "floor": "floor"}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -29,6 +32,7 @@ class TuneRow:
     estimated_seconds: float | None = None  # the program's total, libtpu's estimate
     estimated_cycles: float | None = None
     estimate_source: str | None = None  # libtpu | libtpu-extrapolated | bundles | roofline
+    estimate_kind: str | None = None  # a ranked row's: "estimate" (libtpu's), or "floor" (a GPU's: a lower bound)
     vmem_bytes: int | None = None  # the most scoped VMEM a Mosaic kernel uses, by the compiler
     vmem_estimate_bytes: int | None = None  # the static estimate (blocks x buffers + scratch + the body's largest value)
     vmem_limit_bytes: int | None = None  # the scoped limit the kernel compiles under
@@ -58,7 +62,7 @@ def sound_row(data) -> TuneRow | None:
     except TypeError:
         return None
     texts = (row.shape, row.chip, row.status)
-    maybe_texts = (row.reason, row.code, row.estimate_source, row.bound)
+    maybe_texts = (row.reason, row.code, row.estimate_source, row.estimate_kind, row.bound)
     numbers = (row.estimated_seconds, row.estimated_cycles, row.vmem_bytes, row.vmem_estimate_bytes,
                row.vmem_limit_bytes, row.hbm_bytes, row.spills, row.wall_seconds, row.rank, row.ratio, row.measured_seconds)
     ok = (all(isinstance(t, str) for t in texts) and row.status in STATUSES and isinstance(row.params, dict)

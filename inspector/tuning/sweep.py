@@ -22,7 +22,7 @@ from ..libtpu import Budget
 from ..base.tempdirs import sweep
 from .candidates import TunePlan, candidates, default_params, swept_values
 from .measured import measure_rankings
-from .model import FAILED, NOT_RUN, RANKED, STATUSES, TuneResult, TuneRow, sound_row
+from .model import FAILED, NOT_RUN, RANKED, STATUSES, TIMED_BY, TuneResult, TuneRow, sound_row
 from .pool import Cancelled, LocalPool, WorkerDied
 from .rank import rank_all
 from .ray_backend import RayPool
@@ -101,13 +101,14 @@ def cores() -> int:
 
 
 def check_chips(names: list[str]) -> list:
-    """TPU chips only: the ranking is libtpu's estimate, which other targets do not have."""
+    """Chips whose family times a compiled candidate: TPUs by libtpu's simulation, GPUs by the time
+    floor of what XLA:GPU compiled (families/gpu/time.py). Other targets have nothing to rank by."""
     chips = parse_targets(",".join(names))
-    other = [c.name for c in chips if family_of(c).info.can.time != "simulated"]
+    other = [c.name for c in chips if family_of(c).info.can.time not in TIMED_BY]
     if other:
-        raise UsageError(f"tune ranks by libtpu's time estimate: give TPU targets (e.g. --target tpu-v5e,tpu-v6e), "
-                         f"not {', '.join(other)}")
-    untimed = [c.name for c in chips if not c.libtpu_times]
+        raise UsageError(f"tune ranks compiled candidates by their time: give TPU targets (e.g. --target tpu-v5e,tpu-v6e) "
+                         f"or GPU targets (--target h100,a100), not {', '.join(other)}")
+    untimed = [c.name for c in chips if family_of(c).info.can.time == "simulated" and not c.libtpu_times]
     if untimed:  # every candidate would compile, then come back without a time
         raise UsageError(f"tune ranks by libtpu's simulated time, and libtpu does not simulate {', '.join(untimed)} "
                          f"({UNSIMULATED_WHY}): give tpu-v5e, tpu-v5p, tpu-v6e or tpu-7x "

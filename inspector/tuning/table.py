@@ -126,6 +126,7 @@ def update_table(path: str, result) -> str:
                     "params": {**result.fixed, **best.params},
                     "estimated_seconds": best.estimated_seconds,
                     "estimate_source": best.estimate_source,
+                    "estimate_kind": best.estimate_kind,  # "floor" on a GPU: a lower bound, not libtpu's estimate
                     "device_kind": get_chip(ranking.chip).device_kind,
                     "candidates": len(ranking.rows),
                     "ranked": ranking.count("ranked"),

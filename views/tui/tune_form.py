@@ -43,6 +43,17 @@ class TuneForm:
         return ", ".join(param_text(v) for v in self.choices.get(name, []))
 
 
+def tunable_chip(name: str) -> bool:
+    """Whether tune takes the session's chip as it is (a TPU libtpu times, a GPU; not a slice or the local backend)."""
+    from ...tuning.sweep import check_chips
+
+    try:
+        check_chips([name])
+    except InspectorError:
+        return False
+    return True
+
+
 def sweep_request(form: TuneForm, session: Session, chips_text: str, values: dict[str, str],
                   options: dict[str, str] | None = None) -> tuple[SweepRequest | None, list[str]]:
     """The sweep the form asks for, or the problems with it (one line each). ``values``: each
@@ -53,7 +64,7 @@ def sweep_request(form: TuneForm, session: Session, chips_text: str, values: dic
     problems: list[str] = []
     chips = [c.strip() for c in chips_text.replace(" ", ",").split(",") if c.strip()]
     if not chips:
-        problems.append(f"chips: give one or more TPU chips, e.g. {DEFAULT_TPU},tpu-v6e")
+        problems.append(f"chips: give one or more TPU or GPU chips, e.g. {DEFAULT_TPU},tpu-v6e or h100,a100")
     else:
         try:
             chips = [c.name for c in check_chips(chips)]

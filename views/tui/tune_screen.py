@@ -27,7 +27,7 @@ from ...base.errors import InspectorError
 from ...compilation.user_files import split_spec
 from ...tuning.table import update_table
 from .calls import message_of
-from .tune_form import TuneForm, count_candidates, declare_hint, sweep_request
+from .tune_form import TuneForm, count_candidates, declare_hint, sweep_request, tunable_chip
 from .tune_options import option_fields
 from .tune_progress import Counts, Relay
 from .tune_table import (RANKED, bar, candidates_by_rank, counts_line, note, param_text, row_detail, time_cell,
@@ -91,10 +91,10 @@ class TuneScreen(ModalScreen[dict]):
     # ------------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
-        chip = self.session.chip if self.session.chip.startswith("tpu") and ":" not in self.session.chip else DEFAULT_TPU
+        chip = self.session.chip if tunable_chip(self.session.chip) else DEFAULT_TPU
         with Vertical(id="tune"):
-            yield Static(Text(f"tune {self.form.spec}: rank candidate parameters by libtpu's estimated time, "
-                              "without a TPU", style="bold"), id="tune-head")
+            yield Static(Text(f"tune {self.form.spec}: rank candidate parameters by their time, without the "
+                              "chip (TPU: libtpu's estimate; GPU: a floor)", style="bold"), id="tune-head")
             with VerticalScroll(id="tune-form"):
                 if not self.form.tunable:
                     yield Static(Text(declare_hint(self.form.function), style="yellow"), id="tune-declare")
@@ -267,7 +267,7 @@ class TuneScreen(ModalScreen[dict]):
     # ------------------------------------------------------------------ the result
 
     def show_result(self) -> None:
-        from ..tune import best_lines
+        from ..tune import best_lines, floors
 
         result = self.result
         if result is None or not result.shapes or self.chip is None:
@@ -285,7 +285,8 @@ class TuneScreen(ModalScreen[dict]):
         for name in result.swept:
             table.add_column(name)
         for chip in rankings:
-            table.add_column(f"{chip} est." + (" ▲" if chip == self.chip and len(rankings) > 1 else ""))
+            table.add_column(f"{chip} {'floor' if floors(rankings[chip]) else 'est.'}"
+                             + (" ▲" if chip == self.chip and len(rankings) > 1 else ""))
         table.add_column("x best")
         table.add_column(f"{self.chip}" if len(rankings) > 1 else "")
         table.add_column("note")

@@ -77,7 +77,7 @@ def note(row: TuneRow | None) -> Text:
         return Text("")
     if row.status != RANKED:
         return Text(short_reason(row.reason), style=_STATUS_STYLE.get(row.status, ""))
-    extra = [] if row.estimate_source in (None, "libtpu") else [row.estimate_source]
+    extra = ["floor"] if row.estimate_kind == "floor" else [] if row.estimate_source in (None, "libtpu") else [row.estimate_source]
     return Text(", ".join(extra + (["default"] if row.default else []) + (["cached"] if row.cached else [])), style="dim")
 
 
@@ -97,7 +97,7 @@ def row_detail(params: dict, rows: dict[str, TuneRow], rankings: dict[str, ChipR
         text.append(f" ({row.ratio:.2f}x the best)" if row.ratio else "")
         used = row.vmem_bytes if row.vmem_bytes is not None else row.vmem_estimate_bytes
         if used is not None:
-            text.append(f", VMEM {fmt_bytes(used)}{'' if row.vmem_bytes is not None else ' est.'}")
+            text.append(f", {'shared memory' if row.estimate_kind == 'floor' else 'VMEM'} {fmt_bytes(used)}{'' if row.vmem_bytes is not None else ' est.'}")
             if row.vmem_limit_bytes:
                 text.append(f" of {fmt_bytes(row.vmem_limit_bytes)} ({used / row.vmem_limit_bytes:.0%})")
         if row.hbm_bytes is not None:
@@ -106,7 +106,9 @@ def row_detail(params: dict, rows: dict[str, TuneRow], rankings: dict[str, ChipR
             text.append(f", bound by {row.bound}")
         if row.spills is not None:
             text.append(f", {row.spills:,} spills per grid step")
-        if row.estimate_source not in (None, "libtpu"):
+        if row.estimate_kind == "floor":  # a GPU's: a lower bound, not a simulation
+            text.append(" (a time floor: no simulation)", style="yellow")
+        elif row.estimate_source not in (None, "libtpu"):
             text.append(f" ({row.estimate_source})", style="yellow")
         text.append("\n")
     for (status, reason), chips in failures.items():

@@ -24,7 +24,7 @@ class GpuFamily(GpuSpecFamily):
 
     info = FamilyInfo("gpu", "XLA:GPU", "shared memory", Capabilities(
         compile=True, kernels=True, time="floor", kernel_dumps="thunks and ptxas", fix=True, run=True, simulate=False,
-        baseline=False, check=True, sweep=True, pipeline_fixes=False, measure=True), interconnect="NVLink")
+        baseline=True, check=True, sweep=True, pipeline_fixes=False, measure=True), interconnect="NVLink")
 
     def compile_path(self, chip: Chip) -> GpuCompilePath:  # type: ignore[override]
         return GpuCompilePath(chip)
