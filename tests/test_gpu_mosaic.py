@@ -26,6 +26,22 @@ def test_mosaic_gpu_refusal_is_read_with_its_figures():
     assert refusal.message.startswith("Mosaic GPU kernel exceeds")
 
 
+def test_a_mosaic_refusal_is_weighed_against_the_targets_limit():
+    """Mosaic GPU checks against 227 KiB whatever the target: the finding gives the chip's figure."""
+    from types import SimpleNamespace
+
+    from inspector.compilation.compile_errors import CompileError
+    from inspector.families.gpu.verdict import compiler_verdict
+
+    stages = SimpleNamespace(hlo=None, compile_error=CompileError(
+        message="ValueError while lowering: Mosaic GPU kernel exceeds available shared memory: "
+                "smem_bytes=300000 > max_smem_bytes=150000", status="LOWERING_FAILED"))
+    kernel = SimpleNamespace(call=SimpleNamespace(name="kernel", source="k.py:3"))
+    (found,), fits, most = compiler_verdict([], stages, "h100", [kernel])
+    assert (fits, most, found.code) == (False, 300000, "compile-shared-memory-oom")
+    assert found.data["limit"] == 232448 and "max_concurrent_steps" in found.data["fix"]
+
+
 @needs_gpu_extra
 def test_the_compilers_figure_on_each_hopper(cli):
     code, out, err = cli("check", MATMUL, "--target", "h100,h200", "--args", SMALL)
@@ -48,9 +64,9 @@ def test_the_kernel_is_in_the_gpu_kernels_table(cli):
 
 @needs_gpu_extra
 def test_over_shared_memory_is_refused_at_the_kernels_line(cli):
-    # 256x256 output tiles: 4 steps of (256x64 + 64x256) bf16 tiles and the output tile, over 227 KiB
-    code, out, err = cli("check", MATMUL, "--target", "h100", "--set", "bm=256", "--set", "bn=256",
-                         "--args", "bf16[256,128] bf16[128,256]")
+    # K=256 is 4 steps; all 4 in flight keep 4 x (16 + 16 + 32) KiB of tiles, over 227 KiB
+    code, out, err = cli("check", MATMUL, "--target", "h100", "--set", "max_concurrent_steps=4",
+                         "--args", "bf16[128,256] bf16[256,128]")
     assert code == 1, err
     line = " ".join(out.split())
     assert re.search(r"compile-shared-memory-oom h100: kernel at samples/gpu_mosaic_matmul.py:\d+: Mosaic GPU kernel "
