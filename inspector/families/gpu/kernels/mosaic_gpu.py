@@ -16,9 +16,9 @@ _ESCAPE = re.compile(rb"\\(\\|[0-9A-Fa-f]{2})")
 
 
 def _unescape(text: str) -> bytes:
-    """An MLIR string attribute's bytes: ``\\XX`` is a byte in hex, ``\\\\`` a backslash."""
-    raw = text.encode("latin-1", "backslashreplace") if text.isascii() else text.encode("utf-8")
-    return _ESCAPE.sub(lambda m: b"\\" if m.group(1) == b"\\" else bytes([int(m.group(1), 16)]), raw)
+    """An MLIR string attribute's bytes: ``\\XX`` is a byte in hex, ``\\\\`` a backslash (MLIR
+    prints every other byte as the printable ASCII it is)."""
+    return _ESCAPE.sub(lambda m: b"\\" if m.group(1) == b"\\" else bytes([int(m.group(1), 16)]), text.encode("utf-8"))
 
 
 def _constant(value) -> int | None:
