@@ -174,8 +174,9 @@ def _operand(bm, pos: int, n_in: int, n_idx: int, arg_names: list, index_names: 
         block_shape=list(block), dim_kinds=list(kinds), memory_space=memory_space(bm.transformed_block_aval),
         buffer_count=getattr(bm.pipeline_mode, "buffer_count", None),
         revisit=getattr(getattr(bm.pipeline_mode, "revisit", None), "value", None),  # RevisitMode.ANY -> "any"
-        # an explicit memory space on the block (not jax's "default"): the whole array, resident
-        resident=str(getattr(bm.block_aval, "memory_space", None)).lower() == "vmem",
+        # an explicit memory space on the block (not jax's "default"): the whole array, resident (the
+        # transformed aval: block_aval asserts a BlockSpec has no transforms, as Mosaic GPU's swizzles are)
+        resident=str(getattr(bm.transformed_block_aval, "memory_space", None)).lower() == "vmem",
         index_map=f"({', '.join(grid_names)}) -> ({', '.join(text)})",
         fixed_window=_returns_constants(bm.index_map_jaxpr),
         fixed_index=_constant_outputs(bm.index_map_jaxpr),

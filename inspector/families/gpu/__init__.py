@@ -11,7 +11,7 @@ from ...base.families import Capabilities, FamilyInfo
 from ..gpu_spec import GpuSpecFamily
 from .compile.path import GpuCompilePath
 from .fixes import triton_changes
-from .foreign import explain_tpu_kernels
+from .foreign import explain_mosaic_gpu_kernels, explain_tpu_kernels
 from .kernels.occupancy import with_occupancy
 from .time import estimate
 from .verdict import compiler_shared_memory, gpu_kernels, settle_report
@@ -35,8 +35,9 @@ class GpuFamily(GpuSpecFamily):
         return [target]
 
     def explain_failure(self, captured, chip: Chip):
-        """A Pallas TPU kernel's lowering failure said as that (jax's words blame the install)."""
-        return explain_tpu_kernels(captured, chip)
+        """A Pallas TPU kernel's lowering failure said as that (jax's words blame the install); a
+        Mosaic GPU kernel on a GPU before Hopper, an error."""
+        return explain_mosaic_gpu_kernels(explain_tpu_kernels(captured, chip), chip)
 
     def attached(self) -> Chip | None:
         from .measure import attached_gpu

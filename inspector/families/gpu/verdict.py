@@ -13,8 +13,10 @@ import functools
 from ...base.findings import Finding
 from ...compilation.stage_records import Stages
 from .compile.errors import shared_memory_refusal
+from .foreign import HOPPER_ONLY
 from .kernels.launches import KernelLaunch, kernel_launches
-from ...base.chips import Chip
+from .kernels.mosaic_gpu import mosaic_launches
+from ...base.chips import Chip, get_chip
 from .kernels.occupancy import Occupancy, with_occupancy
 from .kernels.ptxas import ptxas_path
 
@@ -30,6 +32,8 @@ def fix_advice(params: dict | None) -> str:
     names = [name for name, value in (params or {}).items() if type(value) is int
              and not any(word in name.lower() for word in _NOT_BLOCKS)]
     return f"{STAGES}, or smaller blocks ({', '.join(names) if names else 'its BlockSpecs and loop tiles'})"
+# Mosaic GPU's pipeline keeps every BlockSpec's block in shared memory, one copy per step in flight
+MOSAIC_FIX = "fewer max_concurrent_steps (each keeps one more copy of the BlockSpecs' blocks), or smaller blocks"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +57,10 @@ def _launches(thunks: str, ptx: tuple[tuple[str, str], ...]) -> tuple[KernelLaun
 
 
 def gpu_kernels(stages: Stages) -> list[GpuKernel]:
-    """Every kernel the compile launches, with ptxas's figures where ptxas is installed."""
+    """Every kernel the compile launches, with ptxas's figures where ptxas is installed; a Mosaic
+    GPU kernel's launch from its module (no PTX before it runs: no registers)."""
+    mosaic = [GpuKernel(name=t.name, grid=t.grid, threads=t.threads, shared_memory_bytes=t.shared_memory_bytes)
+              for t in mosaic_launches(stages.stablehlo)] if stages.hlo is not None else []
     dumps = stages.kernel_dumps or {}
     ptx = tuple(sorted((n, t) for n, t in dumps.items() if n.endswith(".ptx")))
     return [GpuKernel(name=k.name, grid=k.launch.grid, threads=k.launch.threads,
@@ -62,7 +69,7 @@ def gpu_kernels(stages: Stages) -> list[GpuKernel]:
                       spill_bytes=k.ptxas.spill_store_bytes + k.ptxas.spill_load_bytes if k.ptxas else None,
                       static_shared_memory_bytes=k.ptxas.static_shared_bytes if k.ptxas else None,
                       ptxas_error=k.ptxas_error)
-            for k in _launches(dumps.get("thunk_sequence.txt", ""), ptx)]
+            for k in _launches(dumps.get("thunk_sequence.txt", ""), ptx)] + mosaic
 
 
 def _of_call(name: str, kernel: str) -> bool:
@@ -100,7 +107,11 @@ def compiler_verdict(findings: list[Finding], stages: Stages, chip: str, kernels
     most = max(figures.values(), default=None)
     refusal = shared_memory_refusal(stages.compile_error.message) if stages.compile_error is not None else None
     if stages.compile_error is not None and refusal is None:
+        if stages.compile_error.status == HOPPER_ONLY:  # no budget to decide on a GPU it cannot run on
+            findings = [f for f in findings if not (f.code == "shared-memory-undecided" and (f.data or {}).get("chip") == chip)]
         return findings, False, most
+    if refusal is not None and refusal.compiler == "Mosaic GPU":  # it checked against 227 KiB, whatever the target
+        refusal = dataclasses.replace(refusal, available_bytes=get_chip(chip).shared_mem_per_block or refusal.available_bytes)
     kept = []
     for f in findings:
         on_chip = f.data is not None and f.data.get("chip") == chip
@@ -120,7 +131,7 @@ def compiler_verdict(findings: list[Finding], stages: Stages, chip: str, kernels
                         data={**{k: f.data[k] for k in ("chip", "bytes", "limit")}, "compiler_bytes": used})
         kept.append(f)
     if refusal is not None:
-        fix = fix_advice(params)
+        fix = MOSAIC_FIX if refusal.compiler == "Mosaic GPU" else fix_advice(params)
         for k in kernels or [None]:
             name, source = (k.call.name, k.call.source) if k is not None else (None, None)
             kept.append(Finding("error", "compile-shared-memory-oom",

@@ -20,6 +20,7 @@ class GpuCompile:
     dumps: dict[str, str]  # e.g. "thunk_sequence.txt", "1.ptx" -> the file's text
     devices: int  # GPUs the program spans
     device_kind: str  # jax's name for the GPU ("NVIDIA H100 80GB HBM3")
+    stablehlo: str = ""  # the lowered module: a Mosaic GPU kernel's launch is in it (kernels/mosaic_gpu.py)
 
     @property
     def thunk_sequence(self) -> str:
@@ -51,4 +52,5 @@ def compile_deviceless(fn: Callable, args: Sequence[Any], target_config: str, *,
     with tempfile.TemporaryDirectory(prefix="inspector-xla-gpu-") as folder:
         compiled = lowered.compile(compiler_options={"xla_dump_to": folder, "xla_dump_hlo_as_text": True})
         dumps = read_dumps(folder)
-    return GpuCompile(hlo=compiled.as_text() or "", dumps=dumps, devices=len(devices), device_kind=devices[0].device_kind)
+    return GpuCompile(hlo=compiled.as_text() or "", dumps=dumps, devices=len(devices), device_kind=devices[0].device_kind,
+                      stablehlo=lowered.as_text())
