@@ -396,6 +396,16 @@ def _is_fast(item) -> bool:
 
 
 @pytest.fixture(autouse=True)
+def _dot_may_start():
+    """Each test may start Graphviz's dot: a Ctrl-C test before it in this process stopped every later
+    one (graphviz_run.kill_all) until a drawing allows them again, which a test of layout() alone
+    does not make."""
+    from inspector.hlo.graphviz_run import allow_runs
+
+    allow_runs()
+
+
+@pytest.fixture(autouse=True)
 def _chip_tests_need_a_chip(request):
     """@pytest.mark.tpu: the test runs programs on an attached TPU; without one it is skipped."""
     if request.node.get_closest_marker("tpu"):

@@ -132,6 +132,11 @@ def test_measure_without_a_tpu_is_one_line(cli_run):
     out = cli_run("show", "samples/matmul.py:xla", "--measure")
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
+        "inspector: --measure runs the program on the TPU or GPU it targets, attached to this machine: cpu is not "
+        "measured (give --target with the attached chip; diff times a program on this machine)"]
+    out = cli_run("show", "samples/matmul.py:xla", "--measure", "--target", "tpu-v5e")
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
         "inspector: --measure runs the program on a TPU attached to this machine, and this machine has none: "
         "--time gives libtpu's estimate without a TPU"]
     out = cli_run("tune", "samples/matmul.py:tiled", "--measure")
