@@ -19,22 +19,22 @@ from .tracing import sub_jaxprs
 def _compiler_params(params: dict, **fields):
     from jax.experimental.pallas import tpu as pltpu
 
-    given = params.get("compiler_params")
-    if given is None:
-        return pltpu.CompilerParams(**fields)
-    if not isinstance(given, pltpu.CompilerParams):
-        raise ValueError(f"the pallas_call's compiler_params are {type(given).__name__}, not Mosaic's: not a TPU kernel")
-    return dataclasses.replace(given, **fields)
+    return _params_of(pltpu.CompilerParams, "Mosaic's: not a TPU kernel", params, fields)
 
 
 def _triton_params(params: dict, **fields):
     from jax.experimental.pallas import triton as plt
 
+    return _params_of(plt.CompilerParams, "Triton's: not a Pallas-Triton kernel", params, fields)
+
+
+def _params_of(kind: type, whose: str, params: dict, fields: dict):
+    """The pallas_call's compiler_params of ``kind`` with ``fields`` changed (new ones where none given)."""
     given = params.get("compiler_params")
     if given is None:
-        return plt.CompilerParams(**fields)
-    if not isinstance(given, plt.CompilerParams):
-        raise ValueError(f"the pallas_call's compiler_params are {type(given).__name__}, not Triton's: not a Pallas-Triton kernel")
+        return kind(**fields)
+    if not isinstance(given, kind):
+        raise ValueError(f"the pallas_call's compiler_params are {type(given).__name__}, not {whose}")
     return dataclasses.replace(given, **fields)
 
 
