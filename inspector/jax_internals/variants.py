@@ -35,7 +35,7 @@ def _params_of(kind: type, whose: str, params: dict, fields: dict):
         return kind(**fields)
     if not isinstance(given, kind):
         raise ValueError(f"the pallas_call's compiler_params are {type(given).__name__}, not {whose}")
-    return dataclasses.replace(given, **fields)
+    return dataclasses.replace(given, **fields)  # type: ignore[type-var]  (a CompilerParams dataclass, checked above)
 
 
 def _changed_params(params: dict, change: Change) -> dict:
