@@ -29,13 +29,14 @@ def _triton_params(params: dict, **fields):
 
 
 def _params_of(kind: type, whose: str, params: dict, fields: dict):
-    """The pallas_call's compiler_params of ``kind`` with ``fields`` changed (new ones where none given)."""
+    """The pallas_call's compiler_params of ``kind`` (a dataclass) with ``fields`` changed (new ones
+    where none given)."""
     given = params.get("compiler_params")
     if given is None:
         return kind(**fields)
     if not isinstance(given, kind):
         raise ValueError(f"the pallas_call's compiler_params are {type(given).__name__}, not {whose}")
-    return dataclasses.replace(given, **fields)  # type: ignore[type-var]  (a CompilerParams dataclass, checked above)
+    return dataclasses.replace(given, **fields)  # type: ignore[type-var]
 
 
 def _changed_params(params: dict, change: Change) -> dict:
