@@ -395,6 +395,19 @@ def _is_fast(item) -> bool:
     return not item.nodeid.startswith(FAST_LEAVES_OUT)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _libtpu_children_kept():
+    """libtpu's dump children (inspector/libtpu/runner.py) stay between the time estimates of one
+    test process, as in a tuner's worker: a child's start (jax's import, libtpu's) cost about a
+    second of CPU, a third of an estimate's (BENCHMARKS.md, "The fourth round"). One estimate's set
+    of children stays (a child that reads other flags or environment is another); a test about the
+    children's own lifetime opts out with ``runner.fresh_sessions()``."""
+    from inspector.libtpu.runner import kept_sessions
+
+    with kept_sessions(limit=3):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _dot_may_start():
     """Each test may start Graphviz's dot: a Ctrl-C test before it in this process stopped every later

@@ -25,7 +25,7 @@ V5E = get_chip("tpu-v5e")
 def no_folder_left():
     """Every estimate in this module leaves no dump folder behind (checked at the end). Each
     session's folder is noted as it is made: other processes on the machine make their own."""
-    from inspector.libtpu.runner import DumpSession
+    from inspector.libtpu.runner import DumpSession, fresh_sessions, kept_sessions
 
     made = []
     enter = DumpSession.__enter__
@@ -35,7 +35,8 @@ def no_folder_left():
         made.append(session.folder)
         return session
 
-    with pytest.MonkeyPatch.context() as patch:
+    # the module's children kept between its estimates, and ended with it (the test process's kept ones aside)
+    with pytest.MonkeyPatch.context() as patch, fresh_sessions(), kept_sessions(limit=3):
         patch.setattr(DumpSession, "__enter__", noting)
         yield made
     assert all(folder.startswith(os.path.join(tempfile.gettempdir(), PREFIX)) for folder in made)

@@ -261,33 +261,61 @@ class DumpSession:
                 self._release_janitor()
 
 
-# Sessions kept for reuse while ``kept_sessions`` is active: {(topology, profile, bundles): [DumpSession, ...]}.
+# Sessions kept for reuse while ``kept_sessions`` is active: {key: [DumpSession, ...]}, the key
+# what a child is started with (``_kind``); the longest unused kinds are closed past the limit.
 _KEPT: dict | None = None
+_KEPT_LIMIT: int | None = None  # how many children stay, at most (None: all)
 _KEEP_RSS_BYTES = 3 << 29  # a child that grew past 1.5 GiB is not kept: its memory would count against the next compile
+# what changes between two calls of one process without changing what a child starts with
+_UNREAD_ENVIRONMENT = frozenset({"PYTEST_CURRENT_TEST"})
+
+
+def _kind(topology: str, profile: bool, bundles: bool) -> tuple:
+    """What a child reads once, at its start: its flags, its topology, and the environment and
+    module path it inherits (a caller that changed LIBTPU_INIT_ARGS or XLA_FLAGS since the child
+    started needs a child of its own)."""
+    environment = tuple(sorted((k, v) for k, v in os.environ.items() if k not in _UNREAD_ENVIRONMENT))
+    return topology, profile, bundles, environment, tuple(sys.path)
 
 
 @contextlib.contextmanager
-def kept_sessions():
+def kept_sessions(limit: int | None = None):
     """While active, ``open_sessions`` starts each kind of child once and reuses it: a process that
     estimates many programs in a row (a tuner's worker) pays libtpu's start-up once, not per
-    program. Leaving it closes them (their folders go as with any session)."""
-    global _KEPT
-    outer, _KEPT = _KEPT, {} if _KEPT is None else _KEPT
+    program. ``limit``: how many children stay between estimates at most (the kinds used longest
+    ago close first). Leaving it closes them (their folders go as with any session)."""
+    global _KEPT, _KEPT_LIMIT
+    outer = _KEPT, _KEPT_LIMIT
+    if _KEPT is None:
+        _KEPT, _KEPT_LIMIT = {}, limit
     try:
         yield
     finally:
-        if outer is None:
-            kept, _KEPT = _KEPT, None
+        if outer[0] is None:
+            kept = _KEPT
+            _KEPT, _KEPT_LIMIT = outer
             for sessions in kept.values():
                 for session in sessions:
                     session.close()
 
 
 @contextlib.contextmanager
+def fresh_sessions():
+    """Inside, each estimate starts its children and ends them, as outside ``kept_sessions``
+    (the kept ones stay for after)."""
+    global _KEPT, _KEPT_LIMIT
+    outer, _KEPT = _KEPT, None
+    try:
+        yield
+    finally:
+        _KEPT = outer
+
+
+@contextlib.contextmanager
 def open_sessions(topology: str, *, profile: bool, bundles: bool, count: int = 1):
     """``count`` DumpSessions for one estimate (compiles that may run side by side): fresh ones, or
     under ``kept_sessions`` the kept ones, as many as there are."""
-    key = (topology, profile, bundles)
+    key = _kind(topology, profile, bundles)
     kept = [] if _KEPT is None else _KEPT.pop(key, [])
     sessions = kept[:count] + [DumpSession(topology, profile=profile, bundles=bundles).__enter__()
                                for _ in range(count - len(kept[:count]))]
@@ -305,7 +333,18 @@ def open_sessions(topology: str, *, profile: bool, bundles: bool, count: int = 1
     for session in sessions:
         if session.alive and session._proc is not None and (_rss(session._proc.pid) or 0) > _KEEP_RSS_BYTES:
             session._stop_child()  # the next run starts a fresh one
-    _KEPT[key] = sessions + extra
+    _KEPT[key] = sessions + extra  # the newest last: dicts keep their order
+    _close_past_limit()
+
+
+def _close_past_limit() -> None:
+    assert _KEPT is not None
+    while _KEPT_LIMIT is not None and sum(map(len, _KEPT.values())) > _KEPT_LIMIT:
+        oldest = next(iter(_KEPT))
+        sessions = _KEPT[oldest]
+        sessions.pop(0).close()
+        if not sessions:
+            del _KEPT[oldest]
 
 
 @contextlib.contextmanager
