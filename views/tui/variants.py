@@ -33,6 +33,7 @@ TIME_TAB = {"simulated": ("bundles", "the Bundles tab, and est. time in the Fusi
 
 
 def family_info(chip: str) -> FamilyInfo:
+    """The family of the session's chip (its name, as the session holds it): what it can, in its words."""
     return family_of(get_chip(chip)).info
 
 
