@@ -55,3 +55,47 @@ def test_gpu_matmul_on_h100_in_the_ui(worker_in_process):
             assert offered[app.screen.query_one("#chips").highlighted] == "h100"
             await pilot.press("escape")
     asyncio.run(run())
+
+
+def test_the_palette_and_help_say_what_times_t_on_a_gpu(worker_in_process):
+    """T on a GPU estimates each kernel's floor (families/gpu/time.py), not libtpu's simulation: the
+    palette and the help said libtpu for it whatever the chip. The words are the family's (FamilyInfo)."""
+    async def run():
+        app = InspectorApp(Session("samples/gpu_matmul.py:reference", "h100", args="bf16[16,16] bf16[16,16]"))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await loaded(pilot)
+            commands = {c.title: c.help for c in app.get_system_commands(app.screen)}
+            assert commands["Estimate time"] == ("each kernel's floor from its bytes, flops and occupancy: "
+                                                 "est. time in the Fusions tab (T)")
+            assert "ranked by each kernel's time floor" in commands["Tune"] and "libtpu" not in commands["Tune"]
+            await pilot.press("question_mark")
+            await pilot.pause()
+            help_text = _help_text(app)
+            assert "time per kernel: each kernel's time floor; measured on the GPU" in help_text and "libtpu" not in help_text
+            await pilot.press("escape", "T")
+            await loaded(pilot)
+            await pilot.press("T")
+            await pilot.pause()
+            assert "already estimated (each kernel's time floor): est. time in the Fusions tab" in plain(app, "#status")
+    asyncio.run(run())
+
+
+def _help_text(app) -> str:
+    console = Console(width=200, record=True, file=io.StringIO())
+    for static in app.screen.query("#help Static"):
+        console.print(static.content)
+    return console.export_text()
+
+
+def test_the_help_words_t_and_d_by_the_targets_family():
+    from inspector.base.chips import get_chip
+    from inspector.families import family_of
+    from inspector.views.tui.screens import help_rows
+
+    def row(chip: str) -> str:
+        return next(does for _, does in help_rows(InspectorApp.BINDINGS, family_of(get_chip(chip)).info)
+                    if does.startswith("time per kernel"))
+
+    assert row("tpu-v5e") == "time per kernel: libtpu's estimate; measured on the TPU"
+    assert row("h100") == "time per kernel: each kernel's time floor; measured on the GPU"
+    assert row("cpu") == "time per kernel: the roofline only; measured on a TPU or GPU"

@@ -133,17 +133,29 @@ def _is(module: str, prefixes: tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
-def test_only_the_front_ends_import_the_views():
-    offenders = {m: sorted(t for t in targets if _is(t, ("inspector.views",)))
-                 for m, targets in _graph().items() if not _is(m, FRONT_ENDS + (DOOR,))}
-    assert {m: t for m, t in offenders.items() if t} == {}
+# Who imports what, beyond the order of the layers: (importers, their exceptions, the imported,
+# its exceptions, why). A module is named with the modules under it.
+NO_IMPORTS = [
+    (("inspector",), FRONT_ENDS + (DOOR,), ("inspector.views",), (), "only the front ends import the views"),
+    (("inspector.hlo", "inspector.pallas"), (), FRONT_ENDS + ("inspector.session", "inspector.remote", "inspector.api"), (),
+     "the analyses import no front end"),
+    # they ask family_of(chip) (inspector.families), never a family's own module (inspector.families.gpu...);
+    # measuring measures through family_of whatever the family
+    (("inspector.verbs", "inspector.views"), (), ("inspector.families",), ("inspector.families", "inspector.families.measuring"),
+     "the verbs and views import no family's module"),
+]
 
 
-def test_the_analyses_import_no_front_end():
-    front = FRONT_ENDS + ("inspector.session", "inspector.remote", "inspector.api")
-    offenders = {m: sorted(t for t in targets if _is(t, front))
-                 for m, targets in _graph().items() if _is(m, ("inspector.hlo", "inspector.pallas"))}
-    assert {m: t for m, t in offenders.items() if t} == {}
+def _forbidden_imports(rule: tuple, root: Path = ROOT) -> dict[str, list[str]]:
+    importers, spared, imported, allowed, _ = rule
+    offenders = {m: sorted(t for t in targets if _is(t, imported) and t not in allowed)
+                 for m, targets in _graph(root=root).items() if _is(m, importers) and not _is(m, spared)}
+    return {m: t for m, t in offenders.items() if t}
+
+
+@pytest.mark.parametrize("rule", NO_IMPORTS, ids=[r[-1] for r in NO_IMPORTS])
+def test_no_forbidden_import(rule):
+    assert _forbidden_imports(rule) == {}
 
 
 def test_the_table_of_views_names_renderers_and_tabs_that_exist():
@@ -344,6 +356,17 @@ def test_a_private_name_of_another_module_fails_the_check(tree_copy, module, lin
         (tree_copy / module).write_text(before)
     assert any(what in f for f in found), found
     assert _private_uses(tree_copy) == []
+
+
+def test_a_verb_importing_a_family_fails_the_check(tree_copy):
+    rule, module = NO_IMPORTS[-1], "inspector/verbs/checking.py"
+    before = _append(tree_copy / module, "from ..families.gpu.verdict import check_verdict")
+    try:
+        found = _forbidden_imports(rule, tree_copy)
+    finally:
+        (tree_copy / module).write_text(before)
+    assert found == {"inspector.verbs.checking": ["inspector.families.gpu.verdict"]}
+    assert _forbidden_imports(rule, tree_copy) == {}
 
 
 def test_a_circle_between_folders_fails_the_check():

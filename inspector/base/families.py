@@ -50,6 +50,25 @@ class FamilyInfo(NamedTuple):
         return {"simulated": f"{self.compiler}'s estimate", "floor": "each kernel's time floor"}.get(
             self.can.time or "", "the roofline only")
 
+    @property
+    def time_method(self) -> str:
+        """What makes that estimate, in the UI's words (its palette and help)."""
+        return {"simulated": f"{self.compiler}'s static simulation of each kernel",
+                "floor": "each kernel's floor from its bytes, flops and occupancy"}.get(self.can.time or "", "the roofline only")
+
+
+class CheckVerdict(NamedTuple):
+    """The compiler's verdict on one chip, for ``inspector check``'s row of it (``Family.check_verdict``)."""
+
+    findings: list[Finding]  # the findings given, with the verdict's (and the estimate's it settles)
+    fits: bool | None  # None: no verdict (an HBM refusal, kernels the compiler never saw)
+    memory_bytes: int | None = None  # the compiler's own on-chip figure: used, or needed where it refused
+    message: str | None = None  # the compile's error, one line
+    ctas_per_sm: int | None = None  # a GPU: the fewest CTAs per SM of the Pallas kernels
+    occupancy_limit: str | None = None  # what binds that kernel's CTAs per SM
+    registers: int | None = None  # the most registers per thread of the Pallas kernels (ptxas)
+    spill_bytes: int | None = None  # and the most bytes one of them spills per thread
+
 
 class CompilePath(Protocol):
     """How ``compilation/``'s ``Backend`` compiles for a chip of a family, and the hooks the capture
@@ -105,6 +124,11 @@ class Family(Protocol):
 
     def compiler_verdict(self, stages: Any, calls: list[str], kernels: list) -> dict[str, int]:
         """Per pallas_call, the compiler's own on-chip bytes ({} where the compiler gives none)."""
+
+    def check_verdict(self, findings: list[Finding], stages: Any, chip: Chip, reports: list,
+                      params: dict | None = None) -> CheckVerdict:
+        """``inspector check``'s verdict on ``chip`` from its compile (``stages``), with ``findings``
+        (``reports``: the PallasReports; ``params``: the target's, which a refusal's advice may name)."""
 
     def defer_to_compiler(self, kernels: list, findings: list[Finding], chip: Chip, stages: Any,
                           params: dict | None = None) -> tuple[list, list[Finding]]:

@@ -4,7 +4,7 @@ family's (``inspector/families/gpu/``: deviceless XLA:GPU compiles)."""
 from __future__ import annotations
 
 from ..base.chips import CHIPS, Chip
-from ..base.families import Capabilities, FamilyInfo
+from ..base.families import Capabilities, CheckVerdict, FamilyInfo
 from ..compilation.compile_paths import SpecOnlyPath
 from ..pallas.tiling import tiling_findings
 from ..pallas.budgets import budget
@@ -34,6 +34,9 @@ class GpuSpecFamily:
 
     def compiler_verdict(self, stages, calls: list[str], kernels: list) -> dict[str, int]:
         return {}
+
+    def check_verdict(self, findings, stages, chip: Chip, reports: list, params: dict | None = None):
+        return CheckVerdict(findings, None)  # compiled nowhere: the estimate alone
 
     def defer_to_compiler(self, kernels: list, findings, chip: Chip, stages, params: dict | None = None):
         return kernels, findings

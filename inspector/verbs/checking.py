@@ -11,9 +11,10 @@ from typing import Callable
 
 from ..base.chips import Chip, get_chip
 from ..base.display import html
+from ..base.families import CheckVerdict
 from ..base.findings import Finding, by_severity
 from ..hlo.memory import analyse_memory
-from ..pallas.analysis import PallasReport, analyse_pallas, compiler_scoped_vmem, defer_to_compiler, refused_by_compiler
+from ..pallas.analysis import PallasReport, analyse_pallas, defer_to_compiler, refused_by_compiler
 from ..pallas.vmem import deciding_budget, estimate_fits, estimate_range
 from ..base.errors import TargetFailure
 from ..compilation.stages import Capture, Stages, capture, compile_is_cached
@@ -70,41 +71,12 @@ class CheckResult:
         return html(self)
 
 
-def _compiler_verdict(stages: Stages, row: ChipCheck, interpreted: bool = False) -> list[Finding]:
-    """Fill the row with what the compile said: fits or not, and its own VMEM figure."""
-    err = stages.compile_error
-    if err is not None:
-        # an HBM refusal says nothing about VMEM: the HBM columns carry it
-        row.compiler_fits, row.compiler_message = (None if err.hbm else False), err.headline
-        row.compiler_vmem_bytes = err.vmem.used_bytes if err.vmem else None
-        return [err.finding(stages.backend, view="pallas", buffers=stages.buffers)]
-    assert stages.hlo is not None  # compiled without an error
-    used = compiler_scoped_vmem(stages.hlo)
-    row.compiler_fits, row.compiler_vmem_bytes = True, max(used) if used and max(used) > 0 else None
-    if not used and interpreted:  # pallas_call(interpret=True): Mosaic never saw the kernels
-        row.compiler_fits = None
-    return []
-
-
-def _gpu_verdict(findings: list[Finding], stages: Stages, row: ChipCheck, reports: list[PallasReport],
-                 params: dict) -> list[Finding]:
-    """Fill the row with XLA:GPU's verdict (fits or not, its shared-memory figure); the findings with it
-    (``params``: the target's, whose block params a refusal's advice names)."""
-    from ..families.gpu.verdict import calls_kernels, calls_occupancy, compiler_verdict
-
-    findings, row.compiler_fits, row.compiler_vmem_bytes = compiler_verdict(findings, stages, row.chip, reports, params)
-    names = [r.call.name for r in reports]
-    least = calls_occupancy(stages, get_chip(row.chip), names) if row.compiler_fits else None
-    if least is not None:
-        row.ctas_per_sm, row.occupancy_limit = least.ctas_per_sm, least.limit
-    ours = calls_kernels(stages, names) if stages.hlo is not None else []
-    row.registers = max((k.registers for k in ours if k.registers is not None), default=None)
-    row.spill_bytes = max((k.spill_bytes for k in ours if k.spill_bytes is not None), default=None)
-    err = stages.compile_error
-    row.compiler_message = err.headline if err is not None else None
-    if err is not None and not any(f.code == "compile-shared-memory-oom" for f in findings):
-        findings = findings + [err.finding(stages.backend, view="pallas")]  # a failure other than shared memory: said
-    return findings
+def _fill(row: ChipCheck, verdict: CheckVerdict) -> list[Finding]:
+    """The row with its family's verdict on the compile (Family.check_verdict); the findings with it."""
+    row.compiler_fits, row.compiler_vmem_bytes, row.compiler_message = verdict.fits, verdict.memory_bytes, verdict.message
+    row.ctas_per_sm, row.occupancy_limit = verdict.ctas_per_sm, verdict.occupancy_limit
+    row.registers, row.spill_bytes = verdict.registers, verdict.spill_bytes
+    return verdict.findings
 
 
 class CompilerAborted(Exception):
@@ -217,8 +189,7 @@ def run_check(target: Target, chips: list[Chip], *, estimate_only: bool = False,
             row.compiler_aborted, row.compiler_message = True, str(aborted)
             findings.append(aborted.finding())
         elif compile:
-            findings = (_gpu_verdict(findings, stages, row, reports, target.params) if chip.target_config  # XLA:GPU's verdict
-                        else findings + _compiler_verdict(stages, row, any(r.call.interpret for r in reports)))
+            findings = _fill(row, family_of(chip).check_verdict(findings, stages, chip, reports, target.params))
             if row.compiler_fits:
                 findings = defer_to_compiler(findings, chip.name, row.compiler_vmem_bytes)
             elif stages.compile_error is not None and stages.compile_error.vmem is not None:

@@ -39,7 +39,7 @@ from .screens import HelpScreen
 from .status_line import StatusLine
 from .tabs import LOWERED_TABS, TAB_VIEWS, focus_target, make_tab, tab_title
 from .tune_screen import open_tune
-from .variants import Baselines, Variants
+from .variants import Baselines, Variants, family_info, time_key_words
 
 ALL_TABS = tuple(v.name for v in TAB_VIEWS)
 
@@ -218,7 +218,8 @@ class InspectorApp(Host):
         yield SystemCommand("Screenshot", "save an SVG of the screen in the current folder", self.save_svg)
         yield SystemCommand("Target chip", "compile for another chip (t)", self.action_target)
         yield SystemCommand("Parameters", "edit the static parameters, --set (x)", self.action_params)
-        yield SystemCommand("Tune", "sweep the parameters, ranked by libtpu's estimated time; Enter applies a row (u)",
+        info = family_info(self.session.chip)  # the time words are the target family's, not libtpu's everywhere
+        yield SystemCommand("Tune", f"sweep the parameters, ranked by {info.time_estimate}; Enter applies a row (u)",
                             self.action_tune)
         yield SystemCommand("Export", "write the kernel graph (SVG) and the report (JSON) here (e)", self.action_export)
         yield SystemCommand("Run the diff", "run the function against its reference (d)", self.action_diff)
@@ -226,7 +227,7 @@ class InspectorApp(Host):
         yield SystemCommand("Buffer assignment", "compile for the largest buffers at the HBM peak: the Memory tab (B)",
                             self.action_buffers)
         yield SystemCommand("Pass dumps", "compile with XLA's pass dumps: the Passes tab (P)", self.action_pass_dumps)
-        yield SystemCommand("Estimate time", "libtpu's static simulation per kernel: the Bundles tab (T)", self.action_time)
+        yield SystemCommand("Estimate time", f"{time_key_words(info)} (T)", self.action_time)
         yield SystemCommand("Mosaic pass dumps", "compile with Mosaic's pass dumps: the Mosaic passes tab (M)",
                             self.action_mosaic_dumps)
         yield SystemCommand("Backward pass", "the function's backward (jax.vjp): flash's backward kernels; again: forward (G)",
@@ -276,7 +277,7 @@ class InspectorApp(Host):
         focus_target(self.tabs[tab]).focus()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(type(self).BINDINGS))
+        self.push_screen(HelpScreen(type(self).BINDINGS, family_info(self.session.chip)))
 
     def on_unmount(self) -> None:
         self.calls.remote.close()

@@ -1,6 +1,8 @@
 """Modal screens: pick a target chip, edit the static parameters, the help."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -10,6 +12,10 @@ from textual.widgets import Input, Label, OptionList, Static
 
 from ...compilation.static_params import same_kind
 from .tabs import TAB_VIEWS
+
+if TYPE_CHECKING:
+    from ...base.families import FamilyInfo
+
 
 def _key_span(keys: list[str]) -> str:
     """"1-8" for consecutive digits, else the keys side by side ("← →  shift" for arrows with and
@@ -30,7 +36,7 @@ _KEYS_SHOWN = {"left": "←", "right": "→", "shift+left": "shift+←", "shift+
 # description), so none is left out. Extra keys: those that are not our bindings (Enter on a table).
 _ROWS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
     (("pass_dumps", "buffers", "mosaic_dumps"), "compile with pass dumps, buffers, Mosaic dumps", ()),
-    (("time", "measure"), "time per kernel: libtpu's estimate; measured on the TPU", ()),
+    (("time", "measure"), "time per kernel: {time}; measured on {measured}", ()),
     (("search", "find"), "search the text tabs, bundles; next, previous match", ()),
     (("link",), "the same source line in the other stages, bundles", ()),
     (("back",), "overview: show a finding's evidence; b comes back", ("enter",)),
@@ -87,42 +93,51 @@ def _keys_by_action(bindings: list) -> dict[str, list[str]]:
     return keys
 
 
-def help_rows(app_bindings: list) -> list[tuple[list[str], str]]:
-    """(keys, what they do): the tabs, then _ROWS with the keys of the app's and the tabs' bindings,
-    then any binding _ROWS does not name."""
+def _family_words(info: FamilyInfo | None) -> dict[str, str]:
+    """The words _ROWS leaves to the target's family (None: any family's)."""
+    if info is None:
+        return {"time": "the family's estimate", "measured": "a TPU or GPU"}
+    return {"time": info.time_estimate, "measured": f"the {info.name.upper()}" if info.can.measure else "a TPU or GPU"}
+
+
+def help_rows(app_bindings: list, info: FamilyInfo | None = None) -> list[tuple[list[str], str]]:
+    """(keys, what they do): the tabs, then _ROWS with the keys of the app's and the tabs' bindings
+    (in ``info``'s words, the target's family), then any binding _ROWS does not name."""
+    words = _family_words(info)
     keys = _keys_by_action(list(app_bindings) + [b for _, bindings in tab_bindings() for b in bindings])
     descriptions = {(b[1] if isinstance(b, tuple) else b.action).split("(")[0]: b[2] if isinstance(b, tuple) else b.description
                     for b in app_bindings}
     rows = _tab_rows()
     for actions, does, extra in _ROWS:
-        rows.append(([*extra, *(k for a in actions for k in keys.get(a, []))], does))
+        rows.append(([*extra, *(k for a in actions for k in keys.get(a, []))], does.format(**words)))
     named = {a for actions, _, _ in _ROWS for a in actions} | {"tab"}
     rows += [(k, descriptions.get(action) or action.replace("_", " ")) for action, k in keys.items() if action not in named]
     return rows
 
 
-def help_table(app_bindings: list) -> Table:
+def help_table(app_bindings: list, info: FamilyInfo | None = None) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column()
-    for keys, does in help_rows(app_bindings):
+    for keys, does in help_rows(app_bindings, info):
         table.add_row(_key_span(keys), does)
     return table
 
 
 class HelpScreen(ModalScreen):
-    """Every key, made from the bindings of the app (``app_bindings``) and of its tabs."""
+    """Every key, made from the bindings of the app (``app_bindings``) and of its tabs, in the words
+    of the target's family (``info``)."""
 
     BINDINGS = [("escape,q,question_mark", "dismiss", "close")]
 
-    def __init__(self, app_bindings: list):
+    def __init__(self, app_bindings: list, info: FamilyInfo | None = None):
         super().__init__()
-        self.app_bindings = app_bindings
+        self.app_bindings, self.info = app_bindings, info
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
             yield Static(Text("inspector: keys (Esc closes)", style="bold"))
-            yield Static(help_table(self.app_bindings))
+            yield Static(help_table(self.app_bindings, self.info))
 
 
 class TargetScreen(ModalScreen[str]):

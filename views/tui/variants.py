@@ -28,14 +28,26 @@ MORE = {
 }
 # what the time key estimates with, by the family's kind of time: libtpu's simulation has the Bundles tab,
 # a floor only the Fusions tab's est. time column
-TIME_TAB = {"simulated": ("bundles", "already estimated: the Bundles tab, and est. time in the Fusions tab"),
-            "floor": ("fusions", "already estimated: each kernel's time floor, est. time in the Fusions tab")}
+TIME_TAB = {"simulated": ("bundles", "the Bundles tab, and est. time in the Fusions tab"),
+            "floor": ("fusions", "est. time in the Fusions tab")}
+
+
+def family_info(chip: str) -> FamilyInfo:
+    """The family of the session's chip (its name, as the session holds it): what it can, in its words."""
+    return family_of(get_chip(chip)).info
+
+
+def time_key_words(info: FamilyInfo) -> str:
+    """What T does on the family, in its own words (the palette): what makes the estimate, where it shows."""
+    if info.can.time not in TIME_TAB:
+        return f"{info.time_method} on this chip: t picks a TPU or a GPU"
+    return f"{info.time_method}: {TIME_TAB[info.can.time][1]}"
 
 
 def _refused(action: str, chip: str) -> tuple[str | None, FamilyInfo]:
     """Why the target's family cannot give what ``action`` asks for (one line, what to do; None: it
     can), and the family: it says what it can (base/families.Capabilities), never the chip's name."""
-    info = family_of(get_chip(chip)).info
+    info = family_info(chip)
     if action == "time" and info.can.time not in TIME_TAB:
         return f"{chip} has no time estimate beyond the roofline (the Fusions tab's time): t picks a TPU or a GPU", info
     if action == "mosaic_dumps" and info.can.kernel_dumps != "Mosaic passes":
@@ -59,7 +71,8 @@ class Variants:
             app.status(refused, "yellow")
             return
         if action == "time":
-            tab, already = TIME_TAB[family.can.time or ""]
+            tab, where = TIME_TAB[family.can.time or ""]
+            already = f"already estimated ({family.time_estimate}): {where}"
         if getattr(session, flag) and app.report is not None and (field is None or getattr(app.report, field) is not None):
             app.action_tab(tab)
             app.status(already)

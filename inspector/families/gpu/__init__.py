@@ -14,7 +14,7 @@ from .fixes import triton_changes
 from .foreign import explain_mosaic_gpu_kernels, explain_tpu_kernels
 from .kernels.occupancy import with_occupancy
 from .time import estimate
-from .verdict import compiler_shared_memory, gpu_kernels, settle_report
+from .verdict import check_verdict, compiler_shared_memory, gpu_kernels, settle_report
 
 
 class GpuFamily(GpuSpecFamily):
@@ -56,6 +56,10 @@ class GpuFamily(GpuSpecFamily):
 
     def compiler_verdict(self, stages, calls: list[str], kernels: list) -> dict[str, int]:
         return compiler_shared_memory(stages, calls) if stages.platform == "cuda" else {}
+
+    def check_verdict(self, findings, stages, chip: Chip, reports: list, params: dict | None = None):
+        """XLA:GPU's shared-memory verdict, and the Pallas kernels' occupancy, registers and spills."""
+        return check_verdict(findings, stages, chip, reports, params)
 
     def defer_to_compiler(self, kernels: list, findings, chip: Chip, stages, params: dict | None = None):
         """XLA:GPU's shared-memory verdict stands, in each kernel's findings too."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from ...base.families import CheckVerdict
 from ...base.findings import Finding
 from ...compilation.stage_records import Stages
 from .compile.errors import shared_memory_refusal
@@ -166,3 +167,21 @@ def calls_occupancy(stages, chip: Chip, calls: list[str]) -> Occupancy | None:
     fewest CTAs per SM; None where none launched (or the compile refused)."""
     found = [k.occupancy for k in with_occupancy(calls_kernels(stages, calls), chip) if k.occupancy is not None]
     return min(found, key=lambda o: o.ctas_per_sm, default=None)
+
+
+def check_verdict(findings: list[Finding], stages: Stages, chip: Chip, reports: list,
+                  params: dict | None = None) -> CheckVerdict:
+    """XLA:GPU's verdict for check's row (fits or not, its shared-memory figure, the Pallas kernels'
+    least occupancy, registers and spills), the findings with it (``params``: the target's, whose
+    block params a refusal's advice names)."""
+    findings, fits, most = compiler_verdict(findings, stages, chip.name, reports, params)
+    names = [r.call.name for r in reports]
+    least = calls_occupancy(stages, chip, names) if fits else None
+    ours = calls_kernels(stages, names) if stages.hlo is not None else []
+    err = stages.compile_error
+    if err is not None and not any(f.code == "compile-shared-memory-oom" for f in findings):
+        findings = findings + [err.finding(stages.backend, view="pallas")]  # a failure other than shared memory: said
+    return CheckVerdict(findings, fits, most, err.headline if err is not None else None,
+                        ctas_per_sm=least.ctas_per_sm if least else None, occupancy_limit=least.limit if least else None,
+                        registers=max((k.registers for k in ours if k.registers is not None), default=None),
+                        spill_bytes=max((k.spill_bytes for k in ours if k.spill_bytes is not None), default=None))

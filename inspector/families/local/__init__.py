@@ -3,7 +3,7 @@ kernels run interpreted on the CPU; time is the roofline only; nothing is fixed 
 from __future__ import annotations
 
 from ...base.chips import CHIPS, Chip
-from ...base.families import Capabilities, FamilyInfo
+from ...base.families import Capabilities, CheckVerdict, FamilyInfo
 from ...compilation.backends import local_chip
 from ...compilation.compile_paths import LocalPath
 from ...libtpu.estimate import estimate_times
@@ -32,6 +32,9 @@ class LocalFamily:
 
     def compiler_verdict(self, stages, calls: list[str], kernels: list) -> dict[str, int]:
         return {}
+
+    def check_verdict(self, findings, stages, chip: Chip, reports: list, params: dict | None = None):
+        return CheckVerdict(findings, None)  # nothing compiled for a chip to check
 
     def defer_to_compiler(self, kernels: list, findings, chip: Chip, stages, params: dict | None = None):
         return kernels, findings

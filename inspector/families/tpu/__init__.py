@@ -15,6 +15,7 @@ from ...pallas.analysis import compiler_scoped_vmem, compiler_vmem_by_call, defe
 from ...pallas.fixes import semantics_changes, vmem_limit_change
 from ...pallas.tiling import tiling_findings
 from ...pallas.budgets import budget
+from .verdict import check_verdict
 
 
 class TpuFamily:
@@ -45,6 +46,9 @@ class TpuFamily:
 
     def compiler_verdict(self, stages, calls: list[str], kernels: list) -> dict[str, int]:
         return compiler_vmem_by_call(calls, kernels, stages.compile_error)
+
+    def check_verdict(self, findings, stages, chip: Chip, reports: list, params: dict | None = None):
+        return check_verdict(findings, stages, reports)
 
     def defer_to_compiler(self, kernels: list, findings, chip: Chip, stages, params: dict | None = None):
         """Compiled: libtpu's verdict stands; out of VMEM: the estimate's undecided findings are decided."""
