@@ -137,3 +137,19 @@ def test_tune_measure_ranks_gpu_candidates_by_the_gpus_time(cli, attached_h100, 
     assert "time (floor)" in out and "measured" in out
     assert "ranked by measured device time on the attached h100 where measured (x best from it), then by the time floor" in out
     assert "h100 best: " in out and "measured)" in out  # ranked by the GPU, not "best by the time floor"
+
+
+def test_diff_on_an_attached_gpu_times_both_by_the_gpu_family(cli, attached_h100, monkeypatch):
+    """With the H100 attached, the diff runs on it (no interpret mode) and the family's measure
+    times the kernel and the reference; jax here runs on the CPU, so the kernel is a plain one."""
+    import inspector.run.run as run_module
+
+    monkeypatch.setattr(run_module, "_accelerator", lambda: "gpu")
+    code, out, err = cli("diff", "samples/gpu_matmul.py:reference", "--ref", "reference", "--target", "h100",
+                         "--args", "bf16[32,32] bf16[32,32]", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["mode"] == "accelerator (gpu)" and result["chip"] is None
+    timing = result["timing"]
+    assert timing["note"] == "device time on the NVIDIA H100 80GB HBM3 (fake), median of 3 runs"
+    assert timing["kernel_s"] == pytest.approx(1e-5) and timing["reference_s"] == pytest.approx(1e-5)  # one launch each
