@@ -1,6 +1,7 @@
 """--measure with a GPU target goes through the GPU family (``Family.attached``, ``Family.measure``):
 without a GPU, one line that says which GPU it needs; with one (faked here: CI has none), each
-kernel's measured time beside its floor estimate, in the fusions view and the JSON. The fake GPU
+kernel's measured time beside its floor estimate, in the fusions view and the JSON; tune --measure
+ranks candidates by it, and diff times the kernel and its reference by it. The fake GPU
 is the deviceless compile for the H100, each launch given a made-up time: only the GPU's run is
 not real, the launches named back to their HLO ops and everything after are."""
 from __future__ import annotations
