@@ -102,8 +102,9 @@ def ranking_table(shape: str, ranking: ChipRanking, swept: list[str], top: int =
     if top and len(ranked) > top:
         captions.append(f"{len(ranked) - top} more ranked rows (--top 0 shows all)")
     if measured:
-        captions.append("ranked by measured device time on the attached TPU where measured (x best from it), then by "
-                        "libtpu's estimate")
+        estimate = "the time floor" if floor else "libtpu's estimate"
+        captions.append(f"ranked by measured device time on the attached {ranking.chip} where measured (x best from it), "
+                        f"then by {estimate}")
     if captions:
         table.caption = "\n".join(captions)
         table.caption_justify = "left"
@@ -116,9 +117,10 @@ def best_lines(ranking: ChipRanking) -> Text:
     if ranking.best is None:
         text.append(f"{ranking.chip}: no candidate ranked", style="red")
         return text
-    text.append(f"{ranking.chip} best{' by the time floor' if floors(ranking) else ''}: ", style="bold")
-    text.append(ranking.set_line or "(the defaults)", style="bold green")
     best = ranking.best
+    by_floor = floors(ranking) and best.measured_seconds is None  # measured: ranked by the chip, not the floor
+    text.append(f"{ranking.chip} best{' by the time floor' if by_floor else ''}: ", style="bold")
+    text.append(ranking.set_line or "(the defaults)", style="bold green")
     text.append(f"  ({fmt_time(best.measured_seconds)} measured)" if best.measured_seconds is not None
                 else f"  ({fmt_time(best.estimated_seconds)}{' floor' if _floor(best) else ''})")
     d = ranking.default

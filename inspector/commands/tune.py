@@ -57,8 +57,8 @@ def tune_options(tune: argparse.ArgumentParser) -> None:
                       help="what libtpu's simulation may spend per candidate before its time is extrapolated "
                            "(default 60)")
     tune.add_argument("--measure", action="store_true",
-                      help="run the top candidates by estimate (--top; default 8, 0 for all) on the TPU attached to this machine and "
-                           "rank them by device time (jax's profiler); needs a TPU VM")
+                      help="run the top candidates by estimate (--top; default 8, 0 for all) on the first target, attached to this "
+                           "machine (a TPU VM, or an NVIDIA GPU), and rank them by device time")
     tune.add_argument("--json", action="store_true", help="every row as JSON")
     tune.add_argument("--no-cache", action="store_true",
                       help="compute every candidate again (and store the fresh results)")

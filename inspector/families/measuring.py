@@ -24,8 +24,9 @@ def _needed(chip: Chip, tpu: bool) -> str:
 
 def attached_to_measure(chip: Chip, option: str = "--measure", advice: str | None = None) -> Chip:
     """The attached chip of ``chip``'s family; a NoChip line where there is none to measure on
-    (``advice``: the way to an estimate, the family's by default), a UsageError where that family is
-    never measured. Read without opening the chip: checked before any compile."""
+    (``advice``: the way to an estimate, default ``--time gives {estimate} without {kind}``, its
+    fields the family's estimate and kind of chip), a UsageError where that family is never
+    measured. Read without opening the chip: checked before any compile."""
     family = family_of(chip)
     if not family.info.can.measure:
         raise UsageError(f"{option} runs the program on the TPU or GPU it targets, attached to this machine: {chip.name} is "
@@ -41,7 +42,7 @@ def attached_to_measure(chip: Chip, option: str = "--measure", advice: str | Non
                else "the TPU attached here is not one the chip table knows (see `inspector doctor`)")
         estimate = "libtpu's estimate" if family.info.can.time == "simulated" else "each kernel's floor estimate"
         raise NoChip(f"{option} runs the program on {_needed(chip, tpu)} attached to this machine, and {why}: "
-                     f"{advice or f'--time gives {estimate} without {kind}'}")
+                     + (advice or "--time gives {estimate} without {kind}").format(estimate=estimate, kind=kind))
     return attached
 
 

@@ -156,6 +156,8 @@ class _Run:
     reference: Any
     args: tuple
     kwargs: dict
+    seed: int  # the inputs' (make_inputs), which a measurement on the chip draws again
+    reference_target: Target  # the reference with the params it takes: what the chip's family measures
     sim: Chip
     interpret: bool  # in TPU interpret mode on the CPU (no accelerator, and Pallas kernels)
     gpu_kernels: str | None  # "Triton"/"GPU": the kernels are a GPU's (the plain interpreter runs them on the CPU)
@@ -187,7 +189,7 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict, mes
         raise ValueError(f"{target.spec} has no reference: give --ref file.py:function or INSPECT's \"reference\"")
     atol = check_tolerance("atol", target.options.get("atol") if atol is None else atol)
     rtol = check_tolerance("rtol", target.options.get("rtol") if rtol is None else rtol)
-    accelerator = next((d.platform for d in jax.devices() if d.platform in ("gpu", "tpu")), None)
+    accelerator = _accelerator()
     try:
         sim, closed, found, has_pallas, discovery_note = _traced(target, simulated_chip(chip))
     except TargetFailure as failure:
@@ -212,7 +214,8 @@ def _run_diff(target: Target, *, seed, atol, rtol, grad, runs, chip, strict, mes
         raise TargetFailure(describe_error(r_err, target.file, f"raised while running the reference {target.reference_name}")) from r_err
     accs = accumulations_of(reference, args, kwargs)  # terms summed per output: the default tolerance grows with them
     run = _Run(target=target, kernel=jax.jit(functools.partial(target.fn, **target.params)), reference=reference, args=args,
-               kwargs=kwargs, sim=sim, interpret=accelerator is None and has_pallas, found=found, strict=strict,
+               kwargs=kwargs, seed=seed, reference_target=dataclasses.replace(target, fn=target.reference, params=ref_params),
+               sim=sim, interpret=accelerator is None and has_pallas, found=found, strict=strict,
                tol=(atol, rtol, accs), gpu_kernels=_gpu_kernels(found, _gpu_target(chip)), gpu=_gpu_target(chip))
     k_out, ran, run_findings, printed, run_options = _run_kernel(run, r_out, mesh_note)
     findings += run_findings
@@ -271,9 +274,30 @@ def _run_kernel(run: _Run, r_out, mesh_note: Finding | None):
     return k_out, ran, findings, printed, run_options
 
 
+def _accelerator() -> str | None:
+    """The accelerator jax runs the diff on here ("gpu", "tpu"), or None: the CPU."""
+    import jax
+
+    return next((d.platform for d in jax.devices() if d.platform in ("gpu", "tpu")), None)
+
+
+def _measured_on(run: _Run, accelerator: str | None) -> tuple[Chip, str] | None:
+    """The chip whose family times the diff's run on the accelerator, and the name of the one
+    attached: a TPU's (named "tpu" where the chip table does not know it), or a GPU target's where a
+    GPU of its family is attached; None where wall-clock time is all there is."""
+    chip = run.sim if accelerator == "tpu" else run.gpu if accelerator == "gpu" else None
+    if chip is None:
+        return None
+    attached = family_of(chip).attached()
+    if attached is not None:
+        return chip, attached.name
+    return (chip, "tpu") if accelerator == "tpu" else None
+
+
 def _timing(run: _Run, accelerator: str | None, runs: int, run_options: dict) -> Timing:
-    if accelerator == "tpu":
-        return device_timing(run.kernel, run.reference, run.args, run.kwargs, runs)
+    measured_on = _measured_on(run, accelerator)
+    if measured_on is not None:
+        return device_timing(run.target, run.reference_target, *measured_on, run.seed, runs)
     sim = run.sim if run.interpret else None
     return Timing(kernel_s=median_time(run.kernel, run.args, run.kwargs, runs, sim, run_options),
                   reference_s=median_time(run.reference, run.args, run.kwargs, runs, None), runs=runs,

@@ -1,26 +1,28 @@
-"""How long the kernel and its reference take: device time from jax's profiler on a TPU, else the
-median wall-clock time of a few runs (in interpret mode where the kernel was checked that way)."""
+"""How long the kernel and its reference take: device time on the attached chip (a TPU, or the GPU
+of a GPU target), measured by that chip's family (``Family.measure``), else the median wall-clock
+time of a few runs (in interpret mode where the kernel was checked that way)."""
 from __future__ import annotations
 
 import statistics
 import time
 
-from ..compilation.backends import attached_chip
 from ..base.chips import Chip
-from ..measure.on_chip import measure_function
+from ..compilation.target import Target
+from ..families import family_of
 import inspector.run.interpreted as interpreted  # not "from . import": that runs the package, whose __init__ imports this module
 from .result import Timing
 
 
-def device_timing(kernel, reference, args, kwargs, runs: int) -> Timing:
-    """On a TPU: each function's device time from jax's profiler (wall-clock time there is mostly
-    dispatch and synchronisation for programs under a millisecond)."""
-    chip = attached_chip()
-    name = chip.name if chip is not None else "tpu"
-    k = measure_function(kernel, args, kwargs, chip_name=name, runs=max(runs, 3))
-    r = measure_function(reference, args, kwargs, chip_name=name, runs=max(runs, 3))
+def device_timing(kernel: Target, reference: Target, chip: Chip, chip_name: str, seed: int, runs: int) -> Timing:
+    """On the attached ``chip`` (this process has it open): each target's device time, as its
+    family measures it (wall-clock time there is mostly dispatch and synchronisation for programs
+    under a millisecond); ``chip_name`` labels the measurement."""
+    family = family_of(chip)
+    k = family.measure(kernel, chip_name=chip_name, seed=seed, runs=max(runs, 3))
+    r = family.measure(reference, chip_name=chip_name, seed=seed, runs=max(runs, 3))
+    how = k.method.split(" (")[0].split(",")[0]  # "jax.profiler trace", "CUPTI", "wall clock"
     return Timing(kernel_s=k.seconds, reference_s=r.seconds, runs=k.runs,
-                  note=f"device time on the {k.device_kind} (jax profiler), median of {k.runs} runs")
+                  note=f"device time on the {k.device_kind} ({how}), median of {k.runs} runs")
 
 
 def median_time(fn, args, kwargs, runs: int, sim: Chip | None, options: dict | None = None) -> float | None:

@@ -38,7 +38,7 @@ def tune(fn_or_spec: Callable | str, *args: Any, targets: str | Sequence[str] = 
     ``.set_line()``); ``.shapes[i].chips[j].rows`` every row, ranked; ``.to_dict()`` as ``--json``.
     As ``inspector tune``'s options: ``time_budget`` the seconds and ``time_memory`` the GiB libtpu's
     simulation may spend per candidate; ``measure`` also runs the ``top`` candidates by estimate
-    (default 8, 0 for all) on the attached TPU, the first of ``targets``, and ranks them by device
+    (default 8, 0 for all) on the attached TPU or GPU, the first of ``targets``, and ranks them by device
     time (a spec only)."""
     if grid is not None and not isinstance(grid, dict):
         raise UsageError(f"grid must be a dict of parameter name to a list of values, not a {type(grid).__name__}")

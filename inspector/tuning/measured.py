@@ -1,17 +1,19 @@
-"""``tune --measure``: the top candidates by estimate, run on the attached TPU and ranked by their
-device time. One process opens the chip for all of them (opening it costs seconds); the rest of
-the sweep never does."""
+"""``tune --measure``: the top candidates by estimate (a TPU's, or a GPU's floor), run on the
+attached chip and ranked by their device time, each measured by that chip's family
+(``Family.measure``). One process opens the chip for all of them (opening it costs seconds); the
+rest of the sweep never does."""
 from __future__ import annotations
 
 import dataclasses
 
 import inspector.base.environment as environment
 
-from ..base.errors import InspectorError
+from ..base.chips import get_chip
+from ..base.errors import ChipBusy, InspectorError, NoChip
 from ..base.environment import chip_failure
-from ..measure.on_chip import measure_target, tpu_devices
 from ..base.child_process import run_isolated
 from ..compilation.target import load_target
+from ..families import family_of
 from .model import RANKED, UNTIMED, ChipRanking, TuneResult
 
 MEASURE_TOP = 8  # candidates measured per shape when --top does not say
@@ -74,18 +76,20 @@ def rerank(ranking: ChipRanking) -> ChipRanking:
 
 
 def measure_candidates(spec: str, chip: str, candidates: list[tuple[str | None, dict]]) -> list:
-    """In the process that opens the chip: each candidate's device time (seconds), or why not (a line)."""
+    """In the process that opens the chip: each candidate's device time (seconds), or why not (a
+    line). A chip that cannot be had (busy, or not there) ends the measuring: no candidate would run."""
     environment.prepare()
 
-    try:
-        tpu_devices()
-    except RuntimeError as err:
-        raise (chip_failure(err) or err) from err
+    family = family_of(get_chip(chip))
     answers: list = []
     for args, params in candidates:
         try:
             target = load_target(spec, args=args, sets=[], params=params)
-            answers.append(measure_target(target, chip_name=chip).seconds)
+            answers.append(family.measure(target, chip_name=chip).seconds)
+        except (ChipBusy, NoChip):
+            raise
         except (InspectorError, Exception) as err:  # one candidate failing on the chip is that row's note
+            if (failure := chip_failure(err)) is not None:
+                raise failure from err
             answers.append(f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}")
     return answers

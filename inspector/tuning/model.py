@@ -45,7 +45,7 @@ class TuneRow:
     wall_seconds: float | None = None  # what computing it cost (None when cached)
     rank: int | None = None  # 1 = fastest on its chip and shape; None when not ranked
     ratio: float | None = None  # estimated time / the best's (measured time / the best's, where measured)
-    measured_seconds: float | None = None  # device time on the attached TPU (tune --measure), per run of the program
+    measured_seconds: float | None = None  # device time on the attached TPU or GPU (tune --measure), per run of the program
 
     def set_line(self) -> str:
         return " ".join(f"--set {k}={_text(v)}" for k, v in self.params.items())

@@ -41,7 +41,7 @@ class SweepRequest:
     workers: int | None = None  # default: the cores
     ray: str | None = None  # a Ray cluster's address
     table: str | None = None  # tuning table to write or update
-    measure: int = 0  # candidates per shape to run on the attached TPU and rank by device time (tune --measure)
+    measure: int = 0  # candidates per shape to run on the attached TPU or GPU and rank by device time (tune --measure)
 
     def __init__(self, *, template: Request | None = None, spec: str = "", chips: list[str] | tuple[str, ...] = (),
                  cache: bool | str | Cache = True, budget: Budget | None = None, debug: bool = False,

@@ -72,33 +72,30 @@ def check_time_options(time: bool, budget: float | None, view: str | None = None
         time_budget(budget, "--time-budget")  # a budget it cannot keep: refused before the compile
 
 
-# what gives an estimate without the chip, per verb: tune has no --time (without --measure it ranks by the estimate)
-_NO_TPU_ADVICE = {"tune": "without --measure, tune ranks by libtpu's estimate, no TPU needed"}
+# what gives an estimate without the chip, per verb (attached_to_measure fills in the family's
+# estimate and kind of chip): tune has no --time (without --measure it ranks by the estimate)
+_NO_CHIP_ADVICE = {"tune": "without --measure, tune ranks by {estimate} without {kind}"}
 
 
-def check_measure(measure: bool, verb: str = "show", chip: str | None = None) -> None:
+def check_measure(measure: bool, verb: str = "show", chip: str | None = None) -> Chip | None:
     """--measure runs the program on the attached chip of the target's family (``chip``, the
     first of a list; default the default TPU): where there is none, one line before any compile,
-    with the way to an estimate that this verb has."""
+    with the way to an estimate that this verb has. The attached chip, where measured."""
     if not measure:
-        return
+        return None
     from ..base.chips import DEFAULT_TPU, parse_targets
     from ..families.measuring import attached_to_measure
 
-    attached_to_measure(parse_targets(chip or DEFAULT_TPU)[0], advice=_NO_TPU_ADVICE.get(verb))
+    return attached_to_measure(parse_targets(chip or DEFAULT_TPU)[0], advice=_NO_CHIP_ADVICE.get(verb))
 
 
 def check_tune_measure(measure: bool, first_chip: str, option: str) -> None:
-    """tune's measure ranks on the attached TPU: it must be there, and first among the targets."""
-    if not measure:
-        return
-    from ..compilation.backends import attached_chip
-
-    check_measure(True, "tune")
-    attached = attached_chip()
-    if attached is None or first_chip.split(":")[0] != attached.name:
-        raise UsageError(f"tune --measure ranks on the attached TPU ({attached.name if attached else 'none here'}): give it "
-                         f"first in {option} (not {first_chip})")
+    """tune's measure ranks on the attached chip of the first target's family (a TPU or a GPU):
+    it must be there, and be that first target."""
+    attached = check_measure(measure, "tune", first_chip)
+    if attached is not None and first_chip.split(":")[0] != attached.name:
+        raise UsageError(f"tune --measure ranks on the attached {attached.name}: give it first in {option} "
+                         f"(not {first_chip})")
 
 
 def check_chips(chips: list[Chip], example: str) -> list[Chip]:
