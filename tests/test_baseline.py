@@ -353,9 +353,8 @@ def test_time_is_recorded_and_the_same_every_run(gate):
 
 
 @pytest.mark.libtpu
-def test_the_terminal_ui_shows_the_baseline_beside_the_report(gate, monkeypatch):
-    import asyncio
-
+@pytest.mark.asyncio
+async def test_the_terminal_ui_shows_the_baseline_beside_the_report(gate, monkeypatch):
     from conftest import loaded
     from rich.console import Console
     from textual.widgets import Static
@@ -372,13 +371,10 @@ def test_the_terminal_ui_shows_the_baseline_beside_the_report(gate, monkeypatch)
         console.print(app.query_one("#overview-baseline", Static).content)
         return console.export_text()
 
-    async def run():
-        app = InspectorApp(Session("gate.py:mm", "tpu-v5e"), baseline=baseline)
-        async with app.run_test(size=(160, 40)) as pilot:
-            await loaded(pilot)
-            return shown(app)
-
-    text = asyncio.run(run())
+    app = InspectorApp(Session("gate.py:mm", "tpu-v5e"), baseline=baseline)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await loaded(pilot)
+        text = shown(app)
     assert "changes past the tolerance" in text and "hbm_bytes" in text and "+76.2%" in text and CALL_LINE in text, text
     assert "tpu-v6e" not in text  # this chip only
 

@@ -62,9 +62,9 @@ def test_the_time_key_on_a_target_with_no_estimate_says_so_in_one_line():
     assert app.changed == [] and "cpu has no time estimate" in said and "libtpu" not in said
 
 
+@pytest.mark.asyncio
 @needs_plugin
-def test_the_time_key_on_h100_fills_the_fusions_tabs_est_time(worker_in_process):
-    import asyncio
+async def test_the_time_key_on_h100_fills_the_fusions_tabs_est_time(worker_in_process):
 
     from textual.widgets import TabbedContent
 
@@ -72,15 +72,13 @@ def test_the_time_key_on_h100_fills_the_fusions_tabs_est_time(worker_in_process)
     from inspector.session import Session
     from inspector.views.tui.app import InspectorApp
 
-    async def run():
-        app = InspectorApp(Session(MATMUL, "h100"))
-        async with app.run_test(size=(120, 40)) as pilot:
-            await loaded(pilot)
-            await pilot.press("T")
-            await loaded(pilot)
-            assert app.session.time and app.query_one(TabbedContent).active == "fusions"
-            assert app.report.time is not None and all(k.estimate_kind == "floor" for k in app.report.fusions.kernels)
-    asyncio.run(run())
+    app = InspectorApp(Session(MATMUL, "h100"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("T")
+        await loaded(pilot)
+        assert app.session.time and app.query_one(TabbedContent).active == "fusions"
+        assert app.report.time is not None and all(k.estimate_kind == "floor" for k in app.report.fusions.kernels)
 
 
 # ------------------------------------------------------------------ a Pallas-Triton kernel on h100

@@ -62,86 +62,82 @@ def status(app) -> str:
     return plain(app, "#status")
 
 
-def test_opens_before_the_compile_and_fills_in():
-    async def run():
-        app = InspectorApp(NAIVE)
-        async with app.run_test(size=SIZE) as pilot:
-            assert "compiling" in plain(app, "#overview-panel")
-            await loaded(pilot)
-            assert app.report is not None and "naive" in plain(app, "#overview-panel")
-            assert app.query_one("#text-hlo", StageText).text.startswith("HloModule")
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_opens_before_the_compile_and_fills_in():
+    app = InspectorApp(NAIVE)
+    async with app.run_test(size=SIZE) as pilot:
+        assert "compiling" in plain(app, "#overview-panel")
+        await loaded(pilot)
+        assert app.report is not None and "naive" in plain(app, "#overview-panel")
+        assert app.query_one("#text-hlo", StageText).text.startswith("HloModule")
 
 
-def test_keys_typed_before_the_other_tabs_are_mounted_are_handled_after():
+@pytest.mark.asyncio
+async def test_keys_typed_before_the_other_tabs_are_mounted_are_handled_after():
     """The first frame has the overview only; a key typed ahead at launch (a tab, e) waits for the
     other tabs and is then handled as usual, in order."""
-    async def run():
-        app = InspectorApp(NAIVE)
-        mount_tabs = app._mount_tabs
+    app = InspectorApp(NAIVE)
+    mount_tabs = app._mount_tabs
 
-        async def slow_mount():
-            await asyncio.sleep(0.3)
-            await mount_tabs()
-        app._mount_tabs = slow_mount
-        async with app.run_test(size=SIZE) as pilot:
-            assert not app.tabs_ready
-            await pilot.press("e", "2")
-            await opened(pilot)
+    async def slow_mount():
+        await asyncio.sleep(0.3)
+        await mount_tabs()
+    app._mount_tabs = slow_mount
+    async with app.run_test(size=SIZE) as pilot:
+        assert not app.tabs_ready
+        await pilot.press("e", "2")
+        await opened(pilot)
+        await pilot.pause()
+        assert app.query_one(TabbedContent).active == "jaxpr" and app.focused.id == "text-jaxpr"
+        assert "once the compile is done" in status(app)
+        await loaded(pilot)
+        assert "{ lambda" in app.query_one("#text-jaxpr", StageText).text
+
+
+@pytest.mark.asyncio
+async def test_number_keys_switch_tabs_and_search_finds_and_repeats():
+    app = InspectorApp(NAIVE)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("4")
+        assert app.query_one(TabbedContent).active == "hlo"
+        await pilot.press("slash", *"fusion", "enter")
+        text = app.query_one("#text-hlo", StageText)
+        first = text.selection
+        total = text.text.count("fusion")
+        assert text.selected_text == "fusion" and f"match 1 of {total}" in status(app)
+        await pilot.press("n")
+        assert text.selection != first and text.selected_text == "fusion" and f"match 2 of {total}" in status(app)
+        await pilot.press("N")
+        assert text.selection == first
+        await pilot.press("slash", *"no-such-op", "enter")
+        assert "not found" in status(app)
+        # a match on a line with a source location: the count stays (the cursor's move does not replace it)
+        await pilot.press("2", "slash", *"dot_general", "enter")
+        await pilot.pause()
+        total = app.query_one("#text-jaxpr", StageText).text.count("dot_general")
+        assert f"/dot_general: match 1 of {total}" in status(app)
+        await pilot.press("n")
+        await pilot.pause()
+        assert f"/dot_general: match 2 of {total}" in status(app)
+
+
+@pytest.mark.asyncio
+async def test_a_jaxpr_line_links_to_the_hlo_from_the_same_source_line():
+    app = InspectorApp(NAIVE)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("2", "slash", *"dot_general", "enter")
+        jaxpr = app.query_one("#text-jaxpr", StageText)
+        source = jaxpr.source_of(jaxpr.cursor_location[0])
+        assert source and source.startswith("samples/attention.py:")
+        assert "comes from" in status(app)
+        for stage in ("stablehlo", "hlo", "jaxpr"):  # l goes on to the next stage, round
+            await pilot.press("l")
             await pilot.pause()
-            assert app.query_one(TabbedContent).active == "jaxpr" and app.focused.id == "text-jaxpr"
-            assert "once the compile is done" in status(app)
-            await loaded(pilot)
-            assert "{ lambda" in app.query_one("#text-jaxpr", StageText).text
-    asyncio.run(run())
-
-
-def test_number_keys_switch_tabs_and_search_finds_and_repeats():
-    async def run():
-        app = InspectorApp(NAIVE)
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            await pilot.press("4")
-            assert app.query_one(TabbedContent).active == "hlo"
-            await pilot.press("slash", *"fusion", "enter")
-            text = app.query_one("#text-hlo", StageText)
-            first = text.selection
-            total = text.text.count("fusion")
-            assert text.selected_text == "fusion" and f"match 1 of {total}" in status(app)
-            await pilot.press("n")
-            assert text.selection != first and text.selected_text == "fusion" and f"match 2 of {total}" in status(app)
-            await pilot.press("N")
-            assert text.selection == first
-            await pilot.press("slash", *"no-such-op", "enter")
-            assert "not found" in status(app)
-            # a match on a line with a source location: the count stays (the cursor's move does not replace it)
-            await pilot.press("2", "slash", *"dot_general", "enter")
-            await pilot.pause()
-            total = app.query_one("#text-jaxpr", StageText).text.count("dot_general")
-            assert f"/dot_general: match 1 of {total}" in status(app)
-            await pilot.press("n")
-            await pilot.pause()
-            assert f"/dot_general: match 2 of {total}" in status(app)
-    asyncio.run(run())
-
-
-def test_a_jaxpr_line_links_to_the_hlo_from_the_same_source_line():
-    async def run():
-        app = InspectorApp(NAIVE)
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            await pilot.press("2", "slash", *"dot_general", "enter")
-            jaxpr = app.query_one("#text-jaxpr", StageText)
-            source = jaxpr.source_of(jaxpr.cursor_location[0])
-            assert source and source.startswith("samples/attention.py:")
-            assert "comes from" in status(app)
-            for stage in ("stablehlo", "hlo", "jaxpr"):  # l goes on to the next stage, round
-                await pilot.press("l")
-                await pilot.pause()
-                assert app.query_one(TabbedContent).active == stage
-                active = app.query_one(f"#text-{stage}", StageText)
-                assert active.source_of(active.cursor_location[0]) == source
-    asyncio.run(run())
+            assert app.query_one(TabbedContent).active == stage
+            active = app.query_one(f"#text-{stage}", StageText)
+            assert active.source_of(active.cursor_location[0]) == source
 
 
 def test_stablehlo_gives_each_op_its_source_line_and_stays_the_module_jax_prints():
@@ -166,171 +162,163 @@ def test_stablehlo_gives_each_op_its_source_line_and_stays_the_module_jax_prints
     assert "\n".join(l.split("  // ")[0] for l in text.splitlines()) == lowered.as_text().rstrip("\n")
 
 
-def test_pallas_grid_steps_with_the_arrow_keys():
-    async def run():
-        app = InspectorApp(FLASH)
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            await pilot.press("6")
-            tab = app.query_one(PallasTab)
-            grid = lambda: plain(app, "#pallas-grid")
-            assert "step 1 of 16" in grid() and "grid point (0, 0, 0)" in grid()
-            await pilot.press("right", "right")
-            assert tab.step == 2 and "grid point (0, 0, 2)" in grid()
-            await pilot.press("shift+right")
-            assert tab.step == 12
-            await pilot.press("left")
-            assert "grid point (0, 2, 3)" in grid()
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_pallas_grid_steps_with_the_arrow_keys():
+    app = InspectorApp(FLASH)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("6")
+        tab = app.query_one(PallasTab)
+        grid = lambda: plain(app, "#pallas-grid")
+        assert "step 1 of 16" in grid() and "grid point (0, 0, 0)" in grid()
+        await pilot.press("right", "right")
+        assert tab.step == 2 and "grid point (0, 0, 2)" in grid()
+        await pilot.press("shift+right")
+        assert tab.step == 12
+        await pilot.press("left")
+        assert "grid point (0, 2, 3)" in grid()
 
 
-def test_pallas_tab_shows_the_walks_of_a_pipeline_nested_in_the_kernel():
-    async def run():
-        app = InspectorApp(Session(f"{DATA}/real_patterns.py:nested", "cpu"))
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            await pilot.press("6")
-            body = plain(app, "#pallas-body")
-            assert "emit_pipeline walks" in body and "kernel pipeline 1" in body
-            assert "in[0] (inp)" in body and "512 KiB" in body  # 8 blocks of 64 KiB per run
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_pallas_tab_shows_the_walks_of_a_pipeline_nested_in_the_kernel():
+    app = InspectorApp(Session(f"{DATA}/real_patterns.py:nested", "cpu"))
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("6")
+        body = plain(app, "#pallas-body")
+        assert "emit_pipeline walks" in body and "kernel pipeline 1" in body
+        assert "in[0] (inp)" in body and "512 KiB" in body  # 8 blocks of 64 KiB per run
 
 
-def test_fusions_sort_and_findings_jump_to_their_view():
-    async def run():
-        app = InspectorApp(Session("samples/bugs.py:dropped_tail", "cpu"))
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            findings = app.query_one("#findings", DataTable)
-            codes = [str(findings.get_row_at(i)[1]) for i in range(findings.row_count)]
-            assert "output-not-written" in codes
-            findings.move_cursor(row=codes.index("output-not-written"))
-            await pilot.press("enter")
-            assert app.query_one(TabbedContent).active == "pallas"
-            await pilot.press("5", "s")
-            assert "sorted by bytes" in plain(app, "#fusions-summary")
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_fusions_sort_and_findings_jump_to_their_view():
+    app = InspectorApp(Session("samples/bugs.py:dropped_tail", "cpu"))
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        findings = app.query_one("#findings", DataTable)
+        codes = [str(findings.get_row_at(i)[1]) for i in range(findings.row_count)]
+        assert "output-not-written" in codes
+        findings.move_cursor(row=codes.index("output-not-written"))
+        await pilot.press("enter")
+        assert app.query_one(TabbedContent).active == "pallas"
+        await pilot.press("5", "s")
+        assert "sorted by bytes" in plain(app, "#fusions-summary")
 
 
-def test_switching_target_recompiles_for_the_tpu():
-    async def run():
-        app = InspectorApp(NAIVE)
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            await pilot.press("t")
-            await pilot.pause()
-            options = app.screen.query_one("#chips")
-            options.highlighted = [o.prompt for o in options.options].index("tpu-v5e")
-            await pilot.press("enter")
-            await loaded(pilot)
-            assert app.report.chip.name == "tpu-v5e" and ":T(8,128)" in app.query_one("#text-hlo", StageText).text
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_switching_target_recompiles_for_the_tpu():
+    app = InspectorApp(NAIVE)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("t")
+        await pilot.pause()
+        options = app.screen.query_one("#chips")
+        options.highlighted = [o.prompt for o in options.options].index("tpu-v5e")
+        await pilot.press("enter")
+        await loaded(pilot)
+        assert app.report.chip.name == "tpu-v5e" and ":T(8,128)" in app.query_one("#text-hlo", StageText).text
 
 
-def test_editing_params_reanalyses():
-    async def run():
-        app = InspectorApp(FLASH)
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            await pilot.press("x")
-            await pilot.pause()
-            field = app.screen.query_one("#param-block_q")
-            field.value = "256"
-            field.focus()
-            await pilot.press("enter")
-            await loaded(pilot)
-            assert app.report.target.params["block_q"] == 256
-            assert app.report.pallas[0].call.grid == [1, 2, 4]
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_editing_params_reanalyses():
+    app = InspectorApp(FLASH)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("x")
+        await pilot.pause()
+        field = app.screen.query_one("#param-block_q")
+        field.value = "256"
+        field.focus()
+        await pilot.press("enter")
+        await loaded(pilot)
+        assert app.report.target.params["block_q"] == 256
+        assert app.report.pallas[0].call.grid == [1, 2, 4]
 
 
-def test_errors_show_in_place():
-    async def run():
-        app = InspectorApp(Session(f"{DATA}/funcs.py:raises_in_trace", "cpu"))
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            assert "TypeError" in plain(app, "#overview-panel")
-            assert "funcs.py:23" in status(app)
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_errors_show_in_place():
+    app = InspectorApp(Session(f"{DATA}/funcs.py:raises_in_trace", "cpu"))
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        assert "TypeError" in plain(app, "#overview-panel")
+        assert "funcs.py:23" in status(app)
 
 
-def test_diff_runs_on_demand():
-    async def run():
-        app = InspectorApp(Session("samples/bugs.py:dropped_tail", "cpu"))
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            await pilot.press("d")
-            await loaded(pilot)
-            assert app.query_one(TabbedContent).active == "diff"
-            assert "blocks wrong" in plain(app, "#diff-body")
-            assert app.diff_verdict.startswith("WRONG")
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_diff_runs_on_demand():
+    app = InspectorApp(Session("samples/bugs.py:dropped_tail", "cpu"))
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("d")
+        await loaded(pilot)
+        assert app.query_one(TabbedContent).active == "diff"
+        assert "blocks wrong" in plain(app, "#diff-body")
+        assert app.diff_verdict.startswith("WRONG")
 
 
-def test_memory_and_collectives_tabs_show_what_the_report_carries():
-    async def run():
-        # not NAIVE: B leaves the buffer assignment in the compile cache, and the memory snapshot
-        # of NAIVE shows the tab before B
-        app = InspectorApp(Session("samples/attention.py:naive", "cpu", args="f32[1,64,32] f32[1,64,32] f32[1,64,32]"))
-        async with app.run_test(size=SIZE) as pilot:
-            await opened(pilot)
-            assert "compiling" in plain(app, "#memory-body")
-            await loaded(pilot)
-            assert app.report.memory is not None and app.report.collectives is not None
-            await pilot.press("9")
-            assert app.query_one(TabbedContent).active == "memory"
-            memory = plain(app, "#memory-body")
-            assert "HBM per device on cpu" in memory and "temporaries" in memory and "no HBM capacity" in memory
-            assert "press B" in memory
-            await pilot.press("B")
-            assert app.session.buffers and app.query_one(TabbedContent).active == "memory"
-            await loaded(pilot)
-            assert app.report.memory.largest and "live in HBM at the peak" in plain(app, "#memory-body")
-            assert "press B" not in plain(app, "#memory-body")
-            await pilot.press("0")
-            assert app.query_one(TabbedContent).active == "collectives"
-            assert "no collectives" in plain(app, "#collectives-body")
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_memory_and_collectives_tabs_show_what_the_report_carries():
+    # not NAIVE: B leaves the buffer assignment in the compile cache, and the memory snapshot
+    # of NAIVE shows the tab before B
+    app = InspectorApp(Session("samples/attention.py:naive", "cpu", args="f32[1,64,32] f32[1,64,32] f32[1,64,32]"))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot)
+        assert "compiling" in plain(app, "#memory-body")
+        await loaded(pilot)
+        assert app.report.memory is not None and app.report.collectives is not None
+        await pilot.press("9")
+        assert app.query_one(TabbedContent).active == "memory"
+        memory = plain(app, "#memory-body")
+        assert "HBM per device on cpu" in memory and "temporaries" in memory and "no HBM capacity" in memory
+        assert "press B" in memory
+        await pilot.press("B")
+        assert app.session.buffers and app.query_one(TabbedContent).active == "memory"
+        await loaded(pilot)
+        assert app.report.memory.largest and "live in HBM at the peak" in plain(app, "#memory-body")
+        assert "press B" not in plain(app, "#memory-body")
+        await pilot.press("0")
+        assert app.query_one(TabbedContent).active == "collectives"
+        assert "no collectives" in plain(app, "#collectives-body")
 
 
-def test_passes_tab_asks_for_pass_dumps_and_enter_shows_a_steps_diff():
-    async def run():
-        app = InspectorApp(NAIVE)
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            await pilot.press("p")
-            assert app.query_one(TabbedContent).active == "passes"
-            assert "press P" in plain(app, "#passes-title") and app.report.passes is None
-            await pilot.press("P")
-            assert app.session.passes and app.query_one(TabbedContent).active == "passes"
-            await loaded(pilot)
-            log = app.report.passes
-            assert log is not None and log.steps and "steps of XLA's pipeline" in plain(app, "#passes-title")
-            assert any(k.made_by for k in app.report.fusions.kernels)  # kernels name the pass that made them
-            table = app.query_one("#passes-table", DataTable)
-            assert table.row_count == len(log.steps) and table.has_focus
-            row = next(i for i, s in enumerate(log.steps) if s.changed and s.index > 0)
-            table.move_cursor(row=row)
-            await pilot.press("enter")
-            await loaded(pilot)
-            diff = plain(app, "#passes-diff")
-            assert log.steps[row].name in diff and " lines" in diff and "+" in diff
-            assert log.steps[row].index in app._pass_diffs
-            # the next step's diff, cancelled in flight: its answer is held until after the Esc
-            held = threading.Event()
-            app.remote.call = lambda *a: held.wait(30) and None  # "no diff", if it were shown
-            table.move_cursor(row=row + 1)
-            await pilot.press("enter")
-            assert "compiling with pass dumps" in plain(app, "#passes-diff")
-            await pilot.press("escape")
-            held.set()
-            await loaded(pilot)
-            assert "cancelled" in plain(app, "#passes-diff") and app.report.passes is log
-            assert log.steps[row + 1].index not in app._pass_diffs
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_passes_tab_asks_for_pass_dumps_and_enter_shows_a_steps_diff():
+    app = InspectorApp(NAIVE)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("p")
+        assert app.query_one(TabbedContent).active == "passes"
+        assert "press P" in plain(app, "#passes-title") and app.report.passes is None
+        await pilot.press("P")
+        assert app.session.passes and app.query_one(TabbedContent).active == "passes"
+        await loaded(pilot)
+        log = app.report.passes
+        assert log is not None and log.steps and "steps of XLA's pipeline" in plain(app, "#passes-title")
+        assert any(k.made_by for k in app.report.fusions.kernels)  # kernels name the pass that made them
+        table = app.query_one("#passes-table", DataTable)
+        assert table.row_count == len(log.steps) and table.has_focus
+        row = next(i for i, s in enumerate(log.steps) if s.changed and s.index > 0)
+        table.move_cursor(row=row)
+        await pilot.press("enter")
+        await loaded(pilot)
+        diff = plain(app, "#passes-diff")
+        assert log.steps[row].name in diff and " lines" in diff and "+" in diff
+        assert log.steps[row].index in app._pass_diffs
+        # the next step's diff, cancelled in flight: its answer is held until after the Esc
+        held = threading.Event()
+        app.remote.call = lambda *a: held.wait(30) and None  # "no diff", if it were shown
+        table.move_cursor(row=row + 1)
+        await pilot.press("enter")
+        assert "compiling with pass dumps" in plain(app, "#passes-diff")
+        await pilot.press("escape")
+        held.set()
+        await loaded(pilot)
+        assert "cancelled" in plain(app, "#passes-diff") and app.report.passes is log
+        assert log.steps[row + 1].index not in app._pass_diffs
 
 
-def test_measure_key_says_in_one_line_there_is_no_tpu_and_fills_the_measured_column_where_there_is(monkeypatch):
+@pytest.mark.asyncio
+async def test_measure_key_says_in_one_line_there_is_no_tpu_and_fills_the_measured_column_where_there_is(monkeypatch):
     from inspector import session as session_mod
     from inspector.families import measuring as measure_run
     from inspector.remote import Remote
@@ -344,60 +332,56 @@ def test_measure_key_says_in_one_line_there_is_no_tpu_and_fills_the_measured_col
                                KernelMeasure(name=n, seconds=2e-6, launches=1, min_seconds=2e-6, max_seconds=2e-6)
                                for n in names])
 
-    async def run():
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            await pilot.press("D")
-            await pilot.pause()
-            assert "TPU" in status(app) and not app.session.measure  # no chip here: one line, nothing run
-            names.extend(k.name for k in app.report.fusions.kernels)
-            monkeypatch.setattr(measure_run, "attached_for", lambda chip: chip)
-            monkeypatch.setattr(session_mod, "measure_on_chip", measured)
-            # the Session's work in this process, where the chip's measurement is faked
-            monkeypatch.setattr(Remote, "call", lambda self, session, method, *args, epoch=None: getattr(session, method)(*args))
-            await pilot.press("D")
-            await loaded(pilot)
-            assert app.session.measure and app.query_one(TabbedContent).active == "fusions"
-            assert app.report.measured is not None and all(k.measured_seconds == 2e-6 for k in app.report.fusions.kernels)
-            table = app.query_one("#fusions-table", DataTable)
-            assert any("measured" in str(c.label) for c in table.columns.values())
-
     app = InspectorApp(NAIVE)
-    asyncio.run(run())
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("D")
+        await pilot.pause()
+        assert "TPU" in status(app) and not app.session.measure  # no chip here: one line, nothing run
+        names.extend(k.name for k in app.report.fusions.kernels)
+        monkeypatch.setattr(measure_run, "attached_for", lambda chip: chip)
+        monkeypatch.setattr(session_mod, "measure_on_chip", measured)
+        # the Session's work in this process, where the chip's measurement is faked
+        monkeypatch.setattr(Remote, "call", lambda self, session, method, *args, epoch=None: getattr(session, method)(*args))
+        await pilot.press("D")
+        await loaded(pilot)
+        assert app.session.measure and app.query_one(TabbedContent).active == "fusions"
+        assert app.report.measured is not None and all(k.measured_seconds == 2e-6 for k in app.report.fusions.kernels)
+        table = app.query_one("#fusions-table", DataTable)
+        assert any("measured" in str(c.label) for c in table.columns.values())
 
 
-def test_compare_with_other_parameters_and_another_chip():
-    async def run():
-        app = InspectorApp(NAIVE)
-        async with app.run_test(size=SIZE) as pilot:
-            await opened(pilot)
-            assert "press c" in plain(app, "#compare-body")
-            await loaded(pilot)
-            await pilot.press("c")
-            await pilot.pause()
-            app.screen.query_one("#compare-with").highlighted = 1  # other parameters
-            await pilot.press("enter")
-            await pilot.pause()
-            field = app.screen.query_one("#param-causal")
-            field.value = "False"
-            field.focus()
-            await pilot.press("enter")
-            await loaded(pilot)
-            assert app.query_one(TabbedContent).active == "compare"
-            body = plain(app, "#compare-body")
-            assert "causal=False" in body and "HBM bytes" in body
-            assert app.session.sets == []  # A stays as it was
-            await pilot.press("c")
-            await pilot.pause()
-            await pilot.press("enter")  # another target chip
-            await pilot.pause()
-            options = app.screen.query_one("#chips")
-            options.highlighted = [o.prompt for o in options.options].index("tpu-v5e")
-            await pilot.press("enter")
-            await loaded(pilot)
-            body = plain(app, "#compare-body")
-            assert "tpu-v5e" in body and app.session.chip == "cpu"
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_compare_with_other_parameters_and_another_chip():
+    app = InspectorApp(NAIVE)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot)
+        assert "press c" in plain(app, "#compare-body")
+        await loaded(pilot)
+        await pilot.press("c")
+        await pilot.pause()
+        app.screen.query_one("#compare-with").highlighted = 1  # other parameters
+        await pilot.press("enter")
+        await pilot.pause()
+        field = app.screen.query_one("#param-causal")
+        field.value = "False"
+        field.focus()
+        await pilot.press("enter")
+        await loaded(pilot)
+        assert app.query_one(TabbedContent).active == "compare"
+        body = plain(app, "#compare-body")
+        assert "causal=False" in body and "HBM bytes" in body
+        assert app.session.sets == []  # A stays as it was
+        await pilot.press("c")
+        await pilot.pause()
+        await pilot.press("enter")  # another target chip
+        await pilot.pause()
+        options = app.screen.query_one("#chips")
+        options.highlighted = [o.prompt for o in options.options].index("tpu-v5e")
+        await pilot.press("enter")
+        await loaded(pilot)
+        body = plain(app, "#compare-body")
+        assert "tpu-v5e" in body and app.session.chip == "cpu"
 
 
 def _snapshot_app(tab_keys):
@@ -482,25 +466,24 @@ def test_in_a_real_terminal():
         subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
 
 
-def test_a_save_of_the_file_reloads_it_and_says_so(tmp_path):
+@pytest.mark.asyncio
+async def test_a_save_of_the_file_reloads_it_and_says_so(tmp_path):
     """Without --watch too: the file's time is read at start and each second."""
     source = tmp_path / "watched.py"
     source.write_text("import jax.numpy as jnp\ndef f(x):\n    return jnp.sin(x)\nINSPECT = {'f': {'args': 'f32[8]'}}\n")
 
-    async def run():
-        app = InspectorApp(Session(f"{source}:f", "cpu"))
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            assert "sin" in app.report.stages.jaxpr
-            source.write_text(source.read_text().replace("jnp.sin", "jnp.cos"))
-            os.utime(source, (time.time() + 5, time.time() + 5))
-            for _ in range(40):
-                await asyncio.sleep(0.25)
-                await app.workers.wait_for_complete()
-                if "cos" in (app.report.stages.jaxpr or ""):
-                    break
-            assert "cos" in app.report.stages.jaxpr and "reloaded: watched.py was saved; cpu:" in status(app)
-    asyncio.run(run())
+    app = InspectorApp(Session(f"{source}:f", "cpu"))
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        assert "sin" in app.report.stages.jaxpr
+        source.write_text(source.read_text().replace("jnp.sin", "jnp.cos"))
+        os.utime(source, (time.time() + 5, time.time() + 5))
+        for _ in range(40):
+            await asyncio.sleep(0.25)
+            await app.workers.wait_for_complete()
+            if "cos" in (app.report.stages.jaxpr or ""):
+                break
+        assert "cos" in app.report.stages.jaxpr and "reloaded: watched.py was saved; cpu:" in status(app)
 
 
 # ---------------------------------------------------------------- every finding, every view
@@ -695,48 +678,47 @@ def test_the_examples_cover_every_finding_code_the_core_has():
     assert codes - examples == set(), "a finding code without an example here: add one to example_findings"
 
 
-def test_every_finding_code_renders_in_every_view():
+@pytest.mark.asyncio
+async def test_every_finding_code_renders_in_every_view():
     """Each code, with its data shape, through the overview (table and detail pane), Enter to its
     evidence and back, the Pallas tab's marks, and the printers (show, check)."""
     from inspector.views.printer import overview
     from inspector.views.pallas import pallas_view
 
-    async def run():
-        app = InspectorApp(Session("samples/bugs.py:parallel_reduction", "cpu"))
-        async with app.run_test(size=(80, 24)) as pilot:
-            await loaded(pilot)
-            report = app.report
-            k = report.pallas[0]
-            inp, out = (o.operand for o in k.call.operands)
-            examples = example_findings(k.call.name, inp, out)
-            report = dataclasses.replace(report, findings=examples)
-            k.findings = [f for f in examples if f.view == "pallas"]
-            app._show(app._generation, report)
+    app = InspectorApp(Session("samples/bugs.py:parallel_reduction", "cpu"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        report = app.report
+        k = report.pallas[0]
+        inp, out = (o.operand for o in k.call.operands)
+        examples = example_findings(k.call.name, inp, out)
+        report = dataclasses.replace(report, findings=examples)
+        k.findings = [f for f in examples if f.view == "pallas"]
+        app._show(app._generation, report)
+        await pilot.pause()
+        table = app.query_one("#findings", DataTable)
+        assert table.row_count == len(examples)
+        for row, f in enumerate(examples):
+            app.action_tab("overview")
+            table.move_cursor(row=row)
             await pilot.pause()
-            table = app.query_one("#findings", DataTable)
-            assert table.row_count == len(examples)
-            for row, f in enumerate(examples):
-                app.action_tab("overview")
-                table.move_cursor(row=row)
-                await pilot.pause()
-                assert f.message.replace(" ", "") in plain(app, "#finding-detail").replace("\n", "").replace(" ", "")
-                await pilot.press("enter")
-                await pilot.pause()
-                # compile-vmem-oom: its kernel's budget; a view without a tab of its own: the message itself
-                expected = "pallas" if f.code == "compile-vmem-oom" else (f.view if f.view in ALL_TABS else "overview")
-                assert app.query_one(TabbedContent).active == expected, f.code
-                assert f.code in status(app) or expected == "overview"
-                if f.view == "pallas":
-                    plain(app, "#pallas-grid")  # drawn without raising
-                await pilot.press("b")
-                assert app.query_one(TabbedContent).active == "overview"
-            for renderable in (overview(report), pallas_view(report.pallas)):
-                console = Console(width=80, record=True, file=io.StringIO())
-                console.print(renderable)
-                printed = console.export_text()
-                assert "Traceback" not in printed
-            assert all(f.code in plain_overview(report) for f in examples)
-    asyncio.run(run())
+            assert f.message.replace(" ", "") in plain(app, "#finding-detail").replace("\n", "").replace(" ", "")
+            await pilot.press("enter")
+            await pilot.pause()
+            # compile-vmem-oom: its kernel's budget; a view without a tab of its own: the message itself
+            expected = "pallas" if f.code == "compile-vmem-oom" else (f.view if f.view in ALL_TABS else "overview")
+            assert app.query_one(TabbedContent).active == expected, f.code
+            assert f.code in status(app) or expected == "overview"
+            if f.view == "pallas":
+                plain(app, "#pallas-grid")  # drawn without raising
+            await pilot.press("b")
+            assert app.query_one(TabbedContent).active == "overview"
+        for renderable in (overview(report), pallas_view(report.pallas)):
+            console = Console(width=80, record=True, file=io.StringIO())
+            console.print(renderable)
+            printed = console.export_text()
+            assert "Traceback" not in printed
+        assert all(f.code in plain_overview(report) for f in examples)
 
 
 def plain_overview(report) -> str:
@@ -756,33 +738,32 @@ BUGS = [
 ]
 
 
+@pytest.mark.asyncio
 @pytest.mark.parametrize("function, chip, sets, code, shown", BUGS)
-def test_a_kernel_with_each_grid_finding_opens_and_enter_shows_the_evidence(function, chip, sets, code, shown):
+async def test_a_kernel_with_each_grid_finding_opens_and_enter_shows_the_evidence(function, chip, sets, code, shown):
     """The kernels that crashed the UI at launch (partial-block, parallel-axis-race) and their
     siblings: the app stays up, Enter on the finding goes to its kernel, step and operand, b back."""
-    async def run():
-        app = InspectorApp(Session(f"samples/bugs.py:{function}", chip, sets=sets))
-        async with app.run_test(size=(80, 24)) as pilot:
-            await loaded(pilot)
-            assert app.report is not None, status(app)
-            findings = app.query_one("#findings", DataTable)
-            codes = [str(findings.get_row_at(i)[1]) for i in range(findings.row_count)]
-            assert code in codes
-            findings.move_cursor(row=codes.index(code))
-            await pilot.press("enter")
-            assert app.query_one(TabbedContent).active == "pallas"
-            assert "◀ the finding" in plain(app, "#pallas-grid")
-            if shown:
-                assert shown in status(app)
-            if code in ("output-not-written", "parallel-axis-race", "output-revisit"):
-                assert "!" in plain(app, "#pallas-grid").split("other blocks", 1)[1]  # a marked block
-            await pilot.press("b")
-            assert app.query_one(TabbedContent).active == "overview"
-            assert findings.cursor_row == codes.index(code)
-            if chip.startswith("tpu"):
-                await pilot.press("8")
-                assert "tpu." in app.query_one("#text-mosaic", StageText).text  # the Mosaic MLIR
-    asyncio.run(run())
+    app = InspectorApp(Session(f"samples/bugs.py:{function}", chip, sets=sets))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        assert app.report is not None, status(app)
+        findings = app.query_one("#findings", DataTable)
+        codes = [str(findings.get_row_at(i)[1]) for i in range(findings.row_count)]
+        assert code in codes
+        findings.move_cursor(row=codes.index(code))
+        await pilot.press("enter")
+        assert app.query_one(TabbedContent).active == "pallas"
+        assert "◀ the finding" in plain(app, "#pallas-grid")
+        if shown:
+            assert shown in status(app)
+        if code in ("output-not-written", "parallel-axis-race", "output-revisit"):
+            assert "!" in plain(app, "#pallas-grid").split("other blocks", 1)[1]  # a marked block
+        await pilot.press("b")
+        assert app.query_one(TabbedContent).active == "overview"
+        assert findings.cursor_row == codes.index(code)
+        if chip.startswith("tpu"):
+            await pilot.press("8")
+            assert "tpu." in app.query_one("#text-mosaic", StageText).text  # the Mosaic MLIR
 
 
 # ---------------------------------------------------------------- crashes, chips, the worker
@@ -818,82 +799,78 @@ def test_the_ui_opens_on_the_chip_it_is_given_and_says_why():
     assert session.with_chip("tpu-v6e").chip_reason is None  # picked with `t`: nothing to explain
 
 
-def test_the_target_picker_starts_on_the_current_chip():
-    async def run():
-        app = InspectorApp(NAIVE.with_chip("tpu-v6e"))
-        async with app.run_test(size=(80, 24)) as pilot:
-            await opened(pilot)
-            app.remote.cancel()
-            await pilot.press("t")
-            await pilot.pause()
-            options = app.screen.query_one("#chips")
-            assert options.options[options.highlighted].prompt == "tpu-v6e"
-            await pilot.press("escape")
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_the_target_picker_starts_on_the_current_chip():
+    app = InspectorApp(NAIVE.with_chip("tpu-v6e"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await opened(pilot)
+        app.remote.cancel()
+        await pilot.press("t")
+        await pilot.pause()
+        options = app.screen.query_one("#chips")
+        assert options.options[options.highlighted].prompt == "tpu-v6e"
+        await pilot.press("escape")
 
 
-def test_export_during_the_compile_says_when_it_can_and_counts_read_right():
-    async def run():
-        app = InspectorApp(NAIVE)
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("e")  # the worker is still starting: nothing compiled yet
-            assert app.report is None and "once the compile is done" in status(app)
-            await loaded(pilot)
-            assert re.search(r"cpu: \d+ findings? \(\d+ errors?\)", status(app)), status(app)
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_export_during_the_compile_says_when_it_can_and_counts_read_right():
+    app = InspectorApp(NAIVE)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("e")  # the worker is still starting: nothing compiled yet
+        assert app.report is None and "once the compile is done" in status(app)
+        await loaded(pilot)
+        assert re.search(r"cpu: \d+ findings? \(\d+ errors?\)", status(app)), status(app)
     from inspector.base.units import count
     assert (count(1, "finding"), count(2, "finding"), count(0, "error")) == ("1 finding", "2 findings", "0 errors")
 
 
-def test_esc_when_idle_keeps_the_worker_and_quit_ends_it_quietly():
-    async def run():
-        app = InspectorApp(NAIVE)
-        async with app.run_test(size=(80, 24)) as pilot:
-            await loaded(pilot)
-            processes = list(app.remote._pool._processes.values())
-            await pilot.press("escape")
-            assert "nothing is running" in status(app)
-            assert app.remote._pool is not None and all(p.is_alive() for p in processes)
-        # quit: an idle worker is asked to exit (no signal), so it exits 0; on a machine too busy
-        # for it to exit within close()'s wait it is killed (SIGKILL: no handler, nothing printed),
-        # never SIGTERM'd (libtpu would print its stack dump)
-        # reaped by whichever thread gets there first (the pool's own may, and a join racing it reads
-        # None once): ask again until one has
-        give_up = time.monotonic() + 15
-        while any(p.exitcode is None for p in processes) and time.monotonic() < give_up:
-            time.sleep(0.05)
-        assert all(p.exitcode in (0, -signal.SIGKILL) for p in processes), [p.exitcode for p in processes]
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_esc_when_idle_keeps_the_worker_and_quit_ends_it_quietly():
+    app = InspectorApp(NAIVE)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        processes = list(app.remote._pool._processes.values())
+        await pilot.press("escape")
+        assert "nothing is running" in status(app)
+        assert app.remote._pool is not None and all(p.is_alive() for p in processes)
+    # quit: an idle worker is asked to exit (no signal), so it exits 0; on a machine too busy
+    # for it to exit within close()'s wait it is killed (SIGKILL: no handler, nothing printed),
+    # never SIGTERM'd (libtpu would print its stack dump)
+    # reaped by whichever thread gets there first (the pool's own may, and a join racing it reads
+    # None once): ask again until one has
+    give_up = time.monotonic() + 15
+    while any(p.exitcode is None for p in processes) and time.monotonic() < give_up:
+        time.sleep(0.05)
+    assert all(p.exitcode in (0, -signal.SIGKILL) for p in processes), [p.exitcode for p in processes]
 
 
-def test_a_switch_cancels_the_compile_in_flight_and_nothing_stale_shows():
+@pytest.mark.asyncio
+async def test_a_switch_cancels_the_compile_in_flight_and_nothing_stale_shows():
     """t while a TPU compile runs: the compile is killed, the old target's result never shows."""
-    async def run():
-        app = InspectorApp(Session(FLASH.spec, "tpu-v5e", args=FLASH.args, sets=FLASH.sets, use_cache=False))
-        shown = []
-        original = app._show
-        app._show = lambda generation, report: (shown.append((generation == app._generation, report.chip.name)),
-                                                original(generation, report))
-        cancelled = []
-        cancel = app.remote.cancel
-        app.remote.cancel = lambda *a, **k: cancelled.append(cancel(*a, **k)) or cancelled[-1]
-        async with app.run_test(size=(80, 24)) as pilot:
-            for _ in range(100):  # until the worker really is compiling
-                await asyncio.sleep(0.05)
-                if app.remote.busy:
-                    break
-            await pilot.press("t")
-            await pilot.pause()
-            options = app.screen.query_one("#chips")
-            options.highlighted = [o.prompt for o in options.options].index("cpu")
-            await pilot.press("enter")
-            assert "compiling" in plain(app, "#overview-panel") and app.query_one("#text-hlo", StageText).text == ""
-            await loaded(pilot)
-            assert cancelled and cancelled[0] is True  # a compile was in flight and was stopped
-            assert app.report.chip.name == "cpu"
-            assert all(chip == "cpu" for current, chip in shown if current)
-            assert "on cpu" in app.sub_title
-    asyncio.run(run())
+    app = InspectorApp(Session(FLASH.spec, "tpu-v5e", args=FLASH.args, sets=FLASH.sets, use_cache=False))
+    shown = []
+    original = app._show
+    app._show = lambda generation, report: (shown.append((generation == app._generation, report.chip.name)),
+                                            original(generation, report))
+    cancelled = []
+    cancel = app.remote.cancel
+    app.remote.cancel = lambda *a, **k: cancelled.append(cancel(*a, **k)) or cancelled[-1]
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(100):  # until the worker really is compiling
+            await asyncio.sleep(0.05)
+            if app.remote.busy:
+                break
+        await pilot.press("t")
+        await pilot.pause()
+        options = app.screen.query_one("#chips")
+        options.highlighted = [o.prompt for o in options.options].index("cpu")
+        await pilot.press("enter")
+        assert "compiling" in plain(app, "#overview-panel") and app.query_one("#text-hlo", StageText).text == ""
+        await loaded(pilot)
+        assert cancelled and cancelled[0] is True  # a compile was in flight and was stopped
+        assert app.report.chip.name == "cpu"
+        assert all(chip == "cpu" for current, chip in shown if current)
+        assert "on cpu" in app.sub_title
 
 
 def _hold_the_first_compile(app):
@@ -925,129 +902,126 @@ async def _until(condition, seconds: float = 60):
     assert condition()
 
 
-def test_stages_arrive_as_they_are_ready_with_the_stage_and_its_seconds():
+@pytest.mark.asyncio
+async def test_stages_arrive_as_they_are_ready_with_the_stage_and_its_seconds():
     """While the compile runs (held here), the jaxpr and StableHLO are already on screen and the
     status line and overview name the stage and its seconds, live; then the rest arrives, the
     cursor in the jaxpr stays where the user left it, and the status says what each stage took."""
-    async def run():
-        app = InspectorApp(NAIVE)
-        now = [1000.0]
-        app.clock = lambda: now[0]
-        held, calls = _hold_the_first_compile(app)
-        async with app.run_test(size=SIZE) as pilot:
-            await opened(pilot)
-            assert "tracing and lowering for cpu… 0 s" in status(app)
-            # the lowering is shown, and the worker's thread has gone on to ask for the (held) compile
-            await _until(lambda: app.lowered is not None and calls[-1:] == [("report", "held")])
-            assert app.report is None
-            assert "{ lambda" in app.query_one("#text-jaxpr", StageText).text
-            assert "stablehlo.dot_general" in app.query_one("#text-stablehlo", StageText).text
-            assert "the optimized HLO comes" in app.query_one("#text-hlo", StageText).text
-            assert "compiling for cpu… 0 s" in status(app) and "jaxpr and StableHLO are ready" in status(app)
-            assert "naive" in plain(app, "#overview-panel") and "compiling for cpu… 0 s" in plain(app, "#findings-title")
-            now[0] += 12
-            await _until(lambda: "compiling for cpu… 12 s" in status(app))  # the ticker redraws twice a second
-            assert "compiling for cpu… 12 s" in plain(app, "#findings-title")
-            await pilot.press("2")
-            jaxpr = app.query_one("#text-jaxpr", StageText)
-            jaxpr.go_to_row(3)
-            now[0] += 3
-            held.set()
-            await loaded(pilot)
-            assert app.report is not None and jaxpr.cursor_location[0] == 3
-            assert app.query_one("#text-hlo", StageText).text.startswith("HloModule")
-            assert "lowered 0.0 s, compiled 15 s" in status(app)
-            assert [m for m, outcome in calls if outcome == "ok"] == ["lowering", "report"]
-    asyncio.run(run())
+    app = InspectorApp(NAIVE)
+    now = [1000.0]
+    app.clock = lambda: now[0]
+    held, calls = _hold_the_first_compile(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot)
+        assert "tracing and lowering for cpu… 0 s" in status(app)
+        # the lowering is shown, and the worker's thread has gone on to ask for the (held) compile
+        await _until(lambda: app.lowered is not None and calls[-1:] == [("report", "held")])
+        assert app.report is None
+        assert "{ lambda" in app.query_one("#text-jaxpr", StageText).text
+        assert "stablehlo.dot_general" in app.query_one("#text-stablehlo", StageText).text
+        assert "the optimized HLO comes" in app.query_one("#text-hlo", StageText).text
+        assert "compiling for cpu… 0 s" in status(app) and "jaxpr and StableHLO are ready" in status(app)
+        assert "naive" in plain(app, "#overview-panel") and "compiling for cpu… 0 s" in plain(app, "#findings-title")
+        now[0] += 12
+        await _until(lambda: "compiling for cpu… 12 s" in status(app))  # the ticker redraws twice a second
+        assert "compiling for cpu… 12 s" in plain(app, "#findings-title")
+        await pilot.press("2")
+        jaxpr = app.query_one("#text-jaxpr", StageText)
+        jaxpr.go_to_row(3)
+        now[0] += 3
+        held.set()
+        await loaded(pilot)
+        assert app.report is not None and jaxpr.cursor_location[0] == 3
+        assert app.query_one("#text-hlo", StageText).text.startswith("HloModule")
+        assert "lowered 0.0 s, compiled 15 s" in status(app)
+        assert [m for m, outcome in calls if outcome == "ok"] == ["lowering", "report"]
 
 
-def test_new_params_mid_compile_void_the_held_compile_and_nothing_stale_shows():
+@pytest.mark.asyncio
+async def test_new_params_mid_compile_void_the_held_compile_and_nothing_stale_shows():
     """x while the compile runs: the lowering shown goes at once, the old compile is never asked
     of the worker (a cancel between a load's two calls voids the second), the new one arrives."""
-    async def run():
-        app = InspectorApp(NAIVE)
-        held, calls = _hold_the_first_compile(app)
-        shown = []
-        for name in ("_lowered", "_show"):
-            original = getattr(app, name)
-            setattr(app, name, lambda generation, report, name=name, original=original: (
-                shown.append((name, generation == app._generation, report.target.params.get("causal", True),
-                              "causal=False" not in app.session.sets)),
-                original(generation, report)))
-        async with app.run_test(size=SIZE) as pilot:
-            await _until(lambda: app.lowered is not None)
-            await pilot.press("x")  # the lowering knows the parameters: no need to wait for the compile
-            await pilot.pause()
-            field = app.screen.query_one("#param-causal")
-            field.value = "False"
-            field.focus()
-            await pilot.press("enter")
-            assert app.session.sets == ["causal=False"]
-            # the old lowering went at once; the new one may be here already (a warm worker is quick)
-            assert app.lowered is None or app.lowered.target.params["causal"] is False
-            held.set()
-            await loaded(pilot)
-            assert app.report.target.params["causal"] is False
-            assert ("report", "CancelledError") in calls  # the old compile, refused before it reached the worker
-            assert [m for m, outcome in calls if outcome == "ok"] == ["lowering", "lowering", "report"]
-            # what is drawn is always of the parameters asked for at the time
-            assert all(causal is asked for _, current, causal, asked in shown if current)
-            assert ("_lowered", True, False, False) in shown and ("_show", True, False, False) in shown
-            assert ("_show", True, True, True) not in shown  # the first compile never arrived
-    asyncio.run(run())
+    app = InspectorApp(NAIVE)
+    held, calls = _hold_the_first_compile(app)
+    shown = []
+    for name in ("_lowered", "_show"):
+        original = getattr(app, name)
+        setattr(app, name, lambda generation, report, name=name, original=original: (
+            shown.append((name, generation == app._generation, report.target.params.get("causal", True),
+                          "causal=False" not in app.session.sets)),
+            original(generation, report)))
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(lambda: app.lowered is not None)
+        await pilot.press("x")  # the lowering knows the parameters: no need to wait for the compile
+        await pilot.pause()
+        field = app.screen.query_one("#param-causal")
+        field.value = "False"
+        field.focus()
+        await pilot.press("enter")
+        assert app.session.sets == ["causal=False"]
+        # the old lowering went at once; the new one may be here already (a warm worker is quick)
+        assert app.lowered is None or app.lowered.target.params["causal"] is False
+        held.set()
+        await loaded(pilot)
+        assert app.report.target.params["causal"] is False
+        assert ("report", "CancelledError") in calls  # the old compile, refused before it reached the worker
+        assert [m for m, outcome in calls if outcome == "ok"] == ["lowering", "lowering", "report"]
+        # what is drawn is always of the parameters asked for at the time
+        assert all(causal is asked for _, current, causal, asked in shown if current)
+        assert ("_lowered", True, False, False) in shown and ("_show", True, False, False) in shown
+        assert ("_show", True, True, True) not in shown  # the first compile never arrived
 
 
-def test_esc_mid_compile_keeps_the_lowered_stages_and_says_cancelled():
-    async def run():
-        app = InspectorApp(NAIVE)
-        held, calls = _hold_the_first_compile(app)
-        async with app.run_test(size=SIZE) as pilot:
-            await _until(lambda: app.lowered is not None)
-            await pilot.press("escape")
-            assert "cancelled" in status(app) and "cancelled" in plain(app, "#findings-title")
-            assert "{ lambda" in app.query_one("#text-jaxpr", StageText).text
-            assert "cancelled" in app.query_one("#text-hlo", StageText).text
-            held.set()
-            await loaded(pilot)
-            assert app.report is None and calls[-1] == ("report", "CancelledError")
-            await asyncio.sleep(0.6)
-            assert "cancelled" in status(app)  # the ticker stopped with the compile
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_esc_mid_compile_keeps_the_lowered_stages_and_says_cancelled():
+    app = InspectorApp(NAIVE)
+    held, calls = _hold_the_first_compile(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(lambda: app.lowered is not None)
+        await pilot.press("escape")
+        assert "cancelled" in status(app) and "cancelled" in plain(app, "#findings-title")
+        assert "{ lambda" in app.query_one("#text-jaxpr", StageText).text
+        assert "cancelled" in app.query_one("#text-hlo", StageText).text
+        held.set()
+        await loaded(pilot)
+        assert app.report is None and calls[-1] == ("report", "CancelledError")
+        await asyncio.sleep(0.6)
+        assert "cancelled" in status(app)  # the ticker stopped with the compile
 
 
-def test_the_footer_gives_each_tabs_keys_and_a_tab_switch_mounts_nothing():
+@pytest.mark.asyncio
+async def test_the_footer_gives_each_tabs_keys_and_a_tab_switch_mounts_nothing():
     """Textual's footer rebuilt a widget per key on every focus change (and kept the old ones
     alive): a third of a tab switch's CPU. Ours redraws one line, and only when the keys change."""
     from inspector.views.tui.footer import KeyFooter
 
-    async def run():
-        app = InspectorApp(NAIVE)
-        async with app.run_test(size=(80, 24)) as pilot:
-            await loaded(pilot)
-            footer = app.query_one(KeyFooter)
-            shown = {}
-            for key in "1245":
-                await pilot.press(key)
-                await pilot.pause()
-                shown[key] = footer.render().plain
-            assert "q quit" in shown["1"] and " l link" not in shown["1"] and " s sort" not in shown["1"]
-            assert shown["2"].startswith(" l link") and shown["5"].startswith(" s sort")
-            widgets = len(list(app.query("*")))
-            for _ in range(5):
-                await pilot.press("2", "5", "1")
+    app = InspectorApp(NAIVE)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        footer = app.query_one(KeyFooter)
+        shown = {}
+        for key in "1245":
+            await pilot.press(key)
             await pilot.pause()
-            assert len(list(app.query("*"))) == widgets
-            # where every key with its words does not fit 80 columns, the tab's keys keep theirs
-            await pilot.press("6")
-            await pilot.pause()
-            line = footer.render().plain
-            assert len(line) <= 80 and " q" in line, line
-    asyncio.run(run())
+            shown[key] = footer.render().plain
+        assert "q quit" in shown["1"] and " l link" not in shown["1"] and " s sort" not in shown["1"]
+        assert shown["2"].startswith(" l link") and shown["5"].startswith(" s sort")
+        widgets = len(list(app.query("*")))
+        for _ in range(5):
+            await pilot.press("2", "5", "1")
+        await pilot.pause()
+        assert len(list(app.query("*"))) == widgets
+        # where every key with its words does not fit 80 columns, the tab's keys keep theirs
+        await pilot.press("6")
+        await pilot.pause()
+        line = footer.render().plain
+        assert len(line) <= 80 and " q" in line, line
 
 
 # ---------------------------------------------------------------- keys, params, palette
 
-def test_params_are_checked_against_the_signature_and_inspect_choices():
+@pytest.mark.asyncio
+async def test_params_are_checked_against_the_signature_and_inspect_choices():
     from inspector.compilation.static_params import parse_value
     from inspector.views.tui.screens import check_params
 
@@ -1062,83 +1036,78 @@ def test_params_are_checked_against_the_signature_and_inspect_choices():
     # the signature's own keyword parameters are offered, read without importing the file
     assert Session("samples/attention.py:flash").keyword_params() == ({"block_q": 512, "block_k": 512, "causal": True}, False)
 
-    async def run():
-        app = InspectorApp(FLASH)
-        async with app.run_test(size=(80, 24)) as pilot:
-            await loaded(pilot)
-            await pilot.press("x")
-            await pilot.pause()
-            assert {i.id for i in app.screen.query("Input")} >= {"param-block_q", "param-block_k", "param-causal"}
-            field = app.screen.query_one("#param-block_q")
-            field.value = "big"
-            field.focus()
-            await pilot.press("enter")
-            assert isinstance(app.screen, ParamsScreen) and "expected int" in plain(app.screen, "#params-problem")
-            field.value = "256"
-            await pilot.press("enter")
-            await loaded(pilot)
-            assert app.report.target.params["block_q"] == 256
-    asyncio.run(run())
+    app = InspectorApp(FLASH)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        await pilot.press("x")
+        await pilot.pause()
+        assert {i.id for i in app.screen.query("Input")} >= {"param-block_q", "param-block_k", "param-causal"}
+        field = app.screen.query_one("#param-block_q")
+        field.value = "big"
+        field.focus()
+        await pilot.press("enter")
+        assert isinstance(app.screen, ParamsScreen) and "expected int" in plain(app.screen, "#params-problem")
+        field.value = "256"
+        await pilot.press("enter")
+        await loaded(pilot)
+        assert app.report.target.params["block_q"] == 256
 
 
-def test_pallas_home_end_and_go_to_step():
-    async def run():
-        app = InspectorApp(FLASH)
-        async with app.run_test(size=(80, 24)) as pilot:
-            await loaded(pilot)
-            await pilot.press("6")
-            tab = app.query_one(PallasTab)
-            await pilot.press("end")
-            assert tab.step == 15 and "step 16 of 16" in plain(app, "#pallas-grid")
-            await pilot.press("home")
-            assert tab.step == 0
-            await pilot.press("g", *"0,2,3", "enter")
-            assert "grid point (0, 2, 3)" in plain(app, "#pallas-grid")
-            await pilot.press("g", *"5", "enter")
-            assert tab.step == 4
-            grid = plain(app, "#pallas-grid")
-            assert all(f"{o.operand} " in grid for o in app.report.pallas[0].call.operands)  # every operand
-            assert "named by a finding" in grid  # the legend
-            assert "pl.CostEstimate(flops=" in plain(app, "#pallas-body")
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_pallas_home_end_and_go_to_step():
+    app = InspectorApp(FLASH)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        await pilot.press("6")
+        tab = app.query_one(PallasTab)
+        await pilot.press("end")
+        assert tab.step == 15 and "step 16 of 16" in plain(app, "#pallas-grid")
+        await pilot.press("home")
+        assert tab.step == 0
+        await pilot.press("g", *"0,2,3", "enter")
+        assert "grid point (0, 2, 3)" in plain(app, "#pallas-grid")
+        await pilot.press("g", *"5", "enter")
+        assert tab.step == 4
+        grid = plain(app, "#pallas-grid")
+        assert all(f"{o.operand} " in grid for o in app.report.pallas[0].call.operands)  # every operand
+        assert "named by a finding" in grid  # the legend
+        assert "pl.CostEstimate(flops=" in plain(app, "#pallas-body")
 
 
-def test_the_palette_has_the_apps_own_commands_and_help_fits_24_rows():
-    async def run():
-        app = InspectorApp(NAIVE)
-        async with app.run_test(size=(80, 24)) as pilot:
-            titles = [c.title for c in app.get_system_commands(app.screen)]
-            assert {"Target chip", "Parameters", "Export"} <= set(titles) and any("theme" in t.lower() for t in titles)
-            await pilot.press("question_mark")
-            await pilot.pause()
-            help_box = app.screen.query_one("#help")
-            assert help_box.region.height <= 24 and help_box.max_scroll_y == 0  # nothing cut, nothing to scroll
-            await pilot.press("escape")
-            app.remote.cancel()
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_the_palette_has_the_apps_own_commands_and_help_fits_24_rows():
+    app = InspectorApp(NAIVE)
+    async with app.run_test(size=(80, 24)) as pilot:
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert {"Target chip", "Parameters", "Export"} <= set(titles) and any("theme" in t.lower() for t in titles)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        help_box = app.screen.query_one("#help")
+        assert help_box.region.height <= 24 and help_box.max_scroll_y == 0  # nothing cut, nothing to scroll
+        await pilot.press("escape")
+        app.remote.cancel()
 
 
+@pytest.mark.asyncio
 @pytest.mark.libtpu
 @pytest.mark.slow
-def test_time_and_mosaic_passes_on_a_key():
+async def test_time_and_mosaic_passes_on_a_key():
     """T estimates time with libtpu: the Bundles tab shows each kernel's bundles and the Fusions
     tab an est. time column; M compiles with Mosaic's dumps: the Mosaic passes tab lists them."""
-    async def run():
-        app = InspectorApp(Session("samples/matmul.py:tiled", "tpu-v5e", args="bf16[256,512] bf16[512,256]"))
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            assert "press T" in plain(app, "#bundles-body")
-            await pilot.press("T")
-            await loaded(pilot)
-            assert app.session.time and app.query_one(TabbedContent).active == "bundles"
-            assert "VLIW bundles per kernel on tpu-v5e" in plain(app, "#bundles-body") and app.report.time is not None
-            assert any(k.estimate_source for k in app.report.fusions.kernels)
-            await pilot.press("M")
-            await loaded(pilot)
-            assert app.query_one(TabbedContent).active == "mosaic-passes"
-            table = app.query_one("#mosaic-passes-table", DataTable)
-            assert "relayout-insertion" in [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
-    asyncio.run(run())
+    app = InspectorApp(Session("samples/matmul.py:tiled", "tpu-v5e", args="bf16[256,512] bf16[512,256]"))
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        assert "press T" in plain(app, "#bundles-body")
+        await pilot.press("T")
+        await loaded(pilot)
+        assert app.session.time and app.query_one(TabbedContent).active == "bundles"
+        assert "VLIW bundles per kernel on tpu-v5e" in plain(app, "#bundles-body") and app.report.time is not None
+        assert any(k.estimate_source for k in app.report.fusions.kernels)
+        await pilot.press("M")
+        await loaded(pilot)
+        assert app.query_one(TabbedContent).active == "mosaic-passes"
+        table = app.query_one("#mosaic-passes-table", DataTable)
+        assert "relayout-insertion" in [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
 
 
 def test_the_help_lists_every_key_the_app_and_its_tabs_bind():
@@ -1151,61 +1120,60 @@ def test_the_help_lists_every_key_the_app_and_its_tabs_bind():
     assert "D" in listed and {"left", "g", "left_square_bracket"} <= listed
 
 
-def test_one_meaning_per_key_one_keys_entry_a_screenshot_here_and_no_stale_status(tmp_path, monkeypatch):
+@pytest.mark.asyncio
+async def test_one_meaning_per_key_one_keys_entry_a_screenshot_here_and_no_stale_status(tmp_path, monkeypatch):
     """A tab switch leaves no message about another tab ("stablehlo line 4 comes from ...") in the
     status line; c compares on the Pallas tab too (y copies its CostEstimate); the palette has one
     "Keys", and its Screenshot saves in the current folder and says where (Textual's saved into a
     ~/Downloads that may not exist)."""
-    async def run():
-        app = InspectorApp(NAIVE)
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            summary = status(app)
-            await pilot.press("3", "down", "down", "down")
-            await pilot.pause()
-            assert "stablehlo line" in status(app)
-            await pilot.press("5")
-            await pilot.pause()
-            assert "stablehlo" not in status(app) and status(app) == summary
-            commands = list(app.get_system_commands(app.screen))
-            assert [c.title for c in commands].count("Keys") == 1
-            monkeypatch.chdir(tmp_path)
-            next(c for c in commands if c.title == "Screenshot").callback()
-            await pilot.pause(0.2)
-            saved, = tmp_path.glob("*.svg")
-            assert f"screenshot saved: {saved}" in status(app) and "<svg" in saved.read_text()
-            await pilot.press("6", "c")
-            await pilot.pause()
-            assert type(app.screen).__name__ == "CompareScreen"
-            await pilot.press("escape")
-            app.remote.cancel()
-    asyncio.run(run())
+    app = InspectorApp(NAIVE)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        summary = status(app)
+        await pilot.press("3", "down", "down", "down")
+        await pilot.pause()
+        assert "stablehlo line" in status(app)
+        await pilot.press("5")
+        await pilot.pause()
+        assert "stablehlo" not in status(app) and status(app) == summary
+        commands = list(app.get_system_commands(app.screen))
+        assert [c.title for c in commands].count("Keys") == 1
+        monkeypatch.chdir(tmp_path)
+        next(c for c in commands if c.title == "Screenshot").callback()
+        await pilot.pause(0.2)
+        saved, = tmp_path.glob("*.svg")
+        assert f"screenshot saved: {saved}" in status(app) and "<svg" in saved.read_text()
+        await pilot.press("6", "c")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "CompareScreen"
+        await pilot.press("escape")
+        app.remote.cancel()
 
 
-def test_after_f_a_findings_message_stays_with_its_fix_beside_it():
+@pytest.mark.asyncio
+async def test_after_f_a_findings_message_stays_with_its_fix_beside_it():
     """After F the message column read "fix #1 ..." in place of each finding's own message."""
     from inspector.base.findings import Finding
     from inspector.base.fix_model import Change, Fix, FixResult, Trial
 
-    async def run():
-        app = InspectorApp(NAIVE)
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            chip = app.report.chip.name
-            finding = Finding("error", "compile-vmem-oom", "the kernel needs 48 MiB of VMEM; the limit is 16 MiB")
-            change = Change(kind="params", kernel="", call=None, value={"causal": False})
-            fixes = FixResult(target=NAIVE.spec, chips=[chip], before=[], refused=[], best={}, not_tried=[],
-                              fixes=[Fix(change=change, trials=[Trial(chip=chip, compiles=True)])],
-                              answers={f"{finding.code}@{chip}": [0]})
-            app.report = dataclasses.replace(app.report, findings=[finding], fixes=fixes)
-            await pilot.pause()
-            message = app.query_one("#findings", DataTable).get_row_at(0)[2].plain
-            assert message == f"{finding.message}  fix #1"
-            app.remote.cancel()
-    asyncio.run(run())
+    app = InspectorApp(NAIVE)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        chip = app.report.chip.name
+        finding = Finding("error", "compile-vmem-oom", "the kernel needs 48 MiB of VMEM; the limit is 16 MiB")
+        change = Change(kind="params", kernel="", call=None, value={"causal": False})
+        fixes = FixResult(target=NAIVE.spec, chips=[chip], before=[], refused=[], best={}, not_tried=[],
+                          fixes=[Fix(change=change, trials=[Trial(chip=chip, compiles=True)])],
+                          answers={f"{finding.code}@{chip}": [0]})
+        app.report = dataclasses.replace(app.report, findings=[finding], fixes=fixes)
+        await pilot.pause()
+        message = app.query_one("#findings", DataTable).get_row_at(0)[2].plain
+        assert message == f"{finding.message}  fix #1"
+        app.remote.cancel()
 
 
-def test_d_and_p_say_how_long_they_have_run_where_they_show(monkeypatch):
+@pytest.mark.asyncio
+async def test_d_and_p_say_how_long_they_have_run_where_they_show(monkeypatch):
     """d (a minute) said "running…" with no time; P, M and T showed their tab's idle text ("press T")
     while their compile ran: each says its time so far, on its tab and the status line, until it ends."""
     from concurrent.futures import Future
@@ -1233,56 +1201,53 @@ def test_d_and_p_say_how_long_they_have_run_where_they_show(monkeypatch):
         while len(held) < n:
             await pilot.pause(0.05)
 
-    async def run():
-        app = InspectorApp(NAIVE)
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            now = [1000.0]
-            app.clock = lambda: now[0]
-            await pilot.press("d")
-            await until_held(pilot, 1)
-            now[0] += 62
-            await until(pilot, lambda: "running the diff, 1:02" in status(app))
-            assert "running the diff, 1:02" in plain(app, "#diff-body")
-            held[0].set_exception(RuntimeError("no reference"))
-            await loaded(pilot)
-            assert "diff failed in 1:02: RuntimeError: no reference" in status(app)
-            await pilot.pause(0.7)
-            assert "running the diff" not in status(app)  # the ticker stopped with it
-            await pilot.press("P")
-            await until_held(pilot, 2)
-            now[0] += 12
-            await until(pilot, lambda: "compiling for cpu with pass dumps… 12 s" in plain(app, "#passes-title"))
-            await pilot.press("escape")
-            await pilot.pause()
-            assert "cancelled" in plain(app, "#passes-title") and "12 s" not in plain(app, "#passes-title")
-            app.session = app.session.with_passes(False)
-            await pilot.press("B")  # the Memory tab's own: the buffer assignment
-            await until_held(pilot, 3)
-            now[0] += 9
-            await until(pilot, lambda: "compiling for cpu with its buffer assignment… 9 s" in plain(app, "#memory-body"))
-    asyncio.run(run())
+    app = InspectorApp(NAIVE)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        now = [1000.0]
+        app.clock = lambda: now[0]
+        await pilot.press("d")
+        await until_held(pilot, 1)
+        now[0] += 62
+        await until(pilot, lambda: "running the diff, 1:02" in status(app))
+        assert "running the diff, 1:02" in plain(app, "#diff-body")
+        held[0].set_exception(RuntimeError("no reference"))
+        await loaded(pilot)
+        assert "diff failed in 1:02: RuntimeError: no reference" in status(app)
+        await pilot.pause(0.7)
+        assert "running the diff" not in status(app)  # the ticker stopped with it
+        await pilot.press("P")
+        await until_held(pilot, 2)
+        now[0] += 12
+        await until(pilot, lambda: "compiling for cpu with pass dumps… 12 s" in plain(app, "#passes-title"))
+        await pilot.press("escape")
+        await pilot.pause()
+        assert "cancelled" in plain(app, "#passes-title") and "12 s" not in plain(app, "#passes-title")
+        app.session = app.session.with_passes(False)
+        await pilot.press("B")  # the Memory tab's own: the buffer assignment
+        await until_held(pilot, 3)
+        now[0] += 9
+        await until(pilot, lambda: "compiling for cpu with its buffer assignment… 9 s" in plain(app, "#memory-body"))
 
 
-def test_g_opens_the_backward_pass_with_flashs_backward_kernels_and_g_again_the_forward():
-    async def run():
-        app = InspectorApp(FLASH)
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            assert [k.call.name for k in app.report.pallas] == ["flash_attention_fwd"]
-            drawn = []  # every status line drawn: an in-process worker can finish the load within one pause
-            draw = app.status_line._draw
-            app.status_line._draw = lambda text, style: (drawn.append(str(text)), draw(text, style))[1]
-            await pilot.press("G")
-            await pilot.pause()
-            assert any("the backward pass" in line for line in drawn) and "(backward)" in app.sub_title
-            await loaded(pilot)
-            kernels = [k.call.name for k in app.report.pallas]
-            assert {"flash_attention_bwd_dkdv", "flash_attention_bwd_dq"} <= set(kernels), kernels
-            await pilot.press("G")
-            await loaded(pilot)
-            assert [k.call.name for k in app.report.pallas] == ["flash_attention_fwd"] and "(backward)" not in app.sub_title
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_g_opens_the_backward_pass_with_flashs_backward_kernels_and_g_again_the_forward():
+    app = InspectorApp(FLASH)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        assert [k.call.name for k in app.report.pallas] == ["flash_attention_fwd"]
+        drawn = []  # every status line drawn: an in-process worker can finish the load within one pause
+        draw = app.status_line._draw
+        app.status_line._draw = lambda text, style: (drawn.append(str(text)), draw(text, style))[1]
+        await pilot.press("G")
+        await pilot.pause()
+        assert any("the backward pass" in line for line in drawn) and "(backward)" in app.sub_title
+        await loaded(pilot)
+        kernels = [k.call.name for k in app.report.pallas]
+        assert {"flash_attention_bwd_dkdv", "flash_attention_bwd_dq"} <= set(kernels), kernels
+        await pilot.press("G")
+        await loaded(pilot)
+        assert [k.call.name for k in app.report.pallas] == ["flash_attention_fwd"] and "(backward)" not in app.sub_title
 
 
 def test_docs_keys_table_names_every_key_the_help_lists():

@@ -5,7 +5,6 @@ each pass's diff on Enter, and Enter on a Mosaic error landing on the failing op
 The fast tests feed the tabs recorded dumps (tests/data/libtpu, tests/data/mosaic_dumps) through a
 report of the CPU compile of the same kernel, its chip set to the TPU the dumps are of; the TPU
 tests compile for real (deviceless v5e)."""
-import asyncio
 import dataclasses
 import threading
 
@@ -170,91 +169,88 @@ async def _mosaic_passes_tab(app, pilot):
     assert "cancelled" in plain(app, "#mosaic-passes-detail")
 
 
-def test_bundles_and_mosaic_passes_tabs_on_recorded_dumps():
+@pytest.mark.asyncio
+async def test_bundles_and_mosaic_passes_tabs_on_recorded_dumps():
     """Both tabs on one app (one compile): fed the recorded dumps of the kernels they show."""
-    async def run():
-        app = InspectorApp(MATMUL)
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            await pilot.press("v")  # on the CPU: why there is nothing to show
-            assert "no bundles on cpu" in plain(app, "#bundles-body")
-            await pilot.press("m")
-            assert "no Mosaic passes on cpu" in plain(app, "#mosaic-passes-title")
-            await _bundles_tab(app, pilot)
-            await _mosaic_passes_tab(app, pilot)
-    asyncio.run(run())
+    app = InspectorApp(MATMUL)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("v")  # on the CPU: why there is nothing to show
+        assert "no bundles on cpu" in plain(app, "#bundles-body")
+        await pilot.press("m")
+        assert "no Mosaic passes on cpu" in plain(app, "#mosaic-passes-title")
+        await _bundles_tab(app, pilot)
+        await _mosaic_passes_tab(app, pilot)
 
 
+@pytest.mark.asyncio
 @pytest.mark.libtpu
-def test_enter_on_a_mosaic_error_opens_the_mosaic_tab_at_the_failing_op():
+async def test_enter_on_a_mosaic_error_opens_the_mosaic_tab_at_the_failing_op():
     """The unaligned pl.ds read of samples/mosaic_errors.py fails in Mosaic (E2003) on v5e: Enter on
     the finding shows the Mosaic text's line of that read, from the kernel's source line. A kernel
     Pallas cannot lower (jnp.sort) has no Mosaic module: Enter shows the jaxpr's line instead."""
     read = f"samples/mosaic_errors.py:{line_of('samples/mosaic_errors.py', 'x_ref[pl.ds(start, 16)')}"
     sort = f"samples/mosaic_errors.py:{line_of('samples/mosaic_errors.py', 'jnp.sort(')}"
 
-    async def run():
-        for spec, code, tab, source in (("unaligned_rows", "mosaic-unproven-alignment", "mosaic", read),
-                                        ("sort_rows", "mosaic-unimplemented", "jaxpr", sort)):
-            app = InspectorApp(Session(f"samples/mosaic_errors.py:{spec}", "tpu-v5e"))
-            async with app.run_test(size=SIZE) as pilot:
-                await loaded(pilot)
-                findings = app.query_one("#findings", DataTable)
-                codes = [str(findings.get_row_at(i)[1]) for i in range(findings.row_count)]
-                findings.move_cursor(row=codes.index(code))
-                await pilot.press("enter")
-                await pilot.pause()
-                assert app.query_one(TabbedContent).active == tab
-                text = app.query_one(f"#text-{tab}", StageText)
-                line = text.document.get_line(text.cursor_location[0])
-                assert text.source_of(text.cursor_location[0]) == source and source in status(app), line
-                if tab == "mosaic":
-                    assert "load" in line and "tpu.vector_load failed" in status(app)  # the read itself
-                else:
-                    assert "failed to lower" in status(app)
-                    assert "the lowering failed" in app.query_one("#text-mosaic", StageText).text
-                await pilot.press("b")
-                assert app.query_one(TabbedContent).active == "overview"
-    asyncio.run(run())
+    for spec, code, tab, source in (("unaligned_rows", "mosaic-unproven-alignment", "mosaic", read),
+                                    ("sort_rows", "mosaic-unimplemented", "jaxpr", sort)):
+        app = InspectorApp(Session(f"samples/mosaic_errors.py:{spec}", "tpu-v5e"))
+        async with app.run_test(size=SIZE) as pilot:
+            await loaded(pilot)
+            findings = app.query_one("#findings", DataTable)
+            codes = [str(findings.get_row_at(i)[1]) for i in range(findings.row_count)]
+            findings.move_cursor(row=codes.index(code))
+            await pilot.press("enter")
+            await pilot.pause()
+            assert app.query_one(TabbedContent).active == tab
+            text = app.query_one(f"#text-{tab}", StageText)
+            line = text.document.get_line(text.cursor_location[0])
+            assert text.source_of(text.cursor_location[0]) == source and source in status(app), line
+            if tab == "mosaic":
+                assert "load" in line and "tpu.vector_load failed" in status(app)  # the read itself
+            else:
+                assert "failed to lower" in status(app)
+                assert "the lowering failed" in app.query_one("#text-mosaic", StageText).text
+            await pilot.press("b")
+            assert app.query_one(TabbedContent).active == "overview"
 
 
+@pytest.mark.asyncio
 @pytest.mark.libtpu
 @pytest.mark.slow
-def test_on_a_real_v5e_compile_l_goes_to_the_bundles_and_enter_diffs_a_mosaic_pass():
+async def test_on_a_real_v5e_compile_l_goes_to_the_bundles_and_enter_diffs_a_mosaic_pass():
     """The matmul kernel compiled deviceless for v5e: T's bundles carry the kernel's source lines,
     l goes from the jaxpr's dot line to its bundles and back; M's passes, Enter on one: its diff,
     compiled once more by the worker, the next one read from the dumps it keeps."""
-    async def run():
-        app = InspectorApp(Session("samples/matmul.py:tiled", "tpu-v5e", args="bf16[256,512] bf16[512,256]"))
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            await pilot.press("T")
-            await loaded(pilot)
-            [kb] = [b for b in app.report.time.bundles if b.kind.startswith("custom-call")]
-            with_dot = [i for i, r in enumerate(kb.listing) if DOT in r.sources]
-            assert with_dot and any(line.source == DOT and line.mxu_ops for line in kb.lines)
-            await pilot.press("2")
-            jaxpr = app.query_one("#text-jaxpr", StageText)
-            jaxpr.go_to_row(jaxpr.rows_with_source(DOT)[0])
-            await pilot.pause()
-            await pilot.press("l")
-            await pilot.pause()
-            listing = app.query_one("#text-bundles", StageText)
-            assert app.query_one(TabbedContent).active == "bundles" and listing.cursor_location[0] == with_dot[0]
-            assert "vmatmul" in " ".join(kb.listing[i].ops for i in with_dot)
-            await pilot.press("l")
-            assert app.query_one(TabbedContent).active == "jaxpr" and jaxpr.source_of(jaxpr.cursor_location[0]) == DOT
-            await pilot.press("M")
-            await loaded(pilot)
-            table = app.query_one("#mosaic-passes-table", DataTable)
-            names = [p.name for p in app.report.mosaic_passes.kernels[0].passes]
-            table.move_cursor(row=names.index("relayout-insertion"))
-            await pilot.press("enter")
-            await loaded(pilot)
-            assert "relayout-insertion" in plain(app, "#mosaic-passes-detail") and "tpu.relayout" in plain(
-                app, "#mosaic-passes-detail")
-            table.move_cursor(row=names.index("apply-vector-layout"))
-            await pilot.press("enter")
-            await loaded(pilot)
-            assert "apply-vector-layout" in plain(app, "#mosaic-passes-detail") and "lines)" in status(app)
-    asyncio.run(run())
+    app = InspectorApp(Session("samples/matmul.py:tiled", "tpu-v5e", args="bf16[256,512] bf16[512,256]"))
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("T")
+        await loaded(pilot)
+        [kb] = [b for b in app.report.time.bundles if b.kind.startswith("custom-call")]
+        with_dot = [i for i, r in enumerate(kb.listing) if DOT in r.sources]
+        assert with_dot and any(line.source == DOT and line.mxu_ops for line in kb.lines)
+        await pilot.press("2")
+        jaxpr = app.query_one("#text-jaxpr", StageText)
+        jaxpr.go_to_row(jaxpr.rows_with_source(DOT)[0])
+        await pilot.pause()
+        await pilot.press("l")
+        await pilot.pause()
+        listing = app.query_one("#text-bundles", StageText)
+        assert app.query_one(TabbedContent).active == "bundles" and listing.cursor_location[0] == with_dot[0]
+        assert "vmatmul" in " ".join(kb.listing[i].ops for i in with_dot)
+        await pilot.press("l")
+        assert app.query_one(TabbedContent).active == "jaxpr" and jaxpr.source_of(jaxpr.cursor_location[0]) == DOT
+        await pilot.press("M")
+        await loaded(pilot)
+        table = app.query_one("#mosaic-passes-table", DataTable)
+        names = [p.name for p in app.report.mosaic_passes.kernels[0].passes]
+        table.move_cursor(row=names.index("relayout-insertion"))
+        await pilot.press("enter")
+        await loaded(pilot)
+        assert "relayout-insertion" in plain(app, "#mosaic-passes-detail") and "tpu.relayout" in plain(
+            app, "#mosaic-passes-detail")
+        table.move_cursor(row=names.index("apply-vector-layout"))
+        await pilot.press("enter")
+        await loaded(pilot)
+        assert "apply-vector-layout" in plain(app, "#mosaic-passes-detail") and "lines)" in status(app)

@@ -2,7 +2,6 @@
 under the finding it answers; A applies it and compiles again, the file untouched. The work runs
 in this process (Remote.call faked), without libtpu's time or numerics, one block size besides
 the raised limit: what F and A do with a FixResult is the subject, not its figures (test_fix.py)."""
-import asyncio
 import dataclasses
 
 import pytest
@@ -17,9 +16,10 @@ OOM = Session("samples/attention.py:flash", "tpu-v5e", args="bf16[1,4096,128] bf
               sets=["block_q=4096"])
 
 
+@pytest.mark.asyncio
 @pytest.mark.libtpu
 @pytest.mark.slow
-def test_f_shows_the_fix_under_the_vmem_finding_and_a_applies_it(monkeypatch):
+async def test_f_shows_the_fix_under_the_vmem_finding_and_a_applies_it(monkeypatch):
     import inspector.verbs.fixing as fixing
     from inspector.remote import Remote
 
@@ -32,31 +32,29 @@ def test_f_shows_the_fix_under_the_vmem_finding_and_a_applies_it(monkeypatch):
     monkeypatch.setattr(fixing, "run_fix", cheap)
     monkeypatch.setattr(Remote, "call", lambda self, session, method, *args, epoch=None: getattr(session, method)(*args))
 
-    async def run():
-        app = InspectorApp(OOM)
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
-            codes = [f.code for f in app.report.findings]
-            assert "compile-vmem-oom" in codes and app.report.fixes is None
-            await pilot.press("A")
-            await pilot.pause()
-            assert "F tries the fixes first" in status(app)
-            await pilot.press("F")
-            await loaded(pilot)
-            assert app.report.fixes is not None and "recommended" in status(app)
-            table = app.query_one("#findings", DataTable)
-            table.move_cursor(row=codes.index("compile-vmem-oom"))
-            await pilot.pause()
-            detail = plain(app, "#finding-detail")
-            assert "fix #1" in detail and "vmem_limit_bytes=" in detail and "A applies" in detail
-            # block_q is the command line's: A applies what works with it, at trace time
-            await pilot.press("A")
-            await loaded(pilot)
-            change, = app.session.changes
-            assert change.kind == "vmem_limit" and app.session.sets == ["block_q=4096"]
-            assert app.report.stages.compile_error is None
-            assert "compile-vmem-oom" not in [f.code for f in app.report.findings]
-    asyncio.run(run())
+    app = InspectorApp(OOM)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        codes = [f.code for f in app.report.findings]
+        assert "compile-vmem-oom" in codes and app.report.fixes is None
+        await pilot.press("A")
+        await pilot.pause()
+        assert "F tries the fixes first" in status(app)
+        await pilot.press("F")
+        await loaded(pilot)
+        assert app.report.fixes is not None and "recommended" in status(app)
+        table = app.query_one("#findings", DataTable)
+        table.move_cursor(row=codes.index("compile-vmem-oom"))
+        await pilot.pause()
+        detail = plain(app, "#finding-detail")
+        assert "fix #1" in detail and "vmem_limit_bytes=" in detail and "A applies" in detail
+        # block_q is the command line's: A applies what works with it, at trace time
+        await pilot.press("A")
+        await loaded(pilot)
+        change, = app.session.changes
+        assert change.kind == "vmem_limit" and app.session.sets == ["block_q=4096"]
+        assert app.report.stages.compile_error is None
+        assert "compile-vmem-oom" not in [f.code for f in app.report.findings]
 
 
 def test_a_refused_compiles_error_is_cut_between_words():

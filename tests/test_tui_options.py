@@ -5,7 +5,6 @@ of `inspector tune`, typed in its field, is the same field of the SweepRequest t
 option makes (inspector.tuning.sweep). Each through Textual's pilot."""
 from __future__ import annotations
 
-import asyncio
 import shlex
 
 import pytest
@@ -46,7 +45,7 @@ SHOW = {
 }
 
 
-def _typed(values: dict[str, str], current: dict | None = None, size=(100, 40)):
+async def _typed(values: dict[str, str], current: dict | None = None, size=(100, 40)):
     """The options screen on its own, ``values`` typed into its fields ({option: text}), then Enter:
     what it gave back (None while it stays), and its problem line (empty where it is not on screen)."""
     fields = {option: name for name, option, _ in OPTIONS}
@@ -59,31 +58,30 @@ def _typed(values: dict[str, str], current: dict | None = None, size=(100, 40)):
                 self.given = changed
             self.push_screen(OptionsScreen(current or {"use_cache": True}), done)
 
-    async def run():
-        app = Host()
-        async with app.run_test(size=size) as pilot:
-            await pilot.pause()
-            for option, text in values.items():
-                app.screen.query_one(f"#option-{fields[option]}").value = text
-            app.screen.query_one(f"#option-{fields[next(iter(values))]}").focus()
-            await pilot.press("enter")
-            await pilot.pause()
-            if not isinstance(app.screen, OptionsScreen):
-                return app.given, ""
-            shown = app.screen.query_one("#options-problem")
-            seen = shown.region.height > 0 and shown.region.bottom <= size[1]  # within the terminal, not scrolled away
-            return app.given, str(shown.content) if seen else ""
-    return asyncio.run(run())
+    app = Host()
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        for option, text in values.items():
+            app.screen.query_one(f"#option-{fields[option]}").value = text
+        app.screen.query_one(f"#option-{fields[next(iter(values))]}").focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        if not isinstance(app.screen, OptionsScreen):
+            return app.given, ""
+        shown = app.screen.query_one("#options-problem")
+        seen = shown.region.height > 0 and shown.region.bottom <= size[1]  # within the terminal, not scrolled away
+        return app.given, str(shown.content) if seen else ""
 
 
 def test_every_option_the_screen_offers_is_tested():
     assert {option for _, option, _ in OPTIONS} == set(SHOW) | {"--baseline", "--tolerance"}
 
 
+@pytest.mark.asyncio
 @pytest.mark.parametrize("option", sorted(SHOW))
-def test_a_show_option_set_on_the_screen_is_the_command_lines(option):
+async def test_a_show_option_set_on_the_screen_is_the_command_lines(option):
     typed, line, field = SHOW[option]
-    changed, problem = _typed({option: typed})
+    changed, problem = await _typed({option: typed})
     assert not problem and changed
     from_tui = SESSION.with_options(**changed)
     opts = build_parser().parse_args(shlex.split(f"show {MATMUL} --target cpu {line}"))
@@ -101,19 +99,22 @@ def _gate(line: str):
     return check_gate(opts)
 
 
-def test_the_baseline_set_on_the_screen_is_check_baselines():
-    changed, problem = _typed({"--baseline": SAVED})
+@pytest.mark.asyncio
+async def test_the_baseline_set_on_the_screen_is_check_baselines():
+    changed, problem = await _typed({"--baseline": SAVED})
     assert not problem and changed["baseline"] == SAVED
     assert changed["loaded"].data == _gate("").before.data and changed["tolerances"] == _gate("").tolerances
 
 
-def test_the_tolerance_set_on_the_screen_is_check_baselines():
-    changed, problem = _typed({"--tolerance": "time=5%,hbm_bytes=1024"}, {"use_cache": True, "baseline": SAVED})
+@pytest.mark.asyncio
+async def test_the_tolerance_set_on_the_screen_is_check_baselines():
+    changed, problem = await _typed({"--tolerance": "time=5%,hbm_bytes=1024"}, {"use_cache": True, "baseline": SAVED})
     assert not problem and changed["tolerances"] == _gate("--tolerance time=5%,hbm_bytes=1024").tolerances
-    _, problem = _typed({"--tolerance": "time=5%"})  # no baseline
+    _, problem = await _typed({"--tolerance": "time=5%"})  # no baseline
     assert "--tolerance applies to --baseline FILE" in problem
 
 
+@pytest.mark.asyncio
 @pytest.mark.parametrize("option, typed, says", [
     ("--time-budget", "soon", "--time-budget soon: give a number > 0"),
     ("--roofline", "tpu-v99", "tpu-v99"),
@@ -124,39 +125,39 @@ def test_the_tolerance_set_on_the_screen_is_check_baselines():
     ("--mesh", "data=x", "not a whole number"),
     ("--shard", "P((", "one PartitionSpec per input"),
 ])
-def test_a_bad_value_stays_on_the_screen_with_one_line(option, typed, says):
-    changed, problem = _typed({option: typed}, size=(80, 24))  # the problem is seen at 80x24 too
+async def test_a_bad_value_stays_on_the_screen_with_one_line(option, typed, says):
+    changed, problem = await _typed({option: typed}, size=(80, 24))  # the problem is seen at 80x24 too
     assert changed is None and says in problem and "\n" not in problem.strip()
 
 
-def test_a_baseline_the_loader_fails_on_in_any_way_is_a_line_on_the_screen(monkeypatch):
+@pytest.mark.asyncio
+async def test_a_baseline_the_loader_fails_on_in_any_way_is_a_line_on_the_screen(monkeypatch):
     import inspector.baseline.record as record
 
     def broken(path):
         raise RecursionError("maximum recursion depth exceeded")
 
     monkeypatch.setattr(record, "load", broken)
-    changed, problem = _typed({"--baseline": SAVED})
+    changed, problem = await _typed({"--baseline": SAVED})
     assert changed is None and "cannot load it (RecursionError" in problem
 
 
-def test_o_opens_the_options_and_a_changed_one_compiles_again(monkeypatch):
-    async def run():
-        app = InspectorApp(Session(MATMUL, "cpu"))
-        async with app.run_test(size=(100, 40)) as pilot:
-            await loaded(pilot)
-            await pilot.press("o")
-            await pilot.pause()
-            assert isinstance(app.screen, OptionsScreen)
-            app.screen.query_one("#option-roofline").value = "tpu-v5e"
-            app.screen.query_one("#option-baseline").value = SAVED
-            app.screen.query_one("#option-roofline").focus()
-            await pilot.press("enter")
-            await loaded(pilot)
-            assert app.session.roofline == "tpu-v5e" and app.report.fusions.chip == "tpu-v5e"
-            assert app.baseline.path == SAVED
-            assert "cpu" in str(app.query_one("#overview-baseline").content)  # no figures on cpu: said so
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_o_opens_the_options_and_a_changed_one_compiles_again(monkeypatch):
+    app = InspectorApp(Session(MATMUL, "cpu"))
+    async with app.run_test(size=(100, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("o")
+        await pilot.pause()
+        assert isinstance(app.screen, OptionsScreen)
+        app.screen.query_one("#option-roofline").value = "tpu-v5e"
+        app.screen.query_one("#option-baseline").value = SAVED
+        app.screen.query_one("#option-roofline").focus()
+        await pilot.press("enter")
+        await loaded(pilot)
+        assert app.session.roofline == "tpu-v5e" and app.report.fusions.chip == "tpu-v5e"
+        assert app.baseline.path == SAVED
+        assert "cpu" in str(app.query_one("#overview-baseline").content)  # no figures on cpu: said so
 
 
 # ----------------------------------------------------------------------------- tune
@@ -196,26 +197,24 @@ CHECK_CLI_ONLY = {
 }
 
 
-def _tune_typed(typed: dict[str, str], session: Session = SESSION, form: TuneForm = TUNE_FORM):
+async def _tune_typed(typed: dict[str, str], session: Session = SESSION, form: TuneForm = TUNE_FORM):
     """The tune screen on its own (no compile: the form as the app makes it), ``typed`` into its
     fields, then Enter: the SweepRequest it would run (None while it stays), and its problem line."""
     class Host(App):
         def on_mount(self) -> None:
             self.push_screen(TuneScreen(form, session))
 
-    async def run():
-        app = Host()
-        async with app.run_test(size=(100, 40)) as pilot:
-            await pilot.pause()
-            screen, started = app.screen, []
-            screen.start = started.append  # the sweep itself is test_tui_tune.py's
-            for field, text in typed.items():
-                screen.query_one(f"#{field}").value = text
-            screen.query_one(f"#{next(iter(typed))}").focus()
-            await pilot.press("enter")
-            await pilot.pause()
-            return (started or [None])[0], plain(screen, "#tune-problem")
-    return asyncio.run(run())
+    app = Host()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause()
+        screen, started = app.screen, []
+        screen.start = started.append  # the sweep itself is test_tui_tune.py's
+        for field, text in typed.items():
+            screen.query_one(f"#{field}").value = text
+        screen.query_one(f"#{next(iter(typed))}").focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        return (started or [None])[0], plain(screen, "#tune-problem")
 
 
 def _tune_cli(line: str):
@@ -242,8 +241,9 @@ def test_every_option_of_show_and_check_is_on_the_options_screen_a_key_or_named_
     assert all(why and "\n" not in why for why in CHECK_CLI_ONLY.values())
 
 
+@pytest.mark.asyncio
 @pytest.mark.parametrize("option", sorted(TUNE))
-def test_a_tune_option_set_on_the_tune_screen_is_the_command_lines(option, tmp_path, monkeypatch):
+async def test_a_tune_option_set_on_the_tune_screen_is_the_command_lines(option, tmp_path, monkeypatch):
     from inspector.compilation import backends
 
     if "measure" in str(TUNE[option][0]):  # ranks on the attached TPU: here, none is needed
@@ -254,7 +254,7 @@ def test_a_tune_option_set_on_the_tune_screen_is_the_command_lines(option, tmp_p
     typed, session, line, field = TUNE[option]
     chips = {} if option == "--target" else {"tune-chips": "tpu-v5e"}
     form = TUNE_FORM if option != "--set" else TuneForm(MATMUL, "tiled", {**TUNE_FORM.current, "bk": 128}, TUNE_FORM.choices)
-    from_tui, problem = _tune_typed({k: v.format(table=table) for k, v in {**typed, **chips}.items()}, session, form)
+    from_tui, problem = await _tune_typed({k: v.format(table=table) for k, v in {**typed, **chips}.items()}, session, form)
     assert from_tui is not None, problem
     cli = _tune_cli(f"{'' if option == '--target' else '--target tpu-v5e '}{line.format(table=table)}")
     if option == "--set":  # INSPECT's lists for bm and bn (the screen's fields as they open), bk fixed
@@ -265,6 +265,7 @@ def test_a_tune_option_set_on_the_tune_screen_is_the_command_lines(option, tmp_p
     assert field(from_tui) == field(cli) != field(_tune_cli("--target tpu-v5e"))
 
 
+@pytest.mark.asyncio
 @pytest.mark.parametrize("typed, says", [
     ({"tune-option-workers": "0"}, "--workers 0: give 1 or more"),
     ({"tune-option-top": "-1"}, "--top -1: give 0 or more"),
@@ -274,41 +275,42 @@ def test_a_tune_option_set_on_the_tune_screen_is_the_command_lines(option, tmp_p
     ({"tune-option-args": "bf16[256,512] f99[3]"}, "f99"),
     ({"tune-option-table": "/no/such/folder/t.json"}, "--table"),
 ])
-def test_a_bad_tune_option_stays_on_the_screen_with_one_line(typed, says):
-    request, problem = _tune_typed({**typed, "tune-chips": "tpu-v5e"})
+async def test_a_bad_tune_option_stays_on_the_screen_with_one_line(typed, says):
+    request, problem = await _tune_typed({**typed, "tune-chips": "tpu-v5e"})
     assert request is None and says in problem and len(problem.strip().splitlines()) == 1
 
 
-def test_the_tune_screen_opens_with_the_options_screens_values():
+@pytest.mark.asyncio
+async def test_the_tune_screen_opens_with_the_options_screens_values():
     """--args, --time-budget and --no-cache set on the options screen (o) are the sweep's, as they were."""
     session = SESSION.with_options(args="bf16[256,512] bf16[512,128]", time_budget=30.0, use_cache=False)
-    request, problem = _tune_typed({"tune-chips": "tpu-v5e"}, session)
+    request, problem = await _tune_typed({"tune-chips": "tpu-v5e"}, session)
     cli = _tune_cli("--target tpu-v5e --args 'bf16[256,512] bf16[512,128]' --time-budget 30 --no-cache")
     assert request is not None, problem
     assert (request.args, request.budget, request.cache) == (cli.args, cli.budget, cli.cache)
 
 
-def test_the_tune_form_with_its_options_fits_80x24():
+@pytest.mark.asyncio
+async def test_the_tune_form_with_its_options_fits_80x24():
     """Every field of the form can be reached in an 80x24 terminal (the form scrolls to the focused one)."""
-    async def run():
-        class Host(App):
-            def on_mount(self) -> None:
-                self.push_screen(TuneScreen(TUNE_FORM, SESSION))
-        app = Host()
-        async with app.run_test(size=(80, 24)) as pilot:
+    class Host(App):
+        def on_mount(self) -> None:
+            self.push_screen(TuneScreen(TUNE_FORM, SESSION))
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        fields = list(screen.query(Input))
+        assert len(fields) == 1 + 3 + len(TUNE_OPTIONS)
+        for field in fields:
+            field.focus()
             await pilot.pause()
-            screen = app.screen
-            fields = list(screen.query(Input))
-            assert len(fields) == 1 + 3 + len(TUNE_OPTIONS)
-            for field in fields:
-                field.focus()
-                await pilot.pause()
-                assert field.region.height == 1 and field.region.width >= 20, field.id
-                assert screen.query_one("#tune-form").region.contains_region(field.region), field.id
-    asyncio.run(run())
+            assert field.region.height == 1 and field.region.width >= 20, field.id
+            assert screen.query_one("#tune-form").region.contains_region(field.region), field.id
 
 
-def test_the_options_screen_says_each_line_whole_at_80_columns():
+@pytest.mark.asyncio
+async def test_the_options_screen_says_each_line_whole_at_80_columns():
     """Its header ran past the modal's edge and was cut; the cache field read "--no-cache (the
     compile cache on; off: --no-cache)", a double negative."""
     from pathlib import Path
@@ -321,14 +323,12 @@ def test_the_options_screen_says_each_line_whole_at_80_columns():
         def on_mount(self) -> None:
             self.push_screen(OptionsScreen({"use_cache": True}))
 
-    async def run():
-        app = Host()
-        async with app.run_test(size=(80, 24)) as pilot:
-            await pilot.pause()
-            inside = app.screen.query_one("#pick").content_region
-            labels = [label for label in app.screen.query("Label")]
-            said = [str(label.content) for label in labels]
-            assert any("Enter applies" in s for s in said) and any(s.startswith("the compile cache  (on") for s in said)
-            assert not any("--no-cache  (the" in s for s in said)
-            assert all(label.region.right <= inside.right for label in labels), said
-    asyncio.run(run())
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        inside = app.screen.query_one("#pick").content_region
+        labels = [label for label in app.screen.query("Label")]
+        said = [str(label.content) for label in labels]
+        assert any("Enter applies" in s for s in said) and any(s.startswith("the compile cache  (on") for s in said)
+        assert not any("--no-cache  (the" in s for s in said)
+        assert all(label.region.right <= inside.right for label in labels), said

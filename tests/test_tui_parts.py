@@ -3,9 +3,9 @@ app's attributes (views/tui/app.py's docstring): the app holds its model and its
 writes no attribute of the app but the model, and no two parts hold the same attribute. And the
 worker can run on a thread of this process (the option the tests use)."""
 import ast
-import asyncio
 import multiprocessing
 
+import pytest
 from textual.app import App
 
 from conftest import ROOT, loaded
@@ -71,12 +71,11 @@ def test_no_part_sets_an_attribute_of_the_app_but_its_model():
                     assert target.attr in MODEL, f"{path.name}:{target.lineno}: sets {owner}.{target.attr}"
 
 
-def test_the_worker_runs_on_a_thread_of_this_process_when_asked():
+@pytest.mark.asyncio
+async def test_the_worker_runs_on_a_thread_of_this_process_when_asked():
     """InspectorApp(in_process=True): a load's calls run here, no child process is started."""
-    async def run():
-        app = InspectorApp(NAIVE, watch=False, in_process=True)
-        async with app.run_test(size=(100, 30)) as pilot:
-            await loaded(pilot)
-            assert app.report is not None and app.report.chip.name == "cpu"
-            assert app.remote.in_process and not multiprocessing.active_children()
-    asyncio.run(run())
+    app = InspectorApp(NAIVE, watch=False, in_process=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        assert app.report is not None and app.report.chip.name == "cpu"
+        assert app.remote.in_process and not multiprocessing.active_children()

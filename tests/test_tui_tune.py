@@ -4,7 +4,6 @@ half-written), the ranked table shows each candidate's time per chip (a failure 
 Enter on a row analyses the target again with that row's parameters. The screen's own tests fake
 the sweep (a real one compiles for minutes); the pool's cancel is tested on real worker processes,
 and one TPU test runs a real sweep of 4 candidates in the UI."""
-import asyncio
 import glob
 import json
 import os
@@ -106,93 +105,91 @@ def _table_rows(screen) -> list[list[str]]:
     return [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
 
 
-def test_tune_ranks_per_chip_shows_each_failure_and_enter_applies_the_row(monkeypatch, tmp_path):
+@pytest.mark.asyncio
+async def test_tune_ranks_per_chip_shows_each_failure_and_enter_applies_the_row(monkeypatch, tmp_path):
     from inspector.tuning.table import lookup
 
     fake = FakeSweep()
     monkeypatch.setattr("inspector.tuning.sweep.run_sweep", fake)
     monkeypatch.chdir(tmp_path)
 
-    async def run():
-        app = InspectorApp(MM)
-        async with app.run_test(size=(140, 40)) as pilot:
-            await loaded(pilot)
-            await pilot.press("u")
-            await pilot.pause()
-            screen = app.screen
-            assert isinstance(screen, TuneScreen)
-            assert screen.query_one("#tune-chips").value == "tpu-v5e"  # the UI is on the CPU: the default TPU
-            assert screen.query_one("#tune-param-bm").value == "256, 128"  # INSPECT's list
-            assert "8 candidates x 1 chip" in plain(screen, "#tune-count")
-            screen.query_one("#tune-chips").value = "tpu-v5e,tpu-v6e"
-            screen.query_one("#tune-param-pad_mib").value = "0"
-            await pilot.press("enter")
-            await _until(lambda: screen.result is not None, pilot)
-            (request,) = fake.requests
-            assert request.spec == SPEC and request.chips == ["tpu-v5e", "tpu-v6e"] and request.args == [SMALL]
-            assert request.grid == {"bm": [256, 128], "bn": [256, 64], "bk": [512], "pad_mib": [0]}
-            rows = _table_rows(screen)
-            # ranked by v5e: bm=128 first; each chip's time; a bar; the failures with their reasons
-            assert [r[:3] for r in rows] == [["1", "128", "256"], ["2", "256", "256"], ["-", "256", "64"], ["-", "128", "64"]]
-            assert rows[0][3:6] == [fmt_time(2e-6), fmt_time(2e-6), "1.00x"]
-            assert rows[1][3:6] == [fmt_time(3e-6), fmt_time(1e-6), "1.50x"]
-            assert rows[1][6] == "█" * 20 and rows[0][6] == "█" * 13  # against the slowest ranked
-            assert rows[2][3] == "refused" and "Mosaic refused the kernel" in rows[2][7]
-            assert rows[3][3] == "pruned" and "VMEM estimate" in rows[3][7]
-            assert "tpu-v5e best: --set bm=128 --set bn=256" in plain(screen, "#tune-problem")
-            table = screen.query_one("#tune-table", DataTable)
-            table.move_cursor(row=2)
-            await pilot.pause()
-            detail = plain(screen, "#tune-detail")
-            assert " ".join(REFUSAL.split()) in " ".join(detail.split())  # the whole reason, per chip
-            assert "tpu-v5e, tpu-v6e: refused" in detail  # one reason, said once for both chips
-            await pilot.press("s")  # ranked by v6e now: bm=256 first
-            assert [r[:3] for r in _table_rows(screen)][:2] == [["1", "256", "256"], ["2", "128", "256"]]
-            assert "ranked by tpu-v6e" in plain(screen, "#tune-head")
-            await pilot.press("w")  # the tuning table, in the current folder
-            await pilot.pause()
-            written = tmp_path / "tune_kernels_mm_tuning.json"
-            assert lookup(str(written), SMALL, "tpu-v6e") == {"bk": 512, "pad_mib": 0, "bm": 256, "bn": 256}
-            assert lookup(str(written), SMALL, "TPU v5 lite") == {"bk": 512, "pad_mib": 0, "bm": 128, "bn": 256}
-            await pilot.press("s")
-            table.move_cursor(row=0)  # v5e's best: bm=128
-            await pilot.press("enter")
-            await pilot.pause()
-            assert not isinstance(app.screen, TuneScreen)
-            await loaded(pilot)
-            assert app.session.sets[-2:] == ["bm=128", "bn=256"]
-            assert app.report.target.params["bm"] == 128 and app.report.pallas[0].call.grid == [2, 1, 1]
-    asyncio.run(run())
+    app = InspectorApp(MM)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("u")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, TuneScreen)
+        assert screen.query_one("#tune-chips").value == "tpu-v5e"  # the UI is on the CPU: the default TPU
+        assert screen.query_one("#tune-param-bm").value == "256, 128"  # INSPECT's list
+        assert "8 candidates x 1 chip" in plain(screen, "#tune-count")
+        screen.query_one("#tune-chips").value = "tpu-v5e,tpu-v6e"
+        screen.query_one("#tune-param-pad_mib").value = "0"
+        await pilot.press("enter")
+        await _until(lambda: screen.result is not None, pilot)
+        (request,) = fake.requests
+        assert request.spec == SPEC and request.chips == ["tpu-v5e", "tpu-v6e"] and request.args == [SMALL]
+        assert request.grid == {"bm": [256, 128], "bn": [256, 64], "bk": [512], "pad_mib": [0]}
+        rows = _table_rows(screen)
+        # ranked by v5e: bm=128 first; each chip's time; a bar; the failures with their reasons
+        assert [r[:3] for r in rows] == [["1", "128", "256"], ["2", "256", "256"], ["-", "256", "64"], ["-", "128", "64"]]
+        assert rows[0][3:6] == [fmt_time(2e-6), fmt_time(2e-6), "1.00x"]
+        assert rows[1][3:6] == [fmt_time(3e-6), fmt_time(1e-6), "1.50x"]
+        assert rows[1][6] == "█" * 20 and rows[0][6] == "█" * 13  # against the slowest ranked
+        assert rows[2][3] == "refused" and "Mosaic refused the kernel" in rows[2][7]
+        assert rows[3][3] == "pruned" and "VMEM estimate" in rows[3][7]
+        assert "tpu-v5e best: --set bm=128 --set bn=256" in plain(screen, "#tune-problem")
+        table = screen.query_one("#tune-table", DataTable)
+        table.move_cursor(row=2)
+        await pilot.pause()
+        detail = plain(screen, "#tune-detail")
+        assert " ".join(REFUSAL.split()) in " ".join(detail.split())  # the whole reason, per chip
+        assert "tpu-v5e, tpu-v6e: refused" in detail  # one reason, said once for both chips
+        await pilot.press("s")  # ranked by v6e now: bm=256 first
+        assert [r[:3] for r in _table_rows(screen)][:2] == [["1", "256", "256"], ["2", "128", "256"]]
+        assert "ranked by tpu-v6e" in plain(screen, "#tune-head")
+        await pilot.press("w")  # the tuning table, in the current folder
+        await pilot.pause()
+        written = tmp_path / "tune_kernels_mm_tuning.json"
+        assert lookup(str(written), SMALL, "tpu-v6e") == {"bk": 512, "pad_mib": 0, "bm": 256, "bn": 256}
+        assert lookup(str(written), SMALL, "TPU v5 lite") == {"bk": 512, "pad_mib": 0, "bm": 128, "bn": 256}
+        await pilot.press("s")
+        table.move_cursor(row=0)  # v5e's best: bm=128
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, TuneScreen)
+        await loaded(pilot)
+        assert app.session.sets[-2:] == ["bm=128", "bn=256"]
+        assert app.report.target.params["bm"] == 128 and app.report.pallas[0].call.grid == [2, 1, 1]
 
 
-def test_esc_stops_the_sweep_and_the_partial_table_is_not_written(monkeypatch, tmp_path):
+@pytest.mark.asyncio
+async def test_esc_stops_the_sweep_and_the_partial_table_is_not_written(monkeypatch, tmp_path):
     fake = FakeSweep(hold=True)
     monkeypatch.setattr("inspector.tuning.sweep.run_sweep", fake)
     monkeypatch.chdir(tmp_path)
 
-    async def run():
-        app = InspectorApp(Session(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "tune_kernels.py:mm"),
-                                   "cpu", args=SMALL))
-        async with app.run_test(size=(140, 40)) as pilot:
-            await loaded(pilot)
-            await pilot.press("u")
-            await pilot.pause()
-            screen = app.screen
-            await pilot.press("enter")
-            await _until(lambda: "2 of 8 done" in plain(screen, "#tune-progress-line"), pilot)
-            assert screen.running and "Esc or ctrl+c stops" in plain(screen, "#tune-hint")
-            await pilot.press("escape")
-            await _until(lambda: screen.result is not None, pilot)
-            assert fake.cancelled and app.screen is screen  # stopped, still open: what is done shows
-            assert screen.result.interrupted and "interrupted" in plain(screen, "#tune-problem")
-            assert [r[3] for r in _table_rows(screen)].count("not-run") == 3
-            await pilot.press("w")  # a tuning table holds whole sweeps only
-            await pilot.pause()
-            assert not glob.glob(str(tmp_path / "*"))
-            await pilot.press("escape")
-            await pilot.pause()
-            assert not isinstance(app.screen, TuneScreen)
-    asyncio.run(run())
+    app = InspectorApp(Session(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "tune_kernels.py:mm"),
+                               "cpu", args=SMALL))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("u")
+        await pilot.pause()
+        screen = app.screen
+        await pilot.press("enter")
+        await _until(lambda: "2 of 8 done" in plain(screen, "#tune-progress-line"), pilot)
+        assert screen.running and "Esc or ctrl+c stops" in plain(screen, "#tune-hint")
+        await pilot.press("escape")
+        await _until(lambda: screen.result is not None, pilot)
+        assert fake.cancelled and app.screen is screen  # stopped, still open: what is done shows
+        assert screen.result.interrupted and "interrupted" in plain(screen, "#tune-problem")
+        assert [r[3] for r in _table_rows(screen)].count("not-run") == 3
+        await pilot.press("w")  # a tuning table holds whole sweeps only
+        await pilot.pause()
+        assert not glob.glob(str(tmp_path / "*"))
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, TuneScreen)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
@@ -214,56 +211,53 @@ def test_snapshot_of_the_ranked_table(snap_compare, monkeypatch, size):
     assert snap_compare(app, terminal_size=size, run_before=before)
 
 
-def test_a_sweep_that_cannot_start_says_why_and_the_form_comes_back(monkeypatch):
+@pytest.mark.asyncio
+async def test_a_sweep_that_cannot_start_says_why_and_the_form_comes_back(monkeypatch):
     def refuses(request, progress, cancel=None):
         raise UsageError(f"{request.spec}: --grid bq=... but the function takes no parameter 'bq'")
 
     monkeypatch.setattr("inspector.tuning.sweep.run_sweep", refuses)
 
-    async def run():
-        app = InspectorApp(MM)
-        async with app.run_test(size=(120, 30)) as pilot:
-            await loaded(pilot)
-            await pilot.press("u")
-            await pilot.pause()
-            screen = app.screen
-            await pilot.press("enter")
-            await _until(lambda: "takes no parameter" in plain(screen, "#tune-problem"), pilot)
-            assert not screen.running and screen.query_one("#tune-form").display
-            assert isinstance(app.focused, Input) and "Enter runs the sweep" in plain(screen, "#tune-hint")
-    asyncio.run(run())
+    app = InspectorApp(MM)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("u")
+        await pilot.pause()
+        screen = app.screen
+        await pilot.press("enter")
+        await _until(lambda: "takes no parameter" in plain(screen, "#tune-problem"), pilot)
+        assert not screen.running and screen.query_one("#tune-form").display
+        assert isinstance(app.focused, Input) and "Enter runs the sweep" in plain(screen, "#tune-hint")
 
 
-def test_ctrl_t_on_the_parameter_screen_opens_tune_and_a_function_without_parameters_says_how():
-    async def run():
-        app = InspectorApp(Session(f"{DATA}/funcs.py:matmul", "cpu"))
-        async with app.run_test(size=(120, 30)) as pilot:
-            await loaded(pilot)
-            await pilot.press("x")
-            await pilot.pause()
-            assert isinstance(app.screen, ParamsScreen)
-            await pilot.press("ctrl+t")
-            await pilot.pause()
-            await pilot.pause()
-            assert isinstance(app.screen, TuneScreen)
-            text = plain(app.screen, "#tune-declare")
-            assert "matmul has no parameters to tune" in text and 'INSPECT = {"matmul"' in text and '"params"' in text
-            assert not app.screen.query("#tune-chips")  # nothing to run
-            await pilot.press("escape")
-            await pilot.pause()
-            assert not isinstance(app.screen, TuneScreen)
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_ctrl_t_on_the_parameter_screen_opens_tune_and_a_function_without_parameters_says_how():
+    app = InspectorApp(Session(f"{DATA}/funcs.py:matmul", "cpu"))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("x")
+        await pilot.pause()
+        assert isinstance(app.screen, ParamsScreen)
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        await pilot.pause()
+        assert isinstance(app.screen, TuneScreen)
+        text = plain(app.screen, "#tune-declare")
+        assert "matmul has no parameters to tune" in text and 'INSPECT = {"matmul"' in text and '"params"' in text
+        assert not app.screen.query("#tune-chips")  # nothing to run
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, TuneScreen)
 
 
-def test_tune_before_the_trace_says_when_it_can():
-    async def run():
-        app = InspectorApp(MM)
-        async with app.run_test(size=(120, 30)) as pilot:
-            app.report = app.lowered = None
-            app.action_tune()
-            assert "once the function is traced" in status(app)
-            app.remote.cancel()
-    asyncio.run(run())
+@pytest.mark.asyncio
+async def test_tune_before_the_trace_says_when_it_can():
+    app = InspectorApp(MM)
+    async with app.run_test(size=(120, 30)) as pilot:
+        app.report = app.lowered = None
+        app.action_tune()
+        assert "once the function is traced" in status(app)
+        app.remote.cancel()
 
 
 def test_candidates_keep_their_rows_on_every_chip():
@@ -339,42 +333,41 @@ def test_cancel_mid_sweep_returns_what_is_done_and_writes_nothing_half(monkeypat
         assert json.load(open(path))["kind"] == "tune-plan"
 
 
+@pytest.mark.asyncio
 @pytest.mark.libtpu
 @pytest.mark.slow
-def test_a_real_sweep_in_the_ui_ranks_and_applies(tmp_path, monkeypatch):
+async def test_a_real_sweep_in_the_ui_ranks_and_applies(tmp_path, monkeypatch):
     """4 candidates of tests/data/tune_kernels.py:mm on v5e, compiled deviceless: two ranked,
     bn=64 refused by Mosaic with its reason; Enter on the best applies it."""
     monkeypatch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path))
 
-    async def run():
-        app = InspectorApp(MM)
-        async with app.run_test(size=(160, 45)) as pilot:
-            await loaded(pilot)
-            await pilot.press("u")
-            await pilot.pause()
-            screen = app.screen
-            screen.query_one("#tune-param-pad_mib").value = ""
-            await pilot.press("enter")
-            await _until(lambda: screen.result is not None, pilot, seconds=600)
-            result = screen.result
-            assert not result.interrupted and result.counts["total"] == 4, plain(screen, "#tune-problem")
-            rows = _table_rows(screen)
-            ranked = [r for r in rows if r[0] != "-"]
-            assert [r[0] for r in ranked] == ["1", "2"] and all(r[2] == "256" for r in ranked)
-            refused = [r for r in rows if r[2] == "64"]
-            assert len(refused) == 2 and all(r[4] == "refused" for r in refused)
-            assert all("refused in mm at tests/data/tune_kernels.py:" in r[-1] for r in refused)  # where Mosaic refused
-            screen.query_one("#tune-table", DataTable).move_cursor(row=rows.index(refused[0]))
-            await pilot.pause()
-            reason = next(r for r in result.rows if r.params["bn"] == 64).reason
-            assert " ".join(reason.split()) in " ".join(plain(screen, "#tune-detail").split())  # the whole reason
-            screen.query_one("#tune-table", DataTable).move_cursor(row=0)
-            best = result.best("tpu-v5e")
-            await pilot.press("enter")  # on the best
-            await pilot.pause()
-            await loaded(pilot)
-            assert app.report.target.params["bm"] == best.params["bm"]
-    asyncio.run(run())
+    app = InspectorApp(MM)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await loaded(pilot)
+        await pilot.press("u")
+        await pilot.pause()
+        screen = app.screen
+        screen.query_one("#tune-param-pad_mib").value = ""
+        await pilot.press("enter")
+        await _until(lambda: screen.result is not None, pilot, seconds=600)
+        result = screen.result
+        assert not result.interrupted and result.counts["total"] == 4, plain(screen, "#tune-problem")
+        rows = _table_rows(screen)
+        ranked = [r for r in rows if r[0] != "-"]
+        assert [r[0] for r in ranked] == ["1", "2"] and all(r[2] == "256" for r in ranked)
+        refused = [r for r in rows if r[2] == "64"]
+        assert len(refused) == 2 and all(r[4] == "refused" for r in refused)
+        assert all("refused in mm at tests/data/tune_kernels.py:" in r[-1] for r in refused)  # where Mosaic refused
+        screen.query_one("#tune-table", DataTable).move_cursor(row=rows.index(refused[0]))
+        await pilot.pause()
+        reason = next(r for r in result.rows if r.params["bn"] == 64).reason
+        assert " ".join(reason.split()) in " ".join(plain(screen, "#tune-detail").split())  # the whole reason
+        screen.query_one("#tune-table", DataTable).move_cursor(row=0)
+        best = result.best("tpu-v5e")
+        await pilot.press("enter")  # on the best
+        await pilot.pause()
+        await loaded(pilot)
+        assert app.report.target.params["bm"] == best.params["bm"]
 
 
 def test_the_ui_process_runs_a_sweep_without_importing_jax(tmp_path):
