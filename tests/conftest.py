@@ -335,10 +335,10 @@ def _rank(item) -> int:
 
 # The files whose tests share state mostly per corpus entry (its Report, compile and diff, memoised
 # in the process): a unit per entry, so that one file's minutes are not one worker's tail; their
-# other tests are the file's unit (the two that read an entry's Report again there take its
-# compile from the run's cache).
-SPLIT_BY_ENTRY = ("tests/test_corpus.py", "tests/test_corpus_model_kernels.py",
-                  "tests/test_corpus_levanter_pallasbench.py")
+# other tests are the file's unit. A round's own file that reads an entry's Report again
+# (test_corpus_model_kernels.py, test_pallas_nested_pipelines.py) takes its compile from the
+# run's cache.
+SPLIT_BY_ENTRY = ("tests/test_corpus.py", "tests/test_corpus_heldout.py")
 # The files whose tests share only what the process memoises (the UI's few small compiles, made
 # again once on the other worker): a unit per test function.
 SPLIT_BY_FUNCTION = ("tests/test_tui.py",)
@@ -364,7 +364,8 @@ def _unit(item) -> str:
 # Longest first, by the serial profile (BENCHMARKS.md): a unit under none of these comes after them,
 # in file order.
 LONG_FIRST = ("tests/test_vmem_estimates.py::test_estimate_unchanged_on_truth_rows", "tests/test_default_target.py",
-              "tests/test_docs.py::test_every_command_runs", "tests/test_corpus.py", "tests/test_corpus_model_kernels.py",
+              "tests/test_docs.py::test_every_command_runs", "tests/test_corpus.py", "tests/test_corpus_heldout.py",
+              "tests/test_corpus_model_kernels.py",
               "tests/test_fusions.py", "tests/test_tui.py", "tests/test_kernels.py",
               "tests/test_pallas_nested_pipelines.py", "tests/test_diff.py", "tests/test_vmem_rolled_loops.py",
               "tests/test_libtpu_time.py", "tests/test_fix.py", "tests/test_layering.py",
