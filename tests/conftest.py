@@ -124,10 +124,6 @@ class HeldOut:
                         for name in load_module(str(path)).INSPECT]
         self.names = {spec.rsplit(":", 1)[1]: spec for spec in self.entries}
 
-    def params(self, marks: dict | None = None) -> list:
-        return [pytest.param(spec, id=spec.rsplit(":", 1)[1], marks=(marks or {}).get(spec.rsplit(":", 1)[1], ()))
-                for spec in self.entries]
-
     def assert_vendored(self, files: int, entries: int, source: str = "https://github.com/",
                         licences: dict[str, str] | None = None) -> None:
         """So many files and entries, each file naming its source (a link at a commit) and its
@@ -139,48 +135,6 @@ class HeldOut:
             found = ("Apache" if "Apache License" in head else "MIT" if "MIT License" in head else
                      "BSD" if "BSD" in head and "Redistribution and use" in head else None)
             assert found == (licences or {}).get(path.name, "Apache"), (path.name, found)
-
-
-def round_tests(held: HeldOut, chips: list[str]) -> tuple:
-    """The tests a held-out round runs on each of its entries, as a new user would: every view on
-    the CPU and on v5e; the estimate on ``chips``, with no error and "fits" on each; libtpu's
-    compile on v5e fitting it. Assign them to test_* names in the round's module."""
-    from inspector.results.view_table import SHOW_VIEWS
-
-    @pytest.mark.parametrize("spec", held.params())
-    def every_view_on_cpu(spec):
-        assert_entry_clean(spec, "cpu", SHOW_VIEWS)
-
-    @pytest.mark.libtpu
-    @pytest.mark.parametrize("spec", held.params())
-    def every_view_on_one_tpu(spec):
-        assert_entry_clean(spec, "tpu-v5e", SHOW_VIEWS)
-
-    @pytest.mark.libtpu
-    @pytest.mark.parametrize("spec", held.params())
-    def the_estimate_finds_no_error(spec):
-        from inspector.base.chips import get_chip
-        from inspector.verbs.checking import run_check
-        from inspector.compilation.target import load_target
-
-        estimate = run_check(load_target(spec), [get_chip(c) for c in chips], estimate_only=True)
-        assert errors(estimate.findings) == [] and estimate.ok
-        assert [row.fits for row in estimate.targets] == [True] * len(chips)
-
-    @pytest.mark.libtpu
-    @pytest.mark.slow
-    @pytest.mark.parametrize("spec", held.params())
-    def check_agrees_with_libtpu(spec):
-        """libtpu's compile on v5e fits each entry at INSPECT's shape, as the estimate says."""
-        from inspector.base.chips import get_chip
-        from inspector.verbs.checking import run_check
-        from inspector.compilation.target import load_target
-
-        real = run_check(load_target(spec), [get_chip("tpu-v5e")])
-        assert errors(real.findings) == [] and real.ok
-        assert real.targets[0].compiler_fits is True, real.targets[0].compiler_message
-
-    return every_view_on_cpu, every_view_on_one_tpu, the_estimate_finds_no_error, check_agrees_with_libtpu
 
 
 TRUTH_KINDS = ("agree", "undecided", "short", "false error")

@@ -61,6 +61,16 @@ ROUNDS = (
     # (acc_ref.reshape(-1, 128)).
     Round("heldout5", files=4, entries=7, source="https://github.com/vllm-project/tpu-inference/blob/",
           diff=True, not_interpretable={"proj_and_save_state_rows": "Reshape"}, races=frozenset({"gdn_decode"})),
+    # test_vmem_polymul_and_gla.py; jax 0.10.2's interpreter cannot DMA through a reshaped ref
+    Round("heldout6", files=4, entries=5, diff=True, not_interpretable={"fused_recurrent_gla_fwd": "reshaped ref"},
+          export="chunk_gla_fwd_o"),
+    Round("heldout7", files=4, entries=4),  # test_vmem_serving_kernels.py
+    Round("heldout8", files=4, entries=4,  # test_vmem_norm_softmax_flash.py
+          licences={"pallasflash_flash_attention.py": "MIT", "pallasflash_fused_rope.py": "MIT"}),
+    Round("heldout9", files=4, entries=4),  # test_vmem_linear_attention_decoding.py
+    Round("heldout10", files=5, entries=5),  # test_vmem_straight_line_matmuls.py
+    Round("heldout11", files=3, entries=6,  # test_vmem_rolled_loops.py
+          licences={"pallas_forge_glu.py": "MIT", "gdn2_fwd.py": "MIT"}),
 )
 HELD = {r.folder: HeldOut(r.folder) for r in ROUNDS}
 ROUND_OF = {spec: r for r in ROUNDS for spec in HELD[r.folder].entries}
