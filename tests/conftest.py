@@ -124,10 +124,6 @@ class HeldOut:
                         for name in load_module(str(path)).INSPECT]
         self.names = {spec.rsplit(":", 1)[1]: spec for spec in self.entries}
 
-    def params(self, marks: dict | None = None) -> list:
-        return [pytest.param(spec, id=spec.rsplit(":", 1)[1], marks=(marks or {}).get(spec.rsplit(":", 1)[1], ()))
-                for spec in self.entries]
-
     def assert_vendored(self, files: int, entries: int, source: str = "https://github.com/",
                         licences: dict[str, str] | None = None) -> None:
         """So many files and entries, each file naming its source (a link at a commit) and its
@@ -139,48 +135,6 @@ class HeldOut:
             found = ("Apache" if "Apache License" in head else "MIT" if "MIT License" in head else
                      "BSD" if "BSD" in head and "Redistribution and use" in head else None)
             assert found == (licences or {}).get(path.name, "Apache"), (path.name, found)
-
-
-def round_tests(held: HeldOut, chips: list[str]) -> tuple:
-    """The tests a held-out round runs on each of its entries, as a new user would: every view on
-    the CPU and on v5e; the estimate on ``chips``, with no error and "fits" on each; libtpu's
-    compile on v5e fitting it. Assign them to test_* names in the round's module."""
-    from inspector.results.view_table import SHOW_VIEWS
-
-    @pytest.mark.parametrize("spec", held.params())
-    def every_view_on_cpu(spec):
-        assert_entry_clean(spec, "cpu", SHOW_VIEWS)
-
-    @pytest.mark.libtpu
-    @pytest.mark.parametrize("spec", held.params())
-    def every_view_on_one_tpu(spec):
-        assert_entry_clean(spec, "tpu-v5e", SHOW_VIEWS)
-
-    @pytest.mark.libtpu
-    @pytest.mark.parametrize("spec", held.params())
-    def the_estimate_finds_no_error(spec):
-        from inspector.base.chips import get_chip
-        from inspector.verbs.checking import run_check
-        from inspector.compilation.target import load_target
-
-        estimate = run_check(load_target(spec), [get_chip(c) for c in chips], estimate_only=True)
-        assert errors(estimate.findings) == [] and estimate.ok
-        assert [row.fits for row in estimate.targets] == [True] * len(chips)
-
-    @pytest.mark.libtpu
-    @pytest.mark.slow
-    @pytest.mark.parametrize("spec", held.params())
-    def check_agrees_with_libtpu(spec):
-        """libtpu's compile on v5e fits each entry at INSPECT's shape, as the estimate says."""
-        from inspector.base.chips import get_chip
-        from inspector.verbs.checking import run_check
-        from inspector.compilation.target import load_target
-
-        real = run_check(load_target(spec), [get_chip("tpu-v5e")])
-        assert errors(real.findings) == [] and real.ok
-        assert real.targets[0].compiler_fits is True, real.targets[0].compiler_message
-
-    return every_view_on_cpu, every_view_on_one_tpu, the_estimate_finds_no_error, check_agrees_with_libtpu
 
 
 TRUTH_KINDS = ("agree", "undecided", "short", "false error")
@@ -335,10 +289,10 @@ def _rank(item) -> int:
 
 # The files whose tests share state mostly per corpus entry (its Report, compile and diff, memoised
 # in the process): a unit per entry, so that one file's minutes are not one worker's tail; their
-# other tests are the file's unit (the two that read an entry's Report again there take its
-# compile from the run's cache).
-SPLIT_BY_ENTRY = ("tests/test_corpus.py", "tests/test_corpus_model_kernels.py",
-                  "tests/test_corpus_levanter_pallasbench.py")
+# other tests are the file's unit. A round's own file that reads an entry's Report again
+# (test_corpus_model_kernels.py, test_pallas_nested_pipelines.py) takes its compile from the
+# run's cache.
+SPLIT_BY_ENTRY = ("tests/test_corpus.py", "tests/test_corpus_heldout.py")
 # The files whose tests share only what the process memoises (the UI's few small compiles, made
 # again once on the other worker): a unit per test function.
 SPLIT_BY_FUNCTION = ("tests/test_tui.py",)
@@ -364,7 +318,8 @@ def _unit(item) -> str:
 # Longest first, by the serial profile (BENCHMARKS.md): a unit under none of these comes after them,
 # in file order.
 LONG_FIRST = ("tests/test_vmem_estimates.py::test_estimate_unchanged_on_truth_rows", "tests/test_default_target.py",
-              "tests/test_docs.py::test_every_command_runs", "tests/test_corpus.py", "tests/test_corpus_model_kernels.py",
+              "tests/test_docs.py::test_every_command_runs", "tests/test_corpus.py", "tests/test_corpus_heldout.py",
+              "tests/test_corpus_model_kernels.py",
               "tests/test_fusions.py", "tests/test_tui.py", "tests/test_kernels.py",
               "tests/test_pallas_nested_pipelines.py", "tests/test_diff.py", "tests/test_vmem_rolled_loops.py",
               "tests/test_libtpu_time.py", "tests/test_fix.py", "tests/test_layering.py",

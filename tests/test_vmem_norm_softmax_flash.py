@@ -3,7 +3,7 @@ held out from its fitting (tests/data/heldout8; round eight): four Pallas TPU ke
 repositories nobody on the team had read (google/flax's ogbg_molpcba example, AMLeng/tpu-kernels,
 aabhimittal/TPU-Native-Pallas-FlashAttention), run the way a new user runs them at small shapes:
 every view on the CPU and on v5e, check (the estimate on three generations, libtpu's compile on
-v5e). A correct kernel gets no error finding, and the estimate never says "does not fit" where
+v5e: tests/test_corpus_heldout.py). A correct kernel gets no error finding, and the estimate never says "does not fit" where
 libtpu fits it: tests/data/vmem_truth_heldout8.json holds libtpu's verdicts at shapes across the
 VMEM limits (make_vmem_truth.py --heldout8), which the estimate is held to here without compiling
 again.
@@ -22,22 +22,10 @@ again.
 Two of the four files are MIT, not Apache: the vendored check names them."""
 from __future__ import annotations
 
-from conftest import HeldOut, round_tests, truth_outcome
+from conftest import HeldOut, truth_outcome
 from inspector.compilation.target import load_target
 
 ROUND = HeldOut("heldout8")
-CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
-
-
-def test_corpus_is_what_the_notes_say():
-    """Four kernels from three sources, each with its licence (Apache or MIT) and its source at a
-    commit."""
-    ROUND.assert_vendored(files=4, entries=4, licences={"pallasflash_flash_attention.py": "MIT",
-                                                        "pallasflash_fused_rope.py": "MIT"})
-
-
-(test_every_view_on_cpu, test_every_view_on_one_tpu, test_the_estimate_on_three_generations_finds_no_error,
- test_check_agrees_with_libtpu) = round_tests(ROUND, CHECK_CHIPS)
 
 
 def test_the_estimate_never_says_does_not_fit_where_libtpu_fits():

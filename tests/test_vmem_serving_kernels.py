@@ -3,7 +3,7 @@ attention, a KV-cache insert, a tiled matmul) held out from its fitting (tests/d
 seven): four Pallas TPU kernels from two
 repositories nobody on the team had read (jax-ml/jax-llm-examples' serving kernels, EasyDeL's
 retired TPU matmul), run the way a new user runs them at small shapes: every view on the CPU and
-on v5e, check (the estimate on three generations, libtpu's compile on v5e). A correct kernel gets
+on v5e, check (the estimate on three generations, libtpu's compile on v5e: tests/test_corpus_heldout.py). A correct kernel gets
 no error finding, and the estimate never says "does not fit" where libtpu fits it:
 tests/data/vmem_truth_heldout7.json holds libtpu's verdicts at shapes across the VMEM limits
 (make_vmem_truth.py --heldout7), which the estimate is held to here without compiling again.
@@ -23,24 +23,14 @@ What it found: no crash, and on the three TPUs no error finding; on the CPU the 
 (a traced grid extent jax's interpreter could not run) was an error finding, fixed (below)."""
 from __future__ import annotations
 
-from conftest import HeldOut, round_tests, truth_outcome
+from conftest import HeldOut, truth_outcome
 from inspector.compilation.target import load_target
 
 ROUND = HeldOut("heldout7")
-CHECK_CHIPS = ["tpu-v5e", "tpu-v6e", "tpu-7x"]
 # On the CPU a Pallas kernel runs in interpret mode, and jax 0.10.2's interpreter cannot shuffle a
 # "parallel" grid dimension whose extent is traced (the KV-cache insert's count of valid updates): it
 # was an error finding, "compile-error: cpu: ConcretizationTypeError while lowering", until the
 # inspector ran such a dimension in order (jax_internals/interpret.py, _sequential_dynamic_dims).
-
-
-def test_corpus_is_what_the_notes_say():
-    """Four kernels from two sources, each with its licence and its source at a commit."""
-    ROUND.assert_vendored(files=4, entries=4)
-
-
-(test_every_view_on_cpu, test_every_view_on_one_tpu, test_the_estimate_on_three_generations_finds_no_error,
- test_check_agrees_with_libtpu) = round_tests(ROUND, CHECK_CHIPS)
 
 
 def test_the_estimate_never_says_does_not_fit_where_libtpu_fits():
