@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import shutil
 from pathlib import Path
 
@@ -31,6 +32,14 @@ def _modules(root: Path = ROOT) -> dict[str, Path]:
     return found
 
 
+@functools.cache
+def _parsed(text: str) -> tuple[ast.Module, dict]:
+    """A module's tree and each node's parent, once per text: every check reads the whole package
+    (a mutation test's copy differs in its one changed file only)."""
+    tree = ast.parse(text)
+    return tree, {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
 def _type_checking_only(node: ast.AST, parents: dict) -> bool:
     while (node := parents.get(node)) is not None:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -41,8 +50,7 @@ def _type_checking_only(node: ast.AST, parents: dict) -> bool:
 def _imports(name: str, path: Path, known: set[str], type_only: bool = False) -> set[str]:
     """The project modules ``name`` imports anywhere in its file (under TYPE_CHECKING too with
     ``type_only``). A ``from . import x`` imports the package too: its __init__ runs."""
-    tree = ast.parse(path.read_text())
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    tree, parents = _parsed(path.read_text())
     is_package = path.name == "__init__.py"
     targets: set[str] = set()
     for node in ast.walk(tree):
@@ -260,7 +268,7 @@ def _private_uses(root: Path = ROOT) -> list[str]:
     known = set(modules)
     found = []
     for name, path in modules.items():
-        tree = ast.parse(path.read_text())
+        tree, _ = _parsed(path.read_text())
         is_package = path.name == "__init__.py"
         bound: dict[str, str] = {}  # local name -> the project module it is
         for node in ast.walk(tree):
