@@ -356,12 +356,12 @@ def _is_fast(item) -> bool:
 def _libtpu_children_kept():
     """libtpu's dump children (inspector/libtpu/runner.py) stay between the time estimates of one
     test process, as in a tuner's worker: a child's start (jax's import, libtpu's) cost about a
-    second of CPU, a third of an estimate's (BENCHMARKS.md, "The fourth round"). Two chips' sets of
-    children stay (three each, 0.4-0.7 GiB apiece; a child that reads other flags or environment is
+    second of CPU, a third of an estimate's (BENCHMARKS.md, "The fourth round"). One estimate's set
+    of children stays (three, 0.4-0.7 GiB apiece; a child that reads other flags or environment is
     another); a test about the children's own lifetime opts out with ``runner.fresh_sessions()``."""
     from inspector.libtpu.runner import kept_sessions
 
-    with kept_sessions(limit=6):
+    with kept_sessions(limit=3):
         yield
 
 

@@ -149,8 +149,8 @@ NO_IMPORTS = [
      "the analyses import no front end"),
     # they ask family_of(chip) (inspector.families), never a family's own module (inspector.families.gpu...);
     # measuring measures through family_of whatever the family
-    (("inspector.verbs", "inspector.views"), (), ("inspector.families",), ("inspector.families", "inspector.families.measuring"),
-     "the verbs and views import no family's module"),
+    (("inspector.verbs", "inspector.views", "inspector.results", "inspector.baseline"), (), ("inspector.families",),
+     ("inspector.families", "inspector.families.measuring"), "the verbs, views, Report and baseline import no family's module"),
 ]
 
 

@@ -148,3 +148,10 @@ class Family(Protocol):
 
     def fixes(self, calls: list, chip: Chip, *, needed_bytes: int | None, kernel: str | None) -> tuple[list, list]:
         """The changes the family's compiler may take (and the refused ones) for ``calls`` on ``chip``."""
+
+    def kernel_launches(self, stages: Any, chip: Chip) -> list:
+        """Each kernel as the compile launched it on ``chip`` (grid, on-chip memory, registers,
+        occupancy), where the family's compile says so; [] elsewhere."""
+
+    def launches_by_kernel(self, kernels: list, launches: list, hlo: str | None) -> dict:
+        """HLO kernel name -> its launch (of ``kernel_launches``); {} where there is none."""

@@ -177,11 +177,7 @@ def _error_kind(report) -> str:
 def _launches(report) -> dict:
     """HLO kernel name -> its GPU launch (grid, shared memory, registers, spills); {} off a GPU."""
     gpu = report.gpu_kernels
-    if not gpu:
-        return {}
-    from ..families.gpu.time import match_launches
-
-    return match_launches(report.fusions.kernels, gpu, report.stages.hlo)
+    return family_of(report.chip).launches_by_kernel(report.fusions.kernels, gpu, report.stages.hlo) if gpu else {}
 
 
 def compute_target(spec: str, request: Request) -> Computed:

@@ -52,3 +52,9 @@ class GpuSpecFamily:
 
     def fixes(self, calls: list, chip: Chip, *, needed_bytes: int | None, kernel: str | None) -> tuple[list, list]:
         return [], []
+
+    def kernel_launches(self, stages, chip: Chip) -> list:
+        return []  # no launch per kernel in this family's compile
+
+    def launches_by_kernel(self, kernels: list, launches: list, hlo: str | None) -> dict:
+        return {}

@@ -93,9 +93,7 @@ class Report:
     @property
     def gpu_kernels(self) -> list:
         """Each kernel of a deviceless XLA:GPU compile: its launch, shared memory, registers, spills and occupancy."""
-        from ..families.gpu.kernels.occupancy import with_occupancy
-        from ..families.gpu.verdict import gpu_kernels
-        return with_occupancy(gpu_kernels(self.stages), self.chip) if self.chip.target_config else []
+        return family_of(self.chip).kernel_launches(self.stages, self.chip)
 
     @property
     def ok(self) -> bool:

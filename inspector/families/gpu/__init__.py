@@ -13,7 +13,7 @@ from .compile.path import GpuCompilePath
 from .fixes import triton_changes
 from .foreign import explain_mosaic_gpu_kernels, explain_tpu_kernels
 from .kernels.occupancy import with_occupancy
-from .time import estimate
+from .time import estimate, match_launches
 from .verdict import check_verdict, compiler_shared_memory, gpu_kernels, settle_report
 
 
@@ -81,4 +81,12 @@ class GpuFamily(GpuSpecFamily):
         if kernels is None:
             from ...hlo.fusions import analyse_fusions
             kernels = analyse_fusions(stages.hlo, chip, stages.cost).kernels
-        return estimate(chip, kernels, with_occupancy(gpu_kernels(stages), chip), hlo or stages.hlo, budget)
+        return estimate(chip, kernels, self.kernel_launches(stages, chip), hlo or stages.hlo, budget)
+
+    def kernel_launches(self, stages, chip: Chip) -> list:
+        """Each kernel of the deviceless XLA:GPU compile: its launch, shared memory, registers, spills
+        and occupancy (from its thunks and ptxas)."""
+        return with_occupancy(gpu_kernels(stages), chip) if chip.target_config else []
+
+    def launches_by_kernel(self, kernels: list, launches: list, hlo: str | None) -> dict:
+        return match_launches(kernels, launches, hlo)

@@ -72,3 +72,9 @@ class TpuFamily:
         limits, refused = vmem_limit_change(calls, chip, needed_bytes, kernel) if needed_bytes is not None else ([], [])
         parallel, not_parallel = semantics_changes(calls, chip)
         return limits + parallel, refused + not_parallel
+
+    def kernel_launches(self, stages, chip: Chip) -> list:
+        return []  # no launch per kernel in this family's compile
+
+    def launches_by_kernel(self, kernels: list, launches: list, hlo: str | None) -> dict:
+        return {}
