@@ -303,7 +303,7 @@ def kept_sessions(limit: int | None = None):
 def fresh_sessions():
     """Inside, each estimate starts its children and ends them, as outside ``kept_sessions``
     (the kept ones stay for after)."""
-    global _KEPT, _KEPT_LIMIT
+    global _KEPT
     outer, _KEPT = _KEPT, None
     try:
         yield
