@@ -147,7 +147,31 @@ def forced(params):
     from jax.experimental.pallas import tpu as pltpu
 
     gpu_kernels_interpreted()
+    faster_race_checks()
     return pltpu.force_tpu_interpret_mode(params)
+
+
+def faster_race_checks() -> None:
+    """The race detector compares each access's vector clock with every earlier access to the same
+    buffer (race_detection_state.py), so a kernel's run spends most of its time in
+    ``vector_clock.ordered``: measured, 60% of an interpreted flash attention's. ``clocks_ordered``
+    gives the same answer in half the numpy calls; installed once where the module has it."""
+    try:
+        from jax._src.pallas.mosaic.interpret import vector_clock
+    except ImportError:
+        return
+    if callable(getattr(vector_clock, "ordered", None)):
+        vector_clock.ordered = clocks_ordered
+
+
+def clocks_ordered(x, y) -> bool:
+    """Whether vector clock x happened before y or y before x: jax's ``lt(x, y) | lt(y, x)``, with
+    lt(x, y) = all(x <= y) and any(x < y), read off the extremes of x - y."""
+    import numpy as np
+
+    d = np.subtract(x, y)
+    high, low = np.maximum.reduce(d), np.minimum.reduce(d)
+    return bool((high <= 0 and low < 0) or (low >= 0 and high > 0))
 
 
 _GPU_FALLBACK: list[Callable | None] = []  # the lowering installed (None: this jax cannot have it)
