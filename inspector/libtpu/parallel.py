@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import threading
 import time
 
+from ..base import cores
 from .runner import Outcome
 
 MAX_WORKERS = 4  # past this, libtpu's compiles contend for memory bandwidth more than they gain
@@ -27,12 +27,8 @@ class Compile:
 
 
 def workers(count: int = MAX_WORKERS) -> int:
-    """How many compiles run at once: one a core this process may use, at most MAX_WORKERS."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(count, cores, MAX_WORKERS))
+    """How many compiles run at once: one a core this process may use (base.cores), at most MAX_WORKERS."""
+    return max(1, min(count, cores.available(), MAX_WORKERS))
 
 
 def run_all(sessions: list, compiles: list[Compile], memory_budget: float, deadline: float = math.inf) -> list[Outcome]:

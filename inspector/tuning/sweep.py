@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import time
 from typing import Protocol
 
@@ -19,6 +18,7 @@ from ..base.errors import TargetFailure, UsageError
 from ..compilation.compile_cache import REFRESH  # noqa: F401  (the one definition: views/tui/tune_options.py reads it here)
 from ..request import Cache, Request
 from ..libtpu import Budget
+from ..base import cores
 from ..base.tempdirs import sweep
 from .candidates import TunePlan, candidates, default_params, swept_values
 from .measured import measure_rankings
@@ -93,11 +93,6 @@ class _Quiet:
     def stop(self): pass
 
 
-def cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def check_chips(names: list[str]) -> list:
@@ -129,7 +124,7 @@ def run_sweep(req: SweepRequest, progress: Progress | None = None, cancel=None) 
     budget = dataclasses.asdict(req.budget)  # as plain data: the journal's keys, the workers' tasks
     # a missing extra answers before any work
     ray_pool = RayPool(req.ray, req.spec, debug=req.debug) if req.ray else None
-    workers, workers_note = fit_workers(req.workers or cores())
+    workers, workers_note = fit_workers(req.workers or cores.available())
     with LocalPool(workers, debug=req.debug, cancel=cancel) as local, (ray_pool or contextlib.nullcontext()):
         # Ray is reached first: an address that does not answer is one line before any work
         plan = _plan(req, local, budget)
@@ -338,4 +333,4 @@ def _write_table(req: SweepRequest, result: TuneResult) -> TuneResult:
         return dataclasses.replace(result, table_note=f"{req.table} not written: {err}", table_failed=True)
 
 
-__all__ = ["SweepRequest", "run_sweep", "check_chips", "cores", "RANKED"]
+__all__ = ["SweepRequest", "run_sweep", "check_chips", "RANKED"]
