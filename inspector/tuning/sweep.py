@@ -93,8 +93,6 @@ class _Quiet:
     def stop(self): pass
 
 
-
-
 def check_chips(names: list[str]) -> list:
     """Chips whose family times a compiled candidate: TPUs by libtpu's simulation, GPUs by the time
     floor of what XLA:GPU compiled (families/gpu/time.py). Other targets have nothing to rank by."""
